@@ -1,0 +1,483 @@
+//! Content blocks: the parts of a message.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::JsonObject;
+use crate::ids::ToolUseId;
+use crate::tagged::{from_object, serialize_tagged, skip_none, type_of};
+
+/// A prompt-caching breakpoint, `{"type":"ephemeral"}` with an optional `ttl` (`"5m"`, `"1h"`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheControl {
+    /// Always `"ephemeral"` today.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Lifetime of the cache entry, `"5m"` (default) or `"1h"`.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub ttl: Option<String>,
+}
+
+impl CacheControl {
+    /// The default 5-minute breakpoint, `{"type":"ephemeral"}`.
+    pub fn ephemeral() -> Self {
+        Self {
+            kind: "ephemeral".to_owned(),
+            ttl: None,
+        }
+    }
+}
+
+/// One block of a message's content.
+///
+/// Deserializes any object with a string `type`; types this crate does not model become
+/// [`ContentBlock::Other`] and serialize back unchanged. Serialization writes `type` first, then
+/// the known fields in declaration order, then unknown fields in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ContentBlock {
+    /// `text`: model or user prose, with citations when the model cites sources.
+    Text(TextBlock),
+    /// `image`: an image sent by the user or a tool.
+    Image(ImageBlock),
+    /// `tool_use`: the model asks the client to run a tool.
+    ToolUse(ToolUseBlock),
+    /// `tool_result`: the client's answer to one tool_use.
+    ToolResult(ToolResultBlock),
+    /// `thinking`: extended thinking with the signature that lets it be sent back.
+    Thinking(ThinkingBlock),
+    /// `redacted_thinking`: encrypted thinking, sent back as it came.
+    RedactedThinking(RedactedThinkingBlock),
+    /// `server_tool_use`: a tool the API runs itself (web search, code execution, ...).
+    ServerToolUse(ToolUseBlock),
+    /// `mcp_tool_use`: a call to a remote MCP server made by the API (`server_name` in `extra`).
+    McpToolUse(ToolUseBlock),
+    /// Any `*_tool_result` block produced by the API for a server or MCP tool.
+    ServerToolResult(ServerToolResultBlock),
+    /// `compaction`: a server-side summary of earlier context.
+    Compaction(CompactionBlock),
+    /// `fallback`: the API served the response with another model.
+    Fallback(FallbackBlock),
+    /// A block type this crate does not know; kept whole, `type` included.
+    Other(OtherBlock),
+}
+
+impl ContentBlock {
+    /// The block's wire `type`, such as `"text"` or `"web_search_tool_result"`.
+    pub fn block_type(&self) -> &str {
+        match self {
+            Self::Text(_) => "text",
+            Self::Image(_) => "image",
+            Self::ToolUse(_) => "tool_use",
+            Self::ToolResult(_) => "tool_result",
+            Self::Thinking(_) => "thinking",
+            Self::RedactedThinking(_) => "redacted_thinking",
+            Self::ServerToolUse(_) => "server_tool_use",
+            Self::McpToolUse(_) => "mcp_tool_use",
+            Self::ServerToolResult(block) => &block.kind,
+            Self::Compaction(_) => "compaction",
+            Self::Fallback(_) => "fallback",
+            Self::Other(block) => block.block_type(),
+        }
+    }
+
+    /// A text block holding `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(TextBlock::new(text))
+    }
+
+    /// The text of a text block, `None` for every other block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Self::Text(block) => Some(&block.text),
+            _ => None,
+        }
+    }
+
+    /// The tool_use part of a client tool call, `None` for every other block (server and MCP
+    /// tool uses are run by the API, not the client).
+    pub fn as_tool_use(&self) -> Option<&ToolUseBlock> {
+        match self {
+            Self::ToolUse(block) => Some(block),
+            _ => None,
+        }
+    }
+
+    /// Sets the block's cache breakpoint; returns `false` (and changes nothing) for block types
+    /// the API does not accept one on (thinking, redacted thinking, server blocks).
+    pub fn set_cache_control(&mut self, cache_control: Option<CacheControl>) -> bool {
+        let slot = match self {
+            Self::Text(block) => &mut block.cache_control,
+            Self::Image(block) => &mut block.cache_control,
+            Self::ToolUse(block) => &mut block.cache_control,
+            Self::ToolResult(block) => &mut block.cache_control,
+            _ => return false,
+        };
+        *slot = cache_control;
+        true
+    }
+}
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let ty = self.block_type();
+        match self {
+            Self::Text(block) => serialize_tagged(ty, block, serializer),
+            Self::Image(block) => serialize_tagged(ty, block, serializer),
+            Self::ToolUse(block) | Self::ServerToolUse(block) | Self::McpToolUse(block) => {
+                serialize_tagged(ty, block, serializer)
+            }
+            Self::ToolResult(block) => serialize_tagged(ty, block, serializer),
+            Self::Thinking(block) => serialize_tagged(ty, block, serializer),
+            Self::RedactedThinking(block) => serialize_tagged(ty, block, serializer),
+            Self::ServerToolResult(block) => serialize_tagged(ty, &block.fields, serializer),
+            Self::Compaction(block) => serialize_tagged(ty, block, serializer),
+            Self::Fallback(block) => serialize_tagged(ty, block, serializer),
+            Self::Other(block) => block.fields.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = JsonObject::deserialize(deserializer)?;
+        let ty = type_of::<D::Error>(&map, "content block")?;
+        Ok(match ty.as_str() {
+            "text" => Self::Text(from_object(map, &ty)?),
+            "image" => Self::Image(from_object(map, &ty)?),
+            "tool_use" => Self::ToolUse(from_object(map, &ty)?),
+            "tool_result" => Self::ToolResult(from_object(map, &ty)?),
+            "thinking" => Self::Thinking(from_object(map, &ty)?),
+            "redacted_thinking" => Self::RedactedThinking(from_object(map, &ty)?),
+            "server_tool_use" => Self::ServerToolUse(from_object(map, &ty)?),
+            "mcp_tool_use" => Self::McpToolUse(from_object(map, &ty)?),
+            "compaction" => Self::Compaction(from_object(map, &ty)?),
+            "fallback" => Self::Fallback(from_object(map, &ty)?),
+            server_result if server_result.ends_with("_tool_result") => {
+                let mut fields = map;
+                fields.shift_remove("type");
+                let tool_use_id = match fields.get("tool_use_id") {
+                    Some(Value::String(id)) => Some(ToolUseId(id.clone())),
+                    Some(_) => {
+                        return Err(D::Error::custom(format_args!(
+                            "`{ty}` block: `tool_use_id` must be a string"
+                        )));
+                    }
+                    None => None,
+                };
+                Self::ServerToolResult(ServerToolResultBlock {
+                    kind: ty,
+                    tool_use_id,
+                    fields,
+                })
+            }
+            _ => Self::Other(OtherBlock { fields: map }),
+        })
+    }
+}
+
+/// `text` block.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TextBlock {
+    /// The text, UTF-8.
+    pub text: String,
+    /// Citation objects (`char_location`, `web_search_result_location`, ...), as the API sent
+    /// them; `None` when the block has none.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub citations: Option<Vec<Value>>,
+    /// Prompt-caching breakpoint on this block.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl TextBlock {
+    /// A text block with no citations, breakpoint or extra fields.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// `image` block. The `source` (`base64` with `media_type` and `data`, or `url`) is kept as
+/// the API defines it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageBlock {
+    /// `{"type":"base64","media_type":"image/png","data":"…"}` or `{"type":"url","url":"…"}`.
+    pub source: Value,
+    /// Prompt-caching breakpoint on this block.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `tool_use`, `server_tool_use` and `mcp_tool_use` blocks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolUseBlock {
+    /// The id its tool_result must name.
+    pub id: ToolUseId,
+    /// The tool's name, as declared in the request's `tools`.
+    pub name: String,
+    /// The tool's input, a JSON object in every well-formed response.
+    #[serde(default = "empty_object")]
+    pub input: Value,
+    /// Prompt-caching breakpoint on this block.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this crate does not model (`caller`, `server_name`, ...), kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+fn empty_object() -> Value {
+    Value::Object(JsonObject::new())
+}
+
+/// `tool_result` block: the client's answer to a tool_use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultBlock {
+    /// The tool_use this answers.
+    pub tool_use_id: ToolUseId,
+    /// A string or a list of blocks (text, image).
+    #[serde(default, skip_serializing_if = "ToolResultContent::is_empty_blocks")]
+    pub content: ToolResultContent,
+    /// `Some(true)` when the tool failed; the model then sees the content as an error.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub is_error: Option<bool>,
+    /// Prompt-caching breakpoint on this block.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl ToolResultBlock {
+    /// A tool_result with text content; `is_error` is set only when true.
+    pub fn text(tool_use_id: ToolUseId, text: impl Into<String>, is_error: bool) -> Self {
+        Self {
+            tool_use_id,
+            content: ToolResultContent::Text(text.into()),
+            is_error: is_error.then_some(true),
+            cache_control: None,
+            extra: JsonObject::new(),
+        }
+    }
+}
+
+/// The content of a tool_result: the API takes a plain string or a list of blocks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolResultContent {
+    /// A plain string.
+    Text(String),
+    /// Text and image blocks.
+    Blocks(Vec<ContentBlock>),
+}
+
+impl Default for ToolResultContent {
+    fn default() -> Self {
+        Self::Blocks(Vec::new())
+    }
+}
+
+impl ToolResultContent {
+    fn is_empty_blocks(&self) -> bool {
+        matches!(self, Self::Blocks(blocks) if blocks.is_empty())
+    }
+
+    /// Size of the content in bytes: the string's length, or the sum of the text blocks'
+    /// lengths (other blocks count as their JSON size).
+    pub fn len_bytes(&self) -> usize {
+        match self {
+            Self::Text(text) => text.len(),
+            Self::Blocks(blocks) => blocks
+                .iter()
+                .map(|block| match block {
+                    ContentBlock::Text(text) => text.text.len(),
+                    other => serde_json::to_string(other).map_or(0, |json| json.len()),
+                })
+                .sum(),
+        }
+    }
+}
+
+/// `thinking` block. The signature must be sent back unchanged with the thinking text.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThinkingBlock {
+    /// The thinking text.
+    pub thinking: String,
+    /// Opaque signature over the thinking, from `signature_delta`.
+    #[serde(default)]
+    pub signature: String,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `redacted_thinking` block: encrypted thinking, replayed as it came.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RedactedThinkingBlock {
+    /// Opaque encrypted payload.
+    pub data: String,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `compaction` block: a server-side summary of earlier context. `compaction_delta` sets its
+/// fields (set, not append).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionBlock {
+    /// The readable summary.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub content: Option<String>,
+    /// The opaque payload the API needs to restore the compacted context.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub encrypted_content: Option<String>,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `fallback` block: the response was served by `to.model` instead of `from.model`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FallbackBlock {
+    /// `{"model": …}` of the model that was asked for.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub from: Option<Value>,
+    /// `{"model": …}` of the model that actually served the response.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub to: Option<Value>,
+    /// Fields this crate does not model (`trigger`, ...), kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl FallbackBlock {
+    /// The model named in `to.model`, when present.
+    pub fn to_model(&self) -> Option<&str> {
+        self.to.as_ref()?.get("model")?.as_str()
+    }
+}
+
+/// A server-side tool result (`web_search_tool_result`, `bash_code_execution_tool_result`,
+/// `mcp_tool_result`, ...): arrives whole in content_block_start and is kept as it came.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerToolResultBlock {
+    /// The block's wire `type`, ending in `_tool_result`.
+    pub kind: String,
+    /// The server tool_use it answers, when the block names one.
+    pub tool_use_id: Option<ToolUseId>,
+    /// Every field except `type`, in arrival order (`tool_use_id` included).
+    pub fields: JsonObject,
+}
+
+/// A block of a type this crate does not model, kept whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OtherBlock {
+    /// Every field, `type` included, in arrival order.
+    pub fields: JsonObject,
+}
+
+impl OtherBlock {
+    /// The block's wire `type`.
+    pub fn block_type(&self) -> &str {
+        self.fields
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(json: &str) -> ContentBlock {
+        let block: ContentBlock = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            serde_json::to_string(&block).unwrap(),
+            json,
+            "byte-exact round trip"
+        );
+        block
+    }
+
+    #[test]
+    fn thinking_round_trips_byte_for_byte() {
+        let block =
+            roundtrip(r#"{"type":"thinking","thinking":"Let me check.","signature":"SIG_ABC"}"#);
+        assert_eq!(block.block_type(), "thinking");
+    }
+
+    #[test]
+    fn tool_use_keeps_unknown_caller() {
+        let block = roundtrip(
+            r#"{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"location":"Paris"},"caller":{"type":"direct"}}"#,
+        );
+        assert_eq!(
+            block.as_tool_use().unwrap().extra["caller"]["type"],
+            "direct"
+        );
+    }
+
+    #[test]
+    fn unknown_block_type_round_trips() {
+        let block = roundtrip(r#"{"type":"hologram","z":{"b":1,"a":2},"list":[1,2]}"#);
+        assert_eq!(block.block_type(), "hologram");
+        assert!(matches!(block, ContentBlock::Other(_)));
+    }
+
+    #[test]
+    fn server_tool_result_is_kept_whole() {
+        let block = roundtrip(
+            r#"{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://a"}]}"#,
+        );
+        let ContentBlock::ServerToolResult(result) = block else {
+            panic!("{block:?}")
+        };
+        assert_eq!(result.tool_use_id.unwrap().as_str(), "srvtoolu_1");
+    }
+
+    #[test]
+    fn tool_result_string_and_block_content() {
+        roundtrip(
+            r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"ok","is_error":true}"#,
+        );
+        let block = roundtrip(
+            r#"{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"ok"}]}"#,
+        );
+        let ContentBlock::ToolResult(result) = block else {
+            panic!()
+        };
+        assert_eq!(result.content.len_bytes(), 2);
+    }
+
+    #[test]
+    fn missing_type_is_a_clear_error() {
+        let error = serde_json::from_str::<ContentBlock>(r#"{"text":"x"}"#).unwrap_err();
+        assert!(error.to_string().contains("missing `type`"), "{error}");
+        let error = serde_json::from_str::<ContentBlock>(r#"{"type":"text"}"#).unwrap_err();
+        assert!(error.to_string().contains("`text` block"), "{error}");
+    }
+
+    #[test]
+    fn cache_control_only_where_allowed() {
+        let mut text = ContentBlock::text("hi");
+        assert!(text.set_cache_control(Some(CacheControl::ephemeral())));
+        assert_eq!(
+            serde_json::to_string(&text).unwrap(),
+            r#"{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}"#
+        );
+        let mut thinking = ContentBlock::Thinking(ThinkingBlock::default());
+        assert!(!thinking.set_cache_control(Some(CacheControl::ephemeral())));
+    }
+}

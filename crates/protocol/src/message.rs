@@ -1,0 +1,285 @@
+//! Messages: the model's response and the entries of a request's history.
+
+use std::fmt;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::JsonObject;
+use crate::content::ContentBlock;
+use crate::ids::MessageId;
+use crate::tagged::skip_none;
+
+/// Who wrote a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The person or the client (tool results are user messages).
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// Why the model stopped. Unknown reasons deserialize into [`StopReason::Other`] and serialize
+/// back unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// `end_turn`: the model finished its answer.
+    EndTurn,
+    /// `max_tokens`: the output cap was hit; the last block may be cut off.
+    MaxTokens,
+    /// `stop_sequence`: one of the request's stop sequences was produced.
+    StopSequence,
+    /// `tool_use`: the model wants tool results before going on.
+    ToolUse,
+    /// `pause_turn`: a long server-tool turn was paused; send the response back to resume.
+    PauseTurn,
+    /// `refusal`: the model declined for safety reasons.
+    Refusal,
+    /// `model_context_window_exceeded`: the context window filled up while generating.
+    ModelContextWindowExceeded,
+    /// A reason this crate does not know yet.
+    Other(String),
+}
+
+impl StopReason {
+    /// The wire string, such as `"end_turn"`.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::MaxTokens => "max_tokens",
+            Self::StopSequence => "stop_sequence",
+            Self::ToolUse => "tool_use",
+            Self::PauseTurn => "pause_turn",
+            Self::Refusal => "refusal",
+            Self::ModelContextWindowExceeded => "model_context_window_exceeded",
+            Self::Other(other) => other,
+        }
+    }
+
+    /// Parses a wire string; never fails (unknown strings become [`StopReason::Other`]).
+    pub fn parse(reason: &str) -> Self {
+        match reason {
+            "end_turn" => Self::EndTurn,
+            "max_tokens" => Self::MaxTokens,
+            "stop_sequence" => Self::StopSequence,
+            "tool_use" => Self::ToolUse,
+            "pause_turn" => Self::PauseTurn,
+            "refusal" => Self::Refusal,
+            "model_context_window_exceeded" => Self::ModelContextWindowExceeded,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for StopReason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for StopReason {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let reason = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        Ok(Self::parse(&reason))
+    }
+}
+
+/// Token usage of one response, all counts in tokens.
+///
+/// In a stream, message_start carries the first values and each message_delta overwrites the
+/// fields it carries (they are cumulative totals, not increments). Fields this crate does not
+/// model (`cache_creation`, `server_tool_use`, `service_tier`, `iterations`, ...) stay in
+/// `extra`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens not read from or written to the prompt cache.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_creation_input_tokens: Option<u64>,
+    /// Input tokens read from the prompt cache.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_read_input_tokens: Option<u64>,
+    /// Output tokens generated.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+impl Usage {
+    /// All input tokens of the request: uncached + cache writes + cache reads.
+    pub fn total_input_tokens(&self) -> u64 {
+        self.input_tokens
+            + self.cache_creation_input_tokens.unwrap_or(0)
+            + self.cache_read_input_tokens.unwrap_or(0)
+    }
+
+    /// Input plus output tokens: what the request occupied of the context window.
+    pub fn context_tokens(&self) -> u64 {
+        self.total_input_tokens() + self.output_tokens
+    }
+}
+
+/// A model response (`"type":"message"`), as returned by a non-streaming call or accumulated
+/// from a stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Response id.
+    pub id: MessageId,
+    /// Always `"message"`.
+    #[serde(rename = "type", default = "message_type")]
+    pub kind: String,
+    /// Always [`Role::Assistant`] for responses.
+    pub role: Role,
+    /// The model that served the response (relabelled by a `fallback` block).
+    pub model: String,
+    /// The content blocks in order.
+    #[serde(default)]
+    pub content: Vec<ContentBlock>,
+    /// Why the model stopped; `None` until message_delta in a stream.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub stop_reason: Option<StopReason>,
+    /// The stop sequence produced, when `stop_reason` is `stop_sequence`.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub stop_sequence: Option<String>,
+    /// Structured detail on the stop (for example a refusal's category), as sent.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub stop_details: Option<Value>,
+    /// Token usage.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Fields this crate does not model (`container`, `context_management`, ...).
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+fn message_type() -> String {
+    "message".to_owned()
+}
+
+impl Message {
+    /// The concatenated text of all text blocks.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect()
+    }
+
+    /// This response as a history entry to send back to the API.
+    pub fn to_param(&self) -> MessageParam {
+        MessageParam {
+            role: self.role,
+            content: self.content.clone(),
+        }
+    }
+}
+
+/// One entry of a request's `messages`: a role and its content blocks. A plain string content
+/// is accepted on input and becomes one text block.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MessageParam {
+    /// `user` or `assistant`.
+    pub role: Role,
+    /// The blocks, in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl MessageParam {
+    /// A user message with one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageParam {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Content {
+            Text(String),
+            Blocks(Vec<ContentBlock>),
+        }
+        #[derive(Deserialize)]
+        struct Raw {
+            role: Role,
+            content: Value,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        let content = match raw.content {
+            Value::String(text) => vec![ContentBlock::text(text)],
+            other => match serde_json::from_value::<Content>(other).map_err(D::Error::custom)? {
+                Content::Text(text) => vec![ContentBlock::text(text)],
+                Content::Blocks(blocks) => blocks,
+            },
+        };
+        Ok(Self {
+            role: raw.role,
+            content,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_reasons_round_trip_including_unknown() {
+        for reason in [
+            "end_turn",
+            "max_tokens",
+            "tool_use",
+            "pause_turn",
+            "refusal",
+            "brand_new",
+        ] {
+            let parsed: StopReason = serde_json::from_str(&format!("\"{reason}\"")).unwrap();
+            assert_eq!(
+                serde_json::to_string(&parsed).unwrap(),
+                format!("\"{reason}\"")
+            );
+        }
+        assert_eq!(
+            StopReason::parse("brand_new"),
+            StopReason::Other("brand_new".into())
+        );
+    }
+
+    #[test]
+    fn usage_totals() {
+        let usage: Usage = serde_json::from_str(
+            r#"{"input_tokens":6,"cache_creation_input_tokens":3337,"cache_read_input_tokens":6289,"output_tokens":10,"service_tier":"standard"}"#,
+        )
+        .unwrap();
+        assert_eq!(usage.total_input_tokens(), 9632);
+        assert_eq!(usage.context_tokens(), 9642);
+        assert_eq!(usage.extra["service_tier"], "standard");
+    }
+
+    #[test]
+    fn message_param_accepts_string_content() {
+        let param: MessageParam =
+            serde_json::from_str(r#"{"role":"user","content":"hi"}"#).unwrap();
+        assert_eq!(param, MessageParam::user_text("hi"));
+        assert_eq!(
+            serde_json::to_string(&param).unwrap(),
+            r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#
+        );
+    }
+}

@@ -1,0 +1,739 @@
+//! WHATWG event-stream framing over byte chunks.
+//!
+//! Guarantees:
+//! - The rules of the HTML Standard's "event stream interpretation" hold exactly: LF, CRLF and
+//!   lone CR line ends (also when a CR ends one chunk and the LF starts the next); one leading
+//!   UTF-8 BOM dropped; `:` comments; `event`, `data`, `id`, `retry` fields with one optional
+//!   space after the colon; a line without a colon is a field with an empty value; data lines
+//!   joined with `\n`; dispatch on a blank line only; an event without data is not dispatched;
+//!   an `id` containing NUL is ignored; `retry` only when all ASCII digits.
+//! - Any chunking of the same bytes yields the same events.
+//! - When an event's single data line lies inside one chunk, its data is a [`Bytes`] slice of
+//!   that chunk: no copy, no allocation. Bytes are copied only for a line that spans chunks or
+//!   for data of several lines.
+//! - Memory is bounded by the largest event: past [`FramerConfig::max_event_bytes`] the framer
+//!   fails with [`FrameError::EventTooLarge`] and stays failed.
+//!
+//! The framer works on bytes and does not validate UTF-8: invalid sequences cannot contain the
+//! ASCII bytes it splits on, so decoding each field afterwards (as [`SseEvent::data_str`] does)
+//! gives the same result as the standard's decode-then-parse order.
+
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
+
+/// The UTF-8 byte order mark, dropped once at the start of a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Default maximum size of one event (data, event type and the line being read): 32 MiB.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 32 * 1024 * 1024;
+
+/// One dispatched event.
+///
+/// Fields are [`Bytes`]: slices of the input chunks when possible (cheap to clone, no copy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    event: Bytes,
+    data: Bytes,
+    id: Bytes,
+}
+
+impl SseEvent {
+    /// An event with the given type (empty means the default, `message`), data and last event
+    /// id. Useful to feed the decoder from sources that are not SSE (JSONL fixtures).
+    pub fn new(event: impl Into<Bytes>, data: impl Into<Bytes>, id: impl Into<Bytes>) -> Self {
+        Self {
+            event: event.into(),
+            data: data.into(),
+            id: id.into(),
+        }
+    }
+
+    /// The event type as sent in the `event:` field; empty when none was sent.
+    pub fn event_bytes(&self) -> &Bytes {
+        &self.event
+    }
+
+    /// The event type, `"message"` when no `event:` field was sent. Invalid UTF-8 is replaced
+    /// with U+FFFD.
+    pub fn event_type(&self) -> std::borrow::Cow<'_, str> {
+        if self.event.is_empty() {
+            std::borrow::Cow::Borrowed("message")
+        } else {
+            String::from_utf8_lossy(&self.event)
+        }
+    }
+
+    /// The data: the event's `data:` values joined with `\n`.
+    pub fn data(&self) -> &Bytes {
+        &self.data
+    }
+
+    /// The data as text, invalid UTF-8 replaced with U+FFFD.
+    pub fn data_str(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.data)
+    }
+
+    /// The last event id in force when the event was dispatched (empty when none was set).
+    pub fn id(&self) -> &Bytes {
+        &self.id
+    }
+
+    /// Consumes the event, returning its data.
+    pub fn into_data(self) -> Bytes {
+        self.data
+    }
+}
+
+/// Limits of a [`Framer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FramerConfig {
+    /// Largest accepted event in bytes: its data, event type and the line being read together.
+    /// Default [`DEFAULT_MAX_EVENT_BYTES`] (32 MiB).
+    pub max_event_bytes: usize,
+}
+
+impl Default for FramerConfig {
+    fn default() -> Self {
+        Self {
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+}
+
+/// What went wrong while framing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// An event grew past the configured maximum.
+    #[error(
+        "event-stream event exceeds the {limit}-byte limit (event starting at byte {event_start})"
+    )]
+    EventTooLarge {
+        /// The configured maximum in bytes.
+        limit: usize,
+        /// Stream offset (bytes from the start, BOM included) where the event's first line
+        /// began.
+        event_start: u64,
+    },
+}
+
+/// An event that was still being read when the input ended: the standard does not dispatch it.
+/// [`Framer::finish`] returns it so callers can say what was cut off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnterminatedEvent {
+    /// The event as it would have been dispatched, its last line included even if that line
+    /// had no line end.
+    pub event: SseEvent,
+    /// Whether the data had at least one `data:` line (an event without data is never
+    /// dispatched, even when terminated).
+    pub has_data: bool,
+    /// Bytes of the last line that had no line end (0 when the input ended on a line end).
+    pub unterminated_line_bytes: usize,
+}
+
+/// Where the BOM check stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bom {
+    /// Still at the start of the stream; the first `n` BOM bytes have been seen and held back.
+    Checking(usize),
+    /// Past the start.
+    Done,
+}
+
+/// The data buffer of the event being built.
+#[derive(Debug)]
+enum Data {
+    /// No `data:` line yet.
+    Empty,
+    /// Exactly one line: a slice of its chunk (zero-copy).
+    One(Bytes),
+    /// Several lines joined with `\n` (copied).
+    Joined(BytesMut),
+}
+
+/// WHATWG event-stream framer: push byte chunks, pull events.
+///
+/// ```
+/// use bytes::Bytes;
+/// use sse_parser::Framer;
+///
+/// let mut framer = Framer::new();
+/// framer.push(Bytes::from_static(b"event: ping\ndata: {\"type\":"));
+/// assert!(framer.next_event()?.is_none()); // the line is not complete yet
+/// framer.push(Bytes::from_static(b"\"ping\"}\n\n"));
+/// let event = framer.next_event()?.expect("one event");
+/// assert_eq!(event.event_type(), "ping");
+/// assert_eq!(event.data_str(), r#"{"type":"ping"}"#);
+/// # Ok::<(), sse_parser::FrameError>(())
+/// ```
+#[derive(Debug)]
+pub struct Framer {
+    config: FramerConfig,
+    /// The chunk being scanned and the scan position in it.
+    chunk: Bytes,
+    pos: usize,
+    /// Chunks pushed while `chunk` still had unread bytes.
+    queued: VecDeque<Bytes>,
+    /// Bytes of a line that started in an earlier chunk and has no line end yet.
+    partial_line: BytesMut,
+    /// The previous line ended with a CR as the last byte of a chunk: an LF at the start of the
+    /// next bytes belongs to that line end.
+    skip_lf: bool,
+    bom: Bom,
+    /// The event being built.
+    event_type: Bytes,
+    data: Data,
+    data_len: usize,
+    /// The last event id buffer; persists across events.
+    last_event_id: Bytes,
+    /// The reconnection time in milliseconds set by the last valid `retry:` field.
+    retry: Option<u64>,
+    /// Stream offset of the next byte to scan, and of the first line of the current event.
+    offset: u64,
+    event_start: u64,
+    failed: Option<FrameError>,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Framer {
+    /// A framer with the default limits.
+    pub fn new() -> Self {
+        Self::with_config(FramerConfig::default())
+    }
+
+    /// A framer with the given limits.
+    pub fn with_config(config: FramerConfig) -> Self {
+        Self {
+            config,
+            chunk: Bytes::new(),
+            pos: 0,
+            queued: VecDeque::new(),
+            partial_line: BytesMut::new(),
+            skip_lf: false,
+            bom: Bom::Checking(0),
+            event_type: Bytes::new(),
+            data: Data::Empty,
+            data_len: 0,
+            last_event_id: Bytes::new(),
+            retry: None,
+            offset: 0,
+            event_start: 0,
+            failed: None,
+        }
+    }
+
+    /// Sets the last event id in force before the stream starts, as after a reconnection that
+    /// sent `Last-Event-ID`.
+    pub fn set_last_event_id(&mut self, id: impl Into<Bytes>) {
+        self.last_event_id = id.into();
+    }
+
+    /// The reconnection time in milliseconds from the last valid `retry:` field, if any.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
+    }
+
+    /// Total bytes pushed and scanned so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Adds a chunk of input. Empty chunks are allowed and change nothing. Call
+    /// [`Framer::next_event`] until it returns `None` to read the events it completes.
+    pub fn push(&mut self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        if self.pos >= self.chunk.len() && self.queued.is_empty() {
+            self.chunk = chunk;
+            self.pos = 0;
+        } else {
+            self.queued.push_back(chunk);
+        }
+    }
+
+    /// Pushes `chunk` and returns an iterator over the events it completes.
+    pub fn feed(&mut self, chunk: Bytes) -> Events<'_> {
+        self.push(chunk);
+        Events { framer: self }
+    }
+
+    /// The next complete event from the bytes pushed so far, or `None` when more input is
+    /// needed.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::EventTooLarge`] when an event grows past the limit; every later call
+    /// returns the same error.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, FrameError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        loop {
+            if self.pos >= self.chunk.len() {
+                match self.queued.pop_front() {
+                    Some(next) => {
+                        self.chunk = next;
+                        self.pos = 0;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            if let Bom::Checking(_) = self.bom {
+                if !self.check_bom() {
+                    continue;
+                }
+            }
+            if self.skip_lf {
+                self.skip_lf = false;
+                if self.chunk[self.pos] == b'\n' {
+                    self.pos += 1;
+                    self.offset += 1;
+                    continue;
+                }
+            }
+            match self.scan_line() {
+                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(None) => {}
+                Err(error) => {
+                    self.failed = Some(error.clone());
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// Ends the input. Returns the event that was still being read, if any: the standard does
+    /// not dispatch it, but callers can report what was cut off. Bytes pushed but not yet read
+    /// with [`Framer::next_event`] are taken into account.
+    ///
+    /// # Errors
+    ///
+    /// [`FrameError::EventTooLarge`] when the framer had failed, or fails on the remaining
+    /// bytes.
+    pub fn finish(&mut self) -> Result<Option<UnterminatedEvent>, FrameError> {
+        // Events completed by unread bytes are dropped here: the caller chose to stop reading.
+        while self.next_event()?.is_some() {}
+        if let Bom::Checking(held) = self.bom {
+            // A stream that is only a BOM prefix: those bytes are line content.
+            self.partial_line.extend_from_slice(&BOM[..held]);
+            self.bom = Bom::Done;
+        }
+        let unterminated_line_bytes = self.partial_line.len();
+        if unterminated_line_bytes > 0 {
+            let line = self.partial_line.split().freeze();
+            // Interpreting the cut line cannot dispatch: it is not empty.
+            self.process_line(&line, 0, line.len());
+        }
+        let has_data = !matches!(self.data, Data::Empty);
+        if !has_data && self.event_type.is_empty() && unterminated_line_bytes == 0 {
+            return Ok(None);
+        }
+        let event = self.take_event();
+        Ok(Some(UnterminatedEvent {
+            event,
+            has_data,
+            unterminated_line_bytes,
+        }))
+    }
+
+    /// Handles the start of the stream; returns `true` once past the BOM check.
+    fn check_bom(&mut self) -> bool {
+        let Bom::Checking(held) = self.bom else {
+            return true;
+        };
+        let available = &self.chunk[self.pos..];
+        let wanted = &BOM[held..];
+        let n = wanted.len().min(available.len());
+        if available[..n] == wanted[..n] {
+            self.pos += n;
+            self.offset += n as u64;
+            if held + n == BOM.len() {
+                self.bom = Bom::Done;
+                self.event_start = self.offset;
+                return true;
+            }
+            self.bom = Bom::Checking(held + n);
+            return false;
+        }
+        // Not a BOM: the bytes held back are the start of the first line.
+        self.partial_line.extend_from_slice(&BOM[..held]);
+        self.bom = Bom::Done;
+        true
+    }
+
+    /// Scans one line from the current chunk. Returns an event when the line dispatched one.
+    fn scan_line(&mut self) -> Result<Option<SseEvent>, FrameError> {
+        let start = self.pos;
+        let rest = &self.chunk[start..];
+        let Some(found) = memchr::memchr2(b'\n', b'\r', rest) else {
+            // No line end in this chunk: carry the bytes over.
+            self.check_size(self.partial_line.len() + rest.len())?;
+            self.partial_line.extend_from_slice(rest);
+            self.pos = self.chunk.len();
+            self.offset += rest.len() as u64;
+            return Ok(None);
+        };
+        let end = start + found;
+        let mut next = end + 1;
+        if self.chunk[end] == b'\r' {
+            if next < self.chunk.len() {
+                if self.chunk[next] == b'\n' {
+                    next += 1;
+                }
+            } else {
+                self.skip_lf = true;
+            }
+        }
+        self.offset += (next - start) as u64;
+        self.pos = next;
+        let dispatched = if self.partial_line.is_empty() {
+            self.check_size(end - start)?;
+            // Take the chunk out for the call instead of cloning it: no refcount traffic.
+            let chunk = std::mem::take(&mut self.chunk);
+            let dispatched = self.process_line(&chunk, start, end);
+            self.chunk = chunk;
+            dispatched
+        } else {
+            self.check_size(self.partial_line.len() + (end - start))?;
+            self.partial_line.extend_from_slice(&self.chunk[start..end]);
+            let line = self.partial_line.split().freeze();
+            self.process_line(&line, 0, line.len())
+        };
+        if matches!(self.data, Data::Empty) && self.event_type.is_empty() {
+            // No event in progress: the next one starts at the next line.
+            self.event_start = self.offset;
+        }
+        Ok(dispatched)
+    }
+
+    /// Fails when the event being built plus `line_bytes` would pass the limit.
+    fn check_size(&self, line_bytes: usize) -> Result<(), FrameError> {
+        let total = self.data_len + self.event_type.len() + line_bytes;
+        if total > self.config.max_event_bytes {
+            return Err(FrameError::EventTooLarge {
+                limit: self.config.max_event_bytes,
+                event_start: self.event_start,
+            });
+        }
+        Ok(())
+    }
+
+    /// Interprets the line `buf[start..end]` (without its line end).
+    fn process_line(&mut self, buf: &Bytes, start: usize, end: usize) -> Option<SseEvent> {
+        let line = &buf[start..end];
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line[0] == b':' {
+            return None;
+        }
+        let (name, value_start) = match memchr::memchr(b':', line) {
+            Some(colon) => {
+                let mut value_start = start + colon + 1;
+                if value_start < end && buf[value_start] == b' ' {
+                    value_start += 1;
+                }
+                (&line[..colon], value_start)
+            }
+            None => (line, end),
+        };
+        match name {
+            b"data" => {
+                let value = &buf[value_start..end];
+                self.data = match std::mem::replace(&mut self.data, Data::Empty) {
+                    Data::Empty => {
+                        self.data_len = value.len();
+                        Data::One(buf.slice(value_start..end))
+                    }
+                    Data::One(first) => {
+                        let mut joined = BytesMut::with_capacity(first.len() + 1 + value.len());
+                        joined.extend_from_slice(&first);
+                        joined.extend_from_slice(b"\n");
+                        joined.extend_from_slice(value);
+                        self.data_len = joined.len();
+                        Data::Joined(joined)
+                    }
+                    Data::Joined(mut joined) => {
+                        joined.extend_from_slice(b"\n");
+                        joined.extend_from_slice(value);
+                        self.data_len = joined.len();
+                        Data::Joined(joined)
+                    }
+                };
+            }
+            b"event" => self.event_type = buf.slice(value_start..end),
+            b"id" => {
+                if memchr::memchr(0, &buf[value_start..end]).is_none() {
+                    self.last_event_id = buf.slice(value_start..end);
+                }
+            }
+            b"retry" => {
+                let value = &buf[value_start..end];
+                if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                    // All digits: only overflow can fail; saturate like a browser's clamp.
+                    self.retry = Some(
+                        std::str::from_utf8(value)
+                            .ok()
+                            .and_then(|digits| digits.parse().ok())
+                            .unwrap_or(u64::MAX),
+                    );
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// A blank line: dispatches the event if it has data, and resets the buffers.
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        if matches!(self.data, Data::Empty) {
+            self.event_type = Bytes::new();
+            return None;
+        }
+        Some(self.take_event())
+    }
+
+    /// Takes the event being built, resetting the data and event type buffers.
+    fn take_event(&mut self) -> SseEvent {
+        let data = match std::mem::replace(&mut self.data, Data::Empty) {
+            Data::Empty => Bytes::new(),
+            Data::One(data) => data,
+            Data::Joined(joined) => joined.freeze(),
+        };
+        self.data_len = 0;
+        SseEvent {
+            event: std::mem::take(&mut self.event_type),
+            data,
+            id: self.last_event_id.clone(),
+        }
+    }
+}
+
+/// Iterator over the events completed by the bytes pushed so far; see [`Framer::feed`].
+#[derive(Debug)]
+pub struct Events<'a> {
+    framer: &'a mut Framer,
+}
+
+impl Iterator for Events<'_> {
+    type Item = Result<SseEvent, FrameError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.framer.next_event().transpose()
+    }
+}
+
+/// Frames a whole input at once. Returns the dispatched events and the unterminated event at
+/// the end, if any.
+///
+/// # Errors
+///
+/// [`FrameError::EventTooLarge`] past the default 32 MiB limit.
+pub fn frame_all(
+    input: impl Into<Bytes>,
+) -> Result<(Vec<SseEvent>, Option<UnterminatedEvent>), FrameError> {
+    let mut framer = Framer::new();
+    let events = framer.feed(input.into()).collect::<Result<Vec<_>, _>>()?;
+    let rest = framer.finish()?;
+    Ok((events, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames `chunks` in order and returns each event as (type, data, id).
+    fn frame(chunks: &[&[u8]]) -> Vec<(String, String, String)> {
+        let mut framer = Framer::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            for event in framer.feed(Bytes::copy_from_slice(chunk)) {
+                let event = event.unwrap();
+                out.push((
+                    event.event_type().into_owned(),
+                    event.data_str().into_owned(),
+                    String::from_utf8_lossy(event.id()).into_owned(),
+                ));
+            }
+        }
+        framer.finish().unwrap();
+        out
+    }
+
+    /// Checks `input` split at every byte offset (and whole) against `expected` data values.
+    fn check(input: &[u8], expected: &[&str]) {
+        let whole: Vec<String> = frame(&[input]).into_iter().map(|e| e.1).collect();
+        assert_eq!(
+            whole,
+            expected,
+            "whole input {:?}",
+            String::from_utf8_lossy(input)
+        );
+        for split in 0..=input.len() {
+            let (a, b) = input.split_at(split);
+            let got: Vec<String> = frame(&[a, b]).into_iter().map(|e| e.1).collect();
+            assert_eq!(got, expected, "split at {split}");
+        }
+        let bytes: Vec<&[u8]> = input.chunks(1).collect();
+        let got: Vec<String> = frame(&bytes).into_iter().map(|e| e.1).collect();
+        assert_eq!(got, expected, "one-byte chunks");
+    }
+
+    #[test]
+    fn cr_at_chunk_end_then_lf() {
+        assert_eq!(
+            frame(&[b"data: x\r", b"\ndata: y\r\n\r\n"])
+                .into_iter()
+                .map(|e| e.1)
+                .collect::<Vec<_>>(),
+            ["x\ny"]
+        );
+        check(b"data: x\r\ndata: y\r\n\r\n", &["x\ny"]);
+    }
+
+    #[test]
+    fn lone_cr_and_mixed_line_ends() {
+        check(b"data: hello\r\r", &["hello"]);
+        check(b"data: first\r\ndata: second\n\n", &["first\nsecond"]);
+    }
+
+    #[test]
+    fn bom_dropped_once_whatever_the_chunking() {
+        let input = b"\xEF\xBB\xBFdata: first\n\ndata: second\n\n";
+        check(input, &["first", "second"]);
+        assert_eq!(frame(&[b"\xEF", b"\xBB\xBFdata: first\n\n"])[0].1, "first");
+        assert_eq!(frame(&[b"", b"\xEF\xBB\xBFdata: first\n\n"])[0].1, "first");
+        // A U+FEFF later in the data is kept.
+        check(b"data: a\xEF\xBB\xBFb\n\n", &["a\u{FEFF}b"]);
+        // A BOM prefix that turns out not to be a BOM is line content.
+        check(b"\xEF\xBBdata: x\n\ndata: y\n\n", &["y"]);
+    }
+
+    #[test]
+    fn comments_and_no_space_after_colon() {
+        let events = frame(&[b": keep-alive\n\nevent:content_block_start\ndata:{\"a\":1}\n\n"]);
+        assert_eq!(
+            events,
+            [(
+                "content_block_start".to_owned(),
+                "{\"a\":1}".to_owned(),
+                String::new()
+            )]
+        );
+        check(b": keep-alive\n\ndata:{\"a\":1}\n\n", &["{\"a\":1}"]);
+    }
+
+    #[test]
+    fn only_one_space_stripped_and_colonless_fields() {
+        check(b"data:  two\n\n", &[" two"]);
+        check(b"data\n\n", &[""]);
+        check(b"data\ndata\n\n", &["\n"]);
+    }
+
+    #[test]
+    fn event_without_data_is_not_dispatched_and_type_resets() {
+        let events = frame(&[b"event: a\n\ndata: x\n\n"]);
+        assert_eq!(events, [("message".into(), "x".into(), String::new())]);
+    }
+
+    #[test]
+    fn ids_persist_and_nul_ids_are_ignored() {
+        let events = frame(&[b"id: 1\ndata: a\n\ndata: b\n\nid: x\0y\ndata: c\n\nid\ndata: d\n\n"]);
+        let ids: Vec<&str> = events.iter().map(|e| e.2.as_str()).collect();
+        assert_eq!(ids, ["1", "1", "1", ""]);
+    }
+
+    #[test]
+    fn retry_only_all_digits() {
+        let mut framer = Framer::new();
+        let _ = framer
+            .feed(Bytes::from_static(
+                b"retry: 12a\n\nretry: 3000\n\nretry: \n\n",
+            ))
+            .count();
+        assert_eq!(framer.retry(), Some(3000));
+    }
+
+    #[test]
+    fn unterminated_event_is_reported_not_dispatched() {
+        let mut framer = Framer::new();
+        let events: Vec<_> = framer
+            .feed(Bytes::from_static(
+                b"data: a\n\nevent: message_stop\ndata: {\"type\"",
+            ))
+            .collect();
+        assert_eq!(events.len(), 1);
+        let rest = framer.finish().unwrap().unwrap();
+        assert_eq!(rest.event.event_type(), "message_stop");
+        assert_eq!(rest.event.data_str(), "{\"type\"");
+        assert_eq!(rest.unterminated_line_bytes, 13);
+        assert!(rest.has_data);
+
+        let mut framer = Framer::new();
+        let _ = framer.feed(Bytes::from_static(b"data: a\n\n")).count();
+        assert_eq!(framer.finish().unwrap(), None);
+    }
+
+    #[test]
+    fn single_line_data_is_a_slice_of_the_chunk() {
+        let chunk = Bytes::from_static(b"event: x\ndata: payload\n\n");
+        let mut framer = Framer::new();
+        let event = framer.feed(chunk.clone()).next().unwrap().unwrap();
+        let data = event.data();
+        assert_eq!(&data[..], b"payload");
+        // Same memory as the chunk: no copy was made.
+        assert_eq!(data.as_ptr(), chunk[15..].as_ptr());
+    }
+
+    #[test]
+    fn event_too_large_is_a_typed_error_and_sticks() {
+        let mut framer = Framer::with_config(FramerConfig {
+            max_event_bytes: 12,
+        });
+        let first = framer.feed(Bytes::from_static(b"data: 1234\n\n")).next();
+        assert_eq!(first.unwrap().unwrap().data_str(), "1234");
+        let error = framer
+            .feed(Bytes::from_static(b"data: 123456789\n\n"))
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            error,
+            FrameError::EventTooLarge {
+                limit: 12,
+                event_start: 12
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "event-stream event exceeds the 12-byte limit (event starting at byte 12)"
+        );
+        assert!(framer.next_event().is_err());
+        // A long line without a line end is bounded too.
+        let mut framer = Framer::with_config(FramerConfig {
+            max_event_bytes: 12,
+        });
+        framer.push(Bytes::from_static(b"data: 12"));
+        framer.push(Bytes::from_static(b"3456789"));
+        assert!(framer.next_event().is_err());
+    }
+
+    #[test]
+    fn pushing_before_draining_keeps_order() {
+        let mut framer = Framer::new();
+        framer.push(Bytes::from_static(b"data: a\n\ndata: b"));
+        framer.push(Bytes::from_static(b"\n\ndata: c\n\n"));
+        framer.push(Bytes::new());
+        let data: Vec<_> = std::iter::from_fn(|| framer.next_event().unwrap())
+            .map(|e| e.data_str().into_owned())
+            .collect();
+        assert_eq!(data, ["a", "b", "c"]);
+    }
+}

@@ -1,0 +1,3 @@
+//! placeholder
+mod frame;
+pub use frame::*;
