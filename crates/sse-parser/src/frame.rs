@@ -85,6 +85,20 @@ impl SseEvent {
     }
 }
 
+/// Whether a `Content-Type` header value names the event-stream media type:
+/// `text/event-stream`, case-insensitive, parameters (`; charset=utf-8`) allowed. A response
+/// with any other media type must be refused before any event is read.
+///
+/// ```
+/// assert!(sse_parser::is_event_stream("text/event-stream; charset=utf-8"));
+/// assert!(sse_parser::is_event_stream("Text/Event-Stream;"));
+/// assert!(!sse_parser::is_event_stream("application/json"));
+/// ```
+pub fn is_event_stream(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default();
+    essence.trim().eq_ignore_ascii_case("text/event-stream")
+}
+
 /// Limits of a [`Framer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FramerConfig {

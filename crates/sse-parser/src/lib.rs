@@ -1,3 +1,56 @@
-//! placeholder
+//! Parsing of Anthropic Messages API streaming responses, in three stages.
+//!
+//! 1. [`Framer`]: the WHATWG HTML event-stream rules over byte chunks, zero-copy. Push
+//!    [`bytes::Bytes`] chunks in any split, pull [`SseEvent`]s.
+//! 2. [`Decoder`]: an [`SseEvent`]'s JSON into a typed [`protocol::StreamEvent`]. Unknown event
+//!    and delta types are skipped and counted.
+//! 3. [`MessageAccumulator`]: events into [`protocol::CompletedBlock`]s, each the moment its
+//!    `content_block_stop` arrives (this is what lets a client start a tool while the model is
+//!    still talking), and the final [`protocol::Message`] at `message_stop`.
+//!
+//! [`MessageStream`] chains the three for the common case. No tokio, no I/O: the caller brings
+//! the bytes. With the `stream` feature, [`stream::SseStream`] and [`stream::ItemStream`] adapt
+//! any `futures_core::Stream` of byte chunks.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use sse_parser::{Item, MessageStream};
+//!
+//! let mut stream = MessageStream::new();
+//! // Chunks can split anywhere, even inside a line end or a UTF-8 character.
+//! for chunk in [
+//!     &b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","[..],
+//!     b"\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\r",
+//!     b"\n\r\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+//!     b"data: {\"type\":\"message_stop\"}\n\n",
+//! ] {
+//!     stream.push(Bytes::from_static(chunk));
+//!     while let Some(item) = stream.next_item()? {
+//!         if let Item::MessageComplete(done) = item {
+//!             assert_eq!(done.message.stop_reason.map(|r| r.to_string()).as_deref(), Some("end_turn"));
+//!         }
+//!     }
+//! }
+//! # Ok::<(), sse_parser::Error>(())
+//! ```
+//!
+//! **Design decision: pull, not callbacks.** Each stage hands out one item per call, so a
+//! caller can stop, forward or cancel between any two events and nothing is buffered beyond the
+//! current event. The cost is a little bookkeeping per call (the pipeline holds at most one
+//! pending output).
+#![deny(missing_docs)]
+
+mod accumulate;
+mod decode;
 mod frame;
-pub use frame::*;
+mod pipeline;
+#[cfg(feature = "stream")]
+pub mod stream;
+
+pub use accumulate::{AccumulateError, FinalMessage, MessageAccumulator, Output, Warning};
+pub use decode::{DecodeError, Decoder};
+pub use frame::{
+    DEFAULT_MAX_EVENT_BYTES, Events, FrameError, Framer, FramerConfig, SseEvent, UnterminatedEvent,
+    frame_all, is_event_stream,
+};
+pub use pipeline::{Error, Finished, Item, MessageStream};

@@ -1,0 +1,420 @@
+//! Typed decoding of Anthropic Messages API stream events.
+//!
+//! Guarantees:
+//! - The JSON `type` of the data decides the event (the SSE `event:` name is the same on the
+//!   wire, but event-per-line fixtures have none).
+//! - Unknown event types and unknown delta types are skipped and counted, never fatal: the API
+//!   adds new ones without notice.
+//! - A `content_block_delta` is decoded in one pass over its bytes, with no intermediate
+//!   `serde_json::Value`.
+
+use std::borrow::Cow;
+
+use protocol::{
+    ApiErrorBody, ContentBlock, ContentDelta, DeltaUsage, JsonObject, Message, MessageDelta,
+    StopReason, StreamEvent,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::frame::SseEvent;
+
+/// What went wrong while decoding one event.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The data is not the JSON the event type requires.
+    #[error(
+        "event {event_index} ({event_type}): invalid JSON: {source}; data starts with {preview:?}"
+    )]
+    Json {
+        /// 0-based index of the event in the stream (unknown events included).
+        event_index: u64,
+        /// The event's type (from the JSON when readable, else the SSE `event:` name).
+        event_type: String,
+        /// What serde_json said, with line and column inside the data.
+        source: serde_json::Error,
+        /// The first 120 bytes of the data, for the error message.
+        preview: String,
+    },
+    /// The JSON is well formed but a required field is missing.
+    #[error("event {event_index} ({event_type}): missing `{field}`")]
+    MissingField {
+        /// 0-based index of the event in the stream.
+        event_index: u64,
+        /// The event's type.
+        event_type: String,
+        /// The missing field.
+        field: &'static str,
+    },
+}
+
+impl DecodeError {
+    /// 0-based index of the failing event in the stream.
+    pub fn event_index(&self) -> u64 {
+        match self {
+            Self::Json { event_index, .. } | Self::MissingField { event_index, .. } => *event_index,
+        }
+    }
+}
+
+/// Decodes [`SseEvent`]s into typed [`StreamEvent`]s, counting what it skips.
+///
+/// ```
+/// use protocol::{ContentDelta, StreamEvent};
+/// use sse_parser::{Decoder, SseEvent};
+///
+/// let mut decoder = Decoder::new();
+/// let event = SseEvent::new(
+///     "content_block_delta",
+///     r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+///     "",
+/// );
+/// let decoded = decoder.decode(&event)?;
+/// assert_eq!(
+///     decoded,
+///     Some(StreamEvent::ContentBlockDelta { index: 0, delta: ContentDelta::Text { text: "Hi".into() } })
+/// );
+/// # Ok::<(), sse_parser::DecodeError>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct Decoder {
+    events: u64,
+    unknown_events: u64,
+    unknown_deltas: u64,
+}
+
+/// The fields of any stream event, read in one pass; nested parts stay raw until the type is
+/// known.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Cow<'a, str>,
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(borrow, default)]
+    delta: Option<RawDelta<'a>>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content_block: Option<&'a RawValue>,
+}
+
+/// The fields of any `delta` object (content deltas and message_delta's delta).
+#[derive(Deserialize)]
+struct RawDelta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    citation: Option<&'a RawValue>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    encrypted_content: Option<String>,
+}
+
+impl Decoder {
+    /// A decoder with zeroed counters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Events decoded or skipped so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Events skipped because their type is unknown.
+    pub fn unknown_events(&self) -> u64 {
+        self.unknown_events
+    }
+
+    /// Deltas skipped because their type is unknown.
+    pub fn unknown_deltas(&self) -> u64 {
+        self.unknown_deltas
+    }
+
+    /// Decodes one event. `Ok(None)` means the event was skipped (unknown event or delta type).
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`] when the data is not the JSON its type requires; the error names the
+    /// event's index and type.
+    pub fn decode(&mut self, event: &SseEvent) -> Result<Option<StreamEvent>, DecodeError> {
+        self.decode_json(event.data(), || event.event_type().into_owned())
+    }
+
+    /// Decodes one event from its JSON data alone (the form of event-per-line fixtures).
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`].
+    pub fn decode_data(&mut self, data: &[u8]) -> Result<Option<StreamEvent>, DecodeError> {
+        self.decode_json(data, || "unknown".to_owned())
+    }
+
+    fn decode_json(
+        &mut self,
+        data: &[u8],
+        sse_name: impl FnOnce() -> String,
+    ) -> Result<Option<StreamEvent>, DecodeError> {
+        let event_index = self.events;
+        self.events += 1;
+        let json_error = |source: serde_json::Error, event_type: String| DecodeError::Json {
+            event_index,
+            event_type,
+            source,
+            preview: String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
+        };
+        let envelope: Envelope<'_> =
+            serde_json::from_slice(data).map_err(|source| json_error(source, sse_name()))?;
+        let ty = envelope.ty.as_ref();
+        let missing = |field| DecodeError::MissingField {
+            event_index,
+            event_type: ty.to_owned(),
+            field,
+        };
+        let index = || envelope.index.ok_or_else(|| missing("index"));
+        let event = match ty {
+            "content_block_delta" => {
+                let index = index()?;
+                let delta = envelope.delta.ok_or_else(|| missing("delta"))?;
+                match self.content_delta(delta, event_index)? {
+                    Some(delta) => StreamEvent::ContentBlockDelta { index, delta },
+                    None => return Ok(None),
+                }
+            }
+            "ping" => StreamEvent::Ping,
+            "content_block_stop" => StreamEvent::ContentBlockStop { index: index()? },
+            "content_block_start" => {
+                let index = index()?;
+                let raw = envelope
+                    .content_block
+                    .ok_or_else(|| missing("content_block"))?;
+                let content_block: ContentBlock = serde_json::from_str(raw.get())
+                    .map_err(|source| json_error(source, ty.to_owned()))?;
+                StreamEvent::ContentBlockStart {
+                    index,
+                    content_block,
+                }
+            }
+            "message_start" => {
+                let raw = envelope.message.ok_or_else(|| missing("message"))?;
+                let message: Message = serde_json::from_str(raw.get())
+                    .map_err(|source| json_error(source, ty.to_owned()))?;
+                StreamEvent::MessageStart { message }
+            }
+            "message_delta" => {
+                let object: JsonObject = serde_json::from_slice(data)
+                    .map_err(|source| json_error(source, ty.to_owned()))?;
+                StreamEvent::MessageDelta(
+                    message_delta(object).map_err(|source| json_error(source, ty.to_owned()))?,
+                )
+            }
+            "message_stop" => StreamEvent::MessageStop,
+            "error" => {
+                let body: ApiErrorBody = serde_json::from_slice(data)
+                    .map_err(|source| json_error(source, ty.to_owned()))?;
+                StreamEvent::Error(body)
+            }
+            _ => {
+                self.unknown_events += 1;
+                return Ok(None);
+            }
+        };
+        Ok(Some(event))
+    }
+
+    fn content_delta(
+        &mut self,
+        delta: RawDelta<'_>,
+        event_index: u64,
+    ) -> Result<Option<ContentDelta>, DecodeError> {
+        let Some(ty) = delta.ty else {
+            return Err(DecodeError::MissingField {
+                event_index,
+                event_type: "content_block_delta".to_owned(),
+                field: "delta.type",
+            });
+        };
+        let missing = |field| DecodeError::MissingField {
+            event_index,
+            event_type: "content_block_delta".to_owned(),
+            field,
+        };
+        Ok(Some(match ty.as_ref() {
+            "text_delta" => ContentDelta::Text {
+                text: delta
+                    .text
+                    .ok_or_else(|| missing("delta.text"))?
+                    .into_owned(),
+            },
+            "input_json_delta" => ContentDelta::InputJson {
+                partial_json: delta
+                    .partial_json
+                    .ok_or_else(|| missing("delta.partial_json"))?
+                    .into_owned(),
+            },
+            "thinking_delta" => ContentDelta::Thinking {
+                thinking: delta
+                    .thinking
+                    .ok_or_else(|| missing("delta.thinking"))?
+                    .into_owned(),
+            },
+            "signature_delta" => ContentDelta::Signature {
+                signature: delta
+                    .signature
+                    .ok_or_else(|| missing("delta.signature"))?
+                    .into_owned(),
+            },
+            "citations_delta" => {
+                let raw = delta.citation.ok_or_else(|| missing("delta.citation"))?;
+                let citation: Value =
+                    serde_json::from_str(raw.get()).map_err(|source| DecodeError::Json {
+                        event_index,
+                        event_type: "content_block_delta".to_owned(),
+                        source,
+                        preview: raw.get().chars().take(120).collect(),
+                    })?;
+                ContentDelta::Citations { citation }
+            }
+            "compaction_delta" => ContentDelta::Compaction {
+                content: delta.content,
+                encrypted_content: delta.encrypted_content,
+            },
+            _ => {
+                self.unknown_deltas += 1;
+                return Ok(None);
+            }
+        }))
+    }
+}
+
+/// Splits a message_delta event object into its typed parts.
+fn message_delta(mut object: JsonObject) -> Result<MessageDelta, serde_json::Error> {
+    object.shift_remove("type");
+    let mut delta = MessageDelta::default();
+    if let Some(Value::Object(mut body)) = object.shift_remove("delta") {
+        if let Some(reason) = body.shift_remove("stop_reason") {
+            delta.stop_reason = Option::<StopReason>::deserialize(reason)?;
+        }
+        if let Some(sequence) = body.shift_remove("stop_sequence") {
+            delta.stop_sequence = Option::<String>::deserialize(sequence)?;
+        }
+        if let Some(details) = body.shift_remove("stop_details") {
+            delta.stop_details = Some(details).filter(|details| !details.is_null());
+        }
+        delta.delta_extra = body
+            .into_iter()
+            .filter(|(_, value)| !value.is_null())
+            .collect();
+    }
+    if let Some(usage) = object.shift_remove("usage") {
+        if !usage.is_null() {
+            delta.usage = Some(DeltaUsage::deserialize(usage)?);
+        }
+    }
+    delta.extra = object
+        .into_iter()
+        .filter(|(_, value)| !value.is_null())
+        .collect();
+    Ok(delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(json: &str) -> Result<Option<StreamEvent>, DecodeError> {
+        Decoder::new().decode_data(json.as_bytes())
+    }
+
+    #[test]
+    fn padded_ping_and_unknown_types() {
+        let mut decoder = Decoder::new();
+        assert_eq!(
+            decoder.decode_data(br#"{"type": "ping"}   "#).unwrap(),
+            Some(StreamEvent::Ping)
+        );
+        assert_eq!(
+            decoder
+                .decode_data(br#"{"type":"brand_new","x":1}"#)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            decoder
+                .decode_data(br#"{"type":"content_block_delta","index":0,"delta":{"type":"hologram_delta"}}"#)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            (
+                decoder.events(),
+                decoder.unknown_events(),
+                decoder.unknown_deltas()
+            ),
+            (3, 1, 1)
+        );
+    }
+
+    #[test]
+    fn message_delta_keeps_extras_and_overwrites_usage() {
+        let event = decode(
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null,"container":{"id":"c1"}},"usage":{"output_tokens":53},"context_management":{"applied_edits":[]}}"#,
+        )
+        .unwrap()
+        .unwrap();
+        let StreamEvent::MessageDelta(delta) = event else {
+            panic!()
+        };
+        assert_eq!(delta.stop_reason, Some(StopReason::EndTurn));
+        assert_eq!(delta.stop_sequence, None);
+        assert_eq!(delta.delta_extra["container"]["id"], "c1");
+        assert_eq!(delta.usage.unwrap().output_tokens, Some(53));
+        assert!(delta.extra.contains_key("context_management"));
+    }
+
+    #[test]
+    fn errors_name_the_event() {
+        let mut decoder = Decoder::new();
+        decoder.decode_data(br#"{"type":"ping"}"#).unwrap();
+        let error = decoder
+            .decode_data(
+                br#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}"#,
+            )
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "event 1 (content_block_delta): missing `index`"
+        );
+        let error = decoder.decode_data(b"{not json").unwrap_err();
+        assert_eq!(error.event_index(), 2);
+        assert!(
+            error
+                .to_string()
+                .starts_with("event 2 (unknown): invalid JSON"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn error_event_is_typed() {
+        let event = decode(r#"{"type":"error","error":{"details":null,"type":"overloaded_error","message":"Overloaded"} }"#)
+            .unwrap()
+            .unwrap();
+        let StreamEvent::Error(body) = event else {
+            panic!()
+        };
+        assert!(body.is_retryable());
+    }
+}
