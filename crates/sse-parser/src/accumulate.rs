@@ -104,8 +104,8 @@ pub enum AccumulateError {
     Api {
         /// 0-based index of the event.
         event_index: u64,
-        /// The error body.
-        error: ApiErrorBody,
+        /// The error body (boxed: it is large and errors are rare).
+        error: Box<ApiErrorBody>,
     },
     /// The input ended before the message was complete.
     #[error("stream ended before message_stop: {received}")]
@@ -194,6 +194,9 @@ struct Slot {
 }
 
 /// Where the accumulator stands.
+// One value per accumulator, replaced in place: the size difference costs nothing, boxing would
+// cost an allocation per message.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum State {
     /// Waiting for message_start.
@@ -286,7 +289,7 @@ impl MessageAccumulator {
             StreamEvent::Error(error) => {
                 return Err(AccumulateError::Api {
                     event_index,
-                    error: error.clone(),
+                    error: Box::new(error.clone()),
                 });
             }
             StreamEvent::MessageStart { message } => {
@@ -352,10 +355,10 @@ impl MessageAccumulator {
                         | ContentBlock::McpToolUse(_)
                 )
                 .then(String::new);
-                if let ContentBlock::Fallback(fallback) = content_block {
-                    if let Some(model) = fallback.to_model() {
-                        message.model = model.to_owned();
-                    }
+                if let ContentBlock::Fallback(fallback) = content_block
+                    && let Some(model) = fallback.to_model()
+                {
+                    message.model = model.to_owned();
                 }
                 slots.push(Slot {
                     block: content_block.clone(),

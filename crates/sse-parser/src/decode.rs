@@ -318,10 +318,10 @@ fn message_delta(mut object: JsonObject) -> Result<MessageDelta, serde_json::Err
             .filter(|(_, value)| !value.is_null())
             .collect();
     }
-    if let Some(usage) = object.shift_remove("usage") {
-        if !usage.is_null() {
-            delta.usage = Some(DeltaUsage::deserialize(usage)?);
-        }
+    if let Some(usage) = object.shift_remove("usage")
+        && !usage.is_null()
+    {
+        delta.usage = Some(DeltaUsage::deserialize(usage)?);
     }
     delta.extra = object
         .into_iter()

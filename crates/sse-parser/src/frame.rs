@@ -299,10 +299,10 @@ impl Framer {
                     None => return Ok(None),
                 }
             }
-            if let Bom::Checking(_) = self.bom {
-                if !self.check_bom() {
-                    continue;
-                }
+            if let Bom::Checking(_) = self.bom
+                && !self.check_bom()
+            {
+                continue;
             }
             if self.skip_lf {
                 self.skip_lf = false;
@@ -483,10 +483,8 @@ impl Framer {
                 };
             }
             b"event" => self.event_type = buf.slice(value_start..end),
-            b"id" => {
-                if memchr::memchr(0, &buf[value_start..end]).is_none() {
-                    self.last_event_id = buf.slice(value_start..end);
-                }
+            b"id" if memchr::memchr(0, &buf[value_start..end]).is_none() => {
+                self.last_event_id = buf.slice(value_start..end);
             }
             b"retry" => {
                 let value = &buf[value_start..end];

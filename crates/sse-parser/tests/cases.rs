@@ -1,5 +1,7 @@
 //! The accumulation cases the crate promises, each run through the whole pipeline with the
 //! input split at every byte offset.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
 use protocol::{BlockStatus, ContentBlock, ErrorKind};

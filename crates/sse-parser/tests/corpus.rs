@@ -1,5 +1,7 @@
 //! The real-data corpus: WHATWG conformance cases, captured Messages API streams and the
 //! messages the official Python SDK accumulates from them.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! Property tests: chunking never changes the result, arbitrary bytes never panic, and
 //! arbitrary well-formed streams accumulate to the message they describe.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

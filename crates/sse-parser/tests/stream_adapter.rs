@@ -1,5 +1,7 @@
 //! The `stream` feature's adapters over a stream of byte chunks.
 #![cfg(feature = "stream")]
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;
