@@ -85,6 +85,18 @@ pub struct Decoder {
     unknown_deltas: u64,
 }
 
+/// The event types this decoder knows; any other is skipped.
+const KNOWN_EVENTS: &[&str] = &[
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+];
+
 /// The fields of any stream event, read in one pass; nested parts stay raw until the type is
 /// known.
 #[derive(Deserialize)]
@@ -116,10 +128,10 @@ struct RawDelta<'a> {
     signature: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     citation: Option<&'a RawValue>,
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    encrypted_content: Option<String>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    encrypted_content: Option<&'a RawValue>,
 }
 
 impl Decoder {
@@ -175,8 +187,25 @@ impl Decoder {
             source,
             preview: String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
         };
-        let envelope: Envelope<'_> =
-            serde_json::from_slice(data).map_err(|source| json_error(source, sse_name()))?;
+        let envelope: Envelope<'_> = match serde_json::from_slice(data) {
+            Ok(envelope) => envelope,
+            Err(source) => {
+                // An event type this decoder does not know may shape its fields differently
+                // (a `delta` or `index` of another type): skip it rather than fail.
+                #[derive(Deserialize)]
+                struct TypeOnly<'a> {
+                    #[serde(rename = "type", borrow)]
+                    ty: Cow<'a, str>,
+                }
+                if let Ok(TypeOnly { ty }) = serde_json::from_slice::<TypeOnly<'_>>(data)
+                    && !KNOWN_EVENTS.contains(&ty.as_ref())
+                {
+                    self.unknown_events += 1;
+                    return Ok(None);
+                }
+                return Err(json_error(source, sse_name()));
+            }
+        };
         let ty = envelope.ty.as_ref();
         let missing = |field| DecodeError::MissingField {
             event_index,
@@ -287,10 +316,25 @@ impl Decoder {
                     })?;
                 ContentDelta::Citations { citation }
             }
-            "compaction_delta" => ContentDelta::Compaction {
-                content: delta.content,
-                encrypted_content: delta.encrypted_content,
-            },
+            "compaction_delta" => {
+                let field = |raw: Option<&RawValue>| -> Result<Option<String>, DecodeError> {
+                    raw.map(|raw| serde_json::from_str::<Option<String>>(raw.get()))
+                        .transpose()
+                        .map(Option::flatten)
+                        .map_err(|source| DecodeError::Json {
+                            event_index,
+                            event_type: "content_block_delta".to_owned(),
+                            source,
+                            preview: raw
+                                .map(|raw| raw.get().chars().take(120).collect())
+                                .unwrap_or_default(),
+                        })
+                };
+                ContentDelta::Compaction {
+                    content: field(delta.content)?,
+                    encrypted_content: field(delta.encrypted_content)?,
+                }
+            }
             _ => {
                 self.unknown_deltas += 1;
                 return Ok(None);
