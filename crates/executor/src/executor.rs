@@ -37,7 +37,9 @@ use crate::tool::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AbortPolicy {
-    /// Any error result cancels the siblings (Claude Code's behaviour).
+    /// Any error result of a call that ran cancels the siblings (Claude Code's behaviour).
+    /// Calls rejected before running (unknown tool, bad input, permission denied) never
+    /// cascade: the model can fix them.
     OnAnyError,
     /// Only fatal failures cancel: the tool could not run, timed out or was killed. A command
     /// that merely exits non-zero does not cascade; cascading on benign exits makes models
@@ -54,7 +56,7 @@ impl AbortPolicy {
         match self {
             Self::Never => false,
             Self::OnFatalError => outcome.is_fatal(),
-            Self::OnAnyError => outcome.is_error() && !outcome.is_abort(),
+            Self::OnAnyError => outcome.is_error() && outcome.ran(),
         }
     }
 }
@@ -133,6 +135,20 @@ impl Outcome {
         matches!(
             self,
             Self::CouldNotRun | Self::Killed | Self::TimedOut { .. }
+        )
+    }
+
+    /// Whether the tool itself ran (as opposed to a call rejected before running, or stopped
+    /// by an abort before it finished).
+    pub fn ran(&self) -> bool {
+        matches!(
+            self,
+            Self::Success
+                | Self::ToolError
+                | Self::InvalidInput
+                | Self::CouldNotRun
+                | Self::Killed
+                | Self::TimedOut { .. }
         )
     }
 

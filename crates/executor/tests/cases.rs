@@ -784,3 +784,34 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_permission_denial_does_not_cascade_even_under_on_any_error() {
+    let tracker = Arc::new(Tracker::default());
+    let parent = CancellationToken::new();
+    let gate = |call: &ToolCall, _: &dyn Tool| {
+        if call.id.as_str() == "denied" {
+            PermissionDecision::deny("not allowed")
+        } else {
+            PermissionDecision::allow()
+        }
+    };
+    let mut executor = executor_with(
+        vec![sleepy("Read", true, &tracker)],
+        Arc::new(gate),
+        ExecutorConfig {
+            policy: AbortPolicy::OnAnyError,
+            ..ExecutorConfig::default()
+        },
+        &parent,
+    );
+    executor.add_tool(ToolCall::new("denied", "Read", json!({"ms": 1})));
+    executor.add_tool(ToolCall::new("slow", "Read", json!({"ms": 20})));
+    assert_eq!(
+        results_of(&executor.drain().await),
+        [
+            ("denied".to_owned(), Outcome::PermissionDenied),
+            ("slow".to_owned(), Outcome::Success)
+        ]
+    );
+}
