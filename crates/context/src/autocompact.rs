@@ -1,0 +1,376 @@
+//! L3, autocompact: above the threshold, the model summarizes the older history, and the
+//! conversation continues from [boundary marker + summary, re-attached files, recent tail].
+//!
+//! Rules:
+//! - The kept tail never starts with a user message carrying tool_results whose tool_use was
+//!   summarized away: the boundary moves back to include that tool_use.
+//! - The summary request is itself a valid API request that fits the window: when the
+//!   history to summarize is too big, its oldest turns are dropped first.
+//! - A compaction fails when the model call errors or the history it produces is still at or
+//!   above the threshold. After [`MAX_CONSECUTIVE_FAILURES`] failures in a row the circuit
+//!   breaker opens and the caller ends at the blocking limit instead of calling the API
+//!   forever.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use protocol::{ContentBlock, MessageParam, Role, ToolResultContent};
+
+use crate::normalize::normalize_messages;
+use crate::tokens::{TokenEstimator, Tokens};
+
+/// Consecutive failed compactions after which autocompact stops trying (Claude Code's 3).
+pub const MAX_CONSECUTIVE_FAILURES: u32 = 3;
+
+/// First line of the message that replaces the summarized history.
+pub const BOUNDARY_MARKER: &str = "<compact-boundary>";
+
+/// The system prompt of the summary request.
+pub const SUMMARY_SYSTEM: &str =
+    "You are a helpful AI assistant tasked with summarizing conversations.";
+
+/// The instruction closing the summary request: the nine sections the summary must have.
+pub const SUMMARY_PROMPT: &str = "Your task is to create a detailed summary of the conversation so far. \
+This summary replaces the conversation: the work continues from it, so keep everything needed to go on without losing context.
+
+Write these sections:
+1. Primary request and intent: every explicit request of the user, in detail.
+2. Key technical concepts: technologies, frameworks and conventions discussed.
+3. Files and code sections: every file examined, changed or created, why it matters, and the important code snippets.
+4. Errors and fixes: every error met and how it was fixed, including user feedback.
+5. Problem solving: problems solved and troubleshooting still in progress.
+6. All user messages: every user message that is not a tool result, verbatim.
+7. Pending tasks: what was asked and is not done yet.
+8. Current work: precisely what was being worked on right before this summary, with file names and code.
+9. Next step: the next step, directly in line with the most recent request, quoting it.
+
+Answer with the summary only.";
+
+/// Limits of a compaction, in tokens unless said otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompactConfig {
+    /// The kept tail holds at most this many messages (before boundary adjustment). Default 6.
+    pub tail_max_messages: usize,
+    /// The kept tail holds at most this many tokens (before boundary adjustment). Default
+    /// 20,000.
+    pub tail_max_tokens: Tokens,
+    /// Output cap of the summary request (Claude Code's 20,000).
+    pub summary_max_output: Tokens,
+    /// Files re-attached after compaction: at most this many (5)...
+    pub attach_max_files: usize,
+    /// ...at most this many tokens each (5,000)...
+    pub attach_per_file: Tokens,
+    /// ...and this many in total (50,000).
+    pub attach_total: Tokens,
+}
+
+impl Default for CompactConfig {
+    fn default() -> Self {
+        Self {
+            tail_max_messages: 6,
+            tail_max_tokens: Tokens(20_000),
+            summary_max_output: Tokens(20_000),
+            attach_max_files: 5,
+            attach_per_file: Tokens(5_000),
+            attach_total: Tokens(50_000),
+        }
+    }
+}
+
+/// A summary request: a valid Messages API request body's parts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SummaryRequest {
+    /// System prompt ([`SUMMARY_SYSTEM`]).
+    pub system: String,
+    /// The history to summarize, ending with a user message holding [`SUMMARY_PROMPT`].
+    pub messages: Vec<MessageParam>,
+    /// Output cap in tokens.
+    pub max_output: Tokens,
+}
+
+/// The future a [`Summarizer`] returns: the summary text, or why there is none.
+pub type SummaryFuture<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// The model call that writes summaries, injected by the caller.
+pub trait Summarizer: Send + Sync {
+    /// Sends `request` to the model and returns the text of its answer.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future abandons the call; nothing in this crate is left half-done.
+    fn summarize(&self, request: SummaryRequest) -> SummaryFuture<'_>;
+}
+
+/// Current contents of files, for re-attaching recently read files after compaction.
+pub trait FileSource: Send + Sync {
+    /// The file's text, `None` when it cannot be read (gone, binary, outside the workspace).
+    fn read(&self, path: &str) -> Option<String>;
+}
+
+/// A [`FileSource`] that has no files.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoFiles;
+
+impl FileSource for NoFiles {
+    fn read(&self, _path: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Why a compaction did not happen.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// There is nothing before the tail to summarize.
+    #[error("nothing to compact: the history is {messages} messages, all of them in the kept tail")]
+    NothingToCompact {
+        /// Messages in the history.
+        messages: usize,
+    },
+    /// Even the most recent turn alone does not fit in a summary request.
+    #[error("the summary request does not fit: {needed} needed, {limit} available")]
+    RequestTooLarge {
+        /// Estimated tokens of the smallest request.
+        needed: Tokens,
+        /// What the window allows.
+        limit: Tokens,
+    },
+    /// The model call failed.
+    #[error("the summary call failed: {0}")]
+    Summarizer(String),
+    /// The model answered with an empty summary.
+    #[error("the model returned an empty summary")]
+    EmptySummary,
+}
+
+/// A finished compaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compacted {
+    /// The new history.
+    pub messages: Vec<MessageParam>,
+    /// Messages summarized away.
+    pub summarized: usize,
+    /// Messages of the summarized history dropped to make the summary request fit.
+    pub dropped_for_fit: usize,
+    /// Paths of the files re-attached.
+    pub attached: Vec<String>,
+}
+
+/// The index where the kept tail starts: the longest suffix within the tail limits, moved
+/// back so it never starts with a user message carrying tool_results. `0` means nothing can
+/// be summarized.
+pub fn plan_boundary(
+    messages: &[MessageParam],
+    config: &CompactConfig,
+    estimator: &dyn TokenEstimator,
+) -> usize {
+    let mut boundary = messages.len();
+    let mut tokens = Tokens::ZERO;
+    while boundary > 0 && messages.len() - boundary < config.tail_max_messages {
+        let next = tokens + estimator.message(&messages[boundary - 1]);
+        if next > config.tail_max_tokens && boundary < messages.len() {
+            break;
+        }
+        tokens = next;
+        boundary -= 1;
+    }
+    // Never split a tool_use from its tool_result: include the assistant message.
+    while boundary > 0 && starts_with_results(&messages[boundary]) {
+        boundary -= 1;
+    }
+    // A tail must not start with an assistant message whose preceding user message was
+    // summarized: that is fine (the summary is a user message), nothing more to check.
+    boundary
+}
+
+fn starts_with_results(message: &MessageParam) -> bool {
+    message.role == Role::User
+        && message
+            .content
+            .iter()
+            .any(|block| matches!(block, ContentBlock::ToolResult(_)))
+}
+
+/// Builds the summary request for `messages[..boundary]`, dropping the oldest turns until it
+/// fits in `window` with room for the summary. Returns the request and how many messages were
+/// dropped.
+///
+/// # Errors
+///
+/// [`CompactError::RequestTooLarge`] when even the last turn alone does not fit.
+pub fn summary_request(
+    summarized: &[MessageParam],
+    window: Tokens,
+    config: &CompactConfig,
+    estimator: &dyn TokenEstimator,
+) -> Result<(SummaryRequest, usize), CompactError> {
+    let limit = window - config.summary_max_output;
+    let fixed = estimator.text(SUMMARY_SYSTEM)
+        + estimator.message(&MessageParam::user_text(SUMMARY_PROMPT));
+    let mut start = 0;
+    loop {
+        let part = &summarized[start..];
+        let needed = fixed + estimator.messages(part);
+        if needed <= limit {
+            let mut messages = part.to_vec();
+            messages.push(MessageParam::user_text(SUMMARY_PROMPT));
+            let mut repairs = Vec::new();
+            let messages = normalize_messages(messages, &mut repairs);
+            return Ok((
+                SummaryRequest {
+                    system: SUMMARY_SYSTEM.to_owned(),
+                    messages,
+                    max_output: config.summary_max_output,
+                },
+                start,
+            ));
+        }
+        // Drop the oldest turn: up to the next user message that starts a turn (not tool
+        // results), so no tool_use loses its result.
+        let next = (start + 1..summarized.len()).find(|&index| {
+            summarized[index].role == Role::User && !starts_with_results(&summarized[index])
+        });
+        match next {
+            Some(next) => start = next,
+            None => return Err(CompactError::RequestTooLarge { needed, limit }),
+        }
+    }
+}
+
+/// Paths of files the summarized history Read, most recent first, each once.
+fn read_paths(summarized: &[MessageParam]) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for message in summarized.iter().rev() {
+        for block in message.content.iter().rev() {
+            if let ContentBlock::ToolUse(tool_use) = block
+                && tool_use.name == "Read"
+                && let Some(path) = tool_use
+                    .input
+                    .get("file_path")
+                    .and_then(|path| path.as_str())
+                && !paths.iter().any(|seen| seen == path)
+            {
+                paths.push(path.to_owned());
+            }
+        }
+    }
+    paths
+}
+
+/// Cuts `text` to at most `tokens` by the estimator, at a char boundary.
+fn cut_to(text: &str, tokens: Tokens, estimator: &dyn TokenEstimator) -> String {
+    if estimator.text(text) <= tokens {
+        return text.to_owned();
+    }
+    let (mut low, mut high) = (0, text.len());
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        let mut cut = mid;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        if estimator.text(&text[..cut]) <= tokens {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    let mut cut = low;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[... file cut to fit the re-attachment budget]",
+        &text[..cut]
+    )
+}
+
+/// Runs one compaction of `messages`: plans the boundary, asks the summarizer, and builds the
+/// new history. The new history passes [`crate::validate_pairing`] when the input did.
+///
+/// # Errors
+///
+/// [`CompactError`] when there is nothing to summarize, the request cannot fit, or the model
+/// call fails.
+///
+/// # Cancellation safety
+///
+/// Dropping the future drops the summary call; `messages` is only read.
+pub async fn compact(
+    messages: &[MessageParam],
+    window: Tokens,
+    config: &CompactConfig,
+    estimator: &dyn TokenEstimator,
+    summarizer: &dyn Summarizer,
+    files: &dyn FileSource,
+) -> Result<Compacted, CompactError> {
+    let boundary = plan_boundary(messages, config, estimator);
+    if boundary == 0 {
+        return Err(CompactError::NothingToCompact {
+            messages: messages.len(),
+        });
+    }
+    let (summarized, tail) = messages.split_at(boundary);
+    let (request, dropped_for_fit) = summary_request(summarized, window, config, estimator)?;
+    let summary = summarizer
+        .summarize(request)
+        .await
+        .map_err(CompactError::Summarizer)?;
+    let summary = summary.trim();
+    if summary.is_empty() {
+        return Err(CompactError::EmptySummary);
+    }
+    let mut content = vec![ContentBlock::text(format!(
+        "{BOUNDARY_MARKER}\nThis session continues from an earlier conversation that ran out of context. The summary below covers the earlier part.\n\n{summary}"
+    ))];
+    // Re-attach recently read files the tail does not already show.
+    let mut attached = Vec::new();
+    let mut budget = config.attach_total;
+    let tail_paths = read_paths(tail);
+    for path in read_paths(summarized) {
+        if attached.len() >= config.attach_max_files || budget == Tokens::ZERO {
+            break;
+        }
+        if tail_paths.contains(&path) {
+            continue;
+        }
+        let Some(text) = files.read(&path) else {
+            continue;
+        };
+        let text = cut_to(&text, config.attach_per_file.min(budget), estimator);
+        budget = budget - estimator.text(&text);
+        content.push(ContentBlock::text(format!(
+            "<system-reminder>\nContents of {path}, read before the summary (current version):\n{text}\n</system-reminder>"
+        )));
+        attached.push(path);
+    }
+    let mut history = vec![MessageParam {
+        role: Role::User,
+        content,
+    }];
+    history.extend_from_slice(tail);
+    let mut repairs = Vec::new();
+    let history = normalize_messages(history, &mut repairs);
+    Ok(Compacted {
+        messages: history,
+        summarized: boundary,
+        dropped_for_fit,
+        attached,
+    })
+}
+
+/// The text size of a history's tool results and texts, for reports.
+pub fn content_bytes(messages: &[MessageParam]) -> usize {
+    messages
+        .iter()
+        .flat_map(|message| &message.content)
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.text.len(),
+            ContentBlock::ToolResult(result) => match &result.content {
+                ToolResultContent::Text(text) => text.len(),
+                other => other.len_bytes(),
+            },
+            _ => 0,
+        })
+        .sum()
+}

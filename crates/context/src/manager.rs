@@ -1,0 +1,379 @@
+//! The preprocessing step before each request: L1, L2, the level check, and L3 when needed,
+//! with the circuit breaker.
+
+use protocol::{MessageParam, ToolUseId, Usage};
+
+use crate::autocompact::{
+    CompactConfig, CompactError, FileSource, MAX_CONSECUTIVE_FAILURES, Summarizer, compact,
+};
+use crate::budget::{BudgetConfig, ReplacementLog, ResultStore, apply_budget};
+use crate::levels::{Level, LevelCheck, WaterLevels};
+use crate::microcompact::{MicrocompactConfig, microcompact};
+use crate::tokens::{BytesEstimator, TokenEstimator, Tokens, history_tokens};
+
+/// Everything [`ContextManager`] can be configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContextConfig {
+    /// The model's thresholds.
+    pub levels: WaterLevels,
+    /// L1 budgets.
+    pub budget: BudgetConfig,
+    /// L2 settings.
+    pub microcompact: MicrocompactConfig,
+    /// L3 settings.
+    pub compact: CompactConfig,
+}
+
+impl ContextConfig {
+    /// Default settings for a model with `context_window` and `max_output` tokens.
+    pub fn for_model(context_window: Tokens, max_output: Tokens) -> Self {
+        Self {
+            levels: WaterLevels::new(context_window, max_output),
+            budget: BudgetConfig::default(),
+            microcompact: MicrocompactConfig::default(),
+            compact: CompactConfig::default(),
+        }
+    }
+}
+
+/// The injected services preprocessing uses.
+pub struct Services<'a> {
+    /// Where L1 writes oversized results.
+    pub store: &'a mut dyn ResultStore,
+    /// The model call of L3.
+    pub summarizer: &'a dyn Summarizer,
+    /// Current file contents for re-attachment after L3.
+    pub files: &'a dyn FileSource,
+}
+
+impl std::fmt::Debug for Services<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services").finish_non_exhaustive()
+    }
+}
+
+/// What preprocessing did, for the event stream.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ContextEvent {
+    /// L1 moved a result to a file.
+    Persisted {
+        /// The tool_use whose result moved.
+        tool_use_id: ToolUseId,
+        /// Its size in bytes.
+        bytes: usize,
+        /// Where it went.
+        path: String,
+    },
+    /// L1 could not store a result; it stays inline.
+    PersistFailed {
+        /// The tool_use whose result stays.
+        tool_use_id: ToolUseId,
+        /// Why.
+        reason: String,
+    },
+    /// L2 cleared old results.
+    Microcompacted {
+        /// How many.
+        cleared: usize,
+        /// Bytes cleared.
+        bytes: usize,
+    },
+    /// L3 compacted the history.
+    Compacted {
+        /// Tokens before (with the fixed overhead).
+        before: Tokens,
+        /// Tokens after (estimated, with the fixed overhead).
+        after: Tokens,
+        /// Messages summarized away.
+        summarized: usize,
+        /// Files re-attached.
+        attached: Vec<String>,
+    },
+    /// L3 failed; `consecutive` failures so far.
+    CompactFailed {
+        /// Why.
+        reason: String,
+        /// Consecutive failures including this one.
+        consecutive: u32,
+    },
+}
+
+/// Why the history cannot be sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockReason {
+    /// At or above the blocking limit.
+    #[error("context blocked: {tokens} is at or above the blocking limit of {limit}")]
+    BlockingLimit {
+        /// The history's tokens.
+        tokens: Tokens,
+        /// The limit.
+        limit: Tokens,
+    },
+    /// Autocompact failed too often in a row and the history is still above its threshold.
+    #[error(
+        "context blocked: autocompact failed {failures} times in a row and {tokens} is still at or above the threshold of {threshold}"
+    )]
+    CompactionExhausted {
+        /// Consecutive failures.
+        failures: u32,
+        /// The history's tokens.
+        tokens: Tokens,
+        /// The autocompact threshold.
+        threshold: Tokens,
+    },
+}
+
+/// A history ready to send (or blocked), with what was done to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prepared {
+    /// The history.
+    pub messages: Vec<MessageParam>,
+    /// Its tokens, the fixed overhead (system prompt and tools) included.
+    pub tokens: Tokens,
+    /// Where that stands.
+    pub check: LevelCheck,
+    /// What was done, in order.
+    pub events: Vec<ContextEvent>,
+    /// `Some` when the history must not be sent.
+    pub blocked: Option<BlockReason>,
+}
+
+/// Runs the context pipeline before each request and keeps its state between requests: the
+/// L1 decisions and the autocompact failure count.
+pub struct ContextManager {
+    config: ContextConfig,
+    estimator: Box<dyn TokenEstimator>,
+    log: ReplacementLog,
+    consecutive_failures: u32,
+}
+
+impl std::fmt::Debug for ContextManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextManager")
+            .field("config", &self.config)
+            .field("replaced", &self.log.replaced())
+            .field("consecutive_failures", &self.consecutive_failures)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ContextManager {
+    /// A manager with the default estimator (bytes / 4).
+    pub fn new(config: ContextConfig) -> Self {
+        Self::with_estimator(config, Box::new(BytesEstimator::default()))
+    }
+
+    /// A manager with a custom estimator.
+    pub fn with_estimator(config: ContextConfig, estimator: Box<dyn TokenEstimator>) -> Self {
+        Self {
+            config,
+            estimator,
+            log: ReplacementLog::default(),
+            consecutive_failures: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ContextConfig {
+        &self.config
+    }
+
+    /// The estimator.
+    pub fn estimator(&self) -> &dyn TokenEstimator {
+        self.estimator.as_ref()
+    }
+
+    /// Consecutive failed compactions (reset by a successful one).
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// Whether the circuit breaker is open (autocompact stopped trying).
+    pub fn circuit_open(&self) -> bool {
+        self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
+    }
+
+    fn count(
+        &self,
+        messages: &[MessageParam],
+        overhead: Tokens,
+        last: Option<(&Usage, usize)>,
+    ) -> Tokens {
+        match last {
+            // The reported usage already includes the system prompt and tools.
+            Some(last) => history_tokens(messages, Some(last), self.estimator.as_ref()),
+            None => overhead + self.estimator.messages(messages),
+        }
+    }
+
+    /// Prepares `messages` for the next request: L1, L2, the level check, and L3 above the
+    /// threshold. `overhead` is the tokens of the system prompt and tools; `last` the last
+    /// response's usage and how many leading messages it covered.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future during a summary call leaves the manager's state as it was before
+    /// L3 (L1 decisions made in this call are kept: they are valid for any later call).
+    pub async fn preprocess(
+        &mut self,
+        mut messages: Vec<MessageParam>,
+        overhead: Tokens,
+        last: Option<(&Usage, usize)>,
+        services: Services<'_>,
+    ) -> Prepared {
+        let mut events = Vec::new();
+        let report = apply_budget(
+            &mut messages,
+            &self.config.budget,
+            services.store,
+            &mut self.log,
+        );
+        for (tool_use_id, bytes, path) in report.persisted {
+            events.push(ContextEvent::Persisted {
+                tool_use_id,
+                bytes,
+                path,
+            });
+        }
+        for (tool_use_id, reason) in report.failed {
+            events.push(ContextEvent::PersistFailed {
+                tool_use_id,
+                reason,
+            });
+        }
+        let report = microcompact(&mut messages, &self.config.microcompact);
+        if report.cleared > 0 {
+            events.push(ContextEvent::Microcompacted {
+                cleared: report.cleared,
+                bytes: report.bytes_cleared,
+            });
+        }
+        let levels = self.config.levels;
+        let mut tokens = self.count(&messages, overhead, last);
+        let mut check = levels.check(tokens);
+        if check.level >= Level::AutoCompact && levels.autocompact_enabled() && !self.circuit_open()
+        {
+            let attempt = self
+                .compact_once(&messages, overhead, services.summarizer, services.files)
+                .await;
+            match attempt {
+                Ok((compacted, after, attached, summarized)) => {
+                    events.push(ContextEvent::Compacted {
+                        before: tokens,
+                        after,
+                        attached,
+                        summarized,
+                    });
+                    messages = compacted;
+                    tokens = after;
+                    check = levels.check(tokens);
+                    if tokens >= levels.autocompact_at {
+                        self.consecutive_failures += 1;
+                        events.push(ContextEvent::CompactFailed {
+                            reason: format!("the compacted history ({after}) is still at or above the threshold of {}", levels.autocompact_at),
+                            consecutive: self.consecutive_failures,
+                        });
+                    } else {
+                        self.consecutive_failures = 0;
+                    }
+                }
+                Err(error) => {
+                    self.consecutive_failures += 1;
+                    events.push(ContextEvent::CompactFailed {
+                        reason: error.to_string(),
+                        consecutive: self.consecutive_failures,
+                    });
+                }
+            }
+        }
+        let blocked = if check.level == Level::Blocking {
+            Some(BlockReason::BlockingLimit {
+                tokens,
+                limit: levels.blocking_at,
+            })
+        } else if check.level >= Level::AutoCompact
+            && levels.autocompact_enabled()
+            && self.circuit_open()
+        {
+            Some(BlockReason::CompactionExhausted {
+                failures: self.consecutive_failures,
+                tokens,
+                threshold: levels.autocompact_at,
+            })
+        } else {
+            None
+        };
+        Prepared {
+            messages,
+            tokens,
+            check,
+            events,
+            blocked,
+        }
+    }
+
+    /// Compacts once regardless of the level: the answer to the API saying the prompt is too
+    /// long (the estimate was too low). The loop calls it at most once per turn.
+    ///
+    /// # Errors
+    ///
+    /// [`CompactError`] when the compaction could not be made.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future drops the summary call; nothing changes.
+    pub async fn reactive_compact(
+        &mut self,
+        messages: &[MessageParam],
+        overhead: Tokens,
+        summarizer: &dyn Summarizer,
+        files: &dyn FileSource,
+    ) -> Result<Prepared, CompactError> {
+        let before = self.count(messages, overhead, None);
+        let (messages, after, attached, summarized) = self
+            .compact_once(messages, overhead, summarizer, files)
+            .await?;
+        let check = self.config.levels.check(after);
+        Ok(Prepared {
+            messages,
+            tokens: after,
+            check,
+            events: vec![ContextEvent::Compacted {
+                before,
+                after,
+                attached,
+                summarized,
+            }],
+            blocked: None,
+        })
+    }
+
+    async fn compact_once(
+        &self,
+        messages: &[MessageParam],
+        overhead: Tokens,
+        summarizer: &dyn Summarizer,
+        files: &dyn FileSource,
+    ) -> Result<(Vec<MessageParam>, Tokens, Vec<String>, usize), CompactError> {
+        let window = self.config.levels.context_window;
+        let compacted = compact(
+            messages,
+            window,
+            &self.config.compact,
+            self.estimator.as_ref(),
+            summarizer,
+            files,
+        )
+        .await?;
+        let after = overhead + self.estimator.messages(&compacted.messages);
+        tracing::info!(summarized = compacted.summarized, %after, "autocompact");
+        Ok((
+            compacted.messages,
+            after,
+            compacted.attached,
+            compacted.summarized,
+        ))
+    }
+}

@@ -1,0 +1,279 @@
+//! The context behaviours the crate promises, with exact results.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use context::{
+    BlockReason, BytesEstimator, CompactConfig, ContextConfig, ContextEvent, ContextManager,
+    FileSource, NoFiles, Services, TokenEstimator, Tokens, WaterLevels, compact, plan_boundary,
+    validate_pairing,
+};
+use protocol::{ContentBlock, MessageParam, Role};
+
+fn tail_of(messages: usize) -> CompactConfig {
+    CompactConfig {
+        tail_max_messages: messages,
+        tail_max_tokens: Tokens(1_000_000),
+        ..CompactConfig::default()
+    }
+}
+
+/// u0 "task"; a1 [T1]; u1 [r T1]; a2 [T2, T3]; u2 [r T2, r T3]; a3 "done"; u3 "next"
+fn paired_history() -> Vec<MessageParam> {
+    vec![
+        user("task"),
+        calls(&["T1"]),
+        results(&["T1"], "one"),
+        calls(&["T2", "T3"]),
+        results(&["T2", "T3"], "two"),
+        assistant("done"),
+        user("next"),
+    ]
+}
+
+#[test]
+fn the_boundary_never_splits_a_tool_use_from_its_result() {
+    let history = paired_history();
+    validate_pairing(&history).unwrap();
+    // Keeping the last 3 messages would start the tail at u2 (results of a2): move back to a2.
+    let boundary = plan_boundary(&history, &tail_of(3), &BytesEstimator::default());
+    assert_eq!(boundary, 3);
+    assert_eq!(history[boundary].role, Role::Assistant);
+}
+
+#[tokio::test]
+async fn the_compacted_history_keeps_every_pair() {
+    let history = paired_history();
+    let summarizer = FakeSummarizer::new(
+        "The user asked for a task; T1-T3 read files.".into(),
+        Tokens(1_000_000),
+    );
+    let compacted = compact(
+        &history,
+        Tokens(200_000),
+        &tail_of(3),
+        &BytesEstimator::default(),
+        &summarizer,
+        &NoFiles,
+    )
+    .await
+    .unwrap();
+    validate_pairing(&compacted.messages).unwrap();
+    assert_eq!(compacted.summarized, 3);
+    // [boundary + summary], a2, u2, a3, u3
+    assert_eq!(compacted.messages.len(), 5);
+    let first = compacted.messages[0].content[0].as_text().unwrap();
+    assert!(first.starts_with("<compact-boundary>\n"));
+    assert!(first.ends_with("The user asked for a task; T1-T3 read files."));
+    // Every tool_result's tool_use is in the message right before it.
+    for (index, message) in compacted.messages.iter().enumerate() {
+        for block in &message.content {
+            if let ContentBlock::ToolResult(result) = block {
+                let previous = &compacted.messages[index - 1];
+                assert!(
+                    previous
+                        .content
+                        .iter()
+                        .any(|b| b.as_tool_use().is_some_and(|u| u.id == result.tool_use_id))
+                );
+            }
+        }
+    }
+    // The summary request was a valid request ending with the instructions.
+    let requests = summarizer.requests.lock().unwrap();
+    assert_eq!(requests.len(), 1);
+    let last = requests[0].messages.last().unwrap();
+    assert!(
+        last.content
+            .last()
+            .unwrap()
+            .as_text()
+            .unwrap()
+            .contains("All user messages")
+    );
+}
+
+#[tokio::test]
+async fn circuit_breaker_after_three_failed_compactions() {
+    // Window 10_000, threshold 8_000; system prompt and tools 7_500; each turn adds a
+    // 1_000-token message; the summarizer answers 600 tokens and refuses anything over 10_000.
+    let estimator = BytesEstimator::default();
+    let config = ContextConfig {
+        levels: WaterLevels::custom(Tokens(10_000), Tokens(100), Tokens(8_000), Tokens(9_900)),
+        compact: CompactConfig {
+            tail_max_messages: 1,
+            tail_max_tokens: Tokens(1_100),
+            summary_max_output: Tokens(1_000),
+            ..CompactConfig::default()
+        },
+        ..ContextConfig::for_model(Tokens(10_000), Tokens(1_000))
+    };
+    let summarizer = FakeSummarizer::new("s".repeat(2_400), Tokens(10_000));
+    let mut store = MemoryStore::default();
+    let mut manager = ContextManager::new(config);
+    let overhead = Tokens(7_500);
+    let latest = "x".repeat(3_990);
+    let mut messages = vec![
+        user(&"t".repeat(1_000)),
+        assistant(&"a".repeat(1_000)),
+        user(&latest),
+    ];
+    let mut outcomes = Vec::new();
+    for _turn in 0..6 {
+        let prepared = manager
+            .preprocess(
+                messages.clone(),
+                overhead,
+                None,
+                Services {
+                    store: &mut store,
+                    summarizer: &summarizer,
+                    files: &NoFiles,
+                },
+            )
+            .await;
+        validate_pairing(&prepared.messages).unwrap();
+        let failed = prepared
+            .events
+            .iter()
+            .filter(|e| matches!(e, ContextEvent::CompactFailed { .. }))
+            .count();
+        outcomes.push((prepared.blocked.clone(), failed, prepared.tokens));
+        if prepared.blocked.is_some() {
+            break;
+        }
+        // The request is sent; the next turn adds the answer and another 1_000-token message.
+        messages = prepared.messages;
+        messages.push(assistant("ok"));
+        messages.push(user(&latest));
+    }
+    assert_eq!(
+        summarizer.calls(),
+        3,
+        "three compaction attempts, then no more model calls"
+    );
+    assert_eq!(outcomes.len(), 3);
+    assert!(
+        outcomes[..2]
+            .iter()
+            .all(|(blocked, failed, _)| blocked.is_none() && *failed == 1)
+    );
+    let (blocked, _, tokens) = outcomes[2].clone();
+    assert_eq!(
+        blocked,
+        Some(BlockReason::CompactionExhausted {
+            failures: 3,
+            tokens,
+            threshold: Tokens(8_000)
+        })
+    );
+    assert!(tokens >= Tokens(8_000));
+    assert!(manager.circuit_open());
+    // Every summary request fitted the API's limit.
+    for request in summarizer.requests.lock().unwrap().iter() {
+        let size = estimator.text(&request.system)
+            + estimator.messages(&request.messages)
+            + request.max_output;
+        assert!(size <= Tokens(10_000), "{size}");
+    }
+    // Once open, the breaker stops model calls for good.
+    let again = manager
+        .preprocess(
+            messages,
+            overhead,
+            None,
+            Services {
+                store: &mut store,
+                summarizer: &summarizer,
+                files: &NoFiles,
+            },
+        )
+        .await;
+    assert!(again.blocked.is_some(), "{:?}", again.events);
+    assert_eq!(summarizer.calls(), 3);
+}
+
+#[tokio::test]
+async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
+    struct Files(HashMap<String, String>);
+    impl FileSource for Files {
+        fn read(&self, path: &str) -> Option<String> {
+            self.0.get(path).cloned()
+        }
+    }
+    let mut files = HashMap::new();
+    for id in ["A", "B", "C", "D", "E", "F", "G"] {
+        files.insert(
+            format!("src/{id}.rs"),
+            format!("// {id}\n").repeat(if id == "G" { 10_000 } else { 10 }),
+        );
+    }
+    let mut history = vec![user("task")];
+    for id in ["A", "B", "C", "D", "E", "F", "G"] {
+        history.push(calls(&[id]));
+        history.push(results(&[id], &"r".repeat(45_000)));
+    }
+    history.push(assistant("all read"));
+    history.push(user("now fix it"));
+    let config = ContextConfig {
+        compact: CompactConfig {
+            tail_max_messages: 2,
+            ..CompactConfig::default()
+        },
+        ..ContextConfig::for_model(Tokens(200_000), Tokens(64_000))
+    };
+    let mut manager = ContextManager::new(config);
+    let summarizer = FakeSummarizer::new("summary".into(), Tokens(1_000_000));
+    let mut store = MemoryStore::default();
+    let prepared = manager
+        .preprocess(
+            history,
+            Tokens(120_000),
+            None,
+            Services {
+                store: &mut store,
+                summarizer: &summarizer,
+                files: &Files(files),
+            },
+        )
+        .await;
+    assert!(prepared.blocked.is_none());
+    validate_pairing(&prepared.messages).unwrap();
+    let attached = prepared.events.iter().find_map(|event| match event {
+        ContextEvent::Compacted {
+            attached,
+            before,
+            after,
+            ..
+        } => Some((attached.clone(), *before, *after)),
+        _ => None,
+    });
+    let (attached, before, after) = attached.expect("compacted");
+    assert!(
+        before > Tokens(167_000) && after < Tokens(167_000),
+        "{before} -> {after}"
+    );
+    // Most recently read first, at most 5.
+    assert_eq!(
+        attached,
+        ["src/G.rs", "src/F.rs", "src/E.rs", "src/D.rs", "src/C.rs"]
+    );
+    assert_eq!(manager.consecutive_failures(), 0);
+    let first = &prepared.messages[0];
+    assert_eq!(first.content.len(), 1 + 5);
+    let estimator = BytesEstimator::default();
+    for block in &first.content[1..] {
+        assert!(estimator.block(block) <= Tokens(5_100));
+    }
+    // The big file was cut to its 5_000-token share.
+    let g = first.content[1].as_text().unwrap();
+    assert!(
+        g.contains("Contents of src/G.rs")
+            && g.contains("[... file cut to fit the re-attachment budget]")
+    );
+    assert!(estimator.text(g) >= Tokens(4_900));
+}
