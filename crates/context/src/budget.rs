@@ -34,7 +34,7 @@ impl Default for BudgetConfig {
 }
 
 /// Where oversized results go (the session's `tool-results/` folder in the CLI).
-pub trait ResultStore {
+pub trait ResultStore: Send + Sync {
     /// Stores the full text of a result; returns the path the agent can Read it back from.
     ///
     /// # Errors

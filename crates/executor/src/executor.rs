@@ -111,6 +111,8 @@ pub enum Outcome {
     SchemaViolation,
     /// The permission gate denied the call.
     PermissionDenied,
+    /// The caller rejected the call before it ran ([`crate::InputProblem::Rejected`]).
+    Rejected,
     /// A sibling's failure stopped this call: cancelled while running, or never started.
     SiblingFailed {
         /// The call whose failure cascaded.
@@ -415,6 +417,11 @@ impl StreamingToolExecutor {
         self.entries.is_empty()
     }
 
+    /// Whether every added call's result has been handed out (nothing to wait for).
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.next_emit == self.entries.len()
+    }
+
     /// Calls currently running.
     pub fn running(&self) -> usize {
         self.running
@@ -545,6 +552,9 @@ impl StreamingToolExecutor {
                         call.name
                     ),
                 ));
+            }
+            Some(InputProblem::Rejected { reason }) => {
+                return Err((Outcome::Rejected, reason.clone()));
             }
             None => {}
         }

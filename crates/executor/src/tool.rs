@@ -213,6 +213,12 @@ pub enum InputProblem {
     },
     /// The response was cut off (max_tokens) before the input was complete.
     Truncated,
+    /// The caller refuses the call (a loop guard, such as repeated identical calls); the
+    /// reason is the tool_result text.
+    Rejected {
+        /// What the model is told.
+        reason: String,
+    },
 }
 
 impl ToolCall {

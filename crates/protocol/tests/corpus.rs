@@ -38,7 +38,9 @@ fn claude_code_transcript_messages_round_trip() {
         for (line_number, line) in text.lines().enumerate() {
             let entry: Value = serde_json::from_str(line).unwrap();
             let place = format!("{}:{}", path.display(), line_number + 1);
-            let Some(original) = entry.get("message") else { continue };
+            let Some(original) = entry.get("message") else {
+                continue;
+            };
             match entry["type"].as_str() {
                 Some("assistant") => {
                     let message: Message = serde_json::from_value(original.clone())
@@ -53,7 +55,11 @@ fn claude_code_transcript_messages_round_trip() {
                     assert_eq!(param.role, Role::User);
                     match &original["content"] {
                         Value::String(text) => {
-                            assert_eq!(param.content, [ContentBlock::text(text.clone())], "{place}");
+                            assert_eq!(
+                                param.content,
+                                [ContentBlock::text(text.clone())],
+                                "{place}"
+                            );
                         }
                         blocks => {
                             let back = serde_json::to_value(&param.content).unwrap();
@@ -66,5 +72,8 @@ fn claude_code_transcript_messages_round_trip() {
             }
         }
     }
-    assert!(assistant >= 80 && user >= 60, "{assistant} assistant, {user} user messages");
+    assert!(
+        assistant >= 80 && user >= 60,
+        "{assistant} assistant, {user} user messages"
+    );
 }

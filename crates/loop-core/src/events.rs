@@ -1,0 +1,181 @@
+//! What the loop reports: transitions, terminal reasons and the event stream.
+
+use std::fmt;
+use std::time::Duration;
+
+use context::ContextEvent;
+use executor::ExecutorEvent;
+use protocol::{CompletedBlock, Message, MessageParam, StreamEvent, Usage};
+
+use crate::model::ModelError;
+
+/// Why the loop went around again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Transition {
+    /// Tools ran; their results go to the model.
+    NextTurn,
+    /// The response hit max_tokens before anything ran: the same request again with the
+    /// escalated output cap.
+    MaxTokensEscalation,
+    /// The response hit max_tokens: it is kept and the model is asked to resume.
+    MaxTokensRecovery,
+    /// The API said the prompt is too long: compacted, then the same turn again.
+    ReactiveCompact,
+    /// A stop hook blocked the end of the turn; its reasons go to the model.
+    StopHookBlocking,
+    /// The model stayed overloaded: the same turn with the fallback model.
+    FallbackModel,
+    /// The stream failed; the client fell back to one non-streaming request.
+    NonStreamingFallback,
+    /// The stream failed after blocks had arrived; the client retried it.
+    StreamRetry,
+    /// The history was compacted before the request.
+    Compacted,
+}
+
+impl Transition {
+    /// A stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NextTurn => "next_turn",
+            Self::MaxTokensEscalation => "max_tokens_escalation",
+            Self::MaxTokensRecovery => "max_tokens_recovery",
+            Self::ReactiveCompact => "reactive_compact",
+            Self::StopHookBlocking => "stop_hook_blocking",
+            Self::FallbackModel => "fallback_model",
+            Self::NonStreamingFallback => "non_streaming_fallback",
+            Self::StreamRetry => "stream_retry",
+            Self::Compacted => "compacted",
+        }
+    }
+}
+
+/// Why the loop ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Terminal {
+    /// The model finished and no stop hook objected.
+    Completed,
+    /// The turn limit was reached.
+    MaxTurns,
+    /// The user aborted while the model was streaming.
+    AbortedStreaming,
+    /// The user aborted while tools were running.
+    AbortedTools,
+    /// The prompt stayed too long after a reactive compaction.
+    PromptTooLong,
+    /// The history is at the blocking limit and cannot be compacted.
+    BlockingLimit(String),
+    /// The model call failed.
+    ModelError(ModelError),
+    /// The API rejected an image.
+    ImageError(String),
+    /// A stop hook ended the run.
+    StopHookPrevented(String),
+    /// The model repeated the same tool call too many times.
+    RepeatedToolCall,
+    /// Stop hooks blocked the end of the turn too many times.
+    StopHookCapReached,
+}
+
+impl Terminal {
+    /// A stable snake_case name, for JSON output.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::MaxTurns => "max_turns",
+            Self::AbortedStreaming => "aborted_streaming",
+            Self::AbortedTools => "aborted_tools",
+            Self::PromptTooLong => "prompt_too_long",
+            Self::BlockingLimit(_) => "blocking_limit",
+            Self::ModelError(_) => "model_error",
+            Self::ImageError(_) => "image_error",
+            Self::StopHookPrevented(_) => "stop_hook_prevented",
+            Self::RepeatedToolCall => "repeated_tool_call",
+            Self::StopHookCapReached => "stop_hook_cap_reached",
+        }
+    }
+}
+
+impl fmt::Display for Terminal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BlockingLimit(detail)
+            | Self::ImageError(detail)
+            | Self::StopHookPrevented(detail) => {
+                write!(f, "{}: {detail}", self.as_str())
+            }
+            Self::ModelError(error) => write!(f, "model_error: {error}"),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// One thing the loop reports while it runs.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum LoopEvent {
+    /// A model request is about to be sent.
+    Request {
+        /// 1-based turn number.
+        turn: u32,
+        /// 1-based request number within the run.
+        request: u32,
+        /// The model asked.
+        model: String,
+    },
+    /// A decoded stream event, for live rendering.
+    Stream(StreamEvent),
+    /// An assistant content block completed.
+    Block(CompletedBlock),
+    /// A response completed.
+    Assistant(Message),
+    /// Tool execution.
+    Tool(ExecutorEvent),
+    /// The tool results of a turn, as sent to the model.
+    ToolResults(MessageParam),
+    /// Context management.
+    Context(ContextEvent),
+    /// The model client is retrying.
+    Retry {
+        /// 1-based retry number.
+        attempt: u32,
+        /// The wait before it.
+        delay: Duration,
+        /// What failed.
+        reason: String,
+    },
+    /// The stream has been silent for a while.
+    Idle {
+        /// How long.
+        silent_for: Duration,
+    },
+    /// Side effects of tools that completed before their response was dropped (stream
+    /// restart); their tool_uses left with the failed attempt.
+    DiscardedTools {
+        /// Names and ids of the tools.
+        tools: Vec<(String, String)>,
+    },
+    /// The loop goes around again.
+    Transition(Transition),
+    /// Usage of one response.
+    Usage(Usage),
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoopOutcome {
+    /// Why it ended.
+    pub terminal: Terminal,
+    /// The history left behind (always passes `context::validate_pairing`).
+    pub messages: Vec<MessageParam>,
+    /// Turns taken.
+    pub turns: u32,
+    /// Model requests sent.
+    pub requests: u32,
+    /// Usage summed over every response.
+    pub usage: Usage,
+    /// The text of the last assistant message.
+    pub result: String,
+}

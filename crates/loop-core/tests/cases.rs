@@ -1,0 +1,556 @@
+//! The loop's promised behaviours, each with a scripted model on a paused clock.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use context::validate_pairing;
+use loop_core::{
+    LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture, StopHook,
+    StopHookInput, Terminal, Transition, run_loop,
+};
+use protocol::{ContentBlock, MessageParam, StopReason, ToolResultContent};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn config() -> LoopConfig {
+    LoopConfig::for_model("claude-sonnet-4-5")
+}
+
+async fn run(
+    config: LoopConfig,
+    deps: loop_core::Deps,
+    prompt: &str,
+) -> (LoopOutcome, Vec<LoopEvent>) {
+    run_with_cancel(config, deps, prompt, CancellationToken::new()).await
+}
+
+async fn run_with_cancel(
+    config: LoopConfig,
+    deps: loop_core::Deps,
+    prompt: &str,
+    cancel: CancellationToken,
+) -> (LoopOutcome, Vec<LoopEvent>) {
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = run_loop(
+        config,
+        deps,
+        vec![MessageParam::user_text(prompt)],
+        sender,
+        cancel,
+    )
+    .await;
+    let mut events = Vec::new();
+    while let Ok(event) = receiver.try_recv() {
+        events.push(event);
+    }
+    validate_pairing(&outcome.messages)
+        .unwrap_or_else(|error| panic!("{error}: {:#?}", outcome.messages));
+    (outcome, events)
+}
+
+/// The tool_result ids and texts of a request's last user message.
+fn last_results(request: &protocol::CreateMessageRequest) -> Vec<(String, String)> {
+    let last = request.messages.last().unwrap();
+    last.content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult(result) => Some((
+                result.tool_use_id.to_string(),
+                match &result.content {
+                    ToolResultContent::Text(text) => text.clone(),
+                    other => format!("{other:?}"),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn log() -> ProbeLog {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn read_edit_bash_then_text_completes_in_four_requests() {
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("r1", "Read", json!({"file_path": "src/lib.rs"}))
+            .end(StopReason::ToolUse),
+        Reply::new()
+            .tool("e1", "Edit", json!({"file_path": "src/lib.rs"}))
+            .end(StopReason::ToolUse),
+        Reply::new()
+            .tool("b1", "Bash", json!({"command": "cargo test"}))
+            .end(StopReason::ToolUse),
+        Reply::new()
+            .text("All tests pass.")
+            .end(StopReason::EndTurn),
+    ]);
+    let tools = vec![
+        Probe::tool("Read", true, &log),
+        Probe::tool("Edit", false, &log),
+        Probe::tool("Bash", false, &log),
+    ];
+    let (outcome, _) = run(config(), deps(Arc::clone(&model), tools), "fix the test").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert_eq!(outcome.result, "All tests pass.");
+    assert_eq!(model.request_count(), 4);
+    assert_eq!(outcome.requests, 4);
+    assert_eq!(
+        last_results(&model.request(1)),
+        [("r1".to_owned(), "Read r1 ok".to_owned())]
+    );
+    assert_eq!(
+        last_results(&model.request(2)),
+        [("e1".to_owned(), "Edit e1 ok".to_owned())]
+    );
+    assert_eq!(
+        last_results(&model.request(3)),
+        [("b1".to_owned(), "Bash b1 ok".to_owned())]
+    );
+    assert!(
+        outcome.usage.input_tokens > 400,
+        "usage summed over the four requests"
+    );
+    // Requests carry the cache breakpoint on the last block of the last user message.
+    let request = model.request(3);
+    let last_block = request.messages.last().unwrap().content.last().unwrap();
+    assert!(
+        serde_json::to_value(last_block)
+            .unwrap()
+            .get("cache_control")
+            .is_some()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_runs_while_the_model_is_still_streaming() {
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("a", "Read", json!({"file_path": "a.rs", "ms": 20}))
+            .tool_slow(
+                "b",
+                "Read",
+                json!({"file_path": "b.rs", "pattern": "x".repeat(40)}),
+                10,
+                50,
+            )
+            .end(StopReason::ToolUse),
+        Reply::new().text("done").end(StopReason::EndTurn),
+    ]);
+    let (outcome, _) = run(
+        config(),
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "go",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let stream_done = model.stream_done.lock().unwrap()[0];
+    let log = log.lock().unwrap();
+    let a = log.iter().find(|entry| entry.0 == "a").unwrap();
+    assert!(a.1 < stream_done, "A started before message_stop");
+    assert!(
+        a.2.unwrap() < stream_done,
+        "A (20 ms) finished while B's input was still streaming"
+    );
+    assert_eq!(stream_done - a.1, Duration::from_millis(500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_cut_by_max_tokens_never_runs_and_recovery_is_bounded() {
+    let log = log();
+    let model = ScriptedModel::new(|_, _| {
+        Reply::new()
+            .text("Writing the file now.")
+            .cut_tool(
+                "w",
+                "Write",
+                "{\"file_path\": \"big.txt\", \"content\": \"lorem",
+            )
+            .end(StopReason::MaxTokens)
+    });
+    let (outcome, events) = run(
+        config(),
+        deps(Arc::clone(&model), vec![Probe::tool("Write", false, &log)]),
+        "write",
+    )
+    .await;
+    assert_eq!(
+        outcome.terminal,
+        Terminal::ModelError(ModelError::MaxTokensExhausted(4))
+    );
+    assert_eq!(model.request_count(), 1 + 1 + 3);
+    assert!(log.lock().unwrap().is_empty(), "the cut Write never ran");
+    let transitions: Vec<Transition> = events
+        .iter()
+        .filter_map(|event| match event {
+            LoopEvent::Transition(transition) => Some(*transition),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        transitions,
+        [
+            Transition::MaxTokensEscalation,
+            Transition::MaxTokensRecovery,
+            Transition::MaxTokensRecovery,
+            Transition::MaxTokensRecovery
+        ]
+    );
+    // The escalated request raised the cap; recovery requests carry the error and the resume text.
+    assert_eq!(model.request(0).max_tokens, 32_000);
+    assert_eq!(model.request(1).max_tokens, 64_000);
+    let results = last_results(&model.request(2));
+    assert_eq!(results.len(), 1);
+    assert!(
+        results[0].1.contains("cut off by the output token limit"),
+        "{}",
+        results[0].1
+    );
+    let last = model
+        .request(2)
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .last()
+        .unwrap()
+        .as_text()
+        .unwrap()
+        .to_owned();
+    assert_eq!(last, loop_core::RESUME_PROMPT);
+}
+
+struct AlwaysBlock {
+    seen: Mutex<Vec<bool>>,
+}
+
+impl StopHook for AlwaysBlock {
+    fn on_stop(&self, input: StopHookInput) -> StopFuture<'_> {
+        self.seen.lock().unwrap().push(input.stop_hook_active);
+        Box::pin(std::future::ready(StopDecision::Block {
+            reasons: vec!["Run the linter first.".into()],
+        }))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_hook_blocks_are_capped_at_eight() {
+    let log = log();
+    let model = ScriptedModel::new(|n, _| {
+        if n % 2 == 0 {
+            Reply::new()
+                .tool(
+                    &format!("t{n}"),
+                    "Bash",
+                    json!({"command": format!("lint {n}")}),
+                )
+                .end(StopReason::ToolUse)
+        } else {
+            Reply::new().text("Done.").end(StopReason::EndTurn)
+        }
+    });
+    let hook = Arc::new(AlwaysBlock {
+        seen: Mutex::new(Vec::new()),
+    });
+    let deps = deps_with(
+        Arc::clone(&model),
+        vec![Probe::tool("Bash", false, &log)],
+        Arc::clone(&hook) as Arc<dyn StopHook>,
+        Arc::new(NoSummary),
+    );
+    let (outcome, _) = run(config(), deps, "finish").await;
+    assert_eq!(outcome.terminal, Terminal::StopHookCapReached);
+    let seen = hook.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 9);
+    assert!(!seen[0] && seen[1..].iter().all(|active| *active));
+    assert_eq!(model.request_count(), 18);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fifth_identical_call_ends_the_run() {
+    let log = log();
+    let model = ScriptedModel::new(|n, _| {
+        // Same call every turn; the key order changes, the call does not.
+        let input = if n % 2 == 0 {
+            json!({"file_path": "/w/a.txt", "limit": 5})
+        } else {
+            json!({"limit": 5, "file_path": "/w/a.txt"})
+        };
+        Reply::new()
+            .tool(&format!("r{n}"), "Read", input)
+            .end(StopReason::ToolUse)
+    });
+    let mut config = config();
+    config.max_turns = Some(50);
+    let (outcome, _) = run(
+        config,
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "read",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::RepeatedToolCall);
+    assert_eq!(model.request_count(), 5);
+    assert_eq!(log.lock().unwrap().len(), 4, "the 5th call was not run");
+    // One corrective note, with the 3rd call's results.
+    let notes: Vec<usize> = (0..5)
+        .filter(|&n| {
+            model
+                .request(n)
+                .messages
+                .last()
+                .unwrap()
+                .content
+                .iter()
+                .any(|block| {
+                    block.as_text().is_some_and(|text| {
+                        text.starts_with("Note: you have made this exact Read call")
+                    })
+                })
+        })
+        .collect();
+    assert_eq!(notes, [3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_different_call_resets_the_repeat_count() {
+    let log = log();
+    let model = ScriptedModel::new(|n, _| match n {
+        0..=3 => Reply::new()
+            .tool(&format!("r{n}"), "Read", json!({"file_path": "/w/a.txt"}))
+            .end(StopReason::ToolUse),
+        4 => Reply::new()
+            .tool("other", "Read", json!({"file_path": "/w/b.txt"}))
+            .end(StopReason::ToolUse),
+        5..=8 => Reply::new()
+            .tool(&format!("r{n}"), "Read", json!({"file_path": "/w/a.txt"}))
+            .end(StopReason::ToolUse),
+        _ => Reply::new().text("ok").end(StopReason::EndTurn),
+    });
+    let (outcome, _) = run(
+        config(),
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "read",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert_eq!(model.request_count(), 10);
+}
+
+#[tokio::test(start_paused = true)]
+async fn prompt_too_long_compacts_once_then_gives_up() {
+    let log = log();
+    // Once: compact, then succeed.
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("r0", "Read", json!({"file_path": "a"}))
+            .end(StopReason::ToolUse),
+        Reply::error(ModelError::PromptTooLong(
+            "210000 tokens > 200000 maximum".into(),
+        )),
+        Reply::new().text("done").end(StopReason::EndTurn),
+    ]);
+    let summarizer = Arc::new(CountingSummarizer::default());
+    let once = deps_with(
+        Arc::clone(&model),
+        vec![Probe::tool("Read", true, &log)],
+        Arc::new(loop_core::NoStopHook),
+        Arc::clone(&summarizer) as Arc<dyn context::Summarizer>,
+    );
+    let mut config = config();
+    config.context.compact.tail_max_messages = 1;
+    let (outcome, events) = run(config.clone(), once, "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert_eq!(summarizer.0.load(Ordering::SeqCst), 1);
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, LoopEvent::Transition(Transition::ReactiveCompact)))
+    );
+    assert!(
+        model.request(2).messages[0].content[0]
+            .as_text()
+            .unwrap()
+            .starts_with("<compact-boundary>")
+    );
+
+    // Twice: PromptTooLong.
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("r0", "Read", json!({"file_path": "a"}))
+            .end(StopReason::ToolUse),
+        Reply::error(ModelError::PromptTooLong("too long".into())),
+        Reply::error(ModelError::PromptTooLong("still too long".into())),
+    ]);
+    let (outcome, _) = run(
+        config,
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "go",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::PromptTooLong);
+    assert_eq!(model.request_count(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_while_tools_run_leaves_a_valid_history_and_sends_nothing_more() {
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("t1", "Read", json!({"ms": 10_000}))
+            .tool("t2", "Read", json!({"ms": 10_000}))
+            .tool("t3", "Read", json!({"ms": 10_000}))
+            .text_slow("Now one more.", 200)
+            .tool("late", "Read", json!({"ms": 1}))
+            .end(StopReason::ToolUse),
+    ]);
+    let cancel = CancellationToken::new();
+    let abort = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        abort.cancel();
+    });
+    let (outcome, _) = run_with_cancel(
+        config(),
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "go",
+        cancel,
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::AbortedTools);
+    assert_eq!(model.request_count(), 1, "no request after the abort");
+    let ran: Vec<String> = log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|entry| entry.0.clone())
+        .collect();
+    assert_eq!(ran, ["t1", "t2", "t3"], "the late tool_use never ran");
+    let results: Vec<String> = outcome
+        .messages
+        .last()
+        .unwrap()
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult(result) => {
+                Some(format!("{}:{:?}", result.tool_use_id, result.is_error))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, ["t1:Some(true)", "t2:Some(true)", "t3:Some(true)"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_turns_two_ends_after_two_requests() {
+    let log = log();
+    let model = ScriptedModel::new(|n, _| {
+        Reply::new()
+            .tool(
+                &format!("t{n}"),
+                "Bash",
+                json!({"command": format!("step {n}")}),
+            )
+            .end(StopReason::ToolUse)
+    });
+    let mut config = config();
+    config.max_turns = Some(2);
+    let (outcome, _) = run(
+        config,
+        deps(Arc::clone(&model), vec![Probe::tool("Bash", false, &log)]),
+        "go",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::MaxTurns);
+    assert_eq!(model.request_count(), 2);
+    assert_eq!(outcome.turns, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn autocompact_happens_between_tool_turns() {
+    let log = log();
+    // Each turn reads a ~30K-token file; the window is 200K: the threshold (167K) is crossed
+    // mid-task, long before the model stops.
+    let model = ScriptedModel::new(|n, _| {
+        if n < 8 {
+            Reply::new()
+                .tool(
+                    &format!("r{n}"),
+                    "Big",
+                    json!({"file_path": format!("f{n}")}),
+                )
+                .end(StopReason::ToolUse)
+        } else {
+            Reply::new().text("finished").end(StopReason::EndTurn)
+        }
+    });
+    struct Big(serde_json::Value);
+    impl executor::Tool for Big {
+        fn name(&self) -> &str {
+            "Big"
+        }
+        fn description(&self) -> &str {
+            "returns a lot"
+        }
+        fn input_schema(&self) -> &serde_json::Value {
+            &self.0
+        }
+        fn call(
+            &self,
+            _input: serde_json::Value,
+            _context: executor::ToolContext,
+        ) -> executor::ToolFuture<'_> {
+            Box::pin(async { Ok(executor::ToolOutput::text("y".repeat(120_000))) })
+        }
+    }
+    let summarizer = Arc::new(CountingSummarizer::default());
+    let big = deps_with(
+        Arc::clone(&model),
+        vec![Arc::new(Big(json!({"type": "object"}))) as Arc<dyn executor::Tool>],
+        Arc::new(loop_core::NoStopHook),
+        Arc::clone(&summarizer) as Arc<dyn context::Summarizer>,
+    );
+    let mut config = LoopConfig::for_model("claude-sonnet-4-5");
+    // Keep L1/L2 out of the way so the history really grows.
+    config.context.budget.per_result_chars = 1_000_000;
+    config.context.budget.per_message_chars = 1_000_000;
+    config.context.microcompact.keep_recent = 100;
+    config.context.compact.tail_max_messages = 2;
+    let (outcome, events) = run(config, big, "go").await;
+    let _ = log;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert!(summarizer.0.load(Ordering::SeqCst) >= 1);
+    // The compaction came between two tool turns: a Compacted transition before a request
+    // whose predecessor ended with tool_use.
+    let position = events
+        .iter()
+        .position(|event| matches!(event, LoopEvent::Transition(Transition::Compacted)))
+        .unwrap();
+    let next_request = events[position..]
+        .iter()
+        .find_map(|event| match event {
+            LoopEvent::Request { request, .. } => Some(*request),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        next_request > 1 && next_request <= 8,
+        "compacted before request {next_request}"
+    );
+    let request = model.request(next_request as usize - 1);
+    assert!(
+        request.messages[0].content[0]
+            .as_text()
+            .unwrap()
+            .starts_with("<compact-boundary>")
+    );
+}
