@@ -118,10 +118,9 @@ pub fn apply_budget(
 ) -> BudgetReport {
     let mut report = BudgetReport::default();
     for message in messages.iter_mut() {
-        // (block index, id, text, chars) of results not decided yet.
-        let mut fresh: Vec<(usize, ToolUseId, String, usize)> = Vec::new();
-        let mut inline_chars = 0;
-        for (index, block) in message.content.iter_mut().enumerate() {
+        // Replay recorded replacements; find results not decided yet.
+        let mut undecided = false;
+        for block in &mut message.content {
             let ContentBlock::ToolResult(result) = block else {
                 continue;
             };
@@ -129,6 +128,22 @@ pub fn apply_budget(
                 if !matches!(&result.content, ToolResultContent::Text(current) if current == text) {
                     result.content = ToolResultContent::Text(text.clone());
                 }
+            } else if !log.kept.contains(&result.tool_use_id) {
+                undecided = true;
+            }
+        }
+        if !undecided {
+            // The common case on every turn after the first: nothing to copy or count.
+            continue;
+        }
+        // (block index, id, text, chars) of results not decided yet.
+        let mut fresh: Vec<(usize, ToolUseId, String, usize)> = Vec::new();
+        let mut inline_chars = 0;
+        for (index, block) in message.content.iter().enumerate() {
+            let ContentBlock::ToolResult(result) = block else {
+                continue;
+            };
+            if log.replaced.contains_key(&result.tool_use_id) {
                 continue;
             }
             let Some(text) = result_text(&result.content) else {

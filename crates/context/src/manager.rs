@@ -125,12 +125,10 @@ pub enum BlockReason {
     },
 }
 
-/// A history ready to send (or blocked), with what was done to it.
+/// What preprocessing found and did; the history itself is changed in place.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Prepared {
-    /// The history.
-    pub messages: Vec<MessageParam>,
-    /// Its tokens, the fixed overhead (system prompt and tools) included.
+    /// The history's tokens, the fixed overhead (system prompt and tools) included.
     pub tokens: Tokens,
     /// Where that stands.
     pub check: LevelCheck,
@@ -208,28 +206,23 @@ impl ContextManager {
         }
     }
 
-    /// Prepares `messages` for the next request: L1, L2, the level check, and L3 above the
-    /// threshold. `overhead` is the tokens of the system prompt and tools; `last` the last
+    /// Prepares `messages` in place for the next request: L1, L2, the level check, and L3
+    /// above the threshold. `overhead` is the tokens of the system prompt and tools; `last` the last
     /// response's usage and how many leading messages it covered.
     ///
     /// # Cancellation safety
     ///
-    /// Dropping the future during a summary call leaves the manager's state as it was before
-    /// L3 (L1 decisions made in this call are kept: they are valid for any later call).
+    /// Dropping the future during a summary call leaves `messages` valid: L1 and L2 may have
+    /// been applied (and recorded), L3 not.
     pub async fn preprocess(
         &mut self,
-        mut messages: Vec<MessageParam>,
+        messages: &mut Vec<MessageParam>,
         overhead: Tokens,
         last: Option<(&Usage, usize)>,
         services: Services<'_>,
     ) -> Prepared {
         let mut events = Vec::new();
-        let report = apply_budget(
-            &mut messages,
-            &self.config.budget,
-            services.store,
-            &mut self.log,
-        );
+        let report = apply_budget(messages, &self.config.budget, services.store, &mut self.log);
         for (tool_use_id, bytes, path) in report.persisted {
             events.push(ContextEvent::Persisted {
                 tool_use_id,
@@ -243,7 +236,7 @@ impl ContextManager {
                 reason,
             });
         }
-        let report = microcompact(&mut messages, &self.config.microcompact);
+        let report = microcompact(messages, &self.config.microcompact);
         if report.cleared > 0 {
             events.push(ContextEvent::Microcompacted {
                 cleared: report.cleared,
@@ -251,12 +244,12 @@ impl ContextManager {
             });
         }
         let levels = self.config.levels;
-        let mut tokens = self.count(&messages, overhead, last);
+        let mut tokens = self.count(messages, overhead, last);
         let mut check = levels.check(tokens);
         if check.level >= Level::AutoCompact && levels.autocompact_enabled() && !self.circuit_open()
         {
             let attempt = self
-                .compact_once(&messages, overhead, services.summarizer, services.files)
+                .compact_once(messages, overhead, services.summarizer, services.files)
                 .await;
             match attempt {
                 Ok((compacted, after, attached, summarized)) => {
@@ -266,7 +259,7 @@ impl ContextManager {
                         attached,
                         summarized,
                     });
-                    messages = compacted;
+                    *messages = compacted;
                     tokens = after;
                     check = levels.check(tokens);
                     if tokens >= levels.autocompact_at {
@@ -306,7 +299,6 @@ impl ContextManager {
             None
         };
         Prepared {
-            messages,
             tokens,
             check,
             events,
@@ -314,7 +306,7 @@ impl ContextManager {
         }
     }
 
-    /// Compacts once regardless of the level: the answer to the API saying the prompt is too
+    /// Compacts `messages` in place once, regardless of the level: the answer to the API saying the prompt is too
     /// long (the estimate was too low). The loop calls it at most once per turn.
     ///
     /// # Errors
@@ -326,18 +318,18 @@ impl ContextManager {
     /// Dropping the future drops the summary call; nothing changes.
     pub async fn reactive_compact(
         &mut self,
-        messages: &[MessageParam],
+        messages: &mut Vec<MessageParam>,
         overhead: Tokens,
         summarizer: &dyn Summarizer,
         files: &dyn FileSource,
     ) -> Result<Prepared, CompactError> {
         let before = self.count(messages, overhead, None);
-        let (messages, after, attached, summarized) = self
+        let (compacted, after, attached, summarized) = self
             .compact_once(messages, overhead, summarizer, files)
             .await?;
+        *messages = compacted;
         let check = self.config.levels.check(after);
         Ok(Prepared {
-            messages,
             tokens: after,
             check,
             events: vec![ContextEvent::Compacted {

@@ -126,7 +126,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
     for _turn in 0..6 {
         let prepared = manager
             .preprocess(
-                messages.clone(),
+                &mut messages,
                 overhead,
                 None,
                 Services {
@@ -136,7 +136,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
                 },
             )
             .await;
-        validate_pairing(&prepared.messages).unwrap();
+        validate_pairing(&messages).unwrap();
         let failed = prepared
             .events
             .iter()
@@ -147,7 +147,6 @@ async fn circuit_breaker_after_three_failed_compactions() {
             break;
         }
         // The request is sent; the next turn adds the answer and another 1_000-token message.
-        messages = prepared.messages;
         messages.push(assistant("ok"));
         messages.push(user(&latest));
     }
@@ -183,7 +182,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
     // Once open, the breaker stops model calls for good.
     let again = manager
         .preprocess(
-            messages,
+            &mut messages,
             overhead,
             None,
             Services {
@@ -231,7 +230,7 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
     let mut store = MemoryStore::default();
     let prepared = manager
         .preprocess(
-            history,
+            &mut history,
             Tokens(120_000),
             None,
             Services {
@@ -242,7 +241,7 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
         )
         .await;
     assert!(prepared.blocked.is_none());
-    validate_pairing(&prepared.messages).unwrap();
+    validate_pairing(&history).unwrap();
     let attached = prepared.events.iter().find_map(|event| match event {
         ContextEvent::Compacted {
             attached,
@@ -263,7 +262,7 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
         ["src/G.rs", "src/F.rs", "src/E.rs", "src/D.rs", "src/C.rs"]
     );
     assert_eq!(manager.consecutive_failures(), 0);
-    let first = &prepared.messages[0];
+    let first = &history[0];
     assert_eq!(first.content.len(), 1 + 5);
     let estimator = BytesEstimator::default();
     for block in &first.content[1..] {

@@ -1,1 +1,60 @@
-fn main() {}
+//! Loop overhead per turn: an instant scripted model, no-op tools, a 100-turn session.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Probe, Reply, ScriptedModel, deps};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use loop_core::{LoopConfig, Terminal, run_loop};
+use protocol::{MessageParam, StopReason};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const TURNS: usize = 100;
+
+async fn session() {
+    let model = ScriptedModel::fast(|n, _| {
+        if n < TURNS - 1 {
+            Reply::new()
+                .text("Next step.")
+                .tool(&format!("t{n}"), "Noop", json!({"step": n}))
+                .end(StopReason::ToolUse)
+        } else {
+            Reply::new().text("Done.").end(StopReason::EndTurn)
+        }
+    });
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = run_loop(
+        LoopConfig::for_model("claude-sonnet-4-5"),
+        deps(model, vec![Probe::tool("Noop", true, &log)]),
+        vec![MessageParam::user_text("go")],
+        sender,
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert_eq!(outcome.requests as usize, TURNS);
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("loop");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(5));
+    group.throughput(Throughput::Elements(TURNS as u64));
+    group.bench_function("session_100_turns", |b| b.to_async(&runtime).iter(session));
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

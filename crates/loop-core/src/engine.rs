@@ -13,9 +13,8 @@ use executor::{
 };
 use futures_util::StreamExt as _;
 use protocol::{
-    BlockStatus, CacheControl, CompletedBlock, ContentBlock, CreateMessageRequest, Message,
-    MessageParam, Role, StopReason, StreamEvent, SystemBlock, SystemPrompt, ThinkingConfig,
-    ToolDefinition, ToolUseId, Usage,
+    BlockStatus, CacheControl, CompletedBlock, ContentBlock, Message, MessageParam, Role,
+    StopReason, StreamEvent, SystemBlock, ThinkingConfig, ToolDefinition, ToolUseId, Usage,
 };
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -24,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{LoopEvent, LoopOutcome, Terminal, Transition};
 use crate::hooks::{StopDecision, StopHook, StopHookInput};
 use crate::model::{ModelClient, ModelError, ModelEvent};
+use crate::request::ModelRequest;
 
 /// The user message that asks the model to go on after a max_tokens cut.
 pub const RESUME_PROMPT: &str = "Output token limit hit. Resume directly where you stopped, without apology or recap. If you were in the middle of a tool call, split the work into smaller steps.";
@@ -212,6 +212,7 @@ pub async fn run_loop(
             .map_or(Tokens::ZERO, |text| estimator.text(text));
         system + tools + user_context
     };
+    let system = system_blocks(&config);
     let mut usage_total = Usage::default();
     let mut requests = 0;
     let mut state = State {
@@ -251,7 +252,7 @@ pub async fn run_loop(
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break Terminal::AbortedStreaming,
-                prepared = manager.preprocess(state.messages.clone(), overhead, last, services) => prepared,
+                prepared = manager.preprocess(&mut state.messages, overhead, last, services) => prepared,
             }
         };
         let compacted = prepared
@@ -261,7 +262,6 @@ pub async fn run_loop(
         for event in prepared.events {
             emit(LoopEvent::Context(event));
         }
-        state.messages = prepared.messages;
         if compacted {
             state.last_usage = None;
             emit(LoopEvent::Transition(Transition::Compacted));
@@ -271,14 +271,22 @@ pub async fn run_loop(
         }
 
         // 2. Call the model, running tools as their blocks complete.
-        let request = build_request(&config, &state, &tool_definitions);
+        let request = ModelRequest {
+            model: &state.model,
+            max_tokens: state.output_cap_override.unwrap_or(config.output_cap),
+            system: &system,
+            tools: &tool_definitions,
+            messages: &state.messages,
+            user_context: config.user_context.as_deref(),
+            thinking: config.thinking.as_ref(),
+        };
         requests += 1;
         emit(LoopEvent::Request {
             turn: state.turn,
             request: requests,
             model: state.model.clone(),
         });
-        let end = call_model(&config, &deps, &state, request, &cancel, &emit).await;
+        let end = call_model(&config, &deps, &state, &request, &cancel, &emit).await;
         let (message, results, repeat_stop, repeat_notes, repeats) = match end {
             CallEnd::Done {
                 message,
@@ -317,7 +325,7 @@ pub async fn run_loop(
                         let compacted = tokio::select! {
                             biased;
                             () = cancel.cancelled() => break Terminal::AbortedStreaming,
-                            compacted = manager.reactive_compact(&state.messages, overhead, deps.summarizer.as_ref(), deps.files.as_ref()) => compacted,
+                            compacted = manager.reactive_compact(&mut state.messages, overhead, deps.summarizer.as_ref(), deps.files.as_ref()) => compacted,
                         };
                         match compacted {
                             Ok(prepared) => {
@@ -325,7 +333,6 @@ pub async fn run_loop(
                                     emit(LoopEvent::Context(event));
                                 }
                                 State {
-                                    messages: prepared.messages,
                                     reactive_compact_attempted: true,
                                     last_usage: None,
                                     transition: Some(Transition::ReactiveCompact),
@@ -538,57 +545,17 @@ fn results_message(results: &[CompletedTool], notes: &[String]) -> MessageParam 
     }
 }
 
-/// The request for the current state: static system prompt (last block cached), user context
-/// first in the first user message, a cache breakpoint on the last block of the last user
-/// message, no breakpoint on tools.
-fn build_request(
-    config: &LoopConfig,
-    state: &State,
-    tools: &[ToolDefinition],
-) -> CreateMessageRequest {
-    let mut messages = state.messages.clone();
-    if let Some(user_context) = &config.user_context
-        && let Some(first) = messages
-            .iter_mut()
-            .find(|message| message.role == Role::User)
-    {
-        first.content.insert(
-            0,
-            ContentBlock::text(format!(
-                "<system-reminder>\n{user_context}\n</system-reminder>"
-            )),
-        );
-    }
-    if let Some(last) = messages
-        .iter_mut()
-        .rev()
-        .find(|message| message.role == Role::User)
-        && let Some(block) = last.content.last_mut()
-    {
-        block.set_cache_control(Some(CacheControl::ephemeral()));
-    }
-    let mut request = CreateMessageRequest::new(
-        state.model.clone(),
-        state.output_cap_override.unwrap_or(config.output_cap),
-        messages,
-    );
-    if !config.system.is_empty() {
-        let last = config.system.len() - 1;
-        request.system = Some(SystemPrompt::Blocks(
-            config
-                .system
-                .iter()
-                .enumerate()
-                .map(|(index, text)| {
-                    SystemBlock::new(text.clone(), (index == last).then(CacheControl::ephemeral))
-                })
-                .collect(),
-        ));
-    }
-    request.tools = tools.to_vec();
-    request.thinking = config.thinking.clone();
-    request.stream = Some(true);
-    request
+/// System prompt blocks with the cache breakpoint on the last one.
+fn system_blocks(config: &LoopConfig) -> Vec<SystemBlock> {
+    let last = config.system.len().saturating_sub(1);
+    config
+        .system
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            SystemBlock::new(text.clone(), (index == last).then(CacheControl::ephemeral))
+        })
+        .collect()
 }
 
 /// A tool call's identity for the repeated-call guard: name and canonical JSON input (keys
@@ -618,7 +585,7 @@ async fn call_model(
     config: &LoopConfig,
     deps: &Deps,
     state: &State,
-    request: CreateMessageRequest,
+    request: &ModelRequest<'_>,
     cancel: &CancellationToken,
     emit: &impl Fn(LoopEvent),
 ) -> CallEnd {

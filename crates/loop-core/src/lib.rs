@@ -38,8 +38,10 @@ mod engine;
 mod events;
 mod hooks;
 mod model;
+mod request;
 
 pub use engine::{Deps, LoopConfig, RESUME_PROMPT, run_loop, spawn_loop};
 pub use events::{LoopEvent, LoopOutcome, Terminal, Transition};
 pub use hooks::{NoStopHook, StopDecision, StopFuture, StopHook, StopHookInput};
 pub use model::{ModelClient, ModelError, ModelEvent, ModelStream};
+pub use request::ModelRequest;

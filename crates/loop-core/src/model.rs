@@ -4,7 +4,9 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_core::Stream;
-use protocol::{BlockStatus, CompletedBlock, CreateMessageRequest, Message, StreamEvent};
+use protocol::{BlockStatus, CompletedBlock, Message, StreamEvent};
+
+use crate::request::ModelRequest;
 use tokio_util::sync::CancellationToken;
 
 /// What a streaming model call yields.
@@ -82,7 +84,9 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>>
 /// A streaming Messages API client, as the loop sees it. The `provider` crate implements it
 /// over HTTPS; tests implement it with scripts.
 pub trait ModelClient: Send + Sync {
-    /// Starts a streaming call. The stream ends after [`ModelEvent::Done`] or an error.
-    /// Cancelling `cancel` must end the stream promptly (it may end with no `Done`).
-    fn stream(&self, request: CreateMessageRequest, cancel: CancellationToken) -> ModelStream;
+    /// Starts a streaming call. `request` is borrowed: serialize it (its `Serialize` impl
+    /// writes the exact request body) before returning. The stream ends after
+    /// [`ModelEvent::Done`] or an error. Cancelling `cancel` must end the stream promptly (it
+    /// may end with no `Done`).
+    fn stream(&self, request: &ModelRequest<'_>, cancel: CancellationToken) -> ModelStream;
 }

@@ -1,0 +1,213 @@
+//! The request the loop sends, borrowed from the loop's state: no copy of the history.
+//!
+//! The user context goes in as the first text block of the first user message, wrapped in
+//! `<system-reminder>`, so the system prompt stays byte-stable for prompt caching. Cache
+//! breakpoints: the last system block and the last block of the last user message; none on
+//! tools (API-NOTES: tools precede the system prompt in the cached prefix).
+
+use protocol::{
+    CacheControl, ContentBlock, CreateMessageRequest, MessageParam, Role, SystemBlock,
+    SystemPrompt, ThinkingConfig, ToolDefinition,
+};
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+/// A Messages API request whose history is borrowed. Serializes to the exact JSON body of
+/// `POST /v1/messages` (with `"stream": true`); [`ModelRequest::to_owned_request`] builds the
+/// same request as an owned [`CreateMessageRequest`].
+#[derive(Clone, Copy, Debug)]
+pub struct ModelRequest<'a> {
+    /// The model id.
+    pub model: &'a str,
+    /// The output cap in tokens.
+    pub max_tokens: u32,
+    /// System prompt blocks, cache breakpoint on the last already set.
+    pub system: &'a [SystemBlock],
+    /// Tool declarations.
+    pub tools: &'a [ToolDefinition],
+    /// The history.
+    pub messages: &'a [MessageParam],
+    /// Text put first in the first user message, inside `<system-reminder>`.
+    pub user_context: Option<&'a str>,
+    /// Extended thinking.
+    pub thinking: Option<&'a ThinkingConfig>,
+}
+
+impl ModelRequest<'_> {
+    /// The position (message, block) that gets the moving cache breakpoint: the last block of
+    /// the last user message.
+    fn cache_position(&self) -> Option<(usize, usize)> {
+        let (index, message) = self
+            .messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, message)| message.role == Role::User)?;
+        Some((index, message.content.len().checked_sub(1)?))
+    }
+
+    fn first_user(&self) -> Option<usize> {
+        self.messages
+            .iter()
+            .position(|message| message.role == Role::User)
+    }
+
+    fn reminder(&self) -> Option<ContentBlock> {
+        self.user_context.map(|context| {
+            ContentBlock::text(format!("<system-reminder>\n{context}\n</system-reminder>"))
+        })
+    }
+
+    /// The same request as an owned value (copies the history).
+    pub fn to_owned_request(&self) -> CreateMessageRequest {
+        let mut messages = self.messages.to_vec();
+        if let Some((message, block)) = self.cache_position() {
+            messages[message].content[block].set_cache_control(Some(CacheControl::ephemeral()));
+        }
+        if let (Some(first), Some(reminder)) = (self.first_user(), self.reminder()) {
+            messages[first].content.insert(0, reminder);
+        }
+        let mut request = CreateMessageRequest::new(self.model, self.max_tokens, messages);
+        if !self.system.is_empty() {
+            request.system = Some(SystemPrompt::Blocks(self.system.to_vec()));
+        }
+        request.tools = self.tools.to_vec();
+        request.thinking = self.thinking.cloned();
+        request.stream = Some(true);
+        request
+    }
+}
+
+impl Serialize for ModelRequest<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Same field order as `CreateMessageRequest`'s derived serialization.
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("model", self.model)?;
+        map.serialize_entry("max_tokens", &self.max_tokens)?;
+        map.serialize_entry("messages", &Messages { request: self })?;
+        if !self.system.is_empty() {
+            map.serialize_entry("system", self.system)?;
+        }
+        if !self.tools.is_empty() {
+            map.serialize_entry("tools", self.tools)?;
+        }
+        if let Some(thinking) = self.thinking {
+            map.serialize_entry("thinking", thinking)?;
+        }
+        map.serialize_entry("stream", &true)?;
+        map.end()
+    }
+}
+
+struct Messages<'r, 'a> {
+    request: &'r ModelRequest<'a>,
+}
+
+impl Serialize for Messages<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.request;
+        let cache = request.cache_position();
+        let first = request.first_user();
+        let reminder = request.reminder();
+        let mut seq = serializer.serialize_seq(Some(request.messages.len()))?;
+        for (index, message) in request.messages.iter().enumerate() {
+            let prepend = if Some(index) == first {
+                reminder.as_ref()
+            } else {
+                None
+            };
+            let cached = cache.filter(|(at, _)| *at == index).map(|(_, block)| block);
+            if prepend.is_none() && cached.is_none() {
+                seq.serialize_element(message)?;
+            } else {
+                seq.serialize_element(&Message {
+                    message,
+                    prepend,
+                    cached,
+                })?;
+            }
+        }
+        seq.end()
+    }
+}
+
+struct Message<'m> {
+    message: &'m MessageParam,
+    prepend: Option<&'m ContentBlock>,
+    cached: Option<usize>,
+}
+
+impl Serialize for Message<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("role", &self.message.role)?;
+        map.serialize_entry("content", &Content { inner: self })?;
+        map.end()
+    }
+}
+
+struct Content<'r, 'm> {
+    inner: &'r Message<'m>,
+}
+
+impl Serialize for Content<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let blocks = &self.inner.message.content;
+        let mut seq = serializer.serialize_seq(Some(
+            blocks.len() + usize::from(self.inner.prepend.is_some()),
+        ))?;
+        if let Some(prepend) = self.inner.prepend {
+            seq.serialize_element(prepend)?;
+        }
+        for (index, block) in blocks.iter().enumerate() {
+            if Some(index) == self.inner.cached {
+                // One block is copied to carry the breakpoint.
+                let mut block = block.clone();
+                block.set_cache_control(Some(CacheControl::ephemeral()));
+                seq.serialize_element(&block)?;
+            } else {
+                seq.serialize_element(block)?;
+            }
+        }
+        seq.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use protocol::{MessageParam, SystemBlock};
+
+    use super::*;
+
+    #[test]
+    fn borrowed_and_owned_serialize_the_same() {
+        let messages = vec![
+            MessageParam::user_text("task"),
+            MessageParam {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text("ok")],
+            },
+            MessageParam::user_text("next"),
+        ];
+        let system = vec![SystemBlock::new("static", Some(CacheControl::ephemeral()))];
+        let request = ModelRequest {
+            model: "claude-opus-4-8",
+            max_tokens: 64_000,
+            system: &system,
+            tools: &[],
+            messages: &messages,
+            user_context: Some("cwd: /w"),
+            thinking: Some(&ThinkingConfig::Adaptive),
+        };
+        let borrowed = serde_json::to_string(&request).unwrap();
+        let owned = serde_json::to_string(&request.to_owned_request()).unwrap();
+        assert_eq!(borrowed, owned);
+        assert!(borrowed.contains(r#"{"role":"user","content":[{"type":"text","text":"<system-reminder>\ncwd: /w\n</system-reminder>"},{"type":"text","text":"task"}]}"#));
+        assert!(
+            borrowed
+                .contains(r#"{"type":"text","text":"next","cache_control":{"type":"ephemeral"}}"#)
+        );
+        // The history itself is untouched.
+        assert_eq!(messages[0].content.len(), 1);
+    }
+}
