@@ -537,7 +537,21 @@ fn finish_input(slot: &mut Slot) {
         return;
     };
     if json.is_empty() {
-        // No fragment, or only empty ones: keep what content_block_start carried.
+        // No fragment, or only empty ones: keep what content_block_start carried, if it is an
+        // object (a tool's input always is).
+        if let ContentBlock::ToolUse(block)
+        | ContentBlock::ServerToolUse(block)
+        | ContentBlock::McpToolUse(block) = &mut slot.block
+            && !block.input.is_object()
+        {
+            let raw = block.input.to_string();
+            let error = format!(
+                "tool input must be a JSON object, got {}",
+                json_kind(&block.input)
+            );
+            block.input = Value::Object(JsonObject::new());
+            slot.status = BlockStatus::InvalidInput(InvalidToolInput { raw, error });
+        }
         return;
     }
     let input = match &mut slot.block {

@@ -309,6 +309,11 @@ impl Framer {
                 if self.chunk[self.pos] == b'\n' {
                     self.pos += 1;
                     self.offset += 1;
+                    if matches!(self.data, Data::Empty) && self.event_type.is_empty() {
+                        // The LF belongs to the previous line's end: the next event starts
+                        // after it, as it does when CR and LF arrive in one chunk.
+                        self.event_start = self.offset;
+                    }
                     continue;
                 }
             }
@@ -735,6 +740,30 @@ mod tests {
         framer.push(Bytes::from_static(b"data: 12"));
         framer.push(Bytes::from_static(b"3456789"));
         assert!(framer.next_event().is_err());
+    }
+
+    /// Regression (found by fuzzing): a CR ending one chunk and its LF starting the next made
+    /// the following event's `event_start` one byte early.
+    #[test]
+    fn event_start_does_not_depend_on_a_split_cr_lf() {
+        let error_for = |chunks: &[&'static [u8]]| {
+            let mut framer = Framer::with_config(FramerConfig { max_event_bytes: 4 });
+            let mut error = None;
+            for chunk in chunks {
+                framer.push(Bytes::from_static(chunk));
+                if let Err(e) = framer.next_event() {
+                    error = Some(e);
+                    break;
+                }
+            }
+            error
+        };
+        let expected = Some(FrameError::EventTooLarge {
+            limit: 4,
+            event_start: 2,
+        });
+        assert_eq!(error_for(&[b"\r\ndata: 123456\n\n"]), expected);
+        assert_eq!(error_for(&[b"\r", b"\ndata: 123456\n\n"]), expected);
     }
 
     #[test]

@@ -366,3 +366,28 @@ fn bundled_example_stream_is_the_readme_demo() {
     assert_eq!(done.message.usage.output_tokens, 187);
     assert!(done.message.text().ends_with("ça marche."));
 }
+
+/// Regression (found by fuzzing): a tool_use whose content_block_start carried a non-object
+/// input and got no deltas was reported complete and runnable.
+#[test]
+fn a_non_object_start_input_is_invalid() {
+    let body = sse(&[
+        message_start(),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"Bash","input":"rm -rf"}}),
+        stop(0),
+        end("tool_use")[0].clone(),
+        end("tool_use")[1].clone(),
+    ]);
+    let (run, message, _) = check(&body);
+    assert_eq!(run.completed.len(), 1);
+    let message = message.unwrap();
+    let BlockStatus::InvalidInput(invalid) = &message.block_status[0] else {
+        panic!("{:?}", message.block_status)
+    };
+    assert_eq!(invalid.raw, "\"rm -rf\"");
+    assert_eq!(
+        invalid.error,
+        "tool input must be a JSON object, got a string"
+    );
+    assert_eq!(message.runnable_tool_uses().count(), 0);
+}
