@@ -1,0 +1,2 @@
+//! Built-in tools (work in progress).
+#![deny(missing_docs)]
