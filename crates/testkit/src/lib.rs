@@ -1,0 +1,23 @@
+//! A local Messages API server for tests and benchmarks (dev-only).
+//!
+//! [`Server`] binds `127.0.0.1:0` (plain HTTP, or TLS with a self-signed certificate made per
+//! server with rcgen), answers `POST /v1/messages` from a [`Script`] of [`Reply`]s in order,
+//! records every request, and shuts down when dropped. Replies are SSE bodies in the exact wire
+//! format (built from a [`Turn`] or taken from a raw `.sse` file), JSON messages for
+//! non-streaming requests, or API errors; each can carry [`Faults`]: chunking at arbitrary byte
+//! boundaries, a stall after N bytes, a connection reset after N bytes, a delay between chunks.
+//!
+//! ```
+//! use testkit::{Reply, Script, Server, Turn};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> anyhow::Result<()> {
+//! let server = Server::start(Script::new(vec![Reply::turn(Turn::new().text("Hello"))])).await?;
+//! assert!(server.base_url().starts_with("http://127.0.0.1:"));
+//! # Ok(()) }
+//! ```
+#![deny(missing_docs)]
+
+mod script;
+mod server;
+
+pub use script::{Faults, Reply, ReplyBody, Script, Turn, sse_frame};
+pub use server::{RecordedRequest, Server};

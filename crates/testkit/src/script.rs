@@ -1,0 +1,328 @@
+//! What the server answers: scripted turns, raw bodies, errors, and faults.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One content block of a scripted turn.
+#[derive(Clone, Debug, PartialEq)]
+enum Block {
+    Text(String),
+    Thinking(String, String),
+    ToolUse { id: String, name: String, input: Value },
+}
+
+/// A model response described by its blocks; rendered as an SSE stream or a JSON message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn {
+    id: String,
+    model: String,
+    blocks: Vec<Block>,
+    stop_reason: Option<String>,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl Default for Turn {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Turn {
+    /// An empty turn (stop reason decided by its blocks unless set).
+    pub fn new() -> Self {
+        Self {
+            id: "msg_testkit".into(),
+            model: "claude-test".into(),
+            blocks: Vec::new(),
+            stop_reason: None,
+            input_tokens: 100,
+            output_tokens: 20,
+        }
+    }
+
+    /// Sets the message id.
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Adds a text block.
+    pub fn text(mut self, text: &str) -> Self {
+        self.blocks.push(Block::Text(text.into()));
+        self
+    }
+
+    /// Adds a thinking block with its signature.
+    pub fn thinking(mut self, thinking: &str, signature: &str) -> Self {
+        self.blocks.push(Block::Thinking(thinking.into(), signature.into()));
+        self
+    }
+
+    /// Adds a tool_use block; its input is streamed in several input_json_delta fragments.
+    pub fn tool_use(mut self, id: &str, name: &str, input: Value) -> Self {
+        self.blocks.push(Block::ToolUse { id: id.into(), name: name.into(), input });
+        self
+    }
+
+    /// Sets the stop reason (default: `tool_use` when the turn has a tool_use, else
+    /// `end_turn`).
+    pub fn stop(mut self, reason: &str) -> Self {
+        self.stop_reason = Some(reason.into());
+        self
+    }
+
+    /// Sets the usage (input and output tokens).
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
+        self.input_tokens = input_tokens;
+        self.output_tokens = output_tokens;
+        self
+    }
+
+    fn stop_reason(&self) -> String {
+        self.stop_reason.clone().unwrap_or_else(|| {
+            if self.blocks.iter().any(|block| matches!(block, Block::ToolUse { .. })) {
+                "tool_use".into()
+            } else {
+                "end_turn".into()
+            }
+        })
+    }
+
+    fn block_json(block: &Block) -> Value {
+        match block {
+            Block::Text(text) => json!({"type": "text", "text": text}),
+            Block::Thinking(thinking, signature) => {
+                json!({"type": "thinking", "thinking": thinking, "signature": signature})
+            }
+            Block::ToolUse { id, name, input } => {
+                json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            }
+        }
+    }
+
+    /// The final message as the API returns it to a non-streaming request.
+    pub fn message_json(&self) -> Value {
+        json!({
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": self.blocks.iter().map(Self::block_json).collect::<Vec<_>>(),
+            "stop_reason": self.stop_reason(), "stop_sequence": null,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+        })
+    }
+
+    /// The stream events, in order, as JSON values.
+    pub fn events(&self) -> Vec<Value> {
+        let mut events = vec![json!({"type": "message_start", "message": {
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 1}}})];
+        for (index, block) in self.blocks.iter().enumerate() {
+            let delta = |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
+            match block {
+                Block::Text(text) => {
+                    events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}));
+                    for piece in split_chars(text, 3) {
+                        events.push(delta(json!({"type": "text_delta", "text": piece})));
+                    }
+                }
+                Block::Thinking(thinking, signature) => {
+                    events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}));
+                    for piece in split_chars(thinking, 2) {
+                        events.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
+                    }
+                    events.push(delta(json!({"type": "signature_delta", "signature": signature})));
+                }
+                Block::ToolUse { id, name, input } => {
+                    events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
+                    events.push(delta(json!({"type": "input_json_delta", "partial_json": ""})));
+                    for piece in split_chars(&input.to_string(), 3) {
+                        events.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
+                    }
+                }
+            }
+            events.push(json!({"type": "content_block_stop", "index": index}));
+        }
+        events.push(json!({"type": "message_delta", "delta": {"stop_reason": self.stop_reason(), "stop_sequence": null}, "usage": {"output_tokens": self.output_tokens}}));
+        events.push(json!({"type": "message_stop"}));
+        events
+    }
+
+    /// The SSE body (`event:` + `data:` lines, blank-line terminated).
+    pub fn sse(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        for event in self.events() {
+            body.extend(sse_frame(&event));
+        }
+        body
+    }
+}
+
+/// One SSE frame for `event`: `event: TYPE\ndata: JSON\n\n`.
+pub fn sse_frame(event: &Value) -> Vec<u8> {
+    let ty = event.get("type").and_then(Value::as_str).unwrap_or("message");
+    format!("event: {ty}\ndata: {event}\n\n").into_bytes()
+}
+
+/// Splits `text` into about `parts` pieces at char boundaries (at least one piece).
+fn split_chars(text: &str, parts: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(parts.max(1));
+    chars.chunks(size).map(|chunk| chunk.iter().collect()).collect()
+}
+
+/// What to send as the body.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ReplyBody {
+    /// A streamed turn: SSE for streaming requests, the JSON message otherwise.
+    Turn(Turn),
+    /// Raw bytes with the given content type (a captured `.sse` file, an error body).
+    Raw {
+        /// The `content-type` header.
+        content_type: String,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// `ping` events every `interval` for `duration`, then the turn.
+    Pinging {
+        /// Time between pings.
+        interval: Duration,
+        /// How long to ping.
+        duration: Duration,
+        /// The turn sent after the pings.
+        turn: Turn,
+    },
+}
+
+/// Faults applied to one reply's body.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// Chunk sizes in bytes, cycled (0 sends an empty frame). `None`: one chunk.
+    pub chunk_sizes: Option<Vec<usize>>,
+    /// Stop sending after this many body bytes and stay silent with the connection open.
+    pub stall_after: Option<usize>,
+    /// Reset the connection after this many body bytes.
+    pub reset_after: Option<usize>,
+    /// Wait this long between chunks.
+    pub chunk_delay: Option<Duration>,
+}
+
+/// One scripted answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Extra response headers.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: ReplyBody,
+    /// Faults.
+    pub faults: Faults,
+}
+
+impl Reply {
+    /// A 200 answer with `turn`.
+    pub fn turn(turn: Turn) -> Self {
+        Self { status: 200, headers: Vec::new(), body: ReplyBody::Turn(turn), faults: Faults::default() }
+    }
+
+    /// A 200 `text/event-stream` answer with raw SSE bytes (a captured stream).
+    pub fn raw_sse(bytes: Vec<u8>) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: ReplyBody::Raw { content_type: "text/event-stream; charset=utf-8".into(), bytes },
+            faults: Faults::default(),
+        }
+    }
+
+    /// An API error: `{"type":"error","error":{"type":KIND,"message":MESSAGE},"request_id":…}`.
+    pub fn error(status: u16, kind: &str, message: &str) -> Self {
+        let body = json!({"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_testkit"});
+        Self {
+            status,
+            headers: vec![("request-id".into(), "req_testkit".into())],
+            body: ReplyBody::Raw { content_type: "application/json".into(), bytes: body.to_string().into_bytes() },
+            faults: Faults::default(),
+        }
+    }
+
+    /// A 200 stream that fails with an `error` event after the message started.
+    pub fn error_event(kind: &str, message: &str) -> Self {
+        let start = Turn::new().events().remove(0);
+        let mut bytes = sse_frame(&start);
+        bytes.extend(sse_frame(&json!({"type": "error", "error": {"type": kind, "message": message}})));
+        Self::raw_sse(bytes)
+    }
+
+    /// Pings every `interval` for `duration`, then `turn`.
+    pub fn pinging(interval: Duration, duration: Duration, turn: Turn) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: ReplyBody::Pinging { interval, duration, turn },
+            faults: Faults::default(),
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the faults.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+}
+
+/// The replies a server gives, in order; when exhausted, the last one repeats (or, for an
+/// empty script, a 500).
+#[derive(Clone, Debug, Default)]
+pub struct Script {
+    pub(crate) replies: VecDeque<Reply>,
+    pub(crate) last: Option<Reply>,
+}
+
+impl Script {
+    /// A script of `replies`.
+    pub fn new(replies: Vec<Reply>) -> Self {
+        Self { replies: replies.into(), last: None }
+    }
+
+    pub(crate) fn next(&mut self) -> Reply {
+        if let Some(reply) = self.replies.pop_front() {
+            self.last = Some(reply.clone());
+            return reply;
+        }
+        self.last.clone().unwrap_or_else(|| Reply::error(500, "api_error", "the testkit script is empty"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn turn_events_are_well_formed() {
+        let turn = Turn::new().text("Hi there").tool_use("toolu_1", "Read", json!({"file_path": "a.rs"}));
+        let events = turn.events();
+        assert_eq!(events.first().and_then(|e| e["type"].as_str()), Some("message_start"));
+        assert_eq!(events.last().and_then(|e| e["type"].as_str()), Some("message_stop"));
+        let fragments: String = events
+            .iter()
+            .filter(|e| e["delta"]["type"] == "input_json_delta")
+            .filter_map(|e| e["delta"]["partial_json"].as_str())
+            .collect();
+        assert_eq!(fragments, r#"{"file_path":"a.rs"}"#);
+        assert_eq!(turn.message_json()["stop_reason"], "tool_use");
+    }
+}

@@ -1,0 +1,296 @@
+//! The HTTP(S) server.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::script::{Faults, Reply, ReplyBody, Script, sse_frame};
+
+/// A request the server received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path and query.
+    pub path: String,
+    /// Headers (names lowercase).
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The value of header `name` (lowercase), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+    }
+
+    /// The body as JSON (`Value::Null` when it is not JSON).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+struct Shared {
+    script: Mutex<Script>,
+    requests: Mutex<Vec<RecordedRequest>>,
+}
+
+/// A running server; stops when dropped.
+pub struct Server {
+    addr: SocketAddr,
+    cert_pem: Option<String>,
+    shared: Arc<Shared>,
+    shutdown: watch::Sender<bool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).field("tls", &self.cert_pem.is_some()).finish()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        self.accept.abort();
+    }
+}
+
+impl Server {
+    /// Serves `script` over plain HTTP on `127.0.0.1`, a free port.
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound.
+    pub async fn start(script: Script) -> anyhow::Result<Self> {
+        Self::bind(script, None, 0).await
+    }
+
+    /// Serves `script` over TLS on `127.0.0.1`, a free port, with a new self-signed
+    /// certificate for `localhost` and `127.0.0.1` ([`Server::cert_pem`]).
+    ///
+    /// # Errors
+    ///
+    /// When the certificate cannot be made or the port bound.
+    pub async fn start_tls(script: Script) -> anyhow::Result<Self> {
+        Self::bind(script, Some(()), 0).await
+    }
+
+    /// [`Server::start`] or [`Server::start_tls`] on a given port (0 for any).
+    ///
+    /// # Errors
+    ///
+    /// When the certificate cannot be made or the port bound.
+    pub async fn bind(script: Script, tls: Option<()>, port: u16) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.context("binding 127.0.0.1")?;
+        let addr = listener.local_addr()?;
+        let (acceptor, cert_pem) = match tls {
+            Some(()) => {
+                let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+                    .context("making a self-signed certificate")?;
+                let cert_pem = certified.cert.pem();
+                let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                let config = rustls::ServerConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .context("TLS versions")?
+                    .with_no_client_auth()
+                    .with_single_cert(vec![certified.cert.der().clone()], key)
+                    .context("TLS server certificate")?;
+                (Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))), Some(cert_pem))
+            }
+            None => (None, None),
+        };
+        let shared = Arc::new(Shared { script: Mutex::new(script), requests: Mutex::new(Vec::new()) });
+        let (shutdown, stop) = watch::channel(false);
+        let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&shared), stop));
+        Ok(Self { addr, cert_pem, shared, shutdown, accept })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, or `https://localhost:PORT` with TLS.
+    pub fn base_url(&self) -> String {
+        match self.cert_pem {
+            Some(_) => format!("https://localhost:{}", self.addr.port()),
+            None => format!("http://127.0.0.1:{}", self.addr.port()),
+        }
+    }
+
+    /// The PEM of the self-signed certificate (TLS servers only).
+    pub fn cert_pem(&self) -> Option<&str> {
+        self.cert_pem.as_deref()
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests.lock().map(|requests| requests.clone()).unwrap_or_default()
+    }
+
+    /// How many requests were received.
+    pub fn request_count(&self) -> usize {
+        self.shared.requests.lock().map(|requests| requests.len()).unwrap_or_default()
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = Arc::clone(&shared);
+        let stop = stop.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| handle(request, Arc::clone(&shared), stop.clone()));
+            match acceptor {
+                Some(acceptor) => {
+                    // A client that rejects the certificate ends the handshake: nothing to serve.
+                    if let Ok(tls) = acceptor.accept(stream).await {
+                        let _ = http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                    }
+                }
+                None => {
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                }
+            }
+        });
+    }
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+async fn handle(
+    request: Request<Incoming>,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) -> Result<Response<Body>, Infallible> {
+    let method = request.method().to_string();
+    let path = request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let headers = request
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .collect();
+    let body = request.into_body().collect().await.map(|body| body.to_bytes().to_vec()).unwrap_or_default();
+    let streaming = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|json| json.get("stream").and_then(Value::as_bool))
+        .unwrap_or(false);
+    if let Ok(mut requests) = shared.requests.lock() {
+        requests.push(RecordedRequest { method, path, headers, body });
+    }
+    let reply = shared.script.lock().map(|mut script| script.next()).unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
+    Ok(respond(reply, streaming, stop))
+}
+
+fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Response<Body> {
+    let (content_type, frames): (String, Vec<(Duration, Vec<u8>)>) = match reply.body {
+        ReplyBody::Turn(turn) if streaming => ("text/event-stream; charset=utf-8".into(), vec![(Duration::ZERO, turn.sse())]),
+        ReplyBody::Turn(turn) => ("application/json".into(), vec![(Duration::ZERO, turn.message_json().to_string().into_bytes())]),
+        ReplyBody::Raw { content_type, bytes } => (content_type, vec![(Duration::ZERO, bytes)]),
+        ReplyBody::Pinging { interval, duration, turn } => {
+            let mut frames = Vec::new();
+            let ping = sse_frame(&serde_json::json!({"type": "ping"}));
+            let start = turn.sse();
+            // message_start first, then pings, then the rest.
+            let split = start.windows(2).position(|pair| pair == b"\n\n").map_or(0, |at| at + 2);
+            frames.push((Duration::ZERO, start[..split].to_vec()));
+            let mut elapsed = Duration::ZERO;
+            while elapsed < duration {
+                frames.push((interval, ping.clone()));
+                elapsed += interval;
+            }
+            frames.push((Duration::ZERO, start[split..].to_vec()));
+            ("text/event-stream".into(), frames)
+        }
+    };
+    let mut builder = Response::builder().status(reply.status).header("content-type", content_type);
+    for (name, value) in &reply.headers {
+        builder = builder.header(name, value);
+    }
+    let body = fault_body(frames, reply.faults, stop);
+    builder.body(body).unwrap_or_else(|_| {
+        let mut response = Response::new(Full::new(Bytes::from_static(b"bad scripted reply")).map_err(|never| match never {}).boxed());
+        *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+        response
+    })
+}
+
+/// The body as a stream of frames with the faults applied, produced by a task.
+fn fault_body(frames: Vec<(Duration, Vec<u8>)>, faults: Faults, mut stop: watch::Receiver<bool>) -> Body {
+    let (sender, receiver) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+    tokio::spawn(async move {
+        let mut sent = 0usize;
+        let mut sizes = faults.chunk_sizes.clone().unwrap_or_default().into_iter().cycle();
+        let has_sizes = faults.chunk_sizes.as_ref().is_some_and(|sizes| !sizes.is_empty());
+        for (wait, bytes) in frames {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                let mut size = if has_sizes { sizes.next().unwrap_or(rest.len()) } else { rest.len() };
+                size = size.min(rest.len());
+                if let Some(limit) = faults.reset_after.or(faults.stall_after) {
+                    if sent >= limit {
+                        if faults.reset_after.is_some() {
+                            let _ = sender.send(Err(std::io::Error::other("testkit: connection reset"))).await;
+                        } else {
+                            // Silent, connection open, until the server stops.
+                            let _ = stop.changed().await;
+                        }
+                        return;
+                    }
+                    size = size.min(limit - sent).max(if limit > sent { 1 } else { 0 });
+                }
+                let (chunk, tail) = rest.split_at(size);
+                rest = tail;
+                sent += chunk.len();
+                if sender.send(Ok(Frame::data(Bytes::copy_from_slice(chunk)))).await.is_err() {
+                    return;
+                }
+                if let Some(delay) = faults.chunk_delay {
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        if let Some(limit) = faults.reset_after.or(faults.stall_after)
+            && sent >= limit
+        {
+            if faults.reset_after.is_some() {
+                let _ = sender.send(Err(std::io::Error::other("testkit: connection reset"))).await;
+            } else {
+                let _ = stop.changed().await;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|frame| (frame, receiver))
+    });
+    StreamBody::new(stream).boxed()
+}
