@@ -10,7 +10,11 @@ use serde_json::{Value, json};
 enum Block {
     Text(String),
     Thinking(String, String),
-    ToolUse { id: String, name: String, input: Value },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
 }
 
 /// A model response described by its blocks; rendered as an SSE stream or a JSON message.
@@ -57,13 +61,18 @@ impl Turn {
 
     /// Adds a thinking block with its signature.
     pub fn thinking(mut self, thinking: &str, signature: &str) -> Self {
-        self.blocks.push(Block::Thinking(thinking.into(), signature.into()));
+        self.blocks
+            .push(Block::Thinking(thinking.into(), signature.into()));
         self
     }
 
     /// Adds a tool_use block; its input is streamed in several input_json_delta fragments.
     pub fn tool_use(mut self, id: &str, name: &str, input: Value) -> Self {
-        self.blocks.push(Block::ToolUse { id: id.into(), name: name.into(), input });
+        self.blocks.push(Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        });
         self
     }
 
@@ -83,7 +92,11 @@ impl Turn {
 
     fn stop_reason(&self) -> String {
         self.stop_reason.clone().unwrap_or_else(|| {
-            if self.blocks.iter().any(|block| matches!(block, Block::ToolUse { .. })) {
+            if self
+                .blocks
+                .iter()
+                .any(|block| matches!(block, Block::ToolUse { .. }))
+            {
                 "tool_use".into()
             } else {
                 "end_turn".into()
@@ -133,13 +146,19 @@ impl Turn {
                     for piece in split_chars(thinking, 2) {
                         events.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
                     }
-                    events.push(delta(json!({"type": "signature_delta", "signature": signature})));
+                    events.push(delta(
+                        json!({"type": "signature_delta", "signature": signature}),
+                    ));
                 }
                 Block::ToolUse { id, name, input } => {
                     events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
-                    events.push(delta(json!({"type": "input_json_delta", "partial_json": ""})));
+                    events.push(delta(
+                        json!({"type": "input_json_delta", "partial_json": ""}),
+                    ));
                     for piece in split_chars(&input.to_string(), 3) {
-                        events.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
+                        events.push(delta(
+                            json!({"type": "input_json_delta", "partial_json": piece}),
+                        ));
                     }
                 }
             }
@@ -162,7 +181,10 @@ impl Turn {
 
 /// One SSE frame for `event`: `event: TYPE\ndata: JSON\n\n`.
 pub fn sse_frame(event: &Value) -> Vec<u8> {
-    let ty = event.get("type").and_then(Value::as_str).unwrap_or("message");
+    let ty = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     format!("event: {ty}\ndata: {event}\n\n").into_bytes()
 }
 
@@ -173,7 +195,10 @@ fn split_chars(text: &str, parts: usize) -> Vec<String> {
         return vec![String::new()];
     }
     let size = chars.len().div_ceil(parts.max(1));
-    chars.chunks(size).map(|chunk| chunk.iter().collect()).collect()
+    chars
+        .chunks(size)
+        .map(|chunk| chunk.iter().collect())
+        .collect()
 }
 
 /// What to send as the body.
@@ -229,7 +254,12 @@ pub struct Reply {
 impl Reply {
     /// A 200 answer with `turn`.
     pub fn turn(turn: Turn) -> Self {
-        Self { status: 200, headers: Vec::new(), body: ReplyBody::Turn(turn), faults: Faults::default() }
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: ReplyBody::Turn(turn),
+            faults: Faults::default(),
+        }
     }
 
     /// A 200 `text/event-stream` answer with raw SSE bytes (a captured stream).
@@ -237,7 +267,10 @@ impl Reply {
         Self {
             status: 200,
             headers: Vec::new(),
-            body: ReplyBody::Raw { content_type: "text/event-stream; charset=utf-8".into(), bytes },
+            body: ReplyBody::Raw {
+                content_type: "text/event-stream; charset=utf-8".into(),
+                bytes,
+            },
             faults: Faults::default(),
         }
     }
@@ -248,7 +281,10 @@ impl Reply {
         Self {
             status,
             headers: vec![("request-id".into(), "req_testkit".into())],
-            body: ReplyBody::Raw { content_type: "application/json".into(), bytes: body.to_string().into_bytes() },
+            body: ReplyBody::Raw {
+                content_type: "application/json".into(),
+                bytes: body.to_string().into_bytes(),
+            },
             faults: Faults::default(),
         }
     }
@@ -257,7 +293,9 @@ impl Reply {
     pub fn error_event(kind: &str, message: &str) -> Self {
         let start = Turn::new().events().remove(0);
         let mut bytes = sse_frame(&start);
-        bytes.extend(sse_frame(&json!({"type": "error", "error": {"type": kind, "message": message}})));
+        bytes.extend(sse_frame(
+            &json!({"type": "error", "error": {"type": kind, "message": message}}),
+        ));
         Self::raw_sse(bytes)
     }
 
@@ -266,7 +304,11 @@ impl Reply {
         Self {
             status: 200,
             headers: Vec::new(),
-            body: ReplyBody::Pinging { interval, duration, turn },
+            body: ReplyBody::Pinging {
+                interval,
+                duration,
+                turn,
+            },
             faults: Faults::default(),
         }
     }
@@ -295,7 +337,10 @@ pub struct Script {
 impl Script {
     /// A script of `replies`.
     pub fn new(replies: Vec<Reply>) -> Self {
-        Self { replies: replies.into(), last: None }
+        Self {
+            replies: replies.into(),
+            last: None,
+        }
     }
 
     pub(crate) fn next(&mut self) -> Reply {
@@ -303,7 +348,9 @@ impl Script {
             self.last = Some(reply.clone());
             return reply;
         }
-        self.last.clone().unwrap_or_else(|| Reply::error(500, "api_error", "the testkit script is empty"))
+        self.last
+            .clone()
+            .unwrap_or_else(|| Reply::error(500, "api_error", "the testkit script is empty"))
     }
 }
 
@@ -313,10 +360,19 @@ mod tests {
 
     #[test]
     fn turn_events_are_well_formed() {
-        let turn = Turn::new().text("Hi there").tool_use("toolu_1", "Read", json!({"file_path": "a.rs"}));
+        let turn =
+            Turn::new()
+                .text("Hi there")
+                .tool_use("toolu_1", "Read", json!({"file_path": "a.rs"}));
         let events = turn.events();
-        assert_eq!(events.first().and_then(|e| e["type"].as_str()), Some("message_start"));
-        assert_eq!(events.last().and_then(|e| e["type"].as_str()), Some("message_stop"));
+        assert_eq!(
+            events.first().and_then(|e| e["type"].as_str()),
+            Some("message_start")
+        );
+        assert_eq!(
+            events.last().and_then(|e| e["type"].as_str()),
+            Some("message_stop")
+        );
         let fragments: String = events
             .iter()
             .filter(|e| e["delta"]["type"] == "input_json_delta")

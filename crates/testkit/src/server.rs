@@ -35,7 +35,10 @@ pub struct RecordedRequest {
 impl RecordedRequest {
     /// The value of header `name` (lowercase), if present.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str())
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
     }
 
     /// The body as JSON (`Value::Null` when it is not JSON).
@@ -60,7 +63,10 @@ pub struct Server {
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("addr", &self.addr).field("tls", &self.cert_pem.is_some()).finish()
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field("tls", &self.cert_pem.is_some())
+            .finish()
     }
 }
 
@@ -97,14 +103,21 @@ impl Server {
     ///
     /// When the certificate cannot be made or the port bound.
     pub async fn bind(script: Script, tls: Option<()>, port: u16) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(("127.0.0.1", port)).await.context("binding 127.0.0.1")?;
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .context("binding 127.0.0.1")?;
         let addr = listener.local_addr()?;
         let (acceptor, cert_pem) = match tls {
             Some(()) => {
-                let certified = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-                    .context("making a self-signed certificate")?;
+                let certified = rcgen::generate_simple_self_signed(vec![
+                    "localhost".into(),
+                    "127.0.0.1".into(),
+                ])
+                .context("making a self-signed certificate")?;
                 let cert_pem = certified.cert.pem();
-                let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
+                let key = rustls_pki_types::PrivateKeyDer::Pkcs8(
+                    certified.key_pair.serialize_der().into(),
+                );
                 let provider = Arc::new(rustls::crypto::ring::default_provider());
                 let config = rustls::ServerConfig::builder_with_provider(provider)
                     .with_safe_default_protocol_versions()
@@ -112,14 +125,26 @@ impl Server {
                     .with_no_client_auth()
                     .with_single_cert(vec![certified.cert.der().clone()], key)
                     .context("TLS server certificate")?;
-                (Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))), Some(cert_pem))
+                (
+                    Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+                    Some(cert_pem),
+                )
             }
             None => (None, None),
         };
-        let shared = Arc::new(Shared { script: Mutex::new(script), requests: Mutex::new(Vec::new()) });
+        let shared = Arc::new(Shared {
+            script: Mutex::new(script),
+            requests: Mutex::new(Vec::new()),
+        });
         let (shutdown, stop) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&shared), stop));
-        Ok(Self { addr, cert_pem, shared, shutdown, accept })
+        Ok(Self {
+            addr,
+            cert_pem,
+            shared,
+            shutdown,
+            accept,
+        })
     }
 
     /// The address it listens on.
@@ -142,12 +167,20 @@ impl Server {
 
     /// Every request received so far.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.requests.lock().map(|requests| requests.clone()).unwrap_or_default()
+        self.shared
+            .requests
+            .lock()
+            .map(|requests| requests.clone())
+            .unwrap_or_default()
     }
 
     /// How many requests were received.
     pub fn request_count(&self) -> usize {
-        self.shared.requests.lock().map(|requests| requests.len()).unwrap_or_default()
+        self.shared
+            .requests
+            .lock()
+            .map(|requests| requests.len())
+            .unwrap_or_default()
     }
 }
 
@@ -166,16 +199,21 @@ async fn accept_loop(
         let stop = stop.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| handle(request, Arc::clone(&shared), stop.clone()));
+            let service =
+                service_fn(move |request| handle(request, Arc::clone(&shared), stop.clone()));
             match acceptor {
                 Some(acceptor) => {
                     // A client that rejects the certificate ends the handshake: nothing to serve.
                     if let Ok(tls) = acceptor.accept(stream).await {
-                        let _ = http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await;
                     }
                 }
                 None => {
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
                 }
             }
         });
@@ -190,35 +228,74 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) -> Result<Response<Body>, Infallible> {
     let method = request.method().to_string();
-    let path = request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     let headers = request
         .headers()
         .iter()
-        .map(|(name, value)| (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned()))
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
         .collect();
-    let body = request.into_body().collect().await.map(|body| body.to_bytes().to_vec()).unwrap_or_default();
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(|body| body.to_bytes().to_vec())
+        .unwrap_or_default();
     let streaming = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|json| json.get("stream").and_then(Value::as_bool))
         .unwrap_or(false);
     if let Ok(mut requests) = shared.requests.lock() {
-        requests.push(RecordedRequest { method, path, headers, body });
+        requests.push(RecordedRequest {
+            method,
+            path,
+            headers,
+            body,
+        });
     }
-    let reply = shared.script.lock().map(|mut script| script.next()).unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
+    let reply = shared
+        .script
+        .lock()
+        .map(|mut script| script.next())
+        .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
     Ok(respond(reply, streaming, stop))
 }
 
 fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Response<Body> {
     let (content_type, frames): (String, Vec<(Duration, Vec<u8>)>) = match reply.body {
-        ReplyBody::Turn(turn) if streaming => ("text/event-stream; charset=utf-8".into(), vec![(Duration::ZERO, turn.sse())]),
-        ReplyBody::Turn(turn) => ("application/json".into(), vec![(Duration::ZERO, turn.message_json().to_string().into_bytes())]),
-        ReplyBody::Raw { content_type, bytes } => (content_type, vec![(Duration::ZERO, bytes)]),
-        ReplyBody::Pinging { interval, duration, turn } => {
+        ReplyBody::Turn(turn) if streaming => (
+            "text/event-stream; charset=utf-8".into(),
+            vec![(Duration::ZERO, turn.sse())],
+        ),
+        ReplyBody::Turn(turn) => (
+            "application/json".into(),
+            vec![(Duration::ZERO, turn.message_json().to_string().into_bytes())],
+        ),
+        ReplyBody::Raw {
+            content_type,
+            bytes,
+        } => (content_type, vec![(Duration::ZERO, bytes)]),
+        ReplyBody::Pinging {
+            interval,
+            duration,
+            turn,
+        } => {
             let mut frames = Vec::new();
             let ping = sse_frame(&serde_json::json!({"type": "ping"}));
             let start = turn.sse();
             // message_start first, then pings, then the rest.
-            let split = start.windows(2).position(|pair| pair == b"\n\n").map_or(0, |at| at + 2);
+            let split = start
+                .windows(2)
+                .position(|pair| pair == b"\n\n")
+                .map_or(0, |at| at + 2);
             frames.push((Duration::ZERO, start[..split].to_vec()));
             let mut elapsed = Duration::ZERO;
             while elapsed < duration {
@@ -229,37 +306,63 @@ fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Respon
             ("text/event-stream".into(), frames)
         }
     };
-    let mut builder = Response::builder().status(reply.status).header("content-type", content_type);
+    let mut builder = Response::builder()
+        .status(reply.status)
+        .header("content-type", content_type);
     for (name, value) in &reply.headers {
         builder = builder.header(name, value);
     }
     let body = fault_body(frames, reply.faults, stop);
     builder.body(body).unwrap_or_else(|_| {
-        let mut response = Response::new(Full::new(Bytes::from_static(b"bad scripted reply")).map_err(|never| match never {}).boxed());
+        let mut response = Response::new(
+            Full::new(Bytes::from_static(b"bad scripted reply"))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
         *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
         response
     })
 }
 
 /// The body as a stream of frames with the faults applied, produced by a task.
-fn fault_body(frames: Vec<(Duration, Vec<u8>)>, faults: Faults, mut stop: watch::Receiver<bool>) -> Body {
+fn fault_body(
+    frames: Vec<(Duration, Vec<u8>)>,
+    faults: Faults,
+    mut stop: watch::Receiver<bool>,
+) -> Body {
     let (sender, receiver) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
     tokio::spawn(async move {
         let mut sent = 0usize;
-        let mut sizes = faults.chunk_sizes.clone().unwrap_or_default().into_iter().cycle();
-        let has_sizes = faults.chunk_sizes.as_ref().is_some_and(|sizes| !sizes.is_empty());
+        let mut sizes = faults
+            .chunk_sizes
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .cycle();
+        let has_sizes = faults
+            .chunk_sizes
+            .as_ref()
+            .is_some_and(|sizes| !sizes.is_empty());
         for (wait, bytes) in frames {
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
             }
             let mut rest = &bytes[..];
             while !rest.is_empty() {
-                let mut size = if has_sizes { sizes.next().unwrap_or(rest.len()) } else { rest.len() };
+                let mut size = if has_sizes {
+                    sizes.next().unwrap_or(rest.len())
+                } else {
+                    rest.len()
+                };
                 size = size.min(rest.len());
                 if let Some(limit) = faults.reset_after.or(faults.stall_after) {
                     if sent >= limit {
                         if faults.reset_after.is_some() {
-                            let _ = sender.send(Err(std::io::Error::other("testkit: connection reset"))).await;
+                            // Let what was sent reach the client before the connection drops.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            let _ = sender
+                                .send(Err(std::io::Error::other("testkit: connection reset")))
+                                .await;
                         } else {
                             // Silent, connection open, until the server stops.
                             let _ = stop.changed().await;
@@ -271,7 +374,11 @@ fn fault_body(frames: Vec<(Duration, Vec<u8>)>, faults: Faults, mut stop: watch:
                 let (chunk, tail) = rest.split_at(size);
                 rest = tail;
                 sent += chunk.len();
-                if sender.send(Ok(Frame::data(Bytes::copy_from_slice(chunk)))).await.is_err() {
+                if sender
+                    .send(Ok(Frame::data(Bytes::copy_from_slice(chunk))))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 if let Some(delay) = faults.chunk_delay {
@@ -283,7 +390,9 @@ fn fault_body(frames: Vec<(Duration, Vec<u8>)>, faults: Faults, mut stop: watch:
             && sent >= limit
         {
             if faults.reset_after.is_some() {
-                let _ = sender.send(Err(std::io::Error::other("testkit: connection reset"))).await;
+                let _ = sender
+                    .send(Err(std::io::Error::other("testkit: connection reset")))
+                    .await;
             } else {
                 let _ = stop.changed().await;
             }

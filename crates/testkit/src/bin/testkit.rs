@@ -22,14 +22,21 @@ async fn main() -> anyhow::Result<()> {
     let mut rest = args[2..].iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "--port" => port = rest.next().context("--port needs a number")?.parse().context("--port needs a number")?,
+            "--port" => {
+                port = rest
+                    .next()
+                    .context("--port needs a number")?
+                    .parse()
+                    .context("--port needs a number")?
+            }
             "--tls" => tls = true,
             other => bail!("unknown option {other}\n{}", usage()),
         }
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     let replies = if file.ends_with(".json") {
-        let turns: Vec<serde_json::Value> = serde_json::from_slice(&bytes).with_context(|| format!("parsing {file}"))?;
+        let turns: Vec<serde_json::Value> =
+            serde_json::from_slice(&bytes).with_context(|| format!("parsing {file}"))?;
         turns
             .iter()
             .map(|spec| {
@@ -38,7 +45,11 @@ async fn main() -> anyhow::Result<()> {
                     turn = turn.text(text);
                 }
                 for tool in spec["tool_uses"].as_array().into_iter().flatten() {
-                    turn = turn.tool_use(tool["id"].as_str().unwrap_or("toolu_1"), tool["name"].as_str().unwrap_or("Read"), tool["input"].clone());
+                    turn = turn.tool_use(
+                        tool["id"].as_str().unwrap_or("toolu_1"),
+                        tool["name"].as_str().unwrap_or("Read"),
+                        tool["input"].clone(),
+                    );
                 }
                 if let Some(reason) = spec["stop_reason"].as_str() {
                     turn = turn.stop(reason);
@@ -54,6 +65,8 @@ async fn main() -> anyhow::Result<()> {
     if let Some(pem) = server.cert_pem() {
         eprintln!("{pem}");
     }
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     Ok(())
 }

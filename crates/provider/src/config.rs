@@ -1,0 +1,202 @@
+//! Client configuration, read from an injected source (the environment in production).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::error::{ErrorKind, ProviderError};
+
+/// Where configuration values come from: the process environment, or a map in tests (edition
+/// 2024 makes `set_var` unsafe, so tests never touch the real environment).
+pub trait ConfigSource {
+    /// The value of `key`, if set and not empty.
+    fn get(&self, key: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EnvSource;
+
+impl ConfigSource for EnvSource {
+    fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|value| !value.is_empty())
+    }
+}
+
+/// A fixed map of values.
+#[derive(Clone, Debug, Default)]
+pub struct MapSource(pub HashMap<String, String>);
+
+impl MapSource {
+    /// A source with the given pairs.
+    pub fn new<const N: usize>(pairs: [(&str, &str); N]) -> Self {
+        Self(
+            pairs
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value.to_owned()))
+                .collect(),
+        )
+    }
+}
+
+impl ConfigSource for MapSource {
+    fn get(&self, key: &str) -> Option<String> {
+        self.0.get(key).filter(|value| !value.is_empty()).cloned()
+    }
+}
+
+/// How requests are authenticated.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// `x-api-key: KEY` (`ANTHROPIC_API_KEY`).
+    ApiKey(String),
+    /// `authorization: Bearer TOKEN` (`ANTHROPIC_AUTH_TOKEN`, for gateways).
+    Bearer(String),
+    /// No credentials (local gateways, tests).
+    None,
+}
+
+impl std::fmt::Debug for Auth {
+    // Never print secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ApiKey(_) => "ApiKey(***)",
+            Self::Bearer(_) => "Bearer(***)",
+            Self::None => "None",
+        })
+    }
+}
+
+/// Default API base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// `anthropic-version` header value.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Everything the client needs.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    /// Base URL, `http://` or `https://`, with an optional path prefix; no trailing slash.
+    pub base_url: String,
+    /// Credentials.
+    pub auth: Auth,
+    /// `anthropic-beta` flags.
+    pub betas: Vec<String>,
+    /// Retries after the first request (at most `max_retries + 1` requests). Default 10, as
+    /// Claude Code.
+    pub max_retries: u32,
+    /// First backoff delay. Default 500 ms (the SDKs').
+    pub backoff_base: Duration,
+    /// Longest backoff delay, and the clamp of server-requested waits. Default 32 s (Claude
+    /// Code's cap).
+    pub backoff_cap: Duration,
+    /// Silence after which an idle warning is emitted. Default 45 s.
+    pub idle_warn: Duration,
+    /// Silence after which the stream is cancelled and retried. Default 90 s.
+    pub idle_timeout: Duration,
+    /// Whether a fallback model is configured: the 3rd consecutive 529 then ends the retries
+    /// with [`ErrorKind::SwitchToFallback`].
+    pub fallback_model: bool,
+    /// Extra trusted root certificates, PEM (configuration or `SSL_CERT_FILE`).
+    pub extra_roots_pem: Vec<u8>,
+    /// Workspace root written as `${WORKSPACE}` in cassettes.
+    pub workspace_root: Option<String>,
+}
+
+impl ClientConfig {
+    /// A configuration with defaults for `base_url` and `auth`.
+    pub fn new(base_url: &str, auth: Auth) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            auth,
+            betas: Vec::new(),
+            max_retries: 10,
+            backoff_base: Duration::from_millis(500),
+            backoff_cap: Duration::from_secs(32),
+            idle_warn: Duration::from_secs(45),
+            idle_timeout: Duration::from_secs(90),
+            fallback_model: false,
+            extra_roots_pem: Vec::new(),
+            workspace_root: None,
+        }
+    }
+
+    /// Reads `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`,
+    /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS` and `SSL_CERT_FILE` from
+    /// `source`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] naming the variable when a value is malformed or a file cannot be
+    /// read.
+    pub fn from_source(source: &dyn ConfigSource) -> Result<Self, ProviderError> {
+        let base_url = source
+            .get("ANTHROPIC_BASE_URL")
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ProviderError::new(
+                ErrorKind::Config,
+                format!("ANTHROPIC_BASE_URL must start with http:// or https://, got {base_url:?}"),
+            ));
+        }
+        let auth = match (
+            source.get("ANTHROPIC_API_KEY"),
+            source.get("ANTHROPIC_AUTH_TOKEN"),
+        ) {
+            (Some(key), _) => Auth::ApiKey(key),
+            (None, Some(token)) => Auth::Bearer(token),
+            (None, None) => Auth::None,
+        };
+        let mut config = Self::new(&base_url, auth);
+        let millis = |key: &str| -> Result<Option<Duration>, ProviderError> {
+            source
+                .get(key)
+                .map(|value| {
+                    value
+                        .parse::<u64>()
+                        .map(Duration::from_millis)
+                        .map_err(|_| {
+                            ProviderError::new(
+                                ErrorKind::Config,
+                                format!("{key} must be a number of milliseconds, got {value:?}"),
+                            )
+                        })
+                })
+                .transpose()
+        };
+        if let Some(warn) = millis("AGENT_STREAM_IDLE_WARN_MS")? {
+            config.idle_warn = warn;
+        }
+        if let Some(timeout) = millis("AGENT_STREAM_IDLE_TIMEOUT_MS")? {
+            config.idle_timeout = timeout;
+        }
+        if let Some(path) = source.get("SSL_CERT_FILE") {
+            config.extra_roots_pem = std::fs::read(&path).map_err(|error| {
+                ProviderError::new(ErrorKind::Config, format!("SSL_CERT_FILE {path}: {error}"))
+            })?;
+        }
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_injected_source() {
+        let source = MapSource::new([
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:8080/gateway/"),
+            ("ANTHROPIC_AUTH_TOKEN", "tok"),
+            ("AGENT_STREAM_IDLE_TIMEOUT_MS", "200"),
+        ]);
+        let config = ClientConfig::from_source(&source).unwrap();
+        assert_eq!(config.base_url, "http://127.0.0.1:8080/gateway");
+        assert_eq!(config.auth, Auth::Bearer("tok".into()));
+        assert_eq!(config.idle_timeout, Duration::from_millis(200));
+        assert_eq!(format!("{:?}", config.auth), "Bearer(***)");
+        let bad = MapSource::new([("AGENT_STREAM_IDLE_WARN_MS", "soon")]);
+        assert_eq!(
+            ClientConfig::from_source(&bad).unwrap_err().to_string(),
+            "configuration error: AGENT_STREAM_IDLE_WARN_MS must be a number of milliseconds, got \"soon\""
+        );
+    }
+}

@@ -1,0 +1,109 @@
+//! When to retry and how long to wait.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use http::HeaderMap;
+
+/// Waits between attempts; injected so tests do not sleep.
+pub trait Sleeper: Send + Sync {
+    /// Waits `duration`.
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+/// Real waiting, with tokio's timer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioSleeper;
+
+impl Sleeper for TokioSleeper {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(tokio::time::sleep(duration))
+    }
+}
+
+/// Exponential backoff for retry `attempt` (1-based): `base * 2^(attempt-1)`, capped, minus up to
+/// 25% jitter.
+pub fn backoff(attempt: u32, base: Duration, cap: Duration) -> Duration {
+    let exponent = attempt.saturating_sub(1).min(20);
+    let delay = base.saturating_mul(1 << exponent).min(cap);
+    let jitter = 1.0 - fastrand::f64() * 0.25;
+    delay.mul_f64(jitter)
+}
+
+/// The wait the server asks for: `retry-after-ms` (milliseconds), then `retry-after` (seconds,
+/// possibly fractional, or an HTTP date).
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|value| value.parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = header("retry-after")?;
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(
+        date.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// `x-should-retry: true|false`, when present.
+pub fn should_retry_header(headers: &HeaderMap) -> Option<bool> {
+    match headers.get("x-should-retry")?.to_str().ok()?.trim() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let base = Duration::from_millis(500);
+        let cap = Duration::from_secs(32);
+        for attempt in 1..=12 {
+            let nominal = base.saturating_mul(1 << (attempt - 1)).min(cap);
+            let delay = backoff(attempt, base, cap);
+            assert!(
+                delay <= nominal && delay >= nominal.mul_f64(0.75),
+                "attempt {attempt}: {delay:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(3)));
+        headers.insert("retry-after", HeaderValue::from_static("1.5"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(1500)));
+        headers.insert("retry-after-ms", HeaderValue::from_static("250"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
+        let mut dated = HeaderMap::new();
+        let later = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+        dated.insert("retry-after", HeaderValue::from_str(&later).unwrap());
+        let wait = retry_after(&dated).unwrap();
+        assert!(
+            wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
+            "{wait:?}"
+        );
+        dated.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&dated), None);
+    }
+}

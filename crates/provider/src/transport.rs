@@ -1,0 +1,207 @@
+//! Where response bytes come from: the network (hyper + rustls) or a cassette. The client
+//! parses both the same way.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_core::Stream;
+use futures_util::StreamExt as _;
+use http::{HeaderMap, Method, StatusCode, Uri};
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject as _;
+
+use crate::error::{ErrorKind, ProviderError};
+
+/// An HTTP request as the client sends it.
+#[derive(Clone, Debug)]
+pub struct HttpRequest {
+    /// Method (POST).
+    pub method: Method,
+    /// Full URI.
+    pub uri: Uri,
+    /// Headers (credentials included: transports must never record them).
+    pub headers: HeaderMap,
+    /// The JSON body.
+    pub body: Bytes,
+}
+
+/// The body of a response, chunk by chunk.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, ProviderError>> + Send>>;
+
+/// An HTTP response with its body still arriving.
+pub struct HttpResponse {
+    /// Status.
+    pub status: StatusCode,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body chunks.
+    pub body: BodyStream,
+}
+
+impl std::fmt::Debug for HttpResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpResponse")
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future a [`Transport`] returns.
+pub type ResponseFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<HttpResponse, ProviderError>> + Send + 'a>>;
+
+/// Sends requests and returns responses.
+pub trait Transport: Send + Sync {
+    /// Sends `request`.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future abandons the request (the connection is not reused).
+    fn send(&self, request: HttpRequest) -> ResponseFuture<'_>;
+}
+
+impl<T: Transport + ?Sized> Transport for Arc<T> {
+    fn send(&self, request: HttpRequest) -> ResponseFuture<'_> {
+        (**self).send(request)
+    }
+}
+
+/// HTTPS (rustls, ring provider, webpki roots plus configured ones) and plain HTTP over one
+/// connection pool.
+pub struct HyperTransport {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl std::fmt::Debug for HyperTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HyperTransport").finish_non_exhaustive()
+    }
+}
+
+impl HyperTransport {
+    /// A transport trusting the webpki roots and the certificates in `extra_roots_pem`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] when the PEM holds no valid certificate or TLS cannot be set up.
+    pub fn new(extra_roots_pem: &[u8]) -> Result<Self, ProviderError> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if !extra_roots_pem.is_empty() {
+            let mut added = 0;
+            for certificate in CertificateDer::pem_slice_iter(extra_roots_pem) {
+                let certificate = certificate.map_err(|error| {
+                    ProviderError::new(
+                        ErrorKind::Config,
+                        format!("extra root certificates: {error}"),
+                    )
+                })?;
+                roots.add(certificate).map_err(|error| {
+                    ProviderError::new(
+                        ErrorKind::Config,
+                        format!("extra root certificate: {error}"),
+                    )
+                })?;
+                added += 1;
+            }
+            if added == 0 {
+                return Err(ProviderError::new(
+                    ErrorKind::Config,
+                    "extra root certificates: no PEM certificate found",
+                ));
+            }
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|error| ProviderError::new(ErrorKind::Config, format!("TLS: {error}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Self { client })
+    }
+}
+
+/// Classifies a transport failure: TLS problems are named as such, with the host.
+fn transport_error(error: &(dyn std::error::Error + 'static), host: &str) -> ProviderError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut messages = Vec::new();
+    while let Some(current) = source {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return ProviderError::new(
+                ErrorKind::Tls,
+                format!("TLS handshake with {host} failed: {tls}"),
+            );
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && let Some(tls) = io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return ProviderError::new(
+                ErrorKind::Tls,
+                format!("TLS handshake with {host} failed: {tls}"),
+            );
+        }
+        messages.push(current.to_string());
+        source = current.source();
+    }
+    messages.dedup();
+    let detail = messages.join(": ");
+    // hyper-util boxes connector errors, which can hide the rustls type: the text still says.
+    let lower = detail.to_ascii_lowercase();
+    if lower.contains("certificate") || lower.contains("handshake") || lower.contains("tls") {
+        let last = messages.last().map_or(detail.as_str(), String::as_str);
+        return ProviderError::new(
+            ErrorKind::Tls,
+            format!("TLS handshake with {host} failed: {last}"),
+        );
+    }
+    ProviderError::new(ErrorKind::Connect, format!("{host}: {detail}"))
+}
+
+impl Transport for HyperTransport {
+    fn send(&self, request: HttpRequest) -> ResponseFuture<'_> {
+        Box::pin(async move {
+            let host = request.uri.host().unwrap_or("?").to_owned();
+            let mut builder = http::Request::builder()
+                .method(request.method)
+                .uri(request.uri);
+            if let Some(headers) = builder.headers_mut() {
+                *headers = request.headers;
+            }
+            let http_request = builder.body(Full::new(request.body)).map_err(|error| {
+                ProviderError::new(ErrorKind::Config, format!("building the request: {error}"))
+            })?;
+            let response = self
+                .client
+                .request(http_request)
+                .await
+                .map_err(|error| transport_error(&error, &host))?;
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                chunk.map_err(|error| {
+                    let mut detail = transport_error(&error, "the server");
+                    detail.kind = ErrorKind::StreamBroken;
+                    detail
+                })
+            });
+            Ok(HttpResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body: Box::pin(body),
+            })
+        })
+    }
+}

@@ -1,0 +1,505 @@
+//! The provider against the local testkit server: retries, idle watchdog, restarts, TLS, VCR.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use provider::{
+    AnthropicClient, Auth, ClientConfig, ErrorKind, HyperTransport, ProviderError, ProviderEvent,
+    RecordingTransport, ReplayTransport, Sleeper, TokioSleeper, Transport,
+};
+use serde_json::json;
+use testkit::{Faults, Reply, Script, Server, Turn};
+use tokio_util::sync::CancellationToken;
+
+/// Records requested waits and returns at once.
+#[derive(Default)]
+struct FakeSleeper(Mutex<Vec<Duration>>);
+
+impl Sleeper for FakeSleeper {
+    fn sleep(
+        &self,
+        duration: Duration,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.0.lock().unwrap().push(duration);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+fn body(text: &str) -> Bytes {
+    Bytes::from(json!({"model": "claude-test", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": text}]}).to_string())
+}
+
+fn config(server: &Server) -> ClientConfig {
+    let mut config = ClientConfig::new(&server.base_url(), Auth::ApiKey("sk-test".into()));
+    if let Some(pem) = server.cert_pem() {
+        config.extra_roots_pem = pem.as_bytes().to_vec();
+    }
+    config
+}
+
+fn make_client(config: ClientConfig, sleeper: Arc<dyn Sleeper>) -> AnthropicClient {
+    let transport = Arc::new(HyperTransport::new(&config.extra_roots_pem).unwrap());
+    AnthropicClient::with_transport(config, transport, sleeper).unwrap()
+}
+
+async fn collect(
+    client: &AnthropicClient,
+    text: &str,
+) -> (Vec<ProviderEvent>, Option<ProviderError>) {
+    let mut stream = client.stream(body(text), CancellationToken::new());
+    let mut events = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => events.push(event),
+            Err(error) => return (events, Some(error)),
+        }
+    }
+    (events, None)
+}
+
+fn done_text(events: &[ProviderEvent]) -> Option<String> {
+    events.iter().find_map(|event| match event {
+        ProviderEvent::Done { message, .. } => Some(message.text()),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn rate_limits_honour_retry_after() {
+    let server = Server::start(Script::new(vec![
+        Reply::error(429, "rate_limit_error", "slow down")
+            .header("retry-after", "3")
+            .header("anthropic-ratelimit-requests-remaining", "0"),
+        Reply::error(429, "rate_limit_error", "slow down").header("retry-after", "3"),
+        Reply::turn(Turn::new().text("finally")),
+    ]))
+    .await
+    .unwrap();
+    let sleeper = Arc::new(FakeSleeper::default());
+    let client = make_client(config(&server), sleeper.clone());
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(done_text(&events).as_deref(), Some("finally"));
+    assert_eq!(server.request_count(), 3);
+    assert_eq!(
+        *sleeper.0.lock().unwrap(),
+        [Duration::from_secs(3), Duration::from_secs(3)]
+    );
+    let first_retry = events.iter().find_map(|event| match event {
+        ProviderEvent::Retry {
+            attempt: 1,
+            rate_limits,
+            ..
+        } => Some(rate_limits.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        first_retry.unwrap(),
+        [(
+            "anthropic-ratelimit-requests-remaining".to_owned(),
+            "0".to_owned()
+        )]
+    );
+    // The request carried the required headers.
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(request.header("x-api-key"), Some("sk-test"));
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert!(request.header("user-agent").unwrap().starts_with("agent/"));
+}
+
+#[tokio::test]
+async fn overload_retries_are_bounded_and_can_switch_to_the_fallback() {
+    let server = Server::start(Script::new(vec![Reply::error(
+        529,
+        "overloaded_error",
+        "Overloaded",
+    )]))
+    .await
+    .unwrap();
+    let sleeper = Arc::new(FakeSleeper::default());
+    let mut config = config(&server);
+    config.max_retries = 4;
+    let client = make_client(config.clone(), sleeper.clone());
+    let (_, error) = collect(&client, "hi").await;
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Overloaded);
+    assert_eq!(error.status, Some(529));
+    assert_eq!(error.request_id.as_deref(), Some("req_testkit"));
+    assert_eq!(server.request_count(), 5);
+    let waits = sleeper.0.lock().unwrap().clone();
+    assert_eq!(waits.len(), 4);
+    for (index, wait) in waits.iter().enumerate() {
+        let nominal = Duration::from_millis(500) * (1 << index);
+        assert!(
+            *wait <= nominal && *wait >= nominal.mul_f64(0.75),
+            "wait {index}: {wait:?}"
+        );
+    }
+
+    let server = Server::start(Script::new(vec![Reply::error(
+        529,
+        "overloaded_error",
+        "Overloaded",
+    )]))
+    .await
+    .unwrap();
+    let mut config = self::config(&server);
+    config.max_retries = 4;
+    config.fallback_model = true;
+    let client = make_client(config, Arc::new(FakeSleeper::default()));
+    let (_, error) = collect(&client, "hi").await;
+    assert_eq!(error.unwrap().kind, ErrorKind::SwitchToFallback);
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out_and_is_retried_but_pings_keep_it_alive() {
+    let turn = Turn::new().text("Hello there, general");
+    let stall_at = {
+        let sse = turn.sse();
+        // After message_start and the first delta (4 frames: start, block start, delta).
+        let mut frames = 0;
+        let mut at = 0;
+        for (index, pair) in sse.windows(2).enumerate() {
+            if pair == b"\n\n" {
+                frames += 1;
+                if frames == 3 {
+                    at = index + 2;
+                    break;
+                }
+            }
+        }
+        at
+    };
+    let server = Server::start(Script::new(vec![
+        Reply::turn(turn.clone()).faults(Faults {
+            stall_after: Some(stall_at),
+            ..Faults::default()
+        }),
+        Reply::turn(turn.clone()),
+    ]))
+    .await
+    .unwrap();
+    let mut config = config(&server);
+    config.idle_warn = Duration::from_millis(100);
+    config.idle_timeout = Duration::from_millis(200);
+    let client = make_client(config.clone(), Arc::new(FakeSleeper::default()));
+    let start = Instant::now();
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(1_000),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(server.request_count(), 2);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|event| match event {
+            ProviderEvent::Idle { .. } => "idle",
+            ProviderEvent::Restart { .. } => "restart",
+            ProviderEvent::Retry { .. } => "retry",
+            ProviderEvent::Done { .. } => "done",
+            _ => "",
+        })
+        .filter(|kind| !kind.is_empty())
+        .collect();
+    assert_eq!(kinds, ["idle", "restart", "retry", "done"]);
+    let retry_reason = events.iter().find_map(|event| match event {
+        ProviderEvent::Retry { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert_eq!(retry_reason.unwrap(), "stream idle: no data for 200 ms");
+    assert_eq!(done_text(&events).as_deref(), Some("Hello there, general"));
+
+    // A healthy stream pinging every 50 ms for 2 s is never cut.
+    let server = Server::start(Script::new(vec![Reply::pinging(
+        Duration::from_millis(50),
+        Duration::from_secs(2),
+        turn,
+    )]))
+    .await
+    .unwrap();
+    let mut healthy = self::config(&server);
+    healthy.idle_warn = Duration::from_millis(100);
+    healthy.idle_timeout = Duration::from_millis(200);
+    let client = make_client(healthy, Arc::new(FakeSleeper::default()));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(server.request_count(), 1);
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event, ProviderEvent::Idle { .. }))
+    );
+    assert_eq!(done_text(&events).as_deref(), Some("Hello there, general"));
+}
+
+#[tokio::test]
+async fn a_reset_mid_stream_restarts_without_duplicate_blocks() {
+    let turn =
+        Turn::new()
+            .text("first block")
+            .tool_use("toolu_1", "Read", json!({"file_path": "a.rs"}));
+    let sse_len = turn.sse().len();
+    let server = Server::start(Script::new(vec![
+        Reply::turn(turn.clone()).faults(Faults {
+            reset_after: Some(700),
+            chunk_sizes: Some(vec![97, 13, 1, 256]),
+            ..Faults::default()
+        }),
+        Reply::turn(turn.clone()).faults(Faults {
+            chunk_sizes: Some(vec![1, 7, 64]),
+            ..Faults::default()
+        }),
+    ]))
+    .await
+    .unwrap();
+    assert!(sse_len > 700);
+    let client = make_client(config(&server), Arc::new(FakeSleeper::default()));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(server.request_count(), 2);
+    let restart = events
+        .iter()
+        .position(|event| {
+            matches!(
+                event,
+                ProviderEvent::Restart {
+                    non_streaming: false,
+                    ..
+                }
+            )
+        })
+        .unwrap_or_else(|| panic!("no restart: {events:#?}"));
+    // Events were handed out before the restart; blocks after it are whole and not repeated.
+    assert!(
+        events[..restart]
+            .iter()
+            .any(|event| matches!(event, ProviderEvent::Stream(_)))
+    );
+    let blocks_after: Vec<usize> = events[restart..]
+        .iter()
+        .filter_map(|event| match event {
+            ProviderEvent::Block(block) => Some(block.index),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(blocks_after, [0, 1]);
+    let ProviderEvent::Done { message, .. } = events.last().unwrap() else {
+        panic!()
+    };
+    assert_eq!(message.text(), "first block");
+    assert_eq!(
+        message.content[1].as_tool_use().unwrap().input,
+        json!({"file_path": "a.rs"})
+    );
+}
+
+#[tokio::test]
+async fn prompt_too_long_and_bad_media_types_are_not_retried() {
+    let server = Server::start(Script::new(vec![Reply::error(
+        400,
+        "invalid_request_error",
+        "prompt is too long: 210000 tokens > 200000 maximum",
+    )]))
+    .await
+    .unwrap();
+    let client = make_client(config(&server), Arc::new(FakeSleeper::default()));
+    let (_, error) = collect(&client, "hi").await;
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::PromptTooLong);
+    assert_eq!(server.request_count(), 1);
+
+    let server = Server::start(Script::new(vec![Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: testkit::ReplyBody::Raw {
+            content_type: "application/json".into(),
+            bytes: b"{}".to_vec(),
+        },
+        faults: Faults::default(),
+    }]))
+    .await
+    .unwrap();
+    let client = make_client(config(&server), Arc::new(FakeSleeper::default()));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(events.is_empty());
+    assert_eq!(
+        error.unwrap().to_string(),
+        "not an event stream (HTTP 200): expected text/event-stream, got \"application/json\""
+    );
+}
+
+#[tokio::test]
+async fn an_overloaded_error_event_mid_stream_is_retried() {
+    let server = Server::start(Script::new(vec![
+        Reply::error_event("overloaded_error", "Overloaded"),
+        Reply::turn(Turn::new().text("ok")),
+    ]))
+    .await
+    .unwrap();
+    let client = make_client(config(&server), Arc::new(FakeSleeper::default()));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(server.request_count(), 2);
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, ProviderEvent::Restart { .. }))
+    );
+    assert_eq!(done_text(&events).as_deref(), Some("ok"));
+}
+
+#[tokio::test]
+async fn broken_streams_end_with_one_non_streaming_request() {
+    let turn = Turn::new().text("from the fallback");
+    let server = Server::start(Script::new(vec![
+        Reply::turn(turn.clone()).faults(Faults {
+            reset_after: Some(200),
+            ..Faults::default()
+        }),
+        Reply::turn(turn.clone()).faults(Faults {
+            reset_after: Some(200),
+            ..Faults::default()
+        }),
+        Reply::turn(turn),
+    ]))
+    .await
+    .unwrap();
+    let mut config = config(&server);
+    config.max_retries = 1;
+    let client = make_client(config, Arc::new(FakeSleeper::default()));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(server.request_count(), 3);
+    assert_eq!(server.requests()[2].json()["stream"], false);
+    let ProviderEvent::Done {
+        message,
+        non_streaming,
+        ..
+    } = events.last().unwrap()
+    else {
+        panic!()
+    };
+    assert!(non_streaming);
+    assert_eq!(message.text(), "from the fallback");
+}
+
+#[tokio::test]
+async fn tls_works_with_the_trusted_certificate_and_names_the_host_otherwise() {
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("secure"))]))
+        .await
+        .unwrap();
+    let client = make_client(config(&server), Arc::new(TokioSleeper));
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(done_text(&events).as_deref(), Some("secure"));
+
+    let mut untrusted = config(&server);
+    untrusted.extra_roots_pem.clear();
+    let client = make_client(untrusted, Arc::new(FakeSleeper::default()));
+    let (_, error) = collect(&client, "hi").await;
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Tls, "{error}");
+    assert!(
+        error
+            .message
+            .contains("TLS handshake with localhost failed"),
+        "{error}"
+    );
+    assert!(
+        error.message.contains("UnknownIssuer")
+            || error.message.contains("unknown issuer")
+            || error.message.contains("invalid peer certificate"),
+        "{error}"
+    );
+}
+
+fn cassette_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("provider-{name}-{}.jsonl", std::process::id()))
+}
+
+#[tokio::test]
+async fn record_then_replay_with_the_server_gone() {
+    let turns = vec![
+        Reply::turn(Turn::new().text("turn one").tool_use(
+            "toolu_1",
+            "Read",
+            json!({"file_path": "/work/repo/src/lib.rs"}),
+        )),
+        Reply::turn(Turn::new().thinking("hmm", "sig").text("turn two")),
+        Reply::turn(Turn::new().text("turn three")),
+    ];
+    let path = cassette_path("vcr");
+    let workspace = Some("/work/repo".to_owned());
+    let live_events = {
+        let server = Server::start(Script::new(turns)).await.unwrap();
+        let config = config(&server);
+        let transport =
+            RecordingTransport::new(HyperTransport::new(&[]).unwrap(), &path, workspace.clone())
+                .unwrap();
+        let client = AnthropicClient::with_transport(
+            config,
+            Arc::new(transport),
+            Arc::new(FakeSleeper::default()),
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        for prompt in ["one /work/repo/src/lib.rs", "two", "three"] {
+            let (events, error) = collect(&client, prompt).await;
+            assert!(error.is_none(), "{error:?}");
+            all.push(events);
+        }
+        all
+        // The server stops here.
+    };
+    let cassette = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(cassette.lines().count(), 3);
+    assert!(cassette.contains("${WORKSPACE}/src/lib.rs"));
+    assert!(
+        !cassette.contains("sk-test"),
+        "the API key is never written"
+    );
+
+    let replay = Arc::new(ReplayTransport::open(&path, workspace.clone(), false).unwrap());
+    let config = ClientConfig::new("http://127.0.0.1:9", Auth::ApiKey("other".into()));
+    let client = AnthropicClient::with_transport(
+        config.clone(),
+        replay.clone() as Arc<dyn Transport>,
+        Arc::new(FakeSleeper::default()),
+    )
+    .unwrap();
+    for (prompt, live) in ["one /work/repo/src/lib.rs", "two", "three"]
+        .into_iter()
+        .zip(&live_events)
+    {
+        let (events, error) = collect(&client, prompt).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(&events, live);
+    }
+    assert_eq!(replay.remaining(), 0);
+
+    // A changed request fails with a diff naming the field.
+    let replay = Arc::new(ReplayTransport::open(&path, workspace, false).unwrap());
+    let client = AnthropicClient::with_transport(
+        config,
+        replay as Arc<dyn Transport>,
+        Arc::new(FakeSleeper::default()),
+    )
+    .unwrap();
+    let (_, error) = collect(&client, "ONE /work/repo/src/lib.rs").await;
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Replay);
+    assert_eq!(
+        error.message,
+        r#"request does not match the cassette: $.messages[0].content: recorded "one ${WORKSPACE}/src/lib.rs" but now "ONE ${WORKSPACE}/src/lib.rs""#
+    );
+    let _ = std::fs::remove_file(&path);
+}
