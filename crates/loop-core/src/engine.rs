@@ -304,12 +304,16 @@ pub async fn run_loop(
                 if !blocks.is_empty() {
                     let mut blocks = blocks;
                     blocks.sort_by_key(|block| block.index);
-                    messages.push(MessageParam {
+                    let partial = MessageParam {
                         role: Role::Assistant,
                         content: blocks.into_iter().map(|block| block.block).collect(),
-                    });
+                    };
+                    emit(LoopEvent::PartialAssistant(partial.clone()));
+                    messages.push(partial);
                     if !results.is_empty() {
-                        messages.push(results_message(&results, &[]));
+                        let results = results_message(&results, &[]);
+                        emit(LoopEvent::ToolResults(results.clone()));
+                        messages.push(results);
                     }
                 }
                 state.messages = messages;
@@ -386,7 +390,9 @@ pub async fn run_loop(
             messages.push(message.to_param());
             if state.max_tokens_recoveries >= config.max_tokens_recoveries {
                 if has_tool_uses {
-                    messages.push(results_message(&results, &[]));
+                    let results = results_message(&results, &[]);
+                    emit(LoopEvent::ToolResults(results.clone()));
+                    messages.push(results);
                 }
                 state.messages = messages;
                 break Terminal::ModelError(ModelError::MaxTokensExhausted(
@@ -395,6 +401,7 @@ pub async fn run_loop(
             }
             let mut next = results_message(&results, &repeat_notes);
             next.content.push(ContentBlock::text(RESUME_PROMPT));
+            emit(LoopEvent::ToolResults(next.clone()));
             messages.push(next);
             let covered = messages.len() - 1;
             state = State {
@@ -427,10 +434,12 @@ pub async fn run_loop(
                         state.messages = messages;
                         break Terminal::StopHookCapReached;
                     }
-                    messages.push(MessageParam::user_text(format!(
+                    let feedback = MessageParam::user_text(format!(
                         "Stop hook feedback:\n{}",
                         reasons.join("\n")
-                    )));
+                    ));
+                    emit(LoopEvent::UserMessage(feedback.clone()));
+                    messages.push(feedback);
                     let covered = messages.len() - 1;
                     state = State {
                         messages,

@@ -133,8 +133,13 @@ pub enum LoopEvent {
     Assistant(Message),
     /// Tool execution.
     Tool(ExecutorEvent),
-    /// The tool results of a turn, as sent to the model.
+    /// The tool results of a turn, as sent to the model (with a resume prompt or a
+    /// corrective note when there is one).
     ToolResults(MessageParam),
+    /// The completed blocks of a response cut short by a user abort, as kept in the history.
+    PartialAssistant(MessageParam),
+    /// A user message the loop added itself (stop-hook feedback).
+    UserMessage(MessageParam),
     /// Context management.
     Context(ContextEvent),
     /// The model client is retrying.
