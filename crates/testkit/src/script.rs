@@ -188,13 +188,14 @@ pub fn sse_frame(event: &Value) -> Vec<u8> {
     format!("event: {ty}\ndata: {event}\n\n").into_bytes()
 }
 
-/// Splits `text` into about `parts` pieces at char boundaries (at least one piece).
+/// Splits `text` at char boundaries into about `parts` pieces of at most 32 chars (the size of
+/// real deltas), at least one piece.
 fn split_chars(text: &str, parts: usize) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     if chars.is_empty() {
         return vec![String::new()];
     }
-    let size = chars.len().div_ceil(parts.max(1));
+    let size = chars.len().div_ceil(parts.max(1)).min(32);
     chars
         .chunks(size)
         .map(|chunk| chunk.iter().collect())
