@@ -25,6 +25,14 @@ pub enum PairingError {
         /// Their role.
         role: Role,
     },
+    /// Two tool_use blocks of one message share an id (the API rejects it).
+    #[error("tool_use id {id} appears more than once in message {index}")]
+    DuplicateToolUse {
+        /// Index of the assistant message.
+        index: usize,
+        /// The repeated id.
+        id: ToolUseId,
+    },
     /// A tool_use has no tool_result in the next message.
     #[error("tool_use {id} in message {index} has no tool_result in the next message")]
     MissingResult {
@@ -179,6 +187,11 @@ pub enum Repair {
     /// A tool_use had no result; an "interrupted" error result was added.
     AddedMissingResult {
         /// The tool_use id.
+        id: ToolUseId,
+    },
+    /// A tool_use repeated an id already used in its message; the repeat was dropped.
+    DroppedDuplicateToolUse {
+        /// The repeated id.
         id: ToolUseId,
     },
     /// A tool_result answered no tool_use of the message before it (or repeated one); it

@@ -150,6 +150,8 @@ enum CallEnd {
     },
     Failed(ModelError),
     Aborted {
+        /// The whole response, when it had completed (its event was already emitted).
+        message: Option<Box<Message>>,
         blocks: Vec<CompletedBlock>,
         results: Vec<CompletedTool>,
         during_tools: bool,
@@ -296,20 +298,29 @@ pub async fn run_loop(
                 repeats,
             } => (message, results, repeat_stop, repeat_notes, repeats),
             CallEnd::Aborted {
+                message,
                 blocks,
                 results,
                 during_tools,
             } => {
                 let mut messages = std::mem::take(&mut state.messages);
-                if !blocks.is_empty() {
-                    let mut blocks = blocks;
-                    blocks.sort_by_key(|block| block.index);
-                    let partial = MessageParam {
-                        role: Role::Assistant,
-                        content: blocks.into_iter().map(|block| block.block).collect(),
-                    };
-                    emit(LoopEvent::PartialAssistant(partial.clone()));
-                    messages.push(partial);
+                let assistant = match message {
+                    // The response had completed (and was reported): keep it whole.
+                    Some(message) => Some(message.to_param()),
+                    None if !blocks.is_empty() => {
+                        let mut blocks = blocks;
+                        blocks.sort_by_key(|block| block.index);
+                        let partial = MessageParam {
+                            role: Role::Assistant,
+                            content: blocks.into_iter().map(|block| block.block).collect(),
+                        };
+                        emit(LoopEvent::PartialAssistant(partial.clone()));
+                        Some(partial)
+                    }
+                    None => None,
+                };
+                if let Some(assistant) = assistant {
+                    messages.push(assistant);
                     if !results.is_empty() {
                         let results = results_message(&results, &[]);
                         emit(LoopEvent::ToolResults(results.clone()));
@@ -657,7 +668,7 @@ async fn call_model(
                 }
                 // Keep only blocks whose tool_uses (if any) have results.
                 blocks.retain(|block| block.block.as_tool_use().is_none_or(|tool_use| added.contains(&tool_use.id)));
-                return CallEnd::Aborted { blocks, results, during_tools };
+                return CallEnd::Aborted { message: done.map(Box::new), blocks, results, during_tools };
             }
             item = stream.next(), if stream_open => match item {
                 None => {
