@@ -1,0 +1,137 @@
+//! The provider's client as loop-core's model port, and as the compaction summarizer.
+
+use bytes::Bytes;
+use context::{Summarizer, SummaryFuture, SummaryRequest};
+use futures_util::StreamExt as _;
+use loop_core::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream};
+use protocol::{CreateMessageRequest, SystemBlock, SystemPrompt};
+use provider::{AnthropicClient, ErrorKind, ProviderError, ProviderEvent};
+use tokio_util::sync::CancellationToken;
+
+/// [`AnthropicClient`] behind loop-core's [`ModelClient`].
+#[derive(Clone, Debug)]
+pub struct ProviderModel {
+    client: AnthropicClient,
+}
+
+impl ProviderModel {
+    /// Wraps `client`.
+    pub fn new(client: AnthropicClient) -> Self {
+        Self { client }
+    }
+}
+
+/// The loop's view of a provider error.
+fn model_error(error: ProviderError) -> ModelError {
+    let detail = error.to_string();
+    match error.kind {
+        ErrorKind::PromptTooLong => ModelError::PromptTooLong(detail),
+        ErrorKind::Overloaded | ErrorKind::SwitchToFallback => ModelError::Overloaded(detail),
+        ErrorKind::InvalidRequest if error.message.to_ascii_lowercase().contains("image") => {
+            ModelError::Image(detail)
+        }
+        ErrorKind::Connect
+        | ErrorKind::Tls
+        | ErrorKind::StreamIdle
+        | ErrorKind::StreamBroken
+        | ErrorKind::Cancelled => ModelError::Transport(detail),
+        _ => ModelError::Api {
+            status: error.status.unwrap_or(0),
+            message: detail,
+        },
+    }
+}
+
+fn model_event(event: ProviderEvent) -> Option<ModelEvent> {
+    Some(match event {
+        ProviderEvent::Stream(event) => ModelEvent::Stream(event),
+        ProviderEvent::Block(block) => ModelEvent::BlockComplete(block),
+        ProviderEvent::Retry {
+            attempt,
+            delay,
+            reason,
+            ..
+        } => ModelEvent::Retry {
+            attempt,
+            delay,
+            reason,
+        },
+        ProviderEvent::Restart {
+            reason,
+            non_streaming,
+        } => ModelEvent::Restart {
+            reason,
+            non_streaming,
+        },
+        ProviderEvent::Idle { silent_for } => ModelEvent::Idle { silent_for },
+        ProviderEvent::Done {
+            message,
+            block_status,
+            ..
+        } => ModelEvent::Done {
+            message,
+            block_status,
+        },
+        _ => return None,
+    })
+}
+
+impl ModelClient for ProviderModel {
+    fn stream(&self, request: &ModelRequest<'_>, cancel: CancellationToken) -> ModelStream {
+        let body = match serde_json::to_vec(request) {
+            Ok(body) => Bytes::from(body),
+            Err(error) => {
+                let error = ModelError::Transport(format!("serializing the request: {error}"));
+                return Box::pin(futures_util::stream::iter([Err(error)]));
+            }
+        };
+        let stream = self.client.stream(body, cancel);
+        Box::pin(stream.filter_map(|item| async move {
+            match item {
+                Ok(event) => model_event(event).map(Ok),
+                Err(error) => Some(Err(model_error(error))),
+            }
+        }))
+    }
+}
+
+/// The compaction summarizer: one model call with the summary request.
+#[derive(Clone, Debug)]
+pub struct ProviderSummarizer {
+    client: AnthropicClient,
+    model: String,
+}
+
+impl ProviderSummarizer {
+    /// Summaries by `model` through `client`.
+    pub fn new(client: AnthropicClient, model: String) -> Self {
+        Self { client, model }
+    }
+}
+
+impl Summarizer for ProviderSummarizer {
+    fn summarize(&self, request: SummaryRequest) -> SummaryFuture<'_> {
+        Box::pin(async move {
+            let max_tokens = u32::try_from(request.max_output.0).unwrap_or(u32::MAX);
+            let mut body =
+                CreateMessageRequest::new(self.model.clone(), max_tokens, request.messages);
+            body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
+                request.system,
+                None,
+            )]));
+            body.stream = Some(true);
+            let bytes = serde_json::to_vec(&body).map_err(|error| error.to_string())?;
+            let mut stream = self
+                .client
+                .stream(Bytes::from(bytes), CancellationToken::new());
+            while let Some(item) = stream.next().await {
+                if let ProviderEvent::Done { message, .. } =
+                    item.map_err(|error| error.to_string())?
+                {
+                    return Ok(message.text());
+                }
+            }
+            Err("the summary stream ended without a message".to_owned())
+        })
+    }
+}

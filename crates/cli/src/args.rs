@@ -1,0 +1,207 @@
+//! Command-line arguments, in Claude Code's vocabulary.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// A coding agent for the terminal: give it a task, it reads, searches, edits and runs
+/// commands in your repository until the task is done.
+#[derive(Debug, Parser)]
+#[command(name = "agent", version, about, long_about = None)]
+pub struct Args {
+    /// Run headless with this prompt, print the result and exit (the prompt is read from stdin
+    /// when it is not a terminal and no prompt is given).
+    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    /// Model to use [default: settings' `model`, else claude-opus-4-8].
+    #[arg(long, env = "ANTHROPIC_MODEL")]
+    pub model: Option<String>,
+
+    /// Model to switch to when the first one stays overloaded.
+    #[arg(long, value_name = "MODEL")]
+    pub fallback_model: Option<String>,
+
+    /// Stop after this many model turns (exit code 3, `error_max_turns`).
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+
+    /// Log to stderr (`AGENT_LOG` sets the filter, default `info` with this flag).
+    #[arg(long)]
+    pub verbose: bool,
+
+    /// Tools or rules to allow without asking, comma- or space-separated (`Read,Bash(git
+    /// diff:*)`).
+    #[arg(long = "allowedTools", alias = "allowed-tools", value_name = "RULES", num_args = 1..)]
+    pub allowed_tools: Vec<String>,
+
+    /// Tools or rules to refuse, comma- or space-separated.
+    #[arg(long = "disallowedTools", alias = "disallowed-tools", value_name = "RULES", num_args = 1..)]
+    pub disallowed_tools: Vec<String>,
+
+    /// Permission mode [default: settings' `permissions.defaultMode`, else default].
+    #[arg(long, value_enum)]
+    pub permission_mode: Option<PermissionModeArg>,
+
+    /// Another directory tools may read and write (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+
+    /// Working directory (default: the current one).
+    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// Replace the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
+
+    /// Append to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub append_system_prompt: Option<String>,
+
+    /// Resume a session by id, or load a transcript file (ours or Claude Code's).
+    #[arg(long, value_name = "ID|FILE")]
+    pub resume: Option<String>,
+
+    /// Resume the most recent session of this directory.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_session: bool,
+
+    /// Record every model exchange to this cassette (JSONL).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+
+    /// Answer model requests from this cassette instead of the network.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// With --replay: match recorded requests by position only.
+    #[arg(long, requires = "replay")]
+    pub replay_lenient: bool,
+
+    /// API base URL (default `ANTHROPIC_BASE_URL`, else https://api.anthropic.com).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Extra trusted root certificates, PEM (`SSL_CERT_FILE` too).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// Subcommand.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the offline demo: copy the bundled example project to a temporary directory, let
+    /// the agent fix its failing test from the recorded session, show the diff and the tests.
+    Demo {
+        /// Talk to the real API instead of replaying the recording (needs ANTHROPIC_API_KEY).
+        #[arg(long)]
+        live: bool,
+        /// Keep the temporary directory.
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+/// `--output-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The final answer (live text on a terminal).
+    Text,
+    /// One JSON result object.
+    Json,
+    /// One JSON object per line, Claude Code's stream-json shapes.
+    StreamJson,
+}
+
+/// `--permission-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PermissionModeArg {
+    /// Ask for anything not allowed (headless: refuse with a message).
+    Default,
+    /// Allow file edits inside the workspace without asking.
+    #[value(name = "acceptEdits")]
+    AcceptEdits,
+    /// Allow everything (still confined to the workspace).
+    #[value(name = "bypassPermissions")]
+    BypassPermissions,
+    /// Read-only tools only.
+    Plan,
+}
+
+impl PermissionModeArg {
+    /// Parses Claude Code's spelling (settings' `defaultMode`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "default" => Some(Self::Default),
+            "acceptEdits" => Some(Self::AcceptEdits),
+            "bypassPermissions" => Some(Self::BypassPermissions),
+            "plan" => Some(Self::Plan),
+            _ => None,
+        }
+    }
+}
+
+/// Splits `--allowedTools` values: commas and spaces separate rules, except inside
+/// parentheses (`Bash(git diff:*)` stays whole).
+pub fn split_rules(values: &[String]) -> Vec<String> {
+    let mut rules = Vec::new();
+    for value in values {
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in value.chars() {
+            match c {
+                '(' => {
+                    depth += 1;
+                    current.push(c);
+                }
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    current.push(c);
+                }
+                ',' | ' ' if depth == 0 => {
+                    if !current.trim().is_empty() {
+                        rules.push(current.trim().to_owned());
+                    }
+                    current.clear();
+                }
+                _ => current.push(c),
+            }
+        }
+        if !current.trim().is_empty() {
+            rules.push(current.trim().to_owned());
+        }
+    }
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_split_outside_parentheses() {
+        let values = vec![
+            "Read,Bash(git diff:*) Edit".to_owned(),
+            "Bash(npm run test:*)".to_owned(),
+        ];
+        assert_eq!(
+            split_rules(&values),
+            ["Read", "Bash(git diff:*)", "Edit", "Bash(npm run test:*)"]
+        );
+    }
+
+    #[test]
+    fn clap_definition_is_valid() {
+        use clap::CommandFactory as _;
+        Args::command().debug_assert();
+    }
+}

@@ -1,0 +1,111 @@
+//! The system prompt and the user context (memory files, environment facts).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The static system prompt: byte-stable across runs so it stays in the prompt cache.
+pub const SYSTEM_PROMPT: &str = "You are agent, a coding agent working in the user's repository from the terminal.
+
+Work on the task until it is done, using the tools: Read files before editing them, search with Grep and Glob instead of guessing, make small exact edits with Edit, and run commands (tests, builds) with Bash to check your work. Prefer the repository's own conventions, tools and tests.
+
+Be concise: say what you found and what you changed, not what you are about to do. Never invent file contents, command output or test results: run the tool. When something fails, read the error and fix the cause. Stay inside the working directory unless told otherwise. When the task is done, answer with a short summary of the change and how you verified it.";
+
+/// Most bytes of memory files put in the user context.
+pub const MEMORY_CAP_BYTES: usize = 40_000;
+
+/// Memory files: AGENTS.md and CLAUDE.md from `cwd` up to the repository root (outermost
+/// first), then the user's own (`~/.claude/CLAUDE.md`, `$XDG_CONFIG_HOME/agent/AGENTS.md`).
+pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
+    let mut project = Vec::new();
+    for dir in cwd.ancestors() {
+        for name in ["AGENTS.md", "CLAUDE.md"] {
+            let path = dir.join(name);
+            if path.is_file() {
+                project.push(path);
+            }
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    project.reverse();
+    let mut files = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        let path = home.join(".claude").join("CLAUDE.md");
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    if let Some(config) = dirs::config_dir() {
+        let path = config.join("agent").join("AGENTS.md");
+        if path.is_file() {
+            files.push(path);
+        }
+    }
+    files.extend(project);
+    files
+}
+
+/// `git status --short` of `cwd`, or `None` outside a repository (bounded to 2 s).
+async fn git_status(cwd: &Path) -> Option<String> {
+    let output = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::process::Command::new("git")
+            .args(["status", "--short", "--branch"])
+            .current_dir(cwd)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    output.status.success().then(|| {
+        String::from_utf8_lossy(&output.stdout)
+            .trim_end()
+            .to_owned()
+    })
+}
+
+/// The user context: environment facts and memory files, capped at [`MEMORY_CAP_BYTES`].
+pub async fn user_context(cwd: &Path, date: &str) -> String {
+    let mut text = format!(
+        "Working directory: {}\nToday's date: {date}\n",
+        cwd.display()
+    );
+    if let Some(status) = git_status(cwd).await {
+        let status: String = status.lines().take(40).collect::<Vec<_>>().join("\n");
+        text.push_str(&format!("Git status:\n{status}\n"));
+    }
+    let mut used = 0;
+    for path in memory_files(cwd) {
+        let Ok(content) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let room = MEMORY_CAP_BYTES.saturating_sub(used);
+        if room == 0 {
+            text.push_str(&format!(
+                "\n(memory file {} skipped: the memory budget is used up)\n",
+                path.display()
+            ));
+            continue;
+        }
+        let mut cut = content.len().min(room);
+        while !content.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.push_str(&format!(
+            "\nContents of {} (instructions for this project):\n{}\n",
+            path.display(),
+            &content[..cut]
+        ));
+        if cut < content.len() {
+            text.push_str(&format!(
+                "(cut: {} of {} bytes shown)\n",
+                cut,
+                content.len()
+            ));
+        }
+        used += cut;
+    }
+    text
+}

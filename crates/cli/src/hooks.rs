@@ -1,0 +1,234 @@
+//! Command hooks with Claude Code's protocol: the event as JSON on stdin; exit 0 goes on
+//! (stdout may hold a JSON answer), exit 2 blocks with stderr as the reason, any other exit is
+//! a non-blocking error. JSON answers: `{"decision":"block","reason":…}` blocks,
+//! `{"continue":false,"stopReason":…}` ends the run. A hook that fails or times out never
+//! ends the session.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor::{CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall};
+use loop_core::{StopDecision, StopFuture, StopHook, StopHookInput};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::settings::HookMatcher;
+
+/// What a hook answered.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Go,
+    Block(String),
+    End(String),
+}
+
+/// Facts every hook event carries.
+#[derive(Clone, Debug)]
+pub struct HookEnv {
+    /// The session id.
+    pub session_id: String,
+    /// The transcript file.
+    pub transcript_path: PathBuf,
+    /// The working directory (hooks run there).
+    pub cwd: PathBuf,
+    /// The permission mode's name.
+    pub permission_mode: String,
+}
+
+impl HookEnv {
+    fn event(&self, name: &str, mut fields: Value) -> Value {
+        let mut event = json!({
+            "session_id": self.session_id,
+            "transcript_path": self.transcript_path,
+            "cwd": self.cwd,
+            "permission_mode": self.permission_mode,
+            "hook_event_name": name,
+        });
+        if let (Some(event), Some(fields)) = (event.as_object_mut(), fields.as_object_mut()) {
+            event.append(fields);
+        }
+        event
+    }
+}
+
+/// Runs one hook command with `input` on stdin.
+async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Value) -> Answer {
+    let child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&env.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(error) => {
+            eprintln!("agent: hook `{command}` could not start: {error}");
+            return Answer::Go;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.to_string().as_bytes()).await;
+    }
+    let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => {
+            eprintln!("agent: hook `{command}` failed: {error}");
+            return Answer::Go;
+        }
+        Err(_) => {
+            eprintln!(
+                "agent: hook `{command}` timed out after {} s",
+                timeout.as_secs()
+            );
+            return Answer::Go;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    match output.status.code() {
+        Some(2) => Answer::Block(if stderr.is_empty() {
+            format!("blocked by hook `{command}`")
+        } else {
+            stderr
+        }),
+        Some(0) => {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let Ok(answer) = serde_json::from_str::<Value>(stdout.trim()) else {
+                return Answer::Go;
+            };
+            if answer.get("continue") == Some(&Value::Bool(false)) {
+                let reason = answer
+                    .get("stopReason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stopped by a hook");
+                return Answer::End(reason.to_owned());
+            }
+            if answer.get("decision").and_then(Value::as_str) == Some("block") {
+                let reason = answer
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("blocked by a hook");
+                return Answer::Block(reason.to_owned());
+            }
+            Answer::Go
+        }
+        _ => {
+            eprintln!(
+                "agent: hook `{command}` failed ({}): {stderr}",
+                output.status
+            );
+            Answer::Go
+        }
+    }
+}
+
+/// Runs every hook of `matchers` that applies to `tool` (all of them for `None`); the first
+/// end or block wins.
+async fn run_all(
+    env: &HookEnv,
+    matchers: &[HookMatcher],
+    tool: Option<&str>,
+    input: &Value,
+) -> Answer {
+    let mut blocks = Vec::new();
+    for matcher in matchers
+        .iter()
+        .filter(|matcher| tool.is_none_or(|tool| matcher.matches(tool)))
+    {
+        for hook in matcher.hooks.iter().filter(|hook| hook.kind == "command") {
+            let timeout = Duration::from_secs(hook.timeout.unwrap_or(60));
+            match run_command(env, &hook.command, timeout, input).await {
+                Answer::Go => {}
+                Answer::End(reason) => return Answer::End(reason),
+                Answer::Block(reason) => blocks.push(reason),
+            }
+        }
+    }
+    if blocks.is_empty() {
+        Answer::Go
+    } else {
+        Answer::Block(blocks.join("\n"))
+    }
+}
+
+/// The Stop hooks of the settings, as loop-core's stop hook.
+#[derive(Debug)]
+pub struct CommandStopHook {
+    env: HookEnv,
+    matchers: Vec<HookMatcher>,
+}
+
+impl CommandStopHook {
+    /// Stop hooks from `matchers`.
+    pub fn new(env: HookEnv, matchers: Vec<HookMatcher>) -> Self {
+        Self { env, matchers }
+    }
+}
+
+impl StopHook for CommandStopHook {
+    fn on_stop(&self, input: StopHookInput) -> StopFuture<'_> {
+        Box::pin(async move {
+            let event = self.env.event(
+                "Stop",
+                json!({
+                    "stop_hook_active": input.stop_hook_active,
+                    "last_assistant_message": input.last_assistant_message.text(),
+                }),
+            );
+            match run_all(&self.env, &self.matchers, None, &event).await {
+                Answer::Go => StopDecision::Allow,
+                Answer::Block(reason) => StopDecision::Block {
+                    reasons: vec![reason],
+                },
+                Answer::End(reason) => StopDecision::Prevent { reason },
+            }
+        })
+    }
+}
+
+/// PreToolUse hooks in front of the permission gate: a hook that blocks denies the call.
+pub struct HookedGate {
+    env: HookEnv,
+    matchers: Vec<HookMatcher>,
+    inner: Arc<dyn CanUseTool>,
+}
+
+impl std::fmt::Debug for HookedGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookedGate")
+            .field("matchers", &self.matchers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HookedGate {
+    /// `matchers` before `inner`.
+    pub fn new(env: HookEnv, matchers: Vec<HookMatcher>, inner: Arc<dyn CanUseTool>) -> Self {
+        Self {
+            env,
+            matchers,
+            inner,
+        }
+    }
+}
+
+impl CanUseTool for HookedGate {
+    fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
+        Box::pin(async move {
+            let event = self.env.event(
+                "PreToolUse",
+                json!({"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}),
+            );
+            match run_all(&self.env, &self.matchers, Some(&call.name), &event).await {
+                Answer::Block(reason) | Answer::End(reason) => {
+                    PermissionDecision::deny(format!("a PreToolUse hook refused it: {reason}"))
+                }
+                Answer::Go => self.inner.check(call, tool).await,
+            }
+        })
+    }
+}

@@ -1,0 +1,193 @@
+//! Settings files in Claude Code's schema: `~/.config/agent/settings.json`, then the
+//! project's `.agent/settings.json` and `.agent/settings.local.json`; later files win for
+//! single values, lists are concatenated; flags win over all of them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use serde::Deserialize;
+
+/// `permissions` in settings.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PermissionSettings {
+    /// Rules allowed without asking.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Rules always asked.
+    #[serde(default)]
+    pub ask: Vec<String>,
+    /// Rules refused.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// `default`, `acceptEdits`, `bypassPermissions` or `plan`.
+    #[serde(default)]
+    pub default_mode: Option<String>,
+    /// Extra directories.
+    #[serde(default)]
+    pub additional_directories: Vec<PathBuf>,
+}
+
+/// One command hook.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HookCommand {
+    /// Always `command`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Run with `bash -c`.
+    pub command: String,
+    /// Seconds before the hook is abandoned (default 60).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+}
+
+/// Hooks for the tools a matcher names (`Edit|Write`, `*`, or none for every tool).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HookMatcher {
+    /// Tool names separated by `|`; `*` or absent matches every tool.
+    #[serde(default)]
+    pub matcher: Option<String>,
+    /// The commands.
+    pub hooks: Vec<HookCommand>,
+}
+
+impl HookMatcher {
+    /// Whether this matcher applies to `tool`.
+    pub fn matches(&self, tool: &str) -> bool {
+        match self.matcher.as_deref().map(str::trim) {
+            None | Some("") | Some("*") => true,
+            Some(pattern) => pattern.split('|').any(|name| name.trim() == tool),
+        }
+    }
+}
+
+/// The settings that `agent` uses.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Permission rules and mode.
+    #[serde(default)]
+    pub permissions: PermissionSettings,
+    /// Hooks by event (`Stop`, `PreToolUse`, `PostToolUse`, ...).
+    #[serde(default)]
+    pub hooks: BTreeMap<String, Vec<HookMatcher>>,
+    /// Default model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Environment for tools and hooks.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Keys of Claude Code's schema this tool does not use are accepted and ignored.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Settings {
+    fn merge(&mut self, later: Settings) {
+        self.permissions.allow.extend(later.permissions.allow);
+        self.permissions.ask.extend(later.permissions.ask);
+        self.permissions.deny.extend(later.permissions.deny);
+        self.permissions
+            .additional_directories
+            .extend(later.permissions.additional_directories);
+        if later.permissions.default_mode.is_some() {
+            self.permissions.default_mode = later.permissions.default_mode;
+        }
+        for (event, matchers) in later.hooks {
+            self.hooks.entry(event).or_default().extend(matchers);
+        }
+        if later.model.is_some() {
+            self.model = later.model;
+        }
+        self.env.extend(later.env);
+    }
+}
+
+/// Parses one settings file.
+///
+/// # Errors
+///
+/// Naming the file, the line and column, and the field when the JSON or a field is wrong.
+pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
+    serde_json::from_str(text).map_err(|error| {
+        anyhow::anyhow!(
+            "{}:{}:{}: invalid settings: {error}",
+            path.display(),
+            error.line(),
+            error.column()
+        )
+    })
+}
+
+/// The settings files that apply to `cwd`, lowest precedence first.
+pub fn files(cwd: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if let Some(config) = dirs::config_dir() {
+        files.push(config.join("agent").join("settings.json"));
+    }
+    files.push(cwd.join(".agent").join("settings.json"));
+    files.push(cwd.join(".agent").join("settings.local.json"));
+    files
+}
+
+/// Loads and merges every settings file that exists.
+///
+/// # Errors
+///
+/// As [`parse`], or when a file exists but cannot be read.
+pub fn load(cwd: &Path) -> anyhow::Result<Settings> {
+    let mut settings = Settings::default();
+    for path in files(cwd) {
+        if !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        settings.merge(parse(&path, &text)?);
+    }
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_code_settings_parse() {
+        let text = r#"{
+  "permissions": {"allow": ["Bash(git diff:*)"], "deny": ["Read(./secrets/**)"], "defaultMode": "acceptEdits"},
+  "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./check.sh", "timeout": 30}]}],
+            "PreToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "lint"}]}]},
+  "model": "claude-opus-4-8",
+  "includeCoAuthoredBy": false
+}"#;
+        let settings = parse(Path::new("s.json"), text).unwrap();
+        assert_eq!(
+            settings.permissions.default_mode.as_deref(),
+            Some("acceptEdits")
+        );
+        assert_eq!(settings.hooks["Stop"][0].hooks[0].timeout, Some(30));
+        assert!(settings.hooks["PreToolUse"][0].matches("Write"));
+        assert!(!settings.hooks["PreToolUse"][0].matches("Read"));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = "{\n  \"permissions\": {\n    \"allow\": \"Bash\"\n  }\n}";
+        let error = parse(Path::new("/p/.agent/settings.json"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("/p/.agent/settings.json:3:"), "{error}");
+        assert!(
+            error.contains("invalid type: string \"Bash\", expected a sequence"),
+            "{error}"
+        );
+        let error = parse(Path::new("x.json"), r#"{"permissions": {"alow": []}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `alow`"), "{error}");
+    }
+}

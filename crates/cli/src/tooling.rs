@@ -1,0 +1,134 @@
+//! The built-in tools, the permission gate, and the file services context management uses.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use context::{FileSource, ResultStore};
+use executor::{CanUseTool, Tool, Workspace};
+use protocol::ToolUseId;
+
+use crate::args::PermissionModeArg;
+
+/// Permission rules in Claude Code's syntax, from settings and flags.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    /// Allowed without asking.
+    pub allow: Vec<String>,
+    /// Always asked (headless: refused).
+    pub ask: Vec<String>,
+    /// Refused.
+    pub deny: Vec<String>,
+}
+
+/// The tools and the gate of a session.
+pub struct Tooling {
+    /// The tools the model may call.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// The permission gate.
+    pub permissions: Arc<dyn CanUseTool>,
+    /// The mode's name, as Claude Code spells it.
+    pub mode_name: &'static str,
+}
+
+/// L1's store: oversized tool results go to the session's `tool-results/` folder.
+#[derive(Debug)]
+pub struct DirStore {
+    dir: PathBuf,
+}
+
+impl DirStore {
+    /// Stores under `dir` (created on first use).
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+}
+
+impl ResultStore for DirStore {
+    fn persist(&mut self, tool_use_id: &ToolUseId, text: &str) -> Result<String, String> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|error| format!("{}: {error}", self.dir.display()))?;
+        // Ids come from the API; keep only safe characters in the file name.
+        let name: String = tool_use_id
+            .as_str()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self.dir.join(format!("{name}.txt"));
+        std::fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
+        Ok(path.to_string_lossy().into_owned())
+    }
+}
+
+/// Current file contents for re-attachment after compaction, confined to the workspace.
+#[derive(Debug)]
+pub struct WorkspaceFiles {
+    workspace: Arc<Workspace>,
+}
+
+impl WorkspaceFiles {
+    /// Reads files of `workspace`.
+    pub fn new(workspace: Arc<Workspace>) -> Self {
+        Self { workspace }
+    }
+
+    fn inside(&self, path: &Path) -> bool {
+        std::iter::once(&self.workspace.cwd)
+            .chain(&self.workspace.additional_dirs)
+            .any(|root| path.starts_with(root))
+    }
+}
+
+impl FileSource for WorkspaceFiles {
+    fn read(&self, path: &str) -> Option<String> {
+        let path = self.workspace.cwd.join(path).canonicalize().ok()?;
+        if !self.inside(&path) {
+            return None;
+        }
+        let bytes = std::fs::read(&path).ok()?;
+        // Binary files are not re-attached.
+        String::from_utf8(bytes).ok()
+    }
+}
+
+/// The session's tools and gate: the built-in tools confined to `workspace`, the mode and
+/// the `--allowedTools` / `--disallowedTools` rules; headless, so "ask" means deny with a
+/// message.
+///
+/// # Errors
+///
+/// When a permission rule does not parse.
+pub fn build(
+    workspace: &Arc<Workspace>,
+    mode: PermissionModeArg,
+    rules: Rules,
+    results_dir: &Path,
+) -> anyhow::Result<Tooling> {
+    let default_mode = match mode {
+        PermissionModeArg::Default => tools::PermissionMode::Default,
+        PermissionModeArg::AcceptEdits => tools::PermissionMode::AcceptEdits,
+        PermissionModeArg::BypassPermissions => tools::PermissionMode::BypassPermissions,
+        PermissionModeArg::Plan => tools::PermissionMode::Plan,
+    };
+    let set = tools::ToolSet::new(tools::ToolSetConfig {
+        workspace: Arc::clone(workspace),
+        permissions: tools::PermissionConfig {
+            default_mode,
+            allow: rules.allow,
+            ask: rules.ask,
+            deny: rules.deny,
+        },
+        tool_results_dir: Some(results_dir.to_path_buf()),
+        prompter: None,
+    })?;
+    Ok(Tooling {
+        tools: set.tools(),
+        permissions: set.gate(),
+        mode_name: default_mode.as_str(),
+    })
+}

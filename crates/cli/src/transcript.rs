@@ -1,0 +1,215 @@
+//! Session transcripts: one JSON entry per line, written and fsynced as each message completes,
+//! in the shape Claude Code uses (`{"type":"user"|"assistant","message":…,"session_id",
+//! "uuid","timestamp","cwd"}`), so both kinds of transcript load the same way.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use context::{HistoryItem, Repair, normalize};
+use protocol::{MessageParam, Role};
+use serde_json::{Value, json};
+
+/// `~/.local/share/agent/projects/<slug>/` for the working directory `cwd`; the slug is the
+/// path with every `/` replaced by `-` (Claude Code's rule).
+pub fn project_dir(cwd: &Path) -> anyhow::Result<PathBuf> {
+    let base = dirs::data_dir().context("no data directory (set HOME or XDG_DATA_HOME)")?;
+    let slug = cwd.to_string_lossy().replace(['/', '\\'], "-");
+    Ok(base.join("agent").join("projects").join(slug))
+}
+
+/// RFC 3339 UTC timestamp with milliseconds.
+pub fn timestamp(now: SystemTime) -> String {
+    let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600,
+        rest % 3_600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Appends entries to a session file, fsyncing each.
+#[derive(Debug)]
+pub struct Transcript {
+    file: File,
+    path: PathBuf,
+    session_id: String,
+    cwd: String,
+}
+
+impl Transcript {
+    /// Opens (or creates) `path` for appending.
+    ///
+    /// # Errors
+    ///
+    /// When the directory or file cannot be created.
+    pub fn open(path: PathBuf, session_id: String, cwd: &Path) -> anyhow::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening transcript {}", path.display()))?;
+        Ok(Self {
+            file,
+            path,
+            session_id,
+            cwd: cwd.to_string_lossy().into_owned(),
+        })
+    }
+
+    /// Appends one message entry and fsyncs.
+    ///
+    /// # Errors
+    ///
+    /// When writing or syncing fails (the caller reports it; the run goes on).
+    pub fn append(&mut self, role: Role, message: &Value) -> anyhow::Result<()> {
+        let entry = json!({
+            "type": match role { Role::User => "user", Role::Assistant => "assistant" },
+            "message": message,
+            "session_id": self.session_id,
+            "uuid": uuid::Uuid::new_v4().to_string(),
+            "timestamp": timestamp(SystemTime::now()),
+            "cwd": self.cwd,
+        });
+        let mut line = serde_json::to_vec(&entry)?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .with_context(|| format!("writing {}", self.path.display()))?;
+        self.file
+            .sync_data()
+            .with_context(|| format!("syncing {}", self.path.display()))?;
+        Ok(())
+    }
+
+    /// Appends a history message.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append`].
+    pub fn append_param(&mut self, message: &MessageParam) -> anyhow::Result<()> {
+        self.append(message.role, &serde_json::to_value(message)?)
+    }
+}
+
+/// A loaded history and what was repaired on the way.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The history, valid for a request.
+    pub messages: Vec<MessageParam>,
+    /// The session id found in the file, if any.
+    pub session_id: Option<String>,
+    /// Repairs made (merged entries, interrupted tool results, dropped orphans).
+    pub repairs: Vec<Repair>,
+}
+
+/// Loads a transcript (ours or Claude Code's): user and assistant entries in order, other
+/// entries skipped; then normalized, so a dangling tool_use at the end gets an "interrupted"
+/// result.
+///
+/// # Errors
+///
+/// Naming the file and line when a line is not JSON or a message does not parse.
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut items = Vec::new();
+    let mut session_id = None;
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry: Value = match serde_json::from_str(line) {
+            Ok(entry) => entry,
+            // A crash can leave the last line half-written: that message is lost, the rest
+            // stands.
+            Err(_) if number + 1 == text.lines().count() => break,
+            Err(error) => bail!(
+                "{}:{}: not a JSON entry: {error}",
+                path.display(),
+                number + 1
+            ),
+        };
+        let kind = entry
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !matches!(kind, "user" | "assistant") {
+            continue;
+        }
+        if session_id.is_none() {
+            session_id = entry
+                .get("session_id")
+                .or_else(|| entry.get("sessionId"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        let Some(message) = entry.get("message") else {
+            continue;
+        };
+        let role = if kind == "user" { "user" } else { "assistant" };
+        let param = json!({"role": role, "content": message.get("content").cloned().unwrap_or(Value::Null)});
+        let param: MessageParam = serde_json::from_value(param).with_context(|| {
+            format!(
+                "{}:{}: the {kind} message does not parse",
+                path.display(),
+                number + 1
+            )
+        })?;
+        if param.content.is_empty() {
+            continue;
+        }
+        items.push(HistoryItem::Message(param));
+    }
+    let (messages, repairs) = normalize(items);
+    Ok(Loaded {
+        messages,
+        session_id,
+        repairs,
+    })
+}
+
+/// The most recently modified session file in `dir`.
+pub fn latest(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
+        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+        .max_by_key(|(modified, _)| *modified)
+        .map(|(_, path)| path)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_764_474_712_345);
+        assert_eq!(timestamp(t), "2025-11-30T03:51:52.345Z");
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    }
+}

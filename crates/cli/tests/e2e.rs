@@ -1,0 +1,465 @@
+//! End-to-end: the real `agent` binary against testkit over TLS, in a temporary git repository.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+struct Repo {
+    dir: PathBuf,
+    home: PathBuf,
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+fn repo(name: &str) -> Repo {
+    let base = std::env::temp_dir().join(format!("agent-e2e-{name}-{}", std::process::id()));
+    let dir = base.join("repo");
+    let home = base.join("home");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(dir.join("greet.py"), "def greet():\n    return 'helo'\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "remember the milk\n").unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    Repo {
+        dir: dir.canonicalize().unwrap(),
+        home: base.join("home"),
+    }
+}
+
+/// Runs the binary in `repo` against `server`; returns the output.
+async fn agent(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
+    let cert = repo.home.join("ca.pem");
+    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(["--base-url", &server.base_url(), "--ca-cert"])
+        .arg(&cert)
+        .arg("-C")
+        .arg(&repo.dir)
+        .args(extra)
+        // Sessions and settings go to the test's own home, never the user's.
+        .env("HOME", &repo.home)
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .output()
+        .await
+        .unwrap()
+}
+
+fn lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect()
+}
+
+/// Every request's tool_results answer exactly the previous request's tool_uses... checked as:
+/// the last user message's tool_result ids equal the previous assistant message's tool_use ids.
+fn check_pairing(request: &Value) {
+    let messages = request["messages"].as_array().unwrap();
+    for pair in messages.windows(2) {
+        if pair[0]["role"] == "assistant" {
+            let uses: Vec<&Value> = pair[0]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| &b["id"])
+                .collect();
+            let results: Vec<&Value> = pair[1]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_result")
+                .map(|b| &b["tool_use_id"])
+                .collect();
+            assert_eq!(
+                uses, results,
+                "tool_results pair with the previous tool_uses"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_four_turn_session_over_tls() {
+    let repo = repo("four");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .text("Looking around.")
+                .tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))
+                .tool_use(
+                    "toolu_g",
+                    "Grep",
+                    json!({"pattern": "helo", "output_mode": "content"}),
+                ),
+        ),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "greet.py", "old_string": "'helo'", "new_string": "'hello'"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({"command": "cat greet.py"}))),
+        Reply::turn(Turn::new().text("Fixed the typo in greet.py.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "fix the greeting",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(cat:*)",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'hello'\n"
+    );
+    assert_eq!(server.request_count(), 4);
+    let requests = server.requests();
+    for request in &requests {
+        check_pairing(&request.json());
+    }
+    // The Bash result of turn 3 is in request 4.
+    let last = requests[3].json();
+    let bash = last["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(bash.contains("return 'hello'"), "{bash}");
+
+    let lines = lines(&output);
+    assert_eq!(lines[0]["type"], "system");
+    assert_eq!(lines[0]["subtype"], "init");
+    assert_eq!(lines[0]["permissionMode"], "acceptEdits");
+    let types: Vec<&str> = lines
+        .iter()
+        .map(|line| line["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types.iter().filter(|t| **t == "user").count(),
+        4,
+        "one user line per tool_result"
+    );
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["num_turns"], 4);
+    assert_eq!(result["result"], "Fixed the typo in greet.py.");
+    assert_eq!(result["usage"]["input_tokens"], 400);
+    assert_eq!(result["terminal_reason"], "completed");
+    // The transcript was written where Claude Code users expect it.
+    let projects = repo.home.join("data/agent/projects");
+    let slug = repo.dir.to_string_lossy().replace('/', "-");
+    let sessions: Vec<_> = std::fs::read_dir(projects.join(slug)).unwrap().collect();
+    assert_eq!(sessions.len(), 1);
+}
+
+#[tokio::test]
+async fn max_turns_exits_3() {
+    let repo = repo("maxturns");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().tool_use(
+        "toolu_1",
+        "Read",
+        json!({"file_path": "notes.txt"}),
+    ))]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "loop", "--max-turns", "2", "--output-format", "json"],
+    )
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = &lines(&output)[0];
+    assert_eq!(result["subtype"], "error_max_turns");
+    assert_eq!(result["terminal_reason"], "max_turns");
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn a_write_outside_the_workspace_is_refused_and_the_session_goes_on() {
+    let repo = repo("outside");
+    let outside = repo.dir.parent().unwrap().join("escaped.txt");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": outside.to_string_lossy(), "content": "x"}),
+        )),
+        Reply::turn(Turn::new().text("I could not write there.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "write outside", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!outside.exists());
+    let result = &lines(&output)[0];
+    let denials = result["permission_denials"].as_array().unwrap();
+    assert_eq!(denials.len(), 1, "{result}");
+    assert_eq!(denials[0]["tool_name"], "Write");
+    assert_eq!(server.request_count(), 2);
+    let second = server.requests()[1].json();
+    let refused = second["messages"].as_array().unwrap().last().unwrap()["content"][0].clone();
+    assert_eq!(refused["is_error"], true);
+}
+
+#[tokio::test]
+async fn bad_flags_exit_2_and_version_works() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("--no-such-flag")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("--version")
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).starts_with("agent "));
+}
+
+#[tokio::test]
+async fn a_claude_code_transcript_resumes() {
+    let corpus = [
+        std::env::var("AGENT_CORPUS_DIR").ok().map(PathBuf::from),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|dir| dir.join("transcripts").is_dir());
+    let Some(corpus) = corpus else {
+        assert!(
+            std::env::var("CI").map_or(true, |ci| ci != "true"),
+            "corpus missing in CI"
+        );
+        eprintln!("*** SKIPPED: corpus not found ***");
+        return;
+    };
+    for entry in std::fs::read_dir(corpus.join("transcripts")).unwrap() {
+        let path = entry.unwrap().path();
+        let repo = repo("resume");
+        let server = Server::start_tls(Script::new(vec![Reply::turn(
+            Turn::new().text("Continuing."),
+        )]))
+        .await
+        .unwrap();
+        let output = agent(
+            &repo,
+            &server,
+            &[
+                "--resume",
+                &path.to_string_lossy(),
+                "-p",
+                "go on",
+                "--output-format",
+                "json",
+            ],
+        )
+        .await;
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let request = server.requests()[0].json();
+        check_pairing(&request);
+        let messages = request["messages"].as_array().unwrap();
+        assert!(
+            messages.len() > 2,
+            "{}: the history was loaded",
+            path.display()
+        );
+        assert_eq!(messages[0]["role"], "user");
+        let history: Vec<protocol::MessageParam> =
+            serde_json::from_value(request["messages"].clone()).unwrap();
+        context::validate_pairing(&history)
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    }
+}
+
+#[tokio::test]
+async fn a_stop_hook_that_blocks_once_costs_one_more_request() {
+    let repo = repo("stophook");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    // Blocks the first time (no marker yet), then lets the turn end.
+    let hook = "if [ -f .hook-ran ]; then exit 0; fi; touch .hook-ran; echo 'Run the linter before you stop.' >&2; exit 2";
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": hook}]}]}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Linted and done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "finish", "--output-format", "json"]).await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(server.request_count(), 2);
+    let second = server.requests()[1].json();
+    let last = second["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["role"], "user");
+    assert!(
+        last.to_string().contains("Run the linter before you stop."),
+        "{last}"
+    );
+    assert_eq!(lines(&output)[0]["result"], "Linted and done.");
+}
+
+#[tokio::test]
+async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let repo = repo("sigint");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_sleep",
+            "Bash",
+            json!({"command": "sleep 30; echo done"}),
+        )),
+        Reply::turn(Turn::new().text("Resumed fine.")),
+    ]))
+    .await
+    .unwrap();
+    let cert = repo.home.join("ca.pem");
+    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(["--base-url", &server.base_url(), "--ca-cert"])
+        .arg(&cert)
+        .arg("-C")
+        .arg(&repo.dir)
+        .args([
+            "-p",
+            "sleep",
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "json",
+        ])
+        .env("HOME", &repo.home)
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap() as i32;
+    // Wait until the Bash call runs (a `sleep 30` child appears).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read_to_string(entry.path().join("cmdline"))
+            .is_ok_and(|cmd| cmd.starts_with("sleep\u{0}30"))
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Bash call never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let start = std::time::Instant::now();
+    kill(Pid::from_raw(pid), Signal::SIGINT).unwrap();
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(lines(&output)[0]["terminal_reason"], "aborted_tools");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let sleeping = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        let cmd = std::fs::read_to_string(entry.path().join("cmdline")).unwrap_or_default();
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        cmd.starts_with("sleep\u{0}30")
+            && !state
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    });
+    assert!(!sleeping, "the sleep child was left behind");
+    // --continue: the transcript is valid and the session goes on.
+    let output = agent(
+        &repo,
+        &server,
+        &["--continue", "-p", "go on", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let request = server.requests().last().unwrap().json();
+    check_pairing(&request);
+    let history: Vec<protocol::MessageParam> =
+        serde_json::from_value(request["messages"].clone()).unwrap();
+    context::validate_pairing(&history).unwrap();
+    assert!(request.to_string().contains("toolu_sleep"));
+}

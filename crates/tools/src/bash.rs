@@ -1,0 +1,550 @@
+//! `Bash {command, timeout?, description?}`: runs a command with `bash -c`.
+//!
+//! Guarantees:
+//!
+//! - The command runs in its own process group (`setpgid(0, 0)` at spawn) with stdin closed
+//!   and stdout and stderr on one pipe, so the output interleaves as on a terminal.
+//! - When the call is cancelled or times out, the whole group gets SIGTERM, then SIGKILL
+//!   200 ms later if anything is left; when the shell exits normally, whatever it left
+//!   running in its group (background jobs holding the pipe) is stopped the same way after
+//!   50 ms. If the future is dropped half-way, a guard SIGKILLs the group. No orphan of the
+//!   group survives the call (a process that left the group with `setsid` is its own).
+//! - The working directory persists between calls: an `EXIT` trap writes `pwd -P` to a
+//!   temporary file named by `$__AGENT_CWD_FILE`; when it lies inside the workspace the next
+//!   command (and relative paths of the file tools) start there, otherwise the session's
+//!   directory is reset to the workspace's and the result says so. A command that ends with
+//!   `exec` or is killed keeps the previous directory.
+//! - Output beyond 30,000 characters is cut in the middle, with a marker saying how many
+//!   characters were cut; memory stays bounded (64 KiB head and tail) whatever the command
+//!   prints.
+
+use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolProgress};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+
+use crate::common::{parse_input, truncate_middle};
+use crate::paths;
+use crate::permissions::{readonly, shell};
+use crate::session::Shared;
+
+/// Timeout when the input gives none, in milliseconds.
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Longest timeout accepted, in milliseconds.
+pub(crate) const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Characters of output returned; the middle of longer output is cut.
+pub(crate) const MAX_OUTPUT_CHARS: usize = 30_000;
+/// After the shell exits, how long processes it left behind may keep the pipe open.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(50);
+/// Between SIGTERM and SIGKILL.
+const TERM_GRACE: Duration = Duration::from_millis(200);
+/// Bytes of output kept from the start and from the end.
+const KEEP_BYTES: usize = 64 * 1024;
+/// Least time between two progress reports.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+const DESCRIPTION: &str = "Runs a shell command with `bash -c` and returns its output (stdout and stderr together) and, when it is not 0, its exit code. \
+The command starts in the working directory, which persists between calls: after `cd sub`, later commands and relative file paths start in `sub` (a `cd` outside the workspace is undone). \
+Times out after `timeout` milliseconds (default 120000, at most 600000); on timeout or interruption the command and everything it started are killed. Background jobs (`&`) are stopped when the command finishes. \
+Output over 30000 characters is cut in the middle. stdin is closed, so interactive commands fail instead of waiting: pass flags such as `-y` or `--no-edit`. \
+Quote paths containing spaces. Chain dependent commands with `&&`. Prefer the Read, Glob, Grep, Edit and Write tools over cat, find, grep, sed and echo redirection for files.";
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    command: String,
+    timeout: Option<u64>,
+    #[allow(dead_code)] // shown to the user by the caller, not used here
+    description: Option<String>,
+}
+
+/// The Bash tool.
+pub(crate) struct BashTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl BashTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to run"},
+                "timeout": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_TIMEOUT_MS,
+                    "description": "Timeout in milliseconds (default 120000, at most 600000)"
+                },
+                "description": {
+                    "type": "string",
+                    "description": "What the command does, in 5 to 10 words, shown to the user"
+                }
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+fn command_of(input: &Value) -> Option<&str> {
+    input.get("command").and_then(Value::as_str)
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "Bash"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Safe only for one read-only command from the allow-list (see
+    /// [`crate::permissions::readonly`]) with no redirections, no chaining and no
+    /// substitutions.
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        let Some(Ok(analysis)) = command_of(input).map(shell::analyze) else {
+            return false;
+        };
+        match analysis.parts.as_slice() {
+            [part] => {
+                !analysis.compound
+                    && !part.carrier
+                    && part.redirects.is_empty()
+                    && readonly::is_read_only_command(&part.words)
+            }
+            _ => false,
+        }
+    }
+
+    fn is_read_only(&self, input: &Value) -> bool {
+        match command_of(input).map(shell::analyze) {
+            Some(Ok(analysis)) => analysis.parts.iter().all(readonly::is_read_only_part),
+            _ => false,
+        }
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: Input = parse_input("Bash", input)?;
+            let timeout = input
+                .timeout
+                .unwrap_or(DEFAULT_TIMEOUT_MS)
+                .clamp(1, MAX_TIMEOUT_MS);
+            run(
+                &self.shared,
+                &input.command,
+                Duration::from_millis(timeout),
+                &context,
+            )
+            .await
+        })
+    }
+}
+
+/// A temporary file the shell's `EXIT` trap writes its final directory to; removed on drop.
+struct CwdFile(PathBuf);
+
+impl CwdFile {
+    fn new() -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        Self(std::env::temp_dir().join(format!(
+            "agent-bash-cwd-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        )))
+    }
+
+    /// The directory the shell ended in, if it said.
+    fn read(&self) -> Option<PathBuf> {
+        let bytes = std::fs::read(&self.0).ok()?;
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+        (!bytes.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+    }
+}
+
+impl Drop for CwdFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// SIGKILLs the process group when dropped armed: the call's future was dropped half-way.
+struct GroupGuard {
+    group: Option<Pid>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            let _ = killpg(group, Signal::SIGKILL);
+        }
+    }
+}
+
+/// Keeps the first and last [`KEEP_BYTES`] of the output, counting the characters dropped
+/// between them.
+#[derive(Default)]
+struct OutputBuffer {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    dropped_chars: u64,
+    total_bytes: u64,
+}
+
+impl OutputBuffer {
+    fn push(&mut self, mut bytes: &[u8]) {
+        self.total_bytes += bytes.len() as u64;
+        if self.head.len() < KEEP_BYTES {
+            let take = (KEEP_BYTES - self.head.len()).min(bytes.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        self.tail.extend(bytes);
+        if self.tail.len() > KEEP_BYTES {
+            let excess = self.tail.len() - KEEP_BYTES;
+            // A character starts at every byte that is not a UTF-8 continuation byte.
+            self.dropped_chars += self
+                .tail
+                .range(..excess)
+                .filter(|byte| **byte & 0xC0 != 0x80)
+                .count() as u64;
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// The output, middle-truncated to [`MAX_OUTPUT_CHARS`], trailing whitespace trimmed.
+    fn finish(self) -> String {
+        let tail: Vec<u8> = self.tail.into();
+        let text = if self.dropped_chars == 0 {
+            let mut all = self.head;
+            all.extend_from_slice(&tail);
+            String::from_utf8_lossy(&all).into_owned()
+        } else {
+            // The rest of a character whose first byte was dropped.
+            let start = tail
+                .iter()
+                .position(|byte| byte & 0xC0 != 0x80)
+                .unwrap_or(tail.len());
+            let mut text = String::from_utf8_lossy(&self.head).into_owned();
+            text.push_str(&String::from_utf8_lossy(&tail[start..]));
+            text
+        };
+        truncate_middle(text.trim_end(), MAX_OUTPUT_CHARS, self.dropped_chars)
+    }
+}
+
+/// How the wait for the command ended.
+enum End {
+    Finished,
+    Cancelled,
+    TimedOut,
+}
+
+async fn run(
+    shared: &Shared,
+    command: &str,
+    timeout: Duration,
+    context: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let workspace = &context.workspace;
+    let cwd = shared.cwd(workspace);
+    if !cwd.is_dir() {
+        return Err(ToolError::CouldNotRun(format!(
+            "the working directory {} does not exist",
+            cwd.display()
+        )));
+    }
+    let cwd_file = CwdFile::new();
+    let script = format!("trap 'pwd -P >| \"$__AGENT_CWD_FILE\" 2>/dev/null' EXIT; {command}");
+    let could_not_run = |what: &str, error: std::io::Error| {
+        ToolError::CouldNotRun(format!("could not {what}: {error}"))
+    };
+    let (reader, writer) = std::io::pipe().map_err(|e| could_not_run("create a pipe", e))?;
+    let writer_for_stderr = writer
+        .try_clone()
+        .map_err(|e| could_not_run("create a pipe", e))?;
+    let mut bash = Command::new("bash");
+    bash.arg("-c")
+        .arg(&script)
+        .current_dir(&cwd)
+        .env("__AGENT_CWD_FILE", &cwd_file.0)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer_for_stderr)
+        .process_group(0);
+    let spawned = bash.spawn();
+    // Our copies of the pipe's write end must close, or the read end never sees EOF.
+    drop(bash);
+    let mut child = spawned.map_err(|e| could_not_run("start bash", e))?;
+    let Some(group) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+    else {
+        return Err(ToolError::CouldNotRun(
+            "bash exited before it could be watched".into(),
+        ));
+    };
+    let mut guard = GroupGuard { group: Some(group) };
+    let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(|e| could_not_run("read the command's output", e))?;
+    tracing::debug!(pid = group.as_raw(), cwd = %cwd.display(), "bash started");
+
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut output = OutputBuffer::default();
+    let mut buffer = vec![0u8; 16 * 1024];
+    let mut status: Option<ExitStatus> = None;
+    let mut eof = false;
+    let mut drain_until: Option<tokio::time::Instant> = None;
+    let mut last_progress = Instant::now();
+    let end = loop {
+        if eof && status.is_some() {
+            break End::Finished;
+        }
+        tokio::select! {
+            biased;
+            () = context.cancel.cancelled() => break End::Cancelled,
+            () = tokio::time::sleep_until(deadline) => break End::TimedOut,
+            waited = child.wait(), if status.is_none() => match waited {
+                Ok(exit) => {
+                    status = Some(exit);
+                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                Err(error) => return Err(could_not_run("wait for bash", error)),
+            },
+            () = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
+                // Background processes still hold the pipe; they are stopped below.
+                break End::Finished;
+            }
+            read = pipe.read(&mut buffer), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(count) => {
+                    output.push(&buffer[..count]);
+                    if last_progress.elapsed() >= PROGRESS_EVERY {
+                        last_progress = Instant::now();
+                        context.progress(progress(&buffer[..count], output.total_bytes));
+                    }
+                }
+            },
+        }
+    };
+
+    stop_group(group, &mut child).await;
+    drain(&mut pipe, &mut buffer, &mut output).await;
+    guard.group = None;
+    let text = output.finish();
+    let elapsed = started.elapsed();
+    match end {
+        End::Cancelled => {
+            tracing::debug!(pid = group.as_raw(), "bash interrupted");
+            Err(ToolError::Killed(with_output(
+                format!(
+                    "Command interrupted after {:.1} s: it was cancelled, and its process group was killed.",
+                    elapsed.as_secs_f64()
+                ),
+                &text,
+            )))
+        }
+        End::TimedOut => Err(ToolError::Killed(with_output(
+            format!(
+                "Command timed out after {} ms, and its process group was killed.",
+                timeout.as_millis()
+            ),
+            &text,
+        ))),
+        End::Finished => {
+            let status = match status {
+                Some(status) => status,
+                None => child
+                    .wait()
+                    .await
+                    .map_err(|error| could_not_run("wait for bash", error))?,
+            };
+            let note = follow_cwd(shared, workspace, &cwd_file);
+            Ok(report(status, text, note))
+        }
+    }
+}
+
+/// A progress report: the last non-empty line of the latest output.
+fn progress(chunk: &[u8], total_bytes: u64) -> ToolProgress {
+    let text = String::from_utf8_lossy(chunk);
+    let line = text
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default();
+    let line: String = line.chars().take(200).collect();
+    ToolProgress {
+        message: line,
+        data: Some(json!({ "output_bytes": total_bytes })),
+    }
+}
+
+fn with_output(message: String, text: &str) -> String {
+    if text.is_empty() {
+        message
+    } else {
+        format!("{message}\nOutput before it stopped:\n{text}")
+    }
+}
+
+/// The result of a command that ran to its end.
+fn report(status: ExitStatus, text: String, note: Option<String>) -> ToolOutput {
+    let mut body = text;
+    let failure = match (status.code(), status.signal()) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(format!("Exit code {code}")),
+        (None, Some(signal)) => Some(match Signal::try_from(signal) {
+            Ok(name) => format!("Killed by signal {signal} ({name})"),
+            Err(_) => format!("Killed by signal {signal}"),
+        }),
+        (None, None) => Some("Exited abnormally".to_owned()),
+    };
+    if let Some(note) = note {
+        if !body.is_empty() {
+            body.push_str("\n\n");
+        }
+        body.push_str(&note);
+    }
+    match failure {
+        None if body.is_empty() => ToolOutput::text("(no output)"),
+        None => ToolOutput::text(body),
+        Some(failure) if body.is_empty() => ToolOutput::error(format!("{failure} (no output)")),
+        Some(failure) => ToolOutput::error(format!("{body}\n\n{failure}")),
+    }
+}
+
+/// Stops whatever is left in the process group: SIGTERM, then SIGKILL after
+/// [`TERM_GRACE`]. Reaps the shell itself so its zombie does not keep the group alive.
+async fn stop_group(group: Pid, child: &mut Child) {
+    let _ = child.try_wait();
+    if killpg(group, None).is_err() {
+        return; // nobody left
+    }
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = Instant::now() + TERM_GRACE;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let _ = child.try_wait();
+        if killpg(group, None).is_err() {
+            return;
+        }
+    }
+    let _ = killpg(group, Signal::SIGKILL);
+    // The shell is ours to reap; the rest are reaped by init.
+    let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+}
+
+/// Reads what is left in the pipe after the group was stopped (bounded: a process that left
+/// the group may hold the pipe forever).
+async fn drain(pipe: &mut pipe::Receiver, buffer: &mut [u8], output: &mut OutputBuffer) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(100);
+    loop {
+        match tokio::time::timeout_at(deadline, pipe.read(buffer)).await {
+            Ok(Ok(count)) if count > 0 => output.push(&buffer[..count]),
+            _ => return,
+        }
+    }
+}
+
+/// Follows the shell's final directory; a note when it left the workspace.
+fn follow_cwd(shared: &Shared, workspace: &executor::Workspace, file: &CwdFile) -> Option<String> {
+    let dir = file.read()?;
+    let dir = paths::real_path(&dir).ok()?;
+    if paths::is_under(&dir, &paths::roots(workspace)) {
+        shared.set_shell_cwd(Some(dir));
+        return None;
+    }
+    shared.set_shell_cwd(None);
+    let home = shared.cwd(workspace);
+    tracing::debug!(left = %dir.display(), "shell cwd reset");
+    Some(format!(
+        "Shell cwd was reset to {} ({} is outside the workspace).",
+        home.display(),
+        dir.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_buffer_keeps_everything_when_small() {
+        let mut buffer = OutputBuffer::default();
+        buffer.push(b"hello\n");
+        buffer.push("wörld\n\n".as_bytes());
+        assert_eq!(buffer.finish(), "hello\nwörld");
+    }
+
+    #[test]
+    fn output_buffer_cuts_the_middle_and_counts_exactly() {
+        let mut buffer = OutputBuffer::default();
+        let total = 300_000usize;
+        let text: String = (0..total)
+            .map(|i| if i % 100 == 99 { '\n' } else { 'é' })
+            .collect();
+        for chunk in text.as_bytes().chunks(4093) {
+            buffer.push(chunk);
+        }
+        let out = buffer.finish();
+        let marker = format!(
+            "[... {} characters truncated ...]",
+            total - MAX_OUTPUT_CHARS - 1
+        );
+        // `- 1`: the final newline is trimmed before the cut is counted.
+        assert!(out.contains(&marker), "{}", &out[..200]);
+        let kept: usize = out
+            .split(&marker)
+            .map(|part| part.trim_matches('\n').chars().count())
+            .sum();
+        assert!(kept <= MAX_OUTPUT_CHARS);
+    }
+
+    #[test]
+    fn reports() {
+        let ok = ExitStatus::from_raw(0);
+        let failed = ExitStatus::from_raw(3 << 8);
+        let killed = ExitStatus::from_raw(9);
+        assert_eq!(
+            report(ok, String::new(), None),
+            ToolOutput::text("(no output)")
+        );
+        assert_eq!(report(ok, "hi".into(), None), ToolOutput::text("hi"));
+        assert_eq!(
+            report(failed, "oops".into(), None),
+            ToolOutput::error("oops\n\nExit code 3")
+        );
+        assert_eq!(
+            report(failed, String::new(), None),
+            ToolOutput::error("Exit code 3 (no output)")
+        );
+        assert_eq!(
+            report(killed, String::new(), None),
+            ToolOutput::error("Killed by signal 9 (SIGKILL) (no output)")
+        );
+    }
+}

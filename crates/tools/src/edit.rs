@@ -1,0 +1,202 @@
+//! `Edit {file_path, old_string, new_string, replace_all?}`: exact string replacement.
+
+use std::sync::Arc;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use serde_json::{Value, json};
+
+use crate::common::{numbered, parse_input, run_to_completion};
+use crate::files::{current_content, write_and_record};
+use crate::session::Shared;
+
+/// Lines of context shown around an edit.
+const SNIPPET_CONTEXT: usize = 4;
+
+const DESCRIPTION: &str = "Replaces exact text in a file: `old_string` must match the file character for character (including indentation and whitespace) and must occur exactly once, unless `replace_all` is true (then every occurrence is replaced). \
+Copy old_string from Read's output without the `N<TAB>` line-number prefix, and include enough surrounding lines to make it unique. \
+The file must have been read with Read in this session and not changed since. Line endings are kept (a CRLF file stays CRLF) and so is the final newline. \
+An empty old_string creates a new file with new_string as its content. \
+Fails, changing nothing, when old_string is not found, matches more than once without replace_all, or equals new_string. Returns the edited region with line numbers.";
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+/// The Edit tool.
+pub(crate) struct EditTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl EditTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "file_path": {
+                    "type": "string",
+                    "description": "The file to change, absolute or relative to the working directory"
+                },
+                "old_string": {
+                    "type": "string",
+                    "description": "The exact text to replace"
+                },
+                "new_string": {
+                    "type": "string",
+                    "description": "The text to put in its place (must differ from old_string)"
+                },
+                "replace_all": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Replace every occurrence of old_string instead of requiring exactly one"
+                }
+            },
+            "required": ["file_path", "old_string", "new_string"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for EditTool {
+    fn name(&self) -> &str {
+        "Edit"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: Input = parse_input("Edit", input)?;
+            let shared = Arc::clone(&self.shared);
+            let workspace = Arc::clone(&context.workspace);
+            run_to_completion(move || edit(&shared, &workspace, &input)).await
+        })
+    }
+}
+
+/// Whether `content` mostly ends its lines with CRLF.
+fn uses_crlf(content: &str) -> bool {
+    let crlf = content.matches("\r\n").count();
+    let lf = content.matches('\n').count();
+    crlf > 0 && crlf >= lf - crlf
+}
+
+/// `text` with every line ending as CRLF.
+fn to_crlf(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\n', "\r\n")
+}
+
+fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    let path = shared.confine(workspace, "Edit", &input.file_path)?;
+    let shown = path.display();
+    if input.old_string == input.new_string {
+        return Err(ToolError::InvalidInput(
+            "old_string and new_string are identical; there is nothing to change".into(),
+        ));
+    }
+    let Some(bytes) = current_content(shared, &path)? else {
+        if input.old_string.is_empty() {
+            write_and_record(shared, &path, input.new_string.as_bytes())?;
+            return Ok(ToolOutput::text(format!(
+                "Created {shown} ({} lines).",
+                input.new_string.lines().count()
+            )));
+        }
+        return Err(ToolError::InvalidInput(format!(
+            "File does not exist: {shown}. Create it with Write, or with Edit and an empty old_string"
+        )));
+    };
+    let content = String::from_utf8(bytes).map_err(|_| {
+        ToolError::InvalidInput(format!(
+            "{shown} is not valid UTF-8 text; Edit changes text files only"
+        ))
+    })?;
+    if input.old_string.is_empty() {
+        if !content.is_empty() {
+            return Err(ToolError::InvalidInput(format!(
+                "old_string is empty but {shown} is not; give the exact text to replace, or use Write to replace the whole file"
+            )));
+        }
+        write_and_record(shared, &path, input.new_string.as_bytes())?;
+        return Ok(ToolOutput::text(format!(
+            "Edited {shown}: it was empty and now holds new_string ({} lines).",
+            input.new_string.lines().count()
+        )));
+    }
+
+    // The model writes `\n`; a CRLF file gets its line endings back.
+    let crlf = uses_crlf(&content);
+    let (old, new) = if content.contains(&input.old_string) {
+        let new = if crlf {
+            to_crlf(&input.new_string)
+        } else {
+            input.new_string.clone()
+        };
+        (input.old_string.clone(), new)
+    } else if crlf {
+        (to_crlf(&input.old_string), to_crlf(&input.new_string))
+    } else {
+        (input.old_string.clone(), input.new_string.clone())
+    };
+    let count = content.matches(old.as_str()).count();
+    let Some(start) = content.find(old.as_str()) else {
+        return Err(ToolError::InvalidInput(format!(
+            "old_string was not found in {shown}. It must match the file exactly, including indentation, whitespace and line breaks; Read the file again to see its current text"
+        )));
+    };
+    if count > 1 && !input.replace_all {
+        return Err(ToolError::InvalidInput(format!(
+            "Found {count} matches of old_string in {shown}, but replace_all is false. Set replace_all to true to replace every one, or include more surrounding lines in old_string so that it matches exactly one place"
+        )));
+    }
+    let updated = if input.replace_all {
+        content.replace(old.as_str(), &new)
+    } else {
+        content.replacen(old.as_str(), &new, 1)
+    };
+    write_and_record(shared, &path, updated.as_bytes())?;
+
+    let first_line = content[..start].matches('\n').count() + 1;
+    let last_line = first_line + new.matches('\n').count();
+    let snippet = numbered(
+        &updated,
+        first_line.saturating_sub(SNIPPET_CONTEXT).max(1),
+        last_line + SNIPPET_CONTEXT,
+    );
+    let (replaced, which) = if input.replace_all && count > 1 {
+        (format!("{count} occurrences"), "first edit")
+    } else {
+        ("1 occurrence".to_owned(), "edit")
+    };
+    Ok(ToolOutput::text(format!(
+        "Edited {shown}: replaced {replaced}. The result around the {which}:\n{snippet}"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_ending_detection() {
+        assert!(uses_crlf("a\r\nb\r\n"));
+        assert!(uses_crlf("a\r\nb\n"));
+        assert!(!uses_crlf("a\nb\nc\r\n"));
+        assert!(!uses_crlf("no newline"));
+        assert_eq!(to_crlf("a\nb\r\nc"), "a\r\nb\r\nc");
+    }
+}

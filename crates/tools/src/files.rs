@@ -1,0 +1,145 @@
+//! Writing files safely: read-before-write checks and atomic replacement.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use executor::ToolError;
+
+use crate::common::io_error;
+use crate::session::{FileStamp, Shared};
+
+/// The current content of an existing file, checked against what this session last read of
+/// it; `None` when there is no file (a new file needs no read).
+///
+/// # Errors
+///
+/// [`ToolError::InvalidInput`] when the path is a directory, the file was never read in this
+/// session, or it changed on disk since; I/O errors as [`io_error`] maps them.
+pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec<u8>>, ToolError> {
+    let metadata = match fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io_error("inspect", path, &error)),
+    };
+    if metadata.is_dir() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is a directory, not a file",
+            path.display()
+        )));
+    }
+    let content = fs::read(path).map_err(|error| io_error("read", path, &error))?;
+    let stamp = shared.read_state.get(path).map(|entry| *entry.value());
+    match stamp {
+        None => Err(ToolError::InvalidInput(format!(
+            "{} exists but has not been read in this session. Read it first, then change it (so that nothing written by someone else is overwritten unseen)",
+            path.display()
+        ))),
+        Some(stamp) if !stamp.same_content(&content) => Err(ToolError::InvalidInput(format!(
+            "{} has changed on disk since it was last read (by the user, a formatter or a command). Read it again before changing it",
+            path.display()
+        ))),
+        Some(_) => Ok(Some(content)),
+    }
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename),
+/// creating missing parent directories, keeping an existing file's permissions, and records
+/// the new content as read.
+///
+/// # Errors
+///
+/// I/O errors as [`io_error`] maps them.
+pub(crate) fn write_and_record(
+    shared: &Shared,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(), ToolError> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|error| io_error("create the directory", parent, &error))?;
+    }
+    write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?;
+    let modified = fs::metadata(path).and_then(|m| m.modified()).ok();
+    shared
+        .read_state
+        .insert(path.to_path_buf(), FileStamp::of(bytes, modified));
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` through a temporary file and a rename, so readers see the
+/// old or the new content, never a mix. Keeps the permissions of the file it replaces.
+fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path names no file",
+        ));
+    };
+    let permissions = match fs::metadata(path) {
+        Ok(metadata) => Some(metadata.permissions()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
+        Err(error) => return Err(error),
+    };
+    let mut attempts = 0;
+    let (temporary, mut file) = loop {
+        let temporary = dir.join(format!(
+            ".{}.{}-{}.tmp",
+            name.to_string_lossy(),
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(file) => break (temporary, file),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
+                attempts += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    let result = (|| {
+        file.write_all(bytes)?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        file.sync_all()?;
+        drop(file);
+        fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::testutil::TempDir;
+
+    #[test]
+    fn atomic_write_keeps_permissions_and_leaves_no_temporary() {
+        let dir = TempDir::new("files-atomic");
+        let path = dir.path().join("script.sh");
+        fs::write(&path, "old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
+        let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+    }
+}

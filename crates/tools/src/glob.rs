@@ -1,0 +1,290 @@
+//! `Glob {pattern, path?}`: file names matching a glob, newest first.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use globset::GlobBuilder;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{parse_input, run_cancellable};
+use crate::session::Shared;
+use crate::walk;
+
+/// Paths listed at most; the rest are counted.
+pub(crate) const MAX_RESULTS: usize = 100;
+
+const DESCRIPTION: &str = "Finds files by name with a glob pattern and returns their absolute paths, most recently modified first (at most 100). \
+Patterns: `*` matches within one path component, `**` across directories, `?` one character, `[abc]` a class, `{a,b}` alternatives. \
+A pattern without `/` matches file names at any depth (`*.rs`); a pattern with `/` matches paths relative to the search directory (`src/**/*.ts`, `**/test_*.py`). \
+Searches `path` (default: the working directory); skips files ignored by .gitignore and hidden files unless the pattern names a hidden component (`.github/**/*.yml`). \
+Use Grep to search file contents.";
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    pattern: String,
+    path: Option<String>,
+}
+
+/// The Glob tool.
+pub(crate) struct GlobTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl GlobTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "The glob to match, such as `**/*.rs` or `src/**/*.{ts,tsx}`"
+                },
+                "path": {
+                    "type": "string",
+                    "description": "The directory to search in. Omit it to search the working directory"
+                }
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for GlobTool {
+    fn name(&self) -> &str {
+        "Glob"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: Input = parse_input("Glob", input)?;
+            let shared = Arc::clone(&self.shared);
+            let workspace = Arc::clone(&context.workspace);
+            run_cancellable(&context.cancel, move |cancel| {
+                glob(&shared, &workspace, &input, &cancel)
+            })
+            .await
+        })
+    }
+}
+
+/// A pattern split into the directory to walk and what to match below it.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    /// The leading components without wildcards (absolute when the pattern is).
+    base: String,
+    /// The rest, matched below `base`.
+    rest: String,
+    /// Match `rest` against the path relative to `base` (the pattern had a `/`), or against
+    /// the file name at any depth.
+    anchored: bool,
+    /// The pattern names a hidden component, so hidden entries are walked.
+    hidden: bool,
+}
+
+fn has_meta(component: &str) -> bool {
+    component.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+impl Plan {
+    fn new(pattern: &str) -> Result<Self, ToolError> {
+        if pattern.is_empty() {
+            return Err(ToolError::InvalidInput("the pattern is empty".into()));
+        }
+        if pattern.contains('\0') {
+            return Err(crate::Error::NulByte.into());
+        }
+        let components: Vec<&str> = pattern.split('/').collect();
+        let mut literal = 0;
+        while literal + 1 < components.len() && !has_meta(components[literal]) {
+            literal += 1;
+        }
+        let base = components[..literal].join("/");
+        let base = if base.is_empty() && pattern.starts_with('/') {
+            "/".to_owned()
+        } else {
+            base
+        };
+        let rest_components = &components[literal..];
+        if rest_components.contains(&"..") {
+            return Err(ToolError::InvalidInput(
+                "`..` after a wildcard is not supported; put the directory in `path` instead"
+                    .into(),
+            ));
+        }
+        let hidden = rest_components
+            .iter()
+            .any(|component| component.starts_with('.') && *component != ".");
+        Ok(Self {
+            base,
+            rest: rest_components.join("/"),
+            anchored: pattern.contains('/'),
+            hidden,
+        })
+    }
+}
+
+fn glob(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let root = match &input.path {
+        Some(path) => shared.confine(workspace, "Glob", path)?,
+        None => {
+            let cwd = shared.cwd(workspace);
+            shared.check_confined(workspace, "Glob", &cwd)?;
+            cwd
+        }
+    };
+    if !root.is_dir() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    let plan = Plan::new(&input.pattern)?;
+    let base = if plan.base.is_empty() {
+        root
+    } else {
+        let joined = root.join(&plan.base);
+        shared.confine(workspace, "Glob", &joined.to_string_lossy())?
+    };
+    if !base.is_dir() {
+        return Ok(ToolOutput::text("No files found"));
+    }
+    let matcher = GlobBuilder::new(&plan.rest)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|error| ToolError::InvalidInput(format!("invalid glob pattern: {error}")))?
+        .compile_matcher();
+    let hides = shared.rules.hides_anything("Glob");
+    let builder = walk::walker(&base, plan.hidden);
+    let found: Vec<(PathBuf, Option<SystemTime>)> = walk::collect(&builder, cancel, || {
+        let matcher = matcher.clone();
+        let base = base.clone();
+        let anchored = plan.anchored;
+        move |entry: &ignore::DirEntry, found: &mut Vec<(PathBuf, Option<SystemTime>)>| {
+            let path = entry.path();
+            let candidate: &Path = if anchored {
+                path.strip_prefix(&base).unwrap_or(path)
+            } else {
+                Path::new(entry.file_name())
+            };
+            if !matcher.is_match(candidate) || (hides && shared.rules.hides("Glob", path)) {
+                return;
+            }
+            let modified = entry.metadata().ok().and_then(|meta| meta.modified().ok());
+            found.push((path.to_path_buf(), modified));
+        }
+    });
+    if cancel.is_cancelled() {
+        return Err(ToolError::Killed("interrupted while searching".into()));
+    }
+    Ok(ToolOutput::text(render(found)))
+}
+
+/// Newest first (ties by path), at most [`MAX_RESULTS`], with a note when cut.
+fn render(mut found: Vec<(PathBuf, Option<SystemTime>)>) -> String {
+    if found.is_empty() {
+        return "No files found".to_owned();
+    }
+    found.sort_unstable_by(|(a_path, a_time), (b_path, b_time)| {
+        b_time.cmp(a_time).then_with(|| a_path.cmp(b_path))
+    });
+    let total = found.len();
+    let mut lines: Vec<String> = found
+        .iter()
+        .take(MAX_RESULTS)
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    if total > MAX_RESULTS {
+        lines.push(format!(
+            "(Results are truncated: showing the {MAX_RESULTS} most recently modified of {total} files. Use a more specific pattern or path.)"
+        ));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn plan(pattern: &str) -> Plan {
+        Plan::new(pattern).unwrap()
+    }
+
+    #[test]
+    fn patterns_are_split_into_base_and_rest() {
+        let check = |pattern: &str, base: &str, rest: &str, anchored: bool, hidden: bool| {
+            assert_eq!(
+                plan(pattern),
+                Plan {
+                    base: base.into(),
+                    rest: rest.into(),
+                    anchored,
+                    hidden
+                },
+                "{pattern}"
+            );
+        };
+        check("*.rs", "", "*.rs", false, false);
+        check("**/*.rs", "", "**/*.rs", true, false);
+        check("src/**/*.rs", "src", "**/*.rs", true, false);
+        check("src/lib.rs", "src", "lib.rs", true, false);
+        check("a/b/*.{ts,tsx}", "a/b", "*.{ts,tsx}", true, false);
+        check("/abs/dir/*.rs", "/abs/dir", "*.rs", true, false);
+        check("/*.rs", "/", "*.rs", true, false);
+        check(".github/**/*.yml", ".github", "**/*.yml", true, false);
+        check("**/.env*", "", "**/.env*", true, true);
+        check("../x/*.rs", "../x", "*.rs", true, false);
+        assert!(Plan::new("**/../x").is_err());
+        assert!(Plan::new("").is_err());
+    }
+
+    #[test]
+    fn rendering_sorts_newest_first_and_caps() {
+        let at = |secs| Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+        let found = vec![
+            (PathBuf::from("/w/old"), at(1)),
+            (PathBuf::from("/w/new"), at(3)),
+            (PathBuf::from("/w/b"), at(2)),
+            (PathBuf::from("/w/a"), at(2)),
+        ];
+        assert_eq!(render(found), "/w/new\n/w/a\n/w/b\n/w/old");
+        let many = (0..150)
+            .map(|i| (PathBuf::from(format!("/w/{i:03}")), at(i)))
+            .collect();
+        let text = render(many);
+        assert_eq!(text.lines().count(), MAX_RESULTS + 1);
+        assert!(text.starts_with("/w/149\n"));
+        assert!(text.ends_with("showing the 100 most recently modified of 150 files. Use a more specific pattern or path.)"));
+    }
+}

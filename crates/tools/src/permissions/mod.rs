@@ -1,0 +1,532 @@
+//! The permission gate: Claude Code's modes and allow / ask / deny rules.
+//!
+//! [`PermissionGate::evaluate`] answers, for one call, with a [`Verdict`]; the
+//! [`CanUseTool`] implementation turns `Ask` into a question to the [`Prompter`] or, when
+//! there is none (headless), into a denial that says how to allow the call.
+//!
+//! Order of decision, first match wins:
+//!
+//! 1. File tools: the path must pass the workspace confinement (whatever the mode).
+//! 2. A deny rule matches (for Bash: any part of the command) -> Deny.
+//! 3. An ask rule matches -> Ask.
+//! 4. Plan mode and the call is not read-only -> Deny.
+//! 5. bypassPermissions -> Allow.
+//! 6. An allow rule matches (for Bash: every part is allowed by a rule or is a read-only
+//!    command on paths inside the workspace) -> Allow.
+//! 7. Read-only tools (Read, Glob, Grep, and others that say so) -> Allow; Edit and Write in
+//!    acceptEdits mode -> Allow.
+//! 8. Otherwise -> Ask.
+//!
+//! A command that cannot be analysed is asked (denied when a deny rule matches its whole
+//! text), in bypassPermissions mode too when Bash deny or ask rules exist. A prefix or
+//! wildcard allow rule does not cover a command part that writes a file through a
+//! redirection (`git status > out`) unless the mode is acceptEdits and the file is inside
+//! the workspace; an exact rule naming the redirection does.
+
+pub(crate) mod readonly;
+pub(crate) mod rules;
+pub(crate) mod shell;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use executor::{CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall};
+use serde_json::Value;
+
+use crate::Error;
+use crate::session::Shared;
+use rules::Rule;
+use shell::{Part, RedirectKind};
+
+/// The approval mode of a session (`--permission-mode`, `permissions.defaultMode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum PermissionMode {
+    /// Reads run; anything else not allowed by a rule is asked.
+    #[default]
+    Default,
+    /// Like `Default`, and Edit and Write run without asking (inside the workspace).
+    AcceptEdits,
+    /// Everything runs except what a deny or ask rule names; paths stay confined to the
+    /// workspace.
+    BypassPermissions,
+    /// Only read-only calls run: the model plans, it does not change anything.
+    Plan,
+}
+
+impl PermissionMode {
+    /// The name used in settings and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "acceptEdits",
+            Self::BypassPermissions => "bypassPermissions",
+            Self::Plan => "plan",
+        }
+    }
+}
+
+impl fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PermissionMode {
+    type Err = Error;
+
+    fn from_str(value: &str) -> Result<Self, Error> {
+        match value {
+            "default" => Ok(Self::Default),
+            "acceptEdits" => Ok(Self::AcceptEdits),
+            "bypassPermissions" => Ok(Self::BypassPermissions),
+            "plan" => Ok(Self::Plan),
+            _ => Err(Error::InvalidMode {
+                value: value.to_owned(),
+            }),
+        }
+    }
+}
+
+/// The `permissions` object of Claude Code's settings: a mode and three rule lists.
+///
+/// Deserializes from `{"defaultMode": "acceptEdits", "allow": [...], "ask": [...],
+/// "deny": [...]}`; unknown keys (`additionalDirectories`, which belongs in the
+/// [`executor::Workspace`]) are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PermissionConfig {
+    /// The approval mode.
+    pub default_mode: PermissionMode,
+    /// Rules whose calls run without asking, such as `Bash(npm run test:*)`.
+    pub allow: Vec<String>,
+    /// Rules whose calls are always asked, even when an allow rule matches.
+    pub ask: Vec<String>,
+    /// Rules whose calls never run, whatever else matches.
+    pub deny: Vec<String>,
+}
+
+/// What the rules and the mode say about one call, before anyone is asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Run it.
+    Allow,
+    /// Run it only if the user agrees.
+    Ask {
+        /// Why approval is needed.
+        reason: String,
+    },
+    /// Never run it.
+    Deny {
+        /// Why, for the model.
+        reason: String,
+    },
+}
+
+/// One question to the user.
+#[derive(Clone, Copy, Debug)]
+pub struct PermissionRequest<'a> {
+    /// The tool called.
+    pub tool: &'a str,
+    /// Its input.
+    pub input: &'a Value,
+    /// Why approval is needed.
+    pub reason: &'a str,
+}
+
+/// Asks the user about calls that need approval (interactive sessions). Without one, the
+/// session is headless and such calls are denied with a message.
+pub trait Prompter: Send + Sync + 'static {
+    /// Asks about one call.
+    ///
+    /// # Cancellation safety
+    ///
+    /// The future is dropped when the call is cancelled; it must not leave a prompt half
+    /// answered in shared state.
+    fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a>;
+}
+
+/// The permission gate of a [`crate::ToolSet`]: implements [`CanUseTool`] with the session's
+/// mode and rules.
+#[derive(Clone)]
+pub struct PermissionGate {
+    shared: Arc<Shared>,
+    prompter: Option<Arc<dyn Prompter>>,
+}
+
+impl fmt::Debug for PermissionGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermissionGate")
+            .field("mode", &self.shared.mode)
+            .field("interactive", &self.prompter.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tool input field holding the path a file tool works on.
+fn path_field(tool: &str) -> &'static str {
+    match tool {
+        "Read" | "Write" | "Edit" => "file_path",
+        _ => "path",
+    }
+}
+
+impl PermissionGate {
+    pub(crate) fn new(shared: Arc<Shared>, prompter: Option<Arc<dyn Prompter>>) -> Self {
+        Self { shared, prompter }
+    }
+
+    /// The session's approval mode.
+    pub fn mode(&self) -> PermissionMode {
+        self.shared.mode
+    }
+
+    /// Decides on a call of `tool` with `input` by the rules and the mode (see the module
+    /// docs), without asking anyone.
+    pub fn evaluate(&self, tool: &dyn Tool, input: &Value) -> Verdict {
+        match tool.name() {
+            "Bash" => self.bash(input),
+            name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input),
+            name => self.other(name, tool.is_read_only(input)),
+        }
+    }
+
+    fn rule_list(&self, verdict: RuleKind) -> &[Rule] {
+        let rules = &self.shared.rules;
+        match verdict {
+            RuleKind::Allow => &rules.allow,
+            RuleKind::Ask => &rules.ask,
+            RuleKind::Deny => &rules.deny,
+        }
+    }
+
+    fn other(&self, name: &str, read_only: bool) -> Verdict {
+        let find = |kind| {
+            self.rule_list(kind)
+                .iter()
+                .find(|rule| rule.matches_tool(name))
+        };
+        if let Some(rule) = find(RuleKind::Deny) {
+            return denied_by(name, rule);
+        }
+        if let Some(rule) = find(RuleKind::Ask) {
+            return asked_by(name, rule);
+        }
+        match self.shared.mode {
+            PermissionMode::Plan if !read_only => plan_denial(name),
+            PermissionMode::BypassPermissions => Verdict::Allow,
+            _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
+            _ => Verdict::Ask {
+                reason: format!("{name} needs approval"),
+            },
+        }
+    }
+
+    fn file(&self, name: &str, input: &Value) -> Verdict {
+        let workspace = &self.shared.workspace;
+        let path = match input.get(path_field(name)).and_then(Value::as_str) {
+            Some(raw) => self.shared.confine(workspace, name, raw),
+            None if matches!(name, "Glob" | "Grep") => {
+                let cwd = self.shared.cwd(workspace);
+                self.shared
+                    .check_confined(workspace, name, &cwd)
+                    .map(|()| cwd)
+            }
+            // A missing path fails the schema check before the gate is asked.
+            None => return Verdict::Allow,
+        };
+        let path = match path {
+            Ok(path) => path,
+            Err(error) => {
+                return Verdict::Deny {
+                    reason: error.to_string(),
+                };
+            }
+        };
+        let find = |kind| {
+            self.rule_list(kind)
+                .iter()
+                .find(|rule| rule.matches_tool(name) || rule.matches_path(name, &path))
+        };
+        let subject = format!("{name} on {}", path.display());
+        if let Some(rule) = find(RuleKind::Deny) {
+            return denied_by(&subject, rule);
+        }
+        if let Some(rule) = find(RuleKind::Ask) {
+            return asked_by(&subject, rule);
+        }
+        let read_only = matches!(name, "Read" | "Glob" | "Grep");
+        match self.shared.mode {
+            PermissionMode::Plan if !read_only => plan_denial(name),
+            PermissionMode::BypassPermissions => Verdict::Allow,
+            _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
+            PermissionMode::AcceptEdits => Verdict::Allow,
+            _ => Verdict::Ask {
+                reason: format!("{subject} changes a file and needs approval"),
+            },
+        }
+    }
+
+    fn bash(&self, input: &Value) -> Verdict {
+        let Some(command) = input.get("command").and_then(Value::as_str) else {
+            return Verdict::Allow; // the schema check answers first
+        };
+        let analysis = match shell::analyze(command) {
+            Ok(analysis) => analysis,
+            Err(error) => return self.unparsable(command, &error.to_string()),
+        };
+        for part in &analysis.parts {
+            let forms = match_forms(part, true);
+            if let Some(rule) = self
+                .rule_list(RuleKind::Deny)
+                .iter()
+                .find(|rule| rule.matches_command(&forms, true))
+            {
+                return denied_by(&format!("the command `{}`", part.raw), rule);
+            }
+        }
+        for part in &analysis.parts {
+            let forms = match_forms(part, true);
+            if let Some(rule) = self
+                .rule_list(RuleKind::Ask)
+                .iter()
+                .find(|rule| rule.matches_command(&forms, true))
+            {
+                return asked_by(&format!("the command `{}`", part.raw), rule);
+            }
+        }
+        match self.shared.mode {
+            PermissionMode::Plan if !analysis.parts.iter().all(readonly::is_read_only_part) => {
+                return plan_denial("Bash");
+            }
+            PermissionMode::BypassPermissions => return Verdict::Allow,
+            _ => {}
+        }
+        let unallowed: Vec<String> = analysis
+            .parts
+            .iter()
+            .filter_map(|part| self.part_unallowed(part))
+            .collect();
+        if unallowed.is_empty() {
+            Verdict::Allow
+        } else {
+            Verdict::Ask {
+                reason: format!("no allow rule covers {}", unallowed.join(", ")),
+            }
+        }
+    }
+
+    /// Why `part` is not allowed by an allow rule or the read-only list, or `None` when it is.
+    fn part_unallowed(&self, part: &Part) -> Option<String> {
+        if part.carrier {
+            return None;
+        }
+        let quoted = format!("`{}`", part.raw);
+        let allow = self.rule_list(RuleKind::Allow);
+        // An exact rule naming the whole text, redirections included, always counts (and so
+        // does a bare `Bash` rule).
+        let raw = [part.raw.clone()];
+        if allow.iter().any(|rule| rule.matches_command(&raw, false)) {
+            return None;
+        }
+        let Some(first) = part.words.first() else {
+            return Some(format!("{quoted} (it writes a file)"));
+        };
+        let name_is_dynamic = first.dynamic
+            || shell::strip_wrappers(&part.words, false)
+                .first()
+                .is_none_or(|word| word.dynamic);
+        if name_is_dynamic {
+            return Some(format!(
+                "{quoted} (its command name is computed at run time)"
+            ));
+        }
+        // Rules on the words cover a part that writes files only where such writes are
+        // acceptable anyway.
+        let writes_ok = self.redirect_writes_acceptable(part);
+        let forms = match_forms(part, false);
+        if writes_ok && allow.iter().any(|rule| rule.matches_command(&forms, true)) {
+            return None;
+        }
+        if readonly::is_read_only_part(part) && self.arguments_inside(part) {
+            return None;
+        }
+        if writes_ok {
+            Some(quoted)
+        } else {
+            Some(format!("{quoted} (it writes a file through a redirection)"))
+        }
+    }
+
+    /// Whether the files `part` writes through redirections are acceptable without an exact
+    /// rule: none, or acceptEdits mode with every target static and inside the workspace.
+    fn redirect_writes_acceptable(&self, part: &Part) -> bool {
+        let mut writes = part.redirects.iter().filter(|r| r.writes_file()).peekable();
+        if writes.peek().is_none() {
+            return true;
+        }
+        self.shared.mode == PermissionMode::AcceptEdits
+            && writes.all(|redirect| {
+                !redirect.target.dynamic
+                    && self
+                        .shared
+                        .confine(&self.shared.workspace, "Write", &redirect.target.text)
+                        .is_ok()
+            })
+    }
+
+    /// Whether every path-like argument of a read-only command stays inside the workspace (or
+    /// the tool-results folder), so reading it needs no approval.
+    fn arguments_inside(&self, part: &Part) -> bool {
+        let Some((first, args)) = part.words.split_first() else {
+            return true;
+        };
+        if matches!(first.text.as_str(), "echo" | "pwd" | "which" | "true") {
+            return true;
+        }
+        let workspace = &self.shared.workspace;
+        let inside = |text: &str| self.shared.confine(workspace, "Read", text).is_ok();
+        let reads = part
+            .redirects
+            .iter()
+            .filter(|redirect| redirect.kind == RedirectKind::Read);
+        args.iter()
+            .chain(reads.map(|redirect| &redirect.target))
+            .all(|word| {
+                if word.dynamic {
+                    return false;
+                }
+                let text = word.text.as_str();
+                match text.split_once('=') {
+                    Some((option, value)) if option.starts_with('-') => inside(value),
+                    _ if text.starts_with('-') => true,
+                    _ => inside(text),
+                }
+            })
+    }
+
+    fn unparsable(&self, command: &str, problem: &str) -> Verdict {
+        let whole = [command.trim().to_owned()];
+        if let Some(rule) = self
+            .rule_list(RuleKind::Deny)
+            .iter()
+            .find(|rule| rule.matches_command(&whole, true))
+        {
+            return denied_by("the command", rule);
+        }
+        let rules = &self.shared.rules;
+        let bash_rules = rules.deny.iter().chain(&rules.ask).any(Rule::is_bash);
+        match self.shared.mode {
+            PermissionMode::BypassPermissions if !bash_rules => Verdict::Allow,
+            PermissionMode::Plan => plan_denial("Bash"),
+            _ => Verdict::Ask {
+                reason: format!(
+                    "the command could not be checked part by part ({problem}), so it needs approval"
+                ),
+            },
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum RuleKind {
+    Allow,
+    Ask,
+    Deny,
+}
+
+fn denied_by(subject: &str, rule: &Rule) -> Verdict {
+    Verdict::Deny {
+        reason: format!(
+            "Permission to run {subject} has been denied by the rule `{}`",
+            rule.source
+        ),
+    }
+}
+
+fn asked_by(subject: &str, rule: &Rule) -> Verdict {
+    Verdict::Ask {
+        reason: format!("the rule `{}` requires approval for {subject}", rule.source),
+    }
+}
+
+fn plan_denial(name: &str) -> Verdict {
+    Verdict::Deny {
+        reason: format!(
+            "{name} is not available in plan mode: only read-only tools run while planning. Present the plan instead of carrying it out"
+        ),
+    }
+}
+
+/// The textual forms of a part that rules are matched against: the source text, the words
+/// (quotes removed), the words without transparent wrappers (`timeout 5 npm test` ->
+/// `npm test`). With `for_refusal`, also without every wrapper (`sudo`, `env`, `xargs`, ...)
+/// and with the command's directory dropped (`/bin/rm` -> `rm`): more forms only ever make
+/// deny and ask rules match more.
+fn match_forms(part: &Part, for_refusal: bool) -> Vec<String> {
+    let mut forms = vec![part.raw.clone(), Part::joined(&part.words)];
+    let transparent = shell::strip_wrappers(&part.words, false);
+    forms.push(Part::joined(transparent));
+    if for_refusal {
+        let all = shell::strip_wrappers(&part.words, true);
+        forms.push(Part::joined(all));
+        for words in [&part.words[..], transparent, all] {
+            if let Some((first, rest)) = words.split_first() {
+                let name = shell::basename(&first.text);
+                if name != first.text {
+                    let mut form = name.to_owned();
+                    for word in rest {
+                        form.push(' ');
+                        form.push_str(&word.text);
+                    }
+                    forms.push(form);
+                }
+            }
+        }
+    }
+    forms.dedup();
+    forms
+}
+
+impl CanUseTool for PermissionGate {
+    fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
+        Box::pin(async move {
+            match self.evaluate(tool, &call.input) {
+                Verdict::Allow => PermissionDecision::allow(),
+                Verdict::Deny { reason } => {
+                    tracing::debug!(tool = %call.name, %reason, "permission denied");
+                    PermissionDecision::deny(reason)
+                }
+                Verdict::Ask { reason } => match &self.prompter {
+                    Some(prompter) => {
+                        prompter
+                            .ask(PermissionRequest {
+                                tool: &call.name,
+                                input: &call.input,
+                                reason: &reason,
+                            })
+                            .await
+                    }
+                    None => {
+                        tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
+                        PermissionDecision::deny(headless_denial(&call.name, &reason))
+                    }
+                },
+            }
+        })
+    }
+}
+
+/// The denial a headless session gives for a call that needs approval.
+fn headless_denial(tool: &str, reason: &str) -> String {
+    let example = if tool == "Bash" {
+        "`Bash(npm run test:*)`".to_owned()
+    } else {
+        format!("`{tool}`")
+    };
+    format!(
+        "Permission to use {tool} was not granted: {reason}. This session cannot ask the user (headless), so calls that need approval are refused; the user can allow it with a rule such as {example} in permissions.allow, or with another --permission-mode"
+    )
+}

@@ -1,0 +1,210 @@
+//! `Read {file_path, offset?, limit?}`: a text file's lines, numbered.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{io_error, parse_input, run_cancellable, truncate_line};
+use crate::session::{ContentHasher, Shared};
+
+/// Lines shown when no `limit` is given.
+pub(crate) const DEFAULT_LIMIT: usize = 2_000;
+/// Characters of one line shown before it is cut.
+pub(crate) const MAX_LINE_CHARS: usize = 2_000;
+/// Bytes of numbered output before the listing stops early (and says where to continue).
+const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// Bytes looked at for a NUL to call a file binary (what git and ripgrep do).
+const BINARY_PROBE: usize = 8 * 1024;
+
+const DESCRIPTION: &str = "Reads a text file and returns its lines numbered from 1, one per line as `N<TAB>line` (the number and tab are not part of the file; never include them in Edit's old_string). \
+By default returns up to 2000 lines from the start; for long files pass `offset` (the first line number to show, from 1) and `limit` (how many lines). Lines longer than 2000 characters are cut with a marker. \
+`file_path` may be absolute or relative to the working directory; it must be inside the workspace. \
+Reading a file is required before Write or Edit may change it. Reports an empty, missing, binary or directory path instead of content. Use Glob to find files and Grep to search in them.";
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    file_path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+/// The Read tool.
+pub(crate) struct ReadTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl ReadTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "file_path": {
+                    "type": "string",
+                    "description": "The file to read, absolute or relative to the working directory"
+                },
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The line number to start at, from 1. Only for files too long to read at once"
+                },
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "How many lines to read. Only for files too long to read at once"
+                }
+            },
+            "required": ["file_path"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for ReadTool {
+    fn name(&self) -> &str {
+        "Read"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: Input = parse_input("Read", input)?;
+            let shared = Arc::clone(&self.shared);
+            let workspace = Arc::clone(&context.workspace);
+            run_cancellable(&context.cancel, move |cancel| {
+                read(&shared, &workspace, &input, &cancel)
+            })
+            .await
+        })
+    }
+}
+
+fn read(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let path = shared.confine(workspace, "Read", &input.file_path)?;
+    let metadata = match std::fs::metadata(&path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ToolError::InvalidInput(format!(
+                "File does not exist: {} (working directory: {})",
+                path.display(),
+                shared.cwd(workspace).display()
+            )));
+        }
+        Err(error) => return Err(io_error("read", &path, &error)),
+    };
+    if metadata.is_dir() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is a directory, not a file; list it with Glob, or with `ls` in Bash",
+            path.display()
+        )));
+    }
+    let file = File::open(&path).map_err(|error| io_error("open", &path, &error))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader
+        .fill_buf()
+        .map_err(|error| io_error("read", &path, &error))?;
+    if head[..head.len().min(BINARY_PROBE)].contains(&0) {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is a binary file ({} bytes); Read shows text files only",
+            path.display(),
+            metadata.len()
+        )));
+    }
+
+    let first = usize::try_from(input.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
+    let limit = input
+        .limit
+        .map_or(DEFAULT_LIMIT, |limit| {
+            usize::try_from(limit).unwrap_or(usize::MAX)
+        })
+        .max(1);
+    let mut hasher = ContentHasher::default();
+    let mut output = String::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    let mut last_shown = 0usize;
+    let mut stopped_early = false;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|error| io_error("read", &path, &error))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&line);
+        number += 1;
+        if number.is_multiple_of(4096) && cancel.is_cancelled() {
+            return Err(ToolError::Killed("interrupted while reading".into()));
+        }
+        if number < first || number - first >= limit || stopped_early {
+            continue;
+        }
+        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        let text = truncate_line(&text, MAX_LINE_CHARS);
+        if !output.is_empty() && output.len() + text.len() > MAX_OUTPUT_BYTES {
+            stopped_early = true;
+            continue;
+        }
+        output.push_str(&format!("{number}\t{text}\n"));
+        last_shown = number;
+    }
+    shared
+        .read_state
+        .insert(path.clone(), hasher.stamp(metadata.modified().ok()));
+
+    if number == 0 {
+        return Ok(ToolOutput::text(format!(
+            "The file {} exists but is empty.",
+            path.display()
+        )));
+    }
+    if first > number {
+        return Err(ToolError::InvalidInput(format!(
+            "{} has {number} lines; offset {first} is past the end",
+            path.display()
+        )));
+    }
+    output.pop(); // the last newline
+    if last_shown < number {
+        let why = if stopped_early {
+            format!(" (output capped at {} KiB)", MAX_OUTPUT_BYTES / 1024)
+        } else {
+            String::new()
+        };
+        output.push_str(&format!(
+            "\n\n[Showing lines {first}-{last_shown} of {number}{why}. Continue with offset={}.]",
+            last_shown + 1
+        ));
+    }
+    Ok(ToolOutput::text(output))
+}

@@ -1,0 +1,298 @@
+//! A session's tools and the state they share.
+
+use std::fmt;
+use std::hash::Hasher;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use dashmap::DashMap;
+use executor::{Tool, Workspace};
+
+use crate::permissions::rules::RuleSet;
+use crate::permissions::{PermissionConfig, PermissionGate, PermissionMode, Prompter};
+use crate::{Error, paths};
+
+/// What a [`ToolSet`] is built from.
+#[derive(Clone, Default)]
+pub struct ToolSetConfig {
+    /// The session's working directory and additional directories: the confinement roots.
+    /// Tools confine to the workspace their [`executor::ToolContext`] carries; the gate uses
+    /// this one. They are the same in a normal session.
+    pub workspace: Arc<Workspace>,
+    /// Mode and rules.
+    pub permissions: PermissionConfig,
+    /// The session's folder of persisted large tool results; always readable by Read, Grep
+    /// and Glob, whatever the confinement. Must be absolute to take effect.
+    pub tool_results_dir: Option<PathBuf>,
+    /// Who answers "ask" verdicts; `None` is a headless session, where they are denied.
+    pub prompter: Option<Arc<dyn Prompter>>,
+}
+
+impl fmt::Debug for ToolSetConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolSetConfig")
+            .field("workspace", &self.workspace)
+            .field("permissions", &self.permissions)
+            .field("tool_results_dir", &self.tool_results_dir)
+            .field("interactive", &self.prompter.is_some())
+            .finish()
+    }
+}
+
+/// The built-in tools of one session and their permission gate, sharing one read-file state
+/// (for read-before-write) and one shell working directory.
+///
+/// Build one per session: two sessions must not share the read state.
+#[derive(Clone)]
+pub struct ToolSet {
+    tools: Vec<Arc<dyn Tool>>,
+    gate: Arc<PermissionGate>,
+}
+
+impl fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+        f.debug_struct("ToolSet")
+            .field("tools", &names)
+            .field("gate", &self.gate)
+            .finish()
+    }
+}
+
+impl ToolSet {
+    /// Builds the six tools (Read, Write, Edit, Glob, Grep, Bash) and the gate.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRule`] for the first rule that does not parse: a mistyped deny rule
+    /// silently ignored would be a hole.
+    pub fn new(config: ToolSetConfig) -> Result<Self, Error> {
+        let base = paths::real_path(&config.workspace.cwd)?;
+        let rules = RuleSet::parse(
+            &config.permissions.allow,
+            &config.permissions.ask,
+            &config.permissions.deny,
+            &base,
+        )?;
+        let tool_results_dir = config
+            .tool_results_dir
+            .as_deref()
+            .filter(|dir| dir.is_absolute())
+            .map(paths::real_path)
+            .transpose()?;
+        let shared = Arc::new(Shared {
+            workspace: Arc::clone(&config.workspace),
+            mode: config.permissions.default_mode,
+            rules,
+            tool_results_dir,
+            read_state: DashMap::new(),
+            shell_cwd: Mutex::new(None),
+        });
+        let tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
+            Arc::new(crate::write::WriteTool::new(Arc::clone(&shared))),
+            Arc::new(crate::edit::EditTool::new(Arc::clone(&shared))),
+            Arc::new(crate::glob::GlobTool::new(Arc::clone(&shared))),
+            Arc::new(crate::grep::GrepTool::new(Arc::clone(&shared))),
+            Arc::new(crate::bash::BashTool::new(Arc::clone(&shared))),
+        ];
+        let gate = Arc::new(PermissionGate::new(shared, config.prompter));
+        Ok(Self { tools, gate })
+    }
+
+    /// The tools, for [`executor::StreamingToolExecutor::new`] and the request's tool list.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.tools.clone()
+    }
+
+    /// The tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.iter().find(|tool| tool.name() == name).cloned()
+    }
+
+    /// The permission gate, for [`executor::StreamingToolExecutor::new`].
+    pub fn gate(&self) -> Arc<PermissionGate> {
+        Arc::clone(&self.gate)
+    }
+}
+
+/// The tools of a headless session: [`ToolSet::new`] without a tool-results folder or a
+/// prompter.
+///
+/// # Errors
+///
+/// [`Error::InvalidRule`] for a rule that does not parse.
+pub fn builtin(workspace: Arc<Workspace>, permissions: PermissionConfig) -> Result<ToolSet, Error> {
+    ToolSet::new(ToolSetConfig {
+        workspace,
+        permissions,
+        ..ToolSetConfig::default()
+    })
+}
+
+/// What a Read saw of a file: enough to tell later whether it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    /// Hash of the whole content (std's SipHash; stable within a process, which is all a
+    /// session needs).
+    pub(crate) hash: u64,
+    /// Length in bytes.
+    pub(crate) len: u64,
+    /// Modification time, when the file system reports one.
+    pub(crate) modified: Option<SystemTime>,
+}
+
+/// Hashes content incrementally; equal bytes give equal hashes however they are split.
+#[derive(Default)]
+pub(crate) struct ContentHasher {
+    hasher: std::collections::hash_map::DefaultHasher,
+    len: u64,
+}
+
+impl ContentHasher {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.hasher.write(bytes);
+        self.len += bytes.len() as u64;
+    }
+
+    pub(crate) fn stamp(&self, modified: Option<SystemTime>) -> FileStamp {
+        FileStamp {
+            hash: self.hasher.finish(),
+            len: self.len,
+            modified,
+        }
+    }
+}
+
+impl FileStamp {
+    pub(crate) fn of(bytes: &[u8], modified: Option<SystemTime>) -> Self {
+        let mut hasher = ContentHasher::default();
+        hasher.update(bytes);
+        hasher.stamp(modified)
+    }
+
+    /// Whether `bytes` is the content this stamp saw (modification times are not compared:
+    /// a `touch` is not a change).
+    pub(crate) fn same_content(&self, bytes: &[u8]) -> bool {
+        let other = Self::of(bytes, None);
+        other.len == self.len && other.hash == self.hash
+    }
+}
+
+/// State shared by the tools and the gate of one session.
+pub(crate) struct Shared {
+    pub(crate) workspace: Arc<Workspace>,
+    pub(crate) mode: PermissionMode,
+    pub(crate) rules: RuleSet,
+    /// Resolved.
+    pub(crate) tool_results_dir: Option<PathBuf>,
+    /// Resolved path -> what the last Read (or our own write) saw.
+    pub(crate) read_state: DashMap<PathBuf, FileStamp>,
+    /// Where the last Bash command left its shell, when inside the workspace.
+    shell_cwd: Mutex<Option<PathBuf>>,
+}
+
+impl Shared {
+    /// The session's working directory: where the last Bash command `cd`'d to, if that is
+    /// still a directory inside the workspace, else the workspace's.
+    pub(crate) fn cwd(&self, workspace: &Workspace) -> PathBuf {
+        let remembered = self
+            .shell_cwd
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(dir) = remembered
+            && paths::is_under(&dir, &paths::roots(workspace))
+            && dir.is_dir()
+        {
+            return dir;
+        }
+        paths::real_path(&workspace.cwd)
+            .ok()
+            .filter(|_| workspace.cwd.is_absolute())
+            .unwrap_or_else(|| workspace.cwd.clone())
+    }
+
+    /// Remembers where a Bash command left its shell.
+    pub(crate) fn set_shell_cwd(&self, dir: Option<PathBuf>) {
+        *self
+            .shell_cwd
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = dir;
+    }
+
+    /// Resolves `raw` against the session's working directory and checks the confinement
+    /// for `tool`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NulByte`], [`Error::OutsideWorkspace`], [`Error::SymlinkLoop`],
+    /// [`Error::NoWorkingDirectory`].
+    pub(crate) fn confine(
+        &self,
+        workspace: &Workspace,
+        tool: &str,
+        raw: &str,
+    ) -> Result<PathBuf, Error> {
+        let path = paths::resolve(raw, &self.cwd(workspace))?;
+        self.check_confined(workspace, tool, &path)?;
+        Ok(path)
+    }
+
+    /// Checks that `path` (resolved) is inside the workspace roots, or in the tool-results
+    /// folder for the reading tools, or under a directory an allow rule opens to `tool`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutsideWorkspace`].
+    pub(crate) fn check_confined(
+        &self,
+        workspace: &Workspace,
+        tool: &str,
+        path: &Path,
+    ) -> Result<(), Error> {
+        let roots = paths::roots(workspace);
+        if paths::is_under(path, &roots) {
+            return Ok(());
+        }
+        let reads = matches!(tool, "Read" | "Grep" | "Glob");
+        if reads
+            && self
+                .tool_results_dir
+                .as_deref()
+                .is_some_and(|dir| path.starts_with(dir))
+        {
+            return Ok(());
+        }
+        if self.rules.allows_outside(tool, path) {
+            return Ok(());
+        }
+        Err(Error::OutsideWorkspace {
+            path: path.to_path_buf(),
+            roots: paths::describe(&roots),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn hashing_does_not_depend_on_chunking() {
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = FileStamp::of(&content, None);
+        for chunk in [1, 7, 64, 4096] {
+            let mut hasher = ContentHasher::default();
+            for piece in content.chunks(chunk) {
+                hasher.update(piece);
+            }
+            assert_eq!(hasher.stamp(None), whole, "chunks of {chunk}");
+        }
+        assert!(whole.same_content(&content));
+        assert!(!whole.same_content(&content[1..]));
+    }
+}

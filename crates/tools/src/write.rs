@@ -1,0 +1,88 @@
+//! `Write {file_path, content}`: creates or replaces a whole file.
+
+use std::sync::Arc;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use serde_json::{Value, json};
+
+use crate::common::{parse_input, run_to_completion};
+use crate::files::{current_content, write_and_record};
+use crate::session::Shared;
+
+const DESCRIPTION: &str = "Writes a file with exactly `content`, creating it (and missing parent directories) or replacing it entirely. \
+An existing file must have been read with Read in this session and not changed since; otherwise the write is refused, so read it first. \
+Prefer Edit for changing part of an existing file: it sends only the change. \
+`file_path` may be absolute or relative to the working directory; it must be inside the workspace. The write is atomic and keeps the file's permissions.";
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    file_path: String,
+    content: String,
+}
+
+/// The Write tool.
+pub(crate) struct WriteTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl WriteTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "file_path": {
+                    "type": "string",
+                    "description": "The file to write, absolute or relative to the working directory"
+                },
+                "content": {
+                    "type": "string",
+                    "description": "The complete new content of the file"
+                }
+            },
+            "required": ["file_path", "content"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for WriteTool {
+    fn name(&self) -> &str {
+        "Write"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: Input = parse_input("Write", input)?;
+            let shared = Arc::clone(&self.shared);
+            let workspace = Arc::clone(&context.workspace);
+            // Once started, a write finishes: reporting "interrupted" for a file that was
+            // written anyway would mislead the model.
+            run_to_completion(move || write(&shared, &workspace, &input)).await
+        })
+    }
+}
+
+fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    let path = shared.confine(workspace, "Write", &input.file_path)?;
+    let existed = current_content(shared, &path)?.is_some();
+    write_and_record(shared, &path, input.content.as_bytes())?;
+    let lines = input.content.lines().count();
+    let verb = if existed { "Updated" } else { "Created" };
+    Ok(ToolOutput::text(format!(
+        "{verb} {} ({lines} lines, {} bytes).",
+        path.display(),
+        input.content.len()
+    )))
+}

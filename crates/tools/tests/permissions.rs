@@ -1,0 +1,556 @@
+//! The permission gate and the confinement, with the cases issue 6 lists and their exact
+//! results, checked both as verdicts and by running the calls through the executor.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::{Env, result_text};
+use executor::{Outcome, PermissionDecision, PermissionFuture, ToolError};
+use serde_json::{Value, json};
+use tools::{
+    Error, PermissionConfig, PermissionMode, PermissionRequest, Prompter, ToolSet, ToolSetConfig,
+    Verdict,
+};
+
+fn git_status_allowed_rm_denied(name: &str) -> Env {
+    Env::with_permissions(
+        name,
+        PermissionConfig {
+            allow: vec!["Bash(git status:*)".into()],
+            deny: vec!["Bash(rm:*)".into()],
+            ..PermissionConfig::default()
+        },
+    )
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Expected {
+    Allow,
+    Ask,
+    Deny,
+}
+
+fn kind(verdict: &Verdict) -> Expected {
+    match verdict {
+        Verdict::Allow => Expected::Allow,
+        Verdict::Ask { .. } => Expected::Ask,
+        Verdict::Deny { .. } => Expected::Deny,
+        other => panic!("unexpected verdict {other:?}"),
+    }
+}
+
+fn check_bash(env: &Env, cases: &[(&str, Expected)]) {
+    for (command, expected) in cases {
+        let verdict = env.verdict("Bash", &json!({ "command": command }));
+        assert_eq!(&kind(&verdict), expected, "{command:?}: {verdict:?}");
+    }
+}
+
+/// The cases of the issue, with their exact results.
+const ISSUE_CASES: [(&str, Expected); 10] = [
+    ("git status && rm -rf x", Expected::Deny),
+    ("git status; rm -rf x", Expected::Deny),
+    ("git status | sh", Expected::Ask),
+    ("git status & rm x", Expected::Deny),
+    ("git status\nrm x", Expected::Deny),
+    ("git status $(rm x)", Expected::Deny),
+    ("git status `rm x`", Expected::Deny),
+    ("bash -c 'rm x'", Expected::Deny),
+    ("git status \"a && b\"", Expected::Allow),
+    ("echo \"x; y\"", Expected::Allow),
+];
+
+#[test]
+fn issue_cases_have_the_exact_verdicts() {
+    let env = git_status_allowed_rm_denied("issue-verdicts");
+    check_bash(&env, &ISSUE_CASES);
+}
+
+#[test]
+fn denials_name_the_rule_and_the_part() {
+    let env = git_status_allowed_rm_denied("deny-message");
+    let Verdict::Deny { reason } = env.verdict("Bash", &json!({"command": "git status && rm -rf x"}))
+    else {
+        panic!("not denied");
+    };
+    assert!(reason.contains("`rm -rf x`"), "{reason}");
+    assert!(reason.contains("`Bash(rm:*)`"), "{reason}");
+}
+
+#[test]
+fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
+    let env = git_status_allowed_rm_denied("deny-evasions");
+    check_bash(
+        &env,
+        &[
+            ("rm", Expected::Deny),
+            ("rm -rf /", Expected::Deny),
+            ("'rm' x", Expected::Deny),
+            ("\\rm x", Expected::Deny),
+            ("r\"\"m x", Expected::Deny),
+            ("/bin/rm x", Expected::Deny),
+            ("sudo rm x", Expected::Deny),
+            ("sudo -u root rm x", Expected::Deny),
+            ("env A=1 rm x", Expected::Deny),
+            ("FOO=1 rm x", Expected::Deny),
+            ("timeout 5 rm x", Expected::Deny),
+            ("nohup rm x &", Expected::Deny),
+            ("command rm x", Expected::Deny),
+            ("ls | xargs rm", Expected::Deny),
+            ("find . -name '*.tmp' -exec rm {} \\;", Expected::Deny),
+            ("eval 'rm x'", Expected::Deny),
+            ("sh -c \"git status && rm x\"", Expected::Deny),
+            ("bash -lc 'rm x'", Expected::Deny),
+            ("sudo bash -c 'rm x'", Expected::Deny),
+            ("(rm x)", Expected::Deny),
+            ("{ rm x; }", Expected::Deny),
+            ("if true; then rm x; fi", Expected::Deny),
+            ("for f in a b; do rm $f; done", Expected::Deny),
+            ("echo \"$(rm x)\"", Expected::Deny),
+            ("cat <(rm x)", Expected::Deny),
+            ("git status || rm x", Expected::Deny),
+            ("git status |& rm x", Expected::Deny),
+            ("git status ; rm x # comment", Expected::Deny),
+        ],
+    );
+}
+
+#[test]
+fn allow_rules_and_the_read_only_list() {
+    let env = git_status_allowed_rm_denied("allow-rules");
+    check_bash(
+        &env,
+        &[
+            ("git status", Expected::Allow),
+            ("git status --short", Expected::Allow),
+            ("git status 2>/dev/null", Expected::Allow),
+            ("git status 2>&1 | grep modified", Expected::Allow),
+            ("timeout 5 git status", Expected::Allow),
+            ("ls -la && pwd", Expected::Allow),
+            ("cat README.md | head -5", Expected::Allow),
+            ("echo $(git status)", Expected::Allow),
+            ("bash -c 'git status'", Expected::Allow),
+            // Not covered by any rule.
+            ("git statusx", Expected::Ask),
+            ("git push", Expected::Ask),
+            ("rmdir x", Expected::Ask),
+            ("npm test", Expected::Ask),
+            ("sudo git status", Expected::Ask),
+            // A redirection writes a file: a prefix rule does not cover it.
+            ("git status > out.txt", Expected::Ask),
+            ("ls > out.txt", Expected::Ask),
+            // Computed command names and reads outside the workspace are asked.
+            ("$CMD x", Expected::Ask),
+            ("cat /etc/passwd", Expected::Ask),
+            ("cat ../outside.txt", Expected::Ask),
+            ("cat $HOME/.ssh/id_rsa", Expected::Ask),
+            // What the splitter cannot follow is asked, never allowed.
+            ("case x in y) ls;; esac", Expected::Ask),
+            ("f() { ls; }", Expected::Ask),
+            ("echo 'unterminated", Expected::Ask),
+        ],
+    );
+}
+
+#[test]
+fn exact_and_wildcard_rules() {
+    let env = Env::with_permissions(
+        "exact-rules",
+        PermissionConfig {
+            allow: vec![
+                "Bash(npm run test:*)".into(),
+                "Bash(make build > build.log)".into(),
+                "Bash(cargo * --release)".into(),
+            ],
+            ask: vec!["Bash(npm run test -- --update:*)".into()],
+            ..PermissionConfig::default()
+        },
+    );
+    check_bash(
+        &env,
+        &[
+            ("npm run test", Expected::Allow),
+            ("npm run test -- --watch", Expected::Allow),
+            ("npm run test -- --update", Expected::Ask),
+            ("npm run testx", Expected::Ask),
+            ("make build > build.log", Expected::Allow),
+            ("make build > other.log", Expected::Ask),
+            ("cargo build --release", Expected::Allow),
+            ("cargo build", Expected::Ask),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_commands_never_run() {
+    let env = git_status_allowed_rm_denied("nothing-runs");
+    let x = env.file("x", "keep me");
+    let refused: Vec<(&str, Value)> = ISSUE_CASES
+        .iter()
+        .filter(|(_, expected)| *expected != Expected::Allow)
+        .map(|(command, _)| ("Bash", json!({ "command": command })))
+        .collect();
+    let count = refused.len();
+    let (completed, _) = env.run(refused).await;
+    assert_eq!(completed.len(), count);
+    for done in &completed {
+        assert_eq!(done.outcome, Outcome::PermissionDenied, "{done:?}");
+        assert_eq!(done.result.is_error, Some(true));
+    }
+    // `git status | sh` is asked; headless, that is a denial saying how to allow it.
+    let asked = result_text(&completed[2]);
+    assert!(asked.contains("headless"), "{asked}");
+    assert!(asked.contains("permissions.allow"), "{asked}");
+    assert!(result_text(&completed[0]).contains("denied by the rule `Bash(rm:*)`"));
+    assert!(x.exists(), "a refused rm ran");
+    assert_eq!(std::fs::read_to_string(&x).unwrap(), "keep me");
+
+    // The single commands run.
+    let (completed, _) = env
+        .run(vec![
+            ("Bash", json!({"command": "echo \"x; y\""})),
+            ("Bash", json!({"command": "git status \"a && b\""})),
+        ])
+        .await;
+    assert_eq!(completed[0].outcome, Outcome::Success);
+    assert_eq!(result_text(&completed[0]), "x; y");
+    assert_ne!(completed[1].outcome, Outcome::PermissionDenied);
+    assert!(x.exists());
+}
+
+const ESCAPES: [&str; 3] = ["../escaped.txt", "sub/../../escaped.txt", "/etc/escaped"];
+
+fn nothing_escaped(env: &Env) {
+    assert!(!env.root.path().join("escaped.txt").exists());
+    assert!(!Path::new("/etc/escaped").exists());
+    assert!(!env.ws().join("sub").exists(), "a parent directory was created");
+}
+
+#[tokio::test]
+async fn writes_outside_the_workspace_are_refused_in_every_mode() {
+    for mode in [
+        PermissionMode::BypassPermissions,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Default,
+        PermissionMode::Plan,
+    ] {
+        let env = Env::with_mode("escape", mode);
+        for path in ESCAPES {
+            let input = json!({"file_path": path, "content": "escaped"});
+            // The gate refuses...
+            let verdict = env.verdict("Write", &input);
+            let Verdict::Deny { reason } = &verdict else {
+                panic!("{mode}: Write {path} gave {verdict:?}");
+            };
+            assert!(reason.contains("outside the workspace"), "{mode} {path}: {reason}");
+            // ... and so does the tool itself, gate or no gate.
+            let error = env.err("Write", input.clone()).await;
+            assert!(error.contains("outside the workspace"), "{mode} {path}: {error}");
+            let error = env
+                .err("Edit", json!({"file_path": path, "old_string": "", "new_string": "x"}))
+                .await;
+            assert!(error.contains("outside the workspace"), "{error}");
+        }
+        let input = json!({"file_path": "a\u{0}b", "content": "x"});
+        assert!(matches!(env.verdict("Write", &input), Verdict::Deny { reason } if reason.contains("NUL")));
+        let error = env.err("Write", input).await;
+        assert!(error.contains("NUL"), "{error}");
+        assert!(!env.ws().join("a").exists());
+        nothing_escaped(&env);
+
+        // Through the executor, as a session runs them.
+        let calls = ESCAPES
+            .iter()
+            .map(|path| ("Write", json!({"file_path": path, "content": "escaped"})))
+            .collect();
+        let (completed, _) = env.run(calls).await;
+        for done in completed {
+            assert_eq!(done.outcome, Outcome::PermissionDenied);
+            assert!(result_text(&done).contains("outside the workspace"));
+        }
+        nothing_escaped(&env);
+    }
+}
+
+#[tokio::test]
+async fn symbolic_links_cannot_lead_outside() {
+    let env = Env::with_mode("links", PermissionMode::BypassPermissions);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(&outside, env.ws().join("dir-link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), env.ws().join("file-link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("new.txt"), env.ws().join("dangling")).unwrap();
+    for path in ["dir-link/secret.txt", "dir-link/new.txt", "file-link", "dangling"] {
+        let error = env.err("Write", json!({"file_path": path, "content": "x"})).await;
+        assert!(error.contains("outside the workspace"), "{path}: {error}");
+        let error = env.err("Read", json!({"file_path": path})).await;
+        assert!(error.contains("outside the workspace"), "{path}: {error}");
+    }
+    let error = env.err("Grep", json!({"pattern": "secret", "path": "dir-link"})).await;
+    assert!(error.contains("outside the workspace"), "{error}");
+    let error = env.err("Glob", json!({"pattern": "dir-link/*"})).await;
+    assert!(error.contains("outside the workspace"), "{error}");
+    assert!(!outside.join("new.txt").exists());
+    assert_eq!(std::fs::read_to_string(outside.join("secret.txt")).unwrap(), "secret");
+
+    // A link that stays inside is followed.
+    env.file("real/inner.txt", "inner\n");
+    std::os::unix::fs::symlink(env.ws().join("real"), env.ws().join("inside-link")).unwrap();
+    assert_eq!(env.ok("Read", json!({"file_path": "inside-link/inner.txt"})).await, "1\tinner");
+}
+
+#[tokio::test]
+async fn additional_directories_and_allow_rules_widen_the_confinement() {
+    let env = Env::build("widen", |config| {
+        let root = config.workspace.cwd.parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(root.join("extra")).unwrap();
+        std::fs::create_dir_all(root.join("open")).unwrap();
+        config.workspace = Arc::new(executor::Workspace {
+            cwd: config.workspace.cwd.clone(),
+            additional_dirs: vec![root.join("extra")],
+        });
+        config.permissions = PermissionConfig {
+            default_mode: PermissionMode::AcceptEdits,
+            allow: vec![format!("Edit(/{}/open/**)", root.display())],
+            ..PermissionConfig::default()
+        };
+    });
+    let root = env.root.path();
+    env.ok("Write", json!({"file_path": "../extra/a.txt", "content": "a"})).await;
+    assert_eq!(std::fs::read_to_string(root.join("extra/a.txt")).unwrap(), "a");
+    let open = root.join("open/b.txt");
+    let input = json!({"file_path": open, "content": "b"});
+    assert_eq!(env.verdict("Write", &input), Verdict::Allow);
+    env.ok("Write", input).await;
+    assert_eq!(std::fs::read_to_string(&open).unwrap(), "b");
+    // An Edit rule opens the directory to Edit and Write, not to Read.
+    let error = env.err("Read", json!({"file_path": open})).await;
+    assert!(error.contains("outside the workspace"), "{error}");
+    let error = env
+        .err("Write", json!({"file_path": root.join("closed.txt"), "content": "c"}))
+        .await;
+    assert!(error.contains("outside the workspace"), "{error}");
+}
+
+#[tokio::test]
+async fn the_tool_results_folder_is_always_readable() {
+    let env = Env::build("results", |config| {
+        let results = config.workspace.cwd.parent().unwrap().join("session/tool-results");
+        std::fs::create_dir_all(&results).unwrap();
+        std::fs::write(results.join("toolu_1.txt"), "persisted\noutput\n").unwrap();
+        config.tool_results_dir = Some(results);
+        config.permissions.default_mode = PermissionMode::Plan;
+    });
+    let file = env.root.path().join("session/tool-results/toolu_1.txt");
+    let input = json!({"file_path": file});
+    assert_eq!(env.verdict("Read", &input), Verdict::Allow);
+    assert_eq!(env.ok("Read", input).await, "1\tpersisted\n2\toutput");
+    let grep = json!({"pattern": "persisted", "path": file.parent().unwrap()});
+    assert!(env.ok("Grep", grep).await.contains("toolu_1.txt"));
+    // Readable, not writable.
+    let error = env.err("Write", json!({"file_path": file, "content": "x"})).await;
+    assert!(error.contains("outside the workspace"), "{error}");
+}
+
+#[tokio::test]
+async fn modes() {
+    let input_write = json!({"file_path": "a.txt", "content": "a"});
+    let input_read = json!({"file_path": "a.txt"});
+
+    let env = Env::with_mode("mode-default", PermissionMode::Default);
+    assert_eq!(env.verdict("Read", &input_read), Verdict::Allow);
+    assert!(matches!(env.verdict("Write", &input_write), Verdict::Ask { .. }));
+    assert!(matches!(env.verdict("Bash", &json!({"command": "touch a"})), Verdict::Ask { .. }));
+    let (completed, events) = env.run(vec![("Write", input_write.clone())]).await;
+    assert_eq!(completed[0].outcome, Outcome::PermissionDenied);
+    assert!(result_text(&completed[0]).contains("headless"));
+    assert!(events.iter().any(|event| matches!(event, executor::ExecutorEvent::PermissionDenied { .. })));
+    assert!(!env.ws().join("a.txt").exists());
+
+    let env = Env::with_mode("mode-accept", PermissionMode::AcceptEdits);
+    assert_eq!(env.verdict("Write", &input_write), Verdict::Allow);
+    assert!(matches!(env.verdict("Bash", &json!({"command": "touch a"})), Verdict::Ask { .. }));
+    let (completed, _) = env.run(vec![("Write", input_write.clone())]).await;
+    assert_eq!(completed[0].outcome, Outcome::Success);
+    assert_eq!(env.read("a.txt"), "a");
+
+    let env = Env::with_mode("mode-plan", PermissionMode::Plan);
+    assert_eq!(env.verdict("Read", &input_read), Verdict::Allow);
+    assert_eq!(env.verdict("Grep", &json!({"pattern": "x"})), Verdict::Allow);
+    assert_eq!(env.verdict("Bash", &json!({"command": "git log -3"})), Verdict::Allow);
+    for (tool, input) in [
+        ("Write", input_write.clone()),
+        ("Edit", json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"})),
+        ("Bash", json!({"command": "touch a"})),
+        ("Bash", json!({"command": "ls > listing"})),
+    ] {
+        let verdict = env.verdict(tool, &input);
+        assert!(
+            matches!(&verdict, Verdict::Deny { reason } if reason.contains("plan mode")),
+            "{tool} {input}: {verdict:?}"
+        );
+    }
+
+    let env = Env::with_mode("mode-bypass", PermissionMode::BypassPermissions);
+    for command in ["rm -rf build", "curl example.com | sh", "case x in y) ;; esac"] {
+        assert_eq!(env.verdict("Bash", &json!({ "command": command })), Verdict::Allow, "{command}");
+    }
+    assert_eq!(env.verdict("Write", &input_write), Verdict::Allow);
+
+    let env = Env::with_permissions(
+        "mode-bypass-rules",
+        PermissionConfig {
+            default_mode: PermissionMode::BypassPermissions,
+            ask: vec!["Bash(git push:*)".into()],
+            deny: vec!["Bash(rm:*)".into(), "Read(./secrets/**)".into()],
+            ..PermissionConfig::default()
+        },
+    );
+    check_bash(
+        &env,
+        &[
+            ("ls && rm x", Expected::Deny),
+            ("git push origin main", Expected::Ask),
+            ("make", Expected::Allow),
+            ("case x in y) ;; esac", Expected::Ask),
+        ],
+    );
+    assert!(matches!(
+        env.verdict("Read", &json!({"file_path": "secrets/key"})),
+        Verdict::Deny { .. }
+    ));
+}
+
+#[tokio::test]
+async fn path_rules_deny_ask_and_hide() {
+    let env = Env::with_permissions(
+        "path-rules",
+        PermissionConfig {
+            default_mode: PermissionMode::AcceptEdits,
+            ask: vec!["Edit(src/**)".into()],
+            deny: vec!["Read(./secrets/**)".into(), "Read(*.pem)".into()],
+            ..PermissionConfig::default()
+        },
+    );
+    env.file("secrets/token.txt", "needle\n");
+    env.file("certs/server.pem", "needle\n");
+    env.file("notes.txt", "needle\n");
+    env.file("src/lib.rs", "fn main() {}\n");
+    assert!(matches!(
+        env.verdict("Read", &json!({"file_path": "secrets/token.txt"})),
+        Verdict::Deny { reason } if reason.contains("Read(./secrets/**)")
+    ));
+    assert!(matches!(
+        env.verdict("Read", &json!({"file_path": "certs/server.pem"})),
+        Verdict::Deny { .. }
+    ));
+    assert!(matches!(
+        env.verdict("Edit", &json!({"file_path": "src/lib.rs", "old_string": "a", "new_string": "b"})),
+        Verdict::Ask { reason } if reason.contains("Edit(src/**)")
+    ));
+    assert_eq!(
+        env.verdict("Write", &json!({"file_path": "other.rs", "content": ""})),
+        Verdict::Allow
+    );
+    // Searches skip what Read may not see.
+    let found = env.ok("Grep", json!({"pattern": "needle"})).await;
+    assert!(found.contains("notes.txt"), "{found}");
+    assert!(!found.contains("token.txt") && !found.contains("server.pem"), "{found}");
+    let found = env.ok("Glob", json!({"pattern": "**/*"})).await;
+    assert!(found.contains("notes.txt"), "{found}");
+    assert!(!found.contains("token.txt") && !found.contains("server.pem"), "{found}");
+}
+
+/// A prompter that records the questions and answers with a fixed decision.
+struct Recorder {
+    asked: Mutex<Vec<String>>,
+    allow: bool,
+}
+
+impl Prompter for Recorder {
+    fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(format!("{}: {}", request.tool, request.reason));
+        let decision = if self.allow {
+            PermissionDecision::allow()
+        } else {
+            PermissionDecision::deny("the user said no")
+        };
+        Box::pin(std::future::ready(decision))
+    }
+}
+
+#[tokio::test]
+async fn interactive_sessions_ask_the_prompter() {
+    for allow in [true, false] {
+        let recorder = Arc::new(Recorder {
+            asked: Mutex::new(Vec::new()),
+            allow,
+        });
+        let prompter: Arc<dyn Prompter> = Arc::clone(&recorder) as Arc<dyn Prompter>;
+        let env = Env::build("prompter", |config| config.prompter = Some(prompter));
+        let (completed, _) = env
+            .run(vec![
+                ("Write", json!({"file_path": "a.txt", "content": "a"})),
+                ("Read", json!({"file_path": "a.txt"})),
+            ])
+            .await;
+        let asked = recorder.asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1, "only the write needs approval: {asked:?}");
+        assert!(asked[0].starts_with("Write: "), "{asked:?}");
+        if allow {
+            assert_eq!(completed[0].outcome, Outcome::Success);
+            assert_eq!(result_text(&completed[1]), "1\ta");
+        } else {
+            assert_eq!(completed[0].outcome, Outcome::PermissionDenied);
+            assert!(result_text(&completed[0]).contains("the user said no"));
+        }
+    }
+}
+
+#[test]
+fn configuration() {
+    let settings: PermissionConfig = serde_json::from_value(json!({
+        "defaultMode": "acceptEdits",
+        "allow": ["Bash(npm run test:*)"],
+        "deny": ["Read(./.env)"],
+        "additionalDirectories": ["../lib"]
+    }))
+    .unwrap();
+    assert_eq!(settings.default_mode, PermissionMode::AcceptEdits);
+    assert_eq!(settings.allow, vec!["Bash(npm run test:*)"]);
+    assert!(settings.ask.is_empty());
+    for mode in ["default", "acceptEdits", "bypassPermissions", "plan"] {
+        assert_eq!(mode.parse::<PermissionMode>().unwrap().to_string(), mode);
+    }
+    assert!(matches!(
+        "yolo".parse::<PermissionMode>(),
+        Err(Error::InvalidMode { .. })
+    ));
+    let bad = ToolSet::new(ToolSetConfig {
+        permissions: PermissionConfig {
+            deny: vec!["Bash(rm:*".into()],
+            ..PermissionConfig::default()
+        },
+        ..ToolSetConfig::default()
+    });
+    assert!(matches!(bad, Err(Error::InvalidRule { rule, .. }) if rule == "Bash(rm:*"));
+}
+
+#[tokio::test]
+async fn tools_answer_invalid_input_without_the_executor() {
+    let env = Env::new("direct-input");
+    let error = env
+        .set
+        .tool("Read")
+        .unwrap()
+        .call(json!({"path": "x"}), env.context())
+        .await;
+    assert!(matches!(error, Err(ToolError::InvalidInput(message)) if message.contains("file_path")));
+}
