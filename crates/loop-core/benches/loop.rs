@@ -41,6 +41,38 @@ async fn session() {
     assert_eq!(outcome.requests as usize, TURNS);
 }
 
+/// The scripted model alone: the same 100 replies streamed and drained with no loop, to
+/// subtract the model's own cost from the session time.
+async fn model_only() {
+    use futures_util::StreamExt as _;
+    use loop_core::{ModelClient as _, ModelRequest};
+    let model = ScriptedModel::fast(|n, _| {
+        if n < TURNS - 1 {
+            Reply::new()
+                .text("Next step.")
+                .tool(&format!("t{n}"), "Noop", json!({"step": n}))
+                .end(StopReason::ToolUse)
+        } else {
+            Reply::new().text("Done.").end(StopReason::EndTurn)
+        }
+    });
+    let client = common::Client(model);
+    let messages = vec![MessageParam::user_text("go")];
+    for _ in 0..TURNS {
+        let request = ModelRequest {
+            model: "claude-sonnet-4-5",
+            max_tokens: 1000,
+            system: &[],
+            tools: &[],
+            messages: &messages,
+            user_context: None,
+            thinking: None,
+        };
+        let mut stream = client.stream(&request, CancellationToken::new());
+        while stream.next().await.is_some() {}
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -53,6 +85,9 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(TURNS as u64));
     group.bench_function("session_100_turns", |b| b.to_async(&runtime).iter(session));
+    group.bench_function("scripted_model_only_100_replies", |b| {
+        b.to_async(&runtime).iter(model_only)
+    });
     group.finish();
 }
 
