@@ -108,7 +108,7 @@ fn model_client(args: &Args, cwd: &Path) -> anyhow::Result<AnthropicClient> {
     let transport: Arc<dyn Transport> = if let Some(path) = &args.replay {
         Arc::new(ReplayTransport::open(path, workspace, args.replay_lenient)?)
     } else {
-        let network = HyperTransport::new(&config.extra_roots_pem)?;
+        let network = HyperTransport::with_proxy(&config.extra_roots_pem, &config.proxy)?;
         match &args.record {
             Some(path) => Arc::new(RecordingTransport::new(network, path, workspace)?),
             None => Arc::new(network),

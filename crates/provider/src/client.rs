@@ -116,7 +116,10 @@ impl AnthropicClient {
     ///
     /// [`ErrorKind::Config`] when the base URL or the extra roots are invalid.
     pub fn new(config: ClientConfig) -> Result<Self, ProviderError> {
-        let transport = Arc::new(HyperTransport::new(&config.extra_roots_pem)?);
+        let transport = Arc::new(HyperTransport::with_proxy(
+            &config.extra_roots_pem,
+            &config.proxy,
+        )?);
         Self::with_transport(config, transport, Arc::new(TokioSleeper))
     }
 

@@ -99,6 +99,8 @@ pub struct ClientConfig {
     pub extra_roots_pem: Vec<u8>,
     /// Workspace root written as `${WORKSPACE}` in cassettes.
     pub workspace_root: Option<String>,
+    /// HTTP CONNECT proxy settings (`HTTPS_PROXY`, `NO_PROXY`).
+    pub proxy: crate::transport::ProxyConfig,
 }
 
 impl ClientConfig {
@@ -116,12 +118,13 @@ impl ClientConfig {
             fallback_model: false,
             extra_roots_pem: Vec::new(),
             workspace_root: None,
+            proxy: crate::transport::ProxyConfig::default(),
         }
     }
 
     /// Reads `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`,
-    /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS` and `SSL_CERT_FILE` from
-    /// `source`.
+    /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS`, `SSL_CERT_FILE`,
+    /// `HTTPS_PROXY` (or `ALL_PROXY`) and `NO_PROXY` from `source`.
     ///
     /// # Errors
     ///
@@ -168,6 +171,12 @@ impl ClientConfig {
         if let Some(timeout) = millis("AGENT_STREAM_IDLE_TIMEOUT_MS")? {
             config.idle_timeout = timeout;
         }
+        config.proxy.https = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+            .iter()
+            .find_map(|key| source.get(key));
+        config.proxy.no_proxy = ["NO_PROXY", "no_proxy"]
+            .iter()
+            .find_map(|key| source.get(key));
         if let Some(path) = source.get("SSL_CERT_FILE") {
             config.extra_roots_pem = std::fs::read(&path).map_err(|error| {
                 ProviderError::new(ErrorKind::Config, format!("SSL_CERT_FILE {path}: {error}"))

@@ -48,7 +48,7 @@ pub use config::{
 pub use error::{ErrorKind, ProviderError};
 pub use retry::{Sleeper, TokioSleeper, backoff, retry_after};
 pub use transport::{
-    BodyStream, HttpRequest, HttpResponse, HyperTransport, ResponseFuture, Transport,
+    BodyStream, HttpRequest, HttpResponse, HyperTransport, ProxyConfig, ResponseFuture, Transport,
 };
 pub use vcr::{
     Exchange, RecordingTransport, ReplayTransport, WORKSPACE_PLACEHOLDER, canonical_hash,

@@ -12,6 +12,8 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::TokioExecutor;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
@@ -73,9 +75,24 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 }
 
 /// HTTPS (rustls, ring provider, webpki roots plus configured ones) and plain HTTP over one
-/// connection pool.
+/// connection pool, through an HTTP CONNECT proxy for the destinations the proxy settings
+/// select (`HTTPS_PROXY`, `NO_PROXY`).
 pub struct HyperTransport {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    proxied: Option<(Matcher, TunneledClient)>,
+}
+
+/// The client that reaches HTTPS destinations through an HTTP CONNECT tunnel.
+type TunneledClient = Client<hyper_rustls::HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>;
+
+/// Proxy settings, as curl reads them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Proxy for `https://` destinations (`HTTPS_PROXY`, else `ALL_PROXY`), `http://host:port`
+    /// with optional `user:password@`.
+    pub https: Option<String>,
+    /// Hosts, domains and networks that bypass the proxy (`NO_PROXY`), comma-separated.
+    pub no_proxy: Option<String>,
 }
 
 impl std::fmt::Debug for HyperTransport {
@@ -91,46 +108,97 @@ impl HyperTransport {
     ///
     /// [`ErrorKind::Config`] when the PEM holds no valid certificate or TLS cannot be set up.
     pub fn new(extra_roots_pem: &[u8]) -> Result<Self, ProviderError> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        if !extra_roots_pem.is_empty() {
-            let mut added = 0;
-            for certificate in CertificateDer::pem_slice_iter(extra_roots_pem) {
-                let certificate = certificate.map_err(|error| {
-                    ProviderError::new(
-                        ErrorKind::Config,
-                        format!("extra root certificates: {error}"),
-                    )
-                })?;
-                roots.add(certificate).map_err(|error| {
-                    ProviderError::new(
-                        ErrorKind::Config,
-                        format!("extra root certificate: {error}"),
-                    )
-                })?;
-                added += 1;
-            }
-            if added == 0 {
-                return Err(ProviderError::new(
-                    ErrorKind::Config,
-                    "extra root certificates: no PEM certificate found",
-                ));
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|error| ProviderError::new(ErrorKind::Config, format!("TLS: {error}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client = Client::builder(TokioExecutor::new()).build(connector);
-        Ok(Self { client })
+        Self::with_proxy(extra_roots_pem, &ProxyConfig::default())
     }
+
+    /// A transport that tunnels through `proxy` where its settings say so.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] when the PEM holds no valid certificate, TLS cannot be set up, or
+    /// the proxy URL is invalid.
+    pub fn with_proxy(extra_roots_pem: &[u8], proxy: &ProxyConfig) -> Result<Self, ProviderError> {
+        let tls = tls_config(extra_roots_pem)?;
+        let https = |tls: rustls::ClientConfig| {
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(tls)
+                .https_or_http()
+                .enable_http1()
+        };
+        let client = Client::builder(TokioExecutor::new()).build(https(tls.clone()).build());
+        let proxied = match &proxy.https {
+            Some(url) => {
+                let mut builder = Matcher::builder().https(url.as_str());
+                if let Some(no_proxy) = &proxy.no_proxy {
+                    builder = builder.no(no_proxy.as_str());
+                }
+                let matcher = builder.build();
+                let probe: Uri = "https://api.anthropic.com/"
+                    .parse()
+                    .map_err(|_| ProviderError::new(ErrorKind::Config, "proxy"))?;
+                let intercept = matcher.intercept(&probe).or_else(|| {
+                    // NO_PROXY may exclude the probe host; the proxy address itself is what
+                    // the tunnel needs.
+                    Matcher::builder()
+                        .https(url.as_str())
+                        .build()
+                        .intercept(&probe)
+                });
+                let Some(intercept) = intercept else {
+                    return Err(ProviderError::new(
+                        ErrorKind::Config,
+                        format!("HTTPS_PROXY {url:?} is not a valid proxy URL"),
+                    ));
+                };
+                let mut tunnel = Tunnel::new(intercept.uri().clone(), HttpConnector::new());
+                if let Some(auth) = intercept.basic_auth() {
+                    tunnel = tunnel.with_auth(auth.clone());
+                }
+                let connector = https(tls).wrap_connector(tunnel);
+                Some((
+                    matcher,
+                    Client::builder(TokioExecutor::new()).build(connector),
+                ))
+            }
+            None => None,
+        };
+        Ok(Self { client, proxied })
+    }
+}
+
+fn tls_config(extra_roots_pem: &[u8]) -> Result<rustls::ClientConfig, ProviderError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if !extra_roots_pem.is_empty() {
+        let mut added = 0;
+        for certificate in CertificateDer::pem_slice_iter(extra_roots_pem) {
+            let certificate = certificate.map_err(|error| {
+                ProviderError::new(
+                    ErrorKind::Config,
+                    format!("extra root certificates: {error}"),
+                )
+            })?;
+            roots.add(certificate).map_err(|error| {
+                ProviderError::new(
+                    ErrorKind::Config,
+                    format!("extra root certificate: {error}"),
+                )
+            })?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(ProviderError::new(
+                ErrorKind::Config,
+                "extra root certificates: no PEM certificate found",
+            ));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| ProviderError::new(ErrorKind::Config, format!("TLS: {error}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }
 
 /// Classifies a transport failure: TLS problems are named as such, with the host.
@@ -184,11 +252,16 @@ impl Transport for HyperTransport {
             let http_request = builder.body(Full::new(request.body)).map_err(|error| {
                 ProviderError::new(ErrorKind::Config, format!("building the request: {error}"))
             })?;
-            let response = self
-                .client
-                .request(http_request)
-                .await
-                .map_err(|error| transport_error(&error, &host))?;
+            let tunneled = self
+                .proxied
+                .as_ref()
+                .filter(|(matcher, _)| matcher.intercept(http_request.uri()).is_some())
+                .map(|(_, client)| client);
+            let response = match tunneled {
+                Some(client) => client.request(http_request).await,
+                None => self.client.request(http_request).await,
+            }
+            .map_err(|error| transport_error(&error, &host))?;
             let (parts, body) = response.into_parts();
             let body = body.into_data_stream().map(move |chunk| {
                 chunk.map_err(|error| {

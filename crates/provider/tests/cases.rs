@@ -503,3 +503,32 @@ async fn record_then_replay_with_the_server_gone() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test]
+async fn https_proxy_is_honoured_and_no_proxy_bypasses_it() {
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("via the proxy"),
+    )]))
+    .await
+    .unwrap();
+    let proxy = testkit::ConnectProxy::start().await.unwrap();
+    let mut config = config(&server);
+    config.proxy = provider::ProxyConfig {
+        https: Some(proxy.url()),
+        no_proxy: None,
+    };
+    let client = AnthropicClient::new(config.clone()).unwrap();
+    let (events, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(done_text(&events).as_deref(), Some("via the proxy"));
+    assert_eq!(
+        proxy.targets(),
+        [format!("localhost:{}", server.addr().port())]
+    );
+
+    config.proxy.no_proxy = Some("localhost".into());
+    let client = AnthropicClient::new(config).unwrap();
+    let (_, error) = collect(&client, "hi").await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(proxy.targets().len(), 1, "NO_PROXY bypassed the proxy");
+}

@@ -16,8 +16,10 @@
 //! ```
 #![deny(missing_docs)]
 
+mod proxy;
 mod script;
 mod server;
 
+pub use proxy::ConnectProxy;
 pub use script::{Faults, Reply, ReplyBody, Script, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};

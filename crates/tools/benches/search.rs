@@ -136,7 +136,9 @@ fn bench_search(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(2))
         .measurement_time(Duration::from_secs(10));
     let files = json!({"pattern": "XYZZY_NEEDLE", "path": grep_root, "head_limit": 0});
-    group.bench_function("grep_50mb_files_with_matches", |b| b.iter(|| call(&grep, &files)));
+    group.bench_function("grep_50mb_files_with_matches", |b| {
+        b.iter(|| call(&grep, &files))
+    });
     let content = json!({
         "pattern": "needle_[0-9]+", "path": grep_root, "output_mode": "content", "head_limit": 0
     });

@@ -53,6 +53,9 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(50);
 const TERM_GRACE: Duration = Duration::from_millis(200);
 /// Bytes of output kept from the start and from the end.
 const KEEP_BYTES: usize = 64 * 1024;
+/// How much longer than the command's timeout the executor may wait before it stops the call
+/// itself (stopping the group takes at most [`TERM_GRACE`] plus a reap).
+const EXECUTOR_MARGIN: Duration = Duration::from_secs(5);
 /// Least time between two progress reports.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
@@ -121,7 +124,7 @@ impl Tool for BashTool {
 
     /// Safe only for one read-only command from the allow-list (see
     /// [`crate::permissions::readonly`]) with no redirections, no chaining and no
-    /// substitutions.
+    /// substitutions; never for `cd`, which moves the session's working directory.
     fn is_concurrency_safe(&self, input: &Value) -> bool {
         let Some(Ok(analysis)) = command_of(input).map(shell::analyze) else {
             return false;
@@ -131,6 +134,7 @@ impl Tool for BashTool {
                 !analysis.compound
                     && !part.carrier
                     && part.redirects.is_empty()
+                    && part.words.first().is_some_and(|word| word.text != "cd")
                     && readonly::is_read_only_command(&part.words)
             }
             _ => false,
@@ -144,22 +148,29 @@ impl Tool for BashTool {
         }
     }
 
+    /// The command's own timeout plus a margin: Bash enforces its timeout itself (killing
+    /// the process group and saying so); the executor's limit is only a backstop.
+    fn timeout(&self, input: &Value) -> Option<Duration> {
+        let requested = input.get("timeout").and_then(Value::as_u64);
+        Some(timeout_of(requested) + EXECUTOR_MARGIN)
+    }
+
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
             let input: Input = parse_input("Bash", input)?;
-            let timeout = input
-                .timeout
-                .unwrap_or(DEFAULT_TIMEOUT_MS)
-                .clamp(1, MAX_TIMEOUT_MS);
-            run(
-                &self.shared,
-                &input.command,
-                Duration::from_millis(timeout),
-                &context,
-            )
-            .await
+            let timeout = timeout_of(input.timeout);
+            run(&self.shared, &input.command, timeout, &context).await
         })
     }
+}
+
+/// The timeout a call asked for, within bounds.
+fn timeout_of(requested_ms: Option<u64>) -> Duration {
+    Duration::from_millis(
+        requested_ms
+            .unwrap_or(DEFAULT_TIMEOUT_MS)
+            .clamp(1, MAX_TIMEOUT_MS),
+    )
 }
 
 /// A temporary file the shell's `EXIT` trap writes its final directory to; removed on drop.
@@ -318,7 +329,7 @@ async fn run(
     let mut status: Option<ExitStatus> = None;
     let mut eof = false;
     let mut drain_until: Option<tokio::time::Instant> = None;
-    let mut last_progress = Instant::now();
+    let mut last_progress: Option<Instant> = None;
     let end = loop {
         if eof && status.is_some() {
             break End::Finished;
@@ -342,8 +353,8 @@ async fn run(
                 Ok(0) | Err(_) => eof = true,
                 Ok(count) => {
                     output.push(&buffer[..count]);
-                    if last_progress.elapsed() >= PROGRESS_EVERY {
-                        last_progress = Instant::now();
+                    if last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+                        last_progress = Some(Instant::now());
                         context.progress(progress(&buffer[..count], output.total_bytes));
                     }
                 }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use ignore::types::TypesBuilder;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -196,7 +196,9 @@ impl GlobFilter {
                 .literal_separator(true)
                 .backslash_escape(true)
                 .build()
-                .map_err(|error| ToolError::InvalidInput(format!("invalid glob `{glob}`: {error}")))?;
+                .map_err(|error| {
+                    ToolError::InvalidInput(format!("invalid glob `{glob}`: {error}"))
+                })?;
             has_includes |= !exclude;
             sets[usize::from(exclude) * 2 + usize::from(by_path)].add(compiled);
         }
@@ -219,7 +221,9 @@ impl GlobFilter {
         if self.exclude_names.is_match(name) || self.exclude_paths.is_match(relative) {
             return false;
         }
-        !self.has_includes || self.include_names.is_match(name) || self.include_paths.is_match(relative)
+        !self.has_includes
+            || self.include_names.is_match(name)
+            || self.include_paths.is_match(relative)
     }
 }
 
@@ -265,8 +269,9 @@ fn grep(
     } else {
         (0, 0)
     };
+    // Counting lines costs a pass over every buffer: only content mode shows them.
     let searcher = SearcherBuilder::new()
-        .line_number(true)
+        .line_number(mode == OutputMode::Content)
         .multi_line(input.multiline)
         .before_context(before)
         .after_context(after)
@@ -602,7 +607,11 @@ mod tests {
         let root = Path::new("/w");
         let check = |globs: &str, path: &str, expected: bool| {
             let filter = GlobFilter::new(globs).unwrap_or_else(|_| panic!("{globs}"));
-            assert_eq!(filter.admits(root, Path::new(path)), expected, "{globs} on {path}");
+            assert_eq!(
+                filter.admits(root, Path::new(path)),
+                expected,
+                "{globs} on {path}"
+            );
         };
         check("*.rs", "/w/a.rs", true);
         check("*.rs", "/w/deep/er/a.rs", true);

@@ -106,10 +106,16 @@ async fn cancellation_kills_the_whole_process_group() {
 async fn output_is_stdout_and_stderr_together() {
     let env = Env::new("bash-output");
     let out = env
-        .ok("Bash", json!({"command": "echo out; echo err >&2; echo out2"}))
+        .ok(
+            "Bash",
+            json!({"command": "echo out; echo err >&2; echo out2"}),
+        )
         .await;
     assert_eq!(out, "out\nerr\nout2");
-    assert_eq!(env.ok("Bash", json!({"command": "true"})).await, "(no output)");
+    assert_eq!(
+        env.ok("Bash", json!({"command": "true"})).await,
+        "(no output)"
+    );
 }
 
 #[tokio::test]
@@ -121,9 +127,16 @@ async fn non_zero_exit_is_a_result_not_a_failure() {
         .unwrap();
     assert!(output.is_error);
     assert_eq!(text(&output), "failing\n\nExit code 3");
-    let output = env.call("Bash", json!({"command": "kill -9 $$"})).await.unwrap();
+    let output = env
+        .call("Bash", json!({"command": "kill -9 $$"}))
+        .await
+        .unwrap();
     assert!(output.is_error);
-    assert!(text(&output).contains("Killed by signal 9 (SIGKILL)"), "{}", text(&output));
+    assert!(
+        text(&output).contains("Killed by signal 9 (SIGKILL)"),
+        "{}",
+        text(&output)
+    );
     let output = env
         .call("Bash", json!({"command": "if then"}))
         .await
@@ -144,7 +157,11 @@ async fn long_output_is_cut_in_the_middle() {
     assert!(out.starts_with("start\naaa"), "{}", &out[..20]);
     assert!(out.ends_with("aaa\nend"));
     // 6 + 200000 + 4 = 200010 characters (the final newline is trimmed); 30000 are kept.
-    assert!(out.contains("\n\n[... 170010 characters truncated ...]\n\n"), "{}", &out[14_990..15_060]);
+    assert!(
+        out.contains("\n\n[... 170010 characters truncated ...]\n\n"),
+        "{}",
+        &out[14_990..15_060]
+    );
     assert!(out.chars().count() < 30_100);
 }
 
@@ -153,7 +170,10 @@ async fn timeouts_kill_the_command() {
     let env = Env::new("bash-timeout");
     let started = Instant::now();
     let result = env
-        .call("Bash", json!({"command": "echo before; sleep 20", "timeout": 300}))
+        .call(
+            "Bash",
+            json!({"command": "echo before; sleep 20", "timeout": 300}),
+        )
         .await;
     assert!(started.elapsed() < Duration::from_secs(5));
     let Err(ToolError::Killed(message)) = result else {
@@ -171,7 +191,11 @@ async fn background_jobs_do_not_hold_the_result() {
         .ok("Bash", json!({"command": "sleep 30 & echo started"}))
         .await;
     assert_eq!(out, "started");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -179,10 +203,19 @@ async fn the_working_directory_persists_inside_the_workspace() {
     let env = Env::new("bash-cwd");
     let ws = env.ws().display().to_string();
     env.file("sub/inner.txt", "inner\n");
-    assert_eq!(env.ok("Bash", json!({"command": "cd sub"})).await, "(no output)");
-    assert_eq!(env.ok("Bash", json!({"command": "pwd"})).await, format!("{ws}/sub"));
+    assert_eq!(
+        env.ok("Bash", json!({"command": "cd sub"})).await,
+        "(no output)"
+    );
+    assert_eq!(
+        env.ok("Bash", json!({"command": "pwd"})).await,
+        format!("{ws}/sub")
+    );
     // Relative paths of the file tools follow.
-    assert_eq!(env.ok("Read", json!({"file_path": "inner.txt"})).await, "1\tinner");
+    assert_eq!(
+        env.ok("Read", json!({"file_path": "inner.txt"})).await,
+        "1\tinner"
+    );
     // A failing command that changed directory still moves the session.
     let output = env
         .call("Bash", json!({"command": "cd .. && false"}))
@@ -192,10 +225,14 @@ async fn the_working_directory_persists_inside_the_workspace() {
     assert_eq!(env.ok("Bash", json!({"command": "pwd"})).await, ws);
     // Leaving the workspace is undone, and said.
     let out = env.ok("Bash", json!({"command": "cd /"})).await;
-    assert_eq!(out, format!("Shell cwd was reset to {ws} (/ is outside the workspace)."));
+    assert_eq!(
+        out,
+        format!("Shell cwd was reset to {ws} (/ is outside the workspace).")
+    );
     assert_eq!(env.ok("Bash", json!({"command": "pwd"})).await, ws);
     // A directory removed under the session falls back to the workspace.
-    env.ok("Bash", json!({"command": "mkdir gone && cd gone"})).await;
+    env.ok("Bash", json!({"command": "mkdir gone && cd gone"}))
+        .await;
     std::fs::remove_dir(env.ws().join("gone")).unwrap();
     assert_eq!(env.ok("Bash", json!({"command": "pwd"})).await, ws);
 }
@@ -218,7 +255,10 @@ async fn progress_is_reported_while_running() {
         })
         .collect();
     assert!(!progress.is_empty(), "no progress in {events:?}");
-    assert!(progress.iter().all(|line| line.starts_with("line")), "{progress:?}");
+    assert!(
+        progress.iter().all(|line| line.starts_with("line")),
+        "{progress:?}"
+    );
 }
 
 #[test]
@@ -234,6 +274,7 @@ fn only_plain_read_only_commands_run_concurrently() {
         ("ls > listing", false, false),
         ("ls 2>/dev/null", false, true),
         ("ls && pwd", false, true),
+        ("cd sub", false, true),
         ("cat $(ls)", false, true),
         ("rm x", false, false),
         ("npm test", false, false),
@@ -243,6 +284,14 @@ fn only_plain_read_only_commands_run_concurrently() {
         assert_eq!(bash.is_concurrency_safe(&input), safe, "{command} safe");
         assert_eq!(bash.is_read_only(&input), read_only, "{command} read-only");
     }
+    assert_eq!(
+        bash.timeout(&json!({"command": "x"})),
+        Some(Duration::from_secs(125))
+    );
+    assert_eq!(
+        bash.timeout(&json!({"command": "x", "timeout": 10_000_000})),
+        Some(Duration::from_secs(605))
+    );
     for tool in ["Read", "Glob", "Grep"] {
         assert!(env.set.tool(tool).unwrap().is_concurrency_safe(&json!({})));
     }
@@ -283,11 +332,31 @@ fn schemas_list_exactly_claude_codes_fields() {
     assert_eq!(
         fields("Grep"),
         sorted(&[
-            "pattern", "path", "glob", "type", "output_mode", "-A", "-B", "-C", "context", "-n",
-            "-i", "head_limit", "offset", "multiline"
+            "pattern",
+            "path",
+            "glob",
+            "type",
+            "output_mode",
+            "-A",
+            "-B",
+            "-C",
+            "context",
+            "-n",
+            "-i",
+            "head_limit",
+            "offset",
+            "multiline"
         ])
     );
-    assert_eq!(fields("Bash"), sorted(&["command", "timeout", "description"]));
-    let names: Vec<String> = env.set.tools().iter().map(|tool| tool.name().to_owned()).collect();
+    assert_eq!(
+        fields("Bash"),
+        sorted(&["command", "timeout", "description"])
+    );
+    let names: Vec<String> = env
+        .set
+        .tools()
+        .iter()
+        .map(|tool| tool.name().to_owned())
+        .collect();
     assert_eq!(names, ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]);
 }

@@ -31,7 +31,10 @@ async fn read_offset_limit_and_the_default_cap() {
     let content: String = (1..=2_500).map(|n| format!("{n}\n")).collect();
     env.file("long.txt", &content);
     let out = env
-        .ok("Read", json!({"file_path": "long.txt", "offset": 10, "limit": 3}))
+        .ok(
+            "Read",
+            json!({"file_path": "long.txt", "offset": 10, "limit": 3}),
+        )
         .await;
     assert_eq!(
         out,
@@ -39,7 +42,9 @@ async fn read_offset_limit_and_the_default_cap() {
     );
     let out = env.ok("Read", json!({"file_path": "long.txt"})).await;
     assert!(out.starts_with("1\t1\n2\t2\n"));
-    assert!(out.contains("\n2000\t2000\n\n[Showing lines 1-2000 of 2500. Continue with offset=2001.]"));
+    assert!(
+        out.contains("\n2000\t2000\n\n[Showing lines 1-2000 of 2500. Continue with offset=2001.]")
+    );
     assert!(!out.contains("2001\t"));
     let out = env
         .ok("Read", json!({"file_path": "long.txt", "offset": 2_499}))
@@ -48,7 +53,10 @@ async fn read_offset_limit_and_the_default_cap() {
     let error = env
         .err("Read", json!({"file_path": "long.txt", "offset": 3_000}))
         .await;
-    assert!(error.contains("2500 lines; offset 3000 is past the end"), "{error}");
+    assert!(
+        error.contains("2500 lines; offset 3000 is past the end"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -59,7 +67,10 @@ async fn read_cuts_long_lines_and_reports_special_files() {
     let first = out.lines().next().unwrap();
     assert_eq!(
         first,
-        format!("1\t{}… [line truncated: 500 more characters]", "x".repeat(2_000))
+        format!(
+            "1\t{}… [line truncated: 500 more characters]",
+            "x".repeat(2_000)
+        )
     );
     assert!(out.ends_with("2\tshort"));
 
@@ -83,13 +94,19 @@ async fn read_cuts_long_lines_and_reports_special_files() {
 async fn write_creates_files_and_parents() {
     let env = Env::new("write-create");
     let out = env
-        .ok("Write", json!({"file_path": "deep/er/new.txt", "content": "hello\nworld\n"}))
+        .ok(
+            "Write",
+            json!({"file_path": "deep/er/new.txt", "content": "hello\nworld\n"}),
+        )
         .await;
     assert!(out.starts_with("Created "), "{out}");
     assert_eq!(env.read("deep/er/new.txt"), "hello\nworld\n");
     // Written by us, so it counts as read: it can be written again at once.
     let out = env
-        .ok("Write", json!({"file_path": "deep/er/new.txt", "content": "again"}))
+        .ok(
+            "Write",
+            json!({"file_path": "deep/er/new.txt", "content": "again"}),
+        )
         .await;
     assert!(out.starts_with("Updated "), "{out}");
     assert_eq!(env.read("deep/er/new.txt"), "again");
@@ -109,7 +126,10 @@ async fn write_needs_a_fresh_read_of_an_existing_file() {
     env.ok("Read", json!({"file_path": "a.sh"})).await;
     std::fs::write(&path, "#!/bin/sh\necho changed by the user\n").unwrap();
     let error = env.err("Write", input.clone()).await;
-    assert!(error.contains("changed on disk since it was last read"), "{error}");
+    assert!(
+        error.contains("changed on disk since it was last read"),
+        "{error}"
+    );
     assert_eq!(env.read("a.sh"), "#!/bin/sh\necho changed by the user\n");
 
     env.ok("Read", json!({"file_path": "a.sh"})).await;
@@ -132,7 +152,8 @@ async fn a_touch_is_not_a_change() {
     let file = std::fs::File::options().write(true).open(&path).unwrap();
     file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
         .unwrap();
-    env.ok("Write", json!({"file_path": "a.txt", "content": "new\n"})).await;
+    env.ok("Write", json!({"file_path": "a.txt", "content": "new\n"}))
+        .await;
 }
 
 #[tokio::test]
@@ -149,7 +170,9 @@ async fn read_state_belongs_to_one_session() {
     let result = write
         .call(json!({"file_path": "a.txt", "content": "b"}), env.context())
         .await;
-    assert!(matches!(result, Err(ToolError::InvalidInput(message)) if message.contains("has not been read")));
+    assert!(
+        matches!(result, Err(ToolError::InvalidInput(message)) if message.contains("has not been read"))
+    );
 }
 
 #[tokio::test]
@@ -165,14 +188,20 @@ async fn edit_keeps_crlf_line_endings() {
         )
         .await;
     assert_eq!(env.read("win.txt"), "alpha\r\nBETA\r\nbeta\r\ngamma\r\n");
-    assert!(out.contains("1\talpha\n2\tBETA\n3\tbeta\n4\tgamma"), "{out}");
+    assert!(
+        out.contains("1\talpha\n2\tBETA\n3\tbeta\n4\tgamma"),
+        "{out}"
+    );
     // A one-line match whose replacement adds lines gets CRLF too.
     env.ok(
         "Edit",
         json!({"file_path": "win.txt", "old_string": "gamma", "new_string": "gamma\ndelta"}),
     )
     .await;
-    assert_eq!(env.read("win.txt"), "alpha\r\nBETA\r\nbeta\r\ngamma\r\ndelta\r\n");
+    assert_eq!(
+        env.read("win.txt"),
+        "alpha\r\nBETA\r\nbeta\r\ngamma\r\ndelta\r\n"
+    );
 }
 
 #[tokio::test]
@@ -180,7 +209,8 @@ async fn edit_with_two_matches_needs_replace_all() {
     let env = Env::new("edit-two");
     env.file("a.rs", "let x = 1;\nlet y = 2;\nlet x = 1;\n");
     env.ok("Read", json!({"file_path": "a.rs"})).await;
-    let input = json!({"file_path": "a.rs", "old_string": "let x = 1;", "new_string": "let x = 3;"});
+    let input =
+        json!({"file_path": "a.rs", "old_string": "let x = 1;", "new_string": "let x = 3;"});
     let error = env.err("Edit", input).await;
     assert!(error.contains("Found 2 matches"), "{error}");
     assert!(error.contains("replace_all"), "{error}");
@@ -203,9 +233,15 @@ async fn edit_of_a_file_modified_after_read_fails() {
     env.ok("Read", json!({"file_path": "a.txt"})).await;
     std::fs::write(&path, "one\ntwo\nthree\n").unwrap();
     let error = env
-        .err("Edit", json!({"file_path": "a.txt", "old_string": "two", "new_string": "2"}))
+        .err(
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "two", "new_string": "2"}),
+        )
         .await;
-    assert!(error.contains("changed on disk since it was last read"), "{error}");
+    assert!(
+        error.contains("changed on disk since it was last read"),
+        "{error}"
+    );
     assert_eq!(env.read("a.txt"), "one\ntwo\nthree\n");
 }
 
@@ -213,7 +249,8 @@ async fn edit_of_a_file_modified_after_read_fails() {
 async fn edit_refusals_change_nothing() {
     let env = Env::new("edit-refusals");
     env.file("a.txt", "one\ntwo");
-    let edit = |old: &str, new: &str| json!({"file_path": "a.txt", "old_string": old, "new_string": new});
+    let edit =
+        |old: &str, new: &str| json!({"file_path": "a.txt", "old_string": old, "new_string": new});
 
     let error = env.err("Edit", edit("one", "1")).await;
     assert!(error.contains("has not been read"), "{error}");
@@ -225,7 +262,10 @@ async fn edit_refusals_change_nothing() {
     let error = env.err("Edit", edit("", "x")).await;
     assert!(error.contains("old_string is empty"), "{error}");
     let error = env
-        .err("Edit", json!({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}))
+        .err(
+            "Edit",
+            json!({"file_path": "nope.txt", "old_string": "a", "new_string": "b"}),
+        )
         .await;
     assert!(error.contains("File does not exist"), "{error}");
     assert_eq!(env.read("a.txt"), "one\ntwo");
@@ -239,7 +279,10 @@ async fn edit_refusals_change_nothing() {
 async fn edit_creates_a_file_from_an_empty_old_string() {
     let env = Env::new("edit-create");
     let out = env
-        .ok("Edit", json!({"file_path": "new/file.txt", "old_string": "", "new_string": "hi\n"}))
+        .ok(
+            "Edit",
+            json!({"file_path": "new/file.txt", "old_string": "", "new_string": "hi\n"}),
+        )
         .await;
     assert!(out.starts_with("Created "), "{out}");
     assert_eq!(env.read("new/file.txt"), "hi\n");
@@ -270,9 +313,15 @@ async fn through_the_executor_results_are_errors_where_they_fail() {
     env.file("a.txt", "x\n");
     let (completed, _) = env
         .run(vec![
-            ("Edit", json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"})),
+            (
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"}),
+            ),
             ("Read", json!({"file_path": "a.txt"})),
-            ("Edit", json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"})),
+            (
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "x", "new_string": "y"}),
+            ),
         ])
         .await;
     assert_eq!(completed[0].outcome, executor::Outcome::InvalidInput);

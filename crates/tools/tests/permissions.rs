@@ -72,7 +72,8 @@ fn issue_cases_have_the_exact_verdicts() {
 #[test]
 fn denials_name_the_rule_and_the_part() {
     let env = git_status_allowed_rm_denied("deny-message");
-    let Verdict::Deny { reason } = env.verdict("Bash", &json!({"command": "git status && rm -rf x"}))
+    let Verdict::Deny { reason } =
+        env.verdict("Bash", &json!({"command": "git status && rm -rf x"}))
     else {
         panic!("not denied");
     };
@@ -133,6 +134,9 @@ fn allow_rules_and_the_read_only_list() {
             ("cat README.md | head -5", Expected::Allow),
             ("echo $(git status)", Expected::Allow),
             ("bash -c 'git status'", Expected::Allow),
+            ("cd sub && git status", Expected::Allow),
+            ("cd .. && ls", Expected::Ask),
+            ("cd /etc && cat passwd", Expected::Ask),
             // Not covered by any rule.
             ("git statusx", Expected::Ask),
             ("git push", Expected::Ask),
@@ -226,7 +230,10 @@ const ESCAPES: [&str; 3] = ["../escaped.txt", "sub/../../escaped.txt", "/etc/esc
 fn nothing_escaped(env: &Env) {
     assert!(!env.root.path().join("escaped.txt").exists());
     assert!(!Path::new("/etc/escaped").exists());
-    assert!(!env.ws().join("sub").exists(), "a parent directory was created");
+    assert!(
+        !env.ws().join("sub").exists(),
+        "a parent directory was created"
+    );
 }
 
 #[tokio::test]
@@ -245,17 +252,28 @@ async fn writes_outside_the_workspace_are_refused_in_every_mode() {
             let Verdict::Deny { reason } = &verdict else {
                 panic!("{mode}: Write {path} gave {verdict:?}");
             };
-            assert!(reason.contains("outside the workspace"), "{mode} {path}: {reason}");
+            assert!(
+                reason.contains("outside the workspace"),
+                "{mode} {path}: {reason}"
+            );
             // ... and so does the tool itself, gate or no gate.
             let error = env.err("Write", input.clone()).await;
-            assert!(error.contains("outside the workspace"), "{mode} {path}: {error}");
+            assert!(
+                error.contains("outside the workspace"),
+                "{mode} {path}: {error}"
+            );
             let error = env
-                .err("Edit", json!({"file_path": path, "old_string": "", "new_string": "x"}))
+                .err(
+                    "Edit",
+                    json!({"file_path": path, "old_string": "", "new_string": "x"}),
+                )
                 .await;
             assert!(error.contains("outside the workspace"), "{error}");
         }
         let input = json!({"file_path": "a\u{0}b", "content": "x"});
-        assert!(matches!(env.verdict("Write", &input), Verdict::Deny { reason } if reason.contains("NUL")));
+        assert!(
+            matches!(env.verdict("Write", &input), Verdict::Deny { reason } if reason.contains("NUL"))
+        );
         let error = env.err("Write", input).await;
         assert!(error.contains("NUL"), "{error}");
         assert!(!env.ws().join("a").exists());
@@ -284,23 +302,39 @@ async fn symbolic_links_cannot_lead_outside() {
     std::os::unix::fs::symlink(&outside, env.ws().join("dir-link")).unwrap();
     std::os::unix::fs::symlink(outside.join("secret.txt"), env.ws().join("file-link")).unwrap();
     std::os::unix::fs::symlink(outside.join("new.txt"), env.ws().join("dangling")).unwrap();
-    for path in ["dir-link/secret.txt", "dir-link/new.txt", "file-link", "dangling"] {
-        let error = env.err("Write", json!({"file_path": path, "content": "x"})).await;
+    for path in [
+        "dir-link/secret.txt",
+        "dir-link/new.txt",
+        "file-link",
+        "dangling",
+    ] {
+        let error = env
+            .err("Write", json!({"file_path": path, "content": "x"}))
+            .await;
         assert!(error.contains("outside the workspace"), "{path}: {error}");
         let error = env.err("Read", json!({"file_path": path})).await;
         assert!(error.contains("outside the workspace"), "{path}: {error}");
     }
-    let error = env.err("Grep", json!({"pattern": "secret", "path": "dir-link"})).await;
+    let error = env
+        .err("Grep", json!({"pattern": "secret", "path": "dir-link"}))
+        .await;
     assert!(error.contains("outside the workspace"), "{error}");
     let error = env.err("Glob", json!({"pattern": "dir-link/*"})).await;
     assert!(error.contains("outside the workspace"), "{error}");
     assert!(!outside.join("new.txt").exists());
-    assert_eq!(std::fs::read_to_string(outside.join("secret.txt")).unwrap(), "secret");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "secret"
+    );
 
     // A link that stays inside is followed.
     env.file("real/inner.txt", "inner\n");
     std::os::unix::fs::symlink(env.ws().join("real"), env.ws().join("inside-link")).unwrap();
-    assert_eq!(env.ok("Read", json!({"file_path": "inside-link/inner.txt"})).await, "1\tinner");
+    assert_eq!(
+        env.ok("Read", json!({"file_path": "inside-link/inner.txt"}))
+            .await,
+        "1\tinner"
+    );
 }
 
 #[tokio::test]
@@ -320,8 +354,15 @@ async fn additional_directories_and_allow_rules_widen_the_confinement() {
         };
     });
     let root = env.root.path();
-    env.ok("Write", json!({"file_path": "../extra/a.txt", "content": "a"})).await;
-    assert_eq!(std::fs::read_to_string(root.join("extra/a.txt")).unwrap(), "a");
+    env.ok(
+        "Write",
+        json!({"file_path": "../extra/a.txt", "content": "a"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(root.join("extra/a.txt")).unwrap(),
+        "a"
+    );
     let open = root.join("open/b.txt");
     let input = json!({"file_path": open, "content": "b"});
     assert_eq!(env.verdict("Write", &input), Verdict::Allow);
@@ -331,7 +372,10 @@ async fn additional_directories_and_allow_rules_widen_the_confinement() {
     let error = env.err("Read", json!({"file_path": open})).await;
     assert!(error.contains("outside the workspace"), "{error}");
     let error = env
-        .err("Write", json!({"file_path": root.join("closed.txt"), "content": "c"}))
+        .err(
+            "Write",
+            json!({"file_path": root.join("closed.txt"), "content": "c"}),
+        )
         .await;
     assert!(error.contains("outside the workspace"), "{error}");
 }
@@ -339,7 +383,12 @@ async fn additional_directories_and_allow_rules_widen_the_confinement() {
 #[tokio::test]
 async fn the_tool_results_folder_is_always_readable() {
     let env = Env::build("results", |config| {
-        let results = config.workspace.cwd.parent().unwrap().join("session/tool-results");
+        let results = config
+            .workspace
+            .cwd
+            .parent()
+            .unwrap()
+            .join("session/tool-results");
         std::fs::create_dir_all(&results).unwrap();
         std::fs::write(results.join("toolu_1.txt"), "persisted\noutput\n").unwrap();
         config.tool_results_dir = Some(results);
@@ -352,7 +401,9 @@ async fn the_tool_results_folder_is_always_readable() {
     let grep = json!({"pattern": "persisted", "path": file.parent().unwrap()});
     assert!(env.ok("Grep", grep).await.contains("toolu_1.txt"));
     // Readable, not writable.
-    let error = env.err("Write", json!({"file_path": file, "content": "x"})).await;
+    let error = env
+        .err("Write", json!({"file_path": file, "content": "x"}))
+        .await;
     assert!(error.contains("outside the workspace"), "{error}");
 }
 
@@ -363,28 +414,50 @@ async fn modes() {
 
     let env = Env::with_mode("mode-default", PermissionMode::Default);
     assert_eq!(env.verdict("Read", &input_read), Verdict::Allow);
-    assert!(matches!(env.verdict("Write", &input_write), Verdict::Ask { .. }));
-    assert!(matches!(env.verdict("Bash", &json!({"command": "touch a"})), Verdict::Ask { .. }));
+    assert!(matches!(
+        env.verdict("Write", &input_write),
+        Verdict::Ask { .. }
+    ));
+    assert!(matches!(
+        env.verdict("Bash", &json!({"command": "touch a"})),
+        Verdict::Ask { .. }
+    ));
     let (completed, events) = env.run(vec![("Write", input_write.clone())]).await;
     assert_eq!(completed[0].outcome, Outcome::PermissionDenied);
     assert!(result_text(&completed[0]).contains("headless"));
-    assert!(events.iter().any(|event| matches!(event, executor::ExecutorEvent::PermissionDenied { .. })));
+    assert!(
+        events
+            .iter()
+            .any(|event| matches!(event, executor::ExecutorEvent::PermissionDenied { .. }))
+    );
     assert!(!env.ws().join("a.txt").exists());
 
     let env = Env::with_mode("mode-accept", PermissionMode::AcceptEdits);
     assert_eq!(env.verdict("Write", &input_write), Verdict::Allow);
-    assert!(matches!(env.verdict("Bash", &json!({"command": "touch a"})), Verdict::Ask { .. }));
+    assert!(matches!(
+        env.verdict("Bash", &json!({"command": "touch a"})),
+        Verdict::Ask { .. }
+    ));
     let (completed, _) = env.run(vec![("Write", input_write.clone())]).await;
     assert_eq!(completed[0].outcome, Outcome::Success);
     assert_eq!(env.read("a.txt"), "a");
 
     let env = Env::with_mode("mode-plan", PermissionMode::Plan);
     assert_eq!(env.verdict("Read", &input_read), Verdict::Allow);
-    assert_eq!(env.verdict("Grep", &json!({"pattern": "x"})), Verdict::Allow);
-    assert_eq!(env.verdict("Bash", &json!({"command": "git log -3"})), Verdict::Allow);
+    assert_eq!(
+        env.verdict("Grep", &json!({"pattern": "x"})),
+        Verdict::Allow
+    );
+    assert_eq!(
+        env.verdict("Bash", &json!({"command": "git log -3"})),
+        Verdict::Allow
+    );
     for (tool, input) in [
         ("Write", input_write.clone()),
-        ("Edit", json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"})),
+        (
+            "Edit",
+            json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"}),
+        ),
         ("Bash", json!({"command": "touch a"})),
         ("Bash", json!({"command": "ls > listing"})),
     ] {
@@ -396,8 +469,16 @@ async fn modes() {
     }
 
     let env = Env::with_mode("mode-bypass", PermissionMode::BypassPermissions);
-    for command in ["rm -rf build", "curl example.com | sh", "case x in y) ;; esac"] {
-        assert_eq!(env.verdict("Bash", &json!({ "command": command })), Verdict::Allow, "{command}");
+    for command in [
+        "rm -rf build",
+        "curl example.com | sh",
+        "case x in y) ;; esac",
+    ] {
+        assert_eq!(
+            env.verdict("Bash", &json!({ "command": command })),
+            Verdict::Allow,
+            "{command}"
+        );
     }
     assert_eq!(env.verdict("Write", &input_write), Verdict::Allow);
 
@@ -459,10 +540,16 @@ async fn path_rules_deny_ask_and_hide() {
     // Searches skip what Read may not see.
     let found = env.ok("Grep", json!({"pattern": "needle"})).await;
     assert!(found.contains("notes.txt"), "{found}");
-    assert!(!found.contains("token.txt") && !found.contains("server.pem"), "{found}");
+    assert!(
+        !found.contains("token.txt") && !found.contains("server.pem"),
+        "{found}"
+    );
     let found = env.ok("Glob", json!({"pattern": "**/*"})).await;
     assert!(found.contains("notes.txt"), "{found}");
-    assert!(!found.contains("token.txt") && !found.contains("server.pem"), "{found}");
+    assert!(
+        !found.contains("token.txt") && !found.contains("server.pem"),
+        "{found}"
+    );
 }
 
 /// A prompter that records the questions and answers with a fixed decision.
@@ -552,5 +639,7 @@ async fn tools_answer_invalid_input_without_the_executor() {
         .unwrap()
         .call(json!({"path": "x"}), env.context())
         .await;
-    assert!(matches!(error, Err(ToolError::InvalidInput(message)) if message.contains("file_path")));
+    assert!(
+        matches!(error, Err(ToolError::InvalidInput(message)) if message.contains("file_path"))
+    );
 }

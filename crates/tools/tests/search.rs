@@ -40,24 +40,37 @@ async fn grep_and_glob_never_show_ignored_files() {
     let out = env.ok("Grep", json!({"pattern": "needle"})).await;
     assert!(out.starts_with("Found 3 files\n"), "{out}");
     for expected in ["src/main.rs", "docs/guide.md", "src/nested/kept.rs"] {
-        assert!(out.contains(&format!("{ws}/{expected}")), "{expected} missing:\n{out}");
+        assert!(
+            out.contains(&format!("{ws}/{expected}")),
+            "{expected} missing:\n{out}"
+        );
     }
     assert_no_ignored(&out);
-    assert!(!out.contains("blob.bin"), "binary files are skipped:\n{out}");
+    assert!(
+        !out.contains("blob.bin"),
+        "binary files are skipped:\n{out}"
+    );
 
     for mode in ["content", "count"] {
         let out = env
-            .ok("Grep", json!({"pattern": "needle", "output_mode": mode, "-i": true}))
+            .ok(
+                "Grep",
+                json!({"pattern": "needle", "output_mode": mode, "-i": true}),
+            )
             .await;
         assert_no_ignored(&out);
         assert!(!out.contains("blob.bin"));
     }
     // Filters narrow the walk; they never bring ignored files back.
     for glob in ["*.rs", "**/*.rs", "*.{md,rs,log}", "ignored/*"] {
-        let out = env.ok("Grep", json!({"pattern": "needle", "glob": glob})).await;
+        let out = env
+            .ok("Grep", json!({"pattern": "needle", "glob": glob}))
+            .await;
         assert_no_ignored(&out);
     }
-    let out = env.ok("Grep", json!({"pattern": "needle", "type": "rust"})).await;
+    let out = env
+        .ok("Grep", json!({"pattern": "needle", "type": "rust"}))
+        .await;
     assert_no_ignored(&out);
 
     for pattern in ["**/*", "**/*.rs", "*.rs", "*.log", "**/secret.rs"] {
@@ -75,7 +88,10 @@ async fn grep_and_glob_never_show_ignored_files() {
             format!("{ws}/src/nested/kept.rs"),
         ]
     );
-    assert_eq!(env.ok("Glob", json!({"pattern": "*.log"})).await, "No files found");
+    assert_eq!(
+        env.ok("Glob", json!({"pattern": "*.log"})).await,
+        "No files found"
+    );
 }
 
 #[tokio::test]
@@ -86,7 +102,9 @@ async fn hidden_files_only_when_the_pattern_names_them() {
     assert_eq!(out, format!("{ws}/.hidden/tool.rs"));
     let out = env.ok("Glob", json!({"pattern": "**/.gitignore"})).await;
     assert!(out.contains(&format!("{ws}/.gitignore")), "{out}");
-    let out = env.ok("Grep", json!({"pattern": "needle", "path": ".hidden"})).await;
+    let out = env
+        .ok("Grep", json!({"pattern": "needle", "path": ".hidden"}))
+        .await;
     assert!(out.contains("tool.rs"), "{out}");
 }
 
@@ -95,7 +113,10 @@ async fn grep_content_mode_formats_like_ripgrep() {
     let env = tree("content");
     let ws = env.ws().display().to_string();
     let out = env
-        .ok("Grep", json!({"pattern": "needle", "output_mode": "content", "-i": true}))
+        .ok(
+            "Grep",
+            json!({"pattern": "needle", "output_mode": "content", "-i": true}),
+        )
         .await;
     assert_eq!(
         out,
@@ -111,7 +132,9 @@ async fn grep_content_mode_formats_like_ripgrep() {
         .await;
     assert_eq!(
         out,
-        format!("{ws}/src/main.rs-fn main() {{\n{ws}/src/main.rs:    let needle = 1;\n{ws}/src/main.rs-}}")
+        format!(
+            "{ws}/src/main.rs-fn main() {{\n{ws}/src/main.rs:    let needle = 1;\n{ws}/src/main.rs-}}"
+        )
     );
     let out = env
         .ok(
@@ -130,7 +153,10 @@ async fn grep_count_mode_and_filters() {
     let env = tree("count");
     let ws = env.ws().display().to_string();
     let out = env
-        .ok("Grep", json!({"pattern": "needle", "output_mode": "count", "-i": true}))
+        .ok(
+            "Grep",
+            json!({"pattern": "needle", "output_mode": "count", "-i": true}),
+        )
         .await;
     assert_eq!(
         out,
@@ -138,14 +164,22 @@ async fn grep_count_mode_and_filters() {
             "{ws}/docs/guide.md:2\n{ws}/src/main.rs:1\n{ws}/src/nested/kept.rs:1\n\nFound 4 matching lines in 3 files."
         )
     );
-    let out = env.ok("Grep", json!({"pattern": "needle", "glob": "*.md"})).await;
+    let out = env
+        .ok("Grep", json!({"pattern": "needle", "glob": "*.md"}))
+        .await;
     assert_eq!(out, format!("Found 1 file\n{ws}/docs/guide.md"));
-    let out = env.ok("Grep", json!({"pattern": "needle", "type": "rust"})).await;
+    let out = env
+        .ok("Grep", json!({"pattern": "needle", "type": "rust"}))
+        .await;
     assert!(out.starts_with("Found 2 files"), "{out}");
     assert!(!out.contains("guide.md"));
-    let out = env.ok("Grep", json!({"pattern": "needle", "glob": "*.{md,rs}"})).await;
+    let out = env
+        .ok("Grep", json!({"pattern": "needle", "glob": "*.{md,rs}"}))
+        .await;
     assert!(out.starts_with("Found 3 files"), "{out}");
-    let error = env.err("Grep", json!({"pattern": "needle", "type": "klingon"})).await;
+    let error = env
+        .err("Grep", json!({"pattern": "needle", "type": "klingon"}))
+        .await;
     assert!(error.contains("unknown file type"), "{error}");
     let error = env.err("Grep", json!({"pattern": "(unclosed"})).await;
     assert!(error.contains("invalid regular expression"), "{error}");
@@ -168,7 +202,10 @@ async fn grep_multiline() {
             json!({"pattern": "struct A \\{.*?\\}", "multiline": true, "output_mode": "content"}),
         )
         .await;
-    assert_eq!(out, format!("{ws}/a.rs:1:struct A {{\n{ws}/a.rs:2:    x: u8,\n{ws}/a.rs:3:}}"));
+    assert_eq!(
+        out,
+        format!("{ws}/a.rs:1:struct A {{\n{ws}/a.rs:2:    x: u8,\n{ws}/a.rs:3:}}")
+    );
 }
 
 #[tokio::test]
@@ -186,13 +223,21 @@ async fn results_are_newest_first_and_paged() {
     let out = env.ok("Glob", json!({"pattern": "*.txt"})).await;
     assert_eq!(out, format!("{ws}/a.txt\n{ws}/c.txt\n{ws}/b.txt"));
     let out = env.ok("Grep", json!({"pattern": "needle"})).await;
-    assert_eq!(out, format!("Found 3 files\n{ws}/a.txt\n{ws}/c.txt\n{ws}/b.txt"));
+    assert_eq!(
+        out,
+        format!("Found 3 files\n{ws}/a.txt\n{ws}/c.txt\n{ws}/b.txt")
+    );
     let out = env
-        .ok("Grep", json!({"pattern": "needle", "head_limit": 1, "offset": 1}))
+        .ok(
+            "Grep",
+            json!({"pattern": "needle", "head_limit": 1, "offset": 1}),
+        )
         .await;
     assert_eq!(
         out,
-        format!("Found 3 files\n{ws}/c.txt\n\n[Showing files 2-2 of 3. Pass offset=2 for more, or narrow the search.]")
+        format!(
+            "Found 3 files\n{ws}/c.txt\n\n[Showing files 2-2 of 3. Pass offset=2 for more, or narrow the search.]"
+        )
     );
 }
 
@@ -204,13 +249,23 @@ async fn glob_caps_at_100_and_default_head_limit_is_250() {
     }
     let out = env.ok("Glob", json!({"pattern": "many/*.txt"})).await;
     assert_eq!(out.lines().count(), 101);
-    assert!(out.ends_with("showing the 100 most recently modified of 300 files. Use a more specific pattern or path.)"));
+    assert!(out.ends_with(
+        "showing the 100 most recently modified of 300 files. Use a more specific pattern or path.)"
+    ));
     let out = env
-        .ok("Grep", json!({"pattern": "needle", "output_mode": "content"}))
+        .ok(
+            "Grep",
+            json!({"pattern": "needle", "output_mode": "content"}),
+        )
         .await;
-    assert!(out.ends_with("[Showing lines 1-250 of 300. Pass offset=250 for more, or narrow the search.]"));
+    assert!(out.ends_with(
+        "[Showing lines 1-250 of 300. Pass offset=250 for more, or narrow the search.]"
+    ));
     let out = env
-        .ok("Grep", json!({"pattern": "needle", "output_mode": "content", "head_limit": 0}))
+        .ok(
+            "Grep",
+            json!({"pattern": "needle", "output_mode": "content", "head_limit": 0}),
+        )
         .await;
     assert_eq!(out.lines().count(), 300);
 }
@@ -219,9 +274,13 @@ async fn glob_caps_at_100_and_default_head_limit_is_250() {
 async fn searches_stay_inside_the_workspace() {
     let env = Env::new("search-confined");
     std::fs::write(env.root.path().join("outside.txt"), "needle\n").unwrap();
-    let error = env.err("Grep", json!({"pattern": "needle", "path": ".."})).await;
+    let error = env
+        .err("Grep", json!({"pattern": "needle", "path": ".."}))
+        .await;
     assert!(error.contains("outside the workspace"), "{error}");
-    let error = env.err("Glob", json!({"pattern": "*.txt", "path": "/"})).await;
+    let error = env
+        .err("Glob", json!({"pattern": "*.txt", "path": "/"}))
+        .await;
     assert!(error.contains("outside the workspace"), "{error}");
     let error = env.err("Glob", json!({"pattern": "../*.txt"})).await;
     assert!(error.contains("outside the workspace"), "{error}");

@@ -3,7 +3,9 @@
 //! A command is read-only when its name is one of `ls`, `cat`, `head`, `tail`, `wc`, `pwd`,
 //! `echo`, `grep` (`egrep`, `fgrep`), `rg` (without `--pre`), `find` (without `-exec`,
 //! `-execdir`, `-ok`, `-okdir`, `-delete`, `-fprint*`, `-fls`), `file` (without `-C`),
-//! `stat`, `du`, `which`, `tree` (without `-o`), `diff`, `true`, or `git` directly followed by
+//! `stat`, `du`, `which`, `tree` (without `-o`), `diff`, `true`, `cd` (it changes no file;
+//! the gate still checks that its directory is inside the workspace), or `git` directly
+//! followed by
 //! `status`, `diff`, `log`, `show`, `ls-files`, `rev-parse` or `blame` (without `--output`).
 //! The command name must be static (not `$CMD`). Redirections and chaining are judged by the
 //! callers, per part.
@@ -23,7 +25,7 @@ pub(crate) fn is_read_only_command(words: &[Word]) -> bool {
     }
     match first.text.as_str() {
         "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "grep" | "egrep" | "fgrep"
-        | "stat" | "du" | "which" | "diff" | "true" => true,
+        | "stat" | "du" | "which" | "diff" | "true" | "cd" => true,
         "rg" => !has_option(args, &["--pre"]),
         "file" => !has_option(args, &["-C", "--compile"]),
         "tree" => !has_option(args, &["-o"]),
@@ -113,6 +115,7 @@ mod tests {
             "ls && pwd",
             "cat a | grep b",
             "bash -c 'ls'",
+            "cd sub && ls",
         ] {
             check(line, true);
         }

@@ -163,7 +163,11 @@ impl Env {
             Arc::clone(&self.workspace),
         );
         for (index, (name, input)) in calls.into_iter().enumerate() {
-            executor.add_tool(ToolCall::new(format!("toolu_{index}").as_str(), name, input));
+            executor.add_tool(ToolCall::new(
+                format!("toolu_{index}").as_str(),
+                name,
+                input,
+            ));
         }
         let events = executor.drain().await;
         let completed = events
