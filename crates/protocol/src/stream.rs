@@ -20,16 +20,16 @@ use crate::tagged::skip_none;
 pub enum StreamEvent {
     /// `message_start`: the response's envelope, with empty content and the first usage.
     MessageStart {
-        /// The message so far.
-        message: Message,
+        /// The message so far (boxed: it is large, and deltas keep the enum small).
+        message: Box<Message>,
     },
     /// `content_block_start`: a block opens at `index`.
     ContentBlockStart {
         /// Position of the block in the message's content.
         index: usize,
         /// The block's initial state (empty text, tool_use with `input: {}`, or a whole server
-        /// tool result).
-        content_block: ContentBlock,
+        /// tool result). Boxed to keep the enum small.
+        content_block: Box<ContentBlock>,
     },
     /// `content_block_delta`: more of the block at `index`.
     ContentBlockDelta {
@@ -44,13 +44,13 @@ pub enum StreamEvent {
         index: usize,
     },
     /// `message_delta`: stop reason and cumulative usage.
-    MessageDelta(MessageDelta),
+    MessageDelta(Box<MessageDelta>),
     /// `message_stop`: the response is complete.
     MessageStop,
     /// `ping`: keep-alive.
     Ping,
     /// `error`: the API failed after the response had started (HTTP status was 200).
-    Error(ApiErrorBody),
+    Error(Box<ApiErrorBody>),
 }
 
 impl StreamEvent {

@@ -517,7 +517,7 @@ async fn attempt(
                     send(sender, ProviderEvent::Stream(event)).await?;
                 }
                 Ok(Some(Item::BlockComplete(block))) => {
-                    send(sender, ProviderEvent::Block(block)).await?
+                    send(sender, ProviderEvent::Block(*block)).await?
                 }
                 Ok(Some(Item::MessageComplete(done))) => {
                     send(

@@ -74,7 +74,7 @@ fn run(path: &str, print_events: bool) -> Result<(), String> {
                 let line = serde_json::to_string(&event).map_err(|error| error.to_string())?;
                 writeln!(out, "{line}").map_err(|error| error.to_string())?;
             }
-            Item::MessageComplete(done) => last = Some(done),
+            Item::MessageComplete(done) => last = Some(*done),
             _ => {}
         }
     }

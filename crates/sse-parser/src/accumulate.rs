@@ -177,10 +177,10 @@ impl FinalMessage {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Output {
-    /// A block's `content_block_stop` arrived.
-    BlockComplete(CompletedBlock),
+    /// A block's `content_block_stop` arrived (boxed: outputs are rare next to events).
+    BlockComplete(Box<CompletedBlock>),
     /// `message_stop` arrived: the message is complete.
-    MessageComplete(FinalMessage),
+    MessageComplete(Box<FinalMessage>),
 }
 
 /// One content block being built.
@@ -289,7 +289,7 @@ impl MessageAccumulator {
             StreamEvent::Error(error) => {
                 return Err(AccumulateError::Api {
                     event_index,
-                    error: Box::new(error.clone()),
+                    error: error.clone(),
                 });
             }
             StreamEvent::MessageStart { message } => {
@@ -299,7 +299,7 @@ impl MessageAccumulator {
                         open_message: open.id.clone(),
                     });
                 }
-                let mut message = message.clone();
+                let mut message = (**message).clone();
                 let slots = std::mem::take(&mut message.content)
                     .into_iter()
                     .map(|block| Slot {
@@ -349,19 +349,19 @@ impl MessageAccumulator {
                     });
                 }
                 let input_json = matches!(
-                    content_block,
+                    &**content_block,
                     ContentBlock::ToolUse(_)
                         | ContentBlock::ServerToolUse(_)
                         | ContentBlock::McpToolUse(_)
                 )
                 .then(String::new);
-                if let ContentBlock::Fallback(fallback) = content_block
+                if let ContentBlock::Fallback(fallback) = &**content_block
                     && let Some(model) = fallback.to_model()
                 {
                     message.model = model.to_owned();
                 }
                 slots.push(Slot {
-                    block: content_block.clone(),
+                    block: (**content_block).clone(),
                     input_json,
                     open: true,
                     status: BlockStatus::Complete,
@@ -372,11 +372,11 @@ impl MessageAccumulator {
                 let slot = open_slot(slots, *index, event_index, event_type)?;
                 slot.open = false;
                 finish_input(slot);
-                Ok(Some(Output::BlockComplete(CompletedBlock {
+                Ok(Some(Output::BlockComplete(Box::new(CompletedBlock {
                     index: *index,
                     block: slot.block.clone(),
                     status: slot.status.clone(),
-                })))
+                }))))
             }
             StreamEvent::MessageDelta(delta) => {
                 if delta.stop_reason.is_some() {
@@ -392,11 +392,11 @@ impl MessageAccumulator {
                     // The match above returned for every other state.
                     return Ok(None);
                 };
-                Ok(Some(Output::MessageComplete(assemble(
+                Ok(Some(Output::MessageComplete(Box::new(assemble(
                     message,
                     slots,
                     Vec::new(),
-                ))))
+                )))))
             }
             // Ping, error and message_start were handled before the state match; event kinds
             // added to `protocol` later carry nothing this accumulator needs.

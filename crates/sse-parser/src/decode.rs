@@ -113,19 +113,30 @@ struct Envelope<'a> {
     content_block: Option<&'a RawValue>,
 }
 
+/// A string borrowed from the input when it has no escapes. (serde does not borrow through
+/// `Option<Cow<str>>` by itself: without this newtype every value would be copied.)
+#[derive(Deserialize)]
+struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl Str<'_> {
+    fn into_owned(self) -> String {
+        self.0.into_owned()
+    }
+}
+
 /// The fields of any `delta` object (content deltas and message_delta's delta).
 #[derive(Deserialize)]
 struct RawDelta<'a> {
     #[serde(rename = "type", borrow, default)]
-    ty: Option<Cow<'a, str>>,
+    ty: Option<Str<'a>>,
     #[serde(borrow, default)]
-    text: Option<Cow<'a, str>>,
+    text: Option<Str<'a>>,
     #[serde(borrow, default)]
-    partial_json: Option<Cow<'a, str>>,
+    partial_json: Option<Str<'a>>,
     #[serde(borrow, default)]
-    thinking: Option<Cow<'a, str>>,
+    thinking: Option<Str<'a>>,
     #[serde(borrow, default)]
-    signature: Option<Cow<'a, str>>,
+    signature: Option<Str<'a>>,
     #[serde(borrow, default)]
     citation: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -187,7 +198,17 @@ impl Decoder {
             source,
             preview: String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
         };
-        let envelope: Envelope<'_> = match serde_json::from_slice(data) {
+        // Validate UTF-8 once for the whole event; the JSON parser then skips it per string.
+        let Ok(text) = std::str::from_utf8(data) else {
+            let source = serde_json::from_slice::<serde::de::IgnoredAny>(data)
+                .err()
+                .unwrap_or_else(|| serde::de::Error::custom("invalid UTF-8"));
+            return Err(json_error(source, sse_name()));
+        };
+        if let Some(event) = fast_delta(text) {
+            return Ok(Some(event));
+        }
+        let envelope: Envelope<'_> = match serde_json::from_str(text) {
             Ok(envelope) => envelope,
             Err(source) => {
                 // An event type this decoder does not know may shape its fields differently
@@ -197,7 +218,7 @@ impl Decoder {
                     #[serde(rename = "type", borrow)]
                     ty: Cow<'a, str>,
                 }
-                if let Ok(TypeOnly { ty }) = serde_json::from_slice::<TypeOnly<'_>>(data)
+                if let Ok(TypeOnly { ty }) = serde_json::from_str::<TypeOnly<'_>>(text)
                     && !KNOWN_EVENTS.contains(&ty.as_ref())
                 {
                     self.unknown_events += 1;
@@ -233,27 +254,29 @@ impl Decoder {
                     .map_err(|source| json_error(source, ty.to_owned()))?;
                 StreamEvent::ContentBlockStart {
                     index,
-                    content_block,
+                    content_block: Box::new(content_block),
                 }
             }
             "message_start" => {
                 let raw = envelope.message.ok_or_else(|| missing("message"))?;
                 let message: Message = serde_json::from_str(raw.get())
                     .map_err(|source| json_error(source, ty.to_owned()))?;
-                StreamEvent::MessageStart { message }
+                StreamEvent::MessageStart {
+                    message: Box::new(message),
+                }
             }
             "message_delta" => {
-                let object: JsonObject = serde_json::from_slice(data)
+                let object: JsonObject = serde_json::from_str(text)
                     .map_err(|source| json_error(source, ty.to_owned()))?;
-                StreamEvent::MessageDelta(
+                StreamEvent::MessageDelta(Box::new(
                     message_delta(object).map_err(|source| json_error(source, ty.to_owned()))?,
-                )
+                ))
             }
             "message_stop" => StreamEvent::MessageStop,
             "error" => {
-                let body: ApiErrorBody = serde_json::from_slice(data)
+                let body: ApiErrorBody = serde_json::from_str(text)
                     .map_err(|source| json_error(source, ty.to_owned()))?;
-                StreamEvent::Error(body)
+                StreamEvent::Error(Box::new(body))
             }
             _ => {
                 self.unknown_events += 1;
@@ -280,7 +303,7 @@ impl Decoder {
             event_type: "content_block_delta".to_owned(),
             field,
         };
-        Ok(Some(match ty.as_ref() {
+        Ok(Some(match ty.0.as_ref() {
             "text_delta" => ContentDelta::Text {
                 text: delta
                     .text
@@ -341,6 +364,48 @@ impl Decoder {
             }
         }))
     }
+}
+
+/// The common case, decoded without the generic path: a text, input JSON or thinking delta in
+/// the exact compact layout the API sends
+/// (`{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`,
+/// optionally followed by whitespace). Anything else, an extra field or another order, returns
+/// `None` and goes through the generic decoder, so this can only be faster, never different.
+fn fast_delta(text: &str) -> Option<StreamEvent> {
+    let rest = text.strip_prefix(r#"{"type":"content_block_delta","index":"#)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    let index: usize = rest[..digits].parse().ok()?;
+    let rest = rest[digits..].strip_prefix(r#","delta":{"type":""#)?;
+    type Make = fn(String) -> ContentDelta;
+    let (rest, make): (&str, Make) = if let Some(rest) = rest.strip_prefix(r#"text_delta","text":"#)
+    {
+        (rest, |text| ContentDelta::Text { text })
+    } else if let Some(rest) = rest.strip_prefix(r#"input_json_delta","partial_json":"#) {
+        (rest, |partial_json| ContentDelta::InputJson {
+            partial_json,
+        })
+    } else if let Some(rest) = rest.strip_prefix(r#"thinking_delta","thinking":"#) {
+        (rest, |thinking| ContentDelta::Thinking { thinking })
+    } else {
+        return None;
+    };
+    if !rest.starts_with('"') {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Str<'_>>();
+    let value = values.next()?.ok()?;
+    let tail = rest[values.byte_offset()..].trim_start();
+    let tail = tail.strip_prefix('}')?.trim_start().strip_prefix('}')?;
+    if !tail.trim().is_empty() {
+        return None;
+    }
+    Some(StreamEvent::ContentBlockDelta {
+        index,
+        delta: make(value.into_owned()),
+    })
 }
 
 /// Splits a message_delta event object into its typed parts.
@@ -409,6 +474,41 @@ mod tests {
             ),
             (3, 1, 1)
         );
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_generic_decoder() {
+        let cases = [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi \"there\" \u00e9\n"}}"#,
+            r#"{"type":"content_block_delta","index":12,"delta":{"type":"input_json_delta","partial_json":"{\"pa"}}   "#,
+            r#"{"type":"content_block_delta","index":3,"delta":{"type":"thinking_delta","thinking":""} }"#,
+        ];
+        for case in cases {
+            let fast = fast_delta(case).expect(case);
+            let generic: Envelope<'_> = serde_json::from_str(case).unwrap();
+            let delta = Decoder::new()
+                .content_delta(generic.delta.unwrap(), 0)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                fast,
+                StreamEvent::ContentBlockDelta {
+                    index: generic.index.unwrap(),
+                    delta
+                },
+                "{case}"
+            );
+        }
+        // Anything unusual goes the generic way.
+        for other in [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","extra":1}}"#,
+            r#"{"index":0,"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}} x"#,
+            r#"{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}"#,
+        ] {
+            assert_eq!(fast_delta(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -40,9 +40,9 @@ pub enum Item {
     /// A decoded event, in stream order (forward it for live rendering).
     Event(StreamEvent),
     /// A block whose `content_block_stop` arrived; follows that event.
-    BlockComplete(protocol::CompletedBlock),
+    BlockComplete(Box<protocol::CompletedBlock>),
     /// The message is complete; follows the `message_stop` event.
-    MessageComplete(FinalMessage),
+    MessageComplete(Box<FinalMessage>),
 }
 
 /// The whole parsing path of a streaming response: framing, decoding, accumulation.

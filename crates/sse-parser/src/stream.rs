@@ -138,7 +138,7 @@ where
                 return Poll::Ready(match pipeline.finish() {
                     Ok(finished) => finished
                         .message
-                        .map(|message| Ok(Item::MessageComplete(message))),
+                        .map(|message| Ok(Item::MessageComplete(Box::new(message)))),
                     Err(error) => Some(Err(StreamError::Parse(error))),
                 });
             }

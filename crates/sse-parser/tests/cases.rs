@@ -40,7 +40,7 @@ fn run_chunks(chunks: &[&[u8]]) -> (Run, Option<FinalMessage>, Option<Error>) {
                 Ok(Some(Item::BlockComplete(block))) => {
                     completed.push((block.index, serde_json::to_string(&block.block).unwrap()));
                 }
-                Ok(Some(Item::MessageComplete(message))) => done = Some(message),
+                Ok(Some(Item::MessageComplete(message))) => done = Some(*message),
                 Ok(Some(_)) => {}
                 Ok(None) => break,
                 Err(error) => {

@@ -150,7 +150,7 @@ fn run_pipeline(body: &[u8]) -> (Vec<FinalMessage>, Result<sse_parser::Finished,
     let mut messages = Vec::new();
     loop {
         match stream.next_item() {
-            Ok(Some(Item::MessageComplete(done))) => messages.push(done),
+            Ok(Some(Item::MessageComplete(done))) => messages.push(*done),
             Ok(Some(_)) => {}
             Ok(None) => break,
             Err(error) => return (messages, Err(error)),
@@ -255,7 +255,7 @@ fn accumulate_lines(text: &str) -> Result<Vec<FinalMessage>, String> {
             continue;
         };
         match accumulator.push(&event) {
-            Ok(Some(Output::MessageComplete(done))) => messages.push(done),
+            Ok(Some(Output::MessageComplete(done))) => messages.push(*done),
             Ok(_) => {}
             Err(error) => return Err(error.to_string()),
         }

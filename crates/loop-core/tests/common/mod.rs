@@ -47,7 +47,7 @@ impl Reply {
         let message = message(Vec::new(), None);
         Self {
             steps: vec![Step::Event(ModelEvent::Stream(StreamEvent::MessageStart {
-                message,
+                message: Box::new(message),
             }))],
             ..Self::default()
         }
@@ -70,7 +70,7 @@ impl Reply {
         self.steps.push(Step::Event(ModelEvent::Stream(
             StreamEvent::ContentBlockStart {
                 index,
-                content_block: block.clone(),
+                content_block: Box::new(block.clone()),
             },
         )));
         index
@@ -172,10 +172,10 @@ impl Reply {
     pub fn end(mut self, reason: StopReason) -> Self {
         self.steps
             .push(Step::Event(ModelEvent::Stream(StreamEvent::MessageDelta(
-                MessageDelta {
+                Box::new(MessageDelta {
                     stop_reason: Some(reason.clone()),
                     ..MessageDelta::default()
-                },
+                }),
             ))));
         self.steps
             .push(Step::Event(ModelEvent::Stream(StreamEvent::MessageStop)));
