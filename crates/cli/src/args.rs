@@ -83,7 +83,7 @@ pub struct Args {
     #[arg(long, requires = "replay")]
     pub replay_lenient: bool,
 
-    /// API base URL (default `ANTHROPIC_BASE_URL`, else https://api.anthropic.com).
+    /// API base URL (default `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 
