@@ -707,33 +707,44 @@ impl StreamingToolExecutor {
                     self.running_unsafe -= 1;
                 }
                 let duration = Some(started.elapsed());
-                let call = entry.call.clone();
-                let (outcome, content, is_error) = self.judge(&call, outcome);
+                // Only the id and name are needed from here on (the input only for a denial
+                // event): no clone of the whole call.
+                let id = entry.call.id.clone();
+                let name = entry.call.name.clone();
+                let (outcome, content, is_error) = self.judge(&name, outcome);
                 if outcome == Outcome::PermissionDenied {
                     self.pending.push_back(ExecutorEvent::PermissionDenied {
                         index,
-                        tool_use_id: call.id.clone(),
-                        name: call.name.clone(),
-                        input: call.input.clone(),
+                        tool_use_id: id.clone(),
+                        name: name.clone(),
+                        input: entry.call.input.clone(),
                         reason: content_text(&content),
                     });
                 }
                 let cascades = !self.parent.is_cancelled()
                     && self.aborted_by.is_none()
                     && self.config.policy.cascades(&outcome);
-                tracing::debug!(index, id = %call.id, ?outcome, cascades, "tool call finished");
-                let mut result = ToolResultBlock::text(call.id.clone(), String::new(), is_error);
-                result.content = content;
+                tracing::debug!(index, %id, ?outcome, cascades, "tool call finished");
+                let result = ToolResultBlock {
+                    tool_use_id: id.clone(),
+                    content,
+                    is_error: is_error.then_some(true),
+                    cache_control: None,
+                    extra: Default::default(),
+                };
+                if cascades {
+                    self.fire_sibling_abort(SiblingFailure {
+                        id,
+                        name: name.clone(),
+                    });
+                }
                 self.entries[index].slot = Slot::Done(Box::new(CompletedTool {
                     index,
-                    name: call.name.clone(),
+                    name,
                     result,
                     outcome,
                     duration,
                 }));
-                if cascades {
-                    self.fire_sibling_abort(&call);
-                }
                 self.admit();
                 self.flush();
             }
@@ -743,7 +754,7 @@ impl StreamingToolExecutor {
     /// Turns a task's ending into the outcome and the result content.
     fn judge(
         &self,
-        call: &ToolCall,
+        name: &str,
         outcome: TaskOutcome,
     ) -> (Outcome, protocol::ToolResultContent, bool) {
         use protocol::ToolResultContent::Text;
@@ -766,17 +777,14 @@ impl StreamingToolExecutor {
             }
             TaskOutcome::Denied(reason) => (
                 Outcome::PermissionDenied,
-                Text(format!(
-                    "Permission to use {} was denied: {reason}",
-                    call.name
-                )),
+                Text(format!("Permission to use {} was denied: {reason}", name)),
                 true,
             ),
             TaskOutcome::TimedOut(after) => (
                 Outcome::TimedOut { after },
                 Text(format!(
                     "Error: {} timed out after {} ms and was stopped.",
-                    call.name,
+                    name,
                     after.as_millis()
                 )),
                 true,
@@ -785,7 +793,7 @@ impl StreamingToolExecutor {
                 Outcome::CouldNotRun,
                 Text(format!(
                     "Error: {} crashed while running (an internal error of the tool).",
-                    call.name
+                    name
                 )),
                 true,
             ),
@@ -804,11 +812,7 @@ impl StreamingToolExecutor {
         }
     }
 
-    fn fire_sibling_abort(&mut self, failed: &ToolCall) {
-        let failure = SiblingFailure {
-            id: failed.id.clone(),
-            name: failed.name.clone(),
-        };
+    fn fire_sibling_abort(&mut self, failure: SiblingFailure) {
         tracing::info!(id = %failure.id, name = %failure.name, "sibling abort");
         self.siblings.cancel();
         for index in self.next_emit..self.entries.len() {
