@@ -52,7 +52,16 @@ fn executor() -> StreamingToolExecutor {
     )
 }
 
+/// Runs the batch on a runtime worker, as the agent loop does (`spawn_loop`), so the tool
+/// tasks' wake-ups stay inside the runtime instead of crossing to the benchmark's thread.
 async fn run(calls: &[Value]) -> usize {
+    let calls = calls.to_vec();
+    tokio::spawn(async move { run_here(&calls).await })
+        .await
+        .unwrap()
+}
+
+async fn run_here(calls: &[Value]) -> usize {
     let mut executor = executor();
     for (index, input) in calls.iter().enumerate() {
         executor.add_tool(ToolCall::new(
