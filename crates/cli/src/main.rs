@@ -71,6 +71,7 @@ fn init_logging(verbose: bool) {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
             .try_init();
     }
 }
@@ -103,6 +104,14 @@ fn model_client(args: &Args, cwd: &Path) -> anyhow::Result<AnthropicClient> {
             std::fs::read(path).with_context(|| format!("--ca-cert {}", path.display()))?;
     }
     config.fallback_model = args.fallback_model.is_some();
+    if args.replay.is_none()
+        && config.auth == provider::Auth::None
+        && config.base_url == provider::DEFAULT_BASE_URL
+    {
+        bail!(
+            "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway), or point --base-url at a local gateway or `testkit serve`"
+        );
+    }
     let workspace = Some(cwd.to_string_lossy().into_owned());
     config.workspace_root = workspace.clone();
     let transport: Arc<dyn Transport> = if let Some(path) = &args.replay {

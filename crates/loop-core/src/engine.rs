@@ -215,6 +215,7 @@ pub async fn run_loop(
         system + tools + user_context
     };
     let system = system_blocks(&config);
+    let mut last_text = String::new();
     let mut usage_total = Usage::default();
     let mut requests = 0;
     let mut state = State {
@@ -376,6 +377,7 @@ pub async fn run_loop(
             }
         };
         emit(LoopEvent::Usage(message.usage.clone()));
+        last_text = message.text();
         add_usage(&mut usage_total, &message.usage);
         let has_tool_uses = message
             .content
@@ -507,20 +509,8 @@ pub async fn run_loop(
         };
     };
 
-    let result = state
-        .messages
-        .iter()
-        .rev()
-        .find(|message| message.role == Role::Assistant)
-        .map(|message| {
-            message
-                .content
-                .iter()
-                .filter_map(ContentBlock::as_text)
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default();
+    // The text of the last response of this run (not of a resumed history).
+    let result = last_text;
     tracing::info!(
         terminal = terminal.as_str(),
         turns = state.turn,

@@ -511,7 +511,7 @@ impl CanUseTool for PermissionGate {
                     }
                     None => {
                         tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
-                        PermissionDecision::deny(headless_denial(&call.name, &reason))
+                        PermissionDecision::deny(headless_denial(&call.name, &reason, &call.input))
                     }
                 },
             }
@@ -519,14 +519,25 @@ impl CanUseTool for PermissionGate {
     }
 }
 
-/// The denial a headless session gives for a call that needs approval.
-fn headless_denial(tool: &str, reason: &str) -> String {
+/// The denial a headless session gives for a call that needs approval (the executor puts
+/// "Permission to use TOOL was denied: " in front). For Bash the suggested rule names the
+/// command that was refused.
+fn headless_denial(tool: &str, reason: &str, input: &Value) -> String {
     let example = if tool == "Bash" {
-        "`Bash(npm run test:*)`".to_owned()
+        let command = input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let words: Vec<&str> = command.split_whitespace().take(2).collect();
+        if words.is_empty() {
+            "`Bash(npm run test:*)`".to_owned()
+        } else {
+            format!("`Bash({}:*)`", words.join(" "))
+        }
     } else {
         format!("`{tool}`")
     };
     format!(
-        "Permission to use {tool} was not granted: {reason}. This session cannot ask the user (headless), so calls that need approval are refused; the user can allow it with a rule such as {example} in permissions.allow, or with another --permission-mode"
+        "{reason}. This session cannot ask the user (headless), so calls that need approval are refused; allow it with --allowedTools {example} (or the same rule in permissions.allow of .agent/settings.json), or run with --permission-mode acceptEdits or bypassPermissions"
     )
 }
