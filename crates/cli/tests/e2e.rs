@@ -463,3 +463,104 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     context::validate_pairing(&history).unwrap();
     assert!(request.to_string().contains("toolu_sleep"));
 }
+
+#[tokio::test]
+async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight() {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let repo = repo("sigkill");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Reading first.").tool_use(
+            "toolu_read",
+            "Read",
+            json!({"file_path": "notes.txt"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_sleep",
+            "Bash",
+            json!({"command": "sleep 29; echo late"}),
+        )),
+        Reply::turn(Turn::new().text("Picked up where we left off.")),
+    ]))
+    .await
+    .unwrap();
+    let cert = repo.home.join("ca.pem");
+    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(["--base-url", &server.base_url(), "--ca-cert"])
+        .arg(&cert)
+        .arg("-C")
+        .arg(&repo.dir)
+        .args([
+            "-p",
+            "work",
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "json",
+        ])
+        .env("HOME", &repo.home)
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap() as i32;
+    let find_sleep = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .find_map(|entry| {
+                let cmd = std::fs::read_to_string(entry.path().join("cmdline")).ok()?;
+                cmd.starts_with("sleep\u{0}29")
+                    .then(|| entry.file_name().to_string_lossy().parse::<i32>().ok())
+                    .flatten()
+            })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let sleeper = loop {
+        if let Some(sleeper) = find_sleep() {
+            break sleeper;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Bash call never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+    let _ = child.wait().await;
+    // The agent died without cleaning up: end its orphaned command (its own process group).
+    let _ = killpg(Pid::from_raw(sleeper), Signal::SIGKILL);
+    let _ = kill(Pid::from_raw(sleeper), Signal::SIGKILL);
+
+    let output = agent(
+        &repo,
+        &server,
+        &["--continue", "-p", "continue", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let request = server.requests().last().unwrap().json();
+    check_pairing(&request);
+    let history: Vec<protocol::MessageParam> =
+        serde_json::from_value(request["messages"].clone()).unwrap();
+    context::validate_pairing(&history).unwrap();
+    let text = request.to_string();
+    // Everything before the kill survived: the first turn's Read result and the Bash call,
+    // answered as interrupted.
+    assert!(
+        text.contains("toolu_read") && text.contains("remember the milk"),
+        "{text}"
+    );
+    assert!(
+        text.contains("toolu_sleep") && text.contains("interrupted"),
+        "{text}"
+    );
+    assert_eq!(lines(&output)[0]["result"], "Picked up where we left off.");
+}
