@@ -59,6 +59,7 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
         .arg("-c")
         .arg(command)
         .current_dir(&env.cwd)
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -71,16 +72,34 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             return Answer::Go;
         }
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(input.to_string().as_bytes()).await;
-    }
-    let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+    let group = child.id().and_then(|pid| i32::try_from(pid).ok());
+    let stdin = child.stdin.take();
+    let payload = input.to_string();
+    // Writing the event counts against the timeout too: a hook that never reads its stdin
+    // must not block the agent once the pipe is full.
+    let interaction = async move {
+        let feed = async move {
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(payload.as_bytes()).await;
+            }
+        };
+        let (_, output) = tokio::join!(feed, child.wait_with_output());
+        output
+    };
+    let output = match tokio::time::timeout(timeout, interaction).await {
         Ok(Ok(output)) => output,
         Ok(Err(error)) => {
             eprintln!("agent: hook `{command}` failed: {error}");
             return Answer::Go;
         }
         Err(_) => {
+            // The hook and everything it started (its own process group).
+            if let Some(group) = group {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(group),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             eprintln!(
                 "agent: hook `{command}` timed out after {} s",
                 timeout.as_secs()

@@ -53,7 +53,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(args)) {
+    let result = runtime.block_on(run(args));
+    // A tool stuck in a blocking call (a read from a FIFO) must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("agent: {error:#}");
@@ -97,6 +100,9 @@ fn working_dir(args: &Args) -> anyhow::Result<PathBuf> {
 fn model_client(args: &Args, cwd: &Path) -> anyhow::Result<AnthropicClient> {
     let mut config = ClientConfig::from_source(&EnvSource)?;
     if let Some(base_url) = &args.base_url {
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            bail!("--base-url must start with http:// or https://, got {base_url:?}");
+        }
         config.base_url = base_url.trim_end_matches('/').to_owned();
     }
     if let Some(path) = &args.ca_cert {

@@ -64,6 +64,22 @@ impl Transcript {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
+        // A crash can leave a half-written last line: drop it (it is the message that was in
+        // flight) so new entries start on a line of their own.
+        if let Ok(bytes) = std::fs::read(&path)
+            && bytes.last().is_some_and(|last| *last != b'\n')
+        {
+            let keep = bytes
+                .iter()
+                .rposition(|byte| *byte == b'\n')
+                .map_or(0, |at| at + 1);
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .with_context(|| format!("repairing transcript {}", path.display()))?;
+            file.set_len(keep as u64)
+                .with_context(|| format!("repairing transcript {}", path.display()))?;
+        }
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -205,6 +221,30 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// Regression: appending after a crash left a half-written line glued the new entry to
+    /// it, and every later load failed.
+    #[test]
+    fn a_half_written_last_line_is_dropped_before_appending() {
+        let dir = std::env::temp_dir().join(format!("agent-transcript-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let whole = r#"{"type":"user","message":{"role":"user","content":"first"}}"#;
+        std::fs::write(&path, format!("{whole}\n{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"half")).unwrap();
+        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        transcript
+            .append_param(&MessageParam::user_text("second"))
+            .unwrap();
+        let loaded = load(&path).unwrap();
+        let texts: Vec<String> = loaded.messages[0]
+            .content
+            .iter()
+            .filter_map(|b| b.as_text().map(str::to_owned))
+            .collect();
+        assert_eq!(texts, ["first", "second"]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc() {

@@ -778,15 +778,17 @@ struct RepeatGuard<'a> {
 impl RepeatGuard<'_> {
     /// Counts `call`; refuses it at the stop count, adds a note at the note count.
     fn check(&mut self, call: &mut ToolCall) {
-        if call.input_problem.is_some() {
-            return;
-        }
+        // Calls that cannot run count too: a model repeating a broken call must also stop.
         let previous = self.previous;
         let count = *self
             .current
             .entry(signature(&call.name, &call.input))
             .or_insert_with_key(|key| previous.get(key).copied().unwrap_or(0) + 1);
         if count >= self.stop_at {
+            self.stop = true;
+            if call.input_problem.is_some() {
+                return;
+            }
             call.input_problem = Some(InputProblem::Rejected {
                 reason: format!(
                     "Error: this exact {} call was made {count} times in a row; it was not run and the run stops here.",

@@ -29,8 +29,22 @@ pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec
             path.display()
         )));
     }
-    let content = fs::read(path).map_err(|error| io_error("read", path, &error))?;
+    if !metadata.is_file() {
+        // A FIFO, socket or device would block or never end.
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a regular file (a pipe, socket or device); it was not changed",
+            path.display()
+        )));
+    }
     let stamp = shared.read_state.get(path).map(|entry| *entry.value());
+    if stamp.is_none() {
+        // Refuse before reading: a file never Read in this session is not changed at all.
+        return Err(ToolError::InvalidInput(format!(
+            "{} exists but has not been read in this session. Read it first, then change it (so that nothing written by someone else is overwritten unseen)",
+            path.display()
+        )));
+    }
+    let content = fs::read(path).map_err(|error| io_error("read", path, &error))?;
     match stamp {
         None => Err(ToolError::InvalidInput(format!(
             "{} exists but has not been read in this session. Read it first, then change it (so that nothing written by someone else is overwritten unseen)",

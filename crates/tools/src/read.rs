@@ -125,6 +125,13 @@ fn read(
             path.display()
         )));
     }
+    if !metadata.is_file() {
+        // A FIFO, socket or device would block or never end.
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a regular file (a pipe, socket or device); it was not read",
+            path.display()
+        )));
+    }
     let file = File::open(&path).map_err(|error| io_error("open", &path, &error))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let head = reader
