@@ -22,8 +22,8 @@ pub struct Args {
     #[arg(long, value_name = "MODEL")]
     pub fallback_model: Option<String>,
 
-    /// Stop after this many model turns (exit code 3, `error_max_turns`).
-    #[arg(long, value_name = "N")]
+    /// Stop after this many model turns (exit code 3, `error_max_turns`); at least 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
     /// Output format.
@@ -130,7 +130,8 @@ pub enum PermissionModeArg {
     /// Allow file edits inside the workspace without asking.
     #[value(name = "acceptEdits")]
     AcceptEdits,
-    /// Allow everything (still confined to the workspace).
+    /// Run everything no deny rule names; file tools stay confined to the workspace, Bash
+    /// commands do not (a shell can reach anything).
     #[value(name = "bypassPermissions")]
     BypassPermissions,
     /// Read-only tools only.

@@ -139,6 +139,9 @@ fn model_client(args: &Args, cwd: &Path) -> anyhow::Result<AnthropicClient> {
 /// The prompt: `-p`, or stdin when it is not a terminal.
 async fn prompt(args: &Args) -> anyhow::Result<String> {
     if let Some(prompt) = &args.prompt {
+        if prompt.trim().is_empty() {
+            bail!("the prompt given with -p is empty");
+        }
         return Ok(prompt.clone());
     }
     if !std::io::stdin().is_terminal() {
