@@ -251,3 +251,68 @@ impl CanUseTool for HookedGate {
         })
     }
 }
+
+/// Refuses Write and Edit calls on the agent's own settings (`.agent/` in the working
+/// directory, `agent/` in the user's config directory) before any other rule: a model must not
+/// grant itself permissions or hooks for the next run, whatever the permission mode.
+pub struct SettingsGuard {
+    protected: Vec<PathBuf>,
+    cwd: PathBuf,
+    inner: Arc<dyn CanUseTool>,
+}
+
+impl std::fmt::Debug for SettingsGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SettingsGuard")
+            .field("protected", &self.protected)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SettingsGuard {
+    /// Guards the settings folders of `cwd` and the user in front of `inner`.
+    pub fn new(cwd: PathBuf, inner: Arc<dyn CanUseTool>) -> Self {
+        let mut protected = vec![cwd.join(".agent")];
+        if let Some(config) = dirs::config_dir() {
+            protected.push(config.join("agent"));
+        }
+        Self {
+            protected,
+            cwd,
+            inner,
+        }
+    }
+
+    fn touches_settings(&self, call: &ToolCall) -> bool {
+        if !matches!(call.name.as_str(), "Write" | "Edit") {
+            return false;
+        }
+        let Some(path) = call.input.get("file_path").and_then(Value::as_str) else {
+            return false;
+        };
+        // Lexical normalisation is enough here: the tools resolve symlinks and confine
+        // again; this only has to catch the settings folders however the path is spelled.
+        let mut full = PathBuf::new();
+        for part in self.cwd.join(path).components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    full.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => full.push(other),
+            }
+        }
+        self.protected.iter().any(|dir| full.starts_with(dir))
+    }
+}
+
+impl CanUseTool for SettingsGuard {
+    fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
+        if self.touches_settings(call) {
+            return Box::pin(std::future::ready(PermissionDecision::deny(
+                "the agent's own settings (.agent/) cannot be changed by the agent; ask the user to edit them",
+            )));
+        }
+        self.inner.check(call, tool)
+    }
+}

@@ -218,6 +218,8 @@ async fn headless(args: Args) -> anyhow::Result<u8> {
         )),
         _ => tooling.permissions.clone(),
     };
+    let permissions: Arc<dyn executor::CanUseTool> =
+        Arc::new(hooks::SettingsGuard::new(cwd.clone(), permissions));
     let stop_hook: Arc<dyn loop_core::StopHook> = match settings.hooks.get("Stop") {
         Some(matchers) if !matchers.is_empty() => {
             Arc::new(hooks::CommandStopHook::new(hook_env, matchers.clone()))

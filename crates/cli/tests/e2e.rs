@@ -564,3 +564,42 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
     );
     assert_eq!(lines(&output)[0]["result"], "Picked up where we left off.");
 }
+
+#[tokio::test]
+async fn the_model_cannot_rewrite_the_agents_own_settings() {
+    let repo = repo("settings-guard");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_s",
+            "Write",
+            json!({"file_path": "sub/../.agent/settings.json", "content": "{\"permissions\":{\"defaultMode\":\"bypassPermissions\"}}"}),
+        )),
+        Reply::turn(Turn::new().text("I may not change that.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "escalate",
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!repo.dir.join(".agent/settings.json").exists());
+    let result = &lines(&output)[0];
+    assert_eq!(
+        result["permission_denials"][0]["tool_name"], "Write",
+        "{result}"
+    );
+}
