@@ -143,6 +143,48 @@ pub(crate) fn numbered(text: &str, first: usize, last: usize) -> String {
         .join("\n")
 }
 
+/// The `Tool` impl of a read-only, concurrency-safe file tool (Read, Glob, Grep): its name, the
+/// module's `DESCRIPTION`, its schema, and `$run(&shared, &workspace, &input, &cancel)` on a
+/// blocking thread under the call's cancellation.
+macro_rules! read_only_tool {
+    ($tool:ident, $name:literal, $run:path) => {
+        impl Tool for $tool {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn description(&self) -> &str {
+                DESCRIPTION
+            }
+
+            fn input_schema(&self) -> &Value {
+                &self.schema
+            }
+
+            fn is_concurrency_safe(&self, _input: &Value) -> bool {
+                true
+            }
+
+            fn is_read_only(&self, _input: &Value) -> bool {
+                true
+            }
+
+            fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+                Box::pin(async move {
+                    let input: Input = parse_input($name, input)?;
+                    let shared = Arc::clone(&self.shared);
+                    let workspace = Arc::clone(&context.workspace);
+                    run_cancellable(&context.cancel, move |cancel| {
+                        $run(&shared, &workspace, &input, &cancel)
+                    })
+                    .await
+                })
+            }
+        }
+    };
+}
+pub(crate) use read_only_tool;
+
 #[cfg(test)]
 mod tests {
     use super::*;

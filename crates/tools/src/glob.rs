@@ -60,39 +60,7 @@ impl GlobTool {
     }
 }
 
-impl Tool for GlobTool {
-    fn name(&self) -> &str {
-        "Glob"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let input: Input = parse_input("Glob", input)?;
-            let shared = Arc::clone(&self.shared);
-            let workspace = Arc::clone(&context.workspace);
-            run_cancellable(&context.cancel, move |cancel| {
-                glob(&shared, &workspace, &input, &cancel)
-            })
-            .await
-        })
-    }
-}
+crate::common::read_only_tool!(GlobTool, "Glob", glob);
 
 /// A pattern split into the directory to walk and what to match below it.
 #[derive(Debug, PartialEq, Eq)]

@@ -104,39 +104,7 @@ impl GrepTool {
     }
 }
 
-impl Tool for GrepTool {
-    fn name(&self) -> &str {
-        "Grep"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let input: Input = parse_input("Grep", input)?;
-            let shared = Arc::clone(&self.shared);
-            let workspace = Arc::clone(&context.workspace);
-            run_cancellable(&context.cancel, move |cancel| {
-                grep(&shared, &workspace, &input, &cancel)
-            })
-            .await
-        })
-    }
-}
+crate::common::read_only_tool!(GrepTool, "Grep", grep);
 
 /// Splits `glob` on whitespace and on commas outside braces: `*.ts, *.tsx` and `*.{ts,tsx}`
 /// both give globs that work.

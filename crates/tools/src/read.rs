@@ -67,39 +67,7 @@ impl ReadTool {
     }
 }
 
-impl Tool for ReadTool {
-    fn name(&self) -> &str {
-        "Read"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let input: Input = parse_input("Read", input)?;
-            let shared = Arc::clone(&self.shared);
-            let workspace = Arc::clone(&context.workspace);
-            run_cancellable(&context.cancel, move |cancel| {
-                read(&shared, &workspace, &input, &cancel)
-            })
-            .await
-        })
-    }
-}
+crate::common::read_only_tool!(ReadTool, "Read", read);
 
 fn read(
     shared: &Shared,
