@@ -571,23 +571,7 @@ fn system_blocks(config: &LoopConfig) -> Vec<SystemBlock> {
 /// A tool call's identity for the repeated-call guard: name and canonical JSON input (keys
 /// sorted at every level).
 fn signature(name: &str, input: &Value) -> String {
-    fn canonical(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    entries
-                        .into_iter()
-                        .map(|(key, value)| (key.clone(), canonical(value)))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-            other => other.clone(),
-        }
-    }
-    format!("{name} {}", canonical(input))
+    format!("{name} {}", protocol::canonical_json(input))
 }
 
 /// Streams one model call and runs its tools.

@@ -33,6 +33,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod canonical;
 mod content;
 mod error;
 mod ids;
@@ -41,6 +42,7 @@ mod request;
 mod stream;
 mod tagged;
 
+pub use canonical::canonical_json;
 pub use content::{
     CacheControl, CompactionBlock, ContentBlock, FallbackBlock, ImageBlock, OtherBlock,
     RedactedThinkingBlock, ServerToolResultBlock, TextBlock, ThinkingBlock, ToolResultBlock,

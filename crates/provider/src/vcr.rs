@@ -48,27 +48,12 @@ pub struct Exchange {
     pub body_b64: Option<String>,
 }
 
-fn canonical(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(key, value)| (key.clone(), canonical(value)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
-
 /// SHA-256 (hex) of the canonical form of a JSON body (the raw bytes when not JSON).
 pub fn canonical_hash(body: &str) -> String {
-    let canonical = serde_json::from_str::<Value>(body)
-        .map_or_else(|_| body.to_owned(), |json| canonical(&json).to_string());
+    let canonical = serde_json::from_str::<Value>(body).map_or_else(
+        |_| body.to_owned(),
+        |json| protocol::canonical_json(&json).to_string(),
+    );
     Sha256::digest(canonical.as_bytes())
         .iter()
         .map(|byte| format!("{byte:02x}"))
