@@ -143,10 +143,14 @@ pub(crate) fn numbered(text: &str, first: usize, last: usize) -> String {
         .join("\n")
 }
 
-/// The `Tool` impl of a read-only, concurrency-safe file tool (Read, Glob, Grep): its name, the
-/// module's `DESCRIPTION`, its schema, and `$run(&shared, &workspace, &input, &cancel)` on a
-/// blocking thread under the call's cancellation.
-macro_rules! read_only_tool {
+/// The `Tool` impl of a file tool: its name, the module's `DESCRIPTION`, its schema, and
+/// `$run(&shared, &workspace, &input, ...)` on a blocking thread.
+///
+/// - `file_tool!(T, "Read", run)`: concurrency-safe and read-only; `run` also gets the
+///   call's cancellation token and stops when it fires.
+/// - `file_tool!(T, "Write", run, writes)`: runs alone and, once started, to completion
+///   (reporting "interrupted" for a file written anyway would mislead the model).
+macro_rules! file_tool {
     ($tool:ident, $name:literal, $run:path) => {
         impl Tool for $tool {
             fn name(&self) -> &str {
@@ -182,8 +186,32 @@ macro_rules! read_only_tool {
             }
         }
     };
+    ($tool:ident, $name:literal, $run:path, writes) => {
+        impl Tool for $tool {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn description(&self) -> &str {
+                DESCRIPTION
+            }
+
+            fn input_schema(&self) -> &Value {
+                &self.schema
+            }
+
+            fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+                Box::pin(async move {
+                    let input: Input = parse_input($name, input)?;
+                    let shared = Arc::clone(&self.shared);
+                    let workspace = Arc::clone(&context.workspace);
+                    run_to_completion(move || $run(&shared, &workspace, &input)).await
+                })
+            }
+        }
+    };
 }
-pub(crate) use read_only_tool;
+pub(crate) use file_tool;
 
 #[cfg(test)]
 mod tests {

@@ -65,28 +65,7 @@ impl EditTool {
     }
 }
 
-impl Tool for EditTool {
-    fn name(&self) -> &str {
-        "Edit"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let input: Input = parse_input("Edit", input)?;
-            let shared = Arc::clone(&self.shared);
-            let workspace = Arc::clone(&context.workspace);
-            run_to_completion(move || edit(&shared, &workspace, &input)).await
-        })
-    }
-}
+crate::common::file_tool!(EditTool, "Edit", edit, writes);
 
 /// Whether `content` mostly ends its lines with CRLF.
 fn uses_crlf(content: &str) -> bool {

@@ -60,7 +60,7 @@ impl GlobTool {
     }
 }
 
-crate::common::read_only_tool!(GlobTool, "Glob", glob);
+crate::common::file_tool!(GlobTool, "Glob", glob);
 
 /// A pattern split into the directory to walk and what to match below it.
 #[derive(Debug, PartialEq, Eq)]

@@ -104,7 +104,7 @@ impl GrepTool {
     }
 }
 
-crate::common::read_only_tool!(GrepTool, "Grep", grep);
+crate::common::file_tool!(GrepTool, "Grep", grep);
 
 /// Splits `glob` on whitespace and on commas outside braces: `*.ts, *.tsx` and `*.{ts,tsx}`
 /// both give globs that work.

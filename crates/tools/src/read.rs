@@ -67,7 +67,7 @@ impl ReadTool {
     }
 }
 
-crate::common::read_only_tool!(ReadTool, "Read", read);
+crate::common::file_tool!(ReadTool, "Read", read);
 
 fn read(
     shared: &Shared,

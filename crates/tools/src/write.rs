@@ -49,30 +49,7 @@ impl WriteTool {
     }
 }
 
-impl Tool for WriteTool {
-    fn name(&self) -> &str {
-        "Write"
-    }
-
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let input: Input = parse_input("Write", input)?;
-            let shared = Arc::clone(&self.shared);
-            let workspace = Arc::clone(&context.workspace);
-            // Once started, a write finishes: reporting "interrupted" for a file that was
-            // written anyway would mislead the model.
-            run_to_completion(move || write(&shared, &workspace, &input)).await
-        })
-    }
-}
+crate::common::file_tool!(WriteTool, "Write", write, writes);
 
 fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
     let path = shared.confine(workspace, "Write", &input.file_path)?;
