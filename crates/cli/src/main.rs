@@ -263,13 +263,17 @@ async fn headless(args: Args) -> anyhow::Result<u8> {
     renderer.init(&cwd.to_string_lossy(), &tool_names, tooling.mode_name);
 
     let cancel = CancellationToken::new();
+    // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
+    // registered would kill the process with no result and no cleanup.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("listening for Ctrl-C")?;
     let (handle, mut events) = spawn_loop(config, deps, history, cancel.clone());
     let interrupt = cancel.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if sigint.recv().await.is_some() {
             interrupt.cancel();
             // A second Ctrl-C exits at once.
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if sigint.recv().await.is_some() {
                 std::process::exit(130);
             }
         }
