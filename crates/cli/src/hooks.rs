@@ -9,7 +9,10 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use executor::{CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall};
+use executor::{
+    CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall, ToolContext, ToolFuture,
+};
+use protocol::{ContentBlock, ToolResultContent};
 use loop_core::{StopDecision, StopFuture, StopHook, StopHookInput};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
@@ -35,6 +38,8 @@ pub struct HookEnv {
     pub cwd: PathBuf,
     /// The permission mode's name.
     pub permission_mode: String,
+    /// Extra environment of every hook (settings' `env`).
+    pub env: Vec<(String, String)>,
 }
 
 impl HookEnv {
@@ -59,6 +64,7 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
         .arg("-c")
         .arg(command)
         .current_dir(&env.cwd)
+        .envs(env.env.iter().map(|(key, value)| (key, value)))
         .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -248,6 +254,105 @@ impl CanUseTool for HookedGate {
                 }
                 Answer::Go => self.inner.check(call, tool).await,
             }
+        })
+    }
+}
+
+/// A tool with PostToolUse hooks after it: when the call succeeded, the hooks of the
+/// matchers that name it get the event (with `tool_response`); a hook that blocks (exit 2,
+/// or `{"decision":"block"}`) has its reason added to the tool_result, so the model sees it,
+/// as in Claude Code. The call has already happened: nothing is undone. A
+/// `{"continue":false}` answer is treated as a block (a tool cannot end the run). The hooks
+/// run inside the call, so they count against its timeout and are cancelled with it.
+pub struct PostToolUse {
+    env: HookEnv,
+    matchers: Vec<HookMatcher>,
+    inner: Arc<dyn Tool>,
+}
+
+impl std::fmt::Debug for PostToolUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostToolUse")
+            .field("tool", &self.inner.name())
+            .field("matchers", &self.matchers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostToolUse {
+    /// `inner`, followed by the hooks of `matchers` that apply to it.
+    pub fn new(env: HookEnv, matchers: Vec<HookMatcher>, inner: Arc<dyn Tool>) -> Self {
+        let name = inner.name().to_owned();
+        let matchers = matchers
+            .into_iter()
+            .filter(|matcher| matcher.matches(&name))
+            .collect();
+        Self {
+            env,
+            matchers,
+            inner,
+        }
+    }
+}
+
+impl Tool for PostToolUse {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        self.inner.input_schema()
+    }
+
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        self.inner.is_concurrency_safe(input)
+    }
+
+    fn is_read_only(&self, input: &Value) -> bool {
+        self.inner.is_read_only(input)
+    }
+
+    fn timeout(&self, input: &Value) -> Option<Duration> {
+        self.inner.timeout(input)
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        if self.matchers.is_empty() {
+            return self.inner.call(input, context);
+        }
+        Box::pin(async move {
+            let tool_use_id = context.tool_use_id.clone();
+            let tool_input = input.clone();
+            let mut output = self.inner.call(input, context).await?;
+            if output.is_error {
+                return Ok(output);
+            }
+            let event = self.env.event(
+                "PostToolUse",
+                json!({
+                    "tool_name": self.inner.name(),
+                    "tool_input": tool_input,
+                    "tool_response": output.content,
+                    "tool_use_id": tool_use_id,
+                }),
+            );
+            match run_all(&self.env, &self.matchers, None, &event).await {
+                Answer::Go => {}
+                Answer::Block(reason) | Answer::End(reason) => {
+                    let note = format!("\n\nPostToolUse hook feedback:\n{reason}");
+                    match &mut output.content {
+                        ToolResultContent::Text(text) => text.push_str(&note),
+                        ToolResultContent::Blocks(blocks) => {
+                            blocks.push(ContentBlock::text(note.trim_start()));
+                        }
+                    }
+                }
+            }
+            Ok(output)
         })
     }
 }

@@ -1,11 +1,14 @@
 //! Rendering a run: text, json, or stream-json (Claude Code's shapes), plus the result object.
 
+use std::collections::HashMap;
 use std::io::Write as _;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use executor::ExecutorEvent;
 use loop_core::{LoopEvent, LoopOutcome, Terminal};
-use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, Usage};
+use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, ToolResultContent, Usage};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -24,6 +27,106 @@ pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
     }
 }
 
+/// The status line of a live run on a terminal: a spinner on stderr naming what is going on
+/// (waiting for the model, the running tool) with the elapsed time and the tokens received.
+/// Hidden while the answer's text streams to stdout, and while the user is asked something.
+/// Shared (cheap clones) between the renderer and the permission prompter. Draws nothing
+/// when stderr is not a terminal.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    bar: Arc<Mutex<Option<ProgressBar>>>,
+}
+
+impl Status {
+    /// Shows `message` (replacing the current one; starts the spinner if hidden).
+    pub fn show(&self, message: String) {
+        let mut bar = self.bar.lock().unwrap_or_else(PoisonError::into_inner);
+        match bar.as_ref() {
+            Some(bar) => bar.set_message(message),
+            None => {
+                let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                spinner.set_style(
+                    ProgressStyle::with_template("{spinner:.cyan} {msg} {elapsed:.dim}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                spinner.set_message(message);
+                spinner.enable_steady_tick(Duration::from_millis(100));
+                *bar = Some(spinner);
+            }
+        }
+    }
+
+    /// Clears the spinner from the screen.
+    pub fn hide(&self) {
+        if let Some(bar) = self
+            .bar
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Writes a line to stderr above the spinner.
+    pub fn println(&self, line: &str) {
+        match self
+            .bar
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+/// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at
+/// most 80 characters.
+pub fn tool_label(name: &str, input: &Value) -> String {
+    let key = match name {
+        "Bash" => "command",
+        "Read" | "Write" | "Edit" => "file_path",
+        "Glob" | "Grep" => "pattern",
+        _ => "",
+    };
+    let Some(detail) = input.get(key).and_then(Value::as_str) else {
+        return name.to_owned();
+    };
+    let line = detail.lines().next().unwrap_or_default();
+    let mut short: String = line.chars().take(80).collect();
+    if short.len() < detail.len() {
+        short.push('…');
+    }
+    format!("{name}({short})")
+}
+
+/// The first line of a tool result, cut to 100 characters, for the `⎿` line.
+fn result_summary(result: &protocol::ToolResultBlock) -> String {
+    let text = match &result.content {
+        ToolResultContent::Text(text) => text.clone(),
+        ToolResultContent::Blocks(blocks) => blocks
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let lines = text.lines().count();
+    let first = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+    let mut short: String = first.trim().chars().take(100).collect();
+    if short.len() < first.trim().len() {
+        short.push('…');
+    }
+    if lines > 1 {
+        short.push_str(&format!(" (+{} lines)", lines - 1));
+    }
+    short
+}
+
 /// Writes the run's events as they come and the result at the end.
 #[derive(Debug)]
 pub struct Renderer {
@@ -39,6 +142,15 @@ pub struct Renderer {
     cost: Option<f64>,
     live_text: bool,
     wrote_text: bool,
+    /// The spinner (live runs only).
+    status: Option<Status>,
+    /// Inputs of the tool_use blocks seen, by id, for the tool lines.
+    tool_inputs: HashMap<String, Value>,
+    /// Tools running now, by id, with their labels.
+    running: Vec<(String, String)>,
+    /// Output tokens of the responses finished so far, and of the one streaming.
+    tokens_done: u64,
+    tokens_streaming: u64,
 }
 
 impl Renderer {
@@ -57,6 +169,135 @@ impl Renderer {
             cost: Some(0.0),
             live_text,
             wrote_text: false,
+            status: None,
+            tool_inputs: HashMap::new(),
+            running: Vec::new(),
+            tokens_done: 0,
+            tokens_streaming: 0,
+        }
+    }
+
+    /// Shows a spinner and tool activity on stderr (live text runs on a terminal).
+    pub fn with_status(mut self, status: Status) -> Self {
+        if self.live_text {
+            self.status = Some(status);
+        }
+        self
+    }
+
+    /// Reports a problem on stderr without breaking the spinner.
+    pub fn warn(&self, message: &str) {
+        match &self.status {
+            Some(status) => status.println(&format!("agent: {message}")),
+            None => eprintln!("agent: {message}"),
+        }
+    }
+
+    fn show(&self, activity: &str) {
+        if let Some(status) = &self.status {
+            let tokens = self.tokens_done + self.tokens_streaming;
+            let message = if tokens == 0 {
+                format!("{activity}…")
+            } else {
+                format!("{activity}… · ↓ {} tokens", compact_count(tokens))
+            };
+            status.show(message);
+        }
+    }
+
+    /// Ends the text line being streamed, if any, before something else is written.
+    fn end_text(&mut self) {
+        if self.wrote_text {
+            println!();
+            self.wrote_text = false;
+        }
+    }
+
+    /// Live rendering on a terminal: the spinner, tool lines, retries.
+    fn live(&mut self, event: &LoopEvent) {
+        match event {
+            LoopEvent::Request { .. } => {
+                self.tokens_streaming = 0;
+                self.show("Thinking");
+            }
+            LoopEvent::Stream(StreamEvent::ContentBlockDelta {
+                delta: ContentDelta::Text { .. },
+                ..
+            }) => {
+                if let Some(status) = &self.status {
+                    status.hide();
+                }
+            }
+            LoopEvent::Stream(StreamEvent::MessageDelta(delta)) => {
+                if let Some(tokens) = delta.usage.as_ref().and_then(|usage| usage.output_tokens) {
+                    self.tokens_streaming = tokens;
+                    let label = self.running.last().map(|(_, label)| label.clone());
+                    if self.status.is_some() && !self.wrote_text {
+                        self.show(&label.map_or_else(|| "Thinking".to_owned(), |label| format!("Running {label}")));
+                    }
+                }
+            }
+            LoopEvent::Block(block) => {
+                if let ContentBlock::ToolUse(tool_use) = &block.block {
+                    self.tool_inputs
+                        .insert(tool_use.id.to_string(), tool_use.input.clone());
+                }
+            }
+            LoopEvent::Assistant(message) => {
+                self.tokens_done += message.usage.output_tokens;
+                self.tokens_streaming = 0;
+            }
+            LoopEvent::Tool(ExecutorEvent::Started {
+                tool_use_id, name, ..
+            }) => {
+                self.end_text();
+                let input = self
+                    .tool_inputs
+                    .get(tool_use_id.as_str())
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let label = tool_label(name, &input);
+                self.stderr_line(&format!("⏺ {label}"));
+                self.running.push((tool_use_id.to_string(), label.clone()));
+                self.show(&format!("Running {label}"));
+            }
+            LoopEvent::Tool(ExecutorEvent::Completed(done)) => {
+                self.running
+                    .retain(|(id, _)| id.as_str() != done.result.tool_use_id.as_str());
+                let summary = result_summary(&done.result);
+                let line = if done.result.is_error == Some(true) {
+                    format!("  ⎿  error: {summary}")
+                } else {
+                    format!("  ⎿  {summary}")
+                };
+                self.stderr_line(&line);
+                match self.running.last() {
+                    Some((_, label)) => {
+                        let label = label.clone();
+                        self.show(&format!("Running {label}"));
+                    }
+                    None => self.show("Thinking"),
+                }
+            }
+            LoopEvent::Retry {
+                attempt, reason, ..
+            } => {
+                self.end_text();
+                self.stderr_line(&format!("  ⚠ retrying (attempt {attempt}): {reason}"));
+                self.show("Waiting to retry");
+            }
+            LoopEvent::Context(event) => {
+                self.end_text();
+                self.stderr_line(&format!("  ⋯ context: {event:?}"));
+            }
+            _ => {}
+        }
+    }
+
+    fn stderr_line(&self, line: &str) {
+        match &self.status {
+            Some(status) => status.println(line),
+            None => eprintln!("{line}"),
         }
     }
 
@@ -80,6 +321,9 @@ impl Renderer {
 
     /// Renders one loop event.
     pub fn event(&mut self, event: &LoopEvent) {
+        if self.live_text {
+            self.live(event);
+        }
         match event {
             LoopEvent::Request { .. } => self.request_started = Some(Instant::now()),
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
@@ -132,13 +376,6 @@ impl Renderer {
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
-            LoopEvent::Tool(ExecutorEvent::Started { name, .. }) if self.live_text => {
-                if self.wrote_text {
-                    println!();
-                    self.wrote_text = false;
-                }
-                eprintln!("⏺ {name}");
-            }
             _ => {}
         }
     }
@@ -185,8 +422,32 @@ impl Renderer {
         })
     }
 
+    /// The cost of the run in USD so far; `None` when a model without a known price answered.
+    pub fn cost(&self) -> Option<f64> {
+        self.cost
+    }
+
+    /// Writes the end of one interactive turn: the answer's last line ended (or the answer,
+    /// when it was not streamed), and why the turn stopped when it did not complete.
+    pub fn finish_interactive(&mut self, outcome: &LoopOutcome) {
+        if let Some(status) = &self.status {
+            status.hide();
+        }
+        if self.wrote_text {
+            self.end_text();
+        } else if !self.live_text && !outcome.result.is_empty() {
+            println!("{}", outcome.result);
+        }
+        if outcome.terminal != Terminal::Completed {
+            eprintln!("agent: stopped: {}", outcome.terminal);
+        }
+    }
+
     /// Writes the end of the run.
     pub fn finish(&self, outcome: &LoopOutcome) {
+        if let Some(status) = &self.status {
+            status.hide();
+        }
         match self.format {
             OutputFormat::Text => {
                 if self.wrote_text {
@@ -204,11 +465,49 @@ impl Renderer {
     }
 }
 
+/// `1234` as `1.2k`, `2_500_000` as `2.5M`.
+pub fn compact_count(count: u64) -> String {
+    match count {
+        0..1_000 => count.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", count as f64 / 1_000.0),
+        _ => format!("{:.1}M", count as f64 / 1_000_000.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use loop_core::ModelError;
 
     use super::*;
+
+    #[test]
+    fn tool_labels_and_counts() {
+        assert_eq!(
+            tool_label("Bash", &serde_json::json!({"command": "cargo test\necho done"})),
+            "Bash(cargo test…)"
+        );
+        assert_eq!(
+            tool_label("Read", &serde_json::json!({"file_path": "src/lib.rs"})),
+            "Read(src/lib.rs)"
+        );
+        assert_eq!(tool_label("Other", &serde_json::json!({"x": 1})), "Other");
+        let long = "x".repeat(200);
+        assert_eq!(
+            tool_label("Grep", &serde_json::json!({ "pattern": long })).chars().count(),
+            "Grep()".len() + 80 + 1
+        );
+        assert_eq!(compact_count(999), "999");
+        assert_eq!(compact_count(1_234), "1.2k");
+        assert_eq!(compact_count(2_500_000), "2.5M");
+    }
+
+    #[test]
+    fn result_summaries_are_one_line() {
+        let block = protocol::ToolResultBlock::text("toolu_1".into(), "\nfirst\nsecond\nthird", false);
+        assert_eq!(result_summary(&block), "first (+3 lines)");
+        let block = protocol::ToolResultBlock::text("toolu_1".into(), "ok", false);
+        assert_eq!(result_summary(&block), "ok");
+    }
 
     #[test]
     fn exit_codes_follow_the_table() {

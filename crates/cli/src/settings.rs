@@ -83,9 +83,86 @@ pub struct Settings {
     /// Keys of Claude Code's schema this tool does not use are accepted and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
+    /// The files merged into these settings, lowest precedence first, each with what it said
+    /// (for errors that name the file a value came from).
+    #[serde(skip)]
+    pub layers: Vec<(PathBuf, Settings)>,
 }
 
+/// Hook events Claude Code defines. `agent` runs PreToolUse, PostToolUse and Stop; the
+/// others are accepted (a settings file shared with Claude Code stays valid) with a warning.
+pub const HOOK_EVENTS: [&str; 10] = [
+    "PreToolUse",
+    "PostToolUse",
+    "Stop",
+    "Notification",
+    "UserPromptSubmit",
+    "SubagentStop",
+    "PreCompact",
+    "SessionStart",
+    "SessionEnd",
+    "PermissionRequest",
+];
+
+/// The hook events `agent` runs.
+pub const RUN_HOOK_EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "Stop"];
+
 impl Settings {
+    /// The file that set `permissions.defaultMode` last (the one in effect).
+    pub fn default_mode_origin(&self) -> Option<&Path> {
+        self.layers
+            .iter()
+            .rev()
+            .find(|(_, layer)| layer.permissions.default_mode.is_some())
+            .map(|(path, _)| path.as_path())
+    }
+
+    /// The file a permission rule came from.
+    pub fn rule_origin(&self, rule: &str) -> Option<&Path> {
+        self.layers
+            .iter()
+            .find(|(_, layer)| {
+                let permissions = &layer.permissions;
+                [&permissions.allow, &permissions.ask, &permissions.deny]
+                    .iter()
+                    .any(|rules| rules.iter().any(|written| written == rule))
+            })
+            .map(|(path, _)| path.as_path())
+    }
+
+    /// What is questionable but not wrong in these settings: hook events `agent` does not
+    /// run, hooks that are not commands. One line each, naming the file.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (path, layer) in &self.layers {
+            for (event, matchers) in &layer.hooks {
+                if !HOOK_EVENTS.contains(&event.as_str()) {
+                    warnings.push(format!(
+                        "{}: hooks.{event}: unknown hook event (known: {}); its hooks never run",
+                        path.display(),
+                        HOOK_EVENTS.join(", ")
+                    ));
+                } else if !RUN_HOOK_EVENTS.contains(&event.as_str()) {
+                    warnings.push(format!(
+                        "{}: hooks.{event}: agent does not run {event} hooks (only {})",
+                        path.display(),
+                        RUN_HOOK_EVENTS.join(", ")
+                    ));
+                }
+                for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
+                    if hook.kind != "command" {
+                        warnings.push(format!(
+                            "{}: hooks.{event}: hook type {:?} is not run (only \"command\")",
+                            path.display(),
+                            hook.kind
+                        ));
+                    }
+                }
+            }
+        }
+        warnings
+    }
+
     fn merge(&mut self, later: Settings) {
         self.permissions.allow.extend(later.permissions.allow);
         self.permissions.ask.extend(later.permissions.ask);
@@ -112,14 +189,33 @@ impl Settings {
 ///
 /// Naming the file, the line and column, and the field when the JSON or a field is wrong.
 pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
-    serde_json::from_str(text).map_err(|error| {
+    let settings: Settings = serde_json::from_str(text).map_err(|error| {
+        // serde_json's message ends with " at line L column C" for most errors; the position
+        // is already in front, once is enough.
+        let message = error.to_string();
+        let message = match message.rfind(" at line ") {
+            Some(at) => message[..at].to_owned(),
+            None => message,
+        };
         anyhow::anyhow!(
-            "{}:{}:{}: invalid settings: {error}",
+            "{}:{}:{}: invalid settings: {message}",
             path.display(),
             error.line(),
             error.column()
         )
-    })
+    })?;
+    for (event, matchers) in &settings.hooks {
+        for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
+            if hook.timeout == Some(0) {
+                anyhow::bail!(
+                    "{}: invalid settings: hooks.{event}: timeout must be at least 1 second (hook `{}`)",
+                    path.display(),
+                    hook.command
+                );
+            }
+        }
+    }
+    Ok(settings)
 }
 
 /// The settings files that apply to `cwd`, lowest precedence first.
@@ -146,7 +242,9 @@ pub fn load(cwd: &Path) -> anyhow::Result<Settings> {
         }
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
-        settings.merge(parse(&path, &text)?);
+        let layer = parse(&path, &text)?;
+        settings.merge(layer.clone());
+        settings.layers.push((path, layer));
     }
     Ok(settings)
 }
@@ -189,5 +287,47 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("unknown field `alow`"), "{error}");
+        // The position once, in front.
+        assert!(!error.contains(" at line "), "{error}");
+    }
+
+    #[test]
+    fn zero_hook_timeout_is_an_error_naming_the_file() {
+        let text = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": 0}]}]}}"#;
+        let error = parse(Path::new("/p/s.json"), text).unwrap_err().to_string();
+        assert!(
+            error.starts_with("/p/s.json: invalid settings: hooks.Stop: timeout must be at least 1"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn origins_and_warnings_name_the_file() {
+        let user = parse(
+            Path::new("/u.json"),
+            r#"{"permissions": {"allow": ["Bash(ls:*)"], "defaultMode": "plan"}}"#,
+        )
+        .unwrap();
+        let project = parse(
+            Path::new("/p.json"),
+            r#"{"permissions": {"deny": ["Bash(rm:*"], "defaultMode": "yolo"},
+                "hooks": {"Stopp": [{"hooks": [{"type": "command", "command": "x"}]}],
+                          "Notification": [{"hooks": [{"type": "prompt", "command": "y"}]}]}}"#,
+        )
+        .unwrap();
+        let mut settings = Settings::default();
+        for (path, layer) in [("/u.json", user), ("/p.json", project)] {
+            settings.merge(layer.clone());
+            settings.layers.push((PathBuf::from(path), layer));
+        }
+        assert_eq!(settings.default_mode_origin(), Some(Path::new("/p.json")));
+        assert_eq!(settings.rule_origin("Bash(rm:*"), Some(Path::new("/p.json")));
+        assert_eq!(settings.rule_origin("Bash(ls:*)"), Some(Path::new("/u.json")));
+        assert_eq!(settings.rule_origin("Read"), None);
+        let warnings = settings.warnings();
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings[0].starts_with("/p.json: hooks.Notification: agent does not run"));
+        assert!(warnings[1].starts_with("/p.json: hooks.Notification: hook type \"prompt\""));
+        assert!(warnings[2].starts_with("/p.json: hooks.Stopp: unknown hook event"));
     }
 }

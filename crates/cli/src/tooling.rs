@@ -97,18 +97,22 @@ impl FileSource for WorkspaceFiles {
 }
 
 /// The session's tools and gate: the built-in tools confined to `workspace`, the mode and
-/// the `--allowedTools` / `--disallowedTools` rules; headless, so "ask" means deny with a
-/// message.
+/// the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts go to `prompter`; without
+/// one (headless) they are denied with a message.
+///
+/// `env` is added to every Bash command's environment (settings' `env`).
 ///
 /// # Errors
 ///
-/// When a permission rule does not parse.
+/// [`tools::Error::InvalidRule`] when a permission rule does not parse.
 pub fn build(
     workspace: &Arc<Workspace>,
     mode: PermissionModeArg,
     rules: Rules,
     results_dir: &Path,
-) -> anyhow::Result<Tooling> {
+    env: Vec<(String, String)>,
+    prompter: Option<Arc<dyn tools::Prompter>>,
+) -> Result<Tooling, tools::Error> {
     let default_mode = match mode {
         PermissionModeArg::Default => tools::PermissionMode::Default,
         PermissionModeArg::AcceptEdits => tools::PermissionMode::AcceptEdits,
@@ -124,7 +128,8 @@ pub fn build(
             deny: rules.deny,
         },
         tool_results_dir: Some(results_dir.to_path_buf()),
-        prompter: None,
+        prompter,
+        env,
     })?;
     Ok(Tooling {
         tools: set.tools(),

@@ -299,6 +299,7 @@ async fn run(
     bash.arg("-c")
         .arg(&script)
         .current_dir(&cwd)
+        .envs(shared.env.iter().map(|(key, value)| (key, value)))
         .env("__AGENT_CWD_FILE", &cwd_file.0)
         .stdin(Stdio::null())
         .stdout(writer)

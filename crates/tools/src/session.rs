@@ -27,6 +27,9 @@ pub struct ToolSetConfig {
     pub tool_results_dir: Option<PathBuf>,
     /// Who answers "ask" verdicts; `None` is a headless session, where they are denied.
     pub prompter: Option<Arc<dyn Prompter>>,
+    /// Extra environment variables for every Bash command, on top of the process's own
+    /// (settings' `env`). Later pairs win over earlier ones.
+    pub env: Vec<(String, String)>,
 }
 
 impl fmt::Debug for ToolSetConfig {
@@ -36,6 +39,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("permissions", &self.permissions)
             .field("tool_results_dir", &self.tool_results_dir)
             .field("interactive", &self.prompter.is_some())
+            .field("env", &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -88,6 +92,7 @@ impl ToolSet {
             tool_results_dir,
             read_state: DashMap::new(),
             shell_cwd: Mutex::new(None),
+            env: config.env,
         });
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
@@ -191,6 +196,8 @@ pub(crate) struct Shared {
     pub(crate) read_state: DashMap<PathBuf, FileStamp>,
     /// Where the last Bash command left its shell, when inside the workspace.
     shell_cwd: Mutex<Option<PathBuf>>,
+    /// Extra environment of Bash commands.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Shared {

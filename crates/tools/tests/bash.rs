@@ -119,6 +119,21 @@ async fn output_is_stdout_and_stderr_together() {
 }
 
 #[tokio::test]
+async fn configured_environment_reaches_commands() {
+    let env = Env::build("bash-env", |config| {
+        config.env = vec![
+            ("AGENT_TEST_GREETING".into(), "first".into()),
+            ("AGENT_TEST_GREETING".into(), "hello from settings".into()),
+        ];
+    });
+    let output = env
+        .call("Bash", json!({ "command": "printf '%s' \"$AGENT_TEST_GREETING\"" }))
+        .await
+        .unwrap();
+    assert_eq!(text(&output), "hello from settings");
+}
+
+#[tokio::test]
 async fn non_zero_exit_is_a_result_not_a_failure() {
     let env = Env::new("bash-exit");
     let output = env

@@ -1,0 +1,321 @@
+//! The interactive session: `agent` with no prompt on a terminal.
+//!
+//! A line editor (rustyline: history in `~/.local/share/agent/history`, the usual editing
+//! keys) reads a prompt; the turn runs with the answer streamed to stdout and the tool
+//! activity and a spinner on stderr; then the next prompt. Keys:
+//!
+//! - Ctrl-C during a turn aborts it (the history stays valid; the next prompt continues the
+//!   session); a second Ctrl-C before the turn has wound down exits with code 130.
+//! - Ctrl-C at the prompt clears the line; on an empty line it asks for a second one to exit.
+//! - Ctrl-D on an empty line exits (code 0).
+//!
+//! Commands: `/help`, `/clear` (start a new session), `/exit` (or `/quit`).
+//!
+//! Calls that need approval (Bash in the default mode, edits outside acceptEdits) are asked
+//! here: `y` runs it, `a` runs it and every later call with the same label this session,
+//! anything else refuses it and the model is told so.
+
+use std::collections::HashSet;
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::os::fd::AsFd as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Context as _;
+use executor::{PermissionDecision, PermissionFuture};
+use rustyline::error::ReadlineError;
+use tools::{PermissionRequest, Prompter};
+
+use crate::args::OutputFormat;
+use crate::interrupts::Interrupts;
+use crate::output::{self, Renderer, Status, compact_count, tool_label};
+use crate::session::Session;
+
+const HELP: &str = "\
+Type a task and press Enter. While the agent works:
+  Ctrl-C        abort the turn (a second Ctrl-C exits)
+At the prompt:
+  Ctrl-C        clear the line (twice on an empty line: exit)
+  Ctrl-D        exit
+  /clear        start a new session (the old one stays resumable with --resume)
+  /help         this help
+  /exit, /quit  exit";
+
+/// What a line typed at the prompt asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Input {
+    /// Nothing (blank line).
+    Nothing,
+    /// A task for the agent.
+    Task(String),
+    /// `/help`.
+    Help,
+    /// `/clear`.
+    Clear,
+    /// `/exit` or `/quit`.
+    Exit,
+    /// `/something` else.
+    Unknown(String),
+}
+
+fn parse_input(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Nothing;
+    }
+    // `/word` is a command; a path such as `/usr/bin is slow` is a task.
+    if let Some(command) = trimmed.strip_prefix('/')
+        && !command.is_empty()
+        && command.chars().all(|c| c.is_ascii_alphabetic())
+    {
+        return match command {
+            "help" => Input::Help,
+            "clear" => Input::Clear,
+            "exit" | "quit" => Input::Exit,
+            other => Input::Unknown(other.to_owned()),
+        };
+    }
+    Input::Task(trimmed.to_owned())
+}
+
+/// The history file of the line editor.
+fn history_file() -> Option<PathBuf> {
+    dirs::data_dir().map(|dir| dir.join("agent").join("history"))
+}
+
+/// Runs the interactive session; returns the exit code.
+///
+/// # Errors
+///
+/// When the terminal cannot be used, or a turn cannot start (the transcript cannot be
+/// created).
+pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) -> anyhow::Result<u8> {
+    eprintln!(
+        "agent {} · {} · {} · {} mode\n{}\nType /help for the keys and commands.",
+        env!("CARGO_PKG_VERSION"),
+        session.model,
+        session.cwd.display(),
+        session.mode_name,
+        if session.history().is_empty() {
+            format!("New session {}", session.session_id)
+        } else {
+            format!(
+                "Resumed session {} ({} messages)",
+                session.session_id,
+                session.history().len()
+            )
+        },
+    );
+    let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
+    let history = history_file();
+    if let Some(path) = &history {
+        // A missing history file is the normal first run.
+        let _ = editor.load_history(path);
+    }
+    let live = std::io::stdout().is_terminal();
+    let mut exit_pending = false;
+    let code = loop {
+        let (returned, line) = tokio::task::spawn_blocking(move || {
+            let line = editor.readline("› ");
+            (editor, line)
+        })
+        .await
+        .context("the line editor stopped")?;
+        editor = returned;
+        let line = match line {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => {
+                if exit_pending {
+                    break 0;
+                }
+                eprintln!("(Ctrl-C again or Ctrl-D to exit)");
+                exit_pending = true;
+                continue;
+            }
+            Err(ReadlineError::Eof) => break 0,
+            Err(error) => return Err(error).context("reading the prompt"),
+        };
+        exit_pending = false;
+        let input = parse_input(&line);
+        if input != Input::Nothing {
+            let _ = editor.add_history_entry(line.trim());
+        }
+        match input {
+            Input::Nothing => {}
+            Input::Help => eprintln!("{HELP}"),
+            Input::Exit => break 0,
+            Input::Unknown(command) => {
+                eprintln!("agent: unknown command /{command}; /help lists the commands");
+            }
+            Input::Clear => {
+                let old = session.session_id.clone();
+                session.clear();
+                eprintln!(
+                    "Started session {} (the previous one, {old}, can be resumed with --resume {old})",
+                    session.session_id
+                );
+            }
+            Input::Task(task) => {
+                let mut renderer =
+                    Renderer::new(OutputFormat::Text, &session.session_id, &session.model, live)
+                        .with_status(status.clone());
+                let cancel = interrupts.arm();
+                let outcome = session.turn(task, &mut renderer, cancel).await;
+                interrupts.disarm();
+                status.hide();
+                let outcome = outcome?;
+                renderer.finish_interactive(&outcome);
+                let usage = &outcome.usage;
+                eprintln!(
+                    "  ({} {} · {} in / {} out tokens{})",
+                    outcome.turns,
+                    if outcome.turns == 1 { "turn" } else { "turns" },
+                    compact_count(
+                        usage.input_tokens
+                            + usage.cache_creation_input_tokens.unwrap_or(0)
+                            + usage.cache_read_input_tokens.unwrap_or(0)
+                    ),
+                    compact_count(usage.output_tokens),
+                    renderer
+                        .cost()
+                        .map(|cost| format!(" · ${cost:.4}"))
+                        .unwrap_or_default(),
+                );
+                if output::exit_code(&outcome.terminal).0 == 130 {
+                    eprintln!("  (interrupted; the session goes on)");
+                }
+            }
+        }
+    };
+    if let Some(path) = &history {
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Err(error) = editor.save_history(path) {
+            eprintln!("agent: saving the prompt history to {}: {error}", path.display());
+        }
+    }
+    eprintln!("Session {} saved; `agent --continue` resumes it.", session.session_id);
+    Ok(code)
+}
+
+/// Asks the user at the terminal about calls that need approval.
+#[derive(Debug)]
+pub struct TerminalPrompter {
+    status: Status,
+    /// Labels (`Bash(cargo test)`) the user allowed for the rest of the session.
+    always: Mutex<HashSet<String>>,
+    /// One question at a time.
+    asking: tokio::sync::Mutex<()>,
+}
+
+impl TerminalPrompter {
+    /// A prompter that hides `status` while it asks.
+    pub fn new(status: Status) -> Self {
+        Self {
+            status,
+            always: Mutex::new(HashSet::new()),
+            asking: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
+/// Sets its flag when dropped: tells a blocking reader its question was abandoned.
+struct Abandon(Arc<AtomicBool>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Reads one line from stdin, giving up when `abandoned` is set (checked every 100 ms) so a
+/// cancelled question does not leave a reader that would steal the next prompt's input.
+fn read_answer(abandoned: &AtomicBool) -> Option<String> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let stdin = std::io::stdin();
+    loop {
+        if abandoned.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(100u16)) {
+            Ok(0) => continue,
+            Ok(_) => {
+                let mut line = String::new();
+                return match stdin.lock().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line),
+                };
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+impl Prompter for TerminalPrompter {
+    fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a> {
+        let label = tool_label(request.tool, request.input);
+        Box::pin(async move {
+            let _turn = self.asking.lock().await;
+            if self
+                .always
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(&label)
+            {
+                return PermissionDecision::allow();
+            }
+            self.status.hide();
+            {
+                let mut stderr = std::io::stderr().lock();
+                let _ = write!(
+                    stderr,
+                    "\n⏺ {label} needs approval: {}\n  Allow? [y]es / [a]lways this session / [n]o: ",
+                    request.reason
+                );
+                let _ = stderr.flush();
+            }
+            let abandoned = Arc::new(AtomicBool::new(false));
+            let guard = Abandon(Arc::clone(&abandoned));
+            let answer = tokio::task::spawn_blocking(move || read_answer(&abandoned)).await;
+            drop(guard);
+            let answer = answer.ok().flatten().unwrap_or_default();
+            match answer.trim().to_ascii_lowercase().as_str() {
+                "y" | "yes" => PermissionDecision::allow(),
+                "a" | "always" => {
+                    self.always
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(label);
+                    PermissionDecision::allow()
+                }
+                _ => PermissionDecision::deny(format!(
+                    "the user declined {label}; ask them how to proceed or try something else"
+                )),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_commands_and_tasks() {
+        assert_eq!(parse_input("   "), Input::Nothing);
+        assert_eq!(parse_input("/help"), Input::Help);
+        assert_eq!(parse_input(" /exit "), Input::Exit);
+        assert_eq!(parse_input("/quit"), Input::Exit);
+        assert_eq!(parse_input("/clear"), Input::Clear);
+        assert_eq!(parse_input("/frob"), Input::Unknown("frob".into()));
+        assert_eq!(
+            parse_input("/usr/bin is slow, why?"),
+            Input::Task("/usr/bin is slow, why?".into())
+        );
+        assert_eq!(parse_input("fix the bug\n"), Input::Task("fix the bug".into()));
+    }
+}

@@ -1,0 +1,485 @@
+//! One session: everything a run needs (model client, tools, gate, hooks, loop settings), the
+//! history and its transcript. Headless runs take one turn; the interactive mode takes many,
+//! each continuing the history the last one left.
+//!
+//! Nothing is written until the first turn starts: a run that fails while it is being set up
+//! (bad settings, no API key) leaves no session file behind for `--continue` to pick.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use executor::{CanUseTool, Workspace};
+use loop_core::{Deps, LoopConfig, LoopEvent, LoopOutcome, NoStopHook, StopHook, spawn_loop};
+use protocol::MessageParam;
+use provider::{
+    AnthropicClient, ClientConfig, ConfigSource, EnvSource, HyperTransport, RecordingTransport, ReplayTransport,
+    TokioSleeper, Transport,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{self, Args, split_rules};
+use crate::output::Renderer;
+use crate::transcript::{self, Transcript};
+use crate::{adapter, context_info, hooks, settings, tooling};
+
+/// The default model when neither `--model`, `ANTHROPIC_MODEL` nor settings name one.
+pub const DEFAULT_MODEL: &str = "claude-opus-4-8";
+
+/// A configured session, ready for turns.
+pub struct Session {
+    /// The working directory, absolute and resolved.
+    pub cwd: PathBuf,
+    /// The session id (the transcript's file name without `.jsonl`).
+    pub session_id: String,
+    /// The model asked first.
+    pub model: String,
+    /// The permission mode, as Claude Code spells it.
+    pub mode_name: &'static str,
+    /// The names of the tools the model may call.
+    pub tool_names: Vec<String>,
+    sessions: PathBuf,
+    config: LoopConfig,
+    client: AnthropicClient,
+    tools: Vec<Arc<dyn executor::Tool>>,
+    permissions: Arc<dyn CanUseTool>,
+    stop_hook: Arc<dyn StopHook>,
+    workspace: Arc<Workspace>,
+    hook_env: hooks::HookEnv,
+    history: Vec<MessageParam>,
+    transcript_path: PathBuf,
+    transcript: Option<Transcript>,
+    /// The history came from another tool's transcript: it is copied into our own session
+    /// file when the first turn starts.
+    copy_history: bool,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("cwd", &self.cwd)
+            .field("session_id", &self.session_id)
+            .field("model", &self.model)
+            .field("messages", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Sets a session up from the arguments and the settings files; writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// Bad flags or settings (naming the flag or the file), no API key, an unreadable
+    /// certificate or cassette, a session to resume that does not exist or does not load.
+    /// `prompter` answers calls that need approval (interactive); without one they are
+    /// refused with a message (headless).
+    pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
+        let cwd = working_dir(args)?;
+        let settings = settings::load(&cwd)?;
+        for warning in settings.warnings() {
+            eprintln!("agent: warning: {warning}");
+        }
+        // Settings' `env` applies to the whole session, as in Claude Code: the API client's
+        // configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
+        // over the process environment.
+        let env: Vec<(String, String)> = settings
+            .env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let client = model_client(args, &cwd, &settings.env)?;
+        let sessions = transcript::project_dir(&cwd)?;
+        let (history, session_id, transcript_path, copy_history) = resume(args, &sessions)?;
+
+        let model = args
+            .model
+            .clone()
+            .or_else(|| settings.model.clone())
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+        let mode = match (args.permission_mode, settings.permissions.default_mode.as_deref()) {
+            (Some(mode), _) => mode,
+            (None, Some(name)) => args::PermissionModeArg::parse(name).with_context(|| {
+                format!(
+                    "{}: invalid settings: permissions.defaultMode {name:?} is not default, acceptEdits, bypassPermissions or plan",
+                    settings
+                        .default_mode_origin()
+                        .map_or_else(|| "settings".into(), |path| path.display().to_string())
+                )
+            })?,
+            (None, None) => args::PermissionModeArg::Default,
+        };
+        let mut additional_dirs = Vec::new();
+        for (path, layer) in &settings.layers {
+            for dir in &layer.permissions.additional_directories {
+                additional_dirs.push(absolute_dir(&cwd, dir).with_context(|| {
+                    format!(
+                        "{}: invalid settings: permissions.additionalDirectories",
+                        path.display()
+                    )
+                })?);
+            }
+        }
+        for dir in &args.add_dir {
+            additional_dirs.push(absolute_dir(&cwd, dir).context("--add-dir")?);
+        }
+        let workspace = Arc::new(Workspace {
+            cwd: cwd.clone(),
+            additional_dirs,
+        });
+        let results_dir = sessions.join(&session_id).join("tool-results");
+        let mut rules = tooling::Rules {
+            allow: settings.permissions.allow.clone(),
+            ask: settings.permissions.ask.clone(),
+            deny: settings.permissions.deny.clone(),
+        };
+        rules.allow.extend(split_rules(&args.allowed_tools));
+        rules.deny.extend(split_rules(&args.disallowed_tools));
+        let tooling =
+            tooling::build(&workspace, mode, rules, &results_dir, env.clone(), prompter).map_err(|error| {
+                match &error {
+                    tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
+                        Some(path) => {
+                            anyhow::anyhow!("{}: invalid settings: {error}", path.display())
+                        }
+                        None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
+                    },
+                    _ => anyhow::Error::new(error),
+                }
+            })?;
+        let hook_env = hooks::HookEnv {
+            env,
+            session_id: session_id.clone(),
+            transcript_path: transcript_path.clone(),
+            cwd: cwd.clone(),
+            permission_mode: tooling.mode_name.to_owned(),
+        };
+        let permissions: Arc<dyn CanUseTool> = match settings.hooks.get("PreToolUse") {
+            Some(matchers) if !matchers.is_empty() => Arc::new(hooks::HookedGate::new(
+                hook_env.clone(),
+                matchers.clone(),
+                tooling.permissions.clone(),
+            )),
+            _ => tooling.permissions.clone(),
+        };
+        let permissions: Arc<dyn CanUseTool> =
+            Arc::new(hooks::SettingsGuard::new(cwd.clone(), permissions));
+        let tools = match settings.hooks.get("PostToolUse") {
+            Some(matchers) if !matchers.is_empty() => tooling
+                .tools
+                .iter()
+                .map(|tool| {
+                    Arc::new(hooks::PostToolUse::new(
+                        hook_env.clone(),
+                        matchers.clone(),
+                        Arc::clone(tool),
+                    )) as Arc<dyn executor::Tool>
+                })
+                .collect(),
+            _ => tooling.tools.clone(),
+        };
+        let stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
+            Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
+                hook_env.clone(),
+                matchers.clone(),
+            )),
+            _ => Arc::new(NoStopHook),
+        };
+
+        let mut config = LoopConfig::for_model(&model);
+        config.fallback_model = args.fallback_model.clone();
+        config.max_turns = args.max_turns;
+        let mut system = args
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| context_info::SYSTEM_PROMPT.to_owned());
+        if let Some(extra) = &args.append_system_prompt {
+            system.push_str("\n\n");
+            system.push_str(extra);
+        }
+        config.system = vec![system];
+
+        let tool_names = tools.iter().map(|tool| tool.name().to_owned()).collect();
+        Ok(Self {
+            cwd,
+            session_id,
+            model,
+            mode_name: tooling.mode_name,
+            tool_names,
+            sessions,
+            config,
+            client,
+            tools,
+            permissions,
+            stop_hook,
+            workspace,
+            hook_env,
+            history,
+            transcript_path,
+            transcript: None,
+            copy_history,
+        })
+    }
+
+    /// Gathers the user context (date, git status, memory files); call once before the
+    /// first turn.
+    pub async fn gather_context(&mut self) {
+        let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
+        self.config.user_context = Some(context_info::user_context(&self.cwd, &date).await);
+    }
+
+    /// The history so far.
+    pub fn history(&self) -> &[MessageParam] {
+        &self.history
+    }
+
+    /// Leaves this session's history behind and starts a new, empty session (the
+    /// interactive `/clear`). The old session file stays where it is.
+    pub fn clear(&mut self) {
+        self.session_id = uuid::Uuid::new_v4().to_string();
+        self.transcript_path = self.sessions.join(format!("{}.jsonl", self.session_id));
+        self.transcript = None;
+        self.copy_history = false;
+        self.history.clear();
+        self.hook_env.session_id = self.session_id.clone();
+        self.hook_env.transcript_path = self.transcript_path.clone();
+    }
+
+    /// The transcript, opened (and seeded with a foreign history) on first use.
+    fn transcript(&mut self) -> anyhow::Result<&mut Transcript> {
+        let transcript = match self.transcript.take() {
+            Some(transcript) => transcript,
+            None => {
+                let mut transcript = Transcript::open(
+                    self.transcript_path.clone(),
+                    self.session_id.clone(),
+                    &self.cwd,
+                )?;
+                if std::mem::take(&mut self.copy_history) {
+                    for message in &self.history {
+                        transcript.append_param(message)?;
+                    }
+                }
+                transcript
+            }
+        };
+        Ok(self.transcript.insert(transcript))
+    }
+
+    fn deps(&self) -> Deps {
+        let results_dir = self
+            .sessions
+            .join(&self.session_id)
+            .join("tool-results");
+        Deps {
+            model: Arc::new(adapter::ProviderModel::new(self.client.clone())),
+            tools: self.tools.clone(),
+            permissions: Arc::clone(&self.permissions),
+            summarizer: Arc::new(adapter::ProviderSummarizer::new(
+                self.client.clone(),
+                self.model.clone(),
+            )),
+            result_store: Box::new(tooling::DirStore::new(results_dir)),
+            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(&self.workspace))),
+            stop_hook: Arc::clone(&self.stop_hook),
+            workspace: Arc::clone(&self.workspace),
+        }
+    }
+
+    /// Runs one turn: `prompt` as the next user message, then the loop until it ends. Every
+    /// message is appended to the transcript as it completes; `renderer` sees every event.
+    /// The history afterwards is the one the loop left (valid even after an abort).
+    ///
+    /// # Errors
+    ///
+    /// When the transcript cannot be created or the loop task panicked (the history is then
+    /// left as it was before the turn, plus the prompt). A transcript write failing in the
+    /// middle of a turn is reported on stderr and the turn goes on.
+    pub async fn turn(
+        &mut self,
+        prompt: String,
+        renderer: &mut Renderer,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<LoopOutcome> {
+        let user = MessageParam::user_text(prompt);
+        self.transcript()?.append_param(&user)?;
+        self.history.push(user);
+        // A resumed history may end with a user message: merge, keep alternation.
+        let mut repairs = Vec::new();
+        let history = context::normalize_messages(std::mem::take(&mut self.history), &mut repairs);
+        self.history = history.clone();
+
+        let (handle, mut events) = spawn_loop(self.config.clone(), self.deps(), history, cancel);
+        while let Some(event) = events.recv().await {
+            let transcript = self.transcript()?;
+            let written = match &event {
+                LoopEvent::Assistant(message) => {
+                    transcript.append(protocol::Role::Assistant, &serde_json::to_value(message)?)
+                }
+                LoopEvent::PartialAssistant(message)
+                | LoopEvent::ToolResults(message)
+                | LoopEvent::UserMessage(message) => transcript.append_param(message),
+                _ => Ok(()),
+            };
+            if let Err(error) = written {
+                renderer.warn(&format!("transcript: {error:#}"));
+            }
+            renderer.event(&event);
+        }
+        let mut outcome = handle.await.context("the agent loop panicked")?;
+        self.history = std::mem::take(&mut outcome.messages);
+        Ok(outcome)
+    }
+}
+
+/// The working directory, made absolute and resolved.
+fn working_dir(args: &Args) -> anyhow::Result<PathBuf> {
+    let dir = match &args.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let resolved = dir
+        .canonicalize()
+        .with_context(|| format!("working directory {}", dir.display()))?;
+    if !resolved.is_dir() {
+        bail!("working directory {}: not a directory", dir.display());
+    }
+    Ok(resolved)
+}
+
+/// `dir` resolved against `cwd`; it must exist and be a directory.
+fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
+    let joined = cwd.join(dir);
+    let resolved = joined
+        .canonicalize()
+        .with_context(|| format!("directory {}", dir.display()))?;
+    if !resolved.is_dir() {
+        bail!("{}: not a directory", dir.display());
+    }
+    Ok(resolved)
+}
+
+/// The model client: network, recording or replay.
+fn model_client(
+    args: &Args,
+    cwd: &Path,
+    settings_env: &BTreeMap<String, String>,
+) -> anyhow::Result<AnthropicClient> {
+    let mut config = ClientConfig::from_source(&SettingsEnv {
+        settings: settings_env,
+    })?;
+    if let Some(base_url) = &args.base_url {
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            bail!("--base-url must start with http:// or https://, got {base_url:?}");
+        }
+        config.base_url = base_url.trim_end_matches('/').to_owned();
+    }
+    if let Some(path) = &args.ca_cert {
+        config.extra_roots_pem =
+            std::fs::read(path).with_context(|| format!("--ca-cert {}", path.display()))?;
+    }
+    config.fallback_model = args.fallback_model.is_some();
+    if args.replay.is_none()
+        && config.auth == provider::Auth::None
+        && config.base_url == provider::DEFAULT_BASE_URL
+    {
+        bail!(
+            "no API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway), or point --base-url at a local gateway or `testkit serve`"
+        );
+    }
+    let workspace = Some(cwd.to_string_lossy().into_owned());
+    config.workspace_root = workspace.clone();
+    let transport: Arc<dyn Transport> = if let Some(path) = &args.replay {
+        Arc::new(ReplayTransport::open(path, workspace, args.replay_lenient)?)
+    } else {
+        let network = HyperTransport::with_proxy(&config.extra_roots_pem, &config.proxy)?;
+        match &args.record {
+            Some(path) => Arc::new(RecordingTransport::new(network, path, workspace)?),
+            None => Arc::new(network),
+        }
+    };
+    Ok(AnthropicClient::with_transport(
+        config,
+        transport,
+        Arc::new(TokioSleeper),
+    )?)
+}
+
+/// The client's configuration source: settings' `env`, then the process environment.
+struct SettingsEnv<'a> {
+    settings: &'a BTreeMap<String, String>,
+}
+
+impl ConfigSource for SettingsEnv<'_> {
+    fn get(&self, key: &str) -> Option<String> {
+        match self.settings.get(key) {
+            Some(value) if !value.is_empty() => Some(value.clone()),
+            _ => EnvSource.get(key),
+        }
+    }
+}
+
+/// The history to continue from, the session id, its file, and whether the history must be
+/// copied into that file (it came from elsewhere).
+fn resume(
+    args: &Args,
+    sessions: &Path,
+) -> anyhow::Result<(Vec<MessageParam>, String, PathBuf, bool)> {
+    let found = if args.continue_session {
+        Some(
+            transcript::latest(sessions)
+                .context("--continue: no earlier session in this directory")?,
+        )
+    } else if let Some(target) = &args.resume {
+        Some(resume_target(target, sessions)?)
+    } else {
+        None
+    };
+    let Some(path) = found else {
+        let id = uuid::Uuid::new_v4().to_string();
+        let path = sessions.join(format!("{id}.jsonl"));
+        return Ok((Vec::new(), id, path, false));
+    };
+    let loaded = transcript::load(&path)?;
+    for repair in &loaded.repairs {
+        tracing::info!(?repair, "resumed history repaired");
+    }
+    // Our own session files are continued in place; other transcripts start a new session
+    // that begins with their history.
+    let own = match (path.canonicalize(), sessions.canonicalize()) {
+        (Ok(path), Ok(sessions)) => path.parent() == Some(sessions.as_path()),
+        _ => false,
+    };
+    if own {
+        let id = loaded
+            .session_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        Ok((loaded.messages, id, path, false))
+    } else {
+        let id = uuid::Uuid::new_v4().to_string();
+        let new_path = sessions.join(format!("{id}.jsonl"));
+        Ok((loaded.messages, id, new_path, true))
+    }
+}
+
+/// `--resume ID|FILE`: an existing file, or the id of a session of this directory (a bare
+/// id: no path separators, so `../other/ID` cannot reach another project's sessions).
+fn resume_target(target: &str, sessions: &Path) -> anyhow::Result<PathBuf> {
+    let as_file = PathBuf::from(target);
+    if as_file.is_file() {
+        return Ok(as_file);
+    }
+    if target.is_empty() || target.contains(['/', '\\']) || target.starts_with('.') {
+        bail!("--resume {target}: no such transcript file");
+    }
+    let path = sessions.join(format!("{target}.jsonl"));
+    if !path.is_file() {
+        bail!(
+            "--resume {target}: no session with this id in {}, and no such file",
+            sessions.display()
+        );
+    }
+    Ok(path)
+}
