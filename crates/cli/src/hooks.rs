@@ -12,8 +12,8 @@ use std::time::Duration;
 use executor::{
     CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall, ToolContext, ToolFuture,
 };
-use protocol::{ContentBlock, ToolResultContent};
 use loop_core::{StopDecision, StopFuture, StopHook, StopHookInput};
+use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::Context as _;
 use executor::{PermissionDecision, PermissionFuture};
 use rustyline::error::ReadlineError;
+use rustyline::history::History as _;
 use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
@@ -84,13 +85,38 @@ fn history_file() -> Option<PathBuf> {
     dirs::data_dir().map(|dir| dir.join("agent").join("history"))
 }
 
+/// Reads one line with a line editor made for it.
+///
+/// The editor lives only while it reads: rustyline replaces the SIGINT handler for as long as
+/// an editor exists (restoring the previous one when dropped), and during a turn Ctrl-C must
+/// reach our handler. (rustyline's `signal-hook` feature avoids the replacement but then
+/// stalls on typed-ahead input, seen with 17.0.2.)
+fn read_line(
+    history: rustyline::history::FileHistory,
+) -> (rustyline::history::FileHistory, rustyline::Result<String>) {
+    let mut editor = match rustyline::Editor::<(), _>::with_history(
+        rustyline::Config::builder().auto_add_history(false).build(),
+        history,
+    ) {
+        Ok(editor) => editor,
+        Err(error) => return (rustyline::history::FileHistory::default(), Err(error)),
+    };
+    let line = editor.readline("› ");
+    let history = std::mem::take(editor.history_mut());
+    (history, line)
+}
+
 /// Runs the interactive session; returns the exit code.
 ///
 /// # Errors
 ///
 /// When the terminal cannot be used, or a turn cannot start (the transcript cannot be
 /// created).
-pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) -> anyhow::Result<u8> {
+pub async fn run(
+    mut session: Session,
+    interrupts: &Interrupts,
+    status: Status,
+) -> anyhow::Result<u8> {
     eprintln!(
         "agent {} · {} · {} · {} mode\n{}\nType /help for the keys and commands.",
         env!("CARGO_PKG_VERSION"),
@@ -107,22 +133,19 @@ pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) 
             )
         },
     );
-    let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
-    let history = history_file();
-    if let Some(path) = &history {
+    let mut history = rustyline::history::FileHistory::default();
+    let history_path = history_file();
+    if let Some(path) = &history_path {
         // A missing history file is the normal first run.
-        let _ = editor.load_history(path);
+        let _ = history.load(path);
     }
     let live = std::io::stdout().is_terminal();
     let mut exit_pending = false;
     let code = loop {
-        let (returned, line) = tokio::task::spawn_blocking(move || {
-            let line = editor.readline("› ");
-            (editor, line)
-        })
-        .await
-        .context("the line editor stopped")?;
-        editor = returned;
+        let (returned, line) = tokio::task::spawn_blocking(move || read_line(history))
+            .await
+            .context("the line editor stopped")?;
+        history = returned;
         let line = match line {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {
@@ -139,7 +162,7 @@ pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) 
         exit_pending = false;
         let input = parse_input(&line);
         if input != Input::Nothing {
-            let _ = editor.add_history_entry(line.trim());
+            let _ = history.add(line.trim());
         }
         match input {
             Input::Nothing => {}
@@ -157,9 +180,13 @@ pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) 
                 );
             }
             Input::Task(task) => {
-                let mut renderer =
-                    Renderer::new(OutputFormat::Text, &session.session_id, &session.model, live)
-                        .with_status(status.clone());
+                let mut renderer = Renderer::new(
+                    OutputFormat::Text,
+                    &session.session_id,
+                    &session.model,
+                    live,
+                )
+                .with_status(status.clone());
                 let cancel = interrupts.arm();
                 let outcome = session.turn(task, &mut renderer, cancel).await;
                 interrupts.disarm();
@@ -188,15 +215,21 @@ pub async fn run(mut session: Session, interrupts: &Interrupts, status: Status) 
             }
         }
     };
-    if let Some(path) = &history {
+    if let Some(path) = &history_path {
         if let Some(parent) = path.parent() {
             let _ = std::fs::create_dir_all(parent);
         }
-        if let Err(error) = editor.save_history(path) {
-            eprintln!("agent: saving the prompt history to {}: {error}", path.display());
+        if let Err(error) = history.save(path) {
+            eprintln!(
+                "agent: saving the prompt history to {}: {error}",
+                path.display()
+            );
         }
     }
-    eprintln!("Session {} saved; `agent --continue` resumes it.", session.session_id);
+    eprintln!(
+        "Session {} saved; `agent --continue` resumes it.",
+        session.session_id
+    );
     Ok(code)
 }
 
@@ -316,6 +349,9 @@ mod tests {
             parse_input("/usr/bin is slow, why?"),
             Input::Task("/usr/bin is slow, why?".into())
         );
-        assert_eq!(parse_input("fix the bug\n"), Input::Task("fix the bug".into()));
+        assert_eq!(
+            parse_input("fix the bug\n"),
+            Input::Task("fix the bug".into())
+        );
     }
 }

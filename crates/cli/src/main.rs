@@ -100,7 +100,9 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
         .await
         .context("reading the prompt from stdin")?;
     if text.trim().is_empty() {
-        bail!("no prompt: stdin was empty (pass a prompt with -p \"task\", or run agent in a terminal for an interactive session)");
+        bail!(
+            "no prompt: stdin was empty (pass a prompt with -p \"task\", or run agent in a terminal for an interactive session)"
+        );
     }
     Ok(Some(text))
 }
@@ -141,8 +143,13 @@ async fn headless(
     status: Status,
 ) -> anyhow::Result<u8> {
     let live = args.output_format == OutputFormat::Text && std::io::stdout().is_terminal();
-    let mut renderer = Renderer::new(args.output_format, &session.session_id, &session.model, live)
-        .with_status(status);
+    let mut renderer = Renderer::new(
+        args.output_format,
+        &session.session_id,
+        &session.model,
+        live,
+    )
+    .with_status(status);
     renderer.init(
         &session.cwd.to_string_lossy(),
         &session.tool_names,

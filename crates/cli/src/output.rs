@@ -5,8 +5,8 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use executor::ExecutorEvent;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use loop_core::{LoopEvent, LoopOutcome, Terminal};
 use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, ToolResultContent, Usage};
 use serde_json::{Value, json};
@@ -116,7 +116,10 @@ fn result_summary(result: &protocol::ToolResultBlock) -> String {
             .join("\n"),
     };
     let lines = text.lines().count();
-    let first = text.lines().find(|line| !line.trim().is_empty()).unwrap_or("");
+    let first = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("");
     let mut short: String = first.trim().chars().take(100).collect();
     if short.len() < first.trim().len() {
         short.push('…');
@@ -233,7 +236,10 @@ impl Renderer {
                     self.tokens_streaming = tokens;
                     let label = self.running.last().map(|(_, label)| label.clone());
                     if self.status.is_some() && !self.wrote_text {
-                        self.show(&label.map_or_else(|| "Thinking".to_owned(), |label| format!("Running {label}")));
+                        self.show(&label.map_or_else(
+                            || "Thinking".to_owned(),
+                            |label| format!("Running {label}"),
+                        ));
                     }
                 }
             }
@@ -483,7 +489,10 @@ mod tests {
     #[test]
     fn tool_labels_and_counts() {
         assert_eq!(
-            tool_label("Bash", &serde_json::json!({"command": "cargo test\necho done"})),
+            tool_label(
+                "Bash",
+                &serde_json::json!({"command": "cargo test\necho done"})
+            ),
             "Bash(cargo test…)"
         );
         assert_eq!(
@@ -493,7 +502,9 @@ mod tests {
         assert_eq!(tool_label("Other", &serde_json::json!({"x": 1})), "Other");
         let long = "x".repeat(200);
         assert_eq!(
-            tool_label("Grep", &serde_json::json!({ "pattern": long })).chars().count(),
+            tool_label("Grep", &serde_json::json!({ "pattern": long }))
+                .chars()
+                .count(),
             "Grep()".len() + 80 + 1
         );
         assert_eq!(compact_count(999), "999");
@@ -503,7 +514,8 @@ mod tests {
 
     #[test]
     fn result_summaries_are_one_line() {
-        let block = protocol::ToolResultBlock::text("toolu_1".into(), "\nfirst\nsecond\nthird", false);
+        let block =
+            protocol::ToolResultBlock::text("toolu_1".into(), "\nfirst\nsecond\nthird", false);
         assert_eq!(result_summary(&block), "first (+3 lines)");
         let block = protocol::ToolResultBlock::text("toolu_1".into(), "ok", false);
         assert_eq!(result_summary(&block), "ok");

@@ -14,8 +14,8 @@ use executor::{CanUseTool, Workspace};
 use loop_core::{Deps, LoopConfig, LoopEvent, LoopOutcome, NoStopHook, StopHook, spawn_loop};
 use protocol::MessageParam;
 use provider::{
-    AnthropicClient, ClientConfig, ConfigSource, EnvSource, HyperTransport, RecordingTransport, ReplayTransport,
-    TokioSleeper, Transport,
+    AnthropicClient, ClientConfig, ConfigSource, EnvSource, HyperTransport, RecordingTransport,
+    ReplayTransport, TokioSleeper, Transport,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -136,17 +136,15 @@ impl Session {
         };
         rules.allow.extend(split_rules(&args.allowed_tools));
         rules.deny.extend(split_rules(&args.disallowed_tools));
-        let tooling =
-            tooling::build(&workspace, mode, rules, &results_dir, env.clone(), prompter).map_err(|error| {
-                match &error {
-                    tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
-                        Some(path) => {
-                            anyhow::anyhow!("{}: invalid settings: {error}", path.display())
-                        }
-                        None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
-                    },
-                    _ => anyhow::Error::new(error),
-                }
+        let tooling = tooling::build(&workspace, mode, rules, &results_dir, env.clone(), prompter)
+            .map_err(|error| match &error {
+                tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
+                    Some(path) => {
+                        anyhow::anyhow!("{}: invalid settings: {error}", path.display())
+                    }
+                    None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
+                },
+                _ => anyhow::Error::new(error),
             })?;
         let hook_env = hooks::HookEnv {
             env,
@@ -268,10 +266,7 @@ impl Session {
     }
 
     fn deps(&self) -> Deps {
-        let results_dir = self
-            .sessions
-            .join(&self.session_id)
-            .join("tool-results");
+        let results_dir = self.sessions.join(&self.session_id).join("tool-results");
         Deps {
             model: Arc::new(adapter::ProviderModel::new(self.client.clone())),
             tools: self.tools.clone(),

@@ -296,7 +296,8 @@ mod tests {
         let text = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": 0}]}]}}"#;
         let error = parse(Path::new("/p/s.json"), text).unwrap_err().to_string();
         assert!(
-            error.starts_with("/p/s.json: invalid settings: hooks.Stop: timeout must be at least 1"),
+            error
+                .starts_with("/p/s.json: invalid settings: hooks.Stop: timeout must be at least 1"),
             "{error}"
         );
     }
@@ -321,8 +322,14 @@ mod tests {
             settings.layers.push((PathBuf::from(path), layer));
         }
         assert_eq!(settings.default_mode_origin(), Some(Path::new("/p.json")));
-        assert_eq!(settings.rule_origin("Bash(rm:*"), Some(Path::new("/p.json")));
-        assert_eq!(settings.rule_origin("Bash(ls:*)"), Some(Path::new("/u.json")));
+        assert_eq!(
+            settings.rule_origin("Bash(rm:*"),
+            Some(Path::new("/p.json"))
+        );
+        assert_eq!(
+            settings.rule_origin("Bash(ls:*)"),
+            Some(Path::new("/u.json"))
+        );
         assert_eq!(settings.rule_origin("Read"), None);
         let warnings = settings.warnings();
         assert_eq!(warnings.len(), 3, "{warnings:?}");

@@ -2,68 +2,19 @@
 // Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
+
+use common::{Repo, command, repo};
 
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
-struct Repo {
-    dir: PathBuf,
-    home: PathBuf,
-}
-
-impl Drop for Repo {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.home);
-    }
-}
-
-fn repo(name: &str) -> Repo {
-    let base = std::env::temp_dir().join(format!("agent-e2e-{name}-{}", std::process::id()));
-    let dir = base.join("repo");
-    let home = base.join("home");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(dir.join("greet.py"), "def greet():\n    return 'helo'\n").unwrap();
-    std::fs::write(dir.join("notes.txt"), "remember the milk\n").unwrap();
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap()
-    };
-    git(&["init", "-q"]);
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "init"]);
-    Repo {
-        dir: dir.canonicalize().unwrap(),
-        home: base.join("home"),
-    }
-}
-
 /// Runs the binary in `repo` against `server`; returns the output.
 async fn agent(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
-    let cert = repo.home.join("ca.pem");
-    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-        .args(["--base-url", &server.base_url(), "--ca-cert"])
-        .arg(&cert)
-        .arg("-C")
-        .arg(&repo.dir)
-        .args(extra)
-        // Sessions and settings go to the test's own home, never the user's.
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_BASE_URL")
-        .output()
-        .await
-        .unwrap()
+    command(repo, server).args(extra).output().await.unwrap()
 }
 
 fn lines(output: &Output) -> Vec<Value> {
@@ -384,13 +335,7 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     ]))
     .await
     .unwrap();
-    let cert = repo.home.join("ca.pem");
-    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-        .args(["--base-url", &server.base_url(), "--ca-cert"])
-        .arg(&cert)
-        .arg("-C")
-        .arg(&repo.dir)
+    let child = command(&repo, &server)
         .args([
             "-p",
             "sleep",
@@ -399,9 +344,6 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
             "--output-format",
             "json",
         ])
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -484,13 +426,7 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
     ]))
     .await
     .unwrap();
-    let cert = repo.home.join("ca.pem");
-    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-        .args(["--base-url", &server.base_url(), "--ca-cert"])
-        .arg(&cert)
-        .arg("-C")
-        .arg(&repo.dir)
+    let mut child = command(&repo, &server)
         .args([
             "-p",
             "work",
@@ -499,9 +435,6 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
             "--output-format",
             "json",
         ])
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -1,0 +1,68 @@
+//! What the end-to-end tests share: a temporary git repository with its own home folder, and
+//! the `agent` command pointed at a testkit server.
+// Test helpers may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::path::PathBuf;
+
+use testkit::Server;
+
+/// A temporary repository (`dir`) and home folder (`home`: sessions, settings, the
+/// certificate), removed on drop.
+pub struct Repo {
+    pub dir: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+/// A git repository with `greet.py` and `notes.txt`, committed.
+pub fn repo(name: &str) -> Repo {
+    let base = std::env::temp_dir().join(format!("agent-e2e-{name}-{}", std::process::id()));
+    let dir = base.join("repo");
+    let home = base.join("home");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(dir.join("greet.py"), "def greet():\n    return 'helo'\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "remember the milk\n").unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    Repo {
+        dir: dir.canonicalize().unwrap(),
+        home: base.join("home"),
+    }
+}
+
+/// The `agent` binary run in `repo` against `server` (its certificate trusted), with the
+/// test's own home, data and config folders so nothing touches the user's.
+pub fn command(repo: &Repo, server: &Server) -> tokio::process::Command {
+    let cert = repo.home.join("ca.pem");
+    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    command
+        .args(["--base-url", &server.base_url(), "--ca-cert"])
+        .arg(&cert)
+        .arg("-C")
+        .arg(&repo.dir)
+        .env("HOME", &repo.home)
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env_remove("ANTHROPIC_BASE_URL");
+    command
+}

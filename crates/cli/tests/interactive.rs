@@ -1,0 +1,218 @@
+//! The interactive mode, driven through a pseudo-terminal: `agent` with no prompt on a
+//! terminal reads prompts with its line editor, asks before running calls that need approval,
+//! keeps one history across prompts, survives an aborted turn, and exits on Ctrl-D or on
+//! Ctrl-C twice at the prompt.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{command, repo};
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+/// A running `agent` on a pseudo-terminal: what it wrote (stdout and stderr both), and the
+/// terminal's keyboard.
+struct Terminal {
+    child: tokio::process::Child,
+    keyboard: std::fs::File,
+    screen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Terminal {
+    fn spawn(mut command: tokio::process::Command) -> Self {
+        let size = nix::pty::Winsize {
+            ws_row: 40,
+            ws_col: 120,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let pty = nix::pty::openpty(Some(&size), None).unwrap();
+        let slave: OwnedFd = pty.slave;
+        let child = command
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let master = std::fs::File::from(pty.master);
+        let mut reader = master.try_clone().unwrap();
+        let screen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            // Ends with EIO once every holder of the slave side has exited.
+            while let Ok(read) = reader.read(&mut buffer) {
+                if read == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buffer[..read]);
+            }
+        });
+        Self {
+            child,
+            keyboard: master,
+            screen,
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    /// Waits until `needle` has appeared `count` times on the screen.
+    async fn wait_for(&self, needle: &str, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while self.text().matches(needle).count() < count {
+            assert!(
+                Instant::now() < deadline,
+                "waited for {needle:?} x{count}; the screen says:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn type_keys(&mut self, keys: &str) {
+        self.keyboard.write_all(keys.as_bytes()).unwrap();
+        self.keyboard.flush().unwrap();
+    }
+
+    async fn exit_code(&mut self) -> i32 {
+        let status = tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("agent did not exit; the screen says:\n{}", self.text()))
+            .unwrap();
+        status.code().unwrap_or(-1)
+    }
+}
+
+/// The messages of the `index`-th request the server received.
+fn messages(server: &Server, index: usize) -> Vec<Value> {
+    server.requests()[index].json()["messages"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn prompts_share_one_history_and_approval_is_asked() {
+    let repo = repo("interactive");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_copy",
+            "Bash",
+            json!({"command": "cp notes.txt copy.txt && cat copy.txt"}),
+        )),
+        Reply::turn(Turn::new().text("The notes say to remember the milk.")),
+        Reply::turn(Turn::new().text("You asked about the notes before.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("copy the notes and show them\r");
+    // A Bash command that writes needs approval in the default mode: the user is asked,
+    // and says yes.
+    terminal
+        .wait_for(
+            "Bash(cp notes.txt copy.txt && cat copy.txt) needs approval",
+            1,
+        )
+        .await;
+    terminal.type_keys("y\r");
+    terminal.wait_for("remember the milk.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("what did I ask?\r");
+    terminal
+        .wait_for("You asked about the notes before.", 1)
+        .await;
+    terminal.wait_for("› ", 3).await;
+    // Ctrl-D on an empty line exits.
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+
+    // The tool ran for real, and the second prompt continued the first one's history.
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("copy.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    let results = &messages(&server, 1)[2]["content"][0];
+    assert_eq!(results["type"], "tool_result");
+    assert!(
+        results["content"].to_string().contains("remember the milk"),
+        "{results}"
+    );
+    let third = messages(&server, 2);
+    assert_eq!(third.len(), 5, "{third:#?}");
+    assert_eq!(third[4]["content"][0]["text"], "what did I ask?");
+    assert!(
+        terminal
+            .text()
+            .contains("⏺ Bash(cp notes.txt copy.txt && cat copy.txt)")
+    );
+    assert!(terminal.text().contains("Session "));
+
+    // One transcript holds both prompts.
+    let sessions = repo.home.join("data/agent/projects");
+    let project = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let transcripts: Vec<_> = std::fs::read_dir(&project)
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    assert_eq!(transcripts.len(), 1);
+    let text = std::fs::read_to_string(transcripts[0].path()).unwrap();
+    assert_eq!(text.lines().count(), 6, "{text}");
+}
+
+#[tokio::test]
+async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let repo = repo("interactive-abort");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_sleep", "Bash", json!({"command": "sleep 30"}))),
+        Reply::turn(Turn::new().text("Still here.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash(sleep:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("wait a bit\r");
+    terminal.wait_for("⏺ Bash(sleep 30)", 1).await;
+    // The terminal has no controlling process group here, so Ctrl-C is sent as the signal
+    // the terminal would send.
+    let pid = Pid::from_raw(terminal.child.id().unwrap() as i32);
+    let interrupted = Instant::now();
+    kill(pid, Signal::SIGINT).unwrap();
+    terminal
+        .wait_for("interrupted; the session goes on", 1)
+        .await;
+    assert!(interrupted.elapsed() < Duration::from_secs(2));
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("are you there?\r");
+    terminal.wait_for("Still here.", 1).await;
+    terminal.wait_for("› ", 3).await;
+    // The aborted call was answered, so the history stayed valid.
+    let second = messages(&server, 1);
+    assert_eq!(second[2]["content"][0]["type"], "tool_result");
+    assert_eq!(second[2]["content"][0]["tool_use_id"], "toolu_sleep");
+    // Ctrl-C twice at an empty prompt exits.
+    terminal.type_keys("\u{3}");
+    terminal.wait_for("Ctrl-C again or Ctrl-D to exit", 1).await;
+    terminal.type_keys("\u{3}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
