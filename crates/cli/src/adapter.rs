@@ -35,6 +35,7 @@ fn model_error(error: ProviderError) -> ModelError {
         | ErrorKind::StreamIdle
         | ErrorKind::StreamBroken
         | ErrorKind::Cancelled => ModelError::Transport(detail),
+        ErrorKind::Replay | ErrorKind::Config => ModelError::Client(detail),
         _ => ModelError::Api {
             status: error.status.unwrap_or(0),
             message: detail,

@@ -389,6 +389,13 @@ impl SettingsGuard {
     }
 
     fn touches_settings(&self, call: &ToolCall) -> bool {
+        if call.name == "Bash" {
+            return call
+                .input
+                .get("command")
+                .and_then(Value::as_str)
+                .is_some_and(|command| self.command_names_settings(command));
+        }
         if !matches!(call.name.as_str(), "Write" | "Edit") {
             return false;
         }
@@ -411,13 +418,66 @@ impl SettingsGuard {
     }
 }
 
+impl SettingsGuard {
+    /// Whether a shell command names a settings folder: a word that is `.agent` or has it
+    /// as a path component, or the user's agent config folder spelled out. Lexical, so a
+    /// determined command can hide the path (`cd .ag""ent`); this catches the plain spellings
+    /// a model writes, and the permission rules remain the real boundary for Bash.
+    fn command_names_settings(&self, command: &str) -> bool {
+        let words = command.split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '='
+                )
+        });
+        let names_project = words
+            .filter(|word| !word.is_empty())
+            .any(|word| word.split('/').any(|component| component == ".agent"));
+        let names_user = command.contains("/.config/agent")
+            || self.protected[1..]
+                .iter()
+                .any(|dir| command.contains(&*dir.to_string_lossy()));
+        names_project || names_user
+    }
+}
+
 impl CanUseTool for SettingsGuard {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
         if self.touches_settings(call) {
             return Box::pin(std::future::ready(PermissionDecision::deny(
-                "the agent's own settings (.agent/) cannot be changed by the agent; ask the user to edit them",
+                "the agent's own settings (.agent/, ~/.config/agent/) cannot be changed or used by the agent's tools; ask the user to edit them",
             )));
         }
         self.inner.check(call, tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_commands_naming_the_settings_folders_are_caught() {
+        let guard = SettingsGuard::new(PathBuf::from("/work/repo"), Arc::new(executor::AllowAll));
+        for command in [
+            "echo '{}' > .agent/settings.json",
+            "cp x.json ./.agent/settings.local.json",
+            "mkdir -p .agent && tee .agent/settings.json < x",
+            "cd .agent; rm settings.json",
+            "sed -i s/a/b/ ~/.config/agent/settings.json",
+            "cat \"$HOME/.config/agent/settings.json\"",
+            "ln -s /tmp/evil /work/repo/.agent",
+        ] {
+            assert!(guard.command_names_settings(command), "{command}");
+        }
+        for command in [
+            "cargo test",
+            "echo agent > notes.txt",
+            "ls .agents/ .agent-old",
+            "grep -r 'agent' src/",
+        ] {
+            assert!(!guard.command_names_settings(command), "{command}");
+        }
     }
 }

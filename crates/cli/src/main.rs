@@ -21,7 +21,7 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::Parser as _;
 
 use crate::args::{Args, Command, OutputFormat};
@@ -39,6 +39,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(args.verbose);
+    // Scripts reading --output-format json get a result object even when the run fails
+    // before it starts (bad settings, no API key, an unreadable transcript).
+    let json_result = args.command.is_none() && args.output_format != OutputFormat::Text;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -56,10 +59,22 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("agent: {error:#}");
+            if error.downcast_ref::<UsageError>().is_some() {
+                return ExitCode::from(2);
+            }
+            if json_result {
+                output::print_failure(&format!("{error:#}"));
+            }
             ExitCode::from(1)
         }
     }
 }
+
+/// A mistake in how `agent` was called that clap cannot see (an empty prompt): exit code 2
+/// and no result object, like a bad flag.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
 
 /// Logs go to stderr, never stdout: `--verbose` turns them on (`AGENT_LOG` is the filter).
 fn init_logging(verbose: bool) {
@@ -86,7 +101,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
 async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
     if let Some(prompt) = &args.prompt {
         if prompt.trim().is_empty() {
-            bail!("the prompt given with -p is empty");
+            return Err(UsageError("the prompt given with -p is empty".into()).into());
         }
         return Ok(Some(prompt.clone()));
     }
@@ -100,9 +115,10 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
         .await
         .context("reading the prompt from stdin")?;
     if text.trim().is_empty() {
-        bail!(
-            "no prompt: stdin was empty (pass a prompt with -p \"task\", or run agent in a terminal for an interactive session)"
-        );
+        return Err(UsageError(
+            "no prompt: stdin was empty (pass a prompt with -p \"task\", or run agent in a terminal for an interactive session)".into(),
+        )
+        .into());
     }
     Ok(Some(text))
 }
@@ -110,14 +126,14 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
 async fn start(args: Args) -> anyhow::Result<u8> {
     let task = prompt(&args).await?;
     if task.is_none() && args.output_format != OutputFormat::Text {
-        eprintln!(
-            "agent: --output-format {} needs a prompt (-p or stdin): the interactive session writes text",
+        return Err(UsageError(format!(
+            "--output-format {} needs a prompt (-p or stdin): the interactive session writes text",
             match args.output_format {
                 OutputFormat::Json => "json",
                 _ => "stream-json",
             }
-        );
-        return Ok(2);
+        ))
+        .into());
     }
     // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
     // registered would kill the process with no result and no cleanup.

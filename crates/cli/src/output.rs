@@ -471,6 +471,36 @@ impl Renderer {
     }
 }
 
+/// The result object of a run that failed before its loop started (bad settings, no API
+/// key, a transcript that does not load): `terminal_reason` `startup_error`, no session.
+pub fn failure_result(message: &str) -> Value {
+    json!({
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": message,
+        "stop_reason": "startup_error",
+        "terminal_reason": "startup_error",
+        "terminal_detail": message,
+        "session_id": null,
+        "total_cost_usd": 0.0,
+        "usage": {
+            "input_tokens": 0, "output_tokens": 0,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+        },
+        "num_requests": 0,
+        "permission_denials": [],
+    })
+}
+
+/// Writes [`failure_result`] as one line on stdout.
+pub fn print_failure(message: &str) {
+    Renderer::line(&failure_result(message));
+}
+
 /// `1234` as `1.2k`, `2_500_000` as `2.5M`.
 pub fn compact_count(count: u64) -> String {
     match count {

@@ -321,6 +321,77 @@ async fn a_stop_hook_that_blocks_once_costs_one_more_request() {
 }
 
 #[tokio::test]
+async fn post_tool_use_hooks_and_settings_env() {
+    let repo = repo("posthook");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    // Keeps the event it was given, and answers with feedback for the model (exit 2).
+    let hook = "cat > .post-event.json; echo \"checked with $LINT_LEVEL\" >&2; exit 2";
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({
+            "env": {"LINT_LEVEL": "strict"},
+            "hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}]},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_b",
+                    "Bash",
+                    json!({"command": "echo level=$LINT_LEVEL"}),
+                )
+                .tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "check",
+            "--allowedTools",
+            "Bash(echo:*)",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let second = server.requests()[1].json();
+    let results = second["messages"][2]["content"].as_array().unwrap().clone();
+    // Settings' env reached the Bash command and the hook; the hook's feedback follows the
+    // command's output in the tool_result.
+    assert_eq!(
+        results[0]["content"].as_str().unwrap(),
+        "level=strict\n\nPostToolUse hook feedback:\nchecked with strict"
+    );
+    // The matcher names Bash only: the Read result is untouched.
+    assert!(
+        !results[1].to_string().contains("PostToolUse"),
+        "{}",
+        results[1]
+    );
+    let event: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.dir.join(".post-event.json")).unwrap())
+            .unwrap();
+    assert_eq!(event["hook_event_name"], "PostToolUse");
+    assert_eq!(event["tool_name"], "Bash");
+    assert_eq!(event["tool_use_id"], "toolu_b");
+    assert_eq!(event["tool_input"]["command"], "echo level=$LINT_LEVEL");
+    assert_eq!(event["tool_response"], "level=strict");
+}
+
+#[tokio::test]
 async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;

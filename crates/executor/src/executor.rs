@@ -15,7 +15,7 @@
 //!    did not finish gets an "interrupted by user" result.
 //! 6. Dropping the executor cancels every call still running.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -109,6 +109,9 @@ pub enum Outcome {
     UnusableInput,
     /// The input does not match the tool's schema; the call was not run.
     SchemaViolation,
+    /// The tool_use id repeats the id of an earlier call of the same turn; the call was not
+    /// run (the history's normalization drops the repeat before the next request).
+    DuplicateId,
     /// The permission gate denied the call.
     PermissionDenied,
     /// The caller rejected the call before it ran ([`crate::InputProblem::Rejected`]).
@@ -330,6 +333,8 @@ pub struct StreamingToolExecutor {
     /// Child of `parent` shared by this attempt's calls; cancelled by the abort policy.
     siblings: CancellationToken,
     entries: Vec<Entry>,
+    /// The tool_use ids of `entries`, to answer a repeated id without running it.
+    ids: HashSet<ToolUseId>,
     /// Next index whose Completed event is due.
     next_emit: usize,
     pending: VecDeque<ExecutorEvent>,
@@ -394,6 +399,7 @@ impl StreamingToolExecutor {
             siblings: parent.child_token(),
             parent,
             entries: Vec::new(),
+            ids: HashSet::new(),
             next_emit: 0,
             pending: VecDeque::new(),
             sender,
@@ -431,7 +437,8 @@ impl StreamingToolExecutor {
     /// Must be called from within a tokio runtime (calls run on tasks).
     pub fn add_tool(&mut self, call: ToolCall) -> usize {
         let index = self.entries.len();
-        let slot = match self.preflight(&call) {
+        let repeated = !self.ids.insert(call.id.clone());
+        let slot = match self.preflight(&call, repeated) {
             Ok((tool, safe)) => Slot::Queued { tool, safe },
             Err((outcome, text)) => {
                 Slot::Done(Box::new(self.completed(index, &call, outcome, text, None)))
@@ -508,6 +515,7 @@ impl StreamingToolExecutor {
                 had_finished: matches!(entry.slot, Slot::Done(_)),
             })
             .collect();
+        self.ids.clear();
         self.next_emit = 0;
         self.first_queued = 0;
         self.running = 0;
@@ -519,7 +527,11 @@ impl StreamingToolExecutor {
     }
 
     /// Checks a call before queueing it: abort state, input problems, tool name, schema.
-    fn preflight(&self, call: &ToolCall) -> Result<(Arc<dyn Tool>, bool), (Outcome, String)> {
+    fn preflight(
+        &self,
+        call: &ToolCall,
+        repeated: bool,
+    ) -> Result<(Arc<dyn Tool>, bool), (Outcome, String)> {
         if self.parent.is_cancelled() {
             return Err((Outcome::Interrupted, interrupted_text()));
         }
@@ -531,6 +543,15 @@ impl StreamingToolExecutor {
                     was_running: false,
                 },
                 sibling_text(failure, false),
+            ));
+        }
+        if repeated {
+            return Err((
+                Outcome::DuplicateId,
+                format!(
+                    "Error: this {} call repeats the tool_use id {} of an earlier call, so it was not run. Give every call its own id.",
+                    call.name, call.id
+                ),
             ));
         }
         match &call.input_problem {

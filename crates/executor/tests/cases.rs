@@ -507,6 +507,7 @@ async fn calls_that_cannot_run_get_actionable_errors_and_never_start() {
     executor.add_tool(cut);
     executor.add_tool(ToolCall::new("schema", "Read", json!({"ms": "soon"})));
     executor.add_tool(ToolCall::new("ok", "Read", json!({"ms": 1})));
+    executor.add_tool(ToolCall::new("ok", "Read", json!({"ms": 1})));
     let events = executor.drain().await;
     let results = results(&events);
     let started: Vec<&ExecutorEvent> = events
@@ -526,7 +527,13 @@ async fn calls_that_cannot_run_get_actionable_errors_and_never_start() {
             ("schema", Outcome::SchemaViolation, true),
             // Pre-run rejections do not cascade, even under OnAnyError.
             ("ok", Outcome::Success, false),
+            // A repeated id is answered, never run.
+            ("ok", Outcome::DuplicateId, true),
         ]
+    );
+    assert_eq!(
+        results[5].3,
+        "Error: this Read call repeats the tool_use id ok of an earlier call, so it was not run. Give every call its own id."
     );
     assert_eq!(
         results[0].3,

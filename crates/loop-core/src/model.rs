@@ -76,6 +76,10 @@ pub enum ModelError {
     /// The connection or the stream failed.
     #[error("transport error: {0}")]
     Transport(String),
+    /// The client failed without any answer from the API: its configuration, or a replayed
+    /// cassette that does not hold the request.
+    #[error("{0}")]
+    Client(String),
 }
 
 /// The stream a [`ModelClient`] returns.

@@ -82,6 +82,49 @@ fn show_workspace(text: &str, workspace: Option<&str>) -> String {
     }
 }
 
+/// A recording replaces its file; make sure that file is an earlier cassette (or empty, or
+/// absent) so a mistyped `--record` path cannot destroy anything else.
+fn refuse_non_cassette(path: &Path) -> Result<(), ProviderError> {
+    let refuse = |why: &str| {
+        Err(ProviderError::new(
+            ErrorKind::Config,
+            format!(
+                "cassette {}: {why}; refusing to overwrite it (remove it first if you mean to)",
+                path.display()
+            ),
+        ))
+    };
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(ProviderError::new(
+                ErrorKind::Config,
+                format!("cassette {}: {error}", path.display()),
+            ));
+        }
+    };
+    if !metadata.is_file() {
+        return refuse("not a regular file");
+    }
+    if metadata.len() == 0 {
+        return Ok(());
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(_) => return refuse("the file exists and is not a text cassette"),
+    };
+    let is_cassette = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .all(|line| serde_json::from_str::<Exchange>(line).is_ok());
+    if is_cassette {
+        Ok(())
+    } else {
+        refuse("the file exists and is not a cassette")
+    }
+}
+
 /// Records every exchange of an inner transport to a cassette file.
 pub struct RecordingTransport<T> {
     inner: T,
@@ -105,6 +148,7 @@ impl<T: Transport> RecordingTransport<T> {
     ///
     /// [`ErrorKind::Config`] when the file cannot be created.
     pub fn new(inner: T, path: &Path, workspace: Option<String>) -> Result<Self, ProviderError> {
+        refuse_non_cassette(path)?;
         let file = std::fs::File::create(path).map_err(|error| {
             ProviderError::new(
                 ErrorKind::Config,

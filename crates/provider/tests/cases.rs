@@ -504,6 +504,42 @@ async fn record_then_replay_with_the_server_gone() {
     let _ = std::fs::remove_file(&path);
 }
 
+#[test]
+fn recording_refuses_to_overwrite_what_is_not_a_cassette() {
+    let path = cassette_path("not-a-cassette");
+    std::fs::write(&path, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+    let error =
+        RecordingTransport::new(HyperTransport::new(&[]).unwrap(), &path, None).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Config);
+    assert!(
+        error
+            .message
+            .contains("is not a cassette; refusing to overwrite it"),
+        "{}",
+        error.message
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "root:x:0:0:root:/root:/bin/bash\n",
+        "the file is left alone"
+    );
+    // A directory is refused too; an empty file or an earlier cassette is replaced.
+    let error = RecordingTransport::new(
+        HyperTransport::new(&[]).unwrap(),
+        &std::env::temp_dir(),
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        error.message.contains("not a regular file"),
+        "{}",
+        error.message
+    );
+    std::fs::write(&path, "").unwrap();
+    assert!(RecordingTransport::new(HyperTransport::new(&[]).unwrap(), &path, None).is_ok());
+    let _ = std::fs::remove_file(&path);
+}
+
 #[tokio::test]
 async fn https_proxy_is_honoured_and_no_proxy_bypasses_it() {
     let server = Server::start_tls(Script::new(vec![Reply::turn(

@@ -39,7 +39,10 @@ impl fmt::Debug for ToolSetConfig {
             .field("permissions", &self.permissions)
             .field("tool_results_dir", &self.tool_results_dir)
             .field("interactive", &self.prompter.is_some())
-            .field("env", &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>())
+            .field(
+                "env",
+                &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

@@ -52,6 +52,13 @@ impl WriteTool {
 crate::common::file_tool!(WriteTool, "Write", write, writes);
 
 fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    // `dir/` names a directory: writing it would create a file called `dir`.
+    if input.file_path.ends_with('/') || input.file_path.ends_with("/.") {
+        return Err(ToolError::InvalidInput(format!(
+            "file_path {:?} names a directory; give the path of the file to write",
+            input.file_path
+        )));
+    }
     let path = shared.confine(workspace, "Write", &input.file_path)?;
     let existed = current_content(shared, &path)?.is_some();
     write_and_record(shared, &path, input.content.as_bytes())?;

@@ -127,7 +127,10 @@ async fn configured_environment_reaches_commands() {
         ];
     });
     let output = env
-        .call("Bash", json!({ "command": "printf '%s' \"$AGENT_TEST_GREETING\"" }))
+        .call(
+            "Bash",
+            json!({ "command": "printf '%s' \"$AGENT_TEST_GREETING\"" }),
+        )
         .await
         .unwrap();
     assert_eq!(text(&output), "hello from settings");

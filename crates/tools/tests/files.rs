@@ -110,6 +110,18 @@ async fn write_creates_files_and_parents() {
         .await;
     assert!(out.starts_with("Updated "), "{out}");
     assert_eq!(env.read("deep/er/new.txt"), "again");
+    // A path ending in `/` names a directory: refused, nothing created.
+    let error = env
+        .call("Write", json!({"file_path": "newdir/", "content": "x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        ToolError::InvalidInput(
+            "file_path \"newdir/\" names a directory; give the path of the file to write".into()
+        )
+    );
+    assert!(!env.ws().join("newdir").exists());
 }
 
 #[tokio::test]
