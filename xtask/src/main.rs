@@ -9,9 +9,13 @@
 //!   criterion filter such as `framing`, or `--test`). The criterion directory is
 //!   `$CRITERION_HOME`, else `criterion/` in the target directory (`CARGO_TARGET_DIR` is
 //!   respected through `cargo metadata`).
+//! - `bench-cli`: whole-process figures of the `agent` binary (start-up, a scripted 4-turn
+//!   session against `testkit serve`): see [`bench_cli`].
 //! - `help`: lists the subcommands.
 //!
 //! An unknown subcommand is an error with exit status 2.
+
+mod bench_cli;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -28,6 +32,10 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "bench [-- <criterion args>]",
         "run every workspace benchmark, package by package, and print one summary table",
     ),
+    (
+        "bench-cli",
+        "wall time and peak RSS of `agent --version` and a scripted 4-turn session",
+    ),
     ("help", "list the subcommands"),
 ];
 
@@ -41,6 +49,9 @@ fn main() -> ExitCode {
     let rest: Vec<OsString> = args.collect();
     let result = match subcommand.to_str() {
         Some("bench") => bench(&rest),
+        Some("bench-cli") => {
+            workspace().and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo()))
+        }
         Some("help" | "-h" | "--help") => {
             print!("{}", usage());
             Ok(())

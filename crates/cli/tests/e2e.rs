@@ -55,27 +55,10 @@ fn check_pairing(request: &Value) {
 #[tokio::test]
 async fn a_four_turn_session_over_tls() {
     let repo = repo("four");
-    let server = Server::start_tls(Script::new(vec![
-        Reply::turn(
-            Turn::new()
-                .text("Looking around.")
-                .tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))
-                .tool_use(
-                    "toolu_g",
-                    "Grep",
-                    json!({"pattern": "helo", "output_mode": "content"}),
-                ),
-        ),
-        Reply::turn(Turn::new().tool_use(
-            "toolu_e",
-            "Edit",
-            json!({"file_path": "greet.py", "old_string": "'helo'", "new_string": "'hello'"}),
-        )),
-        Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({"command": "cat greet.py"}))),
-        Reply::turn(Turn::new().text("Fixed the typo in greet.py.")),
-    ]))
-    .await
-    .unwrap();
+    // The shared fixture (also served by `cargo xtask bench-cli`).
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/four-turn.json");
+    let script = Script::from_json(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    let server = Server::start_tls(script).await.unwrap();
     let output = agent(
         &repo,
         &server,

@@ -335,6 +335,23 @@ pub struct Script {
     pub(crate) last: Option<Reply>,
 }
 
+/// A JSON script that does not describe turns, with the turn (0-based) and field at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScriptError {
+    /// Not JSON, or not a list.
+    #[error("a script is a JSON list of turns: {0}")]
+    NotAList(String),
+    /// A turn has a field of the wrong type or an unknown field.
+    #[error("turn {turn}: {problem}")]
+    BadTurn {
+        /// 0-based position in the list.
+        turn: usize,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
 impl Script {
     /// A script of `replies`.
     pub fn new(replies: Vec<Reply>) -> Self {
@@ -342,6 +359,63 @@ impl Script {
             replies: replies.into(),
             last: None,
         }
+    }
+
+    /// A script from its JSON form, the one `testkit serve FILE.json` reads: a list of turns
+    /// `{"text"?: string, "tool_uses"?: [{"id": string, "name": string, "input": object}],
+    /// "stop_reason"?: string}`, each rendered like [`Turn`].
+    ///
+    /// # Errors
+    ///
+    /// [`ScriptError`] naming the turn and the field, for anything else (unknown fields
+    /// included: a typo must not silently change the script).
+    pub fn from_json(text: &str) -> Result<Self, ScriptError> {
+        let turns: Vec<Value> =
+            serde_json::from_str(text).map_err(|error| ScriptError::NotAList(error.to_string()))?;
+        let mut replies = Vec::with_capacity(turns.len());
+        for (index, spec) in turns.iter().enumerate() {
+            let bad = |problem: String| ScriptError::BadTurn {
+                turn: index,
+                problem,
+            };
+            let Some(fields) = spec.as_object() else {
+                return Err(bad("not an object".into()));
+            };
+            let mut turn = Turn::new();
+            for (key, value) in fields {
+                match (key.as_str(), value) {
+                    ("text", Value::String(text)) => turn = turn.text(text),
+                    ("stop_reason", Value::String(reason)) => turn = turn.stop(reason),
+                    ("tool_uses", Value::Array(tools)) => {
+                        for (position, tool) in tools.iter().enumerate() {
+                            let field = |name: &str| {
+                                tool.get(name).and_then(Value::as_str).ok_or_else(|| {
+                                    bad(format!("tool_uses[{position}].{name} must be a string"))
+                                })
+                            };
+                            let input = tool.get("input").filter(|input| input.is_object());
+                            let Some(input) = input else {
+                                return Err(bad(format!(
+                                    "tool_uses[{position}].input must be an object"
+                                )));
+                            };
+                            turn = turn.tool_use(field("id")?, field("name")?, input.clone());
+                        }
+                    }
+                    ("text" | "stop_reason", _) => {
+                        return Err(bad(format!("{key} must be a string")));
+                    }
+                    ("tool_uses", _) => return Err(bad("tool_uses must be a list".into())),
+                    (other, _) => {
+                        return Err(bad(format!(
+                            "unknown field {other:?} (known: text, tool_uses, stop_reason)"
+                        )));
+                    }
+                }
+            }
+            replies.push(Reply::turn(turn));
+        }
+        Ok(Self::new(replies))
     }
 
     pub(crate) fn next(&mut self) -> Reply {
@@ -358,6 +432,38 @@ impl Script {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_scripts_are_strict() {
+        let script = Script::from_json(
+            r#"[{"text": "Looking.", "tool_uses": [{"id": "toolu_1", "name": "Read", "input": {"file_path": "a"}}]},
+                {"text": "Done.", "stop_reason": "end_turn"}]"#,
+        )
+        .unwrap();
+        assert_eq!(script.replies.len(), 2);
+        let expected =
+            Turn::new()
+                .text("Looking.")
+                .tool_use("toolu_1", "Read", json!({"file_path": "a"}));
+        assert_eq!(script.replies[0].body, ReplyBody::Turn(expected));
+        for (text, message) in [
+            ("{}", "a script is a JSON list of turns"),
+            ("[1]", "turn 0: not an object"),
+            (r#"[{"txt": "x"}]"#, "turn 0: unknown field \"txt\""),
+            (r#"[{}, {"text": 3}]"#, "turn 1: text must be a string"),
+            (
+                r#"[{"tool_uses": [{"id": "t", "name": "Read"}]}]"#,
+                "turn 0: tool_uses[0].input must be an object",
+            ),
+            (
+                r#"[{"tool_uses": [{"name": "Read", "input": {}}]}]"#,
+                "turn 0: tool_uses[0].id must be a string",
+            ),
+        ] {
+            let error = Script::from_json(text).unwrap_err().to_string();
+            assert!(error.starts_with(message), "{text}: {error}");
+        }
+    }
 
     #[test]
     fn turn_events_are_well_formed() {

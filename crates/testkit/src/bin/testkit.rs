@@ -5,7 +5,7 @@
 //! "stop_reason": "tool_use"}]`.
 
 use anyhow::Context as _;
-use testkit::{Reply, Script, Server, Turn};
+use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
     "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls]"
@@ -70,33 +70,13 @@ fn parse_options(options: &[String]) -> Result<(u16, bool), String> {
 
 async fn serve(file: &str, port: u16, tls: bool) -> anyhow::Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
-    let replies = if file.ends_with(".json") {
-        let turns: Vec<serde_json::Value> =
-            serde_json::from_slice(&bytes).with_context(|| format!("parsing {file}"))?;
-        turns
-            .iter()
-            .map(|spec| {
-                let mut turn = Turn::new();
-                if let Some(text) = spec["text"].as_str() {
-                    turn = turn.text(text);
-                }
-                for tool in spec["tool_uses"].as_array().into_iter().flatten() {
-                    turn = turn.tool_use(
-                        tool["id"].as_str().unwrap_or("toolu_1"),
-                        tool["name"].as_str().unwrap_or("Read"),
-                        tool["input"].clone(),
-                    );
-                }
-                if let Some(reason) = spec["stop_reason"].as_str() {
-                    turn = turn.stop(reason);
-                }
-                Reply::turn(turn)
-            })
-            .collect()
+    let script = if file.ends_with(".json") {
+        let text = String::from_utf8(bytes).with_context(|| format!("{file}: not UTF-8"))?;
+        Script::from_json(&text).with_context(|| format!("{file}"))?
     } else {
-        vec![Reply::raw_sse(bytes)]
+        Script::new(vec![Reply::raw_sse(bytes)])
     };
-    let server = Server::bind(Script::new(replies), tls.then_some(()), port).await?;
+    let server = Server::bind(script, tls.then_some(()), port).await?;
     println!("{}", server.base_url());
     if let Some(pem) = server.cert_pem() {
         eprintln!("{pem}");
