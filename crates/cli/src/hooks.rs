@@ -4,7 +4,7 @@
 //! `{"continue":false,"stopReason":…}` ends the run. A hook that fails or times out never
 //! ends the session.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -377,9 +377,9 @@ impl std::fmt::Debug for SettingsGuard {
 impl SettingsGuard {
     /// Guards the settings folders of `cwd` and the user in front of `inner`.
     pub fn new(cwd: PathBuf, inner: Arc<dyn CanUseTool>) -> Self {
-        let mut protected = vec![cwd.join(".agent")];
+        let mut protected = vec![real_path(&cwd.join(".agent"))];
         if let Some(config) = dirs::config_dir() {
-            protected.push(config.join("agent"));
+            protected.push(real_path(&config.join("agent")));
         }
         Self {
             protected,
@@ -402,20 +402,60 @@ impl SettingsGuard {
         let Some(path) = call.input.get("file_path").and_then(Value::as_str) else {
             return false;
         };
-        // Lexical normalisation is enough here: the tools resolve symlinks and confine
-        // again; this only has to catch the settings folders however the path is spelled.
-        let mut full = PathBuf::new();
-        for part in self.cwd.join(path).components() {
-            match part {
-                std::path::Component::ParentDir => {
-                    full.pop();
-                }
-                std::path::Component::CurDir => {}
-                other => full.push(other),
-            }
-        }
-        self.protected.iter().any(|dir| full.starts_with(dir))
+        // Symlinks resolved (a link to the repository, or to `.agent` itself, must not
+        // hide the folder), and compared ignoring case too (case-insensitive file systems).
+        let full = real_path(&self.cwd.join(path));
+        let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
+        self.protected
+            .iter()
+            .any(|dir| full.starts_with(dir) || lower(&full).starts_with(lower(dir)))
     }
+}
+
+/// `path` made absolute with every symlink resolved, like `realpath`, except that the
+/// components that do not exist yet are kept as written (a file about to be created). `..`
+/// applies to the resolved parent, as the kernel does. Gives up resolving after 40 links
+/// (a loop) and keeps the rest lexical.
+fn real_path(path: &Path) -> PathBuf {
+    let mut pending: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .map(|part| part.as_os_str().to_owned())
+        .collect();
+    let mut resolved = PathBuf::new();
+    let mut links = 0;
+    while let Some(part) = pending.pop() {
+        match Path::new(&part).components().next() {
+            Some(std::path::Component::RootDir | std::path::Component::Prefix(_)) => {
+                resolved = PathBuf::from(&part);
+                continue;
+            }
+            Some(std::path::Component::CurDir) | None => continue,
+            Some(std::path::Component::ParentDir) => {
+                resolved.pop();
+                continue;
+            }
+            Some(std::path::Component::Normal(_)) => {}
+        }
+        let candidate = resolved.join(&part);
+        match std::fs::read_link(&candidate) {
+            Ok(target) if links < 40 => {
+                links += 1;
+                // Resolve the link's target in place of this component.
+                if target.is_absolute() {
+                    resolved = PathBuf::new();
+                }
+                pending.extend(
+                    target
+                        .components()
+                        .rev()
+                        .map(|part| part.as_os_str().to_owned()),
+                );
+            }
+            _ => resolved = candidate,
+        }
+    }
+    resolved
 }
 
 impl SettingsGuard {
@@ -456,6 +496,40 @@ impl CanUseTool for SettingsGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symlinks_do_not_hide_the_settings_folder() {
+        let base = std::env::temp_dir().join(format!("agent-guard-{}", std::process::id()));
+        let repo = base.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let repo = repo.canonicalize().unwrap();
+        std::os::unix::fs::symlink(&repo, base.join("alias")).unwrap();
+        // A dangling link to the folder that does not exist yet.
+        std::os::unix::fs::symlink(".agent", repo.join("link")).unwrap();
+        let guard = SettingsGuard::new(repo.clone(), Arc::new(executor::AllowAll));
+        let write = |path: &str| {
+            ToolCall::new("t", "Write", serde_json::json!({"file_path": path, "content": "{}"}))
+        };
+        let alias = base.join("alias/.agent/settings.local.json");
+        for path in [
+            ".agent/settings.json",
+            "./sub/../.agent/settings.json",
+            alias.to_str().unwrap(),
+            "link/settings.local.json",
+            ".AGENT/settings.json",
+        ] {
+            assert!(guard.touches_settings(&write(path)), "{path}");
+        }
+        for path in ["src/main.rs", ".agents/x", "agent/settings.json"] {
+            assert!(!guard.touches_settings(&write(path)), "{path}");
+        }
+        assert_eq!(
+            real_path(&base.join("alias/a/../b")),
+            repo.join("b"),
+            "`..` applies after the link"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn shell_commands_naming_the_settings_folders_are_caught() {

@@ -306,8 +306,14 @@ pub async fn run_loop(
             } => {
                 let mut messages = std::mem::take(&mut state.messages);
                 let assistant = match message {
-                    // The response had completed (and was reported): keep it whole.
-                    Some(message) => Some(message.to_param()),
+                    // The response had completed (and was reported): keep it whole, and
+                    // count what it cost.
+                    Some(message) => {
+                        emit(LoopEvent::Usage(message.usage.clone()));
+                        add_usage(&mut usage_total, &message.usage);
+                        last_text = message.text();
+                        Some(message.to_param())
+                    }
                     None if !blocks.is_empty() => {
                         let mut blocks = blocks;
                         blocks.sort_by_key(|block| block.index);

@@ -401,6 +401,36 @@ async fn prompt_too_long_compacts_once_then_gives_up() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_abort_after_a_complete_response_still_counts_its_usage() {
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .text("Reading.")
+            .tool("t1", "Read", json!({"ms": 10_000}))
+            .end(StopReason::ToolUse),
+    ]);
+    let cancel = CancellationToken::new();
+    let abort = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        abort.cancel();
+    });
+    let (outcome, _) = run_with_cancel(
+        config(),
+        deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
+        "go",
+        cancel,
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::AbortedTools);
+    assert_eq!(outcome.requests, 1);
+    // The response completed before the abort: the API billed it, so it is counted.
+    assert!(outcome.usage.input_tokens > 0, "{:?}", outcome.usage);
+    assert!(outcome.usage.output_tokens > 0, "{:?}", outcome.usage);
+    assert_eq!(outcome.result, "Reading.");
+}
+
+#[tokio::test(start_paused = true)]
 async fn abort_while_tools_run_leaves_a_valid_history_and_sends_nothing_more() {
     let log = log();
     let model = ScriptedModel::from_list(vec![
