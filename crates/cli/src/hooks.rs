@@ -1,12 +1,20 @@
 //! Command hooks with Claude Code's protocol: the event as JSON on stdin; exit 0 goes on
 //! (stdout may hold a JSON answer), exit 2 blocks with stderr as the reason, any other exit is
 //! a non-blocking error. JSON answers: `{"decision":"block","reason":…}` blocks,
-//! `{"continue":false,"stopReason":…}` ends the run. A hook that fails or times out never
-//! ends the session.
+//! `{"continue":false,"stopReason":…}` ends the run (a Stop hook) or refuses the call (a
+//! PreToolUse hook: a permission check cannot end the run), and `hookSpecificOutput` with
+//! `permissionDecision` `allow` | `deny` | `ask` (PreToolUse) or `additionalContext`
+//! (PostToolUse). `"decision":"approve"` is the older spelling of allow.
+//!
+//! Hooks run with `bash -c` in the working directory, in a process group of their own, with
+//! `CLAUDE_PROJECT_DIR` set to it and settings' `env` applied. The first 1 MiB of each of
+//! stdout and stderr is kept. The hook is done when its process exits (background children
+//! that keep the pipes open are not waited for beyond 250 ms); on timeout or cancellation
+//! the whole process group is killed. A hook that fails or times out never ends the session.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use executor::{
@@ -15,16 +23,46 @@ use executor::{
 use loop_core::{StopDecision, StopFuture, StopHook, StopHookInput};
 use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt as _;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::settings::HookMatcher;
 
-/// What a hook answered.
+/// How much of a hook's stdout and of its stderr is kept: 1 MiB each.
+const OUTPUT_CAP: usize = 1 << 20;
+
+/// How long the pipes may stay open after the hook exited (a background child holding them).
+const PIPE_GRACE: Duration = Duration::from_millis(250);
+
+/// What one hook answered.
 #[derive(Debug, PartialEq)]
 enum Answer {
+    /// Nothing to say.
     Go,
+    /// Exit 2, `decision: block`, or `permissionDecision: deny`.
     Block(String),
+    /// `continue: false`.
     End(String),
+    /// `permissionDecision: allow` (or `decision: approve`).
+    Allow,
+    /// `permissionDecision: ask`.
+    Ask,
+    /// `additionalContext`.
+    Context(String),
+}
+
+/// What every hook of an event answered, together.
+#[derive(Debug, Default, PartialEq)]
+struct Verdict {
+    /// The first `continue: false`.
+    end: Option<String>,
+    /// Every block's reason.
+    blocks: Vec<String>,
+    /// Some hook allowed the call.
+    allow: bool,
+    /// Some hook wants the user asked.
+    ask: bool,
+    /// Extra context for the model.
+    context: Vec<String>,
 }
 
 /// Facts every hook event carries.
@@ -58,12 +96,49 @@ impl HookEnv {
     }
 }
 
+/// Kills a process group when dropped, unless disarmed: a hook that times out or whose
+/// caller is cancelled leaves nothing running.
+struct GroupKill(Option<i32>);
+
+impl GroupKill {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// Reads `pipe` to its end, keeping the first [`OUTPUT_CAP`] bytes in `kept`.
+async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+                let room = OUTPUT_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..read.min(room)]);
+            }
+        }
+    }
+}
+
 /// Runs one hook command with `input` on stdin.
 async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Value) -> Answer {
     let child = tokio::process::Command::new("bash")
         .arg("-c")
         .arg(command)
         .current_dir(&env.cwd)
+        .env("CLAUDE_PROJECT_DIR", &env.cwd)
         .envs(env.env.iter().map(|(key, value)| (key, value)))
         .process_group(0)
         .stdin(Stdio::piped())
@@ -78,34 +153,36 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             return Answer::Go;
         }
     };
-    let group = child.id().and_then(|pid| i32::try_from(pid).ok());
-    let stdin = child.stdin.take();
-    let payload = input.to_string();
-    // Writing the event counts against the timeout too: a hook that never reads its stdin
-    // must not block the agent once the pipe is full.
-    let interaction = async move {
-        let feed = async move {
-            if let Some(mut stdin) = stdin {
-                let _ = stdin.write_all(payload.as_bytes()).await;
-            }
-        };
-        let (_, output) = tokio::join!(feed, child.wait_with_output());
-        output
-    };
-    let output = match tokio::time::timeout(timeout, interaction).await {
-        Ok(Ok(output)) => output,
+    let mut group = GroupKill(child.id().and_then(|pid| i32::try_from(pid).ok()));
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let mut readers = Vec::new();
+    if let Some(pipe) = child.stdout.take() {
+        readers.push(tokio::spawn(read_capped(pipe, Arc::clone(&stdout))));
+    }
+    if let Some(pipe) = child.stderr.take() {
+        readers.push(tokio::spawn(read_capped(pipe, Arc::clone(&stderr))));
+    }
+    // Writing the event counts against the timeout too, but does not hold the hook up: a
+    // hook that never reads its stdin is done when it exits.
+    let feed = child.stdin.take().map(|mut stdin| {
+        let payload = input.to_string();
+        tokio::spawn(async move {
+            let _ = stdin.write_all(payload.as_bytes()).await;
+        })
+    });
+    let status = tokio::time::timeout(timeout, child.wait()).await;
+    if let Some(feed) = feed {
+        feed.abort();
+    }
+    let status = match status {
+        Ok(Ok(status)) => status,
         Ok(Err(error)) => {
             eprintln!("agent: hook `{command}` failed: {error}");
             return Answer::Go;
         }
         Err(_) => {
-            // The hook and everything it started (its own process group).
-            if let Some(group) = group {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(group),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
+            // `group` kills the hook and everything it started on the way out.
             eprintln!(
                 "agent: hook `{command}` timed out after {} s",
                 timeout.as_secs()
@@ -113,71 +190,106 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             return Answer::Go;
         }
     };
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    match output.status.code() {
+    // It exited: what it started in the background may go on.
+    group.disarm();
+    let _ = tokio::time::timeout(PIPE_GRACE, async {
+        for reader in &mut readers {
+            let _ = reader.await;
+        }
+    })
+    .await;
+    for reader in &readers {
+        reader.abort();
+    }
+    let text = |kept: &Arc<Mutex<Vec<u8>>>| {
+        String::from_utf8_lossy(&kept.lock().unwrap_or_else(PoisonError::into_inner))
+            .trim()
+            .to_owned()
+    };
+    let (stdout, stderr) = (text(&stdout), text(&stderr));
+    match status.code() {
         Some(2) => Answer::Block(if stderr.is_empty() {
             format!("blocked by hook `{command}`")
         } else {
             stderr
         }),
-        Some(0) => {
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let Ok(answer) = serde_json::from_str::<Value>(stdout.trim()) else {
-                return Answer::Go;
-            };
-            if answer.get("continue") == Some(&Value::Bool(false)) {
-                let reason = answer
-                    .get("stopReason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stopped by a hook");
-                return Answer::End(reason.to_owned());
-            }
-            if answer.get("decision").and_then(Value::as_str) == Some("block") {
-                let reason = answer
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("blocked by a hook");
-                return Answer::Block(reason.to_owned());
-            }
-            Answer::Go
-        }
+        Some(0) => json_answer(&stdout),
         _ => {
-            eprintln!(
-                "agent: hook `{command}` failed ({}): {stderr}",
-                output.status
-            );
+            eprintln!("agent: hook `{command}` failed ({status}): {stderr}");
             Answer::Go
         }
     }
 }
 
-/// Runs every hook of `matchers` that applies to `tool` (all of them for `None`); the first
-/// end or block wins.
+/// The answer in a hook's stdout (exit 0); anything that is not a JSON object says nothing.
+fn json_answer(stdout: &str) -> Answer {
+    let Ok(answer) = serde_json::from_str::<Value>(stdout) else {
+        return Answer::Go;
+    };
+    let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    if answer.get("continue") == Some(&Value::Bool(false)) {
+        return Answer::End(
+            text(&answer, "stopReason").unwrap_or_else(|| "stopped by a hook".into()),
+        );
+    }
+    match answer.get("decision").and_then(Value::as_str) {
+        Some("block") => {
+            return Answer::Block(
+                text(&answer, "reason").unwrap_or_else(|| "blocked by a hook".into()),
+            );
+        }
+        Some("approve") => return Answer::Allow,
+        _ => {}
+    }
+    if let Some(specific) = answer.get("hookSpecificOutput") {
+        let reason = text(specific, "permissionDecisionReason");
+        match specific.get("permissionDecision").and_then(Value::as_str) {
+            Some("deny") => {
+                return Answer::Block(reason.unwrap_or_else(|| "denied by a hook".into()));
+            }
+            Some("allow") => return Answer::Allow,
+            Some("ask") => return Answer::Ask,
+            _ => {}
+        }
+        if let Some(context) = text(specific, "additionalContext") {
+            return Answer::Context(context);
+        }
+    }
+    Answer::Go
+}
+
+/// Runs every hook of `matchers` that applies to `tool` (all of them for `None`), in order;
+/// stops at the first `continue: false`.
 async fn run_all(
     env: &HookEnv,
     matchers: &[HookMatcher],
     tool: Option<&str>,
     input: &Value,
-) -> Answer {
-    let mut blocks = Vec::new();
+) -> Verdict {
+    let mut verdict = Verdict::default();
     for matcher in matchers
         .iter()
         .filter(|matcher| tool.is_none_or(|tool| matcher.matches(tool)))
     {
         for hook in matcher.hooks.iter().filter(|hook| hook.kind == "command") {
+            let Some(command) = &hook.command else {
+                continue;
+            };
             let timeout = Duration::from_secs(hook.timeout.unwrap_or(60));
-            match run_command(env, &hook.command, timeout, input).await {
+            match run_command(env, command, timeout, input).await {
                 Answer::Go => {}
-                Answer::End(reason) => return Answer::End(reason),
-                Answer::Block(reason) => blocks.push(reason),
+                Answer::End(reason) => {
+                    verdict.end = Some(reason);
+                    return verdict;
+                }
+                Answer::Block(reason) => verdict.blocks.push(reason),
+                Answer::Allow => verdict.allow = true,
+                Answer::Ask => verdict.ask = true,
+                Answer::Context(context) => verdict.context.push(context),
             }
         }
     }
-    if blocks.is_empty() {
-        Answer::Go
-    } else {
-        Answer::Block(blocks.join("\n"))
-    }
+    verdict
 }
 
 /// The Stop hooks of the settings, as loop-core's stop hook.
@@ -204,12 +316,15 @@ impl StopHook for CommandStopHook {
                     "last_assistant_message": input.last_assistant_message.text(),
                 }),
             );
-            match run_all(&self.env, &self.matchers, None, &event).await {
-                Answer::Go => StopDecision::Allow,
-                Answer::Block(reason) => StopDecision::Block {
-                    reasons: vec![reason],
-                },
-                Answer::End(reason) => StopDecision::Prevent { reason },
+            let verdict = run_all(&self.env, &self.matchers, None, &event).await;
+            if let Some(reason) = verdict.end {
+                StopDecision::Prevent { reason }
+            } else if verdict.blocks.is_empty() {
+                StopDecision::Allow
+            } else {
+                StopDecision::Block {
+                    reasons: verdict.blocks,
+                }
             }
         })
     }
@@ -248,11 +363,18 @@ impl CanUseTool for HookedGate {
                 "PreToolUse",
                 json!({"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}),
             );
-            match run_all(&self.env, &self.matchers, Some(&call.name), &event).await {
-                Answer::Block(reason) | Answer::End(reason) => {
-                    PermissionDecision::deny(format!("a PreToolUse hook refused it: {reason}"))
-                }
-                Answer::Go => self.inner.check(call, tool).await,
+            let verdict = run_all(&self.env, &self.matchers, Some(&call.name), &event).await;
+            let refusals: Vec<String> = verdict.end.into_iter().chain(verdict.blocks).collect();
+            if !refusals.is_empty() {
+                PermissionDecision::deny(format!(
+                    "a PreToolUse hook refused it: {}",
+                    refusals.join("\n")
+                ))
+            } else if verdict.allow && !verdict.ask {
+                // The user's own hook approved it (the settings guard still stands in front).
+                PermissionDecision::allow()
+            } else {
+                self.inner.check(call, tool).await
             }
         })
     }
@@ -261,8 +383,8 @@ impl CanUseTool for HookedGate {
 /// A tool with PostToolUse hooks after it: when the call succeeded, the hooks of the
 /// matchers that name it get the event (with `tool_response`); a hook that blocks (exit 2,
 /// or `{"decision":"block"}`) has its reason added to the tool_result, so the model sees it,
-/// as in Claude Code. The call has already happened: nothing is undone. A
-/// `{"continue":false}` answer is treated as a block (a tool cannot end the run). The hooks
+/// as in Claude Code, and so is `additionalContext`. The call has already happened: nothing
+/// is undone. A `{"continue":false}` answer is treated as a block (a tool cannot end the run). The hooks
 /// run inside the call, so they count against its timeout and are cancelled with it.
 pub struct PostToolUse {
     env: HookEnv,
@@ -340,15 +462,19 @@ impl Tool for PostToolUse {
                     "tool_use_id": tool_use_id,
                 }),
             );
-            match run_all(&self.env, &self.matchers, None, &event).await {
-                Answer::Go => {}
-                Answer::Block(reason) | Answer::End(reason) => {
-                    let note = format!("\n\nPostToolUse hook feedback:\n{reason}");
-                    match &mut output.content {
-                        ToolResultContent::Text(text) => text.push_str(&note),
-                        ToolResultContent::Blocks(blocks) => {
-                            blocks.push(ContentBlock::text(note.trim_start()));
-                        }
+            let verdict = run_all(&self.env, &self.matchers, None, &event).await;
+            let feedback: Vec<String> = verdict
+                .end
+                .into_iter()
+                .chain(verdict.blocks)
+                .chain(verdict.context)
+                .collect();
+            if !feedback.is_empty() {
+                let note = format!("\n\nPostToolUse hook feedback:\n{}", feedback.join("\n"));
+                match &mut output.content {
+                    ToolResultContent::Text(text) => text.push_str(&note),
+                    ToolResultContent::Blocks(blocks) => {
+                        blocks.push(ContentBlock::text(note.trim_start()));
                     }
                 }
             }
@@ -498,6 +624,105 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_answers_in_both_spellings() {
+        assert_eq!(json_answer("not json"), Answer::Go);
+        assert_eq!(json_answer("{}"), Answer::Go);
+        assert_eq!(
+            json_answer(r#"{"continue": false, "stopReason": "enough"}"#),
+            Answer::End("enough".into())
+        );
+        assert_eq!(
+            json_answer(r#"{"decision": "block", "reason": "lint first"}"#),
+            Answer::Block("lint first".into())
+        );
+        assert_eq!(json_answer(r#"{"decision": "approve"}"#), Answer::Allow);
+        assert_eq!(
+            json_answer(
+                r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "no rm"}}"#
+            ),
+            Answer::Block("no rm".into())
+        );
+        assert_eq!(
+            json_answer(r#"{"hookSpecificOutput": {"permissionDecision": "allow"}}"#),
+            Answer::Allow
+        );
+        assert_eq!(
+            json_answer(r#"{"hookSpecificOutput": {"permissionDecision": "ask"}}"#),
+            Answer::Ask
+        );
+        assert_eq!(
+            json_answer(
+                r#"{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "3 warnings"}}"#
+            ),
+            Answer::Context("3 warnings".into())
+        );
+    }
+
+    fn env(dir: &Path) -> HookEnv {
+        HookEnv {
+            session_id: "s".into(),
+            transcript_path: dir.join("t.jsonl"),
+            cwd: dir.to_path_buf(),
+            permission_mode: "default".into(),
+            env: vec![("HOOK_GREETING".into(), "hi".into())],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hook_is_done_when_it_exits_and_its_output_is_capped() {
+        let dir = std::env::temp_dir();
+        let env = env(&dir);
+        // A background child keeps the pipes open for 20 s: the answer comes at once anyway.
+        let started = std::time::Instant::now();
+        let answer = run_command(
+            &env,
+            "(sleep 20 &) ; echo \"no $HOOK_GREETING in $CLAUDE_PROJECT_DIR\" >&2; exit 2",
+            Duration::from_secs(10),
+            &json!({}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(answer, Answer::Block(format!("no hi in {}", dir.display())));
+        // Endless output: the first MiB is kept, the hook is stopped by its timeout.
+        let answer = run_command(&env, "yes", Duration::from_secs(1), &json!({})).await;
+        assert_eq!(answer, Answer::Go);
+        let answer = run_command(
+            &env,
+            "head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 2",
+            Duration::from_secs(10),
+            &json!({}),
+        )
+        .await;
+        match answer {
+            Answer::Block(reason) => assert_eq!(reason.len(), OUTPUT_CAP),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_hook_leaves_no_process() {
+        let dir = std::env::temp_dir();
+        let env = env(&dir);
+        let marker = format!("sleep 97.{}", std::process::id());
+        let command = format!("{marker}; true");
+        let event = json!({});
+        let run = run_command(&env, &command, Duration::from_secs(60), &event);
+        // Dropped after 300 ms, as a cancelled turn drops it.
+        let _ = tokio::time::timeout(Duration::from_millis(300), run).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+                String::from_utf8_lossy(&cmdline).replace('\0', " ").trim() == marker
+            })
+        });
+        assert!(!alive, "the hook's child survived");
+    }
+
+    #[test]
     fn symlinks_do_not_hide_the_settings_folder() {
         let base = std::env::temp_dir().join(format!("agent-guard-{}", std::process::id()));
         let repo = base.join("repo");
@@ -508,7 +733,11 @@ mod tests {
         std::os::unix::fs::symlink(".agent", repo.join("link")).unwrap();
         let guard = SettingsGuard::new(repo.clone(), Arc::new(executor::AllowAll));
         let write = |path: &str| {
-            ToolCall::new("t", "Write", serde_json::json!({"file_path": path, "content": "{}"}))
+            ToolCall::new(
+                "t",
+                "Write",
+                serde_json::json!({"file_path": path, "content": "{}"}),
+            )
         };
         let alias = base.join("alias/.agent/settings.local.json");
         for path in [

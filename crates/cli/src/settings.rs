@@ -29,25 +29,31 @@ pub struct PermissionSettings {
     pub additional_directories: Vec<PathBuf>,
 }
 
-/// One command hook.
+/// One hook. `agent` runs `command` hooks; other types (Claude Code's `prompt`) are accepted
+/// with a warning so a shared settings file stays valid.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct HookCommand {
-    /// Always `command`.
+    /// `command` (or another type, not run).
     #[serde(rename = "type")]
     pub kind: String,
-    /// Run with `bash -c`.
-    pub command: String,
-    /// Seconds before the hook is abandoned (default 60).
+    /// Run with `bash -c`; required for `command` hooks.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Seconds before the hook is abandoned (default 60, at least 1).
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// The other fields of other hook types, kept and ignored.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
-/// Hooks for the tools a matcher names (`Edit|Write`, `*`, or none for every tool).
+/// Hooks for the tools a matcher names. As in Claude Code, the matcher is a regular
+/// expression over the whole tool name (`Edit|Write`, `Notebook.*`, or a plain name, which
+/// matches only itself); `*`, an empty string or no matcher matches every tool.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HookMatcher {
-    /// Tool names separated by `|`; `*` or absent matches every tool.
+    /// The pattern.
     #[serde(default)]
     pub matcher: Option<String>,
     /// The commands.
@@ -55,11 +61,25 @@ pub struct HookMatcher {
 }
 
 impl HookMatcher {
-    /// Whether this matcher applies to `tool`.
-    pub fn matches(&self, tool: &str) -> bool {
+    /// The matcher as an anchored regular expression; `None` matches everything.
+    ///
+    /// # Errors
+    ///
+    /// The regex syntax error of a pattern that does not compile.
+    pub fn pattern(&self) -> Result<Option<regex::Regex>, regex::Error> {
         match self.matcher.as_deref().map(str::trim) {
-            None | Some("") | Some("*") => true,
-            Some(pattern) => pattern.split('|').any(|name| name.trim() == tool),
+            None | Some("") | Some("*") => Ok(None),
+            Some(pattern) => regex::Regex::new(&format!("^(?:{pattern})$")).map(Some),
+        }
+    }
+
+    /// Whether this matcher applies to `tool` (a pattern that does not compile matches
+    /// nothing; [`parse`] refuses such files).
+    pub fn matches(&self, tool: &str) -> bool {
+        match self.pattern() {
+            Ok(None) => true,
+            Ok(Some(pattern)) => pattern.is_match(tool),
+            Err(_) => false,
         }
     }
 }
@@ -204,15 +224,43 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
             error.column()
         )
     })?;
+    let invalid = |what: String| anyhow::anyhow!("{}: invalid settings: {what}", path.display());
     for (event, matchers) in &settings.hooks {
-        for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
-            if hook.timeout == Some(0) {
-                anyhow::bail!(
-                    "{}: invalid settings: hooks.{event}: timeout must be at least 1 second (hook `{}`)",
-                    path.display(),
-                    hook.command
-                );
+        for matcher in matchers {
+            if let Err(error) = matcher.pattern() {
+                return Err(invalid(format!(
+                    "hooks.{event}: matcher {:?} is not a valid regular expression: {error}",
+                    matcher.matcher.as_deref().unwrap_or_default()
+                )));
             }
+            for hook in &matcher.hooks {
+                if hook.timeout == Some(0) {
+                    return Err(invalid(format!(
+                        "hooks.{event}: timeout must be at least 1 second (hook `{}`)",
+                        hook.command.as_deref().unwrap_or_default()
+                    )));
+                }
+                if hook.kind == "command"
+                    && hook
+                        .command
+                        .as_deref()
+                        .is_none_or(|command| command.trim().is_empty())
+                {
+                    return Err(invalid(format!(
+                        "hooks.{event}: a hook of type \"command\" needs a non-empty \"command\""
+                    )));
+                }
+            }
+        }
+    }
+    for (key, value) in &settings.env {
+        if key.is_empty() || key.contains(['=', '\0']) {
+            return Err(invalid(format!(
+                "env: {key:?} is not a variable name (empty, or holds '=' or a NUL byte)"
+            )));
+        }
+        if value.contains('\0') {
+            return Err(invalid(format!("env.{key}: the value holds a NUL byte")));
         }
     }
     Ok(settings)
@@ -289,6 +337,72 @@ mod tests {
         assert!(error.contains("unknown field `alow`"), "{error}");
         // The position once, in front.
         assert!(!error.contains(" at line "), "{error}");
+    }
+
+    #[test]
+    fn matchers_are_anchored_regular_expressions() {
+        let matcher = |pattern: Option<&str>| HookMatcher {
+            matcher: pattern.map(str::to_owned),
+            hooks: Vec::new(),
+        };
+        assert!(matcher(None).matches("Bash"));
+        assert!(matcher(Some("*")).matches("Bash"));
+        assert!(matcher(Some(".*")).matches("Bash"));
+        assert!(matcher(Some("Bas.*")).matches("Bash"));
+        assert!(matcher(Some("Edit|Write")).matches("Write"));
+        assert!(!matcher(Some("Edit|Write")).matches("WriteMore"));
+        assert!(
+            !matcher(Some("Bash")).matches("BashOutput"),
+            "a plain name matches itself only"
+        );
+        let error = parse(
+            Path::new("/p/s.json"),
+            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("/p/s.json: invalid settings: hooks.PreToolUse: matcher \"Bash(\" is not a valid regular expression"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn other_hook_types_are_kept_and_commands_are_required() {
+        let settings = parse(
+            Path::new("s.json"),
+            r#"{"hooks": {"Stop": [{"hooks": [{"type": "prompt", "prompt": "Is the work done?"}]}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(settings.hooks["Stop"][0].hooks[0].kind, "prompt");
+        let error = parse(
+            Path::new("s.json"),
+            r#"{"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("needs a non-empty \"command\""), "{error}");
+    }
+
+    #[test]
+    fn env_names_and_values_are_checked() {
+        for (text, message) in [
+            (r#"{"env": {"": "x"}}"#, "env: \"\" is not a variable name"),
+            (
+                r#"{"env": {"A=B": "x"}}"#,
+                "env: \"A=B\" is not a variable name",
+            ),
+            (
+                r#"{"env": {"A": "x\u0000y"}}"#,
+                "env.A: the value holds a NUL byte",
+            ),
+        ] {
+            let error = parse(Path::new("/s.json"), text).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("/s.json: invalid settings: {message}")),
+                "{error}"
+            );
+        }
     }
 
     #[test]
