@@ -65,11 +65,12 @@ fn parse_input(line: &str) -> Input {
     if trimmed.is_empty() {
         return Input::Nothing;
     }
-    // `/word` is a command; a path such as `/usr/bin is slow` is a task.
-    if let Some(command) = trimmed.strip_prefix('/')
-        && !command.is_empty()
-        && command.chars().all(|c| c.is_ascii_alphabetic())
-    {
+    // `/word [arguments]` is a command; a path such as `/usr/bin is slow` is a task.
+    if let Some(rest) = trimmed.strip_prefix('/') {
+        let command = rest.split_whitespace().next().unwrap_or_default();
+        if !command.chars().all(|c| c.is_ascii_alphabetic()) {
+            return Input::Task(trimmed.to_owned());
+        }
         return match command {
             "help" => Input::Help,
             "clear" => Input::Clear,
@@ -91,8 +92,12 @@ fn history_file() -> Option<PathBuf> {
 /// an editor exists (restoring the previous one when dropped), and during a turn Ctrl-C must
 /// reach our handler. (rustyline's `signal-hook` feature avoids the replacement but then
 /// stalls on typed-ahead input, seen with 17.0.2.)
+///
+/// Ctrl-C on a line with text clears it (and sets `cleared`); on an empty line it ends the
+/// read with [`ReadlineError::Interrupted`].
 fn read_line(
     history: rustyline::history::FileHistory,
+    cleared: &Arc<AtomicBool>,
 ) -> (rustyline::history::FileHistory, rustyline::Result<String>) {
     let mut editor = match rustyline::Editor::<(), _>::with_history(
         rustyline::Config::builder().auto_add_history(false).build(),
@@ -101,9 +106,33 @@ fn read_line(
         Ok(editor) => editor,
         Err(error) => return (rustyline::history::FileHistory::default(), Err(error)),
     };
+    editor.bind_sequence(
+        rustyline::KeyEvent::ctrl('C'),
+        rustyline::EventHandler::Conditional(Box::new(ClearOrInterrupt(Arc::clone(cleared)))),
+    );
     let line = editor.readline("› ");
     let history = std::mem::take(editor.history_mut());
     (history, line)
+}
+
+/// Ctrl-C at the prompt: clears a line that has text, interrupts on an empty one.
+struct ClearOrInterrupt(Arc<AtomicBool>);
+
+impl rustyline::ConditionalEventHandler for ClearOrInterrupt {
+    fn handle(
+        &self,
+        _: &rustyline::Event,
+        _: rustyline::RepeatCount,
+        _: bool,
+        context: &rustyline::EventContext<'_>,
+    ) -> Option<rustyline::Cmd> {
+        if context.line().is_empty() {
+            None
+        } else {
+            self.0.store(true, Ordering::SeqCst);
+            Some(rustyline::Cmd::Kill(rustyline::Movement::WholeBuffer))
+        }
+    }
 }
 
 /// Runs the interactive session; returns the exit code.
@@ -141,15 +170,20 @@ pub async fn run(
     }
     let live = std::io::stdout().is_terminal();
     let mut exit_pending = false;
+    let cleared = Arc::new(AtomicBool::new(false));
     let code = loop {
-        let (returned, line) = tokio::task::spawn_blocking(move || read_line(history))
+        cleared.store(false, Ordering::SeqCst);
+        let reader = Arc::clone(&cleared);
+        let (returned, line) = tokio::task::spawn_blocking(move || read_line(history, &reader))
             .await
             .context("the line editor stopped")?;
         history = returned;
         let line = match line {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {
-                if exit_pending {
+                // Twice in a row on an empty line exits; a line typed (and cleared) in
+                // between starts over.
+                if exit_pending && !cleared.load(Ordering::SeqCst) {
                     break 0;
                 }
                 eprintln!("(Ctrl-C again or Ctrl-D to exit)");
@@ -173,11 +207,16 @@ pub async fn run(
             }
             Input::Clear => {
                 let old = session.session_id.clone();
+                let had_file = session.has_transcript();
                 session.clear();
-                eprintln!(
-                    "Started session {} (the previous one, {old}, can be resumed with --resume {old})",
-                    session.session_id
-                );
+                if had_file {
+                    eprintln!(
+                        "Started session {} (the previous one can be resumed with --resume {old})",
+                        session.session_id
+                    );
+                } else {
+                    eprintln!("Started session {}", session.session_id);
+                }
             }
             Input::Task(task) => {
                 let mut renderer = Renderer::new(
@@ -191,7 +230,14 @@ pub async fn run(
                 let outcome = session.turn(task, &mut renderer, cancel).await;
                 interrupts.disarm();
                 status.hide();
-                let outcome = outcome?;
+                let outcome = match outcome {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        // The session goes on: the next prompt may work (a full disk freed).
+                        eprintln!("agent: the turn failed: {error:#}");
+                        continue;
+                    }
+                };
                 renderer.finish_interactive(&outcome);
                 let usage = &outcome.usage;
                 eprintln!(
@@ -226,10 +272,12 @@ pub async fn run(
             );
         }
     }
-    eprintln!(
-        "Session {} saved; `agent --continue` resumes it.",
-        session.session_id
-    );
+    if session.has_transcript() {
+        eprintln!(
+            "Session {} saved; `agent --continue` resumes it.",
+            session.session_id
+        );
+    }
     Ok(code)
 }
 
@@ -301,7 +349,11 @@ impl Prompter for TerminalPrompter {
             {
                 return PermissionDecision::allow();
             }
-            self.status.hide();
+            let paused = self.status.paused();
+            // Whatever was typed while the agent worked is not an answer to a question the
+            // user has not seen yet (a `y` typed ahead must not approve this call).
+            let _ =
+                nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
             {
                 let mut stderr = std::io::stderr().lock();
                 let _ = write!(
@@ -315,6 +367,7 @@ impl Prompter for TerminalPrompter {
             let guard = Abandon(Arc::clone(&abandoned));
             let answer = tokio::task::spawn_blocking(move || read_answer(&abandoned)).await;
             drop(guard);
+            drop(paused);
             let answer = answer.ok().flatten().unwrap_or_default();
             match answer.trim().to_ascii_lowercase().as_str() {
                 "y" | "yes" => PermissionDecision::allow(),
@@ -345,6 +398,9 @@ mod tests {
         assert_eq!(parse_input("/quit"), Input::Exit);
         assert_eq!(parse_input("/clear"), Input::Clear);
         assert_eq!(parse_input("/frob"), Input::Unknown("frob".into()));
+        assert_eq!(parse_input("/exit now"), Input::Exit);
+        assert_eq!(parse_input("/model x"), Input::Unknown("model".into()));
+        assert_eq!(parse_input("/"), Input::Unknown(String::new()));
         assert_eq!(
             parse_input("/usr/bin is slow, why?"),
             Input::Task("/usr/bin is slow, why?".into())

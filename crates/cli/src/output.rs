@@ -29,19 +29,44 @@ pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
 
 /// The status line of a live run on a terminal: a spinner on stderr naming what is going on
 /// (waiting for the model, the running tool) with the elapsed time and the tokens received.
-/// Hidden while the answer's text streams to stdout, and while the user is asked something.
-/// Shared (cheap clones) between the renderer and the permission prompter. Draws nothing
-/// when stderr is not a terminal.
+/// Hidden while the answer's text streams to stdout. While the user is asked something
+/// ([`Status::pause`]) nothing is drawn: lines and text are held back and written, in order,
+/// by [`Status::resume`]. Shared (cheap clones) between the renderer and the permission
+/// prompter. Draws nothing when stderr is not a terminal.
 #[derive(Clone, Debug, Default)]
 pub struct Status {
-    bar: Arc<Mutex<Option<ProgressBar>>>,
+    inner: Arc<Mutex<StatusInner>>,
+}
+
+#[derive(Debug, Default)]
+struct StatusInner {
+    bar: Option<ProgressBar>,
+    paused: bool,
+    /// The last message shown, to show again after a pause.
+    message: Option<String>,
+    /// Output held back during a pause.
+    held: Vec<Held>,
+}
+
+#[derive(Debug)]
+enum Held {
+    Line(String),
+    Text(String),
 }
 
 impl Status {
+    fn lock(&self) -> std::sync::MutexGuard<'_, StatusInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Shows `message` (replacing the current one; starts the spinner if hidden).
     pub fn show(&self, message: String) {
-        let mut bar = self.bar.lock().unwrap_or_else(PoisonError::into_inner);
-        match bar.as_ref() {
+        let mut inner = self.lock();
+        inner.message = Some(message.clone());
+        if inner.paused {
+            return;
+        }
+        match inner.bar.as_ref() {
             Some(bar) => bar.set_message(message),
             None => {
                 let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -51,34 +76,91 @@ impl Status {
                 );
                 spinner.set_message(message);
                 spinner.enable_steady_tick(Duration::from_millis(100));
-                *bar = Some(spinner);
+                inner.bar = Some(spinner);
             }
         }
     }
 
     /// Clears the spinner from the screen.
     pub fn hide(&self) {
-        if let Some(bar) = self
-            .bar
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        let mut inner = self.lock();
+        inner.message = None;
+        if let Some(bar) = inner.bar.take() {
             bar.finish_and_clear();
         }
     }
 
-    /// Writes a line to stderr above the spinner.
+    /// Writes a line to stderr above the spinner (held back during a pause).
     pub fn println(&self, line: &str) {
-        match self
-            .bar
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-        {
+        let mut inner = self.lock();
+        if inner.paused {
+            inner.held.push(Held::Line(line.to_owned()));
+            return;
+        }
+        match inner.bar.as_ref() {
             Some(bar) => bar.suspend(|| eprintln!("{line}")),
             None => eprintln!("{line}"),
         }
+    }
+
+    /// Writes answer text to stdout, with the spinner out of the way (held back during a
+    /// pause).
+    pub fn print_text(&self, text: &str) {
+        let mut inner = self.lock();
+        if inner.paused {
+            inner.held.push(Held::Text(text.to_owned()));
+            return;
+        }
+        if let Some(bar) = inner.bar.take() {
+            bar.finish_and_clear();
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = write!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+
+    /// [`Status::pause`] until the returned guard is dropped (also when the question is
+    /// abandoned because the turn was cancelled).
+    pub fn paused(&self) -> Paused<'_> {
+        self.pause();
+        Paused(self)
+    }
+
+    /// Clears the screen's status and holds every later output until [`Status::resume`].
+    pub fn pause(&self) {
+        let mut inner = self.lock();
+        inner.paused = true;
+        if let Some(bar) = inner.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// Writes what was held back and shows the last status again.
+    pub fn resume(&self) {
+        let (held, message) = {
+            let mut inner = self.lock();
+            inner.paused = false;
+            (std::mem::take(&mut inner.held), inner.message.take())
+        };
+        for item in held {
+            match item {
+                Held::Line(line) => self.println(&line),
+                Held::Text(text) => self.print_text(&text),
+            }
+        }
+        if let Some(message) = message {
+            self.show(message);
+        }
+    }
+}
+
+/// Resumes a [`Status`] when dropped.
+#[derive(Debug)]
+pub struct Paused<'a>(&'a Status);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
     }
 }
 
@@ -211,7 +293,10 @@ impl Renderer {
     /// Ends the text line being streamed, if any, before something else is written.
     fn end_text(&mut self) {
         if self.wrote_text {
-            println!();
+            match &self.status {
+                Some(status) => status.print_text("\n"),
+                None => println!(),
+            }
             self.wrote_text = false;
         }
     }
@@ -223,14 +308,7 @@ impl Renderer {
                 self.tokens_streaming = 0;
                 self.show("Thinking");
             }
-            LoopEvent::Stream(StreamEvent::ContentBlockDelta {
-                delta: ContentDelta::Text { .. },
-                ..
-            }) => {
-                if let Some(status) = &self.status {
-                    status.hide();
-                }
-            }
+
             LoopEvent::Stream(StreamEvent::MessageDelta(delta)) => {
                 if let Some(tokens) = delta.usage.as_ref().and_then(|usage| usage.output_tokens) {
                     self.tokens_streaming = tokens;
@@ -340,9 +418,14 @@ impl Renderer {
                 delta: ContentDelta::Text { text },
                 ..
             }) if self.live_text => {
-                let mut stdout = std::io::stdout().lock();
-                let _ = write!(stdout, "{text}");
-                let _ = stdout.flush();
+                match &self.status {
+                    Some(status) => status.print_text(text),
+                    None => {
+                        let mut stdout = std::io::stdout().lock();
+                        let _ = write!(stdout, "{text}");
+                        let _ = stdout.flush();
+                    }
+                }
                 self.wrote_text = true;
             }
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {

@@ -227,6 +227,11 @@ impl Session {
         self.config.user_context = Some(context_info::user_context(&self.cwd, &date).await);
     }
 
+    /// Whether this session has a transcript file (it is created by the first turn).
+    pub fn has_transcript(&self) -> bool {
+        self.transcript.is_some() || self.transcript_path.is_file()
+    }
+
     /// The history so far.
     pub fn history(&self) -> &[MessageParam] {
         &self.history

@@ -210,9 +210,63 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     let second = messages(&server, 1);
     assert_eq!(second[2]["content"][0]["type"], "tool_result");
     assert_eq!(second[2]["content"][0]["tool_use_id"], "toolu_sleep");
-    // Ctrl-C twice at an empty prompt exits.
+    // Ctrl-C on a line with text clears it; on an empty line it asks for a second one, and
+    // text typed in between starts over.
+    terminal.type_keys("abc\u{3}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
     terminal.type_keys("\u{3}");
     terminal.wait_for("Ctrl-C again or Ctrl-D to exit", 1).await;
+    terminal.type_keys("def\u{3}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
     terminal.type_keys("\u{3}");
+    terminal.wait_for("Ctrl-C again or Ctrl-D to exit", 2).await;
+    terminal.type_keys("\u{3}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert_eq!(server.request_count(), 2, "nothing typed reached the model");
+}
+
+#[tokio::test]
+async fn keys_typed_ahead_never_answer_an_approval_question() {
+    let repo = repo("interactive-typeahead");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_sleep", "Bash", json!({"command": "sleep 1"}))
+                .tool_use(
+                    "toolu_copy",
+                    "Bash",
+                    json!({"command": "cp notes.txt copy.txt"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Understood, no copy.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash(sleep:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("copy the notes\r");
+    terminal.wait_for("⏺ Bash(sleep 1)", 1).await;
+    // Typed while `sleep 1` runs, before the question about `cp` exists.
+    terminal.type_keys("y\r");
+    let question = "Allow? [y]es / [a]lways this session / [n]o: ";
+    terminal.wait_for(question, 1).await;
+    // Nothing draws over the question while it waits.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let screen = terminal.text();
+    let after = &screen[screen.rfind(question).unwrap() + question.len()..];
+    assert!(
+        !after.contains("Running") && !after.contains("Thinking"),
+        "the spinner drew over the question: {after:?}"
+    );
+    terminal.type_keys("n\r");
+    terminal.wait_for("Understood, no copy.", 1).await;
+    assert!(
+        !repo.dir.join("copy.txt").exists(),
+        "the typed-ahead y approved it"
+    );
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
