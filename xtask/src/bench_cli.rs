@@ -128,7 +128,12 @@ impl Drop for Serve {
 
 fn git(dir: &Path, args: &[&str]) -> Result<()> {
     let status = Command::new("git")
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@agent.invalid"])
+        .args([
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@agent.invalid",
+        ])
         .args(args)
         .current_dir(dir)
         .stdout(Stdio::null())
