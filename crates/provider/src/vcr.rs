@@ -130,7 +130,9 @@ pub struct RecordingTransport<T> {
     inner: T,
     path: PathBuf,
     workspace: Option<String>,
-    file: Arc<Mutex<std::fs::File>>,
+    /// Created (truncating an earlier cassette) when the first exchange is written, so a run
+    /// that fails before any request leaves the old cassette alone.
+    file: Arc<Mutex<Option<std::fs::File>>>,
 }
 
 impl<T> std::fmt::Debug for RecordingTransport<T> {
@@ -142,24 +144,35 @@ impl<T> std::fmt::Debug for RecordingTransport<T> {
 }
 
 impl<T: Transport> RecordingTransport<T> {
-    /// Records to `path` (created or truncated).
+    /// Records to `path`: created, or truncated when it is an earlier cassette, when the first
+    /// exchange completes. A write that fails later is logged (`tracing` error) and the
+    /// exchange still reaches the caller.
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Config`] when the file cannot be created.
+    /// [`ErrorKind::Config`] when `path` exists and is not a cassette (nor empty), or is not
+    /// a regular file, or its folder does not exist.
     pub fn new(inner: T, path: &Path, workspace: Option<String>) -> Result<Self, ProviderError> {
         refuse_non_cassette(path)?;
-        let file = std::fs::File::create(path).map_err(|error| {
-            ProviderError::new(
+        let folder = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !folder.is_dir() {
+            return Err(ProviderError::new(
                 ErrorKind::Config,
-                format!("cassette {}: {error}", path.display()),
-            )
-        })?;
+                format!(
+                    "cassette {}: the folder {} does not exist",
+                    path.display(),
+                    folder.display()
+                ),
+            ));
+        }
         Ok(Self {
             inner,
             path: path.to_owned(),
             workspace,
-            file: Arc::new(Mutex::new(file)),
+            file: Arc::new(Mutex::new(None)),
         })
     }
 }
@@ -187,6 +200,7 @@ impl<T: Transport> Transport for RecordingTransport<T> {
                 .collect();
             let status = response.status.as_u16();
             let file = Arc::clone(&self.file);
+            let cassette = self.path.clone();
             let workspace = self.workspace.clone();
             let request_hash = canonical_hash(&request_body);
             // Tee the body: hand chunks on as they come, write the exchange when it ends.
@@ -217,11 +231,21 @@ impl<T: Transport> Transport for RecordingTransport<T> {
                         body,
                         body_b64,
                     };
-                    if let (Ok(line), Ok(mut file)) =
-                        (serde_json::to_string(&exchange), file.lock())
-                    {
-                        let _ = writeln!(file, "{line}");
-                        let _ = file.flush();
+                    let written = serde_json::to_string(&exchange)
+                        .map_err(std::io::Error::other)
+                        .and_then(|line| {
+                            let mut slot = file
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                            let file = match slot.as_mut() {
+                                Some(file) => file,
+                                None => slot.insert(std::fs::File::create(&cassette)?),
+                            };
+                            writeln!(file, "{line}")?;
+                            file.flush()
+                        });
+                    if let Err(error) = written {
+                        tracing::error!(cassette = %cassette.display(), %error, "an exchange could not be recorded");
                     }
                 },
             );
