@@ -68,7 +68,7 @@ pub struct Args {
     pub resume: Option<String>,
 
     /// Resume the most recent session of this directory.
-    #[arg(short = 'c', long = "continue")]
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
     pub continue_session: bool,
 
     /// Record every model exchange to this cassette (JSONL).

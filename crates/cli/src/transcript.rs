@@ -145,10 +145,15 @@ pub struct Loaded {
 ///
 /// # Errors
 ///
-/// Naming the file and line when a line is not JSON or a message does not parse.
+/// Naming the file and line when a line is not JSON or a message does not parse, and when
+/// the file holds no user or assistant message at all (it is not a transcript).
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // A crash can leave the last line half-written (no newline after it): that message is
+    // lost, the rest stands. A last line that was written whole must parse like the others.
+    let cut_last_line = !text.is_empty() && !text.ends_with('\n');
+    let line_count = text.lines().count();
     let mut items = Vec::new();
     let mut session_id = None;
     for (number, line) in text.lines().enumerate() {
@@ -157,9 +162,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         }
         let entry: Value = match serde_json::from_str(line) {
             Ok(entry) => entry,
-            // A crash can leave the last line half-written: that message is lost, the rest
-            // stands.
-            Err(_) if number + 1 == text.lines().count() => break,
+            Err(_) if cut_last_line && number + 1 == line_count => break,
             Err(error) => bail!(
                 "{}:{}: not a JSON entry: {error}",
                 path.display(),
@@ -196,6 +199,12 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             continue;
         }
         items.push(HistoryItem::Message(param));
+    }
+    if items.is_empty() {
+        bail!(
+            "{}: no user or assistant messages: not a transcript",
+            path.display()
+        );
     }
     let (messages, repairs) = normalize(items);
     Ok(Loaded {
@@ -243,6 +252,37 @@ mod tests {
             .collect();
         assert_eq!(texts, ["first", "second"]);
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_that_are_not_transcripts_are_refused() {
+        let dir = std::env::temp_dir().join(format!("agent-not-transcript-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let whole = r#"{"type":"user","message":{"role":"user","content":"first"}}"#;
+        for (name, text, message) in [
+            ("one.json", "{\"a\":1}\n", "no user or assistant messages"),
+            ("text.txt", "just some words\n", "not a JSON entry"),
+            (
+                "cut.jsonl",
+                "just some words",
+                "no user or assistant messages",
+            ),
+            ("empty.jsonl", "", "no user or assistant messages"),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let error = format!("{:#}", load(&path).unwrap_err());
+            assert!(error.contains(message), "{name}: {error}");
+        }
+        // A whole last line that does not parse is an error, not a crash remnant.
+        let path = dir.join("bad-last.jsonl");
+        std::fs::write(&path, format!("{whole}\n{{oops\n")).unwrap();
+        let error = format!("{:#}", load(&path).unwrap_err());
+        assert!(
+            error.contains("bad-last.jsonl:2: not a JSON entry"),
+            "{error}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -542,14 +542,21 @@ fn recording_refuses_to_overwrite_what_is_not_a_cassette() {
     let earlier = r#"{"method":"POST","path":"/v1/messages","request_body":"{}","request_hash":"h","status":200,"headers":[],"body":"x"}"#;
     std::fs::write(&path, format!("{earlier}\n")).unwrap();
     drop(RecordingTransport::new(HyperTransport::new(&[]).unwrap(), &path, None).unwrap());
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{earlier}\n"));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        format!("{earlier}\n")
+    );
     let error = RecordingTransport::new(
         HyperTransport::new(&[]).unwrap(),
         &std::env::temp_dir().join("no-such-folder-4711/c.jsonl"),
         None,
     )
     .unwrap_err();
-    assert!(error.message.contains("does not exist"), "{}", error.message);
+    assert!(
+        error.message.contains("does not exist"),
+        "{}",
+        error.message
+    );
     let _ = std::fs::remove_file(&path);
 }
 
