@@ -89,7 +89,23 @@ impl Session {
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
-        let client = model_client(args, &cwd, &settings.env)?;
+        let client = model_client(args, &cwd, &settings.env).with_context(|| {
+            // Name the file when settings' env took part in the client's configuration.
+            let files: Vec<String> = settings
+                .layers
+                .iter()
+                .filter(|(_, layer)| layer.env.keys().any(|key| key.starts_with("ANTHROPIC_")))
+                .map(|(path, _)| path.display().to_string())
+                .collect();
+            if files.is_empty() {
+                "configuring the API client".to_owned()
+            } else {
+                format!(
+                    "configuring the API client (with ANTHROPIC_* variables from the env of {})",
+                    files.join(", ")
+                )
+            }
+        })?;
         let sessions = transcript::project_dir(&cwd)?;
         let (history, session_id, transcript_path, copy_history) = resume(args, &sessions)?;
 
@@ -353,9 +369,9 @@ fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     let joined = cwd.join(dir);
     let resolved = joined
         .canonicalize()
-        .with_context(|| format!("directory {}", dir.display()))?;
+        .with_context(|| format!("directory {}", joined.display()))?;
     if !resolved.is_dir() {
-        bail!("{}: not a directory", dir.display());
+        bail!("{}: not a directory", joined.display());
     }
     Ok(resolved)
 }
