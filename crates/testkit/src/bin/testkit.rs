@@ -72,7 +72,7 @@ async fn serve(file: &str, port: u16, tls: bool) -> anyhow::Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     let script = if file.ends_with(".json") {
         let text = String::from_utf8(bytes).with_context(|| format!("{file}: not UTF-8"))?;
-        Script::from_json(&text).with_context(|| format!("{file}"))?
+        Script::from_json(&text).with_context(|| file.to_owned())?
     } else {
         Script::new(vec![Reply::raw_sse(bytes)])
     };
