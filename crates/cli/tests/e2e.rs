@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Repo, command, repo};
+use common::{Repo, command, processes_running, repo, unique_sleep};
 
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
@@ -379,11 +379,12 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let repo = repo("sigint");
+    let sleep = unique_sleep(30, 1);
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().tool_use(
             "toolu_sleep",
             "Bash",
-            json!({"command": "sleep 30; echo done"}),
+            json!({"command": format!("{sleep}; echo done")}),
         )),
         Reply::turn(Turn::new().text("Resumed fine.")),
     ]))
@@ -403,12 +404,9 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
         .spawn()
         .unwrap();
     let pid = child.id().unwrap() as i32;
-    // Wait until the Bash call runs (a `sleep 30` child appears).
+    // Wait until the Bash call runs (its `sleep` child appears).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        std::fs::read_to_string(entry.path().join("cmdline"))
-            .is_ok_and(|cmd| cmd.starts_with("sleep\u{0}30"))
-    }) {
+    while processes_running(&sleep).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the Bash call never started"
@@ -431,15 +429,10 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     );
     assert_eq!(lines(&output)[0]["terminal_reason"], "aborted_tools");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let sleeping = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-        let cmd = std::fs::read_to_string(entry.path().join("cmdline")).unwrap_or_default();
-        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        cmd.starts_with("sleep\u{0}30")
-            && !state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    });
-    assert!(!sleeping, "the sleep child was left behind");
+    assert!(
+        processes_running(&sleep).is_empty(),
+        "the sleep child was left behind"
+    );
     // --continue: the transcript is valid and the session goes on.
     let output = agent(
         &repo,
@@ -465,6 +458,7 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
     use nix::sys::signal::{Signal, kill, killpg};
     use nix::unistd::Pid;
     let repo = repo("sigkill");
+    let sleep = unique_sleep(29, 2);
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().text("Reading first.").tool_use(
             "toolu_read",
@@ -474,7 +468,7 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
         Reply::turn(Turn::new().tool_use(
             "toolu_sleep",
             "Bash",
-            json!({"command": "sleep 29; echo late"}),
+            json!({"command": format!("{sleep}; echo late")}),
         )),
         Reply::turn(Turn::new().text("Picked up where we left off.")),
     ]))
@@ -494,17 +488,7 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
         .spawn()
         .unwrap();
     let pid = child.id().unwrap() as i32;
-    let find_sleep = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .find_map(|entry| {
-                let cmd = std::fs::read_to_string(entry.path().join("cmdline")).ok()?;
-                cmd.starts_with("sleep\u{0}29")
-                    .then(|| entry.file_name().to_string_lossy().parse::<i32>().ok())
-                    .flatten()
-            })
-    };
+    let find_sleep = || processes_running(&sleep).first().copied();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let sleeper = loop {
         if let Some(sleeper) = find_sleep() {

@@ -66,3 +66,30 @@ pub fn command(repo: &Repo, server: &Server) -> tokio::process::Command {
         .env_remove("ANTHROPIC_BASE_URL");
     command
 }
+
+/// A `sleep` command no other process on the machine runs: `sleep 30.<pid><tag>` (a
+/// concurrent test run must not be mistaken for this one's child).
+pub fn unique_sleep(seconds: u32, tag: u32) -> String {
+    format!("sleep {seconds}.{}{tag}", std::process::id())
+}
+
+/// The live (not zombie) processes whose command line is exactly `command` split on spaces.
+pub fn processes_running(command: &str) -> Vec<i32> {
+    let wanted: Vec<u8> = command
+        .split(' ')
+        .flat_map(|arg| arg.bytes().chain([0]))
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            (cmdline == wanted && !zombie).then_some(pid)
+        })
+        .collect()
+}
