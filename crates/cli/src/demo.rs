@@ -68,8 +68,16 @@ pub async fn run(live: bool, keep: bool) -> anyhow::Result<u8> {
     eprintln!("── demo project copied to {}", work.display());
     eprintln!("── task: {TASK}\n");
 
+    // The demo's session and settings stay out of the user's folders: its transcript goes
+    // to a temporary data folder (removed with the project), and no user settings (hooks, a
+    // model) change what the recording expects.
+    let private = std::env::temp_dir().join(format!("agent-demo-home-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&private).with_context(|| format!("creating {}", private.display()))?;
     let exe = std::env::current_exe().context("locating the agent binary")?;
     let mut command = tokio::process::Command::new(exe);
+    command
+        .env("XDG_DATA_HOME", private.join("data"))
+        .env("XDG_CONFIG_HOME", private.join("config"));
     command
         .args([
             "-p",
@@ -104,9 +112,14 @@ pub async fn run(live: bool, keep: bool) -> anyhow::Result<u8> {
         .await
         .context("running python3 -m unittest")?;
     if keep {
-        eprintln!("── kept {}", work.display());
+        eprintln!(
+            "── kept {} (the session transcript is under {})",
+            work.display(),
+            private.display()
+        );
     } else {
         let _ = std::fs::remove_dir_all(&work);
+        let _ = std::fs::remove_dir_all(&private);
     }
     if status.success() && tests.success() {
         eprintln!("\n── demo passed: the agent fixed the bug and the tests pass");

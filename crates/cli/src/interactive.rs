@@ -5,15 +5,21 @@
 //! activity and a spinner on stderr; then the next prompt. Keys:
 //!
 //! - Ctrl-C during a turn aborts it (the history stays valid; the next prompt continues the
-//!   session); a second Ctrl-C before the turn has wound down exits with code 130.
+//!   session); a second Ctrl-C before the turn has wound down exits with code 130, and one
+//!   at the empty prompt right after exits with code 0.
 //! - Ctrl-C at the prompt clears the line; on an empty line it asks for a second one to exit.
 //! - Ctrl-D on an empty line exits (code 0).
+//!
+//! Known limit: the line editor is made anew for each prompt (see [`read_line`]), so input
+//! that arrives in the same read as the Enter key (a multi-line paste in a terminal without
+//! bracketed paste, or scripted input) keeps only its first line.
 //!
 //! Commands: `/help`, `/clear` (start a new session), `/exit` (or `/quit`).
 //!
 //! Calls that need approval (Bash in the default mode, edits outside acceptEdits) are asked
-//! here: `y` runs it, `a` runs it and every later call with the same label this session,
-//! anything else refuses it and the model is told so.
+//! here, with the spinner and any streamed output held back and keys typed before the
+//! question discarded: `y` and Enter runs it, `a` runs it and every later call with the same
+//! label this session, anything else refuses it and the model is told so.
 
 use std::collections::HashSet;
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
@@ -256,7 +262,12 @@ pub async fn run(
                         .unwrap_or_default(),
                 );
                 if output::exit_code(&outcome.terminal).0 == 130 {
-                    eprintln!("  (interrupted; the session goes on)");
+                    // The Ctrl-C that stopped the turn counts as the first of two.
+                    eprintln!(
+                        "  (interrupted; the session goes on: type the next task, or Ctrl-C again to exit)"
+                    );
+                    exit_pending = true;
+                    continue;
                 }
             }
         }
@@ -358,7 +369,7 @@ impl Prompter for TerminalPrompter {
                 let mut stderr = std::io::stderr().lock();
                 let _ = write!(
                     stderr,
-                    "\n⏺ {label} needs approval: {}\n  Allow? [y]es / [a]lways this session / [n]o: ",
+                    "\n⏺ {label} needs approval: {}\n  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
                     request.reason
                 );
                 let _ = stderr.flush();

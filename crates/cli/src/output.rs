@@ -465,6 +465,18 @@ impl Renderer {
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
+            // A live run shows retries in its own way; every other run says on stderr why
+            // it is waiting (a run with the network down would otherwise sit silent).
+            LoopEvent::Retry {
+                attempt,
+                delay,
+                reason,
+            } if !self.live_text => {
+                eprintln!(
+                    "agent: retrying in {:.1} s (attempt {attempt}): {reason}",
+                    delay.as_secs_f64()
+                );
+            }
             _ => {}
         }
     }

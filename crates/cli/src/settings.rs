@@ -209,16 +209,34 @@ impl Settings {
 ///
 /// Naming the file, the line and column, and the field when the JSON or a field is wrong.
 pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
-    let settings: Settings = serde_json::from_str(text).map_err(|error| {
-        // serde_json's message ends with " at line L column C" for most errors; the position
-        // is already in front, once is enough.
-        let message = error.to_string();
-        let message = match message.rfind(" at line ") {
-            Some(at) => message[..at].to_owned(),
-            None => message,
-        };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let settings: Settings =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let field = error.path().to_string();
+            let inner = error.inner();
+            // serde_json's message ends with " at line L column C" for most errors; the
+            // position is already in front, once is enough.
+            let message = inner.to_string();
+            let message = match message.rfind(" at line ") {
+                Some(at) => message[..at].to_owned(),
+                None => message,
+            };
+            let field = if field == "." || field.is_empty() {
+                String::new()
+            } else {
+                format!("{field}: ")
+            };
+            anyhow::anyhow!(
+                "{}:{}:{}: invalid settings: {field}{message}",
+                path.display(),
+                inner.line(),
+                inner.column()
+            )
+        })?;
+    // Trailing characters after the object are an error too.
+    deserializer.end().map_err(|error| {
         anyhow::anyhow!(
-            "{}:{}:{}: invalid settings: {message}",
+            "{}:{}:{}: invalid settings: {error}",
             path.display(),
             error.line(),
             error.column()
@@ -328,7 +346,9 @@ mod tests {
             .to_string();
         assert!(error.starts_with("/p/.agent/settings.json:3:"), "{error}");
         assert!(
-            error.contains("invalid type: string \"Bash\", expected a sequence"),
+            error.contains(
+                "invalid settings: permissions.allow: invalid type: string \"Bash\", expected a sequence"
+            ),
             "{error}"
         );
         let error = parse(Path::new("x.json"), r#"{"permissions": {"alow": []}}"#)

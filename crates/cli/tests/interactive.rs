@@ -250,7 +250,7 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     terminal.wait_for("⏺ Bash(sleep 1)", 1).await;
     // Typed while `sleep 1` runs, before the question about `cp` exists.
     terminal.type_keys("y\r");
-    let question = "Allow? [y]es / [a]lways this session / [n]o: ";
+    let question = "Allow? [y]es / [a]lways this session / [n]o, then Enter: ";
     terminal.wait_for(question, 1).await;
     // Nothing draws over the question while it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
