@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 use protocol::{
     ApiErrorBody, ContentBlock, ContentDelta, DeltaUsage, JsonObject, Message, MessageDelta,
-    StopReason, StreamEvent,
+    StopReason, StreamEvent, TextBlock, ThinkingBlock, ToolUseBlock, ToolUseId,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -205,9 +205,21 @@ impl Decoder {
                 .unwrap_or_else(|| serde::de::Error::custom("invalid UTF-8"));
             return Err(json_error(source, sse_name()));
         };
-        if let Some(event) = fast_delta(text) {
+        if let Some(event) = fast_delta(text).or_else(|| fast_start(text)) {
             return Ok(Some(event));
         }
+        self.generic(text, event_index, json_error, sse_name)
+    }
+
+    /// The decoder for every event and layout: the envelope first, then the part its type
+    /// names.
+    fn generic(
+        &mut self,
+        text: &str,
+        event_index: u64,
+        json_error: impl Fn(serde_json::Error, String) -> DecodeError,
+        sse_name: impl FnOnce() -> String,
+    ) -> Result<Option<StreamEvent>, DecodeError> {
         let envelope: Envelope<'_> = match serde_json::from_str(text) {
             Ok(envelope) => envelope,
             Err(source) => {
@@ -408,6 +420,94 @@ fn fast_delta(text: &str) -> Option<StreamEvent> {
     })
 }
 
+/// `message_start` and `content_block_start` in the compact layout the API sends
+/// (`{"type":"message_start","message":{…}}`, `{"type":"content_block_start","index":N,
+/// "content_block":{…}}`, optionally followed by whitespace): the nested object is parsed where
+/// it stands instead of being captured raw first and parsed again, and the usual opening
+/// blocks (an empty text, an empty thinking, a tool_use or server_tool_use with its id, name
+/// and empty input) are
+/// built without the generic map path. Anything else returns `None` and goes through the
+/// generic decoder (which also reports the errors), so this can only be faster, never
+/// different.
+fn fast_start(text: &str) -> Option<StreamEvent> {
+    if let Some(rest) = text.strip_prefix(r#"{"type":"message_start","message":"#) {
+        let (message, tail) = parse_prefix::<Message>(rest)?;
+        closing_brace(tail)?;
+        return Some(StreamEvent::MessageStart {
+            message: Box::new(message),
+        });
+    }
+    let rest = text.strip_prefix(r#"{"type":"content_block_start","index":"#)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    let index: usize = rest[..digits].parse().ok()?;
+    let rest = rest[digits..].strip_prefix(r#","content_block":"#)?;
+    let (block, tail) = match opening_block(rest) {
+        Some(found) => found,
+        None => parse_prefix::<ContentBlock>(rest)?,
+    };
+    closing_brace(tail)?;
+    Some(StreamEvent::ContentBlockStart {
+        index,
+        content_block: Box::new(block),
+    })
+}
+
+/// The usual first state of a block, in the API's exact layout, and what follows it.
+fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
+    if let Some(tail) = text.strip_prefix(r#"{"type":"text","text":""}"#) {
+        return Some((ContentBlock::Text(TextBlock::new("")), tail));
+    }
+    if let Some(tail) = text.strip_prefix(r#"{"type":"thinking","thinking":"","signature":""}"#) {
+        let block = ThinkingBlock {
+            thinking: String::new(),
+            signature: String::new(),
+            extra: JsonObject::new(),
+        };
+        return Some((ContentBlock::Thinking(block), tail));
+    }
+    let (rest, server) = match text.strip_prefix(r#"{"type":"tool_use","id":"#) {
+        Some(rest) => (rest, false),
+        None => (
+            text.strip_prefix(r#"{"type":"server_tool_use","id":"#)?,
+            true,
+        ),
+    };
+    let (id, rest) = parse_prefix::<Str<'_>>(rest)?;
+    let rest = rest.strip_prefix(r#","name":"#)?;
+    let (name, rest) = parse_prefix::<Str<'_>>(rest)?;
+    let tail = rest.strip_prefix(r#","input":{}}"#)?;
+    let block = ToolUseBlock {
+        id: ToolUseId(id.into_owned()),
+        name: name.into_owned(),
+        input: Value::Object(JsonObject::new()),
+        cache_control: None,
+        extra: JsonObject::new(),
+    };
+    let block = if server {
+        ContentBlock::ServerToolUse(block)
+    } else {
+        ContentBlock::ToolUse(block)
+    };
+    Some((block, tail))
+}
+
+/// One JSON value at the start of `text`, and the text after it; `None` when it does not
+/// parse as a `T`.
+fn parse_prefix<'a, T: Deserialize<'a>>(text: &'a str) -> Option<(T, &'a str)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
+    let value = values.next()?.ok()?;
+    Some((value, &text[values.byte_offset()..]))
+}
+
+/// `Some` when `tail` is the event object's closing brace and nothing but whitespace.
+fn closing_brace(tail: &str) -> Option<()> {
+    let tail = tail.trim_start().strip_prefix('}')?;
+    tail.trim().is_empty().then_some(())
+}
+
 /// Splits a message_delta event object into its typed parts.
 fn message_delta(mut object: JsonObject) -> Result<MessageDelta, serde_json::Error> {
     object.shift_remove("type");
@@ -508,6 +608,37 @@ mod tests {
             r#"{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}"#,
         ] {
             assert_eq!(fast_delta(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_start_fast_path_agrees_with_the_generic_decoder() {
+        let cases = [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"","signature":""}  }"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_\u0031","name":"Read","input":{}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}"#,
+            // Not an opening shape: the nested object is parsed where it stands.
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"direct"}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[{"type":"web_search_result","url":"u"}]}}"#,
+            r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+        ];
+        for case in cases {
+            let fast = fast_start(case).expect(case);
+            let generic = Decoder::new()
+                .decode_data(format!(" {case}").as_bytes())
+                .unwrap()
+                .unwrap();
+            assert_eq!(fast, generic, "{case}");
+        }
+        for other in [
+            r#"{"type":"content_block_start","content_block":{"type":"text","text":""},"index":0}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""},"x":1}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}} y"#,
+            r#"{"type":"message_start","message":{"id":"msg_1"}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":7,"name":"R","input":{}}}"#,
+        ] {
+            assert_eq!(fast_start(other), None, "{other}");
         }
     }
 

@@ -205,6 +205,43 @@ fn captured_sse_streams_match_the_sdk() {
     }
 }
 
+/// The decoder's fast paths (the compact layouts of content_block_delta, message_start and
+/// content_block_start) must decode every real event exactly as the generic path does. A
+/// leading space is valid JSON and never matches a fast path, so it forces the generic one.
+#[test]
+fn fast_paths_agree_with_the_generic_decoder_on_every_captured_event() {
+    let Some(corpus) = corpus_dir() else { return };
+    let mut compared = std::collections::BTreeMap::<String, usize>::new();
+    for path in files(&corpus.join("anthropic"), ".sse") {
+        let name = stem(&path);
+        let mut framer = Framer::new();
+        framer.push(Bytes::from(std::fs::read(&path).unwrap()));
+        while let Some(event) = framer.next_event().unwrap() {
+            let data = event.data();
+            let mut padded = b" ".to_vec();
+            padded.extend_from_slice(data);
+            let fast = Decoder::new().decode_data(data);
+            let generic = Decoder::new().decode_data(&padded);
+            match (fast, generic) {
+                (Ok(fast), Ok(generic)) => assert_eq!(fast, generic, "{name}: {event:?}"),
+                (Err(_), Err(_)) => {}
+                (fast, generic) => panic!("{name}: {event:?}: {fast:?} vs {generic:?}"),
+            }
+            *compared.entry(event.event_type().into_owned()).or_default() += 1;
+        }
+    }
+    for kind in [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+    ] {
+        assert!(
+            compared.get(kind).copied().unwrap_or(0) >= 45,
+            "{kind}: {compared:?}"
+        );
+    }
+}
+
 #[test]
 fn max_tokens_cut_inside_tool_json_is_truncated_not_run() {
     let Some(corpus) = corpus_dir() else { return };
