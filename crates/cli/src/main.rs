@@ -52,7 +52,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let result = runtime.block_on(run(args));
+    // The whole run on a runtime worker, like the loop it starts: the loop's events and the
+    // tool tasks' wake-ups then stay among the workers instead of waking this thread for each.
+    let result = runtime
+        .block_on(runtime.spawn(run(args)))
+        .unwrap_or_else(|error| Err(anyhow::anyhow!("the agent stopped unexpectedly: {error}")));
     // A tool stuck in a blocking call (a read from a FIFO) must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {

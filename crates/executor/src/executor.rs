@@ -248,7 +248,11 @@ pub(crate) enum TaskKind {
 #[derive(Debug)]
 pub(crate) enum TaskOutcome {
     Ran(Result<ToolOutput, ToolError>),
-    Denied(String),
+    /// The gate refused; the input comes back for the denial event.
+    Denied {
+        reason: String,
+        input: Value,
+    },
     TimedOut(Duration),
     Cancelled,
     Panicked,
@@ -650,24 +654,29 @@ impl StreamingToolExecutor {
 
     fn start(&mut self, index: usize) {
         let entry = &mut self.entries[index];
+        let started = Instant::now();
         let Slot::Queued { tool, safe } = std::mem::replace(
             &mut entry.slot,
             Slot::Running {
                 safe: false,
-                started: Instant::now(),
+                started,
             },
         ) else {
             return;
         };
-        entry.slot = Slot::Running {
-            safe,
-            started: Instant::now(),
-        };
+        entry.slot = Slot::Running { safe, started };
         self.running += 1;
         if !safe {
             self.running_unsafe += 1;
         }
-        let call = entry.call.clone();
+        // The task takes the input (no deep copy); the entry keeps the id and the name, all
+        // the executor needs of a running call (a denial hands the input back).
+        let call = ToolCall {
+            id: entry.call.id.clone(),
+            name: entry.call.name.clone(),
+            input: std::mem::take(&mut entry.call.input),
+            input_problem: None,
+        };
         let cancel = self.siblings.child_token();
         let context = ToolContext {
             tool_use_id: call.id.clone(),
@@ -732,13 +741,13 @@ impl StreamingToolExecutor {
                 // event): no clone of the whole call.
                 let id = entry.call.id.clone();
                 let name = entry.call.name.clone();
-                let (outcome, content, is_error) = self.judge(&name, outcome);
-                if outcome == Outcome::PermissionDenied {
+                let (outcome, content, is_error, denied_input) = self.judge(&name, outcome);
+                if let Some(input) = denied_input {
                     self.pending.push_back(ExecutorEvent::PermissionDenied {
                         index,
                         tool_use_id: id.clone(),
                         name: name.clone(),
-                        input: entry.call.input.clone(),
+                        input,
                         reason: content_text(&content),
                     });
                 }
@@ -777,9 +786,17 @@ impl StreamingToolExecutor {
         &self,
         name: &str,
         outcome: TaskOutcome,
-    ) -> (Outcome, protocol::ToolResultContent, bool) {
+    ) -> (Outcome, protocol::ToolResultContent, bool, Option<Value>) {
         use protocol::ToolResultContent::Text;
-        match outcome {
+        if let TaskOutcome::Denied { reason, input } = outcome {
+            return (
+                Outcome::PermissionDenied,
+                Text(format!("Permission to use {name} was denied: {reason}")),
+                true,
+                Some(input),
+            );
+        }
+        let (outcome, content, is_error) = match outcome {
             TaskOutcome::Ran(Ok(output)) => {
                 let outcome = if output.is_error {
                     Outcome::ToolError
@@ -796,11 +813,6 @@ impl StreamingToolExecutor {
                 };
                 (outcome, Text(format!("Error: {error}")), true)
             }
-            TaskOutcome::Denied(reason) => (
-                Outcome::PermissionDenied,
-                Text(format!("Permission to use {} was denied: {reason}", name)),
-                true,
-            ),
             TaskOutcome::TimedOut(after) => (
                 Outcome::TimedOut { after },
                 Text(format!(
@@ -830,7 +842,10 @@ impl StreamingToolExecutor {
                 ),
                 _ => (Outcome::Interrupted, Text(interrupted_text()), true),
             },
-        }
+            // Handled above.
+            TaskOutcome::Denied { .. } => (Outcome::PermissionDenied, Text(String::new()), true),
+        };
+        (outcome, content, is_error, None)
     }
 
     fn fire_sibling_abort(&mut self, failure: SiblingFailure) {
@@ -973,7 +988,12 @@ async fn run_call(
     };
     let input = match decision {
         PermissionDecision::Allow { updated_input } => updated_input.unwrap_or(call.input),
-        PermissionDecision::Deny { reason } => return TaskOutcome::Denied(reason),
+        PermissionDecision::Deny { reason } => {
+            return TaskOutcome::Denied {
+                reason,
+                input: call.input,
+            };
+        }
     };
     let mut future = tool.call(input, context);
     let deadline = async {

@@ -84,9 +84,16 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .measurement_time(Duration::from_secs(5));
     group.throughput(Throughput::Elements(TURNS as u64));
-    group.bench_function("session_100_turns", |b| b.to_async(&runtime).iter(session));
+    // Both run on a runtime worker, as `spawn_loop` runs the loop in the agent: driven from
+    // the benchmark's own thread instead, every tool task's wake-up would cross threads (a
+    // futex wake and a context switch per call, half of the time measured).
+    group.bench_function("session_100_turns", |b| {
+        b.to_async(&runtime)
+            .iter(|| async { tokio::spawn(session()).await.unwrap() })
+    });
     group.bench_function("scripted_model_only_100_replies", |b| {
-        b.to_async(&runtime).iter(model_only)
+        b.to_async(&runtime)
+            .iter(|| async { tokio::spawn(model_only()).await.unwrap() })
     });
     group.finish();
 }
