@@ -65,13 +65,12 @@ struct Verdict {
     context: Vec<String>,
 }
 
-/// Facts every hook event carries.
+/// Facts every hook event carries. Clones share the session part, so a new session (the
+/// interactive `/clear`) reaches every hook at once.
 #[derive(Clone, Debug)]
 pub struct HookEnv {
-    /// The session id.
-    pub session_id: String,
-    /// The transcript file.
-    pub transcript_path: PathBuf,
+    /// The session id and its transcript file.
+    pub session: Arc<Mutex<(String, PathBuf)>>,
     /// The working directory (hooks run there).
     pub cwd: PathBuf,
     /// The permission mode's name.
@@ -81,10 +80,21 @@ pub struct HookEnv {
 }
 
 impl HookEnv {
+    /// Points every hook at a new session.
+    pub fn set_session(&self, session_id: String, transcript_path: PathBuf) {
+        *self.session.lock().unwrap_or_else(PoisonError::into_inner) =
+            (session_id, transcript_path);
+    }
+
     fn event(&self, name: &str, mut fields: Value) -> Value {
+        let (session_id, transcript_path) = self
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let mut event = json!({
-            "session_id": self.session_id,
-            "transcript_path": self.transcript_path,
+            "session_id": session_id,
+            "transcript_path": transcript_path,
             "cwd": self.cwd,
             "permission_mode": self.permission_mode,
             "hook_event_name": name,
@@ -660,12 +670,22 @@ mod tests {
 
     fn env(dir: &Path) -> HookEnv {
         HookEnv {
-            session_id: "s".into(),
-            transcript_path: dir.join("t.jsonl"),
+            session: Arc::new(Mutex::new(("s".into(), dir.join("t.jsonl")))),
             cwd: dir.to_path_buf(),
             permission_mode: "default".into(),
             env: vec![("HOOK_GREETING".into(), "hi".into())],
         }
+    }
+
+    #[test]
+    fn every_hook_sees_a_new_session() {
+        let dir = std::env::temp_dir();
+        let shared = env(&dir);
+        let held_by_a_hook = shared.clone();
+        shared.set_session("second".into(), dir.join("second.jsonl"));
+        let event = held_by_a_hook.event("Stop", json!({}));
+        assert_eq!(event["session_id"], "second");
+        assert_eq!(event["transcript_path"], json!(dir.join("second.jsonl")));
     }
 
     #[tokio::test]

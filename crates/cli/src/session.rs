@@ -40,6 +40,9 @@ pub struct Session {
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
     sessions: PathBuf,
+    /// Where oversized tool results go: the first session's `tool-results/` folder, for
+    /// every session of this process (the tools may always read it).
+    results_dir: PathBuf,
     config: LoopConfig,
     client: AnthropicClient,
     tools: Vec<Arc<dyn executor::Tool>>,
@@ -68,13 +71,13 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// Sets a session up from the arguments and the settings files; writes nothing.
+    /// `prompter` answers calls that need approval (interactive); without one they are
+    /// refused with a message (headless).
     ///
     /// # Errors
     ///
     /// Bad flags or settings (naming the flag or the file), no API key, an unreadable
     /// certificate or cassette, a session to resume that does not exist or does not load.
-    /// `prompter` answers calls that need approval (interactive); without one they are
-    /// refused with a message (headless).
     pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
         let cwd = working_dir(args)?;
         let settings = settings::load(&cwd)?;
@@ -164,8 +167,10 @@ impl Session {
             })?;
         let hook_env = hooks::HookEnv {
             env,
-            session_id: session_id.clone(),
-            transcript_path: transcript_path.clone(),
+            session: Arc::new(std::sync::Mutex::new((
+                session_id.clone(),
+                transcript_path.clone(),
+            ))),
             cwd: cwd.clone(),
             permission_mode: tooling.mode_name.to_owned(),
         };
@@ -222,6 +227,7 @@ impl Session {
             mode_name: tooling.mode_name,
             tool_names,
             sessions,
+            results_dir,
             config,
             client,
             tools,
@@ -261,8 +267,8 @@ impl Session {
         self.transcript = None;
         self.copy_history = false;
         self.history.clear();
-        self.hook_env.session_id = self.session_id.clone();
-        self.hook_env.transcript_path = self.transcript_path.clone();
+        self.hook_env
+            .set_session(self.session_id.clone(), self.transcript_path.clone());
     }
 
     /// The transcript, opened (and seeded with a foreign history) on first use.
@@ -287,7 +293,6 @@ impl Session {
     }
 
     fn deps(&self) -> Deps {
-        let results_dir = self.sessions.join(&self.session_id).join("tool-results");
         Deps {
             model: Arc::new(adapter::ProviderModel::new(self.client.clone())),
             tools: self.tools.clone(),
@@ -296,7 +301,7 @@ impl Session {
                 self.client.clone(),
                 self.model.clone(),
             )),
-            result_store: Box::new(tooling::DirStore::new(results_dir)),
+            result_store: Box::new(tooling::DirStore::new(self.results_dir.clone())),
             files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(&self.workspace))),
             stop_hook: Arc::clone(&self.stop_hook),
             workspace: Arc::clone(&self.workspace),
