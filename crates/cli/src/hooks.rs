@@ -340,11 +340,13 @@ impl StopHook for CommandStopHook {
     }
 }
 
-/// PreToolUse hooks in front of the permission gate: a hook that blocks denies the call.
+/// PreToolUse hooks in front of the permission gate: a hook that blocks denies the call; one
+/// that allows it skips the question but not a deny rule or plan mode; one that asks makes
+/// the gate ask even where the rules allow (a headless run refuses).
 pub struct HookedGate {
     env: HookEnv,
     matchers: Vec<HookMatcher>,
-    inner: Arc<dyn CanUseTool>,
+    inner: Arc<tools::PermissionGate>,
 }
 
 impl std::fmt::Debug for HookedGate {
@@ -357,7 +359,11 @@ impl std::fmt::Debug for HookedGate {
 
 impl HookedGate {
     /// `matchers` before `inner`.
-    pub fn new(env: HookEnv, matchers: Vec<HookMatcher>, inner: Arc<dyn CanUseTool>) -> Self {
+    pub fn new(
+        env: HookEnv,
+        matchers: Vec<HookMatcher>,
+        inner: Arc<tools::PermissionGate>,
+    ) -> Self {
         Self {
             env,
             matchers,
@@ -380,9 +386,14 @@ impl CanUseTool for HookedGate {
                     "a PreToolUse hook refused it: {}",
                     refusals.join("\n")
                 ))
-            } else if verdict.allow && !verdict.ask {
-                // The user's own hook approved it (the settings guard still stands in front).
-                PermissionDecision::allow()
+            } else if verdict.ask {
+                self.inner
+                    .check_with_hook(call, tool, tools::HookDecision::Ask)
+                    .await
+            } else if verdict.allow {
+                self.inner
+                    .check_with_hook(call, tool, tools::HookDecision::Allow)
+                    .await
             } else {
                 self.inner.check(call, tool).await
             }
@@ -493,6 +504,23 @@ impl Tool for PostToolUse {
     }
 }
 
+/// The agent's own settings folders: `.agent/` in the working directory and `agent/` in the
+/// user's config directory. No tool may change them (the tools refuse writes there after
+/// resolving the path exactly; [`SettingsGuard`] refuses earlier, and Bash commands that name
+/// them).
+pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![cwd.join(".agent")];
+    if let Some(config) = dirs::config_dir() {
+        dirs.push(config.join("agent"));
+    }
+    dirs
+}
+
+/// `path` resolved as the tools resolve paths; lexical when resolution fails (a link loop).
+fn real_path(path: &Path) -> PathBuf {
+    tools::real_path(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Refuses Write and Edit calls on the agent's own settings (`.agent/` in the working
 /// directory, `agent/` in the user's config directory) before any other rule: a model must not
 /// grant itself permissions or hooks for the next run, whatever the permission mode.
@@ -511,12 +539,13 @@ impl std::fmt::Debug for SettingsGuard {
 }
 
 impl SettingsGuard {
-    /// Guards the settings folders of `cwd` and the user in front of `inner`.
+    /// Guards the settings folders of `cwd` and the user ([`protected_dirs`]) in front of
+    /// `inner`.
     pub fn new(cwd: PathBuf, inner: Arc<dyn CanUseTool>) -> Self {
-        let mut protected = vec![real_path(&cwd.join(".agent"))];
-        if let Some(config) = dirs::config_dir() {
-            protected.push(real_path(&config.join("agent")));
-        }
+        let protected = protected_dirs(&cwd)
+            .iter()
+            .map(|dir| real_path(dir))
+            .collect();
         Self {
             protected,
             cwd,
@@ -548,52 +577,6 @@ impl SettingsGuard {
     }
 }
 
-/// `path` made absolute with every symlink resolved, like `realpath`, except that the
-/// components that do not exist yet are kept as written (a file about to be created). `..`
-/// applies to the resolved parent, as the kernel does. Gives up resolving after 40 links
-/// (a loop) and keeps the rest lexical.
-fn real_path(path: &Path) -> PathBuf {
-    let mut pending: Vec<std::ffi::OsString> = path
-        .components()
-        .rev()
-        .map(|part| part.as_os_str().to_owned())
-        .collect();
-    let mut resolved = PathBuf::new();
-    let mut links = 0;
-    while let Some(part) = pending.pop() {
-        match Path::new(&part).components().next() {
-            Some(std::path::Component::RootDir | std::path::Component::Prefix(_)) => {
-                resolved = PathBuf::from(&part);
-                continue;
-            }
-            Some(std::path::Component::CurDir) | None => continue,
-            Some(std::path::Component::ParentDir) => {
-                resolved.pop();
-                continue;
-            }
-            Some(std::path::Component::Normal(_)) => {}
-        }
-        let candidate = resolved.join(&part);
-        match std::fs::read_link(&candidate) {
-            Ok(target) if links < 40 => {
-                links += 1;
-                // Resolve the link's target in place of this component.
-                if target.is_absolute() {
-                    resolved = PathBuf::new();
-                }
-                pending.extend(
-                    target
-                        .components()
-                        .rev()
-                        .map(|part| part.as_os_str().to_owned()),
-                );
-            }
-            _ => resolved = candidate,
-        }
-    }
-    resolved
-}
-
 impl SettingsGuard {
     /// Whether a shell command names a settings folder: a word that is `.agent` or has it
     /// as a path component, or the user's agent config folder spelled out. Lexical, so a
@@ -611,6 +594,8 @@ impl SettingsGuard {
             .filter(|word| !word.is_empty())
             .any(|word| word.split('/').any(|component| component == ".agent"));
         let names_user = command.contains("/.config/agent")
+            || command.contains("XDG_CONFIG_HOME")
+            || command.contains("agent/settings")
             || self.protected[1..]
                 .iter()
                 .any(|dir| command.contains(&*dir.to_string_lossy()));

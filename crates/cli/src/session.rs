@@ -180,7 +180,7 @@ impl Session {
                 matchers.clone(),
                 tooling.permissions.clone(),
             )),
-            _ => tooling.permissions.clone(),
+            _ => tooling.permissions.clone() as Arc<dyn CanUseTool>,
         };
         let permissions: Arc<dyn CanUseTool> =
             Arc::new(hooks::SettingsGuard::new(cwd.clone(), permissions));

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use context::{FileSource, ResultStore};
-use executor::{CanUseTool, Tool, Workspace};
+use executor::{Tool, Workspace};
 use protocol::ToolUseId;
 
 use crate::args::PermissionModeArg;
@@ -25,7 +25,7 @@ pub struct Tooling {
     /// The tools the model may call.
     pub tools: Vec<Arc<dyn Tool>>,
     /// The permission gate.
-    pub permissions: Arc<dyn CanUseTool>,
+    pub permissions: Arc<tools::PermissionGate>,
     /// The mode's name, as Claude Code spells it.
     pub mode_name: &'static str,
 }
@@ -130,6 +130,7 @@ pub fn build(
         tool_results_dir: Some(results_dir.to_path_buf()),
         prompter,
         env,
+        protected: crate::hooks::protected_dirs(&workspace.cwd),
     })?;
     Ok(Tooling {
         tools: set.tools(),

@@ -43,6 +43,14 @@ pub enum Error {
         /// The workspace roots, for the message.
         roots: String,
     },
+    /// Write or Edit aimed at a protected folder (the agent's own settings).
+    #[error(
+        "{path} belongs to the agent's own settings, which its tools may not change; ask the user to edit it"
+    )]
+    Protected {
+        /// The path after resolution.
+        path: PathBuf,
+    },
     /// Resolving a path met more symbolic links than the limit (a loop).
     #[error("too many levels of symbolic links while resolving {path}")]
     SymlinkLoop {

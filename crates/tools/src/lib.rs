@@ -83,7 +83,9 @@ mod walk;
 mod write;
 
 pub use error::Error;
+pub use paths::real_path;
 pub use permissions::{
-    PermissionConfig, PermissionGate, PermissionMode, PermissionRequest, Prompter, Verdict,
+    HookDecision, PermissionConfig, PermissionGate, PermissionMode, PermissionRequest, Prompter,
+    Verdict,
 };
 pub use session::{ToolSet, ToolSetConfig, builtin};

@@ -74,13 +74,15 @@ fn parts(path: &Path) -> VecDeque<Part> {
         .collect()
 }
 
-/// Resolves an absolute path component by component (see the module docs). A relative `path`
-/// is taken from `/`.
+/// Resolves an absolute path component by component, as the tools resolve their path
+/// arguments: `.` and `..` applied, every existing symbolic link replaced by its target
+/// (dangling ones included), components that do not exist yet kept as written. A relative
+/// `path` is taken from `/`.
 ///
 /// # Errors
 ///
 /// [`Error::SymlinkLoop`] past 40 links.
-pub(crate) fn real_path(path: &Path) -> Result<PathBuf, Error> {
+pub fn real_path(path: &Path) -> Result<PathBuf, Error> {
     let mut pending = parts(path);
     let mut resolved = PathBuf::from("/");
     let mut links = 0;

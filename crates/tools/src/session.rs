@@ -30,6 +30,10 @@ pub struct ToolSetConfig {
     /// Extra environment variables for every Bash command, on top of the process's own
     /// (settings' `env`). Later pairs win over earlier ones.
     pub env: Vec<(String, String)>,
+    /// Folders Write and Edit refuse whatever the mode and the rules (the agent's own
+    /// settings), compared after the same resolution as every path argument (the shell's
+    /// working directory, `~`, `..`, symbolic links) and ignoring case.
+    pub protected: Vec<PathBuf>,
 }
 
 impl fmt::Debug for ToolSetConfig {
@@ -43,6 +47,7 @@ impl fmt::Debug for ToolSetConfig {
                 "env",
                 &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
             )
+            .field("protected", &self.protected)
             .finish()
     }
 }
@@ -96,6 +101,12 @@ impl ToolSet {
             read_state: DashMap::new(),
             shell_cwd: Mutex::new(None),
             env: config.env,
+            protected: config
+                .protected
+                .iter()
+                .filter(|dir| dir.is_absolute())
+                .map(|dir| paths::real_path(dir))
+                .collect::<Result<_, _>>()?,
         });
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
@@ -201,6 +212,8 @@ pub(crate) struct Shared {
     shell_cwd: Mutex<Option<PathBuf>>,
     /// Extra environment of Bash commands.
     pub(crate) env: Vec<(String, String)>,
+    /// Resolved folders Write and Edit refuse.
+    pub(crate) protected: Vec<PathBuf>,
 }
 
 impl Shared {
@@ -246,6 +259,16 @@ impl Shared {
         raw: &str,
     ) -> Result<PathBuf, Error> {
         let path = paths::resolve(raw, &self.cwd(workspace))?;
+        if matches!(tool, "Write" | "Edit") {
+            let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
+            if self
+                .protected
+                .iter()
+                .any(|dir| path.starts_with(dir) || lower(&path).starts_with(lower(dir)))
+            {
+                return Err(Error::Protected { path });
+            }
+        }
         self.check_confined(workspace, tool, &path)?;
         Ok(path)
     }

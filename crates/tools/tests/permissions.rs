@@ -408,6 +408,102 @@ async fn the_tool_results_folder_is_always_readable() {
 }
 
 #[tokio::test]
+async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
+    let env = Env::build("protected", |config| {
+        config.permissions.default_mode = PermissionMode::BypassPermissions;
+        config.protected = vec![config.workspace.cwd.join(".agent")];
+    });
+    std::fs::create_dir_all(env.ws().join("sub")).unwrap();
+    std::fs::create_dir_all(env.ws().join(".agent")).unwrap();
+    std::os::unix::fs::symlink(env.ws().join(".agent"), env.ws().join("link")).unwrap();
+    for path in [
+        ".agent/settings.json",
+        "sub/../.agent/settings.local.json",
+        "link/settings.json",
+        ".AGENT/settings.json",
+    ] {
+        let error = env
+            .err("Write", json!({"file_path": path, "content": "{}"}))
+            .await;
+        assert!(
+            error.contains("belongs to the agent's own settings"),
+            "{path}: {error}"
+        );
+    }
+    // After `cd sub`, a relative path resolves from the shell's directory, as for the write.
+    env.ok("Bash", json!({"command": "cd sub"})).await;
+    let error = env
+        .err(
+            "Write",
+            json!({"file_path": "../.agent/settings.json", "content": "{}"}),
+        )
+        .await;
+    assert!(
+        error.contains("belongs to the agent's own settings"),
+        "{error}"
+    );
+    assert!(
+        std::fs::read_dir(env.ws().join(".agent"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+    // Reading stays possible, and so is writing next to it.
+    env.ok(
+        "Write",
+        json!({"file_path": "../agent-notes.txt", "content": "x"}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_hook_decision_never_overrides_a_deny() {
+    use executor::ToolCall;
+    use tools::HookDecision;
+    let env = Env::build("hook-decisions", |config| {
+        config.permissions.deny = vec!["Bash(touch:*)".into()];
+        config.permissions.allow = vec!["Bash(echo:*)".into()];
+    });
+    let gate = env.set.gate();
+    let bash = env.set.tool("Bash").unwrap();
+    let call = |command: &str| ToolCall::new("t", "Bash", json!({ "command": command }));
+    let decide = |call: ToolCall, hook| {
+        let gate = Arc::clone(&gate);
+        let bash = Arc::clone(&bash);
+        async move { gate.check_with_hook(&call, bash.as_ref(), hook).await }
+    };
+    // Allow skips the question, not a deny rule.
+    assert!(matches!(
+        decide(call("touch x"), HookDecision::Allow).await,
+        PermissionDecision::Deny { .. }
+    ));
+    assert!(matches!(
+        decide(call("cargo build"), HookDecision::Allow).await,
+        PermissionDecision::Allow { .. }
+    ));
+    // Ask asks even where an allow rule matches; headless, that is a refusal.
+    assert!(matches!(
+        decide(call("echo hi"), HookDecision::Ask).await,
+        PermissionDecision::Deny { .. }
+    ));
+    let plan = Env::with_mode("hook-plan", PermissionMode::Plan);
+    let write = ToolCall::new("w", "Write", json!({"file_path": "a.txt", "content": "a"}));
+    let decision = plan
+        .set
+        .gate()
+        .check_with_hook(
+            &write,
+            plan.set.tool("Write").unwrap().as_ref(),
+            HookDecision::Allow,
+        )
+        .await;
+    assert!(
+        matches!(decision, PermissionDecision::Deny { .. }),
+        "plan mode stands"
+    );
+}
+
+#[tokio::test]
 async fn modes() {
     let input_write = json!({"file_path": "a.txt", "content": "a"});
     let input_read = json!({"file_path": "a.txt"});

@@ -490,6 +490,58 @@ fn match_forms(part: &Part, for_refusal: bool) -> Vec<String> {
     forms
 }
 
+/// What a PreToolUse hook said about a call, for [`PermissionGate::check_with_hook`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HookDecision {
+    /// Run it without asking (`permissionDecision: "allow"`).
+    Allow,
+    /// Ask the user even if the rules allow it (`permissionDecision: "ask"`).
+    Ask,
+}
+
+impl PermissionGate {
+    /// Decides on a call a PreToolUse hook has answered, as Claude Code does: `Allow` skips
+    /// the question but never a deny (a deny rule, plan mode, a path outside the workspace);
+    /// `Ask` asks even when the rules would allow the call (headless: refused).
+    pub fn check_with_hook<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        tool: &'a dyn Tool,
+        hook: HookDecision,
+    ) -> PermissionFuture<'a> {
+        Box::pin(async move {
+            match (self.evaluate(tool, &call.input), hook) {
+                (Verdict::Deny { reason }, _) => PermissionDecision::deny(reason),
+                (_, HookDecision::Allow) => PermissionDecision::allow(),
+                (_, HookDecision::Ask) => {
+                    self.ask(call, "a PreToolUse hook asks for approval".to_owned())
+                        .await
+                }
+            }
+        })
+    }
+
+    /// Asks the prompter, or refuses with a message when there is none (headless).
+    async fn ask(&self, call: &ToolCall, reason: String) -> PermissionDecision {
+        match &self.prompter {
+            Some(prompter) => {
+                prompter
+                    .ask(PermissionRequest {
+                        tool: &call.name,
+                        input: &call.input,
+                        reason: &reason,
+                    })
+                    .await
+            }
+            None => {
+                tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
+                PermissionDecision::deny(headless_denial(&call.name, &reason, &call.input))
+            }
+        }
+    }
+}
+
 impl CanUseTool for PermissionGate {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
         Box::pin(async move {
@@ -499,21 +551,7 @@ impl CanUseTool for PermissionGate {
                     tracing::debug!(tool = %call.name, %reason, "permission denied");
                     PermissionDecision::deny(reason)
                 }
-                Verdict::Ask { reason } => match &self.prompter {
-                    Some(prompter) => {
-                        prompter
-                            .ask(PermissionRequest {
-                                tool: &call.name,
-                                input: &call.input,
-                                reason: &reason,
-                            })
-                            .await
-                    }
-                    None => {
-                        tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
-                        PermissionDecision::deny(headless_denial(&call.name, &reason, &call.input))
-                    }
-                },
+                Verdict::Ask { reason } => self.ask(call, reason).await,
             }
         })
     }
