@@ -261,6 +261,11 @@ pub async fn run(
                         .map(|cost| format!(" · ${cost:.4}"))
                         .unwrap_or_default(),
                 );
+                if interrupts.quit_requested() {
+                    // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
+                    // session ends.
+                    break interrupts.aborted_exit_code();
+                }
                 if output::exit_code(&outcome.terminal).0 == 130 {
                     // The Ctrl-C that stopped the turn counts as the first of two.
                     eprintln!(
@@ -313,6 +318,38 @@ impl TerminalPrompter {
     }
 }
 
+/// What "always" remembers: the tool and the exact call (the whole command, or the file),
+/// never the shortened label (two commands that share their first 80 characters or their
+/// first line are different commands).
+fn approval_key(tool: &str, input: &serde_json::Value) -> String {
+    let detail = ["command", "file_path"]
+        .iter()
+        .find_map(|key| input.get(*key).and_then(serde_json::Value::as_str))
+        .map_or_else(
+            || protocol::canonical_json(input).to_string(),
+            str::to_owned,
+        );
+    format!("{tool}\u{0}{detail}")
+}
+
+/// The call in full, for the question, when the label had to shorten it: a command's every
+/// line, indented, else nothing.
+fn full_request(tool: &str, input: &serde_json::Value) -> String {
+    let Some(command) = input.get("command").and_then(serde_json::Value::as_str) else {
+        return String::new();
+    };
+    if tool_label(tool, input) == format!("{tool}({command})") {
+        return String::new();
+    }
+    let mut text = String::from("  The full command:\n");
+    for line in command.lines() {
+        text.push_str("    ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
 /// Sets its flag when dropped: tells a blocking reader its question was abandoned.
 struct Abandon(Arc<AtomicBool>);
 
@@ -350,13 +387,14 @@ fn read_answer(abandoned: &AtomicBool) -> Option<String> {
 impl Prompter for TerminalPrompter {
     fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a> {
         let label = tool_label(request.tool, request.input);
+        let key = approval_key(request.tool, request.input);
         Box::pin(async move {
             let _turn = self.asking.lock().await;
             if self
                 .always
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains(&label)
+                .contains(&key)
             {
                 return PermissionDecision::allow();
             }
@@ -369,8 +407,9 @@ impl Prompter for TerminalPrompter {
                 let mut stderr = std::io::stderr().lock();
                 let _ = write!(
                     stderr,
-                    "\n⏺ {label} needs approval: {}\n  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
-                    request.reason
+                    "\n⏺ {label} needs approval: {}\n{}  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
+                    request.reason,
+                    full_request(request.tool, request.input)
                 );
                 let _ = stderr.flush();
             }
@@ -386,7 +425,7 @@ impl Prompter for TerminalPrompter {
                     self.always
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .insert(label);
+                        .insert(key);
                     PermissionDecision::allow()
                 }
                 _ => PermissionDecision::deny(format!(
@@ -400,6 +439,35 @@ impl Prompter for TerminalPrompter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn always_remembers_the_exact_call() {
+        let prefix = "echo ".to_owned() + &"x".repeat(80);
+        let first = serde_json::json!({"command": format!("{prefix} && touch approved")});
+        let second = serde_json::json!({"command": format!("{prefix} && touch EVIL")});
+        assert_eq!(tool_label("Bash", &first), tool_label("Bash", &second));
+        assert_ne!(approval_key("Bash", &first), approval_key("Bash", &second));
+        let lines = serde_json::json!({"command": "echo hi\ntouch x"});
+        assert_eq!(
+            full_request("Bash", &lines),
+            "  The full command:\n    echo hi\n    touch x\n"
+        );
+        assert_eq!(
+            full_request("Bash", &serde_json::json!({"command": "ls"})),
+            ""
+        );
+        assert_eq!(
+            approval_key(
+                "Write",
+                &serde_json::json!({"file_path": "a.rs", "content": "x"})
+            ),
+            approval_key(
+                "Write",
+                &serde_json::json!({"file_path": "a.rs", "content": "y"})
+            ),
+            "always for a file covers later writes of the same file"
+        );
+    }
 
     #[test]
     fn lines_parse_into_commands_and_tasks() {

@@ -1,64 +1,137 @@
-//! Ctrl-C (SIGINT): the first one aborts the turn in flight, a second one during the same
-//! turn exits at once with code 130.
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP: the first one aborts the turn in flight (its tools are
+//! cancelled, their process groups killed, the history stays valid and the result is
+//! written); a second one during the same turn exits at once with 128 + the signal's number.
 //!
-//! The listener is registered once, before anything runs: a signal that arrived before it
-//! would kill the process with no result and no cleanup. Between turns (the interactive
-//! prompt) the terminal is in raw mode and Ctrl-C reaches the line editor as a key, not as a
-//! signal; a SIGINT sent from elsewhere then is ignored in interactive mode and ends a headless
-//! run that has not started its turn yet.
+//! The listeners are registered once, before anything runs: a signal that arrived before them
+//! would kill the process with no result and no cleanup (and leave tool processes running).
+//! With no turn in flight, a headless run exits at once. The interactive session ignores a
+//! SIGINT between turns (the line editor reads Ctrl-C as a key in raw mode, so one from
+//! elsewhere is stray); SIGTERM and SIGHUP end it: a turn in flight is aborted first, and at
+//! the prompt the terminal's settings are put back before exiting.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-/// The exit code after an interrupt: 128 + SIGINT, as shells report it.
+/// The exit code after Ctrl-C: 128 + SIGINT, as shells report it.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
-/// Routes SIGINT to the turn in flight.
+#[derive(Debug, Default)]
+struct Shared {
+    /// The turn in flight.
+    current: Mutex<Option<CancellationToken>>,
+    /// The last signal received (0: none).
+    last: AtomicI32,
+    /// The terminal's settings before the line editor touched them (interactive).
+    terminal: Mutex<Option<nix::sys::termios::Termios>>,
+}
+
+/// Routes SIGINT, SIGTERM and SIGHUP to the turn in flight.
 #[derive(Debug)]
 pub struct Interrupts {
-    current: Arc<Mutex<Option<CancellationToken>>>,
+    shared: Arc<Shared>,
 }
 
 impl Interrupts {
-    /// Starts listening. `idle_exits`: whether a SIGINT with no turn in flight exits
-    /// (headless) or is ignored (interactive).
+    /// Starts listening. `interactive`: whether this is the interactive session (see the
+    /// module docs for the difference).
     ///
     /// # Errors
     ///
-    /// When the signal handler cannot be installed.
-    pub fn listen(idle_exits: bool) -> anyhow::Result<Self> {
-        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-            .context("listening for Ctrl-C")?;
-        let current: Arc<Mutex<Option<CancellationToken>>> = Arc::default();
-        let shared = Arc::clone(&current);
-        tokio::spawn(async move {
-            while sigint.recv().await.is_some() {
-                let turn = shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                match turn {
-                    Some(token) if token.is_cancelled() => std::process::exit(EXIT_INTERRUPTED),
-                    Some(token) => token.cancel(),
-                    None if idle_exits => std::process::exit(EXIT_INTERRUPTED),
-                    None => {}
+    /// When a signal handler cannot be installed.
+    pub fn listen(interactive: bool) -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        if interactive {
+            *shared
+                .terminal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) =
+                nix::sys::termios::tcgetattr(std::io::stdin()).ok();
+        }
+        for (kind, number) in [
+            (SignalKind::interrupt(), 2),
+            (SignalKind::terminate(), 15),
+            (SignalKind::hangup(), 1),
+        ] {
+            let mut stream = signal(kind).context("listening for Ctrl-C and termination")?;
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                while stream.recv().await.is_some() {
+                    shared.receive(number, interactive);
                 }
-            }
-        });
-        Ok(Self { current })
+            });
+        }
+        Ok(Self { shared })
     }
 
-    /// A token for a new turn; the next SIGINT cancels it.
+    /// A token for a new turn; the next signal cancels it.
     pub fn arm(&self) -> CancellationToken {
         let token = CancellationToken::new();
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
+        *self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
         token
     }
 
     /// The turn is over.
     pub fn disarm(&self) {
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        *self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The exit code a run aborted by a signal ends with: 128 + the last signal's number
+    /// (130 when none was recorded: an abort has no other cause).
+    pub fn aborted_exit_code(&self) -> u8 {
+        match self.shared.last.load(Ordering::SeqCst) {
+            0 => EXIT_INTERRUPTED as u8,
+            number => (128 + number) as u8,
+        }
+    }
+
+    /// Whether SIGTERM or SIGHUP asked the interactive session to end.
+    pub fn quit_requested(&self) -> bool {
+        matches!(self.shared.last.load(Ordering::SeqCst), 1 | 15)
+    }
+}
+
+impl Shared {
+    fn receive(&self, number: i32, interactive: bool) {
+        self.last.store(number, Ordering::SeqCst);
+        let turn = self
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match turn {
+            Some(token) if token.is_cancelled() => self.exit(number),
+            Some(token) => token.cancel(),
+            // A stray SIGINT at the interactive prompt.
+            None if interactive && number == 2 => self.last.store(0, Ordering::SeqCst),
+            None => self.exit(number),
+        }
+    }
+
+    fn exit(&self, number: i32) -> ! {
+        if let Some(settings) = self
+            .terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                settings,
+            );
+        }
+        std::process::exit(128 + number)
     }
 }

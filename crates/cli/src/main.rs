@@ -141,7 +141,7 @@ async fn start(args: Args) -> anyhow::Result<u8> {
     }
     // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
     // registered would kill the process with no result and no cleanup.
-    let interrupts = Interrupts::listen(task.is_some())?;
+    let interrupts = Interrupts::listen(task.is_none())?;
     let status = Status::default();
     let prompter: Option<Arc<dyn tools::Prompter>> = match task {
         Some(_) => None,
@@ -179,5 +179,9 @@ async fn headless(
     let outcome = session.turn(task, &mut renderer, cancel).await?;
     interrupts.disarm();
     renderer.finish(&outcome);
-    Ok(output::exit_code(&outcome.terminal).0)
+    Ok(match output::exit_code(&outcome.terminal).0 {
+        // Aborted: by Ctrl-C (130), SIGTERM (143) or SIGHUP (129).
+        130 => interrupts.aborted_exit_code(),
+        code => code,
+    })
 }

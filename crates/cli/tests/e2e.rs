@@ -376,10 +376,30 @@ async fn post_tool_use_hooks_and_settings_env() {
 
 #[tokio::test]
 async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
-    use nix::sys::signal::{Signal, kill};
+    a_signal_during_a_long_bash_aborts_cleanly(nix::sys::signal::Signal::SIGINT, 130, 1).await;
+}
+
+#[tokio::test]
+async fn sigterm_during_a_long_bash_exits_143_and_leaves_nothing_running() {
+    a_signal_during_a_long_bash_aborts_cleanly(nix::sys::signal::Signal::SIGTERM, 143, 3).await;
+}
+
+#[tokio::test]
+async fn sighup_during_a_long_bash_exits_129_and_leaves_nothing_running() {
+    a_signal_during_a_long_bash_aborts_cleanly(nix::sys::signal::Signal::SIGHUP, 129, 4).await;
+}
+
+/// `signal` while a Bash call runs: the result is written, the exit code is 128 + the
+/// signal, no child is left, the transcript is valid and `--continue` works.
+async fn a_signal_during_a_long_bash_aborts_cleanly(
+    signal: nix::sys::signal::Signal,
+    code: i32,
+    tag: u32,
+) {
+    use nix::sys::signal::kill;
     use nix::unistd::Pid;
-    let repo = repo("sigint");
-    let sleep = unique_sleep(30, 1);
+    let repo = repo(&format!("signal{tag}"));
+    let sleep = unique_sleep(30, tag);
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().tool_use(
             "toolu_sleep",
@@ -414,7 +434,7 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let start = std::time::Instant::now();
-    kill(Pid::from_raw(pid), Signal::SIGINT).unwrap();
+    kill(Pid::from_raw(pid), signal).unwrap();
     let output = child.wait_with_output().await.unwrap();
     assert!(
         start.elapsed() < std::time::Duration::from_secs(2),
@@ -423,7 +443,7 @@ async fn sigint_during_a_long_bash_exits_130_and_continue_works() {
     );
     assert_eq!(
         output.status.code(),
-        Some(130),
+        Some(code),
         "stderr: {}",
         String::from_utf8_lossy(&output.stderr)
     );
