@@ -389,6 +389,7 @@ fn model_client(
 ) -> anyhow::Result<AnthropicClient> {
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
+        base_url_flag: args.base_url.is_some(),
     })?;
     if let Some(base_url) = &args.base_url {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
@@ -430,10 +431,16 @@ fn model_client(
 /// The client's configuration source: settings' `env`, then the process environment.
 struct SettingsEnv<'a> {
     settings: &'a BTreeMap<String, String>,
+    /// `--base-url` given: the variable is not read at all (a bad value must not fail a run
+    /// that does not use it).
+    base_url_flag: bool,
 }
 
 impl ConfigSource for SettingsEnv<'_> {
     fn get(&self, key: &str) -> Option<String> {
+        if self.base_url_flag && key == "ANTHROPIC_BASE_URL" {
+            return None;
+        }
         match self.settings.get(key) {
             Some(value) if !value.is_empty() => Some(value.clone()),
             _ => EnvSource.get(key),
@@ -491,6 +498,9 @@ fn resume_target(target: &str, sessions: &Path) -> anyhow::Result<PathBuf> {
     let as_file = PathBuf::from(target);
     if as_file.is_file() {
         return Ok(as_file);
+    }
+    if as_file.exists() {
+        bail!("--resume {target}: not a regular file (a transcript is a .jsonl file)");
     }
     if target.is_empty() || target.contains(['/', '\\']) || target.starts_with('.') {
         bail!("--resume {target}: no such transcript file");

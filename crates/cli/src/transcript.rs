@@ -3,7 +3,7 @@
 //! "uuid","timestamp","cwd"}`), so both kinds of transcript load the same way.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write as _;
+use std::io::{Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -66,6 +66,8 @@ impl Transcript {
         }
         // A crash can leave a half-written last line: drop it (it is the message that was in
         // flight) so new entries start on a line of their own.
+        // A whole entry that only lacks its newline (an edited file) keeps its entry: the
+        // newline is added instead.
         if let Ok(bytes) = std::fs::read(&path)
             && bytes.last().is_some_and(|last| *last != b'\n')
         {
@@ -73,12 +75,18 @@ impl Transcript {
                 .iter()
                 .rposition(|byte| *byte == b'\n')
                 .map_or(0, |at| at + 1);
-            let file = OpenOptions::new()
+            let mut file = OpenOptions::new()
                 .write(true)
                 .open(&path)
                 .with_context(|| format!("repairing transcript {}", path.display()))?;
-            file.set_len(keep as u64)
-                .with_context(|| format!("repairing transcript {}", path.display()))?;
+            if serde_json::from_slice::<Value>(&bytes[keep..]).is_ok() {
+                file.seek(std::io::SeekFrom::End(0))
+                    .and_then(|_| file.write_all(b"\n"))
+                    .with_context(|| format!("repairing transcript {}", path.display()))?;
+            } else {
+                file.set_len(keep as u64)
+                    .with_context(|| format!("repairing transcript {}", path.display()))?;
+            }
         }
         let file = OpenOptions::new()
             .create(true)
@@ -252,6 +260,17 @@ mod tests {
             .collect();
         assert_eq!(texts, ["first", "second"]);
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+
+        // A whole entry that only lacks its newline is kept: the newline is added.
+        let answer = r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"answer"}]}}"#;
+        std::fs::write(&path, format!("{whole}\n{answer}")).unwrap();
+        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        transcript
+            .append_param(&MessageParam::user_text("next"))
+            .unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.messages.len(), 3, "{:?}", loaded.messages);
+        assert_eq!(loaded.messages[1].content[0].as_text(), Some("answer"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

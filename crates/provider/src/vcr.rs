@@ -168,6 +168,18 @@ impl<T: Transport> RecordingTransport<T> {
                 ),
             ));
         }
+        // Opening for appending truncates nothing but fails now, visibly, where the
+        // recording would fail later (a read-only place, a link into a missing folder).
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|error| {
+                ProviderError::new(
+                    ErrorKind::Config,
+                    format!("cassette {}: {error}", path.display()),
+                )
+            })?;
         Ok(Self {
             inner,
             path: path.to_owned(),

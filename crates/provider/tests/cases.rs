@@ -557,6 +557,14 @@ fn recording_refuses_to_overwrite_what_is_not_a_cassette() {
         "{}",
         error.message
     );
+    // A place that cannot be written fails at once, not silently at the first exchange.
+    let error = RecordingTransport::new(
+        HyperTransport::new(&[]).unwrap(),
+        &PathBuf::from("/proc/self/cassette.jsonl"),
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(error.kind, ErrorKind::Config, "{}", error.message);
     let _ = std::fs::remove_file(&path);
 }
 
