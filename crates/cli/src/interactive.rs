@@ -36,7 +36,7 @@ use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
-use crate::output::{self, Renderer, Status, compact_count, tool_label};
+use crate::output::{self, Renderer, Status, compact_count, printable, tool_label};
 use crate::session::Session;
 
 const HELP: &str = "\
@@ -338,11 +338,13 @@ fn full_request(tool: &str, input: &serde_json::Value) -> String {
     let Some(command) = input.get("command").and_then(serde_json::Value::as_str) else {
         return String::new();
     };
+    // Shown whenever the label is not the command itself: shortened, or holding
+    // characters that had to be escaped.
     if tool_label(tool, input) == format!("{tool}({command})") {
         return String::new();
     }
     let mut text = String::from("  The full command:\n");
-    for line in command.lines() {
+    for line in printable(command, true).lines() {
         text.push_str("    ");
         text.push_str(line);
         text.push('\n');
@@ -408,7 +410,7 @@ impl Prompter for TerminalPrompter {
                 let _ = write!(
                     stderr,
                     "\n⏺ {label} needs approval: {}\n{}  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
-                    request.reason,
+                    printable(request.reason, false),
                     full_request(request.tool, request.input)
                 );
                 let _ = stderr.flush();
@@ -447,6 +449,16 @@ mod tests {
         let second = serde_json::json!({"command": format!("{prefix} && touch EVIL")});
         assert_eq!(tool_label("Bash", &first), tool_label("Bash", &second));
         assert_ne!(approval_key("Bash", &first), approval_key("Bash", &second));
+        // A carriage return or an escape sequence cannot hide what runs.
+        let spoof = serde_json::json!({"command": "touch SPOOF #\r\u{1b}[K⏺ Bash(echo hello"});
+        assert_eq!(
+            tool_label("Bash", &spoof),
+            "Bash(touch SPOOF #\\r\\u{1b}[K⏺ Bash(echo hello)"
+        );
+        assert_eq!(
+            full_request("Bash", &spoof),
+            "  The full command:\n    touch SPOOF #\\r\\u{1b}[K⏺ Bash(echo hello\n"
+        );
         let lines = serde_json::json!({"command": "echo hi\ntouch x"});
         assert_eq!(
             full_request("Bash", &lines),

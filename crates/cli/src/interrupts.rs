@@ -120,6 +120,18 @@ impl Shared {
     }
 
     fn exit(&self, number: i32) -> ! {
+        if self
+            .terminal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+        {
+            // The line editor's bracketed-paste mode, which it would have switched off.
+            use std::io::Write as _;
+            let mut stdout = std::io::stdout();
+            let _ = stdout.write_all(b"\x1b[?2004l");
+            let _ = stdout.flush();
+        }
         if let Some(settings) = self
             .terminal
             .lock()

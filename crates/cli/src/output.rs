@@ -164,8 +164,24 @@ impl Drop for Paused<'_> {
     }
 }
 
+/// `text` safe to print on a terminal: control characters (a carriage return or an escape
+/// sequence could draw over what the user is asked to approve) shown as escapes; line breaks
+/// kept when `keep_newlines`.
+pub fn printable(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' if keep_newlines => out.push('\n'),
+            '\t' => out.push('\t'),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at
-/// most 80 characters.
+/// most 80 characters, control characters escaped.
 pub fn tool_label(name: &str, input: &Value) -> String {
     let key = match name {
         "Bash" => "command",
@@ -181,7 +197,7 @@ pub fn tool_label(name: &str, input: &Value) -> String {
     if short.len() < detail.len() {
         short.push('…');
     }
-    format!("{name}({short})")
+    format!("{name}({})", printable(&short, false))
 }
 
 /// The first line of a tool result, cut to 100 characters, for the `⎿` line.

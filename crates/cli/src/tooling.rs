@@ -131,6 +131,7 @@ pub fn build(
         prompter,
         env,
         protected: crate::hooks::protected_dirs(&workspace.cwd),
+        protected_names: vec![".agent".to_owned()],
     })?;
     Ok(Tooling {
         tools: set.tools(),

@@ -44,6 +44,23 @@ pub(crate) fn resolve(raw: &str, cwd: &Path) -> Result<PathBuf, Error> {
     real_path(&joined)
 }
 
+/// A path argument as written: `~` expanded, joined to `cwd`, `.` and `..` applied to the
+/// text alone (no link followed). Used next to [`resolve`] where refusing more is safe.
+pub(crate) fn lexical(raw: &str, cwd: &Path) -> PathBuf {
+    let expanded = expand_home(raw);
+    let mut path = PathBuf::from("/");
+    for part in parts(&cwd.join(expanded)) {
+        match part {
+            Part::Root => path = PathBuf::from("/"),
+            Part::Parent => {
+                path.pop();
+            }
+            Part::Name(name) => path.push(name),
+        }
+    }
+    path
+}
+
 /// `~` and `~/...` name the home directory, as in a shell.
 fn expand_home(raw: &str) -> PathBuf {
     let rest = match raw.strip_prefix('~') {

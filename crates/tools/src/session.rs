@@ -31,9 +31,14 @@ pub struct ToolSetConfig {
     /// (settings' `env`). Later pairs win over earlier ones.
     pub env: Vec<(String, String)>,
     /// Folders Write and Edit refuse whatever the mode and the rules (the agent's own
-    /// settings), compared after the same resolution as every path argument (the shell's
-    /// working directory, `~`, `..`, symbolic links) and ignoring case.
+    /// settings). A path is refused when, as written or resolved (the shell's working
+    /// directory, `~`, `..`, symbolic links), it lies under one of them as they are now
+    /// (resolved again for every call: a folder later replaced by a link stays protected),
+    /// ignoring case. Absolute paths only.
     pub protected: Vec<PathBuf>,
+    /// Folder names whose contents Write and Edit refuse wherever they are (`.agent`: a
+    /// nested one would be the settings of a session started there), ignoring case.
+    pub protected_names: Vec<String>,
 }
 
 impl fmt::Debug for ToolSetConfig {
@@ -48,6 +53,7 @@ impl fmt::Debug for ToolSetConfig {
                 &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
             )
             .field("protected", &self.protected)
+            .field("protected_names", &self.protected_names)
             .finish()
     }
 }
@@ -103,10 +109,14 @@ impl ToolSet {
             env: config.env,
             protected: config
                 .protected
-                .iter()
+                .into_iter()
                 .filter(|dir| dir.is_absolute())
-                .map(|dir| paths::real_path(dir))
-                .collect::<Result<_, _>>()?,
+                .collect(),
+            protected_names: config
+                .protected_names
+                .iter()
+                .map(|name| name.to_lowercase())
+                .collect(),
         });
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
@@ -212,8 +222,10 @@ pub(crate) struct Shared {
     shell_cwd: Mutex<Option<PathBuf>>,
     /// Extra environment of Bash commands.
     pub(crate) env: Vec<(String, String)>,
-    /// Resolved folders Write and Edit refuse.
+    /// Folders Write and Edit refuse (absolute, as configured).
     pub(crate) protected: Vec<PathBuf>,
+    /// Folder names Write and Edit refuse anywhere (lowercase).
+    pub(crate) protected_names: Vec<String>,
 }
 
 impl Shared {
@@ -258,19 +270,46 @@ impl Shared {
         tool: &str,
         raw: &str,
     ) -> Result<PathBuf, Error> {
-        let path = paths::resolve(raw, &self.cwd(workspace))?;
-        if matches!(tool, "Write" | "Edit") {
-            let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
-            if self
-                .protected
-                .iter()
-                .any(|dir| path.starts_with(dir) || lower(&path).starts_with(lower(dir)))
-            {
-                return Err(Error::Protected { path });
-            }
+        let cwd = self.cwd(workspace);
+        let path = paths::resolve(raw, &cwd)?;
+        if matches!(tool, "Write" | "Edit") && self.is_protected(workspace, raw, &cwd, &path) {
+            return Err(Error::Protected { path });
         }
         self.check_confined(workspace, tool, &path)?;
         Ok(path)
+    }
+
+    /// Whether a write to `raw` (resolved: `path`) would land in a protected folder: the
+    /// path as written and as resolved, against each folder as written and as it resolves
+    /// now, ignoring case; or any folder of it below the workspace root named like a
+    /// protected name (a workspace that itself lives under such a name stays usable).
+    fn is_protected(&self, workspace: &Workspace, raw: &str, cwd: &Path, path: &Path) -> bool {
+        let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
+        let written = lower(&paths::lexical(raw, cwd));
+        let resolved = lower(path);
+        let roots: Vec<PathBuf> = paths::roots(workspace)
+            .iter()
+            .map(|root| lower(root))
+            .collect();
+        let named = [&written, &resolved].iter().any(|candidate| {
+            let inside = roots
+                .iter()
+                .filter_map(|root| candidate.strip_prefix(root).ok())
+                .min_by_key(|rest| rest.components().count())
+                .unwrap_or(candidate.as_path());
+            inside.components().any(|part| {
+                self.protected_names
+                    .iter()
+                    .any(|name| part.as_os_str() == name.as_str())
+            })
+        });
+        named
+            || self.protected.iter().any(|dir| {
+                let now = paths::real_path(dir).unwrap_or_else(|_| dir.clone());
+                [lower(dir), lower(&now)]
+                    .iter()
+                    .any(|dir| written.starts_with(dir) || resolved.starts_with(dir))
+            })
     }
 
     /// Checks that `path` (resolved) is inside the workspace roots, or in the tool-results

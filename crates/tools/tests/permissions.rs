@@ -454,6 +454,55 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
         json!({"file_path": "../agent-notes.txt", "content": "x"}),
     )
     .await;
+    // The folder replaced by a link after the session started stays protected.
+    env.ok(
+        "Bash",
+        json!({"command": "cd .. && rm -r .agent && mkdir x && ln -s x .agent"}),
+    )
+    .await;
+    // (The shell is back in the workspace's root.)
+    let error = env
+        .err(
+            "Write",
+            json!({"file_path": ".agent/settings.json", "content": "{}"}),
+        )
+        .await;
+    assert!(
+        error.contains("belongs to the agent's own settings"),
+        "{error}"
+    );
+    assert!(
+        std::fs::read_dir(env.ws().join("x"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn folders_named_like_the_settings_folder_are_protected_anywhere_below_the_workspace() {
+    let env = Env::build("protected-names", |config| {
+        config.permissions.default_mode = PermissionMode::AcceptEdits;
+        config.protected_names = vec![".agent".into()];
+    });
+    let error = env
+        .err(
+            "Write",
+            json!({"file_path": "sub/.agent/settings.json", "content": "{}"}),
+        )
+        .await;
+    assert!(
+        error.contains("belongs to the agent's own settings"),
+        "{error}"
+    );
+    // A workspace that itself lives under such a name is usable.
+    let nested = Env::build("protected-names-root", |config| {
+        config.permissions.default_mode = PermissionMode::AcceptEdits;
+        config.protected_names = vec!["ws".into()];
+    });
+    nested
+        .ok("Write", json!({"file_path": "notes.txt", "content": "x"}))
+        .await;
 }
 
 #[tokio::test]
@@ -480,6 +529,16 @@ async fn a_hook_decision_never_overrides_a_deny() {
     assert!(matches!(
         decide(call("cargo build"), HookDecision::Allow).await,
         PermissionDecision::Allow { .. }
+    ));
+    // A command the checker cannot split is asked (headless: refused) when deny rules exist,
+    // never let through by the hook.
+    assert!(matches!(
+        decide(
+            call("true; touch RAN; case x in x) true;; esac"),
+            HookDecision::Allow
+        )
+        .await,
+        PermissionDecision::Deny { .. }
     ));
     // Ask asks even where an allow rule matches; headless, that is a refusal.
     assert!(matches!(

@@ -186,10 +186,15 @@ impl PermissionGate {
     /// Decides on a call of `tool` with `input` by the rules and the mode (see the module
     /// docs), without asking anyone.
     pub fn evaluate(&self, tool: &dyn Tool, input: &Value) -> Verdict {
+        self.evaluate_in(tool, input, self.shared.mode)
+    }
+
+    /// [`PermissionGate::evaluate`] as if the session's mode were `mode`.
+    fn evaluate_in(&self, tool: &dyn Tool, input: &Value, mode: PermissionMode) -> Verdict {
         match tool.name() {
-            "Bash" => self.bash(input),
-            name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input),
-            name => self.other(name, tool.is_read_only(input)),
+            "Bash" => self.bash(input, mode),
+            name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input, mode),
+            name => self.other(name, tool.is_read_only(input), mode),
         }
     }
 
@@ -202,7 +207,7 @@ impl PermissionGate {
         }
     }
 
-    fn other(&self, name: &str, read_only: bool) -> Verdict {
+    fn other(&self, name: &str, read_only: bool, mode: PermissionMode) -> Verdict {
         let find = |kind| {
             self.rule_list(kind)
                 .iter()
@@ -214,7 +219,7 @@ impl PermissionGate {
         if let Some(rule) = find(RuleKind::Ask) {
             return asked_by(name, rule);
         }
-        match self.shared.mode {
+        match mode {
             PermissionMode::Plan if !read_only => plan_denial(name),
             PermissionMode::BypassPermissions => Verdict::Allow,
             _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
@@ -224,7 +229,7 @@ impl PermissionGate {
         }
     }
 
-    fn file(&self, name: &str, input: &Value) -> Verdict {
+    fn file(&self, name: &str, input: &Value, mode: PermissionMode) -> Verdict {
         let workspace = &self.shared.workspace;
         let path = match input.get(path_field(name)).and_then(Value::as_str) {
             Some(raw) => self.shared.confine(workspace, name, raw),
@@ -258,7 +263,7 @@ impl PermissionGate {
             return asked_by(&subject, rule);
         }
         let read_only = matches!(name, "Read" | "Glob" | "Grep");
-        match self.shared.mode {
+        match mode {
             PermissionMode::Plan if !read_only => plan_denial(name),
             PermissionMode::BypassPermissions => Verdict::Allow,
             _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
@@ -269,13 +274,13 @@ impl PermissionGate {
         }
     }
 
-    fn bash(&self, input: &Value) -> Verdict {
+    fn bash(&self, input: &Value, mode: PermissionMode) -> Verdict {
         let Some(command) = input.get("command").and_then(Value::as_str) else {
             return Verdict::Allow; // the schema check answers first
         };
         let analysis = match shell::analyze(command) {
             Ok(analysis) => analysis,
-            Err(error) => return self.unparsable(command, &error.to_string()),
+            Err(error) => return self.unparsable(command, &error.to_string(), mode),
         };
         for part in &analysis.parts {
             let forms = match_forms(part, true);
@@ -297,7 +302,7 @@ impl PermissionGate {
                 return asked_by(&format!("the command `{}`", part.raw), rule);
             }
         }
-        match self.shared.mode {
+        match mode {
             PermissionMode::Plan if !analysis.parts.iter().all(readonly::is_read_only_part) => {
                 return plan_denial("Bash");
             }
@@ -407,7 +412,7 @@ impl PermissionGate {
             })
     }
 
-    fn unparsable(&self, command: &str, problem: &str) -> Verdict {
+    fn unparsable(&self, command: &str, problem: &str, mode: PermissionMode) -> Verdict {
         let whole = [command.trim().to_owned()];
         if let Some(rule) = self
             .rule_list(RuleKind::Deny)
@@ -418,7 +423,7 @@ impl PermissionGate {
         }
         let rules = &self.shared.rules;
         let bash_rules = rules.deny.iter().chain(&rules.ask).any(Rule::is_bash);
-        match self.shared.mode {
+        match mode {
             PermissionMode::BypassPermissions if !bash_rules => Verdict::Allow,
             PermissionMode::Plan => plan_denial("Bash"),
             _ => Verdict::Ask {
@@ -501,9 +506,10 @@ pub enum HookDecision {
 }
 
 impl PermissionGate {
-    /// Decides on a call a PreToolUse hook has answered, as Claude Code does: `Allow` skips
-    /// the question but never a deny (a deny rule, plan mode, a path outside the workspace);
-    /// `Ask` asks even when the rules would allow the call (headless: refused).
+    /// Decides on a call a PreToolUse hook has answered, as Claude Code does: `Allow` counts
+    /// like bypassPermissions for this one call, so deny and ask rules, plan mode and the
+    /// workspace still apply (and a command that cannot be checked against the rules is
+    /// asked); `Ask` asks even when the rules would allow the call (headless: refused).
     pub fn check_with_hook<'a>(
         &'a self,
         call: &'a ToolCall,
@@ -511,13 +517,25 @@ impl PermissionGate {
         hook: HookDecision,
     ) -> PermissionFuture<'a> {
         Box::pin(async move {
-            match (self.evaluate(tool, &call.input), hook) {
-                (Verdict::Deny { reason }, _) => PermissionDecision::deny(reason),
-                (_, HookDecision::Allow) => PermissionDecision::allow(),
-                (_, HookDecision::Ask) => {
-                    self.ask(call, "a PreToolUse hook asks for approval".to_owned())
-                        .await
+            match hook {
+                HookDecision::Allow => {
+                    let mode = match self.shared.mode {
+                        PermissionMode::Plan => PermissionMode::Plan,
+                        _ => PermissionMode::BypassPermissions,
+                    };
+                    match self.evaluate_in(tool, &call.input, mode) {
+                        Verdict::Allow => PermissionDecision::allow(),
+                        Verdict::Deny { reason } => PermissionDecision::deny(reason),
+                        Verdict::Ask { reason } => self.ask(call, reason).await,
+                    }
                 }
+                HookDecision::Ask => match self.evaluate(tool, &call.input) {
+                    Verdict::Deny { reason } => PermissionDecision::deny(reason),
+                    _ => {
+                        self.ask(call, "a PreToolUse hook asks for approval".to_owned())
+                            .await
+                    }
+                },
             }
         })
     }
