@@ -405,8 +405,9 @@ impl CanUseTool for HookedGate {
 /// matchers that name it get the event (with `tool_response`); a hook that blocks (exit 2,
 /// or `{"decision":"block"}`) has its reason added to the tool_result, so the model sees it,
 /// as in Claude Code, and so is `additionalContext`. The call has already happened: nothing
-/// is undone. A `{"continue":false}` answer is treated as a block (a tool cannot end the run). The hooks
-/// run inside the call, so they count against its timeout and are cancelled with it.
+/// is undone. A `{"continue":false}` answer is treated as a block (a tool cannot end the
+/// run). The hooks run inside the call, so they count against its timeout and are cancelled
+/// with it.
 pub struct PostToolUse {
     env: HookEnv,
     matchers: Vec<HookMatcher>,
