@@ -400,6 +400,17 @@ async fn prompt_too_long_compacts_once_then_gives_up() {
     assert_eq!(model.request_count(), 3);
 }
 
+/// A token the user "presses Ctrl-C" on after `delay`.
+fn cancelled_after(delay: Duration) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let abort = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        abort.cancel();
+    });
+    cancel
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_abort_after_a_complete_response_still_counts_its_usage() {
     let log = log();
@@ -409,12 +420,7 @@ async fn an_abort_after_a_complete_response_still_counts_its_usage() {
             .tool("t1", "Read", json!({"ms": 10_000}))
             .end(StopReason::ToolUse),
     ]);
-    let cancel = CancellationToken::new();
-    let abort = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        abort.cancel();
-    });
+    let cancel = cancelled_after(Duration::from_millis(100));
     let (outcome, _) = run_with_cancel(
         config(),
         deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
@@ -442,12 +448,7 @@ async fn abort_while_tools_run_leaves_a_valid_history_and_sends_nothing_more() {
             .tool("late", "Read", json!({"ms": 1}))
             .end(StopReason::ToolUse),
     ]);
-    let cancel = CancellationToken::new();
-    let abort = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        abort.cancel();
-    });
+    let cancel = cancelled_after(Duration::from_millis(100));
     let (outcome, _) = run_with_cancel(
         config(),
         deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]),
