@@ -7,7 +7,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 /// A coding agent for the terminal: give it a task, it reads, searches, edits and runs
 /// commands in your repository until the task is done.
 #[derive(Debug, Parser)]
-#[command(name = "agent", version, about, long_about = None)]
+#[command(
+    name = "agent",
+    version,
+    about = "A coding agent for the terminal: give it a task, it reads, searches, edits and runs commands in your repository until the task is done.",
+    long_about = None,
+    after_help = "Run `agent` in a terminal for an interactive session (Ctrl-C aborts a turn, Ctrl-D exits, /help for more), or `agent -p \"task\"` (or a prompt on stdin) for a headless run.\nSettings: ~/.config/agent/settings.json, .agent/settings.json, .agent/settings.local.json (Claude Code's schema). Sessions: ~/.local/share/agent/projects/."
+)]
 pub struct Args {
     /// Run headless with this prompt, print the result and exit (the prompt is read from stdin
     /// when it is not a terminal and no prompt is given).
