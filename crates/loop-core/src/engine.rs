@@ -155,6 +155,9 @@ enum CallEnd {
         blocks: Vec<CompletedBlock>,
         results: Vec<CompletedTool>,
         during_tools: bool,
+        /// The usage reported so far by a response cut short (its message_start, then
+        /// message_delta), when it had not completed.
+        partial_usage: Option<Usage>,
     },
 }
 
@@ -303,7 +306,13 @@ pub async fn run_loop(
                 blocks,
                 results,
                 during_tools,
+                partial_usage,
             } => {
+                // A response cut short was billed for what it had used.
+                if let Some(usage) = &partial_usage {
+                    emit(LoopEvent::Usage(usage.clone()));
+                    add_usage(&mut usage_total, usage);
+                }
                 let mut messages = std::mem::take(&mut state.messages);
                 let assistant = match message {
                     // The response had completed (and was reported): keep it whole, and
@@ -602,6 +611,7 @@ async fn call_model(
     let mut added: Vec<ToolUseId> = Vec::new();
     let mut results: Vec<CompletedTool> = Vec::new();
     let mut done: Option<Message> = None;
+    let mut partial_usage: Option<Usage> = None;
     let mut stream_open = true;
 
     let mut guard = RepeatGuard {
@@ -648,7 +658,8 @@ async fn call_model(
                 }
                 // Keep only blocks whose tool_uses (if any) have results.
                 blocks.retain(|block| block.block.as_tool_use().is_none_or(|tool_use| added.contains(&tool_use.id)));
-                return CallEnd::Aborted { message: done.map(Box::new), blocks, results, during_tools };
+                let partial_usage = if done.is_none() { partial_usage } else { None };
+                return CallEnd::Aborted { message: done.map(Box::new), blocks, results, during_tools, partial_usage };
             }
             item = stream.next(), if stream_open => match item {
                 None => {
@@ -666,6 +677,7 @@ async fn call_model(
                 Some(Ok(event)) => match event {
                     ModelEvent::Stream(stream_event) => {
                         match &stream_event {
+                            StreamEvent::MessageStart { message } => partial_usage = Some(message.usage.clone()),
                             StreamEvent::ContentBlockStart { index, .. } => {
                                 // A later block started: the held tool_use was not the last.
                                 if let Some(block) = held.take_if(|block| block.index < *index) {
@@ -673,6 +685,9 @@ async fn call_model(
                                 }
                             }
                             StreamEvent::MessageDelta(delta) => {
+                                if let (Some(usage), Some(update)) = (&mut partial_usage, &delta.usage) {
+                                    usage.apply_delta(update);
+                                }
                                 if delta.stop_reason.as_ref().is_some_and(|reason| *reason != StopReason::MaxTokens)
                                     && let Some(block) = held.take()
                                 {
@@ -698,6 +713,7 @@ async fn call_model(
                         let discarded = executor.discard();
                         report_discarded(&discarded, emit);
                         blocks.clear();
+                        partial_usage = None;
                         held = None;
                         added.clear();
                         results.clear();

@@ -458,6 +458,8 @@ async fn abort_while_tools_run_leaves_a_valid_history_and_sends_nothing_more() {
     .await;
     assert_eq!(outcome.terminal, Terminal::AbortedTools);
     assert_eq!(model.request_count(), 1, "no request after the abort");
+    // The response was cut short, but its input was billed: message_start's usage counts.
+    assert!(outcome.usage.input_tokens > 0, "{:?}", outcome.usage);
     let ran: Vec<String> = log
         .lock()
         .unwrap()
