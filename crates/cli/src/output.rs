@@ -200,6 +200,35 @@ pub fn tool_label(name: &str, input: &Value) -> String {
     format!("{name}({})", printable(&short, false))
 }
 
+/// What context management did, in a line for the terminal.
+fn context_line(event: &context::ContextEvent) -> String {
+    use context::ContextEvent;
+    match event {
+        ContextEvent::Persisted { bytes, path, .. } => {
+            format!("a {bytes}-byte tool result was saved to {path}")
+        }
+        ContextEvent::PersistFailed { reason, .. } => {
+            format!("a large tool result could not be saved and stays in the context: {reason}")
+        }
+        ContextEvent::Microcompacted { cleared, bytes } => {
+            format!("cleared {cleared} old tool results ({bytes} bytes) from the context")
+        }
+        ContextEvent::Compacted {
+            before,
+            after,
+            summarized,
+            ..
+        } => format!(
+            "compacted the conversation: {before} -> {after} ({summarized} messages summarized)"
+        ),
+        ContextEvent::CompactFailed {
+            reason,
+            consecutive,
+        } => format!("compaction failed ({consecutive} in a row): {reason}"),
+        other => format!("{other:?}"),
+    }
+}
+
 /// The first line of a tool result, cut to 100 characters, for the `⎿` line.
 fn result_summary(result: &protocol::ToolResultBlock) -> String {
     let text = match &result.content {
@@ -218,8 +247,9 @@ fn result_summary(result: &protocol::ToolResultBlock) -> String {
         .lines()
         .find(|line| !line.trim().is_empty())
         .unwrap_or("");
-    let mut short: String = first.trim().chars().take(100).collect();
-    if short.len() < first.trim().len() {
+    let escaped = printable(first.trim(), false);
+    let mut short: String = escaped.chars().take(100).collect();
+    if short.len() < escaped.len() {
         short.push('…');
     }
     if lines > 1 {
@@ -324,7 +354,6 @@ impl Renderer {
                 self.tokens_streaming = 0;
                 self.show("Thinking");
             }
-
             LoopEvent::Stream(StreamEvent::MessageDelta(delta)) => {
                 if let Some(tokens) = delta.usage.as_ref().and_then(|usage| usage.output_tokens) {
                     self.tokens_streaming = tokens;
@@ -362,8 +391,18 @@ impl Renderer {
                 self.show(&format!("Running {label}"));
             }
             LoopEvent::Tool(ExecutorEvent::Completed(done)) => {
-                self.running
-                    .retain(|(id, _)| id.as_str() != done.result.tool_use_id.as_str());
+                let id = done.result.tool_use_id.as_str();
+                if !self
+                    .running
+                    .iter()
+                    .any(|(running, _)| running.as_str() == id)
+                {
+                    // Answered without running (refused, unknown, cut off): name it first.
+                    self.end_text();
+                    let input = self.tool_inputs.get(id).cloned().unwrap_or(Value::Null);
+                    self.stderr_line(&format!("⏺ {}", tool_label(&done.name, &input)));
+                }
+                self.running.retain(|(running, _)| running.as_str() != id);
                 let summary = result_summary(&done.result);
                 let line = if done.result.is_error == Some(true) {
                     format!("  ⎿  error: {summary}")
@@ -388,7 +427,7 @@ impl Renderer {
             }
             LoopEvent::Context(event) => {
                 self.end_text();
-                self.stderr_line(&format!("  ⋯ context: {event:?}"));
+                self.stderr_line(&format!("  ⋯ {}", context_line(event)));
             }
             _ => {}
         }
@@ -651,6 +690,20 @@ mod tests {
         assert_eq!(compact_count(999), "999");
         assert_eq!(compact_count(1_234), "1.2k");
         assert_eq!(compact_count(2_500_000), "2.5M");
+    }
+
+    #[test]
+    fn context_events_read_as_sentences() {
+        let line = context_line(&context::ContextEvent::Microcompacted {
+            cleared: 3,
+            bytes: 4_096,
+        });
+        assert_eq!(
+            line,
+            "cleared 3 old tool results (4096 bytes) from the context"
+        );
+        let block = protocol::ToolResultBlock::text("t".into(), "\u{1b}[31mred\rok", false);
+        assert_eq!(result_summary(&block), "\\u{1b}[31mred\\rok");
     }
 
     #[test]
