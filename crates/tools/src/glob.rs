@@ -135,14 +135,7 @@ fn glob(
     input: &Input,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
-    let root = match &input.path {
-        Some(path) => shared.confine(workspace, "Glob", path)?,
-        None => {
-            let cwd = shared.cwd(workspace);
-            shared.check_confined(workspace, "Glob", &cwd)?;
-            cwd
-        }
-    };
+    let root = shared.search_root(workspace, "Glob", input.path.as_deref())?;
     if !root.is_dir() {
         return Err(ToolError::InvalidInput(format!(
             "{} is not a directory",

@@ -215,14 +215,7 @@ fn grep(
     input: &Input,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
-    let root = match &input.path {
-        Some(path) => shared.confine(workspace, "Grep", path)?,
-        None => {
-            let cwd = shared.cwd(workspace);
-            shared.check_confined(workspace, "Grep", &cwd)?;
-            cwd
-        }
-    };
+    let root = shared.search_root(workspace, "Grep", input.path.as_deref())?;
     let metadata = std::fs::metadata(&root)
         .map_err(|_| ToolError::InvalidInput(format!("Path does not exist: {}", root.display())))?;
 

@@ -318,6 +318,28 @@ impl Shared {
     /// # Errors
     ///
     /// [`Error::OutsideWorkspace`].
+    /// Where a Glob or Grep searches: its `path` argument confined like any path, else the
+    /// session's working directory (which must itself be inside the workspace).
+    ///
+    /// # Errors
+    ///
+    /// As [`Shared::confine`] and [`Shared::check_confined`].
+    pub(crate) fn search_root(
+        &self,
+        workspace: &Workspace,
+        tool: &str,
+        path: Option<&str>,
+    ) -> Result<PathBuf, Error> {
+        match path {
+            Some(path) => self.confine(workspace, tool, path),
+            None => {
+                let cwd = self.cwd(workspace);
+                self.check_confined(workspace, tool, &cwd)?;
+                Ok(cwd)
+            }
+        }
+    }
+
     pub(crate) fn check_confined(
         &self,
         workspace: &Workspace,

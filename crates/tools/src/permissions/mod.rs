@@ -231,14 +231,10 @@ impl PermissionGate {
 
     fn file(&self, name: &str, input: &Value, mode: PermissionMode) -> Verdict {
         let workspace = &self.shared.workspace;
-        let path = match input.get(path_field(name)).and_then(Value::as_str) {
+        let raw = input.get(path_field(name)).and_then(Value::as_str);
+        let path = match raw {
+            _ if matches!(name, "Glob" | "Grep") => self.shared.search_root(workspace, name, raw),
             Some(raw) => self.shared.confine(workspace, name, raw),
-            None if matches!(name, "Glob" | "Grep") => {
-                let cwd = self.shared.cwd(workspace);
-                self.shared
-                    .check_confined(workspace, name, &cwd)
-                    .map(|()| cwd)
-            }
             // A missing path fails the schema check before the gate is asked.
             None => return Verdict::Allow,
         };
