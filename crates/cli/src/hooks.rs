@@ -506,79 +506,54 @@ impl Tool for PostToolUse {
 }
 
 /// The agent's own settings folders: `.agent/` in the working directory and `agent/` in the
-/// user's config directory. No tool may change them (the tools refuse writes there after
-/// resolving the path exactly; [`SettingsGuard`] refuses earlier, and Bash commands that name
-/// them).
+/// user's config directory. No tool may change them: the file tools refuse writes there after
+/// resolving the path exactly (`tools::ToolSetConfig::protected`, which the permission gate
+/// reports as a denial), and [`SettingsGuard`] refuses Bash commands that name them.
 pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs = vec![cwd.join(".agent")];
-    if let Some(config) = dirs::config_dir() {
-        dirs.push(config.join("agent"));
-    }
+    dirs.extend(user_settings_dir());
     dirs
 }
 
-/// `path` resolved as the tools resolve paths; lexical when resolution fails (a link loop).
-fn real_path(path: &Path) -> PathBuf {
-    tools::real_path(path).unwrap_or_else(|_| path.to_path_buf())
+/// `agent/` in the user's config directory.
+fn user_settings_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|config| config.join("agent"))
 }
 
-/// Refuses Write and Edit calls on the agent's own settings (`.agent/` in the working
-/// directory, `agent/` in the user's config directory) before any other rule: a model must not
-/// grant itself permissions or hooks for the next run, whatever the permission mode.
+/// Refuses Bash commands that name the agent's own settings folders, before any other rule:
+/// a model must not grant itself permissions or hooks for the next run, whatever the
+/// permission mode. (Write and Edit there are refused by the tools themselves.)
 pub struct SettingsGuard {
-    protected: Vec<PathBuf>,
-    cwd: PathBuf,
+    user_settings: Option<PathBuf>,
     inner: Arc<dyn CanUseTool>,
 }
 
 impl std::fmt::Debug for SettingsGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SettingsGuard")
-            .field("protected", &self.protected)
+            .field("user_settings", &self.user_settings)
             .finish_non_exhaustive()
     }
 }
 
 impl SettingsGuard {
-    /// Guards the settings folders of `cwd` and the user ([`protected_dirs`]) in front of
-    /// `inner`.
-    pub fn new(cwd: PathBuf, inner: Arc<dyn CanUseTool>) -> Self {
-        let protected = protected_dirs(&cwd)
-            .iter()
-            .map(|dir| real_path(dir))
-            .collect();
+    /// Guards the settings folders in front of `inner`.
+    pub fn new(inner: Arc<dyn CanUseTool>) -> Self {
         Self {
-            protected,
-            cwd,
+            user_settings: user_settings_dir(),
             inner,
         }
     }
 
     fn touches_settings(&self, call: &ToolCall) -> bool {
-        if call.name == "Bash" {
-            return call
+        call.name == "Bash"
+            && call
                 .input
                 .get("command")
                 .and_then(Value::as_str)
-                .is_some_and(|command| self.command_names_settings(command));
-        }
-        if !matches!(call.name.as_str(), "Write" | "Edit") {
-            return false;
-        }
-        let Some(path) = call.input.get("file_path").and_then(Value::as_str) else {
-            return false;
-        };
-        // Symlinks resolved (a link to the repository, or to `.agent` itself, must not
-        // hide the folder), and compared ignoring case too (case-insensitive file systems).
-        let full = real_path(&self.cwd.join(path));
-        let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
-        self.protected
-            .iter()
-            .any(|dir| full.starts_with(dir) || lower(&full).starts_with(lower(dir)))
+                .is_some_and(|command| self.command_names_settings(command))
     }
-}
 
-impl SettingsGuard {
     /// Whether a shell command names a settings folder: a word that is `.agent` or has it
     /// as a path component, or the user's agent config folder spelled out. Lexical, so a
     /// determined command can hide the path (`cd .ag""ent`); this catches the plain spellings
@@ -597,9 +572,10 @@ impl SettingsGuard {
         let names_user = command.contains("/.config/agent")
             || command.contains("XDG_CONFIG_HOME")
             || command.contains("agent/settings")
-            || self.protected[1..]
-                .iter()
-                .any(|dir| command.contains(&*dir.to_string_lossy()));
+            || self
+                .user_settings
+                .as_ref()
+                .is_some_and(|dir| command.contains(&*dir.to_string_lossy()));
         names_project || names_user
     }
 }
@@ -729,46 +705,8 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_do_not_hide_the_settings_folder() {
-        let base = std::env::temp_dir().join(format!("agent-guard-{}", std::process::id()));
-        let repo = base.join("repo");
-        std::fs::create_dir_all(&repo).unwrap();
-        let repo = repo.canonicalize().unwrap();
-        std::os::unix::fs::symlink(&repo, base.join("alias")).unwrap();
-        // A dangling link to the folder that does not exist yet.
-        std::os::unix::fs::symlink(".agent", repo.join("link")).unwrap();
-        let guard = SettingsGuard::new(repo.clone(), Arc::new(executor::AllowAll));
-        let write = |path: &str| {
-            ToolCall::new(
-                "t",
-                "Write",
-                serde_json::json!({"file_path": path, "content": "{}"}),
-            )
-        };
-        let alias = base.join("alias/.agent/settings.local.json");
-        for path in [
-            ".agent/settings.json",
-            "./sub/../.agent/settings.json",
-            alias.to_str().unwrap(),
-            "link/settings.local.json",
-            ".AGENT/settings.json",
-        ] {
-            assert!(guard.touches_settings(&write(path)), "{path}");
-        }
-        for path in ["src/main.rs", ".agents/x", "agent/settings.json"] {
-            assert!(!guard.touches_settings(&write(path)), "{path}");
-        }
-        assert_eq!(
-            real_path(&base.join("alias/a/../b")),
-            repo.join("b"),
-            "`..` applies after the link"
-        );
-        let _ = std::fs::remove_dir_all(&base);
-    }
-
-    #[test]
     fn shell_commands_naming_the_settings_folders_are_caught() {
-        let guard = SettingsGuard::new(PathBuf::from("/work/repo"), Arc::new(executor::AllowAll));
+        let guard = SettingsGuard::new(Arc::new(executor::AllowAll));
         for command in [
             "echo '{}' > .agent/settings.json",
             "cp x.json ./.agent/settings.local.json",

@@ -182,8 +182,7 @@ impl Session {
             )),
             _ => tooling.permissions.clone() as Arc<dyn CanUseTool>,
         };
-        let permissions: Arc<dyn CanUseTool> =
-            Arc::new(hooks::SettingsGuard::new(cwd.clone(), permissions));
+        let permissions: Arc<dyn CanUseTool> = Arc::new(hooks::SettingsGuard::new(permissions));
         let tools = match settings.hooks.get("PostToolUse") {
             Some(matchers) if !matchers.is_empty() => tooling
                 .tools
