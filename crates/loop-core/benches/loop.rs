@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 const TURNS: usize = 100;
 
-async fn session() {
-    let model = ScriptedModel::fast(|n, _| {
+/// A model that calls the no-op tool for 99 turns, then answers.
+fn hundred_turns() -> Arc<ScriptedModel> {
+    ScriptedModel::fast(|n, _| {
         if n < TURNS - 1 {
             Reply::new()
                 .text("Next step.")
@@ -26,7 +27,11 @@ async fn session() {
         } else {
             Reply::new().text("Done.").end(StopReason::EndTurn)
         }
-    });
+    })
+}
+
+async fn session() {
+    let model = hundred_turns();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
     let outcome = run_loop(
@@ -46,16 +51,7 @@ async fn session() {
 async fn model_only() {
     use futures_util::StreamExt as _;
     use loop_core::{ModelClient as _, ModelRequest};
-    let model = ScriptedModel::fast(|n, _| {
-        if n < TURNS - 1 {
-            Reply::new()
-                .text("Next step.")
-                .tool(&format!("t{n}"), "Noop", json!({"step": n}))
-                .end(StopReason::ToolUse)
-        } else {
-            Reply::new().text("Done.").end(StopReason::EndTurn)
-        }
-    });
+    let model = hundred_turns();
     let client = common::Client(model);
     let messages = vec![MessageParam::user_text("go")];
     for _ in 0..TURNS {

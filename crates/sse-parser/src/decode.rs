@@ -385,12 +385,8 @@ impl Decoder {
 /// `None` and goes through the generic decoder, so this can only be faster, never different.
 fn fast_delta(text: &str) -> Option<StreamEvent> {
     let rest = text.strip_prefix(r#"{"type":"content_block_delta","index":"#)?;
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 || digits > 9 {
-        return None;
-    }
-    let index: usize = rest[..digits].parse().ok()?;
-    let rest = rest[digits..].strip_prefix(r#","delta":{"type":""#)?;
+    let (index, rest) = leading_index(rest)?;
+    let rest = rest.strip_prefix(r#","delta":{"type":""#)?;
     type Make = fn(String) -> ContentDelta;
     let (rest, make): (&str, Make) = if let Some(rest) = rest.strip_prefix(r#"text_delta","text":"#)
     {
@@ -438,12 +434,8 @@ fn fast_start(text: &str) -> Option<StreamEvent> {
         });
     }
     let rest = text.strip_prefix(r#"{"type":"content_block_start","index":"#)?;
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 || digits > 9 {
-        return None;
-    }
-    let index: usize = rest[..digits].parse().ok()?;
-    let rest = rest[digits..].strip_prefix(r#","content_block":"#)?;
+    let (index, rest) = leading_index(rest)?;
+    let rest = rest.strip_prefix(r#","content_block":"#)?;
     let (block, tail) = match opening_block(rest) {
         Some(found) => found,
         None => parse_prefix::<ContentBlock>(rest)?,
@@ -492,6 +484,16 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
         ContentBlock::ToolUse(block)
     };
     Some((block, tail))
+}
+
+/// A block index (1 to 9 digits, as the fast paths accept it) at the start of `text`, and
+/// the text after it.
+fn leading_index(text: &str) -> Option<(usize, &str)> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 9 {
+        return None;
+    }
+    Some((text[..digits].parse().ok()?, &text[digits..]))
 }
 
 /// One JSON value at the start of `text`, and the text after it; `None` when it does not
