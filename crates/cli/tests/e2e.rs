@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Repo, command, processes_running, repo, unique_sleep};
+use common::{Repo, command, processes_running, repo, unique_sleep, wait_for_process};
 
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
@@ -425,14 +425,7 @@ async fn a_signal_during_a_long_bash_aborts_cleanly(
         .unwrap();
     let pid = child.id().unwrap() as i32;
     // Wait until the Bash call runs (its `sleep` child appears).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while processes_running(&sleep).is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Bash call never started"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    wait_for_process(&sleep).await;
     let start = std::time::Instant::now();
     kill(Pid::from_raw(pid), signal).unwrap();
     let output = child.wait_with_output().await.unwrap();
@@ -508,18 +501,7 @@ async fn sigkill_mid_session_then_continue_loses_at_most_the_message_in_flight()
         .spawn()
         .unwrap();
     let pid = child.id().unwrap() as i32;
-    let find_sleep = || processes_running(&sleep).first().copied();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let sleeper = loop {
-        if let Some(sleeper) = find_sleep() {
-            break sleeper;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Bash call never started"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let sleeper = wait_for_process(&sleep).await;
     kill(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
     let _ = child.wait().await;
     // The agent died without cleaning up: end its orphaned command (its own process group).

@@ -93,3 +93,18 @@ pub fn processes_running(command: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// Waits (up to 10 s) until a process runs exactly `command`; returns its pid.
+pub async fn wait_for_process(command: &str) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(pid) = processes_running(command).first() {
+            return *pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`{command}` never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
