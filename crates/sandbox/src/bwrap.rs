@@ -1,0 +1,139 @@
+//! The bubblewrap back end: a mount namespace built from the policy.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::placeholder::Placeholders;
+use crate::{Error, Policy, Profile};
+
+/// Finds `bwrap` and checks that it can build a sandbox here (user namespaces may be off,
+/// or a container may forbid mounts).
+pub(crate) fn probe() -> Result<PathBuf, String> {
+    let path = find_on_path("bwrap").ok_or("bubblewrap (bwrap) is not installed")?;
+    let output = Command::new(&path)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--new-session",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match output {
+        Ok(output) if output.status.success() => Ok(path),
+        Ok(output) => Err(format!(
+            "{} cannot start a sandbox here: {}",
+            path.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+        Err(error) => Err(format!("{} could not run: {error}", path.display())),
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// bubblewrap's arguments for `policy`, up to (not including) `--`.
+pub(crate) fn args(
+    policy: &Policy,
+    cwd: &Path,
+    placeholders: &mut Placeholders,
+) -> Result<Vec<OsString>, Error> {
+    let mut args = Args::default();
+    args.flag("--new-session");
+    args.flag("--die-with-parent");
+    args.flag("--unshare-pid");
+    args.flag("--unshare-ipc");
+    args.flag("--unshare-uts");
+    if !policy.network {
+        args.flag("--unshare-net");
+    }
+    args.two("--dev", "/dev");
+    args.two("--proc", "/proc");
+    args.two("--tmpfs", "/tmp");
+    for path in &policy.readable {
+        // `/bin -> usr/bin` on merged-/usr systems: recreate the link, do not bind its target
+        // a second time.
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_symlink() && path.parent() == Some(Path::new("/")) => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    args.three("--symlink", target, path);
+                }
+            }
+            Ok(_) => args.three("--ro-bind", path, path),
+            Err(_) => {}
+        }
+    }
+    let writable = policy.profile == Profile::WorkspaceWrite;
+    for root in &policy.roots {
+        args.three(if writable { "--bind" } else { "--ro-bind" }, root, root);
+    }
+    args.three("--bind", &policy.temp_dir, &policy.temp_dir);
+    if writable {
+        for path in &policy.protected {
+            if !policy.roots.iter().any(|root| path.starts_with(root)) {
+                continue; // outside every writable root: read-only anyway
+            }
+            if std::fs::symlink_metadata(path).is_ok() {
+                args.three("--ro-bind", path, path);
+            } else {
+                let target = placeholders.reserve(path)?;
+                args.three("--ro-bind", &target, &target);
+            }
+        }
+    }
+    for path in &policy.hidden {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                args.two("--tmpfs", path);
+                args.two("--remount-ro", path);
+            }
+            Ok(_) => args.three("--ro-bind", "/dev/null", path),
+            Err(_) => {}
+        }
+    }
+    args.two("--chdir", cwd);
+    Ok(args.0)
+}
+
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flag(&mut self, flag: &str) {
+        self.0.push(flag.into());
+    }
+
+    fn two(&mut self, flag: &str, value: impl AsRef<std::ffi::OsStr>) {
+        self.0.push(flag.into());
+        self.0.push(value.as_ref().to_owned());
+    }
+
+    fn three(
+        &mut self,
+        flag: &str,
+        first: impl AsRef<std::ffi::OsStr>,
+        second: impl AsRef<std::ffi::OsStr>,
+    ) {
+        self.0.push(flag.into());
+        self.0.push(first.as_ref().to_owned());
+        self.0.push(second.as_ref().to_owned());
+    }
+}

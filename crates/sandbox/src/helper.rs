@@ -1,0 +1,342 @@
+//! The Landlock back end's helper: a process that restricts itself, then executes the
+//! command.
+//!
+//! Landlock and seccomp restrict the process that applies them and its descendants, so they
+//! cannot be applied in the agent (that would restrict the agent) nor between `fork` and
+//! `exec` without `unsafe`. The program embedding this crate therefore re-executes itself:
+//! when its first argument is [`HELPER_ARG`] it calls [`helper_main`] before anything else.
+//!
+//! `run` (what [`crate::Sandbox::command`] starts):
+//!
+//! 1. asks for SIGKILL when its parent (the agent) dies;
+//! 2. unshares a PID namespace and, without network, a network namespace (inside a new user
+//!    namespace mapping the same user when not root); if the kernel refuses, it goes on
+//!    without them;
+//! 3. with a PID namespace, starts itself again as `init`, which becomes process 1 of the
+//!    namespace (SIGKILL when `run` dies, a new session, then step 4): when it ends, the
+//!    kernel kills everything left in the namespace, `setsid` daemons included; without,
+//!    it does step 4 itself;
+//! 4. restricts itself with Landlock (the rules of [`crate::landlock_rules`]; TCP and
+//!    abstract unix sockets too when the network is off and no network namespace was
+//!    made; signals to processes outside the sandbox), installs a seccomp filter (`TIOCSTI`
+//!    and `TIOCLINUX` refused; without network and namespace, only unix sockets), and
+//!    executes the program.
+//!
+//! Exit status: the program's, or 125 when the helper itself failed (with a message on
+//! stderr starting `agent-sandbox:`).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use nix::sched::CloneFlags;
+use nix::sys::signal::Signal;
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    TargetArch,
+};
+
+use crate::Policy;
+use crate::landlock_rules::{self, Access as Grant};
+
+/// The first argument that makes a program run [`helper_main`].
+pub const HELPER_ARG: &str = "__agent-sandbox";
+
+/// Exit status when the helper itself fails.
+const HELPER_FAILED: i32 = 125;
+
+/// The newest Landlock ABI this helper asks for (best effort: older kernels enforce less,
+/// a kernel without Landlock is an error).
+const LANDLOCK_ABI: ABI = ABI::V6;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Check that Landlock is enforced.
+    Probe,
+    /// Isolate, then run (directly or through `Init`).
+    Run,
+    /// Process 1 of the PID namespace.
+    Init,
+    /// Process 1 of the PID namespace, in a network namespace of its own.
+    InitNoNet,
+}
+
+impl Mode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Probe => "probe",
+            Self::Run => "run",
+            Self::Init => "init",
+            Self::InitNoNet => "init-nonet",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::Probe, Self::Run, Self::Init, Self::InitNoNet]
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+    }
+}
+
+/// Runs the helper with this process's arguments (`PROGRAM __agent-sandbox MODE ...`) and
+/// exits. Call it first thing in `main` when the first argument is [`HELPER_ARG`].
+pub fn helper_main() -> ! {
+    let args: Vec<OsString> = std::env::args_os().skip(2).collect();
+    match helper(&args) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("agent-sandbox: {message}");
+            std::process::exit(HELPER_FAILED)
+        }
+    }
+}
+
+/// Checks, with `helper`, that Landlock is enforced on this kernel.
+pub(crate) fn probe(helper: &Path) -> Result<(), String> {
+    let output = Command::new(helper)
+        .arg(HELPER_ARG)
+        .arg(Mode::Probe.as_str())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|error| format!("the helper {} could not run: {error}", helper.display()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr)
+            .trim()
+            .trim_start_matches("agent-sandbox: ")
+            .to_owned())
+    }
+}
+
+fn helper(args: &[OsString]) -> Result<Infallible, String> {
+    let mode = args
+        .first()
+        .and_then(|mode| mode.to_str())
+        .and_then(Mode::parse)
+        .ok_or("expected a mode: probe, run or init")?;
+    if mode == Mode::Probe {
+        return probe_here();
+    }
+    let [policy_json, cwd, program, rest @ ..] = &args[1..] else {
+        return Err("expected: MODE POLICY CWD PROGRAM [ARGS...]".to_owned());
+    };
+    let policy: Policy = serde_json::from_slice(policy_json.as_bytes())
+        .map_err(|error| format!("bad policy: {error}"))?;
+    let cwd = PathBuf::from(cwd);
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+        .map_err(|error| format!("could not set the parent-death signal: {error}"))?;
+    match mode {
+        Mode::Run => {
+            let (pid_ns, net_ns) = isolate(&policy);
+            if !pid_ns {
+                return exec_restricted(&policy, net_ns, &cwd, program, rest);
+            }
+            let init = if net_ns { Mode::InitNoNet } else { Mode::Init };
+            let exe = std::env::current_exe()
+                .map_err(|error| format!("could not find the helper itself: {error}"))?;
+            let status = Command::new(exe)
+                .arg(HELPER_ARG)
+                .arg(init.as_str())
+                .arg(policy_json)
+                .arg(&cwd)
+                .arg(program)
+                .args(rest)
+                .status()
+                .map_err(|error| format!("could not start the sandbox: {error}"))?;
+            exit_like(status)
+        }
+        Mode::Init | Mode::InitNoNet => {
+            // A session of our own: no controlling terminal to inject keys into.
+            let _ = nix::unistd::setsid();
+            exec_restricted(&policy, mode == Mode::InitNoNet, &cwd, program, rest)
+        }
+        Mode::Probe => probe_here(),
+    }
+}
+
+/// Restricts this (throwaway) process with an empty ruleset and reports whether the kernel
+/// enforced it.
+fn probe_here() -> Result<Infallible, String> {
+    let status = Ruleset::default()
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|ruleset| ruleset.create())
+        .and_then(|ruleset| ruleset.restrict_self())
+        .map_err(|error| format!("Landlock is not available: {error}"))?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("Landlock is not enforced by this kernel".to_owned());
+    }
+    std::process::exit(0)
+}
+
+/// Unshares a PID namespace, and a network namespace without network; returns which were
+/// made. Not root: inside a new user namespace that maps the same user and group.
+fn isolate(policy: &Policy) -> (bool, bool) {
+    let mut flags = CloneFlags::CLONE_NEWPID;
+    if !policy.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    let root = nix::unistd::geteuid().is_root();
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    if !root {
+        flags |= CloneFlags::CLONE_NEWUSER;
+    }
+    if nix::sched::unshare(flags).is_err() {
+        return (false, false);
+    }
+    if !root {
+        let mapped = std::fs::write("/proc/self/setgroups", "deny")
+            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")));
+        if mapped.is_err() {
+            return (true, !policy.network);
+        }
+    }
+    (true, !policy.network)
+}
+
+fn exec_restricted(
+    policy: &Policy,
+    net_isolated: bool,
+    cwd: &Path,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Infallible, String> {
+    let network_blocked_here = !policy.network && !net_isolated;
+    restrict_filesystem(policy, network_blocked_here)?;
+    install_seccomp(network_blocked_here)?;
+    std::env::set_current_dir(cwd)
+        .map_err(|error| format!("could not enter {}: {error}", cwd.display()))?;
+    let to_c = |text: &OsString| {
+        CString::new(text.as_bytes()).map_err(|_| "an argument contains a NUL byte".to_owned())
+    };
+    let program_c = to_c(program)?;
+    let mut argv = vec![program_c.clone()];
+    for arg in args {
+        argv.push(to_c(arg)?);
+    }
+    match nix::unistd::execvp(&program_c, &argv) {
+        Ok(never) => match never {},
+        Err(error) => {
+            eprintln!(
+                "agent-sandbox: could not run {}: {error}",
+                program.to_string_lossy()
+            );
+            std::process::exit(127)
+        }
+    }
+}
+
+fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), String> {
+    let abi = LANDLOCK_ABI;
+    let fail = |error: landlock::RulesetError| format!("Landlock: {error}");
+    let mut ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(fail)?
+        .scope(Scope::Signal)
+        .map_err(fail)?;
+    if block_network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(fail)?
+            .scope(Scope::AbstractUnixSocket)
+            .map_err(fail)?;
+    }
+    let mut created = ruleset.create().map_err(fail)?;
+    for (path, grant) in landlock_rules::rules(policy) {
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        let access = match grant {
+            Grant::Read => AccessFs::from_read(abi),
+            Grant::ListOnly => AccessFs::ReadDir.into(),
+            Grant::Write => AccessFs::from_all(abi),
+        };
+        let access = if meta.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        if access.is_empty() {
+            continue;
+        }
+        let Ok(fd) = PathFd::new(&path) else {
+            continue;
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(fail)?;
+    }
+    let status = created.restrict_self().map_err(fail)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("Landlock is not enforced by this kernel".to_owned());
+    }
+    Ok(())
+}
+
+fn install_seccomp(block_network: bool) -> Result<(), String> {
+    let fail = |error: seccompiler::BackendError| format!("seccomp: {error}");
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    let ioctl_request = |request: u64| -> Result<SeccompRule, String> {
+        SeccompRule::new(vec![
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+                .map_err(fail)?,
+        ])
+        .map_err(fail)
+    };
+    #[allow(clippy::unnecessary_cast)] // the type of these constants differs between targets
+    let ioctls = vec![
+        ioctl_request(libc::TIOCSTI as u64)?,
+        ioctl_request(libc::TIOCLINUX as u64)?,
+    ];
+    rules.insert(libc::SYS_ioctl, ioctls);
+    if block_network {
+        let not_unix = SeccompRule::new(vec![
+            SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )
+            .map_err(fail)?,
+        ])
+        .map_err(fail)?;
+        rules.insert(libc::SYS_socket, vec![not_unix]);
+        // io_uring can connect sockets without the socket system calls.
+        rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    }
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(fail)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(fail)?;
+    let program: seccompiler::BpfProgram = filter
+        .try_into()
+        .map_err(|error: seccompiler::BackendError| format!("seccomp: {error}"))?;
+    seccompiler::apply_filter(&program).map_err(|error| format!("seccomp: {error}"))
+}
+
+/// Exits as `status` did: the same code, or the same signal.
+fn exit_like(status: ExitStatus) -> ! {
+    if let Some(code) = status.code() {
+        std::process::exit(code);
+    }
+    if let Some(signal) = status.signal() {
+        if let Ok(signal) = Signal::try_from(signal) {
+            let _ = nix::sys::signal::raise(signal);
+        }
+        std::process::exit(128 + signal);
+    }
+    std::process::exit(HELPER_FAILED)
+}

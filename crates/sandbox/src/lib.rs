@@ -1,0 +1,459 @@
+//! Runs a command under an operating-system sandbox, so that what a command may read, write
+//! and reach is decided by the kernel, not by reading the command's text.
+//!
+//! A [`Policy`] says what one command may touch: a [`Profile`] (read-only, or writable
+//! workspace roots), the roots, extra readable folders, protected paths that stay read-only
+//! inside writable roots (and cannot be created when absent), hidden paths that cannot be
+//! read at all, whether the network is reachable, and a private temporary folder.
+//! [`Sandbox::command`] turns a program and its arguments into a [`std::process::Command`]
+//! that runs them under that policy with one of two [`Backend`]s:
+//!
+//! - **bubblewrap** (`bwrap`, as Claude Code and Codex use on Linux): a new mount namespace
+//!   that shows only the system folders, the toolchain folders, the roots and the temporary
+//!   folder; read-only bind mounts over protected paths; an empty file or a read-only tmpfs
+//!   over hidden paths; `--unshare-net` without network; `--unshare-pid` so nothing started
+//!   by the command outlives it; `--new-session` (no `TIOCSTI` into the user's terminal);
+//!   `--die-with-parent`.
+//! - **Landlock and seccomp** in a helper process: the program that embeds this crate
+//!   re-executes itself with [`HELPER_ARG`] (see [`helper_main`]); the helper unshares a PID
+//!   and, without network, a network namespace when the kernel lets it, restricts itself
+//!   with Landlock (filesystem, and TCP and abstract unix sockets where the namespace could
+//!   not be made), installs a seccomp filter (no `TIOCSTI`; without network and without a
+//!   network namespace, no sockets but unix ones), and executes the program. Landlock can
+//!   only grant, so a root holding protected or hidden paths is granted entry by entry, and
+//!   a new entry directly in such a folder (a new file at the top of the workspace, a new
+//!   file in `.git/`) cannot be created under this back end.
+//!
+//! With neither, [`Backend::detect`] says why, and the caller decides (the agent asks before
+//! running anything unsandboxed).
+//!
+//! ```no_run
+//! use sandbox::{Backend, Policy, Profile, Sandbox};
+//! # fn main() -> Result<(), sandbox::Error> {
+//! let sandbox = Sandbox::new(Backend::detect(None));
+//! let policy = Policy::new(Profile::ReadOnly, vec!["/srv/app".into()], "/tmp/agent-1".into());
+//! let mut prepared = sandbox.command(&policy, "bash".as_ref(), &["-c".into(), "ls".into()], "/srv/app".as_ref())?;
+//! let status = prepared.command.status();
+//! # let _ = status; Ok(()) }
+//! ```
+
+mod bwrap;
+mod helper;
+mod landlock_rules;
+mod placeholder;
+
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+pub use helper::{HELPER_ARG, helper_main};
+use placeholder::Placeholders;
+
+/// Environment variable that forces a back end: `bwrap`, `landlock` or `none`. A forced back
+/// end that does not work is reported as unavailable, never replaced by another.
+pub const BACKEND_ENV: &str = "AGENT_SANDBOX_BACKEND";
+
+/// What a sandboxed command may change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Everything visible is read-only; only `/dev/null` and the private temporary folder
+    /// are writable.
+    #[default]
+    ReadOnly,
+    /// As [`Profile::ReadOnly`], and the roots are writable except their protected paths.
+    WorkspaceWrite,
+}
+
+impl Profile {
+    /// The profile's name: `read-only` or `workspace-write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// System folders readable in every profile (when they exist).
+pub const SYSTEM_READABLE: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
+];
+
+/// Folders under `$HOME` readable in every profile: toolchains and their caches, so
+/// compilers, package managers and interpreters installed per user work. The rest of
+/// `$HOME` is not visible.
+pub const TOOLCHAIN_HOME_READABLE: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".npm",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".pyenv",
+    ".cache/pip",
+    ".cache/uv",
+    ".local/share/uv",
+    ".local/bin",
+    ".local/lib",
+    "go",
+    ".cache/go-build",
+    ".rbenv",
+    ".gem",
+    ".m2",
+    ".gradle",
+    ".sdkman",
+];
+
+/// Paths relative to each writable root that stay read-only and cannot be created:
+/// the agent's and Claude Code's settings, MCP configuration, and git's configuration and
+/// hooks (which git runs outside any sandbox later). `.git/modules/*/config` and
+/// `.git/modules/*/hooks` are added for every submodule found; when `.git/modules` does not
+/// exist it is protected itself.
+pub const PROTECTED_IN_ROOT: &[&str] = &[
+    ".agent",
+    ".claude",
+    ".mcp.json",
+    ".git/config",
+    ".git/config.worktree",
+    ".git/hooks",
+];
+
+/// What one sandboxed command may touch. Paths are absolute and resolved (no symbolic
+/// links); a relative path is an error when the command is prepared.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Policy {
+    /// What may change.
+    pub profile: Profile,
+    /// The workspace roots (working directory and additional directories): readable, and
+    /// writable in [`Profile::WorkspaceWrite`].
+    pub roots: Vec<PathBuf>,
+    /// Other readable folders or files: the system, toolchains, the agent's tool-results
+    /// folder. Missing ones are skipped.
+    pub readable: Vec<PathBuf>,
+    /// Read-only inside writable roots; those that do not exist cannot be created.
+    pub protected: Vec<PathBuf>,
+    /// Not readable at all (deny rules): an empty file or an empty read-only folder takes
+    /// their place.
+    pub hidden: Vec<PathBuf>,
+    /// Whether the command may use the network.
+    pub network: bool,
+    /// A private folder the command may write; `TMPDIR` points to it.
+    pub temp_dir: PathBuf,
+}
+
+impl Policy {
+    /// A policy for `roots` with the default readable folders ([`SYSTEM_READABLE`],
+    /// [`TOOLCHAIN_HOME_READABLE`] under `$HOME`, the target folder of `/etc/resolv.conf`),
+    /// every root's protected paths ([`protected_paths`]), no hidden paths and no network.
+    pub fn new(profile: Profile, roots: Vec<PathBuf>, temp_dir: PathBuf) -> Self {
+        let protected = roots
+            .iter()
+            .flat_map(|root| protected_paths(root))
+            .collect();
+        Self {
+            profile,
+            roots,
+            readable: default_readable(),
+            protected,
+            hidden: Vec::new(),
+            network: false,
+            temp_dir,
+        }
+    }
+}
+
+/// The readable folders every policy starts with.
+pub fn default_readable() -> Vec<PathBuf> {
+    let mut readable: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
+    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+        let home = PathBuf::from(home);
+        readable.extend(TOOLCHAIN_HOME_READABLE.iter().map(|dir| home.join(dir)));
+    }
+    // A resolver configuration managed elsewhere (systemd-resolved).
+    if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
+        && !target.starts_with("/etc")
+        && let Some(parent) = target.parent()
+    {
+        readable.push(parent.to_path_buf());
+    }
+    readable
+}
+
+/// The protected paths of one root: [`PROTECTED_IN_ROOT`], plus the configuration and hooks
+/// of every submodule under `.git/modules` (or `.git/modules` itself when absent). When
+/// `.git` is a file (a worktree or a submodule checkout) the file itself is protected: it
+/// names the git folder.
+pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = PROTECTED_IN_ROOT.iter().map(|p| root.join(p)).collect();
+    let git = root.join(".git");
+    match std::fs::symlink_metadata(&git) {
+        Ok(meta) if meta.is_dir() => {
+            let modules = git.join("modules");
+            if modules.is_dir() {
+                submodule_paths(&modules, &mut paths, 0);
+            } else {
+                paths.push(modules);
+            }
+        }
+        Ok(_) => paths.push(git),
+        Err(_) => paths.push(git.join("modules")),
+    }
+    paths
+}
+
+/// `config` and `hooks` of every git folder under `modules` (nested submodules too).
+fn submodule_paths(modules: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    let Ok(entries) = std::fs::read_dir(modules) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        let dir = entry.path();
+        if dir.join("HEAD").exists() {
+            out.push(dir.join("config"));
+            out.push(dir.join("config.worktree"));
+            out.push(dir.join("hooks"));
+            let nested = dir.join("modules");
+            if depth < 8 && nested.is_dir() {
+                submodule_paths(&nested, out, depth + 1);
+            } else {
+                out.push(nested);
+            }
+        } else if depth < 8 {
+            // A submodule with a path (`modules/libs/a`): its git folder is deeper.
+            submodule_paths(&dir, out, depth + 1);
+        }
+    }
+}
+
+/// What went wrong preparing a sandboxed command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No back end works here.
+    #[error("no sandbox is available: {0}")]
+    Unavailable(String),
+    /// A policy path is not absolute.
+    #[error("sandbox policy path {0} is not absolute")]
+    RelativePath(PathBuf),
+    /// A placeholder for an absent protected path could not be made.
+    #[error("could not protect {path}: {source}")]
+    Placeholder {
+        /// The protected path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The policy could not be passed to the helper.
+    #[error("could not encode the sandbox policy: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// The mechanism that enforces a [`Policy`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// bubblewrap, at this path.
+    Bubblewrap(PathBuf),
+    /// Landlock and seccomp, applied by this helper executable (run with [`HELPER_ARG`]).
+    Landlock(PathBuf),
+    /// None works; the text says why.
+    Unavailable(String),
+}
+
+impl Backend {
+    /// The back end's short name: `bwrap`, `landlock` or `none`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Bubblewrap(_) => "bwrap",
+            Self::Landlock(_) => "landlock",
+            Self::Unavailable(_) => "none",
+        }
+    }
+
+    /// Whether a sandbox is available.
+    pub fn is_available(&self) -> bool {
+        !matches!(self, Self::Unavailable(_))
+    }
+
+    /// Finds a working back end: bubblewrap when `bwrap` is on `PATH` (or in `/usr/bin`) and
+    /// can start a sandbox here (checked by running one), else Landlock when `helper` is
+    /// given and the kernel enforces Landlock (checked by running the helper), else
+    /// [`Backend::Unavailable`] with the reasons. [`BACKEND_ENV`] forces a choice.
+    ///
+    /// Costs one or two short process starts; the result for a given `helper` is cached for
+    /// the life of the process.
+    pub fn detect(helper: Option<&Path>) -> Backend {
+        /// Back ends found so far, by helper.
+        type Found = std::sync::Mutex<Vec<(Option<PathBuf>, Backend)>>;
+        static CACHE: OnceLock<Found> = OnceLock::new();
+        let cache = CACHE.get_or_init(Default::default);
+        let key = helper.map(Path::to_path_buf);
+        if let Ok(cached) = cache.lock()
+            && let Some((_, backend)) = cached.iter().find(|(k, _)| *k == key)
+        {
+            return backend.clone();
+        }
+        let backend = Self::detect_uncached(helper);
+        if let Ok(mut cached) = cache.lock() {
+            cached.push((key, backend.clone()));
+        }
+        backend
+    }
+
+    fn detect_uncached(helper: Option<&Path>) -> Backend {
+        let forced = std::env::var(BACKEND_ENV).ok().filter(|v| !v.is_empty());
+        let mut reasons = Vec::new();
+        if forced.as_deref().is_none_or(|f| f == "bwrap") {
+            match bwrap::probe() {
+                Ok(path) => return Backend::Bubblewrap(path),
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        if forced.as_deref().is_none_or(|f| f == "landlock") {
+            match helper {
+                Some(helper) => match helper::probe(helper) {
+                    Ok(()) => return Backend::Landlock(helper.to_path_buf()),
+                    Err(reason) => reasons.push(reason),
+                },
+                None => reasons.push("no Landlock helper executable was given".to_owned()),
+            }
+        }
+        if let Some(forced) = forced {
+            reasons.push(format!("{BACKEND_ENV}={forced}"));
+        }
+        Backend::Unavailable(reasons.join("; "))
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bubblewrap(path) => write!(f, "bubblewrap ({})", path.display()),
+            Self::Landlock(_) => f.write_str("Landlock + seccomp"),
+            Self::Unavailable(reason) => write!(f, "none ({reason})"),
+        }
+    }
+}
+
+/// Prepares sandboxed commands with one [`Backend`].
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    backend: Backend,
+}
+
+/// A sandboxed command, ready to spawn. Keep it (or its `guard`) alive until the process has
+/// exited: it holds the placeholders of absent protected paths, which are removed when the
+/// last command using them is done.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The command: `bwrap ...` or the helper. Add environment variables, stdio and a
+    /// process group as for any command; its working directory is set inside the sandbox.
+    pub command: Command,
+    /// Placeholders to remove after the process exits.
+    pub guard: PlaceholderGuard,
+}
+
+/// Removes the placeholders of one prepared command when dropped (see [`Prepared`]).
+#[derive(Debug, Default)]
+pub struct PlaceholderGuard {
+    // Held for its `Drop`, which removes the placeholders.
+    _placeholders: Placeholders,
+}
+
+impl Sandbox {
+    /// A sandbox with `backend`.
+    pub fn new(backend: Backend) -> Self {
+        Self { backend }
+    }
+
+    /// The back end.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// A command running `program` with `args` in `cwd` under `policy`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] without a back end; [`Error::RelativePath`] for a relative
+    /// policy path; [`Error::Placeholder`] when an absent protected path could not be
+    /// reserved (bubblewrap, workspace-write).
+    pub fn command(
+        &self,
+        policy: &Policy,
+        program: &OsStr,
+        args: &[OsString],
+        cwd: &Path,
+    ) -> Result<Prepared, Error> {
+        check_absolute(policy)?;
+        match &self.backend {
+            Backend::Bubblewrap(bwrap) => {
+                let mut placeholders = Placeholders::default();
+                let bwrap_args = bwrap::args(policy, cwd, &mut placeholders)?;
+                let mut command = Command::new(bwrap);
+                command.args(bwrap_args).arg("--").arg(program).args(args);
+                command.env("TMPDIR", &policy.temp_dir);
+                Ok(Prepared {
+                    command,
+                    guard: PlaceholderGuard {
+                        _placeholders: placeholders,
+                    },
+                })
+            }
+            Backend::Landlock(helper) => {
+                let mut command = Command::new(helper);
+                command
+                    .arg(HELPER_ARG)
+                    .arg(helper::Mode::Run.as_str())
+                    .arg(serde_json::to_string(policy)?)
+                    .arg(cwd)
+                    .arg(program)
+                    .args(args);
+                command.env("TMPDIR", &policy.temp_dir);
+                Ok(Prepared {
+                    command,
+                    guard: PlaceholderGuard::default(),
+                })
+            }
+            Backend::Unavailable(reason) => Err(Error::Unavailable(reason.clone())),
+        }
+    }
+}
+
+fn check_absolute(policy: &Policy) -> Result<(), Error> {
+    let all = policy
+        .roots
+        .iter()
+        .chain(&policy.readable)
+        .chain(&policy.protected)
+        .chain(&policy.hidden)
+        .chain(std::iter::once(&policy.temp_dir));
+    for path in all {
+        if !path.is_absolute() {
+            return Err(Error::RelativePath(path.clone()));
+        }
+    }
+    Ok(())
+}

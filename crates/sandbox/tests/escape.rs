@@ -1,0 +1,402 @@
+//! The escape matrix: every test is an attack that must fail, run under each back end that
+//! works here (bubblewrap, and Landlock through the `agent-sandbox` helper). In CI
+//! (`CI=true`) a missing back end fails the run; elsewhere it is skipped with a note.
+
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use sandbox::{Backend, Policy, Profile, Sandbox};
+
+const HELPER: &str = env!("CARGO_BIN_EXE_agent-sandbox");
+
+/// The back ends to test.
+fn backends() -> Vec<Backend> {
+    let mut found = Vec::new();
+    let bwrap = Backend::detect(None);
+    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    match bwrap {
+        Backend::Bubblewrap(_) => found.push(bwrap),
+        other if in_ci => panic!("CI needs bubblewrap for the sandbox tests: {other}"),
+        other => eprintln!("NOTE: bubblewrap tests skipped: {other}"),
+    }
+    // Force the Landlock helper, whatever bwrap says.
+    let landlock = Backend::Landlock(PathBuf::from(HELPER));
+    let probe = Command::new(HELPER)
+        .args([sandbox::HELPER_ARG, "probe"])
+        .output()
+        .expect("the helper runs");
+    if probe.status.success() {
+        found.push(landlock);
+    } else if in_ci {
+        panic!(
+            "CI needs Landlock for the sandbox tests: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+    } else {
+        eprintln!(
+            "NOTE: Landlock tests skipped: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+    }
+    found
+}
+
+/// A scratch layout: `ws` (a git-like workspace with `src/`), `outside/`, `tmp/` (the
+/// private temporary folder).
+struct Layout {
+    base: PathBuf,
+    ws: PathBuf,
+    outside: PathBuf,
+    temp: PathBuf,
+}
+
+impl Layout {
+    fn new(name: &str) -> Self {
+        let base = std::env::temp_dir().join(format!(
+            "sandbox-escape-{name}-{}-{}",
+            std::process::id(),
+            fastrand_suffix()
+        ));
+        let ws = base.join("ws");
+        let outside = base.join("outside");
+        let temp = base.join("tmp");
+        for dir in [&ws.join("src"), &ws.join(".git/hooks"), &outside, &temp] {
+            std::fs::create_dir_all(dir).expect("scratch folders");
+        }
+        std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(ws.join("src/main.txt"), "hello\n").expect("file");
+        std::fs::write(outside.join("secret.txt"), "top secret\n").expect("secret");
+        let canon = |p: &Path| p.canonicalize().expect("canonical");
+        Self {
+            ws: canon(&ws),
+            outside: canon(&outside),
+            temp: canon(&temp),
+            base: canon(&base),
+        }
+    }
+
+    fn policy(&self, profile: Profile) -> Policy {
+        Policy::new(profile, vec![self.ws.clone()], self.temp.clone())
+    }
+}
+
+impl Drop for Layout {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+fn fastrand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    hasher.finish() % 1_000_000
+}
+
+fn run(backend: &Backend, policy: &Policy, script: &str) -> Output {
+    let sandbox = Sandbox::new(backend.clone());
+    let cwd = policy.roots[0].clone();
+    let mut prepared = sandbox
+        .command(policy, "bash".as_ref(), &["-c".into(), script.into()], &cwd)
+        .expect("prepared");
+    let output = prepared
+        .command
+        .stdin(Stdio::null())
+        .output()
+        .expect("the sandbox runs");
+    drop(prepared.guard);
+    output
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn read_only_profile_writes_nothing_but_its_temp_folder() {
+    for backend in backends() {
+        let layout = Layout::new("ro");
+        let policy = layout.policy(Profile::ReadOnly);
+        let host_tmp =
+            std::env::temp_dir().join(format!("sandbox-host-tmp-{}", std::process::id()));
+        let script = format!(
+            "cat src/main.txt; echo pwned > src/new.txt; echo pwned >> src/main.txt; \
+             echo pwned > {outside}/new.txt; echo pwned > {host_tmp}; \
+             echo ok > \"$TMPDIR/scratch\" && cat \"$TMPDIR/scratch\"; echo done > /dev/null && echo devnull-ok",
+            outside = layout.outside.display(),
+            host_tmp = host_tmp.display(),
+        );
+        let output = run(&backend, &policy, &script);
+        let out = text(&output);
+        assert!(
+            out.contains("hello"),
+            "{backend}: workspace readable\n{out}"
+        );
+        assert!(
+            out.contains("ok\n"),
+            "{backend}: temp folder writable\n{out}"
+        );
+        assert!(
+            out.contains("devnull-ok"),
+            "{backend}: /dev/null writable\n{out}"
+        );
+        assert!(!layout.ws.join("src/new.txt").exists(), "{backend}\n{out}");
+        assert_eq!(
+            std::fs::read_to_string(layout.ws.join("src/main.txt")).expect("read"),
+            "hello\n",
+            "{backend}"
+        );
+        assert!(!layout.outside.join("new.txt").exists(), "{backend}\n{out}");
+        assert!(!host_tmp.exists(), "{backend}: host /tmp written\n{out}");
+    }
+}
+
+#[test]
+fn workspace_write_profile_keeps_outside_and_protected_paths() {
+    for backend in backends() {
+        let layout = Layout::new("ww");
+        let policy = layout.policy(Profile::WorkspaceWrite);
+        let outside = layout.outside.display();
+        let script = format!(
+            "echo built > src/out.txt && echo wrote-src; \
+             echo pwned > {outside}/new.txt; \
+             echo '[core] fsmonitor = touch {outside}/fsmonitor' >> .git/config; \
+             echo pwned > .git/hooks/pre-commit; \
+             mkdir .claude; echo '{{}}' > .claude/settings.json; \
+             mkdir -p .agent; echo '{{}}' > .agent/settings.json; \
+             echo '{{}}' > .mcp.json; \
+             ln -s {outside} src/link; echo pwned > src/link/via-link.txt; \
+             ln .git/config src/hardlink; echo pwned >> src/hardlink; \
+             ln {outside}/secret.txt src/hard-outside; echo pwned >> src/hard-outside; \
+             mv .git/config src/moved-config; \
+             true"
+        );
+        let output = run(&backend, &policy, &script);
+        let out = text(&output);
+        assert!(
+            out.contains("wrote-src"),
+            "{backend}: workspace writable\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(layout.ws.join("src/out.txt")).expect("written"),
+            "built\n"
+        );
+        assert!(!layout.outside.join("new.txt").exists(), "{backend}\n{out}");
+        assert!(
+            !layout.outside.join("via-link.txt").exists(),
+            "{backend}\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(layout.outside.join("secret.txt")).expect("secret"),
+            "top secret\n",
+            "{backend}\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(layout.ws.join(".git/config")).expect("config"),
+            "[core]\n",
+            "{backend}\n{out}"
+        );
+        assert!(
+            !layout.ws.join(".git/hooks/pre-commit").exists(),
+            "{backend}\n{out}"
+        );
+        for absent in [".claude", ".agent", ".mcp.json"] {
+            assert!(
+                std::fs::symlink_metadata(layout.ws.join(absent)).is_err(),
+                "{backend}: {absent} appeared (or its placeholder stayed)\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn hidden_paths_and_home_are_not_readable() {
+    for backend in backends() {
+        let layout = Layout::new("hidden");
+        std::fs::create_dir_all(layout.ws.join("secrets")).expect("secrets");
+        std::fs::write(layout.ws.join("secrets/key"), "sk-hidden\n").expect("key");
+        std::fs::write(layout.ws.join(".env"), "TOKEN=hidden-env\n").expect("env");
+        let mut policy = layout.policy(Profile::WorkspaceWrite);
+        policy.hidden = vec![layout.ws.join("secrets"), layout.ws.join(".env")];
+        // A file in the real home folder, outside the toolchain folders.
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let home_secret = home
+            .as_ref()
+            .map(|home| home.join(format!(".sandbox-test-secret-{}", std::process::id())));
+        let wrote_home = home_secret
+            .as_ref()
+            .is_some_and(|path| std::fs::write(path, "home-secret\n").is_ok());
+        let script = format!(
+            "cat secrets/key; cat .env; cat {outside}/secret.txt; {home} \
+             echo overwrite > secrets/key; echo visible-check",
+            outside = layout.outside.display(),
+            home = match (&home_secret, wrote_home) {
+                (Some(path), true) => format!("cat {};", path.display()),
+                _ => String::new(),
+            },
+        );
+        let output = run(&backend, &policy, &script);
+        if let Some(path) = &home_secret {
+            let _ = std::fs::remove_file(path);
+        }
+        let out = text(&output);
+        assert!(out.contains("visible-check"), "{backend}\n{out}");
+        for secret in ["sk-hidden", "hidden-env", "top secret", "home-secret"] {
+            assert!(!out.contains(secret), "{backend}: read {secret}\n{out}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(layout.ws.join("secrets/key")).expect("key"),
+            "sk-hidden\n"
+        );
+    }
+}
+
+#[test]
+fn no_network_profile_reaches_nothing() {
+    let tcp = TcpListener::bind("127.0.0.1:0").expect("tcp listener");
+    tcp.set_nonblocking(true).expect("nonblocking");
+    let tcp_port = tcp.local_addr().expect("addr").port();
+    let udp = UdpSocket::bind("127.0.0.1:0").expect("udp socket");
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    let udp_port = udp.local_addr().expect("addr").port();
+    let name = format!("agent-sandbox-test-{}", std::process::id());
+    let unix = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr =
+            std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("abstract");
+        std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract listener")
+    };
+    unix.set_nonblocking(true).expect("nonblocking");
+    for backend in backends() {
+        let layout = Layout::new("net");
+        for network in [false, true] {
+            let mut policy = layout.policy(Profile::ReadOnly);
+            policy.network = network;
+            let script = format!(
+                "(exec 3<>/dev/tcp/127.0.0.1/{tcp_port}) 2>/dev/null && echo tcp-connected; \
+                 echo datagram > /dev/udp/127.0.0.1/{udp_port}; \
+                 /usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); print('unix-connected')\" 2>/dev/null; \
+                 echo finished"
+            );
+            let output = run(&backend, &policy, &script);
+            let out = text(&output);
+            assert!(out.contains("finished"), "{backend}\n{out}");
+            let accepted_tcp = tcp.accept().is_ok();
+            let mut buffer = [0u8; 64];
+            let got_udp = udp.recv(&mut buffer).is_ok();
+            let accepted_unix = unix.accept().is_ok();
+            if network {
+                // The check can fail: with the network on, all three get through.
+                assert!(
+                    out.contains("tcp-connected") && accepted_tcp,
+                    "{backend}\n{out}"
+                );
+                assert!(got_udp, "{backend}: no datagram with the network on\n{out}");
+                assert!(
+                    accepted_unix,
+                    "{backend}: no unix connection with the network on\n{out}"
+                );
+            } else {
+                assert!(
+                    !out.contains("tcp-connected") && !accepted_tcp,
+                    "{backend}\n{out}"
+                );
+                assert!(!got_udp, "{backend}: a datagram got out\n{out}");
+                assert!(
+                    !out.contains("unix-connected") && !accepted_unix,
+                    "{backend}: abstract unix socket reached\n{out}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_setsid_daemon_dies_with_the_parent() {
+    for backend in backends() {
+        let layout = Layout::new("daemon");
+        let policy = layout.policy(Profile::ReadOnly);
+        let marker = format!("{}.{}", 4000 + std::process::id() % 1000, fastrand_suffix());
+        let sandbox = Sandbox::new(backend.clone());
+        let prepared = sandbox
+            .command(
+                &policy,
+                "bash".as_ref(),
+                &[
+                    "-c".into(),
+                    format!(
+                        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started; sleep 600"
+                    )
+                    .into(),
+                ],
+                &layout.ws,
+            )
+            .expect("prepared");
+        // The "agent": a shell that starts the sandbox and is then killed with SIGKILL.
+        let program = prepared.command.get_program().to_owned();
+        let args: Vec<_> = prepared.command.get_args().map(ToOwned::to_owned).collect();
+        let mut parent = Command::new("bash")
+            .arg("-c")
+            .arg("\"$@\" & wait")
+            .arg("parent")
+            .arg(&program)
+            .args(&args)
+            .env("TMPDIR", &policy.temp_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("parent");
+        let mut stdout = parent.stdout.take().expect("stdout");
+        let mut started = [0u8; 8];
+        stdout.read_exact(&mut started).expect("started");
+        assert!(
+            wait_for(|| process_with(&marker), Duration::from_secs(5)),
+            "{backend}: the daemon never started"
+        );
+        parent.kill().expect("SIGKILL");
+        let _ = parent.wait();
+        assert!(
+            wait_for(|| !process_with(&marker), Duration::from_secs(2)),
+            "{backend}: the setsid daemon outlived its parent by 2 s"
+        );
+    }
+}
+
+fn wait_for(mut condition: impl FnMut() -> bool, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+/// Whether a live (not zombie) process has `marker` in its command line.
+fn process_with(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        !zombie
+            && String::from_utf8_lossy(&cmdline)
+                .split('\0')
+                .any(|arg| arg == marker)
+    })
+}
