@@ -1,6 +1,8 @@
 //! The escape matrix: every test is an attack that must fail, run under each back end that
 //! works here (bubblewrap, and Landlock through the `agent-sandbox` helper). In CI
 //! (`CI=true`) a missing back end fails the run; elsewhere it is skipped with a note.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
 use std::net::{TcpListener, UdpSocket};
