@@ -9,8 +9,14 @@
 //!   running in its group (background jobs holding the pipe) is stopped the same way after
 //!   50 ms. If the future is dropped half-way, a guard SIGKILLs the group. No orphan of the
 //!   group survives the call (a process that left the group with `setsid` is its own).
-//! - The working directory persists between calls: an `EXIT` trap writes `pwd -P` to a
-//!   temporary file named by `$__AGENT_CWD_FILE`; when it lies inside the workspace the next
+//! - The command runs in the OS sandbox with the profile the permission gate chose (see
+//!   [`crate::permissions`]), or unsandboxed when the sandbox is off or the user approved
+//!   `dangerouslyDisableSandbox`. `ANTHROPIC_API_KEY` and `ANTHROPIC_AUTH_TOKEN` are removed
+//!   from its environment. A sandboxed command that fails on a refused write or network
+//!   access gets a note saying so, and how to ask for the command outside the sandbox.
+//! - The working directory persists between calls: an `EXIT` trap writes `pwd -P` to a file
+//!   in the session's private folder whose path is written into the script itself (nothing
+//!   the command sets can redirect it); when it lies inside the workspace the next
 //!   command (and relative paths of the file tools) start there, otherwise the session's
 //!   directory is reset to the workspace's and the result says so. A command that ends with
 //!   `exec` or is killed keeps the previous directory.
@@ -38,8 +44,10 @@ use tokio::process::{Child, Command};
 
 use crate::common::{parse_input, truncate_middle};
 use crate::paths;
-use crate::permissions::{readonly, shell};
+use crate::permissions::{BashRun, DISABLE_SANDBOX_FIELD, PermissionGate, readonly, shell};
+use crate::sandboxing;
 use crate::session::Shared;
+use sandbox::Profile;
 
 /// Timeout when the input gives none, in milliseconds.
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -63,7 +71,12 @@ const DESCRIPTION: &str = "Runs a shell command with `bash -c` and returns its o
 The command starts in the working directory, which persists between calls: after `cd sub`, later commands and relative file paths start in `sub` (a `cd` outside the workspace is undone). \
 Times out after `timeout` milliseconds (default 120000, at most 600000); on timeout or interruption the command and everything it started are killed. Background jobs (`&`) are stopped when the command finishes. \
 Output over 30000 characters is cut in the middle. stdin is closed, so interactive commands fail instead of waiting: pass flags such as `-y` or `--no-edit`. \
-Quote paths containing spaces. Chain dependent commands with `&&`. Prefer the Read, Glob, Grep, Edit and Write tools over cat, find, grep, sed and echo redirection for files.";
+Quote paths containing spaces. Chain dependent commands with `&&`. Prefer the Read, Glob, Grep, Edit and Write tools over cat, find, grep, sed and echo redirection for files. \
+Commands run in an OS sandbox: read-only unless an allow rule or the permission mode lets them write the workspace; `.git/config`, `.git/hooks`, `.agent`, `.claude` and `.mcp.json` stay read-only, files outside the workspace are not visible or not writable, and there is no network unless the user enabled it. \
+If a command fails because the sandbox refused it, you may call it again with `dangerouslyDisableSandbox: true`; the user is always asked to approve that.";
+
+/// Environment variables never passed to commands: the agent's own credentials.
+const CREDENTIAL_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"];
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,6 +85,10 @@ struct Input {
     timeout: Option<u64>,
     #[allow(dead_code)] // shown to the user by the caller, not used here
     description: Option<String>,
+    /// Read by the permission gate, which asks the user before such a call runs.
+    #[serde(rename = "dangerouslyDisableSandbox")]
+    #[allow(dead_code)]
+    dangerously_disable_sandbox: Option<bool>,
 }
 
 /// The Bash tool.
@@ -96,6 +113,10 @@ impl BashTool {
                 "description": {
                     "type": "string",
                     "description": "What the command does, in 5 to 10 words, shown to the user"
+                },
+                DISABLE_SANDBOX_FIELD: {
+                    "type": "boolean",
+                    "description": "Run outside the sandbox. Only after the sandbox refused something the command needs; the user is always asked"
                 }
             },
             "required": ["command"],
@@ -157,10 +178,32 @@ impl Tool for BashTool {
 
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
+            let how = self.how_to_run(&input, &context);
             let input: Input = parse_input("Bash", input)?;
             let timeout = timeout_of(input.timeout);
-            run(&self.shared, &input.command, timeout, &context).await
+            run(&self.shared, &input.command, timeout, how, &context).await
         })
+    }
+}
+
+impl BashTool {
+    /// How the gate let this call run; for a call that did not go through the gate (a
+    /// direct call), how it would run if allowed, without `dangerouslyDisableSandbox`, and
+    /// read-only when the gate would not have allowed it outright.
+    fn how_to_run(&self, input: &Value, context: &ToolContext) -> BashRun {
+        if let Some((_, run)) = self.shared.grants.remove(context.tool_use_id.as_str()) {
+            return run;
+        }
+        let mut input = input.clone();
+        if let Some(fields) = input.as_object_mut() {
+            fields.remove(DISABLE_SANDBOX_FIELD);
+        }
+        let gate = PermissionGate::new(Arc::clone(&self.shared), None);
+        match gate.bash_decision(&input, self.shared.mode) {
+            (crate::Verdict::Allow, run) => run,
+            (_, _) if self.shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
+            (_, run) => run,
+        }
     }
 }
 
@@ -173,24 +216,42 @@ fn timeout_of(requested_ms: Option<u64>) -> Duration {
     )
 }
 
-/// A temporary file the shell's `EXIT` trap writes its final directory to; removed on drop.
+/// The file the shell's `EXIT` trap writes its final directory to, in the session's private
+/// folder; removed on drop.
 struct CwdFile(PathBuf);
 
 impl CwdFile {
-    fn new() -> Self {
+    fn new(private: &std::path::Path) -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        Self(std::env::temp_dir().join(format!(
-            "agent-bash-cwd-{}-{}",
-            std::process::id(),
+        Self(private.join(format!(
+            ".cwd-{}",
             COUNTER.fetch_add(1, Ordering::Relaxed)
         )))
     }
 
-    /// The directory the shell ended in, if it said.
+    /// The directory the shell ended in, if it said (a link planted in its place is not
+    /// followed; at most 64 KiB are read).
     fn read(&self) -> Option<PathBuf> {
-        let bytes = std::fs::read(&self.0).ok()?;
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&self.0)
+            .ok()?;
+        let mut bytes = Vec::new();
+        file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
         (!bytes.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+    }
+
+    /// The `trap` line that makes the shell write its directory here.
+    fn trap(&self) -> String {
+        let write = format!(
+            "pwd -P >| {} 2>/dev/null",
+            sandboxing::shell_quote(&self.0.to_string_lossy())
+        );
+        format!("trap {} EXIT", sandboxing::shell_quote(&write))
     }
 }
 
@@ -276,6 +337,7 @@ async fn run(
     shared: &Shared,
     command: &str,
     timeout: Duration,
+    how: BashRun,
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     let workspace = &context.workspace;
@@ -286,8 +348,8 @@ async fn run(
             cwd.display()
         )));
     }
-    let cwd_file = CwdFile::new();
-    let script = format!("trap 'pwd -P >| \"$__AGENT_CWD_FILE\" 2>/dev/null' EXIT; {command}");
+    let cwd_file = CwdFile::new(&shared.private.path);
+    let script = format!("{}; {command}", cwd_file.trap());
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
     };
@@ -295,16 +357,40 @@ async fn run(
     let writer_for_stderr = writer
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
-    let mut bash = Command::new("bash");
-    bash.arg("-c")
-        .arg(&script)
-        .current_dir(&cwd)
-        .envs(shared.env.iter().map(|(key, value)| (key, value)))
-        .env("__AGENT_CWD_FILE", &cwd_file.0)
+    let (std_command, _placeholders, profile) = match how {
+        BashRun::Unsandboxed => {
+            let mut bash = std::process::Command::new("bash");
+            bash.arg("-c").arg(&script).current_dir(&cwd);
+            (bash, None, None)
+        }
+        BashRun::Sandboxed(profile) => {
+            let Some(backend) = shared.sandbox.backend.clone() else {
+                return Err(ToolError::CouldNotRun(
+                    "the sandbox is off, but this call was allowed only in the sandbox".into(),
+                ));
+            };
+            let policy =
+                sandboxing::policy(shared, workspace, profile).map_err(ToolError::CouldNotRun)?;
+            let prepared = sandbox::Sandbox::new(backend)
+                .command(
+                    &policy,
+                    "bash".as_ref(),
+                    &["-c".into(), script.clone().into()],
+                    &cwd,
+                )
+                .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
+            (prepared.command, Some(prepared.guard), Some(profile))
+        }
+    };
+    let mut bash = Command::from(std_command);
+    bash.envs(shared.env.iter().map(|(key, value)| (key, value)))
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer_for_stderr)
         .process_group(0);
+    for name in CREDENTIAL_VARS {
+        bash.env_remove(name);
+    }
     let spawned = bash.spawn();
     // Our copies of the pipe's write end must close, or the read end never sees EOF.
     drop(bash);
@@ -395,8 +481,63 @@ async fn run(
                     .map_err(|error| could_not_run("wait for bash", error))?,
             };
             let note = follow_cwd(shared, workspace, &cwd_file);
-            Ok(report(status, text, note))
+            let output = report(status, text, note);
+            Ok(match profile {
+                Some(profile) if output.is_error && refused_by_sandbox(&output) => {
+                    with_sandbox_note(output, profile, shared)
+                }
+                _ => output,
+            })
         }
+    }
+}
+
+/// Messages with which the operating system refuses what a sandbox does not allow.
+const REFUSALS: [&str; 7] = [
+    "Read-only file system",
+    "Permission denied",
+    "Operation not permitted",
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+];
+
+fn refused_by_sandbox(output: &ToolOutput) -> bool {
+    let protocol::ToolResultContent::Text(text) = &output.content else {
+        return false;
+    };
+    REFUSALS.iter().any(|refusal| text.contains(refusal))
+}
+
+/// Adds to a failed result what the sandbox allowed, so the model can tell a refusal from a
+/// bug and knows how to ask for more.
+fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> ToolOutput {
+    let network = profile == Profile::WorkspaceWrite && shared.sandbox.network;
+    let allowed = match profile {
+        Profile::ReadOnly => format!(
+            "nothing may be written except $TMPDIR ({}), because no allow rule or permission mode lets this command write",
+            shared.private.path.display()
+        ),
+        Profile::WorkspaceWrite => format!(
+            "only the workspace (not .git/config, .git/hooks, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written",
+            shared.private.path.display()
+        ),
+    };
+    let network = if network {
+        ""
+    } else {
+        ", and there is no network"
+    };
+    let note = format!(
+        "\n\nThis command ran in the {profile} sandbox: {allowed}{network}. If it failed because the sandbox refused something it needs, call Bash again with {DISABLE_SANDBOX_FIELD}: true; the user will be asked to approve it."
+    );
+    match output.content {
+        protocol::ToolResultContent::Text(mut text) => {
+            text.push_str(&note);
+            ToolOutput::error(text)
+        }
+        _ => output,
     }
 }
 

@@ -29,6 +29,13 @@ pub enum Error {
         /// The name given.
         value: String,
     },
+    /// The session's private folder (sandboxed commands' temporary folder) could not be
+    /// created under the system's temporary folder.
+    #[error("could not create the session's private folder: {reason}")]
+    PrivateDir {
+        /// The I/O error, with the path.
+        reason: String,
+    },
     /// A path argument contains a NUL byte, which no file name can hold.
     #[error("the path contains a NUL byte; file paths cannot contain NUL")]
     NulByte,
@@ -45,7 +52,7 @@ pub enum Error {
     },
     /// Write or Edit aimed at a protected folder (the agent's own settings).
     #[error(
-        "{path} belongs to the agent's own settings, which its tools may not change; ask the user to edit it"
+        "{path} is protected (the agent's or Claude Code's settings, MCP configuration, or git's configuration and hooks), which the agent's tools may not change; ask the user to edit it"
     )]
     Protected {
         /// The path after resolution.

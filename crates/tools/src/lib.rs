@@ -76,6 +76,7 @@ mod grep;
 mod paths;
 mod permissions;
 mod read;
+mod sandboxing;
 mod session;
 #[cfg(test)]
 mod testutil;
@@ -83,9 +84,10 @@ mod walk;
 mod write;
 
 pub use error::Error;
+pub use sandbox;
 pub use paths::real_path;
 pub use permissions::{
-    HookDecision, PermissionConfig, PermissionGate, PermissionMode, PermissionRequest, Prompter,
+    BashRun, DISABLE_SANDBOX_FIELD, HookDecision, PermissionConfig, PermissionGate, PermissionMode, PermissionRequest, Prompter,
     Verdict,
 };
-pub use session::{ToolSet, ToolSetConfig, builtin};
+pub use session::{SandboxConfig, ToolSet, ToolSetConfig, builtin};

@@ -39,6 +39,50 @@ pub struct ToolSetConfig {
     /// Folder names whose contents Write and Edit refuse wherever they are (`.agent`: a
     /// nested one would be the settings of a session started there), ignoring case.
     pub protected_names: Vec<String>,
+    /// How Bash commands are sandboxed.
+    pub sandbox: SandboxConfig,
+}
+
+/// How Bash commands are sandboxed (see [`crate::permissions`] for which profile a command
+/// gets).
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// The back end; `None` when the user turned the sandbox off (`--sandbox off`). With
+    /// [`sandbox::Backend::Unavailable`] or `None`, commands allowed by a rule or the mode run
+    /// unsandboxed and every other command is asked.
+    pub backend: Option<sandbox::Backend>,
+    /// Whether sandboxed commands may use the network in the workspace-write profile
+    /// (setting `sandbox.network`); the read-only profile never has network.
+    pub network: bool,
+}
+
+impl Default for SandboxConfig {
+    /// The back end [`sandbox::Backend::detect`] finds without a Landlock helper (bubblewrap
+    /// or nothing), no network.
+    fn default() -> Self {
+        Self {
+            backend: Some(sandbox::Backend::detect(None)),
+            network: false,
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// Whether commands run in a sandbox.
+    pub fn is_active(&self) -> bool {
+        self.backend
+            .as_ref()
+            .is_some_and(sandbox::Backend::is_available)
+    }
+
+    /// One line for `system/init` and the start-up note: `bwrap`, `landlock`, `off` (chosen),
+    /// or `none` (nothing available).
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            None => "off".to_owned(),
+            Some(backend) => backend.name().to_owned(),
+        }
+    }
 }
 
 impl fmt::Debug for ToolSetConfig {
@@ -54,6 +98,7 @@ impl fmt::Debug for ToolSetConfig {
             )
             .field("protected", &self.protected)
             .field("protected_names", &self.protected_names)
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -99,7 +144,13 @@ impl ToolSet {
             .filter(|dir| dir.is_absolute())
             .map(paths::real_path)
             .transpose()?;
+        let private = PrivateDir::create().map_err(|error| Error::PrivateDir {
+            reason: error.to_string(),
+        })?;
         let shared = Arc::new(Shared {
+            private,
+            grants: DashMap::new(),
+            sandbox: config.sandbox,
             workspace: Arc::clone(&config.workspace),
             mode: config.permissions.default_mode,
             rules,
@@ -226,6 +277,56 @@ pub(crate) struct Shared {
     pub(crate) protected: Vec<PathBuf>,
     /// Folder names Write and Edit refuse anywhere (lowercase).
     pub(crate) protected_names: Vec<String>,
+    /// How Bash commands are sandboxed.
+    pub(crate) sandbox: SandboxConfig,
+    /// The session's private folder: sandboxed commands' `TMPDIR`, and the files Bash's
+    /// exit trap writes its final directory to.
+    pub(crate) private: PrivateDir,
+    /// How each Bash call the gate let through must run, by tool_use id (taken by the call).
+    pub(crate) grants: DashMap<String, crate::permissions::BashRun>,
+}
+
+/// A folder only this session uses (mode 0700), removed with everything in it on drop.
+#[derive(Debug)]
+pub(crate) struct PrivateDir {
+    pub(crate) path: PathBuf,
+}
+
+impl PrivateDir {
+    fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let base = paths::real_path(&std::env::temp_dir())
+            .map_err(|error| std::io::Error::other(error.to_string()))?;
+        let mut attempt = 0;
+        loop {
+            let path = base.join(format!(
+                "agent-{}-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed),
+                attempt
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Self { path }),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                }
+                Err(error) => {
+                    return Err(std::io::Error::new(
+                        error.kind(),
+                        format!("{}: {error}", path.display()),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }
 
 impl Shared {
@@ -303,7 +404,12 @@ impl Shared {
                     .any(|name| part.as_os_str() == name.as_str())
             })
         });
+        let real_roots = paths::roots(workspace);
+        let sandbox_protected = [paths::lexical(raw, cwd), path.to_path_buf()]
+            .iter()
+            .any(|candidate| crate::sandboxing::is_protected_in(&real_roots, candidate));
         named
+            || sandbox_protected
             || self.protected.iter().any(|dir| {
                 let now = paths::real_path(dir).unwrap_or_else(|_| dir.clone());
                 [lower(dir), lower(&now)]

@@ -368,7 +368,12 @@ fn schemas_list_exactly_claude_codes_fields() {
     );
     assert_eq!(
         fields("Bash"),
-        sorted(&["command", "timeout", "description"])
+        sorted(&[
+            "command",
+            "timeout",
+            "description",
+            "dangerouslyDisableSandbox"
+        ])
     );
     let names: Vec<String> = env
         .set

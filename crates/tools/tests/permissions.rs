@@ -10,42 +10,50 @@ use std::sync::{Arc, Mutex};
 use common::{Env, result_text};
 use executor::{Outcome, PermissionDecision, PermissionFuture, ToolError};
 use serde_json::{Value, json};
+use tools::sandbox::Profile;
 use tools::{
-    Error, PermissionConfig, PermissionMode, PermissionRequest, Prompter, ToolSet, ToolSetConfig,
-    Verdict,
+    BashRun, Error, PermissionConfig, PermissionMode, PermissionRequest, Prompter, ToolSet,
+    ToolSetConfig, Verdict,
 };
 
+/// `Bash(git status:*)` allowed, `Bash(rm:*)` denied, in the default mode, with a sandbox
+/// declared available (verdicts only: these tests never start it).
 fn git_status_allowed_rm_denied(name: &str) -> Env {
-    Env::with_permissions(
-        name,
-        PermissionConfig {
-            allow: vec!["Bash(git status:*)".into()],
-            deny: vec!["Bash(rm:*)".into()],
-            ..PermissionConfig::default()
-        },
-    )
+    Env::build(name, |config| {
+        config.permissions.allow = vec!["Bash(git status:*)".into()];
+        config.permissions.deny = vec!["Bash(rm:*)".into()];
+        config.sandbox = common::declared_sandbox();
+    })
 }
 
+/// What the gate says about a Bash call: how it runs when allowed.
 #[derive(Debug, PartialEq, Eq)]
 enum Expected {
-    Allow,
+    /// Allowed, in the read-only sandbox.
+    ReadOnly,
+    /// Allowed, in the workspace-write sandbox.
+    Write,
+    /// Allowed, without a sandbox.
+    Unsandboxed,
     Ask,
     Deny,
 }
 
-fn kind(verdict: &Verdict) -> Expected {
-    match verdict {
-        Verdict::Allow => Expected::Allow,
-        Verdict::Ask { .. } => Expected::Ask,
-        Verdict::Deny { .. } => Expected::Deny,
+fn kind(verdict: &Verdict, run: BashRun) -> Expected {
+    match (verdict, run) {
+        (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly)) => Expected::ReadOnly,
+        (Verdict::Allow, BashRun::Sandboxed(Profile::WorkspaceWrite)) => Expected::Write,
+        (Verdict::Allow, BashRun::Unsandboxed) => Expected::Unsandboxed,
+        (Verdict::Ask { .. }, _) => Expected::Ask,
+        (Verdict::Deny { .. }, _) => Expected::Deny,
         other => panic!("unexpected verdict {other:?}"),
     }
 }
 
 fn check_bash(env: &Env, cases: &[(&str, Expected)]) {
     for (command, expected) in cases {
-        let verdict = env.verdict("Bash", &json!({ "command": command }));
-        assert_eq!(&kind(&verdict), expected, "{command:?}: {verdict:?}");
+        let (verdict, run) = env.set.gate().evaluate_bash(&json!({ "command": command }));
+        assert_eq!(&kind(&verdict, run), expected, "{command:?}: {verdict:?}");
     }
 }
 
@@ -59,8 +67,8 @@ const ISSUE_CASES: [(&str, Expected); 10] = [
     ("git status $(rm x)", Expected::Deny),
     ("git status `rm x`", Expected::Deny),
     ("bash -c 'rm x'", Expected::Deny),
-    ("git status \"a && b\"", Expected::Allow),
-    ("echo \"x; y\"", Expected::Allow),
+    ("git status \"a && b\"", Expected::Write),
+    ("echo \"x; y\"", Expected::ReadOnly),
 ];
 
 #[test]
@@ -115,43 +123,57 @@ fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
             ("git status || rm x", Expected::Deny),
             ("git status |& rm x", Expected::Deny),
             ("git status ; rm x # comment", Expected::Deny),
+            // Computed command names and code the splitter cannot see are asked while a
+            // Bash deny rule exists (issue 12).
+            ("$'\\x72m' x", Expected::Ask),
+            ("{rm,x}", Expected::Ask),
+            ("$(echo rm) x", Expected::Ask),
+            ("x=rm; $x f", Expected::Ask),
+            ("echo rm x | sh", Expected::Ask),
+            ("bash script.sh", Expected::Ask),
+            ("python3 -c 'import os; os.remove(\"x\")'", Expected::Ask),
         ],
     );
 }
 
 #[test]
-fn allow_rules_and_the_read_only_list() {
+fn allow_rules_choose_the_sandbox_profile() {
     let env = git_status_allowed_rm_denied("allow-rules");
     check_bash(
         &env,
         &[
-            ("git status", Expected::Allow),
-            ("git status --short", Expected::Allow),
-            ("git status 2>/dev/null", Expected::Allow),
-            ("git status 2>&1 | grep modified", Expected::Allow),
-            ("timeout 5 git status", Expected::Allow),
-            ("ls -la && pwd", Expected::Allow),
-            ("cat README.md | head -5", Expected::Allow),
-            ("echo $(git status)", Expected::Allow),
-            ("bash -c 'git status'", Expected::Allow),
-            ("cd sub && git status", Expected::Allow),
-            ("cd .. && ls", Expected::Ask),
-            ("cd /etc && cat passwd", Expected::Ask),
-            // Not covered by any rule.
-            ("git statusx", Expected::Ask),
-            ("git push", Expected::Ask),
-            ("rmdir x", Expected::Ask),
-            ("npm test", Expected::Ask),
-            ("sudo git status", Expected::Ask),
+            // Covered by the allow rule: the workspace is writable.
+            ("git status", Expected::Write),
+            ("git status --short", Expected::Write),
+            ("git status 2>/dev/null", Expected::Write),
+            ("timeout 5 git status", Expected::Write),
+            ("bash -c 'git status'", Expected::Write),
+            // Anything else runs read-only, without a question: the kernel enforces it.
+            ("git status 2>&1 | grep modified", Expected::ReadOnly),
+            ("ls -la && pwd", Expected::ReadOnly),
+            ("cat README.md | head -5", Expected::ReadOnly),
+            ("echo $(git status)", Expected::ReadOnly),
+            ("cd sub && git status", Expected::ReadOnly),
+            ("cd .. && ls", Expected::ReadOnly),
+            ("cd /etc && cat passwd", Expected::ReadOnly),
+            ("git statusx", Expected::ReadOnly),
+            ("git push", Expected::ReadOnly),
+            ("rmdir x", Expected::ReadOnly),
+            ("npm test", Expected::ReadOnly),
+            ("sudo git status", Expected::ReadOnly),
+            ("cat /etc/passwd", Expected::ReadOnly),
+            ("cat $HOME/.ssh/id_rsa", Expected::ReadOnly),
             // A redirection writes a file: a prefix rule does not cover it.
-            ("git status > out.txt", Expected::Ask),
-            ("ls > out.txt", Expected::Ask),
-            // Computed command names and reads outside the workspace are asked.
+            ("git status > out.txt", Expected::ReadOnly),
+            ("ls > out.txt", Expected::ReadOnly),
+            // Variables set before a command change what it runs: no allow rule covers it.
+            ("GIT_EXTERNAL_DIFF=x git status", Expected::ReadOnly),
+            (
+                "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch x' git status",
+                Expected::ReadOnly,
+            ),
+            // With a Bash deny rule, what cannot be checked against it is asked.
             ("$CMD x", Expected::Ask),
-            ("cat /etc/passwd", Expected::Ask),
-            ("cat ../outside.txt", Expected::Ask),
-            ("cat $HOME/.ssh/id_rsa", Expected::Ask),
-            // What the splitter cannot follow is asked, never allowed.
             ("case x in y) ls;; esac", Expected::Ask),
             ("f() { ls; }", Expected::Ask),
             ("echo 'unterminated", Expected::Ask),
@@ -160,41 +182,94 @@ fn allow_rules_and_the_read_only_list() {
 }
 
 #[test]
-fn exact_and_wildcard_rules() {
-    let env = Env::with_permissions(
-        "exact-rules",
-        PermissionConfig {
-            allow: vec![
-                "Bash(npm run test:*)".into(),
-                "Bash(make build > build.log)".into(),
-                "Bash(cargo * --release)".into(),
-            ],
-            ask: vec!["Bash(npm run test -- --update:*)".into()],
-            ..PermissionConfig::default()
-        },
-    );
+fn without_a_sandbox_only_allowed_commands_run() {
+    let env = Env::build("no-sandbox", |config| {
+        config.permissions.allow = vec!["Bash(git status:*)".into()];
+    });
     check_bash(
         &env,
         &[
-            ("npm run test", Expected::Allow),
-            ("npm run test -- --watch", Expected::Allow),
+            ("git status", Expected::Unsandboxed),
+            ("ls", Expected::Ask),
+            ("cat README.md", Expected::Ask),
+            ("case x in y) ls;; esac", Expected::Ask),
+        ],
+    );
+    let plan = Env::with_mode("no-sandbox-plan", PermissionMode::Plan);
+    check_bash(&plan, &[("ls", Expected::Ask)]);
+    let accept = Env::with_mode("no-sandbox-accept", PermissionMode::AcceptEdits);
+    check_bash(&accept, &[("touch a", Expected::Ask)]);
+    let bypass = Env::with_mode("no-sandbox-bypass", PermissionMode::BypassPermissions);
+    check_bash(&bypass, &[("touch a", Expected::Unsandboxed)]);
+}
+
+#[test]
+fn leaving_the_sandbox_is_always_asked() {
+    for mode in [
+        PermissionMode::Default,
+        PermissionMode::AcceptEdits,
+        PermissionMode::BypassPermissions,
+    ] {
+        let env = Env::build("disable-sandbox", |config| {
+            config.permissions.default_mode = mode;
+            config.permissions.allow = vec!["Bash".into()];
+            config.sandbox = common::declared_sandbox();
+        });
+        let input = json!({"command": "curl example.com", "dangerouslyDisableSandbox": true});
+        let (verdict, run) = env.set.gate().evaluate_bash(&input);
+        assert!(
+            matches!(&verdict, Verdict::Ask { reason } if reason.contains("outside the sandbox")),
+            "{mode}: {verdict:?}"
+        );
+        assert_eq!(run, BashRun::Unsandboxed, "approved, it runs unsandboxed");
+        let input = json!({"command": "curl example.com", "dangerouslyDisableSandbox": false});
+        assert_eq!(
+            env.set.gate().evaluate_bash(&input),
+            (Verdict::Allow, BashRun::Sandboxed(Profile::WorkspaceWrite))
+        );
+    }
+}
+
+#[test]
+fn exact_and_wildcard_rules() {
+    let env = Env::build("exact-rules", |config| {
+        config.permissions.allow = vec![
+            "Bash(npm run test:*)".into(),
+            "Bash(make build > build.log)".into(),
+            "Bash(cargo * --release)".into(),
+        ];
+        config.permissions.ask = vec!["Bash(npm run test -- --update:*)".into()];
+        config.sandbox = common::declared_sandbox();
+    });
+    check_bash(
+        &env,
+        &[
+            ("npm run test", Expected::Write),
+            ("npm run test -- --watch", Expected::Write),
             ("npm run test -- --update", Expected::Ask),
-            ("npm run testx", Expected::Ask),
-            ("make build > build.log", Expected::Allow),
-            ("make build > other.log", Expected::Ask),
-            ("cargo build --release", Expected::Allow),
-            ("cargo build", Expected::Ask),
+            ("npm run testx", Expected::ReadOnly),
+            ("make build > build.log", Expected::Write),
+            ("make build > other.log", Expected::ReadOnly),
+            ("cargo build --release", Expected::Write),
+            ("cargo build", Expected::ReadOnly),
         ],
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_commands_never_run() {
-    let env = git_status_allowed_rm_denied("nothing-runs");
+    let Some(sandbox) = common::real_sandbox() else {
+        return;
+    };
+    let env = Env::build("nothing-runs", |config| {
+        config.permissions.allow = vec!["Bash(git status:*)".into()];
+        config.permissions.deny = vec!["Bash(rm:*)".into()];
+        config.sandbox = sandbox;
+    });
     let x = env.file("x", "keep me");
     let refused: Vec<(&str, Value)> = ISSUE_CASES
         .iter()
-        .filter(|(_, expected)| *expected != Expected::Allow)
+        .filter(|(_, expected)| matches!(expected, Expected::Ask | Expected::Deny))
         .map(|(command, _)| ("Bash", json!({ "command": command })))
         .collect();
     let count = refused.len();
@@ -426,7 +501,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
             .err("Write", json!({"file_path": path, "content": "{}"}))
             .await;
         assert!(
-            error.contains("belongs to the agent's own settings"),
+            error.contains("is protected ("),
             "{path}: {error}"
         );
     }
@@ -439,7 +514,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
         )
         .await;
     assert!(
-        error.contains("belongs to the agent's own settings"),
+        error.contains("is protected ("),
         "{error}"
     );
     assert!(
@@ -468,7 +543,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
         )
         .await;
     assert!(
-        error.contains("belongs to the agent's own settings"),
+        error.contains("is protected ("),
         "{error}"
     );
     assert!(
@@ -492,7 +567,7 @@ async fn folders_named_like_the_settings_folder_are_protected_anywhere_below_the
         )
         .await;
     assert!(
-        error.contains("belongs to the agent's own settings"),
+        error.contains("is protected ("),
         "{error}"
     );
     // A workspace that itself lives under such a name is usable.
@@ -573,6 +648,7 @@ async fn modes() {
         env.verdict("Write", &input_write),
         Verdict::Ask { .. }
     ));
+    // Without a sandbox, a command no rule allows is asked.
     assert!(matches!(
         env.verdict("Bash", &json!({"command": "touch a"})),
         Verdict::Ask { .. }
@@ -589,6 +665,7 @@ async fn modes() {
 
     let env = Env::with_mode("mode-accept", PermissionMode::AcceptEdits);
     assert_eq!(env.verdict("Write", &input_write), Verdict::Allow);
+    // Without a sandbox, acceptEdits does not let commands write.
     assert!(matches!(
         env.verdict("Bash", &json!({"command": "touch a"})),
         Verdict::Ask { .. }
@@ -597,14 +674,13 @@ async fn modes() {
     assert_eq!(completed[0].outcome, Outcome::Success);
     assert_eq!(env.read("a.txt"), "a");
 
-    let env = Env::with_mode("mode-plan", PermissionMode::Plan);
+    let env = Env::build("mode-plan", |config| {
+        config.permissions.default_mode = PermissionMode::Plan;
+        config.sandbox = common::declared_sandbox();
+    });
     assert_eq!(env.verdict("Read", &input_read), Verdict::Allow);
     assert_eq!(
         env.verdict("Grep", &json!({"pattern": "x"})),
-        Verdict::Allow
-    );
-    assert_eq!(
-        env.verdict("Bash", &json!({"command": "git log -3"})),
         Verdict::Allow
     );
     for (tool, input) in [
@@ -613,8 +689,6 @@ async fn modes() {
             "Edit",
             json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"}),
         ),
-        ("Bash", json!({"command": "touch a"})),
-        ("Bash", json!({"command": "ls > listing"})),
     ] {
         let verdict = env.verdict(tool, &input);
         assert!(
@@ -622,6 +696,15 @@ async fn modes() {
             "{tool} {input}: {verdict:?}"
         );
     }
+    // Every command runs, read-only: the kernel keeps the plan a plan.
+    check_bash(
+        &env,
+        &[
+            ("git log -3", Expected::ReadOnly),
+            ("touch a", Expected::ReadOnly),
+            ("ls > listing", Expected::ReadOnly),
+        ],
+    );
 
     let env = Env::with_mode("mode-bypass", PermissionMode::BypassPermissions);
     for command in [
@@ -651,7 +734,7 @@ async fn modes() {
         &[
             ("ls && rm x", Expected::Deny),
             ("git push origin main", Expected::Ask),
-            ("make", Expected::Allow),
+            ("make", Expected::Unsandboxed),
             ("case x in y) ;; esac", Expected::Ask),
         ],
     );

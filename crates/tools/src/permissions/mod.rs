@@ -37,7 +37,8 @@ use serde_json::Value;
 use crate::Error;
 use crate::session::Shared;
 use rules::Rule;
-use shell::{Part, RedirectKind};
+use sandbox::Profile;
+use shell::Part;
 
 /// The approval mode of a session (`--permission-mode`, `permissions.defaultMode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -271,50 +272,143 @@ impl PermissionGate {
     }
 
     fn bash(&self, input: &Value, mode: PermissionMode) -> Verdict {
+        self.bash_decision(input, mode).0
+    }
+
+    /// The verdict on a Bash call and how it runs when allowed (or, for `Ask`, when the user
+    /// approves), by the session's mode. See the module docs for the order of decision.
+    pub fn evaluate_bash(&self, input: &Value) -> (Verdict, BashRun) {
+        self.bash_decision(input, self.shared.mode)
+    }
+
+    /// [`PermissionGate::evaluate_bash`] as if the session's mode were `mode`.
+    pub(crate) fn bash_decision(&self, input: &Value, mode: PermissionMode) -> (Verdict, BashRun) {
         let Some(command) = input.get("command").and_then(Value::as_str) else {
-            return Verdict::Allow; // the schema check answers first
+            // The schema check answers first.
+            return (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly));
         };
-        let analysis = match shell::analyze(command) {
-            Ok(analysis) => analysis,
-            Err(error) => return self.unparsable(command, &error.to_string(), mode),
-        };
-        for part in &analysis.parts {
-            let forms = match_forms(part, true);
-            if let Some(rule) = self
-                .rule_list(RuleKind::Deny)
-                .iter()
-                .find(|rule| rule.matches_command(&forms, true))
-            {
-                return denied_by(&format!("the command `{}`", part.raw), rule);
-            }
-        }
-        for part in &analysis.parts {
-            let forms = match_forms(part, true);
-            if let Some(rule) = self
-                .rule_list(RuleKind::Ask)
-                .iter()
-                .find(|rule| rule.matches_command(&forms, true))
-            {
-                return asked_by(&format!("the command `{}`", part.raw), rule);
-            }
-        }
-        match mode {
-            PermissionMode::Plan if !analysis.parts.iter().all(readonly::is_read_only_part) => {
-                return plan_denial("Bash");
-            }
-            PermissionMode::BypassPermissions => return Verdict::Allow,
-            _ => {}
-        }
-        let unallowed: Vec<String> = analysis
-            .parts
-            .iter()
-            .filter_map(|part| self.part_unallowed(part))
-            .collect();
-        if unallowed.is_empty() {
-            Verdict::Allow
+        let sandboxed = self.shared.sandbox.is_active();
+        let writable = if sandboxed {
+            BashRun::Sandboxed(Profile::WorkspaceWrite)
         } else {
-            Verdict::Ask {
-                reason: format!("no allow rule covers {}", unallowed.join(", ")),
+            BashRun::Unsandboxed
+        };
+        let unsandboxed_asked = sandboxed
+            && input
+                .get(DISABLE_SANDBOX_FIELD)
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+        let approved = if unsandboxed_asked {
+            BashRun::Unsandboxed
+        } else {
+            writable
+        };
+        let ask = |reason: String| (Verdict::Ask { reason }, approved);
+        let deny = |verdict: Verdict| (verdict, approved);
+        let analysis = match shell::analyze(command) {
+            Ok(analysis) => Some(analysis),
+            Err(error) => {
+                let whole = [command.trim().to_owned()];
+                if let Some(rule) = self
+                    .rule_list(RuleKind::Deny)
+                    .iter()
+                    .find(|rule| rule.matches_command(&whole, true))
+                {
+                    return deny(denied_by("the command", rule));
+                }
+                let rules = &self.shared.rules;
+                if let Some(rule) = rules.deny.iter().chain(&rules.ask).find(|r| r.is_bash()) {
+                    return ask(format!(
+                        "the command could not be checked part by part ({error}), so the rule `{}` cannot be checked",
+                        rule.source
+                    ));
+                }
+                None
+            }
+        };
+        if let Some(analysis) = &analysis {
+            for part in &analysis.parts {
+                let forms = match_forms(part, true);
+                if let Some(rule) = self
+                    .rule_list(RuleKind::Deny)
+                    .iter()
+                    .find(|rule| rule.matches_command(&forms, true))
+                {
+                    return deny(denied_by(&format!("the command `{}`", part.raw), rule));
+                }
+            }
+            let rules = &self.shared.rules;
+            if let Some(rule) = rules.deny.iter().chain(&rules.ask).find(|r| r.is_bash()) {
+                if let Some(part) = analysis.parts.iter().find(|part| name_is_dynamic(part)) {
+                    return ask(format!(
+                        "the command name of `{}` is computed at run time, so the rule `{}` cannot be checked",
+                        part.raw, rule.source
+                    ));
+                }
+                if let Some(part) = analysis.parts.iter().find(|p| shell::runs_unseen_code(p)) {
+                    return ask(format!(
+                        "`{}` runs code the rule `{}` cannot be checked against",
+                        part.raw, rule.source
+                    ));
+                }
+            }
+            for part in &analysis.parts {
+                let forms = match_forms(part, true);
+                if let Some(rule) = self
+                    .rule_list(RuleKind::Ask)
+                    .iter()
+                    .find(|rule| rule.matches_command(&forms, true))
+                {
+                    return ask(asked_by_reason(
+                        &format!("the command `{}`", part.raw),
+                        rule,
+                    ));
+                }
+            }
+        }
+        if unsandboxed_asked {
+            return ask(
+                "the command asks to run outside the sandbox (dangerouslyDisableSandbox), which always needs the user's approval".to_owned(),
+            );
+        }
+        let allowed_by_rules = analysis.as_ref().is_some_and(|analysis| {
+            analysis
+                .parts
+                .iter()
+                .all(|part| self.part_unallowed(part).is_none())
+        });
+        match mode {
+            PermissionMode::Plan if sandboxed => {
+                (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly))
+            }
+            PermissionMode::Plan => ask(
+                "plan mode runs commands read-only, and no sandbox is available to enforce that"
+                    .to_owned(),
+            ),
+            PermissionMode::BypassPermissions => (Verdict::Allow, writable),
+            // acceptEdits lets commands write the workspace only where the kernel keeps them
+            // there; without a sandbox it is the default mode for Bash.
+            PermissionMode::AcceptEdits if sandboxed => (Verdict::Allow, writable),
+            PermissionMode::Default | PermissionMode::AcceptEdits if allowed_by_rules => {
+                (Verdict::Allow, writable)
+            }
+            PermissionMode::Default if sandboxed => {
+                (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly))
+            }
+            PermissionMode::Default | PermissionMode::AcceptEdits => {
+                let unallowed: Vec<String> = analysis
+                    .iter()
+                    .flat_map(|analysis| &analysis.parts)
+                    .filter_map(|part| self.part_unallowed(part))
+                    .collect();
+                let what = if unallowed.is_empty() {
+                    "the command could not be checked part by part".to_owned()
+                } else {
+                    format!("no allow rule covers {}", unallowed.join(", "))
+                };
+                ask(format!(
+                    "{what}, and no sandbox is available to run it read-only"
+                ))
             }
         }
     }
@@ -332,14 +426,15 @@ impl PermissionGate {
         if allow.iter().any(|rule| rule.matches_command(&raw, false)) {
             return None;
         }
-        let Some(first) = part.words.first() else {
+        if part.words.is_empty() {
             return Some(format!("{quoted} (it writes a file)"));
-        };
-        let name_is_dynamic = first.dynamic
-            || shell::strip_wrappers(&part.words, false)
-                .first()
-                .is_none_or(|word| word.dynamic);
-        if name_is_dynamic {
+        }
+        if part.assignments {
+            return Some(format!(
+                "{quoted} (variables assigned before a command change what it does)"
+            ));
+        }
+        if name_is_dynamic(part) {
             return Some(format!(
                 "{quoted} (its command name is computed at run time)"
             ));
@@ -349,9 +444,6 @@ impl PermissionGate {
         let writes_ok = self.redirect_writes_acceptable(part);
         let forms = match_forms(part, false);
         if writes_ok && allow.iter().any(|rule| rule.matches_command(&forms, true)) {
-            return None;
-        }
-        if readonly::is_read_only_part(part) && self.arguments_inside(part) {
             return None;
         }
         if writes_ok {
@@ -377,58 +469,6 @@ impl PermissionGate {
                         .is_ok()
             })
     }
-
-    /// Whether every path-like argument of a read-only command stays inside the workspace (or
-    /// the tool-results folder), so reading it needs no approval.
-    fn arguments_inside(&self, part: &Part) -> bool {
-        let Some((first, args)) = part.words.split_first() else {
-            return true;
-        };
-        if matches!(first.text.as_str(), "echo" | "pwd" | "which" | "true") {
-            return true;
-        }
-        let workspace = &self.shared.workspace;
-        let inside = |text: &str| self.shared.confine(workspace, "Read", text).is_ok();
-        let reads = part
-            .redirects
-            .iter()
-            .filter(|redirect| redirect.kind == RedirectKind::Read);
-        args.iter()
-            .chain(reads.map(|redirect| &redirect.target))
-            .all(|word| {
-                if word.dynamic {
-                    return false;
-                }
-                let text = word.text.as_str();
-                match text.split_once('=') {
-                    Some((option, value)) if option.starts_with('-') => inside(value),
-                    _ if text.starts_with('-') => true,
-                    _ => inside(text),
-                }
-            })
-    }
-
-    fn unparsable(&self, command: &str, problem: &str, mode: PermissionMode) -> Verdict {
-        let whole = [command.trim().to_owned()];
-        if let Some(rule) = self
-            .rule_list(RuleKind::Deny)
-            .iter()
-            .find(|rule| rule.matches_command(&whole, true))
-        {
-            return denied_by("the command", rule);
-        }
-        let rules = &self.shared.rules;
-        let bash_rules = rules.deny.iter().chain(&rules.ask).any(Rule::is_bash);
-        match mode {
-            PermissionMode::BypassPermissions if !bash_rules => Verdict::Allow,
-            PermissionMode::Plan => plan_denial("Bash"),
-            _ => Verdict::Ask {
-                reason: format!(
-                    "the command could not be checked part by part ({problem}), so it needs approval"
-                ),
-            },
-        }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -449,9 +489,48 @@ fn denied_by(subject: &str, rule: &Rule) -> Verdict {
 
 fn asked_by(subject: &str, rule: &Rule) -> Verdict {
     Verdict::Ask {
-        reason: format!("the rule `{}` requires approval for {subject}", rule.source),
+        reason: asked_by_reason(subject, rule),
     }
 }
+
+fn asked_by_reason(subject: &str, rule: &Rule) -> String {
+    format!("the rule `{}` requires approval for {subject}", rule.source)
+}
+
+/// Whether the command name of `part` is only known at run time (`$x`, `$(echo rm)`,
+/// `{rm,x}`, `$'\x72m'`), also behind wrappers such as `sudo` or `env`.
+fn name_is_dynamic(part: &Part) -> bool {
+    if part.carrier {
+        return false;
+    }
+    let Some(first) = part.words.first() else {
+        return false;
+    };
+    let computed = |word: &shell::Word| {
+        word.dynamic
+            || (word.glob && !matches!(word.text.as_str(), "[" | "[["))
+            || word.text.contains(['{', '\\', '$'])
+    };
+    computed(first)
+        || shell::strip_wrappers(&part.words, true)
+            .first()
+            .is_none_or(computed)
+}
+
+/// The input field with which a Bash call asks to run outside the sandbox, as Claude Code
+/// names it. Such a call is always asked (refused headless).
+pub const DISABLE_SANDBOX_FIELD: &str = "dangerouslyDisableSandbox";
+
+/// How an allowed Bash call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BashRun {
+    /// In the sandbox, with this profile.
+    Sandboxed(Profile),
+    /// Outside any sandbox (sandbox off or unavailable, or approved
+    /// `dangerouslyDisableSandbox`).
+    Unsandboxed,
+}
+
 
 fn plan_denial(name: &str) -> Verdict {
     Verdict::Deny {
@@ -519,21 +598,50 @@ impl PermissionGate {
                         PermissionMode::Plan => PermissionMode::Plan,
                         _ => PermissionMode::BypassPermissions,
                     };
-                    match self.evaluate_in(tool, &call.input, mode) {
-                        Verdict::Allow => PermissionDecision::allow(),
-                        Verdict::Deny { reason } => PermissionDecision::deny(reason),
-                        Verdict::Ask { reason } => self.ask(call, reason).await,
-                    }
+                    self.decide(call, tool, mode, None).await
                 }
-                HookDecision::Ask => match self.evaluate(tool, &call.input) {
-                    Verdict::Deny { reason } => PermissionDecision::deny(reason),
-                    _ => {
-                        self.ask(call, "a PreToolUse hook asks for approval".to_owned())
-                            .await
-                    }
-                },
+                HookDecision::Ask => {
+                    let reason = "a PreToolUse hook asks for approval".to_owned();
+                    self.decide(call, tool, self.shared.mode, Some(reason))
+                        .await
+                }
             }
         })
+    }
+
+    /// Evaluates `call` as if the session's mode were `mode` (asking even an allowed call
+    /// when `force_ask` gives a reason), asks when needed, and records how an allowed Bash
+    /// call runs for the tool to find.
+    async fn decide(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        mode: PermissionMode,
+        force_ask: Option<String>,
+    ) -> PermissionDecision {
+        let (verdict, run) = if tool.name() == "Bash" {
+            let (verdict, run) = self.bash_decision(&call.input, mode);
+            (verdict, Some(run))
+        } else {
+            (self.evaluate_in(tool, &call.input, mode), None)
+        };
+        let verdict = match (verdict, force_ask) {
+            (Verdict::Deny { reason }, _) => Verdict::Deny { reason },
+            (_, Some(reason)) => Verdict::Ask { reason },
+            (verdict, None) => verdict,
+        };
+        let decision = match verdict {
+            Verdict::Allow => PermissionDecision::allow(),
+            Verdict::Deny { reason } => {
+                tracing::debug!(tool = %call.name, %reason, "permission denied");
+                PermissionDecision::deny(reason)
+            }
+            Verdict::Ask { reason } => self.ask(call, reason).await,
+        };
+        if let (PermissionDecision::Allow { .. }, Some(run)) = (&decision, run) {
+            self.shared.grants.insert(call.id.as_str().to_owned(), run);
+        }
+        decision
     }
 
     /// Asks the prompter, or refuses with a message when there is none (headless).
@@ -558,16 +666,7 @@ impl PermissionGate {
 
 impl CanUseTool for PermissionGate {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
-        Box::pin(async move {
-            match self.evaluate(tool, &call.input) {
-                Verdict::Allow => PermissionDecision::allow(),
-                Verdict::Deny { reason } => {
-                    tracing::debug!(tool = %call.name, %reason, "permission denied");
-                    PermissionDecision::deny(reason)
-                }
-                Verdict::Ask { reason } => self.ask(call, reason).await,
-            }
-        })
+        Box::pin(self.decide(call, tool, self.shared.mode, None))
     }
 }
 

@@ -33,8 +33,8 @@ enum Spec {
     All,
     /// A Bash command pattern.
     Command(CommandPattern),
-    /// A path pattern of a file tool.
-    Path(GlobSet),
+    /// A path pattern of a file tool: the compiled globs and their sources (absolute).
+    Path(GlobSet, Vec<String>),
     /// A specifier for a tool this crate does not know: never matches.
     Other,
 }
@@ -99,7 +99,10 @@ impl Rule {
                 None => Spec::Command(CommandPattern::Exact(spec.to_owned())),
             },
             Some(spec) if matches!(tool, "Read" | "Edit" | "Write" | "Glob" | "Grep") => {
-                Spec::Path(path_globs(spec, base).map_err(|reason| invalid(&reason))?)
+                {
+                let (set, sources) = path_globs(spec, base).map_err(|reason| invalid(&reason))?;
+                Spec::Path(set, sources)
+            }
             }
             Some(_) => Spec::Other,
         };
@@ -149,15 +152,24 @@ impl Rule {
                 }
                 CommandPattern::Wildcard(pattern) => patterns_apply && wildcard(pattern, form),
             }),
-            Spec::Path(_) | Spec::Other => false,
+            Spec::Path(..) | Spec::Other => false,
         }
     }
 
     /// Whether this rule is a path rule covering `tool` that matches `path` (resolved).
     pub(crate) fn matches_path(&self, tool: &str, path: &Path) -> bool {
         match &self.spec {
-            Spec::Path(globs) => covers(&self.tool, tool) && globs.is_match(path),
+            Spec::Path(globs, _) => covers(&self.tool, tool) && globs.is_match(path),
             _ => false,
+        }
+    }
+
+    /// The compiled globs and their absolute sources, when this is a path rule covering
+    /// `tool`.
+    pub(crate) fn path_patterns(&self, tool: &str) -> Option<(&GlobSet, &[String])> {
+        match &self.spec {
+            Spec::Path(set, sources) if covers(&self.tool, tool) => Some((set, sources)),
+            _ => None,
         }
     }
 
@@ -196,7 +208,7 @@ fn wildcard(pattern: &str, text: &str) -> bool {
 }
 
 /// Compiles a gitignore-style path specifier into globs over resolved absolute paths.
-fn path_globs(spec: &str, base: &Path) -> Result<GlobSet, String> {
+fn path_globs(spec: &str, base: &Path) -> Result<(GlobSet, Vec<String>), String> {
     let (anchor, pattern, anywhere): (PathBuf, &str, bool) =
         if let Some(rest) = spec.strip_prefix("//") {
             (PathBuf::from("/"), rest, false)
@@ -236,15 +248,16 @@ fn path_globs(spec: &str, base: &Path) -> Result<GlobSet, String> {
         None => candidates.push(format!("{full}/**")),
     }
     let mut builder = GlobSetBuilder::new();
-    for candidate in candidates {
-        let glob = GlobBuilder::new(&candidate)
+    for candidate in &candidates {
+        let glob = GlobBuilder::new(candidate)
             .literal_separator(true)
             .backslash_escape(true)
             .build()
             .map_err(|error| error.kind().to_string())?;
         builder.add(glob);
     }
-    builder.build().map_err(|error| error.to_string())
+    let set = builder.build().map_err(|error| error.to_string())?;
+    Ok((set, candidates))
 }
 
 /// The `allow`, `ask` and `deny` lists, parsed.
@@ -298,7 +311,7 @@ impl RuleSet {
         self.deny
             .iter()
             .chain(&self.ask)
-            .any(|rule| matches!(rule.spec, Spec::Path(_)) && covers(&rule.tool, tool))
+            .any(|rule| matches!(rule.spec, Spec::Path(..)) && covers(&rule.tool, tool))
     }
 }
 

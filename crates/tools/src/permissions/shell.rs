@@ -107,6 +107,10 @@ pub(crate) struct Part {
     /// Only carries other commands (`bash -c '...'`, `eval ...`), which are parts of their
     /// own: judged by deny and ask rules, never needs an allow rule itself.
     pub(crate) carrier: bool,
+    /// Variables were assigned before the command (`GIT_EXTERNAL_DIFF=x git diff`): removed
+    /// from `words` so deny rules see the command, but such a part is never covered by an
+    /// allow rule on its words (the variables can change what the command runs).
+    pub(crate) assignments: bool,
 }
 
 impl Part {
@@ -193,6 +197,7 @@ fn analyze_at(line: &str, depth: usize) -> Result<Analysis, ParseError> {
                 words: clause,
                 redirects: Vec::new(),
                 carrier: false,
+                assignments: false,
             });
         }
         parts.push(part);
@@ -250,6 +255,7 @@ fn strip_keywords(command: SimpleCommand) -> Result<Option<Part>, ParseError> {
         words,
         redirects,
         carrier: false,
+        assignments: assignments > 0,
     }))
 }
 
@@ -274,6 +280,30 @@ fn skip_options(words: &[Word], with_argument: &[&str]) -> usize {
     }
     index.min(words.len())
 }
+
+/// Whether `part` runs code this splitter cannot see: a shell or `eval`/`source` that is not
+/// a carrier of a static script (`sh` reading stdin, `bash script.sh`, `source x`), or an
+/// interpreter given code on its command line or stdin (`python -c`, `perl -e`, `node -e`).
+pub(crate) fn runs_unseen_code(part: &Part) -> bool {
+    if part.carrier {
+        return false;
+    }
+    let words = strip_wrappers(&part.words, true);
+    let Some(first) = words.first() else {
+        return false;
+    };
+    let name = basename(&first.text);
+    SHELLS.contains(&name)
+        || matches!(name, "eval" | "source" | "." | "exec")
+        || (INTERPRETERS.iter().any(|interpreter| name.starts_with(interpreter))
+            && words
+                .iter()
+                .skip(1)
+                .any(|word| matches!(word.text.as_str(), "-c" | "-e" | "-E" | "--eval" | "-")))
+}
+
+/// Interpreters that take code as an argument (`python3 -c`, `perl -e`, `node -e`, ...).
+const INTERPRETERS: [&str; 6] = ["python", "perl", "ruby", "node", "php", "lua"];
 
 /// Strips wrappers that run their arguments as a command: `time`, `nice`, `nohup`,
 /// `timeout`, `stdbuf` always (they do not change what runs); with `all`, also `sudo`,

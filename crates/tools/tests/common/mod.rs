@@ -47,6 +47,33 @@ impl Drop for TempDir {
     }
 }
 
+/// A sandbox declared available without being checked: for verdict tests, which never start
+/// it.
+pub fn declared_sandbox() -> tools::SandboxConfig {
+    tools::SandboxConfig {
+        backend: Some(tools::sandbox::Backend::Bubblewrap("/usr/bin/bwrap".into())),
+        network: false,
+    }
+}
+
+/// The sandbox that works here, for tests that run commands in it; `None` (with a note)
+/// when there is none, and a failure in CI (`CI=true`), which installs bubblewrap.
+pub fn real_sandbox() -> Option<tools::SandboxConfig> {
+    let backend = tools::sandbox::Backend::detect(None);
+    if backend.is_available() {
+        return Some(tools::SandboxConfig {
+            backend: Some(backend),
+            network: false,
+        });
+    }
+    assert!(
+        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+        "CI needs a working sandbox (bubblewrap): {backend}"
+    );
+    eprintln!("NOTE: sandboxed-run tests skipped: {backend}");
+    None
+}
+
 /// A workspace `<root>/ws` and the tools of one session over it.
 pub struct Env {
     pub root: TempDir,
@@ -81,8 +108,13 @@ impl Env {
             cwd: ws,
             additional_dirs: Vec::new(),
         });
+        // The process mechanics are tested unsandboxed; tests/sandbox.rs turns it on.
         let mut config = ToolSetConfig {
             workspace: Arc::clone(&workspace),
+            sandbox: tools::SandboxConfig {
+                backend: None,
+                network: false,
+            },
             ..ToolSetConfig::default()
         };
         configure(&mut config);
