@@ -1,0 +1,276 @@
+//! Issue 12's attacks, through the gate and the real Bash tool in the OS sandbox: each one
+//! worked against the lexical checks and must now fail, and the test proves it by what is
+//! (not) on disk and (not) in the tool_result. Skipped with a note when no sandbox works
+//! here; in CI (`CI=true`) that is a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{Env, result_text};
+use executor::Outcome;
+use serde_json::json;
+use tools::PermissionMode;
+
+/// A session over a git repository `ws` (with a commit), a folder `outside` beside it
+/// holding `secret.txt`, and `secrets/key` inside the workspace.
+fn session(name: &str, configure: impl FnOnce(&mut tools::ToolSetConfig)) -> Option<Env> {
+    let sandbox = common::real_sandbox()?;
+    let env = Env::build(name, |config| {
+        config.sandbox = sandbox;
+        configure(config);
+    });
+    let ws = env.ws();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    env.file("README.md", "hello\n");
+    env.file("secrets/key", "sk-live-SECRET\n");
+    git(&["add", "README.md"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "init",
+    ]);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "OUTSIDE-SECRET\n").unwrap();
+    Some(env)
+}
+
+fn git_config(env: &Env) -> String {
+    std::fs::read_to_string(env.ws().join(".git/config")).unwrap()
+}
+
+/// Runs each command through the gate and the tool; returns the results' texts.
+async fn bash(env: &Env, commands: &[&str]) -> Vec<(Outcome, String)> {
+    let calls = commands
+        .iter()
+        .map(|command| ("Bash", json!({ "command": command })))
+        .collect();
+    let (completed, _) = env.run(calls).await;
+    completed
+        .iter()
+        .map(|done| (done.outcome.clone(), result_text(done).to_owned()))
+        .collect()
+}
+
+fn nothing_planted(env: &Env, names: &[&str]) {
+    for name in names {
+        assert!(
+            !env.ws().join(name).exists() && !env.root.path().join(name).exists(),
+            "{name} was created"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_mode_commands_run_read_only_without_a_question() {
+    let Some(env) = session("sbx-default", |_| {}) else {
+        return;
+    };
+    let config_before = git_config(&env);
+    let results = bash(
+        &env,
+        &[
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch pwned1' git status",
+            "GIT_EXTERNAL_DIFF='touch pwned2' git diff HEAD~0",
+            "x='a[$(touch pwned3)]'; echo $((x))",
+            "x='$(touch pwned4)'; echo ${x@P}",
+            "touch pwned5",
+            "echo pwned > README.md",
+            "git config core.fsmonitor 'touch pwned6'",
+            "mkdir .claude && echo {} > .claude/settings.json",
+            "cat README.md",
+        ],
+    )
+    .await;
+    // Everything ran (no question: the kernel decides), and nothing was written.
+    for (outcome, text) in &results {
+        assert_ne!(*outcome, Outcome::PermissionDenied, "{text}");
+    }
+    nothing_planted(
+        &env,
+        &[
+            "pwned1", "pwned2", "pwned3", "pwned4", "pwned5", "pwned6", ".claude",
+        ],
+    );
+    assert_eq!(env.read("README.md"), "hello\n");
+    assert_eq!(git_config(&env), config_before);
+    assert_eq!(results[8].1, "hello");
+    // The refusal is explained, with the way out.
+    let (_, touch) = &results[4];
+    assert!(touch.contains("read-only sandbox"), "{touch}");
+    assert!(touch.contains("dangerouslyDisableSandbox"), "{touch}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_deny_rules_and_the_outside_world_are_hidden_from_commands() {
+    let Some(env) = session("sbx-hidden", |config| {
+        config.permissions.deny = vec!["Read(./secrets/**)".into()];
+    }) else {
+        return;
+    };
+    let outside = env.root.path().join("outside");
+    std::os::unix::fs::symlink(&outside, env.ws().join("link")).unwrap();
+    let outside_text = outside.display().to_string();
+    let commands = [
+        "cat secrets/key".to_owned(),
+        "grep -r sk-live .".to_owned(),
+        "head secrets/*".to_owned(),
+        format!("cat {outside_text}/secret.txt"),
+        format!("cat {{{outside_text}/secret.txt,}}"),
+        "cd ~+/.. && cat outside/secret.txt".to_owned(),
+        "CDPATH=.. cd outside && cat secret.txt".to_owned(),
+        "grep -R OUTSIDE link/".to_owned(),
+        "cat link/secret.txt".to_owned(),
+        "echo secrets/key > list && file -f list".to_owned(),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    for (outcome, text) in bash(&env, &commands).await {
+        assert_ne!(outcome, Outcome::PermissionDenied, "{text}");
+        assert!(!text.contains("sk-live-SECRET"), "a denied file leaked: {text}");
+        assert!(!text.contains("OUTSIDE-SECRET"), "an outside file leaked: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
+    let Some(env) = session("sbx-accept", |config| {
+        config.permissions.default_mode = PermissionMode::AcceptEdits;
+        config.permissions.allow = vec!["Bash(echo:*)".into()];
+    }) else {
+        return;
+    };
+    let outside = env.root.path().join("outside");
+    let outside_text = outside.display().to_string();
+    let config_before = git_config(&env);
+    let commands = [
+        format!("cd {{{outside_text},}} && echo x > planted"),
+        format!("echo x > {outside_text}/planted"),
+        "mkdir -p .agent && cd .age''nt && echo '{\"hooks\":{}}' > settings.json".to_owned(),
+        "echo '{}' > .mcp.json".to_owned(),
+        "printf '[core]\\n\\tfsmonitor = touch pwned\\n' >> .git/config".to_owned(),
+        "echo 'touch pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit".to_owned(),
+        "git config core.hooksPath /tmp".to_owned(),
+        "echo built > build.txt".to_owned(),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let results = bash(&env, &commands).await;
+    for (outcome, text) in &results {
+        assert_ne!(*outcome, Outcome::PermissionDenied, "{text}");
+    }
+    assert!(!outside.join("planted").exists());
+    assert!(!env.ws().join("planted").exists() || env.read("planted") == "x\n");
+    assert!(!env.ws().join(".agent").exists(), "{results:?}");
+    assert!(!env.ws().join(".mcp.json").exists());
+    assert!(!env.ws().join(".git/hooks/pre-commit").exists());
+    assert_eq!(git_config(&env), config_before);
+    // The workspace itself is writable.
+    assert_eq!(env.read("build.txt"), "built\n");
+    // Write and Edit refuse the same protected paths.
+    for path in [".git/config", ".git/hooks/post-checkout", ".claude/settings.json", ".mcp.json"] {
+        let (completed, _) = env
+            .run(vec![("Write", json!({"file_path": path, "content": "x"}))])
+            .await;
+        assert_eq!(completed[0].outcome, Outcome::PermissionDenied, "{path}");
+        assert!(result_text(&completed[0]).contains("is protected"), "{path}");
+    }
+    assert_eq!(git_config(&env), config_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_rules_in_bypass_mode_see_computed_names_and_leaving_the_sandbox_is_refused_headless()
+{
+    let Some(env) = session("sbx-bypass", |config| {
+        config.permissions.default_mode = PermissionMode::BypassPermissions;
+        config.permissions.deny = vec!["Bash(rm:*)".into()];
+    }) else {
+        return;
+    };
+    let results = bash(
+        &env,
+        &[
+            "$'\\x72m' README.md",
+            "{rm,README.md}",
+            "$(echo rm) README.md",
+            "x=rm; $x README.md",
+            "echo 'rm README.md' | sh",
+        ],
+    )
+    .await;
+    for (outcome, text) in &results {
+        assert_eq!(*outcome, Outcome::PermissionDenied, "{text}");
+    }
+    assert_eq!(env.read("README.md"), "hello\n");
+    let (completed, _) = env
+        .run(vec![(
+            "Bash",
+            json!({"command": "touch outside-sandbox", "dangerouslyDisableSandbox": true}),
+        )])
+        .await;
+    assert_eq!(completed[0].outcome, Outcome::PermissionDenied);
+    assert!(result_text(&completed[0]).contains("outside the sandbox"));
+    assert!(!env.ws().join("outside-sandbox").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cwd_file_cannot_be_steered() {
+    for sandboxed in [true, false] {
+        let Some(env) = session("sbx-cwd", |config| {
+            config.permissions.default_mode = PermissionMode::BypassPermissions;
+            if !sandboxed {
+                config.sandbox = tools::SandboxConfig {
+                    backend: None,
+                    network: false,
+                };
+            }
+        }) else {
+            return;
+        };
+        let victim = env.root.path().join("victim.txt");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let command = format!(
+            "export __AGENT_CWD_FILE={0}; __agent_cwd_file={0}; cd sub 2>/dev/null; true",
+            victim.display()
+        );
+        let results = bash(&env, &[&command]).await;
+        assert_eq!(results[0].0, Outcome::Success, "{results:?}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious\n",
+            "sandboxed: {sandboxed}"
+        );
+        // Tracking still works.
+        std::fs::create_dir_all(env.ws().join("sub")).unwrap();
+        let results = bash(&env, &["cd sub", "pwd"]).await;
+        assert!(
+            Path::new(results[1].1.trim()).ends_with("ws/sub"),
+            "{results:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_do_not_reach_commands() {
+    let Some(env) = session("sbx-env", |config| {
+        config.env = vec![("ANTHROPIC_API_KEY".into(), "sk-ant-leak".into())];
+    }) else {
+        return;
+    };
+    let results = bash(&env, &["echo key=$ANTHROPIC_API_KEY"]).await;
+    assert_eq!(results[0].1, "key=");
+}
