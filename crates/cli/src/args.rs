@@ -97,9 +97,29 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
 
+    /// The OS sandbox for Bash commands: `auto` uses bubblewrap, else Landlock and seccomp;
+    /// `off` runs allowed commands unsandboxed and asks for every other one [default:
+    /// the user settings' `sandbox.mode`, else auto]. Commands no rule allows run read-only;
+    /// allowed ones, and every command in acceptEdits or bypassPermissions, may write the
+    /// workspace (not .git/config, .git/hooks, .agent, .claude, .mcp.json); no network
+    /// unless `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock` forces a
+    /// back end.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxArg>,
+
     /// Subcommand.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// `--sandbox`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// The best back end here (bubblewrap, else Landlock); none available: allowed commands
+    /// run unsandboxed with a warning, others are asked.
+    Auto,
+    /// No sandbox: commands allowed by a rule or the mode run as they are.
+    Off,
 }
 
 /// Subcommands.

@@ -46,13 +46,45 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// `git status --short` of `cwd`, or `None` outside a repository (bounded to 2 s).
-async fn git_status(cwd: &Path) -> Option<String> {
+/// `git status --short` of `cwd`, or `None` outside a repository (bounded to 2 s). The
+/// repository's configuration may name programs (`core.fsmonitor`, hooks, filters), so git
+/// runs with `core.fsmonitor` and hooks off, and in the read-only sandbox when there is one.
+async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String> {
+    let args: Vec<std::ffi::OsString> = [
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "status",
+        "--short",
+        "--branch",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    let temp = PrivateTemp::create()?;
+    let (command, _guard) = match sandbox.backend.as_ref().filter(|b| b.is_available()) {
+        Some(backend) => {
+            let policy = tools::sandbox::Policy::new(
+                tools::sandbox::Profile::ReadOnly,
+                vec![tools::real_path(cwd).ok()?],
+                temp.0.clone(),
+            );
+            let prepared = tools::sandbox::Sandbox::new(backend.clone())
+                .command(&policy, "git".as_ref(), &args, cwd)
+                .ok()?;
+            (prepared.command, Some(prepared.guard))
+        }
+        None => {
+            let mut command = std::process::Command::new("git");
+            command.args(&args).current_dir(cwd);
+            (command, None)
+        }
+    };
     let output = tokio::time::timeout(
         Duration::from_secs(2),
-        tokio::process::Command::new("git")
-            .args(["status", "--short", "--branch"])
-            .current_dir(cwd)
+        tokio::process::Command::from(command)
+            .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),
     )
@@ -66,13 +98,35 @@ async fn git_status(cwd: &Path) -> Option<String> {
     })
 }
 
+/// A fresh private folder (0700), removed on drop: the sandboxed git's `TMPDIR`.
+struct PrivateTemp(PathBuf);
+
+impl PrivateTemp {
+    fn create() -> Option<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        let path = tools::real_path(&std::env::temp_dir()).ok()?.join(format!(
+            "agent-git-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&path).ok()?;
+        Some(Self(path))
+    }
+}
+
+impl Drop for PrivateTemp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The user context: environment facts and memory files, capped at [`MEMORY_CAP_BYTES`].
-pub async fn user_context(cwd: &Path, date: &str) -> String {
+pub async fn user_context(cwd: &Path, date: &str, sandbox: &tools::SandboxConfig) -> String {
     let mut text = format!(
         "Working directory: {}\nToday's date: {date}\n",
         cwd.display()
     );
-    if let Some(status) = git_status(cwd).await {
+    if let Some(status) = git_status(cwd, sandbox).await {
         let status: String = status.lines().take(40).collect::<Vec<_>>().join("\n");
         text.push_str(&format!("Git status:\n{status}\n"));
     }

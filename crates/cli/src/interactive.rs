@@ -153,11 +153,12 @@ pub async fn run(
     status: Status,
 ) -> anyhow::Result<u8> {
     eprintln!(
-        "agent {} · {} · {} · {} mode\n{}\nType /help for the keys and commands.",
+        "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
         env!("CARGO_PKG_VERSION"),
         session.model,
         session.cwd.display(),
         session.mode_name,
+        session.sandbox.describe(),
         if session.history().is_empty() {
             format!("New session {}", session.session_id)
         } else {

@@ -30,6 +30,13 @@ use crate::output::{Renderer, Status};
 use crate::session::Session;
 
 fn main() -> ExitCode {
+    // The Landlock back end re-executes this binary as its sandbox helper.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == tools::sandbox::HELPER_ARG)
+    {
+        tools::sandbox::helper_main();
+    }
     let args = match Args::try_parse() {
         Ok(args) => args,
         Err(error) => {
@@ -174,6 +181,7 @@ async fn headless(
         &session.cwd.to_string_lossy(),
         &session.tool_names,
         session.mode_name,
+        &session.sandbox,
     );
     let cancel = interrupts.arm();
     let outcome = session.turn(task, &mut renderer, cancel).await?;

@@ -448,12 +448,22 @@ impl Renderer {
     }
 
     /// The `system`/`init` line (stream-json only).
-    pub fn init(&self, cwd: &str, tools: &[String], permission_mode: &str) {
+    ///
+    /// Besides Claude Code's fields, `sandbox` says how Bash commands run: `backend` (`bwrap`,
+    /// `landlock`, `none` when nothing works here, `off` when turned off) and `network`.
+    pub fn init(
+        &self,
+        cwd: &str,
+        tools: &[String],
+        permission_mode: &str,
+        sandbox: &tools::SandboxConfig,
+    ) {
         if self.format == OutputFormat::StreamJson {
             Self::line(&json!({
                 "type": "system", "subtype": "init", "cwd": cwd, "session_id": self.session_id,
                 "tools": tools, "mcp_servers": [], "model": self.model,
                 "permissionMode": permission_mode, "apiKeySource": "none",
+                "sandbox": {"backend": sandbox.describe(), "network": sandbox.network},
             }));
         }
     }

@@ -37,6 +37,8 @@ pub struct Session {
     pub model: String,
     /// The permission mode, as Claude Code spells it.
     pub mode_name: &'static str,
+    /// How Bash commands are sandboxed.
+    pub sandbox: tools::SandboxConfig,
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
     sessions: PathBuf,
@@ -155,16 +157,25 @@ impl Session {
         };
         rules.allow.extend(split_rules(&args.allowed_tools));
         rules.deny.extend(split_rules(&args.disallowed_tools));
-        let tooling = tooling::build(&workspace, mode, rules, &results_dir, env.clone(), prompter)
-            .map_err(|error| match &error {
-                tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
-                    Some(path) => {
-                        anyhow::anyhow!("{}: invalid settings: {error}", path.display())
-                    }
-                    None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
-                },
-                _ => anyhow::Error::new(error),
-            })?;
+        let sandbox = sandbox_config(args, &settings)?;
+        let tooling = tooling::build(
+            &workspace,
+            mode,
+            rules,
+            &results_dir,
+            env.clone(),
+            sandbox.clone(),
+            prompter,
+        )
+        .map_err(|error| match &error {
+            tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
+                Some(path) => {
+                    anyhow::anyhow!("{}: invalid settings: {error}", path.display())
+                }
+                None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
+            },
+            _ => anyhow::Error::new(error),
+        })?;
         let hook_env = hooks::HookEnv {
             env,
             session: Arc::new(std::sync::Mutex::new((
@@ -224,6 +235,7 @@ impl Session {
             session_id,
             model,
             mode_name: tooling.mode_name,
+            sandbox,
             tool_names,
             sessions,
             results_dir,
@@ -245,7 +257,8 @@ impl Session {
     /// first turn.
     pub async fn gather_context(&mut self) {
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
-        self.config.user_context = Some(context_info::user_context(&self.cwd, &date).await);
+        self.config.user_context =
+            Some(context_info::user_context(&self.cwd, &date, &self.sandbox).await);
     }
 
     /// Whether this session has a transcript file (it is created by the first turn).
@@ -512,4 +525,58 @@ fn resume_target(target: &str, sessions: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(path)
+}
+
+/// The sandbox of Bash commands: `--sandbox`, else the user settings' `sandbox.mode`, else
+/// auto (the back end detected here, with this executable as the Landlock helper). Says
+/// once on stderr when there is none, and when a project's settings tried to set it.
+///
+/// # Errors
+///
+/// A `sandbox.mode` other than `auto` or `off`, naming the file.
+fn sandbox_config(
+    args: &Args,
+    settings: &settings::Settings,
+) -> anyhow::Result<tools::SandboxConfig> {
+    let (user, ignored) = settings.user_sandbox();
+    for path in ignored {
+        eprintln!(
+            "agent: warning: {}: `sandbox` is ignored in project settings (only ~/.config/agent/settings.json may loosen the sandbox)",
+            path.display()
+        );
+    }
+    let off = match (
+        args.sandbox,
+        user.and_then(|sandbox| sandbox.mode.as_deref()),
+    ) {
+        (Some(choice), _) => choice == args::SandboxArg::Off,
+        (None, None | Some("auto")) => false,
+        (None, Some("off")) => true,
+        (None, Some(other)) => anyhow::bail!(
+            "{}: invalid settings: sandbox.mode {other:?} is not auto or off",
+            settings::user_settings_file()
+                .map_or_else(|| "settings".into(), |p| p.display().to_string())
+        ),
+    };
+    let network = user.is_some_and(settings::SandboxSettings::network);
+    if off {
+        eprintln!(
+            "agent: warning: the sandbox is off: Bash commands allowed by a rule or the permission mode run unsandboxed, every other one is asked"
+        );
+        return Ok(tools::SandboxConfig {
+            backend: None,
+            network,
+        });
+    }
+    let helper = std::env::current_exe().ok();
+    let backend = tools::sandbox::Backend::detect(helper.as_deref());
+    if let tools::sandbox::Backend::Unavailable(reason) = &backend {
+        eprintln!(
+            "agent: warning: no sandbox is available ({reason}): Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless); install bubblewrap to sandbox them"
+        );
+    }
+    Ok(tools::SandboxConfig {
+        backend: Some(backend),
+        network,
+    })
 }

@@ -84,6 +84,30 @@ impl HookMatcher {
     }
 }
 
+/// `sandbox` in settings. Claude Code's own keys (`enabled`, `excludedCommands`, a
+/// `network` object, ...) are accepted and ignored.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSettings {
+    /// `auto` (default) or `off`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// `true` lets workspace-write commands use the network (Claude Code's object form is
+    /// ignored: no network).
+    #[serde(default)]
+    pub network: Option<serde_json::Value>,
+    /// Other keys, kept and ignored.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl SandboxSettings {
+    /// Whether `network` is `true`.
+    pub fn network(&self) -> bool {
+        matches!(self.network, Some(serde_json::Value::Bool(true)))
+    }
+}
+
 /// The settings that `agent` uses.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -100,6 +124,10 @@ pub struct Settings {
     /// Environment for tools and hooks.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The OS sandbox of Bash commands. Honoured from the user's settings only: a project's
+    /// settings cannot loosen it.
+    #[serde(default)]
+    pub sandbox: Option<SandboxSettings>,
     /// Keys of Claude Code's schema this tool does not use are accepted and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -200,6 +228,24 @@ impl Settings {
             self.model = later.model;
         }
         self.env.extend(later.env);
+        // `sandbox` is read from the user's layer only (see `Settings::user_sandbox`).
+    }
+
+    /// The `sandbox` object of the user's own settings file (`~/.config/agent/settings.json`),
+    /// with the project files that tried to set one (ignored: a repository cannot loosen the
+    /// sandbox).
+    pub fn user_sandbox(&self) -> (Option<&SandboxSettings>, Vec<&Path>) {
+        let user = user_settings_file();
+        let mut found = None;
+        let mut ignored = Vec::new();
+        for (path, layer) in &self.layers {
+            match &layer.sandbox {
+                Some(sandbox) if Some(path) == user.as_ref() => found = Some(sandbox),
+                Some(_) => ignored.push(path.as_path()),
+                None => {}
+            }
+        }
+        (found, ignored)
     }
 }
 
@@ -284,12 +330,15 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
     Ok(settings)
 }
 
+/// The user's own settings file, `~/.config/agent/settings.json`.
+pub fn user_settings_file() -> Option<PathBuf> {
+    dirs::config_dir().map(|config| config.join("agent").join("settings.json"))
+}
+
 /// The settings files that apply to `cwd`, lowest precedence first.
 pub fn files(cwd: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    if let Some(config) = dirs::config_dir() {
-        files.push(config.join("agent").join("settings.json"));
-    }
+    files.extend(user_settings_file());
     files.push(cwd.join(".agent").join("settings.json"));
     files.push(cwd.join(".agent").join("settings.local.json"));
     files

@@ -100,7 +100,8 @@ impl FileSource for WorkspaceFiles {
 /// the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts go to `prompter`; without
 /// one (headless) they are denied with a message.
 ///
-/// `env` is added to every Bash command's environment (settings' `env`).
+/// `env` is added to every Bash command's environment (settings' `env`); `sandbox` says how
+/// Bash commands are sandboxed.
 ///
 /// # Errors
 ///
@@ -111,6 +112,7 @@ pub fn build(
     rules: Rules,
     results_dir: &Path,
     env: Vec<(String, String)>,
+    sandbox: tools::SandboxConfig,
     prompter: Option<Arc<dyn tools::Prompter>>,
 ) -> Result<Tooling, tools::Error> {
     let default_mode = match mode {
@@ -132,6 +134,7 @@ pub fn build(
         env,
         protected: crate::hooks::protected_dirs(&workspace.cwd),
         protected_names: vec![".agent".to_owned()],
+        sandbox,
     })?;
     Ok(Tooling {
         tools: set.tools(),

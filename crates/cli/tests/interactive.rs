@@ -107,7 +107,7 @@ async fn prompts_share_one_history_and_approval_is_asked() {
         Reply::turn(Turn::new().tool_use(
             "toolu_copy",
             "Bash",
-            json!({"command": "cp notes.txt copy.txt && cat copy.txt"}),
+            json!({"command": "cp notes.txt copy.txt && cat copy.txt", "dangerouslyDisableSandbox": true}),
         )),
         Reply::turn(Turn::new().text("The notes say to remember the milk.")),
         Reply::turn(Turn::new().text("You asked about the notes before.")),
@@ -117,8 +117,8 @@ async fn prompts_share_one_history_and_approval_is_asked() {
     let mut terminal = Terminal::spawn(command(&repo, &server));
     terminal.wait_for("› ", 1).await;
     terminal.type_keys("copy the notes and show them\r");
-    // A Bash command that writes needs approval in the default mode: the user is asked,
-    // and says yes.
+    // A Bash command that asks to leave the sandbox (or any command no rule allows, where
+    // there is no sandbox) needs approval: the user is asked, and says yes.
     terminal
         .wait_for(
             "Bash(cp notes.txt copy.txt && cat copy.txt) needs approval",
@@ -235,7 +235,7 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
                 .tool_use(
                     "toolu_copy",
                     "Bash",
-                    json!({"command": "cp notes.txt copy.txt"}),
+                    json!({"command": "cp notes.txt copy.txt", "dangerouslyDisableSandbox": true}),
                 ),
         ),
         Reply::turn(Turn::new().text("Understood, no copy.")),

@@ -223,10 +223,7 @@ struct CwdFile(PathBuf);
 impl CwdFile {
     fn new(private: &std::path::Path) -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        Self(private.join(format!(
-            ".cwd-{}",
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )))
+        Self(private.join(format!(".cwd-{}", COUNTER.fetch_add(1, Ordering::Relaxed))))
     }
 
     /// The directory the shell ended in, if it said (a link planted in its place is not

@@ -84,10 +84,10 @@ mod walk;
 mod write;
 
 pub use error::Error;
-pub use sandbox;
 pub use paths::real_path;
 pub use permissions::{
-    BashRun, DISABLE_SANDBOX_FIELD, HookDecision, PermissionConfig, PermissionGate, PermissionMode, PermissionRequest, Prompter,
-    Verdict,
+    BashRun, DISABLE_SANDBOX_FIELD, HookDecision, PermissionConfig, PermissionGate, PermissionMode,
+    PermissionRequest, Prompter, Verdict,
 };
+pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, builtin};

@@ -38,12 +38,10 @@ pub(crate) fn policy(
     policy.network = profile == Profile::WorkspaceWrite && shared.sandbox.network;
     for rule in &shared.rules.deny {
         if let Some((globs, sources)) = rule.path_patterns("Read") {
-            let found = matches(globs, sources)
-                .map_err(|walked| too_many(&rule.source, walked))?;
+            let found = matches(globs, sources).map_err(|walked| too_many(&rule.source, walked))?;
             policy.hidden.extend(found);
         } else if let Some((globs, sources)) = rule.path_patterns("Edit") {
-            let found = matches(globs, sources)
-                .map_err(|walked| too_many(&rule.source, walked))?;
+            let found = matches(globs, sources).map_err(|walked| too_many(&rule.source, walked))?;
             policy.protected.extend(found);
         }
     }

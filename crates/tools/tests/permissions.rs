@@ -500,10 +500,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
         let error = env
             .err("Write", json!({"file_path": path, "content": "{}"}))
             .await;
-        assert!(
-            error.contains("is protected ("),
-            "{path}: {error}"
-        );
+        assert!(error.contains("is protected ("), "{path}: {error}");
     }
     // After `cd sub`, a relative path resolves from the shell's directory, as for the write.
     env.ok("Bash", json!({"command": "cd sub"})).await;
@@ -513,10 +510,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
             json!({"file_path": "../.agent/settings.json", "content": "{}"}),
         )
         .await;
-    assert!(
-        error.contains("is protected ("),
-        "{error}"
-    );
+    assert!(error.contains("is protected ("), "{error}");
     assert!(
         std::fs::read_dir(env.ws().join(".agent"))
             .unwrap()
@@ -542,10 +536,7 @@ async fn protected_folders_refuse_writes_however_the_path_is_spelled() {
             json!({"file_path": ".agent/settings.json", "content": "{}"}),
         )
         .await;
-    assert!(
-        error.contains("is protected ("),
-        "{error}"
-    );
+    assert!(error.contains("is protected ("), "{error}");
     assert!(
         std::fs::read_dir(env.ws().join("x"))
             .unwrap()
@@ -566,10 +557,7 @@ async fn folders_named_like_the_settings_folder_are_protected_anywhere_below_the
             json!({"file_path": "sub/.agent/settings.json", "content": "{}"}),
         )
         .await;
-    assert!(
-        error.contains("is protected ("),
-        "{error}"
-    );
+    assert!(error.contains("is protected ("), "{error}");
     // A workspace that itself lives under such a name is usable.
     let nested = Env::build("protected-names-root", |config| {
         config.permissions.default_mode = PermissionMode::AcceptEdits;

@@ -142,8 +142,14 @@ async fn read_deny_rules_and_the_outside_world_are_hidden_from_commands() {
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     for (outcome, text) in bash(&env, &commands).await {
         assert_ne!(outcome, Outcome::PermissionDenied, "{text}");
-        assert!(!text.contains("sk-live-SECRET"), "a denied file leaked: {text}");
-        assert!(!text.contains("OUTSIDE-SECRET"), "an outside file leaked: {text}");
+        assert!(
+            !text.contains("sk-live-SECRET"),
+            "a denied file leaked: {text}"
+        );
+        assert!(
+            !text.contains("OUTSIDE-SECRET"),
+            "an outside file leaked: {text}"
+        );
     }
 }
 
@@ -182,12 +188,20 @@ async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
     // The workspace itself is writable.
     assert_eq!(env.read("build.txt"), "built\n");
     // Write and Edit refuse the same protected paths.
-    for path in [".git/config", ".git/hooks/post-checkout", ".claude/settings.json", ".mcp.json"] {
+    for path in [
+        ".git/config",
+        ".git/hooks/post-checkout",
+        ".claude/settings.json",
+        ".mcp.json",
+    ] {
         let (completed, _) = env
             .run(vec![("Write", json!({"file_path": path, "content": "x"}))])
             .await;
         assert_eq!(completed[0].outcome, Outcome::PermissionDenied, "{path}");
-        assert!(result_text(&completed[0]).contains("is protected"), "{path}");
+        assert!(
+            result_text(&completed[0]).contains("is protected"),
+            "{path}"
+        );
     }
     assert_eq!(git_config(&env), config_before);
 }

@@ -531,7 +531,6 @@ pub enum BashRun {
     Unsandboxed,
 }
 
-
 fn plan_denial(name: &str) -> Verdict {
     Verdict::Deny {
         reason: format!(

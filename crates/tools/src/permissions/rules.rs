@@ -99,10 +99,8 @@ impl Rule {
                 None => Spec::Command(CommandPattern::Exact(spec.to_owned())),
             },
             Some(spec) if matches!(tool, "Read" | "Edit" | "Write" | "Glob" | "Grep") => {
-                {
                 let (set, sources) = path_globs(spec, base).map_err(|reason| invalid(&reason))?;
                 Spec::Path(set, sources)
-            }
             }
             Some(_) => Spec::Other,
         };
