@@ -12,7 +12,7 @@
 //! - The command runs in the OS sandbox with the profile the permission gate chose (see
 //!   [`crate::permissions`]), or unsandboxed when the sandbox is off or the user approved
 //!   `dangerouslyDisableSandbox`. `ANTHROPIC_API_KEY` and `ANTHROPIC_AUTH_TOKEN` are removed
-//!   from its environment. A sandboxed command that fails on a refused write or network
+//!   from its environment. A sandboxed command whose output shows a refused write or network
 //!   access gets a note saying so, and how to ask for the command outside the sandbox.
 //! - The working directory persists between calls: an `EXIT` trap writes `pwd -P` to a file
 //!   in the session's private folder whose path is written into the script itself (nothing
@@ -480,7 +480,7 @@ async fn run(
             let note = follow_cwd(shared, workspace, &cwd_file);
             let output = report(status, text, note);
             Ok(match profile {
-                Some(profile) if output.is_error && refused_by_sandbox(&output) => {
+                Some(profile) if refused_by_sandbox(&output) => {
                     with_sandbox_note(output, profile, shared)
                 }
                 _ => output,
@@ -507,7 +507,7 @@ fn refused_by_sandbox(output: &ToolOutput) -> bool {
     REFUSALS.iter().any(|refusal| text.contains(refusal))
 }
 
-/// Adds to a failed result what the sandbox allowed, so the model can tell a refusal from a
+/// Adds to a result that shows a refusal what the sandbox allowed, so the model can tell a refusal from a
 /// bug and knows how to ask for more.
 fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> ToolOutput {
     let network = profile == Profile::WorkspaceWrite && shared.sandbox.network;
@@ -532,7 +532,10 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
     match output.content {
         protocol::ToolResultContent::Text(mut text) => {
             text.push_str(&note);
-            ToolOutput::error(text)
+            ToolOutput {
+                content: protocol::ToolResultContent::Text(text),
+                is_error: output.is_error,
+            }
         }
         _ => output,
     }
