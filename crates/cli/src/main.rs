@@ -22,7 +22,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use clap::Parser as _;
 
 use crate::args::{Args, Command, OutputFormat};
 use crate::interrupts::Interrupts;
@@ -37,7 +36,7 @@ fn main() -> ExitCode {
     {
         tools::sandbox::helper_main();
     }
-    let args = match Args::try_parse() {
+    let args = match parse_args() {
         Ok(args) => args,
         Err(error) => {
             let code = if error.use_stderr() { 2 } else { 0 };
@@ -88,6 +87,24 @@ fn main() -> ExitCode {
 struct UsageError(String);
 
 /// Logs go to stderr, never stdout: `--verbose` turns them on (`AGENT_LOG` is the filter).
+/// The arguments. `--help` also names the sandbox back end in force here (detecting it
+/// starts a sandbox once, so only when help is asked for).
+fn parse_args() -> Result<Args, clap::Error> {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let wants_help = std::env::args_os().any(|arg| arg == "--help" || arg == "-h");
+    let mut command = Args::command();
+    if wants_help {
+        let helper = std::env::current_exe().ok();
+        let backend = tools::sandbox::Backend::detect(helper.as_deref());
+        command = command.mut_arg("sandbox", |arg| {
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            arg.help(format!("{help} [here: {backend}]"))
+        });
+    }
+    let matches = command.try_get_matches()?;
+    Args::from_arg_matches(&matches)
+}
+
 fn init_logging(verbose: bool) {
     let filter = std::env::var("AGENT_LOG")
         .ok()

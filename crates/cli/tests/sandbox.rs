@@ -203,6 +203,15 @@ async fn without_a_sandbox_allowed_commands_run_with_a_warning_and_others_are_re
     );
     assert!(repo.dir.join("made").exists());
 
+    // --help names the back end in force.
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("--help")
+        .env("AGENT_SANDBOX_BACKEND", "none")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    assert!(help.contains("[here: none ("), "{help}");
+
     // Off by choice: said so, and shown in system/init.
     let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
         .await

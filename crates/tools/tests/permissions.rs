@@ -134,6 +134,23 @@ fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
             ("python3 -c 'import os; os.remove(\"x\")'", Expected::Ask),
         ],
     );
+    // A deny rule on a script path follows the `cd`s before it in the line.
+    let env = Env::build("deny-cd", |config| {
+        config.permissions.deny = vec!["Bash(scripts/deploy.sh:*)".into()];
+        config.sandbox = common::declared_sandbox();
+    });
+    check_bash(
+        &env,
+        &[
+            ("scripts/deploy.sh prod", Expected::Deny),
+            ("cd scripts && ./deploy.sh prod", Expected::Deny),
+            ("cd scripts/sub; ../deploy.sh", Expected::Deny),
+            ("cd other && cd ../scripts && ./deploy.sh", Expected::Deny),
+            ("cd $DIR && ./deploy.sh", Expected::Ask),
+            ("cd scripts && ./build.sh", Expected::ReadOnly),
+            ("cd scripts && ls", Expected::ReadOnly),
+        ],
+    );
 }
 
 #[test]

@@ -28,6 +28,7 @@ pub(crate) mod rules;
 pub(crate) mod shell;
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -327,8 +328,25 @@ impl PermissionGate {
             }
         };
         if let Some(analysis) = &analysis {
+            // Where earlier `cd`s of the line moved the shell (`None`: somewhere computed).
+            let mut cd: Option<PathBuf> = Some(PathBuf::new());
             for part in &analysis.parts {
-                let forms = match_forms(part, true);
+                let mut forms = match_forms(part, true);
+                match cd_form(part, cd.as_deref()) {
+                    CdForm::Moved(dir) => cd = dir,
+                    CdForm::Command(Some(form)) => forms.push(form),
+                    CdForm::Command(None) => {}
+                    CdForm::Unknown => {
+                        if let Some(rule) =
+                            self.rule_list(RuleKind::Deny).iter().find(|r| r.is_bash())
+                        {
+                            return ask(format!(
+                                "`{}` runs a program by a relative path after a `cd` to a computed folder, so the rule `{}` cannot be checked",
+                                part.raw, rule.source
+                            ));
+                        }
+                    }
+                }
                 if let Some(rule) = self
                     .rule_list(RuleKind::Deny)
                     .iter()
@@ -515,6 +533,71 @@ fn name_is_dynamic(part: &Part) -> bool {
         || shell::strip_wrappers(&part.words, true)
             .first()
             .is_none_or(computed)
+}
+
+/// What a part means for the `cd`s of its line.
+enum CdForm {
+    /// A `cd`: the shell is now in this folder (relative to where the line started), or
+    /// somewhere computed.
+    Moved(Option<PathBuf>),
+    /// A command; with the form its relative program path takes from where the line
+    /// started (`cd bin && ./deploy x` -> `bin/deploy x`).
+    Command(Option<String>),
+    /// A command run by a relative path after a `cd` to a computed folder.
+    Unknown,
+}
+
+fn cd_form(part: &Part, cd: Option<&Path>) -> CdForm {
+    let Some(first) = part.words.first() else {
+        return CdForm::Command(None);
+    };
+    if first.text == "cd" && !first.dynamic {
+        let target = part.words.get(1).filter(|word| !word.text.starts_with('-'));
+        let moved = match (cd, target) {
+            (Some(dir), Some(word)) if !word.dynamic && !word.text.starts_with('~') => {
+                Some(lexical_join(dir, &word.text))
+            }
+            _ => None,
+        };
+        return CdForm::Moved(moved);
+    }
+    let name = &first.text;
+    let relative_program = name.contains('/') && !name.starts_with('/');
+    match cd {
+        _ if !relative_program => CdForm::Command(None),
+        Some(dir) if dir.as_os_str().is_empty() => CdForm::Command(None),
+        Some(dir) => {
+            let mut form = lexical_join(dir, name).to_string_lossy().into_owned();
+            for word in &part.words[1..] {
+                form.push(' ');
+                form.push_str(&word.text);
+            }
+            CdForm::Command(Some(form))
+        }
+        None => CdForm::Unknown,
+    }
+}
+
+/// `base` joined with `path`, `.` and `..` applied without touching the file system (an
+/// absolute `path` replaces `base`).
+fn lexical_join(base: &Path, path: &str) -> PathBuf {
+    let mut joined = if path.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        base.to_path_buf()
+    };
+    for component in path.split('/') {
+        match component {
+            "" | "." => {}
+            ".." => {
+                if !joined.pop() {
+                    joined.push("..");
+                }
+            }
+            other => joined.push(other),
+        }
+    }
+    joined
 }
 
 /// The input field with which a Bash call asks to run outside the sandbox, as Claude Code
