@@ -151,16 +151,18 @@ pub enum OutputFormat {
 /// `--permission-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PermissionModeArg {
-    /// Ask for anything not allowed (headless: refuse with a message).
+    /// Reads run; commands no rule allows run in the read-only sandbox; edits are asked
+    /// (headless: refused with a message).
     Default,
-    /// Allow file edits inside the workspace without asking.
+    /// Also file edits inside the workspace, and commands may write the workspace (in the
+    /// sandbox).
     #[value(name = "acceptEdits")]
     AcceptEdits,
-    /// Run everything no deny rule names; file tools stay confined to the workspace, Bash
-    /// commands do not (a shell can reach anything).
+    /// Run everything no deny or ask rule names; file tools stay confined to the workspace,
+    /// commands to the workspace-write sandbox.
     #[value(name = "bypassPermissions")]
     BypassPermissions,
-    /// Read-only tools only.
+    /// Read-only: reads run, commands run in the read-only sandbox, edits are refused.
     Plan,
 }
 

@@ -209,7 +209,10 @@ async fn without_a_sandbox_allowed_commands_run_with_a_warning_and_others_are_re
         .env("AGENT_SANDBOX_BACKEND", "none")
         .output()
         .unwrap();
-    let help = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    let help = String::from_utf8_lossy(&help.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(help.contains("[here: none ("), "{help}");
 
     // Off by choice: said so, and shown in system/init.
