@@ -87,6 +87,12 @@ pub(crate) fn args(
     }
     args.three("--bind", &policy.temp_dir, &policy.temp_dir);
     if writable {
+        // A folder holding a protected or hidden path could be renamed away with the mount
+        // inside it, and a fresh `.git/config` created in its place: every such folder below
+        // a root becomes a mount point of its own, which cannot be renamed or removed.
+        for dir in pinned_folders(policy) {
+            args.three("--bind", &dir, &dir);
+        }
         for path in &policy.protected {
             if !policy.roots.iter().any(|root| path.starts_with(root)) {
                 continue; // outside every writable root: read-only anyway
@@ -111,6 +117,31 @@ pub(crate) fn args(
     }
     args.two("--chdir", cwd);
     Ok(args.0)
+}
+
+/// The existing real folders strictly between a root and each protected or hidden path in
+/// it, outermost first.
+fn pinned_folders(policy: &Policy) -> Vec<PathBuf> {
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    for path in policy.protected.iter().chain(&policy.hidden) {
+        let Some(root) = policy.roots.iter().find(|root| path.starts_with(root)) else {
+            continue;
+        };
+        let mut ancestors: Vec<&Path> = path
+            .ancestors()
+            .skip(1)
+            .take_while(|dir| dir.starts_with(root) && *dir != root.as_path())
+            .collect();
+        ancestors.reverse();
+        for dir in ancestors {
+            let real_dir = std::fs::symlink_metadata(dir).is_ok_and(|meta| meta.is_dir());
+            if real_dir && !pinned.iter().any(|p| p == dir) {
+                pinned.push(dir.to_path_buf());
+            }
+        }
+    }
+    pinned.sort_by_key(|dir| dir.components().count());
+    pinned
 }
 
 #[derive(Default)]

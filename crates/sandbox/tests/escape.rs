@@ -168,6 +168,11 @@ fn workspace_write_profile_keeps_outside_and_protected_paths() {
         let layout = Layout::new("ww");
         let policy = layout.policy(Profile::WorkspaceWrite);
         let outside = layout.outside.display();
+        let home_file = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/root"))
+            .join(format!(".sandbox-escape-{}", std::process::id()));
+        let host_tmp = std::env::temp_dir().join(format!("sandbox-ww-tmp-{}", std::process::id()));
         let script = format!(
             "echo built > src/out.txt && echo wrote-src; \
              echo pwned > {outside}/new.txt; \
@@ -180,7 +185,11 @@ fn workspace_write_profile_keeps_outside_and_protected_paths() {
              ln .git/config src/hardlink; echo pwned >> src/hardlink; \
              ln {outside}/secret.txt src/hard-outside; echo pwned >> src/hard-outside; \
              mv .git/config src/moved-config; \
-             true"
+             mv .git .git-moved; mkdir -p .git/hooks; echo pwned > .git/hooks/pre-commit; \
+             echo pwned > {home}; echo pwned > {tmp}; echo pwned > ~/.bashrc-sandbox-test; \
+             true",
+            home = home_file.display(),
+            tmp = host_tmp.display(),
         );
         let output = run(&backend, &policy, &script);
         let out = text(&output);
@@ -227,8 +236,14 @@ fn hidden_paths_and_home_are_not_readable() {
         std::fs::create_dir_all(layout.ws.join("secrets")).expect("secrets");
         std::fs::write(layout.ws.join("secrets/key"), "sk-hidden\n").expect("key");
         std::fs::write(layout.ws.join(".env"), "TOKEN=hidden-env\n").expect("env");
+        std::fs::create_dir_all(layout.ws.join("nested/secrets")).expect("nested");
+        std::fs::write(layout.ws.join("nested/secrets/key"), "sk-nested\n").expect("key");
         let mut policy = layout.policy(Profile::WorkspaceWrite);
-        policy.hidden = vec![layout.ws.join("secrets"), layout.ws.join(".env")];
+        policy.hidden = vec![
+            layout.ws.join("secrets"),
+            layout.ws.join(".env"),
+            layout.ws.join("nested/secrets"),
+        ];
         // A file in the real home folder, outside the toolchain folders.
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let home_secret = home
@@ -239,7 +254,8 @@ fn hidden_paths_and_home_are_not_readable() {
             .is_some_and(|path| std::fs::write(path, "home-secret\n").is_ok());
         let script = format!(
             "cat secrets/key; cat .env; cat {outside}/secret.txt; {home} \
-             echo overwrite > secrets/key; echo visible-check",
+             echo overwrite > secrets/key; cat nested/secrets/key; \
+             mv nested renamed; mv secrets renamed-secrets; echo visible-check",
             outside = layout.outside.display(),
             home = match (&home_secret, wrote_home) {
                 (Some(path), true) => format!("cat {};", path.display()),
@@ -252,7 +268,23 @@ fn hidden_paths_and_home_are_not_readable() {
         }
         let out = text(&output);
         assert!(out.contains("visible-check"), "{backend}\n{out}");
-        for secret in ["sk-hidden", "hidden-env", "top secret", "home-secret"] {
+        // Renaming the folder that holds a hidden path would unhide it for the next command.
+        assert!(
+            layout.ws.join("nested/secrets/key").exists(),
+            "{backend}\n{out}"
+        );
+        assert!(!layout.ws.join("renamed").exists(), "{backend}\n{out}");
+        assert!(
+            !layout.ws.join("renamed-secrets").exists(),
+            "{backend}\n{out}"
+        );
+        for secret in [
+            "sk-hidden",
+            "hidden-env",
+            "top secret",
+            "home-secret",
+            "sk-nested",
+        ] {
             assert!(!out.contains(secret), "{backend}: read {secret}\n{out}");
         }
         assert_eq!(
