@@ -43,8 +43,8 @@ pub struct ToolSetConfig {
     pub sandbox: SandboxConfig,
 }
 
-/// How Bash commands are sandboxed (see [`crate::permissions`] for which profile a command
-/// gets).
+/// How Bash commands are sandboxed (which profile each command gets:
+/// [`PermissionGate::evaluate_bash`](crate::PermissionGate::evaluate_bash)).
 #[derive(Clone, Debug)]
 pub struct SandboxConfig {
     /// The back end; `None` when the user turned the sandbox off (`--sandbox off`). With
