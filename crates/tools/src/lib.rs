@@ -18,11 +18,15 @@
 //! the session's tool-results folder is always readable. bypassPermissions skips the
 //! questions, never the confinement.
 //!
-//! **Shell commands** are judged part by part: a quote-aware splitter finds every simple
-//! command of a line, inside `$( )`, backticks, subshells, `bash -c` and `eval` too. A line
-//! is allowed only if every part is, denied if any part is; what the splitter cannot
-//! follow is asked, never allowed. Bash itself is not confined (a shell can do anything);
-//! that is what the rules are for.
+//! **Shell commands** run in an OS sandbox ([`sandbox`]): the gate chooses the profile.
+//! Commands no allow rule covers run read-only without a question; allowed ones (and every
+//! command in acceptEdits or bypassPermissions) may write the workspace except its protected
+//! paths; `dangerouslyDisableSandbox` is always asked. Rules read the text: a quote-aware
+//! splitter finds every simple command of a line, inside `$( )`, backticks, subshells,
+//! `bash -c` and `eval` too; a line is allowed only if every part is, denied if any part is;
+//! while a Bash deny or ask rule exists, what the splitter cannot see (computed command
+//! names, `sh` reading stdin, unparsable lines) is asked. The text only ever refuses or asks:
+//! what a command can do is bounded by its profile, which the kernel enforces.
 //!
 //! ```
 //! use std::sync::Arc;

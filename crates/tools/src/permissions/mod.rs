@@ -7,21 +7,27 @@
 //! Order of decision, first match wins:
 //!
 //! 1. File tools: the path must pass the workspace confinement (whatever the mode).
-//! 2. A deny rule matches (for Bash: any part of the command) -> Deny.
-//! 3. An ask rule matches -> Ask.
-//! 4. Plan mode and the call is not read-only -> Deny.
-//! 5. bypassPermissions -> Allow.
-//! 6. An allow rule matches (for Bash: every part is allowed by a rule or is a read-only
-//!    command on paths inside the workspace) -> Allow.
-//! 7. Read-only tools (Read, Glob, Grep, and others that say so) -> Allow; Edit and Write in
-//!    acceptEdits mode -> Allow.
-//! 8. Otherwise -> Ask.
+//! 2. A deny rule matches (for Bash: any part of the command, also after the `cd`s before it
+//!    in the line) -> Deny.
+//! 3. Bash, while a Bash deny or ask rule exists: a line that cannot be split, a computed
+//!    command name, code the splitter cannot see (`sh` reading stdin, `bash script.sh`,
+//!    `python -c`) -> Ask.
+//! 4. An ask rule matches -> Ask.
+//! 5. Bash with `dangerouslyDisableSandbox: true` (and a sandbox) -> Ask; approved, it runs
+//!    unsandboxed.
+//! 6. Plan mode: file changes -> Deny; Bash -> Allow in the read-only sandbox (Ask without
+//!    one).
+//! 7. bypassPermissions -> Allow (Bash: workspace-write sandbox).
+//! 8. Bash: every part allowed by an allow rule, or acceptEdits mode (with a sandbox) ->
+//!    Allow in the workspace-write sandbox (unsandboxed when off); otherwise -> Allow in the
+//!    read-only sandbox, or Ask when there is no sandbox.
+//! 9. Other tools: read-only ones (Read, Glob, Grep) or an allow rule -> Allow; Edit and
+//!    Write in acceptEdits mode -> Allow; otherwise -> Ask.
 //!
-//! A command that cannot be analysed is asked (denied when a deny rule matches its whole
-//! text), in bypassPermissions mode too when Bash deny or ask rules exist. A prefix or
-//! wildcard allow rule does not cover a command part that writes a file through a
-//! redirection (`git status > out`) unless the mode is acceptEdits and the file is inside
-//! the workspace; an exact rule naming the redirection does.
+//! A prefix or wildcard allow rule does not cover a command part that writes a file through
+//! a redirection (`git status > out`) unless the mode is acceptEdits and the file is inside
+//! the workspace, nor one with variables assigned before it (`GIT_EXTERNAL_DIFF=x git
+//! diff`); an exact rule naming the whole text does.
 
 pub(crate) mod readonly;
 pub(crate) mod rules;
