@@ -98,12 +98,13 @@ pub struct Args {
     pub ca_cert: Option<PathBuf>,
 
     /// The OS sandbox for Bash commands: `auto` uses bubblewrap, else Landlock and seccomp;
-    /// `off` runs allowed commands unsandboxed and asks for every other one [default:
-    /// the user settings' `sandbox.mode`, else auto]. Commands no rule allows run read-only;
-    /// allowed ones, and every command in acceptEdits or bypassPermissions, may write the
-    /// workspace (not .git/config, .git/hooks, .agent, .claude, .mcp.json); no network
-    /// unless `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock` forces a
-    /// back end.
+    /// `off` runs commands allowed by a rule (or bypassPermissions) unsandboxed and asks for
+    /// every other one [default: the user settings' `sandbox.mode`, else auto]. In the
+    /// sandbox, commands no rule allows run read-only; allowed ones, and every command in
+    /// acceptEdits or bypassPermissions, may write the workspace (not .git/config,
+    /// .git/hooks, .agent, .claude, .mcp.json) and reach the network only when the user
+    /// setting `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock|none` forces
+    /// a back end.
     #[arg(long, value_enum, value_name = "MODE")]
     pub sandbox: Option<SandboxArg>,
 
@@ -118,7 +119,8 @@ pub enum SandboxArg {
     /// The best back end here (bubblewrap, else Landlock); none available: allowed commands
     /// run unsandboxed with a warning, others are asked.
     Auto,
-    /// No sandbox: commands allowed by a rule or the mode run as they are.
+    /// No sandbox: commands allowed by a rule (or bypassPermissions) run as they are, every
+    /// other one is asked.
     Off,
 }
 

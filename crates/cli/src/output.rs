@@ -450,7 +450,9 @@ impl Renderer {
     /// The `system`/`init` line (stream-json only).
     ///
     /// Besides Claude Code's fields, `sandbox` says how Bash commands run: `backend` (`bwrap`,
-    /// `landlock`, `none` when nothing works here, `off` when turned off) and `network`.
+    /// `landlock`, `none` when nothing works here, `off` when turned off) and `network`
+    /// (whether commands that may write the workspace reach the network: the setting
+    /// `sandbox.network` in a sandbox, `true` without one; read-only commands never do).
     pub fn init(
         &self,
         cwd: &str,
@@ -463,7 +465,10 @@ impl Renderer {
                 "type": "system", "subtype": "init", "cwd": cwd, "session_id": self.session_id,
                 "tools": tools, "mcp_servers": [], "model": self.model,
                 "permissionMode": permission_mode, "apiKeySource": "none",
-                "sandbox": {"backend": sandbox.describe(), "network": sandbox.network},
+                "sandbox": {
+                    "backend": sandbox.describe(),
+                    "network": sandbox.network || !sandbox.is_active(),
+                },
             }));
         }
     }

@@ -158,6 +158,14 @@ impl Session {
         rules.allow.extend(split_rules(&args.allowed_tools));
         rules.deny.extend(split_rules(&args.disallowed_tools));
         let sandbox = sandbox_config(args, &settings)?;
+        for root in std::iter::once(&workspace.cwd).chain(&workspace.additional_dirs) {
+            for removed in tools::sandbox::sweep_placeholders(root) {
+                eprintln!(
+                    "agent: removed {}, an empty sandbox placeholder left by a killed run",
+                    removed.display()
+                );
+            }
+        }
         let tooling = tooling::build(
             &workspace,
             mode,
@@ -559,14 +567,38 @@ fn sandbox_config(
         ),
     };
     let network = user.is_some_and(settings::SandboxSettings::network);
+    if let Some(user) = user {
+        if user.other.contains_key("enabled") {
+            eprintln!(
+                "agent: warning: sandbox.enabled (Claude Code's switch) is ignored: the sandbox is on unless sandbox.mode is \"off\" or --sandbox off"
+            );
+        }
+        if user
+            .network
+            .as_ref()
+            .is_some_and(|value| !value.is_boolean())
+        {
+            eprintln!(
+                "agent: warning: sandbox.network is not true or false (Claude Code's proxy settings are not supported): sandboxed commands get no network"
+            );
+        }
+    }
     if off {
         eprintln!(
-            "agent: warning: the sandbox is off: Bash commands allowed by a rule or the permission mode run unsandboxed, every other one is asked"
+            "agent: warning: the sandbox is off: Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless)"
         );
         return Ok(tools::SandboxConfig {
             backend: None,
             network,
         });
+    }
+    if let Ok(forced) = std::env::var(tools::sandbox::BACKEND_ENV)
+        && !matches!(forced.as_str(), "" | "bwrap" | "landlock" | "none")
+    {
+        anyhow::bail!(
+            "{}={forced:?} is not bwrap, landlock or none",
+            tools::sandbox::BACKEND_ENV
+        );
     }
     let helper = std::env::current_exe().ok();
     let backend = tools::sandbox::Backend::detect(helper.as_deref());

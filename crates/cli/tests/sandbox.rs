@@ -198,6 +198,7 @@ async fn without_a_sandbox_allowed_commands_run_with_a_warning_and_others_are_re
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("no sandbox is available"), "{stderr}");
     assert_eq!(lines(&output)[0]["sandbox"]["backend"], "none");
+    assert_eq!(lines(&output)[0]["sandbox"]["network"], true);
     assert!(
         tool_result(&server, "toolu_ls").contains("no sandbox is available to run it read-only")
     );
@@ -269,4 +270,56 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
     // The model still saw the repository's status.
     let first = server.requests()[0].json().to_string();
     assert!(first.contains("Git status"), "{first}");
+}
+
+#[tokio::test]
+async fn a_commit_made_in_the_sandbox_holds_no_placeholder() {
+    if !backends().contains(&"bwrap") {
+        return;
+    }
+    let repo = repo("sbx-commit");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_c",
+            "Bash",
+            json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more && git show --stat --format= HEAD"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = run(
+        &repo,
+        &server,
+        "bwrap",
+        &["-p", "commit", "--permission-mode", "acceptEdits"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shown = tool_result(&server, "toolu_c");
+    assert!(shown.contains("notes.txt"), "{shown}");
+    for name in [".mcp.json", ".claude", ".agent"] {
+        assert!(!shown.contains(name), "{name} was committed: {shown}");
+        assert!(!repo.dir.join(name).exists(), "{name} was left behind");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_back_end_name_is_an_error() {
+    let repo = repo("sbx-bogus");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(&repo, &server, "bubblewrap", &["-p", "hi"]).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("AGENT_SANDBOX_BACKEND=\"bubblewrap\" is not bwrap, landlock or none"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
 }

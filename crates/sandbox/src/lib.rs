@@ -50,9 +50,11 @@ use std::sync::OnceLock;
 
 pub use helper::{HELPER_ARG, helper_main};
 use placeholder::Placeholders;
+pub use placeholder::sweep as sweep_placeholders;
 
 /// Environment variable that forces a back end: `bwrap`, `landlock` or `none`. A forced back
-/// end that does not work is reported as unavailable, never replaced by another.
+/// end that does not work, or another value, is reported as unavailable, never replaced by
+/// another back end.
 pub const BACKEND_ENV: &str = "AGENT_SANDBOX_BACKEND";
 
 /// What a sandboxed command may change.
@@ -97,10 +99,13 @@ pub const SYSTEM_READABLE: &[&str] = &[
     "/nix/store",
 ];
 
-/// Folders under `$HOME` readable in every profile: toolchains and their caches, so
-/// compilers, package managers and interpreters installed per user work. The rest of
-/// `$HOME` is not visible.
+/// Folders and files under `$HOME` readable in every profile: toolchains and their caches,
+/// so compilers, package managers and interpreters installed per user work, and git's
+/// configuration (the author's name for commits). The rest of `$HOME` is not visible; so
+/// are `.npmrc`, `.netrc`, `.ssh`, `.aws` and every other credential store.
 pub const TOOLCHAIN_HOME_READABLE: &[&str] = &[
+    ".gitconfig",
+    ".config/git",
     ".cargo",
     ".rustup",
     ".npm",
@@ -162,7 +167,8 @@ pub struct Policy {
 
 impl Policy {
     /// A policy for `roots` with the default readable folders ([`SYSTEM_READABLE`],
-    /// [`TOOLCHAIN_HOME_READABLE`] under `$HOME`, the target folder of `/etc/resolv.conf`),
+    /// [`TOOLCHAIN_HOME_READABLE`] under `$HOME`, the folders on `$PATH`, the target folder
+    /// of `/etc/resolv.conf`),
     /// every root's protected paths ([`protected_paths`]), no hidden paths and no network.
     pub fn new(profile: Profile, roots: Vec<PathBuf>, temp_dir: PathBuf) -> Self {
         let protected = roots
@@ -184,9 +190,21 @@ impl Policy {
 /// The readable folders every policy starts with.
 pub fn default_readable() -> Vec<PathBuf> {
     let mut readable: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
-    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
-        let home = PathBuf::from(home);
+    let home = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from);
+    if let Some(home) = &home {
         readable.extend(TOOLCHAIN_HOME_READABLE.iter().map(|dir| home.join(dir)));
+    }
+    // Programs the user put on PATH (`~/.local/bin`, `~/bin`, a toolchain's `bin`).
+    if let Some(path) = std::env::var_os("PATH") {
+        readable.extend(
+            std::env::split_paths(&path)
+                .filter(|dir| dir.is_absolute())
+                .filter_map(|dir| std::fs::canonicalize(dir).ok())
+                // Never `$HOME` itself or a folder holding it: that would show all of it.
+                .filter(|dir| home.as_ref().is_none_or(|home| !home.starts_with(dir))),
+        );
     }
     // A resolver configuration managed elsewhere (systemd-resolved).
     if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
@@ -324,6 +342,14 @@ impl Backend {
 
     fn detect_uncached(helper: Option<&Path>) -> Backend {
         let forced = std::env::var(BACKEND_ENV).ok().filter(|v| !v.is_empty());
+        if let Some(other) = forced
+            .as_deref()
+            .filter(|f| !matches!(*f, "bwrap" | "landlock" | "none"))
+        {
+            return Backend::Unavailable(format!(
+                "{BACKEND_ENV}={other} is not bwrap, landlock or none"
+            ));
+        }
         let mut reasons = Vec::new();
         if forced.as_deref().is_none_or(|f| f == "bwrap") {
             match bwrap::probe() {

@@ -1,12 +1,14 @@
 //! Placeholders for absent protected paths (bubblewrap back end).
 //!
 //! A bind mount needs an existing mount point, so an absent protected path (`.claude`,
-//! `.git/hooks`) is reserved by creating an empty folder (or an empty file for names with a
-//! dot-extension such as `.mcp.json`) on the host and mounting it read-only over itself in
-//! the sandbox: the command cannot create the real thing. The placeholder is removed when the
-//! last command using it has ended (a count per path, shared by concurrent commands of this
-//! process; removing a mount point in use would detach the mount in the other sandbox), and
-//! only when still empty. A process killed with SIGKILL leaves empty placeholders behind.
+//! `.git/hooks`, `.mcp.json`) is reserved by creating an empty folder on the host and
+//! mounting it read-only over itself in the sandbox: the command cannot create the real
+//! thing. Always a folder, even for names of files: git does not see empty folders, so a
+//! placeholder never ends up in a commit (`git add -A` while a command runs). The placeholder
+//! is removed when the last command using it has ended (a count per path, shared by
+//! concurrent commands of this process; removing a mount point in use would detach the mount
+//! in the other sandbox), and only when still empty. A process killed with SIGKILL leaves
+//! empty folders behind; [`sweep`] removes those that stand where a file belongs.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,6 @@ use crate::Error;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Dir,
-    File,
 }
 
 /// Placeholders this process created, with the number of commands using each.
@@ -41,11 +42,7 @@ impl Placeholders {
             }
             target = parent.to_path_buf();
         }
-        let kind = if target == path && looks_like_file(path) {
-            Kind::File
-        } else {
-            Kind::Dir
-        };
+        let kind = Kind::Dir;
         let mut created = CREATED.lock().unwrap_or_else(PoisonError::into_inner);
         let map = created.get_or_insert_with(HashMap::new);
         if let Some((_, count)) = map.get_mut(&target) {
@@ -55,11 +52,6 @@ impl Placeholders {
         }
         let made = match kind {
             Kind::Dir => std::fs::create_dir(&target),
-            Kind::File => std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&target)
-                .map(drop),
         };
         match made {
             Ok(()) => {
@@ -77,14 +69,24 @@ impl Placeholders {
     }
 }
 
-/// `.mcp.json`, `config`, `config.worktree`: names of files. Folders among the protected
-/// names (`.agent`, `.claude`, `hooks`, `modules`) have no extension after a leading dot.
-fn looks_like_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|name| name.to_str()) else {
-        return false;
-    };
-    let stem = name.trim_start_matches('.');
-    stem.contains('.') || name == "config" || name == ".git"
+/// Paths below a root where a file belongs: an empty folder there is a placeholder left
+/// by a killed process.
+const FILE_PLACES: [&str; 3] = [".mcp.json", ".git/config", ".git/config.worktree"];
+
+/// Removes the placeholders a killed process left in `root` where a file belongs (an empty
+/// folder named `.mcp.json`, `.git/config` or `.git/config.worktree` would break the
+/// programs that read those files). Returns the folders removed.
+pub fn sweep(root: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for place in FILE_PLACES {
+        let path = root.join(place);
+        let empty_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir())
+            && std::fs::read_dir(&path).is_ok_and(|mut entries| entries.next().is_none());
+        if empty_dir && std::fs::remove_dir(&path).is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 impl Drop for Placeholders {
@@ -109,11 +111,6 @@ impl Drop for Placeholders {
             let removed = match kind {
                 // Only when empty: a folder someone filled is theirs.
                 Kind::Dir => std::fs::remove_dir(&path),
-                Kind::File => match std::fs::symlink_metadata(&path) {
-                    Ok(meta) if meta.is_file() && meta.len() == 0 => std::fs::remove_file(&path),
-                    Ok(_) => Ok(()),
-                    Err(error) => Err(error),
-                },
             };
             if let Err(error) = removed {
                 tracing::debug!(path = %path.display(), %error, "placeholder kept");
@@ -127,11 +124,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn file_names() {
-        assert!(looks_like_file(Path::new("/w/.mcp.json")));
-        assert!(looks_like_file(Path::new("/w/.git/config")));
-        assert!(looks_like_file(Path::new("/w/.git/config.worktree")));
-        assert!(!looks_like_file(Path::new("/w/.claude")));
-        assert!(!looks_like_file(Path::new("/w/.git/hooks")));
+    fn sweep_removes_only_empty_folders_where_files_belong() {
+        let root = std::env::temp_dir().join(format!("sandbox-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(".mcp.json")).ok();
+        std::fs::create_dir_all(root.join(".git/config")).ok();
+        std::fs::create_dir_all(root.join(".git/config.worktree/x")).ok();
+        std::fs::create_dir_all(root.join(".claude")).ok();
+        let removed = sweep(&root);
+        assert_eq!(
+            removed,
+            vec![root.join(".mcp.json"), root.join(".git/config")]
+        );
+        assert!(root.join(".git/config.worktree/x").exists());
+        assert!(root.join(".claude").exists());
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

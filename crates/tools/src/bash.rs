@@ -490,8 +490,9 @@ async fn run(
 }
 
 /// Messages with which the operating system refuses what a sandbox does not allow.
-const REFUSALS: [&str; 7] = [
+const REFUSALS: [&str; 8] = [
     "Read-only file system",
+    "Device or resource busy",
     "Permission denied",
     "Operation not permitted",
     "Network is unreachable",
@@ -517,8 +518,13 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
             shared.private.path.display()
         ),
         Profile::WorkspaceWrite => format!(
-            "only the workspace (not .git/config, .git/hooks, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written",
-            shared.private.path.display()
+            "only the workspace (not .git/config, .git/hooks, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written{}",
+            shared.private.path.display(),
+            match &shared.sandbox.backend {
+                Some(sandbox::Backend::Landlock(_)) =>
+                    " (under this Landlock sandbox, no new file or folder can be made directly in the workspace's top folder or in .git: create it in a subfolder, or ask)",
+                _ => "",
+            }
         ),
     };
     let network = if network {

@@ -220,6 +220,33 @@ fn without_a_sandbox_only_allowed_commands_run() {
     check_bash(&bypass, &[("touch a", Expected::Unsandboxed)]);
 }
 
+#[tokio::test]
+async fn headless_refusals_name_a_rule_that_would_allow_the_refused_part() {
+    let env = Env::build("headless-rules", |config| {
+        config.permissions.allow = vec!["Bash(git:*)".into()];
+    });
+    let (completed, _) = env
+        .run(vec![
+            ("Bash", json!({"command": "git add -A && echo done"})),
+            ("Bash", json!({"command": "touch x; ls"})),
+        ])
+        .await;
+    let first = result_text(&completed[0]);
+    assert!(
+        first.contains("--allowedTools `Bash(echo done:*)`"),
+        "{first}"
+    );
+    assert!(first.contains("the sandbox is off"), "{first}");
+    assert!(!first.contains("acceptEdits"), "{first}");
+    let second = result_text(&completed[1]);
+    assert!(second.contains("`Bash(touch x:*)`"), "{second}");
+    // The suggested rule works.
+    let env = Env::build("headless-rules-2", |config| {
+        config.permissions.allow = vec!["Bash(touch x:*)".into(), "Bash(ls:*)".into()];
+    });
+    check_bash(&env, &[("touch x; ls", Expected::Unsandboxed)]);
+}
+
 #[test]
 fn leaving_the_sandbox_is_always_asked() {
     for mode in [

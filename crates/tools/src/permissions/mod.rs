@@ -430,9 +430,12 @@ impl PermissionGate {
                 } else {
                     format!("no allow rule covers {}", unallowed.join(", "))
                 };
-                ask(format!(
-                    "{what}, and no sandbox is available to run it read-only"
-                ))
+                let why = if self.shared.sandbox.backend.is_none() {
+                    "the sandbox is off, so it cannot run read-only"
+                } else {
+                    "no sandbox is available to run it read-only"
+                };
+                ask(format!("{what}, and {why}"))
             }
         }
     }
@@ -746,7 +749,7 @@ impl PermissionGate {
             }
             None => {
                 tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
-                PermissionDecision::deny(headless_denial(&call.name, &reason, &call.input))
+                PermissionDecision::deny(self.headless_denial(&call.name, &reason, &call.input))
             }
         }
     }
@@ -758,25 +761,66 @@ impl CanUseTool for PermissionGate {
     }
 }
 
-/// The denial a headless session gives for a call that needs approval (the executor puts
-/// "Permission to use TOOL was denied: " in front). For Bash the suggested rule names the
-/// command that was refused.
-fn headless_denial(tool: &str, reason: &str, input: &Value) -> String {
-    let example = if tool == "Bash" {
+impl PermissionGate {
+    /// The denial a headless session gives for a call that needs approval (the executor
+    /// puts "Permission to use TOOL was denied: " in front), with what would let it run: for
+    /// Bash, a rule naming the first part no rule allows, or the way out of the sandbox.
+    fn headless_denial(&self, tool: &str, reason: &str, input: &Value) -> String {
+        let headless =
+            "This session cannot ask the user (headless), so calls that need approval are refused";
+        if tool != "Bash" {
+            let mode = if matches!(tool, "Write" | "Edit") {
+                " or run with --permission-mode acceptEdits"
+            } else {
+                " or run with --permission-mode bypassPermissions"
+            };
+            return format!(
+                "{reason}. {headless}; allow it with --allowedTools `{tool}` (or the same rule in permissions.allow of your settings),{mode}"
+            );
+        }
+        if input.get(DISABLE_SANDBOX_FIELD).and_then(Value::as_bool) == Some(true)
+            && self.shared.sandbox.is_active()
+        {
+            return format!(
+                "{reason}. {headless}. Run the command inside the sandbox instead, or the user can start an interactive session (to approve it) or turn the sandbox off with --sandbox off"
+            );
+        }
         let command = input
             .get("command")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let words: Vec<&str> = command.split_whitespace().take(2).collect();
-        if words.is_empty() {
-            "`Bash(npm run test:*)`".to_owned()
-        } else {
-            format!("`Bash({}:*)`", words.join(" "))
-        }
-    } else {
-        format!("`{tool}`")
-    };
-    format!(
-        "{reason}. This session cannot ask the user (headless), so calls that need approval are refused; allow it with --allowedTools {example} (or the same rule in permissions.allow of .agent/settings.json), or run with --permission-mode acceptEdits or bypassPermissions"
-    )
+        let example = shell::analyze(command)
+            .ok()
+            .and_then(|analysis| {
+                analysis
+                    .parts
+                    .iter()
+                    .find(|part| self.part_unallowed(part).is_some())
+                    .and_then(|part| rule_example(part))
+            })
+            .unwrap_or_else(|| "Bash(npm run test:*)".to_owned());
+        format!(
+            "{reason}. {headless}; allow it with --allowedTools `{example}` (or the same rule in permissions.allow of your settings), or run with --permission-mode bypassPermissions"
+        )
+    }
+}
+
+/// A prefix rule for `part`: its command and, when the next word looks like a subcommand
+/// (`git push`, `npm run`), that word too.
+fn rule_example(part: &Part) -> Option<String> {
+    let words = shell::strip_wrappers(&part.words, false);
+    let first = words.first().filter(|word| !word.dynamic)?;
+    let subcommand = words.get(1).filter(|word| {
+        !word.dynamic
+            && !word.text.is_empty()
+            && word
+                .text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !word.text.starts_with('-')
+    });
+    Some(match subcommand {
+        Some(sub) => format!("Bash({} {}:*)", first.text, sub.text),
+        None => format!("Bash({}:*)", first.text),
+    })
 }
