@@ -796,7 +796,7 @@ impl PermissionGate {
                     .parts
                     .iter()
                     .find(|part| self.part_unallowed(part).is_some())
-                    .and_then(|part| rule_example(part))
+                    .and_then(rule_example)
             })
             .unwrap_or_else(|| "Bash(npm run test:*)".to_owned());
         format!(
