@@ -59,6 +59,9 @@ pub(crate) fn args(
     let mut args = Args::default();
     args.flag("--new-session");
     args.flag("--die-with-parent");
+    // Root keeps every capability in a bubblewrap sandbox unless told otherwise, and with
+    // CAP_SYS_ADMIN it could remount the read-only binds or unmount the hidden paths.
+    args.two("--cap-drop", "ALL");
     args.flag("--unshare-pid");
     args.flag("--unshare-ipc");
     args.flag("--unshare-uts");
@@ -97,7 +100,10 @@ pub(crate) fn args(
             if !policy.roots.iter().any(|root| path.starts_with(root)) {
                 continue; // outside every writable root: read-only anyway
             }
-            if std::fs::symlink_metadata(path).is_ok() {
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                if meta.is_symlink() {
+                    return Err(Error::ProtectedLink(path.clone()));
+                }
                 args.three("--ro-bind", path, path);
             } else {
                 let target = placeholders.reserve(path)?;

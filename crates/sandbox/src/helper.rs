@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, PathBeneath, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus, Scope,
 };
 use nix::sched::CloneFlags;
 use nix::sys::signal::Signal;
@@ -136,7 +136,7 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
         .map_err(|error| format!("could not set the parent-death signal: {error}"))?;
     match mode {
         Mode::Run => {
-            let (pid_ns, net_ns) = isolate(&policy);
+            let (pid_ns, net_ns) = isolate(&policy)?;
             if !pid_ns {
                 return exec_restricted(&policy, net_ns, &cwd, program, rest);
             }
@@ -177,31 +177,54 @@ fn probe_here() -> Result<Infallible, String> {
     std::process::exit(0)
 }
 
-/// Unshares a PID namespace, and a network namespace without network; returns which were
-/// made. Not root: inside a new user namespace that maps the same user and group.
-fn isolate(policy: &Policy) -> (bool, bool) {
-    let mut flags = CloneFlags::CLONE_NEWPID;
+/// Unshares a user namespace with PID, UTS, IPC and (without network) network namespaces;
+/// returns whether it could, and whether the network namespace was made.
+///
+/// The user namespace maps the caller's user to itself, except for root, which becomes
+/// user 65534 inside (still the owner of its files outside): a process whose user is not 0
+/// loses every capability at its next `execve`, so root in the sandbox cannot use
+/// capabilities (`chown`, `mknod`, `hostname`, reading other processes' memory) that
+/// Landlock does not cover.
+///
+/// # Errors
+///
+/// When the namespaces cannot be made for root: its capabilities could not be dropped, so
+/// the command does not run.
+fn isolate(policy: &Policy) -> Result<(bool, bool), String> {
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC;
     if !policy.network {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     let root = nix::unistd::geteuid().is_root();
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
-    if !root {
-        flags |= CloneFlags::CLONE_NEWUSER;
-    }
-    if nix::sched::unshare(flags).is_err() {
-        return (false, false);
-    }
-    if !root {
-        let mapped = std::fs::write("/proc/self/setgroups", "deny")
-            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")))
-            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")));
-        if mapped.is_err() {
-            return (true, !policy.network);
+    if let Err(error) = nix::sched::unshare(flags) {
+        if root {
+            return Err(format!(
+                "cannot drop root's privileges: user namespaces are unavailable ({error}); install bubblewrap or run as a normal user"
+            ));
         }
+        return Ok((false, false));
     }
-    (true, !policy.network)
+    let (inside_uid, inside_gid) = if root {
+        (ROOT_INSIDE.to_string(), ROOT_INSIDE.to_string())
+    } else {
+        (uid.to_string(), gid.to_string())
+    };
+    let mapped = std::fs::write("/proc/self/setgroups", "deny")
+        .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{inside_uid} {uid} 1")))
+        .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{inside_gid} {gid} 1")));
+    if let Err(error) = mapped {
+        return Err(format!("could not map the user namespace: {error}"));
+    }
+    Ok((true, !policy.network))
 }
+
+/// The user root becomes inside the sandbox (`nobody`): any user but 0 loses its
+/// capabilities at `execve`.
+const ROOT_INSIDE: u32 = 65534;
 
 fn exec_restricted(
     policy: &Policy,
@@ -212,7 +235,7 @@ fn exec_restricted(
 ) -> Result<Infallible, String> {
     let network_blocked_here = !policy.network && !net_isolated;
     restrict_filesystem(policy, network_blocked_here)?;
-    install_seccomp(network_blocked_here)?;
+    install_seccomp(network_blocked_here, !policy.network)?;
     std::env::set_current_dir(cwd)
         .map_err(|error| format!("could not enter {}: {error}", cwd.display()))?;
     let to_c = |text: &OsString| {
@@ -251,8 +274,8 @@ fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), Strin
             .map_err(fail)?;
     }
     let mut created = ruleset.create().map_err(fail)?;
-    for (path, grant) in landlock_rules::rules(policy) {
-        let Ok(meta) = std::fs::metadata(&path) else {
+    for (path, grant, follow) in landlock_rules::rules(policy) {
+        let Some((fd, is_dir)) = open_path(&path, follow) else {
             continue;
         };
         let access = match grant {
@@ -260,7 +283,7 @@ fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), Strin
             Grant::ListOnly => AccessFs::ReadDir.into(),
             Grant::Write => AccessFs::from_all(abi),
         };
-        let access = if meta.is_dir() {
+        let access = if is_dir {
             access
         } else {
             access & AccessFs::from_file(abi)
@@ -268,9 +291,6 @@ fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), Strin
         if access.is_empty() {
             continue;
         }
-        let Ok(fd) = PathFd::new(&path) else {
-            continue;
-        };
         created = created
             .add_rule(PathBeneath::new(fd, access))
             .map_err(fail)?;
@@ -282,7 +302,26 @@ fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), Strin
     Ok(())
 }
 
-fn install_seccomp(block_network: bool) -> Result<(), String> {
+/// An `O_PATH` descriptor of `path` and whether it is a folder, following a symbolic link
+/// only when `follow`; otherwise `None` for a link (so that a folder swapped for a link while
+/// the rules are built is never granted through it).
+fn open_path(path: &Path, follow: bool) -> Option<(std::os::fd::OwnedFd, bool)> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::SFlag;
+    let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if !follow {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let fd = nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty()).ok()?;
+    let stat = nix::sys::stat::fstat(&fd).ok()?;
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFLNK {
+        return None;
+    }
+    Some((fd, kind == SFlag::S_IFDIR))
+}
+
+fn install_seccomp(block_network: bool, no_network: bool) -> Result<(), String> {
     let fail = |error: seccompiler::BackendError| format!("seccomp: {error}");
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let ioctl_request = |request: u64| -> Result<SeccompRule, String> {
@@ -311,6 +350,18 @@ fn install_seccomp(block_network: bool) -> Result<(), String> {
         .map_err(fail)?;
         rules.insert(libc::SYS_socket, vec![not_unix]);
         // io_uring can connect sockets without the socket system calls.
+        rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    }
+    if no_network {
+        // A network namespace does not cover unix sockets with a path (docker.sock, D-Bus,
+        // an ssh agent), and Landlock does not either: no connecting, and no datagram sent
+        // to an address.
+        rules.insert(libc::SYS_connect, Vec::new());
+        let addressed = SeccompRule::new(vec![
+            SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0).map_err(fail)?,
+        ])
+        .map_err(fail)?;
+        rules.insert(libc::SYS_sendto, vec![addressed]);
         rules.insert(libc::SYS_io_uring_setup, Vec::new());
     }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(fail)?;

@@ -27,23 +27,33 @@ pub(crate) enum Access {
 
 /// Devices every command may read and write.
 const DEVICES_WRITABLE: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
-/// Read-only pseudo file systems.
-const PSEUDO_READABLE: &[&str] = &["/dev", "/proc", "/sys"];
+/// Devices every command may read. Not the rest of `/dev`: terminals (`/dev/pts/*`) would
+/// show what the user types elsewhere, disks their raw contents.
+const DEVICES_READABLE: &[&str] = &["/dev/random", "/dev/urandom"];
+/// Read-only pseudo file systems (what `/proc/PID/...` shows of processes outside the
+/// sandbox is further limited by Landlock's ptrace scoping).
+const PSEUDO_READABLE: &[&str] = &["/proc", "/sys"];
+
+/// One rule: a path, its access, and whether the path may be a symbolic link to follow
+/// (configured paths such as `/bin -> usr/bin`; never an entry met while splitting).
+pub(crate) type Rule = (PathBuf, Access, bool);
 
 /// The rules for `policy`, in the order they are added.
-pub(crate) fn rules(policy: &Policy) -> Vec<(PathBuf, Access)> {
+pub(crate) fn rules(policy: &Policy) -> Vec<Rule> {
     let mut rules = Vec::new();
     let hidden = &policy.hidden;
     let readable = policy
         .readable
         .iter()
         .map(PathBuf::as_path)
-        .chain(PSEUDO_READABLE.iter().map(Path::new));
+        .chain(PSEUDO_READABLE.iter().map(Path::new))
+        .chain(DEVICES_READABLE.iter().map(Path::new));
     for path in readable {
         if path.exists() {
             grant(path, Access::Read, hidden, &mut rules, 0);
         }
     }
+    rules.push((PathBuf::from("/dev"), Access::ListOnly, true));
     let mut unwritable: Vec<PathBuf> = policy.protected.clone();
     unwritable.extend(hidden.iter().cloned());
     for root in &policy.roots {
@@ -53,9 +63,9 @@ pub(crate) fn rules(policy: &Policy) -> Vec<(PathBuf, Access)> {
         }
     }
     for device in DEVICES_WRITABLE {
-        rules.push((PathBuf::from(device), Access::Write));
+        rules.push((PathBuf::from(device), Access::Write, true));
     }
-    rules.push((policy.temp_dir.clone(), Access::Write));
+    rules.push((policy.temp_dir.clone(), Access::Write, true));
     rules
 }
 
@@ -63,19 +73,16 @@ pub(crate) fn rules(policy: &Policy) -> Vec<(PathBuf, Access)> {
 /// folder that holds it, which is stricter, never looser).
 const MAX_SPLIT_DEPTH: usize = 32;
 
-fn grant(
-    path: &Path,
-    access: Access,
-    excluded: &[PathBuf],
-    rules: &mut Vec<(PathBuf, Access)>,
-    depth: usize,
-) {
+fn grant(path: &Path, access: Access, excluded: &[PathBuf], rules: &mut Vec<Rule>, depth: usize) {
     if excluded.iter().any(|e| e == path) {
         return;
     }
+    // Only the paths the policy names may be links to follow; entries met while splitting
+    // are opened without following, and skipped when they are links.
+    let follow = depth == 0;
     let holds_excluded = excluded.iter().any(|e| e.starts_with(path));
     if !holds_excluded {
-        rules.push((path.to_path_buf(), access));
+        rules.push((path.to_path_buf(), access, follow));
         return;
     }
     if depth >= MAX_SPLIT_DEPTH {
@@ -85,7 +92,7 @@ fn grant(
         return;
     };
     if access == Access::Read {
-        rules.push((path.to_path_buf(), Access::ListOnly));
+        rules.push((path.to_path_buf(), Access::ListOnly, follow));
     }
     for entry in entries.flatten() {
         let Ok(kind) = entry.file_type() else {
@@ -123,7 +130,7 @@ mod tests {
             temp_dir: PathBuf::from("/tmp/x"),
         };
         let rules = rules(&policy);
-        let has = |path: &Path, access| rules.iter().any(|(p, a)| p == path && *a == access);
+        let has = |path: &Path, access| rules.iter().any(|(p, a, _)| p == path && *a == access);
         assert!(has(&dir, Access::ListOnly));
         assert!(has(&dir.join("src"), Access::Read));
         assert!(has(&dir.join("src"), Access::Write));
@@ -132,12 +139,14 @@ mod tests {
         assert!(
             !rules
                 .iter()
-                .any(|(p, _)| p.starts_with(dir.join("secrets")))
+                .any(|(p, _, _)| p.starts_with(dir.join("secrets")))
         );
-        assert!(!rules.iter().any(|(p, _)| p == &dir.join(".git/config")));
+        assert!(!rules.iter().any(|(p, _, _)| p == &dir.join(".git/config")));
+        assert!(!rules.iter().any(|(p, _, follow)| p == &dir.join("src") && *follow));
+        assert!(!rules.iter().any(|(p, _, _)| p.starts_with("/dev/pts")));
         assert!(!has(&dir, Access::Write));
         assert!(!has(&dir.join(".git"), Access::Write));
-        assert!(!rules.iter().any(|(p, _)| p == &dir.join("link")));
+        assert!(!rules.iter().any(|(p, _, _)| p == &dir.join("link")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

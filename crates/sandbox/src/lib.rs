@@ -13,7 +13,7 @@
 //!   folder; read-only bind mounts over protected paths; an empty file or a read-only tmpfs
 //!   over hidden paths; `--unshare-net` without network; `--unshare-pid` so nothing started
 //!   by the command outlives it; `--new-session` (no `TIOCSTI` into the user's terminal);
-//!   `--die-with-parent`.
+//!   `--die-with-parent`; `--cap-drop ALL` (root keeps no capability to undo the mounts).
 //! - **Landlock and seccomp** in a helper process: the program that embeds this crate
 //!   re-executes itself with [`HELPER_ARG`] (see [`helper_main`]); the helper unshares a PID
 //!   and, without network, a network namespace when the kernel lets it, restricts itself
@@ -128,18 +128,24 @@ pub const TOOLCHAIN_HOME_READABLE: &[&str] = &[
     ".sdkman",
 ];
 
-/// Paths relative to each writable root that stay read-only and cannot be created:
-/// the agent's and Claude Code's settings, MCP configuration, and git's configuration and
-/// hooks (which git runs outside any sandbox later). `.git/modules/*/config` and
-/// `.git/modules/*/hooks` are added for every submodule found; when `.git/modules` does not
-/// exist it is protected itself.
-pub const PROTECTED_IN_ROOT: &[&str] = &[
-    ".agent",
-    ".claude",
-    ".mcp.json",
-    ".git/config",
-    ".git/config.worktree",
-    ".git/hooks",
+/// Paths relative to each writable root that stay read-only and cannot be created: the
+/// agent's and Claude Code's settings, MCP configuration, and the whole git folder (its
+/// configuration, hooks, `commondir` and index name programs git runs outside any sandbox
+/// later; a gitlink written into the index makes `git status` run a nested repository's
+/// configuration), as Codex and Claude Code protect it. `git add` and `git commit` therefore
+/// need the user's approval to run outside the sandbox.
+pub const PROTECTED_IN_ROOT: &[&str] = &[".agent", ".claude", ".mcp.json", ".git"];
+
+/// Credential files under `$HOME` hidden in every profile although their folders are
+/// readable ([`TOOLCHAIN_HOME_READABLE`]).
+pub const CREDENTIALS_IN_HOME: &[&str] = &[
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".config/git/credentials",
 ];
 
 /// What one sandboxed command may touch. Paths are absolute and resolved (no symbolic
@@ -168,8 +174,8 @@ pub struct Policy {
 impl Policy {
     /// A policy for `roots` with the default readable folders ([`SYSTEM_READABLE`],
     /// [`TOOLCHAIN_HOME_READABLE`] under `$HOME`, the folders on `$PATH`, the target folder
-    /// of `/etc/resolv.conf`),
-    /// every root's protected paths ([`protected_paths`]), no hidden paths and no network.
+    /// of `/etc/resolv.conf`), every root's protected paths ([`protected_paths`]), the
+    /// credential files of [`default_hidden`] hidden, and no network.
     pub fn new(profile: Profile, roots: Vec<PathBuf>, temp_dir: PathBuf) -> Self {
         let protected = roots
             .iter()
@@ -180,7 +186,7 @@ impl Policy {
             roots,
             readable: default_readable(),
             protected,
-            hidden: Vec::new(),
+            hidden: default_hidden(),
             network: false,
             temp_dir,
         }
@@ -216,53 +222,25 @@ pub fn default_readable() -> Vec<PathBuf> {
     readable
 }
 
-/// The protected paths of one root: [`PROTECTED_IN_ROOT`], plus the configuration and hooks
-/// of every submodule under `.git/modules` (or `.git/modules` itself when absent). When
-/// `.git` is a file (a worktree or a submodule checkout) the file itself is protected: it
-/// names the git folder.
+/// The protected paths of one root: [`PROTECTED_IN_ROOT`] under it.
 pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> = PROTECTED_IN_ROOT.iter().map(|p| root.join(p)).collect();
-    let git = root.join(".git");
-    match std::fs::symlink_metadata(&git) {
-        Ok(meta) if meta.is_dir() => {
-            let modules = git.join("modules");
-            if modules.is_dir() {
-                submodule_paths(&modules, &mut paths, 0);
-            } else {
-                paths.push(modules);
-            }
-        }
-        Ok(_) => paths.push(git),
-        Err(_) => paths.push(git.join("modules")),
-    }
-    paths
+    PROTECTED_IN_ROOT
+        .iter()
+        .map(|name| root.join(name))
+        .collect()
 }
 
-/// `config` and `hooks` of every git folder under `modules` (nested submodules too).
-fn submodule_paths(modules: &Path, out: &mut Vec<PathBuf>, depth: usize) {
-    let Ok(entries) = std::fs::read_dir(modules) else {
-        return;
+/// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]).
+pub fn default_hidden() -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) else {
+        return Vec::new();
     };
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            continue;
-        }
-        let dir = entry.path();
-        if dir.join("HEAD").exists() {
-            out.push(dir.join("config"));
-            out.push(dir.join("config.worktree"));
-            out.push(dir.join("hooks"));
-            let nested = dir.join("modules");
-            if depth < 8 && nested.is_dir() {
-                submodule_paths(&nested, out, depth + 1);
-            } else {
-                out.push(nested);
-            }
-        } else if depth < 8 {
-            // A submodule with a path (`modules/libs/a`): its git folder is deeper.
-            submodule_paths(&dir, out, depth + 1);
-        }
-    }
+    let home = PathBuf::from(home);
+    CREDENTIALS_IN_HOME
+        .iter()
+        .map(|file| home.join(file))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .collect()
 }
 
 /// What went wrong preparing a sandboxed command.
@@ -275,6 +253,12 @@ pub enum Error {
     /// A policy path is not absolute.
     #[error("sandbox policy path {0} is not absolute")]
     RelativePath(PathBuf),
+    /// A protected path is a symbolic link: the command could replace the link itself, so
+    /// a writable sandbox cannot be built (bubblewrap).
+    #[error(
+        "cannot protect {0}: it is a symbolic link, which a command could replace; commands that may write the workspace cannot run here under bubblewrap (replace the link by what it points to, or use --sandbox off)"
+    )]
+    ProtectedLink(PathBuf),
     /// A placeholder for an absent protected path could not be made.
     #[error("could not protect {path}: {source}")]
     Placeholder {

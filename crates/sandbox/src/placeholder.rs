@@ -1,39 +1,41 @@
 //! Placeholders for absent protected paths (bubblewrap back end).
 //!
 //! A bind mount needs an existing mount point, so an absent protected path (`.claude`,
-//! `.git/hooks`, `.mcp.json`) is reserved by creating an empty folder on the host and
-//! mounting it read-only over itself in the sandbox: the command cannot create the real
-//! thing. Always a folder, even for names of files: git does not see empty folders, so a
-//! placeholder never ends up in a commit (`git add -A` while a command runs). The placeholder
-//! is removed when the last command using it has ended (a count per path, shared by
-//! concurrent commands of this process; removing a mount point in use would detach the mount
-//! in the other sandbox), and only when still empty. A process killed with SIGKILL leaves
-//! empty folders behind; [`sweep`] removes those that stand where a file belongs.
+//! `.mcp.json`, `.git` in a folder that is not a repository) is reserved by creating an empty
+//! folder on the host and mounting it read-only over itself in the sandbox: the command
+//! cannot create the real thing. Always a folder, even for names of files: git does not see
+//! empty folders, so a placeholder never ends up in a commit (`git add -A` while a command
+//! runs).
+//!
+//! Removing a placeholder that is still a mount point in another sandbox would detach that
+//! mount there (the kernel allows removing another namespace's mount point), and that
+//! sandbox could then create the real file. So every command holding a placeholder keeps a
+//! shared `flock` on it, across processes (two agents in one workspace) and within one; the
+//! placeholder is removed only by whoever gets the exclusive lock, and only while empty. A
+//! command that finds the placeholder replaced after locking it starts over. A process killed
+//! with SIGKILL releases its locks and leaves empty folders behind; [`sweep`] removes those
+//! that stand where a file belongs.
 
-use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use crate::Error;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Dir,
-}
-
-/// Placeholders this process created, with the number of commands using each.
-static CREATED: Mutex<Option<HashMap<PathBuf, (Kind, usize)>>> = Mutex::new(None);
-
-/// The placeholders one command holds.
+/// The placeholders one command holds, each locked shared.
 #[derive(Debug, Default)]
 pub(crate) struct Placeholders {
-    held: Vec<PathBuf>,
+    held: Vec<(PathBuf, Flock<File>)>,
 }
 
+/// Attempts before giving up on a placeholder that keeps being replaced.
+const ATTEMPTS: usize = 8;
+
 impl Placeholders {
-    /// Reserves `path` (absent): creates its first missing ancestor as a placeholder and
-    /// returns that ancestor, the path to mount read-only. `None` when the parent folder is
-    /// outside every root (nothing to protect there) or the path appeared meanwhile.
+    /// Reserves `path` (absent): creates its first missing ancestor as an empty folder, locks
+    /// it shared and returns it, the path to mount read-only.
     pub(crate) fn reserve(&mut self, path: &Path) -> Result<PathBuf, Error> {
         let mut target = path.to_path_buf();
         while let Some(parent) = target.parent() {
@@ -42,102 +44,127 @@ impl Placeholders {
             }
             target = parent.to_path_buf();
         }
-        let kind = Kind::Dir;
-        let mut created = CREATED.lock().unwrap_or_else(PoisonError::into_inner);
-        let map = created.get_or_insert_with(HashMap::new);
-        if let Some((_, count)) = map.get_mut(&target) {
-            *count += 1;
-            self.held.push(target.clone());
-            return Ok(target);
-        }
-        let made = match kind {
-            Kind::Dir => std::fs::create_dir(&target),
+        let fail = |source: std::io::Error| Error::Placeholder {
+            path: path.to_path_buf(),
+            source,
         };
-        match made {
-            Ok(()) => {
-                map.insert(target.clone(), (kind, 1));
-                self.held.push(target.clone());
-                Ok(target)
+        for _ in 0..ATTEMPTS {
+            match std::fs::create_dir(&target) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(error) => return Err(fail(error)),
             }
-            // Created by someone else in the meantime: it exists, mount it as it is.
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(target),
-            Err(source) => Err(Error::Placeholder {
-                path: path.to_path_buf(),
-                source,
-            }),
+            let Ok(lock) = lock(&target, FlockArg::LockShared) else {
+                continue; // removed between creating and opening it: again
+            };
+            // Still the folder we locked (not removed and recreated meanwhile)?
+            let same = std::fs::symlink_metadata(&target).is_ok_and(|meta| {
+                lock.metadata()
+                    .is_ok_and(|locked| locked.ino() == meta.ino() && locked.dev() == meta.dev())
+            });
+            if same {
+                self.held.push((target.clone(), lock));
+                return Ok(target);
+            }
         }
+        Err(fail(std::io::Error::other(
+            "it kept being replaced while it was being reserved",
+        )))
     }
 }
 
-/// Paths below a root where a file belongs: an empty folder there is a placeholder left
-/// by a killed process.
-const FILE_PLACES: [&str; 3] = [".mcp.json", ".git/config", ".git/config.worktree"];
+/// Opens the folder at `path` (not following a link) and locks it.
+fn lock(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_NOFOLLOW).bits())
+        .open(path)?;
+    Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))
+}
 
-/// Removes the placeholders a killed process left in `root` where a file belongs (an empty
-/// folder named `.mcp.json`, `.git/config` or `.git/config.worktree` would break the
-/// programs that read those files). Returns the folders removed.
-pub fn sweep(root: &Path) -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for place in FILE_PLACES {
-        let path = root.join(place);
-        let empty_dir = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir())
-            && std::fs::read_dir(&path).is_ok_and(|mut entries| entries.next().is_none());
-        if empty_dir && std::fs::remove_dir(&path).is_ok() {
-            removed.push(path);
-        }
-    }
+/// Removes the folder at `path` if nobody holds it and it is empty.
+fn remove_if_unused(path: &Path) -> bool {
+    let Ok(lock) = lock(path, FlockArg::LockExclusiveNonblock) else {
+        return false;
+    };
+    let empty = std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+    let removed = empty && std::fs::remove_dir(path).is_ok();
+    drop(lock);
     removed
 }
 
 impl Drop for Placeholders {
     fn drop(&mut self) {
-        if self.held.is_empty() {
-            return;
-        }
-        let mut created = CREATED.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(map) = created.as_mut() else {
-            return;
-        };
-        for path in self.held.drain(..) {
-            let Some((kind, count)) = map.get_mut(&path) else {
-                continue;
-            };
-            *count -= 1;
-            if *count > 0 {
-                continue;
-            }
-            let kind = *kind;
-            map.remove(&path);
-            let removed = match kind {
-                // Only when empty: a folder someone filled is theirs.
-                Kind::Dir => std::fs::remove_dir(&path),
-            };
-            if let Err(error) = removed {
-                tracing::debug!(path = %path.display(), %error, "placeholder kept");
+        for (path, lock) in self.held.drain(..) {
+            // Let go of the shared lock first: the exclusive one is taken on a new open.
+            drop(lock);
+            if !remove_if_unused(&path) {
+                tracing::debug!(path = %path.display(), "placeholder kept (in use or not empty)");
             }
         }
     }
+}
+
+/// Paths below a root where an empty folder can only be a placeholder left by a killed
+/// process, and would break the programs that read them (`.mcp.json` is a file; an empty
+/// `.git` is not a repository).
+const FILE_PLACES: [&str; 2] = [".mcp.json", ".git"];
+
+/// Removes the placeholders a killed process left in `root` where a file or a repository
+/// belongs: an empty folder named `.mcp.json` or `.git` that no running command holds.
+/// Returns the folders removed.
+pub fn sweep(root: &Path) -> Vec<PathBuf> {
+    FILE_PLACES
+        .iter()
+        .map(|place| root.join(place))
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()))
+        .filter(|path| remove_if_unused(path))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn sweep_removes_only_empty_folders_where_files_belong() {
-        let root = std::env::temp_dir().join(format!("sandbox-sweep-{}", std::process::id()));
+    fn scratch(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("sandbox-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).ok();
+        root
+    }
+
+    #[test]
+    fn sweep_removes_only_unheld_empty_folders_where_files_belong() {
+        let root = scratch("sweep");
         std::fs::create_dir_all(root.join(".mcp.json")).ok();
-        std::fs::create_dir_all(root.join(".git/config")).ok();
-        std::fs::create_dir_all(root.join(".git/config.worktree/x")).ok();
+        std::fs::create_dir_all(root.join(".git/objects")).ok();
         std::fs::create_dir_all(root.join(".claude")).ok();
-        let removed = sweep(&root);
-        assert_eq!(
-            removed,
-            vec![root.join(".mcp.json"), root.join(".git/config")]
-        );
-        assert!(root.join(".git/config.worktree/x").exists());
+        assert_eq!(sweep(&root), vec![root.join(".mcp.json")]);
+        assert!(root.join(".git/objects").exists());
         assert!(root.join(".claude").exists());
+        // Held by a running command: kept.
+        let mut held = Placeholders::default();
+        let reserved = held.reserve(&root.join(".mcp.json")).ok();
+        assert_eq!(reserved, Some(root.join(".mcp.json")));
+        assert!(sweep(&root).is_empty());
+        drop(held);
+        assert!(!root.join(".mcp.json").exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_placeholder_stays_while_another_holder_uses_it() {
+        let root = scratch("shared");
+        let path = root.join(".claude");
+        let mut first = Placeholders::default();
+        let mut second = Placeholders::default();
+        assert!(first.reserve(&path).is_ok());
+        assert!(second.reserve(&path).is_ok());
+        drop(first);
+        assert!(path.is_dir(), "removed while the second holder used it");
+        drop(second);
+        assert!(!path.exists());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

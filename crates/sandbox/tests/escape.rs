@@ -70,6 +70,7 @@ impl Layout {
         }
         std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
         std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(ws.join(".git/index"), "DIRC").expect("index");
         std::fs::write(ws.join("src/main.txt"), "hello\n").expect("file");
         std::fs::write(outside.join("secret.txt"), "top secret\n").expect("secret");
         let canon = |p: &Path| p.canonicalize().expect("canonical");
@@ -186,6 +187,8 @@ fn workspace_write_profile_keeps_outside_and_protected_paths() {
              ln {outside}/secret.txt src/hard-outside; echo pwned >> src/hard-outside; \
              mv .git/config src/moved-config; \
              mv .git .git-moved; mkdir -p .git/hooks; echo pwned > .git/hooks/pre-commit; \
+             echo evil > .git/commondir; echo gitlink >> .git/index; \
+             mknod src/devnull c 1 3; chown 12345 src/main.txt {outside}/secret.txt; \
              echo pwned > {home}; echo pwned > {tmp}; echo pwned > ~/.bashrc-sandbox-test; \
              true",
             home = home_file.display(),
@@ -311,6 +314,14 @@ fn no_network_profile_reaches_nothing() {
         std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract listener")
     };
     unix.set_nonblocking(true).expect("nonblocking");
+    let socket_dir = std::env::temp_dir().join(format!("sandbox-sock-{}", std::process::id()));
+    std::fs::create_dir_all(&socket_dir).expect("socket folder");
+    let socket_path = socket_dir.join("listen.sock");
+    let _ = std::fs::remove_file(&socket_path);
+    let path_listener =
+        std::os::unix::net::UnixListener::bind(&socket_path).expect("path listener");
+    path_listener.set_nonblocking(true).expect("nonblocking");
+    let _cleanup = RemoveOnDrop(socket_dir.clone());
     for backend in backends() {
         let layout = Layout::new("net");
         for network in [false, true] {
@@ -320,7 +331,9 @@ fn no_network_profile_reaches_nothing() {
                 "(exec 3<>/dev/tcp/127.0.0.1/{tcp_port}) 2>/dev/null && echo tcp-connected; \
                  echo datagram > /dev/udp/127.0.0.1/{udp_port}; \
                  /usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('\\0{name}'); print('unix-connected')\" 2>/dev/null; \
-                 echo finished"
+                 /usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{path}'); print('path-connected')\" 2>/dev/null; \
+                 echo finished",
+                path = socket_path.display()
             );
             let output = run(&backend, &policy, &script);
             let out = text(&output);
@@ -329,6 +342,7 @@ fn no_network_profile_reaches_nothing() {
             let mut buffer = [0u8; 64];
             let got_udp = udp.recv(&mut buffer).is_ok();
             let accepted_unix = unix.accept().is_ok();
+            let accepted_path = path_listener.accept().is_ok();
             if network {
                 // The check can fail: with the network on, all three get through.
                 assert!(
@@ -349,6 +363,69 @@ fn no_network_profile_reaches_nothing() {
                 assert!(
                     !out.contains("unix-connected") && !accepted_unix,
                     "{backend}: abstract unix socket reached\n{out}"
+                );
+                assert!(
+                    !out.contains("path-connected") && !accepted_path,
+                    "{backend}: a unix socket outside the sandbox reached\n{out}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn no_capabilities_no_host_namespaces_no_other_process_secrets() {
+    let own_ns = |kind: &str| std::fs::read_link(format!("/proc/self/ns/{kind}")).ok();
+    let hostname_before = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    for backend in backends() {
+        let layout = Layout::new("caps");
+        let policy = layout.policy(Profile::WorkspaceWrite);
+        let script = format!(
+            "grep CapEff /proc/self/status; echo ipc=$(readlink /proc/self/ns/ipc) uts=$(readlink /proc/self/ns/uts); \
+             hostname sandbox-was-here 2>/dev/null; mount -o remount,bind,rw /usr 2>/dev/null && echo remounted; \
+             tr '\\0' '\\n' < /proc/{test_pid}/environ 2>/dev/null | grep -c CARGO_MANIFEST_DIR; \
+             cat /dev/pts/0 </dev/null 2>&1 | head -c 0; echo done",
+            test_pid = std::process::id(),
+        );
+        let mut prepared = Sandbox::new(backend.clone())
+            .command(
+                &policy,
+                "bash".as_ref(),
+                &["-c".into(), script.into()],
+                &layout.ws,
+            )
+            .expect("prepared");
+        // Only what the command needs: the test's own variables must not be inherited.
+        let output = prepared
+            .command
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("TMPDIR", &policy.temp_dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs");
+        let out = text(&output);
+        if let Some(before) = &hostname_before {
+            let after = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            assert_eq!(&after, before, "{backend}: the host's name changed\n{out}");
+        }
+        assert!(
+            out.contains("CapEff:\t0000000000000000"),
+            "{backend}: capabilities\n{out}"
+        );
+        assert!(!out.contains("remounted"), "{backend}\n{out}");
+        assert!(out.contains("done"), "{backend}\n{out}");
+        // The parent's environment (it holds CARGO_MANIFEST_DIR; the command does not).
+        let counted = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .any(|line| line.trim() != "0" && line.trim().parse::<u32>().is_ok());
+        assert!(!counted, "{backend}: read the parent's environment\n{out}");
+        for kind in ["ipc", "uts"] {
+            if let Some(own) = own_ns(kind) {
+                let own = format!("{kind}={}", own.display());
+                assert!(
+                    !out.contains(&own),
+                    "{backend}: shares the host's {kind} namespace\n{out}"
                 );
             }
         }
@@ -403,6 +480,14 @@ fn a_setsid_daemon_dies_with_the_parent() {
             wait_for(|| !process_with(&marker), Duration::from_secs(2)),
             "{backend}: the setsid daemon outlived its parent by 2 s"
         );
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -72,8 +72,12 @@ The command starts in the working directory, which persists between calls: after
 Times out after `timeout` milliseconds (default 120000, at most 600000); on timeout or interruption the command and everything it started are killed. Background jobs (`&`) are stopped when the command finishes. \
 Output over 30000 characters is cut in the middle. stdin is closed, so interactive commands fail instead of waiting: pass flags such as `-y` or `--no-edit`. \
 Quote paths containing spaces. Chain dependent commands with `&&`. Prefer the Read, Glob, Grep, Edit and Write tools over cat, find, grep, sed and echo redirection for files. \
-Commands run in an OS sandbox: read-only unless an allow rule or the permission mode lets them write the workspace; `.git/config`, `.git/hooks`, `.agent`, `.claude` and `.mcp.json` stay read-only, files outside the workspace are not visible or not writable, and there is no network unless the user enabled it. \
+Commands run in an OS sandbox: read-only unless an allow rule or the permission mode lets them write the workspace; `.git`, `.agent`, `.claude` and `.mcp.json` stay read-only (so `git commit` needs the user's approval), files outside the workspace are not visible or not writable, and there is no network unless the user enabled it. \
 If a command fails because the sandbox refused it, you may call it again with `dangerouslyDisableSandbox: true`; the user is always asked to approve that.";
+
+/// Closes every descriptor above 2 the shell inherited: a descriptor the agent itself was
+/// started with (`agent 7<secret`) would otherwise reach outside any sandbox.
+const CLOSE_INHERITED_FDS: &str = "for __agent_fd in /proc/self/fd/*; do __agent_fd=${__agent_fd##*/}; [ \"$__agent_fd\" -gt 2 ] 2>/dev/null && eval \"exec $__agent_fd>&-\" 2>/dev/null; done; unset __agent_fd; ";
 
 /// Environment variables never passed to commands: the agent's own credentials.
 const CREDENTIAL_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"];
@@ -221,21 +225,32 @@ fn timeout_of(requested_ms: Option<u64>) -> Duration {
 struct CwdFile(PathBuf);
 
 impl CwdFile {
+    /// A file name no earlier command can have guessed: a command that knew it could plant
+    /// a link there (and a later unsandboxed command's trap would write through it) or a
+    /// FIFO (and the read would block).
     fn new(private: &std::path::Path) -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        Self(private.join(format!(".cwd-{}", COUNTER.fetch_add(1, Ordering::Relaxed))))
+        Self(private.join(format!(
+            ".cwd-{}-{:016x}",
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            random_u64()
+        )))
     }
 
-    /// The directory the shell ended in, if it said (a link planted in its place is not
-    /// followed; at most 64 KiB are read).
+    /// The directory the shell ended in, if it said: read only from a regular file (a link
+    /// or a FIFO planted in its place is not followed or waited on; at most 64 KiB).
     fn read(&self) -> Option<PathBuf> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
+        let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .custom_flags(flags.bits())
             .open(&self.0)
             .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
         let mut bytes = Vec::new();
         file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
@@ -256,6 +271,14 @@ impl Drop for CwdFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// 64 random bits from the operating system (std's hasher keys come from `getrandom`).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0);
+    hasher.finish()
 }
 
 /// SIGKILLs the process group when dropped armed: the call's future was dropped half-way.
@@ -346,7 +369,7 @@ async fn run(
         )));
     }
     let cwd_file = CwdFile::new(&shared.private.path);
-    let script = format!("{}; {command}", cwd_file.trap());
+    let script = format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap());
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
     };
@@ -518,7 +541,7 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
             shared.private.path.display()
         ),
         Profile::WorkspaceWrite => format!(
-            "only the workspace (not .git/config, .git/hooks, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written{}",
+            "only the workspace (not .git, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written{}",
             shared.private.path.display(),
             match &shared.sandbox.backend {
                 Some(sandbox::Backend::Landlock(_)) =>

@@ -338,7 +338,9 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        if let Some(dir) = remembered
+        // Resolved again on every use: a folder swapped for a link to somewhere else since the
+        // command that went there is not followed out of the workspace.
+        if let Some(dir) = remembered.and_then(|dir| paths::real_path(&dir).ok())
             && paths::is_under(&dir, &paths::roots(workspace))
             && dir.is_dir()
         {

@@ -132,6 +132,16 @@ fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
             ("echo rm x | sh", Expected::Ask),
             ("bash script.sh", Expected::Ask),
             ("python3 -c 'import os; os.remove(\"x\")'", Expected::Ask),
+            // Wrappers the attack review found (issue 12's second round).
+            ("setsid rm b.txt", Expected::Deny),
+            ("ionice -c 3 rm c.txt", Expected::Deny),
+            ("flock /tmp/lk rm f.txt", Expected::Deny),
+            ("taskset 0x1 rm f.txt", Expected::Deny),
+            ("chrt -i 0 rm f.txt", Expected::Deny),
+            ("unshare rm f.txt", Expected::Deny),
+            ("env -S 'rm h.txt'", Expected::Ask),
+            ("flock /tmp/lk -c 'rm h.txt'", Expected::Ask),
+            ("su -c 'rm h.txt'", Expected::Ask),
         ],
     );
     // A deny rule on a script path follows the `cd`s before it in the line.

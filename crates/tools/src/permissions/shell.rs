@@ -288,6 +288,25 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
     if part.carrier {
         return false;
     }
+    // A wrapper given a command line as one string (`env -S "rm x"`, `flock f -c "rm x"`,
+    // `su -c "rm x"`), wherever it stands among the wrappers.
+    let string_command = part.words.iter().enumerate().any(|(index, word)| {
+        let flags: &[&str] = match basename(&word.text) {
+            "env" => &["-S", "--split-string"],
+            "flock" | "su" | "runuser" => &["-c", "--command"],
+            _ => return false,
+        };
+        part.words[index + 1..].iter().any(|arg| {
+            flags.iter().any(|flag| {
+                arg.text == *flag
+                    || arg.text.starts_with(&format!("{flag}="))
+                    || (flag.len() == 2 && arg.text.starts_with(flag))
+            })
+        })
+    });
+    if string_command {
+        return true;
+    }
     let words = strip_wrappers(&part.words, true);
     let Some(first) = words.first() else {
         return false;
@@ -295,9 +314,7 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
     let name = basename(&first.text);
     SHELLS.contains(&name)
         || matches!(name, "eval" | "source" | "." | "exec")
-        || (INTERPRETERS
-            .iter()
-            .any(|interpreter| name.starts_with(interpreter))
+        || (INTERPRETERS.iter().any(|interpreter| name.starts_with(interpreter))
             && words
                 .iter()
                 .skip(1)
@@ -332,7 +349,14 @@ pub(crate) fn strip_wrappers(words: &[Word], all: bool) -> &[Word] {
                 rest,
                 &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"],
             ),
-            "command" | "builtin" if all => skip_options(rest, &[]),
+            "command" | "builtin" | "setsid" if all => skip_options(rest, &[]),
+            "ionice" if all => skip_options(rest, &["-c", "-n", "--class", "--classdata"]),
+            "unshare" if all => skip_options(rest, &[]),
+            // WRAPPER [options] ONE-ARGUMENT COMMAND...
+            "flock" | "chrt" | "taskset" | "chroot" if all => {
+                let after = skip_options(rest, &["-w", "-E", "--timeout", "--conflict-exit-code"]);
+                (after + 1).min(rest.len())
+            }
             "exec" if all => skip_options(rest, &["-a"]),
             "xargs" if all => skip_options(
                 rest,
