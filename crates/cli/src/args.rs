@@ -101,8 +101,8 @@ pub struct Args {
     /// `off` runs commands allowed by a rule (or bypassPermissions) unsandboxed and asks for
     /// every other one [default: the user settings' `sandbox.mode`, else auto]. In the
     /// sandbox, commands no rule allows run read-only; allowed ones, and every command in
-    /// acceptEdits or bypassPermissions, may write the workspace (not .git/config,
-    /// .git/hooks, .agent, .claude, .mcp.json) and reach the network only when the user
+    /// acceptEdits or bypassPermissions, may write the workspace (not .git, .agent, .claude,
+    /// .mcp.json) and reach the network only when the user
     /// setting `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock|none` forces
     /// a back end.
     #[arg(long, value_enum, value_name = "MODE")]

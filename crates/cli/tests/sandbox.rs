@@ -273,39 +273,101 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
 }
 
 #[tokio::test]
-async fn a_commit_made_in_the_sandbox_holds_no_placeholder() {
-    if !backends().contains(&"bwrap") {
-        return;
+async fn git_is_read_only_in_the_sandbox_and_no_placeholder_shows_up() {
+    for backend in backends() {
+        let repo = repo(&format!("sbx-git-{backend}"));
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_c",
+                "Bash",
+                json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more"}),
+            )),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let output = run(
+            &repo,
+            &server,
+            backend,
+            &["-p", "commit", "--permission-mode", "acceptEdits"],
+        )
+        .await;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let result = tool_result(&server, "toolu_c");
+        assert!(result.contains("index.lock"), "{backend}: {result}");
+        assert!(
+            result.contains("not .git"),
+            "{backend}: the note says why: {result}"
+        );
+        // The edit happened; the commit did not; nothing else appeared.
+        let status = std::process::Command::new("git")
+            .args(["status", "--porcelain", "--untracked-files=all"])
+            .current_dir(&repo.dir)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&status.stdout),
+            " M notes.txt\n",
+            "{backend}"
+        );
+        for name in [".mcp.json", ".claude", ".agent"] {
+            assert!(
+                !repo.dir.join(name).exists(),
+                "{backend}: {name} was left behind"
+            );
+        }
     }
-    let repo = repo("sbx-commit");
+}
+
+#[tokio::test]
+async fn descriptors_the_agent_inherited_do_not_reach_commands() {
+    let Some(backend) = backends().first().copied() else {
+        return;
+    };
+    let repo = repo("sbx-fds");
+    let secret = repo.home.join("inherited-secret.txt");
+    std::fs::write(&secret, "INHERITED-SECRET\n").unwrap();
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().tool_use(
-            "toolu_c",
+            "toolu_fd",
             "Bash",
-            json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more && git show --stat --format= HEAD"}),
+            json!({"command": "cat <&7; ls /proc/self/fd"}),
         )),
         Reply::turn(Turn::new().text("Done.")),
     ]))
     .await
     .unwrap();
-    let output = run(
-        &repo,
-        &server,
-        "bwrap",
-        &["-p", "commit", "--permission-mode", "acceptEdits"],
-    )
-    .await;
+    let agent = command(&repo, &server);
+    let std_agent = agent.as_std();
+    // The agent started the way a careless parent would: with descriptor 7 open on a file.
+    let mut launcher = tokio::process::Command::new("bash");
+    launcher
+        .arg("-c")
+        .arg("exec 7<\"$0\"; exec \"$@\"")
+        .arg(&secret)
+        .arg(std_agent.get_program())
+        .args(std_agent.get_args())
+        .args(["-p", "read it", "--output-format", "stream-json"])
+        .env("AGENT_SANDBOX_BACKEND", backend);
+    for (key, value) in std_agent.get_envs() {
+        match value {
+            Some(value) => launcher.env(key, value),
+            None => launcher.env_remove(key),
+        };
+    }
+    let output = launcher.output().await.unwrap();
     assert!(
         output.status.success(),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let shown = tool_result(&server, "toolu_c");
-    assert!(shown.contains("notes.txt"), "{shown}");
-    for name in [".mcp.json", ".claude", ".agent"] {
-        assert!(!shown.contains(name), "{name} was committed: {shown}");
-        assert!(!repo.dir.join(name).exists(), "{name} was left behind");
-    }
+    let result = tool_result(&server, "toolu_fd");
+    assert!(!result.contains("INHERITED-SECRET"), "{result}");
 }
 
 #[tokio::test]

@@ -142,7 +142,11 @@ mod tests {
                 .any(|(p, _, _)| p.starts_with(dir.join("secrets")))
         );
         assert!(!rules.iter().any(|(p, _, _)| p == &dir.join(".git/config")));
-        assert!(!rules.iter().any(|(p, _, follow)| p == &dir.join("src") && *follow));
+        assert!(
+            !rules
+                .iter()
+                .any(|(p, _, follow)| p == &dir.join("src") && *follow)
+        );
         assert!(!rules.iter().any(|(p, _, _)| p.starts_with("/dev/pts")));
         assert!(!has(&dir, Access::Write));
         assert!(!has(&dir.join(".git"), Access::Write));

@@ -181,10 +181,12 @@ impl Policy {
             .iter()
             .flat_map(|root| protected_paths(root))
             .collect();
+        let mut readable = default_readable();
+        readable.extend(roots.iter().flat_map(|root| linked_git_dirs(root)));
         Self {
             profile,
             roots,
-            readable: default_readable(),
+            readable,
             protected,
             hidden: default_hidden(),
             network: false,
@@ -228,6 +230,28 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
         .iter()
         .map(|name| root.join(name))
         .collect()
+}
+
+/// The git folders a worktree or submodule checkout in `root` uses (`.git` is then a file
+/// saying `gitdir: PATH`, and that folder may name its `commondir`): readable, so git works
+/// in such a checkout.
+pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(dir) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::canonicalize(root.join(dir.trim())) else {
+        return Vec::new();
+    };
+    let mut dirs = vec![dir.clone()];
+    if let Ok(common) = std::fs::read_to_string(dir.join("commondir"))
+        && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
+    {
+        dirs.push(common);
+    }
+    dirs
 }
 
 /// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]).

@@ -288,3 +288,53 @@ async fn credentials_do_not_reach_commands() {
     let results = bash(&env, &["echo key=$ANTHROPIC_API_KEY"]).await;
     assert_eq!(results[0].1, "key=");
 }
+
+/// Approves every question, as a user saying yes would.
+struct Yes;
+
+impl tools::Prompter for Yes {
+    fn ask<'a>(&'a self, _: tools::PermissionRequest<'a>) -> executor::PermissionFuture<'a> {
+        Box::pin(async { executor::PermissionDecision::allow() })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_one() {
+    let Some(env) = session("sbx-steer", |config| {
+        config.permissions.default_mode = PermissionMode::BypassPermissions;
+        config.prompter = Some(std::sync::Arc::new(Yes));
+    }) else {
+        return;
+    };
+    let victim = env.root.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let outside = env.root.path().join("outside");
+    // Sandboxed: plant links and FIFOs where cwd files could be, and swap the remembered
+    // directory for a link out of the workspace.
+    let plant = format!(
+        "for i in $(seq 0 64); do ln -s {victim} \"$TMPDIR/.cwd-$i\"; mkfifo \"$TMPDIR/.cwd-$i-fifo\"; done; ls \"$TMPDIR\" | wc -l",
+        victim = victim.display()
+    );
+    let results = bash(&env, &[&plant, "mkdir sub && cd sub"]).await;
+    assert_eq!(results[1].0, Outcome::Success, "{results:?}");
+    let swap = format!(
+        "cd .. && mv sub s2 && ln -s {} sub && exec true",
+        outside.display()
+    );
+    let results = bash(&env, &[&swap]).await;
+    assert_eq!(results[0].0, Outcome::Success, "{results:?}");
+    // Approved to run outside the sandbox: it must neither write through a planted link,
+    // nor hang on a FIFO, nor start in the folder the link leads to.
+    let started = std::time::Instant::now();
+    let (completed, _) = env
+        .run(vec![(
+            "Bash",
+            json!({"command": "pwd -P", "dangerouslyDisableSandbox": true}),
+        )])
+        .await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(completed[0].outcome, Outcome::Success);
+    let pwd = result_text(&completed[0]).to_owned();
+    assert!(!pwd.contains("outside"), "ran in the linked folder: {pwd}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}

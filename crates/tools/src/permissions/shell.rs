@@ -314,7 +314,9 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
     let name = basename(&first.text);
     SHELLS.contains(&name)
         || matches!(name, "eval" | "source" | "." | "exec")
-        || (INTERPRETERS.iter().any(|interpreter| name.starts_with(interpreter))
+        || (INTERPRETERS
+            .iter()
+            .any(|interpreter| name.starts_with(interpreter))
             && words
                 .iter()
                 .skip(1)
