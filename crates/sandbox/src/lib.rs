@@ -183,6 +183,7 @@ impl Policy {
             .collect();
         let mut readable = default_readable();
         readable.extend(roots.iter().flat_map(|root| linked_git_dirs(root)));
+        readable.extend(roots.iter().filter_map(|root| enclosing_repository(root)));
         Self {
             profile,
             roots,
@@ -252,6 +253,19 @@ pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
         dirs.push(common);
     }
     dirs
+}
+
+/// The top folder of the git repository `root` lies in, when `root` is below it (a
+/// workspace in a subfolder of a repository): readable, so git works there. Never `$HOME`
+/// or a folder holding it (a repository of dotfiles would show all of `$HOME`).
+pub fn enclosing_repository(root: &Path) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let top = root
+        .ancestors()
+        .skip(1)
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())?;
+    let holds_home = home.as_ref().is_some_and(|home| home.starts_with(top));
+    (!holds_home).then(|| top.to_path_buf())
 }
 
 /// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]).
