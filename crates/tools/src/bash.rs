@@ -545,7 +545,7 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
             shared.private.path.display(),
             match &shared.sandbox.backend {
                 Some(sandbox::Backend::Landlock(_)) =>
-                    " (under this Landlock sandbox, no new file or folder can be made directly in the workspace's top folder or in .git: create it in a subfolder, or ask)",
+                    " (under this Landlock sandbox, no new file or folder can be made directly in the workspace's top folder: create it in a subfolder, or ask)",
                 _ => "",
             }
         ),

@@ -1,13 +1,21 @@
 //! Issue 12's attacks, through the gate and the real Bash tool in the OS sandbox: each one
 //! worked against the lexical checks and must now fail, and the test proves it by what is
-//! (not) on disk and (not) in the tool_result. Skipped with a note when no sandbox works
-//! here; in CI (`CI=true`) that is a failure.
+//! (not) on disk and (not) in the tool_result.
+//!
+//! Every test runs under each back end that works here: bubblewrap, and Landlock with this
+//! test binary as its own helper (hence `harness = false` and the `main` below, which
+//! dispatches the helper first). Without a sandbox, the attacks must be asked (refused
+//! headless) instead. A back end that does not work is skipped with a note; in CI
+//! (`CI=true`) that is a failure. Arguments: an optional name filter.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use std::future::Future;
 use std::path::Path;
-use std::process::Command;
+use std::pin::Pin;
+use std::process::{Command, ExitCode};
+use std::sync::Mutex;
 
 use common::{Env, result_text};
 use executor::Outcome;
@@ -17,7 +25,7 @@ use tools::PermissionMode;
 /// A session over a git repository `ws` (with a commit), a folder `outside` beside it
 /// holding `secret.txt`, and `secrets/key` inside the workspace.
 fn session(name: &str, configure: impl FnOnce(&mut tools::ToolSetConfig)) -> Option<Env> {
-    let sandbox = common::real_sandbox()?;
+    let sandbox = CURRENT.lock().unwrap().clone()?;
     let env = Env::build(name, |config| {
         config.sandbox = sandbox;
         configure(config);
@@ -35,6 +43,8 @@ fn session(name: &str, configure: impl FnOnce(&mut tools::ToolSetConfig)) -> Opt
     git(&["init", "-q"]);
     env.file("README.md", "hello\n");
     env.file("secrets/key", "sk-live-SECRET\n");
+    // (Under Landlock nothing new can be made at the top of the workspace: tests write here.)
+    env.file("src/lib.txt", "lib\n");
     git(&["add", "README.md"]);
     git(&[
         "-c",
@@ -77,7 +87,6 @@ fn nothing_planted(env: &Env, names: &[&str]) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_mode_commands_run_read_only_without_a_question() {
     let Some(env) = session("sbx-default", |_| {}) else {
         return;
@@ -117,7 +126,6 @@ async fn default_mode_commands_run_read_only_without_a_question() {
     assert!(touch.contains("dangerouslyDisableSandbox"), "{touch}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_deny_rules_and_the_outside_world_are_hidden_from_commands() {
     let Some(env) = session("sbx-hidden", |config| {
         config.permissions.deny = vec!["Read(./secrets/**)".into()];
@@ -153,7 +161,6 @@ async fn read_deny_rules_and_the_outside_world_are_hidden_from_commands() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
     let Some(env) = session("sbx-accept", |config| {
         config.permissions.default_mode = PermissionMode::AcceptEdits;
@@ -172,7 +179,7 @@ async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
         "printf '[core]\\n\\tfsmonitor = touch pwned\\n' >> .git/config".to_owned(),
         "echo 'touch pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit".to_owned(),
         "git config core.hooksPath /tmp".to_owned(),
-        "echo built > build.txt".to_owned(),
+        "echo built > src/build.txt".to_owned(),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
     let results = bash(&env, &commands).await;
@@ -186,7 +193,7 @@ async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
     assert!(!env.ws().join(".git/hooks/pre-commit").exists());
     assert_eq!(git_config(&env), config_before);
     // The workspace itself is writable.
-    assert_eq!(env.read("build.txt"), "built\n");
+    assert_eq!(env.read("src/build.txt"), "built\n");
     // Write and Edit refuse the same protected paths.
     for path in [
         ".git/config",
@@ -206,7 +213,6 @@ async fn accept_edits_writes_stay_in_the_workspace_and_off_protected_paths() {
     assert_eq!(git_config(&env), config_before);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_rules_in_bypass_mode_see_computed_names_and_leaving_the_sandbox_is_refused_headless()
 {
     let Some(env) = session("sbx-bypass", |config| {
@@ -241,7 +247,6 @@ async fn deny_rules_in_bypass_mode_see_computed_names_and_leaving_the_sandbox_is
     assert!(!env.ws().join("outside-sandbox").exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cwd_file_cannot_be_steered() {
     for sandboxed in [true, false] {
         let Some(env) = session("sbx-cwd", |config| {
@@ -278,7 +283,6 @@ async fn the_cwd_file_cannot_be_steered() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_do_not_reach_commands() {
     let Some(env) = session("sbx-env", |config| {
         config.env = vec![("ANTHROPIC_API_KEY".into(), "sk-ant-leak".into())];
@@ -298,7 +302,6 @@ impl tools::Prompter for Yes {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_one() {
     let Some(env) = session("sbx-steer", |config| {
         config.permissions.default_mode = PermissionMode::BypassPermissions;
@@ -315,7 +318,7 @@ async fn earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_on
         "for i in $(seq 0 64); do ln -s {victim} \"$TMPDIR/.cwd-$i\"; mkfifo \"$TMPDIR/.cwd-$i-fifo\"; done; ls \"$TMPDIR\" | wc -l",
         victim = victim.display()
     );
-    let results = bash(&env, &[&plant, "mkdir sub && cd sub"]).await;
+    let results = bash(&env, &[&plant, "mkdir src/sub && cd src/sub"]).await;
     assert_eq!(results[1].0, Outcome::Success, "{results:?}");
     let swap = format!(
         "cd .. && mv sub s2 && ln -s {} sub && exec true",
@@ -337,4 +340,166 @@ async fn earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_on
     let pwd = result_text(&completed[0]).to_owned();
     assert!(!pwd.contains("outside"), "ran in the linked folder: {pwd}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
+/// Without a sandbox, the same attacks are asked, so refused headless: nothing runs.
+async fn without_a_sandbox_the_attacks_are_asked() {
+    let Some(env) = session("sbx-none", |_| {}) else {
+        return;
+    };
+    let config_before = git_config(&env);
+    let results = bash(
+        &env,
+        &[
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch pwned1' git status",
+            "x='a[$(touch pwned3)]'; echo $((x))",
+            "touch pwned5",
+            "cat secrets/key",
+        ],
+    )
+    .await;
+    for (outcome, text) in &results {
+        assert_eq!(*outcome, Outcome::PermissionDenied, "{text}");
+        assert!(text.contains("no sandbox is available"), "{text}");
+        assert!(!text.contains("sk-live-SECRET"), "{text}");
+    }
+    nothing_planted(&env, &["pwned1", "pwned3", "pwned5"]);
+    assert_eq!(git_config(&env), config_before);
+}
+
+/// The sandbox the tests of this run use; `None` skips them.
+static CURRENT: Mutex<Option<tools::SandboxConfig>> = Mutex::new(None);
+
+type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
+
+const SANDBOXED: [(&str, Test); 7] = [
+    (
+        "default_mode_commands_run_read_only_without_a_question",
+        || Box::pin(default_mode_commands_run_read_only_without_a_question()),
+    ),
+    (
+        "read_deny_rules_and_the_outside_world_are_hidden_from_commands",
+        || Box::pin(read_deny_rules_and_the_outside_world_are_hidden_from_commands()),
+    ),
+    (
+        "accept_edits_writes_stay_in_the_workspace_and_off_protected_paths",
+        || Box::pin(accept_edits_writes_stay_in_the_workspace_and_off_protected_paths()),
+    ),
+    (
+        "deny_rules_in_bypass_mode_see_computed_names_and_leaving_the_sandbox_is_refused_headless",
+        || {
+            Box::pin(deny_rules_in_bypass_mode_see_computed_names_and_leaving_the_sandbox_is_refused_headless())
+        },
+    ),
+    ("the_cwd_file_cannot_be_steered", || {
+        Box::pin(the_cwd_file_cannot_be_steered())
+    }),
+    ("credentials_do_not_reach_commands", || {
+        Box::pin(credentials_do_not_reach_commands())
+    }),
+    (
+        "earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_one",
+        || Box::pin(earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_one()),
+    ),
+];
+
+/// The back ends that work here, by name; a missing one fails in CI.
+fn backends() -> Vec<(&'static str, tools::SandboxConfig)> {
+    use tools::sandbox::Backend;
+    let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
+    let mut found = Vec::new();
+    let config = |backend| tools::SandboxConfig {
+        backend: Some(backend),
+        network: false,
+    };
+    match Backend::detect(None) {
+        backend @ Backend::Bubblewrap(_) => found.push(("bwrap", config(backend))),
+        other if in_ci => panic!("CI needs bubblewrap: {other}"),
+        other => eprintln!("NOTE: bubblewrap runs skipped: {other}"),
+    }
+    let me = std::env::current_exe().unwrap();
+    let probe = Command::new(&me)
+        .args([tools::sandbox::HELPER_ARG, "probe"])
+        .output()
+        .unwrap();
+    if probe.status.success() {
+        found.push(("landlock", config(Backend::Landlock(me))));
+    } else if in_ci {
+        panic!(
+            "CI needs Landlock: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+    } else {
+        eprintln!(
+            "NOTE: Landlock runs skipped: {}",
+            String::from_utf8_lossy(&probe.stderr)
+        );
+    }
+    found
+}
+
+fn main() -> ExitCode {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == tools::sandbox::HELPER_ARG)
+    {
+        tools::sandbox::helper_main();
+    }
+    let filter = std::env::args().skip(1).find(|arg| !arg.starts_with('-'));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut runs: Vec<(&str, tools::SandboxConfig, &str, Test)> = Vec::new();
+    for (backend, config) in backends() {
+        for (name, test) in SANDBOXED {
+            runs.push((backend, config.clone(), name, test));
+        }
+    }
+    let none = tools::SandboxConfig {
+        backend: Some(tools::sandbox::Backend::Unavailable("test".into())),
+        network: false,
+    };
+    runs.push((
+        "none",
+        none,
+        "without_a_sandbox_the_attacks_are_asked",
+        || Box::pin(without_a_sandbox_the_attacks_are_asked()),
+    ));
+    let mut failed = Vec::new();
+    let mut passed = 0;
+    for (backend, config, name, test) in runs {
+        if filter
+            .as_deref()
+            .is_some_and(|filter| !name.contains(filter))
+        {
+            continue;
+        }
+        *CURRENT.lock().unwrap() = Some(config);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(test());
+        }));
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                println!("test {name} [{backend}] ... ok");
+            }
+            Err(_) => {
+                println!("test {name} [{backend}] ... FAILED");
+                failed.push(format!("{name} [{backend}]"));
+            }
+        }
+    }
+    println!(
+        "\ntest result: {}. {passed} passed; {} failed",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        failed.len()
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        println!("failures: {}", failed.join(", "));
+        ExitCode::FAILURE
+    }
 }
