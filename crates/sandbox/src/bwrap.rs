@@ -70,6 +70,9 @@ pub(crate) fn args(
     }
     args.two("--dev", "/dev");
     args.two("--proc", "/proc");
+    // Root (even without capabilities) may write sysctls such as kernel.core_pattern, which
+    // run a program as root outside every namespace: the whole of /proc is read-only.
+    args.two("--remount-ro", "/proc");
     args.two("--tmpfs", "/tmp");
     for path in &policy.readable {
         // `/bin -> usr/bin` on merged-/usr systems: recreate the link, do not bind its target

@@ -9,18 +9,22 @@
 //! `run` (what [`crate::Sandbox::command`] starts):
 //!
 //! 1. asks for SIGKILL when its parent (the agent) dies;
-//! 2. unshares a PID namespace and, without network, a network namespace (inside a new user
-//!    namespace mapping the same user when not root); if the kernel refuses, it goes on
-//!    without them;
-//! 3. with a PID namespace, starts itself again as `init`, which becomes process 1 of the
-//!    namespace (SIGKILL when `run` dies, a new session, then step 4): when it ends, the
-//!    kernel kills everything left in the namespace, `setsid` daemons included; without,
-//!    it does step 4 itself;
+//! 2. unshares user, PID, UTS, IPC and, without network, network namespaces; the
+//!    user namespace maps the caller to itself, or root to user 65534, so that root holds
+//!    no capability once the next program starts; root refuses to go on without it, another
+//!    user goes on without namespaces (step 4 directly, with a warning in the docs);
+//! 3. starts itself again as `init`, process 1 of the new PID namespace: SIGKILL when `run`
+//!    dies, a session of its own, not dumpable (so not traceable), then
+//!    step 4, then it starts the program as its child and reaps until it ends. When `init`
+//!    ends, the kernel kills everything left in the namespace, `setsid` daemons included,
+//!    and the program cannot undo that;
 //! 4. restricts itself with Landlock (the rules of [`crate::landlock_rules`]; TCP and
 //!    abstract unix sockets too when the network is off and no network namespace was
-//!    made; signals to processes outside the sandbox), installs a seccomp filter (`TIOCSTI`
-//!    and `TIOCLINUX` refused; without network and namespace, only unix sockets), and
-//!    executes the program.
+//!    made; signals to processes outside the sandbox) and a seccomp filter: no `TIOCSTI` or
+//!    `TIOCLINUX`, no `ptrace`, `process_vm_*` or keyring calls; without network no
+//!    `connect`, no addressed `sendto`, no io_uring (and only unix sockets when there is no
+//!    network namespace); for root, no `chmod`, `utimensat` or extended attributes, which
+//!    Landlock does not cover.
 //!
 //! Exit status: the program's, or 125 when the helper itself failed (with a message on
 //! stderr starting `agent-sandbox:`).
@@ -63,10 +67,14 @@ pub(crate) enum Mode {
     Probe,
     /// Isolate, then run (directly or through `Init`).
     Run,
-    /// Process 1 of the PID namespace.
-    Init,
-    /// Process 1 of the PID namespace, in a network namespace of its own.
-    InitNoNet,
+    /// Process 1 of the PID namespace: restricts itself, starts the program as its child,
+    /// reaps, and exits with the program's status (the namespace dies with it).
+    Init {
+        /// A network namespace of its own was made.
+        net_isolated: bool,
+        /// The helper was started by root (now user 65534 in the namespace).
+        root: bool,
+    },
 }
 
 impl Mode {
@@ -74,15 +82,47 @@ impl Mode {
         match self {
             Self::Probe => "probe",
             Self::Run => "run",
-            Self::Init => "init",
-            Self::InitNoNet => "init-nonet",
+            Self::Init {
+                net_isolated: false,
+                root: false,
+            } => "init",
+            Self::Init {
+                net_isolated: true,
+                root: false,
+            } => "init-nonet",
+            Self::Init {
+                net_isolated: false,
+                root: true,
+            } => "init-root",
+            Self::Init {
+                net_isolated: true,
+                root: true,
+            } => "init-nonet-root",
         }
     }
 
     fn parse(text: &str) -> Option<Self> {
-        [Self::Probe, Self::Run, Self::Init, Self::InitNoNet]
-            .into_iter()
-            .find(|mode| mode.as_str() == text)
+        let modes = [
+            Self::Probe,
+            Self::Run,
+            Self::Init {
+                net_isolated: false,
+                root: false,
+            },
+            Self::Init {
+                net_isolated: true,
+                root: false,
+            },
+            Self::Init {
+                net_isolated: false,
+                root: true,
+            },
+            Self::Init {
+                net_isolated: true,
+                root: true,
+            },
+        ];
+        modes.into_iter().find(|mode| mode.as_str() == text)
     }
 }
 
@@ -134,13 +174,17 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
     let cwd = PathBuf::from(cwd);
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
         .map_err(|error| format!("could not set the parent-death signal: {error}"))?;
+    let root = nix::unistd::geteuid().is_root();
     match mode {
         Mode::Run => {
             let (pid_ns, net_ns) = isolate(&policy)?;
             if !pid_ns {
-                return exec_restricted(&policy, net_ns, &cwd, program, rest);
+                return exec_restricted(&policy, net_ns, root, &cwd, program, rest);
             }
-            let init = if net_ns { Mode::InitNoNet } else { Mode::Init };
+            let init = Mode::Init {
+                net_isolated: net_ns,
+                root,
+            };
             let exe = std::env::current_exe()
                 .map_err(|error| format!("could not find the helper itself: {error}"))?;
             let status = Command::new(exe)
@@ -154,12 +198,45 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
                 .map_err(|error| format!("could not start the sandbox: {error}"))?;
             exit_like(status)
         }
-        Mode::Init | Mode::InitNoNet => {
-            // A session of our own: no controlling terminal to inject keys into.
-            let _ = nix::unistd::setsid();
-            exec_restricted(&policy, mode == Mode::InitNoNet, &cwd, program, rest)
-        }
+        Mode::Init { net_isolated, root } => init(&policy, net_isolated, root, &cwd, program, rest),
         Mode::Probe => probe_here(),
+    }
+}
+
+/// Process 1 of the namespaces: no controlling terminal, not traceable, restricted; then
+/// the program as its child. The program cannot clear the
+/// parent-death signal that ties this process to the agent, and when this process exits,
+/// the kernel kills everything left in the PID namespace.
+fn init(
+    policy: &Policy,
+    net_isolated: bool,
+    was_root: bool,
+    cwd: &Path,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Infallible, String> {
+    use nix::sys::wait::{WaitStatus, wait};
+    // A session of our own: no controlling terminal to inject keys into.
+    let _ = nix::unistd::setsid();
+    // Not traceable by the command (same user): it could otherwise clear our death signal.
+    nix::sys::prctl::set_dumpable(false)
+        .map_err(|error| format!("could not protect the sandbox's init: {error}"))?;
+    restrict(policy, net_isolated, was_root)?;
+    let child = Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .spawn()
+        .map_err(|error| format!("could not run {}: {error}", program.to_string_lossy()))?;
+    let child = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    loop {
+        match wait() {
+            Ok(WaitStatus::Exited(pid, code)) if pid == child => std::process::exit(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == child => {
+                std::process::exit(128 + signal as i32)
+            }
+            Ok(_) => {} // an orphan reaped
+            Err(error) => return Err(format!("waiting for the command: {error}")),
+        }
     }
 }
 
@@ -226,16 +303,22 @@ fn isolate(policy: &Policy) -> Result<(bool, bool), String> {
 /// capabilities at `execve`.
 const ROOT_INSIDE: u32 = 65534;
 
+/// Landlock and seccomp for this process and everything it starts.
+fn restrict(policy: &Policy, net_isolated: bool, was_root: bool) -> Result<(), String> {
+    let network_blocked_here = !policy.network && !net_isolated;
+    restrict_filesystem(policy, network_blocked_here)?;
+    install_seccomp(network_blocked_here, !policy.network, was_root)
+}
+
 fn exec_restricted(
     policy: &Policy,
     net_isolated: bool,
+    was_root: bool,
     cwd: &Path,
     program: &OsString,
     args: &[OsString],
 ) -> Result<Infallible, String> {
-    let network_blocked_here = !policy.network && !net_isolated;
-    restrict_filesystem(policy, network_blocked_here)?;
-    install_seccomp(network_blocked_here, !policy.network)?;
+    restrict(policy, net_isolated, was_root)?;
     std::env::set_current_dir(cwd)
         .map_err(|error| format!("could not enter {}: {error}", cwd.display()))?;
     let to_c = |text: &OsString| {
@@ -321,7 +404,7 @@ fn open_path(path: &Path, follow: bool) -> Option<(std::os::fd::OwnedFd, bool)> 
     Some((fd, kind == SFlag::S_IFDIR))
 }
 
-fn install_seccomp(block_network: bool, no_network: bool) -> Result<(), String> {
+fn install_seccomp(block_network: bool, no_network: bool, was_root: bool) -> Result<(), String> {
     let fail = |error: seccompiler::BackendError| format!("seccomp: {error}");
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     let ioctl_request = |request: u64| -> Result<SeccompRule, String> {
@@ -352,6 +435,25 @@ fn install_seccomp(block_network: bool, no_network: bool) -> Result<(), String> 
         // io_uring can connect sockets without the socket system calls.
         rules.insert(libc::SYS_io_uring_setup, Vec::new());
     }
+    // Reading or writing another process's memory, and the kernel keyrings of the session.
+    for call in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+    ] {
+        rules.insert(call, Vec::new());
+    }
+    if was_root {
+        // Landlock does not cover a file's mode, times or extended attributes, and root owns
+        // the whole system: no `chmod 4755 /usr/bin/x`. (Commands that set modes or times
+        // fail under this back end as root; bubblewrap has no such limit.)
+        for call in METADATA_CALLS {
+            rules.insert(call, Vec::new());
+        }
+    }
     if no_network {
         // A network namespace does not cover unix sockets with a path (docker.sock, D-Bus,
         // an ssh agent), and Landlock does not either: no connecting, and no datagram sent
@@ -377,6 +479,38 @@ fn install_seccomp(block_network: bool, no_network: bool) -> Result<(), String> 
         .map_err(|error: seccompiler::BackendError| format!("seccomp: {error}"))?;
     seccompiler::apply_filter(&program).map_err(|error| format!("seccomp: {error}"))
 }
+
+/// System calls that change a file's mode, times or extended attributes.
+#[cfg(target_arch = "x86_64")]
+const METADATA_CALLS: [i64; 14] = [
+    libc::SYS_chmod,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    libc::SYS_utime,
+    libc::SYS_utimes,
+    libc::SYS_futimesat,
+    libc::SYS_utimensat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const METADATA_CALLS: [i64; 10] = [
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    libc::SYS_utimensat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+];
 
 /// Exits as `status` did: the same code, or the same signal.
 fn exit_like(status: ExitStatus) -> ! {

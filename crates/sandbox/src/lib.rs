@@ -146,6 +146,9 @@ pub const CREDENTIALS_IN_HOME: &[&str] = &[
     ".m2/settings-security.xml",
     ".gradle/gradle.properties",
     ".config/git/credentials",
+    ".local/share/uv/credentials",
+    ".config/pip/pip.conf",
+    ".pypirc",
 ];
 
 /// What one sandboxed command may touch. Paths are absolute and resolved (no symbolic
@@ -268,17 +271,57 @@ pub fn enclosing_repository(root: &Path) -> Option<PathBuf> {
     (!holds_home).then(|| top.to_path_buf())
 }
 
-/// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]).
+/// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]) and, for root,
+/// what under `/etc` other users may not read ([`private_system_files`]).
 pub fn default_hidden() -> Vec<PathBuf> {
-    let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) else {
-        return Vec::new();
-    };
-    let home = PathBuf::from(home);
-    CREDENTIALS_IN_HOME
-        .iter()
-        .map(|file| home.join(file))
-        .filter(|path| std::fs::symlink_metadata(path).is_ok())
-        .collect()
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+        let home = PathBuf::from(home);
+        hidden.extend(
+            CREDENTIALS_IN_HOME
+                .iter()
+                .map(|file| home.join(file))
+                .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+        );
+    }
+    if nix::unistd::geteuid().is_root() {
+        hidden.extend(private_system_files().iter().cloned());
+    }
+    hidden
+}
+
+/// Files and folders under `/etc` that are not readable by everyone (`/etc/shadow`,
+/// `/etc/gshadow`, `/etc/ssl/private`, SSH host keys, `/etc/sudoers`): root could read them
+/// as their owner, a sandboxed command must not. Found once per process (a walk of `/etc`,
+/// at most 6 levels deep, links not followed).
+pub fn private_system_files() -> &'static [PathBuf] {
+    static FOUND: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        fn walk(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let Ok(meta) = entry.metadata() else {
+                    continue;
+                };
+                use std::os::unix::fs::PermissionsExt;
+                let mode = meta.permissions().mode();
+                if meta.is_dir() {
+                    if mode & 0o005 != 0o005 {
+                        found.push(entry.path());
+                    } else if depth < 6 {
+                        walk(&entry.path(), depth + 1, found);
+                    }
+                } else if meta.is_file() && mode & 0o004 == 0 {
+                    found.push(entry.path());
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(Path::new("/etc"), 0, &mut found);
+        found
+    })
 }
 
 /// What went wrong preparing a sandboxed command.

@@ -384,9 +384,15 @@ fn no_capabilities_no_host_namespaces_no_other_process_secrets() {
             "grep CapEff /proc/self/status; echo ipc=$(readlink /proc/self/ns/ipc) uts=$(readlink /proc/self/ns/uts); \
              hostname sandbox-was-here 2>/dev/null; mount -o remount,bind,rw /usr 2>/dev/null && echo remounted; \
              tr '\\0' '\\n' < /proc/{test_pid}/environ 2>/dev/null | grep -c CARGO_MANIFEST_DIR; \
-             cat /dev/pts/0 </dev/null 2>&1 | head -c 0; echo done",
+             cat /dev/pts/0 </dev/null 2>&1 | head -c 0; \
+             cat /proc/sys/kernel/core_pattern > \"$TMPDIR/cp\"; cat \"$TMPDIR/cp\" > /proc/sys/kernel/core_pattern 2>/dev/null && echo SYSCTL-WRITTEN; \
+             cat /etc/shadow /etc/gshadow 2>/dev/null | grep -c '^root:'; \
+             chmod 0600 {outside}/secret.txt 2>/dev/null; touch -d 2001-01-01 {outside}/secret.txt 2>/dev/null; \
+             echo done",
             test_pid = std::process::id(),
+            outside = layout.outside.display(),
         );
+        let mode_before = std::fs::metadata(layout.outside.join("secret.txt")).expect("secret");
         let mut prepared = Sandbox::new(backend.clone())
             .command(
                 &policy,
@@ -414,12 +420,33 @@ fn no_capabilities_no_host_namespaces_no_other_process_secrets() {
             "{backend}: capabilities\n{out}"
         );
         assert!(!out.contains("remounted"), "{backend}\n{out}");
+        assert!(
+            !out.contains("SYSCTL-WRITTEN"),
+            "{backend}: wrote a sysctl\n{out}"
+        );
+        {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let after = std::fs::metadata(layout.outside.join("secret.txt")).expect("secret");
+            assert_eq!(
+                after.permissions().mode(),
+                mode_before.permissions().mode(),
+                "{backend}: chmod outside\n{out}"
+            );
+            assert_eq!(
+                after.mtime(),
+                mode_before.mtime(),
+                "{backend}: touch outside\n{out}"
+            );
+        }
         assert!(out.contains("done"), "{backend}\n{out}");
         // The parent's environment (it holds CARGO_MANIFEST_DIR; the command does not).
         let counted = String::from_utf8_lossy(&output.stdout)
             .lines()
             .any(|line| line.trim() != "0" && line.trim().parse::<u32>().is_ok());
-        assert!(!counted, "{backend}: read the parent's environment\n{out}");
+        assert!(
+            !counted,
+            "{backend}: read the parent's environment or /etc/shadow\n{out}"
+        );
         for kind in ["ipc", "uts"] {
             if let Some(own) = own_ns(kind) {
                 let own = format!("{kind}={}", own.display());
@@ -446,7 +473,9 @@ fn a_setsid_daemon_dies_with_the_parent() {
                 &[
                     "-c".into(),
                     format!(
-                        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo started; sleep 600"
+                        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & \
+                         /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}b </dev/null >/dev/null 2>&1 & \
+                         echo started; exec /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}c"
                     )
                     .into(),
                 ],
@@ -470,15 +499,23 @@ fn a_setsid_daemon_dies_with_the_parent() {
         let mut stdout = parent.stdout.take().expect("stdout");
         let mut started = [0u8; 8];
         stdout.read_exact(&mut started).expect("started");
+        let markers = [marker.clone(), format!("{marker}b"), format!("{marker}c")];
         assert!(
-            wait_for(|| process_with(&marker), Duration::from_secs(5)),
-            "{backend}: the daemon never started"
+            wait_for(
+                || markers.iter().all(|m| process_with(m)),
+                Duration::from_secs(5)
+            ),
+            "{backend}: the daemons never started: {:?}",
+            markers.iter().map(|m| process_with(m)).collect::<Vec<_>>()
         );
         parent.kill().expect("SIGKILL");
         let _ = parent.wait();
         assert!(
-            wait_for(|| !process_with(&marker), Duration::from_secs(2)),
-            "{backend}: the setsid daemon outlived its parent by 2 s"
+            wait_for(
+                || markers.iter().all(|m| !process_with(m)),
+                Duration::from_secs(2)
+            ),
+            "{backend}: a daemon outlived its parent by 2 s"
         );
     }
 }
