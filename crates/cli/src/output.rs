@@ -115,7 +115,7 @@ impl Status {
             bar.finish_and_clear();
         }
         let mut stdout = std::io::stdout().lock();
-        let _ = write!(stdout, "{text}");
+        let _ = write!(stdout, "{}", printable(text, true));
         let _ = stdout.flush();
     }
 
@@ -165,19 +165,26 @@ impl Drop for Paused<'_> {
 }
 
 /// `text` safe to print on a terminal: control characters (a carriage return or an escape
-/// sequence could draw over what the user is asked to approve) shown as escapes; line breaks
-/// kept when `keep_newlines`.
+/// sequence could draw over what the user is asked to approve, OSC 52 writes the clipboard)
+/// and the bidirectional-text controls (which reorder what is shown) appear as escapes;
+/// line breaks are kept when `keep_newlines`. Model text, tool results and approval
+/// questions all go through here; JSON output is escaped by construction instead.
 pub fn printable(text: &str, keep_newlines: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
             '\n' if keep_newlines => out.push('\n'),
             '\t' => out.push('\t'),
-            c if c.is_control() => out.extend(c.escape_default()),
+            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
             c => out.push(c),
         }
     }
     out
+}
+
+/// Unicode's explicit directional formatting characters (UAX #9).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at
@@ -492,7 +499,7 @@ impl Renderer {
                     Some(status) => status.print_text(text),
                     None => {
                         let mut stdout = std::io::stdout().lock();
-                        let _ = write!(stdout, "{text}");
+                        let _ = write!(stdout, "{}", printable(text, true));
                         let _ = stdout.flush();
                     }
                 }
@@ -607,7 +614,7 @@ impl Renderer {
         if self.wrote_text {
             self.end_text();
         } else if !self.live_text && !outcome.result.is_empty() {
-            println!("{}", outcome.result);
+            println!("{}", printable(&outcome.result, true));
         }
         if outcome.terminal != Terminal::Completed {
             eprintln!("agent: stopped: {}", outcome.terminal);
@@ -625,7 +632,7 @@ impl Renderer {
                     println!();
                 } else if !outcome.result.is_empty() {
                     let mut stdout = std::io::stdout().lock();
-                    let _ = writeln!(stdout, "{}", outcome.result);
+                    let _ = writeln!(stdout, "{}", printable(&outcome.result, true));
                 }
                 if outcome.terminal != Terminal::Completed {
                     eprintln!("agent: stopped: {}", outcome.terminal);
@@ -680,6 +687,18 @@ mod tests {
     use loop_core::ModelError;
 
     use super::*;
+
+    #[test]
+    fn terminal_escapes_in_model_text_are_neutralised() {
+        let text = "ok\x1b]52;c;cm0gLXJmIH4=\x07 \x1b[2J\x1b]0;title\x07\rdone\u{202E}txt\n\tnext";
+        let shown = printable(text, true);
+        assert!(!shown.contains('\x1b') && !shown.contains('\x07') && !shown.contains('\r'));
+        assert!(!shown.contains('\u{202E}'));
+        assert_eq!(
+            shown,
+            "ok\\u{1b}]52;c;cm0gLXJmIH4=\\u{7} \\u{1b}[2J\\u{1b}]0;title\\u{7}\\rdone\\u{202e}txt\n\tnext"
+        );
+    }
 
     #[test]
     fn tool_labels_and_counts() {
