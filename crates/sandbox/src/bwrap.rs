@@ -74,7 +74,7 @@ pub(crate) fn args(
     // run a program as root outside every namespace: the whole of /proc is read-only.
     args.two("--remount-ro", "/proc");
     args.two("--tmpfs", "/tmp");
-    for path in &policy.readable {
+    for path in policy.readable_outside_roots() {
         // `/bin -> usr/bin` on merged-/usr systems: recreate the link, do not bind its target
         // a second time.
         match std::fs::symlink_metadata(path) {

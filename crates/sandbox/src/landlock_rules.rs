@@ -43,8 +43,7 @@ pub(crate) fn rules(policy: &Policy) -> Vec<Rule> {
     let mut rules = Vec::new();
     let hidden = &policy.hidden;
     let readable = policy
-        .readable
-        .iter()
+        .readable_outside_roots()
         .map(PathBuf::as_path)
         .chain(PSEUDO_READABLE.iter().map(Path::new))
         .chain(DEVICES_READABLE.iter().map(Path::new));

@@ -153,28 +153,45 @@ pub const CREDENTIALS_IN_HOME: &[&str] = &[
 
 /// What one sandboxed command may touch. Paths are absolute and resolved (no symbolic
 /// links); a relative path is an error when the command is prepared.
+///
+/// Serialized, a path is a string when it is UTF-8 and an array of bytes otherwise (a file
+/// name need not be text).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     /// What may change.
     pub profile: Profile,
     /// The workspace roots (working directory and additional directories): readable, and
     /// writable in [`Profile::WorkspaceWrite`].
+    #[serde(with = "path_serde::list")]
     pub roots: Vec<PathBuf>,
     /// Other readable folders or files: the system, toolchains, the agent's tool-results
     /// folder. Missing ones are skipped.
+    #[serde(with = "path_serde::list")]
     pub readable: Vec<PathBuf>,
     /// Read-only inside writable roots; those that do not exist cannot be created.
+    #[serde(with = "path_serde::list")]
     pub protected: Vec<PathBuf>,
     /// Not readable at all (deny rules): an empty file or an empty read-only folder takes
     /// their place.
+    #[serde(with = "path_serde::list")]
     pub hidden: Vec<PathBuf>,
     /// Whether the command may use the network.
     pub network: bool,
     /// A private folder the command may write; `TMPDIR` points to it.
+    #[serde(with = "path_serde::one")]
     pub temp_dir: PathBuf,
 }
 
 impl Policy {
+    /// The readable paths that are not inside a root. One inside a root is visible through
+    /// the root anyway, and a command that may write the root could have made it a link to
+    /// somewhere else.
+    pub fn readable_outside_roots(&self) -> impl Iterator<Item = &PathBuf> {
+        self.readable
+            .iter()
+            .filter(|path| !self.roots.iter().any(|root| path.starts_with(root)))
+    }
+
     /// A policy for `roots` with the default readable folders ([`SYSTEM_READABLE`],
     /// [`TOOLCHAIN_HOME_READABLE`] under `$HOME`, the folders on `$PATH`, the target folder
     /// of `/etc/resolv.conf`), every root's protected paths ([`protected_paths`]), the
@@ -199,6 +216,66 @@ impl Policy {
     }
 }
 
+/// Paths as UTF-8 strings when they are, byte arrays when not.
+mod path_serde {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    fn to_repr(path: &Path) -> Repr {
+        match path.to_str() {
+            Some(text) => Repr::Text(text.to_owned()),
+            None => Repr::Bytes(path.as_os_str().as_bytes().to_vec()),
+        }
+    }
+
+    fn from_repr(repr: Repr) -> PathBuf {
+        match repr {
+            Repr::Text(text) => PathBuf::from(text),
+            Repr::Bytes(bytes) => PathBuf::from(OsString::from_vec(bytes)),
+        }
+    }
+
+    pub(super) mod one {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+            to_repr(path).serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+            Repr::deserialize(d).map(from_repr)
+        }
+    }
+
+    pub(super) mod list {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(paths: &[PathBuf], s: S) -> Result<S::Ok, S::Error> {
+            paths
+                .iter()
+                .map(|path| to_repr(path))
+                .collect::<Vec<_>>()
+                .serialize(s)
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<PathBuf>, D::Error> {
+            Vec::<Repr>::deserialize(d).map(|list| list.into_iter().map(from_repr).collect())
+        }
+    }
+}
+
 /// The readable folders every policy starts with.
 pub fn default_readable() -> Vec<PathBuf> {
     let mut readable: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
@@ -208,16 +285,24 @@ pub fn default_readable() -> Vec<PathBuf> {
     if let Some(home) = &home {
         readable.extend(TOOLCHAIN_HOME_READABLE.iter().map(|dir| home.join(dir)));
     }
-    // Programs the user put on PATH (`~/.local/bin`, `~/bin`, a toolchain's `bin`).
-    if let Some(path) = std::env::var_os("PATH") {
-        readable.extend(
-            std::env::split_paths(&path)
-                .filter(|dir| dir.is_absolute())
-                .filter_map(|dir| std::fs::canonicalize(dir).ok())
-                // Never `$HOME` itself or a folder holding it: that would show all of it.
-                .filter(|dir| home.as_ref().is_none_or(|home| !home.starts_with(dir))),
-        );
-    }
+    // Programs the user put on PATH (`~/.local/bin`, `~/bin`, a toolchain's `bin`), resolved
+    // once, when the process started: a command must not be able to turn a PATH folder into
+    // a link to somewhere else for the next command.
+    static PATH_DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    readable.extend(
+        PATH_DIRS
+            .get_or_init(|| {
+                let path = std::env::var_os("PATH").unwrap_or_default();
+                std::env::split_paths(&path)
+                    .filter(|dir| dir.is_absolute())
+                    .filter_map(|dir| std::fs::canonicalize(dir).ok())
+                    // Never `$HOME` itself or a folder holding it: that would show all of it.
+                    .filter(|dir| home.as_ref().is_none_or(|home| !home.starts_with(dir)))
+                    .collect()
+            })
+            .iter()
+            .cloned(),
+    );
     // A resolver configuration managed elsewhere (systemd-resolved).
     if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
         && !target.starts_with("/etc")
@@ -228,12 +313,87 @@ pub fn default_readable() -> Vec<PathBuf> {
     readable
 }
 
-/// The protected paths of one root: [`PROTECTED_IN_ROOT`] under it.
+/// Paths relative to each writable root that stay read-only when they exist (absent, they
+/// may be created): files other programs run or obey when the user works in the folder
+/// later, as Claude Code's sandbox protects them (shell start-up files matter when the
+/// workspace is `$HOME`).
+pub const PROTECTED_IF_PRESENT: &[&str] = &[
+    ".gitmodules",
+    ".gitconfig",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".ripgreprc",
+    ".vscode",
+    ".idea",
+];
+
+/// The protected paths of one root: [`PROTECTED_IN_ROOT`] (and `HEAD` when the root has no
+/// `.git`: a `HEAD` next to `objects/` and `refs/` would make the root a bare repository
+/// whose `config` git obeys), the existing [`PROTECTED_IF_PRESENT`], the `.git` of every
+/// submodule `.gitmodules` names, the hooks folder `core.hooksPath` names inside the root,
+/// and the git folder a `.git` file points to inside the root (with its `commondir`).
 pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
-    PROTECTED_IN_ROOT
+    let mut paths: Vec<PathBuf> = PROTECTED_IN_ROOT
         .iter()
         .map(|name| root.join(name))
-        .collect()
+        .collect();
+    let git = root.join(".git");
+    if std::fs::symlink_metadata(&git).is_err() {
+        paths.push(root.join("HEAD"));
+    }
+    let exists = |path: &PathBuf| std::fs::symlink_metadata(path).is_ok();
+    paths.extend(
+        PROTECTED_IF_PRESENT
+            .iter()
+            .map(|name| root.join(name))
+            .filter(exists),
+    );
+    if let Ok(modules) = std::fs::read_to_string(root.join(".gitmodules")) {
+        for line in modules.lines() {
+            if let Some(("path", value)) = line
+                .split_once('=')
+                .map(|(key, value)| (key.trim(), value.trim()))
+                && let Some(sub) = inside(root, &root.join(value))
+            {
+                paths.push(sub.join(".git"));
+            }
+        }
+    }
+    let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
+    for line in config.lines() {
+        if let Some((key, value)) = line.split_once('=')
+            && key.trim().eq_ignore_ascii_case("hookspath")
+            && let Some(hooks) = inside(root, &root.join(value.trim().trim_matches('"')))
+        {
+            paths.push(hooks);
+        }
+    }
+    for dir in linked_git_dirs(root) {
+        if let Some(dir) = inside(root, &dir) {
+            paths.push(dir);
+        }
+    }
+    paths
+}
+
+/// `path` with `.` and `..` applied, when it stays inside `root` (and is not `root`).
+fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
+    (clean.starts_with(root) && clean != root).then_some(clean)
 }
 
 /// The git folders a worktree or submodule checkout in `root` uses (`.git` is then a file
@@ -547,4 +707,70 @@ fn check_absolute(policy: &Policy) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    use super::*;
+
+    #[test]
+    fn a_policy_with_a_file_name_that_is_not_text_round_trips() {
+        let odd = PathBuf::from(OsString::from_vec(b"/w/secrets/\xff\xfe.key".to_vec()));
+        let policy = Policy {
+            roots: vec![PathBuf::from("/w")],
+            hidden: vec![odd],
+            temp_dir: PathBuf::from("/tmp/x"),
+            ..Policy::default()
+        };
+        let json = serde_json::to_string(&policy).unwrap_or_default();
+        assert!(json.contains("\"/w\""), "{json}");
+        let back: Option<Policy> = serde_json::from_str(&json).ok();
+        assert_eq!(back, Some(policy));
+    }
+
+    #[test]
+    fn protected_paths_follow_what_git_and_editors_obey() {
+        let root = std::env::temp_dir().join(format!("sandbox-protected-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join(".git")).ok();
+        std::fs::create_dir_all(root.join("libs/a")).ok();
+        std::fs::create_dir_all(root.join(".vscode")).ok();
+        std::fs::write(
+            root.join(".gitmodules"),
+            "[submodule \"a\"]\n\tpath = libs/a\n",
+        )
+        .ok();
+        std::fs::write(root.join(".git/config"), "[core]\n\thooksPath = .husky\n").ok();
+        let paths = protected_paths(&root);
+        for expected in [
+            ".git",
+            ".agent",
+            ".claude",
+            ".mcp.json",
+            ".gitmodules",
+            ".vscode",
+            "libs/a/.git",
+            ".husky",
+        ] {
+            assert!(
+                paths.contains(&root.join(expected)),
+                "{expected}: {paths:?}"
+            );
+        }
+        assert!(
+            !paths.contains(&root.join("HEAD")),
+            "a repository has no HEAD to protect"
+        );
+        assert!(
+            !paths.contains(&root.join(".idea")),
+            "absent: may be created"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).ok();
+        assert!(protected_paths(&root).contains(&root.join("HEAD")));
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -85,6 +85,13 @@ fn matches(globs: &globset::GlobSet, sources: &[String]) -> Result<Vec<PathBuf>,
             }
         }
     }
+    // What a matching link points to is hidden too (`.env -> config/real.env`).
+    let targets: Vec<PathBuf> = found
+        .iter()
+        .filter(|path| std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_symlink()))
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .collect();
+    found.extend(targets);
     // Sorted, a folder comes before what it holds: keep only the outermost.
     found.sort();
     found.dedup();

@@ -139,9 +139,27 @@ fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
             ("taskset 0x1 rm f.txt", Expected::Deny),
             ("chrt -i 0 rm f.txt", Expected::Deny),
             ("unshare rm f.txt", Expected::Deny),
-            ("env -S 'rm h.txt'", Expected::Ask),
-            ("flock /tmp/lk -c 'rm h.txt'", Expected::Ask),
+            // (A wrapper's later words are tried as the command: denied outright.)
+            ("env -S 'rm h.txt'", Expected::Deny),
+            ("flock /tmp/lk -c 'rm h.txt'", Expected::Deny),
             ("su -c 'rm h.txt'", Expected::Ask),
+            // The third round.
+            ("nice --adjustment 5 rm x", Expected::Deny),
+            ("timeout --signal KILL 5 rm x", Expected::Deny),
+            ("flock --wait 5 f rm x", Expected::Deny),
+            ("xargs --max-args 1 rm", Expected::Deny),
+            ("stdbuf --output L rm x", Expected::Deny),
+            ("unshare -S 0 rm x", Expected::Deny),
+            ("/usr/bin/time -o f rm x", Expected::Deny),
+            ("setpriv --reuid 0 rm x", Expected::Deny),
+            ("prlimit --nofile=10 rm x", Expected::Deny),
+            ("watch rm x", Expected::Deny),
+            ("strace -f rm x", Expected::Deny),
+            ("script -qc 'rm x'", Expected::Ask),
+            ("trap 'rm x' EXIT", Expected::Ask),
+            ("echo '$(rm x)' >/dev/null; echo ${_@P}", Expected::Ask),
+            ("cat ${_@P}", Expected::Ask),
+            ("echo 'x[$(rm x)]'; echo $(($_))", Expected::Ask),
         ],
     );
     // A deny rule on a script path follows the `cd`s before it in the line.
@@ -195,6 +213,8 @@ fn allow_rules_choose_the_sandbox_profile() {
             ("ls > out.txt", Expected::ReadOnly),
             // Variables set before a command change what it runs: no allow rule covers it.
             ("GIT_EXTERNAL_DIFF=x git status", Expected::ReadOnly),
+            // Text evaluated as code is not covered by a rule on the command's words.
+            ("git status ${_@P}", Expected::Ask),
             (
                 "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='touch x' git status",
                 Expected::ReadOnly,

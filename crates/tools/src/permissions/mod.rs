@@ -42,6 +42,7 @@ use executor::{CanUseTool, PermissionDecision, PermissionFuture, Tool, ToolCall}
 use serde_json::Value;
 
 use crate::Error;
+use crate::paths;
 use crate::session::Shared;
 use rules::Rule;
 use sandbox::Profile;
@@ -254,10 +255,17 @@ impl PermissionGate {
                 };
             }
         };
+        // Rules see the path as written too: a denied `.env` that is a link to
+        // `config/real.env` stays denied.
+        let written = raw.map(|raw| paths::lexical(raw, &self.shared.cwd(workspace)));
         let find = |kind| {
-            self.rule_list(kind)
-                .iter()
-                .find(|rule| rule.matches_tool(name) || rule.matches_path(name, &path))
+            self.rule_list(kind).iter().find(|rule| {
+                rule.matches_tool(name)
+                    || rule.matches_path(name, &path)
+                    || written
+                        .as_ref()
+                        .is_some_and(|written| rule.matches_path(name, written))
+            })
         };
         let subject = format!("{name} on {}", path.display());
         if let Some(rule) = find(RuleKind::Deny) {
@@ -369,7 +377,11 @@ impl PermissionGate {
                         part.raw, rule.source
                     ));
                 }
-                if let Some(part) = analysis.parts.iter().find(|p| shell::runs_unseen_code(p)) {
+                if let Some(part) = analysis
+                    .parts
+                    .iter()
+                    .find(|p| shell::runs_unseen_code(p) || shell::evaluates_code(p))
+                {
                     return ask(format!(
                         "`{}` runs code the rule `{}` cannot be checked against",
                         part.raw, rule.source
@@ -459,6 +471,11 @@ impl PermissionGate {
         if part.assignments {
             return Some(format!(
                 "{quoted} (variables assigned before a command change what it does)"
+            ));
+        }
+        if shell::evaluates_code(part) {
+            return Some(format!(
+                "{quoted} (it evaluates text as code at run time: `${{x@P}}`, `$((x))`, `${{!x}}`, `[[ ]]`)"
             ));
         }
         if name_is_dynamic(part) {
@@ -643,20 +660,31 @@ fn match_forms(part: &Part, for_refusal: bool) -> Vec<String> {
     if for_refusal {
         let all = shell::strip_wrappers(&part.words, true);
         forms.push(Part::joined(all));
-        for words in [&part.words[..], transparent, all] {
+        let mut candidates: Vec<&[shell::Word]> = vec![&part.words[..], transparent, all];
+        // Behind a wrapper, whatever its options: every later word may be the command
+        // (`nice --adjustment 5 rm x`, `timeout --signal KILL 5 rm x`). More forms only
+        // make refusals match more.
+        if part
+            .words
+            .first()
+            .is_some_and(|first| shell::is_wrapper(shell::basename(&first.text)))
+        {
+            candidates.extend((1..part.words.len()).map(|start| &part.words[start..]));
+        }
+        for words in candidates {
             if let Some((first, rest)) = words.split_first() {
                 let name = shell::basename(&first.text);
-                if name != first.text {
-                    let mut form = name.to_owned();
-                    for word in rest {
-                        form.push(' ');
-                        form.push_str(&word.text);
-                    }
-                    forms.push(form);
+                let mut form = name.to_owned();
+                for word in rest {
+                    form.push(' ');
+                    form.push_str(&word.text);
                 }
+                forms.push(Part::joined(words));
+                forms.push(form);
             }
         }
     }
+    forms.sort();
     forms.dedup();
     forms
 }

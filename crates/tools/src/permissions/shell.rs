@@ -290,17 +290,27 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
     }
     // A wrapper given a command line as one string (`env -S "rm x"`, `flock f -c "rm x"`,
     // `su -c "rm x"`), wherever it stands among the wrappers.
+    // `trap 'rm x' EXIT`: the handler is code.
+    if part.words.first().is_some_and(|first| first.text == "trap") {
+        return true;
+    }
     let string_command = part.words.iter().enumerate().any(|(index, word)| {
         let flags: &[&str] = match basename(&word.text) {
             "env" => &["-S", "--split-string"],
-            "flock" | "su" | "runuser" => &["-c", "--command"],
+            "flock" | "su" | "runuser" | "script" => &["-c", "--command"],
             _ => return false,
         };
         part.words[index + 1..].iter().any(|arg| {
             flags.iter().any(|flag| {
+                let letter = flag.strip_prefix('-').filter(|letter| letter.len() == 1);
                 arg.text == *flag
                     || arg.text.starts_with(&format!("{flag}="))
-                    || (flag.len() == 2 && arg.text.starts_with(flag))
+                    // `-qc`: short options run together.
+                    || letter.is_some_and(|letter| {
+                        arg.text.starts_with('-')
+                            && !arg.text.starts_with("--")
+                            && arg.text.contains(letter)
+                    })
             })
         })
     });
@@ -321,6 +331,57 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
                 .iter()
                 .skip(1)
                 .any(|word| matches!(word.text.as_str(), "-c" | "-e" | "-E" | "--eval" | "-")))
+}
+
+/// Whether `part` makes the shell evaluate text as code: prompt expansion (`${x@P}`),
+/// arithmetic (`$((x))`, `$[x]`, `((x))`, `let`, `[[ x -eq 1 ]]`: an array subscript in the
+/// value runs `$(...)`), or indirection (`${!x}`), whose result the splitter cannot know.
+pub(crate) fn evaluates_code(part: &Part) -> bool {
+    let raw = part.raw.as_str();
+    ["@P", "$((", "$[", "${!", "(("].iter().any(|marker| raw.contains(marker))
+        || part
+            .words
+            .first()
+            .is_some_and(|first| matches!(first.text.as_str(), "let" | "[[" | "declare" | "typeset" | "read" | "printf" | "mapfile" | "readarray") && raw.contains('$'))
+}
+
+/// Commands that run the rest of their arguments as a command, for deny and ask rules.
+pub(crate) fn is_wrapper(name: &str) -> bool {
+    matches!(
+        name,
+        "time"
+            | "nohup"
+            | "nice"
+            | "stdbuf"
+            | "timeout"
+            | "sudo"
+            | "doas"
+            | "env"
+            | "command"
+            | "builtin"
+            | "exec"
+            | "xargs"
+            | "setsid"
+            | "ionice"
+            | "unshare"
+            | "flock"
+            | "chrt"
+            | "taskset"
+            | "chroot"
+            | "setpriv"
+            | "prlimit"
+            | "watch"
+            | "strace"
+            | "ltrace"
+            | "nsenter"
+            | "runuser"
+            | "firejail"
+            | "systemd-run"
+            | "catchsegv"
+            | "valgrind"
+            | "busybox"
+            | "parallel"
+    )
 }
 
 /// Interpreters that take code as an argument (`python3 -c`, `perl -e`, `node -e`, ...).
