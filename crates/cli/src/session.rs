@@ -398,6 +398,12 @@ fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     if !resolved.is_dir() {
         bail!("{}: not a directory", joined.display());
     }
+    if resolved.parent().is_none() {
+        bail!(
+            "{}: the root of the file system cannot be a workspace folder (every file would be readable and writable); name the folders the task needs",
+            joined.display()
+        );
+    }
     Ok(resolved)
 }
 
