@@ -196,8 +196,9 @@ pub fn tool_label(name: &str, input: &Value) -> String {
         "Glob" | "Grep" => "pattern",
         _ => "",
     };
+    let name = printable(name, false);
     let Some(detail) = input.get(key).and_then(Value::as_str) else {
-        return name.to_owned();
+        return name;
     };
     let line = detail.lines().next().unwrap_or_default();
     let mut short: String = line.chars().take(80).collect();
@@ -687,6 +688,14 @@ mod tests {
     use loop_core::ModelError;
 
     use super::*;
+
+    #[test]
+    fn a_tool_name_from_the_model_is_neutralised_too() {
+        assert_eq!(
+            tool_label("Nope\x1b[31m", &serde_json::json!({})),
+            "Nope\\u{1b}[31m"
+        );
+    }
 
     #[test]
     fn terminal_escapes_in_model_text_are_neutralised() {

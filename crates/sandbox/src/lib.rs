@@ -353,17 +353,7 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
             .map(|name| root.join(name))
             .filter(exists),
     );
-    if let Ok(modules) = std::fs::read_to_string(root.join(".gitmodules")) {
-        for line in modules.lines() {
-            if let Some(("path", value)) = line
-                .split_once('=')
-                .map(|(key, value)| (key.trim(), value.trim()))
-                && let Some(sub) = inside(root, &root.join(value))
-            {
-                paths.push(sub.join(".git"));
-            }
-        }
-    }
+    submodules(root, root, &mut paths, 0);
     let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
     for line in config.lines() {
         if let Some((key, value)) = line.split_once('=')
@@ -379,6 +369,33 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// The `.git` (and `.gitmodules`) of every submodule the `.gitmodules` of `repo` names,
+/// and of theirs, recursively: `git status` follows them all.
+fn submodules(root: &Path, repo: &Path, paths: &mut Vec<PathBuf>, depth: usize) {
+    let Ok(modules) = std::fs::read_to_string(repo.join(".gitmodules")) else {
+        return;
+    };
+    for line in modules.lines() {
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !key.trim().eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let value = value.trim().trim_matches('"');
+        let Some(sub) = inside(root, &repo.join(value)) else {
+            continue;
+        };
+        paths.push(sub.join(".git"));
+        if std::fs::symlink_metadata(sub.join(".gitmodules")).is_ok() {
+            paths.push(sub.join(".gitmodules"));
+            if depth < 8 {
+                submodules(root, &sub, paths, depth + 1);
+            }
+        }
+    }
 }
 
 /// `path` with `.` and `..` applied, when it stays inside `root` (and is not `root`).

@@ -160,6 +160,9 @@ fn deny_rules_see_through_quoting_paths_wrappers_and_control_flow() {
             ("echo '$(rm x)' >/dev/null; echo ${_@P}", Expected::Ask),
             ("cat ${_@P}", Expected::Ask),
             ("echo 'x[$(rm x)]'; echo $(($_))", Expected::Ask),
+            ("echo 'a[$(rm x)]' && echo ${PWD:_}", Expected::Ask),
+            ("echo 'a[$(rm x)]' && echo ${PWD[_]}", Expected::Ask),
+            ("echo ${HOME} ${#PATH} $1", Expected::ReadOnly),
         ],
     );
     // A deny rule on a script path follows the `cd`s before it in the line.

@@ -338,11 +338,36 @@ pub(crate) fn runs_unseen_code(part: &Part) -> bool {
 /// value runs `$(...)`), or indirection (`${!x}`), whose result the splitter cannot know.
 pub(crate) fn evaluates_code(part: &Part) -> bool {
     let raw = part.raw.as_str();
-    ["@P", "$((", "$[", "${!", "(("].iter().any(|marker| raw.contains(marker))
-        || part
-            .words
-            .first()
-            .is_some_and(|first| matches!(first.text.as_str(), "let" | "[[" | "declare" | "typeset" | "read" | "printf" | "mapfile" | "readarray") && raw.contains('$'))
+    ["@P", "$((", "$[", "${!", "(("]
+        .iter()
+        .any(|marker| raw.contains(marker))
+        || braced_expansions(raw).any(|inner| !is_plain_parameter(inner))
+        || part.words.first().is_some_and(|first| {
+            matches!(
+                first.text.as_str(),
+                "let" | "[[" | "declare" | "typeset" | "read" | "printf" | "mapfile" | "readarray"
+            ) && raw.contains('$')
+        })
+}
+
+/// The insides of the `${...}` expansions of `raw` (unbalanced ones end at the text's end).
+fn braced_expansions(raw: &str) -> impl Iterator<Item = &str> {
+    raw.match_indices("${").map(move |(at, _)| {
+        let inner = &raw[at + 2..];
+        inner.find('}').map_or(inner, |end| &inner[..end])
+    })
+}
+
+/// `NAME`, a positional parameter or a special one: no operator that could evaluate the
+/// value as arithmetic (`${x:_}` offsets, `${x[_]}` subscripts) or as a prompt.
+fn is_plain_parameter(inner: &str) -> bool {
+    let name = inner
+        .strip_prefix('#')
+        .filter(|rest| !rest.is_empty())
+        .unwrap_or(inner);
+    !name.is_empty()
+        && (name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || matches!(name, "@" | "*" | "?" | "$" | "!" | "-" | "#"))
 }
 
 /// Commands that run the rest of their arguments as a command, for deny and ask rules.
