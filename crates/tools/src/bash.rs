@@ -166,6 +166,8 @@ impl Tool for BashTool {
         }
     }
 
+    /// A guess from the command's text (every part on the read-only list), for callers that
+    /// want one; the permission gate does not use it, the sandbox profile bounds the command.
     fn is_read_only(&self, input: &Value) -> bool {
         match command_of(input).map(shell::analyze) {
             Some(Ok(analysis)) => analysis.parts.iter().all(readonly::is_read_only_part),

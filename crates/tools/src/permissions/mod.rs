@@ -452,7 +452,7 @@ impl PermissionGate {
         }
     }
 
-    /// Why `part` is not allowed by an allow rule or the read-only list, or `None` when it is.
+    /// Why no allow rule covers `part`, or `None` when one does.
     fn part_unallowed(&self, part: &Part) -> Option<String> {
         if part.carrier {
             return None;
