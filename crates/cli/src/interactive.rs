@@ -280,13 +280,18 @@ pub async fn run(
     };
     if let Some(path) = &history_path {
         if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
+            let _ = crate::transcript::private_dir(parent);
         }
         if let Err(error) = history.save(path) {
             eprintln!(
                 "agent: saving the prompt history to {}: {error}",
                 path.display()
             );
+        }
+        // What the user typed is theirs alone.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
         }
     }
     if session.has_transcript() {

@@ -45,7 +45,7 @@ impl DirStore {
 
 impl ResultStore for DirStore {
     fn persist(&mut self, tool_use_id: &ToolUseId, text: &str) -> Result<String, String> {
-        std::fs::create_dir_all(&self.dir)
+        crate::transcript::private_dir(&self.dir)
             .map_err(|error| format!("{}: {error}", self.dir.display()))?;
         // Ids come from the API; keep only safe characters in the file name.
         let name: String = tool_use_id
@@ -60,7 +60,21 @@ impl ResultStore for DirStore {
             })
             .collect();
         let path = self.dir.join(format!("{name}.txt"));
-        std::fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
+        let written = {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .and_then(|mut file| {
+                    crate::transcript::private_file(&file)?;
+                    file.write_all(text.as_bytes())
+                })
+        };
+        written.map_err(|error| format!("{}: {error}", path.display()))?;
         Ok(path.to_string_lossy().into_owned())
     }
 }

@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -53,16 +54,49 @@ pub struct Transcript {
     cwd: String,
 }
 
+/// Creates `dir` and its missing parents readable by the user only (mode 0700); a `dir` that
+/// exists is narrowed to 0700 when it is more open.
+///
+/// # Errors
+///
+/// When a folder cannot be created or its mode set.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Narrows an open file to its owner (mode 0600) when it is more open (a file created by an
+/// older version, or under a loose umask).
+///
+/// # Errors
+///
+/// When the mode cannot be read or set.
+pub fn private_file(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
 impl Transcript {
-    /// Opens (or creates) `path` for appending.
+    /// Opens (or creates) `path` for appending: the file readable by the user only (0600),
+    /// in folders that are too (0700). Transcripts hold everything the session saw.
     ///
     /// # Errors
     ///
     /// When the directory or file cannot be created.
     pub fn open(path: PathBuf, session_id: String, cwd: &Path) -> anyhow::Result<Self> {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
+            private_dir(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
         // A crash can leave a half-written last line: drop it (it is the message that was in
         // flight) so new entries start on a line of their own.
@@ -91,8 +125,10 @@ impl Transcript {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(&path)
             .with_context(|| format!("opening transcript {}", path.display()))?;
+        private_file(&file).with_context(|| format!("protecting transcript {}", path.display()))?;
         Ok(Self {
             file,
             path,

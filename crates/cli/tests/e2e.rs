@@ -119,8 +119,14 @@ async fn a_four_turn_session_over_tls() {
     // The transcript was written where Claude Code users expect it.
     let projects = repo.home.join("data/agent/projects");
     let slug = repo.dir.to_string_lossy().replace('/', "-");
-    let sessions: Vec<_> = std::fs::read_dir(projects.join(slug)).unwrap().collect();
+    let sessions: Vec<_> = std::fs::read_dir(projects.join(&slug)).unwrap().collect();
     assert_eq!(sessions.len(), 1);
+    // Transcripts hold everything the session saw: the owner's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&projects.join(&slug)), 0o700);
+    let transcript = sessions[0].as_ref().unwrap().path();
+    assert_eq!(mode(&transcript), 0o600, "{}", transcript.display());
 }
 
 #[tokio::test]
