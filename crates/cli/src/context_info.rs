@@ -15,9 +15,15 @@ pub const MEMORY_CAP_BYTES: usize = 40_000;
 
 /// Memory files: AGENTS.md and CLAUDE.md from `cwd` up to the repository root (outermost
 /// first), then the user's own (`~/.claude/CLAUDE.md`, `$XDG_CONFIG_HOME/agent/AGENTS.md`).
+///
+/// A project's memory file must resolve inside the folder that holds the search (the
+/// repository root, or `cwd` outside a repository): a committed `CLAUDE.md` that is a link to
+/// `~/.ssh/id_rsa` would otherwise be sent to the API. The user's own files may be links.
 pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
     let mut project = Vec::new();
+    let mut top = cwd;
     for dir in cwd.ancestors() {
+        top = dir;
         for name in ["AGENTS.md", "CLAUDE.md"] {
             let path = dir.join(name);
             if path.is_file() {
@@ -28,6 +34,20 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
             break;
         }
     }
+    // Outside a repository the search went up to `/`: only what is below `cwd` counts then.
+    let boundary = if top.join(".git").exists() { top } else { cwd };
+    let boundary = std::fs::canonicalize(boundary).unwrap_or_else(|_| boundary.to_path_buf());
+    project.retain(|path| {
+        let inside = std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(&boundary));
+        if !inside {
+            eprintln!(
+                "agent: warning: {} is skipped: it leads outside {}",
+                path.display(),
+                boundary.display()
+            );
+        }
+        inside
+    });
     project.reverse();
     let mut files = Vec::new();
     if let Some(home) = dirs::home_dir() {
@@ -162,4 +182,32 @@ pub async fn user_context(cwd: &Path, date: &str, sandbox: &tools::SandboxConfig
         used += cut;
     }
     text
+}
+
+#[cfg(test)]
+mod memory_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_project_memory_file_that_leads_outside_is_skipped() {
+        let base = std::env::temp_dir().join(format!("agent-memory-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("sub")).unwrap();
+        std::fs::write(base.join("secret"), "id_rsa").unwrap();
+        std::fs::write(repo.join("AGENTS.md"), "be kind").unwrap();
+        std::os::unix::fs::symlink(base.join("secret"), repo.join("sub/CLAUDE.md")).unwrap();
+        std::os::unix::fs::symlink("AGENTS.md", repo.join("CLAUDE.md")).unwrap();
+        let files = memory_files(&repo.join("sub"));
+        assert!(files.contains(&repo.join("AGENTS.md")));
+        assert!(
+            files.contains(&repo.join("CLAUDE.md")),
+            "a link inside is fine"
+        );
+        assert!(!files.contains(&repo.join("sub/CLAUDE.md")), "{files:?}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }
