@@ -770,6 +770,18 @@ async fn modes() {
             ("ls > listing", Expected::ReadOnly),
         ],
     );
+    // Approving a command an ask rule names does not let it write while planning.
+    let asked = Env::build("mode-plan-ask", |config| {
+        config.permissions.default_mode = PermissionMode::Plan;
+        config.permissions.ask = vec!["Bash(git push:*)".into()];
+        config.sandbox = common::declared_sandbox();
+    });
+    let (verdict, run) = asked
+        .set
+        .gate()
+        .evaluate_bash(&json!({"command": "git push"}));
+    assert!(matches!(verdict, Verdict::Ask { .. }), "{verdict:?}");
+    assert_eq!(run, BashRun::Sandboxed(Profile::ReadOnly));
 
     let env = Env::with_mode("mode-bypass", PermissionMode::BypassPermissions);
     for command in [

@@ -313,8 +313,12 @@ impl PermissionGate {
                 .get(DISABLE_SANDBOX_FIELD)
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
+        // What an approved question leads to: out of the sandbox when that was the question;
+        // read-only while planning; otherwise what an allow rule would give.
         let approved = if unsandboxed_asked {
             BashRun::Unsandboxed
+        } else if mode == PermissionMode::Plan && sandboxed {
+            BashRun::Sandboxed(Profile::ReadOnly)
         } else {
             writable
         };
