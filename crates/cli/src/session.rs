@@ -112,7 +112,9 @@ impl Session {
             }
         })?;
         let sessions = transcript::project_dir(&cwd)?;
-        let (history, session_id, transcript_path, copy_history) = resume(args, &sessions)?;
+        let legacy = transcript::legacy_project_dir(&cwd)?;
+        let (history, session_id, transcript_path, copy_history) =
+            resume(args, &sessions, legacy.as_deref())?;
 
         let model = args
             .model
@@ -479,14 +481,25 @@ impl ConfigSource for SettingsEnv<'_> {
 fn resume(
     args: &Args,
     sessions: &Path,
+    legacy: Option<&Path>,
 ) -> anyhow::Result<(Vec<MessageParam>, String, PathBuf, bool)> {
     let found = if args.continue_session {
-        Some(
-            transcript::latest(sessions)
-                .context("--continue: no earlier session in this directory")?,
-        )
+        // The newest of this folder's sessions and of the folder earlier versions used.
+        let newest = std::iter::once(sessions)
+            .chain(legacy)
+            .filter_map(transcript::latest)
+            .max_by_key(|path| {
+                std::fs::metadata(path)
+                    .and_then(|meta| meta.modified())
+                    .ok()
+            });
+        Some(newest.context("--continue: no earlier session in this directory")?)
     } else if let Some(target) = &args.resume {
-        Some(resume_target(target, sessions)?)
+        Some(match (resume_target(target, sessions), legacy) {
+            (Ok(path), _) => path,
+            (Err(error), Some(legacy)) => resume_target(target, legacy).map_err(|_| error)?,
+            (Err(error), None) => return Err(error),
+        })
     } else {
         None
     };

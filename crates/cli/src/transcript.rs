@@ -13,12 +13,43 @@ use context::{HistoryItem, Repair, normalize};
 use protocol::{MessageParam, Role};
 use serde_json::{Value, json};
 
-/// `~/.local/share/agent/projects/<slug>/` for the working directory `cwd`; the slug is the
-/// path with every `/` replaced by `-` (Claude Code's rule).
+/// Longest readable part of a project folder's name, in bytes (the hash and a dash follow).
+const SLUG_BYTES: usize = 180;
+
+/// `~/.local/share/agent/projects/<slug>-<hash>/` for the working directory `cwd`: the slug
+/// is the path with every `/` replaced by `-` (Claude Code's rule), cut to 180 bytes, and
+/// the hash is the first 16 hex digits of the SHA-256 of the path's bytes. So `/a/b-c` and
+/// `/a/b/c` get folders of their own, and a working directory longer than a file name can
+/// be still gets one (at most 197 bytes).
 pub fn project_dir(cwd: &Path) -> anyhow::Result<PathBuf> {
-    let base = dirs::data_dir().context("no data directory (set HOME or XDG_DATA_HOME)")?;
+    use sha2::Digest as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut slug = cwd.to_string_lossy().replace(['/', '\\'], "-");
+    let mut cut = slug.len().min(SLUG_BYTES);
+    while !slug.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    slug.truncate(cut);
+    let digest = sha2::Sha256::digest(cwd.as_os_str().as_bytes());
+    let hash: String = digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    Ok(projects_dir()?.join(format!("{slug}-{hash}")))
+}
+
+/// The folder earlier versions used for `cwd` (the slug alone), where `--continue` and
+/// `--resume ID` also look; `None` when that name cannot be a file name.
+pub fn legacy_project_dir(cwd: &Path) -> anyhow::Result<Option<PathBuf>> {
     let slug = cwd.to_string_lossy().replace(['/', '\\'], "-");
-    Ok(base.join("agent").join("projects").join(slug))
+    (slug.len() <= 255)
+        .then(|| projects_dir().map(|dir| dir.join(slug)))
+        .transpose()
+}
+
+fn projects_dir() -> anyhow::Result<PathBuf> {
+    let base = dirs::data_dir().context("no data directory (set HOME or XDG_DATA_HOME)")?;
+    Ok(base.join("agent").join("projects"))
 }
 
 /// RFC 3339 UTC timestamp with milliseconds.
@@ -277,6 +308,25 @@ mod tests {
 
     /// Regression: appending after a crash left a half-written line glued the new entry to
     /// it, and every later load failed.
+    #[test]
+    fn project_folders_do_not_collide_and_fit_a_file_name() {
+        let one = project_dir(Path::new("/a/b-c")).unwrap();
+        let two = project_dir(Path::new("/a/b/c")).unwrap();
+        assert_ne!(one, two);
+        let one_name = one.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(one_name.starts_with("-a-b-c-"), "{one_name}");
+        let long = format!("/{}", "é".repeat(200));
+        let name = project_dir(Path::new(&long)).unwrap();
+        let name = name.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.len() <= 197, "{} bytes", name.len());
+        assert_eq!(
+            project_dir(Path::new(&long))
+                .ok()
+                .map(|p| p.file_name().map(ToOwned::to_owned)),
+            Some(Some(name.into()))
+        );
+    }
+
     #[test]
     fn a_half_written_last_line_is_dropped_before_appending() {
         let dir = std::env::temp_dir().join(format!("agent-transcript-{}", std::process::id()));

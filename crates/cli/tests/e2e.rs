@@ -118,7 +118,18 @@ async fn a_four_turn_session_over_tls() {
     assert_eq!(result["terminal_reason"], "completed");
     // The transcript was written where Claude Code users expect it.
     let projects = repo.home.join("data/agent/projects");
-    let slug = repo.dir.to_string_lossy().replace('/', "-");
+    // `<path with - for />-<16 hex digits of its SHA-256>`.
+    let folders: Vec<_> = std::fs::read_dir(&projects).unwrap().flatten().collect();
+    assert_eq!(folders.len(), 1);
+    let slug = folders[0].file_name().to_string_lossy().into_owned();
+    let readable = repo.dir.to_string_lossy().replace('/', "-");
+    let hash = slug
+        .strip_prefix(&format!("{readable}-"))
+        .unwrap_or_default();
+    assert!(
+        hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{slug}"
+    );
     let sessions: Vec<_> = std::fs::read_dir(projects.join(&slug)).unwrap().collect();
     assert_eq!(sessions.len(), 1);
     // Transcripts hold everything the session saw: the owner's alone.
@@ -581,4 +592,87 @@ async fn the_model_cannot_rewrite_the_agents_own_settings() {
         result["permission_denials"][0]["tool_name"], "Write",
         "{result}"
     );
+}
+
+#[tokio::test]
+async fn sessions_in_the_folder_earlier_versions_used_are_still_continued() {
+    let repo = repo("legacy-folder");
+    // A session written where versions before the hashed folder names put it.
+    let legacy = repo
+        .home
+        .join("data/agent/projects")
+        .join(repo.dir.to_string_lossy().replace('/', "-"));
+    std::fs::create_dir_all(&legacy).unwrap();
+    let old = r#"{"type":"user","message":{"role":"user","content":"remember the number 4242"},"session_id":"old-session"}
+{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"Noted."}]},"session_id":"old-session"}
+"#;
+    std::fs::write(legacy.join("old-session.jsonl"), old).unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("4242."))]))
+        .await
+        .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "--continue",
+            "-p",
+            "which number?",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let request = server.requests()[0].json().to_string();
+    assert!(request.contains("remember the number 4242"), "{request}");
+    // `--resume ID` finds it there too.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Yes."))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["--resume", "old-session", "-p", "still?"]).await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(server.requests()[0].json().to_string().contains("4242"));
+}
+
+#[tokio::test]
+async fn a_working_directory_longer_than_a_file_name_works() {
+    let repo = repo("long-cwd");
+    let deep = repo.dir.join("d".repeat(200)).join("e".repeat(100));
+    std::fs::create_dir_all(&deep).unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    // The usual command, with the deep folder as its working directory instead.
+    let usual = common::command(&repo, &server);
+    let usual = usual.as_std();
+    let mut args: Vec<std::ffi::OsString> = usual.get_args().map(ToOwned::to_owned).collect();
+    let at = args.iter().position(|arg| arg == "-C").unwrap();
+    args[at + 1] = deep.clone().into_os_string();
+    let mut command = tokio::process::Command::new(usual.get_program());
+    command.args(&args);
+    for (key, value) in usual.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    let output = command
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(lines(&output)[0]["result"], "Hi.");
 }
