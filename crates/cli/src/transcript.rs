@@ -83,6 +83,44 @@ pub struct Transcript {
     path: PathBuf,
     session_id: String,
     cwd: String,
+    /// Held while this process writes the session (released when it exits, however).
+    _lock: nix::fcntl::Flock<File>,
+}
+
+/// Takes the lock of the session file `path` (`PATH.lock` beside it, holding the holder's
+/// pid): one writer per session, or two agents resuming it would interleave their turns.
+///
+/// # Errors
+///
+/// When another process holds it (naming its pid), or the lock file cannot be made.
+fn lock_session(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
+    use std::io::{Read as _, Write as _};
+    let lock_path = path.with_extension("jsonl.lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("creating {}", lock_path.display()))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            let _ = lock.set_len(0);
+            let _ = write!(*lock, "{}", std::process::id());
+            Ok(lock)
+        }
+        Err((mut file, _)) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            bail!(
+                "the session {} is in use by another agent (process {}); wait for it to end, or start a new session",
+                path.display(),
+                if holder.is_empty() { "unknown" } else { holder }
+            )
+        }
+    }
 }
 
 /// Creates `dir` and its missing parents readable by the user only (mode 0700); a `dir` that
@@ -129,6 +167,7 @@ impl Transcript {
         if let Some(parent) = path.parent() {
             private_dir(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
+        let lock = lock_session(&path)?;
         // A crash can leave a half-written last line: drop it (it is the message that was in
         // flight) so new entries start on a line of their own.
         // A whole entry that only lacks its newline (an edited file) keeps its entry: the
@@ -165,6 +204,7 @@ impl Transcript {
             path,
             session_id,
             cwd: cwd.to_string_lossy().into_owned(),
+            _lock: lock,
         })
     }
 
@@ -346,6 +386,15 @@ mod tests {
             .collect();
         assert_eq!(texts, ["first", "second"]);
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        // A second writer of the same session is refused while the first holds it.
+        let second = Transcript::open(path.clone(), "s".into(), &dir);
+        let error = second
+            .err()
+            .map(|error| error.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("in use by another agent"), "{error}");
+        assert!(error.contains(&std::process::id().to_string()), "{error}");
+        drop(transcript);
 
         // A whole entry that only lacks its newline is kept: the newline is added.
         let answer = r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"answer"}]}}"#;

@@ -130,7 +130,15 @@ async fn a_four_turn_session_over_tls() {
         hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()),
         "{slug}"
     );
-    let sessions: Vec<_> = std::fs::read_dir(projects.join(&slug)).unwrap().collect();
+    // One transcript (beside it, its lock file).
+    let sessions: Vec<_> = std::fs::read_dir(projects.join(&slug))
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .is_ok_and(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
+        })
+        .collect();
     assert_eq!(sessions.len(), 1);
     // Transcripts hold everything the session saw: the owner's alone.
     use std::os::unix::fs::PermissionsExt;
@@ -675,4 +683,53 @@ async fn a_working_directory_longer_than_a_file_name_works() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(lines(&output)[0]["result"], "Hi.");
+}
+
+#[tokio::test]
+async fn a_session_has_one_writer_and_a_killed_one_lets_go() {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let repo = repo("session-lock");
+    let sleep = unique_sleep(27, 3);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({ "command": sleep }))),
+        Reply::turn(Turn::new().text("Second writer should not get here.")),
+        Reply::turn(Turn::new().text("Continued.")),
+    ]))
+    .await
+    .unwrap();
+    let mut holder = command(&repo, &server)
+        .args(["-p", "work", "--permission-mode", "bypassPermissions"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleeper = wait_for_process(&sleep).await;
+    // While the first agent writes the session, a second one may not.
+    let second = agent(&repo, &server, &["--continue", "-p", "me too"]).await;
+    assert!(!second.status.success());
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("is in use by another agent (process "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&holder.id().unwrap().to_string()),
+        "{stderr}"
+    );
+    // Killed, the holder lets go: the session continues.
+    kill(Pid::from_raw(holder.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+    let _ = holder.wait().await;
+    let _ = killpg(Pid::from_raw(sleeper), Signal::SIGKILL);
+    let third = agent(
+        &repo,
+        &server,
+        &["--continue", "-p", "go on", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        third.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&third.stderr)
+    );
 }
