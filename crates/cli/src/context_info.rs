@@ -82,13 +82,13 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String
     .iter()
     .map(Into::into)
     .collect();
-    let temp = PrivateTemp::create()?;
+    let temp = tools::sandbox::PrivateDir::create().ok()?;
     let (command, _guard) = match sandbox.backend.as_ref().filter(|b| b.is_available()) {
         Some(backend) => {
             let policy = tools::sandbox::Policy::new(
                 tools::sandbox::Profile::ReadOnly,
                 vec![tools::real_path(cwd).ok()?],
-                temp.0.clone(),
+                temp.path().to_path_buf(),
             );
             let prepared = tools::sandbox::Sandbox::new(backend.clone())
                 .command(&policy, "git".as_ref(), &args, cwd)
@@ -116,28 +116,6 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String
             .trim_end()
             .to_owned()
     })
-}
-
-/// A fresh private folder (0700), removed on drop: the sandboxed git's `TMPDIR`.
-struct PrivateTemp(PathBuf);
-
-impl PrivateTemp {
-    fn create() -> Option<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        let path = tools::real_path(&std::env::temp_dir()).ok()?.join(format!(
-            "agent-git-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4()
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&path).ok()?;
-        Some(Self(path))
-    }
-}
-
-impl Drop for PrivateTemp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The user context: environment facts and memory files, capped at [`MEMORY_CAP_BYTES`].

@@ -611,14 +611,7 @@ fn sandbox_config(
             network,
         });
     }
-    if let Ok(forced) = std::env::var(tools::sandbox::BACKEND_ENV)
-        && !matches!(forced.as_str(), "" | "bwrap" | "landlock" | "none")
-    {
-        anyhow::bail!(
-            "{}={forced:?} is not bwrap, landlock or none",
-            tools::sandbox::BACKEND_ENV
-        );
-    }
+    tools::sandbox::forced_backend().map_err(anyhow::Error::msg)?;
     let helper = std::env::current_exe().ok();
     let backend = tools::sandbox::Backend::detect(helper.as_deref());
     if let tools::sandbox::Backend::Unavailable(reason) = &backend {

@@ -659,19 +659,10 @@ async fn a_working_directory_longer_than_a_file_name_works() {
         .await
         .unwrap();
     // The usual command, with the deep folder as its working directory instead.
-    let usual = common::command(&repo, &server);
-    let usual = usual.as_std();
-    let mut args: Vec<std::ffi::OsString> = usual.get_args().map(ToOwned::to_owned).collect();
-    let at = args.iter().position(|arg| arg == "-C").unwrap();
-    args[at + 1] = deep.clone().into_os_string();
-    let mut command = tokio::process::Command::new(usual.get_program());
-    command.args(&args);
-    for (key, value) in usual.get_envs() {
-        match value {
-            Some(value) => command.env(key, value),
-            None => command.env_remove(key),
-        };
-    }
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    common::Launch::new(&repo, &server)
+        .in_dir(&deep)
+        .apply(&mut command);
     let output = command
         .args(["-p", "hi", "--output-format", "json"])
         .output()

@@ -15,19 +15,22 @@ use testkit::{Reply, Script, Server, Turn};
 
 /// The back ends that work here, by the name `AGENT_SANDBOX_BACKEND` takes.
 fn backends() -> Vec<&'static str> {
+    use tools::sandbox::Backend;
     let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_agent"));
     let mut found = Vec::new();
-    for name in ["bwrap", "landlock"] {
-        let probe = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-            .args(["__agent-sandbox", "probe"])
-            .output()
-            .unwrap();
-        let works = match name {
-            "bwrap" => std::process::Command::new("bwrap")
-                .args(["--ro-bind", "/", "/", "--unshare-pid", "true"])
+    for (name, backend) in [
+        ("bwrap", Backend::detect(None)),
+        ("landlock", Backend::Landlock(helper.to_path_buf())),
+    ] {
+        let works = match backend {
+            Backend::Bubblewrap(_) => true,
+            // The helper's own check that the kernel enforces Landlock.
+            Backend::Landlock(_) => std::process::Command::new(helper)
+                .args([tools::sandbox::HELPER_ARG, "probe"])
                 .output()
                 .is_ok_and(|output| output.status.success()),
-            _ => probe.status.success(),
+            _ => false,
         };
         if works {
             found.push(name);
@@ -38,6 +41,16 @@ fn backends() -> Vec<&'static str> {
         }
     }
     found
+}
+
+/// A model that makes each Bash call in its own turn, then says "Done.".
+async fn serve_bash(calls: &[(&str, Value)]) -> Server {
+    let mut turns: Vec<Reply> = calls
+        .iter()
+        .map(|(id, input)| Reply::turn(Turn::new().tool_use(id, "Bash", input.clone())))
+        .collect();
+    turns.push(Reply::turn(Turn::new().text("Done.")));
+    Server::start_tls(Script::new(turns)).await.unwrap()
 }
 
 async fn run(repo: &Repo, server: &Server, backend: &str, extra: &[&str]) -> Output {
@@ -75,21 +88,17 @@ fn tool_result(server: &Server, id: &str) -> String {
 async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
     for backend in backends() {
         let repo = repo(&format!("sbx-profiles-{backend}"));
-        let server = Server::start_tls(Script::new(vec![
-            Reply::turn(Turn::new().tool_use(
+        let server = serve_bash(&[
+            (
                 "toolu_ro",
-                "Bash",
                 json!({"command": "touch planted; echo pwned > notes.txt; cat notes.txt"}),
-            )),
-            Reply::turn(Turn::new().tool_use(
+            ),
+            (
                 "toolu_rw",
-                "Bash",
                 json!({"command": "touch made .git/hooks/pre-commit .git/config"}),
-            )),
-            Reply::turn(Turn::new().text("Done.")),
-        ]))
-        .await
-        .unwrap();
+            ),
+        ])
+        .await;
         let output = run(
             &repo,
             &server,
@@ -139,16 +148,11 @@ async fn a_setsid_daemon_does_not_outlive_a_killed_agent() {
     for (index, backend) in backends().into_iter().enumerate() {
         let repo = repo(&format!("sbx-daemon-{backend}"));
         let daemon = unique_sleep(28, 7 + index as u32);
-        let server = Server::start_tls(Script::new(vec![
-            Reply::turn(Turn::new().tool_use(
-                "toolu_d",
-                "Bash",
-                json!({"command": format!("setsid {daemon} </dev/null >/dev/null 2>&1 & sleep 30")}),
-            )),
-            Reply::turn(Turn::new().text("Done.")),
-        ]))
-        .await
-        .unwrap();
+        let server = serve_bash(&[(
+            "toolu_d",
+            json!({"command": format!("setsid {daemon} </dev/null >/dev/null 2>&1 & sleep 30")}),
+        )])
+        .await;
         let mut child = command(&repo, &server)
             .env("AGENT_SANDBOX_BACKEND", backend)
             .args(["-p", "start a daemon"])
@@ -246,12 +250,7 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
         r#"{"sandbox": {"mode": "off", "network": true}}"#,
     )
     .unwrap();
-    let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use("toolu_t", "Bash", json!({"command": "touch planted"}))),
-        Reply::turn(Turn::new().text("Done.")),
-    ]))
-    .await
-    .unwrap();
+    let server = serve_bash(&[("toolu_t", json!({"command": "touch planted"}))]).await;
     let output = run(&repo, &server, backend, &["-p", "hi"]).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
@@ -276,16 +275,7 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
 async fn git_is_read_only_in_the_sandbox_and_no_placeholder_shows_up() {
     for backend in backends() {
         let repo = repo(&format!("sbx-git-{backend}"));
-        let server = Server::start_tls(Script::new(vec![
-            Reply::turn(Turn::new().tool_use(
-                "toolu_c",
-                "Bash",
-                json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more"}),
-            )),
-            Reply::turn(Turn::new().text("Done.")),
-        ]))
-        .await
-        .unwrap();
+        let server = serve_bash(&[("toolu_c", json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more"}))]).await;
         let output = run(
             &repo,
             &server,
@@ -332,34 +322,18 @@ async fn descriptors_the_agent_inherited_do_not_reach_commands() {
     let repo = repo("sbx-fds");
     let secret = repo.home.join("inherited-secret.txt");
     std::fs::write(&secret, "INHERITED-SECRET\n").unwrap();
-    let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use(
-            "toolu_fd",
-            "Bash",
-            json!({"command": "cat <&7; ls /proc/self/fd"}),
-        )),
-        Reply::turn(Turn::new().text("Done.")),
-    ]))
-    .await
-    .unwrap();
-    let agent = command(&repo, &server);
-    let std_agent = agent.as_std();
+    let server = serve_bash(&[("toolu_fd", json!({"command": "cat <&7; ls /proc/self/fd"}))]).await;
     // The agent started the way a careless parent would: with descriptor 7 open on a file.
     let mut launcher = tokio::process::Command::new("bash");
     launcher
         .arg("-c")
         .arg("exec 7<\"$0\"; exec \"$@\"")
         .arg(&secret)
-        .arg(std_agent.get_program())
-        .args(std_agent.get_args())
+        .arg(env!("CARGO_BIN_EXE_agent"));
+    common::Launch::new(&repo, &server).apply(&mut launcher);
+    launcher
         .args(["-p", "read it", "--output-format", "stream-json"])
         .env("AGENT_SANDBOX_BACKEND", backend);
-    for (key, value) in std_agent.get_envs() {
-        match value {
-            Some(value) => launcher.env(key, value),
-            None => launcher.env_remove(key),
-        };
-    }
     let output = launcher.output().await.unwrap();
     assert!(
         output.status.success(),

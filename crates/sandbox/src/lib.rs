@@ -151,6 +151,24 @@ pub const CREDENTIALS_IN_HOME: &[&str] = &[
     ".pypirc",
 ];
 
+/// The back end [`BACKEND_ENV`] forces: `Some("bwrap" | "landlock" | "none")`, or `None`
+/// when it is unset or empty.
+///
+/// # Errors
+///
+/// Any other value, with a message naming the variable and the accepted values.
+pub fn forced_backend() -> Result<Option<&'static str>, String> {
+    match std::env::var(BACKEND_ENV).unwrap_or_default().as_str() {
+        "" => Ok(None),
+        "bwrap" => Ok(Some("bwrap")),
+        "landlock" => Ok(Some("landlock")),
+        "none" => Ok(Some("none")),
+        other => Err(format!(
+            "{BACKEND_ENV}={other:?} is not bwrap, landlock or none"
+        )),
+    }
+}
+
 /// What one sandboxed command may touch. Paths are absolute and resolved (no symbolic
 /// links); a relative path is an error when the command is prepared.
 ///
@@ -583,23 +601,18 @@ impl Backend {
     }
 
     fn detect_uncached(helper: Option<&Path>) -> Backend {
-        let forced = std::env::var(BACKEND_ENV).ok().filter(|v| !v.is_empty());
-        if let Some(other) = forced
-            .as_deref()
-            .filter(|f| !matches!(*f, "bwrap" | "landlock" | "none"))
-        {
-            return Backend::Unavailable(format!(
-                "{BACKEND_ENV}={other} is not bwrap, landlock or none"
-            ));
-        }
+        let forced = match forced_backend() {
+            Ok(forced) => forced,
+            Err(reason) => return Backend::Unavailable(reason),
+        };
         let mut reasons = Vec::new();
-        if forced.as_deref().is_none_or(|f| f == "bwrap") {
+        if forced.is_none_or(|f| f == "bwrap") {
             match bwrap::probe() {
                 Ok(path) => return Backend::Bubblewrap(path),
                 Err(reason) => reasons.push(reason),
             }
         }
-        if forced.as_deref().is_none_or(|f| f == "landlock") {
+        if forced.is_none_or(|f| f == "landlock") {
             match helper {
                 Some(helper) => match helper::probe(helper) {
                     Ok(()) => return Backend::Landlock(helper.to_path_buf()),
@@ -622,6 +635,60 @@ impl fmt::Display for Backend {
             Self::Landlock(_) => f.write_str("Landlock + seccomp"),
             Self::Unavailable(reason) => write!(f, "none ({reason})"),
         }
+    }
+}
+
+/// A folder only its owner may use (mode 0700) under the system's temporary folder, removed
+/// with everything in it on drop: the private `TMPDIR` a [`Policy`] needs. Its name is
+/// `agent-PID-N`, resolved (no link in it).
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Creates a fresh one.
+    ///
+    /// # Errors
+    ///
+    /// When the temporary folder cannot be resolved or the folder created; the message
+    /// names the path.
+    pub fn create() -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let base = std::fs::canonicalize(std::env::temp_dir())?;
+        let mut attempt = 0;
+        loop {
+            let path = base.join(format!(
+                "agent-{}-{}-{attempt}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed),
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(Self { path }),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
+                    attempt += 1;
+                }
+                Err(error) => {
+                    return Err(std::io::Error::new(
+                        error.kind(),
+                        format!("{}: {error}", path.display()),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 

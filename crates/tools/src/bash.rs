@@ -370,7 +370,7 @@ async fn run(
             cwd.display()
         )));
     }
-    let cwd_file = CwdFile::new(&shared.private.path);
+    let cwd_file = CwdFile::new(shared.private.path());
     let script = format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap());
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
@@ -540,11 +540,11 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
     let allowed = match profile {
         Profile::ReadOnly => format!(
             "nothing may be written except $TMPDIR ({}), because no allow rule or permission mode lets this command write",
-            shared.private.path.display()
+            shared.private.path().display()
         ),
         Profile::WorkspaceWrite => format!(
             "only the workspace (not .git, .agent, .claude or .mcp.json) and $TMPDIR ({}) may be written{}",
-            shared.private.path.display(),
+            shared.private.path().display(),
             match &shared.sandbox.backend {
                 Some(sandbox::Backend::Landlock(_)) =>
                     " (under this Landlock sandbox, no new file or folder can be made directly in the workspace's top folder: create it in a subfolder, or ask)",

@@ -30,7 +30,7 @@ pub(crate) fn policy(
     profile: Profile,
 ) -> Result<Policy, String> {
     let roots = paths::roots(workspace);
-    let mut policy = Policy::new(profile, roots.clone(), shared.private.path.clone());
+    let mut policy = Policy::new(profile, roots.clone(), shared.private.path().to_path_buf());
     if let Some(dir) = &shared.tool_results_dir {
         policy.readable.push(dir.clone());
     }
@@ -122,14 +122,19 @@ pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// Whether `path` is one a sandboxed command may not write in a workspace-write profile.
-pub(crate) fn is_protected_in(roots: &[PathBuf], path: &Path) -> bool {
+/// Whether any of `paths` (as written, as resolved) lies under a path a sandboxed command
+/// may not write in the roots ([`sandbox::protected_paths`]), ignoring case.
+pub(crate) fn is_protected_in(roots: &[PathBuf], paths: &[PathBuf]) -> bool {
     let lower = |path: &Path| PathBuf::from(path.to_string_lossy().to_lowercase());
-    let path = lower(path);
-    roots.iter().any(|root| {
-        sandbox::protected_paths(root)
+    let protected: Vec<PathBuf> = roots
+        .iter()
+        .flat_map(|root| sandbox::protected_paths(root))
+        .map(|path| lower(&path))
+        .collect();
+    paths.iter().map(|path| lower(path)).any(|path| {
+        protected
             .iter()
-            .any(|protected| path.starts_with(lower(protected)))
+            .any(|protected| path.starts_with(protected))
     })
 }
 

@@ -144,7 +144,7 @@ impl ToolSet {
             .filter(|dir| dir.is_absolute())
             .map(paths::real_path)
             .transpose()?;
-        let private = PrivateDir::create().map_err(|error| Error::PrivateDir {
+        let private = sandbox::PrivateDir::create().map_err(|error| Error::PrivateDir {
             reason: error.to_string(),
         })?;
         let shared = Arc::new(Shared {
@@ -281,52 +281,9 @@ pub(crate) struct Shared {
     pub(crate) sandbox: SandboxConfig,
     /// The session's private folder: sandboxed commands' `TMPDIR`, and the files Bash's
     /// exit trap writes its final directory to.
-    pub(crate) private: PrivateDir,
+    pub(crate) private: sandbox::PrivateDir,
     /// How each Bash call the gate let through must run, by tool_use id (taken by the call).
     pub(crate) grants: DashMap<String, crate::permissions::BashRun>,
-}
-
-/// A folder only this session uses (mode 0700), removed with everything in it on drop.
-#[derive(Debug)]
-pub(crate) struct PrivateDir {
-    pub(crate) path: PathBuf,
-}
-
-impl PrivateDir {
-    fn create() -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let base = paths::real_path(&std::env::temp_dir())
-            .map_err(|error| std::io::Error::other(error.to_string()))?;
-        let mut attempt = 0;
-        loop {
-            let path = base.join(format!(
-                "agent-{}-{}-{}",
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed),
-                attempt
-            ));
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(Self { path }),
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
-                    attempt += 1;
-                }
-                Err(error) => {
-                    return Err(std::io::Error::new(
-                        error.kind(),
-                        format!("{}: {error}", path.display()),
-                    ));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }
 
 impl Shared {
@@ -407,9 +364,10 @@ impl Shared {
             })
         });
         let real_roots = paths::roots(workspace);
-        let sandbox_protected = [paths::lexical(raw, cwd), path.to_path_buf()]
-            .iter()
-            .any(|candidate| crate::sandboxing::is_protected_in(&real_roots, candidate));
+        let sandbox_protected = crate::sandboxing::is_protected_in(
+            &real_roots,
+            &[paths::lexical(raw, cwd), path.to_path_buf()],
+        );
         named
             || sandbox_protected
             || self.protected.iter().any(|dir| {

@@ -50,21 +50,62 @@ pub fn repo(name: &str) -> Repo {
 /// The `agent` binary run in `repo` against `server` (its certificate trusted), with the
 /// test's own home, data and config folders so nothing touches the user's.
 pub fn command(repo: &Repo, server: &Server) -> tokio::process::Command {
-    let cert = repo.home.join("ca.pem");
-    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    Launch::new(repo, server).apply(&mut command);
     command
-        .args(["--base-url", &server.base_url(), "--ca-cert"])
-        .arg(&cert)
-        .arg("-C")
-        .arg(&repo.dir)
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
-        .env_remove("ANTHROPIC_BASE_URL");
-    command
+}
+
+/// What [`command`] gives the agent, for tests that start it another way (through a shell,
+/// in another folder): its arguments and environment.
+pub struct Launch {
+    /// `--base-url ... --ca-cert ... -C DIR`.
+    pub args: Vec<std::ffi::OsString>,
+    /// Variables set (`Some`) or removed (`None`).
+    pub env: Vec<(&'static str, Option<PathBuf>)>,
+}
+
+impl Launch {
+    pub fn new(repo: &Repo, server: &Server) -> Self {
+        let cert = repo.home.join("ca.pem");
+        std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+        Self {
+            args: vec![
+                "--base-url".into(),
+                server.base_url().into(),
+                "--ca-cert".into(),
+                cert.into(),
+                "-C".into(),
+                repo.dir.clone().into(),
+            ],
+            env: vec![
+                ("HOME", Some(repo.home.clone())),
+                ("XDG_DATA_HOME", Some(repo.home.join("data"))),
+                ("XDG_CONFIG_HOME", Some(repo.home.join("config"))),
+                ("ANTHROPIC_API_KEY", None),
+                ("ANTHROPIC_AUTH_TOKEN", None),
+                ("ANTHROPIC_BASE_URL", None),
+            ],
+        }
+    }
+
+    /// The same, run in `dir` instead of the repository.
+    pub fn in_dir(mut self, dir: &std::path::Path) -> Self {
+        if let Some(at) = self.args.iter().position(|arg| arg == "-C") {
+            self.args[at + 1] = dir.as_os_str().to_owned();
+        }
+        self
+    }
+
+    /// Adds the arguments and the environment to `command`.
+    pub fn apply(&self, command: &mut tokio::process::Command) {
+        command.args(&self.args);
+        for (key, value) in &self.env {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+    }
 }
 
 /// A `sleep` command no other process on the machine runs: `sleep 30.<pid><tag>` (a
