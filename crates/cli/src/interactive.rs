@@ -24,7 +24,7 @@
 use std::collections::HashSet;
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::os::fd::AsFd as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -356,6 +356,50 @@ fn full_request(tool: &str, input: &serde_json::Value) -> String {
         text.push('\n');
     }
     text
+}
+
+/// The answer to the folder-trust question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrustAnswer {
+    /// Trust the folder and remember it.
+    Always,
+    /// Trust it for this session.
+    Once,
+    /// Do not trust it (also end of input).
+    No,
+}
+
+/// Asks at the terminal whether to trust `folder`, listing what its settings configure that
+/// needs trust (`parts`, one per line). Anything but `y`, `a` or `o` is no.
+pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
+    let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
+    {
+        let mut stderr = std::io::stderr().lock();
+        let _ = writeln!(
+            stderr,
+            "\n⏺ {} is not a trusted folder. Its settings configure:",
+            printable(&folder.to_string_lossy(), false)
+        );
+        for part in parts {
+            let _ = writeln!(
+                stderr,
+                "    {}",
+                printable(&crate::trust::shorten(part), false)
+            );
+        }
+        let _ = write!(
+            stderr,
+            "  Hooks run commands unsandboxed, env can send your API key to another server, allow rules and modes skip questions.\n  Trust this folder? [y]es, remember it / [o]nce, this session / [n]o, ignore them, then Enter: "
+        );
+        let _ = stderr.flush();
+    }
+    let never = AtomicBool::new(false);
+    let answer = tokio::task::block_in_place(|| read_answer(&never)).unwrap_or_default();
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" | "a" | "always" => TrustAnswer::Always,
+        "o" | "once" => TrustAnswer::Once,
+        _ => TrustAnswer::No,
+    }
 }
 
 /// Sets its flag when dropped: tells a blocking reader its question was abandoned.

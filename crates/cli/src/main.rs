@@ -16,6 +16,7 @@ mod session;
 mod settings;
 mod tooling;
 mod transcript;
+mod trust;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;

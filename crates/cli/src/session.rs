@@ -82,7 +82,9 @@ impl Session {
     /// certificate or cassette, a session to resume that does not exist or does not load.
     pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
         let cwd = working_dir(args)?;
-        let settings = settings::load(&cwd)?;
+        let layers = settings::load(&cwd)?;
+        let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
+        let settings = settings::Settings::merged(layers, trusted);
         for warning in settings.warnings() {
             eprintln!("agent: warning: {warning}");
         }
@@ -97,8 +99,7 @@ impl Session {
         let client = model_client(args, &cwd, &settings.env).with_context(|| {
             // Name the file when settings' env took part in the client's configuration.
             let files: Vec<String> = settings
-                .layers
-                .iter()
+                .applied_layers()
                 .filter(|(_, layer)| layer.env.keys().any(|key| key.starts_with("ANTHROPIC_")))
                 .map(|(path, _)| path.display().to_string())
                 .collect();
@@ -134,7 +135,7 @@ impl Session {
             (None, None) => args::PermissionModeArg::Default,
         };
         let mut additional_dirs = Vec::new();
-        for (path, layer) in &settings.layers {
+        for (path, layer) in settings.applied_layers() {
             for dir in &layer.permissions.additional_directories {
                 additional_dirs.push(absolute_dir(&cwd, dir).with_context(|| {
                     format!(
@@ -374,6 +375,70 @@ impl Session {
         self.history = std::mem::take(&mut outcome.messages);
         Ok(outcome)
     }
+}
+
+/// Whether the project's settings apply in full (see `trust`). Nothing to decide when they
+/// configure nothing that needs trust. Otherwise trusted without a question by `--trust`,
+/// `AGENT_TRUST` or the user's `trustedFolders` or remembered answers; else asked at the
+/// terminal (`interactive`); else untrusted, with one warning listing what is ignored.
+fn decide_trust(
+    args: &Args,
+    cwd: &Path,
+    layers: &[settings::Layer],
+    interactive: bool,
+) -> anyhow::Result<bool> {
+    let parts: Vec<String> = layers
+        .iter()
+        .flat_map(|layer| {
+            let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
+            layer
+                .needs_trust()
+                .into_iter()
+                .map(move |part| format!("{}: {part}", file.display()))
+        })
+        .collect();
+    if parts.is_empty() {
+        return Ok(true);
+    }
+    let folder = crate::trust::folder(cwd);
+    let user = layers
+        .iter()
+        .find(|layer| layer.scope == settings::Scope::User);
+    let (entries, settings_file) = match user {
+        Some(layer) => (
+            layer.settings.trusted_folders.as_slice(),
+            layer.path.clone(),
+        ),
+        None => (&[][..], settings::user_settings_file().unwrap_or_default()),
+    };
+    if crate::trust::trusted_without_asking(&folder, args.trust, entries, &settings_file)?.is_some()
+    {
+        return Ok(true);
+    }
+    if interactive {
+        match crate::interactive::ask_trust(&folder, &parts) {
+            crate::interactive::TrustAnswer::Always => {
+                match crate::trust::remember(&folder) {
+                    Ok(file) => eprintln!(
+                        "agent: trusted {} (remembered in {})",
+                        crate::output::printable(&folder.to_string_lossy(), false),
+                        file.display()
+                    ),
+                    Err(error) => {
+                        eprintln!("agent: warning: trusted for this session only: {error:#}")
+                    }
+                }
+                return Ok(true);
+            }
+            crate::interactive::TrustAnswer::Once => return Ok(true),
+            crate::interactive::TrustAnswer::No => {}
+        }
+    }
+    eprintln!(
+        "agent: warning: {}",
+        crate::trust::untrusted_warning(&folder, &parts)
+    );
+    Ok(false)
 }
 
 /// The working directory, made absolute and resolved.

@@ -306,7 +306,12 @@ async fn a_stop_hook_that_blocks_once_costs_one_more_request() {
     ]))
     .await
     .unwrap();
-    let output = agent(&repo, &server, &["-p", "finish", "--output-format", "json"]).await;
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "finish", "--output-format", "json", "--trust"],
+    )
+    .await;
     assert!(
         output.status.success(),
         "stderr: {}",
@@ -367,6 +372,7 @@ async fn post_tool_use_hooks_and_settings_env() {
             "Bash(echo:*)",
             "--output-format",
             "json",
+            "--trust",
         ],
     )
     .await;

@@ -270,3 +270,65 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// A folder whose settings configure a Stop hook is asked about once: "n" skips the hook,
+/// "y" runs it and remembers the folder, and the next session asks nothing.
+#[tokio::test]
+async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
+    let repo = repo("interactive-trust");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "touch hook-ran"}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let remembered = repo.home.join("config/agent/trusted-folders.json");
+    let question = "Trust this folder? [y]es, remember it";
+    for (answer, hook_runs) in [("n", false), ("y", true), ("", true)] {
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hello."))]))
+            .await
+            .unwrap();
+        let mut terminal = Terminal::spawn(command(&repo, &server));
+        if answer.is_empty() {
+            // Remembered: no question.
+            terminal.wait_for("› ", 1).await;
+            assert!(!terminal.text().contains(question), "{}", terminal.text());
+        } else {
+            terminal.wait_for(question, 1).await;
+            assert!(
+                terminal.text().contains("hooks.Stop: touch hook-ran"),
+                "{}",
+                terminal.text()
+            );
+            terminal.type_keys(&format!("{answer}\r"));
+            terminal.wait_for("› ", 1).await;
+        }
+        terminal.type_keys("hi\r");
+        terminal.wait_for("Hello.", 1).await;
+        terminal.wait_for("› ", 2).await;
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+        assert_eq!(
+            repo.dir.join("hook-ran").exists(),
+            hook_runs,
+            "answer {answer:?}: {}",
+            terminal.text()
+        );
+        if answer == "n" {
+            assert!(
+                terminal
+                    .text()
+                    .contains("is not a trusted folder: these project settings are ignored")
+            );
+            assert!(!remembered.exists());
+        } else {
+            let saved: Value =
+                serde_json::from_str(&std::fs::read_to_string(&remembered).unwrap()).unwrap();
+            assert_eq!(saved["trustedFolders"], json!([repo.dir]));
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&remembered).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}

@@ -84,6 +84,7 @@ impl Launch {
                 ("ANTHROPIC_API_KEY", None),
                 ("ANTHROPIC_AUTH_TOKEN", None),
                 ("ANTHROPIC_BASE_URL", None),
+                ("AGENT_TRUST", None),
             ],
         }
     }
