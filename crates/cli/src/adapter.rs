@@ -32,6 +32,8 @@ fn model_error(error: ProviderError) -> ModelError {
         }
         ErrorKind::Connect
         | ErrorKind::Tls
+        | ErrorKind::ResponseTimeout
+        | ErrorKind::ResponseTooLarge
         | ErrorKind::StreamIdle
         | ErrorKind::StreamBroken
         | ErrorKind::Cancelled => ModelError::Transport(detail),

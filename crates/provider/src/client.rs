@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ANTHROPIC_VERSION, Auth, ClientConfig};
 use crate::error::{ErrorKind, ProviderError};
 use crate::retry::{Sleeper, TokioSleeper, backoff, retry_after, should_retry_header};
-use crate::transport::{HttpRequest, HyperTransport, Transport};
+use crate::transport::{HttpRequest, HttpResponse, HyperTransport, Transport};
 
 /// What a streaming call yields.
 #[derive(Clone, Debug, PartialEq)]
@@ -377,14 +377,13 @@ async fn http_failure(
     status: StatusCode,
     headers: &HeaderMap,
     mut body: crate::transport::BodyStream,
+    idle: Duration,
 ) -> Failure {
-    let mut bytes = Vec::new();
-    while let Some(Ok(chunk)) = body.next().await {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > 1 << 20 {
-            break;
-        }
-    }
+    // What arrives of the first 1 MiB is enough to classify the error; a body that stops
+    // or fails half-way is classified on what came.
+    // Within the idle timeout in all: an error body that trickles on is cut.
+    let deadline = Instant::now() + idle;
+    let (bytes, _) = read_body(&mut body, ERROR_BODY_LIMIT, idle, Some(deadline)).await;
     let parsed = serde_json::from_slice::<ApiErrorBody>(&bytes).ok();
     let (kind, message) = match &parsed {
         Some(api) => (
@@ -422,10 +421,16 @@ async fn attempt(
     handed_out: &mut bool,
 ) -> Result<(), Failure> {
     let config = &client.inner.config;
-    let response = client.inner.transport.send(client.request(body)).await?;
+    let response = send_request(client, body).await?;
     let request_id = request_id(&response.headers);
     if !response.status.is_success() {
-        return Err(http_failure(response.status, &response.headers, response.body).await);
+        return Err(http_failure(
+            response.status,
+            &response.headers,
+            response.body,
+            config.idle_timeout,
+        )
+        .await);
     }
     let content_type = response
         .headers
@@ -443,40 +448,44 @@ async fn attempt(
     }
     let mut body = response.body;
     let mut parser = MessageStream::new();
-    let mut last_bytes = Instant::now();
-    let mut warned = false;
+    let mut watchdog = Watchdog::new(config);
+    let mut received: u64 = 0;
     loop {
-        let limit = if warned || config.idle_warn >= config.idle_timeout {
-            config.idle_timeout
-        } else {
-            config.idle_warn
-        };
-        let next = match tokio::time::timeout_at(last_bytes + limit, body.next()).await {
-            Err(_) if !warned && config.idle_warn < config.idle_timeout => {
-                warned = true;
-                send(
-                    sender,
-                    ProviderEvent::Idle {
-                        silent_for: last_bytes.elapsed(),
-                    },
-                )
-                .await?;
-                continue;
-            }
+        let next = match tokio::time::timeout_at(watchdog.deadline(), body.next()).await {
+            Ok(next) => next,
             Err(_) => {
-                let mut error = ProviderError::new(
-                    ErrorKind::StreamIdle,
-                    format!("no data for {} ms", config.idle_timeout.as_millis()),
-                );
+                let message = match watchdog.fire() {
+                    Alarm::Warn(silent_for) => {
+                        send(sender, ProviderEvent::Idle { silent_for }).await?;
+                        continue;
+                    }
+                    Alarm::Idle => format!(
+                        "no data for {} ms (AGENT_STREAM_IDLE_TIMEOUT_MS sets the limit)",
+                        config.idle_timeout.as_millis()
+                    ),
+                    Alarm::NoProgress => format!(
+                        "nothing but pings for {} ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)",
+                        config.progress_timeout.as_millis()
+                    ),
+                };
+                let mut error = ProviderError::new(ErrorKind::StreamIdle, message);
                 error.request_id = request_id;
                 return Err(error.into());
             }
-            Ok(next) => next,
         };
         match next {
             Some(Ok(chunk)) => {
-                last_bytes = Instant::now();
-                warned = false;
+                watchdog.bytes();
+                received = received.saturating_add(chunk.len() as u64);
+                if received > config.max_stream_bytes {
+                    let mut error = too_large(
+                        "streamed response",
+                        config.max_stream_bytes,
+                        "AGENT_MAX_STREAM_BYTES",
+                    );
+                    error.request_id = request_id;
+                    return Err(error.into());
+                }
                 parser.push(chunk);
             }
             Some(Err(mut error)) => {
@@ -513,6 +522,9 @@ async fn attempt(
         loop {
             match parser.next_item() {
                 Ok(Some(Item::Event(event))) => {
+                    if event != StreamEvent::Ping {
+                        watchdog.progress();
+                    }
                     *handed_out = true;
                     send(sender, ProviderEvent::Stream(event)).await?;
                 }
@@ -569,8 +581,27 @@ fn parse_failure(error: sse_parser::Error, request_id: Option<String>) -> Failur
     failure.into()
 }
 
-/// The non-streaming last resort: the same request with `"stream": false`.
+/// The non-streaming last resort: the same request with `"stream": false`, within the
+/// non-streaming timeout.
 async fn non_streaming(
+    client: &AnthropicClient,
+    body: &Bytes,
+) -> Result<(Message, Option<String>), ProviderError> {
+    let limit = client.inner.config.non_streaming_timeout;
+    tokio::time::timeout(limit, non_streaming_request(client, body))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ProviderError::new(
+                ErrorKind::ResponseTimeout,
+                format!(
+                    "the non-streaming response did not complete within {} ms (AGENT_NON_STREAMING_TIMEOUT_MS sets the limit)",
+                    limit.as_millis()
+                ),
+            ))
+        })
+}
+
+async fn non_streaming_request(
     client: &AnthropicClient,
     body: &Bytes,
 ) -> Result<(Message, Option<String>), ProviderError> {
@@ -584,22 +615,204 @@ async fn non_streaming(
         object.insert("stream".into(), serde_json::Value::Bool(false));
     }
     let body = Bytes::from(json.to_string());
-    let response = client.inner.transport.send(client.request(body)).await?;
+    let config = &client.inner.config;
+    let response = send_request(client, body).await?;
     let request_id = request_id(&response.headers);
     if !response.status.is_success() {
-        return Err(
-            http_failure(response.status, &response.headers, response.body)
-                .await
-                .error,
-        );
+        return Err(http_failure(
+            response.status,
+            &response.headers,
+            response.body,
+            config.idle_timeout,
+        )
+        .await
+        .error);
     }
-    let mut bytes = Vec::new();
     let mut body = response.body;
-    while let Some(chunk) = body.next().await {
-        bytes.extend_from_slice(&chunk?);
+    // The whole call is under the non-streaming timeout (the caller's).
+    let (bytes, end) = read_body(&mut body, config.max_body_bytes, config.idle_timeout, None).await;
+    match end {
+        BodyEnd::Complete => {}
+        BodyEnd::TooLarge => {
+            return Err(too_large(
+                "non-streaming response",
+                config.max_body_bytes,
+                "AGENT_MAX_BODY_BYTES",
+            ));
+        }
+        BodyEnd::Idle => {
+            return Err(ProviderError::new(
+                ErrorKind::StreamIdle,
+                format!(
+                    "the non-streaming response sent no data for {} ms (AGENT_STREAM_IDLE_TIMEOUT_MS sets the limit)",
+                    config.idle_timeout.as_millis()
+                ),
+            ));
+        }
+        BodyEnd::Failed(error) => return Err(error),
     }
     let message: Message = serde_json::from_slice(&bytes).map_err(|error| {
         ProviderError::new(ErrorKind::Parse, format!("non-streaming response: {error}"))
     })?;
     Ok((message, request_id))
+}
+
+/// The deadlines of one streamed response. The idle watchdog of the seeds
+/// (000_7dfda54faac69dcf.txt, "流式空闲看门狗"): no bytes for `idle_warn` (45 s) is reported,
+/// for `idle_timeout` (90 s) ends the attempt; and the progress limit: events that are all
+/// `ping` for `progress_timeout` (5 min) end it too, so a server that pings forever cannot
+/// hold the run.
+#[derive(Debug)]
+struct Watchdog {
+    last_bytes: Instant,
+    last_progress: Instant,
+    warned: bool,
+    idle_warn: Duration,
+    idle_timeout: Duration,
+    progress_timeout: Duration,
+}
+
+/// Which deadline passed.
+#[derive(Debug)]
+enum Alarm {
+    /// No bytes for the warning threshold (how long, so far).
+    Warn(Duration),
+    /// No bytes for the idle timeout.
+    Idle,
+    /// Nothing but pings for the progress timeout.
+    NoProgress,
+}
+
+impl Watchdog {
+    fn new(config: &ClientConfig) -> Self {
+        let now = Instant::now();
+        Self {
+            last_bytes: now,
+            last_progress: now,
+            warned: false,
+            idle_warn: config.idle_warn,
+            idle_timeout: config.idle_timeout,
+            progress_timeout: config.progress_timeout,
+        }
+    }
+
+    /// Whether the warning is still to come (a warning threshold at or past the timeout
+    /// never warns).
+    fn warns(&self) -> bool {
+        !self.warned && self.idle_warn < self.idle_timeout
+    }
+
+    /// The next deadline.
+    fn deadline(&self) -> Instant {
+        let idle = if self.warns() {
+            self.idle_warn
+        } else {
+            self.idle_timeout
+        };
+        (self.last_bytes + idle).min(self.last_progress + self.progress_timeout)
+    }
+
+    /// The alarm of the deadline that passed.
+    fn fire(&mut self) -> Alarm {
+        let now = Instant::now();
+        if now >= self.last_progress + self.progress_timeout {
+            Alarm::NoProgress
+        } else if self.warns() {
+            self.warned = true;
+            Alarm::Warn(now - self.last_bytes)
+        } else {
+            Alarm::Idle
+        }
+    }
+
+    /// Bytes arrived.
+    fn bytes(&mut self) {
+        self.last_bytes = Instant::now();
+        self.warned = false;
+    }
+
+    /// An event other than `ping` arrived.
+    fn progress(&mut self) {
+        self.last_progress = Instant::now();
+    }
+}
+
+/// The most of an error response's body read to classify it.
+const ERROR_BODY_LIMIT: u64 = 1 << 20;
+
+/// Sends the request for `body`, waiting at most the headers timeout for the response.
+async fn send_request(
+    client: &AnthropicClient,
+    body: Bytes,
+) -> Result<HttpResponse, ProviderError> {
+    let config = &client.inner.config;
+    let host = client.inner.uri.host().unwrap_or("the server").to_owned();
+    tokio::time::timeout(
+        config.headers_timeout,
+        client.inner.transport.send(client.request(body)),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(ProviderError::new(
+            ErrorKind::ResponseTimeout,
+            format!(
+                "{host} sent no response headers within {} ms (AGENT_HEADERS_TIMEOUT_MS sets the limit)",
+                config.headers_timeout.as_millis()
+            ),
+        ))
+    })
+}
+
+/// The error for a response past `limit` bytes, naming the variable that raises it.
+fn too_large(what: &str, limit: u64, variable: &str) -> ProviderError {
+    ProviderError::new(
+        ErrorKind::ResponseTooLarge,
+        format!("the {what} passed {limit} bytes (set {variable} to allow more)"),
+    )
+}
+
+/// How reading a body ended.
+#[derive(Debug)]
+enum BodyEnd {
+    /// The body ended.
+    Complete,
+    /// The next chunk would have passed the limit (not read further).
+    TooLarge,
+    /// No byte for the idle timeout.
+    Idle,
+    /// The transport failed.
+    Failed(ProviderError),
+}
+
+/// Reads `body` whole, keeping at most `limit` bytes, waiting at most `idle` for each
+/// chunk and reading nothing after `deadline`: memory and time stay bounded whatever the
+/// server sends.
+async fn read_body(
+    body: &mut crate::transport::BodyStream,
+    limit: u64,
+    idle: Duration,
+    deadline: Option<Instant>,
+) -> (Vec<u8>, BodyEnd) {
+    let mut bytes = Vec::new();
+    loop {
+        let mut wait = Instant::now() + idle;
+        if let Some(deadline) = deadline {
+            wait = wait.min(deadline);
+        }
+        match tokio::time::timeout_at(wait, body.next()).await {
+            Err(_) => return (bytes, BodyEnd::Idle),
+            Ok(None) => return (bytes, BodyEnd::Complete),
+            Ok(Some(Err(error))) => return (bytes, BodyEnd::Failed(error)),
+            Ok(Some(Ok(chunk))) => {
+                if (bytes.len() + chunk.len()) as u64 > limit {
+                    let room = usize::try_from(limit)
+                        .unwrap_or(usize::MAX)
+                        .saturating_sub(bytes.len());
+                    bytes.extend_from_slice(&chunk[..room.min(chunk.len())]);
+                    return (bytes, BodyEnd::TooLarge);
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+        }
+    }
 }

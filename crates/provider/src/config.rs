@@ -88,10 +88,30 @@ pub struct ClientConfig {
     /// Longest backoff delay, and the clamp of server-requested waits. Default 32 s (Claude
     /// Code's cap).
     pub backoff_cap: Duration,
-    /// Silence after which an idle warning is emitted. Default 45 s.
+    /// Time without bytes after which an idle warning is emitted. Default 45 s (the seeds').
     pub idle_warn: Duration,
-    /// Silence after which the stream is cancelled and retried. Default 90 s.
+    /// Time without bytes after which the stream is cancelled and retried; also the longest
+    /// wait between two chunks of a non-streaming or error body. Default 90 s (the seeds',
+    /// Claude Code's `CLAUDE_STREAM_IDLE_TIMEOUT_MS`).
     pub idle_timeout: Duration,
+    /// Time a stream may send nothing but `ping` events before it is cancelled and retried
+    /// ([`ErrorKind::StreamIdle`]). Default 5 min: a long prompt's first token can take
+    /// minutes, a server that pings forever must not hold the run.
+    pub progress_timeout: Duration,
+    /// Time from sending a request to its response headers before the attempt fails
+    /// ([`ErrorKind::ResponseTimeout`], retried). Default 60 s.
+    pub headers_timeout: Duration,
+    /// Most bytes of one streamed response before it fails
+    /// ([`ErrorKind::ResponseTooLarge`], not retried). Default 64 MiB: about 16 million
+    /// output tokens, far above any model's output limit (128 K tokens).
+    pub max_stream_bytes: u64,
+    /// Most bytes of one non-streaming response body before it fails
+    /// ([`ErrorKind::ResponseTooLarge`]). Default 64 MiB.
+    pub max_body_bytes: u64,
+    /// Longest time of the non-streaming last resort, from the request to the body's end
+    /// ([`ErrorKind::ResponseTimeout`]). Default 10 min (Claude Code's `API_TIMEOUT_MS`
+    /// default): a body trickling a byte at a time must not hold the run.
+    pub non_streaming_timeout: Duration,
     /// Whether a fallback model is configured: the 3rd consecutive 529 then ends the retries
     /// with [`ErrorKind::SwitchToFallback`].
     pub fallback_model: bool,
@@ -115,6 +135,11 @@ impl ClientConfig {
             backoff_cap: Duration::from_secs(32),
             idle_warn: Duration::from_secs(45),
             idle_timeout: Duration::from_secs(90),
+            progress_timeout: Duration::from_secs(300),
+            headers_timeout: Duration::from_secs(60),
+            max_stream_bytes: 64 << 20,
+            max_body_bytes: 64 << 20,
+            non_streaming_timeout: Duration::from_secs(600),
             fallback_model: false,
             extra_roots_pem: Vec::new(),
             workspace_root: None,
@@ -123,7 +148,10 @@ impl ClientConfig {
     }
 
     /// Reads `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`,
-    /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS`, `SSL_CERT_FILE`,
+    /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS`,
+    /// `AGENT_STREAM_PROGRESS_TIMEOUT_MS`, `AGENT_HEADERS_TIMEOUT_MS`,
+    /// `AGENT_NON_STREAMING_TIMEOUT_MS`,
+    /// `AGENT_MAX_STREAM_BYTES`, `AGENT_MAX_BODY_BYTES`, `AGENT_MAX_RETRIES`, `SSL_CERT_FILE`,
     /// `HTTPS_PROXY` (or `ALL_PROXY`) and `NO_PROXY` from `source`.
     ///
     /// # Errors
@@ -149,27 +177,53 @@ impl ClientConfig {
             (None, None) => Auth::None,
         };
         let mut config = Self::new(&base_url, auth);
-        let millis = |key: &str| -> Result<Option<Duration>, ProviderError> {
+        let number = |key: &str, unit: &str| -> Result<Option<u64>, ProviderError> {
             source
                 .get(key)
                 .map(|value| {
-                    value
-                        .parse::<u64>()
-                        .map(Duration::from_millis)
-                        .map_err(|_| {
-                            ProviderError::new(
-                                ErrorKind::Config,
-                                format!("{key} must be a number of milliseconds, got {value:?}"),
-                            )
-                        })
+                    value.trim().parse::<u64>().map_err(|_| {
+                        ProviderError::new(
+                            ErrorKind::Config,
+                            format!("{key} must be a number of {unit}, got {value:?}"),
+                        )
+                    })
                 })
                 .transpose()
+        };
+        let millis = |key: &str| {
+            Ok::<_, ProviderError>(number(key, "milliseconds")?.map(Duration::from_millis))
         };
         if let Some(warn) = millis("AGENT_STREAM_IDLE_WARN_MS")? {
             config.idle_warn = warn;
         }
         if let Some(timeout) = millis("AGENT_STREAM_IDLE_TIMEOUT_MS")? {
             config.idle_timeout = timeout;
+        }
+        if let Some(timeout) = millis("AGENT_STREAM_PROGRESS_TIMEOUT_MS")? {
+            config.progress_timeout = timeout;
+        }
+        if let Some(timeout) = millis("AGENT_HEADERS_TIMEOUT_MS")? {
+            config.headers_timeout = timeout;
+        }
+        if let Some(timeout) = millis("AGENT_NON_STREAMING_TIMEOUT_MS")? {
+            config.non_streaming_timeout = timeout;
+        }
+        if let Some(bytes) = number("AGENT_MAX_STREAM_BYTES", "bytes")? {
+            config.max_stream_bytes = bytes;
+        }
+        if let Some(bytes) = number("AGENT_MAX_BODY_BYTES", "bytes")? {
+            config.max_body_bytes = bytes;
+        }
+        if let Some(retries) = number("AGENT_MAX_RETRIES", "retries")? {
+            config.max_retries = u32::try_from(retries).map_err(|_| {
+                ProviderError::new(
+                    ErrorKind::Config,
+                    format!(
+                        "AGENT_MAX_RETRIES must be at most {}, got {retries}",
+                        u32::MAX
+                    ),
+                )
+            })?;
         }
         config.proxy.https = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
             .iter()

@@ -12,11 +12,13 @@ use std::fmt;
 /// | `Overloaded` (529, or an `overloaded_error` event) | yes |
 /// | `SwitchToFallback` (3rd consecutive 529 with a fallback model configured) | no: the caller switches model |
 /// | `Server` (408, 409, 5xx, `api_error` event) | yes |
-/// | `StreamIdle` (no bytes for the idle timeout) | yes |
+/// | `ResponseTimeout` (no response headers within the headers timeout) | yes |
+/// | `StreamIdle` (no bytes for the idle timeout, or only pings for the progress timeout) | yes |
 /// | `StreamBroken` (reset or cut body, incomplete stream) | yes, then one non-streaming request |
 /// | `PromptTooLong` (400 "prompt is too long") | no: the caller compacts |
 /// | `InvalidRequest`, `Authentication`, `Permission`, `NotFound`, `RequestTooLarge`, other 4xx | no |
 /// | `NotEventStream` (a 200 that is not `text/event-stream`) | no |
+/// | `ResponseTooLarge` (a response past its size limit) | no |
 /// | `Parse` (a body that is not the Messages API's) | no |
 /// | `Replay` (a request that does not match the cassette) | no |
 /// | `Config` | no |
@@ -38,7 +40,10 @@ pub enum ErrorKind {
     SwitchToFallback,
     /// 408, 409, 5xx, or an `api_error` event.
     Server,
-    /// The stream went silent past the idle timeout.
+    /// No response headers within the headers timeout.
+    ResponseTimeout,
+    /// The stream sent no bytes for the idle timeout, or only pings for the progress
+    /// timeout.
     StreamIdle,
     /// The stream broke before it completed.
     StreamBroken,
@@ -58,6 +63,8 @@ pub enum ErrorKind {
     Http,
     /// A 200 whose media type is not `text/event-stream`.
     NotEventStream,
+    /// A response grew past its size limit.
+    ResponseTooLarge,
     /// The body is not what the Messages API sends.
     Parse,
     /// The request does not match the cassette being replayed.
@@ -77,6 +84,7 @@ impl ErrorKind {
                 | Self::RateLimited
                 | Self::Overloaded
                 | Self::Server
+                | Self::ResponseTimeout
                 | Self::StreamIdle
                 | Self::StreamBroken
         )
@@ -90,6 +98,7 @@ impl ErrorKind {
             Self::Overloaded => "overloaded",
             Self::SwitchToFallback => "overloaded; switch to the fallback model",
             Self::Server => "server error",
+            Self::ResponseTimeout => "no response",
             Self::StreamIdle => "stream idle",
             Self::StreamBroken => "stream broken",
             Self::PromptTooLong => "prompt too long",
@@ -100,6 +109,7 @@ impl ErrorKind {
             Self::RequestTooLarge => "request too large",
             Self::Http => "HTTP error",
             Self::NotEventStream => "not an event stream",
+            Self::ResponseTooLarge => "response too large",
             Self::Parse => "unexpected response",
             Self::Replay => "cassette mismatch",
             Self::Config => "configuration error",

@@ -13,7 +13,7 @@ use provider::{
     RecordingTransport, ReplayTransport, Sleeper, TokioSleeper, Transport,
 };
 use serde_json::json;
-use testkit::{Faults, Reply, Script, Server, Turn};
+use testkit::{Endless, Faults, Reply, Script, Server, Turn};
 use tokio_util::sync::CancellationToken;
 
 /// Records requested waits and returns at once.
@@ -215,7 +215,10 @@ async fn a_stalled_stream_times_out_and_is_retried_but_pings_keep_it_alive() {
         ProviderEvent::Retry { reason, .. } => Some(reason.clone()),
         _ => None,
     });
-    assert_eq!(retry_reason.unwrap(), "stream idle: no data for 200 ms");
+    assert_eq!(
+        retry_reason.unwrap(),
+        "stream idle: no data for 200 ms (AGENT_STREAM_IDLE_TIMEOUT_MS sets the limit)"
+    );
     assert_eq!(done_text(&events).as_deref(), Some("Hello there, general"));
 
     // A healthy stream pinging every 50 ms for 2 s is never cut.
@@ -595,4 +598,106 @@ async fn https_proxy_is_honoured_and_no_proxy_bypasses_it() {
     let (_, error) = collect(&client, "hi").await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(proxy.targets().len(), 1, "NO_PROXY bypassed the proxy");
+}
+
+/// Hostile servers: one that never sends headers, one that pings forever, one that streams
+/// text forever, one whose non-streaming body is 2 GiB, one whose error body never ends.
+/// Each ends with an error naming the limit and the variable that sets it.
+#[tokio::test]
+async fn hostile_servers_end_at_a_named_limit() {
+    let limited = |server: &Server| {
+        let mut config = config(server);
+        config.max_retries = 0;
+        config.headers_timeout = Duration::from_millis(300);
+        config.idle_timeout = Duration::from_millis(300);
+        config.idle_warn = Duration::from_millis(300);
+        config.progress_timeout = Duration::from_millis(400);
+        config.non_streaming_timeout = Duration::from_millis(600);
+        config.max_stream_bytes = 1 << 20;
+        config.max_body_bytes = 1 << 20;
+        make_client(config, Arc::new(FakeSleeper::default()))
+    };
+    let error_of = |replies: Vec<Reply>| async move {
+        let server = Server::start(Script::new(replies)).await.unwrap();
+        let started = Instant::now();
+        let (_, error) = collect(&limited(&server), "hi").await;
+        let error = error.expect("a hostile server must end the call with an error");
+        (error, started.elapsed(), server.request_count())
+    };
+
+    let (error, took, requests) = error_of(vec![Reply::endless(Endless::NoHeaders)]).await;
+    assert_eq!(error.kind, ErrorKind::ResponseTimeout, "{error}");
+    assert!(
+        error.to_string().ends_with(
+            "sent no response headers within 300 ms (AGENT_HEADERS_TIMEOUT_MS sets the limit)"
+        ),
+        "{error}"
+    );
+    assert_eq!(requests, 1);
+    assert!(took < Duration::from_secs(2), "{took:?}");
+
+    // Pings keep the byte watchdog quiet; the progress limit ends the stream, and the
+    // non-streaming last resort (pinging too) ends at its own limit.
+    let server = Server::start(Script::new(vec![Reply::endless(Endless::Pings(
+        Duration::from_millis(20),
+    ))]))
+    .await
+    .unwrap();
+    let (events, error) = collect(&limited(&server), "hi").await;
+    let restart = events.iter().find_map(|event| match event {
+        ProviderEvent::Restart { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        restart.as_deref(),
+        Some(
+            "stream idle: nothing but pings for 400 ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)"
+        )
+    );
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::ResponseTimeout, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("did not complete within 600 ms (AGENT_NON_STREAMING_TIMEOUT_MS"),
+        "{error}"
+    );
+    assert_eq!(server.request_count(), 2);
+
+    let (error, took, requests) = error_of(vec![Reply::endless(Endless::Text)]).await;
+    assert_eq!(error.kind, ErrorKind::ResponseTooLarge, "{error}");
+    assert_eq!(
+        error.to_string(),
+        "response too large: the streamed response passed 1048576 bytes (set AGENT_MAX_STREAM_BYTES to allow more)"
+    );
+    assert_eq!(requests, 1, "a response too large is not retried");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+
+    // The streamed attempt stalls; the non-streaming one gets a 2 GiB body.
+    let (error, took, requests) = error_of(vec![
+        Reply::turn(Turn::new().text("hello")).faults(Faults {
+            stall_after: Some(10),
+            ..Faults::default()
+        }),
+        Reply::endless(Endless::JsonBody { bytes: 2 << 30 }),
+    ])
+    .await;
+    assert_eq!(error.kind, ErrorKind::ResponseTooLarge, "{error}");
+    assert!(
+        error.to_string().ends_with(
+            "the non-streaming response passed 1048576 bytes (set AGENT_MAX_BODY_BYTES to allow more)"
+        ),
+        "{error}"
+    );
+    assert_eq!(requests, 2);
+    assert!(took < Duration::from_secs(3), "{took:?}");
+
+    // An error status whose body never ends: classified by its status within the idle
+    // timeout, not read forever.
+    let mut forever = Reply::endless(Endless::Pings(Duration::from_millis(20)));
+    forever.status = 400;
+    let (error, took, _) = error_of(vec![forever]).await;
+    assert_eq!(error.kind, ErrorKind::InvalidRequest, "{error}");
+    assert_eq!(error.status, Some(400));
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }

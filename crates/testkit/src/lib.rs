@@ -21,5 +21,5 @@ mod script;
 mod server;
 
 pub use proxy::ConnectProxy;
-pub use script::{Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
+pub use script::{Endless, Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};

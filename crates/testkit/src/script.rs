@@ -224,6 +224,27 @@ pub enum ReplyBody {
         /// The turn sent after the pings.
         turn: Turn,
     },
+    /// A hostile server's answer, generated lazily (it never ends, or only after gigabytes).
+    Endless(Endless),
+}
+
+/// What a hostile server sends instead of an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Endless {
+    /// Reads the request and never sends the response headers.
+    NoHeaders,
+    /// `message_start`, then a `ping` every interval, forever.
+    Pings(Duration),
+    /// `message_start` and a text block, then 1 KiB text deltas as fast as the client reads,
+    /// forever.
+    Text,
+    /// An `application/json` message (whatever the request's `stream` says) whose one text
+    /// block is `bytes` long, written 64 KiB at a time.
+    JsonBody {
+        /// Length of the text.
+        bytes: u64,
+    },
 }
 
 /// Faults applied to one reply's body.
@@ -310,6 +331,16 @@ impl Reply {
                 duration,
                 turn,
             },
+            faults: Faults::default(),
+        }
+    }
+
+    /// A hostile server's answer (see [`Endless`]).
+    pub fn endless(endless: Endless) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: ReplyBody::Endless(endless),
             faults: Faults::default(),
         }
     }

@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::script::{Faults, Reply, ReplyBody, Script, sse_frame};
+use crate::script::{Endless, Faults, Reply, ReplyBody, Script, Turn, sse_frame};
 
 /// A request the server received.
 #[derive(Clone, Debug, PartialEq)]
@@ -266,7 +266,105 @@ async fn handle(
         .lock()
         .map(|mut script| script.next())
         .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
+    if let ReplyBody::Endless(endless) = reply.body {
+        return Ok(endless_response(reply.status, endless, stop).await);
+    }
     Ok(respond(reply, streaming, stop))
+}
+
+/// A hostile answer, generated as the client reads it (see [`Endless`]).
+async fn endless_response(
+    status: u16,
+    endless: Endless,
+    mut stop: watch::Receiver<bool>,
+) -> Response<Body> {
+    let start = Turn::new().text("x").events();
+    let frame = |event: &Value| Bytes::from(sse_frame(event));
+    let (content_type, body): (&str, Body) = match endless {
+        Endless::NoHeaders => {
+            let _ = stop.changed().await;
+            (
+                "text/plain",
+                Full::new(Bytes::new())
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+        }
+        Endless::Pings(interval) => {
+            let first = frame(&start[0]);
+            let ping = frame(&serde_json::json!({"type": "ping"}));
+            let stream = futures_util::stream::unfold(true, move |first_frame| {
+                let (first, ping) = (first.clone(), ping.clone());
+                async move {
+                    if first_frame {
+                        return Some((Ok(Frame::data(first)), false));
+                    }
+                    tokio::time::sleep(interval).await;
+                    Some((Ok(Frame::data(ping)), false))
+                }
+            });
+            ("text/event-stream", StreamBody::new(stream).boxed())
+        }
+        Endless::Text => {
+            let mut head = frame(&start[0]).to_vec();
+            head.extend(sse_frame(&start[1]));
+            let delta = frame(
+                &serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": "a".repeat(1024)}}),
+            );
+            let head = Bytes::from(head);
+            let stream = futures_util::stream::unfold(true, move |first_frame| {
+                let chunk = if first_frame {
+                    head.clone()
+                } else {
+                    delta.clone()
+                };
+                async move { Some((Ok(Frame::data(chunk)), false)) }
+            });
+            ("text/event-stream", StreamBody::new(stream).boxed())
+        }
+        Endless::JsonBody { bytes } => {
+            const PIECE: u64 = 64 << 10;
+            let head = Bytes::from_static(
+                br#"{"id":"msg_big","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":""#,
+            );
+            let tail = Bytes::from_static(
+                br#""}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#,
+            );
+            let piece = Bytes::from(vec![b'a'; PIECE as usize]);
+            // State: None before the head, then the text bytes still to send; Some(u64::MAX)
+            // once the tail is sent.
+            let stream = futures_util::stream::unfold(None, move |state: Option<u64>| {
+                let (head, tail, piece) = (head.clone(), tail.clone(), piece.clone());
+                async move {
+                    match state {
+                        None => Some((Ok(Frame::data(head)), Some(bytes))),
+                        Some(u64::MAX) => None,
+                        Some(0) => Some((Ok(Frame::data(tail)), Some(u64::MAX))),
+                        Some(left) => {
+                            let size = left.min(PIECE);
+                            Some((
+                                Ok(Frame::data(piece.slice(..size as usize))),
+                                Some(left - size),
+                            ))
+                        }
+                    }
+                }
+            });
+            ("application/json", StreamBody::new(stream).boxed())
+        }
+    };
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(body)
+        .unwrap_or_else(|_| {
+            Response::new(
+                Full::new(Bytes::new())
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
+        })
 }
 
 fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Response<Body> {
@@ -283,6 +381,8 @@ fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Respon
             content_type,
             bytes,
         } => (content_type, vec![(Duration::ZERO, bytes)]),
+        // Answered by `endless_response` before this is called.
+        ReplyBody::Endless(_) => ("text/plain".into(), Vec::new()),
         ReplyBody::Pinging {
             interval,
             duration,
