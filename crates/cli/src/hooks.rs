@@ -25,6 +25,7 @@ use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::output::printable;
 use crate::settings::HookMatcher;
 
 /// How much of a hook's stdout and of its stderr is kept: 1 MiB each.
@@ -159,7 +160,10 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
     let mut child = match child {
         Ok(child) => child,
         Err(error) => {
-            eprintln!("agent: hook `{command}` could not start: {error}");
+            eprintln!(
+                "agent: hook `{}` could not start: {error}",
+                printable(command, false)
+            );
             return Answer::Go;
         }
     };
@@ -188,13 +192,17 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
     let status = match status {
         Ok(Ok(status)) => status,
         Ok(Err(error)) => {
-            eprintln!("agent: hook `{command}` failed: {error}");
+            eprintln!(
+                "agent: hook `{}` failed: {error}",
+                printable(command, false)
+            );
             return Answer::Go;
         }
         Err(_) => {
             // `group` kills the hook and everything it started on the way out.
             eprintln!(
-                "agent: hook `{command}` timed out after {} s",
+                "agent: hook `{}` timed out after {} s",
+                printable(command, false),
                 timeout.as_secs()
             );
             return Answer::Go;
@@ -225,10 +233,20 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
         }),
         Some(0) => json_answer(&stdout),
         _ => {
-            eprintln!("agent: hook `{command}` failed ({status}): {stderr}");
+            eprintln!("{}", failure_line(command, &status.to_string(), &stderr));
             Answer::Go
         }
     }
+}
+
+/// The stderr line of a hook that failed: its command and output with control and escape
+/// sequences neutralised (a hook's output must not drive the terminal).
+fn failure_line(command: &str, status: &str, stderr: &str) -> String {
+    format!(
+        "agent: hook `{}` failed ({status}): {}",
+        printable(command, false),
+        printable(stderr, true)
+    )
 }
 
 /// The answer in a hook's stdout (exit 0); anything that is not a JSON object says nothing.
@@ -594,6 +612,21 @@ impl CanUseTool for SettingsGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_hooks_output_cannot_drive_the_terminal() {
+        let line = failure_line(
+            "lint\x1b]0;title\x07",
+            "exit status: 1",
+            "bad\x1b]52;c;cm0gLXJm\x07\x1b[2J\nsecond line",
+        );
+        assert!(!line.contains('\x1b') && !line.contains('\x07'), "{line:?}");
+        assert!(line.contains("second line"), "{line:?}");
+        assert!(
+            line.starts_with("agent: hook `lint\\u{1b}]0;title"),
+            "{line:?}"
+        );
+    }
 
     #[test]
     fn json_answers_in_both_spellings() {

@@ -730,3 +730,32 @@ async fn a_session_has_one_writer_and_a_killed_one_lets_go() {
         String::from_utf8_lossy(&third.stderr)
     );
 }
+
+/// Model text holding OSC 52 (clipboard write), OSC 0 (window title) and CSI 2J (clear
+/// screen) is printed neutralised in text output; JSON output keeps it exactly, escaped by
+/// construction.
+#[tokio::test]
+async fn model_text_cannot_drive_the_terminal() {
+    let repo = repo("escapes");
+    let hostile = "ok\u{1b}]52;c;cm0gLXJmIH4=\u{7} \u{1b}[2J\u{1b}]0;pwned\u{7}done\u{202e}txt";
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text(hostile))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi"]).await;
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !stdout.contains(['\u{1b}', '\u{7}', '\u{202e}']),
+        "{stdout:?}"
+    );
+    assert_eq!(
+        stdout.trim_end(),
+        "ok\\u{1b}]52;c;cm0gLXJmIH4=\\u{7} \\u{1b}[2J\\u{1b}]0;pwned\\u{7}done\\u{202e}txt"
+    );
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text(hostile))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi", "--output-format", "json"]).await;
+    assert!(!output.stdout.contains(&0x1b));
+    assert_eq!(lines(&output)[0]["result"], hostile);
+}
