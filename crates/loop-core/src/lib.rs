@@ -34,11 +34,13 @@
 //! here) is replaced wholesale at each `continue`; there is no recursion.
 #![deny(missing_docs)]
 
+mod call;
 mod engine;
 mod events;
 mod hooks;
 mod model;
 mod request;
+mod state;
 
 pub use engine::{Deps, LoopConfig, RESUME_PROMPT, run_loop, spawn_loop};
 pub use events::{LoopEvent, LoopOutcome, Terminal, Transition};
