@@ -67,9 +67,10 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
 }
 
 /// `git status --short` of `cwd`, or `None` outside a repository (bounded to 2 s). The
-/// repository's configuration may name programs (`core.fsmonitor`, hooks, filters), so git
-/// runs with `core.fsmonitor` and hooks off, and in the read-only sandbox when there is one.
-async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String> {
+/// repository's configuration may name programs (`core.fsmonitor`, hooks, clean filters), so
+/// git runs with `core.fsmonitor` and hooks off, and in the read-only sandbox when there is
+/// one; without a sandbox, only in a `trusted` folder (a filter runs whatever it names).
+async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -> Option<String> {
     let args: Vec<std::ffi::OsString> = [
         "-c",
         "core.fsmonitor=false",
@@ -95,6 +96,7 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String
                 .ok()?;
             (prepared.command, Some(prepared.guard))
         }
+        None if !trusted => return None,
         None => {
             let mut command = std::process::Command::new("git");
             command.args(&args).current_dir(cwd);
@@ -119,12 +121,17 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig) -> Option<String
 }
 
 /// The user context: environment facts and memory files, capped at [`MEMORY_CAP_BYTES`].
-pub async fn user_context(cwd: &Path, date: &str, sandbox: &tools::SandboxConfig) -> String {
+pub async fn user_context(
+    cwd: &Path,
+    date: &str,
+    sandbox: &tools::SandboxConfig,
+    trusted: bool,
+) -> String {
     let mut text = format!(
         "Working directory: {}\nToday's date: {date}\n",
         cwd.display()
     );
-    if let Some(status) = git_status(cwd, sandbox).await {
+    if let Some(status) = git_status(cwd, sandbox, trusted).await {
         let status: String = status.lines().take(40).collect::<Vec<_>>().join("\n");
         text.push_str(&format!("Git status:\n{status}\n"));
     }

@@ -155,8 +155,8 @@ pub async fn run(
     eprintln!(
         "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
         env!("CARGO_PKG_VERSION"),
-        session.model,
-        session.cwd.display(),
+        printable(&session.model, false),
+        printable(&session.cwd.to_string_lossy(), false),
         session.mode_name,
         session.sandbox.describe(),
         if session.history().is_empty() {
@@ -380,12 +380,9 @@ pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
             "\n⏺ {} is not a trusted folder. Its settings configure:",
             printable(&folder.to_string_lossy(), false)
         );
+        // In full: a long line must not hide the end of a command.
         for part in parts {
-            let _ = writeln!(
-                stderr,
-                "    {}",
-                printable(&crate::trust::shorten(part), false)
-            );
+            let _ = writeln!(stderr, "    {}", printable(part, false));
         }
         let _ = write!(
             stderr,

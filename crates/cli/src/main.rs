@@ -69,7 +69,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            eprintln!("agent: {error:#}");
+            // Errors quote settings, paths and server messages: neutralised for the terminal.
+            eprintln!("agent: {}", output::printable(&format!("{error:#}"), true));
             if error.downcast_ref::<UsageError>().is_some() {
                 return ExitCode::from(2);
             }

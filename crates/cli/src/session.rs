@@ -39,6 +39,8 @@ pub struct Session {
     pub mode_name: &'static str,
     /// How Bash commands are sandboxed.
     pub sandbox: tools::SandboxConfig,
+    /// Whether the folder is trusted (see `trust`).
+    pub trusted: bool,
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
     sessions: PathBuf,
@@ -85,8 +87,12 @@ impl Session {
         let layers = settings::load(&cwd)?;
         let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
         let settings = settings::Settings::merged(layers, trusted);
+        let folder_trusted = trusted;
         for warning in settings.warnings() {
-            eprintln!("agent: warning: {warning}");
+            eprintln!(
+                "agent: warning: {}",
+                crate::output::printable(&warning, false)
+            );
         }
         // Settings' `env` applies to the whole session, as in Claude Code: the API client's
         // configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
@@ -135,12 +141,31 @@ impl Session {
             (None, None) => args::PermissionModeArg::Default,
         };
         let mut additional_dirs = Vec::new();
-        for (path, layer) in settings.applied_layers() {
-            for dir in &layer.permissions.additional_directories {
-                additional_dirs.push(absolute_dir(&cwd, dir).with_context(|| {
+        for layer in &settings.layers {
+            let applied = layer.applied(settings.project_trusted);
+            for dir in &applied.permissions.additional_directories {
+                // The user's own file names folders of the user's: `~/` is their home, and
+                // a relative entry would be resolved inside each project (whose links the
+                // project chooses), so it is skipped.
+                let dir = match (layer.scope, dir.strip_prefix("~")) {
+                    (settings::Scope::User, Ok(rest)) => match dirs::home_dir() {
+                        Some(home) => home.join(rest),
+                        None => dir.clone(),
+                    },
+                    (settings::Scope::User, Err(_)) if dir.is_relative() => {
+                        eprintln!(
+                            "agent: warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
+                            layer.path.display(),
+                            crate::output::printable(&dir.to_string_lossy(), false)
+                        );
+                        continue;
+                    }
+                    _ => dir.clone(),
+                };
+                additional_dirs.push(absolute_dir(&cwd, &dir).with_context(|| {
                     format!(
                         "{}: invalid settings: permissions.additionalDirectories",
-                        path.display()
+                        layer.path.display()
                     )
                 })?);
             }
@@ -261,15 +286,17 @@ impl Session {
             transcript_path,
             transcript: None,
             copy_history,
+            trusted: folder_trusted,
         })
     }
 
     /// Gathers the user context (date, git status, memory files); call once before the
-    /// first turn.
+    /// first turn. `git status` runs the repository's configured programs (filters), so it
+    /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
         self.config.user_context =
-            Some(context_info::user_context(&self.cwd, &date, &self.sandbox).await);
+            Some(context_info::user_context(&self.cwd, &date, &self.sandbox, self.trusted).await);
     }
 
     /// Whether this session has a transcript file (it is created by the first turn).
@@ -377,29 +404,17 @@ impl Session {
     }
 }
 
-/// Whether the project's settings apply in full (see `trust`). Nothing to decide when they
-/// configure nothing that needs trust. Otherwise trusted without a question by `--trust`,
-/// `AGENT_TRUST` or the user's `trustedFolders` or remembered answers; else asked at the
-/// terminal (`interactive`); else untrusted, with one warning listing what is ignored.
+/// Whether the folder is trusted (see `trust`): without a question by `--trust`,
+/// `AGENT_TRUST`, the user's `trustedFolders` or a remembered answer; otherwise, when its
+/// settings configure something that needs trust, asked at the terminal (`interactive`) or,
+/// headless, untrusted with one warning listing what is ignored; otherwise untrusted without
+/// a word (it then matters only where there is no sandbox: see `Session::gather_context`).
 fn decide_trust(
     args: &Args,
     cwd: &Path,
     layers: &[settings::Layer],
     interactive: bool,
 ) -> anyhow::Result<bool> {
-    let parts: Vec<String> = layers
-        .iter()
-        .flat_map(|layer| {
-            let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
-            layer
-                .needs_trust()
-                .into_iter()
-                .map(move |part| format!("{}: {part}", file.display()))
-        })
-        .collect();
-    if parts.is_empty() {
-        return Ok(true);
-    }
     let folder = crate::trust::folder(cwd);
     let user = layers
         .iter()
@@ -415,9 +430,23 @@ fn decide_trust(
     {
         return Ok(true);
     }
+    let parts: Vec<String> = layers
+        .iter()
+        .flat_map(|layer| {
+            let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
+            layer
+                .needs_trust()
+                .into_iter()
+                .map(move |part| format!("{}: {part}", file.display()))
+        })
+        .collect();
+    if parts.is_empty() {
+        return Ok(false);
+    }
     if interactive {
+        use crate::interactive::TrustAnswer;
         match crate::interactive::ask_trust(&folder, &parts) {
-            crate::interactive::TrustAnswer::Always => {
+            TrustAnswer::Always => {
                 match crate::trust::remember(&folder) {
                     Ok(file) => eprintln!(
                         "agent: trusted {} (remembered in {})",
@@ -430,8 +459,8 @@ fn decide_trust(
                 }
                 return Ok(true);
             }
-            crate::interactive::TrustAnswer::Once => return Ok(true),
-            crate::interactive::TrustAnswer::No => {}
+            TrustAnswer::Once => return Ok(true),
+            TrustAnswer::No => {}
         }
     }
     eprintln!(

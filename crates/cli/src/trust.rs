@@ -30,10 +30,9 @@ pub enum Source {
 /// canonical path), else `cwd`. A repository holding the home folder (a dotfiles repository)
 /// does not count: trusting it would trust every project of the user.
 pub fn folder(cwd: &Path) -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
     cwd.ancestors()
         .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-        .filter(|top| !home.as_ref().is_some_and(|home| home.starts_with(top)))
+        .filter(|top| !tools::sandbox::holds_home(top))
         .unwrap_or(cwd)
         .to_path_buf()
 }
@@ -140,11 +139,26 @@ pub fn trusted_without_asking(
 ///
 /// # Errors
 ///
-/// When the config folder is unknown, or the file cannot be read, parsed or written.
+/// When `folder` is not UTF-8 (it could not be matched exactly later), holds the home
+/// folder or is `/` or the temporary folder (it would trust every project under it), when
+/// the config folder is unknown, or the file cannot be read, parsed or written.
 pub fn remember(folder: &Path) -> anyhow::Result<PathBuf> {
+    let shown = crate::output::printable(&folder.to_string_lossy(), false);
+    let Some(entry) = folder.to_str().map(str::to_owned) else {
+        anyhow::bail!("{shown} is not valid UTF-8, so it cannot be remembered exactly");
+    };
+    if tools::sandbox::holds_home(folder)
+        || folder.parent().is_none()
+        || std::env::temp_dir()
+            .canonicalize()
+            .is_ok_and(|temp| temp == folder)
+    {
+        anyhow::bail!(
+            "{shown} holds your home folder, or is / or the temporary folder: remembering it would trust every project under it (use --trust for one run, or list chosen folders in trustedFolders)"
+        );
+    }
     let file = remembered_file().context("no config folder (neither XDG_CONFIG_HOME nor HOME)")?;
     let mut entries = remembered(&file)?;
-    let entry = folder.to_string_lossy().into_owned();
     if !entries.contains(&entry) {
         entries.push(entry);
     }
@@ -254,5 +268,24 @@ mod tests {
         assert!(!text.contains('\x1b'), "{text:?}");
         assert!(!text.contains('\x07'), "{text:?}");
         assert!(text.lines().nth(2).unwrap().chars().count() < 210);
+    }
+
+    #[test]
+    fn folders_holding_every_project_are_not_remembered() {
+        for folder in ["/".into(), std::env::temp_dir().canonicalize().unwrap()] {
+            let error = remember(&folder).unwrap_err().to_string();
+            assert!(
+                error.contains("would trust every project under it"),
+                "{error}"
+            );
+        }
+        for home in tools::sandbox::home_dirs() {
+            let error = remember(&home).unwrap_err().to_string();
+            assert!(error.contains("holds your home folder"), "{error}");
+        }
+        use std::os::unix::ffi::OsStrExt as _;
+        let odd = Path::new(std::ffi::OsStr::from_bytes(b"/srv/repo\xff"));
+        let error = remember(odd).unwrap_err().to_string();
+        assert!(error.contains("is not valid UTF-8"), "{error}");
     }
 }

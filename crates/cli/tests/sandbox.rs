@@ -359,3 +359,54 @@ async fn an_unknown_back_end_name_is_an_error() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+/// `$HOME` reached through a symbolic link (`/home` linked elsewhere), holding a dotfiles
+/// repository: a command in a project under it still cannot read the credentials, by either
+/// spelling of the path.
+#[tokio::test]
+async fn a_home_reached_through_a_link_keeps_its_credentials_hidden() {
+    let repo = repo("sandbox-homelink");
+    let base = repo.home.join("linked");
+    let real = base.join("realhome");
+    let project = real.join("project");
+    std::fs::create_dir_all(real.join(".ssh")).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(real.join(".ssh/id_test"), "SECRET-KEY\n").unwrap();
+    std::fs::write(project.join("main.py"), "print(1)\n").unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&real)
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let link = base.join("homelink");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let real = real.canonicalize().unwrap();
+    for backend in backends() {
+        let command = format!(
+            "cat {0}/.ssh/id_test; cat {1}/.ssh/id_test; ls -a {0} | tr '\\n' ' '",
+            real.display(),
+            link.display()
+        );
+        let server = serve_bash(&[("toolu_k", json!({"command": command}))]).await;
+        let mut agent = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+        common::Launch::new(&repo, &server)
+            .in_dir(&project.canonicalize().unwrap())
+            .apply(&mut agent);
+        let output = agent
+            .env("HOME", &link)
+            .env("AGENT_SANDBOX_BACKEND", backend)
+            .args(["-p", "hi", "--output-format", "stream-json"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {stderr}");
+        let result = tool_result(&server, "toolu_k");
+        assert!(!result.contains("SECRET-KEY"), "{backend}: {result}");
+        assert!(
+            !result.contains(" .ssh "),
+            "{backend}: the home folder was listed: {result}"
+        );
+    }
+}

@@ -178,3 +178,41 @@ async fn a_folder_sharing_a_prefix_with_a_trusted_one_is_not_trusted() {
     );
     std::fs::remove_dir_all(&trusted).unwrap();
 }
+
+/// A repository delivered with its `.git/config` (a tarball) can name a clean filter that
+/// `git status` runs. Without a sandbox, the start-up status runs only in a trusted folder.
+#[tokio::test]
+async fn without_a_sandbox_an_untrusted_repository_runs_no_git_filter_at_start_up() {
+    let repo = repo("trust-filter");
+    let marker = repo.home.join("filter-ran");
+    let git = |args: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo.dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    std::fs::write(repo.dir.join(".gitattributes"), "* filter=planted\n").unwrap();
+    git(&[
+        "config",
+        "filter.planted.clean",
+        &format!("touch {}; cat", marker.display()),
+    ]);
+    for (extra, runs) in [(&[][..], false), (&["--trust"][..], true)] {
+        // A changed time stamp makes git status run the filter on the file.
+        std::fs::write(repo.dir.join("notes.txt"), "remember the milk\n").unwrap();
+        let _ = std::fs::remove_file(&marker);
+        let good = Server::start(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        let mut args = vec!["--sandbox", "off"];
+        args.extend_from_slice(extra);
+        let output = run(&repo, &good, &args, &[]).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(marker.exists(), runs, "{extra:?}: {stderr}");
+        let first = good.requests()[0].json().to_string();
+        assert_eq!(first.contains("Git status"), runs, "{extra:?}");
+    }
+}

@@ -294,6 +294,30 @@ mod path_serde {
     }
 }
 
+/// `$HOME` as written and, when it goes through a symbolic link (`/home` linked to
+/// `/usr/home`), as resolved: a comparison with a resolved path must try both. Empty when
+/// `HOME` is unset or empty.
+pub fn home_dirs() -> Vec<PathBuf> {
+    let Some(home) = std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(PathBuf::from)
+    else {
+        return Vec::new();
+    };
+    let mut dirs = vec![home.clone()];
+    if let Ok(resolved) = std::fs::canonicalize(&home)
+        && resolved != home
+    {
+        dirs.push(resolved);
+    }
+    dirs
+}
+
+/// Whether `dir` is a home folder ([`home_dirs`]) or holds one.
+pub fn holds_home(dir: &Path) -> bool {
+    home_dirs().iter().any(|home| home.starts_with(dir))
+}
+
 /// The readable folders every policy starts with.
 pub fn default_readable() -> Vec<PathBuf> {
     let mut readable: Vec<PathBuf> = SYSTEM_READABLE.iter().map(PathBuf::from).collect();
@@ -315,7 +339,7 @@ pub fn default_readable() -> Vec<PathBuf> {
                     .filter(|dir| dir.is_absolute())
                     .filter_map(|dir| std::fs::canonicalize(dir).ok())
                     // Never `$HOME` itself or a folder holding it: that would show all of it.
-                    .filter(|dir| home.as_ref().is_none_or(|home| !home.starts_with(dir)))
+                    .filter(|dir| !holds_home(dir))
                     .collect()
             })
             .iter()
@@ -457,21 +481,20 @@ pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
 /// workspace in a subfolder of a repository): readable, so git works there. Never `$HOME`
 /// or a folder holding it (a repository of dotfiles would show all of `$HOME`).
 pub fn enclosing_repository(root: &Path) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
     let top = root
         .ancestors()
         .skip(1)
         .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())?;
-    let holds_home = home.as_ref().is_some_and(|home| home.starts_with(top));
-    (!holds_home).then(|| top.to_path_buf())
+    (!holds_home(top)).then(|| top.to_path_buf())
 }
 
 /// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]) and, for root,
 /// what under `/etc` other users may not read ([`private_system_files`]).
 pub fn default_hidden() -> Vec<PathBuf> {
     let mut hidden: Vec<PathBuf> = Vec::new();
-    if let Some(home) = std::env::var_os("HOME").filter(|home| !home.is_empty()) {
-        let home = PathBuf::from(home);
+    // Under every spelling of `$HOME`: a workspace reached through the resolved path must
+    // not see them there.
+    for home in home_dirs() {
         hidden.extend(
             CREDENTIALS_IN_HOME
                 .iter()
