@@ -60,6 +60,11 @@ pub struct Session {
     /// The history came from another tool's transcript: it is copied into our own session
     /// file when the first turn starts.
     copy_history: bool,
+    /// The user context saved in the resumed transcript (sent again as it was, never
+    /// gathered again).
+    saved_context: Option<String>,
+    /// Whether the transcript holds the user context this session sends.
+    context_saved: bool,
 }
 
 impl std::fmt::Debug for Session {
@@ -120,8 +125,13 @@ impl Session {
         })?;
         let sessions = transcript::project_dir(&cwd)?;
         let legacy = transcript::legacy_project_dir(&cwd)?;
-        let (history, session_id, transcript_path, copy_history) =
-            resume(args, &sessions, legacy.as_deref())?;
+        let Resumed {
+            history,
+            session_id,
+            path: transcript_path,
+            copy_history,
+            user_context: saved_context,
+        } = resume(args, &sessions, legacy.as_deref())?;
 
         let model = args
             .model
@@ -253,6 +263,17 @@ impl Session {
         };
 
         let mut config = LoopConfig::for_model(&model);
+        if let Some(percent) = autocompact_percent(&settings.env)? {
+            let (info, _) = context::lookup(&model);
+            config.context.levels = context::WaterLevels::with_overrides(
+                info.context_window,
+                info.max_output,
+                context::LevelOverrides {
+                    autocompact_percent: Some(percent),
+                    autocompact_disabled: false,
+                },
+            );
+        }
         config.fallback_model = args.fallback_model.clone();
         config.max_turns = args.max_turns;
         let mut system = args
@@ -287,6 +308,8 @@ impl Session {
             transcript: None,
             copy_history,
             trusted: folder_trusted,
+            context_saved: saved_context.is_some(),
+            saved_context,
         })
     }
 
@@ -294,6 +317,12 @@ impl Session {
     /// first turn. `git status` runs the repository's configured programs (filters), so it
     /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
+        // A resumed session sends what it sent before: the same request prefix (the prompt
+        // cache), the same facts the conversation was built on.
+        if let Some(saved) = &self.saved_context {
+            self.config.user_context = Some(saved.clone());
+            return;
+        }
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
         self.config.user_context =
             Some(context_info::user_context(&self.cwd, &date, &self.sandbox, self.trusted).await);
@@ -316,6 +345,7 @@ impl Session {
         self.transcript_path = self.sessions.join(format!("{}.jsonl", self.session_id));
         self.transcript = None;
         self.copy_history = false;
+        self.context_saved = false;
         self.history.clear();
         self.hook_env
             .set_session(self.session_id.clone(), self.transcript_path.clone());
@@ -331,6 +361,12 @@ impl Session {
                     self.session_id.clone(),
                     &self.cwd,
                 )?;
+                if !self.context_saved
+                    && let Some(context) = &self.config.user_context
+                {
+                    transcript.append_user_context(context)?;
+                    self.context_saved = true;
+                }
                 if std::mem::take(&mut self.copy_history) {
                     for message in &self.history {
                         transcript.append_param(message)?;
@@ -384,13 +420,9 @@ impl Session {
         let (handle, mut events) = spawn_loop(self.config.clone(), self.deps(), history, cancel);
         while let Some(event) = events.recv().await {
             let transcript = self.transcript()?;
+            // Only history events reach the transcript: what is saved is what the loop kept.
             let written = match &event {
-                LoopEvent::Assistant(message) => {
-                    transcript.append(protocol::Role::Assistant, &serde_json::to_value(message)?)
-                }
-                LoopEvent::PartialAssistant(message)
-                | LoopEvent::ToolResults(message)
-                | LoopEvent::UserMessage(message) => transcript.append_param(message),
+                LoopEvent::History(change) => transcript.record(change),
                 _ => Ok(()),
             };
             if let Err(error) = written {
@@ -570,13 +602,31 @@ impl ConfigSource for SettingsEnv<'_> {
     }
 }
 
-/// The history to continue from, the session id, its file, and whether the history must be
-/// copied into that file (it came from elsewhere).
-fn resume(
-    args: &Args,
-    sessions: &Path,
-    legacy: Option<&Path>,
-) -> anyhow::Result<(Vec<MessageParam>, String, PathBuf, bool)> {
+/// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` (Claude Code's variable; settings' `env` first, then
+/// the environment): autocompact when the history reaches this percentage (1-100) of the
+/// usable window, if that is below the usual threshold.
+///
+/// # Errors
+///
+/// A value that is not a whole number from 1 to 100, naming the variable.
+fn autocompact_percent(settings_env: &BTreeMap<String, String>) -> anyhow::Result<Option<u8>> {
+    const KEY: &str = "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE";
+    let value = settings_env
+        .get(KEY)
+        .cloned()
+        .or_else(|| std::env::var(KEY).ok())
+        .filter(|value| !value.trim().is_empty());
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u8>() {
+        Ok(percent @ 1..=100) => Ok(Some(percent)),
+        _ => bail!("{KEY} must be a whole number from 1 to 100, got {value:?}"),
+    }
+}
+
+/// The session to continue (`--continue`, `--resume`), or a new one.
+fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result<Resumed> {
     let found = if args.continue_session {
         // The newest of this folder's sessions and of the folder earlier versions used.
         let newest = std::iter::once(sessions)
@@ -600,11 +650,23 @@ fn resume(
     let Some(path) = found else {
         let id = uuid::Uuid::new_v4().to_string();
         let path = sessions.join(format!("{id}.jsonl"));
-        return Ok((Vec::new(), id, path, false));
+        return Ok(Resumed {
+            history: Vec::new(),
+            session_id: id,
+            path,
+            copy_history: false,
+            user_context: None,
+        });
     };
     let loaded = transcript::load(&path)?;
     for repair in &loaded.repairs {
         tracing::info!(?repair, "resumed history repaired");
+    }
+    if !loaded.skipped.is_empty() {
+        eprintln!(
+            "agent: warning: {}",
+            crate::output::printable(&transcript::skipped_warning(&path, &loaded.skipped), false)
+        );
     }
     // Our own session files are continued in place; other transcripts start a new session
     // that begins with their history.
@@ -617,12 +679,38 @@ fn resume(
             .session_id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        Ok((loaded.messages, id, path, false))
+        Ok(Resumed {
+            history: loaded.messages,
+            session_id: id,
+            path,
+            copy_history: false,
+            user_context: loaded.user_context,
+        })
     } else {
         let id = uuid::Uuid::new_v4().to_string();
         let new_path = sessions.join(format!("{id}.jsonl"));
-        Ok((loaded.messages, id, new_path, true))
+        Ok(Resumed {
+            history: loaded.messages,
+            session_id: id,
+            path: new_path,
+            copy_history: true,
+            user_context: None,
+        })
     }
+}
+
+/// The session a run continues (or a new one).
+struct Resumed {
+    /// The history so far.
+    history: Vec<MessageParam>,
+    /// The session id.
+    session_id: String,
+    /// Its transcript file.
+    path: PathBuf,
+    /// The history came from another transcript: copy it into ours at the first turn.
+    copy_history: bool,
+    /// The user context the session sent, saved in its transcript: sent again as it was.
+    user_context: Option<String>,
 }
 
 /// `--resume ID|FILE`: an existing file, or the id of a session of this directory (a bare

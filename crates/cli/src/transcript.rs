@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use context::{HistoryItem, Repair, normalize};
+use loop_core::HistoryEvent;
 use protocol::{MessageParam, Role};
 use serde_json::{Value, json};
 
@@ -208,20 +209,23 @@ impl Transcript {
         })
     }
 
-    /// Appends one message entry and fsyncs.
+    /// Appends one entry (`kind` is its `type`, `fields` the rest) with the session id, a
+    /// new uuid, the time and the working directory, and fsyncs.
     ///
     /// # Errors
     ///
     /// When writing or syncing fails (the caller reports it; the run goes on).
-    pub fn append(&mut self, role: Role, message: &Value) -> anyhow::Result<()> {
-        let entry = json!({
-            "type": match role { Role::User => "user", Role::Assistant => "assistant" },
-            "message": message,
+    fn append_entry(&mut self, kind: &str, fields: Value) -> anyhow::Result<()> {
+        let mut entry = json!({
+            "type": kind,
             "session_id": self.session_id,
             "uuid": uuid::Uuid::new_v4().to_string(),
             "timestamp": timestamp(SystemTime::now()),
             "cwd": self.cwd,
         });
+        if let (Some(entry), Value::Object(fields)) = (entry.as_object_mut(), fields) {
+            entry.extend(fields);
+        }
         let mut line = serde_json::to_vec(&entry)?;
         line.push(b'\n');
         self.file
@@ -233,15 +237,100 @@ impl Transcript {
         Ok(())
     }
 
+    /// Appends one message entry (`message` as the API shapes it) and fsyncs.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append_entry`].
+    pub fn append(&mut self, role: Role, message: &Value) -> anyhow::Result<()> {
+        let kind = match role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        self.append_entry(kind, json!({ "message": message }))
+    }
+
     /// Appends a history message.
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append`].
+    /// As [`Transcript::append_entry`].
     pub fn append_param(&mut self, message: &MessageParam) -> anyhow::Result<()> {
         self.append(message.role, &serde_json::to_value(message)?)
     }
+
+    /// Persists one change of the loop's history (the only way a run writes messages).
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append_entry`].
+    pub fn record(&mut self, change: &HistoryEvent) -> anyhow::Result<()> {
+        match change {
+            HistoryEvent::Response(message) => {
+                self.append(Role::Assistant, &serde_json::to_value(message)?)
+            }
+            HistoryEvent::Appended(message) => self.append_param(message),
+            HistoryEvent::Compacted {
+                trigger,
+                pre_tokens,
+                messages,
+            } => self.append_compaction(trigger.as_str(), *pre_tokens, messages),
+        }
+    }
+
+    /// A compaction, in Claude Code's shapes: a `system` entry with subtype
+    /// `compact_boundary` and `compact_metadata` (`trigger`, `pre_tokens`), then the
+    /// compacted history, its first (summary) message marked `isCompactSummary`. A loader
+    /// starts the history again at the last boundary.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append_entry`].
+    pub fn append_compaction(
+        &mut self,
+        trigger: &str,
+        pre_tokens: u64,
+        messages: &[MessageParam],
+    ) -> anyhow::Result<()> {
+        self.append_entry(
+            "system",
+            json!({
+                "subtype": "compact_boundary",
+                "content": "Conversation compacted",
+                "compact_metadata": {"trigger": trigger, "pre_tokens": pre_tokens},
+            }),
+        )?;
+        for (index, message) in messages.iter().enumerate() {
+            let kind = match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            let mut fields = json!({ "message": message });
+            if index == 0 {
+                fields["isCompactSummary"] = Value::Bool(true);
+            }
+            self.append_entry(kind, fields)?;
+        }
+        Ok(())
+    }
+
+    /// The user context (environment facts, memory files) as the session sends it, so a
+    /// resumed session sends the same instead of gathering it again.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append_entry`].
+    pub fn append_user_context(&mut self, text: &str) -> anyhow::Result<()> {
+        self.append_entry(
+            "system",
+            json!({ "subtype": USER_CONTEXT_SUBTYPE, "content": text }),
+        )
+    }
 }
+
+/// The `subtype` of the `system` entry holding the user context (ours; Claude Code's loaders
+/// skip unknown entries).
+pub const USER_CONTEXT_SUBTYPE: &str = "agent_user_context";
 
 /// A loaded history and what was repaired on the way.
 #[derive(Debug)]
@@ -252,25 +341,36 @@ pub struct Loaded {
     pub session_id: Option<String>,
     /// Repairs made (merged entries, interrupted tool results, dropped orphans).
     pub repairs: Vec<Repair>,
+    /// Damaged lines skipped (1-based): not JSON, or a message that does not parse.
+    pub skipped: Vec<usize>,
+    /// The user context the session sent, when the file holds it (ours).
+    pub user_context: Option<String>,
 }
 
-/// Loads a transcript (ours or Claude Code's): user and assistant entries in order, other
+/// Loads a transcript (ours or Claude Code's): user and assistant entries in order, starting
+/// again after the last `compact_boundary` entry (the compacted history follows it), other
 /// entries skipped; then normalized, so a dangling tool_use at the end gets an "interrupted"
-/// result.
+/// result. A damaged line is skipped (listed in [`Loaded::skipped`]); a last line cut by a
+/// crash is dropped silently.
 ///
 /// # Errors
 ///
-/// Naming the file and line when a line is not JSON or a message does not parse, and when
-/// the file holds no user or assistant message at all (it is not a transcript).
+/// Naming the file when no line is a JSON entry (naming the first line), or when the file
+/// holds no user or assistant message at all (it is not a transcript).
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     // A crash can leave the last line half-written (no newline after it): that message is
-    // lost, the rest stands. A last line that was written whole must parse like the others.
+    // lost, the rest stands.
     let cut_last_line = !text.is_empty() && !text.ends_with('\n');
     let line_count = text.lines().count();
     let mut items = Vec::new();
+    // The history before the last boundary, in case nothing was written after it.
+    let mut before_boundary = Vec::new();
     let mut session_id = None;
+    let mut user_context = None;
+    let mut skipped = Vec::new();
+    let mut entries = 0;
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -278,18 +378,31 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         let entry: Value = match serde_json::from_str(line) {
             Ok(entry) => entry,
             Err(_) if cut_last_line && number + 1 == line_count => break,
-            Err(error) => bail!(
-                "{}:{}: not a JSON entry: {error}",
-                path.display(),
-                number + 1
-            ),
+            Err(_) => {
+                skipped.push(number + 1);
+                continue;
+            }
         };
+        entries += 1;
         let kind = entry
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if !matches!(kind, "user" | "assistant") {
-            continue;
+        let subtype = entry.get("subtype").and_then(Value::as_str);
+        match (kind, subtype) {
+            ("system", Some("compact_boundary")) => {
+                before_boundary = std::mem::take(&mut items);
+                continue;
+            }
+            ("system", Some(USER_CONTEXT_SUBTYPE)) => {
+                user_context = entry
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                continue;
+            }
+            ("user" | "assistant", _) => {}
+            _ => continue,
         }
         if session_id.is_none() {
             session_id = entry
@@ -301,19 +414,26 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         let Some(message) = entry.get("message") else {
             continue;
         };
-        let role = if kind == "user" { "user" } else { "assistant" };
-        let param = json!({"role": role, "content": message.get("content").cloned().unwrap_or(Value::Null)});
-        let param: MessageParam = serde_json::from_value(param).with_context(|| {
-            format!(
-                "{}:{}: the {kind} message does not parse",
-                path.display(),
-                number + 1
-            )
-        })?;
+        let param = json!({"role": kind, "content": message.get("content").cloned().unwrap_or(Value::Null)});
+        let Ok(param) = serde_json::from_value::<MessageParam>(param) else {
+            skipped.push(number + 1);
+            continue;
+        };
         if param.content.is_empty() {
             continue;
         }
         items.push(HistoryItem::Message(param));
+    }
+    if entries == 0
+        && let Some(first) = skipped.first()
+    {
+        bail!(
+            "{}:{first}: not a JSON entry: not a transcript",
+            path.display()
+        );
+    }
+    if items.is_empty() {
+        items = before_boundary;
     }
     if items.is_empty() {
         bail!(
@@ -326,7 +446,21 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         messages,
         session_id,
         repairs,
+        skipped,
+        user_context,
     })
+}
+
+/// The warning for damaged lines skipped while loading `path`: the file and every line.
+pub fn skipped_warning(path: &Path, lines: &[usize]) -> String {
+    let lines: Vec<String> = lines.iter().map(ToString::to_string).collect();
+    format!(
+        "{}: skipped {} damaged line{} ({}): the entries there are not JSON or not a message; the rest of the session is resumed",
+        path.display(),
+        lines.len(),
+        if lines.len() == 1 { "" } else { "s" },
+        lines.join(", ")
+    )
 }
 
 /// The most recently modified session file in `dir`.
@@ -429,14 +563,44 @@ mod tests {
             let error = format!("{:#}", load(&path).unwrap_err());
             assert!(error.contains(message), "{name}: {error}");
         }
-        // A whole last line that does not parse is an error, not a crash remnant.
+        // A whole line that does not parse is skipped and reported, not a crash remnant.
         let path = dir.join("bad-last.jsonl");
         std::fs::write(&path, format!("{whole}\n{{oops\n")).unwrap();
-        let error = format!("{:#}", load(&path).unwrap_err());
-        assert!(
-            error.contains("bad-last.jsonl:2: not a JSON entry"),
-            "{error}"
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, [2]);
+        assert_eq!(loaded.messages.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_compaction_restarts_the_history_and_a_lost_summary_keeps_the_old_one() {
+        let dir = std::env::temp_dir().join(format!("agent-compacted-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        transcript
+            .append_user_context("Working directory: /w")
+            .unwrap();
+        transcript
+            .append_param(&MessageParam::user_text("old question"))
+            .unwrap();
+        let summary = MessageParam::user_text("<compact-boundary>\nthe summary");
+        transcript
+            .append_compaction("auto", 1234, std::slice::from_ref(&summary))
+            .unwrap();
+        drop(transcript);
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.messages, [summary]);
+        assert_eq!(
+            loaded.user_context.as_deref(),
+            Some("Working directory: /w")
         );
+        // A crash right after the boundary entry: the history before it still loads.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let cut: Vec<&str> = text.lines().take(3).collect();
+        std::fs::write(&path, cut.join("\n") + "\n").unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.messages, [MessageParam::user_text("old question")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

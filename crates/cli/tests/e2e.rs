@@ -759,3 +759,199 @@ async fn model_text_cannot_drive_the_terminal() {
     assert!(!output.stdout.contains(&0x1b));
     assert_eq!(lines(&output)[0]["result"], hostile);
 }
+
+/// An autocompaction is saved as Claude Code saves it (a `compact_boundary` entry, the
+/// summary marked `isCompactSummary`), and `--continue` resumes from the compacted history:
+/// the next request is the last one's messages plus what followed, not the raw history.
+#[tokio::test]
+async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
+    let repo = repo("compact");
+    // Two results of about 11,000 tokens each (under L1's 50,000-character budget).
+    for name in ["alpha", "bravo"] {
+        let text: String = (0..700)
+            .map(|n| format!("{name} {n:04} of a long file that fills the context window\n"))
+            .collect();
+        std::fs::write(repo.dir.join(format!("{name}.txt")), text).unwrap();
+    }
+    // The autocompact threshold is 12 % of the usable window (21,600 tokens): crossed once
+    // the second result comes in; the first turn is summarized, the second kept.
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_a", "Read", json!({"file_path": "alpha.txt"}))),
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_b", "Read", json!({"file_path": "bravo.txt"}))
+                .usage(15_000, 50),
+        ),
+        Reply::turn(Turn::new().text("SUMMARY-OF-WORK: alpha.txt was read.")),
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Next answer.")),
+    ]))
+    .await
+    .unwrap();
+    let run = |extra: &'static [&'static str]| {
+        let mut command = command(&repo, &server);
+        command
+            .env("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "12")
+            .args(["--output-format", "json"])
+            .args(extra);
+        command
+    };
+    let output = run(&["-p", "read both files"]).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        server.request_count(),
+        4,
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let compacted = server.requests()[3].json()["messages"].clone();
+    let text = compacted.to_string();
+    assert!(text.contains("SUMMARY-OF-WORK"), "{text}");
+    assert!(
+        !text.contains("alpha 0699"),
+        "the summarized result is gone"
+    );
+    assert!(text.contains("bravo 0699"), "the kept turn stays");
+
+    // The transcript holds the boundary and the summary in Claude Code's shapes.
+    let transcript = std::fs::read_dir(repo.home.join("data/agent/projects"))
+        .unwrap()
+        .flatten()
+        .flat_map(|project| std::fs::read_dir(project.path()).unwrap().flatten())
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .unwrap();
+    let entries: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let boundary = entries
+        .iter()
+        .position(|entry| entry["subtype"] == "compact_boundary")
+        .expect("a compact_boundary entry");
+    assert_eq!(entries[boundary]["type"], "system");
+    assert_eq!(entries[boundary]["compact_metadata"]["trigger"], "auto");
+    assert!(
+        entries[boundary]["compact_metadata"]["pre_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(entries[boundary + 1]["isCompactSummary"], true);
+    assert_eq!(entries[boundary + 1]["type"], "user");
+
+    let output = run(&["--continue", "-p", "next"]).output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let resumed = server.requests()[4].json();
+    let mut expected = compacted.as_array().unwrap().clone();
+    expected.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
+    let messages = resumed["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), expected.len() + 1, "{resumed}");
+    // Cache markers move; the content is the same.
+    let strip = |value: &Value| {
+        value
+            .to_string()
+            .replace(r#","cache_control":{"type":"ephemeral"}"#, "")
+    };
+    for (got, want) in messages.iter().zip(&expected) {
+        assert_eq!(strip(got), strip(want));
+    }
+    assert!(messages.last().unwrap().to_string().contains("next"));
+}
+
+/// A Claude Code transcript with a compaction (hand-written fixture, see
+/// tests/fixtures/README.md) resumes from its summary; nothing before the boundary is sent.
+#[tokio::test]
+async fn a_claude_code_transcript_with_a_compaction_resumes_from_its_summary() {
+    let repo = repo("cc-compacted");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Ok."))]))
+        .await
+        .unwrap();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/claude-code-compacted.jsonl"
+    );
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "--resume",
+            fixture,
+            "-p",
+            "go on",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = server.requests()[0].json()["messages"].to_string();
+    for marker in ["SUMMARY-MARKER", "AFTER-BOUNDARY-MARKER", "go on"] {
+        assert!(sent.contains(marker), "{marker}: {sent}");
+    }
+    for marker in ["BEFORE-BOUNDARY-MARKER", "OLD-ASSISTANT-MARKER"] {
+        assert!(!sent.contains(marker), "{marker}: {sent}");
+    }
+}
+
+/// A damaged line in the middle of a transcript: the session resumes without it, with a
+/// warning naming the file and the line.
+#[tokio::test]
+async fn a_damaged_line_is_skipped_with_a_warning() {
+    let repo = repo("damaged");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("First answer.")),
+        Reply::turn(Turn::new().text("Second answer.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "first", "--output-format", "json"]).await;
+    assert!(output.status.success());
+    let transcript = std::fs::read_dir(repo.home.join("data/agent/projects"))
+        .unwrap()
+        .flatten()
+        .flat_map(|project| std::fs::read_dir(project.path()).unwrap().flatten())
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .unwrap();
+    let mut lines: Vec<String> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.insert(
+        1,
+        "{\"type\":\"user\",\"message\":{\"role\":\"us".to_owned(),
+    );
+    std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["--continue", "-p", "second", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{}: skipped 1 damaged line (2)",
+            transcript.display()
+        )),
+        "{stderr}"
+    );
+    let sent = server.requests()[1].json()["messages"].to_string();
+    assert!(
+        sent.contains("First answer.") && sent.contains("second"),
+        "{sent}"
+    );
+}

@@ -173,7 +173,9 @@ async fn prompts_share_one_history_and_approval_is_asked() {
         .collect();
     assert_eq!(transcripts.len(), 1);
     let text = std::fs::read_to_string(transcripts[0].path()).unwrap();
-    assert_eq!(text.lines().count(), 6, "{text}");
+    // The user context as sent, then the six messages.
+    assert_eq!(text.lines().count(), 7, "{text}");
+    assert!(text.lines().next().unwrap().contains("agent_user_context"));
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Deps, LoopConfig};
-use crate::events::{LoopEvent, Transition};
+use crate::events::{HistoryEvent, LoopEvent, Transition};
 use crate::model::{ModelError, ModelEvent};
 use crate::request::ModelRequest;
 
@@ -29,6 +29,8 @@ pub(crate) enum CallEnd {
 pub(crate) struct Responded {
     /// The response.
     pub message: Message,
+    /// Whether it was already reported kept ([`committed`]).
+    pub reported: bool,
     /// Its tools' results, in completion order.
     pub results: Vec<CompletedTool>,
     /// A call reached the repeated-call stop count.
@@ -43,6 +45,8 @@ pub(crate) struct Responded {
 pub(crate) struct Aborted {
     /// The whole response, when it had completed (its event was already emitted).
     pub message: Option<Message>,
+    /// Whether that response was already reported kept ([`committed`]).
+    pub reported: bool,
     /// The completed blocks, when it had not (tool_uses only with their results).
     pub blocks: Vec<CompletedBlock>,
     /// The tools' results (unfinished ones as interrupted).
@@ -84,6 +88,15 @@ impl Handoff {
     fn is_holding(&self) -> bool {
         self.held.is_some()
     }
+}
+
+/// Whether a completed response is kept in the history whatever happens next, so it is
+/// reported (and persisted) the moment it completes, before its tools finish: a crash
+/// during a long tool then loses nothing but the tool's result. Only a response cut by
+/// max_tokens may still be dropped (the escalation sends the same request again), so it is
+/// reported when the loop decides.
+pub(crate) fn committed(message: &Message) -> bool {
+    message.stop_reason != Some(StopReason::MaxTokens)
 }
 
 /// One call in flight: the stream, the executor and what has been seen.
@@ -222,6 +235,9 @@ impl Call<'_> {
             } => {
                 self.on_done(&message, &block_status);
                 emit(LoopEvent::Assistant(message.clone()));
+                if committed(&message) {
+                    emit(LoopEvent::History(HistoryEvent::Response(Box::new(message.clone()))));
+                }
                 self.done = Some(message);
                 return false;
             }
@@ -314,6 +330,7 @@ impl Call<'_> {
             None
         };
         CallEnd::Aborted(Box::new(Aborted {
+            reported: self.done.as_ref().is_some_and(committed),
             message: self.done,
             blocks: self.blocks,
             results: self.results,
@@ -328,6 +345,7 @@ impl Call<'_> {
             return CallEnd::Failed(ended_without_response());
         };
         CallEnd::Done(Box::new(Responded {
+            reported: committed(&message),
             message,
             results: self.results,
             repeat_stop: self.guard.stop,

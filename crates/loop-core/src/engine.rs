@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::call::{Aborted, CallEnd, Responded, call_model};
-use crate::events::{LoopEvent, LoopOutcome, Terminal, Transition};
+use crate::events::{CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition};
 use crate::hooks::{StopDecision, StopHook, StopHookInput};
 use crate::model::{ModelClient, ModelError};
 use crate::request::ModelRequest;
@@ -250,9 +250,35 @@ impl<'a> Run<'a> {
         let _ = self.events.send(event);
     }
 
-    /// Appends `message` to the history.
+    /// Appends `message` to the history: the one place (with [`Run::append_response`] and
+    /// [`Run::compacted`]) the history changes, each change reported as a history event.
     fn append(&self, state: &mut State, message: MessageParam) {
+        self.emit(LoopEvent::History(HistoryEvent::Appended(message.clone())));
         state.messages.push(message);
+    }
+
+    /// Appends a completed response whole; `reported`: its history event went out when it
+    /// completed (see [`crate::call::committed`]).
+    fn append_response(&self, state: &mut State, message: &protocol::Message, reported: bool) {
+        if !reported {
+            self.emit(LoopEvent::History(HistoryEvent::Response(Box::new(message.clone()))));
+        }
+        state.messages.push(message.to_param());
+    }
+
+    /// Reports that compaction replaced the history (`events` are the compaction's own).
+    fn compacted(&self, state: &State, events: &[ContextEvent], trigger: CompactTrigger) {
+        let pre_tokens = events.iter().find_map(|event| match event {
+            ContextEvent::Compacted { before, .. } => Some(before.0),
+            _ => None,
+        });
+        if let Some(pre_tokens) = pre_tokens {
+            self.emit(LoopEvent::History(HistoryEvent::Compacted {
+                trigger,
+                pre_tokens,
+                messages: state.messages.clone(),
+            }));
+        }
     }
 
     /// Counts a response's usage.
@@ -320,11 +346,12 @@ impl<'a> Run<'a> {
             .events
             .iter()
             .any(|event| matches!(event, ContextEvent::Compacted { .. }));
-        for event in prepared.events {
-            self.emit(LoopEvent::Context(event));
+        for event in &prepared.events {
+            self.emit(LoopEvent::Context(event.clone()));
         }
         if compacted {
             state.last_usage = None;
+            self.compacted(state, &prepared.events, CompactTrigger::Auto);
             self.emit(LoopEvent::Transition(Transition::Compacted));
         }
         match prepared.blocked {
@@ -377,7 +404,8 @@ impl<'a> Run<'a> {
             Some(message) => {
                 self.count(&message.usage);
                 self.last_text = message.text();
-                message.to_param()
+                self.append_response(state, &message, aborted.reported);
+                None
             }
             None if !aborted.blocks.is_empty() => {
                 let mut blocks = aborted.blocks;
@@ -387,11 +415,13 @@ impl<'a> Run<'a> {
                     content: blocks.into_iter().map(|block| block.block).collect(),
                 };
                 self.emit(LoopEvent::PartialAssistant(partial.clone()));
-                partial
+                Some(partial)
             }
             None => return,
         };
-        self.append(state, assistant);
+        if let Some(assistant) = assistant {
+            self.append(state, assistant);
+        }
         if !aborted.results.is_empty() {
             let results = results_message(&aborted.results, &[]);
             self.emit(LoopEvent::ToolResults(results.clone()));
@@ -469,7 +499,7 @@ impl<'a> Run<'a> {
             Step::RunStopHooks => None,
             _ => Some(results_message(&responded.results, &responded.repeat_notes)),
         };
-        self.append(state, responded.message.to_param());
+        self.append_response(state, &responded.message, responded.reported);
         if let Some(answer) = answer {
             self.emit(LoopEvent::ToolResults(answer.clone()));
             self.append(state, answer);
@@ -492,9 +522,10 @@ impl<'a> Run<'a> {
         let Ok(prepared) = compacted else {
             return Some(false);
         };
-        for event in prepared.events {
-            self.emit(LoopEvent::Context(event));
+        for event in &prepared.events {
+            self.emit(LoopEvent::Context(event.clone()));
         }
+        self.compacted(state, &prepared.events, CompactTrigger::Reactive);
         Some(true)
     }
 

@@ -112,6 +112,49 @@ impl fmt::Display for Terminal {
     }
 }
 
+/// A change to the history the loop keeps: exactly what a transcript persists, so what is
+/// saved is what the loop had. Nothing else changes the history during a run (context
+/// management's L1 and L2 rewrite results in place before each request, deterministically:
+/// a resumed history gets the same treatment). Exhaustive on purpose: a new kind of change
+/// must be handled wherever history is persisted.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HistoryEvent {
+    /// A completed response was appended whole (with its id, model, stop_reason, usage).
+    Response(Box<Message>),
+    /// A message was appended: a user message the loop added (tool results, a resume
+    /// prompt, stop-hook feedback) or the kept blocks of a response cut short by an abort.
+    Appended(MessageParam),
+    /// Compaction replaced the history: from now on it is `messages` (the summary message
+    /// first, then the recent messages kept).
+    Compacted {
+        /// What started it.
+        trigger: CompactTrigger,
+        /// Estimated tokens of the history before.
+        pre_tokens: u64,
+        /// The whole history after.
+        messages: Vec<MessageParam>,
+    },
+}
+
+/// What started a compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactTrigger {
+    /// The history crossed the autocompact threshold (L3).
+    Auto,
+    /// The API answered "prompt is too long" (reactive compaction).
+    Reactive,
+}
+
+impl CompactTrigger {
+    /// Claude Code's name in `compact_metadata.trigger`: `auto` for both (Claude Code's
+    /// other value, `manual`, is `/compact`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto | Self::Reactive => "auto",
+        }
+    }
+}
+
 /// One thing the loop reports while it runs.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -162,6 +205,8 @@ pub enum LoopEvent {
         /// Names and ids of the tools.
         tools: Vec<(String, String)>,
     },
+    /// The history changed (persist these, and only these).
+    History(HistoryEvent),
     /// The loop goes around again.
     Transition(Transition),
     /// Usage of one response.

@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use context::validate_pairing;
 use loop_core::{
-    LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture, StopHook,
-    StopHookInput, Terminal, Transition, run_loop,
+    HistoryEvent, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture,
+    StopHook, StopHookInput, Terminal, Transition, run_loop,
 };
 use protocol::{ContentBlock, MessageParam, StopReason, ToolResultContent};
 use serde_json::json;
@@ -51,7 +51,44 @@ async fn run_with_cancel(
     }
     validate_pairing(&outcome.messages)
         .unwrap_or_else(|error| panic!("{error}: {:#?}", outcome.messages));
+    // One history: replaying the history events on the first message gives the history the
+    // loop kept (tool_result contents aside: L1 and L2 rewrite them in place, the same way
+    // again on resume).
+    let mut replayed = vec![MessageParam::user_text(prompt)];
+    for event in &events {
+        match event {
+            LoopEvent::History(HistoryEvent::Appended(message)) => replayed.push(message.clone()),
+            LoopEvent::History(HistoryEvent::Response(message)) => {
+                replayed.push(message.to_param())
+            }
+            LoopEvent::History(HistoryEvent::Compacted { messages, .. }) => {
+                replayed = messages.clone();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(shape(&replayed), shape(&outcome.messages), "{events:#?}");
     (outcome, events)
+}
+
+/// A history's roles and blocks, tool_result contents left out.
+fn shape(messages: &[MessageParam]) -> Vec<(protocol::Role, Vec<String>)> {
+    messages
+        .iter()
+        .map(|message| {
+            let blocks = message
+                .content
+                .iter()
+                .map(|block| match block {
+                    ContentBlock::ToolResult(result) => {
+                        format!("tool_result {}", result.tool_use_id)
+                    }
+                    other => serde_json::to_string(other).unwrap(),
+                })
+                .collect();
+            (message.role, blocks)
+        })
+        .collect()
 }
 
 /// The tool_result ids and texts of a request's last user message.
