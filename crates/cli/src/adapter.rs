@@ -1,9 +1,9 @@
 //! The provider's client as loop-core's model port, and as the compaction summarizer.
 
 use bytes::Bytes;
-use context::{Summarizer, SummaryFuture, SummaryRequest};
+use context::{Summarizer, SummarizerError, SummaryFuture, SummaryRequest};
 use futures_util::StreamExt as _;
-use loop_core::{ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream};
+use loop_core::{ApiFailure, ModelClient, ModelError, ModelEvent, ModelRequest, ModelStream};
 use protocol::{CreateMessageRequest, SystemBlock, SystemPrompt};
 use provider::{AnthropicClient, ErrorKind, ProviderError, ProviderEvent};
 use tokio_util::sync::CancellationToken;
@@ -21,15 +21,18 @@ impl ProviderModel {
     }
 }
 
-/// The loop's view of a provider error.
+/// The loop's view of a provider error: by its kind only.
 fn model_error(error: ProviderError) -> ModelError {
     let detail = error.to_string();
+    let failure = || ApiFailure {
+        status: error.status,
+        request_id: error.request_id.clone(),
+        message: error.message.clone(),
+    };
     match error.kind {
-        ErrorKind::PromptTooLong => ModelError::PromptTooLong(detail),
-        ErrorKind::Overloaded | ErrorKind::SwitchToFallback => ModelError::Overloaded(detail),
-        ErrorKind::InvalidRequest if error.message.to_ascii_lowercase().contains("image") => {
-            ModelError::Image(detail)
-        }
+        ErrorKind::PromptTooLong => ModelError::PromptTooLong(failure()),
+        ErrorKind::Overloaded | ErrorKind::SwitchToFallback => ModelError::Overloaded(failure()),
+        ErrorKind::ImageRejected => ModelError::Image(failure()),
         ErrorKind::Connect
         | ErrorKind::Tls
         | ErrorKind::ResponseTimeout
@@ -38,10 +41,45 @@ fn model_error(error: ProviderError) -> ModelError {
         | ErrorKind::StreamBroken
         | ErrorKind::Cancelled => ModelError::Transport(detail),
         ErrorKind::Replay | ErrorKind::Config => ModelError::Client(detail),
-        _ => ModelError::Api {
-            status: error.status.unwrap_or(0),
-            message: detail,
-        },
+        ErrorKind::RateLimited
+        | ErrorKind::Server
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Authentication
+        | ErrorKind::Permission
+        | ErrorKind::NotFound
+        | ErrorKind::RequestTooLarge
+        | ErrorKind::Http
+        | ErrorKind::NotEventStream
+        | ErrorKind::Parse => ModelError::Api(failure()),
+    }
+}
+
+/// The summarizer's view of a provider error: by its kind only.
+fn summarizer_error(error: ProviderError) -> SummarizerError {
+    let detail = error.to_string();
+    match error.kind {
+        ErrorKind::PromptTooLong => SummarizerError::PromptTooLong(detail),
+        ErrorKind::Connect
+        | ErrorKind::Tls
+        | ErrorKind::RateLimited
+        | ErrorKind::Overloaded
+        | ErrorKind::SwitchToFallback
+        | ErrorKind::Server
+        | ErrorKind::ResponseTimeout
+        | ErrorKind::StreamIdle
+        | ErrorKind::StreamBroken
+        | ErrorKind::Cancelled => SummarizerError::Unavailable(detail),
+        ErrorKind::Replay | ErrorKind::Config => SummarizerError::Client(detail),
+        ErrorKind::ImageRejected
+        | ErrorKind::InvalidRequest
+        | ErrorKind::Authentication
+        | ErrorKind::Permission
+        | ErrorKind::NotFound
+        | ErrorKind::RequestTooLarge
+        | ErrorKind::Http
+        | ErrorKind::NotEventStream
+        | ErrorKind::ResponseTooLarge
+        | ErrorKind::Parse => SummarizerError::Refused(detail),
     }
 }
 
@@ -75,7 +113,6 @@ fn model_event(event: ProviderEvent) -> Option<ModelEvent> {
             message,
             block_status,
         },
-        _ => return None,
     })
 }
 
@@ -123,18 +160,17 @@ impl Summarizer for ProviderSummarizer {
                 None,
             )]));
             body.stream = Some(true);
-            let bytes = serde_json::to_vec(&body).map_err(|error| error.to_string())?;
+            let bytes = serde_json::to_vec(&body)
+                .map_err(|error| SummarizerError::Client(error.to_string()))?;
             let mut stream = self
                 .client
                 .stream(Bytes::from(bytes), CancellationToken::new());
             while let Some(item) = stream.next().await {
-                if let ProviderEvent::Done { message, .. } =
-                    item.map_err(|error| error.to_string())?
-                {
+                if let ProviderEvent::Done { message, .. } = item.map_err(summarizer_error)? {
                     return Ok(message.text());
                 }
             }
-            Err("the summary stream ended without a message".to_owned())
+            Err(SummarizerError::NoAnswer)
         })
     }
 }

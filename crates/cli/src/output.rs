@@ -23,7 +23,7 @@ pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
         | Terminal::RepeatedToolCall
         | Terminal::StopHookCapReached => (3, "error_during_execution"),
         Terminal::AbortedStreaming | Terminal::AbortedTools => (130, "error_during_execution"),
-        _ => (1, "error_during_execution"),
+        Terminal::ModelError(_) | Terminal::ImageError(_) => (1, "error_during_execution"),
     }
 }
 
@@ -437,7 +437,17 @@ impl Renderer {
                 self.end_text();
                 self.stderr_line(&format!("  ⋯ {}", context_line(event)));
             }
-            _ => {}
+            // Nothing to draw for these (a new kind of event must be decided on here).
+            LoopEvent::Stream(_)
+            | LoopEvent::Tool(_)
+            | LoopEvent::ToolResults(_)
+            | LoopEvent::PartialAssistant(_)
+            | LoopEvent::UserMessage(_)
+            | LoopEvent::Idle { .. }
+            | LoopEvent::DiscardedTools { .. }
+            | LoopEvent::History(_)
+            | LoopEvent::Transition(_)
+            | LoopEvent::Usage(_) => {}
         }
     }
 
@@ -522,9 +532,15 @@ impl Renderer {
                 if let Some(started) = self.request_started.take() {
                     self.api_time += started.elapsed();
                 }
-                let (info, _) = context::lookup(&message.model);
+                self.message_model = message.model.clone();
+            }
+            // Every usage the loop reports is priced: completed responses (kept or not) and
+            // the part of a response an abort cut short, at the prices of the model that
+            // answered.
+            LoopEvent::Usage(usage) => {
+                let (info, _) = context::lookup(&self.message_model);
                 self.cost = match (self.cost, info.prices) {
-                    (Some(total), Some(prices)) => Some(total + prices.cost(&message.usage)),
+                    (Some(total), Some(prices)) => Some(total + prices.cost(usage)),
                     _ => None,
                 };
             }
@@ -555,7 +571,20 @@ impl Renderer {
                     delay.as_secs_f64()
                 );
             }
-            _ => {}
+            // Nothing to write for these in this format (a new kind of event must be decided
+            // on here).
+            LoopEvent::Stream(_)
+            | LoopEvent::Block(_)
+            | LoopEvent::Tool(_)
+            | LoopEvent::ToolResults(_)
+            | LoopEvent::UserMessage(_)
+            | LoopEvent::PartialAssistant(_)
+            | LoopEvent::Context(_)
+            | LoopEvent::Retry { .. }
+            | LoopEvent::Idle { .. }
+            | LoopEvent::DiscardedTools { .. }
+            | LoopEvent::History(_)
+            | LoopEvent::Transition(_) => {}
         }
     }
 
@@ -688,6 +717,32 @@ mod tests {
     use loop_core::ModelError;
 
     use super::*;
+
+    #[test]
+    fn every_reported_usage_is_priced_even_a_cut_response() {
+        let mut renderer = Renderer::new(OutputFormat::Json, "s", "claude-sonnet-4-5", false);
+        let start = |model: &str| {
+            let message: protocol::Message = serde_json::from_value(serde_json::json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0}
+            }))
+            .unwrap();
+            LoopEvent::Stream(StreamEvent::MessageStart {
+                message: Box::new(message),
+            })
+        };
+        renderer.event(&start("claude-sonnet-4-5"));
+        // An abort cut the response: only its partial usage is reported.
+        renderer.event(&LoopEvent::Usage(protocol::Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            ..protocol::Usage::default()
+        }));
+        // Sonnet 4.5: $3 per million input tokens, $15 per million output tokens.
+        let cost = renderer.cost().unwrap();
+        assert!((cost - 4.5).abs() < 1e-9, "{cost}");
+    }
 
     #[test]
     fn a_tool_name_from_the_model_is_neutralised_too() {

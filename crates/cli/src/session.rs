@@ -421,11 +421,9 @@ impl Session {
         while let Some(event) = events.recv().await {
             let transcript = self.transcript()?;
             // Only history events reach the transcript: what is saved is what the loop kept.
-            let written = match &event {
-                LoopEvent::History(change) => transcript.record(change),
-                _ => Ok(()),
-            };
-            if let Err(error) = written {
+            if let LoopEvent::History(change) = &event
+                && let Err(error) = transcript.record(change)
+            {
                 renderer.warn(&format!("transcript: {error:#}"));
             }
             renderer.event(&event);

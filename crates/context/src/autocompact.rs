@@ -89,7 +89,29 @@ pub struct SummaryRequest {
 }
 
 /// The future a [`Summarizer`] returns: the summary text, or why there is none.
-pub type SummaryFuture<'a> = Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+pub type SummaryFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<String, SummarizerError>> + Send + 'a>>;
+
+/// Why a summary call gave no summary.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SummarizerError {
+    /// The summary request is too long for the model's window.
+    #[error("prompt is too long: {0}")]
+    PromptTooLong(String),
+    /// The model could not be reached, stayed overloaded or rate limited, or its stream
+    /// broke, through every retry.
+    #[error("the model is unavailable: {0}")]
+    Unavailable(String),
+    /// The API refused the request for another reason.
+    #[error("the API refused the summary request: {0}")]
+    Refused(String),
+    /// The request could not be built or sent (a client problem, no answer from the API).
+    #[error("the summary request could not be sent: {0}")]
+    Client(String),
+    /// The call ended without an answer.
+    #[error("the summary call ended without an answer")]
+    NoAnswer,
+}
 
 /// The model call that writes summaries, injected by the caller.
 pub trait Summarizer: Send + Sync {
@@ -137,7 +159,7 @@ pub enum CompactError {
     },
     /// The model call failed.
     #[error("the summary call failed: {0}")]
-    Summarizer(String),
+    Summarizer(#[source] SummarizerError),
     /// The model answered with an empty summary.
     #[error("the model returned an empty summary")]
     EmptySummary,

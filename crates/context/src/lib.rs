@@ -45,8 +45,8 @@ mod tokens;
 
 pub use autocompact::{
     BOUNDARY_MARKER, CompactConfig, CompactError, Compacted, FileSource, MAX_CONSECUTIVE_FAILURES,
-    NoFiles, SUMMARY_PROMPT, SUMMARY_SYSTEM, Summarizer, SummaryFuture, SummaryRequest, compact,
-    content_bytes, plan_boundary, summary_request,
+    NoFiles, SUMMARY_PROMPT, SUMMARY_SYSTEM, Summarizer, SummarizerError, SummaryFuture,
+    SummaryRequest, compact, content_bytes, plan_boundary, summary_request,
 };
 pub use budget::{
     BudgetConfig, BudgetReport, ReplacementLog, ResultStore, apply_budget, persisted_text,

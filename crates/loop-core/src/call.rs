@@ -236,7 +236,9 @@ impl Call<'_> {
                 self.on_done(&message, &block_status);
                 emit(LoopEvent::Assistant(message.clone()));
                 if committed(&message) {
-                    emit(LoopEvent::History(HistoryEvent::Response(Box::new(message.clone()))));
+                    emit(LoopEvent::History(HistoryEvent::Response(Box::new(
+                        message.clone(),
+                    ))));
                 }
                 self.done = Some(message);
                 return false;

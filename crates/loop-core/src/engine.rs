@@ -261,7 +261,9 @@ impl<'a> Run<'a> {
     /// completed (see [`crate::call::committed`]).
     fn append_response(&self, state: &mut State, message: &protocol::Message, reported: bool) {
         if !reported {
-            self.emit(LoopEvent::History(HistoryEvent::Response(Box::new(message.clone()))));
+            self.emit(LoopEvent::History(HistoryEvent::Response(Box::new(
+                message.clone(),
+            ))));
         }
         state.messages.push(message.to_param());
     }

@@ -11,7 +11,6 @@ use crate::model::ModelError;
 
 /// Why the loop went around again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum Transition {
     /// Tools ran; their results go to the model.
     NextTurn,
@@ -53,7 +52,6 @@ impl Transition {
 
 /// Why the loop ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Terminal {
     /// The model finished and no stop hook objected.
     Completed,
@@ -157,7 +155,6 @@ impl CompactTrigger {
 
 /// One thing the loop reports while it runs.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum LoopEvent {
     /// A model request is about to be sent.
     Request {

@@ -18,7 +18,6 @@ pub struct StopHookInput {
 
 /// A stop hook's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum StopDecision {
     /// Let the turn end.
     Allow,

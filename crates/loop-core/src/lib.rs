@@ -45,5 +45,5 @@ mod state;
 pub use engine::{Deps, LoopConfig, RESUME_PROMPT, run_loop, spawn_loop};
 pub use events::{CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition};
 pub use hooks::{NoStopHook, StopDecision, StopFuture, StopHook, StopHookInput};
-pub use model::{ModelClient, ModelError, ModelEvent, ModelStream};
+pub use model::{ApiFailure, ModelClient, ModelError, ModelEvent, ModelStream};
 pub use request::ModelRequest;

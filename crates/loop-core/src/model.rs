@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 
 /// What a streaming model call yields.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum ModelEvent {
     /// A decoded stream event, for live rendering.
     Stream(StreamEvent),
@@ -49,31 +48,62 @@ pub enum ModelEvent {
     },
 }
 
-/// Why a model call failed, after the client's own retries.
+/// What the API said when it refused a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiFailure {
+    /// The HTTP status; `None` for an `error` event in the middle of a stream.
+    pub status: Option<u16>,
+    /// The `request-id` of the response, when known (for support requests).
+    pub request_id: Option<String>,
+    /// The error type and message, as the API gave them (`invalid_request_error: ...`).
+    pub message: String,
+}
+
+impl ApiFailure {
+    /// A failure with only a message (tests, scripted models).
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            status: None,
+            request_id: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(status) = self.status {
+            write!(f, "HTTP {status}: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(request_id) = &self.request_id {
+            write!(f, " [request {request_id}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a model call failed, after the client's own retries. Exhaustive on purpose: the loop
+/// decides on each kind ([`crate::Terminal`]), and a new kind must be decided on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ModelError {
     /// The API said the prompt is too long for the context window.
     #[error("prompt is too long: {0}")]
-    PromptTooLong(String),
+    PromptTooLong(ApiFailure),
     /// The API stayed overloaded through every retry.
     #[error("the API is overloaded: {0}")]
-    Overloaded(String),
-    /// The API rejected an image.
+    Overloaded(ApiFailure),
+    /// The API rejected an image in the request.
     #[error("image rejected: {0}")]
-    Image(String),
+    Image(ApiFailure),
     /// The output cap was hit too many times in a row.
     #[error("the response hit the output token limit {0} times in a row")]
     MaxTokensExhausted(u32),
-    /// Any other API error (status and body message).
-    #[error("API error {status}: {message}")]
-    Api {
-        /// HTTP status (or 0 for an `error` event mid-stream).
-        status: u16,
-        /// The error kind and message.
-        message: String,
-    },
-    /// The connection or the stream failed.
+    /// Any other refusal by the API.
+    #[error("API error: {0}")]
+    Api(ApiFailure),
+    /// The connection or the stream failed: no answer from the API (the detail says what
+    /// failed and which limit, if one did).
     #[error("transport error: {0}")]
     Transport(String),
     /// The client failed without any answer from the API: its configuration, or a replayed

@@ -215,8 +215,8 @@ pub(crate) fn decide(state: &State, limits: &Limits, outcome: Outcome<'_>) -> St
         {
             Step::Continue(Transition::FallbackModel)
         }
-        Outcome::Failed(ModelError::Image(detail)) => {
-            Step::Stop(Terminal::ImageError(detail.clone()))
+        Outcome::Failed(ModelError::Image(failure)) => {
+            Step::Stop(Terminal::ImageError(failure.to_string()))
         }
         Outcome::Failed(error) => Step::Stop(Terminal::ModelError(error.clone())),
         Outcome::Compacted { succeeded: true } => Step::Continue(Transition::ReactiveCompact),
@@ -270,6 +270,7 @@ fn decide_response(state: &State, limits: &Limits, response: Response) -> Step {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ApiFailure;
 
     fn limits() -> Limits {
         Limits {
@@ -388,7 +389,7 @@ mod tests {
     #[test]
     fn prompt_too_long_compacts_once() {
         let limits = limits();
-        let error = ModelError::PromptTooLong("too long".into());
+        let error = ModelError::PromptTooLong(ApiFailure::new("too long"));
         let state = state();
         assert_eq!(
             decide(&state, &limits, Outcome::Failed(&error)),
@@ -417,7 +418,7 @@ mod tests {
     #[test]
     fn overload_switches_to_the_fallback_model_once() {
         let limits = limits();
-        let error = ModelError::Overloaded("529".into());
+        let error = ModelError::Overloaded(ApiFailure::new("529"));
         let state = state();
         assert_eq!(
             decide(&state, &limits, Outcome::Failed(&error)),
@@ -506,7 +507,7 @@ mod tests {
             ),
             Step::Stop(Terminal::AbortedStreaming)
         );
-        let image = ModelError::Image("bad image".into());
+        let image = ModelError::Image(ApiFailure::new("bad image"));
         assert_eq!(
             decide(&state, &limits, Outcome::Failed(&image)),
             Step::Stop(Terminal::ImageError("bad image".into()))

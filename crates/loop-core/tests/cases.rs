@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use context::validate_pairing;
 use loop_core::{
-    HistoryEvent, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture,
-    StopHook, StopHookInput, Terminal, Transition, run_loop,
+    ApiFailure, HistoryEvent, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision,
+    StopFuture, StopHook, StopHookInput, Terminal, Transition, run_loop,
 };
 use protocol::{ContentBlock, MessageParam, StopReason, ToolResultContent};
 use serde_json::json;
@@ -390,9 +390,9 @@ async fn prompt_too_long_compacts_once_then_gives_up() {
         Reply::new()
             .tool("r0", "Read", json!({"file_path": "a"}))
             .end(StopReason::ToolUse),
-        Reply::error(ModelError::PromptTooLong(
-            "210000 tokens > 200000 maximum".into(),
-        )),
+        Reply::error(ModelError::PromptTooLong(ApiFailure::new(
+            "210000 tokens > 200000 maximum",
+        ))),
         Reply::new().text("done").end(StopReason::EndTurn),
     ]);
     let summarizer = Arc::new(CountingSummarizer::default());
@@ -424,8 +424,8 @@ async fn prompt_too_long_compacts_once_then_gives_up() {
         Reply::new()
             .tool("r0", "Read", json!({"file_path": "a"}))
             .end(StopReason::ToolUse),
-        Reply::error(ModelError::PromptTooLong("too long".into())),
-        Reply::error(ModelError::PromptTooLong("still too long".into())),
+        Reply::error(ModelError::PromptTooLong(ApiFailure::new("too long"))),
+        Reply::error(ModelError::PromptTooLong(ApiFailure::new("still too long"))),
     ]);
     let (outcome, _) = run(
         config,

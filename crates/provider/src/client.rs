@@ -24,7 +24,6 @@ use crate::transport::{HttpRequest, HttpResponse, HyperTransport, Transport};
 
 /// What a streaming call yields.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum ProviderEvent {
     /// A decoded stream event.
     Stream(StreamEvent),
@@ -345,6 +344,13 @@ fn api_error_kind(kind: &ApiErrorKind, message: &str, status: Option<StatusCode>
             if message.to_ascii_lowercase().contains("prompt is too long") =>
         {
             ErrorKind::PromptTooLong
+        }
+        // The API has no error type of its own for these: its messages say `image` ("Could
+        // not process image", "image exceeds 5 MB maximum", "image dimensions exceed max
+        // allowed size"). Classified here, where the API's message is parsed, and nowhere
+        // else.
+        ApiErrorKind::InvalidRequest if message.to_ascii_lowercase().contains("image") => {
+            ErrorKind::ImageRejected
         }
         ApiErrorKind::InvalidRequest => ErrorKind::InvalidRequest,
         ApiErrorKind::Authentication => ErrorKind::Authentication,
@@ -814,5 +820,40 @@ async fn read_body(
                 bytes.extend_from_slice(&chunk);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_errors_are_classified_by_type_and_known_messages() {
+        let invalid = |message: &str| {
+            api_error_kind(
+                &ApiErrorKind::InvalidRequest,
+                message,
+                Some(StatusCode::BAD_REQUEST),
+            )
+        };
+        assert_eq!(
+            invalid("prompt is too long: 210000 tokens > 200000 maximum"),
+            ErrorKind::PromptTooLong
+        );
+        for message in [
+            "Could not process image",
+            "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum",
+            "image dimensions exceed max allowed size: 8000 pixels",
+        ] {
+            assert_eq!(invalid(message), ErrorKind::ImageRejected, "{message}");
+        }
+        assert_eq!(
+            invalid("max_tokens: must be greater than 0"),
+            ErrorKind::InvalidRequest
+        );
+        assert_eq!(
+            api_error_kind(&ApiErrorKind::Overloaded, "Overloaded", None),
+            ErrorKind::Overloaded
+        );
     }
 }

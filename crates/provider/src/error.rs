@@ -16,6 +16,7 @@ use std::fmt;
 /// | `StreamIdle` (no bytes for the idle timeout, or only pings for the progress timeout) | yes |
 /// | `StreamBroken` (reset or cut body, incomplete stream) | yes, then one non-streaming request |
 /// | `PromptTooLong` (400 "prompt is too long") | no: the caller compacts |
+/// | `ImageRejected` (400 about an image in the request) | no: the caller drops the image |
 /// | `InvalidRequest`, `Authentication`, `Permission`, `NotFound`, `RequestTooLarge`, other 4xx | no |
 /// | `NotEventStream` (a 200 that is not `text/event-stream`) | no |
 /// | `ResponseTooLarge` (a response past its size limit) | no |
@@ -26,7 +27,6 @@ use std::fmt;
 ///
 /// A response header `x-should-retry: true|false` overrides the table for HTTP errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum ErrorKind {
     /// The connection failed.
     Connect,
@@ -49,6 +49,8 @@ pub enum ErrorKind {
     StreamBroken,
     /// The prompt is longer than the context window.
     PromptTooLong,
+    /// The API could not use an image of the request (too large, bad format).
+    ImageRejected,
     /// 400 for another reason.
     InvalidRequest,
     /// 401.
@@ -102,6 +104,7 @@ impl ErrorKind {
             Self::StreamIdle => "stream idle",
             Self::StreamBroken => "stream broken",
             Self::PromptTooLong => "prompt too long",
+            Self::ImageRejected => "image rejected",
             Self::InvalidRequest => "invalid request",
             Self::Authentication => "authentication error",
             Self::Permission => "permission error",

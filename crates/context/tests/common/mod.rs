@@ -84,7 +84,10 @@ impl Summarizer for FakeSummarizer {
         context::validate_pairing(&request.messages).unwrap();
         self.requests.lock().unwrap().push(request);
         let answer = if size > self.limit {
-            Err(format!("prompt is too long: {size} > {}", self.limit))
+            Err(context::SummarizerError::PromptTooLong(format!(
+                "{size} > {}",
+                self.limit
+            )))
         } else {
             Ok(self.summary.clone())
         };
