@@ -8,6 +8,8 @@ mod adapter;
 mod args;
 mod context_info;
 mod demo;
+#[cfg(test)]
+mod history_properties;
 mod hooks;
 mod interactive;
 mod interrupts;

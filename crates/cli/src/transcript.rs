@@ -193,6 +193,8 @@ impl Transcript {
                     .with_context(|| format!("repairing transcript {}", path.display()))?;
             }
         }
+        drop_incomplete_compaction(&path)
+            .with_context(|| format!("repairing transcript {}", path.display()))?;
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -298,6 +300,9 @@ impl Transcript {
                 "subtype": "compact_boundary",
                 "content": "Conversation compacted",
                 "compact_metadata": {"trigger": trigger, "pre_tokens": pre_tokens},
+                // Ours: how many message entries follow, so a compaction cut short by a
+                // crash is recognised and the history before it kept.
+                HISTORY_MESSAGES: messages.len(),
             }),
         )?;
         for (index, message) in messages.iter().enumerate() {
@@ -328,9 +333,56 @@ impl Transcript {
     }
 }
 
+/// The field of our `compact_boundary` entries counting the message entries that follow.
+const HISTORY_MESSAGES: &str = "history_messages";
+
 /// The `subtype` of the `system` entry holding the user context (ours; Claude Code's loaders
 /// skip unknown entries).
 pub const USER_CONTEXT_SUBTYPE: &str = "agent_user_context";
+
+/// Cuts a compaction a crash left incomplete (fewer message entries after its boundary than
+/// it announced) off the end of `path`, so entries appended now follow the history a load
+/// gives (the one before that compaction).
+///
+/// # Errors
+///
+/// When the file exists but cannot be read or cut.
+fn drop_incomplete_compaction(path: &Path) -> std::io::Result<()> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    let mut start = 0;
+    let mut boundary: Option<(usize, usize)> = None;
+    let mut after = 0;
+    for line in bytes.split_inclusive(|byte| *byte == b'\n') {
+        if let Ok(entry) = serde_json::from_slice::<Value>(line) {
+            if entry.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
+                let announced = entry
+                    .get(HISTORY_MESSAGES)
+                    .and_then(Value::as_u64)
+                    .and_then(|count| usize::try_from(count).ok())
+                    .unwrap_or(0);
+                boundary = Some((start, announced));
+                after = 0;
+            } else if matches!(
+                entry.get("type").and_then(Value::as_str),
+                Some("user" | "assistant")
+            ) {
+                after += 1;
+            }
+        }
+        start += line.len();
+    }
+    match boundary {
+        Some((at, announced)) if after < announced => OpenOptions::new()
+            .write(true)
+            .open(path)?
+            .set_len(at as u64),
+        _ => Ok(()),
+    }
+}
 
 /// A loaded history and what was repaired on the way.
 #[derive(Debug)]
@@ -371,6 +423,8 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let mut user_context = None;
     let mut skipped = Vec::new();
     let mut entries = 0;
+    // Message entries the last boundary announced (ours; 0 for Claude Code's).
+    let mut awaited = 0;
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -392,6 +446,11 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         match (kind, subtype) {
             ("system", Some("compact_boundary")) => {
                 before_boundary = std::mem::take(&mut items);
+                awaited = entry
+                    .get(HISTORY_MESSAGES)
+                    .and_then(Value::as_u64)
+                    .and_then(|count| usize::try_from(count).ok())
+                    .unwrap_or(0);
                 continue;
             }
             ("system", Some(USER_CONTEXT_SUBTYPE)) => {
@@ -432,7 +491,9 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             path.display()
         );
     }
-    if items.is_empty() {
+    // A compaction cut short (a crash while it was written), or one with nothing after it:
+    // the history before it stands.
+    if items.is_empty() || items.len() < awaited {
         items = before_boundary;
     }
     if items.is_empty() {
@@ -477,6 +538,8 @@ pub fn latest(dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use protocol::ContentBlock;
 
     use super::*;
 
@@ -590,7 +653,7 @@ mod tests {
             .unwrap();
         drop(transcript);
         let loaded = load(&path).unwrap();
-        assert_eq!(loaded.messages, [summary]);
+        assert_eq!(loaded.messages, std::slice::from_ref(&summary));
         assert_eq!(
             loaded.user_context.as_deref(),
             Some("Working directory: /w")
@@ -601,6 +664,34 @@ mod tests {
         std::fs::write(&path, cut.join("\n") + "\n").unwrap();
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.messages, [MessageParam::user_text("old question")]);
+        // A compaction cut after the first of its two messages: a load keeps the history
+        // before it, and a writer cuts it off before appending.
+        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let kept = MessageParam::user_text("kept tail");
+        transcript
+            .append_compaction("auto", 99, &[summary.clone(), kept])
+            .unwrap();
+        drop(transcript);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        std::fs::write(&path, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
+        assert_eq!(
+            load(&path).unwrap().messages,
+            [MessageParam::user_text("old question")]
+        );
+        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        transcript
+            .append_param(&MessageParam::user_text("new question"))
+            .unwrap();
+        drop(transcript);
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.messages.len(), 1, "{:?}", loaded.messages);
+        let texts: Vec<&str> = loaded.messages[0]
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect();
+        assert_eq!(texts, ["old question", "new question"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,0 +1,407 @@
+//! One history, as a property: for random scripted sessions (tool turns, max_tokens
+//! escalation and recovery, reactive compaction, autocompaction, stream restarts), the
+//! transcript written from the loop's history events, cut at any byte, loads to exactly the
+//! history of the events written whole before the cut; and the whole transcript of a run
+//! resumes to the same next request an uninterrupted session would send.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use context::{
+    NoFiles, ResultStore, Summarizer, SummarizerError, SummaryFuture, SummaryRequest, Tokens,
+    WaterLevels,
+};
+use executor::{AllowAll, Tool, ToolContext, ToolFuture, ToolOutput, Workspace};
+use loop_core::{
+    ApiFailure, Deps, HistoryEvent, LoopConfig, LoopEvent, ModelClient, ModelError, ModelEvent,
+    ModelRequest, ModelStream, NoStopHook, run_loop,
+};
+use proptest::prelude::*;
+use protocol::{
+    BlockStatus, CompletedBlock, ContentBlock, CreateMessageRequest, Message, MessageDelta,
+    MessageParam, StopReason, StreamEvent, ToolUseBlock, ToolUseId, Usage,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::transcript::{Transcript, load};
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+enum Answer {
+    /// `tools` Probe calls (1 or 2), stop_reason tool_use.
+    Tools(usize),
+    /// Text cut by max_tokens (escalation the first time in a turn, then recovery).
+    Cut,
+    /// "prompt is too long" (a reactive compaction).
+    TooLong,
+    /// Text, then the stream restarts and the answer comes whole: `Tools(1)`.
+    Restarted,
+    /// The final text.
+    Done,
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    prop_oneof![
+        4 => (1usize..=2).prop_map(Answer::Tools),
+        1 => Just(Answer::Cut),
+        1 => Just(Answer::TooLong),
+        1 => Just(Answer::Restarted),
+    ]
+}
+
+/// A response's events: message_start, each block started and completed, message_delta, the
+/// message. `usage_input` is reported as the API would (the request's size).
+fn response(content: Vec<ContentBlock>, stop: StopReason, usage_input: u64) -> Vec<ModelEvent> {
+    let message = |content: Vec<ContentBlock>, stop_reason| Message {
+        id: "msg_prop".into(),
+        kind: "message".into(),
+        role: protocol::Role::Assistant,
+        model: "claude-test".into(),
+        content,
+        stop_reason,
+        stop_sequence: None,
+        stop_details: None,
+        usage: Usage {
+            input_tokens: usage_input,
+            output_tokens: 20,
+            ..Usage::default()
+        },
+        extra: Default::default(),
+    };
+    let mut events = vec![ModelEvent::Stream(StreamEvent::MessageStart {
+        message: Box::new(message(Vec::new(), None)),
+    })];
+    for (index, block) in content.iter().enumerate() {
+        events.push(ModelEvent::Stream(StreamEvent::ContentBlockStart {
+            index,
+            content_block: Box::new(block.clone()),
+        }));
+        events.push(ModelEvent::Stream(StreamEvent::ContentBlockStop { index }));
+        events.push(ModelEvent::BlockComplete(CompletedBlock {
+            index,
+            block: block.clone(),
+            status: BlockStatus::Complete,
+        }));
+    }
+    events.push(ModelEvent::Stream(StreamEvent::MessageDelta(Box::new(
+        MessageDelta {
+            stop_reason: Some(stop.clone()),
+            ..MessageDelta::default()
+        },
+    ))));
+    events.push(ModelEvent::Done {
+        block_status: vec![BlockStatus::Complete; content.len()],
+        message: message(content, Some(stop)),
+    });
+    events
+}
+
+fn probe_call(id: String) -> ContentBlock {
+    ContentBlock::ToolUse(ToolUseBlock {
+        id: id.into(),
+        name: "Probe".into(),
+        input: json!({}),
+        cache_control: None,
+        extra: Default::default(),
+    })
+}
+
+/// Answers request N with `script[N]` (then `Done`), and records every request.
+struct Scripted {
+    script: Vec<Answer>,
+    requests: Mutex<Vec<CreateMessageRequest>>,
+}
+
+impl ModelClient for Scripted {
+    fn stream(&self, request: &ModelRequest<'_>, _cancel: CancellationToken) -> ModelStream {
+        let request = request.to_owned_request();
+        let usage_input = serde_json::to_string(&request).map_or(0, |json| json.len() as u64 / 4);
+        let n = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(request);
+            requests.len() - 1
+        };
+        let tools = |count: usize| {
+            let calls = (0..count)
+                .map(|k| probe_call(format!("toolu_{n}_{k}")))
+                .collect();
+            response(calls, StopReason::ToolUse, usage_input)
+        };
+        let events: Vec<Result<ModelEvent, ModelError>> =
+            match self.script.get(n).cloned().unwrap_or(Answer::Done) {
+                Answer::Tools(count) => tools(count).into_iter().map(Ok).collect(),
+                Answer::Cut => response(
+                    vec![ContentBlock::text(format!("cut {n}"))],
+                    StopReason::MaxTokens,
+                    usage_input,
+                )
+                .into_iter()
+                .map(Ok)
+                .collect(),
+                Answer::TooLong => vec![Err(ModelError::PromptTooLong(ApiFailure::new(
+                    "prompt is too long",
+                )))],
+                Answer::Restarted => {
+                    let mut events = response(
+                        vec![ContentBlock::text("lost")],
+                        StopReason::EndTurn,
+                        usage_input,
+                    );
+                    events.truncate(3);
+                    events.push(ModelEvent::Restart {
+                        reason: "stream broken".into(),
+                        non_streaming: false,
+                    });
+                    events.extend(tools(1));
+                    events.into_iter().map(Ok).collect()
+                }
+                Answer::Done => response(
+                    vec![ContentBlock::text(format!("done {n}"))],
+                    StopReason::EndTurn,
+                    usage_input,
+                )
+                .into_iter()
+                .map(Ok)
+                .collect(),
+            };
+        Box::pin(futures_util::stream::iter(events))
+    }
+}
+
+/// A tool that answers with its id.
+struct Probe(Value);
+
+impl Tool for Probe {
+    fn name(&self) -> &str {
+        "Probe"
+    }
+    fn description(&self) -> &str {
+        "probe"
+    }
+    fn input_schema(&self) -> &Value {
+        &self.0
+    }
+    fn is_concurrency_safe(&self, _: &Value) -> bool {
+        true
+    }
+    fn call(&self, _input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            Ok(ToolOutput::text(format!(
+                "probe {} says {}",
+                context.tool_use_id,
+                "x".repeat(400)
+            )))
+        })
+    }
+}
+
+struct Summary;
+
+impl Summarizer for Summary {
+    fn summarize(&self, _request: SummaryRequest) -> SummaryFuture<'_> {
+        Box::pin(std::future::ready(Ok::<_, SummarizerError>(
+            "the summary".to_owned(),
+        )))
+    }
+}
+
+struct Store;
+
+impl ResultStore for Store {
+    fn persist(&mut self, id: &ToolUseId, _text: &str) -> Result<String, String> {
+        Ok(format!("/results/{id}.txt"))
+    }
+}
+
+fn config(autocompact_at: u64) -> LoopConfig {
+    let mut config = LoopConfig::for_model("claude-sonnet-4-5");
+    config.context.levels = WaterLevels::custom(
+        Tokens(200_000),
+        Tokens(20_000),
+        Tokens(autocompact_at),
+        Tokens(179_000),
+    );
+    config.user_context = Some("Working directory: /w".into());
+    config
+}
+
+/// Runs the loop on `messages` with `script`; returns the events and what it left.
+async fn run(
+    autocompact_at: u64,
+    script: Vec<Answer>,
+    messages: Vec<MessageParam>,
+) -> (Vec<LoopEvent>, Vec<MessageParam>, Arc<Scripted>) {
+    let model = Arc::new(Scripted {
+        script,
+        requests: Mutex::new(Vec::new()),
+    });
+    let deps = Deps {
+        model: Arc::clone(&model) as Arc<dyn ModelClient>,
+        tools: vec![Arc::new(Probe(json!({"type": "object"})))],
+        permissions: Arc::new(AllowAll),
+        summarizer: Arc::new(Summary),
+        result_store: Box::new(Store),
+        files: Arc::new(NoFiles),
+        stop_hook: Arc::new(NoStopHook),
+        workspace: Arc::new(Workspace::default()),
+    };
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = run_loop(
+        config(autocompact_at),
+        deps,
+        messages,
+        sender,
+        CancellationToken::new(),
+    )
+    .await;
+    let mut events = Vec::new();
+    while let Ok(event) = receiver.try_recv() {
+        events.push(event);
+    }
+    (events, outcome.messages, model)
+}
+
+/// The history after each written event, with the file's length once the event's entries
+/// are written whole (without their last newline: a line is whole once its JSON is).
+struct Written {
+    /// (end of the event's last JSON, history after it).
+    checkpoints: Vec<(u64, Vec<MessageParam>)>,
+}
+
+fn persist(path: &std::path::Path, prompt: &MessageParam, events: &[LoopEvent]) -> Written {
+    let dir = path.parent().unwrap();
+    let mut transcript = Transcript::open(path.to_path_buf(), "s".into(), dir).unwrap();
+    let end = || std::fs::metadata(path).unwrap().len() - 1;
+    transcript
+        .append_user_context("Working directory: /w")
+        .unwrap();
+    let mut history = vec![prompt.clone()];
+    transcript.append_param(prompt).unwrap();
+    let mut checkpoints = vec![(end(), history.clone())];
+    for event in events {
+        let LoopEvent::History(change) = event else {
+            continue;
+        };
+        transcript.record(change).unwrap();
+        match change {
+            HistoryEvent::Response(message) => history.push(message.to_param()),
+            HistoryEvent::Appended(message) => history.push(message.clone()),
+            HistoryEvent::Compacted { messages, .. } => history.clone_from(messages),
+        }
+        checkpoints.push((end(), history.clone()));
+    }
+    Written { checkpoints }
+}
+
+/// A history's roles and blocks, tool_result contents left out (L1 and L2 rewrite them in
+/// place before each request; they do the same again after a resume).
+fn shape(messages: &[MessageParam]) -> Vec<(protocol::Role, Vec<String>)> {
+    messages
+        .iter()
+        .map(|message| {
+            let blocks = message
+                .content
+                .iter()
+                .map(|block| match block {
+                    ContentBlock::ToolResult(result) => {
+                        format!("tool_result {}", result.tool_use_id)
+                    }
+                    other => serde_json::to_string(other).unwrap(),
+                })
+                .collect();
+            (message.role, blocks)
+        })
+        .collect()
+}
+
+fn normalized(messages: &[MessageParam]) -> Vec<MessageParam> {
+    let mut repairs = Vec::new();
+    context::normalize_messages(messages.to_vec(), &mut repairs)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_transcript_cut_anywhere_resumes_what_was_written(
+        script in proptest::collection::vec(answer(), 1..10),
+        compact_low in any::<bool>(),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 12),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let autocompact_at = if compact_low { 2_500 } else { 150_000 };
+        let prompt = MessageParam::user_text("do the work");
+        let (events, kept, _) =
+            runtime.block_on(run(autocompact_at, script.clone(), vec![prompt.clone()]));
+
+        let dir = std::env::temp_dir().join(format!(
+            "agent-history-prop-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let written = persist(&path, &prompt, &events);
+        let bytes = std::fs::read(&path).unwrap();
+
+        // The whole transcript holds what the loop kept.
+        let (_, last) = written.checkpoints.last().unwrap();
+        prop_assert_eq!(shape(last), shape(&kept));
+
+        // Cut anywhere: the events written whole before the cut, nothing else.
+        let mut offsets: Vec<u64> = cuts.iter().map(|cut| cut.index(bytes.len() + 1) as u64).collect();
+        offsets.extend(written.checkpoints.iter().flat_map(|(end, _)| [*end, end + 1, end + 2]));
+        let cut_path = dir.join("cut.jsonl");
+        for offset in offsets {
+            let offset = offset.min(bytes.len() as u64);
+            std::fs::write(&cut_path, &bytes[..offset as usize]).unwrap();
+            let expected = written
+                .checkpoints
+                .iter()
+                .rev()
+                .find(|(end, _)| *end <= offset)
+                .map(|(_, history)| history);
+            match (load(&cut_path), expected) {
+                (Ok(loaded), Some(history)) => {
+                    prop_assert!(loaded.skipped.is_empty(), "cut at {}: {:?}", offset, loaded.skipped);
+                    prop_assert_eq!(
+                        shape(&loaded.messages),
+                        shape(&normalized(history)),
+                        "cut at {} of {}", offset, bytes.len()
+                    );
+                    prop_assert_eq!(loaded.user_context.as_deref(), Some("Working directory: /w"));
+                }
+                (Err(error), None) => {
+                    prop_assert!(error.to_string().contains("not a transcript"), "{}", error);
+                }
+                (loaded, expected) => prop_assert!(
+                    false,
+                    "cut at {}: loaded {:?}, expected {:?}",
+                    offset,
+                    loaded.map(|loaded| loaded.messages.len()),
+                    expected.map(Vec::len)
+                ),
+            }
+        }
+
+        // Resumed from the whole transcript, the next request is the one an uninterrupted
+        // session would send: the same run from the kept history and from the loaded one.
+        let loaded = load(&path).unwrap().messages;
+        let next = MessageParam::user_text("next");
+        let mut resumed = loaded;
+        resumed.push(next.clone());
+        let mut uninterrupted = normalized(&kept);
+        uninterrupted.push(next);
+        let (_, _, from_file) = runtime.block_on(run(autocompact_at, Vec::new(), normalized(&resumed)));
+        let (_, _, from_memory) =
+            runtime.block_on(run(autocompact_at, Vec::new(), normalized(&uninterrupted)));
+        let from_file = from_file.requests.lock().unwrap()[0].clone();
+        let from_memory = from_memory.requests.lock().unwrap()[0].clone();
+        prop_assert_eq!(
+            serde_json::to_value(&from_file).unwrap(),
+            serde_json::to_value(&from_memory).unwrap()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
