@@ -1,8 +1,8 @@
 //! One history, as a property: for random scripted sessions (tool turns, max_tokens
-//! escalation and recovery, reactive compaction, autocompaction, stream restarts), the
-//! transcript written from the loop's history events, cut at any byte, loads to exactly the
-//! history of the events written whole before the cut; and the whole transcript of a run
-//! resumes to the same next request an uninterrupted session would send.
+//! escalation and recovery, reactive compaction, autocompaction, microcompact, stream
+//! restarts), the transcript written from the loop's history events, cut at any byte, loads
+//! to exactly the history of the events written whole before the cut; and the whole
+//! transcript of a run resumes to the same next request an uninterrupted session would send.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -13,8 +13,8 @@ use context::{
 };
 use executor::{AllowAll, Tool, ToolContext, ToolFuture, ToolOutput, Workspace};
 use loop_core::{
-    ApiFailure, Deps, HistoryEvent, LoopConfig, LoopEvent, ModelClient, ModelError, ModelEvent,
-    ModelRequest, ModelStream, NoStopHook, run_loop,
+    ApiFailure, Deps, LoopConfig, LoopEvent, ModelClient, ModelError, ModelEvent, ModelRequest,
+    ModelStream, NoStopHook, run_loop,
 };
 use proptest::prelude::*;
 use protocol::{
@@ -284,35 +284,10 @@ fn persist(path: &std::path::Path, prompt: &MessageParam, events: &[LoopEvent]) 
             continue;
         };
         transcript.record(change).unwrap();
-        match change {
-            HistoryEvent::Response(message) => history.push(message.to_param()),
-            HistoryEvent::Appended(message) => history.push(message.clone()),
-            HistoryEvent::Compacted { messages, .. } => history.clone_from(messages),
-        }
+        change.apply(&mut history);
         checkpoints.push((end(), history.clone()));
     }
     Written { checkpoints }
-}
-
-/// A history's roles and blocks, tool_result contents left out (L1 and L2 rewrite them in
-/// place before each request; they do the same again after a resume).
-fn shape(messages: &[MessageParam]) -> Vec<(protocol::Role, Vec<String>)> {
-    messages
-        .iter()
-        .map(|message| {
-            let blocks = message
-                .content
-                .iter()
-                .map(|block| match block {
-                    ContentBlock::ToolResult(result) => {
-                        format!("tool_result {}", result.tool_use_id)
-                    }
-                    other => serde_json::to_string(other).unwrap(),
-                })
-                .collect();
-            (message.role, blocks)
-        })
-        .collect()
 }
 
 fn normalized(messages: &[MessageParam]) -> Vec<MessageParam> {
@@ -345,9 +320,9 @@ proptest! {
         let written = persist(&path, &prompt, &events);
         let bytes = std::fs::read(&path).unwrap();
 
-        // The whole transcript holds what the loop kept.
+        // The whole transcript holds what the loop kept, byte for byte.
         let (_, last) = written.checkpoints.last().unwrap();
-        prop_assert_eq!(shape(last), shape(&kept));
+        prop_assert_eq!(last, &kept);
 
         // Cut anywhere: the events written whole before the cut, nothing else.
         let mut offsets: Vec<u64> = cuts.iter().map(|cut| cut.index(bytes.len() + 1) as u64).collect();
@@ -366,8 +341,8 @@ proptest! {
                 (Ok(loaded), Some(history)) => {
                     prop_assert!(loaded.skipped.is_empty(), "cut at {}: {:?}", offset, loaded.skipped);
                     prop_assert_eq!(
-                        shape(&loaded.messages),
-                        shape(&normalized(history)),
+                        &loaded.messages,
+                        &normalized(history),
                         "cut at {} of {}", offset, bytes.len()
                     );
                     prop_assert_eq!(loaded.user_context.as_deref(), Some("Working directory: /w"));

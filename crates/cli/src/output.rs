@@ -218,8 +218,17 @@ fn context_line(event: &context::ContextEvent) -> String {
         ContextEvent::PersistFailed { reason, .. } => {
             format!("a large tool result could not be saved and stays in the context: {reason}")
         }
-        ContextEvent::Microcompacted { cleared, bytes } => {
-            format!("cleared {cleared} old tool results ({bytes} bytes) from the context")
+        ContextEvent::Microcompacted {
+            cleared,
+            bytes,
+            reason,
+            ..
+        } => {
+            let why = match reason {
+                context::MicrocompactReason::NearThreshold => "the context is filling up",
+                context::MicrocompactReason::ColdCache => "the prompt cache had expired",
+            };
+            format!("cleared {cleared} old tool results ({bytes} bytes) from the context: {why}")
         }
         ContextEvent::Compacted {
             before,
@@ -233,7 +242,6 @@ fn context_line(event: &context::ContextEvent) -> String {
             reason,
             consecutive,
         } => format!("compaction failed ({consecutive} in a row): {reason}"),
-        other => format!("{other:?}"),
     }
 }
 
@@ -795,10 +803,12 @@ mod tests {
         let line = context_line(&context::ContextEvent::Microcompacted {
             cleared: 3,
             bytes: 4_096,
+            tool_use_ids: Vec::new(),
+            reason: context::MicrocompactReason::NearThreshold,
         });
         assert_eq!(
             line,
-            "cleared 3 old tool results (4096 bytes) from the context"
+            "cleared 3 old tool results (4096 bytes) from the context: the context is filling up"
         );
         let block = protocol::ToolResultBlock::text("t".into(), "\u{1b}[31mred\rok", false);
         assert_eq!(result_summary(&block), "\\u{1b}[31mred\\rok");

@@ -131,6 +131,7 @@ impl Session {
             path: transcript_path,
             copy_history,
             user_context: saved_context,
+            last_activity,
         } = resume(args, &sessions, legacy.as_deref())?;
 
         let model = args
@@ -263,6 +264,7 @@ impl Session {
         };
 
         let mut config = LoopConfig::for_model(&model);
+        config.last_request = last_activity;
         if let Some(percent) = autocompact_percent(&settings.env)? {
             let (info, _) = context::lookup(&model);
             config.context.levels = context::WaterLevels::with_overrides(
@@ -430,6 +432,7 @@ impl Session {
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
         self.history = std::mem::take(&mut outcome.messages);
+        self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
     }
 }
@@ -654,6 +657,7 @@ fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result
             path,
             copy_history: false,
             user_context: None,
+            last_activity: None,
         });
     };
     let loaded = transcript::load(&path)?;
@@ -683,6 +687,7 @@ fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result
             path,
             copy_history: false,
             user_context: loaded.user_context,
+            last_activity: loaded.last_activity,
         })
     } else {
         let id = uuid::Uuid::new_v4().to_string();
@@ -693,6 +698,7 @@ fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result
             path: new_path,
             copy_history: true,
             user_context: None,
+            last_activity: loaded.last_activity,
         })
     }
 }
@@ -709,6 +715,9 @@ struct Resumed {
     copy_history: bool,
     /// The user context the session sent, saved in its transcript: sent again as it was.
     user_context: Option<String>,
+    /// About when the session's last request was answered (how long its prompt cache has
+    /// been idle).
+    last_activity: Option<std::time::SystemTime>,
 }
 
 /// `--resume ID|FILE`: an existing file, or the id of a session of this directory (a bare

@@ -77,6 +77,48 @@ pub fn timestamp(now: SystemTime) -> String {
     )
 }
 
+/// Parses a UTC timestamp as [`timestamp`] writes it (and Claude Code does):
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`. `None` for anything else.
+pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
+    let text = text.strip_suffix('Z')?;
+    let (date, time) = text.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
+    let mut clock = clock.splitn(3, ':').map(str::parse::<u64>);
+    let (hour, minute, second) = (
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+        clock.next()?.ok()?,
+    );
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let millis: u64 = if fraction.is_empty() {
+        0
+    } else {
+        if !fraction.bytes().all(|byte| byte.is_ascii_digit()) {
+            return None;
+        }
+        format!("{fraction:0<3}")[..3].parse().ok()?
+    };
+    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm).
+    let year = year - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let shifted = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * shifted + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = u64::try_from(era * 146_097 + doe - 719_468).ok()?;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    UNIX_EPOCH.checked_add(std::time::Duration::from_millis(seconds * 1_000 + millis))
+}
+
 /// Appends entries to a session file, fsyncing each.
 #[derive(Debug)]
 pub struct Transcript {
@@ -272,6 +314,16 @@ impl Transcript {
                 self.append(Role::Assistant, &serde_json::to_value(message)?)
             }
             HistoryEvent::Appended(message) => self.append_param(message),
+            HistoryEvent::Rewritten(results) => self.append_entry(
+                "system",
+                json!({
+                    "subtype": REWRITTEN_SUBTYPE,
+                    "results": results
+                        .iter()
+                        .map(|(id, content)| json!({"tool_use_id": id, "content": content}))
+                        .collect::<Vec<_>>(),
+                }),
+            ),
             HistoryEvent::Compacted {
                 trigger,
                 pre_tokens,
@@ -332,6 +384,10 @@ impl Transcript {
         )
     }
 }
+
+/// The `subtype` of the `system` entry giving earlier tool results new content (context
+/// management's L1 and L2; ours, Claude Code's loaders skip it).
+pub const REWRITTEN_SUBTYPE: &str = "agent_results_rewritten";
 
 /// The field of our `compact_boundary` entries counting the message entries that follow.
 const HISTORY_MESSAGES: &str = "history_messages";
@@ -397,6 +453,9 @@ pub struct Loaded {
     pub skipped: Vec<usize>,
     /// The user context the session sent, when the file holds it (ours).
     pub user_context: Option<String>,
+    /// The time of the last message entry (about when the session's last request was
+    /// answered), when it has one.
+    pub last_activity: Option<SystemTime>,
 }
 
 /// Loads a transcript (ours or Claude Code's): user and assistant entries in order, starting
@@ -421,6 +480,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let mut before_boundary = Vec::new();
     let mut session_id = None;
     let mut user_context = None;
+    let mut last_activity = None;
     let mut skipped = Vec::new();
     let mut entries = 0;
     // Message entries the last boundary announced (ours; 0 for Claude Code's).
@@ -453,6 +513,30 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
                     .unwrap_or(0);
                 continue;
             }
+            ("system", Some(REWRITTEN_SUBTYPE)) => {
+                let results: Option<Vec<(protocol::ToolUseId, protocol::ToolResultContent)>> =
+                    entry
+                        .get("results")
+                        .and_then(Value::as_array)
+                        .map(|results| {
+                            results
+                                .iter()
+                                .filter_map(|result| {
+                                    Some((
+                                        serde_json::from_value(result.get("tool_use_id")?.clone())
+                                            .ok()?,
+                                        serde_json::from_value(result.get("content")?.clone())
+                                            .ok()?,
+                                    ))
+                                })
+                                .collect()
+                        });
+                match results {
+                    Some(results) => rewrite_items(&mut items, &results),
+                    None => skipped.push(number + 1),
+                }
+                continue;
+            }
             ("system", Some(USER_CONTEXT_SUBTYPE)) => {
                 user_context = entry
                     .get("content")
@@ -480,6 +564,13 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         };
         if param.content.is_empty() {
             continue;
+        }
+        if let Some(at) = entry
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(parse_timestamp)
+        {
+            last_activity = Some(at);
         }
         items.push(HistoryItem::Message(param));
     }
@@ -509,7 +600,20 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         repairs,
         skipped,
         user_context,
+        last_activity,
     })
+}
+
+/// Applies a rewrite of tool results to the messages loaded so far.
+fn rewrite_items(
+    items: &mut [HistoryItem],
+    results: &[(protocol::ToolUseId, protocol::ToolResultContent)],
+) {
+    for item in items.iter_mut() {
+        if let HistoryItem::Message(message) = item {
+            loop_core::rewrite_results(std::slice::from_mut(message), results);
+        }
+    }
 }
 
 /// The warning for damaged lines skipped while loading `path`: the file and every line.
@@ -700,5 +804,22 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_millis(1_764_474_712_345);
         assert_eq!(timestamp(t), "2025-11-30T03:51:52.345Z");
         assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        for millis in [0, 1_764_474_712_345, 951_782_400_000, 4_102_444_799_999] {
+            let t = UNIX_EPOCH + Duration::from_millis(millis);
+            assert_eq!(parse_timestamp(&timestamp(t)), Some(t), "{}", timestamp(t));
+        }
+        assert_eq!(
+            parse_timestamp("2026-01-21T06:19:38Z"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_768_976_378))
+        );
+        for bad in [
+            "",
+            "2026-01-21",
+            "2026-13-01T00:00:00Z",
+            "2026-01-21T06:19:38",
+            "x-y-zT1:2:3Z",
+        ] {
+            assert_eq!(parse_timestamp(bad), None, "{bad}");
+        }
     }
 }

@@ -52,7 +52,10 @@ pub use budget::{
     BudgetConfig, BudgetReport, ReplacementLog, ResultStore, apply_budget, persisted_text,
 };
 pub use levels::{Level, LevelCheck, LevelOverrides, WaterLevels};
-pub use manager::{BlockReason, ContextConfig, ContextEvent, ContextManager, Prepared, Services};
+pub use manager::{
+    BlockReason, ContextConfig, ContextEvent, ContextManager, MicrocompactReason, Prepared,
+    Services,
+};
 pub use microcompact::{
     COMPACTABLE_TOOLS, MicrocompactConfig, MicrocompactReport, PLACEHOLDER_PREFIX, microcompact,
     placeholder,

@@ -1,6 +1,8 @@
 //! The preprocessing step before each request: L1, L2, the level check, and L3 when needed,
 //! with the circuit breaker.
 
+use std::time::Duration;
+
 use protocol::{MessageParam, ToolUseId, Usage};
 
 use crate::autocompact::{
@@ -54,7 +56,6 @@ impl std::fmt::Debug for Services<'_> {
 
 /// What preprocessing did, for the event stream.
 #[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub enum ContextEvent {
     /// L1 moved a result to a file.
     Persisted {
@@ -72,12 +73,16 @@ pub enum ContextEvent {
         /// Why.
         reason: String,
     },
-    /// L2 cleared old results.
+    /// L2 cleared old results, in one batch.
     Microcompacted {
         /// How many.
         cleared: usize,
         /// Bytes cleared.
         bytes: usize,
+        /// The tool_use ids of the results cleared.
+        tool_use_ids: Vec<ToolUseId>,
+        /// Why now.
+        reason: MicrocompactReason,
     },
     /// L3 compacted the history.
     Compacted {
@@ -97,6 +102,25 @@ pub enum ContextEvent {
         /// Consecutive failures including this one.
         consecutive: u32,
     },
+}
+
+/// Why microcompact cleared results now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MicrocompactReason {
+    /// The history reached the trigger percentage of the autocompact threshold.
+    NearThreshold,
+    /// No request for longer than the cache lifetime: the prompt cache is cold.
+    ColdCache,
+}
+
+impl MicrocompactReason {
+    /// A stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NearThreshold => "near_threshold",
+            Self::ColdCache => "cold_cache",
+        }
+    }
 }
 
 /// Why the history cannot be sent.
@@ -145,6 +169,8 @@ pub struct ContextManager {
     estimator: Box<dyn TokenEstimator>,
     log: ReplacementLog,
     consecutive_failures: u32,
+    /// Whether microcompact may fire on reaching its trigger (reset below the trigger).
+    microcompact_armed: bool,
 }
 
 impl std::fmt::Debug for ContextManager {
@@ -170,6 +196,7 @@ impl ContextManager {
             estimator,
             log: ReplacementLog::default(),
             consecutive_failures: 0,
+            microcompact_armed: true,
         }
     }
 
@@ -193,6 +220,29 @@ impl ContextManager {
         self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
     }
 
+    /// Whether microcompact should clear now, and why: the cache is cold, or the history
+    /// reached the trigger while armed. Below the trigger it re-arms.
+    fn microcompact_reason(
+        &mut self,
+        tokens: Tokens,
+        idle: Option<Duration>,
+    ) -> Option<MicrocompactReason> {
+        let config = &self.config.microcompact;
+        let trigger = Tokens(
+            self.config.levels.autocompact_at.0 * u64::from(config.trigger_percent.min(100)) / 100,
+        );
+        if tokens < trigger {
+            self.microcompact_armed = true;
+        }
+        if idle.is_some_and(|idle| idle > config.cache_ttl) {
+            Some(MicrocompactReason::ColdCache)
+        } else if tokens >= trigger && self.microcompact_armed {
+            Some(MicrocompactReason::NearThreshold)
+        } else {
+            None
+        }
+    }
+
     fn count(
         &self,
         messages: &[MessageParam],
@@ -206,9 +256,11 @@ impl ContextManager {
         }
     }
 
-    /// Prepares `messages` in place for the next request: L1, L2, the level check, and L3
-    /// above the threshold. `overhead` is the tokens of the system prompt and tools; `last` the last
-    /// response's usage and how many leading messages it covered.
+    /// Prepares `messages` in place for the next request: L1, L2 when it pays (see the
+    /// policy in [`microcompact`](crate::microcompact())), the level check, and L3 above the
+    /// threshold. `overhead` is the tokens of the system prompt and tools; `last` the last
+    /// response's usage and how many leading messages it covered; `idle` the time since the
+    /// session's previous request (`None`: none, or unknown).
     ///
     /// # Cancellation safety
     ///
@@ -219,6 +271,7 @@ impl ContextManager {
         messages: &mut Vec<MessageParam>,
         overhead: Tokens,
         last: Option<(&Usage, usize)>,
+        idle: Option<Duration>,
         services: Services<'_>,
     ) -> Prepared {
         let mut events = Vec::new();
@@ -236,15 +289,21 @@ impl ContextManager {
                 reason,
             });
         }
-        let report = microcompact(messages, &self.config.microcompact);
-        if report.cleared > 0 {
-            events.push(ContextEvent::Microcompacted {
-                cleared: report.cleared,
-                bytes: report.bytes_cleared,
-            });
-        }
         let levels = self.config.levels;
         let mut tokens = self.count(messages, overhead, last);
+        if let Some(reason) = self.microcompact_reason(tokens, idle) {
+            let report = microcompact(messages, &self.config.microcompact);
+            if report.cleared > 0 {
+                self.microcompact_armed = false;
+                tokens = self.count(messages, overhead, None);
+                events.push(ContextEvent::Microcompacted {
+                    cleared: report.cleared,
+                    bytes: report.bytes_cleared,
+                    tool_use_ids: report.tool_use_ids,
+                    reason,
+                });
+            }
+        }
         let mut check = levels.check(tokens);
         if check.level >= Level::AutoCompact && levels.autocompact_enabled() && !self.circuit_open()
         {

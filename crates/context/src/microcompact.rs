@@ -3,9 +3,23 @@
 //!
 //! Only the content changes: the tool_result block, its id, its position and every other block
 //! stay, so pairing holds. The most recent `keep_recent` compactable results stay
-//! byte-identical. Idempotent: a placeholder is recognised and left as it is.
+//! byte-identical, and so does a result no longer than its placeholder. Idempotent: a
+//! placeholder is recognised and left as it is.
+//!
+//! **When it runs.** Clearing a result rewrites a message far back in the history, which
+//! breaks the prompt cache from there on: every later request pays full price for what
+//! follows (a cache read costs a tenth of fresh input). So [`ContextManager`] clears only when
+//! it pays, in one batch: when the history reaches `trigger_percent` (80 %) of the
+//! autocompact threshold (the window is filling; clearing now may save a compaction), or when
+//! the cache is known cold (no request for longer than `cache_ttl`, 5 minutes, the API's
+//! default cache lifetime: the next request pays full price anyway). After a batch it does not
+//! fire again until the history has dropped below the trigger and risen to it again, or the
+//! cache went cold again, so the prefix changes once and then stays stable.
+//!
+//! [`ContextManager`]: crate::ContextManager
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use protocol::{ContentBlock, MessageParam, ToolResultContent, ToolUseId};
 
@@ -32,6 +46,13 @@ pub struct MicrocompactConfig {
     pub keep_recent: usize,
     /// Names of the compactable tools. Default [`COMPACTABLE_TOOLS`].
     pub tools: Vec<String>,
+    /// Clear when the history reaches this percentage of the autocompact threshold. Default
+    /// 80.
+    pub trigger_percent: u8,
+    /// How long the API keeps a prompt prefix cached: after this long without a request the
+    /// cache is cold and clearing costs nothing more. Default 5 minutes (the API's default
+    /// `ephemeral` lifetime; set 1 hour when requests use the 1-hour TTL).
+    pub cache_ttl: Duration,
 }
 
 impl Default for MicrocompactConfig {
@@ -42,6 +63,8 @@ impl Default for MicrocompactConfig {
                 .iter()
                 .map(|&name| name.to_owned())
                 .collect(),
+            trigger_percent: 80,
+            cache_ttl: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -53,6 +76,8 @@ pub struct MicrocompactReport {
     pub cleared: usize,
     /// Bytes of content they held.
     pub bytes_cleared: usize,
+    /// The tool_use ids of the results cleared, oldest first.
+    pub tool_use_ids: Vec<ToolUseId>,
 }
 
 /// The placeholder for a cleared result of `tool` that held `bytes` bytes.
@@ -62,7 +87,8 @@ pub fn placeholder(tool: &str, bytes: usize) -> String {
     )
 }
 
-/// Clears old compactable results in place.
+/// Clears old compactable results in place, now (when to call it is the
+/// [`ContextManager`](crate::ContextManager)'s policy, see the module docs).
 pub fn microcompact(
     messages: &mut [MessageParam],
     config: &MicrocompactConfig,
@@ -104,9 +130,15 @@ pub fn microcompact(
             continue;
         }
         let bytes = result.content.len_bytes();
-        result.content = ToolResultContent::Text(placeholder(&name, bytes));
+        let replacement = placeholder(&name, bytes);
+        // Never longer than what it replaces: a short result stays as it is.
+        if replacement.len() >= bytes {
+            continue;
+        }
+        result.content = ToolResultContent::Text(replacement);
         report.cleared += 1;
         report.bytes_cleared += bytes;
+        report.tool_use_ids.push(result.tool_use_id.clone());
     }
     report
 }
@@ -144,10 +176,13 @@ mod tests {
     #[test]
     fn clears_old_compactable_results_only() {
         let mut messages = vec![MessageParam::user_text("task")];
-        messages.extend(turn("t1", "Read", "fn main() {}"));
-        messages.extend(turn("t2", "Deploy", "deployed"));
-        messages.extend(turn("t3", "Bash", "ok\n"));
-        messages.extend(turn("t4", "Grep", "src/a.rs"));
+        let long_read = "fn main() {}\n".repeat(20);
+        let long_bash = "ok\n".repeat(50);
+        messages.extend(turn("t1", "Read", &long_read));
+        messages.extend(turn("t2", "Deploy", &"deployed".repeat(30)));
+        messages.extend(turn("t3", "Bash", &long_bash));
+        messages.extend(turn("t4", "Bash", "short"));
+        messages.extend(turn("t5", "Grep", "src/a.rs"));
         let config = MicrocompactConfig {
             keep_recent: 1,
             ..MicrocompactConfig::default()
@@ -157,7 +192,8 @@ mod tests {
             report,
             MicrocompactReport {
                 cleared: 2,
-                bytes_cleared: 15
+                bytes_cleared: 260 + 150,
+                tool_use_ids: vec!["t1".into(), "t3".into()],
             }
         );
         let text = |index: usize| match &messages[index].content[0] {
@@ -169,14 +205,15 @@ mod tests {
         };
         assert_eq!(
             text(2),
-            "[Old tool result cleared: Read output, 12 bytes. Run the tool again if you need it.]"
+            "[Old tool result cleared: Read output, 260 bytes. Run the tool again if you need it.]"
         );
-        assert_eq!(text(4), "deployed", "not a compactable tool");
+        assert_eq!(text(4), "deployed".repeat(30), "not a compactable tool");
         assert_eq!(
             text(6),
-            "[Old tool result cleared: Bash output, 3 bytes. Run the tool again if you need it.]"
+            "[Old tool result cleared: Bash output, 150 bytes. Run the tool again if you need it.]"
         );
-        assert_eq!(text(8), "src/a.rs", "the most recent one stays");
+        assert_eq!(text(8), "short", "never replaced by a longer placeholder");
+        assert_eq!(text(10), "src/a.rs", "the most recent one stays");
         // Idempotent.
         let before = messages.clone();
         assert_eq!(microcompact(&mut messages, &config).cleared, 0);

@@ -129,6 +129,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
                 &mut messages,
                 overhead,
                 None,
+                None,
                 Services {
                     store: &mut store,
                     summarizer: &summarizer,
@@ -185,6 +186,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
             &mut messages,
             overhead,
             None,
+            None,
             Services {
                 store: &mut store,
                 summarizer: &summarizer,
@@ -233,6 +235,7 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
             &mut history,
             Tokens(120_000),
             None,
+            None,
             Services {
                 store: &mut store,
                 summarizer: &summarizer,
@@ -275,4 +278,81 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
             && g.contains("[... file cut to fit the re-attachment budget]")
     );
     assert!(estimator.text(g) >= Tokens(4_900));
+}
+
+/// Microcompact clears only when it pays: not below the trigger with a warm cache; once the
+/// cache is cold (no request for longer than its lifetime); and once on reaching 80 % of the
+/// autocompact threshold, not again until the history dropped below the trigger.
+#[test]
+fn microcompact_clears_only_near_the_threshold_or_on_a_cold_cache() {
+    use std::time::Duration;
+    let mut history = vec![user("task")];
+    for n in 0..8 {
+        let id = format!("T{n}");
+        history.push(calls(&[&id]));
+        history.push(results(&[&id], &"x".repeat(4_000)));
+    }
+    let tokens = BytesEstimator::default().messages(&history);
+    let mut config = ContextConfig::for_model(Tokens(200_000), Tokens(64_000));
+    let at = |percent_of_history: u64| Tokens(tokens.0 * 100 / percent_of_history);
+    let summarizer = FakeSummarizer::new("s".into(), Tokens(1_000_000));
+    let run = |config: &ContextConfig,
+               history: &[MessageParam],
+               idle: Option<Duration>,
+               manager: Option<ContextManager>| {
+        let mut manager = manager.unwrap_or_else(|| ContextManager::new(config.clone()));
+        let mut messages = history.to_vec();
+        let mut store = MemoryStore::default();
+        let prepared = block_on(manager.preprocess(
+            &mut messages,
+            Tokens::ZERO,
+            None,
+            idle,
+            Services {
+                store: &mut store,
+                summarizer: &summarizer,
+                files: &NoFiles,
+            },
+        ));
+        let cleared: Vec<_> = prepared
+            .events
+            .iter()
+            .filter_map(|event| match event {
+                ContextEvent::Microcompacted {
+                    tool_use_ids,
+                    reason,
+                    ..
+                } => Some((tool_use_ids.len(), *reason)),
+                _ => None,
+            })
+            .collect();
+        (cleared, messages, manager)
+    };
+    // The history is at 70 % of the threshold: nothing, warm cache or unknown.
+    config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), at(70), Tokens(179_000));
+    for idle in [None, Some(Duration::from_secs(60))] {
+        let (cleared, messages, _) = run(&config, &history, idle, None);
+        assert!(cleared.is_empty(), "{cleared:?}");
+        assert_eq!(messages, history);
+    }
+    // Cold cache (6 minutes idle, the lifetime is 5): the 3 oldest of 8 results, at once.
+    let (cleared, _, _) = run(&config, &history, Some(Duration::from_secs(360)), None);
+    assert_eq!(cleared, [(3, context::MicrocompactReason::ColdCache)]);
+    // At 90 % of the threshold: cleared once; the next request (even larger) is left alone.
+    config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), at(90), Tokens(179_000));
+    let (cleared, mut messages, manager) = run(&config, &history, None, None);
+    assert_eq!(cleared, [(3, context::MicrocompactReason::NearThreshold)]);
+    messages.push(calls(&["T8"]));
+    messages.push(results(&["T8"], &"x".repeat(4_000)));
+    let (cleared, next, _) = run(&config, &messages, None, Some(manager));
+    assert!(cleared.is_empty(), "{cleared:?}");
+    assert_eq!(next, messages, "the prefix stays as it was");
+}
+
+/// Runs a future to completion on a fresh current-thread runtime.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
 }

@@ -56,6 +56,10 @@ pub struct LoopConfig {
     pub repeat_stop_at: u32,
     /// Context management.
     pub context: ContextConfig,
+    /// When this session's previous request was sent (an earlier run, or the transcript of
+    /// a resumed session): how long the prompt cache has been idle. `None`: no request yet,
+    /// or unknown.
+    pub last_request: Option<std::time::SystemTime>,
     /// Tool execution.
     pub executor: ExecutorConfig,
 }
@@ -78,6 +82,7 @@ impl LoopConfig {
             repeat_note_at: 3,
             repeat_stop_at: 5,
             context: ContextConfig::for_model(info.context_window, info.max_output),
+            last_request: None,
             executor: ExecutorConfig::default(),
         }
     }
@@ -191,6 +196,8 @@ struct Run<'a> {
     last_text: String,
     usage: Usage,
     requests: u32,
+    /// When the last request was sent.
+    last_request: Option<std::time::SystemTime>,
 }
 
 impl<'a> Run<'a> {
@@ -242,6 +249,7 @@ impl<'a> Run<'a> {
             last_text: String::new(),
             usage: Usage::default(),
             requests: 0,
+            last_request: config.last_request,
         }
     }
 
@@ -266,6 +274,35 @@ impl<'a> Run<'a> {
             ))));
         }
         state.messages.push(message.to_param());
+    }
+
+    /// Reports the tool results L1 and L2 rewrote (named by `events`) with their new content.
+    fn rewritten(&self, state: &State, events: &[ContextEvent]) {
+        let mut ids: Vec<&protocol::ToolUseId> = Vec::new();
+        for event in events {
+            match event {
+                ContextEvent::Persisted { tool_use_id, .. } => ids.push(tool_use_id),
+                ContextEvent::Microcompacted { tool_use_ids, .. } => ids.extend(tool_use_ids),
+                ContextEvent::PersistFailed { .. }
+                | ContextEvent::Compacted { .. }
+                | ContextEvent::CompactFailed { .. } => {}
+            }
+        }
+        if ids.is_empty() {
+            return;
+        }
+        let results: Vec<_> = state
+            .messages
+            .iter()
+            .flat_map(|message| &message.content)
+            .filter_map(|block| match block {
+                ContentBlock::ToolResult(result) if ids.contains(&&result.tool_use_id) => {
+                    Some((result.tool_use_id.clone(), result.content.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        self.emit(LoopEvent::History(HistoryEvent::Rewritten(results)));
     }
 
     /// Reports that compaction replaced the history (`events` are the compaction's own).
@@ -339,11 +376,15 @@ impl<'a> Run<'a> {
             .last_usage
             .as_ref()
             .map(|(usage, covered)| (usage, *covered));
+        let idle = self
+            .last_request
+            .and_then(|at| std::time::SystemTime::now().duration_since(at).ok());
         let prepared = tokio::select! {
             biased;
             () = self.cancel.cancelled() => return Err(Terminal::AbortedStreaming),
-            prepared = self.manager.preprocess(&mut state.messages, self.overhead, last, services) => prepared,
+            prepared = self.manager.preprocess(&mut state.messages, self.overhead, last, idle, services) => prepared,
         };
+        self.rewritten(state, &prepared.events);
         let compacted = prepared
             .events
             .iter()
@@ -374,6 +415,7 @@ impl<'a> Run<'a> {
             thinking: self.config.thinking.as_ref(),
         };
         self.requests += 1;
+        self.last_request = Some(std::time::SystemTime::now());
         self.emit(LoopEvent::Request {
             turn: state.run.turn,
             request: self.requests,
@@ -565,6 +607,7 @@ impl<'a> Run<'a> {
             requests: self.requests,
             usage: self.usage,
             result: self.last_text,
+            last_request: self.last_request,
         }
     }
 }

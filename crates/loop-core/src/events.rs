@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use context::ContextEvent;
 use executor::ExecutorEvent;
-use protocol::{CompletedBlock, Message, MessageParam, StreamEvent, Usage};
+use protocol::{
+    CompletedBlock, Message, MessageParam, StreamEvent, ToolResultContent, ToolUseId, Usage,
+};
 
 use crate::model::ModelError;
 
@@ -111,10 +113,9 @@ impl fmt::Display for Terminal {
 }
 
 /// A change to the history the loop keeps: exactly what a transcript persists, so what is
-/// saved is what the loop had. Nothing else changes the history during a run (context
-/// management's L1 and L2 rewrite results in place before each request, deterministically:
-/// a resumed history gets the same treatment). Exhaustive on purpose: a new kind of change
-/// must be handled wherever history is persisted.
+/// saved is what the loop had, byte for byte, and a resumed session sends the same prefix.
+/// Nothing else changes the history during a run. Exhaustive on purpose: a new kind of
+/// change must be handled wherever history is persisted.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HistoryEvent {
     /// A completed response was appended whole (with its id, model, stop_reason, usage).
@@ -122,6 +123,9 @@ pub enum HistoryEvent {
     /// A message was appended: a user message the loop added (tool results, a resume
     /// prompt, stop-hook feedback) or the kept blocks of a response cut short by an abort.
     Appended(MessageParam),
+    /// Context management rewrote the content of earlier tool results in place (L1 moved one
+    /// to a file, L2 cleared old ones): each result's tool_use id and new content.
+    Rewritten(Vec<(ToolUseId, ToolResultContent)>),
     /// Compaction replaced the history: from now on it is `messages` (the summary message
     /// first, then the recent messages kept).
     Compacted {
@@ -132,6 +136,30 @@ pub enum HistoryEvent {
         /// The whole history after.
         messages: Vec<MessageParam>,
     },
+}
+
+impl HistoryEvent {
+    /// Replays this change on `history`: what the loop did to its own. Replaying a run's
+    /// history events, in order, on the messages it started from gives the history it left.
+    pub fn apply(&self, history: &mut Vec<MessageParam>) {
+        match self {
+            Self::Response(message) => history.push(message.to_param()),
+            Self::Appended(message) => history.push(message.clone()),
+            Self::Rewritten(results) => rewrite_results(history, results),
+            Self::Compacted { messages, .. } => history.clone_from(messages),
+        }
+    }
+}
+
+/// Gives each tool_result of `history` named in `results` its new content.
+pub fn rewrite_results(history: &mut [MessageParam], results: &[(ToolUseId, ToolResultContent)]) {
+    for block in history.iter_mut().flat_map(|message| &mut message.content) {
+        if let protocol::ContentBlock::ToolResult(result) = block
+            && let Some((_, content)) = results.iter().find(|(id, _)| *id == result.tool_use_id)
+        {
+            result.content = content.clone();
+        }
+    }
 }
 
 /// What started a compaction.
@@ -225,4 +253,6 @@ pub struct LoopOutcome {
     pub usage: Usage,
     /// The text of the last assistant message.
     pub result: String,
+    /// When the last request was sent (the next run's [`crate::LoopConfig::last_request`]).
+    pub last_request: Option<std::time::SystemTime>,
 }

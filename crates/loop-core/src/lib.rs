@@ -43,7 +43,9 @@ mod request;
 mod state;
 
 pub use engine::{Deps, LoopConfig, RESUME_PROMPT, run_loop, spawn_loop};
-pub use events::{CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition};
+pub use events::{
+    CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition, rewrite_results,
+};
 pub use hooks::{NoStopHook, StopDecision, StopFuture, StopHook, StopHookInput};
 pub use model::{ApiFailure, ModelClient, ModelError, ModelEvent, ModelStream};
 pub use request::ModelRequest;

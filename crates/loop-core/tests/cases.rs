@@ -11,8 +11,8 @@ use std::time::Duration;
 use common::*;
 use context::validate_pairing;
 use loop_core::{
-    ApiFailure, HistoryEvent, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision,
-    StopFuture, StopHook, StopHookInput, Terminal, Transition, run_loop,
+    ApiFailure, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture, StopHook,
+    StopHookInput, Terminal, Transition, run_loop,
 };
 use protocol::{ContentBlock, MessageParam, StopReason, ToolResultContent};
 use serde_json::json;
@@ -51,44 +51,16 @@ async fn run_with_cancel(
     }
     validate_pairing(&outcome.messages)
         .unwrap_or_else(|error| panic!("{error}: {:#?}", outcome.messages));
-    // One history: replaying the history events on the first message gives the history the
-    // loop kept (tool_result contents aside: L1 and L2 rewrite them in place, the same way
-    // again on resume).
+    // One history: replaying the history events on the first message gives, byte for byte,
+    // the history the loop kept.
     let mut replayed = vec![MessageParam::user_text(prompt)];
     for event in &events {
-        match event {
-            LoopEvent::History(HistoryEvent::Appended(message)) => replayed.push(message.clone()),
-            LoopEvent::History(HistoryEvent::Response(message)) => {
-                replayed.push(message.to_param())
-            }
-            LoopEvent::History(HistoryEvent::Compacted { messages, .. }) => {
-                replayed = messages.clone();
-            }
-            _ => {}
+        if let LoopEvent::History(change) = event {
+            change.apply(&mut replayed);
         }
     }
-    assert_eq!(shape(&replayed), shape(&outcome.messages), "{events:#?}");
+    assert_eq!(replayed, outcome.messages, "{events:#?}");
     (outcome, events)
-}
-
-/// A history's roles and blocks, tool_result contents left out.
-fn shape(messages: &[MessageParam]) -> Vec<(protocol::Role, Vec<String>)> {
-    messages
-        .iter()
-        .map(|message| {
-            let blocks = message
-                .content
-                .iter()
-                .map(|block| match block {
-                    ContentBlock::ToolResult(result) => {
-                        format!("tool_result {}", result.tool_use_id)
-                    }
-                    other => serde_json::to_string(other).unwrap(),
-                })
-                .collect();
-            (message.role, blocks)
-        })
-        .collect()
 }
 
 /// The tool_result ids and texts of a request's last user message.
@@ -623,4 +595,104 @@ async fn autocompact_happens_between_tool_turns() {
             .unwrap()
             .starts_with("<compact-boundary>")
     );
+}
+
+/// The prompt cache's view of a long session: every request's messages (cache markers
+/// aside) start with the previous request's, except where context management rewrote the
+/// history, and that happens once: microcompact clears old results in one batch when the
+/// history reaches 80 % of the autocompact threshold, then the prefix is stable again.
+#[tokio::test(start_paused = true)]
+async fn a_long_session_keeps_its_cache_prefix_and_microcompacts_once() {
+    struct Read(serde_json::Value);
+    impl executor::Tool for Read {
+        fn name(&self) -> &str {
+            "Read"
+        }
+        fn description(&self) -> &str {
+            "reads"
+        }
+        fn input_schema(&self) -> &serde_json::Value {
+            &self.0
+        }
+        fn call(
+            &self,
+            _input: serde_json::Value,
+            context: executor::ToolContext,
+        ) -> executor::ToolFuture<'_> {
+            Box::pin(async move {
+                Ok(executor::ToolOutput::text(format!(
+                    "{} {}",
+                    context.tool_use_id,
+                    "line of a file\n".repeat(130)
+                )))
+            })
+        }
+    }
+    let model = ScriptedModel::new(|n, _| {
+        if n < 30 {
+            Reply::new()
+                .tool(
+                    &format!("r{n}"),
+                    "Read",
+                    json!({"file_path": format!("f{n}")}),
+                )
+                .end(StopReason::ToolUse)
+        } else {
+            Reply::new().text("finished").end(StopReason::EndTurn)
+        }
+    });
+    let deps = deps(
+        Arc::clone(&model),
+        vec![Arc::new(Read(json!({"type": "object"}))) as Arc<dyn executor::Tool>],
+    );
+    let mut config = config();
+    // About 550 tokens a turn: the trigger (80 % of 14,000) is reached around turn 20, and
+    // after the batch the history stays below it to the end.
+    config.context.levels = context::WaterLevels::custom(
+        context::Tokens(200_000),
+        context::Tokens(20_000),
+        context::Tokens(14_000),
+        context::Tokens(179_000),
+    );
+    let (outcome, events) = run(config, deps, "read them all").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let batches: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            LoopEvent::Context(context::ContextEvent::Microcompacted {
+                cleared, reason, ..
+            }) => Some((*cleared, *reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!(batches[0].1, context::MicrocompactReason::NearThreshold);
+    assert!(batches[0].0 >= 10, "{batches:?}");
+
+    // Cache breaks: a request whose messages do not start with the previous request's.
+    let strip = |request: &protocol::CreateMessageRequest| -> Vec<serde_json::Value> {
+        request
+            .messages
+            .iter()
+            .map(|message| {
+                let text = serde_json::to_string(message)
+                    .unwrap()
+                    .replace(r#","cache_control":{"type":"ephemeral"}"#, "");
+                serde_json::from_str(&text).unwrap()
+            })
+            .collect()
+    };
+    let mut breaks = Vec::new();
+    for n in 1..model.request_count() {
+        let (previous, current) = (strip(&model.request(n - 1)), strip(&model.request(n)));
+        if current.len() < previous.len() || current[..previous.len()] != previous[..] {
+            breaks.push(n);
+        }
+    }
+    assert_eq!(breaks.len(), 1, "cache breaks at requests {breaks:?}");
+    // System and tools never change.
+    for n in 1..model.request_count() {
+        assert_eq!(model.request(n).system, model.request(0).system);
+        assert_eq!(model.request(n).tools, model.request(0).tools);
+    }
 }
