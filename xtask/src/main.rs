@@ -11,10 +11,13 @@
 //!   respected through `cargo metadata`).
 //! - `bench-cli`: whole-process figures of the `agent` binary (start-up, a scripted 4-turn
 //!   session against `testkit serve`): see [`bench_cli`].
+//! - `bench-cache`: how a scripted 30-turn session keeps the prompt cache (prefix reuse,
+//!   cache breaks, estimated input cost): see [`bench_cache`].
 //! - `help`: lists the subcommands.
 //!
 //! An unknown subcommand is an error with exit status 2.
 
+mod bench_cache;
 mod bench_cli;
 
 use std::collections::BTreeMap;
@@ -36,6 +39,10 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "bench-cli",
         "wall time and peak RSS of `agent --version` and a scripted 4-turn session",
     ),
+    (
+        "bench-cache [--agent PATH]",
+        "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
+    ),
     ("help", "list the subcommands"),
 ];
 
@@ -51,6 +58,20 @@ fn main() -> ExitCode {
         Some("bench") => bench(&rest),
         Some("bench-cli") => {
             workspace().and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo()))
+        }
+        Some("bench-cache") => {
+            let agent = match rest.as_slice() {
+                [] => Ok(None),
+                [flag, path] if flag == "--agent" => Ok(Some(PathBuf::from(path))),
+                _ => Err(anyhow::anyhow!(
+                    "usage: cargo xtask bench-cache [--agent PATH]"
+                )),
+            };
+            agent.and_then(|agent| {
+                workspace().and_then(|ws| {
+                    bench_cache::run(&ws.root, &ws.target_dir, cargo(), agent.as_deref())
+                })
+            })
         }
         Some("help" | "-h" | "--help") => {
             print!("{}", usage());

@@ -955,3 +955,54 @@ async fn a_damaged_line_is_skipped_with_a_warning() {
         "{sent}"
     );
 }
+
+/// `--continue` sends the same prefix the session's last request had (the prompt cache
+/// survives a resume): the user context is not gathered again, nothing earlier is
+/// rewritten, and system and tools are the same bytes.
+#[tokio::test]
+async fn a_resumed_session_sends_the_same_prefix() {
+    let repo = repo("resume-prefix");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().tool_use("toolu_2", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().text("Read both.")),
+        Reply::turn(Turn::new().text("Again.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "read", "--output-format", "json"]).await;
+    assert!(output.status.success());
+    // The repository changes in between: the resumed session must not notice in its prefix.
+    std::fs::write(repo.dir.join("new.txt"), "x").unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["--continue", "-p", "more", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let strip = |value: &Value| {
+        value
+            .to_string()
+            .replace(r#","cache_control":{"type":"ephemeral"}"#, "")
+    };
+    let (before, after) = (server.requests()[2].json(), server.requests()[3].json());
+    assert_eq!(strip(&before["system"]), strip(&after["system"]));
+    assert_eq!(strip(&before["tools"]), strip(&after["tools"]));
+    let (old, new) = (
+        before["messages"].as_array().unwrap(),
+        after["messages"].as_array().unwrap(),
+    );
+    assert_eq!(
+        new.len(),
+        old.len() + 2,
+        "the answer and the new prompt follow"
+    );
+    for (index, message) in old.iter().enumerate() {
+        assert_eq!(strip(message), strip(&new[index]), "message {index}");
+    }
+}

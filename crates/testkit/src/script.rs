@@ -364,6 +364,9 @@ impl Reply {
 pub struct Script {
     pub(crate) replies: VecDeque<Reply>,
     pub(crate) last: Option<Reply>,
+    /// Report each turn's `input_tokens` as the request's size (bytes / 4) instead of the
+    /// turn's own figure, as the API counts what it was sent.
+    pub(crate) usage_from_request: bool,
 }
 
 /// A JSON script that does not describe turns, with the turn (0-based) and field at fault.
@@ -389,7 +392,15 @@ impl Script {
         Self {
             replies: replies.into(),
             last: None,
+            usage_from_request: false,
         }
+    }
+
+    /// Reports every turn's `input_tokens` as the size of the request it answers (bytes /
+    /// 4), so an agent's context accounting sees its history grow as with the real API.
+    pub fn usage_from_request(mut self) -> Self {
+        self.usage_from_request = true;
+        self
     }
 
     /// A script from its JSON form, the one `testkit serve FILE.json` reads: a list of turns
@@ -449,14 +460,24 @@ impl Script {
         Ok(Self::new(replies))
     }
 
-    pub(crate) fn next(&mut self) -> Reply {
-        if let Some(reply) = self.replies.pop_front() {
-            self.last = Some(reply.clone());
-            return reply;
+    /// The next reply, to a request of `request_bytes` bytes.
+    pub(crate) fn next(&mut self, request_bytes: usize) -> Reply {
+        let mut reply = match self.replies.pop_front() {
+            Some(reply) => {
+                self.last = Some(reply.clone());
+                reply
+            }
+            None => self
+                .last
+                .clone()
+                .unwrap_or_else(|| Reply::error(500, "api_error", "the testkit script is empty")),
+        };
+        if self.usage_from_request
+            && let ReplyBody::Turn(turn) = &mut reply.body
+        {
+            turn.input_tokens = request_bytes as u64 / 4;
         }
-        self.last
-            .clone()
-            .unwrap_or_else(|| Reply::error(500, "api_error", "the testkit script is empty"))
+        reply
     }
 }
 

@@ -249,6 +249,7 @@ async fn handle(
         .await
         .map(|body| body.to_bytes().to_vec())
         .unwrap_or_default();
+    let request_bytes = body.len();
     let streaming = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|json| json.get("stream").and_then(Value::as_bool))
@@ -264,7 +265,7 @@ async fn handle(
     let reply = shared
         .script
         .lock()
-        .map(|mut script| script.next())
+        .map(|mut script| script.next(request_bytes))
         .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
     if let ReplyBody::Endless(endless) = reply.body {
         return Ok(endless_response(reply.status, endless, stop).await);

@@ -1,5 +1,7 @@
-//! `testkit serve FILE [--port N] [--tls]`: serve a captured `.sse` body, or a JSON list of
-//! turns, as a Messages API on 127.0.0.1 until Ctrl-C. The last reply repeats.
+//! `testkit serve FILE [--port N] [--tls] [--requests LOG]`: serve a captured `.sse` body, or
+//! a JSON list of turns, as a Messages API on 127.0.0.1 until Ctrl-C. The last reply repeats.
+//! `--requests LOG` appends each request's body to LOG as one line (JSON), as it arrives;
+//! `--usage-from-request` reports each turn's `input_tokens` as the request's bytes / 4.
 //!
 //! JSON turns: `[{"text": "...", "tool_uses": [{"id": "toolu_1", "name": "Read", "input": {}}],
 //! "stop_reason": "tool_use"}]`.
@@ -8,7 +10,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls]"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -22,7 +24,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("testkit: {}", usage());
         return std::process::ExitCode::from(2);
     };
-    let (port, tls) = match parse_options(&args[2..]) {
+    let (port, tls, log, usage) = match parse_options(&args[2..]) {
         Ok(options) => options,
         Err(error) => {
             eprintln!("testkit: {error}\n{}", usage());
@@ -39,7 +41,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(file, port, tls)) {
+    match runtime.block_on(serve(file, port, tls, log, usage)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("testkit: {error:#}");
@@ -48,10 +50,12 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `--port N` and `--tls`.
-fn parse_options(options: &[String]) -> Result<(u16, bool), String> {
+/// `--port N`, `--tls`, `--requests LOG` and `--usage-from-request`.
+fn parse_options(options: &[String]) -> Result<(u16, bool, Option<String>, bool), String> {
     let mut port = 0;
     let mut tls = false;
+    let mut log = None;
+    let mut usage = false;
     let mut rest = options.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -62,13 +66,23 @@ fn parse_options(options: &[String]) -> Result<(u16, bool), String> {
                     .ok_or("--port needs a number from 0 to 65535")?;
             }
             "--tls" => tls = true,
+            "--requests" => {
+                log = Some(rest.next().ok_or("--requests needs a file")?.clone());
+            }
+            "--usage-from-request" => usage = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
-    Ok((port, tls))
+    Ok((port, tls, log, usage))
 }
 
-async fn serve(file: &str, port: u16, tls: bool) -> anyhow::Result<()> {
+async fn serve(
+    file: &str,
+    port: u16,
+    tls: bool,
+    log: Option<String>,
+    usage_from_request: bool,
+) -> anyhow::Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     let script = if file.ends_with(".json") {
         let text = String::from_utf8(bytes).with_context(|| format!("{file}: not UTF-8"))?;
@@ -76,7 +90,36 @@ async fn serve(file: &str, port: u16, tls: bool) -> anyhow::Result<()> {
     } else {
         Script::new(vec![Reply::raw_sse(bytes)])
     };
-    let server = Server::bind(script, tls.then_some(()), port).await?;
+    let script = if usage_from_request {
+        script.usage_from_request()
+    } else {
+        script
+    };
+    let server = std::sync::Arc::new(Server::bind(script, tls.then_some(()), port).await?);
+    if let Some(log) = log {
+        let mut out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("opening {log}"))?;
+        let server = std::sync::Arc::clone(&server);
+        tokio::spawn(async move {
+            use std::io::Write as _;
+            let mut written = 0;
+            loop {
+                let requests = server.requests();
+                for request in &requests[written..] {
+                    let mut line = request.body.clone();
+                    line.push(b'\n');
+                    if out.write_all(&line).and_then(|()| out.flush()).is_err() {
+                        return;
+                    }
+                }
+                written = requests.len();
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        });
+    }
     println!("{}", server.base_url());
     if let Some(pem) = server.cert_pem() {
         eprintln!("{pem}");
