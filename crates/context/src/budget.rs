@@ -125,7 +125,14 @@ pub fn apply_budget(
                 continue;
             };
             if let Some(text) = log.replaced.get(&result.tool_use_id) {
-                if !matches!(&result.content, ToolResultContent::Text(current) if current == text) {
+                // A result microcompact has cleared since stays cleared: L1 and L2 must not
+                // undo each other (each undoing would be a silent rewrite of the prefix).
+                let settled = matches!(
+                    &result.content,
+                    ToolResultContent::Text(current)
+                        if current == text || current.starts_with(crate::microcompact::PLACEHOLDER_PREFIX)
+                );
+                if !settled {
                     result.content = ToolResultContent::Text(text.clone());
                 }
             } else if !log.kept.contains(&result.tool_use_id) {

@@ -620,10 +620,17 @@ async fn a_long_session_keeps_its_cache_prefix_and_microcompacts_once() {
             context: executor::ToolContext,
         ) -> executor::ToolFuture<'_> {
             Box::pin(async move {
+                // Every seventh file is too large for L1's 50,000-character budget: it moves
+                // to the store before it is ever sent, so it breaks nothing either.
+                let lines = if context.tool_use_id.as_str().ends_with('6') {
+                    4_000
+                } else {
+                    130
+                };
                 Ok(executor::ToolOutput::text(format!(
                     "{} {}",
                     context.tool_use_id,
-                    "line of a file\n".repeat(130)
+                    "line of a file\n".repeat(lines)
                 )))
             })
         }
@@ -667,6 +674,16 @@ async fn a_long_session_keeps_its_cache_prefix_and_microcompacts_once() {
         .collect();
     assert_eq!(batches.len(), 1, "{batches:?}");
     assert_eq!(batches[0].1, context::MicrocompactReason::NearThreshold);
+    let persisted = events
+        .iter()
+        .filter(|event| {
+            matches!(
+                event,
+                LoopEvent::Context(context::ContextEvent::Persisted { .. })
+            )
+        })
+        .count();
+    assert_eq!(persisted, 3, "r6, r16 and r26 moved to the store");
     assert!(batches[0].0 >= 10, "{batches:?}");
 
     // Cache breaks: a request whose messages do not start with the previous request's.
