@@ -8,13 +8,14 @@ use serde_json::{Value, json};
 use crate::common::{numbered, parse_input, run_to_completion};
 use crate::files::{current_content, write_and_record};
 use crate::session::Shared;
+use crate::text::{self, Encoding, encode_for};
 
 /// Lines of context shown around an edit.
 const SNIPPET_CONTEXT: usize = 4;
 
 const DESCRIPTION: &str = "Replaces exact text in a file: `old_string` must match the file character for character (including indentation and whitespace) and must occur exactly once, unless `replace_all` is true (then every occurrence is replaced). \
 Copy old_string from Read's output without the `N<TAB>` line-number prefix, and include enough surrounding lines to make it unique. \
-The file must have been read with Read in this session and not changed since. Line endings are kept (a CRLF file stays CRLF) and so is the final newline. \
+The file must have been read with Read in this session and not changed since. Line endings do not need to match (write `\\n`): each line keeps the ending the file has there, and so does the final newline; a file that is not UTF-8 keeps its encoding. \
 An empty old_string creates a new file with new_string as its content. \
 Fails, changing nothing, when old_string is not found, matches more than once without replace_all, or equals new_string. Returns the edited region with line numbers.";
 
@@ -67,18 +68,6 @@ impl EditTool {
 
 crate::common::file_tool!(EditTool, "Edit", edit, writes);
 
-/// Whether `content` mostly ends its lines with CRLF.
-fn uses_crlf(content: &str) -> bool {
-    let crlf = content.matches("\r\n").count();
-    let lf = content.matches('\n').count();
-    crlf > 0 && crlf >= lf - crlf
-}
-
-/// `text` with every line ending as CRLF.
-fn to_crlf(text: &str) -> String {
-    text.replace("\r\n", "\n").replace('\n', "\r\n")
-}
-
 fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
     let path = shared.confine(workspace, "Edit", &input.file_path)?;
     let shown = path.display();
@@ -99,40 +88,27 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             "File does not exist: {shown}. Create it with Write, or with Edit and an empty old_string"
         )));
     };
-    let content = String::from_utf8(bytes).map_err(|_| {
-        ToolError::InvalidInput(format!(
-            "{shown} is not valid UTF-8 text; Edit changes text files only"
-        ))
-    })?;
+    // Any text file: a non-UTF-8 one is edited in its own encoding (see `text`).
+    let encoding = Encoding::of(&bytes);
+    let content = encoding.decode(&bytes).into_owned();
     if input.old_string.is_empty() {
         if !content.is_empty() {
             return Err(ToolError::InvalidInput(format!(
                 "old_string is empty but {shown} is not; give the exact text to replace, or use Write to replace the whole file"
             )));
         }
-        write_and_record(shared, &path, input.new_string.as_bytes())?;
+        let bytes = encode_for(encoding, &input.new_string, &path)?;
+        write_and_record(shared, &path, &bytes)?;
         return Ok(ToolOutput::text(format!(
             "Edited {shown}: it was empty and now holds new_string ({} lines).",
             input.new_string.lines().count()
         )));
     }
 
-    // The model writes `\n`; a CRLF file gets its line endings back.
-    let crlf = uses_crlf(&content);
-    let (old, new) = if content.contains(&input.old_string) {
-        let new = if crlf {
-            to_crlf(&input.new_string)
-        } else {
-            input.new_string.clone()
-        };
-        (input.old_string.clone(), new)
-    } else if crlf {
-        (to_crlf(&input.old_string), to_crlf(&input.new_string))
-    } else {
-        (input.old_string.clone(), input.new_string.clone())
-    };
-    let count = content.matches(old.as_str()).count();
-    let Some(start) = content.find(old.as_str()) else {
+    // Matched whatever the line endings; each replaced line keeps the file's ending there.
+    let found = text::find_all(&content, &input.old_string);
+    let count = found.len();
+    let Some(first) = found.first() else {
         return Err(ToolError::InvalidInput(format!(
             "old_string was not found in {shown}. It must match the file exactly, including indentation, whitespace and line breaks; Read the file again to see its current text"
         )));
@@ -142,12 +118,29 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             "Found {count} matches of old_string in {shown}, but replace_all is false. Set replace_all to true to replace every one, or include more surrounding lines in old_string so that it matches exactly one place"
         )));
     }
-    let updated = if input.replace_all {
-        content.replace(old.as_str(), &new)
+    let fallback = text::dominant_ending(&content);
+    let start = first.start;
+    let chosen = if input.replace_all {
+        &found[..]
     } else {
-        content.replacen(old.as_str(), &new, 1)
+        &found[..1]
     };
-    write_and_record(shared, &path, updated.as_bytes())?;
+    let mut updated = String::with_capacity(content.len() + input.new_string.len());
+    let mut at = 0;
+    let mut first_new = String::new();
+    for (index, matched) in chosen.iter().enumerate() {
+        let new = text::with_endings(&input.new_string, &matched.endings, fallback);
+        updated.push_str(&content[at..matched.start]);
+        updated.push_str(&new);
+        at = matched.end;
+        if index == 0 {
+            first_new = new;
+        }
+    }
+    updated.push_str(&content[at..]);
+    let new = first_new;
+    let bytes = encode_for(encoding, &updated, &path)?;
+    write_and_record(shared, &path, &bytes)?;
 
     let first_line = content[..start].matches('\n').count() + 1;
     let last_line = first_line + new.matches('\n').count();
@@ -164,18 +157,4 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     Ok(ToolOutput::text(format!(
         "Edited {shown}: replaced {replaced}. The result around the {which}:\n{snippet}"
     )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn line_ending_detection() {
-        assert!(uses_crlf("a\r\nb\r\n"));
-        assert!(uses_crlf("a\r\nb\n"));
-        assert!(!uses_crlf("a\nb\nc\r\n"));
-        assert!(!uses_crlf("no newline"));
-        assert_eq!(to_crlf("a\nb\r\nc"), "a\r\nb\r\nc");
-    }
 }

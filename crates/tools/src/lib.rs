@@ -84,6 +84,7 @@ mod sandboxing;
 mod session;
 #[cfg(test)]
 mod testutil;
+mod text;
 mod walk;
 mod write;
 

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::common::{io_error, parse_input, run_cancellable, truncate_line};
 use crate::session::{ContentHasher, Shared};
+use crate::text::Encoding;
 
 /// Lines shown when no `limit` is given.
 pub(crate) const DEFAULT_LIMIT: usize = 2_000;
@@ -121,7 +122,10 @@ fn read(
         })
         .max(1);
     let mut hasher = ContentHasher::default();
-    let mut output = String::new();
+    // The shown lines' bytes: decoded once the whole file is known to be UTF-8 or not.
+    let mut shown: Vec<(usize, Vec<u8>)> = Vec::new();
+    let mut shown_bytes = 0usize;
+    let mut utf8 = true;
     let mut line = Vec::new();
     let mut number = 0usize;
     let mut last_shown = 0usize;
@@ -135,6 +139,8 @@ fn read(
             break;
         }
         hasher.update(&line);
+        // A line break never splits a UTF-8 sequence: checking line by line checks the file.
+        utf8 = utf8 && std::str::from_utf8(&line).is_ok();
         number += 1;
         if number.is_multiple_of(4096) && cancel.is_cancelled() {
             return Err(ToolError::Killed("interrupted while reading".into()));
@@ -144,14 +150,24 @@ fn read(
         }
         let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let text = String::from_utf8_lossy(bytes);
-        let text = truncate_line(&text, MAX_LINE_CHARS);
-        if !output.is_empty() && output.len() + text.len() > MAX_OUTPUT_BYTES {
+        if shown_bytes > 0 && shown_bytes + bytes.len().min(MAX_LINE_CHARS * 4) > MAX_OUTPUT_BYTES {
             stopped_early = true;
             continue;
         }
-        output.push_str(&format!("{number}\t{text}\n"));
+        shown_bytes += bytes.len().min(MAX_LINE_CHARS * 4) + 8;
+        shown.push((number, bytes.to_vec()));
         last_shown = number;
+    }
+    let encoding = if utf8 {
+        Encoding::Utf8
+    } else {
+        Encoding::Windows1252
+    };
+    let mut output = String::with_capacity(shown_bytes);
+    for (number, bytes) in &shown {
+        let text = encoding.decode(bytes);
+        let text = truncate_line(&text, MAX_LINE_CHARS);
+        output.push_str(&format!("{number}\t{text}\n"));
     }
     shared
         .read_state
@@ -180,6 +196,10 @@ fn read(
             "\n\n[Showing lines {first}-{last_shown} of {number}{why}. Continue with offset={}.]",
             last_shown + 1
         ));
+    }
+    if let Some(note) = encoding.read_note() {
+        output.push_str("\n\n");
+        output.push_str(&note);
     }
     Ok(ToolOutput::text(output))
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use crate::common::{parse_input, run_to_completion};
 use crate::files::{current_content, write_and_record};
 use crate::session::Shared;
+use crate::text::{Encoding, encode_for};
 
 const DESCRIPTION: &str = "Writes a file with exactly `content`, creating it (and missing parent directories) or replacing it entirely. \
 An existing file must have been read with Read in this session and not changed since; otherwise the write is refused, so read it first. \
@@ -60,13 +61,21 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
         )));
     }
     let path = shared.confine(workspace, "Write", &input.file_path)?;
-    let existed = current_content(shared, &path)?.is_some();
-    write_and_record(shared, &path, input.content.as_bytes())?;
+    let existing = current_content(shared, &path)?;
+    let existed = existing.is_some();
+    // An existing file keeps its encoding (see `text`); a new one is UTF-8.
+    let encoding = existing.as_deref().map_or(Encoding::Utf8, Encoding::of);
+    let bytes = encode_for(encoding, &input.content, &path)?;
+    write_and_record(shared, &path, &bytes)?;
     let lines = input.content.lines().count();
     let verb = if existed { "Updated" } else { "Created" };
+    let kept = match encoding {
+        Encoding::Utf8 => String::new(),
+        other => format!(", kept as {}", other.name()),
+    };
     Ok(ToolOutput::text(format!(
-        "{verb} {} ({lines} lines, {} bytes).",
+        "{verb} {} ({lines} lines, {} bytes{kept}).",
         path.display(),
-        input.content.len()
+        bytes.len()
     )))
 }

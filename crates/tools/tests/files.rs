@@ -343,3 +343,84 @@ async fn through_the_executor_results_are_errors_where_they_fail() {
     assert_eq!(env.read("a.txt"), "y\n");
     let _ = text;
 }
+
+/// A Latin-1 file (the public report's `café crème`): Read says it is not UTF-8 and shows it
+/// decoded without loss; Write and Edit keep its bytes and encoding; a character Latin-1
+/// cannot hold is refused, changing nothing.
+#[tokio::test]
+async fn a_latin1_file_round_trips_through_read_write_and_edit() {
+    let env = Env::new("latin1");
+    let path = env.ws().join("menu.txt");
+    std::fs::write(&path, b"caf\xe9 cr\xe8me\nna\xefve\n").unwrap();
+    let out = env.ok("Read", json!({"file_path": "menu.txt"})).await;
+    assert!(out.starts_with("1\tcafé crème\n2\tnaïve"), "{out}");
+    assert!(!out.contains('\u{FFFD}'), "{out}");
+    assert!(
+        out.contains("not UTF-8: it is shown decoded as windows-1252"),
+        "{out}"
+    );
+    // The model writes back what it saw: the file keeps its original bytes.
+    let written = env
+        .ok(
+            "Write",
+            json!({"file_path": "menu.txt", "content": "café crème\nnaïve\n"}),
+        )
+        .await;
+    assert!(written.contains("kept as windows-1252"), "{written}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"caf\xe9 cr\xe8me\nna\xefve\n"
+    );
+    env.ok(
+        "Edit",
+        json!({"file_path": "menu.txt", "old_string": "crème", "new_string": "brûlée"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"caf\xe9 br\xfbl\xe9e\nna\xefve\n"
+    );
+    for (tool, input) in [
+        (
+            "Write",
+            json!({"file_path": "menu.txt", "content": "café 😀\n"}),
+        ),
+        (
+            "Edit",
+            json!({"file_path": "menu.txt", "old_string": "naïve", "new_string": "naïve ✓"}),
+        ),
+    ] {
+        let error = env.err(tool, input).await;
+        assert!(
+            error.contains("is a windows-1252 file, which cannot hold"),
+            "{tool}: {error}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        b"caf\xe9 br\xfbl\xe9e\nna\xefve\n"
+    );
+}
+
+/// Mixed line endings (an LF file with one CRLF line, and the reverse): Edit matches an
+/// old_string written with `\n`, and each line keeps its own ending.
+#[tokio::test]
+async fn edit_matches_across_mixed_line_endings() {
+    let env = Env::new("mixed-endings");
+    env.file("lf.txt", "one\ntwo\r\nthree\nfour\n");
+    env.file("crlf.txt", "a\r\nb\nc\r\nd\r\n");
+    env.ok("Read", json!({"file_path": "lf.txt"})).await;
+    env.ok("Read", json!({"file_path": "crlf.txt"})).await;
+    env.ok(
+        "Edit",
+        json!({"file_path": "lf.txt", "old_string": "two\nthree", "new_string": "TWO\nTHREE"}),
+    )
+    .await;
+    assert_eq!(env.read("lf.txt"), "one\nTWO\r\nTHREE\nfour\n");
+    env.ok(
+        "Edit",
+        json!({"file_path": "crlf.txt", "old_string": "b\nc", "new_string": "B\nC\nC2"}),
+    )
+    .await;
+    assert_eq!(env.read("crlf.txt"), "a\r\nB\nC\r\nC2\r\nd\r\n");
+}
