@@ -296,18 +296,56 @@ impl Drop for GroupGuard {
     }
 }
 
+/// Longest line kept whole while its carriage returns are collapsed; past it, the frames
+/// before the last `\r` are collapsed, and a single frame longer than this goes out as it is.
+const LINE_CAP: usize = 64 * 1024;
+
 /// Keeps the first and last [`KEEP_BYTES`] of the output, counting the characters dropped
-/// between them.
+/// between them, after collapsing each line's carriage-return overwrites as a terminal shows
+/// them (a progress bar's 3,000 frames become its last frame, before anything is cut).
 #[derive(Default)]
 struct OutputBuffer {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     dropped_chars: u64,
     total_bytes: u64,
+    /// The line being received (not yet ended by `\n`).
+    line: Vec<u8>,
 }
 
 impl OutputBuffer {
-    fn push(&mut self, mut bytes: &[u8]) {
+    fn push(&mut self, bytes: &[u8]) {
+        for piece in bytes.split_inclusive(|byte| *byte == b'\n') {
+            self.line.extend_from_slice(piece);
+            if piece.ends_with(b"\n") {
+                let line = std::mem::take(&mut self.line);
+                self.push_shown(&overwritten(&line));
+            } else if self.line.len() > LINE_CAP {
+                self.compact_line();
+            }
+        }
+    }
+
+    /// Bounds the line being received: its frames before the last `\r` become what they
+    /// show; a single frame over [`LINE_CAP`] is passed on as it is.
+    fn compact_line(&mut self) {
+        let line = std::mem::take(&mut self.line);
+        match line.iter().rposition(|byte| *byte == b'\r') {
+            Some(last) => {
+                let mut kept = overwritten(&line[..last]).into_owned();
+                kept.push(b'\r');
+                kept.extend_from_slice(&line[last + 1..]);
+                if kept.len() > LINE_CAP {
+                    self.push_shown(&overwritten(&kept));
+                } else {
+                    self.line = kept;
+                }
+            }
+            None => self.push_shown(&line),
+        }
+    }
+
+    fn push_shown(&mut self, mut bytes: &[u8]) {
         self.total_bytes += bytes.len() as u64;
         if self.head.len() < KEEP_BYTES {
             let take = (KEEP_BYTES - self.head.len()).min(bytes.len());
@@ -328,7 +366,9 @@ impl OutputBuffer {
     }
 
     /// The output, middle-truncated to [`MAX_OUTPUT_CHARS`], trailing whitespace trimmed.
-    fn finish(self) -> String {
+    fn finish(mut self) -> String {
+        let line = std::mem::take(&mut self.line);
+        self.push_shown(&overwritten(&line));
         let tail: Vec<u8> = self.tail.into();
         let text = if self.dropped_chars == 0 {
             let mut all = self.head;
@@ -346,6 +386,34 @@ impl OutputBuffer {
         };
         truncate_middle(text.trim_end(), MAX_OUTPUT_CHARS, self.dropped_chars)
     }
+}
+
+/// What a terminal shows of `line` (ending with `\n` or not): each `\r` moves back to the
+/// start of the line and what follows overwrites what was there, character by character
+/// (`first\rsecond` shows `second`, `abcdef\rXY` shows `XYcdef`). A `\r` just before the
+/// final `\n` (a CRLF ending) is only an ending.
+fn overwritten(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    let (body, newline) = match line.strip_suffix(b"\n") {
+        Some(body) => (body.strip_suffix(b"\r").unwrap_or(body), true),
+        None => (line, false),
+    };
+    if !body.contains(&b'\r') {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut shown: Vec<char> = Vec::new();
+    for frame in body.split(|byte| *byte == b'\r') {
+        for (column, c) in String::from_utf8_lossy(frame).chars().enumerate() {
+            match shown.get_mut(column) {
+                Some(slot) => *slot = c,
+                None => shown.push(c),
+            }
+        }
+    }
+    let mut text: String = shown.into_iter().collect();
+    if newline {
+        text.push('\n');
+    }
+    std::borrow::Cow::Owned(text.into_bytes())
 }
 
 /// How the wait for the command ended.
@@ -682,6 +750,36 @@ mod tests {
         buffer.push(b"hello\n");
         buffer.push("wörld\n\n".as_bytes());
         assert_eq!(buffer.finish(), "hello\nwörld");
+    }
+
+    #[test]
+    fn carriage_return_frames_collapse_as_a_terminal_shows_them() {
+        // The public reports' inputs: `printf 'first\rsecond\n'`, and a progress bar of
+        // 3,000 frames.
+        let mut buffer = OutputBuffer::default();
+        buffer.push(b"first\rsecond\n");
+        assert_eq!(buffer.finish(), "second");
+        let mut buffer = OutputBuffer::default();
+        let bar: String = (0..3_000)
+            .map(|n| format!("\r{:>3}% [{:<6}]", n / 30, "#".repeat(n / 500)))
+            .collect();
+        for chunk in bar.as_bytes().chunks(1000) {
+            buffer.push(chunk);
+        }
+        buffer.push(b"\ndone\n");
+        assert_eq!(buffer.finish(), " 99% [##### ]\ndone");
+        // Shorter frames leave the end of longer ones, a CRLF ending is left as it is, and
+        // multi-byte characters overwrite whole.
+        let mut buffer = OutputBuffer::default();
+        buffer.push("abcdef\rXY\nline\r\nünï\rö\r\n".as_bytes());
+        assert_eq!(buffer.finish(), "XYcdef\nline\r\nönï");
+        // A single endless frame is bounded, and passed on.
+        let mut buffer = OutputBuffer::default();
+        buffer.push(&vec![b'x'; 3 * LINE_CAP]);
+        assert!(buffer.line.len() <= LINE_CAP);
+        let out = buffer.finish();
+        assert!(out.contains("characters truncated"), "{}", &out[..100]);
+        assert!(out.chars().filter(|c| *c == 'x').count() <= MAX_OUTPUT_CHARS);
     }
 
     #[test]

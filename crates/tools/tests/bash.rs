@@ -383,3 +383,21 @@ fn schemas_list_exactly_claude_codes_fields() {
         .collect();
     assert_eq!(names, ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]);
 }
+
+/// Carriage-return progress frames come back as the terminal would show them: the reported
+/// `printf 'first\rsecond\n'`, and a 3,000-frame progress bar (30,040 characters before).
+#[tokio::test]
+async fn progress_frames_collapse_to_what_a_terminal_shows() {
+    let env = Env::new("bash-frames");
+    let out = env
+        .ok("Bash", json!({"command": r"printf 'first\rsecond\n'"}))
+        .await;
+    assert_eq!(out, "second");
+    let out = env
+        .ok(
+            "Bash",
+            json!({"command": r#"for i in $(seq 1 3000); do printf '\r%4d/3000 %s' "$i" "${bar:=}"; [ $((i % 375)) = 0 ] && bar="$bar#"; done; echo; echo done"#}),
+        )
+        .await;
+    assert_eq!(out, "3000/3000 #######\ndone");
+}
