@@ -22,7 +22,7 @@ pub(crate) const MAX_RESULTS: usize = 100;
 const DESCRIPTION: &str = "Finds files by name with a glob pattern and returns their absolute paths, most recently modified first (at most 100). \
 Patterns: `*` matches within one path component, `**` across directories, `?` one character, `[abc]` a class, `{a,b}` alternatives. \
 A pattern without `/` matches file names at any depth (`*.rs`); a pattern with `/` matches paths relative to the search directory (`src/**/*.ts`, `**/test_*.py`). \
-Searches `path` (default: the working directory); skips files ignored by .gitignore and hidden files unless the pattern names a hidden component (`.github/**/*.yml`). \
+Searches `path` (default: the working directory), hidden files included (`**/*.yml` finds `.github/workflows/ci.yml`); skips files ignored by .gitignore and `.git`, and says how many matching files that left out. \
 Use Grep to search file contents.";
 
 #[derive(serde::Deserialize)]
@@ -72,8 +72,6 @@ struct Plan {
     /// Match `rest` against the path relative to `base` (the pattern had a `/`), or against
     /// the file name at any depth.
     anchored: bool,
-    /// The pattern names a hidden component, so hidden entries are walked.
-    hidden: bool,
 }
 
 fn has_meta(component: &str) -> bool {
@@ -106,9 +104,6 @@ impl Plan {
                     .into(),
             ));
         }
-        let hidden = rest_components
-            .iter()
-            .any(|component| component.starts_with('.') && *component != ".");
         let rest = rest_components.join("/");
         // `**/NAME` (NAME without `/`) matches NAME at any depth: match file names, which is
         // far cheaper than matching whole relative paths.
@@ -117,14 +112,12 @@ impl Plan {
                 base,
                 rest: name.to_owned(),
                 anchored: false,
-                hidden,
             });
         }
         Ok(Self {
             base,
             rest,
             anchored: pattern.contains('/'),
-            hidden,
         })
     }
 }
@@ -159,32 +152,56 @@ fn glob(
         .map_err(|error| ToolError::InvalidInput(format!("invalid glob pattern: {error}")))?
         .compile_matcher();
     let hides = shared.rules.hides_anything("Glob");
-    let builder = walk::walker(&base, plan.hidden);
-    let found: Vec<(PathBuf, Option<SystemTime>)> = walk::collect(&builder, cancel, || {
-        let matcher = matcher.clone();
-        let base = base.clone();
-        let anchored = plan.anchored;
-        let mut times = ModifiedTimes::default();
-        move |entry: &ignore::DirEntry, found: &mut Vec<(PathBuf, Option<SystemTime>)>| {
-            let path = entry.path();
-            let candidate: &Path = if anchored {
-                path.strip_prefix(&base).unwrap_or(path)
-            } else {
-                Path::new(entry.file_name())
-            };
-            if !matcher.is_match(candidate) || (hides && shared.rules.hides("Glob", path)) {
-                return;
+    let search = |ignored: bool| {
+        let builder = walk::walker(&base, ignored);
+        walk::collect(&builder, cancel, || {
+            let matcher = matcher.clone();
+            let base = base.clone();
+            let anchored = plan.anchored;
+            let mut times = ModifiedTimes::default();
+            move |entry: &ignore::DirEntry, found: &mut Vec<(PathBuf, Option<SystemTime>)>| {
+                let path = entry.path();
+                let candidate: &Path = if anchored {
+                    path.strip_prefix(&base).unwrap_or(path)
+                } else {
+                    Path::new(entry.file_name())
+                };
+                if !matcher.is_match(candidate) || (hides && shared.rules.hides("Glob", path)) {
+                    return;
+                }
+                // Counting what the ignore rules left out needs no times.
+                let modified = if ignored {
+                    None
+                } else {
+                    times
+                        .of(path)
+                        .or_else(|| entry.metadata().ok().and_then(|meta| meta.modified().ok()))
+                };
+                found.push((path.to_path_buf(), modified));
             }
-            let modified = times
-                .of(path)
-                .or_else(|| entry.metadata().ok().and_then(|meta| meta.modified().ok()));
-            found.push((path.to_path_buf(), modified));
-        }
-    });
+        })
+    };
+    let found = search(false);
     if cancel.is_cancelled() {
         return Err(ToolError::Killed("interrupted while searching".into()));
     }
-    Ok(ToolOutput::text(render(found)))
+    if !found.is_empty() {
+        return Ok(ToolOutput::text(render(found)));
+    }
+    // Nothing: say whether the ignore rules are why.
+    let ignored = search(true).len();
+    if cancel.is_cancelled() {
+        return Err(ToolError::Killed("interrupted while searching".into()));
+    }
+    Ok(ToolOutput::text(match ignored {
+        0 => "No files found".to_owned(),
+        count => format!(
+            "No files found ({count} matching file{} ignored by .gitignore or .ignore rules left out; list {} with `find` in Bash if you need {})",
+            if count == 1 { " is" } else { "s are" },
+            if count == 1 { "it" } else { "them" },
+            if count == 1 { "it" } else { "them" },
+        ),
+    }))
 }
 
 /// Reads modification times relative to an open handle on the last directory seen: the
@@ -252,29 +269,28 @@ mod tests {
 
     #[test]
     fn patterns_are_split_into_base_and_rest() {
-        let check = |pattern: &str, base: &str, rest: &str, anchored: bool, hidden: bool| {
+        let check = |pattern: &str, base: &str, rest: &str, anchored: bool| {
             assert_eq!(
                 plan(pattern),
                 Plan {
                     base: base.into(),
                     rest: rest.into(),
                     anchored,
-                    hidden
                 },
                 "{pattern}"
             );
         };
-        check("*.rs", "", "*.rs", false, false);
-        check("**/*.rs", "", "*.rs", false, false);
-        check("src/**/*.rs", "src", "*.rs", false, false);
-        check("src/**/a/*.rs", "src", "**/a/*.rs", true, false);
-        check("src/lib.rs", "src", "lib.rs", true, false);
-        check("a/b/*.{ts,tsx}", "a/b", "*.{ts,tsx}", true, false);
-        check("/abs/dir/*.rs", "/abs/dir", "*.rs", true, false);
-        check("/*.rs", "/", "*.rs", true, false);
-        check(".github/**/*.yml", ".github", "*.yml", false, false);
-        check("**/.env*", "", ".env*", false, true);
-        check("../x/*.rs", "../x", "*.rs", true, false);
+        check("*.rs", "", "*.rs", false);
+        check("**/*.rs", "", "*.rs", false);
+        check("src/**/*.rs", "src", "*.rs", false);
+        check("src/**/a/*.rs", "src", "**/a/*.rs", true);
+        check("src/lib.rs", "src", "lib.rs", true);
+        check("a/b/*.{ts,tsx}", "a/b", "*.{ts,tsx}", true);
+        check("/abs/dir/*.rs", "/abs/dir", "*.rs", true);
+        check("/*.rs", "/", "*.rs", true);
+        check(".github/**/*.yml", ".github", "*.yml", false);
+        check("**/.env*", "", ".env*", false);
+        check("../x/*.rs", "../x", "*.rs", true);
         assert!(Plan::new("**/../x").is_err());
         assert!(Plan::new("").is_err());
     }

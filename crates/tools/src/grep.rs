@@ -24,7 +24,7 @@ pub(crate) const DEFAULT_HEAD_LIMIT: usize = 250;
 const MAX_COLUMNS: usize = 500;
 
 const DESCRIPTION: &str = "Searches file contents with a regular expression (Rust regex syntax, as ripgrep: `fn\\s+main`, `log.*Error`; escape literal braces and parentheses, as in `interface\\{\\}`). \
-Searches `path` (a file or directory, default: the working directory), skipping files ignored by .gitignore, hidden files and binary files. Filter files with `glob` (`*.js`, `*.{ts,tsx}`) or `type` (ripgrep's file types: `rust`, `py`, `js`, `ts`, `go`, `java`, ...). \
+Searches `path` (a file or directory, default: the working directory), hidden files included, skipping files ignored by .gitignore (and `.git`) and binary files. Filter files with `glob` (`*.js`, `*.{ts,tsx}`) or `type` (ripgrep's file types: `rust`, `py`, `js`, `ts`, `go`, `java`, ...). \
 output_mode: `files_with_matches` (default) lists matching files, most recently modified first; `content` shows matching lines as `path:line:text` (context lines as `path-line-text`, with -A/-B/-C lines after/before/around, `-n` line numbers, on by default); `count` shows matching lines per file. \
 `-i` ignores case. By default a match stays within one line; `multiline: true` lets `.` and patterns span lines. \
 Results are capped at `head_limit` entries (default 250; 0 for all); `offset` skips entries, for paging. Use this tool for content search, not grep or rg in Bash.";

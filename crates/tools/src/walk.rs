@@ -3,8 +3,9 @@
 //!
 //! Honoured: `.gitignore` (also outside a git repository, and in parent directories),
 //! `.git/info/exclude`, the global git excludes file, `.ignore`. Hidden files and
-//! directories are skipped unless asked for; `.git` itself always is. Symbolic links are not
-//! followed, so a walk never leaves the directory it was confined to.
+//! directories are walked (ripgrep's `--hidden`: `.github/workflows/ci.yml` is a file like
+//! any other); `.git` itself never is. Symbolic links are not followed, so a walk never
+//! leaves the directory it was confined to.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,16 +18,17 @@ pub(crate) fn threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().min(12))
 }
 
-/// A walker over `root` with the settings above; `hidden` includes hidden entries.
-pub(crate) fn walker(root: &Path, hidden: bool) -> WalkBuilder {
+/// A walker over `root` with the settings above; `ignored` also walks what the ignore files
+/// leave out (to count what a search missed).
+pub(crate) fn walker(root: &Path, ignored: bool) -> WalkBuilder {
     let mut builder = WalkBuilder::new(root);
     builder
-        .hidden(!hidden)
-        .parents(true)
-        .ignore(true)
-        .git_ignore(true)
-        .git_global(true)
-        .git_exclude(true)
+        .hidden(false)
+        .parents(!ignored)
+        .ignore(!ignored)
+        .git_ignore(!ignored)
+        .git_global(!ignored)
+        .git_exclude(!ignored)
         .require_git(false)
         .follow_links(false)
         .threads(threads())

@@ -1,5 +1,5 @@
 //! Grep and Glob over real trees: .gitignore, hidden and binary files, output modes,
-//! ordering, paging.
+//! ordering, paging. Hidden files are searched (ripgrep's `--hidden`); ignored ones never.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,7 +27,7 @@ fn tree(name: &str) -> Env {
 }
 
 fn assert_no_ignored(out: &str) {
-    for ignored in ["ignored/", "debug.log", ".hidden", "generated.rs", ".git/"] {
+    for ignored in ["ignored/", "debug.log", "generated.rs", ".git/"] {
         assert!(!out.contains(ignored), "{ignored} appeared in:\n{out}");
     }
 }
@@ -38,8 +38,13 @@ async fn grep_and_glob_never_show_ignored_files() {
     let ws = env.ws().display().to_string();
 
     let out = env.ok("Grep", json!({"pattern": "needle"})).await;
-    assert!(out.starts_with("Found 3 files\n"), "{out}");
-    for expected in ["src/main.rs", "docs/guide.md", "src/nested/kept.rs"] {
+    assert!(out.starts_with("Found 4 files\n"), "{out}");
+    for expected in [
+        "src/main.rs",
+        "docs/guide.md",
+        "src/nested/kept.rs",
+        ".hidden/tool.rs",
+    ] {
         assert!(
             out.contains(&format!("{ws}/{expected}")),
             "{expected} missing:\n{out}"
@@ -83,21 +88,33 @@ async fn grep_and_glob_never_show_ignored_files() {
     assert_eq!(
         lines,
         vec![
+            format!("{ws}/.hidden/tool.rs"),
             format!("{ws}/src/lib.rs"),
             format!("{ws}/src/main.rs"),
             format!("{ws}/src/nested/kept.rs"),
         ]
     );
+    // Nothing found because of the ignore rules: said in one line.
     assert_eq!(
         env.ok("Glob", json!({"pattern": "*.log"})).await,
+        "No files found (1 matching file is ignored by .gitignore or .ignore rules left out; list it with `find` in Bash if you need it)"
+    );
+    assert_eq!(
+        env.ok("Glob", json!({"pattern": "**/*.none"})).await,
         "No files found"
     );
 }
 
 #[tokio::test]
-async fn hidden_files_only_when_the_pattern_names_them() {
+async fn hidden_files_are_searched_like_any_other() {
     let env = tree("hidden");
     let ws = env.ws().display().to_string();
+    // The public report: `**/*.yml` said "No files found" when the only match was here.
+    env.file(".github/workflows/ci.yml", "on: push\n");
+    let out = env.ok("Glob", json!({"pattern": "**/*.yml"})).await;
+    assert_eq!(out, format!("{ws}/.github/workflows/ci.yml"));
+    let out = env.ok("Grep", json!({"pattern": "on: push"})).await;
+    assert_eq!(out, format!("Found 1 file\n{ws}/.github/workflows/ci.yml"));
     let out = env.ok("Glob", json!({"pattern": ".hidden/*.rs"})).await;
     assert_eq!(out, format!("{ws}/.hidden/tool.rs"));
     let out = env.ok("Glob", json!({"pattern": "**/.gitignore"})).await;
@@ -121,7 +138,7 @@ async fn grep_content_mode_formats_like_ripgrep() {
     assert_eq!(
         out,
         format!(
-            "{ws}/docs/guide.md:1:Find the NEEDLE.\n{ws}/docs/guide.md:2:Another needle line.\n{ws}/src/main.rs:2:    let needle = 1;\n{ws}/src/nested/kept.rs:1:needle"
+            "{ws}/.hidden/tool.rs:1:needle\n{ws}/docs/guide.md:1:Find the NEEDLE.\n{ws}/docs/guide.md:2:Another needle line.\n{ws}/src/main.rs:2:    let needle = 1;\n{ws}/src/nested/kept.rs:1:needle"
         )
     );
     let out = env
@@ -161,7 +178,7 @@ async fn grep_count_mode_and_filters() {
     assert_eq!(
         out,
         format!(
-            "{ws}/docs/guide.md:2\n{ws}/src/main.rs:1\n{ws}/src/nested/kept.rs:1\n\nFound 4 matching lines in 3 files."
+            "{ws}/.hidden/tool.rs:1\n{ws}/docs/guide.md:2\n{ws}/src/main.rs:1\n{ws}/src/nested/kept.rs:1\n\nFound 5 matching lines in 4 files."
         )
     );
     let out = env
@@ -171,12 +188,12 @@ async fn grep_count_mode_and_filters() {
     let out = env
         .ok("Grep", json!({"pattern": "needle", "type": "rust"}))
         .await;
-    assert!(out.starts_with("Found 2 files"), "{out}");
+    assert!(out.starts_with("Found 3 files"), "{out}");
     assert!(!out.contains("guide.md"));
     let out = env
         .ok("Grep", json!({"pattern": "needle", "glob": "*.{md,rs}"}))
         .await;
-    assert!(out.starts_with("Found 3 files"), "{out}");
+    assert!(out.starts_with("Found 4 files"), "{out}");
     let error = env
         .err("Grep", json!({"pattern": "needle", "type": "klingon"}))
         .await;
