@@ -231,7 +231,19 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
         } else {
             stderr
         }),
-        Some(0) => json_answer(&stdout),
+        Some(0) => {
+            // Text is fine (it says nothing); something meant as JSON that does not parse is
+            // a broken hook the user should hear about.
+            let looks_like_json = stdout.starts_with('{') || stdout.starts_with('[');
+            if looks_like_json && serde_json::from_str::<Value>(&stdout).is_err() {
+                eprintln!(
+                    "agent: hook `{}` printed invalid JSON, ignored: {}",
+                    printable(command, false),
+                    printable(&stdout.chars().take(200).collect::<String>(), false)
+                );
+            }
+            json_answer(&stdout)
+        }
         _ => {
             eprintln!("{}", failure_line(command, &status.to_string(), &stderr));
             Answer::Go
@@ -419,6 +431,18 @@ impl CanUseTool for HookedGate {
     }
 }
 
+/// The text of a tool result (text blocks joined with newlines).
+fn result_text(content: &ToolResultContent) -> String {
+    match content {
+        ToolResultContent::Text(text) => text.clone(),
+        ToolResultContent::Blocks(blocks) => blocks
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
 /// A tool with PostToolUse hooks after it: when the call succeeded, the hooks of the
 /// matchers that name it get the event (with `tool_response`); a hook that blocks (exit 2,
 /// or `{"decision":"block"}`) has its reason added to the tool_result, so the model sees it,
@@ -493,12 +517,18 @@ impl Tool for PostToolUse {
             if output.is_error {
                 return Ok(output);
             }
+            // Claude Code's shape of the tool's result where the tool gives one (Bash, Edit,
+            // Write: docs/output-format.md), else its text.
+            let response = match &output.structured {
+                Some(structured) => structured.clone(),
+                None => json!(result_text(&output.content)),
+            };
             let event = self.env.event(
                 "PostToolUse",
                 json!({
                     "tool_name": self.inner.name(),
                     "tool_input": tool_input,
-                    "tool_response": output.content,
+                    "tool_response": response,
                     "tool_use_id": tool_use_id,
                 }),
             );
@@ -510,6 +540,11 @@ impl Tool for PostToolUse {
                 .chain(verdict.context)
                 .collect();
             if !feedback.is_empty() {
+                output.notes.extend(
+                    feedback
+                        .iter()
+                        .map(|line| format!("PostToolUse hook: {line}")),
+                );
                 let note = format!("\n\nPostToolUse hook feedback:\n{}", feedback.join("\n"));
                 match &mut output.content {
                     ToolResultContent::Text(text) => text.push_str(&note),

@@ -208,6 +208,26 @@ pub fn tool_label(name: &str, input: &Value) -> String {
     format!("{name}({})", printable(&short, false))
 }
 
+/// `text` dim (SGR 2), for lines that are about the run rather than its work.
+fn dim(text: &str) -> String {
+    format!("\x1b[2m{text}\x1b[0m")
+}
+
+/// `text` on one line (its lines joined with spaces), neutralised, cut to 200 characters.
+fn one_line(text: &str) -> String {
+    let joined = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let shown = printable(&joined, false);
+    match shown.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &shown[..cut]),
+        None => shown,
+    }
+}
+
 /// What context management did, in a line for the terminal.
 fn context_line(event: &context::ContextEvent) -> String {
     use context::ContextEvent;
@@ -426,6 +446,9 @@ impl Renderer {
                     format!("  ⎿  {summary}")
                 };
                 self.stderr_line(&line);
+                for note in &done.notes {
+                    self.stderr_line(&dim(&format!("     {}", one_line(note))));
+                }
                 match self.running.last() {
                     Some((_, label)) => {
                         let label = label.clone();
@@ -445,12 +468,21 @@ impl Renderer {
                 self.end_text();
                 self.stderr_line(&format!("  ⋯ {}", context_line(event)));
             }
+            // The loop's own user messages are a stop hook's feedback.
+            LoopEvent::UserMessage(message) => {
+                self.end_text();
+                let text: Vec<&str> = message
+                    .content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect();
+                self.stderr_line(&dim(&format!("  ⎿  {}", one_line(&text.join("\n")))));
+            }
             // Nothing to draw for these (a new kind of event must be decided on here).
             LoopEvent::Stream(_)
             | LoopEvent::Tool(_)
             | LoopEvent::ToolResults(_)
             | LoopEvent::PartialAssistant(_)
-            | LoopEvent::UserMessage(_)
             | LoopEvent::Idle { .. }
             | LoopEvent::DiscardedTools { .. }
             | LoopEvent::History(_)

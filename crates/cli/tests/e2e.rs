@@ -402,7 +402,8 @@ async fn post_tool_use_hooks_and_settings_env() {
     assert_eq!(event["tool_name"], "Bash");
     assert_eq!(event["tool_use_id"], "toolu_b");
     assert_eq!(event["tool_input"]["command"], "echo level=$LINT_LEVEL");
-    assert_eq!(event["tool_response"], "level=strict");
+    // Claude Code's BashOutput shape (it was the bare text before #16).
+    assert_eq!(event["tool_response"]["stdout"], "level=strict");
 }
 
 #[tokio::test]
@@ -1005,4 +1006,100 @@ async fn a_resumed_session_sends_the_same_prefix() {
     for (index, message) in old.iter().enumerate() {
         assert_eq!(strip(message), strip(&new[index]), "message {index}");
     }
+}
+
+/// Hooks get Claude Code's shapes and their failures are reported: PostToolUse's
+/// `tool_response` is Bash's `{stdout, stderr, interrupted, isImage}` and Edit's and Write's
+/// `{filePath, ..., structuredPatch}`; a PreToolUse hook that crashes (exit 1), one that
+/// times out and one that prints broken JSON each get a line on stderr, and the call goes
+/// on (Claude Code's rule: an exit other than 2 is a non-blocking error).
+#[tokio::test]
+async fn hooks_get_claude_codes_shapes_and_their_failures_are_reported() {
+    let repo = repo("hook-shapes");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    let keep = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); open(".post-"+e["tool_use_id"]+".json","w").write(json.dumps(e))'"#;
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "command", "command": "echo boom >&2; exit 1"},
+                {"type": "command", "command": "sleep 5", "timeout": 1},
+                {"type": "command", "command": "echo '{not json'"},
+            ]}],
+            "PostToolUse": [{"matcher": "Bash|Edit|Write", "hooks": [{"type": "command", "command": keep}]}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({"command": "echo hi"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "one\ntwo\n"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "new.txt", "old_string": "two", "new_string": "TWO"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(echo:*)",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    for expected in [
+        "hook `echo boom >&2; exit 1` failed (exit status: 1): boom",
+        "hook `sleep 5` timed out after 1 s",
+        "hook `echo '{not json'` printed invalid JSON, ignored: {not json",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    let event = |id: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(repo.dir.join(format!(".post-{id}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        event("toolu_b")["tool_response"],
+        json!({"stdout": "hi", "stderr": "", "interrupted": false, "isImage": false})
+    );
+    let write = event("toolu_w")["tool_response"].clone();
+    assert_eq!(write["type"], "create");
+    assert_eq!(write["content"], "one\ntwo\n");
+    assert_eq!(write["originalFile"], Value::Null);
+    let edit = event("toolu_e")["tool_response"].clone();
+    assert_eq!(edit["oldString"], "two");
+    assert_eq!(edit["newString"], "TWO");
+    assert_eq!(edit["originalFile"], "one\ntwo\n");
+    assert_eq!(edit["replaceAll"], false);
+    assert_eq!(
+        edit["structuredPatch"],
+        json!([{"oldStart": 1, "oldLines": 2, "newStart": 1, "newLines": 2, "lines": [" one", "-two", "+TWO"]}])
+    );
+    assert!(
+        edit["filePath"].as_str().unwrap().ends_with("/new.txt"),
+        "{edit}"
+    );
 }

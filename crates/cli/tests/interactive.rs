@@ -334,3 +334,47 @@ async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
         }
     }
 }
+
+/// Hook feedback reaches the user too, in one dim line: a PostToolUse hook's (under the
+/// call's result) and a Stop hook's (when it sends the model back to work).
+#[tokio::test]
+async fn hook_feedback_is_shown_in_one_dim_line() {
+    let repo = repo("interactive-hook-feedback");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    let stop =
+        "if [ -f .stopped ]; then exit 0; fi; touch .stopped; echo 'Run the linter.' >&2; exit 2";
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({"hooks": {
+            "PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "echo 'lint: 2 warnings' >&2; exit 2"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": stop}]}],
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "Bash", json!({"command": "echo hi"}))),
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Linted.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--trust", "--allowedTools", "Bash(echo:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("go\r");
+    terminal.wait_for("Linted.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let screen = terminal.text();
+    assert!(
+        screen.contains("\u{1b}[2m     PostToolUse hook: lint: 2 warnings\u{1b}[0m"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("\u{1b}[2m  ⎿  Stop hook feedback: Run the linter.\u{1b}[0m"),
+        "{screen}"
+    );
+}

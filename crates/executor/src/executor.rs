@@ -163,6 +163,17 @@ impl Outcome {
     }
 }
 
+/// How a task's ending is reported ([`StreamingToolExecutor::judge`]).
+struct Judged {
+    outcome: Outcome,
+    content: protocol::ToolResultContent,
+    is_error: bool,
+    /// The input of a denied call (for the denial event).
+    denied_input: Option<Value>,
+    structured: Option<Value>,
+    notes: Vec<String>,
+}
+
 /// A finished call: its tool_result and how it ended.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompletedTool {
@@ -176,6 +187,10 @@ pub struct CompletedTool {
     pub outcome: Outcome,
     /// How long it ran; `None` when it never started.
     pub duration: Option<Duration>,
+    /// The tool's structured result ([`crate::ToolOutput::structured`]), when it ran.
+    pub structured: Option<Value>,
+    /// Lines for the user ([`crate::ToolOutput::notes`]).
+    pub notes: Vec<String>,
 }
 
 /// What the executor reports.
@@ -214,7 +229,7 @@ pub enum ExecutorEvent {
         reason: String,
     },
     /// A call finished; these come strictly in add order.
-    Completed(CompletedTool),
+    Completed(Box<CompletedTool>),
 }
 
 /// A call dropped by [`StreamingToolExecutor::discard`].
@@ -741,7 +756,14 @@ impl StreamingToolExecutor {
                 // event): no clone of the whole call.
                 let id = entry.call.id.clone();
                 let name = entry.call.name.clone();
-                let (outcome, content, is_error, denied_input) = self.judge(&name, outcome);
+                let Judged {
+                    outcome,
+                    content,
+                    is_error,
+                    denied_input,
+                    structured,
+                    notes,
+                } = self.judge(&name, outcome);
                 if let Some(input) = denied_input {
                     self.pending.push_back(ExecutorEvent::PermissionDenied {
                         index,
@@ -774,6 +796,8 @@ impl StreamingToolExecutor {
                     result,
                     outcome,
                     duration,
+                    structured,
+                    notes,
                 }));
                 self.admit();
                 self.flush();
@@ -782,19 +806,17 @@ impl StreamingToolExecutor {
     }
 
     /// Turns a task's ending into the outcome and the result content.
-    fn judge(
-        &self,
-        name: &str,
-        outcome: TaskOutcome,
-    ) -> (Outcome, protocol::ToolResultContent, bool, Option<Value>) {
+    fn judge(&self, name: &str, outcome: TaskOutcome) -> Judged {
         use protocol::ToolResultContent::Text;
         if let TaskOutcome::Denied { reason, input } = outcome {
-            return (
-                Outcome::PermissionDenied,
-                Text(format!("Permission to use {name} was denied: {reason}")),
-                true,
-                Some(input),
-            );
+            return Judged {
+                outcome: Outcome::PermissionDenied,
+                content: Text(format!("Permission to use {name} was denied: {reason}")),
+                is_error: true,
+                denied_input: Some(input),
+                structured: None,
+                notes: Vec::new(),
+            };
         }
         let (outcome, content, is_error) = match outcome {
             TaskOutcome::Ran(Ok(output)) => {
@@ -803,7 +825,14 @@ impl StreamingToolExecutor {
                 } else {
                     Outcome::Success
                 };
-                (outcome, output.content, output.is_error)
+                return Judged {
+                    outcome,
+                    content: output.content,
+                    is_error: output.is_error,
+                    denied_input: None,
+                    structured: output.structured,
+                    notes: output.notes,
+                };
             }
             TaskOutcome::Ran(Err(error)) => {
                 let outcome = match &error {
@@ -845,7 +874,14 @@ impl StreamingToolExecutor {
             // Handled above.
             TaskOutcome::Denied { .. } => (Outcome::PermissionDenied, Text(String::new()), true),
         };
-        (outcome, content, is_error, None)
+        Judged {
+            outcome,
+            content,
+            is_error,
+            denied_input: None,
+            structured: None,
+            notes: Vec::new(),
+        }
     }
 
     fn fire_sibling_abort(&mut self, failure: SiblingFailure) {
@@ -895,6 +931,8 @@ impl StreamingToolExecutor {
             result: ToolResultBlock::text(call.id.clone(), text, true),
             outcome,
             duration,
+            structured: None,
+            notes: Vec::new(),
         }
     }
 
@@ -905,7 +943,7 @@ impl StreamingToolExecutor {
                 break;
             }
             if let Slot::Done(done) = std::mem::replace(&mut entry.slot, Slot::Emitted) {
-                self.pending.push_back(ExecutorEvent::Completed(*done));
+                self.pending.push_back(ExecutorEvent::Completed(done));
             }
             self.next_emit += 1;
         }

@@ -149,6 +149,13 @@ pub struct ToolOutput {
     /// `true` when the tool ran but reports a failure (a command's non-zero exit). Such a
     /// result is not fatal: under the default policy it does not cancel siblings.
     pub is_error: bool,
+    /// What the tool did as structured data, for hooks and transcripts, in Claude Code's
+    /// `toolUseResult` shapes (`sdk-tools.d.ts` of `@anthropic-ai/claude-agent-sdk`: Bash
+    /// `{stdout, stderr, interrupted, isImage}`, Edit `{filePath, oldString, newString,
+    /// originalFile, structuredPatch, userModified, replaceAll}`, ...). `None`: only the text.
+    pub structured: Option<Value>,
+    /// Lines for the user, not the model (a hook's feedback), shown next to the call.
+    pub notes: Vec<String>,
 }
 
 impl ToolOutput {
@@ -157,6 +164,8 @@ impl ToolOutput {
         Self {
             content: ToolResultContent::Text(text.into()),
             is_error: false,
+            structured: None,
+            notes: Vec::new(),
         }
     }
 
@@ -165,7 +174,16 @@ impl ToolOutput {
         Self {
             content: ToolResultContent::Text(text.into()),
             is_error: true,
+            structured: None,
+            notes: Vec::new(),
         }
+    }
+
+    /// The same output with its structured form.
+    #[must_use]
+    pub fn with_structured(mut self, structured: Value) -> Self {
+        self.structured = Some(structured);
+        self
     }
 }
 

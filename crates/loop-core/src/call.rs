@@ -303,7 +303,7 @@ impl Call<'_> {
 
     fn on_tool_event(&mut self, event: ExecutorEvent, emit: &impl Fn(LoopEvent)) {
         if let ExecutorEvent::Completed(completed) = &event {
-            self.results.push(completed.clone());
+            self.results.push(completed.as_ref().clone());
         }
         emit(LoopEvent::Tool(event));
     }

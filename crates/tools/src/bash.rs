@@ -571,13 +571,22 @@ async fn run(
                     .map_err(|error| could_not_run("wait for bash", error))?,
             };
             let note = follow_cwd(shared, workspace, &cwd_file);
+            // Claude Code's BashOutput: stdout and stderr come merged through one pipe here,
+            // so all of it is `stdout`.
+            let structured = json!({
+                "stdout": text,
+                "stderr": "",
+                "interrupted": false,
+                "isImage": false,
+            });
             let output = report(status, text, note);
-            Ok(match profile {
+            let output = match profile {
                 Some(profile) if refused_by_sandbox(&output) => {
                     with_sandbox_note(output, profile, shared)
                 }
                 _ => output,
-            })
+            };
+            Ok(output.with_structured(structured))
         }
     }
 }
@@ -628,16 +637,11 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
     let note = format!(
         "\n\nThis command ran in the {profile} sandbox: {allowed}{network}. If it failed because the sandbox refused something it needs, call Bash again with {DISABLE_SANDBOX_FIELD}: true; the user will be asked to approve it."
     );
-    match output.content {
-        protocol::ToolResultContent::Text(mut text) => {
-            text.push_str(&note);
-            ToolOutput {
-                content: protocol::ToolResultContent::Text(text),
-                is_error: output.is_error,
-            }
-        }
-        _ => output,
+    let mut output = output;
+    if let protocol::ToolResultContent::Text(text) = &mut output.content {
+        text.push_str(&note);
     }
+    output
 }
 
 /// A progress report: the last non-empty line of the latest output.

@@ -82,7 +82,16 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             return Ok(ToolOutput::text(format!(
                 "Created {shown} ({} lines).",
                 input.new_string.lines().count()
-            )));
+            ))
+            .with_structured(json!({
+                "filePath": path,
+                "oldString": "",
+                "newString": input.new_string,
+                "originalFile": null,
+                "structuredPatch": text::structured_patch("", &input.new_string),
+                "userModified": false,
+                "replaceAll": false,
+            })));
         }
         return Err(ToolError::InvalidInput(format!(
             "File does not exist: {shown}. Create it with Write, or with Edit and an empty old_string"
@@ -156,5 +165,14 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     };
     Ok(ToolOutput::text(format!(
         "Edited {shown}: replaced {replaced}. The result around the {which}:\n{snippet}"
-    )))
+    ))
+    .with_structured(json!({
+        "filePath": path,
+        "oldString": input.old_string,
+        "newString": input.new_string,
+        "originalFile": content,
+        "structuredPatch": text::structured_patch(&content, &updated),
+        "userModified": false,
+        "replaceAll": input.replace_all,
+    })))
 }

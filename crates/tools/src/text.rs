@@ -201,6 +201,46 @@ pub(crate) fn with_endings(new: &str, endings: &[&str], fallback: &str) -> Strin
     out
 }
 
+/// The change from `old` to `new` as Claude Code's `structuredPatch`: hunks with 3 lines of
+/// context, `{oldStart, oldLines, newStart, newLines, lines}` (1-based line numbers; each line
+/// prefixed with ` `, `-` or `+`, without its line ending).
+pub(crate) fn structured_patch(old: &str, new: &str) -> serde_json::Value {
+    use similar::{ChangeTag, TextDiff};
+    let diff = TextDiff::from_lines(old, new);
+    let hunks: Vec<serde_json::Value> = diff
+        .grouped_ops(3)
+        .iter()
+        .filter_map(|group| {
+            let (first, last) = (group.first()?, group.last()?);
+            let old_range = first.old_range().start..last.old_range().end;
+            let new_range = first.new_range().start..last.new_range().end;
+            let lines: Vec<String> = group
+                .iter()
+                .flat_map(|op| diff.iter_changes(op))
+                .map(|change| {
+                    let sign = match change.tag() {
+                        ChangeTag::Equal => ' ',
+                        ChangeTag::Delete => '-',
+                        ChangeTag::Insert => '+',
+                    };
+                    let value = change.value();
+                    let value = value.strip_suffix('\n').unwrap_or(value);
+                    let value = value.strip_suffix('\r').unwrap_or(value);
+                    format!("{sign}{value}")
+                })
+                .collect();
+            Some(serde_json::json!({
+                "oldStart": old_range.start + 1,
+                "oldLines": old_range.len(),
+                "newStart": new_range.start + 1,
+                "newLines": new_range.len(),
+                "lines": lines,
+            }))
+        })
+        .collect();
+    serde_json::Value::Array(hunks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +298,23 @@ mod tests {
         let text = "é\r\nü\n";
         let found = find_all(text, "é\nü");
         assert_eq!(&text[found[0].start..found[0].end], "é\r\nü");
+    }
+
+    #[test]
+    fn patches_have_claude_codes_hunk_shape() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nD\ne\nf\ng\nh\n";
+        assert_eq!(
+            structured_patch(old, new),
+            serde_json::json!([{
+                "oldStart": 1, "oldLines": 7, "newStart": 1, "newLines": 7,
+                "lines": [" a", " b", " c", "-d", "+D", " e", " f", " g"],
+            }])
+        );
+        assert_eq!(structured_patch("same\n", "same\n"), serde_json::json!([]));
+        assert_eq!(
+            structured_patch("", "new\n"),
+            serde_json::json!([{"oldStart": 1, "oldLines": 0, "newStart": 1, "newLines": 1, "lines": ["+new"]}])
+        );
     }
 }

@@ -63,6 +63,9 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
     let path = shared.confine(workspace, "Write", &input.file_path)?;
     let existing = current_content(shared, &path)?;
     let existed = existing.is_some();
+    let original = existing
+        .as_deref()
+        .map(|bytes| Encoding::of(bytes).decode(bytes).into_owned());
     // An existing file keeps its encoding (see `text`); a new one is UTF-8.
     let encoding = existing.as_deref().map_or(Encoding::Utf8, Encoding::of);
     let bytes = encode_for(encoding, &input.content, &path)?;
@@ -77,5 +80,12 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
         "{verb} {} ({lines} lines, {} bytes{kept}).",
         path.display(),
         bytes.len()
-    )))
+    ))
+    .with_structured(json!({
+        "type": if existed { "update" } else { "create" },
+        "filePath": path,
+        "content": input.content,
+        "structuredPatch": crate::text::structured_patch(original.as_deref().unwrap_or(""), &input.content),
+        "originalFile": original,
+    })))
 }

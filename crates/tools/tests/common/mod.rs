@@ -205,7 +205,7 @@ impl Env {
         let completed = events
             .iter()
             .filter_map(|event| match event {
-                ExecutorEvent::Completed(done) => Some(done.clone()),
+                ExecutorEvent::Completed(done) => Some(done.as_ref().clone()),
                 _ => None,
             })
             .collect();
