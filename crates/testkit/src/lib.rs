@@ -20,6 +20,7 @@ mod proxy;
 mod script;
 mod server;
 
+pub mod mcp;
 pub use proxy::ConnectProxy;
 pub use script::{Endless, Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};

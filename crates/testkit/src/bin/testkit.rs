@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -19,6 +19,20 @@ fn main() -> std::process::ExitCode {
     if matches!(args.first().map(String::as_str), Some("-h" | "--help")) {
         println!("{}", usage());
         return std::process::ExitCode::SUCCESS;
+    }
+    if args.first().map(String::as_str) == Some("mcp-server") {
+        return match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(testkit::mcp::serve_stdio()))
+        {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("testkit mcp-server: {error:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
     }
     let (Some("serve"), Some(file)) = (args.first().map(String::as_str), args.get(1)) else {
         eprintln!("testkit: {}", usage());

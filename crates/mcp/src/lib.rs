@@ -1,0 +1,114 @@
+//! Model Context Protocol servers as tools: what a user configured for Claude Code (a
+//! project's `.mcp.json`, `mcpServers` in settings, `--mcp-config`) becomes tools the
+//! executor runs, named `mcp__<server>__<tool>`.
+//!
+//! - [`config`]: the configuration in Claude Code's shapes, with `${VAR}` expansion.
+//! - [`Server`]: a connected stdio server (rmcp's client over a child process in its own
+//!   process group, its stderr in a log file), restarted once if it dies.
+//! - [`McpTool`]: one of its tools as an `executor::Tool`; results (text, images, embedded
+//!   resources) become tool_result content, `isError` an error result.
+//! - [`connect_all`]: every server at once, each within the start-up limit.
+//!
+//! Not yet: streamable HTTP servers (configured ones are reported as failed), OAuth, and
+//! `notifications/tools/list_changed`.
+#![deny(missing_docs)]
+
+pub mod config;
+mod names;
+mod server;
+mod tool;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use names::{MAX_TOOL_NAME, server_prefix, tool_name};
+pub use server::{ListedTool, Server, ServerError};
+pub use tool::{McpTool, content_of};
+
+/// A server's state, as `system/init` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Connected, with its tools.
+    Connected,
+    /// Still starting when the run began.
+    Pending,
+    /// Could not be used (the message says why).
+    Failed(String),
+}
+
+impl Status {
+    /// Claude Code's name: `connected`, `pending`, `failed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Connected => "connected",
+            Self::Pending => "pending",
+            Self::Failed(_) => "failed",
+        }
+    }
+}
+
+/// The outcome of connecting one server.
+pub struct Connected {
+    /// The server's name.
+    pub name: String,
+    /// Its state.
+    pub status: Status,
+    /// Its tools (empty unless connected).
+    pub tools: Vec<Arc<dyn executor::Tool>>,
+}
+
+impl std::fmt::Debug for Connected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connected")
+            .field("name", &self.name)
+            .field("status", &self.status)
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+/// Connects every server in parallel; a server not ready within `startup` is failed with a
+/// timeout. `tool_timeout` bounds each tool call (`MCP_TOOL_TIMEOUT`). Servers' stderr goes
+/// to `log_dir`.
+pub async fn connect_all(
+    servers: Vec<config::Configured>,
+    log_dir: &Path,
+    startup: Duration,
+    tool_timeout: Option<Duration>,
+) -> Vec<Connected> {
+    let tasks: Vec<_> = servers
+        .into_iter()
+        .map(|configured| {
+            let log_dir = log_dir.to_path_buf();
+            tokio::spawn(async move {
+                let name = configured.name.clone();
+                match Server::connect(configured, &log_dir, startup).await {
+                    Ok((server, listed)) => Connected {
+                        name,
+                        status: Status::Connected,
+                        tools: listed
+                            .into_iter()
+                            .map(|tool| {
+                                Arc::new(McpTool::new(Arc::clone(&server), tool, tool_timeout))
+                                    as Arc<dyn executor::Tool>
+                            })
+                            .collect(),
+                    },
+                    Err(error) => Connected {
+                        name,
+                        status: Status::Failed(error.to_string()),
+                        tools: Vec::new(),
+                    },
+                }
+            })
+        })
+        .collect();
+    let mut connected = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if let Ok(result) = task.await {
+            connected.push(result);
+        }
+    }
+    connected
+}

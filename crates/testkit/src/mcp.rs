@@ -1,0 +1,122 @@
+//! A scripted MCP server on stdio (rmcp's server), for the agent's MCP tests:
+//! `testkit mcp-server`. Its tools:
+//!
+//! - `echo {text}`: the text back (claims `readOnlyHint`);
+//! - `fail`: an `isError` result saying so;
+//! - `slow {ms}`: waits, then says `slept`;
+//! - `huge {bytes}`: that many `x`;
+//! - `image`: a 1x1 PNG;
+//! - `write {path, text}`: writes the file (a side effect a test can see);
+//! - `crash`: the process exits at once (the client sees the server die).
+//!
+//! `TESTKIT_MCP_STARTUP_MS` delays the handshake (a slow server).
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt as _};
+use serde_json::{Value, json};
+
+/// The scripted server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScriptedMcp;
+
+fn tools() -> Value {
+    let object = |properties: Value| json!({"type": "object", "properties": properties});
+    json!({"tools": [
+        {"name": "echo", "description": "Says the text back.", "inputSchema": object(json!({"text": {"type": "string"}})), "annotations": {"readOnlyHint": true}},
+        {"name": "fail", "description": "Always fails.", "inputSchema": object(json!({}))},
+        {"name": "slow", "description": "Waits ms milliseconds.", "inputSchema": object(json!({"ms": {"type": "integer"}}))},
+        {"name": "huge", "description": "Returns bytes characters.", "inputSchema": object(json!({"bytes": {"type": "integer"}}))},
+        {"name": "image", "description": "Returns an image.", "inputSchema": object(json!({}))},
+        {"name": "write", "description": "Writes text to path.", "inputSchema": object(json!({"path": {"type": "string"}, "text": {"type": "string"}}))},
+        {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}))},
+    ]})
+}
+
+/// A 1x1 transparent PNG, base64.
+const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+fn result(value: Value) -> Result<CallToolResponse, ErrorData> {
+    serde_json::from_value::<CallToolResult>(value)
+        .map(CallToolResponse::from)
+        .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+}
+
+impl ServerHandler for ScriptedMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        serde_json::from_value(tools())
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let number = |key: &str| arguments.get(key).and_then(Value::as_u64).unwrap_or(0);
+        let say = |text: String| json!({"content": [{"type": "text", "text": text}]});
+        match request.name.as_ref() {
+            "echo" => result(say(text("text"))),
+            "fail" => {
+                result(json!({"content": [{"type": "text", "text": "it failed"}], "isError": true}))
+            }
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(number("ms"))).await;
+                result(say("slept".into()))
+            }
+            "huge" => result(say(
+                "x".repeat(usize::try_from(number("bytes")).unwrap_or(0))
+            )),
+            "image" => result(
+                json!({"content": [{"type": "image", "data": PNG, "mimeType": "image/png"}]}),
+            ),
+            "write" => match std::fs::write(text("path"), text("text")) {
+                Ok(()) => result(say(format!("wrote {}", text("path")))),
+                Err(error) => result(
+                    json!({"content": [{"type": "text", "text": error.to_string()}], "isError": true}),
+                ),
+            },
+            "crash" => std::process::exit(3),
+            other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
+        }
+    }
+}
+
+/// Serves [`ScriptedMcp`] on stdin and stdout until the client goes.
+///
+/// # Errors
+///
+/// When the handshake fails.
+pub async fn serve_stdio() -> anyhow::Result<()> {
+    if let Some(ms) = std::env::var("TESTKIT_MCP_STARTUP_MS")
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    let service = ScriptedMcp.serve(rmcp::transport::stdio()).await?;
+    service.waiting().await?;
+    Ok(())
+}

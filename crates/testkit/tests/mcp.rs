@@ -1,0 +1,174 @@
+//! The mcp crate's client against `testkit mcp-server`: the handshake, the tool list, each
+//! kind of result, a crash (restarted once), a slow start and a program that is not there.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use executor::{Tool, ToolContext, Workspace};
+use mcp::config::{Configured, ServerConfig};
+use protocol::{ContentBlock, ToolResultContent};
+use serde_json::json;
+
+fn server(name: &str, env: &[(&str, &str)]) -> Configured {
+    Configured {
+        name: name.into(),
+        config: ServerConfig::Stdio {
+            command: env!("CARGO_BIN_EXE_testkit").into(),
+            args: vec!["mcp-server".into()],
+            env: env
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect::<BTreeMap<_, _>>(),
+        },
+        origin: "/test".into(),
+    }
+}
+
+fn context() -> ToolContext {
+    ToolContext::detached("toolu_1".into(), Arc::new(Workspace::default()))
+}
+
+fn log_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("testkit-mcp-{name}-{}", std::process::id()))
+}
+
+async fn tools(name: &str) -> Vec<Arc<dyn Tool>> {
+    let connected = mcp::connect_all(
+        vec![server(name, &[])],
+        &log_dir(name),
+        Duration::from_secs(10),
+        None,
+    )
+    .await;
+    assert_eq!(connected.len(), 1);
+    assert_eq!(connected[0].status, mcp::Status::Connected, "{connected:?}");
+    connected.into_iter().next().unwrap().tools
+}
+
+fn find<'a>(tools: &'a [Arc<dyn Tool>], name: &str) -> &'a Arc<dyn Tool> {
+    tools
+        .iter()
+        .find(|tool| tool.name() == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[tokio::test]
+async fn tools_are_listed_called_and_mapped() {
+    let tools = tools("scripted").await;
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__scripted__echo",
+            "mcp__scripted__fail",
+            "mcp__scripted__slow",
+            "mcp__scripted__huge",
+            "mcp__scripted__image",
+            "mcp__scripted__write",
+            "mcp__scripted__crash",
+        ]
+    );
+    let echo = find(&tools, "mcp__scripted__echo");
+    assert!(echo.is_concurrency_safe(&json!({})), "readOnlyHint");
+    assert!(
+        !echo.is_read_only(&json!({})),
+        "never allowed on the server's word"
+    );
+    assert_eq!(echo.input_schema()["properties"]["text"]["type"], "string");
+    let out = echo
+        .call(json!({"text": "marker-42"}), context())
+        .await
+        .unwrap();
+    assert_eq!(out.content, ToolResultContent::Text("marker-42".into()));
+    assert!(!out.is_error);
+
+    let out = find(&tools, "mcp__scripted__fail")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(out.content, ToolResultContent::Text("it failed".into()));
+
+    let out = find(&tools, "mcp__scripted__image")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    let ToolResultContent::Blocks(blocks) = out.content else {
+        panic!("{:?}", out.content);
+    };
+    assert!(matches!(blocks[0], ContentBlock::Image(_)), "{blocks:?}");
+
+    let out = find(&tools, "mcp__scripted__huge")
+        .call(json!({"bytes": 200_000}), context())
+        .await
+        .unwrap();
+    assert_eq!(out.content, ToolResultContent::Text("x".repeat(200_000)));
+}
+
+#[tokio::test]
+async fn a_crashed_server_is_restarted_once() {
+    let tools = tools("crashing").await;
+    let crash = find(&tools, "mcp__crashing__crash");
+    let echo = find(&tools, "mcp__crashing__echo");
+    let out = crash.call(json!({}), context()).await.unwrap();
+    assert!(out.is_error, "{out:?}");
+    // The next call starts it again.
+    let out = echo.call(json!({"text": "back"}), context()).await.unwrap();
+    assert_eq!(
+        out.content,
+        ToolResultContent::Text("back".into()),
+        "{out:?}"
+    );
+    crash.call(json!({}), context()).await.unwrap();
+    let out = echo
+        .call(json!({"text": "again"}), context())
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    let ToolResultContent::Text(text) = out.content else {
+        panic!()
+    };
+    assert!(text.contains("already restarted once"), "{text}");
+}
+
+#[tokio::test]
+async fn slow_and_missing_servers_fail_with_a_reason() {
+    let mut missing = server("missing", &[]);
+    missing.config = ServerConfig::Stdio {
+        command: "/nonexistent/mcp-server".into(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+    };
+    let started = std::time::Instant::now();
+    let connected = mcp::connect_all(
+        vec![
+            missing,
+            server("slow", &[("TESTKIT_MCP_STARTUP_MS", "5000")]),
+            server("fine", &[]),
+        ],
+        &log_dir("slow"),
+        Duration::from_millis(800),
+        None,
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let status: Vec<(&str, &mcp::Status)> = connected
+        .iter()
+        .map(|server| (server.name.as_str(), &server.status))
+        .collect();
+    assert!(
+        matches!(status[0].1, mcp::Status::Failed(reason) if reason.contains("could not start `/nonexistent/mcp-server`")),
+        "{status:?}"
+    );
+    assert!(
+        matches!(status[1].1, mcp::Status::Failed(reason) if reason.contains("not ready after 800 ms (MCP_TIMEOUT")),
+        "{status:?}"
+    );
+    assert_eq!(status[2].1, &mcp::Status::Connected);
+}
