@@ -226,7 +226,8 @@ impl Server {
     }
 
     /// Calls `tool` with `arguments`. A server whose process died is started again once
-    /// (for the whole session) and the call retried.
+    /// for the whole session when the next call comes (a call during which it died is not
+    /// repeated: it may have had effects).
     ///
     /// # Errors
     ///
@@ -237,24 +238,42 @@ impl Server {
         arguments: serde_json::Map<String, serde_json::Value>,
     ) -> Result<CallToolResult, String> {
         let mut state = self.state.lock().await;
-        let alive = state
-            .child
-            .as_mut()
-            .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
-        if !alive {
-            if state.restarted {
-                return Err(format!(
-                    "the MCP server {} has stopped (it was already restarted once); see {}",
-                    self.name,
-                    self.log.display()
-                ));
-            }
-            state.restarted = true;
-            tracing::warn!(server = %self.name, "restarting a stopped MCP server");
-            self.start(&mut state).await.map_err(|error| {
-                format!("the MCP server stopped and could not be restarted: {error}")
-            })?;
+        if !state.alive() {
+            self.restart(&mut state).await?;
         }
+        match self.call_once(&state, tool, arguments).await {
+            Ok(result) => Ok(result),
+            // Let its exit show, so the next call sees it and restarts it.
+            Err(error) if state.exited_within(Duration::from_millis(500)).await => Err(format!(
+                "{error}; the server stopped during the call (it is started again for the next one; see {})",
+                self.log.display()
+            )),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Starts the server again, once per session.
+    async fn restart(&self, state: &mut State) -> Result<(), String> {
+        if state.restarted {
+            return Err(format!(
+                "the MCP server {} has stopped (it was already restarted once); see {}",
+                self.name,
+                self.log.display()
+            ));
+        }
+        state.restarted = true;
+        tracing::warn!(server = %self.name, "restarting a stopped MCP server");
+        self.start(state)
+            .await
+            .map_err(|error| format!("the MCP server stopped and could not be restarted: {error}"))
+    }
+
+    async fn call_once(
+        &self,
+        state: &State,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallToolResult, String> {
         let Some(client) = &state.client else {
             return Err(format!("the MCP server {} is not connected", self.name));
         };
@@ -265,6 +284,29 @@ impl Server {
             .call_tool(params)
             .await
             .map_err(|error| format!("the MCP server {} failed the call: {error}", self.name))
+    }
+}
+
+impl State {
+    /// Whether the process is still running and its connection open.
+    fn alive(&mut self) -> bool {
+        let connected = self
+            .client
+            .as_ref()
+            .is_some_and(|client| !client.is_closed());
+        connected
+            && self
+                .child
+                .as_mut()
+                .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
+    /// Whether the process exits within `wait`.
+    async fn exited_within(&mut self, wait: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else {
+            return true;
+        };
+        tokio::time::timeout(wait, child.wait()).await.is_ok()
     }
 }
 
