@@ -108,6 +108,15 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "MODE")]
     pub sandbox: Option<SandboxArg>,
 
+    /// MCP servers from these files (`{"mcpServers": {...}}`, Claude Code's format), on top
+    /// of the user settings' `mcpServers` and a trusted folder's `.mcp.json`.
+    #[arg(long = "mcp-config", value_name = "FILE", num_args = 1..)]
+    pub mcp_config: Vec<PathBuf>,
+
+    /// Use only the servers of --mcp-config.
+    #[arg(long = "strict-mcp-config")]
+    pub strict_mcp_config: bool,
+
     /// Trust this folder for this run: its project settings' hooks, env, allow rules,
     /// defaultMode and additionalDirectories apply (`AGENT_TRUST=1` too; the user setting
     /// `trustedFolders` lists folders trusted for good). Untrusted, they are skipped with a

@@ -201,6 +201,7 @@ async fn headless(
     renderer.init(
         &session.cwd.to_string_lossy(),
         &session.tool_names,
+        &session.mcp_status(),
         session.mode_name,
         &session.sandbox,
     );

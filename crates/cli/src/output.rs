@@ -515,13 +515,18 @@ impl Renderer {
         &self,
         cwd: &str,
         tools: &[String],
+        mcp_servers: &[(String, &str)],
         permission_mode: &str,
         sandbox: &tools::SandboxConfig,
     ) {
         if self.format == OutputFormat::StreamJson {
+            let mcp_servers: Vec<Value> = mcp_servers
+                .iter()
+                .map(|(name, status)| json!({"name": name, "status": status}))
+                .collect();
             Self::line(&json!({
                 "type": "system", "subtype": "init", "cwd": cwd, "session_id": self.session_id,
-                "tools": tools, "mcp_servers": [], "model": self.model,
+                "tools": tools, "mcp_servers": mcp_servers, "model": self.model,
                 "permissionMode": permission_mode, "apiKeySource": "none",
                 "sandbox": {
                     "backend": sandbox.describe(),

@@ -41,6 +41,16 @@ pub struct Session {
     pub sandbox: tools::SandboxConfig,
     /// Whether the folder is trusted (see `trust`).
     pub trusted: bool,
+    /// The MCP servers to start (see `mcp_servers`).
+    mcp_servers: Vec<mcp::config::Configured>,
+    /// The MCP servers, once started.
+    pub mcp: Option<Arc<mcp::Pool>>,
+    /// PostToolUse hooks, for MCP tools that join later.
+    post_hooks: Vec<settings::HookMatcher>,
+    /// `mcpStartupWaitMs` from the settings.
+    mcp_wait: Option<u64>,
+    /// MCP servers whose failure was reported.
+    reported_mcp_failures: std::collections::HashSet<String>,
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
     sessions: PathBuf,
@@ -93,6 +103,7 @@ impl Session {
         let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
         let settings = settings::Settings::merged(layers, trusted);
         let folder_trusted = trusted;
+        let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
             eprintln!(
                 "agent: warning: {}",
@@ -310,6 +321,18 @@ impl Session {
             transcript: None,
             copy_history,
             trusted: folder_trusted,
+            mcp_servers,
+            mcp: None,
+            post_hooks: settings
+                .hooks
+                .get("PostToolUse")
+                .cloned()
+                .unwrap_or_default(),
+            reported_mcp_failures: std::collections::HashSet::new(),
+            mcp_wait: settings
+                .other
+                .get("mcpStartupWaitMs")
+                .and_then(serde_json::Value::as_u64),
             context_saved: saved_context.is_some(),
             saved_context,
         })
@@ -319,6 +342,70 @@ impl Session {
     /// first turn. `git status` runs the repository's configured programs (filters), so it
     /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
+        // MCP servers connect while the context is gathered; the run waits for them at most
+        // the grace period (`mcpStartupWaitMs`).
+        if !self.mcp_servers.is_empty() {
+            let limits = mcp_limits(self.mcp_wait);
+            let pool = mcp::Pool::start(
+                std::mem::take(&mut self.mcp_servers),
+                &self.sessions.join("mcp-logs"),
+                limits.startup,
+                limits.tool_timeout,
+            );
+            self.mcp = Some(Arc::clone(&pool));
+            self.gather_user_context().await;
+            pool.settle(limits.grace).await;
+            self.join_mcp_tools();
+            return;
+        }
+        self.gather_user_context().await;
+    }
+
+    /// Adds the tools of MCP servers that connected since the last call (their tools join at
+    /// the next turn of a session).
+    pub fn join_mcp_tools(&mut self) {
+        let Some(pool) = &self.mcp else {
+            return;
+        };
+        for tool in pool.tools() {
+            if self.tool_names.iter().any(|name| name == tool.name()) {
+                continue;
+            }
+            self.tool_names.push(tool.name().to_owned());
+            let tool = if self.post_hooks.is_empty() {
+                tool
+            } else {
+                Arc::new(hooks::PostToolUse::new(
+                    self.hook_env.clone(),
+                    self.post_hooks.clone(),
+                    tool,
+                )) as Arc<dyn executor::Tool>
+            };
+            self.tools.push(tool);
+        }
+        for (name, status) in pool.status() {
+            if let mcp::Status::Failed(reason) = status
+                && self.reported_mcp_failures.insert(name)
+            {
+                eprintln!(
+                    "agent: warning: MCP server {}",
+                    crate::output::printable(&reason, false)
+                );
+            }
+        }
+    }
+
+    /// The MCP servers and their state (`system/init`'s `mcp_servers`).
+    pub fn mcp_status(&self) -> Vec<(String, &'static str)> {
+        self.mcp.as_ref().map_or_else(Vec::new, |pool| {
+            pool.status()
+                .into_iter()
+                .map(|(name, status)| (name, status.as_str()))
+                .collect()
+        })
+    }
+
+    async fn gather_user_context(&mut self) {
         // A resumed session sends what it sent before: the same request prefix (the prompt
         // cache), the same facts the conversation was built on.
         if let Some(saved) = &self.saved_context {
@@ -411,6 +498,7 @@ impl Session {
         renderer: &mut Renderer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
+        self.join_mcp_tools();
         let user = MessageParam::user_text(prompt);
         self.transcript()?.append_param(&user)?;
         self.history.push(user);
@@ -463,7 +551,7 @@ fn decide_trust(
     {
         return Ok(true);
     }
-    let parts: Vec<String> = layers
+    let mut parts: Vec<String> = layers
         .iter()
         .flat_map(|layer| {
             let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
@@ -473,6 +561,41 @@ fn decide_trust(
                 .map(move |part| format!("{}: {part}", file.display()))
         })
         .collect();
+    // A project's MCP servers are programs it would start.
+    if let Ok(text) = std::fs::read_to_string(cwd.join(".mcp.json")) {
+        let servers = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|document| document.get("mcpServers").cloned())
+            .and_then(|servers| servers.as_object().cloned())
+            .unwrap_or_default();
+        for (name, server) in servers {
+            let text = |key: &str| {
+                server
+                    .get(key)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let args: Vec<String> = server
+                .get("args")
+                .and_then(serde_json::Value::as_array)
+                .map(|args| {
+                    args.iter()
+                        .filter_map(|arg| arg.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let what = if server.get("url").is_some() {
+                text("url")
+            } else {
+                std::iter::once(text("command"))
+                    .chain(args)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            parts.push(format!(".mcp.json: mcpServers.{name}: {what}"));
+        }
+    }
     if parts.is_empty() {
         return Ok(false);
     }
@@ -600,6 +723,77 @@ impl ConfigSource for SettingsEnv<'_> {
             Some(value) if !value.is_empty() => Some(value.clone()),
             _ => EnvSource.get(key),
         }
+    }
+}
+
+/// The MCP servers of this run: `--mcp-config` files only with `--strict-mcp-config`; else
+/// the user settings' `mcpServers`, then the project's `.mcp.json` (a trusted folder's only:
+/// its servers run programs), then `--mcp-config` files; a later server of the same name
+/// replaces an earlier one.
+///
+/// # Errors
+///
+/// A configuration that cannot be used, naming its file and server.
+fn mcp_servers(
+    args: &Args,
+    cwd: &Path,
+    settings: &settings::Settings,
+    trusted: bool,
+) -> anyhow::Result<Vec<mcp::config::Configured>> {
+    let lookup = |name: &str| {
+        settings
+            .env
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    };
+    let mut lists = Vec::new();
+    if !args.strict_mcp_config {
+        for layer in &settings.layers {
+            if layer.scope == settings::Scope::User
+                && let Some(servers) = layer.settings.other.get("mcpServers")
+            {
+                let document = serde_json::json!({ "mcpServers": servers });
+                lists.push(mcp::config::servers(&document, &layer.path, &lookup)?);
+            }
+        }
+        let project = cwd.join(".mcp.json");
+        if trusted && project.is_file() {
+            lists.push(mcp::config::read_file(&project, &lookup)?);
+        }
+    }
+    for file in &args.mcp_config {
+        lists.push(
+            mcp::config::read_file(file, &lookup)
+                .with_context(|| format!("--mcp-config {}", file.display()))?,
+        );
+    }
+    Ok(mcp::config::merge(lists))
+}
+
+/// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
+/// call; default none beyond the executor's), and how long the first request waits for
+/// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
+/// default 2 s), all in milliseconds.
+struct McpLimits {
+    startup: std::time::Duration,
+    tool_timeout: Option<std::time::Duration>,
+    grace: std::time::Duration,
+}
+
+fn mcp_limits(setting_wait: Option<u64>) -> McpLimits {
+    let millis = |key: &str| {
+        std::env::var(key)
+            .ok()
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_millis)
+    };
+    McpLimits {
+        startup: millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10)),
+        tool_timeout: millis("MCP_TOOL_TIMEOUT"),
+        grace: millis("MCP_STARTUP_WAIT_MS")
+            .or(setting_wait.map(std::time::Duration::from_millis))
+            .unwrap_or(std::time::Duration::from_secs(2)),
     }
 }
 

@@ -7,7 +7,8 @@
 //!   process group, its stderr in a log file), restarted once if it dies.
 //! - [`McpTool`]: one of its tools as an `executor::Tool`; results (text, images, embedded
 //!   resources) become tool_result content, `isError` an error result.
-//! - [`connect_all`]: every server at once, each within the start-up limit.
+//! - [`connect_all`]: every server at once, each within the start-up limit; [`Pool`]: the
+//!   same in the background, so a run waits for them only a short grace period.
 //!
 //! Not yet: streamable HTTP servers (configured ones are reported as failed), OAuth, and
 //! `notifications/tools/list_changed`.
@@ -111,4 +112,98 @@ pub async fn connect_all(
         }
     }
     connected
+}
+
+/// Servers connecting in the background: a run starts when they are ready or after a grace
+/// period, whichever comes first; servers still starting are `pending` and their tools join
+/// when they are ready (the next time the caller asks).
+#[derive(Debug)]
+pub struct Pool {
+    entries: std::sync::Mutex<Vec<(String, Option<Connected>)>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Pool {
+    /// Starts connecting every server of `servers` (see [`connect_all`] for the limits).
+    pub fn start(
+        servers: Vec<config::Configured>,
+        log_dir: &Path,
+        startup: Duration,
+        tool_timeout: Option<Duration>,
+    ) -> Arc<Self> {
+        let pool = Arc::new(Self {
+            entries: std::sync::Mutex::new(
+                servers
+                    .iter()
+                    .map(|server| (server.name.clone(), None))
+                    .collect(),
+            ),
+            changed: tokio::sync::Notify::new(),
+        });
+        for (index, server) in servers.into_iter().enumerate() {
+            let pool = Arc::clone(&pool);
+            let log_dir = log_dir.to_path_buf();
+            tokio::spawn(async move {
+                let mut connected =
+                    connect_all(vec![server], &log_dir, startup, tool_timeout).await;
+                if let Some(connected) = connected.pop() {
+                    pool.entries
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)[index]
+                        .1 = Some(connected);
+                    pool.changed.notify_waiters();
+                }
+            });
+        }
+        pool
+    }
+
+    /// Waits until every server is connected or failed, or `grace` has passed.
+    pub async fn settle(&self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            let notified = self.changed.notified();
+            if self.pending() == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn pending(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, connected)| connected.is_none())
+            .count()
+    }
+
+    /// Each server's name and state, in configuration order.
+    pub fn status(&self) -> Vec<(String, Status)> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(name, connected)| {
+                let status = connected
+                    .as_ref()
+                    .map_or(Status::Pending, |connected| connected.status.clone());
+                (name.clone(), status)
+            })
+            .collect()
+    }
+
+    /// The tools of every connected server.
+    pub fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(|(_, connected)| connected.as_ref())
+            .flat_map(|connected| connected.tools.iter().cloned())
+            .collect()
+    }
 }

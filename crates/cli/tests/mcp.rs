@@ -1,0 +1,174 @@
+//! MCP servers end to end: a project's `.mcp.json` (in a trusted folder) and `--mcp-config`
+//! start `testkit mcp-server`; its tools reach the model as `mcp__kit__*`, run when a rule
+//! allows them, are refused headless otherwise, and `system/init` reports the servers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{Repo, command, repo};
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+/// `testkit`, built beside `agent` by `cargo test --workspace` (its own tests need it).
+fn testkit() -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+        "CI needs {} (cargo test --workspace builds it)",
+        path.display()
+    );
+    eprintln!(
+        "NOTE: MCP end-to-end tests skipped: {} is not built (run cargo test --workspace)",
+        path.display()
+    );
+    None
+}
+
+fn config(server: &std::path::Path) -> Value {
+    json!({"mcpServers": {
+        "kit": {"command": server, "args": ["mcp-server"]},
+        "broken": {"command": "/nonexistent/server"},
+    }})
+}
+
+async fn run(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
+    command(repo, server)
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args(["-p", "use the tools", "--output-format", "stream-json"])
+        .args(extra)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn result_of(server: &Server, id: &str) -> Value {
+    for request in server.requests() {
+        for message in request.json()["messages"].as_array().unwrap() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                    return block.clone();
+                }
+            }
+        }
+    }
+    panic!("no result for {id}")
+}
+
+#[tokio::test]
+async fn a_trusted_projects_servers_give_the_model_their_tools() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-project");
+    std::fs::write(repo.dir.join(".mcp.json"), config(&kit).to_string()).unwrap();
+    let planted = repo.dir.join("planted.txt");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_e", "mcp__kit__echo", json!({"text": "marker-7"}))
+                .tool_use(
+                    "toolu_w",
+                    "mcp__kit__write",
+                    json!({"path": planted, "text": "x"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = run(
+        &repo,
+        &server,
+        &["--trust", "--allowedTools", "mcp__kit__echo"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let init = &lines(&output)[0];
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "broken", "status": "failed"}, {"name": "kit", "status": "connected"}]),
+        "{init}"
+    );
+    let tools: Vec<&str> = init["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"mcp__kit__echo") && tools.contains(&"mcp__kit__write"),
+        "{tools:?}"
+    );
+    assert!(
+        stderr.contains("MCP server broken: could not start `/nonexistent/server`"),
+        "{stderr}"
+    );
+    // The model saw the tool's schema.
+    let first = server.requests()[0].json();
+    let echo = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "mcp__kit__echo")
+        .unwrap()
+        .clone();
+    assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
+    // Allowed: ran. Not allowed: refused headless, nothing written.
+    assert_eq!(result_of(&server, "toolu_e")["content"], "marker-7");
+    let refused = result_of(&server, "toolu_w");
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(!planted.exists());
+}
+
+#[tokio::test]
+async fn an_untrusted_projects_servers_do_not_start_but_mcp_config_does() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-untrusted");
+    std::fs::write(repo.dir.join(".mcp.json"), config(&kit).to_string()).unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(&repo, &server, &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(lines(&output)[0]["mcp_servers"], json!([]));
+    assert!(stderr.contains(".mcp.json: mcpServers.kit: "), "{stderr}");
+
+    // The user's own file needs no trust.
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(
+        &repo,
+        &server,
+        &[
+            "--mcp-config",
+            file.to_str().unwrap(),
+            "--strict-mcp-config",
+        ],
+    )
+    .await;
+    assert!(output.status.success());
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "kit", "status": "connected"}])
+    );
+}
