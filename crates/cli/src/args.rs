@@ -153,6 +153,75 @@ pub enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Configure MCP servers, as `claude mcp` does.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        action: McpAction,
+    },
+}
+
+/// Where an MCP server's configuration is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum McpScope {
+    /// Yours, for this folder only (`~/.config/agent/mcp.json`, keyed by the folder).
+    Local,
+    /// The project's `.mcp.json`, shared with everyone working in it (runs only where the
+    /// folder is trusted).
+    Project,
+    /// Yours, in every folder (`~/.config/agent/mcp.json`).
+    User,
+}
+
+/// `agent mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpAction {
+    /// Adds a stdio server (`agent mcp add NAME -- COMMAND ARGS...`) or, with
+    /// `--transport http`, a remote one (`agent mcp add --transport http NAME URL`).
+    Add {
+        /// Where to keep it.
+        #[arg(long, short = 's', value_enum, default_value_t = McpScope::Local)]
+        scope: McpScope,
+        /// `stdio` or `http`.
+        #[arg(long, short = 't', default_value = "stdio")]
+        transport: String,
+        /// An environment variable of the server, `KEY=VALUE` (repeatable).
+        #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// A request header of an http server, `Name: value` (repeatable).
+        #[arg(long = "header", short = 'H', value_name = "HEADER")]
+        headers: Vec<String>,
+        /// The server's name (its tools are `mcp__NAME__TOOL`).
+        name: String,
+        /// The command and its arguments, or the URL.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Adds a server from its JSON (`{"command": ..., "args": [...]}` or `{"type": "http", "url": ...}`).
+    AddJson {
+        /// Where to keep it.
+        #[arg(long, short = 's', value_enum, default_value_t = McpScope::Local)]
+        scope: McpScope,
+        /// The server's name.
+        name: String,
+        /// Its configuration.
+        json: String,
+    },
+    /// Lists the servers of this folder with where each is configured and whether it starts.
+    List,
+    /// Shows one server's configuration.
+    Get {
+        /// The server's name.
+        name: String,
+    },
+    /// Removes a server.
+    Remove {
+        /// Where it is kept (by default the first place that has it: local, project, user).
+        #[arg(long, short = 's', value_enum)]
+        scope: Option<McpScope>,
+        /// The server's name.
+        name: String,
+    },
 }
 
 /// `--output-format`.

@@ -13,6 +13,7 @@ mod history_properties;
 mod hooks;
 mod interactive;
 mod interrupts;
+mod mcp_cmd;
 mod output;
 mod session;
 mod settings;
@@ -125,6 +126,15 @@ fn init_logging(verbose: bool) {
 async fn run(args: Args) -> anyhow::Result<u8> {
     match &args.command {
         Some(Command::Demo { live, keep }) => demo::run(*live, *keep).await,
+        Some(Command::Mcp { action }) => {
+            let cwd = match &args.cwd {
+                Some(dir) => dir
+                    .canonicalize()
+                    .with_context(|| format!("working directory {}", dir.display()))?,
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            mcp_cmd::run(action, &cwd).await
+        }
         None => start(args).await,
     }
 }

@@ -727,9 +727,10 @@ impl ConfigSource for SettingsEnv<'_> {
 }
 
 /// The MCP servers of this run: `--mcp-config` files only with `--strict-mcp-config`; else
-/// the user settings' `mcpServers`, then the project's `.mcp.json` (a trusted folder's only:
-/// its servers run programs), then `--mcp-config` files; a later server of the same name
-/// replaces an earlier one.
+/// the user settings' `mcpServers`, then `~/.config/agent/mcp.json` (user, then this
+/// folder's local servers; `agent mcp add` writes there), then the project's `.mcp.json` (a
+/// trusted folder's only: its servers run programs), then `--mcp-config` files; a later
+/// server of the same name replaces an earlier one.
 ///
 /// # Errors
 ///
@@ -757,6 +758,7 @@ fn mcp_servers(
                 lists.push(mcp::config::servers(&document, &layer.path, &lookup)?);
             }
         }
+        lists.extend(crate::mcp_cmd::user_servers(cwd, &lookup)?);
         let project = cwd.join(".mcp.json");
         if trusted && project.is_file() {
             lists.push(mcp::config::read_file(&project, &lookup)?);

@@ -274,3 +274,86 @@ async fn real_npm_servers_work_as_in_claude_code() {
     assert_eq!(result_of(&server, "toolu_w")["is_error"], true);
     assert!(!repo.dir.join("written.txt").exists());
 }
+
+/// `agent mcp add|add-json|list|get|remove`, as `claude mcp`: a local server (the user's,
+/// for this folder) starts without trusting the folder; a project server goes to
+/// `.mcp.json`; list starts each to report it.
+#[tokio::test]
+async fn agent_mcp_manages_servers_by_scope() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-cli");
+    let mcp = |args: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+        command
+            .arg("-C")
+            .arg(&repo.dir)
+            .arg("mcp")
+            .args(args)
+            .env("HOME", &repo.home)
+            .env("XDG_CONFIG_HOME", repo.home.join("config"))
+            .env("XDG_DATA_HOME", repo.home.join("data"));
+        let output = command.output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let kit_path = kit.to_str().unwrap();
+    let (code, out, err) = mcp(&["add", "kit", "--", kit_path, "mcp-server"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.starts_with("Added MCP server kit (local)"), "{out}");
+    let (code, out, err) = mcp(&[
+        "add-json",
+        "--scope",
+        "project",
+        "shared",
+        &json!({"command": kit, "args": ["mcp-server"]}).to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let project: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.dir.join(".mcp.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        project["mcpServers"]["shared"]["args"],
+        json!(["mcp-server"])
+    );
+    let (code, out, _) = mcp(&["list"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("kit: ") && out.contains("(local) - connected, 7 tools"),
+        "{out}"
+    );
+    assert!(
+        out.contains("shared: ")
+            && out.contains("(project) (runs only where the folder is trusted)"),
+        "{out}"
+    );
+    let (code, out, _) = mcp(&["get", "kit"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("\"mcp-server\""), "{out}");
+    let (code, _, err) = mcp(&["add", "bad", "--env", "NOEQUALS", "--", "x"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("--env \"NOEQUALS\": expected KEY=VALUE"),
+        "{err}"
+    );
+
+    // The local server is the user's own: a run starts it without --trust; the project's
+    // is skipped in the untrusted folder.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(&repo, &server, &[]).await;
+    assert!(output.status.success());
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "kit", "status": "connected"}])
+    );
+    let (code, out, _) = mcp(&["remove", "kit"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("Removed MCP server kit (local)"), "{out}");
+    let (code, _, err) = mcp(&["remove", "kit"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no MCP server named \"kit\""), "{err}");
+}

@@ -1,0 +1,379 @@
+//! `agent mcp add|add-json|list|get|remove`: MCP server configuration, as `claude mcp`
+//! manages it.
+//!
+//! Where servers are kept:
+//! - local (default): `~/.config/agent/mcp.json` under `projects.<folder>.mcpServers`, where
+//!   the folder is this repository's root (or the working directory outside git);
+//! - project: `.mcp.json` in the working directory (shared; started only in a trusted
+//!   folder);
+//! - user: `~/.config/agent/mcp.json` under `mcpServers` (every folder).
+//!
+//! `mcpServers` in `~/.config/agent/settings.json` counts as user scope too (read, never
+//! written here).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+
+use crate::args::{McpAction, McpScope};
+
+/// The user's MCP file, `~/.config/agent/mcp.json`.
+pub fn user_file() -> Option<PathBuf> {
+    dirs::config_dir().map(|config| config.join("agent").join("mcp.json"))
+}
+
+/// The key of `cwd` among the local servers (its canonical folder, as folder trust keys it).
+fn local_key(cwd: &Path) -> String {
+    crate::trust::folder(cwd).to_string_lossy().into_owned()
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Writes `value` to `path` whole (a temporary file renamed over it); `private` files are
+/// 0600 in a 0700 folder (the user's own), others keep the usual modes (a project's file).
+fn write_json(path: &Path, value: &Value, private: bool) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+    let dir = path.parent().context("the file has no folder")?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(if private { 0o700 } else { 0o755 })
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let temporary = dir.join(format!(".mcp-{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(if private { 0o600 } else { 0o644 })
+            .open(&temporary)?;
+        out.write_all(serde_json::to_string_pretty(value)?.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+/// The `mcpServers` object of `scope` inside `document`, created when missing.
+fn servers_mut<'a>(
+    document: &'a mut Value,
+    scope: McpScope,
+    cwd: &Path,
+) -> &'a mut Map<String, Value> {
+    if !document.is_object() {
+        *document = json!({});
+    }
+    let mut node = document;
+    if scope == McpScope::Local {
+        node = entry(node, "projects");
+        node = entry(node, &local_key(cwd));
+    }
+    let servers = entry(node, "mcpServers");
+    if !servers.is_object() {
+        *servers = json!({});
+    }
+    match servers {
+        Value::Object(map) => map,
+        // Made an object just above.
+        _ => unreachable!("mcpServers was made an object"),
+    }
+}
+
+/// `value[key]`, made an object when missing or not one.
+fn entry<'a>(value: &'a mut Value, key: &str) -> &'a mut Value {
+    if !value.is_object() {
+        *value = json!({});
+    }
+    let Value::Object(map) = value else {
+        unreachable!("made an object above")
+    };
+    let slot = map.entry(key.to_owned()).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    slot
+}
+
+/// The file and whether it is the user's own.
+fn file_of(scope: McpScope, cwd: &Path) -> anyhow::Result<(PathBuf, bool)> {
+    Ok(match scope {
+        McpScope::Project => (cwd.join(".mcp.json"), false),
+        McpScope::Local | McpScope::User => (
+            user_file().context("no config folder (neither XDG_CONFIG_HOME nor HOME)")?,
+            true,
+        ),
+    })
+}
+
+/// Checks a server entry with Claude Code's rules (variables may be unset yet).
+fn validate(name: &str, server: &Value, path: &Path) -> anyhow::Result<()> {
+    let any = |_: &str| Some(String::new());
+    mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &any)?;
+    Ok(())
+}
+
+/// The servers of `cwd` by scope, each `(scope name, file, name, entry)`.
+pub fn configured(cwd: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf, String, Value)>> {
+    let mut found = Vec::new();
+    let mut push = |scope: &'static str, path: &Path, servers: Option<&Value>| {
+        for (name, server) in servers.and_then(Value::as_object).into_iter().flatten() {
+            found.push((scope, path.to_path_buf(), name.clone(), server.clone()));
+        }
+    };
+    if let Some(settings) = crate::settings::user_settings_file() {
+        let document = read_json(&settings)?;
+        push("user", &settings, document.get("mcpServers"));
+    }
+    if let Some(user) = user_file() {
+        let document = read_json(&user)?;
+        push("user", &user, document.get("mcpServers"));
+        push(
+            "local",
+            &user,
+            document
+                .get("projects")
+                .and_then(|projects| projects.get(local_key(cwd)))
+                .and_then(|project| project.get("mcpServers")),
+        );
+    }
+    let project = cwd.join(".mcp.json");
+    let document = read_json(&project)?;
+    push("project", &project, document.get("mcpServers"));
+    Ok(found)
+}
+
+/// The user-level servers for a run: `~/.config/agent/mcp.json`'s user servers, then this
+/// folder's local ones (the session adds settings', the project's and `--mcp-config`).
+///
+/// # Errors
+///
+/// A configuration that cannot be used, naming the file and server.
+pub fn user_servers(
+    cwd: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<Vec<mcp::config::Configured>>> {
+    let Some(user) = user_file() else {
+        return Ok(Vec::new());
+    };
+    let document = read_json(&user)?;
+    let mut lists = vec![mcp::config::servers(&document, &user, lookup)?];
+    if let Some(local) = document
+        .get("projects")
+        .and_then(|projects| projects.get(local_key(cwd)))
+    {
+        lists.push(mcp::config::servers(local, &user, lookup)?);
+    }
+    Ok(lists)
+}
+
+/// Runs `agent mcp ACTION` in `cwd`; returns the exit code.
+///
+/// # Errors
+///
+/// Bad input (named), or a file that cannot be read or written.
+pub async fn run(action: &McpAction, cwd: &Path) -> anyhow::Result<u8> {
+    match action {
+        McpAction::Add {
+            scope,
+            transport,
+            env,
+            headers,
+            name,
+            command,
+        } => {
+            let server = match transport.as_str() {
+                "stdio" => {
+                    let mut map = Map::new();
+                    for pair in env {
+                        let Some((key, value)) = pair.split_once('=') else {
+                            bail!("--env {pair:?}: expected KEY=VALUE");
+                        };
+                        map.insert(key.to_owned(), Value::String(value.to_owned()));
+                    }
+                    let mut server = json!({"command": command[0], "args": command[1..]});
+                    if !map.is_empty() {
+                        server["env"] = Value::Object(map);
+                    }
+                    server
+                }
+                "http" => {
+                    let [url] = command.as_slice() else {
+                        bail!("an http server takes one URL, got {}", command.join(" "));
+                    };
+                    let mut map = Map::new();
+                    for header in headers {
+                        let Some((key, value)) = header.split_once(':') else {
+                            bail!("--header {header:?}: expected \"Name: value\"");
+                        };
+                        map.insert(
+                            key.trim().to_owned(),
+                            Value::String(value.trim().to_owned()),
+                        );
+                    }
+                    let mut server = json!({"type": "http", "url": url});
+                    if !map.is_empty() {
+                        server["headers"] = Value::Object(map);
+                    }
+                    server
+                }
+                other => bail!("--transport {other:?}: expected stdio or http"),
+            };
+            add(*scope, name, server, cwd)
+        }
+        McpAction::AddJson { scope, name, json } => {
+            let server: Value = serde_json::from_str(json)
+                .with_context(|| format!("the server's JSON {json:?}"))?;
+            add(*scope, name, server, cwd)
+        }
+        McpAction::Remove { scope, name } => remove(*scope, name, cwd),
+        McpAction::Get { name } => {
+            let found = configured(cwd)?;
+            let Some((scope, path, name, server)) =
+                found.into_iter().find(|(_, _, server, _)| server == name)
+            else {
+                bail!("no MCP server named {name:?} for {}", cwd.display());
+            };
+            println!("{name} ({scope}, {}):", path.display());
+            println!("{}", serde_json::to_string_pretty(&server)?);
+            Ok(0)
+        }
+        McpAction::List => list(cwd).await,
+    }
+}
+
+fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result<u8> {
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        bail!("the server's name {name:?} must be a non-empty word");
+    }
+    let (path, private) = file_of(scope, cwd)?;
+    validate(name, &server, &path)?;
+    let mut document = read_json(&path)?;
+    let servers = servers_mut(&mut document, scope, cwd);
+    let replaced = servers.insert(name.to_owned(), server).is_some();
+    write_json(&path, &document, private)?;
+    println!(
+        "{} MCP server {name} ({}) in {}",
+        if replaced { "Replaced" } else { "Added" },
+        scope_name(scope),
+        path.display()
+    );
+    Ok(0)
+}
+
+fn remove(scope: Option<McpScope>, name: &str, cwd: &Path) -> anyhow::Result<u8> {
+    let scopes = match scope {
+        Some(scope) => vec![scope],
+        None => vec![McpScope::Local, McpScope::Project, McpScope::User],
+    };
+    for scope in scopes {
+        let (path, private) = file_of(scope, cwd)?;
+        if !path.is_file() {
+            continue;
+        }
+        let mut document = read_json(&path)?;
+        if servers_mut(&mut document, scope, cwd)
+            .remove(name)
+            .is_some()
+        {
+            write_json(&path, &document, private)?;
+            println!(
+                "Removed MCP server {name} ({}) from {}",
+                scope_name(scope),
+                path.display()
+            );
+            return Ok(0);
+        }
+    }
+    bail!("no MCP server named {name:?} to remove")
+}
+
+fn scope_name(scope: McpScope) -> &'static str {
+    match scope {
+        McpScope::Local => "local",
+        McpScope::Project => "project",
+        McpScope::User => "user",
+    }
+}
+
+/// Lists the servers and starts each once to say whether it works.
+async fn list(cwd: &Path) -> anyhow::Result<u8> {
+    let found = configured(cwd)?;
+    if found.is_empty() {
+        println!(
+            "No MCP servers configured. Add one with `agent mcp add NAME -- COMMAND ARGS...`."
+        );
+        return Ok(0);
+    }
+    let lookup = |name: &str| std::env::var(name).ok();
+    let mut servers = Vec::new();
+    for (_, path, name, server) in &found {
+        match mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &lookup) {
+            Ok(mut list) => servers.append(&mut list),
+            Err(error) => println!("{name}: {error}"),
+        }
+    }
+    let logs = std::env::temp_dir().join(format!("agent-mcp-list-{}", std::process::id()));
+    let startup = std::env::var("MCP_TIMEOUT")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis,
+        );
+    let connected = mcp::connect_all(servers, &logs, startup, None).await;
+    for (scope, _, name, server) in &found {
+        let what = match server.get("url").and_then(Value::as_str) {
+            Some(url) => url.to_owned(),
+            None => std::iter::once(
+                server
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            )
+            .chain(
+                server
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str),
+            )
+            .collect::<Vec<_>>()
+            .join(" "),
+        };
+        let status = match connected.iter().find(|server| &server.name == name) {
+            Some(server) => match &server.status {
+                mcp::Status::Connected => format!("connected, {} tools", server.tools.len()),
+                mcp::Status::Failed(reason) => format!("failed: {reason}"),
+                mcp::Status::Pending => "pending".to_owned(),
+            },
+            None => "not started".to_owned(),
+        };
+        let note = if *scope == "project" {
+            " (runs only where the folder is trusted)"
+        } else {
+            ""
+        };
+        println!(
+            "{name}: {} ({scope}){note} - {}",
+            crate::output::printable(&what, false),
+            crate::output::printable(&status, false)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&logs);
+    Ok(0)
+}
