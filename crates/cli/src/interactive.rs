@@ -46,6 +46,7 @@ At the prompt:
   Ctrl-C        clear the line (twice on an empty line: exit)
   Ctrl-D        exit
   /clear        start a new session (the old one stays resumable with --resume)
+  /mcp          the MCP servers, their status and tools
   /help         this help
   /exit, /quit  exit";
 
@@ -60,6 +61,8 @@ enum Input {
     Help,
     /// `/clear`.
     Clear,
+    /// `/mcp`.
+    Mcp,
     /// `/exit` or `/quit`.
     Exit,
     /// `/something` else.
@@ -80,11 +83,39 @@ fn parse_input(line: &str) -> Input {
         return match command {
             "help" => Input::Help,
             "clear" => Input::Clear,
+            "mcp" => Input::Mcp,
             "exit" | "quit" => Input::Exit,
             other => Input::Unknown(other.to_owned()),
         };
     }
     Input::Task(trimmed.to_owned())
+}
+
+/// `/mcp`: each server with its status and tools.
+fn mcp_report(session: &Session) -> String {
+    let servers = session.mcp_status();
+    if servers.is_empty() {
+        return "No MCP servers. Add one with `agent mcp add NAME -- COMMAND ARGS...`, or in .mcp.json (trusted folders).".to_owned();
+    }
+    let mut lines = Vec::new();
+    for (name, status) in servers {
+        let prefix = format!("{}__", mcp::server_prefix(&name));
+        let tools: Vec<&str> = session
+            .tool_names
+            .iter()
+            .filter_map(|tool| tool.strip_prefix(&prefix))
+            .collect();
+        lines.push(format!(
+            "{}: {status}{}",
+            printable(&name, false),
+            if tools.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", printable(&tools.join(", "), false))
+            }
+        ));
+    }
+    lines.join("\n")
 }
 
 /// The history file of the line editor.
@@ -208,6 +239,10 @@ pub async fn run(
         match input {
             Input::Nothing => {}
             Input::Help => eprintln!("{HELP}"),
+            Input::Mcp => {
+                session.join_mcp_tools();
+                eprintln!("{}", mcp_report(&session));
+            }
             Input::Exit => break 0,
             Input::Unknown(command) => {
                 eprintln!("agent: unknown command /{command}; /help lists the commands");
@@ -535,6 +570,7 @@ mod tests {
         assert_eq!(parse_input(" /exit "), Input::Exit);
         assert_eq!(parse_input("/quit"), Input::Exit);
         assert_eq!(parse_input("/clear"), Input::Clear);
+        assert_eq!(parse_input("/mcp"), Input::Mcp);
         assert_eq!(parse_input("/frob"), Input::Unknown("frob".into()));
         assert_eq!(parse_input("/exit now"), Input::Exit);
         assert_eq!(parse_input("/model x"), Input::Unknown("model".into()));

@@ -378,3 +378,44 @@ async fn hook_feedback_is_shown_in_one_dim_line() {
         "{screen}"
     );
 }
+
+/// `/mcp` lists the MCP servers with their status and tools.
+#[tokio::test]
+async fn slash_mcp_lists_servers_and_tools() {
+    let kit = std::path::PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
+    if !kit.is_file() {
+        assert!(
+            !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+            "CI builds {}",
+            kit.display()
+        );
+        eprintln!("NOTE: /mcp test skipped: {} is not built", kit.display());
+        return;
+    }
+    let repo = repo("interactive-mcp");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let mut command = command(&repo, &server);
+    command
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args(["--mcp-config", file.to_str().unwrap()]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("/mcp\r");
+    terminal
+        .wait_for(
+            "kit: connected (echo, fail, slow, huge, image, write, crash)",
+            1,
+        )
+        .await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

@@ -81,7 +81,8 @@ async fn a_trusted_projects_servers_give_the_model_their_tools() {
                     "toolu_w",
                     "mcp__kit__write",
                     json!({"path": planted, "text": "x"}),
-                ),
+                )
+                .tool_use("toolu_h", "mcp__kit__huge", json!({"bytes": 300_000})),
         ),
         Reply::turn(Turn::new().text("Done.")),
     ]))
@@ -90,7 +91,7 @@ async fn a_trusted_projects_servers_give_the_model_their_tools() {
     let output = run(
         &repo,
         &server,
-        &["--trust", "--allowedTools", "mcp__kit__echo"],
+        &["--trust", "--allowedTools", "mcp__kit__echo,mcp__kit__huge"],
     )
     .await;
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -130,6 +131,13 @@ async fn a_trusted_projects_servers_give_the_model_their_tools() {
     let refused = result_of(&server, "toolu_w");
     assert_eq!(refused["is_error"], true, "{refused}");
     assert!(!planted.exists());
+    // A result over the budget is never cut silently: it goes to a file, with a preview.
+    let huge = result_of(&server, "toolu_h")["content"].to_string();
+    assert!(
+        huge.contains("<persisted-output>") && huge.contains("Output too large (300000 bytes"),
+        "{}",
+        &huge[..huge.len().min(300)]
+    );
 }
 
 #[tokio::test]
