@@ -245,6 +245,7 @@ async fn run(
         files: Arc::new(NoFiles),
         stop_hook: Arc::new(NoStopHook),
         workspace: Arc::new(Workspace::default()),
+        tool_source: None,
     };
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let outcome = run_loop(

@@ -480,6 +480,13 @@ impl Session {
             files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(&self.workspace))),
             stop_hook: Arc::clone(&self.stop_hook),
             workspace: Arc::clone(&self.workspace),
+            tool_source: self.mcp.as_ref().map(|pool| {
+                Arc::new(McpTools {
+                    pool: Arc::clone(pool),
+                    post_hooks: self.post_hooks.clone(),
+                    hook_env: self.hook_env.clone(),
+                }) as Arc<dyn loop_core::ToolSource>
+            }),
         }
     }
 
@@ -723,6 +730,34 @@ impl ConfigSource for SettingsEnv<'_> {
             Some(value) if !value.is_empty() => Some(value.clone()),
             _ => EnvSource.get(key),
         }
+    }
+}
+
+/// The tools of MCP servers that connect while a run goes on: they join at its next request
+/// (behind the PostToolUse hooks, like every tool).
+struct McpTools {
+    pool: Arc<mcp::Pool>,
+    post_hooks: Vec<settings::HookMatcher>,
+    hook_env: hooks::HookEnv,
+}
+
+impl loop_core::ToolSource for McpTools {
+    fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
+        self.pool
+            .tools()
+            .into_iter()
+            .map(|tool| {
+                if self.post_hooks.is_empty() {
+                    tool
+                } else {
+                    Arc::new(hooks::PostToolUse::new(
+                        self.hook_env.clone(),
+                        self.post_hooks.clone(),
+                        tool,
+                    )) as Arc<dyn executor::Tool>
+                }
+            })
+            .collect()
     }
 }
 

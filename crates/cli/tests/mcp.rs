@@ -365,3 +365,57 @@ async fn agent_mcp_manages_servers_by_scope() {
     assert_eq!(code, Some(1));
     assert!(err.contains("no MCP server named \"kit\""), "{err}");
 }
+
+/// A server slower than the start-up wait is `pending` when the run starts; the run does
+/// not wait for it, and its tools join at the next request once it is ready.
+#[tokio::test]
+async fn a_slow_server_is_pending_then_joins_mid_run() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-slow");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"slow": {"command": kit, "args": ["mcp-server"], "env": {"TESTKIT_MCP_STARTUP_MS": "1500"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        // The first turn takes longer than the server's start.
+        Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 2.5"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "mcp__slow__echo",
+            json!({"text": "late-marker"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let output = command(&repo, &server)
+        .env("MCP_STARTUP_WAIT_MS", "200")
+        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+        .arg(&file)
+        .args(["--allowedTools", "Bash(sleep:*),mcp__slow"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "slow", "status": "pending"}])
+    );
+    let first_tools = server.requests()[0].json()["tools"].to_string();
+    assert!(
+        !first_tools.contains("mcp__slow__echo"),
+        "the run did not wait"
+    );
+    assert!(
+        server.requests()[1].json()["tools"]
+            .to_string()
+            .contains("mcp__slow__echo")
+    );
+    assert_eq!(result_of(&server, "toolu_e")["content"], "late-marker");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8));
+}

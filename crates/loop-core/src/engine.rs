@@ -106,6 +106,17 @@ pub struct Deps {
     pub stop_hook: Arc<dyn StopHook>,
     /// Where tools act.
     pub workspace: Arc<Workspace>,
+    /// Tools that may join during the run (MCP servers that connect late or change their
+    /// list), asked before every request; `None`: the tools are fixed.
+    pub tool_source: Option<Arc<dyn ToolSource>>,
+}
+
+/// Tools that may change while a run goes on: the seeds' "next state" phase refreshes the
+/// tool list, so a server that connected since becomes usable at the next request.
+pub trait ToolSource: Send + Sync {
+    /// The tools to offer besides [`Deps::tools`] now (all of them, not only new ones). A
+    /// name already in [`Deps::tools`] is ignored.
+    fn tools(&self) -> Vec<Arc<dyn Tool>>;
 }
 
 impl std::fmt::Debug for Deps {
@@ -198,6 +209,8 @@ struct Run<'a> {
     requests: u32,
     /// When the last request was sent.
     last_request: Option<std::time::SystemTime>,
+    /// How many of `deps.tools` are the run's own (the rest came from the tool source).
+    own_tools: usize,
 }
 
 impl<'a> Run<'a> {
@@ -208,27 +221,9 @@ impl<'a> Run<'a> {
         cancel: CancellationToken,
     ) -> Self {
         let manager = ContextManager::new(config.context.clone());
-        let tools: Vec<ToolDefinition> = deps
-            .tools
-            .iter()
-            .map(|tool| ToolDefinition {
-                name: tool.name().to_owned(),
-                description: Some(tool.description().to_owned()),
-                input_schema: tool.input_schema().clone(),
-                cache_control: None,
-                extra: Default::default(),
-            })
-            .collect();
-        let overhead = {
-            let estimator = manager.estimator();
-            let system: Tokens = config.system.iter().map(|text| estimator.text(text)).sum();
-            let tools = estimator.text(&serde_json::to_string(&tools).unwrap_or_default());
-            let user_context = config
-                .user_context
-                .as_deref()
-                .map_or(Tokens::ZERO, |text| estimator.text(text));
-            system + tools + user_context
-        };
+        let own_tools = deps.tools.len();
+        let tools = definitions(&deps.tools);
+        let overhead = overhead(config, &manager, &tools);
         Self {
             config,
             deps,
@@ -250,6 +245,7 @@ impl<'a> Run<'a> {
             usage: Usage::default(),
             requests: 0,
             last_request: config.last_request,
+            own_tools,
         }
     }
 
@@ -326,11 +322,39 @@ impl<'a> Run<'a> {
         add_usage(&mut self.usage, usage);
     }
 
+    /// The tool source's tools join (or leave) before a request: the tool list and the
+    /// fixed overhead follow.
+    fn refresh_tools(&mut self) {
+        let Some(source) = &self.deps.tool_source else {
+            return;
+        };
+        let mut extra = source.tools();
+        let own: Vec<String> = self.deps.tools[..self.own_tools]
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        extra.retain(|tool| !own.iter().any(|name| name == tool.name()));
+        let current: Vec<&str> = self.deps.tools[self.own_tools..]
+            .iter()
+            .map(|tool| tool.name())
+            .collect();
+        let fresh: Vec<&str> = extra.iter().map(|tool| tool.name()).collect();
+        if current == fresh {
+            return;
+        }
+        tracing::info!(before = ?current, after = ?fresh, "the tool list changed");
+        self.deps.tools.truncate(self.own_tools);
+        self.deps.tools.extend(extra);
+        self.tools = definitions(&self.deps.tools);
+        self.overhead = overhead(self.config, &self.manager, &self.tools);
+    }
+
     /// One pass: phase 1, phase 2 (with 4), then the steps [`decide`] names.
     async fn turn(&mut self, mut state: State) -> Next {
         if let Some(transition) = state.transition {
             self.emit(LoopEvent::Transition(transition));
         }
+        self.refresh_tools();
         if self.cancel.is_cancelled() {
             return Next::Stop(Terminal::AbortedStreaming, state);
         }
@@ -610,6 +634,32 @@ impl<'a> Run<'a> {
             last_request: self.last_request,
         }
     }
+}
+
+/// The tool definitions a request declares.
+fn definitions(tools: &[Arc<dyn Tool>]) -> Vec<ToolDefinition> {
+    tools
+        .iter()
+        .map(|tool| ToolDefinition {
+            name: tool.name().to_owned(),
+            description: Some(tool.description().to_owned()),
+            input_schema: tool.input_schema().clone(),
+            cache_control: None,
+            extra: Default::default(),
+        })
+        .collect()
+}
+
+/// Tokens of what every request sends besides the messages.
+fn overhead(config: &LoopConfig, manager: &ContextManager, tools: &[ToolDefinition]) -> Tokens {
+    let estimator = manager.estimator();
+    let system: Tokens = config.system.iter().map(|text| estimator.text(text)).sum();
+    let tools = estimator.text(&serde_json::to_string(tools).unwrap_or_default());
+    let user_context = config
+        .user_context
+        .as_deref()
+        .map_or(Tokens::ZERO, |text| estimator.text(text));
+    system + tools + user_context
 }
 
 fn add_usage(total: &mut Usage, usage: &Usage) {

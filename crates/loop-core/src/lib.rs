@@ -42,7 +42,7 @@ mod model;
 mod request;
 mod state;
 
-pub use engine::{Deps, LoopConfig, RESUME_PROMPT, run_loop, spawn_loop};
+pub use engine::{Deps, LoopConfig, RESUME_PROMPT, ToolSource, run_loop, spawn_loop};
 pub use events::{
     CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition, rewrite_results,
 };

@@ -713,3 +713,58 @@ async fn a_long_session_keeps_its_cache_prefix_and_microcompacts_once() {
         assert_eq!(model.request(n).tools, model.request(0).tools);
     }
 }
+
+/// A tool that joins during a run (an MCP server that connected late) is offered from the
+/// next request on, and runs.
+#[tokio::test(start_paused = true)]
+async fn tools_from_the_tool_source_join_at_the_next_request() {
+    struct Late {
+        ready: std::sync::atomic::AtomicBool,
+        tool: Arc<dyn executor::Tool>,
+    }
+    impl loop_core::ToolSource for Late {
+        fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
+            if self.ready.load(Ordering::SeqCst) {
+                vec![Arc::clone(&self.tool)]
+            } else {
+                Vec::new()
+            }
+        }
+    }
+    let log = log();
+    let late = Arc::new(Late {
+        ready: std::sync::atomic::AtomicBool::new(false),
+        tool: Probe::tool("mcp__late__probe", true, &log),
+    });
+    let source = Arc::clone(&late);
+    let model = ScriptedModel::new(move |n, _| {
+        // The server finishes connecting while the first turn's tool runs.
+        source.ready.store(true, Ordering::SeqCst);
+        match n {
+            0 => Reply::new()
+                .tool("t0", "Read", json!({"file_path": "a"}))
+                .end(StopReason::ToolUse),
+            1 => Reply::new()
+                .tool("t1", "mcp__late__probe", json!({}))
+                .end(StopReason::ToolUse),
+            _ => Reply::new().text("done").end(StopReason::EndTurn),
+        }
+    });
+    let mut deps = deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]);
+    deps.tool_source = Some(late as Arc<dyn loop_core::ToolSource>);
+    let (outcome, _) = run(config(), deps, "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let names = |n: usize| -> Vec<String> {
+        model
+            .request(n)
+            .tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect()
+    };
+    assert_eq!(names(0), ["Read"]);
+    assert_eq!(names(1), ["Read", "mcp__late__probe"]);
+    let results = last_results(&model.request(2));
+    assert_eq!(results[0].0, "t1");
+    assert!(results[0].1.contains("ok"), "{results:?}");
+}

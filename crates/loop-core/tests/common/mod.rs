@@ -445,5 +445,6 @@ pub fn deps_with(
         files: Arc::new(NoFiles) as Arc<dyn FileSource>,
         stop_hook,
         workspace: Arc::new(Workspace::default()),
+        tool_source: None,
     }
 }
