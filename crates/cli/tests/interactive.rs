@@ -411,7 +411,7 @@ async fn slash_mcp_lists_servers_and_tools() {
     terminal.type_keys("/mcp\r");
     terminal
         .wait_for(
-            "kit: connected (echo, fail, slow, huge, image, write, crash)",
+            "kit: connected (echo, fail, slow, huge, image, write, crash, grow)",
             1,
         )
         .await;

@@ -329,7 +329,7 @@ async fn agent_mcp_manages_servers_by_scope() {
     let (code, out, _) = mcp(&["list"]);
     assert_eq!(code, Some(0));
     assert!(
-        out.contains("kit: ") && out.contains("(local) - connected, 7 tools"),
+        out.contains("kit: ") && out.contains("(local) - connected, 8 tools"),
         "{out}"
     );
     assert!(
@@ -418,4 +418,53 @@ async fn a_slow_server_is_pending_then_joins_mid_run() {
     );
     assert_eq!(result_of(&server, "toolu_e")["content"], "late-marker");
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
+}
+
+/// A server that changes its tool list mid-run (`notifications/tools/list_changed`): the
+/// new tool is offered at the next request and runs.
+#[tokio::test]
+async fn a_tool_added_mid_run_is_offered_at_the_next_request() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-grow");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_g", "mcp__kit__grow", json!({}))
+                .tool_use("toolu_s", "Bash", json!({"command": "sleep 0.5"})),
+        ),
+        Reply::turn(Turn::new().tool_use("toolu_b", "mcp__kit__bonus", json!({}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+        .arg(&file)
+        .args(["--allowedTools", "mcp__kit,Bash(sleep:*)"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !server.requests()[0].json()["tools"]
+            .to_string()
+            .contains("mcp__kit__bonus")
+    );
+    assert!(
+        server.requests()[1].json()["tools"]
+            .to_string()
+            .contains("mcp__kit__bonus")
+    );
+    assert_eq!(result_of(&server, "toolu_b")["content"], "bonus!");
 }

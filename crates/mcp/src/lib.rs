@@ -10,8 +10,9 @@
 //! - [`connect_all`]: every server at once, each within the start-up limit; [`Pool`]: the
 //!   same in the background, so a run waits for them only a short grace period.
 //!
-//! Not yet: streamable HTTP servers (configured ones are reported as failed), OAuth, and
-//! `notifications/tools/list_changed`.
+//! A server's `notifications/tools/list_changed` makes the client list its tools again;
+//! [`Pool::tools`] shows the new list. Not yet: streamable HTTP servers (configured ones are
+//! reported as failed) and OAuth.
 #![deny(missing_docs)]
 
 pub mod config;
@@ -55,8 +56,12 @@ pub struct Connected {
     pub name: String,
     /// Its state.
     pub status: Status,
-    /// Its tools (empty unless connected).
+    /// Its tools when it connected (empty unless connected).
     pub tools: Vec<Arc<dyn executor::Tool>>,
+    /// The server, when connected (its tool list may change later: [`Server::listed`]).
+    pub server: Option<Arc<Server>>,
+    /// The limit of each call.
+    pub tool_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for Connected {
@@ -95,11 +100,15 @@ pub async fn connect_all(
                                     as Arc<dyn executor::Tool>
                             })
                             .collect(),
+                        server: Some(server),
+                        tool_timeout,
                     },
                     Err(error) => Connected {
                         name,
                         status: Status::Failed(error.to_string()),
                         tools: Vec::new(),
+                        server: None,
+                        tool_timeout,
                     },
                 }
             })
@@ -196,14 +205,25 @@ impl Pool {
             .collect()
     }
 
-    /// The tools of every connected server.
+    /// The tools every connected server lists now (a server's
+    /// `notifications/tools/list_changed` shows here).
     pub fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .filter_map(|(_, connected)| connected.as_ref())
-            .flat_map(|connected| connected.tools.iter().cloned())
+            .filter_map(|connected| Some((connected.server.clone()?, connected.tool_timeout)))
+            .flat_map(|(server, timeout)| {
+                server
+                    .listed()
+                    .into_iter()
+                    .map(move |tool| {
+                        Arc::new(McpTool::new(Arc::clone(&server), tool, timeout))
+                            as Arc<dyn executor::Tool>
+                    })
+                    .collect::<Vec<_>>()
+            })
             .collect()
     }
 }

@@ -68,7 +68,46 @@ pub struct ListedTool {
     pub read_only_hint: bool,
 }
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, ListWatcher>;
+
+/// The client's handler: keeps the server's tool list current when it sends
+/// `notifications/tools/list_changed`.
+#[derive(Clone, Debug, Default)]
+struct ListWatcher {
+    listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
+}
+
+impl rmcp::ClientHandler for ListWatcher {
+    async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
+        match context.peer.list_all_tools().await {
+            Ok(tools) => {
+                *self
+                    .listed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    tools.into_iter().map(listed).collect();
+            }
+            Err(error) => tracing::warn!(%error, "listing an MCP server's changed tools failed"),
+        }
+    }
+}
+
+/// A listed tool as the server describes it.
+fn listed(tool: rmcp::model::Tool) -> ListedTool {
+    ListedTool {
+        name: tool.name.to_string(),
+        description: tool
+            .description
+            .map(|text| text.to_string())
+            .unwrap_or_default(),
+        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+        read_only_hint: tool
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.read_only_hint)
+            .unwrap_or(false),
+    }
+}
 
 /// A connected server; restarted once when its process died.
 pub struct Server {
@@ -78,6 +117,8 @@ pub struct Server {
     log: PathBuf,
     startup: Duration,
     state: Mutex<State>,
+    /// The tools it lists now (kept current by [`ListWatcher`]).
+    listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
 }
 
 struct State {
@@ -123,12 +164,17 @@ impl Server {
                 child: None,
                 restarted: false,
             }),
+            listed: Arc::default(),
         });
         let tools = {
             let mut state = server.state.lock().await;
             server.start(&mut state).await?;
             server.list(&state).await?
         };
+        *server
+            .listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tools.clone();
         Ok((server, tools))
     }
 
@@ -168,7 +214,11 @@ impl Server {
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(self.protocol("its pipes could not be opened".into()));
         };
-        let client = match tokio::time::timeout(self.startup, ().serve((stdout, stdin))).await {
+        let watcher = ListWatcher {
+            listed: Arc::clone(&self.listed),
+        };
+        let client = match tokio::time::timeout(self.startup, watcher.serve((stdout, stdin))).await
+        {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
                 kill_group(&mut child).await;
@@ -223,6 +273,15 @@ impl Server {
                     .unwrap_or(false),
             })
             .collect())
+    }
+
+    /// The tools it lists now (the list at connection, or the latest after a
+    /// `notifications/tools/list_changed`).
+    pub fn listed(&self) -> Vec<ListedTool> {
+        self.listed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Calls `tool` with `arguments`. A server whose process died is started again once

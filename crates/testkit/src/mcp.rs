@@ -7,7 +7,9 @@
 //! - `huge {bytes}`: that many `x`;
 //! - `image`: a 1x1 PNG;
 //! - `write {path, text}`: writes the file (a side effect a test can see);
-//! - `crash`: the process exits at once (the client sees the server die).
+//! - `crash`: the process exits at once (the client sees the server die);
+//! - `grow`: adds the tool `bonus` (says `bonus!`) and sends
+//!   `notifications/tools/list_changed`.
 //!
 //! `TESTKIT_MCP_STARTUP_MS` delays the handshake (a slow server).
 
@@ -22,12 +24,15 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
 
 /// The scripted server.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScriptedMcp;
+#[derive(Clone, Debug, Default)]
+pub struct ScriptedMcp {
+    /// Whether `grow` was called.
+    grown: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
 
-fn tools() -> Value {
+fn tools(grown: bool) -> Value {
     let object = |properties: Value| json!({"type": "object", "properties": properties});
-    json!({"tools": [
+    let mut tools = json!({"tools": [
         {"name": "echo", "description": "Says the text back.", "inputSchema": object(json!({"text": {"type": "string"}})), "annotations": {"readOnlyHint": true}},
         {"name": "fail", "description": "Always fails.", "inputSchema": object(json!({}))},
         {"name": "slow", "description": "Waits ms milliseconds.", "inputSchema": object(json!({"ms": {"type": "integer"}}))},
@@ -35,7 +40,14 @@ fn tools() -> Value {
         {"name": "image", "description": "Returns an image.", "inputSchema": object(json!({}))},
         {"name": "write", "description": "Writes text to path.", "inputSchema": object(json!({"path": {"type": "string"}, "text": {"type": "string"}}))},
         {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}))},
-    ]})
+        {"name": "grow", "description": "Adds the tool bonus.", "inputSchema": object(json!({}))},
+    ]});
+    if grown {
+        if let Some(list) = tools["tools"].as_array_mut() {
+            list.push(json!({"name": "bonus", "description": "Joined later.", "inputSchema": object(json!({}))}));
+        }
+    }
+    tools
 }
 
 /// A 1x1 transparent PNG, base64.
@@ -50,7 +62,12 @@ fn result(value: Value) -> Result<CallToolResponse, ErrorData> {
 
 impl ServerHandler for ScriptedMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
     }
 
     async fn list_tools(
@@ -58,14 +75,15 @@ impl ServerHandler for ScriptedMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(tools())
+        let grown = self.grown.load(std::sync::atomic::Ordering::SeqCst);
+        serde_json::from_value(tools(grown))
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let text = |key: &str| {
@@ -99,6 +117,22 @@ impl ServerHandler for ScriptedMcp {
                 ),
             },
             "crash" => std::process::exit(3),
+            "grow" => {
+                self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = context
+                    .peer
+                    .send_notification(
+                        rmcp::model::ServerNotification::ToolListChangedNotification(
+                            rmcp::model::ToolListChangedNotification {
+                                method: Default::default(),
+                                extensions: Default::default(),
+                            },
+                        ),
+                    )
+                    .await;
+                result(say("grown".into()))
+            }
+            "bonus" => result(say("bonus!".into())),
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),
         }
     }
@@ -116,7 +150,9 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
     {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
-    let service = ScriptedMcp.serve(rmcp::transport::stdio()).await?;
+    let service = ScriptedMcp::default()
+        .serve(rmcp::transport::stdio())
+        .await?;
     service.waiting().await?;
     Ok(())
 }

@@ -68,6 +68,7 @@ async fn tools_are_listed_called_and_mapped() {
             "mcp__scripted__image",
             "mcp__scripted__write",
             "mcp__scripted__crash",
+            "mcp__scripted__grow",
         ]
     );
     let echo = find(&tools, "mcp__scripted__echo");
@@ -171,4 +172,38 @@ async fn slow_and_missing_servers_fail_with_a_reason() {
         "{status:?}"
     );
     assert_eq!(status[2].1, &mcp::Status::Connected);
+}
+
+/// `notifications/tools/list_changed`: the client lists the tools again, and the pool shows
+/// the new one.
+#[tokio::test]
+async fn a_changed_tool_list_is_picked_up() {
+    let pool = mcp::Pool::start(
+        vec![server("growing", &[])],
+        &log_dir("growing"),
+        Duration::from_secs(10),
+        None,
+    );
+    pool.settle(Duration::from_secs(10)).await;
+    let names = |pool: &mcp::Pool| -> Vec<String> {
+        pool.tools()
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect()
+    };
+    assert!(!names(&pool).contains(&"mcp__growing__bonus".to_owned()));
+    let tools = pool.tools();
+    let grow = find(&tools, "mcp__growing__grow");
+    grow.call(json!({}), context()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !names(&pool).contains(&"mcp__growing__bonus".to_owned()) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names(&pool));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let tools = pool.tools();
+    let out = find(&tools, "mcp__growing__bonus")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    assert_eq!(out.content, ToolResultContent::Text("bonus!".into()));
 }
