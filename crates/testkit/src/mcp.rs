@@ -42,10 +42,8 @@ fn tools(grown: bool) -> Value {
         {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}))},
         {"name": "grow", "description": "Adds the tool bonus.", "inputSchema": object(json!({}))},
     ]});
-    if grown {
-        if let Some(list) = tools["tools"].as_array_mut() {
-            list.push(json!({"name": "bonus", "description": "Joined later.", "inputSchema": object(json!({}))}));
-        }
+    if grown && let Some(list) = tools["tools"].as_array_mut() {
+        list.push(json!({"name": "bonus", "description": "Joined later.", "inputSchema": object(json!({}))}));
     }
     tools
 }
