@@ -461,7 +461,10 @@ impl Renderer {
                 attempt, reason, ..
             } => {
                 self.end_text();
-                self.stderr_line(&format!("  ⚠ retrying (attempt {attempt}): {reason}"));
+                self.stderr_line(&format!(
+                    "  ⚠ retrying (attempt {attempt}): {}",
+                    printable(reason, false)
+                ));
                 self.show("Waiting to retry");
             }
             LoopEvent::Context(event) => {
@@ -612,8 +615,9 @@ impl Renderer {
                 reason,
             } if !self.live_text => {
                 eprintln!(
-                    "agent: retrying in {:.1} s (attempt {attempt}): {reason}",
-                    delay.as_secs_f64()
+                    "agent: retrying in {:.1} s (attempt {attempt}): {}",
+                    delay.as_secs_f64(),
+                    printable(reason, false)
                 );
             }
             // Nothing to write for these in this format (a new kind of event must be decided
@@ -692,7 +696,10 @@ impl Renderer {
             println!("{}", printable(&outcome.result, true));
         }
         if outcome.terminal != Terminal::Completed {
-            eprintln!("agent: stopped: {}", outcome.terminal);
+            eprintln!(
+                "agent: stopped: {}",
+                printable(&outcome.terminal.to_string(), false)
+            );
         }
     }
 
@@ -710,7 +717,10 @@ impl Renderer {
                     let _ = writeln!(stdout, "{}", printable(&outcome.result, true));
                 }
                 if outcome.terminal != Terminal::Completed {
-                    eprintln!("agent: stopped: {}", outcome.terminal);
+                    eprintln!(
+                        "agent: stopped: {}",
+                        printable(&outcome.terminal.to_string(), false)
+                    );
                 }
             }
             OutputFormat::Json | OutputFormat::StreamJson => Self::line(&self.result(outcome)),

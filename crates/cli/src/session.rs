@@ -457,9 +457,7 @@ impl Session {
                     self.context_saved = true;
                 }
                 if std::mem::take(&mut self.copy_history) {
-                    for message in &self.history {
-                        transcript.append_param(message)?;
-                    }
+                    transcript.append_history(&self.history)?;
                 }
                 transcript
             }
@@ -908,10 +906,13 @@ fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result
         _ => false,
     };
     if own {
-        let id = loaded
-            .session_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        // The id names folders and is printed: the file's own name when it is a plain id,
+        // never what a line inside says (a planted `../../x` or escape sequence).
+        let id = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .filter(|stem| is_session_id(stem))
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), str::to_owned);
         Ok(Resumed {
             history: loaded.messages,
             session_id: id,
@@ -932,6 +933,15 @@ fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result
             last_activity: loaded.last_activity,
         })
     }
+}
+
+/// Whether `text` can be a session id: 1 to 64 ASCII letters, digits and dashes.
+fn is_session_id(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 64
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
 }
 
 /// The session a run continues (or a new one).

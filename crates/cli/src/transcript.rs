@@ -107,7 +107,11 @@ pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
         }
         format!("{fraction:0<3}")[..3].parse().ok()?
     };
-    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm).
+    if !(0..=9999).contains(&year) {
+        return None;
+    }
+    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm); the year is
+    // bounded above, so nothing here overflows.
     let year = year - i64::from(month <= 2);
     let era = year.div_euclid(400);
     let yoe = year - era * 400;
@@ -260,6 +264,12 @@ impl Transcript {
     ///
     /// When writing or syncing fails (the caller reports it; the run goes on).
     fn append_entry(&mut self, kind: &str, fields: Value) -> anyhow::Result<()> {
+        self.write_entry(kind, fields)?;
+        self.sync()
+    }
+
+    /// Writes one entry without syncing (the caller syncs once for a batch).
+    fn write_entry(&mut self, kind: &str, fields: Value) -> anyhow::Result<()> {
         let mut entry = json!({
             "type": kind,
             "session_id": self.session_id,
@@ -274,11 +284,30 @@ impl Transcript {
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .with_context(|| format!("writing {}", self.path.display()))?;
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    fn sync(&mut self) -> anyhow::Result<()> {
         self.file
             .sync_data()
-            .with_context(|| format!("syncing {}", self.path.display()))?;
-        Ok(())
+            .with_context(|| format!("syncing {}", self.path.display()))
+    }
+
+    /// Appends a whole history at once (a transcript copied from another tool), syncing
+    /// once at the end.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::append_entry`].
+    pub fn append_history(&mut self, messages: &[MessageParam]) -> anyhow::Result<()> {
+        for message in messages {
+            let kind = match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            self.write_entry(kind, json!({ "message": message }))?;
+        }
+        self.sync()
     }
 
     /// Appends one message entry (`message` as the API shapes it) and fsyncs.
@@ -389,6 +418,9 @@ impl Transcript {
 /// management's L1 and L2; ours, Claude Code's loaders skip it).
 pub const REWRITTEN_SUBTYPE: &str = "agent_results_rewritten";
 
+/// The largest transcript loaded (a bigger file is refused, naming its size): 256 MiB.
+const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
+
 /// The field of our `compact_boundary` entries counting the message entries that follow.
 const HISTORY_MESSAGES: &str = "history_messages";
 
@@ -445,8 +477,6 @@ fn drop_incomplete_compaction(path: &Path) -> std::io::Result<()> {
 pub struct Loaded {
     /// The history, valid for a request.
     pub messages: Vec<MessageParam>,
-    /// The session id found in the file, if any.
-    pub session_id: Option<String>,
     /// Repairs made (merged entries, interrupted tool results, dropped orphans).
     pub repairs: Vec<Repair>,
     /// Damaged lines skipped (1-based): not JSON, or a message that does not parse.
@@ -469,27 +499,43 @@ pub struct Loaded {
 /// Naming the file when no line is a JSON entry (naming the first line), or when the file
 /// holds no user or assistant message at all (it is not a transcript).
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    // A crash can leave the last line half-written (no newline after it): that message is
-    // lost, the rest stands.
-    let cut_last_line = !text.is_empty() && !text.ends_with('\n');
-    let line_count = text.lines().count();
+    let metadata =
+        std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !metadata.is_file() {
+        bail!(
+            "{}: not a regular file (a transcript is a .jsonl file)",
+            path.display()
+        );
+    }
+    if metadata.len() > MAX_TRANSCRIPT_BYTES {
+        bail!(
+            "{}: {} bytes, more than a transcript can be ({MAX_TRANSCRIPT_BYTES}); start a new session",
+            path.display(),
+            metadata.len()
+        );
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    // A crash can leave the last line half-written (no newline after it, perhaps in the
+    // middle of a character): that message is lost, the rest stands.
+    let cut_last_line = !bytes.is_empty() && !bytes.ends_with(b"\n");
+    let line_count = bytes.split(|byte| *byte == b'\n').count() - usize::from(!cut_last_line);
     let mut items = Vec::new();
     // The history before the last boundary, in case nothing was written after it.
     let mut before_boundary = Vec::new();
-    let mut session_id = None;
     let mut user_context = None;
     let mut last_activity = None;
     let mut skipped = Vec::new();
     let mut entries = 0;
-    // Message entries the last boundary announced (ours; 0 for Claude Code's).
+    // Message entries the last boundary announced (ours; 0 for Claude Code's), and those
+    // seen after it (counted as `drop_incomplete_compaction` counts them: every user or
+    // assistant entry, whatever its content).
     let mut awaited = 0;
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    let mut after_boundary = 0;
+    for (number, line) in bytes.split(|byte| *byte == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let entry: Value = match serde_json::from_str(line) {
+        let entry: Value = match serde_json::from_slice(line) {
             Ok(entry) => entry,
             Err(_) if cut_last_line && number + 1 == line_count => break,
             Err(_) => {
@@ -506,6 +552,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         match (kind, subtype) {
             ("system", Some("compact_boundary")) => {
                 before_boundary = std::mem::take(&mut items);
+                after_boundary = 0;
                 awaited = entry
                     .get(HISTORY_MESSAGES)
                     .and_then(Value::as_u64)
@@ -544,15 +591,8 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
                     .map(str::to_owned);
                 continue;
             }
-            ("user" | "assistant", _) => {}
+            ("user" | "assistant", _) => after_boundary += 1,
             _ => continue,
-        }
-        if session_id.is_none() {
-            session_id = entry
-                .get("session_id")
-                .or_else(|| entry.get("sessionId"))
-                .and_then(Value::as_str)
-                .map(str::to_owned);
         }
         let Some(message) = entry.get("message") else {
             continue;
@@ -584,7 +624,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     }
     // A compaction cut short (a crash while it was written), or one with nothing after it:
     // the history before it stands.
-    if items.is_empty() || items.len() < awaited {
+    if items.is_empty() || after_boundary < awaited {
         items = before_boundary;
     }
     if items.is_empty() {
@@ -596,7 +636,6 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let (messages, repairs) = normalize(items);
     Ok(Loaded {
         messages,
-        session_id,
         repairs,
         skipped,
         user_context,
@@ -634,6 +673,9 @@ pub fn latest(dir: &Path) -> Option<PathBuf> {
         .ok()?
         .filter_map(Result::ok)
         .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
+        // A regular file, not through a link: a FIFO would block, a link to /dev/zero never
+        // end, and a link may lead to another project's session.
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
         .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
         .max_by_key(|(modified, _)| *modified)
         .map(|(_, path)| path)
@@ -796,6 +838,34 @@ mod tests {
             .filter_map(ContentBlock::as_text)
             .collect();
         assert_eq!(texts, ["old question", "new question"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn damaged_bytes_cost_only_their_line_and_latest_takes_regular_files_only() {
+        let dir = std::env::temp_dir().join(format!("agent-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let whole = r#"{"type":"user","message":{"role":"user","content":"first"}}"#;
+        let path = dir.join("s.jsonl");
+        // Invalid UTF-8 in the middle, and a last line cut inside `é`.
+        let mut bytes = format!("{whole}\n").into_bytes();
+        bytes.extend_from_slice(b"{\"type\":\"user\",\"message\":{\"content\":\"\xff\"}}\n");
+        bytes.extend_from_slice(format!("{whole}\n").as_bytes());
+        bytes.extend_from_slice(b"{\"type\":\"user\",\"message\":{\"content\":\"caf\xc3");
+        std::fs::write(&path, &bytes).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.skipped, [2]);
+        assert_eq!(loaded.messages.len(), 1);
+        // A FIFO and a link are not sessions to continue.
+        nix::unistd::mkfifo(&dir.join("fifo.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero.jsonl")).unwrap();
+        assert_eq!(latest(&dir), Some(path.clone()));
+        assert!(
+            load(&dir.join("fifo.jsonl"))
+                .unwrap_err()
+                .to_string()
+                .contains("not a regular file")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

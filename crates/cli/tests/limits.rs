@@ -98,7 +98,7 @@ fn main() {
         // One retry: its reason is reported on stderr.
         1,
         &[
-            "nothing but pings for 1500 ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)",
+            "nothing but pings or empty updates for 1500 ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)",
             "did not complete within 2000 ms (AGENT_NON_STREAMING_TIMEOUT_MS sets the limit)",
         ],
         Duration::from_secs(15),

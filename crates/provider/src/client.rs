@@ -394,7 +394,12 @@ async fn http_failure(
     let (kind, message) = match &parsed {
         Some(api) => (
             api_error_kind(&api.error.kind, &api.error.message, Some(status)),
-            format!("{}: {}", api.error.kind, api.error.message),
+            // A server's message is cut like any body: it is printed on every retry.
+            format!(
+                "{}: {}",
+                api.error.kind,
+                api.error.message.chars().take(1_000).collect::<String>()
+            ),
         ),
         None => (
             status_kind(status),
@@ -470,9 +475,20 @@ async fn attempt(
                         config.idle_timeout.as_millis()
                     ),
                     Alarm::NoProgress => format!(
-                        "nothing but pings for {} ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)",
+                        "nothing but pings or empty updates for {} ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)",
                         config.progress_timeout.as_millis()
                     ),
+                    Alarm::TooLong => {
+                        let mut error = ProviderError::new(
+                            ErrorKind::ResponseTooLarge,
+                            format!(
+                                "the streamed response ran longer than {} ms (set AGENT_STREAM_TIMEOUT_MS to allow more)",
+                                config.stream_timeout.as_millis()
+                            ),
+                        );
+                        error.request_id = request_id;
+                        return Err(error.into());
+                    }
                 };
                 let mut error = ProviderError::new(ErrorKind::StreamIdle, message);
                 error.request_id = request_id;
@@ -528,7 +544,7 @@ async fn attempt(
         loop {
             match parser.next_item() {
                 Ok(Some(Item::Event(event))) => {
-                    if event != StreamEvent::Ping {
+                    if adds_content(&event) {
                         watchdog.progress();
                     }
                     *handed_out = true;
@@ -663,6 +679,28 @@ async fn non_streaming_request(
     Ok((message, request_id))
 }
 
+/// Whether `event` makes the response grow: a message or block starting, a delta that
+/// carries something, the stop reason. Pings, empty deltas and usage-only updates do not
+/// (a server sending only those forever makes no progress).
+fn adds_content(event: &StreamEvent) -> bool {
+    use protocol::ContentDelta;
+    match event {
+        StreamEvent::MessageStart { .. }
+        | StreamEvent::ContentBlockStart { .. }
+        | StreamEvent::ContentBlockStop { .. }
+        | StreamEvent::MessageStop => true,
+        StreamEvent::ContentBlockDelta { delta, .. } => match delta {
+            ContentDelta::Text { text } => !text.is_empty(),
+            ContentDelta::InputJson { partial_json } => !partial_json.is_empty(),
+            ContentDelta::Thinking { thinking } => !thinking.is_empty(),
+            ContentDelta::Signature { signature } => !signature.is_empty(),
+            _ => true,
+        },
+        StreamEvent::MessageDelta(delta) => delta.stop_reason.is_some(),
+        _ => false,
+    }
+}
+
 /// The deadlines of one streamed response. The idle watchdog of the seeds
 /// (000_7dfda54faac69dcf.txt, "流式空闲看门狗"): no bytes for `idle_warn` (45 s) is reported,
 /// for `idle_timeout` (90 s) ends the attempt; and the progress limit: events that are all
@@ -670,12 +708,14 @@ async fn non_streaming_request(
 /// hold the run.
 #[derive(Debug)]
 struct Watchdog {
+    started: Instant,
     last_bytes: Instant,
     last_progress: Instant,
     warned: bool,
     idle_warn: Duration,
     idle_timeout: Duration,
     progress_timeout: Duration,
+    stream_timeout: Duration,
 }
 
 /// Which deadline passed.
@@ -685,20 +725,24 @@ enum Alarm {
     Warn(Duration),
     /// No bytes for the idle timeout.
     Idle,
-    /// Nothing but pings for the progress timeout.
+    /// Nothing that makes the response grow for the progress timeout.
     NoProgress,
+    /// The whole response took longer than the stream timeout.
+    TooLong,
 }
 
 impl Watchdog {
     fn new(config: &ClientConfig) -> Self {
         let now = Instant::now();
         Self {
+            started: now,
             last_bytes: now,
             last_progress: now,
             warned: false,
             idle_warn: config.idle_warn,
             idle_timeout: config.idle_timeout,
             progress_timeout: config.progress_timeout,
+            stream_timeout: config.stream_timeout,
         }
     }
 
@@ -715,13 +759,17 @@ impl Watchdog {
         } else {
             self.idle_timeout
         };
-        (self.last_bytes + idle).min(self.last_progress + self.progress_timeout)
+        (self.last_bytes + idle)
+            .min(self.last_progress + self.progress_timeout)
+            .min(self.started + self.stream_timeout)
     }
 
     /// The alarm of the deadline that passed.
     fn fire(&mut self) -> Alarm {
         let now = Instant::now();
-        if now >= self.last_progress + self.progress_timeout {
+        if now >= self.started + self.stream_timeout {
+            Alarm::TooLong
+        } else if now >= self.last_progress + self.progress_timeout {
             Alarm::NoProgress
         } else if self.warns() {
             self.warned = true;

@@ -98,6 +98,10 @@ pub struct ClientConfig {
     /// ([`ErrorKind::StreamIdle`]). Default 5 min: a long prompt's first token can take
     /// minutes, a server that pings forever must not hold the run.
     pub progress_timeout: Duration,
+    /// Longest time one streamed response may take in all, however steadily it streams
+    /// ([`ErrorKind::ResponseTooLarge`], not retried). Default 60 minutes: a 128,000-token
+    /// answer at 50 tokens a second takes 43.
+    pub stream_timeout: Duration,
     /// Time from sending a request to its response headers before the attempt fails
     /// ([`ErrorKind::ResponseTimeout`], retried). Default 60 s.
     pub headers_timeout: Duration,
@@ -136,6 +140,7 @@ impl ClientConfig {
             idle_warn: Duration::from_secs(45),
             idle_timeout: Duration::from_secs(90),
             progress_timeout: Duration::from_secs(300),
+            stream_timeout: Duration::from_secs(60 * 60),
             headers_timeout: Duration::from_secs(60),
             max_stream_bytes: 64 << 20,
             max_body_bytes: 64 << 20,
@@ -149,7 +154,7 @@ impl ClientConfig {
 
     /// Reads `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` / `ANTHROPIC_AUTH_TOKEN`,
     /// `AGENT_STREAM_IDLE_WARN_MS`, `AGENT_STREAM_IDLE_TIMEOUT_MS`,
-    /// `AGENT_STREAM_PROGRESS_TIMEOUT_MS`, `AGENT_HEADERS_TIMEOUT_MS`,
+    /// `AGENT_STREAM_PROGRESS_TIMEOUT_MS`, `AGENT_STREAM_TIMEOUT_MS`, `AGENT_HEADERS_TIMEOUT_MS`,
     /// `AGENT_NON_STREAMING_TIMEOUT_MS`,
     /// `AGENT_MAX_STREAM_BYTES`, `AGENT_MAX_BODY_BYTES`, `AGENT_MAX_RETRIES`, `SSL_CERT_FILE`,
     /// `HTTPS_PROXY` (or `ALL_PROXY`) and `NO_PROXY` from `source`.
@@ -198,6 +203,9 @@ impl ClientConfig {
         }
         if let Some(timeout) = millis("AGENT_STREAM_IDLE_TIMEOUT_MS")? {
             config.idle_timeout = timeout;
+        }
+        if let Some(timeout) = millis("AGENT_STREAM_TIMEOUT_MS")? {
+            config.stream_timeout = timeout;
         }
         if let Some(timeout) = millis("AGENT_STREAM_PROGRESS_TIMEOUT_MS")? {
             config.progress_timeout = timeout;

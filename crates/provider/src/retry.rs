@@ -40,15 +40,20 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
             .and_then(|value| value.to_str().ok())
             .map(str::trim)
     };
+    // A server's number may be anything: one too large for a Duration is "a very long
+    // time" (the caller clamps it), never a panic.
+    let seconds = |value: f64| {
+        (value.is_finite() && value >= 0.0)
+            .then(|| Duration::try_from_secs_f64(value).unwrap_or(Duration::MAX))
+    };
     if let Some(ms) = header("retry-after-ms").and_then(|value| value.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+        && let Some(wait) = seconds(ms / 1000.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(wait);
     }
     let value = header("retry-after")?;
-    if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    if let Ok(value) = value.parse::<f64>() {
+        return seconds(value);
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(
@@ -71,6 +76,27 @@ mod tests {
     use http::HeaderValue;
 
     use super::*;
+
+    #[test]
+    fn absurd_retry_after_values_do_not_panic() {
+        for (name, value) in [
+            ("retry-after", "1e20"),
+            ("retry-after-ms", "1e300"),
+            ("retry-after", "-5"),
+            ("retry-after", "NaN"),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                http::HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+            let wait = retry_after(&headers);
+            assert!(
+                wait.is_none() || wait == Some(Duration::MAX),
+                "{name}: {value}: {wait:?}"
+            );
+        }
+    }
 
     #[test]
     fn backoff_grows_is_capped_and_jittered() {

@@ -651,7 +651,7 @@ async fn hostile_servers_end_at_a_named_limit() {
     assert_eq!(
         restart.as_deref(),
         Some(
-            "stream idle: nothing but pings for 400 ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)"
+            "stream idle: nothing but pings or empty updates for 400 ms (AGENT_STREAM_PROGRESS_TIMEOUT_MS sets the limit)"
         )
     );
     let error = error.unwrap();
@@ -691,6 +691,42 @@ async fn hostile_servers_end_at_a_named_limit() {
     );
     assert_eq!(requests, 2);
     assert!(took < Duration::from_secs(3), "{took:?}");
+
+    // Empty deltas are not progress; a steady trickle of real ones is, until the whole
+    // stream's time is up (not retried).
+    let (error, took, _) = error_of(vec![Reply::endless(Endless::Trickle {
+        interval: Duration::from_millis(20),
+        empty: true,
+    })])
+    .await;
+    assert!(
+        error
+            .to_string()
+            .contains("nothing but pings or empty updates")
+            || error.kind == ErrorKind::ResponseTimeout,
+        "{error}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let server = Server::start(Script::new(vec![Reply::endless(Endless::Trickle {
+        interval: Duration::from_millis(20),
+        empty: false,
+    })]))
+    .await
+    .unwrap();
+    let mut config = config(&server);
+    config.max_retries = 0;
+    config.progress_timeout = Duration::from_millis(400);
+    config.stream_timeout = Duration::from_millis(700);
+    let (_, error) = collect(&make_client(config, Arc::new(FakeSleeper::default())), "hi").await;
+    let error = error.unwrap();
+    assert_eq!(error.kind, ErrorKind::ResponseTooLarge, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("ran longer than 700 ms (set AGENT_STREAM_TIMEOUT_MS"),
+        "{error}"
+    );
+    assert_eq!(server.request_count(), 1, "not retried");
 
     // An error status whose body never ends: classified by its status within the idle
     // timeout, not read forever.

@@ -239,6 +239,14 @@ pub enum Endless {
     /// `message_start` and a text block, then 1 KiB text deltas as fast as the client reads,
     /// forever.
     Text,
+    /// `message_start` and a text block, then a delta every interval, forever: empty
+    /// (`true`: no progress at all) or of one character (steady, tiny progress).
+    Trickle {
+        /// Time between deltas.
+        interval: Duration,
+        /// Whether the deltas are empty.
+        empty: bool,
+    },
     /// An `application/json` message (whatever the request's `stream` says) whose one text
     /// block is `bytes` long, written 64 KiB at a time.
     JsonBody {

@@ -324,6 +324,26 @@ async fn endless_response(
             });
             ("text/event-stream", StreamBody::new(stream).boxed())
         }
+        Endless::Trickle { interval, empty } => {
+            let mut head = frame(&start[0]).to_vec();
+            head.extend(sse_frame(&start[1]));
+            let delta = frame(
+                &serde_json::json!({"type": "content_block_delta", "index": 0,
+                "delta": {"type": "text_delta", "text": if empty { "" } else { "a" }}}),
+            );
+            let head = Bytes::from(head);
+            let stream = futures_util::stream::unfold(true, move |first_frame| {
+                let (head, delta) = (head.clone(), delta.clone());
+                async move {
+                    if first_frame {
+                        return Some((Ok(Frame::data(head)), false));
+                    }
+                    tokio::time::sleep(interval).await;
+                    Some((Ok(Frame::data(delta)), false))
+                }
+            });
+            ("text/event-stream", StreamBody::new(stream).boxed())
+        }
         Endless::JsonBody { bytes } => {
             const PIECE: u64 = 64 << 10;
             let head = Bytes::from_static(
