@@ -120,8 +120,9 @@ pub struct Args {
     /// Trust this folder for this run: its project settings' hooks, env, allow rules,
     /// defaultMode and additionalDirectories apply (`AGENT_TRUST=1` too; the user setting
     /// `trustedFolders` lists folders trusted for good). Untrusted, they are skipped with a
-    /// warning (headless) or asked about once (interactive).
-    #[arg(long)]
+    /// warning (headless) or asked about once (interactive). `agent mcp list --trust` starts
+    /// the project's `.mcp.json` servers to report them.
+    #[arg(long, global = true)]
     pub trust: bool,
 
     /// Subcommand.

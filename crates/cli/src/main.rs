@@ -133,7 +133,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
                     .with_context(|| format!("working directory {}", dir.display()))?,
                 None => std::env::current_dir().context("reading the current directory")?,
             };
-            mcp_cmd::run(action, &cwd).await
+            mcp_cmd::run(action, &cwd, args.trust).await
         }
         None => start(args).await,
     }

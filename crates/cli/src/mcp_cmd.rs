@@ -185,7 +185,7 @@ pub fn user_servers(
 /// # Errors
 ///
 /// Bad input (named), or a file that cannot be read or written.
-pub async fn run(action: &McpAction, cwd: &Path) -> anyhow::Result<u8> {
+pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     match action {
         McpAction::Add {
             scope,
@@ -251,7 +251,7 @@ pub async fn run(action: &McpAction, cwd: &Path) -> anyhow::Result<u8> {
             println!("{}", serde_json::to_string_pretty(&server)?);
             Ok(0)
         }
-        McpAction::List => list(cwd).await,
+        McpAction::List => list(cwd, trust_flag).await,
     }
 }
 
@@ -309,9 +309,26 @@ fn scope_name(scope: McpScope) -> &'static str {
     }
 }
 
-/// Lists the servers and starts each once to say whether it works.
-async fn list(cwd: &Path) -> anyhow::Result<u8> {
+/// Whether the folder of `cwd` is trusted without asking (`--trust`, `AGENT_TRUST`, the
+/// user's `trustedFolders`, a remembered answer): `mcp list` never asks.
+fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
+    let folder = crate::trust::folder(cwd);
+    let file = crate::settings::user_settings_file().unwrap_or_default();
+    let entries = match crate::settings::load(cwd)?
+        .into_iter()
+        .find(|layer| layer.scope == crate::settings::Scope::User)
+    {
+        Some(layer) => layer.settings.trusted_folders,
+        None => Vec::new(),
+    };
+    Ok(crate::trust::trusted_without_asking(&folder, flag, &entries, &file)?.is_some())
+}
+
+/// Lists the servers and starts each once to say whether it works; a project's servers
+/// only where the folder is trusted (they are programs the repository names).
+async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     let found = configured(cwd)?;
+    let trusted = trusted(cwd, trust_flag)?;
     if found.is_empty() {
         println!(
             "No MCP servers configured. Add one with `agent mcp add NAME -- COMMAND ARGS...`."
@@ -320,13 +337,17 @@ async fn list(cwd: &Path) -> anyhow::Result<u8> {
     }
     let lookup = |name: &str| std::env::var(name).ok();
     let mut servers = Vec::new();
-    for (_, path, name, server) in &found {
+    for (scope, path, name, server) in &found {
+        if *scope == "project" && !trusted {
+            continue;
+        }
         match mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &lookup) {
             Ok(mut list) => servers.append(&mut list),
             Err(error) => println!("{name}: {error}"),
         }
     }
-    let logs = std::env::temp_dir().join(format!("agent-mcp-list-{}", std::process::id()));
+    // Kept after the listing: a failure names its server's stderr log.
+    let logs = crate::transcript::project_dir(cwd)?.join("mcp-logs");
     let startup = std::env::var("MCP_TIMEOUT")
         .ok()
         .and_then(|ms| ms.parse().ok())
@@ -361,9 +382,13 @@ async fn list(cwd: &Path) -> anyhow::Result<u8> {
                 mcp::Status::Failed(reason) => format!("failed: {reason}"),
                 mcp::Status::Pending => "pending".to_owned(),
             },
+            None if *scope == "project" && !trusted => {
+                "not started: the folder is not trusted (--trust or AGENT_TRUST=1 starts it)"
+                    .to_owned()
+            }
             None => "not started".to_owned(),
         };
-        let note = if *scope == "project" {
+        let note = if *scope == "project" && trusted {
             " (runs only where the folder is trusted)"
         } else {
             ""
@@ -374,6 +399,5 @@ async fn list(cwd: &Path) -> anyhow::Result<u8> {
             crate::output::printable(&status, false)
         );
     }
-    let _ = std::fs::remove_dir_all(&logs);
     Ok(0)
 }
