@@ -49,6 +49,9 @@ pub struct Session {
     post_hooks: Vec<settings::HookMatcher>,
     /// `mcpStartupWaitMs` from the settings.
     mcp_wait: Option<u64>,
+    /// Headless (no prompter): the first request waits for every MCP server, as there is
+    /// no next prompt for a late server's tools to join.
+    headless: bool,
     /// MCP servers whose failure was reported.
     reported_mcp_failures: std::collections::HashSet<String>,
     /// The names of the tools the model may call.
@@ -100,6 +103,7 @@ impl Session {
     pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
         let cwd = working_dir(args)?;
         let layers = settings::load(&cwd)?;
+        let prompter_absent = prompter.is_none();
         let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
         let settings = settings::Settings::merged(layers, trusted);
         let folder_trusted = trusted;
@@ -333,6 +337,7 @@ impl Session {
                 .other
                 .get("mcpStartupWaitMs")
                 .and_then(serde_json::Value::as_u64),
+            headless: prompter_absent,
             context_saved: saved_context.is_some(),
             saved_context,
         })
@@ -345,7 +350,7 @@ impl Session {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
-            let limits = mcp_limits(self.mcp_wait);
+            let limits = mcp_limits(self.mcp_wait, self.headless);
             let pool = mcp::Pool::start(
                 std::mem::take(&mut self.mcp_servers),
                 &self.sessions.join("mcp-logs"),
@@ -356,6 +361,16 @@ impl Session {
             self.gather_user_context().await;
             pool.settle(limits.grace).await;
             self.join_mcp_tools();
+            for (name, status) in pool.status() {
+                if matches!(status, mcp::Status::Pending) {
+                    eprintln!(
+                        "agent: warning: MCP server {} is still starting after {} ms; its tools \
+                         join at the next request (MCP_STARTUP_WAIT_MS waits longer)",
+                        crate::output::printable(&name, false),
+                        limits.grace.as_millis()
+                    );
+                }
+            }
             return;
         }
         self.gather_user_context().await;
@@ -809,26 +824,32 @@ fn mcp_servers(
 /// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
 /// call; default none beyond the executor's), and how long the first request waits for
 /// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
-/// default 2 s), all in milliseconds.
+/// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
+/// would let a late server's tools join), all in milliseconds.
 struct McpLimits {
     startup: std::time::Duration,
     tool_timeout: Option<std::time::Duration>,
     grace: std::time::Duration,
 }
 
-fn mcp_limits(setting_wait: Option<u64>) -> McpLimits {
+fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
     let millis = |key: &str| {
         std::env::var(key)
             .ok()
             .and_then(|value| value.trim().parse::<u64>().ok())
             .map(std::time::Duration::from_millis)
     };
+    let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
     McpLimits {
-        startup: millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10)),
+        startup,
         tool_timeout: millis("MCP_TOOL_TIMEOUT"),
         grace: millis("MCP_STARTUP_WAIT_MS")
             .or(setting_wait.map(std::time::Duration::from_millis))
-            .unwrap_or(std::time::Duration::from_secs(2)),
+            .unwrap_or(if headless {
+                startup
+            } else {
+                std::time::Duration::from_secs(2)
+            }),
     }
 }
 

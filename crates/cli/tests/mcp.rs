@@ -459,6 +459,12 @@ async fn a_slow_server_is_pending_then_joins_mid_run() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "MCP server slow is still starting after 200 ms; its tools join at the next request"
+        ),
+        "{stderr}"
+    );
     assert_eq!(
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "slow", "status": "pending"}])
@@ -475,6 +481,43 @@ async fn a_slow_server_is_pending_then_joins_mid_run() {
     );
     assert_eq!(result_of(&server, "toolu_e")["content"], "late-marker");
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
+}
+
+/// Headless, there is no next prompt for a late server: without `MCP_STARTUP_WAIT_MS`
+/// the first request waits for every server (up to `MCP_TIMEOUT`), as `claude -p` does.
+#[tokio::test]
+async fn headless_runs_wait_for_slow_servers() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-headless-wait");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"slow": {"command": kit, "args": ["mcp-server"], "env": {"TESTKIT_MCP_STARTUP_MS": "2500"}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_e", "mcp__slow__echo", json!({"text": "waited"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .env_remove("MCP_STARTUP_WAIT_MS")
+        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+        .arg(&file)
+        .args(["--allowedTools", "mcp__slow"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("still starting"), "{stderr}");
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "slow", "status": "connected"}])
+    );
+    assert_eq!(result_of(&server, "toolu_e")["content"], "waited");
 }
 
 /// A server that changes its tool list mid-run (`notifications/tools/list_changed`): the
