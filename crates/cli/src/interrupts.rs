@@ -144,6 +144,8 @@ impl Shared {
                 settings,
             );
         }
+        // Destructors do not run past `exit`: the sandbox's temporary folders go now.
+        tools::sandbox::remove_private_dirs();
         std::process::exit(128 + number)
     }
 }

@@ -131,42 +131,78 @@ pub struct Transcript {
     session_id: String,
     cwd: String,
     /// Held while this process writes the session (released when it exits, however).
-    _lock: nix::fcntl::Flock<File>,
+    _lock: SessionLock,
 }
 
-/// Takes the lock of the session file `path` (`PATH.lock` beside it, holding the holder's
-/// pid): one writer per session, or two agents resuming it would interleave their turns.
-///
-/// # Errors
-///
-/// When another process holds it (naming its pid), or the lock file cannot be made.
-fn lock_session(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
-    use std::io::{Read as _, Write as _};
-    let lock_path = path.with_extension("jsonl.lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&lock_path)
-        .with_context(|| format!("creating {}", lock_path.display()))?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(mut lock) => {
-            let _ = lock.set_len(0);
-            let _ = write!(*lock, "{}", std::process::id());
-            Ok(lock)
+/// The lock of one session file (`PATH.lock` beside it, holding the holder's pid): one
+/// writer per session, or two agents resuming it would interleave their turns. The lock
+/// file is removed on drop, while still locked.
+#[derive(Debug)]
+struct SessionLock {
+    path: PathBuf,
+    _file: nix::fcntl::Flock<File>,
+}
+
+impl SessionLock {
+    /// Takes the lock of the session file `session`.
+    ///
+    /// A holder removes the lock file before it lets go, so a lock taken on a file that is
+    /// no longer the one at the path (opened just before a holder removed it) is not the
+    /// lock: it is taken again on the new file.
+    ///
+    /// # Errors
+    ///
+    /// When another process holds it (naming its pid), or the lock file cannot be made.
+    fn take(session: &Path) -> anyhow::Result<Self> {
+        use std::io::{Read as _, Write as _};
+        use std::os::unix::fs::MetadataExt as _;
+        let path = session.with_extension("jsonl.lock");
+        for _ in 0..16 {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(mut lock) => {
+                    let held = lock.metadata().ok().map(|meta| (meta.dev(), meta.ino()));
+                    let current = std::fs::symlink_metadata(&path)
+                        .ok()
+                        .map(|meta| (meta.dev(), meta.ino()));
+                    if held.is_none() || held != current {
+                        continue;
+                    }
+                    let _ = lock.set_len(0);
+                    let _ = write!(*lock, "{}", std::process::id());
+                    return Ok(Self { path, _file: lock });
+                }
+                Err((mut file, _)) => {
+                    let mut holder = String::new();
+                    let _ = file.read_to_string(&mut holder);
+                    let holder = holder.trim();
+                    bail!(
+                        "the session {} is in use by another agent (process {}); wait for it to end, or start a new session",
+                        session.display(),
+                        if holder.is_empty() { "unknown" } else { holder }
+                    )
+                }
+            }
         }
-        Err((mut file, _)) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
-            bail!(
-                "the session {} is in use by another agent (process {}); wait for it to end, or start a new session",
-                path.display(),
-                if holder.is_empty() { "unknown" } else { holder }
-            )
-        }
+        bail!(
+            "{}: the lock file kept changing while it was taken; try again",
+            path.display()
+        )
+    }
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // Still locked here (the field drops after this): whoever opens the path next
+        // makes a new file, and whoever opened the old one sees it is gone.
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -214,7 +250,7 @@ impl Transcript {
         if let Some(parent) = path.parent() {
             private_dir(parent).with_context(|| format!("creating {}", parent.display()))?;
         }
-        let lock = lock_session(&path)?;
+        let lock = SessionLock::take(&path)?;
         // A crash can leave a half-written last line: drop it (it is the message that was in
         // flight) so new entries start on a line of their own.
         // A whole entry that only lacks its newline (an edited file) keeps its entry: the
@@ -737,7 +773,11 @@ mod tests {
             .unwrap_or_default();
         assert!(error.contains("in use by another agent"), "{error}");
         assert!(error.contains(&std::process::id().to_string()), "{error}");
+        let lock_file = path.with_extension("jsonl.lock");
+        assert!(lock_file.exists());
         drop(transcript);
+        // Let go: no lock file is left beside the session.
+        assert!(!lock_file.exists());
 
         // A whole entry that only lacks its newline is kept: the newline is added.
         let answer = r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"answer"}]}}"#;

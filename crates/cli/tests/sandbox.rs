@@ -410,3 +410,52 @@ async fn a_home_reached_through_a_link_keeps_its_credentials_hidden() {
         );
     }
 }
+
+/// Toolchains installed outside `$HOME` still run sandboxed: a version manager's `shims`
+/// folder on `PATH` brings its root (pyenv's shims run `$PYENV_ROOT/libexec/pyenv`), and a
+/// root named by a toolchain variable (`GOROOT`) is readable.
+#[tokio::test]
+async fn toolchains_outside_home_run_in_the_sandbox() {
+    use std::os::unix::fs::PermissionsExt as _;
+    for backend in backends() {
+        let repo = repo(&format!("sbx-toolchain-{backend}"));
+        let base = repo.home.parent().unwrap().to_path_buf();
+        let script = |path: &std::path::Path, body: &str| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let pyenv = base.join("pyenv");
+        script(&pyenv.join("libexec/real"), "echo shim-root-ran");
+        script(
+            &pyenv.join("shims/mytool"),
+            &format!("exec {} \"$@\"", pyenv.join("libexec/real").display()),
+        );
+        let go = base.join("goroot");
+        script(&go.join("bin/gotool"), "echo goroot-ran");
+        let server = serve_bash(&[
+            ("toolu_shim", json!({"command": "mytool"})),
+            ("toolu_root", json!({"command": "\"$GOROOT/bin/gotool\""})),
+        ])
+        .await;
+        let path = format!(
+            "{}:{}",
+            pyenv.join("shims").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let output = command(&repo, &server)
+            .env("AGENT_SANDBOX_BACKEND", backend)
+            .env("PATH", path)
+            .env("GOROOT", &go)
+            .args(["--output-format", "stream-json", "-p", "run them"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {stderr}");
+        let shim = tool_result(&server, "toolu_shim");
+        assert!(shim.contains("shim-root-ran"), "{backend}: {shim}");
+        let root = tool_result(&server, "toolu_root");
+        assert!(root.contains("goroot-ran"), "{backend}: {root}");
+    }
+}

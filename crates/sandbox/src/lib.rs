@@ -126,6 +126,28 @@ pub const TOOLCHAIN_HOME_READABLE: &[&str] = &[
     ".m2",
     ".gradle",
     ".sdkman",
+    ".asdf",
+];
+
+/// Environment variables naming a toolchain's own root (readable in every profile, as
+/// [`TOOLCHAIN_HOME_READABLE`] is under `$HOME`) for toolchains installed elsewhere: a
+/// `PYENV_ROOT=/opt/pyenv` whose shims are on `PATH` needs its root to run.
+pub const TOOLCHAIN_ROOT_VARIABLES: &[&str] = &[
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "PYENV_ROOT",
+    "NVM_DIR",
+    "VOLTA_HOME",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    "GOROOT",
+    "GOPATH",
+    "RBENV_ROOT",
+    "GEM_HOME",
+    "SDKMAN_DIR",
+    "ASDF_DIR",
+    "ASDF_DATA_DIR",
+    "JAVA_HOME",
 ];
 
 /// Paths relative to each writable root that stay read-only and cannot be created: the
@@ -327,19 +349,32 @@ pub fn default_readable() -> Vec<PathBuf> {
     if let Some(home) = &home {
         readable.extend(TOOLCHAIN_HOME_READABLE.iter().map(|dir| home.join(dir)));
     }
-    // Programs the user put on PATH (`~/.local/bin`, `~/bin`, a toolchain's `bin`), resolved
-    // once, when the process started: a command must not be able to turn a PATH folder into
-    // a link to somewhere else for the next command.
+    // Programs the user put on PATH (`~/.local/bin`, `~/bin`, a toolchain's `bin`), and the
+    // roots the toolchain variables name, resolved once, when the process started: a command
+    // must not be able to turn one into a link to somewhere else for the next command. A
+    // version manager's `shims` folder brings its root (the shims run the manager from there).
     static PATH_DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
     readable.extend(
         PATH_DIRS
             .get_or_init(|| {
                 let path = std::env::var_os("PATH").unwrap_or_default();
+                let roots = TOOLCHAIN_ROOT_VARIABLES
+                    .iter()
+                    .filter_map(std::env::var_os)
+                    .flat_map(|value| std::env::split_paths(&value).collect::<Vec<_>>());
                 std::env::split_paths(&path)
+                    .flat_map(|dir| {
+                        let root = (dir.file_name() == Some("shims".as_ref()))
+                            .then(|| dir.parent().map(Path::to_path_buf))
+                            .flatten();
+                        std::iter::once(dir).chain(root)
+                    })
+                    .chain(roots)
                     .filter(|dir| dir.is_absolute())
                     .filter_map(|dir| std::fs::canonicalize(dir).ok())
-                    // Never `$HOME` itself or a folder holding it: that would show all of it.
-                    .filter(|dir| !holds_home(dir))
+                    // Never `$HOME` itself or a folder holding it, nor the filesystem's root:
+                    // that would show all of it.
+                    .filter(|dir| !holds_home(dir) && dir.parent().is_some())
                     .collect()
             })
             .iter()
@@ -499,6 +534,16 @@ pub fn default_hidden() -> Vec<PathBuf> {
             CREDENTIALS_IN_HOME
                 .iter()
                 .map(|file| home.join(file))
+                .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+        );
+    }
+    // A `CARGO_HOME` outside `$HOME` is readable through [`TOOLCHAIN_ROOT_VARIABLES`]; its
+    // registry tokens are not.
+    if let Some(cargo) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
+        hidden.extend(
+            ["credentials", "credentials.toml"]
+                .iter()
+                .map(|file| cargo.join(file))
                 .filter(|path| std::fs::symlink_metadata(path).is_ok()),
         );
     }
@@ -663,10 +708,30 @@ impl fmt::Display for Backend {
 
 /// A folder only its owner may use (mode 0700) under the system's temporary folder, removed
 /// with everything in it on drop: the private `TMPDIR` a [`Policy`] needs. Its name is
-/// `agent-PID-N`, resolved (no link in it).
+/// `agent-PID-N-ATTEMPT`, resolved (no link in it). A process that ends without dropping it
+/// (`std::process::exit` on a second Ctrl-C) calls [`remove_private_dirs`] first.
 #[derive(Debug)]
 pub struct PrivateDir {
     path: PathBuf,
+}
+
+/// The [`PrivateDir`]s alive in this process.
+static LIVE_PRIVATE_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn live_private_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    // A poisoned list is still a list of paths.
+    LIVE_PRIVATE_DIRS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes every [`PrivateDir`] this process still holds, for a process about to end
+/// without running destructors (`std::process::exit`). Their owners must not use them
+/// afterwards: the sandboxed commands in them have been killed or are about to be.
+pub fn remove_private_dirs() {
+    for path in live_private_dirs().drain(..) {
+        let _ = std::fs::remove_dir_all(path);
+    }
 }
 
 impl PrivateDir {
@@ -689,7 +754,10 @@ impl PrivateDir {
                 COUNTER.fetch_add(1, Ordering::Relaxed),
             ));
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(Self { path }),
+                Ok(()) => {
+                    live_private_dirs().push(path.clone());
+                    return Ok(Self { path });
+                }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
                     attempt += 1;
                 }
@@ -711,6 +779,7 @@ impl PrivateDir {
 
 impl Drop for PrivateDir {
     fn drop(&mut self) {
+        live_private_dirs().retain(|path| path != &self.path);
         let _ = std::fs::remove_dir_all(&self.path);
     }
 }
@@ -836,6 +905,24 @@ mod tests {
         assert!(json.contains("\"/w\""), "{json}");
         let back: Option<Policy> = serde_json::from_str(&json).ok();
         assert_eq!(back, Some(policy));
+    }
+
+    #[test]
+    fn private_dirs_are_removed_on_drop_or_before_an_exit() -> std::io::Result<()> {
+        let dropped = PrivateDir::create()?;
+        std::fs::write(dropped.path().join("f"), "x")?;
+        let path = dropped.path().to_path_buf();
+        drop(dropped);
+        assert!(!path.exists());
+
+        let kept = PrivateDir::create()?;
+        std::fs::create_dir(kept.path().join("d"))?;
+        assert!(live_private_dirs().contains(&kept.path().to_path_buf()));
+        remove_private_dirs();
+        assert!(!kept.path().exists());
+        assert!(!live_private_dirs().contains(&kept.path().to_path_buf()));
+        drop(kept);
+        Ok(())
     }
 
     #[test]

@@ -18,6 +18,10 @@ impl Drop for Repo {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_dir_all(&self.home);
+        // The folder holding both, if nothing else is in it.
+        if let Some(base) = self.dir.parent() {
+            let _ = std::fs::remove_dir(base);
+        }
     }
 }
 
