@@ -388,6 +388,17 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
                 Some(at) => message[..at].to_owned(),
                 None => message,
             };
+            // A syntax error (a trailing comma) comes where the next key would be, whose
+            // name is unknown (`?`): the object it is in is the place.
+            let field = if inner.is_syntax() || inner.is_eof() {
+                let mut field = field.as_str();
+                while let Some(parent) = field.strip_suffix(".?") {
+                    field = parent;
+                }
+                if field == "?" { "" } else { field }.to_owned()
+            } else {
+                field
+            };
             let field = if field == "." || field.is_empty() {
                 String::new()
             } else {
@@ -534,6 +545,14 @@ mod tests {
         assert!(error.contains("unknown field `alow`"), "{error}");
         // The position once, in front.
         assert!(!error.contains(" at line "), "{error}");
+        // A trailing comma: the object it is in, not an unknown `?` key.
+        let error = parse(Path::new("x.json"), "{\"permissions\": {\"allow\": [],\n}}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("x.json:2:1: invalid settings: permissions: trailing comma"),
+            "{error}"
+        );
     }
 
     #[test]

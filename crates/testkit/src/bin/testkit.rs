@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash)"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
