@@ -211,11 +211,29 @@ pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Re
                     server
                 }
                 "http" => {
-                    let [url] = command.as_slice() else {
-                        bail!("an http server takes one URL, got {}", command.join(" "));
-                    };
+                    // Claude Code's order works too: `add --transport http NAME URL --header H`.
+                    let (url, after) = command
+                        .split_first()
+                        .context("an http server takes a URL")?;
+                    let mut headers = headers.clone();
+                    let mut rest = after.iter();
+                    while let Some(arg) = rest.next() {
+                        match arg.as_str() {
+                            "--header" | "-H" => headers.push(
+                                rest.next()
+                                    .with_context(|| format!("{arg} needs a value"))?
+                                    .clone(),
+                            ),
+                            other => match other.strip_prefix("--header=") {
+                                Some(header) => headers.push(header.to_owned()),
+                                None => bail!(
+                                    "an http server takes one URL and --header options, got {other:?} after {url}"
+                                ),
+                            },
+                        }
+                    }
                     let mut map = Map::new();
-                    for header in headers {
+                    for header in &headers {
                         let Some((key, value)) = header.split_once(':') else {
                             bail!("--header {header:?}: expected \"Name: value\"");
                         };
@@ -355,7 +373,14 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
             std::time::Duration::from_secs(10),
             std::time::Duration::from_millis,
         );
-    let connected = mcp::connect_all(servers, &logs, startup, None).await;
+    let mut options = mcp::Options::new(logs, startup);
+    if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
+        options.extra_roots_pem = std::sync::Arc::from(
+            std::fs::read(&path)
+                .with_context(|| format!("SSL_CERT_FILE {}", path.to_string_lossy()))?,
+        );
+    }
+    let connected = mcp::connect_all(servers, &options).await;
     for (scope, _, name, server) in &found {
         let what = match server.get("url").and_then(Value::as_str) {
             Some(url) => url.to_owned(),

@@ -49,6 +49,8 @@ pub struct Session {
     post_hooks: Vec<settings::HookMatcher>,
     /// `mcpStartupWaitMs` from the settings.
     mcp_wait: Option<u64>,
+    /// Root certificates HTTPS MCP servers are trusted with beside the webpki roots.
+    extra_roots_pem: Arc<[u8]>,
     /// Headless (no prompter): the first request waits for every MCP server, as there is
     /// no next prompt for a late server's tools to join.
     headless: bool,
@@ -122,7 +124,7 @@ impl Session {
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
-        let client = model_client(args, &cwd, &settings.env).with_context(|| {
+        let (client, extra_roots_pem) = model_client(args, &cwd, &settings.env).with_context(|| {
             // Name the file when settings' env took part in the client's configuration.
             let files: Vec<String> = settings
                 .applied_layers()
@@ -338,6 +340,7 @@ impl Session {
                 .get("mcpStartupWaitMs")
                 .and_then(serde_json::Value::as_u64),
             headless: prompter_absent,
+            extra_roots_pem,
             context_saved: saved_context.is_some(),
             saved_context,
         })
@@ -351,12 +354,12 @@ impl Session {
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
             let limits = mcp_limits(self.mcp_wait, self.headless);
-            let pool = mcp::Pool::start(
-                std::mem::take(&mut self.mcp_servers),
-                &self.sessions.join("mcp-logs"),
-                limits.startup,
-                limits.tool_timeout,
-            );
+            let options = mcp::Options {
+                tool_timeout: limits.tool_timeout,
+                extra_roots_pem: Arc::clone(&self.extra_roots_pem),
+                ..mcp::Options::new(self.sessions.join("mcp-logs"), limits.startup)
+            };
+            let pool = mcp::Pool::start(std::mem::take(&mut self.mcp_servers), &options);
             self.mcp = Some(Arc::clone(&pool));
             self.gather_user_context().await;
             pool.settle(limits.grace).await;
@@ -679,12 +682,13 @@ fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(resolved)
 }
 
-/// The model client: network, recording or replay.
+/// The model client (network, recording or replay), and the extra root certificates it
+/// trusts (`--ca-cert`, `SSL_CERT_FILE`), which HTTPS MCP servers trust too.
 fn model_client(
     args: &Args,
     cwd: &Path,
     settings_env: &BTreeMap<String, String>,
-) -> anyhow::Result<AnthropicClient> {
+) -> anyhow::Result<(AnthropicClient, Arc<[u8]>)> {
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
         base_url_flag: args.base_url.is_some(),
@@ -719,11 +723,11 @@ fn model_client(
             None => Arc::new(network),
         }
     };
-    Ok(AnthropicClient::with_transport(
-        config,
-        transport,
-        Arc::new(TokioSleeper),
-    )?)
+    let extra_roots_pem = Arc::from(config.extra_roots_pem.as_slice());
+    Ok((
+        AnthropicClient::with_transport(config, transport, Arc::new(TokioSleeper))?,
+        extra_roots_pem,
+    ))
 }
 
 /// The client's configuration source: settings' `env`, then the process environment.

@@ -568,3 +568,118 @@ async fn a_tool_added_mid_run_is_offered_at_the_next_request() {
     );
     assert_eq!(result_of(&server, "toolu_b")["content"], "bonus!");
 }
+
+/// A streamable HTTP server as Claude Code configures one: `agent mcp add --transport http`
+/// with a header whose token comes from the environment (`${MCP_TOKEN}`); `mcp list`
+/// reaches it, and a run gives the model its tools. (Multi-threaded: the server runs in
+/// this process while `agent mcp` blocks a thread.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_added_with_a_token_serves_a_run() {
+    let remote = testkit::mcp::McpHttpServer::start(0, Some("tok-9"))
+        .await
+        .unwrap();
+    let repo = repo("mcp-http");
+    let mcp = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+            .arg("-C")
+            .arg(&repo.dir)
+            .arg("mcp")
+            .args(args)
+            .env("HOME", &repo.home)
+            .env("XDG_CONFIG_HOME", repo.home.join("config"))
+            .env("XDG_DATA_HOME", repo.home.join("data"))
+            .env("MCP_TOKEN", "tok-9")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = mcp(&[
+        "add",
+        "--transport",
+        "http",
+        "remote",
+        remote.url(),
+        "--header",
+        "Authorization: Bearer ${MCP_TOKEN}",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    // The token stays a reference in the file; it is expanded when the server is used.
+    let (_, out, _) = mcp(&["get", "remote"]);
+    assert!(
+        out.contains("${MCP_TOKEN}") && !out.contains("tok-9"),
+        "{out}"
+    );
+    let (code, out, _) = mcp(&["list"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains(&format!(
+            "remote: {} (local) - connected, 8 tools",
+            remote.url()
+        )),
+        "{out}"
+    );
+
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_h",
+            "mcp__remote__echo",
+            json!({"text": "from-afar"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .env("MCP_TOKEN", "tok-9")
+        .args(["-p", "go", "--output-format", "stream-json"])
+        .args(["--allowedTools", "mcp__remote"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "remote", "status": "connected"}])
+    );
+    assert_eq!(result_of(&server, "toolu_h")["content"], "from-afar");
+
+    // A wrong token: the server refuses, and the run says why and goes on.
+    let output = command(&repo, &server)
+        .env("MCP_TOKEN", "wrong")
+        .args(["-p", "go", "--output-format", "stream-json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MCP server remote: the server asks for authorization"),
+        "{stderr}"
+    );
+    // No token at all: the server is not started, the run goes on.
+    let output = command(&repo, &server)
+        .env_remove("MCP_TOKEN")
+        .args(["-p", "go", "--output-format", "stream-json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "MCP server remote: mcpServers.remote.headers.Authorization: ${MCP_TOKEN} is not set and has no default"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        lines(&output)[0]["mcp_servers"],
+        json!([{"name": "remote", "status": "failed"}])
+    );
+}

@@ -27,6 +27,12 @@ pub enum ServerConfig {
         /// Extra request headers (a bearer token, an API key).
         headers: BTreeMap<String, String>,
     },
+    /// A server whose configuration names a variable that is not set (and has no default):
+    /// it is reported as failed with this message and never started, and the others run.
+    Incomplete {
+        /// What is missing, with the field (`headers.Authorization: ${TOKEN} is not set ...`).
+        problem: String,
+    },
 }
 
 /// A configured server and where it was configured.
@@ -62,20 +68,40 @@ pub enum ConfigError {
     },
 }
 
-/// Expands `${VAR}` and `${VAR:-default}` in `text` with `lookup` (an unset variable without
-/// a default is an error naming it).
+/// Why a string could not be expanded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExpandError {
+    /// A variable is unset and has no default.
+    #[error("${{{name}}} is not set and has no default")]
+    Unset {
+        /// The variable.
+        name: String,
+    },
+    /// A `${` is never closed.
+    #[error("`${{` without a closing `}}` in {text:?}")]
+    Unclosed {
+        /// The whole string.
+        text: String,
+    },
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` in `text` with `lookup`.
 ///
 /// # Errors
 ///
-/// The name of the first variable that is unset and has no default, or a `${` left open.
-pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+/// [`ExpandError`]: the first variable that is unset and has no default, or a `${` left
+/// open.
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find('}') else {
-            return Err(format!("`${{` without a closing `}}` in {text:?}"));
+            return Err(ExpandError::Unclosed {
+                text: text.to_owned(),
+            });
         };
         let inner = &after[..end];
         let (name, default) = match inner.split_once(":-") {
@@ -85,7 +111,11 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
         match (lookup(name), default) {
             (Some(value), _) => out.push_str(&value),
             (None, Some(default)) => out.push_str(default),
-            (None, None) => return Err(format!("${{{name}}} is not set and has no default")),
+            (None, None) => {
+                return Err(ExpandError::Unset {
+                    name: name.to_owned(),
+                });
+            }
         }
         rest = &after[end + 1..];
     }
@@ -118,98 +148,10 @@ pub fn servers(
     };
     let mut found = Vec::new();
     for (name, server) in servers {
-        let field = |key: &str| server.get(key);
-        let text = |key: &str| -> Result<Option<String>, ConfigError> {
-            match field(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(value)) => expand(value, lookup)
-                    .map(Some)
-                    .map_err(|problem| invalid(format!("mcpServers.{name}.{key}: {problem}"))),
-                Some(_) => Err(invalid(format!("mcpServers.{name}.{key} must be a string"))),
-            }
-        };
-        let map = |key: &str| -> Result<BTreeMap<String, String>, ConfigError> {
-            let mut map = BTreeMap::new();
-            match field(key) {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(entries)) => {
-                    for (entry, value) in entries {
-                        let Some(value) = value.as_str() else {
-                            return Err(invalid(format!(
-                                "mcpServers.{name}.{key}.{entry} must be a string"
-                            )));
-                        };
-                        let value = expand(value, lookup).map_err(|problem| {
-                            invalid(format!("mcpServers.{name}.{key}.{entry}: {problem}"))
-                        })?;
-                        map.insert(entry.clone(), value);
-                    }
-                }
-                Some(_) => {
-                    return Err(invalid(format!(
-                        "mcpServers.{name}.{key} must be an object of strings"
-                    )));
-                }
-            }
-            Ok(map)
-        };
-        if !server.is_object() {
-            return Err(invalid(format!("mcpServers.{name} must be an object")));
-        }
-        let kind = text("type")?;
-        let config = match kind.as_deref() {
-            None | Some("stdio") => {
-                let Some(command) = text("command")? else {
-                    return Err(invalid(format!(
-                        "mcpServers.{name}: a stdio server needs a \"command\" (or give \"type\": \"http\" and a \"url\")"
-                    )));
-                };
-                let args = match field("args") {
-                    None | Some(Value::Null) => Vec::new(),
-                    Some(Value::Array(args)) => args
-                        .iter()
-                        .map(|arg| match arg {
-                            Value::String(arg) => expand(arg, lookup).map_err(|problem| {
-                                invalid(format!("mcpServers.{name}.args: {problem}"))
-                            }),
-                            _ => Err(invalid(format!(
-                                "mcpServers.{name}.args must be a list of strings"
-                            ))),
-                        })
-                        .collect::<Result<_, _>>()?,
-                    Some(_) => {
-                        return Err(invalid(format!(
-                            "mcpServers.{name}.args must be a list of strings"
-                        )));
-                    }
-                };
-                ServerConfig::Stdio {
-                    command,
-                    args,
-                    env: map("env")?,
-                }
-            }
-            Some("http" | "streamable-http") => {
-                let Some(url) = text("url")? else {
-                    return Err(invalid(format!(
-                        "mcpServers.{name}: an http server needs a \"url\""
-                    )));
-                };
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(invalid(format!(
-                        "mcpServers.{name}.url must start with http:// or https://, got {url:?}"
-                    )));
-                }
-                ServerConfig::Http {
-                    url,
-                    headers: map("headers")?,
-                }
-            }
-            Some(other) => {
-                return Err(invalid(format!(
-                    "mcpServers.{name}.type {other:?} is not stdio or http (Claude Code's sse type is not supported)"
-                )));
-            }
+        let config = match server_config(name, server, lookup) {
+            Ok(config) => config,
+            Err(Problem::Unset(problem)) => ServerConfig::Incomplete { problem },
+            Err(Problem::Invalid(problem)) => return Err(invalid(problem)),
         };
         found.push(Configured {
             name: name.clone(),
@@ -218,6 +160,119 @@ pub fn servers(
         });
     }
     Ok(found)
+}
+
+/// Why one server's entry cannot be used: a variable it needs is unset (the server fails,
+/// the others run), or the entry is malformed (the whole file is refused).
+enum Problem {
+    Unset(String),
+    Invalid(String),
+}
+
+/// One server's entry (`mcpServers.NAME`), expanded.
+fn server_config(
+    name: &str,
+    server: &Value,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ServerConfig, Problem> {
+    let invalid = Problem::Invalid;
+    let expanded = |key: &str, value: &str| {
+        expand(value, lookup).map_err(|error| {
+            let problem = format!("mcpServers.{name}.{key}: {error}");
+            match error {
+                ExpandError::Unset { .. } => Problem::Unset(problem),
+                ExpandError::Unclosed { .. } => Problem::Invalid(problem),
+            }
+        })
+    };
+    let field = |key: &str| server.get(key);
+    let text = |key: &str| -> Result<Option<String>, Problem> {
+        match field(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(value)) => expanded(key, value).map(Some),
+            Some(_) => Err(invalid(format!("mcpServers.{name}.{key} must be a string"))),
+        }
+    };
+    let map = |key: &str| -> Result<BTreeMap<String, String>, Problem> {
+        let mut map = BTreeMap::new();
+        match field(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(entries)) => {
+                for (entry, value) in entries {
+                    let Some(value) = value.as_str() else {
+                        return Err(invalid(format!(
+                            "mcpServers.{name}.{key}.{entry} must be a string"
+                        )));
+                    };
+                    let value = expanded(&format!("{key}.{entry}"), value)?;
+                    map.insert(entry.clone(), value);
+                }
+            }
+            Some(_) => {
+                return Err(invalid(format!(
+                    "mcpServers.{name}.{key} must be an object of strings"
+                )));
+            }
+        }
+        Ok(map)
+    };
+    if !server.is_object() {
+        return Err(invalid(format!("mcpServers.{name} must be an object")));
+    }
+    let kind = text("type")?;
+    let config = match kind.as_deref() {
+        None | Some("stdio") => {
+            let Some(command) = text("command")? else {
+                return Err(invalid(format!(
+                    "mcpServers.{name}: a stdio server needs a \"command\" (or give \"type\": \"http\" and a \"url\")"
+                )));
+            };
+            let args = match field("args") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(args)) => args
+                    .iter()
+                    .map(|arg| match arg {
+                        Value::String(arg) => expanded("args", arg),
+                        _ => Err(invalid(format!(
+                            "mcpServers.{name}.args must be a list of strings"
+                        ))),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => {
+                    return Err(invalid(format!(
+                        "mcpServers.{name}.args must be a list of strings"
+                    )));
+                }
+            };
+            ServerConfig::Stdio {
+                command,
+                args,
+                env: map("env")?,
+            }
+        }
+        Some("http" | "streamable-http") => {
+            let Some(url) = text("url")? else {
+                return Err(invalid(format!(
+                    "mcpServers.{name}: an http server needs a \"url\""
+                )));
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(format!(
+                    "mcpServers.{name}.url must start with http:// or https://, got {url:?}"
+                )));
+            }
+            ServerConfig::Http {
+                url,
+                headers: map("headers")?,
+            }
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "mcpServers.{name}.type {other:?} is not stdio or http (Claude Code's sse type is not supported)"
+            )));
+        }
+    };
+    Ok(config)
 }
 
 /// The servers of a JSON file (`.mcp.json`, `--mcp-config`).
@@ -315,8 +370,8 @@ mod tests {
                 "must start with http://",
             ),
             (
-                json!({"mcpServers": {"a": {"command": "${MISSING}"}}}),
-                "${MISSING} is not set",
+                json!({"mcpServers": {"a": {"command": "${OPEN"}}}),
+                "`${` without a closing `}` in \"${OPEN\"",
             ),
         ] {
             let error = servers(&document, Path::new("/p/.mcp.json"), &env)
@@ -325,6 +380,25 @@ mod tests {
             assert!(error.starts_with("/p/.mcp.json: "), "{error}");
             assert!(error.contains(message), "{error}");
         }
+        // An unset variable costs only its server, which is reported and never started.
+        let found = servers(
+            &json!({"mcpServers": {
+                "a": {"type": "http", "url": "https://x", "headers": {"Authorization": "Bearer ${MISSING}"}},
+                "b": {"command": "ok"},
+            }}),
+            Path::new("/p/.mcp.json"),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(
+            found[0].config,
+            ServerConfig::Incomplete {
+                problem:
+                    "mcpServers.a.headers.Authorization: ${MISSING} is not set and has no default"
+                        .into()
+            }
+        );
+        assert!(matches!(found[1].config, ServerConfig::Stdio { .. }));
     }
 
     #[test]

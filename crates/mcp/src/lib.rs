@@ -3,30 +3,59 @@
 //! executor runs, named `mcp__<server>__<tool>`.
 //!
 //! - [`config`]: the configuration in Claude Code's shapes, with `${VAR}` expansion.
-//! - [`Server`]: a connected stdio server (rmcp's client over a child process in its own
-//!   process group, its stderr in a log file), restarted once if it dies.
+//! - [`Server`]: a connected server: stdio (rmcp's client over a child process in its own
+//!   process group, its stderr in a log file) or streamable HTTP ([`http::HyperClient`],
+//!   rmcp's transport on hyper + rustls), restarted or reconnected once if it goes away.
 //! - [`McpTool`]: one of its tools as an `executor::Tool`; results (text, images, embedded
 //!   resources) become tool_result content, `isError` an error result.
 //! - [`connect_all`]: every server at once, each within the start-up limit; [`Pool`]: the
 //!   same in the background, so a run waits for them only a short grace period.
 //!
 //! A server's `notifications/tools/list_changed` makes the client list its tools again;
-//! [`Pool::tools`] shows the new list. Not yet: streamable HTTP servers (configured ones are
-//! reported as failed) and OAuth.
+//! [`Pool::tools`] shows the new list. Not yet: OAuth for remote servers (a server that asks
+//! for it is reported as failed; a static `Authorization` header in the configuration works).
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod http;
 mod names;
 mod server;
 mod tool;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use names::{MAX_TOOL_NAME, server_prefix, tool_name};
 pub use server::{ListedTool, Server, ServerError};
 pub use tool::{McpTool, content_of};
+
+/// How servers are started and called.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where each stdio server's stderr goes (`<log_dir>/<server>.log`).
+    pub log_dir: PathBuf,
+    /// How long a server has to start and list its tools (`MCP_TIMEOUT`).
+    pub startup: Duration,
+    /// The limit of each tool call (`MCP_TOOL_TIMEOUT`); `None` leaves it to the executor's
+    /// own tool timeout.
+    pub tool_timeout: Option<Duration>,
+    /// Root certificates (PEM) trusted for HTTPS servers beside the webpki roots; empty for
+    /// none.
+    pub extra_roots_pem: Arc<[u8]>,
+}
+
+impl Options {
+    /// Logs in `log_dir`, `startup` to start, no call limit of its own, webpki roots only.
+    pub fn new(log_dir: impl Into<PathBuf>, startup: Duration) -> Self {
+        Self {
+            log_dir: log_dir.into(),
+            startup,
+            tool_timeout: None,
+            extra_roots_pem: Arc::from(Vec::new()),
+        }
+    }
+}
 
 /// A server's state, as `system/init` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,22 +103,17 @@ impl std::fmt::Debug for Connected {
     }
 }
 
-/// Connects every server in parallel; a server not ready within `startup` is failed with a
-/// timeout. `tool_timeout` bounds each tool call (`MCP_TOOL_TIMEOUT`). Servers' stderr goes
-/// to `log_dir`.
-pub async fn connect_all(
-    servers: Vec<config::Configured>,
-    log_dir: &Path,
-    startup: Duration,
-    tool_timeout: Option<Duration>,
-) -> Vec<Connected> {
+/// Connects every server in parallel; a server not ready within `options.startup` is
+/// failed with a timeout.
+pub async fn connect_all(servers: Vec<config::Configured>, options: &Options) -> Vec<Connected> {
+    let tool_timeout = options.tool_timeout;
     let tasks: Vec<_> = servers
         .into_iter()
         .map(|configured| {
-            let log_dir = log_dir.to_path_buf();
+            let options = options.clone();
             tokio::spawn(async move {
                 let name = configured.name.clone();
-                match Server::connect(configured, &log_dir, startup).await {
+                match Server::connect(configured, &options).await {
                     Ok((server, listed)) => Connected {
                         name,
                         status: Status::Connected,
@@ -134,12 +158,7 @@ pub struct Pool {
 
 impl Pool {
     /// Starts connecting every server of `servers` (see [`connect_all`] for the limits).
-    pub fn start(
-        servers: Vec<config::Configured>,
-        log_dir: &Path,
-        startup: Duration,
-        tool_timeout: Option<Duration>,
-    ) -> Arc<Self> {
+    pub fn start(servers: Vec<config::Configured>, options: &Options) -> Arc<Self> {
         let pool = Arc::new(Self {
             entries: std::sync::Mutex::new(
                 servers
@@ -151,10 +170,9 @@ impl Pool {
         });
         for (index, server) in servers.into_iter().enumerate() {
             let pool = Arc::clone(&pool);
-            let log_dir = log_dir.to_path_buf();
+            let options = options.clone();
             tokio::spawn(async move {
-                let mut connected =
-                    connect_all(vec![server], &log_dir, startup, tool_timeout).await;
+                let mut connected = connect_all(vec![server], &options).await;
                 if let Some(connected) = connected.pop() {
                     pool.entries
                         .lock()

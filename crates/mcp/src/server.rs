@@ -1,8 +1,9 @@
 //! One connected MCP server: a stdio child process (its own process group, killed with the
 //! agent; its stderr appended to a log file, never the terminal) with rmcp's client over its
-//! pipes, and the tools it lists.
+//! pipes, or a streamable HTTP endpoint ([`crate::http::HyperClient`]), and the tools it
+//! lists.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,11 +47,25 @@ pub enum ServerError {
         /// How long it had.
         after: Duration,
     },
-    /// The transport is not built yet.
-    #[error("{name}: streamable HTTP servers are not supported yet (only stdio servers)")]
-    Unsupported {
+    /// Its configuration names a variable that is not set.
+    #[error("{name}: {problem} (in {origin}); it was not started")]
+    Config {
         /// The server.
         name: String,
+        /// What is missing.
+        problem: String,
+        /// The file that configures it.
+        origin: String,
+    },
+    /// A remote server could not be reached, refused the handshake or answered garbage.
+    #[error("{name}: {detail} ({url})")]
+    Remote {
+        /// The server.
+        name: String,
+        /// What failed.
+        detail: String,
+        /// Its endpoint.
+        url: String,
     },
 }
 
@@ -116,6 +131,7 @@ pub struct Server {
     config: Configured,
     log: PathBuf,
     startup: Duration,
+    extra_roots_pem: Arc<[u8]>,
     state: Mutex<State>,
     /// The tools it lists now (kept current by [`ListWatcher`]).
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
@@ -138,19 +154,18 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    /// Starts `configured` and lists its tools, within `startup`. The server's stderr is
-    /// appended to `log_dir/<name>.log`.
+    /// Starts `configured` and lists its tools, within `options.startup`. A stdio server's
+    /// stderr is appended to `<options.log_dir>/<name>.log`.
     ///
     /// # Errors
     ///
-    /// [`ServerError`] naming the server: it could not start, failed the handshake or the
-    /// listing, or took longer than `startup`.
+    /// [`ServerError`] naming the server: it could not start or be reached, failed the
+    /// handshake or the listing, or took longer than `options.startup`.
     pub async fn connect(
         configured: Configured,
-        log_dir: &Path,
-        startup: Duration,
+        options: &crate::Options,
     ) -> Result<(Arc<Self>, Vec<ListedTool>), ServerError> {
-        let log = log_dir.join(format!(
+        let log = options.log_dir.join(format!(
             "{}.log",
             crate::names::server_prefix(&configured.name)
         ));
@@ -158,7 +173,8 @@ impl Server {
             name: configured.name.clone(),
             config: configured,
             log,
-            startup,
+            startup: options.startup,
+            extra_roots_pem: Arc::clone(&options.extra_roots_pem),
             state: Mutex::new(State {
                 client: None,
                 child: None,
@@ -178,17 +194,76 @@ impl Server {
         Ok((server, tools))
     }
 
-    /// (Re)starts the process and the client.
+    /// (Re)starts the process, or reconnects to the endpoint, and the client.
     async fn start(&self, state: &mut State) -> Result<(), ServerError> {
         if let Some(mut child) = state.child.take() {
             kill_group(&mut child).await;
         }
         state.client = None;
-        let ServerConfig::Stdio { command, args, env } = &self.config.config else {
-            return Err(ServerError::Unsupported {
+        match &self.config.config {
+            ServerConfig::Stdio { command, args, env } => {
+                self.start_stdio(state, command, args, env).await
+            }
+            ServerConfig::Http { url, headers } => self.start_http(state, url, headers).await,
+            ServerConfig::Incomplete { problem } => Err(ServerError::Config {
                 name: self.name.clone(),
-            });
+                problem: problem.clone(),
+                origin: self.config.origin.display().to_string(),
+            }),
+        }
+    }
+
+    /// Connects to a streamable HTTP endpoint with the configured headers.
+    async fn start_http(
+        &self,
+        state: &mut State,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), ServerError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let remote = |detail: String| ServerError::Remote {
+            name: self.name.clone(),
+            detail,
+            url: url.to_owned(),
         };
+        let client = crate::http::HyperClient::new(&self.extra_roots_pem)
+            .map_err(|error| remote(error.to_string()))?;
+        let mut custom = std::collections::HashMap::new();
+        for (name, value) in headers {
+            let header = http::HeaderName::try_from(name.as_str())
+                .map_err(|_| remote(format!("header {name:?} is not a valid header name")))?;
+            let value = http::HeaderValue::try_from(value.as_str())
+                .map_err(|_| remote(format!("the value of header {name} is not valid")))?;
+            custom.insert(header, value);
+        }
+        let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+        let transport = StreamableHttpClientTransport::with_client(client, config);
+        let watcher = ListWatcher {
+            listed: Arc::clone(&self.listed),
+        };
+        let client = match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => return Err(remote(handshake_failure(&error))),
+            Err(_) => {
+                return Err(ServerError::Timeout {
+                    name: self.name.clone(),
+                    after: self.startup,
+                });
+            }
+        };
+        state.client = Some(client);
+        Ok(())
+    }
+
+    /// Starts a stdio server's process and the client over its pipes.
+    async fn start_stdio(
+        &self,
+        state: &mut State,
+        command: &str,
+        args: &[String],
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), ServerError> {
         if let Some(dir) = self.log.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -208,7 +283,7 @@ impl Server {
             .spawn()
             .map_err(|source| ServerError::Spawn {
                 name: self.name.clone(),
-                command: command.clone(),
+                command: command.to_owned(),
                 source,
             })?;
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
@@ -238,10 +313,26 @@ impl Server {
     }
 
     fn protocol(&self, detail: String) -> ServerError {
-        ServerError::Protocol {
-            name: self.name.clone(),
-            detail,
-            log: self.log.display().to_string(),
+        match &self.config.config {
+            ServerConfig::Http { url, .. } => ServerError::Remote {
+                name: self.name.clone(),
+                detail,
+                url: url.clone(),
+            },
+            ServerConfig::Stdio { .. } | ServerConfig::Incomplete { .. } => ServerError::Protocol {
+                name: self.name.clone(),
+                detail,
+                log: self.log.display().to_string(),
+            },
+        }
+    }
+
+    /// Where to look when it fails: its log (stdio) or its endpoint (HTTP).
+    fn where_to_look(&self) -> String {
+        match &self.config.config {
+            ServerConfig::Http { url, .. } => url.clone(),
+            ServerConfig::Stdio { .. } => self.log.display().to_string(),
+            ServerConfig::Incomplete { .. } => self.config.origin.display().to_string(),
         }
     }
 
@@ -305,7 +396,7 @@ impl Server {
             // Let its exit show, so the next call sees it and restarts it.
             Err(error) if state.exited_within(Duration::from_millis(500)).await => Err(format!(
                 "{error}; the server stopped during the call (it is started again for the next one; see {})",
-                self.log.display()
+                self.where_to_look()
             )),
             Err(error) => Err(error),
         }
@@ -317,7 +408,7 @@ impl Server {
             return Err(format!(
                 "the MCP server {} has stopped (it was already restarted once); see {}",
                 self.name,
-                self.log.display()
+                self.where_to_look()
             ));
         }
         state.restarted = true;
@@ -347,7 +438,7 @@ impl Server {
 }
 
 impl State {
-    /// Whether the process is still running and its connection open.
+    /// Whether the connection is open and, for a stdio server, its process still running.
     fn alive(&mut self) -> bool {
         let connected = self
             .client
@@ -357,15 +448,19 @@ impl State {
             && self
                 .child
                 .as_mut()
-                .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+                .is_none_or(|child| matches!(child.try_wait(), Ok(None)))
     }
 
-    /// Whether the process exits within `wait`.
+    /// Whether the server went away within `wait`: its process exited (stdio) or its
+    /// connection closed (HTTP).
     async fn exited_within(&mut self, wait: Duration) -> bool {
-        let Some(child) = self.child.as_mut() else {
-            return true;
-        };
-        tokio::time::timeout(wait, child.wait()).await.is_ok()
+        match self.child.as_mut() {
+            Some(child) => tokio::time::timeout(wait, child.wait()).await.is_ok(),
+            None => {
+                tokio::time::sleep(Duration::from_millis(50).min(wait)).await;
+                self.client.as_ref().is_none_or(|client| client.is_closed())
+            }
+        }
     }
 }
 
@@ -393,4 +488,53 @@ async fn kill_group(child: &mut tokio::process::Child) {
         let _ = nix_kill_group(pid);
     }
     let _ = child.kill().await;
+}
+
+/// What a failed handshake with a remote server means for the user: the HTTP failure at
+/// the bottom of rmcp's error (a refused connection, a 401 asking for OAuth, a status).
+fn handshake_failure(error: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    type HttpFailure = StreamableHttpError<crate::http::HttpError>;
+    let rmcp::service::ClientInitializeError::TransportError { error: dynamic, .. } = error else {
+        return format!("the MCP handshake failed: {error}");
+    };
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(dynamic.error.as_ref());
+    while let Some(error) = current {
+        let found = error.downcast_ref::<HttpFailure>().or_else(|| {
+            match error.downcast_ref::<rmcp::transport::worker::WorkerQuitReason<HttpFailure>>() {
+                Some(rmcp::transport::worker::WorkerQuitReason::Fatal { error, .. }) => Some(error),
+                _ => None,
+            }
+        });
+        match found {
+            Some(StreamableHttpError::AuthRequired(_)) => {
+                return "the server asks for authorization: OAuth is not supported yet; give it a token in the server's \"headers\" (for example {\"Authorization\": \"Bearer ${TOKEN}\"})".to_owned();
+            }
+            Some(StreamableHttpError::Client(client)) => {
+                return format!("could not reach it: {}", chain(client));
+            }
+            Some(other) => return format!("the MCP handshake failed: {}", chain(other)),
+            None => current = error.source(),
+        }
+    }
+    format!(
+        "the MCP handshake failed: {}",
+        chain(dynamic.error.as_ref())
+    )
+}
+
+/// An error and its causes, `: `-separated (hyper's "client error (Connect)" says why only
+/// in its source).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -1,6 +1,7 @@
 //! What MCP costs: connecting N stdio servers (`testkit mcp-server`: spawn, handshake, tool
-//! list) and one call of an MCP tool (`echo`, JSON-RPC over the child's pipes) against the
-//! same call of an in-process tool. Run with `cargo bench -p testkit --bench mcp` (also part
+//! list) and one call of an MCP tool (`echo`, JSON-RPC over the child's pipes, or over
+//! streamable HTTP to an in-process server on 127.0.0.1) against the same call of an
+//! in-process tool. Run with `cargo bench -p testkit --bench mcp` (also part
 //! of `cargo xtask bench`).
 // A bench: a failed setup is a failed run.
 #![allow(clippy::expect_used)]
@@ -51,6 +52,7 @@ impl Tool for Echo {
 fn mcp(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let logs = std::env::temp_dir().join(format!("testkit-mcp-bench-{}", std::process::id()));
+    let options = mcp::Options::new(&logs, Duration::from_secs(10));
     let mut group = c.benchmark_group("mcp");
     group.sample_size(20);
     for count in [1usize, 4] {
@@ -58,8 +60,7 @@ fn mcp(c: &mut Criterion) {
             b.iter(|| {
                 runtime.block_on(async {
                     let servers = (0..count).map(|n| server(&format!("s{n}"))).collect();
-                    let connected =
-                        mcp::connect_all(servers, &logs, Duration::from_secs(10), None).await;
+                    let connected = mcp::connect_all(servers, &options).await;
                     assert!(
                         connected
                             .iter()
@@ -70,7 +71,7 @@ fn mcp(c: &mut Criterion) {
         });
     }
     let tools = runtime.block_on(async {
-        mcp::connect_all(vec![server("kit")], &logs, Duration::from_secs(10), None)
+        mcp::connect_all(vec![server("kit")], &options)
             .await
             .pop()
             .expect("one server")
@@ -82,8 +83,35 @@ fn mcp(c: &mut Criterion) {
         .expect("echo")
         .clone();
     let local: Arc<dyn Tool> = Arc::new(Echo(json!({"type": "object"})));
+    let (_remote, http_echo) = runtime.block_on(async {
+        let remote = testkit::mcp::McpHttpServer::start(0, None)
+            .await
+            .expect("an HTTP server");
+        let configured = Configured {
+            name: "web".into(),
+            config: ServerConfig::Http {
+                url: remote.url().to_owned(),
+                headers: BTreeMap::new(),
+            },
+            origin: "/bench".into(),
+        };
+        let tools = mcp::connect_all(vec![configured], &options)
+            .await
+            .pop()
+            .expect("one server")
+            .tools;
+        let echo = tools
+            .into_iter()
+            .find(|tool| tool.name() == "mcp__web__echo")
+            .expect("echo");
+        (remote, echo)
+    });
     let workspace = Arc::new(Workspace::default());
-    for (name, tool) in [("call_mcp_echo", echo), ("call_in_process_echo", local)] {
+    for (name, tool) in [
+        ("call_mcp_echo", echo),
+        ("call_mcp_http_echo", http_echo),
+        ("call_in_process_echo", local),
+    ] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 runtime.block_on(async {

@@ -1,5 +1,6 @@
-//! A scripted MCP server on stdio (rmcp's server), for the agent's MCP tests:
-//! `testkit mcp-server`. Its tools:
+//! A scripted MCP server (rmcp's server), for the agent's MCP tests: on stdio
+//! (`testkit mcp-server`) or over streamable HTTP ([`McpHttpServer`], `testkit
+//! mcp-http-server`). Its tools:
 //!
 //! - `echo {text}`: the text back (claims `readOnlyHint`);
 //! - `fail`: an `isError` result saying so;
@@ -7,7 +8,8 @@
 //! - `huge {bytes}`: that many `x`;
 //! - `image`: a 1x1 PNG;
 //! - `write {path, text}`: writes the file (a side effect a test can see);
-//! - `crash`: the process exits at once (the client sees the server die);
+//! - `crash`: the process exits at once (the client sees the server die); over HTTP the
+//!   server forgets every session instead, as a restarted server would;
 //! - `grow`: adds the tool `bonus` (says `bonus!`) and sends
 //!   `notifications/tools/list_changed`.
 //!
@@ -20,14 +22,26 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler, ServiceExt as _};
 use serde_json::{Value, json};
 
 /// The scripted server.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ScriptedMcp {
     /// Whether `grow` was called.
     grown: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Over HTTP: the sessions `crash` forgets.
+    sessions: Option<std::sync::Arc<LocalSessionManager>>,
+}
+
+impl std::fmt::Debug for ScriptedMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedMcp")
+            .field("grown", &self.grown)
+            .finish_non_exhaustive()
+    }
 }
 
 fn tools(grown: bool) -> Value {
@@ -114,7 +128,18 @@ impl ServerHandler for ScriptedMcp {
                     json!({"content": [{"type": "text", "text": error.to_string()}], "isError": true}),
                 ),
             },
-            "crash" => std::process::exit(3),
+            "crash" => match &self.sessions {
+                Some(sessions) => {
+                    let sessions = std::sync::Arc::clone(sessions);
+                    // After this answer is out: a restart between two calls.
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        sessions.sessions.write().await.clear();
+                    });
+                    Err(ErrorData::internal_error("the server restarted", None))
+                }
+                None => std::process::exit(3),
+            },
             "grow" => {
                 self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
                 let _ = context
@@ -153,4 +178,111 @@ pub async fn serve_stdio() -> anyhow::Result<()> {
         .await?;
     service.waiting().await?;
     Ok(())
+}
+
+/// [`ScriptedMcp`] over streamable HTTP on `127.0.0.1` (an ephemeral port), for tests;
+/// stopped on drop. With a bearer token, a request without `Authorization: Bearer TOKEN` is
+/// answered 401 with a `WWW-Authenticate` challenge.
+#[derive(Debug)]
+pub struct McpHttpServer {
+    url: String,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl McpHttpServer {
+    /// Starts it on `port` (0: any free port).
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound.
+    pub async fn start(port: u16, bearer: Option<&str>) -> std::io::Result<Self> {
+        use hyper_util::rt::TokioIo;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let url = format!("http://{}/mcp", listener.local_addr()?);
+        let sessions = std::sync::Arc::new(LocalSessionManager::default());
+        let factory_sessions = std::sync::Arc::clone(&sessions);
+        let service = StreamableHttpService::new(
+            move || {
+                Ok(ScriptedMcp {
+                    sessions: Some(std::sync::Arc::clone(&factory_sessions)),
+                    ..ScriptedMcp::default()
+                })
+            },
+            sessions,
+            StreamableHttpServerConfig::default(),
+        );
+        let expected = bearer.map(|token| format!("Bearer {token}"));
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&requests);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let service = service.clone();
+                let expected = expected.clone();
+                let counter = std::sync::Arc::clone(&counter);
+                tokio::spawn(async move {
+                    let handler = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let mut service = service.clone();
+                            let expected = expected.clone();
+                            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            async move {
+                                use http_body_util::BodyExt as _;
+                                use tower_service::Service as _;
+                                let given = request
+                                    .headers()
+                                    .get(http::header::AUTHORIZATION)
+                                    .and_then(|value| value.to_str().ok());
+                                if let Some(expected) = &expected
+                                    && given != Some(expected.as_str())
+                                {
+                                    let body = http_body_util::Full::new(bytes::Bytes::from(
+                                        "a bearer token is required",
+                                    ))
+                                    .map_err(|never| match never {})
+                                    .boxed();
+                                    return http::Response::builder()
+                                        .status(http::StatusCode::UNAUTHORIZED)
+                                        .header(
+                                            http::header::WWW_AUTHENTICATE,
+                                            "Bearer realm=\"testkit\"",
+                                        )
+                                        .body(body);
+                                }
+                                match service.call(request).await {
+                                    Ok(response) => Ok(response),
+                                    Err(never) => match never {},
+                                }
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), handler)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            url,
+            requests,
+            task,
+        })
+    }
+
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// How many HTTP requests it received (refused ones included).
+    pub fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for McpHttpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -37,9 +37,7 @@ fn log_dir(name: &str) -> std::path::PathBuf {
 async fn tools(name: &str) -> Vec<Arc<dyn Tool>> {
     let connected = mcp::connect_all(
         vec![server(name, &[])],
-        &log_dir(name),
-        Duration::from_secs(10),
-        None,
+        &mcp::Options::new(log_dir(name), Duration::from_secs(10)),
     )
     .await;
     assert_eq!(connected.len(), 1);
@@ -149,9 +147,7 @@ async fn slow_and_missing_servers_fail_with_a_reason() {
             server("slow", &[("TESTKIT_MCP_STARTUP_MS", "5000")]),
             server("fine", &[]),
         ],
-        &log_dir("slow"),
-        Duration::from_millis(800),
-        None,
+        &mcp::Options::new(log_dir("slow"), Duration::from_millis(800)),
     )
     .await;
     assert!(
@@ -180,9 +176,7 @@ async fn slow_and_missing_servers_fail_with_a_reason() {
 async fn a_changed_tool_list_is_picked_up() {
     let pool = mcp::Pool::start(
         vec![server("growing", &[])],
-        &log_dir("growing"),
-        Duration::from_secs(10),
-        None,
+        &mcp::Options::new(log_dir("growing"), Duration::from_secs(10)),
     );
     pool.settle(Duration::from_secs(10)).await;
     let names = |pool: &mcp::Pool| -> Vec<String> {
@@ -206,4 +200,161 @@ async fn a_changed_tool_list_is_picked_up() {
         .await
         .unwrap();
     assert_eq!(out.content, ToolResultContent::Text("bonus!".into()));
+}
+
+fn http_server(name: &str, url: &str, headers: &[(&str, &str)]) -> Configured {
+    Configured {
+        name: name.into(),
+        config: ServerConfig::Http {
+            url: url.into(),
+            headers: headers
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+        },
+        origin: "/test".into(),
+    }
+}
+
+/// Streamable HTTP: the same tools, results and list changes as over stdio, through the
+/// hyper + rustls client; the configured headers are sent (the server requires a bearer
+/// token); a server that forgets its sessions (restarted) is reached again.
+#[tokio::test]
+async fn an_http_server_works_like_a_stdio_one() {
+    let remote = testkit::mcp::McpHttpServer::start(0, Some("s3cret"))
+        .await
+        .unwrap();
+    let options = mcp::Options::new(log_dir("http"), Duration::from_secs(10));
+    let pool = mcp::Pool::start(
+        vec![http_server(
+            "remote",
+            remote.url(),
+            &[("Authorization", "Bearer s3cret")],
+        )],
+        &options,
+    );
+    pool.settle(Duration::from_secs(10)).await;
+    assert_eq!(
+        pool.status(),
+        [("remote".to_owned(), mcp::Status::Connected)]
+    );
+    let tools = pool.tools();
+    assert_eq!(tools.len(), 8);
+    let echo = find(&tools, "mcp__remote__echo");
+    assert_eq!(echo.input_schema()["properties"]["text"]["type"], "string");
+    let out = echo
+        .call(json!({"text": "over-http"}), context())
+        .await
+        .unwrap();
+    assert_eq!(out.content, ToolResultContent::Text("over-http".into()));
+    let out = find(&tools, "mcp__remote__fail")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    let out = find(&tools, "mcp__remote__image")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    assert!(
+        matches!(&out.content, ToolResultContent::Blocks(blocks) if matches!(blocks[0], ContentBlock::Image(_))),
+        "{:?}",
+        out.content
+    );
+    let out = find(&tools, "mcp__remote__huge")
+        .call(json!({"bytes": 300_000}), context())
+        .await
+        .unwrap();
+    assert_eq!(out.content, ToolResultContent::Text("x".repeat(300_000)));
+
+    // notifications/tools/list_changed arrives over HTTP too.
+    find(&tools, "mcp__remote__grow")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for _ in 0..100 {
+        names = pool
+            .tools()
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .collect();
+        if names.iter().any(|name| name == "mcp__remote__bonus") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        names.iter().any(|name| name == "mcp__remote__bonus"),
+        "{names:?}"
+    );
+
+    // The server restarts (forgets every session) after a call: the next call reaches it
+    // again (a new session).
+    let out = find(&tools, "mcp__remote__crash")
+        .call(json!({}), context())
+        .await
+        .unwrap();
+    assert!(out.is_error, "{out:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = remote.requests();
+    let out = echo.call(json!({"text": "back"}), context()).await.unwrap();
+    assert_eq!(
+        out.content,
+        ToolResultContent::Text("back".into()),
+        "{out:?}"
+    );
+    // The old session's 404, a new handshake (initialize, initialized), the call again.
+    assert!(
+        remote.requests() - before >= 4,
+        "{}",
+        remote.requests() - before
+    );
+}
+
+/// A remote server that wants a token it was not given, or that is not there, fails with
+/// a reason naming the server and its URL, within the start-up limit.
+#[tokio::test]
+async fn http_servers_that_refuse_or_are_absent_fail_with_a_reason() {
+    let remote = testkit::mcp::McpHttpServer::start(0, Some("s3cret"))
+        .await
+        .unwrap();
+    // A port nothing listens on: bind one, then let it go.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/mcp", listener.local_addr().unwrap())
+    };
+    let started = std::time::Instant::now();
+    let connected = mcp::connect_all(
+        vec![
+            http_server("locked", remote.url(), &[]),
+            http_server("wrong", remote.url(), &[("Authorization", "Bearer nope")]),
+            http_server("absent", &closed, &[]),
+            http_server("badheader", remote.url(), &[("Bad Header", "x")]),
+        ],
+        &mcp::Options::new(log_dir("http-fail"), Duration::from_secs(5)),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(6));
+    let reason = |index: usize| match &connected[index].status {
+        mcp::Status::Failed(reason) => reason.clone(),
+        other => panic!("{other:?}"),
+    };
+    for index in [0, 1] {
+        let text = reason(index);
+        assert!(
+            text.contains("the server asks for authorization: OAuth is not supported yet"),
+            "{text}"
+        );
+        assert!(text.contains(remote.url()), "{text}");
+    }
+    let text = reason(2);
+    assert!(text.starts_with("absent: "), "{text}");
+    assert!(text.contains(&closed), "{text}");
+    let text = reason(3);
+    assert!(
+        text.contains("header \"Bad Header\" is not a valid header name"),
+        "{text}"
+    );
+    assert!(remote.requests() >= 2);
 }

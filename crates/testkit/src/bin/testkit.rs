@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -33,6 +33,9 @@ fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    if args.first().map(String::as_str) == Some("mcp-http-server") {
+        return mcp_http_server(&args[1..]);
     }
     let (Some("serve"), Some(file)) = (args.first().map(String::as_str), args.get(1)) else {
         eprintln!("testkit: {}", usage());
@@ -142,4 +145,43 @@ async fn serve(
         .await
         .context("waiting for Ctrl-C")?;
     Ok(())
+}
+
+/// `testkit mcp-http-server [--port N] [--bearer TOKEN]`: prints the URL, serves until Ctrl-C.
+fn mcp_http_server(args: &[String]) -> std::process::ExitCode {
+    let mut port = 0u16;
+    let mut bearer = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let value = rest.next();
+        match (arg.as_str(), value.map(String::as_str)) {
+            ("--port", Some(value)) if value.parse::<u16>().is_ok() => {
+                port = value.parse().unwrap_or_default();
+            }
+            ("--bearer", Some(value)) => bearer = Some(value.to_owned()),
+            _ => {
+                eprintln!("testkit: bad option {arg:?}\n{}", usage());
+                return std::process::ExitCode::from(2);
+            }
+        }
+    }
+    let served = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                let server = testkit::mcp::McpHttpServer::start(port, bearer.as_deref()).await?;
+                println!("{}", server.url());
+                tokio::signal::ctrl_c().await?;
+                Ok(())
+            })
+        });
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("testkit mcp-http-server: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
