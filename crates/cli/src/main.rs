@@ -40,6 +40,13 @@ fn main() -> ExitCode {
     {
         tools::sandbox::helper_main();
     }
+    // Stdio MCP servers start through this binary, which kills them if the agent dies.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == mcp::guard::GUARD_ARG)
+    {
+        mcp::guard::guard_main();
+    }
     let args = match parse_args() {
         Ok(args) => args,
         Err(error) => {

@@ -374,6 +374,7 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
             std::time::Duration::from_millis,
         );
     let mut options = mcp::Options::new(logs, startup);
+    options.guard = std::env::current_exe().ok();
     if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
         options.extra_roots_pem = std::sync::Arc::from(
             std::fs::read(&path)

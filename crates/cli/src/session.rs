@@ -357,6 +357,7 @@ impl Session {
             let options = mcp::Options {
                 tool_timeout: limits.tool_timeout,
                 extra_roots_pem: Arc::clone(&self.extra_roots_pem),
+                guard: std::env::current_exe().ok(),
                 ..mcp::Options::new(self.sessions.join("mcp-logs"), limits.startup)
             };
             let pool = mcp::Pool::start(std::mem::take(&mut self.mcp_servers), &options);

@@ -7,6 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Output;
+use std::time::Duration;
 
 use common::{Repo, command, repo};
 use serde_json::{Value, json};
@@ -682,4 +683,55 @@ async fn an_http_server_added_with_a_token_serves_a_run() {
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "remote", "status": "failed"}])
     );
+}
+
+/// A SIGKILLed agent cannot clean up, yet its stdio servers (and what they started) go with
+/// it: they run under the agent's guard, which kills their process group when the agent is
+/// gone.
+#[tokio::test]
+async fn a_sigkilled_agents_servers_do_not_outlive_it() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-sigkill");
+    let tag = format!("sigkill-{}", std::process::id());
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server", tag]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_s", "mcp__kit__slow", json!({"ms": 30_000}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let mut child = command(&repo, &server)
+        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+        .arg(&file)
+        .args(["--allowedTools", "mcp__kit"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mcp_server = format!("{} mcp-server {tag}", kit.display());
+    let pid = common::wait_for_process(&mcp_server).await;
+    // The slow call is running: the model's first turn has been answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.requests().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+    let _ = child.wait().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !common::processes_running(&mcp_server).is_empty() {
+        if std::time::Instant::now() > deadline {
+            // Do not leave it behind for the next test run.
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            panic!("the MCP server {pid} outlived the SIGKILLed agent");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod guard;
 pub mod http;
 mod names;
 mod server;
@@ -43,6 +44,11 @@ pub struct Options {
     /// Root certificates (PEM) trusted for HTTPS servers beside the webpki roots; empty for
     /// none.
     pub extra_roots_pem: Arc<[u8]>,
+    /// A program that runs [`guard::guard_main`] when its first argument is
+    /// [`guard::GUARD_ARG`] (the embedding binary itself): stdio servers are started through
+    /// it so they die with this process even when it is SIGKILLed. `None` starts them
+    /// directly (they then outlive a SIGKILL).
+    pub guard: Option<PathBuf>,
 }
 
 impl Options {
@@ -53,6 +59,7 @@ impl Options {
             startup,
             tool_timeout: None,
             extra_roots_pem: Arc::from(Vec::new()),
+            guard: None,
         }
     }
 }

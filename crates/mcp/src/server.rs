@@ -132,6 +132,8 @@ pub struct Server {
     log: PathBuf,
     startup: Duration,
     extra_roots_pem: Arc<[u8]>,
+    /// The program that runs [`crate::guard::guard_main`] (see [`crate::Options::guard`]).
+    guard: Option<PathBuf>,
     state: Mutex<State>,
     /// The tools it lists now (kept current by [`ListWatcher`]).
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
@@ -175,6 +177,7 @@ impl Server {
             log,
             startup: options.startup,
             extra_roots_pem: Arc::clone(&options.extra_roots_pem),
+            guard: options.guard.clone(),
             state: Mutex::new(State {
                 client: None,
                 child: None,
@@ -272,7 +275,17 @@ impl Server {
             .append(true)
             .open(&self.log)
             .map_or_else(|_| Stdio::null(), Stdio::from);
-        let mut child = tokio::process::Command::new(command)
+        let mut command_line = match &self.guard {
+            Some(guard) => {
+                let mut line = tokio::process::Command::new(guard);
+                line.arg(crate::guard::GUARD_ARG)
+                    .arg(std::process::id().to_string())
+                    .arg(command);
+                line
+            }
+            None => tokio::process::Command::new(command),
+        };
+        let mut child = command_line
             .args(args)
             .envs(env)
             .stdin(Stdio::piped())
@@ -296,6 +309,13 @@ impl Server {
         {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
+                if let Some(source) = self.guard_spawn_failure(&mut child).await {
+                    return Err(ServerError::Spawn {
+                        name: self.name.clone(),
+                        command: command.to_owned(),
+                        source,
+                    });
+                }
                 kill_group(&mut child).await;
                 return Err(self.protocol(format!("the MCP handshake failed: {error}")));
             }
@@ -310,6 +330,28 @@ impl Server {
         state.client = Some(client);
         state.child = Some(child);
         Ok(())
+    }
+
+    /// Why the guard could not start the server, when that is why the handshake failed: it
+    /// exited with [`crate::guard::SPAWN_FAILED`] after writing the reason to the log.
+    async fn guard_spawn_failure(
+        &self,
+        child: &mut tokio::process::Child,
+    ) -> Option<std::io::Error> {
+        self.guard.as_ref()?;
+        let status = tokio::time::timeout(Duration::from_secs(1), child.wait())
+            .await
+            .ok()?
+            .ok()?;
+        if status.code() != Some(crate::guard::SPAWN_FAILED) {
+            return None;
+        }
+        let log = std::fs::read_to_string(&self.log).ok()?;
+        let reason = log
+            .lines()
+            .rev()
+            .find_map(|line| line.strip_prefix(crate::guard::SPAWN_FAILED_PREFIX))?;
+        Some(std::io::Error::other(reason.to_owned()))
     }
 
     fn protocol(&self, detail: String) -> ServerError {
