@@ -293,6 +293,10 @@ impl Session {
                 },
             );
         }
+        config.context.budget.tool_limits = vec![context::ToolLimit {
+            name_prefix: "mcp__".to_owned(),
+            chars: mcp_output_chars(&settings.env)?,
+        }];
         config.fallback_model = args.fallback_model.clone();
         config.max_turns = args.max_turns;
         let mut system = args
@@ -879,6 +883,31 @@ fn autocompact_percent(settings_env: &BTreeMap<String, String>) -> anyhow::Resul
         Ok(percent @ 1..=100) => Ok(Some(percent)),
         _ => bail!("{KEY} must be a whole number from 1 to 100, got {value:?}"),
     }
+}
+
+/// The largest MCP result kept inline, in characters: `MAX_MCP_OUTPUT_TOKENS` (Claude
+/// Code's variable, settings' `env` first, then the environment; default 25,000 tokens) at
+/// 4 characters a token, the estimate the context crate uses. A larger result goes through
+/// the L1 budget: saved whole, a preview inline.
+///
+/// # Errors
+///
+/// A value that is not a positive whole number, naming the variable.
+fn mcp_output_chars(settings_env: &BTreeMap<String, String>) -> anyhow::Result<usize> {
+    const KEY: &str = "MAX_MCP_OUTPUT_TOKENS";
+    let value = settings_env
+        .get(KEY)
+        .cloned()
+        .or_else(|| std::env::var(KEY).ok())
+        .filter(|value| !value.trim().is_empty());
+    let tokens = match value {
+        None => 25_000,
+        Some(value) => match value.trim().parse::<usize>() {
+            Ok(tokens) if tokens > 0 => tokens,
+            _ => bail!("{KEY} must be a positive whole number of tokens, got {value:?}"),
+        },
+    };
+    Ok(tokens.saturating_mul(4))
 }
 
 /// The session to continue (`--continue`, `--resume`), or a new one.

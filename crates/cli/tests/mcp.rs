@@ -735,3 +735,72 @@ async fn a_sigkilled_agents_servers_do_not_outlive_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `MAX_MCP_OUTPUT_TOKENS` (Claude Code's variable, default 25,000 tokens = 100,000
+/// characters) is the MCP tools' own L1 limit: by default an 80,000-character result stays
+/// inline (a built-in tool's would be saved past 50,000); set to 1,000, a 10,000-character
+/// result is saved whole with a preview.
+#[tokio::test]
+async fn max_mcp_output_tokens_is_the_mcp_tools_result_limit() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-output-limit");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    for (limit, bytes, saved) in [(None, 80_000, false), (Some("1000"), 10_000, true)] {
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().tool_use("toolu_h", "mcp__kit__huge", json!({"bytes": bytes}))),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let mut run = command(&repo, &server);
+        run.env_remove("MAX_MCP_OUTPUT_TOKENS");
+        if let Some(limit) = limit {
+            run.env("MAX_MCP_OUTPUT_TOKENS", limit);
+        }
+        let output = run
+            .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+            .arg(&file)
+            .args(["--allowedTools", "mcp__kit"])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let content = result_of(&server, "toolu_h")["content"].clone();
+        if saved {
+            let text = content.as_str().unwrap_or_default();
+            assert!(
+                text.starts_with("<persisted-output>\nOutput too large (10000 bytes"),
+                "{limit:?}: {}",
+                &text[..text.len().min(200)]
+            );
+        } else {
+            assert_eq!(content, "x".repeat(bytes), "{limit:?}");
+        }
+    }
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .env("MAX_MCP_OUTPUT_TOKENS", "lots")
+        .args(["-p", "go"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "MAX_MCP_OUTPUT_TOKENS must be a positive whole number of tokens, got \"lots\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use protocol::{ContentBlock, MessageParam, ToolResultContent, ToolUseId};
 
 /// Budgets, in characters (Unicode scalar values) of result text.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BudgetConfig {
     /// Largest result kept inline. Default 50,000 (Claude Code's).
     pub per_result_chars: usize,
@@ -21,6 +21,19 @@ pub struct BudgetConfig {
     pub per_message_chars: usize,
     /// Bytes of preview kept inline, cut at a line end when one is near. Default 2,000.
     pub preview_bytes: usize,
+    /// Tools with a per-result limit of their own instead of `per_result_chars`: the first
+    /// entry whose `name_prefix` starts the tool's name applies. Empty by default; the CLI
+    /// gives MCP tools (`mcp__`) Claude Code's `MAX_MCP_OUTPUT_TOKENS` limit.
+    pub tool_limits: Vec<ToolLimit>,
+}
+
+/// A per-result limit for the tools whose names start with `name_prefix`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolLimit {
+    /// The start of the tool names it covers (`mcp__`, `mcp__github__`).
+    pub name_prefix: String,
+    /// Largest result of those tools kept inline, in characters.
+    pub chars: usize,
 }
 
 impl Default for BudgetConfig {
@@ -29,7 +42,20 @@ impl Default for BudgetConfig {
             per_result_chars: 50_000,
             per_message_chars: 200_000,
             preview_bytes: 2_000,
+            tool_limits: Vec::new(),
         }
+    }
+}
+
+impl BudgetConfig {
+    /// The largest result of `tool` kept inline, in characters.
+    pub fn result_limit(&self, tool: Option<&str>) -> usize {
+        tool.and_then(|tool| {
+            self.tool_limits
+                .iter()
+                .find(|limit| tool.starts_with(&limit.name_prefix))
+        })
+        .map_or(self.per_result_chars, |limit| limit.chars)
     }
 }
 
@@ -117,7 +143,21 @@ pub fn apply_budget(
     log: &mut ReplacementLog,
 ) -> BudgetReport {
     let mut report = BudgetReport::default();
-    for message in messages.iter_mut() {
+    for at in 0..messages.len() {
+        // The names of the tools whose results this message may hold (the assistant message
+        // before it), for per-tool limits.
+        let names: HashMap<ToolUseId, String> = match at.checked_sub(1) {
+            Some(previous) if !config.tool_limits.is_empty() => messages[previous]
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolUse(call) => Some((call.id.clone(), call.name.clone())),
+                    _ => None,
+                })
+                .collect(),
+            _ => HashMap::new(),
+        };
+        let message = &mut messages[at];
         // Replay recorded replacements; find results not decided yet.
         let mut undecided = false;
         for block in &mut message.content {
@@ -165,8 +205,8 @@ pub fn apply_budget(
         }
         let mut to_persist: Vec<usize> = Vec::new();
         let mut remaining: Vec<usize> = Vec::new();
-        for (position, (_, _, _, chars)) in fresh.iter().enumerate() {
-            if *chars > config.per_result_chars {
+        for (position, (_, id, _, chars)) in fresh.iter().enumerate() {
+            if *chars > config.result_limit(names.get(id).map(String::as_str)) {
                 to_persist.push(position);
             } else {
                 inline_chars += chars;
@@ -310,6 +350,41 @@ mod tests {
         };
         let report = apply_budget(&mut messages, &tighter, &mut store, &mut log);
         assert!(report.persisted.is_empty());
+    }
+
+    #[test]
+    fn tools_with_a_limit_of_their_own_follow_it() {
+        let config = BudgetConfig {
+            tool_limits: vec![ToolLimit {
+                name_prefix: "mcp__".into(),
+                chars: 10_000,
+            }],
+            ..BudgetConfig::default()
+        };
+        let call = |id: &str, name: &str| {
+            serde_json::from_value::<ContentBlock>(serde_json::json!({
+                "type": "tool_use", "id": id, "name": name, "input": {}
+            }))
+            .unwrap_or_else(|error| panic!("{error}"))
+        };
+        let calls = MessageParam {
+            role: Role::Assistant,
+            content: vec![call("m", "mcp__kit__huge"), call("r", "Read")],
+        };
+        let mut store = Memory::default();
+        let mut log = ReplacementLog::default();
+        let mut messages = vec![calls, results(&[("m", 20_000), ("r", 20_000)])];
+        let report = apply_budget(&mut messages, &config, &mut store, &mut log);
+        let moved: Vec<&str> = report
+            .persisted
+            .iter()
+            .map(|(id, _, _)| id.as_str())
+            .collect();
+        // The MCP result is over its own limit; Read's is under the general one.
+        assert_eq!(moved, ["m"]);
+        assert_eq!(config.result_limit(Some("mcp__x__y")), 10_000);
+        assert_eq!(config.result_limit(Some("Bash")), 50_000);
+        assert_eq!(config.result_limit(None), 50_000);
     }
 
     #[test]

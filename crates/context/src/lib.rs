@@ -49,7 +49,8 @@ pub use autocompact::{
     SummaryRequest, compact, content_bytes, plan_boundary, summary_request,
 };
 pub use budget::{
-    BudgetConfig, BudgetReport, ReplacementLog, ResultStore, apply_budget, persisted_text,
+    BudgetConfig, BudgetReport, ReplacementLog, ResultStore, ToolLimit, apply_budget,
+    persisted_text,
 };
 pub use levels::{Level, LevelCheck, LevelOverrides, WaterLevels};
 pub use manager::{

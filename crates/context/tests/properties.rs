@@ -100,7 +100,7 @@ proptest! {
     fn l1_keeps_pairing_and_is_idempotent(turns in turns(), per_result in 100usize..3_000, per_message in 500usize..6_000) {
         let mut messages = history(&turns);
         validate_pairing(&messages).unwrap();
-        let config = BudgetConfig { per_result_chars: per_result, per_message_chars: per_message, preview_bytes: 200 };
+        let config = BudgetConfig { per_result_chars: per_result, per_message_chars: per_message, preview_bytes: 200, tool_limits: Vec::new() };
         let mut store = MemoryStore::default();
         let mut log = ReplacementLog::default();
         apply_budget(&mut messages, &config, &mut store, &mut log);
