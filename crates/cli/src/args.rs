@@ -89,9 +89,16 @@ pub struct Args {
     #[arg(long, requires = "replay")]
     pub replay_lenient: bool,
 
-    /// API base URL (default `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`).
+    /// API base URL (default `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`; with
+    /// `--provider openai`, `OPENAI_BASE_URL`, else `https://api.openai.com/v1`).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
+
+    /// The API the model server speaks: `anthropic` (the Messages API) or `openai` (an
+    /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
+    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`).
+    #[arg(long, value_enum, default_value_t = ProviderFlag::Anthropic)]
+    pub provider: ProviderFlag,
 
     /// Extra trusted root certificates, PEM (`SSL_CERT_FILE` too).
     #[arg(long, value_name = "FILE")]
@@ -139,6 +146,15 @@ pub enum SandboxArg {
     /// No sandbox: commands allowed by a rule (or bypassPermissions) run as they are, every
     /// other one is asked.
     Off,
+}
+
+/// `--provider`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProviderFlag {
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// An OpenAI-compatible Chat Completions API.
+    Openai,
 }
 
 /// Subcommands.

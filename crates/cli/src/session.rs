@@ -687,6 +687,9 @@ fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
     Ok(resolved)
 }
 
+/// OpenAI's API, the default base URL of `--provider openai`.
+const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
 /// The model client (network, recording or replay), and the extra root certificates it
 /// trusts (`--ca-cert`, `SSL_CERT_FILE`), which HTTPS MCP servers trust too.
 fn model_client(
@@ -698,18 +701,52 @@ fn model_client(
         settings: settings_env,
         base_url_flag: args.base_url.is_some(),
     })?;
+    let lookup = |key: &str| {
+        settings_env
+            .get(key)
+            .cloned()
+            .or_else(|| std::env::var(key).ok())
+            .filter(|value| !value.trim().is_empty())
+    };
+    let openai = args.provider == crate::args::ProviderFlag::Openai;
+    if openai {
+        config.api = provider::Api::ChatCompletions(provider::chat::ChatOptions::default());
+        config.betas.clear();
+        config.base_url = lookup("OPENAI_BASE_URL")
+            .unwrap_or_else(|| OPENAI_BASE_URL.to_owned())
+            .trim_end_matches('/')
+            .to_owned();
+        config.auth = lookup("OPENAI_API_KEY").map_or(provider::Auth::None, provider::Auth::ApiKey);
+    }
     if let Some(base_url) = &args.base_url {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             bail!("--base-url must start with http:// or https://, got {base_url:?}");
         }
         config.base_url = base_url.trim_end_matches('/').to_owned();
     }
+    if openai
+        && let provider::Api::ChatCompletions(options) = &mut config.api
+        && config.base_url.starts_with(OPENAI_BASE_URL)
+    {
+        // OpenAI's own reasoning models refuse `max_tokens`.
+        options.max_tokens_field = provider::chat::MaxTokensField::MaxCompletionTokens;
+    }
+    if openai
+        && args.replay.is_none()
+        && config.auth == provider::Auth::None
+        && config.base_url == OPENAI_BASE_URL
+    {
+        bail!(
+            "no API key: set OPENAI_API_KEY, or point --base-url (OPENAI_BASE_URL) at an OpenAI-compatible server (a local one needs no key)"
+        );
+    }
     if let Some(path) = &args.ca_cert {
         config.extra_roots_pem =
             std::fs::read(path).with_context(|| format!("--ca-cert {}", path.display()))?;
     }
     config.fallback_model = args.fallback_model.is_some();
-    if args.replay.is_none()
+    if !openai
+        && args.replay.is_none()
         && config.auth == provider::Auth::None
         && config.base_url == provider::DEFAULT_BASE_URL
     {

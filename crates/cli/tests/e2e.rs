@@ -52,6 +52,96 @@ fn check_pairing(request: &Value) {
     }
 }
 
+/// The same four turns from an OpenAI-compatible Chat Completions server (`--provider
+/// openai`): the requests are Chat Completions bodies (tool results as `tool` messages after
+/// the assistant's `tool_calls`), and the file ends as it does with the Messages API.
+#[tokio::test]
+async fn a_four_turn_session_over_chat_completions() {
+    let repo = repo("four-chat");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/four-turn.json");
+    let script = Script::from_json(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    let server = Server::start_tls(script).await.unwrap();
+    let output = command(&repo, &server)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .args([
+            "--provider",
+            "openai",
+            "--model",
+            "qwen3-coder",
+            "-p",
+            "fix the greeting",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(cat:*)",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'hello'\n"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        assert!(
+            request.path.ends_with("/chat/completions"),
+            "{}",
+            request.path
+        );
+        assert!(
+            !request
+                .headers
+                .iter()
+                .any(|(name, _)| name == "anthropic-version"),
+            "{:?}",
+            request.headers
+        );
+    }
+    let last = requests[3].json();
+    assert_eq!(last["model"], "qwen3-coder");
+    assert_eq!(last["stream"], true);
+    assert_eq!(last["messages"][0]["role"], "system");
+    assert!(
+        last["tools"][0]["function"]["name"].is_string(),
+        "{}",
+        last["tools"]
+    );
+    let messages = last["messages"].as_array().unwrap();
+    // Every tool_calls id is answered by the `tool` message right after.
+    for (at, message) in messages.iter().enumerate() {
+        for (offset, call) in message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let answer = &messages[at + 1 + offset];
+            assert_eq!(answer["role"], "tool", "{answer}");
+            assert_eq!(answer["tool_call_id"], call["id"], "{answer}");
+        }
+    }
+    let bash = messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(bash.contains("return 'hello'"), "{bash}");
+    let lines = lines(&output);
+    let result = lines.last().unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["num_turns"], 4);
+    assert_eq!(result["result"], "Fixed the typo in greet.py.");
+    assert_eq!(result["usage"]["input_tokens"], 400);
+}
+
 #[tokio::test]
 async fn a_four_turn_session_over_tls() {
     let repo = repo("four");

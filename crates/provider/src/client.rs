@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ANTHROPIC_VERSION, Auth, ClientConfig};
+use crate::config::{ANTHROPIC_VERSION, Api, Auth, ClientConfig};
 use crate::error::{ErrorKind, ProviderError};
 use crate::retry::{Sleeper, TokioSleeper, backoff, retry_after, should_retry_header};
 use crate::transport::{HttpRequest, HttpResponse, HyperTransport, Transport};
@@ -132,7 +132,11 @@ impl AnthropicClient {
         transport: Arc<dyn Transport>,
         sleeper: Arc<dyn Sleeper>,
     ) -> Result<Self, ProviderError> {
-        let uri: Uri = format!("{}/v1/messages", config.base_url.trim_end_matches('/'))
+        let path = match config.api {
+            Api::Messages => "/v1/messages",
+            Api::ChatCompletions(_) => "/chat/completions",
+        };
+        let uri: Uri = format!("{}{path}", config.base_url.trim_end_matches('/'))
             .parse()
             .map_err(|error| {
                 ProviderError::new(
@@ -164,6 +168,10 @@ impl AnthropicClient {
     /// Cancelling `cancel` (or dropping the stream) aborts the request and the body read at
     /// once; the stream then ends with [`ErrorKind::Cancelled`].
     pub fn stream(&self, body: Bytes, cancel: CancellationToken) -> ProviderStream {
+        let body = match self.wire_body(body) {
+            Ok(body) => body,
+            Err(error) => return Box::pin(futures_util::stream::iter([Err(error)])),
+        };
         let (sender, receiver) = mpsc::channel(64);
         let inner = Arc::clone(&self.inner);
         let task_cancel = cancel.child_token();
@@ -185,19 +193,43 @@ impl AnthropicClient {
         Box::pin(stream)
     }
 
+    /// The request body in the server's wire format: the Messages API body as it came, or
+    /// translated to Chat Completions.
+    fn wire_body(&self, body: Bytes) -> Result<Bytes, ProviderError> {
+        let Api::ChatCompletions(options) = &self.inner.config.api else {
+            return Ok(body);
+        };
+        let request: protocol::CreateMessageRequest =
+            serde_json::from_slice(&body).map_err(|error| {
+                ProviderError::new(
+                    ErrorKind::Config,
+                    format!("the request is not a Messages API request: {error}"),
+                )
+            })?;
+        let translated = crate::chat::chat_request(&request, options);
+        Ok(Bytes::from(translated.to_string()))
+    }
+
     fn request(&self, body: Bytes) -> HttpRequest {
         let config = &self.inner.config;
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
-        headers.insert(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
+        if config.api == Api::Messages {
+            headers.insert(
+                "anthropic-version",
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            );
+        }
         headers.insert(
             "user-agent",
             HeaderValue::from_static(concat!("agent/", env!("CARGO_PKG_VERSION"))),
         );
         match &config.auth {
+            Auth::ApiKey(key) if config.api != Api::Messages => {
+                if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                    headers.insert("authorization", value);
+                }
+            }
             Auth::ApiKey(key) => {
                 if let Ok(value) = HeaderValue::from_str(key) {
                     headers.insert("x-api-key", value);
@@ -211,6 +243,7 @@ impl AnthropicClient {
             Auth::None => {}
         }
         if !config.betas.is_empty()
+            && config.api == Api::Messages
             && let Ok(value) = HeaderValue::from_str(&config.betas.join(","))
         {
             headers.insert("anthropic-beta", value);
@@ -290,7 +323,10 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
             inner.sleeper.sleep(delay).await;
             continue;
         }
-        if retryable && matches!(error.kind, ErrorKind::StreamIdle | ErrorKind::StreamBroken) {
+        if retryable
+            && matches!(error.kind, ErrorKind::StreamIdle | ErrorKind::StreamBroken)
+            && config.api == Api::Messages
+        {
             // The retries are spent on a broken stream: one non-streaming request.
             if handed_out {
                 send(
@@ -401,10 +437,17 @@ async fn http_failure(
                 api.error.message.chars().take(1_000).collect::<String>()
             ),
         ),
-        None => (
-            status_kind(status),
-            String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned(),
-        ),
+        None => match serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|value| crate::chat::error_of(&value, Some(status.as_u16())))
+        {
+            // An OpenAI-compatible server's error body.
+            Some(error) => (error.kind, error.message),
+            None => (
+                status_kind(status),
+                String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned(),
+            ),
+        },
     };
     // A 429/529 is classified by status even if the body says otherwise.
     let kind = match status.as_u16() {
@@ -458,7 +501,10 @@ async fn attempt(
         return Err(error.into());
     }
     let mut body = response.body;
-    let mut parser = MessageStream::new();
+    let mut parser = match &config.api {
+        Api::Messages => Parser::Messages(MessageStream::new()),
+        Api::ChatCompletions(_) => Parser::Chat(crate::chat::ChatStream::new()),
+    };
     let mut watchdog = Watchdog::new(config);
     let mut received: u64 = 0;
     loop {
@@ -516,10 +562,8 @@ async fn attempt(
             }
             None => {
                 // The body ended: apply the end-of-input rule.
-                let finished = parser
-                    .finish()
-                    .map_err(|error| parse_failure(error, request_id.clone()))?;
-                return match finished.message {
+                let finished = parser.finish(&request_id)?;
+                return match finished {
                     Some(done) => {
                         send(
                             sender,
@@ -568,10 +612,59 @@ async fn attempt(
                 }
                 Ok(Some(_)) => {}
                 Ok(None) => break,
-                Err(error) => return Err(parse_failure(error, request_id)),
+                Err(failure) => return Err(with_request_id(failure, request_id)),
             }
         }
     }
+}
+
+/// The body's parser, by wire format. One lives on the stack of each attempt, so the size
+/// difference of the variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+enum Parser {
+    Messages(MessageStream),
+    Chat(crate::chat::ChatStream),
+}
+
+impl Parser {
+    fn push(&mut self, chunk: Bytes) {
+        match self {
+            Self::Messages(stream) => stream.push(chunk),
+            Self::Chat(stream) => stream.push(chunk),
+        }
+    }
+
+    fn next_item(&mut self) -> Result<Option<Item>, Failure> {
+        match self {
+            Self::Messages(stream) => stream
+                .next_item()
+                .map_err(|error| parse_failure(error, None)),
+            Self::Chat(stream) => stream.next_item().map_err(Failure::from),
+        }
+    }
+
+    /// The end of the body: the final message, if the stream made one.
+    fn finish(
+        self,
+        request_id: &Option<String>,
+    ) -> Result<Option<sse_parser::FinalMessage>, Failure> {
+        match self {
+            Self::Messages(stream) => stream
+                .finish()
+                .map(|finished| finished.message)
+                .map_err(|error| parse_failure(error, request_id.clone())),
+            Self::Chat(stream) => stream
+                .finish()
+                .map_err(|error| with_request_id(error.into(), request_id.clone())),
+        }
+    }
+}
+
+fn with_request_id(mut failure: Failure, request_id: Option<String>) -> Failure {
+    if failure.error.request_id.is_none() {
+        failure.error.request_id = request_id;
+    }
+    failure
 }
 
 /// Classifies a parser error: error events by their kind, an incomplete stream as broken,

@@ -125,6 +125,23 @@ pub struct ClientConfig {
     pub workspace_root: Option<String>,
     /// HTTP CONNECT proxy settings (`HTTPS_PROXY`, `NO_PROXY`).
     pub proxy: crate::transport::ProxyConfig,
+    /// The wire format the server speaks.
+    pub api: Api,
+}
+
+/// The wire format of a server. The client takes Messages API requests either way and
+/// hands out Messages API events: a Chat Completions server is translated at this edge
+/// ([`crate::chat`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    /// Anthropic's Messages API: `POST {base_url}/v1/messages`, `x-api-key` (or a bearer
+    /// token).
+    #[default]
+    Messages,
+    /// An OpenAI-compatible Chat Completions API: `POST {base_url}/chat/completions` (the
+    /// base URL ends in `/v1`, as `OPENAI_BASE_URL` does), a bearer key. No non-streaming
+    /// last resort: a broken stream ends the run after the retries.
+    ChatCompletions(crate::chat::ChatOptions),
 }
 
 impl ClientConfig {
@@ -149,6 +166,7 @@ impl ClientConfig {
             extra_roots_pem: Vec::new(),
             workspace_root: None,
             proxy: crate::transport::ProxyConfig::default(),
+            api: Api::Messages,
         }
     }
 

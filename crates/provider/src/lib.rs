@@ -34,6 +34,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod chat;
 mod client;
 mod config;
 mod error;
@@ -43,7 +44,8 @@ mod vcr;
 
 pub use client::{AnthropicClient, ProviderEvent, ProviderStream};
 pub use config::{
-    ANTHROPIC_VERSION, Auth, ClientConfig, ConfigSource, DEFAULT_BASE_URL, EnvSource, MapSource,
+    ANTHROPIC_VERSION, Api, Auth, ClientConfig, ConfigSource, DEFAULT_BASE_URL, EnvSource,
+    MapSource,
 };
 pub use error::{ErrorKind, ProviderError};
 pub use retry::{Sleeper, TokioSleeper, backoff, retry_after};

@@ -169,6 +169,71 @@ impl Turn {
         events
     }
 
+    /// The turn as an OpenAI-compatible Chat Completions stream: `chat.completion.chunk`s
+    /// (a role chunk; thinking as `reasoning_content` deltas; text in pieces; each tool call
+    /// as a chunk with its `index`, `id` and name, then its arguments in pieces; the
+    /// `finish_reason`; a usage chunk with empty `choices`), then `data: [DONE]`.
+    pub fn chat_sse(&self) -> Vec<u8> {
+        let chunk = |delta: Value, finish: Value| {
+            json!({"id": self.id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+                "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]})
+        };
+        let mut chunks = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        let mut calls = 0;
+        for block in &self.blocks {
+            match block {
+                Block::Text(text) => {
+                    for piece in split_chars(text, 3) {
+                        chunks.push(chunk(json!({"content": piece}), Value::Null));
+                    }
+                }
+                Block::Thinking(thinking, _) => {
+                    for piece in split_chars(thinking, 2) {
+                        chunks.push(chunk(json!({"reasoning_content": piece}), Value::Null));
+                    }
+                }
+                Block::ToolUse { id, name, input } => {
+                    chunks.push(chunk(
+                        json!({"tool_calls": [{"index": calls, "id": id, "type": "function",
+                            "function": {"name": name, "arguments": ""}}]}),
+                        Value::Null,
+                    ));
+                    for piece in split_chars(&input.to_string(), 3) {
+                        chunks.push(chunk(
+                            json!({"tool_calls": [{"index": calls, "function": {"arguments": piece}}]}),
+                            Value::Null,
+                        ));
+                    }
+                    calls += 1;
+                }
+            }
+        }
+        let finish = match self.stop_reason().as_str() {
+            "tool_use" => "tool_calls",
+            "max_tokens" => "length",
+            "refusal" => "content_filter",
+            _ => "stop",
+        };
+        chunks.push(chunk(json!({}), json!(finish)));
+        chunks.push(
+            json!({"id": self.id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": self.model, "choices": [],
+            "usage": {"prompt_tokens": self.input_tokens, "completion_tokens": self.output_tokens,
+                "total_tokens": self.input_tokens + self.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": 0}}}),
+        );
+        let mut body = Vec::new();
+        for chunk in chunks {
+            body.extend(format!("data: {chunk}\n\n").into_bytes());
+        }
+        body.extend(b"data: [DONE]\n\n");
+        body
+    }
+
     /// The SSE body (`event:` + `data:` lines, blank-line terminated).
     pub fn sse(&self) -> Vec<u8> {
         let mut body = Vec::new();

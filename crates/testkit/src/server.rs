@@ -250,6 +250,11 @@ async fn handle(
         .map(|body| body.to_bytes().to_vec())
         .unwrap_or_default();
     let request_bytes = body.len();
+    // An OpenAI-compatible client: turns are streamed as Chat Completions chunks.
+    let chat = path
+        .split('?')
+        .next()
+        .is_some_and(|path| path.ends_with("/chat/completions"));
     let streaming = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|json| json.get("stream").and_then(Value::as_bool))
@@ -270,7 +275,7 @@ async fn handle(
     if let ReplyBody::Endless(endless) = reply.body {
         return Ok(endless_response(reply.status, endless, stop).await);
     }
-    Ok(respond(reply, streaming, stop))
+    Ok(respond(reply, streaming, chat, stop))
 }
 
 /// A hostile answer, generated as the client reads it (see [`Endless`]).
@@ -388,8 +393,17 @@ async fn endless_response(
         })
 }
 
-fn respond(reply: Reply, streaming: bool, stop: watch::Receiver<bool>) -> Response<Body> {
+fn respond(
+    reply: Reply,
+    streaming: bool,
+    chat: bool,
+    stop: watch::Receiver<bool>,
+) -> Response<Body> {
     let (content_type, frames): (String, Vec<(Duration, Vec<u8>)>) = match reply.body {
+        ReplyBody::Turn(turn) if streaming && chat => (
+            "text/event-stream; charset=utf-8".into(),
+            vec![(Duration::ZERO, turn.chat_sse())],
+        ),
         ReplyBody::Turn(turn) if streaming => (
             "text/event-stream; charset=utf-8".into(),
             vec![(Duration::ZERO, turn.sse())],

@@ -1,0 +1,867 @@
+//! OpenAI-compatible Chat Completions at the edge: a Messages API request translated into a
+//! `/chat/completions` body ([`chat_request`]), and a `chat.completion.chunk` stream decoded
+//! onto the Messages API's stream events ([`ChatStream`]), so the accumulator, the streaming
+//! executor and the loop see the same events and completed blocks from either provider.
+//!
+//! The translation of the stream is a small state machine over the open block:
+//!
+//! - `delta.reasoning_content` / `delta.reasoning` open (or continue) a `thinking` block;
+//! - `delta.content` opens (or continues) a `text` block;
+//! - `delta.tool_calls[i]` with a new `index` opens a `tool_use` block (its `id` and
+//!   `function.name`); its `function.arguments` are `input_json_delta`s. A block is complete
+//!   (`content_block_stop`) when another block opens or `finish_reason` arrives, so a tool call
+//!   can start while the model still streams the next one;
+//! - `finish_reason` maps to a stop_reason (`stop` end_turn, `tool_calls` tool_use, `length`
+//!   max_tokens, `content_filter` refusal); the `message_delta` and `message_stop` follow at
+//!   `data: [DONE]` (or the end of the body), after the usage chunk OpenAI sends last;
+//! - a chunk holding `error` (or an SSE `error` event) is the server failing mid-stream.
+//!
+//! Usage maps `prompt_tokens` minus `prompt_tokens_details.cached_tokens` to `input_tokens`,
+//! the cached part to `cache_read_input_tokens`, and `completion_tokens` to `output_tokens`.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use protocol::{
+    ContentBlock, ContentDelta, CreateMessageRequest, DeltaUsage, Message, MessageDelta,
+    MessageParam, Role, StopReason, StreamEvent, SystemPrompt, ToolChoice, ToolResultContent,
+    Usage,
+};
+use serde_json::{Map, Value, json};
+use sse_parser::{FinalMessage, Framer, Item, MessageAccumulator, Output};
+
+use crate::error::{ErrorKind, ProviderError};
+
+/// How thinking blocks of earlier turns go back to a Chat Completions server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReasoningReplay {
+    /// Left out (the default: DeepSeek rejects them).
+    #[default]
+    None,
+    /// As the assistant message's `reasoning_content` (DeepSeek, vLLM, llama.cpp).
+    ReasoningContent,
+    /// As the assistant message's `reasoning` (OpenRouter, Groq).
+    Reasoning,
+}
+
+/// Which field carries the output limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_tokens`: what OpenAI-compatible servers accept (vLLM, Ollama, llama.cpp, Groq).
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's own reasoning models require.
+    MaxCompletionTokens,
+}
+
+/// Options of the Chat Completions wire format.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChatOptions {
+    /// How earlier thinking goes back.
+    pub reasoning_replay: ReasoningReplay,
+    /// Which field carries `max_tokens`.
+    pub max_tokens_field: MaxTokensField,
+}
+
+/// The `/chat/completions` body for a Messages API request: the system prompt as the first
+/// message, tool_use / tool_result pairs as an assistant's `tool_calls` and one `tool`
+/// message per result (in order), images as `image_url` parts (data URLs), tools as
+/// function tools. Cache breakpoints are dropped; thinking goes back only as
+/// `options.reasoning_replay` says.
+pub fn chat_request(request: &CreateMessageRequest, options: &ChatOptions) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system {
+        let text = match system {
+            SystemPrompt::Text(text) => text.clone(),
+            SystemPrompt::Blocks(blocks) => blocks
+                .iter()
+                .map(|block| block.text.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        };
+        if !text.is_empty() {
+            messages.push(json!({"role": "system", "content": text}));
+        }
+    }
+    for message in &request.messages {
+        match message.role {
+            Role::User => user_messages(message, &mut messages),
+            Role::Assistant => messages.push(assistant_message(message, options)),
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    let limit = match options.max_tokens_field {
+        MaxTokensField::MaxTokens => "max_tokens",
+        MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+    };
+    body.insert(limit.into(), json!(request.max_tokens));
+    if let Some(temperature) = request.temperature {
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if !request.stop_sequences.is_empty() {
+        body.insert("stop".into(), json!(request.stop_sequences));
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                let mut function = Map::new();
+                function.insert("name".into(), Value::String(tool.name.clone()));
+                if let Some(description) = &tool.description {
+                    function.insert("description".into(), Value::String(description.clone()));
+                }
+                function.insert("parameters".into(), tool.input_schema.clone());
+                json!({"type": "function", "function": function})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let (choice, parallel) = match &request.tool_choice {
+            None => (None, true),
+            Some(ToolChoice::Auto {
+                disable_parallel_tool_use,
+            }) => (
+                Some(json!("auto")),
+                disable_parallel_tool_use != &Some(true),
+            ),
+            Some(ToolChoice::Any {
+                disable_parallel_tool_use,
+            }) => (
+                Some(json!("required")),
+                disable_parallel_tool_use != &Some(true),
+            ),
+            Some(ToolChoice::Tool { name, .. }) => (
+                Some(json!({"type": "function", "function": {"name": name}})),
+                true,
+            ),
+            Some(ToolChoice::None) => (Some(json!("none")), true),
+        };
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+        body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
+    }
+    Value::Object(body)
+}
+
+/// An image block's source as a URL (`data:` for base64, the URL itself for `url`).
+fn image_url(source: &Value) -> Option<String> {
+    match source.get("type").and_then(Value::as_str)? {
+        "base64" => Some(format!(
+            "data:{};base64,{}",
+            source.get("media_type")?.as_str()?,
+            source.get("data")?.as_str()?
+        )),
+        "url" => Some(source.get("url")?.as_str()?.to_owned()),
+        _ => None,
+    }
+}
+
+/// Text and image blocks as content parts.
+fn parts(blocks: &[ContentBlock]) -> Vec<Value> {
+    blocks
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(json!({"type": "text", "text": text.text})),
+            ContentBlock::Image(image) => image_url(&image.source)
+                .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A user message: its tool results first, one `tool` message each (they must follow the
+/// assistant's `tool_calls`), then the rest as one user message. A result's images, which a
+/// `tool` message cannot hold, follow in a user message.
+fn user_messages(message: &MessageParam, out: &mut Vec<Value>) {
+    let mut images = Vec::new();
+    let mut rest = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::ToolResult(result) => {
+                let (text, result_images) = match &result.content {
+                    ToolResultContent::Text(text) => (text.clone(), Vec::new()),
+                    ToolResultContent::Blocks(blocks) => (
+                        blocks
+                            .iter()
+                            .filter_map(ContentBlock::as_text)
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        blocks
+                            .iter()
+                            .filter(|block| matches!(block, ContentBlock::Image(_)))
+                            .cloned()
+                            .collect(),
+                    ),
+                };
+                let text = if result.is_error == Some(true) {
+                    format!("Error: {text}")
+                } else {
+                    text
+                };
+                out.push(json!({
+                    "role": "tool",
+                    "tool_call_id": result.tool_use_id.as_str(),
+                    "content": text,
+                }));
+                images.extend(result_images);
+            }
+            other => rest.push(other.clone()),
+        }
+    }
+    let mut content = parts(&images);
+    content.extend(parts(&rest));
+    if content.is_empty() {
+        return;
+    }
+    // Plain text stays a string: the form every server accepts.
+    let only_text = content.len() == 1 && content[0]["type"] == "text";
+    let content = if only_text {
+        content[0]["text"].clone()
+    } else {
+        Value::Array(content)
+    };
+    out.push(json!({"role": "user", "content": content}));
+}
+
+/// An assistant message: its text as `content`, its tool_use blocks as `tool_calls`, its
+/// thinking as `options.reasoning_replay` says.
+fn assistant_message(message: &MessageParam, options: &ChatOptions) -> Value {
+    let mut text = String::new();
+    let mut thinking = String::new();
+    let mut calls = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Text(block) => text.push_str(&block.text),
+            ContentBlock::Thinking(block) => thinking.push_str(&block.thinking),
+            ContentBlock::ToolUse(call) => calls.push(json!({
+                "id": call.id.as_str(),
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.input.to_string()},
+            })),
+            _ => {}
+        }
+    }
+    let mut out = Map::new();
+    out.insert("role".into(), json!("assistant"));
+    out.insert(
+        "content".into(),
+        if text.is_empty() && !calls.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text)
+        },
+    );
+    if !calls.is_empty() {
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if !thinking.is_empty() {
+        match options.reasoning_replay {
+            ReasoningReplay::None => {}
+            ReasoningReplay::ReasoningContent => {
+                out.insert("reasoning_content".into(), Value::String(thinking));
+            }
+            ReasoningReplay::Reasoning => {
+                out.insert("reasoning".into(), Value::String(thinking));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// The error a Chat Completions server reports, in the body of a failed response or in a
+/// chunk: `{"error": {"message", "type", "code"}}` (OpenAI, vLLM, Groq, OpenRouter's numeric
+/// `code`), or `{"error": "text"}` (Ollama).
+pub(crate) fn error_of(value: &Value, status: Option<u16>) -> Option<ProviderError> {
+    let error = value.get("error")?;
+    let (message, kind_name, code) = match error {
+        Value::String(message) => (message.clone(), String::new(), String::new()),
+        Value::Object(fields) => {
+            let text = |key: &str| match fields.get(key) {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Number(number)) => number.to_string(),
+                _ => String::new(),
+            };
+            (text("message"), text("type"), text("code"))
+        }
+        _ => return None,
+    };
+    let lower = format!("{kind_name} {code} {message}").to_ascii_lowercase();
+    let status = status.or_else(|| code.parse::<u16>().ok());
+    let kind = if lower.contains("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("context length")
+        || lower.contains("prompt is too long")
+    {
+        ErrorKind::PromptTooLong
+    } else if lower.contains("rate_limit") || status == Some(429) {
+        ErrorKind::RateLimited
+    } else if lower.contains("invalid_api_key") || status == Some(401) {
+        ErrorKind::Authentication
+    } else if lower.contains("overloaded") || status == Some(503) || status == Some(529) {
+        ErrorKind::Overloaded
+    } else {
+        match status {
+            Some(400) => ErrorKind::InvalidRequest,
+            Some(403) => ErrorKind::Permission,
+            Some(404) => ErrorKind::NotFound,
+            Some(413) => ErrorKind::RequestTooLarge,
+            Some(408 | 409 | 500..=599) | None => ErrorKind::Server,
+            Some(_) => ErrorKind::Http,
+        }
+    };
+    let label = [kind_name.as_str(), code.as_str()]
+        .into_iter()
+        .find(|part| !part.is_empty())
+        .unwrap_or("error");
+    let mut failure = ProviderError::new(
+        kind,
+        format!(
+            "{label}: {}",
+            message.chars().take(1_000).collect::<String>()
+        ),
+    );
+    failure.status = status;
+    Some(failure)
+}
+
+/// The open block of the translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Open {
+    None,
+    Text(usize),
+    Thinking(usize),
+    /// A tool call: its Chat Completions `index`, its block index.
+    Tool(u64, usize),
+}
+
+/// Chunks to Messages API stream events (see the module docs).
+#[derive(Debug)]
+struct Translator {
+    started: bool,
+    open: Open,
+    next_index: usize,
+    stop_reason: Option<StopReason>,
+    usage: Option<DeltaUsage>,
+    stopped: bool,
+    calls: u64,
+}
+
+impl Default for Translator {
+    fn default() -> Self {
+        Self {
+            started: false,
+            open: Open::None,
+            next_index: 0,
+            stop_reason: None,
+            usage: None,
+            stopped: false,
+            calls: 0,
+        }
+    }
+}
+
+fn usage_of(value: &Value) -> Option<DeltaUsage> {
+    let usage = value.as_object()?;
+    let number = |key: &str| usage.get(key).and_then(Value::as_u64);
+    let prompt = number("prompt_tokens");
+    let cached = usage
+        .get("prompt_tokens_details")
+        .and_then(|details| details.get("cached_tokens"))
+        .and_then(Value::as_u64);
+    Some(DeltaUsage {
+        input_tokens: prompt.map(|prompt| prompt.saturating_sub(cached.unwrap_or(0))),
+        cache_read_input_tokens: cached,
+        output_tokens: number("completion_tokens"),
+        ..DeltaUsage::default()
+    })
+}
+
+fn stop_reason(finish: &str) -> StopReason {
+    match finish {
+        "stop" | "eos" => StopReason::EndTurn,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+impl Translator {
+    fn start(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let text = |key: &str| {
+            chunk
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let message = Message {
+            id: text("id").into(),
+            kind: "message".into(),
+            role: Role::Assistant,
+            model: text("model"),
+            content: Vec::new(),
+            stop_reason: None,
+            stop_sequence: None,
+            stop_details: None,
+            usage: Usage::default(),
+            extra: Map::new(),
+        };
+        out.push(StreamEvent::MessageStart {
+            message: Box::new(message),
+        });
+    }
+
+    fn close(&mut self, out: &mut Vec<StreamEvent>) {
+        match self.open {
+            Open::None => {}
+            Open::Text(index) | Open::Thinking(index) | Open::Tool(_, index) => {
+                out.push(StreamEvent::ContentBlockStop { index });
+            }
+        }
+        self.open = Open::None;
+    }
+
+    fn open(&mut self, block: ContentBlock, open: fn(usize) -> Open, out: &mut Vec<StreamEvent>) {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        self.open = open(index);
+        out.push(StreamEvent::ContentBlockStart {
+            index,
+            content_block: Box::new(block),
+        });
+    }
+
+    fn chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+        self.start(chunk, out);
+        if let Some(usage) = chunk.get("usage").and_then(usage_of) {
+            self.usage = Some(usage);
+        }
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|choices| choices.first())
+        else {
+            return;
+        };
+        if let Some(delta) = choice.get("delta") {
+            self.delta(delta, out);
+        }
+        if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.close(out);
+            self.stop_reason.get_or_insert_with(|| stop_reason(finish));
+        }
+    }
+
+    fn delta(&mut self, delta: &Value, out: &mut Vec<StreamEvent>) {
+        let reasoning = ["reasoning_content", "reasoning"]
+            .iter()
+            .find_map(|key| delta.get(*key).and_then(Value::as_str))
+            .filter(|text| !text.is_empty());
+        if let Some(thinking) = reasoning {
+            let index = match self.open {
+                Open::Thinking(index) => index,
+                _ => {
+                    self.open(
+                        ContentBlock::Thinking(protocol::ThinkingBlock {
+                            thinking: String::new(),
+                            signature: String::new(),
+                            extra: Map::new(),
+                        }),
+                        Open::Thinking,
+                        out,
+                    );
+                    self.next_index - 1
+                }
+            };
+            out.push(StreamEvent::ContentBlockDelta {
+                index,
+                delta: ContentDelta::Thinking {
+                    thinking: thinking.to_owned(),
+                },
+            });
+        }
+        if let Some(text) = delta
+            .get("content")
+            .and_then(Value::as_str)
+            .filter(|text| !text.is_empty())
+        {
+            let index = match self.open {
+                Open::Text(index) => index,
+                _ => {
+                    self.open(ContentBlock::text(""), Open::Text, out);
+                    self.next_index - 1
+                }
+            };
+            out.push(StreamEvent::ContentBlockDelta {
+                index,
+                delta: ContentDelta::Text {
+                    text: text.to_owned(),
+                },
+            });
+        }
+        for call in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            self.tool_call(call, out);
+        }
+    }
+
+    fn tool_call(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
+        let position = call.get("index").and_then(Value::as_u64);
+        let function = call.get("function");
+        let arguments = function
+            .and_then(|function| function.get("arguments"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let same = match (self.open, position) {
+            (Open::Tool(open, _), Some(position)) => open == position,
+            // No index: a continuation unless it names a new call.
+            (Open::Tool(..), None) => call.get("id").is_none(),
+            _ => false,
+        };
+        let index = if same {
+            let Open::Tool(_, index) = self.open else {
+                return;
+            };
+            index
+        } else {
+            self.calls += 1;
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map_or_else(|| format!("call_{}", self.calls), str::to_owned);
+            let name = function
+                .and_then(|function| function.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let block: ContentBlock = ContentBlock::ToolUse(protocol::ToolUseBlock {
+                id: id.into(),
+                name,
+                input: Value::Object(Map::new()),
+                cache_control: None,
+                extra: Map::new(),
+            });
+            let chat_index = position.unwrap_or(self.calls);
+            self.close(out);
+            let index = self.next_index;
+            self.next_index += 1;
+            self.open = Open::Tool(chat_index, index);
+            out.push(StreamEvent::ContentBlockStart {
+                index,
+                content_block: Box::new(block),
+            });
+            index
+        };
+        if !arguments.is_empty() {
+            out.push(StreamEvent::ContentBlockDelta {
+                index,
+                delta: ContentDelta::InputJson {
+                    partial_json: arguments.to_owned(),
+                },
+            });
+        }
+    }
+
+    /// `data: [DONE]`, or the end of the body after a `finish_reason`: the message ends.
+    fn stop(&mut self, out: &mut Vec<StreamEvent>) {
+        if self.stopped || self.stop_reason.is_none() {
+            return;
+        }
+        self.close(out);
+        self.stopped = true;
+        out.push(StreamEvent::MessageDelta(Box::new(MessageDelta {
+            stop_reason: self.stop_reason.clone(),
+            stop_sequence: None,
+            stop_details: None,
+            delta_extra: Map::new(),
+            usage: Some(self.usage.take().unwrap_or_default()),
+            extra: Map::new(),
+        })));
+        out.push(StreamEvent::MessageStop);
+    }
+}
+
+/// A Chat Completions stream as [`sse_parser::Item`]s: push the body's chunks, pull items,
+/// [`ChatStream::finish`] at the end of the body. The same interface as
+/// [`sse_parser::MessageStream`].
+#[derive(Debug, Default)]
+pub struct ChatStream {
+    framer: Framer,
+    translator: Translator,
+    accumulator: MessageAccumulator,
+    queue: VecDeque<Item>,
+    events: Vec<StreamEvent>,
+}
+
+impl ChatStream {
+    /// An empty stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a chunk of the body.
+    pub fn push(&mut self, chunk: Bytes) {
+        self.framer.push(chunk);
+    }
+
+    fn accumulate(&mut self) -> Result<(), ProviderError> {
+        for event in self.events.drain(..) {
+            let output = self
+                .accumulator
+                .push(&event)
+                .map_err(|error| ProviderError::new(ErrorKind::Parse, error.to_string()))?;
+            self.queue.push_back(Item::Event(event));
+            match output {
+                Some(Output::BlockComplete(block)) => {
+                    self.queue.push_back(Item::BlockComplete(block));
+                }
+                Some(Output::MessageComplete(message)) => {
+                    self.queue.push_back(Item::MessageComplete(message));
+                }
+                // `Output` is non-exhaustive; nothing else is produced today.
+                Some(_) | None => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The next item from the chunks pushed so far, `None` when more input is needed.
+    ///
+    /// # Errors
+    ///
+    /// A [`ProviderError`]: the server's error mid-stream (classified as a failed response
+    /// would be), an event that is not JSON, or an event over the framer's limit.
+    pub fn next_item(&mut self) -> Result<Option<Item>, ProviderError> {
+        loop {
+            if let Some(item) = self.queue.pop_front() {
+                return Ok(Some(item));
+            }
+            let Some(sse) = self
+                .framer
+                .next_event()
+                .map_err(|error| ProviderError::new(ErrorKind::Parse, error.to_string()))?
+            else {
+                return Ok(None);
+            };
+            let data = sse.data();
+            if data.as_ref() == b"[DONE]" {
+                self.translator.stop(&mut self.events);
+                self.accumulate()?;
+                continue;
+            }
+            let chunk: Value = serde_json::from_slice(data).map_err(|error| {
+                ProviderError::new(
+                    ErrorKind::Parse,
+                    format!("a chunk that is not JSON: {error}"),
+                )
+            })?;
+            if let Some(error) = error_of(&chunk, None) {
+                let mut error = error;
+                error.message = format!("{} (error event mid-stream)", error.message);
+                return Err(error);
+            }
+            if sse.event_bytes().as_ref() == b"error" {
+                return Err(ProviderError::new(
+                    ErrorKind::Server,
+                    format!("error event mid-stream: {}", sse.data_str()),
+                ));
+            }
+            self.translator.chunk(&chunk, &mut self.events);
+            self.accumulate()?;
+        }
+    }
+
+    /// Ends the stream: a stream that ended after its `finish_reason` but without
+    /// `[DONE]` is complete; one that ended before is broken.
+    ///
+    /// # Errors
+    ///
+    /// As [`ChatStream::next_item`], or [`ErrorKind::StreamBroken`] for a stream cut short.
+    pub fn finish(mut self) -> Result<Option<FinalMessage>, ProviderError> {
+        while self.next_item()?.is_some() {}
+        self.translator.stop(&mut self.events);
+        self.accumulate()?;
+        while self.queue.pop_front().is_some() {}
+        self.accumulator.finish().map_err(|error| {
+            ProviderError::new(
+                ErrorKind::StreamBroken,
+                format!("the stream ended early: {error}"),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(body: &str) -> Result<Vec<Item>, ProviderError> {
+        let mut stream = ChatStream::new();
+        stream.push(Bytes::from(body.to_owned()));
+        let mut items = Vec::new();
+        while let Some(item) = stream.next_item()? {
+            items.push(item);
+        }
+        Ok(items)
+    }
+
+    #[test]
+    fn text_then_two_tool_calls_become_three_blocks() {
+        let body = concat!(
+            "data: {\"id\":\"c1\",\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"}}]}\n\n",
+            "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"Read\",\"arguments\":\"{\\\"file\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"_path\\\":\\\"a\\\"}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_b\",\"function\":{\"name\":\"Bash\",\"arguments\":\"{}\"}}]}}]}\n\n",
+            "data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":7,\"prompt_tokens_details\":{\"cached_tokens\":60}}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let items = items(body).unwrap_or_else(|error| panic!("{error}"));
+        let blocks: Vec<&protocol::CompletedBlock> = items
+            .iter()
+            .filter_map(|item| match item {
+                Item::BlockComplete(block) => Some(block.as_ref()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(blocks.len(), 3);
+        // The first call is complete as soon as the second opens.
+        let first_call = items
+            .iter()
+            .position(|item| matches!(item, Item::BlockComplete(block) if block.index == 1));
+        let second_start = items.iter().position(|item| {
+            matches!(
+                item,
+                Item::Event(StreamEvent::ContentBlockStart { index: 2, .. })
+            )
+        });
+        assert!(first_call < second_start, "{items:?}");
+        let Some(Item::MessageComplete(done)) = items.last() else {
+            panic!("{items:?}");
+        };
+        let message = &done.message;
+        assert_eq!(message.stop_reason, Some(StopReason::ToolUse));
+        assert_eq!(message.usage.input_tokens, 40);
+        assert_eq!(message.usage.cache_read_input_tokens, Some(60));
+        assert_eq!(message.usage.output_tokens, 7);
+        assert_eq!(message.text(), "Hi");
+        let calls: Vec<(&str, &Value)> = message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_tool_use)
+            .map(|call| (call.name.as_str(), &call.input))
+            .collect();
+        assert_eq!(
+            calls,
+            [("Read", &json!({"file_path": "a"})), ("Bash", &json!({}))]
+        );
+    }
+
+    #[test]
+    fn length_is_max_tokens_and_errors_are_classified() {
+        let body = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut\"},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n";
+        let got = items(body).unwrap_or_else(|error| panic!("{error}"));
+        let Some(Item::MessageComplete(done)) = got.last() else {
+            panic!("{got:?}");
+        };
+        assert_eq!(done.message.stop_reason, Some(StopReason::MaxTokens));
+
+        let error = error_of(
+            &json!({"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+            Some(400),
+        )
+        .map(|error| error.kind);
+        assert_eq!(error, Some(ErrorKind::PromptTooLong));
+        let error =
+            error_of(&json!({"error": "model \"x\" not found"}), Some(404)).map(|error| error.kind);
+        assert_eq!(error, Some(ErrorKind::NotFound));
+        let mid = items(
+            "data: {\"id\":\"c\",\"choices\":[],\"error\":{\"code\":429,\"message\":\"slow down\"}}\n\n",
+        );
+        assert_eq!(
+            mid.err().map(|error| error.kind),
+            Some(ErrorKind::RateLimited)
+        );
+    }
+
+    #[test]
+    fn a_request_translates_pairs_images_and_thinking() {
+        let request: CreateMessageRequest = serde_json::from_value(json!({
+            "model": "qwen3-coder",
+            "max_tokens": 1000,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "tools": [{"name": "Read", "description": "reads", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "look"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": ""},
+                    {"type": "text", "text": "Reading."},
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": [
+                        {"type": "text", "text": "one"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                    ]},
+                    {"type": "text", "text": "go on"},
+                ]},
+            ],
+        }))
+        .unwrap_or_else(|error| panic!("{error}"));
+        let body = chat_request(&request, &ChatOptions::default());
+        assert_eq!(body["max_tokens"], 1000);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        assert_eq!(
+            body["tools"][0],
+            json!({"type": "function", "function": {"name": "Read", "description": "reads", "parameters": {"type": "object"}}})
+        );
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            messages[0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+        assert_eq!(messages[1], json!({"role": "user", "content": "look"}));
+        assert_eq!(
+            messages[2],
+            json!({"role": "assistant", "content": "Reading.", "tool_calls": [
+                {"id": "t1", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\":\"a\"}"}}
+            ]})
+        );
+        assert_eq!(
+            messages[3],
+            json!({"role": "tool", "tool_call_id": "t1", "content": "one"})
+        );
+        assert_eq!(
+            messages[4],
+            json!({"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "go on"},
+            ]})
+        );
+        let replayed = chat_request(
+            &request,
+            &ChatOptions {
+                reasoning_replay: ReasoningReplay::ReasoningContent,
+                max_tokens_field: MaxTokensField::MaxCompletionTokens,
+            },
+        );
+        assert_eq!(replayed["messages"][2]["reasoning_content"], "hmm");
+        assert_eq!(replayed["max_completion_tokens"], 1000);
+    }
+}
