@@ -20,7 +20,8 @@ pub struct Args {
     #[arg(short = 'p', long = "print", value_name = "PROMPT")]
     pub prompt: Option<String>,
 
-    /// Model to use [default: settings' `model`, else claude-opus-4-8].
+    /// Model to use: an id, or one of Claude Code's aliases `opus`, `sonnet`, `haiku`, `opusplan`
+    /// [default: settings' `model`, else claude-opus-4-8].
     #[arg(long, env = "ANTHROPIC_MODEL")]
     pub model: Option<String>,
 

@@ -151,7 +151,7 @@ impl Session {
             last_activity,
         } = resume(args, &sessions, legacy.as_deref())?;
 
-        let model = args
+        let named_model = args
             .model
             .clone()
             .or_else(|| settings.model.clone())
@@ -167,6 +167,19 @@ impl Session {
                 )
             })?,
             (None, None) => args::PermissionModeArg::Default,
+        };
+        let model = if args.provider == args::ProviderFlag::Anthropic {
+            let lookup = |key: &str| {
+                settings
+                    .env
+                    .get(key)
+                    .cloned()
+                    .or_else(|| std::env::var(key).ok())
+                    .filter(|value| !value.trim().is_empty())
+            };
+            resolve_model(&named_model, mode == args::PermissionModeArg::Plan, &lookup)
+        } else {
+            named_model
         };
         let mut additional_dirs = Vec::new();
         for layer in &settings.layers {
@@ -280,10 +293,14 @@ impl Session {
             _ => Arc::new(NoStopHook),
         };
 
-        let mut config = LoopConfig::for_model(&model);
+        let info = model_info(
+            &model,
+            settings.other.get("models"),
+            args.provider == args::ProviderFlag::Openai,
+        )?;
+        let mut config = LoopConfig::for_model_info(&model, &info);
         config.last_request = last_activity;
         if let Some(percent) = autocompact_percent(&settings.env)? {
-            let (info, _) = context::lookup(&model);
             config.context.levels = context::WaterLevels::with_overrides(
                 info.context_window,
                 info.max_output,
@@ -685,6 +702,97 @@ fn absolute_dir(cwd: &Path, dir: &Path) -> anyhow::Result<PathBuf> {
         );
     }
     Ok(resolved)
+}
+
+/// The model id for a name as Claude Code 2.1.197 resolves its aliases: `opus`
+/// (`ANTHROPIC_DEFAULT_OPUS_MODEL`, else `claude-opus-4-8`), `sonnet`
+/// (`ANTHROPIC_DEFAULT_SONNET_MODEL`, else `claude-sonnet-5`), `haiku`
+/// (`ANTHROPIC_DEFAULT_HAIKU_MODEL`, else `claude-haiku-4-5-20251001`), and `opusplan`: the
+/// opus model when the session starts in plan mode, the sonnet model otherwise. Any other
+/// name is a model id and stays as it is.
+pub fn resolve_model(name: &str, plan: bool, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let alias = |variable: &str, default: &str| lookup(variable).unwrap_or_else(|| default.into());
+    let opus = || alias("ANTHROPIC_DEFAULT_OPUS_MODEL", "claude-opus-4-8");
+    let sonnet = || alias("ANTHROPIC_DEFAULT_SONNET_MODEL", "claude-sonnet-5");
+    match name {
+        "opus" => opus(),
+        "sonnet" => sonnet(),
+        "haiku" => alias("ANTHROPIC_DEFAULT_HAIKU_MODEL", "claude-haiku-4-5-20251001"),
+        "opusplan" if plan => opus(),
+        "opusplan" => sonnet(),
+        other => other.to_owned(),
+    }
+}
+
+/// The window a model of an OpenAI-compatible server is assumed to have when nothing says
+/// otherwise: small enough for most local models, so compaction comes early rather than a
+/// prompt the server refuses.
+const ASSUMED_WINDOW: u64 = 32_768;
+
+/// The limits of `model`: the settings' `models` entry (`{"ID": {"contextWindow": N,
+/// "maxOutput": N}}`), else the built-in table, else, for an OpenAI-compatible server, an
+/// assumed [`ASSUMED_WINDOW`]-token window (with one warning saying how to set it).
+///
+/// # Errors
+///
+/// A `models` entry that is not an object of positive whole numbers, naming the key.
+fn model_info(
+    model: &str,
+    models: Option<&serde_json::Value>,
+    openai: bool,
+) -> anyhow::Result<context::ModelInfo> {
+    let (table, known) = context::lookup(model);
+    let entry = match models {
+        None => None,
+        Some(serde_json::Value::Object(models)) => models.get(model),
+        Some(_) => bail!("invalid settings: models must be an object of models by id"),
+    };
+    if let Some(entry) = entry {
+        let number = |key: &str| -> anyhow::Result<Option<u64>> {
+            match entry.get(key) {
+                None => Ok(None),
+                Some(value) => match value.as_u64() {
+                    Some(number) if number > 0 => Ok(Some(number)),
+                    _ => bail!(
+                        "invalid settings: models.{model}.{key} must be a positive whole number of tokens, got {value}"
+                    ),
+                },
+            }
+        };
+        let window = number("contextWindow")?.unwrap_or(if known {
+            table.context_window.0
+        } else {
+            ASSUMED_WINDOW
+        });
+        let max_output = number("maxOutput")?
+            .unwrap_or(table.max_output.0)
+            .min(window / 2);
+        return Ok(context::ModelInfo {
+            id: "settings",
+            context_window: context::Tokens(window),
+            max_output: context::Tokens(max_output),
+            default_output_cap: context::Tokens(max_output.min(table.default_output_cap.0)),
+            escalated_output_cap: context::Tokens(max_output),
+            prices: table.prices.filter(|_| known),
+        });
+    }
+    if known || !openai {
+        return Ok(table);
+    }
+    eprintln!(
+        "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
+        crate::output::printable(model, false),
+        crate::output::printable(model, false)
+    );
+    let max_output = 8_192;
+    Ok(context::ModelInfo {
+        id: "assumed",
+        context_window: context::Tokens(ASSUMED_WINDOW),
+        max_output: context::Tokens(max_output),
+        default_output_cap: context::Tokens(max_output),
+        escalated_output_cap: context::Tokens(max_output),
+        prices: None,
+    })
 }
 
 /// OpenAI's API, the default base URL of `--provider openai`.
@@ -1145,4 +1253,75 @@ fn sandbox_config(
         backend: Some(backend),
         network,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_codes_model_aliases_resolve_as_2_1_197_does() {
+        let none = |_: &str| None;
+        assert_eq!(resolve_model("opus", false, &none), "claude-opus-4-8");
+        assert_eq!(resolve_model("sonnet", false, &none), "claude-sonnet-5");
+        assert_eq!(
+            resolve_model("haiku", false, &none),
+            "claude-haiku-4-5-20251001"
+        );
+        assert_eq!(resolve_model("opusplan", true, &none), "claude-opus-4-8");
+        assert_eq!(resolve_model("opusplan", false, &none), "claude-sonnet-5");
+        assert_eq!(
+            resolve_model("claude-3-7-sonnet-latest", false, &none),
+            "claude-3-7-sonnet-latest"
+        );
+        let pinned = |key: &str| {
+            (key == "ANTHROPIC_DEFAULT_SONNET_MODEL").then(|| "claude-sonnet-4-5".to_owned())
+        };
+        assert_eq!(resolve_model("sonnet", false, &pinned), "claude-sonnet-4-5");
+        assert_eq!(
+            resolve_model("opusplan", false, &pinned),
+            "claude-sonnet-4-5"
+        );
+        // Priced: budgets and costs work for the alias.
+        let (info, _) = context::lookup("claude-sonnet-5");
+        assert_eq!(info.prices.map(|p| p.input), Some(3.0));
+        let (info, _) = context::lookup("claude-sonnet-5");
+        assert_eq!(info.context_window.0, 1_000_000);
+        assert_eq!(info.prices.map(|p| p.cache_write_1h), Some(6.0));
+    }
+
+    #[test]
+    fn model_limits_come_from_settings_the_table_or_a_small_assumption() {
+        let models =
+            serde_json::json!({"qwen3-coder": {"contextWindow": 65_536, "maxOutput": 8_192}});
+        let info = model_info("qwen3-coder", Some(&models), true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(info.context_window.0, 65_536);
+        assert_eq!(info.max_output.0, 8_192);
+        assert_eq!(info.prices, None);
+        // The table still prices a known model whose window a user narrowed.
+        let models = serde_json::json!({"claude-sonnet-5": {"contextWindow": 200_000}});
+        let info =
+            model_info("claude-sonnet-5", Some(&models), false).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(info.context_window.0, 200_000);
+        assert!(info.prices.is_some());
+        // Unknown on an OpenAI-compatible server: 32K.
+        let info = model_info("llama3.2", None, true).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(info.context_window.0, 32_768);
+        let levels = context::WaterLevels::new(info.context_window, info.max_output);
+        assert_eq!(
+            levels.autocompact_at.0,
+            32_768 - 8_192 - 13_000,
+            "{levels:?}"
+        );
+        let bad = serde_json::json!({"m": {"contextWindow": "big"}});
+        let error = model_info("m", Some(&bad), true)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some(
+                "invalid settings: models.m.contextWindow must be a positive whole number of tokens, got \"big\""
+            )
+        );
+    }
 }

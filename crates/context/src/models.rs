@@ -133,6 +133,14 @@ pub const MODELS: &[ModelInfo] = &[
         32_000,
         Prices::standard(15.0, 75.0),
     ),
+    // Claude Code 2.1.197's table: a native 1M-token window, standard Sonnet prices.
+    model(
+        "claude-sonnet-5",
+        1_000_000,
+        64_000,
+        32_000,
+        Prices::standard(3.0, 15.0),
+    ),
     model(
         "claude-sonnet-4-6[1m]",
         1_000_000,

@@ -67,7 +67,12 @@ pub struct LoopConfig {
 impl LoopConfig {
     /// Defaults for `model`, taking its window and caps from the model table.
     pub fn for_model(model: &str) -> Self {
-        let (info, _known) = context::lookup(model);
+        Self::for_model_info(model, &context::lookup(model).0)
+    }
+
+    /// Defaults for `model` with the limits of `info` (a model the table does not know: its
+    /// window and output caps from the user's settings or the server).
+    pub fn for_model_info(model: &str, info: &context::ModelInfo) -> Self {
         Self {
             model: model.to_owned(),
             fallback_model: None,
