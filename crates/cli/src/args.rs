@@ -95,11 +95,12 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 
-    /// The API the model server speaks: `anthropic` (the Messages API) or `openai` (an
+    /// The model server: `anthropic` (the Messages API, the default), `openai` (an
     /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
-    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`).
-    #[arg(long, value_enum, default_value_t = ProviderFlag::Anthropic)]
-    pub provider: ProviderFlag,
+    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), or a name from settings'
+    /// `providers`. A model written `NAME/model` chooses the provider NAME too.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
 
     /// Extra trusted root certificates, PEM (`SSL_CERT_FILE` too).
     #[arg(long, value_name = "FILE")]
@@ -147,15 +148,6 @@ pub enum SandboxArg {
     /// No sandbox: commands allowed by a rule (or bypassPermissions) run as they are, every
     /// other one is asked.
     Off,
-}
-
-/// `--provider`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ProviderFlag {
-    /// Anthropic's Messages API.
-    Anthropic,
-    /// An OpenAI-compatible Chat Completions API.
-    Openai,
 }
 
 /// Subcommands.

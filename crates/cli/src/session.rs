@@ -124,7 +124,17 @@ impl Session {
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
-        let (client, extra_roots_pem) = model_client(args, &cwd, &settings.env).with_context(|| {
+        let (provider_choice, named_model) = choose_provider(
+            args.provider.as_deref(),
+            args.model
+                .clone()
+                .or_else(|| settings.model.clone())
+                .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+            &settings.providers,
+        )?;
+        let openai = provider_choice.kind == settings::ProviderKind::Openai;
+        let (client, extra_roots_pem) = model_client(args, &cwd, &settings.env, &provider_choice)
+            .with_context(|| {
             // Name the file when settings' env took part in the client's configuration.
             let files: Vec<String> = settings
                 .applied_layers()
@@ -151,11 +161,6 @@ impl Session {
             last_activity,
         } = resume(args, &sessions, legacy.as_deref())?;
 
-        let named_model = args
-            .model
-            .clone()
-            .or_else(|| settings.model.clone())
-            .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let mode = match (args.permission_mode, settings.permissions.default_mode.as_deref()) {
             (Some(mode), _) => mode,
             (None, Some(name)) => args::PermissionModeArg::parse(name).with_context(|| {
@@ -168,7 +173,7 @@ impl Session {
             })?,
             (None, None) => args::PermissionModeArg::Default,
         };
-        let model = if args.provider == args::ProviderFlag::Anthropic {
+        let model = if !openai {
             let lookup = |key: &str| {
                 settings
                     .env
@@ -293,11 +298,7 @@ impl Session {
             _ => Arc::new(NoStopHook),
         };
 
-        let info = model_info(
-            &model,
-            settings.other.get("models"),
-            args.provider == args::ProviderFlag::Openai,
-        )?;
+        let info = model_info(&model, &settings.models, openai)?;
         let mut config = LoopConfig::for_model_info(&model, &info);
         config.last_request = last_activity;
         if let Some(percent) = autocompact_percent(&settings.env)? {
@@ -735,36 +736,29 @@ const ASSUMED_WINDOW: u64 = 32_768;
 ///
 /// # Errors
 ///
-/// A `models` entry that is not an object of positive whole numbers, naming the key.
+/// A `models` entry with a zero, naming the key.
 fn model_info(
     model: &str,
-    models: Option<&serde_json::Value>,
+    models: &BTreeMap<String, settings::ModelSettings>,
     openai: bool,
 ) -> anyhow::Result<context::ModelInfo> {
     let (table, known) = context::lookup(model);
-    let entry = match models {
-        None => None,
-        Some(serde_json::Value::Object(models)) => models.get(model),
-        Some(_) => bail!("invalid settings: models must be an object of models by id"),
-    };
-    if let Some(entry) = entry {
-        let number = |key: &str| -> anyhow::Result<Option<u64>> {
-            match entry.get(key) {
-                None => Ok(None),
-                Some(value) => match value.as_u64() {
-                    Some(number) if number > 0 => Ok(Some(number)),
-                    _ => bail!(
-                        "invalid settings: models.{model}.{key} must be a positive whole number of tokens, got {value}"
-                    ),
-                },
+    if let Some(entry) = models.get(model) {
+        for (key, value) in [
+            ("contextWindow", entry.context_window),
+            ("maxOutput", entry.max_output),
+        ] {
+            if value == Some(0) {
+                bail!("invalid settings: models.{model}.{key} must be a positive number of tokens");
             }
-        };
-        let window = number("contextWindow")?.unwrap_or(if known {
+        }
+        let window = entry.context_window.unwrap_or(if known {
             table.context_window.0
         } else {
             ASSUMED_WINDOW
         });
-        let max_output = number("maxOutput")?
+        let max_output = entry
+            .max_output
             .unwrap_or(table.max_output.0)
             .min(window / 2);
         return Ok(context::ModelInfo {
@@ -795,6 +789,97 @@ fn model_info(
     })
 }
 
+/// The model server a session talks to (see [`choose_provider`]).
+#[derive(Clone, Debug, PartialEq)]
+struct ProviderChoice {
+    /// `anthropic`, `openai`, or a `providers` entry's name.
+    name: String,
+    kind: settings::ProviderKind,
+    base_url: Option<String>,
+    /// The variable holding the key, when not the kind's default.
+    key_env: Option<String>,
+    options: provider::chat::ChatOptions,
+    /// The `maxTokensField` the entry set, if it did.
+    max_tokens_field: Option<provider::chat::MaxTokensField>,
+}
+
+/// The provider and the model id: `--provider NAME` (`anthropic`, `openai` or a
+/// `providers` entry), or a model written `NAME/model` where NAME is one of those (any other
+/// `/` belongs to the model id: OpenRouter's ids hold one), else `anthropic`.
+///
+/// # Errors
+///
+/// An unknown `--provider`, or an entry with a bad `reasoningReplay` or `maxTokensField`.
+fn choose_provider(
+    flag: Option<&str>,
+    model: String,
+    providers: &BTreeMap<String, settings::ProviderSettings>,
+) -> anyhow::Result<(ProviderChoice, String)> {
+    let known = |name: &str| matches!(name, "anthropic" | "openai") || providers.contains_key(name);
+    let (name, model) = match model.split_once('/') {
+        Some((prefix, rest))
+            if known(prefix) && flag.is_none_or(|flag| flag == prefix) && !rest.is_empty() =>
+        {
+            (prefix.to_owned(), rest.to_owned())
+        }
+        _ => (flag.unwrap_or("anthropic").to_owned(), model),
+    };
+    let choice = match (name.as_str(), providers.get(&name)) {
+        (_, Some(entry)) => {
+            let reasoning_replay = match entry.reasoning_replay.as_deref() {
+                None | Some("none") => provider::chat::ReasoningReplay::None,
+                Some("reasoning_content") => provider::chat::ReasoningReplay::ReasoningContent,
+                Some("reasoning") => provider::chat::ReasoningReplay::Reasoning,
+                Some(other) => bail!(
+                    "invalid settings: providers.{name}.reasoningReplay {other:?} is not none, reasoning_content or reasoning"
+                ),
+            };
+            let max_tokens_field = match entry.max_tokens_field.as_deref() {
+                None => None,
+                Some("max_tokens") => Some(provider::chat::MaxTokensField::MaxTokens),
+                Some("max_completion_tokens") => {
+                    Some(provider::chat::MaxTokensField::MaxCompletionTokens)
+                }
+                Some(other) => bail!(
+                    "invalid settings: providers.{name}.maxTokensField {other:?} is not max_tokens or max_completion_tokens"
+                ),
+            };
+            ProviderChoice {
+                name: name.clone(),
+                kind: entry.kind,
+                base_url: entry.base_url.clone(),
+                key_env: entry.api_key_env.clone(),
+                options: provider::chat::ChatOptions {
+                    reasoning_replay,
+                    max_tokens_field: max_tokens_field.unwrap_or_default(),
+                },
+                max_tokens_field,
+            }
+        }
+        ("anthropic" | "openai", None) => ProviderChoice {
+            name: name.clone(),
+            kind: if name == "openai" {
+                settings::ProviderKind::Openai
+            } else {
+                settings::ProviderKind::Anthropic
+            },
+            base_url: None,
+            key_env: None,
+            options: provider::chat::ChatOptions::default(),
+            max_tokens_field: None,
+        },
+        (other, None) => {
+            let mut names: Vec<&str> = vec!["anthropic", "openai"];
+            names.extend(providers.keys().map(String::as_str));
+            bail!(
+                "--provider {other:?} is not one of {} (add it to settings' \"providers\")",
+                names.join(", ")
+            );
+        }
+    };
+    Ok((choice, model))
+}
+
 /// OpenAI's API, the default base URL of `--provider openai`.
 const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -804,6 +889,7 @@ fn model_client(
     args: &Args,
     cwd: &Path,
     settings_env: &BTreeMap<String, String>,
+    choice: &ProviderChoice,
 ) -> anyhow::Result<(AnthropicClient, Arc<[u8]>)> {
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
@@ -816,15 +902,27 @@ fn model_client(
             .or_else(|| std::env::var(key).ok())
             .filter(|value| !value.trim().is_empty())
     };
-    let openai = args.provider == crate::args::ProviderFlag::Openai;
+    let openai = choice.kind == settings::ProviderKind::Openai;
     if openai {
-        config.api = provider::Api::ChatCompletions(provider::chat::ChatOptions::default());
+        config.api = provider::Api::ChatCompletions(choice.options.clone());
         config.betas.clear();
-        config.base_url = lookup("OPENAI_BASE_URL")
+        config.base_url = choice
+            .base_url
+            .clone()
+            .or_else(|| lookup("OPENAI_BASE_URL").filter(|_| choice.name == "openai"))
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned())
             .trim_end_matches('/')
             .to_owned();
-        config.auth = lookup("OPENAI_API_KEY").map_or(provider::Auth::None, provider::Auth::ApiKey);
+        let key_env = choice.key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+        config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
+    } else if choice.name != "anthropic" {
+        // A named Messages API server: its own URL and key.
+        if let Some(base_url) = &choice.base_url {
+            config.base_url = base_url.trim_end_matches('/').to_owned();
+        }
+        if let Some(key_env) = &choice.key_env {
+            config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
+        }
     }
     if let Some(base_url) = &args.base_url {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
@@ -833,6 +931,7 @@ fn model_client(
         config.base_url = base_url.trim_end_matches('/').to_owned();
     }
     if openai
+        && choice.max_tokens_field.is_none()
         && let provider::Api::ChatCompletions(options) = &mut config.api
         && config.base_url.starts_with(OPENAI_BASE_URL)
     {
@@ -1292,20 +1391,34 @@ mod tests {
 
     #[test]
     fn model_limits_come_from_settings_the_table_or_a_small_assumption() {
-        let models =
-            serde_json::json!({"qwen3-coder": {"contextWindow": 65_536, "maxOutput": 8_192}});
-        let info = model_info("qwen3-coder", Some(&models), true).unwrap_or_else(|e| panic!("{e}"));
+        let entry = |window: Option<u64>, output: Option<u64>| {
+            BTreeMap::from([(
+                "qwen3-coder".to_owned(),
+                settings::ModelSettings {
+                    context_window: window,
+                    max_output: output,
+                },
+            )])
+        };
+        let info = model_info("qwen3-coder", &entry(Some(65_536), Some(8_192)), true)
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(info.context_window.0, 65_536);
         assert_eq!(info.max_output.0, 8_192);
         assert_eq!(info.prices, None);
         // The table still prices a known model whose window a user narrowed.
-        let models = serde_json::json!({"claude-sonnet-5": {"contextWindow": 200_000}});
+        let narrowed = BTreeMap::from([(
+            "claude-sonnet-5".to_owned(),
+            settings::ModelSettings {
+                context_window: Some(200_000),
+                max_output: None,
+            },
+        )]);
         let info =
-            model_info("claude-sonnet-5", Some(&models), false).unwrap_or_else(|e| panic!("{e}"));
+            model_info("claude-sonnet-5", &narrowed, false).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(info.context_window.0, 200_000);
         assert!(info.prices.is_some());
-        // Unknown on an OpenAI-compatible server: 32K.
-        let info = model_info("llama3.2", None, true).unwrap_or_else(|e| panic!("{e}"));
+        // Unknown on an OpenAI-compatible server: 32K, and the water levels follow.
+        let info = model_info("llama3.2", &BTreeMap::new(), true).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(info.context_window.0, 32_768);
         let levels = context::WaterLevels::new(info.context_window, info.max_output);
         assert_eq!(
@@ -1313,14 +1426,66 @@ mod tests {
             32_768 - 8_192 - 13_000,
             "{levels:?}"
         );
-        let bad = serde_json::json!({"m": {"contextWindow": "big"}});
-        let error = model_info("m", Some(&bad), true)
+        let error = model_info("qwen3-coder", &entry(Some(0), None), true)
             .err()
             .map(|e| e.to_string());
         assert_eq!(
             error.as_deref(),
             Some(
-                "invalid settings: models.m.contextWindow must be a positive whole number of tokens, got \"big\""
+                "invalid settings: models.qwen3-coder.contextWindow must be a positive number of tokens"
+            )
+        );
+    }
+
+    #[test]
+    fn a_provider_comes_from_the_flag_or_a_known_model_prefix() {
+        let providers = BTreeMap::from([(
+            "ollama".to_owned(),
+            settings::ProviderSettings {
+                kind: settings::ProviderKind::Openai,
+                base_url: Some("http://127.0.0.1:11434/v1".into()),
+                reasoning_replay: Some("reasoning_content".into()),
+                ..settings::ProviderSettings::default()
+            },
+        )]);
+        let (choice, model) = choose_provider(None, "ollama/qwen3-coder".into(), &providers)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (choice.name.as_str(), model.as_str()),
+            ("ollama", "qwen3-coder")
+        );
+        assert_eq!(
+            choice.base_url.as_deref(),
+            Some("http://127.0.0.1:11434/v1")
+        );
+        assert_eq!(
+            choice.options.reasoning_replay,
+            provider::chat::ReasoningReplay::ReasoningContent
+        );
+        // OpenRouter ids hold a `/`: not a provider unless the prefix is one.
+        let (choice, model) = choose_provider(
+            Some("openai"),
+            "anthropic/claude-sonnet-4".into(),
+            &providers,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (choice.name.as_str(), model.as_str()),
+            ("openai", "anthropic/claude-sonnet-4")
+        );
+        let (choice, model) = choose_provider(None, "meta-llama/llama-3".into(), &providers)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (choice.name.as_str(), model.as_str()),
+            ("anthropic", "meta-llama/llama-3")
+        );
+        let error = choose_provider(Some("olama"), "m".into(), &providers)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            error.as_deref(),
+            Some(
+                "--provider \"olama\" is not one of anthropic, openai, ollama (add it to settings' \"providers\")"
             )
         );
     }

@@ -142,6 +142,69 @@ async fn a_four_turn_session_over_chat_completions() {
     assert_eq!(result["usage"]["input_tokens"], 400);
 }
 
+/// The README's recipe for a local model, against a scripted stand-in of Ollama's
+/// OpenAI-compatible endpoint: a `providers` entry in the user's settings and a
+/// `NAME/model` model choose the server; the `models` entry sets the window.
+#[tokio::test]
+async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
+    let repo = repo("ollama");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().text("It says to remember the milk.")),
+    ]))
+    .await
+    .unwrap();
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({
+            "providers": {"ollama": {"type": "openai", "baseUrl": format!("{}/v1", server.base_url())}},
+            "models": {"qwen3-coder": {"contextWindow": 65536, "maxOutput": 8192}},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    // The stand-in is the test server itself: --base-url is not given, the entry's URL is.
+    let cert = repo.home.join("ca.pem");
+    std::fs::write(&cert, server.cert_pem().unwrap()).unwrap();
+    let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    run.arg("-C")
+        .arg(&repo.dir)
+        .arg("--ca-cert")
+        .arg(&cert)
+        .env("HOME", &repo.home)
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_MODEL")
+        .args([
+            "--model",
+            "ollama/qwen3-coder",
+            "-p",
+            "what do the notes say?",
+        ])
+        .args(["--output-format", "json"]);
+    let output = run.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("is not known"), "{stderr}");
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["result"], "It says to remember the milk.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].json()["model"], "qwen3-coder");
+    assert_eq!(requests[0].json()["max_tokens"], 8192);
+    assert!(
+        requests[1].json()["messages"]
+            .to_string()
+            .contains("remember the milk"),
+        "the Read result went back as a tool message"
+    );
+}
+
 #[tokio::test]
 async fn a_four_turn_session_over_tls() {
     let repo = repo("four");
