@@ -19,6 +19,7 @@
 //! Usage maps `prompt_tokens` minus `prompt_tokens_details.cached_tokens` to `input_tokens`,
 //! the cached part to `cache_read_input_tokens`, and `completion_tokens` to `output_tokens`.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use bytes::Bytes;
@@ -365,20 +366,92 @@ impl Default for Translator {
     }
 }
 
-fn usage_of(value: &Value) -> Option<DeltaUsage> {
-    let usage = value.as_object()?;
-    let number = |key: &str| usage.get(key).and_then(Value::as_u64);
-    let prompt = number("prompt_tokens");
-    let cached = usage
-        .get("prompt_tokens_details")
-        .and_then(|details| details.get("cached_tokens"))
-        .and_then(Value::as_u64);
-    Some(DeltaUsage {
-        input_tokens: prompt.map(|prompt| prompt.saturating_sub(cached.unwrap_or(0))),
-        cache_read_input_tokens: cached,
-        output_tokens: number("completion_tokens"),
-        ..DeltaUsage::default()
-    })
+/// One `chat.completion.chunk`, borrowing from the event's bytes where the JSON allows
+/// (strings without escapes); fields this decoder does not use are skipped unparsed.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Chunk<'a> {
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
+    /// A server failing mid-stream (`{"message", "code"}`, or a string).
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct ChunkUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl ChunkUsage {
+    fn delta(&self) -> DeltaUsage {
+        let cached = self
+            .prompt_tokens_details
+            .as_ref()
+            .and_then(|details| details.cached_tokens);
+        DeltaUsage {
+            input_tokens: self
+                .prompt_tokens
+                .map(|prompt| prompt.saturating_sub(cached.unwrap_or(0))),
+            cache_read_input_tokens: cached,
+            output_tokens: self.completion_tokens,
+            ..DeltaUsage::default()
+        }
+    }
 }
 
 fn stop_reason(finish: &str) -> StopReason {
@@ -392,23 +465,16 @@ fn stop_reason(finish: &str) -> StopReason {
 }
 
 impl Translator {
-    fn start(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+    fn start(&mut self, chunk: &Chunk<'_>, out: &mut Vec<StreamEvent>) {
         if self.started {
             return;
         }
         self.started = true;
-        let text = |key: &str| {
-            chunk
-                .get(key)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
         let message = Message {
-            id: text("id").into(),
+            id: chunk.id.as_deref().unwrap_or_default().into(),
             kind: "message".into(),
             role: Role::Assistant,
-            model: text("model"),
+            model: chunk.model.as_deref().unwrap_or_default().to_owned(),
             content: Vec::new(),
             stop_reason: None,
             stop_sequence: None,
@@ -442,31 +508,28 @@ impl Translator {
         });
     }
 
-    fn chunk(&mut self, chunk: &Value, out: &mut Vec<StreamEvent>) {
+    fn chunk(&mut self, chunk: &Chunk<'_>, out: &mut Vec<StreamEvent>) {
         self.start(chunk, out);
-        if let Some(usage) = chunk.get("usage").and_then(usage_of) {
-            self.usage = Some(usage);
+        if let Some(usage) = &chunk.usage {
+            self.usage = Some(usage.delta());
         }
-        let Some(choice) = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|choices| choices.first())
-        else {
+        let Some(choice) = chunk.choices.as_ref().and_then(|choices| choices.first()) else {
             return;
         };
-        if let Some(delta) = choice.get("delta") {
+        if let Some(delta) = &choice.delta {
             self.delta(delta, out);
         }
-        if let Some(finish) = choice.get("finish_reason").and_then(Value::as_str) {
+        if let Some(finish) = &choice.finish_reason {
             self.close(out);
             self.stop_reason.get_or_insert_with(|| stop_reason(finish));
         }
     }
 
-    fn delta(&mut self, delta: &Value, out: &mut Vec<StreamEvent>) {
-        let reasoning = ["reasoning_content", "reasoning"]
-            .iter()
-            .find_map(|key| delta.get(*key).and_then(Value::as_str))
+    fn delta(&mut self, delta: &Delta<'_>, out: &mut Vec<StreamEvent>) {
+        let reasoning = delta
+            .reasoning_content
+            .as_deref()
+            .or(delta.reasoning.as_deref())
             .filter(|text| !text.is_empty());
         if let Some(thinking) = reasoning {
             let index = match self.open {
@@ -491,11 +554,7 @@ impl Translator {
                 },
             });
         }
-        if let Some(text) = delta
-            .get("content")
-            .and_then(Value::as_str)
-            .filter(|text| !text.is_empty())
-        {
+        if let Some(text) = delta.content.as_deref().filter(|text| !text.is_empty()) {
             let index = match self.open {
                 Open::Text(index) => index,
                 _ => {
@@ -510,27 +569,21 @@ impl Translator {
                 },
             });
         }
-        for call in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for call in delta.tool_calls.iter().flatten() {
             self.tool_call(call, out);
         }
     }
 
-    fn tool_call(&mut self, call: &Value, out: &mut Vec<StreamEvent>) {
-        let position = call.get("index").and_then(Value::as_u64);
-        let function = call.get("function");
-        let arguments = function
-            .and_then(|function| function.get("arguments"))
-            .and_then(Value::as_str)
+    fn tool_call(&mut self, call: &ToolCallDelta<'_>, out: &mut Vec<StreamEvent>) {
+        let arguments = call
+            .function
+            .as_ref()
+            .and_then(|function| function.arguments.as_deref())
             .unwrap_or_default();
-        let same = match (self.open, position) {
+        let same = match (self.open, call.index) {
             (Open::Tool(open, _), Some(position)) => open == position,
             // No index: a continuation unless it names a new call.
-            (Open::Tool(..), None) => call.get("id").is_none(),
+            (Open::Tool(..), None) => call.id.is_none(),
             _ => false,
         };
         let index = if same {
@@ -541,23 +594,24 @@ impl Translator {
         } else {
             self.calls += 1;
             let id = call
-                .get("id")
-                .and_then(Value::as_str)
+                .id
+                .as_deref()
                 .filter(|id| !id.is_empty())
                 .map_or_else(|| format!("call_{}", self.calls), str::to_owned);
-            let name = function
-                .and_then(|function| function.get("name"))
-                .and_then(Value::as_str)
+            let name = call
+                .function
+                .as_ref()
+                .and_then(|function| function.name.as_deref())
                 .unwrap_or_default()
                 .to_owned();
-            let block: ContentBlock = ContentBlock::ToolUse(protocol::ToolUseBlock {
+            let block = ContentBlock::ToolUse(protocol::ToolUseBlock {
                 id: id.into(),
                 name,
                 input: Value::Object(Map::new()),
                 cache_control: None,
                 extra: Map::new(),
             });
-            let chat_index = position.unwrap_or(self.calls);
+            let chat_index = call.index.unwrap_or(self.calls);
             self.close(out);
             let index = self.next_index;
             self.next_index += 1;
@@ -665,22 +719,35 @@ impl ChatStream {
                 self.accumulate()?;
                 continue;
             }
-            let chunk: Value = serde_json::from_slice(data).map_err(|error| {
+            if sse.event_bytes().as_ref() == b"error" {
+                let error = serde_json::from_slice::<Value>(data)
+                    .ok()
+                    .and_then(|value| error_of(&value, None));
+                return Err(match error {
+                    Some(mut error) => {
+                        error.message = format!("{} (error event mid-stream)", error.message);
+                        error
+                    }
+                    None => ProviderError::new(
+                        ErrorKind::Server,
+                        format!(
+                            "error event mid-stream: {}",
+                            sse.data_str().chars().take(1_000).collect::<String>()
+                        ),
+                    ),
+                });
+            }
+            let chunk: Chunk<'_> = serde_json::from_slice(data).map_err(|error| {
                 ProviderError::new(
                     ErrorKind::Parse,
-                    format!("a chunk that is not JSON: {error}"),
+                    format!("a chunk that is not a chat.completion.chunk: {error}"),
                 )
             })?;
-            if let Some(error) = error_of(&chunk, None) {
-                let mut error = error;
+            if let Some(error) = &chunk.error
+                && let Some(mut error) = error_of(&json!({"error": error}), None)
+            {
                 error.message = format!("{} (error event mid-stream)", error.message);
                 return Err(error);
-            }
-            if sse.event_bytes().as_ref() == b"error" {
-                return Err(ProviderError::new(
-                    ErrorKind::Server,
-                    format!("error event mid-stream: {}", sse.data_str()),
-                ));
             }
             self.translator.chunk(&chunk, &mut self.events);
             self.accumulate()?;
