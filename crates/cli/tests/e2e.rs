@@ -205,6 +205,86 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
     );
 }
 
+/// Recovery works the same over Chat Completions: a `context_length_exceeded` refusal
+/// compacts the history (the summary is asked of the same server) and the request is made
+/// again; a response cut by `finish_reason: length` is recovered as max_tokens.
+#[tokio::test]
+async fn chat_completions_refusals_and_cut_responses_are_recovered() {
+    let repo = repo("chat-recover");
+    // Enough turns that compaction has something to summarize (it keeps the last six
+    // messages).
+    let mut replies: Vec<Reply> = (0..5)
+        .map(|n| {
+            Reply::turn(Turn::new().tool_use(
+                &format!("toolu_r{n}"),
+                "Read",
+                json!({"file_path": "notes.txt", "offset": n + 1}),
+            ))
+        })
+        .collect();
+    replies.extend([
+        Reply::openai_error(
+            400,
+            "invalid_request_error",
+            "context_length_exceeded",
+            "This model's maximum context length is 32768 tokens. However, your messages resulted in 40000 tokens.",
+        ),
+        Reply::turn(Turn::new().text("Summary: the notes were read.")),
+        Reply::turn(Turn::new().text("The notes say to remember").stop("max_tokens")),
+        Reply::turn(Turn::new().text(" the milk.")),
+    ]);
+    let server = Server::start_tls(Script::new(replies)).await.unwrap();
+    let output = command(&repo, &server)
+        .env_remove("OPENAI_API_KEY")
+        .args(["--provider", "openai", "--model", "qwen3-coder"])
+        .args([
+            "-p",
+            "what do the notes say?",
+            "--output-format",
+            "stream-json",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        9,
+        "{stderr}\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    // After the refusal (request 6), request 7 asks for the summary, request 8 carries it.
+    assert!(
+        requests[6].json().to_string().contains("summar"),
+        "{}",
+        requests[6].json()
+    );
+    assert!(
+        requests[7]
+            .json()
+            .to_string()
+            .contains("Summary: the notes were read."),
+        "{}",
+        requests[7].json()
+    );
+    let lines = lines(&output);
+    let result = lines.last().unwrap();
+    assert_eq!(result["subtype"], "success", "{result}");
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("the milk."),
+        "{result}"
+    );
+}
+
 #[tokio::test]
 async fn a_four_turn_session_over_tls() {
     let repo = repo("four");

@@ -420,13 +420,19 @@ async fn http_failure(
     headers: &HeaderMap,
     mut body: crate::transport::BodyStream,
     idle: Duration,
+    api: &Api,
 ) -> Failure {
     // What arrives of the first 1 MiB is enough to classify the error; a body that stops
     // or fails half-way is classified on what came.
     // Within the idle timeout in all: an error body that trickles on is cut.
     let deadline = Instant::now() + idle;
     let (bytes, _) = read_body(&mut body, ERROR_BODY_LIMIT, idle, Some(deadline)).await;
-    let parsed = serde_json::from_slice::<ApiErrorBody>(&bytes).ok();
+    // A Chat Completions server's body (`{"error": {"message", "type", "code"}}`) also
+    // parses as the Messages API's; its `code` says more (`context_length_exceeded`).
+    let parsed = match api {
+        Api::Messages => serde_json::from_slice::<ApiErrorBody>(&bytes).ok(),
+        Api::ChatCompletions(_) => None,
+    };
     let (kind, message) = match &parsed {
         Some(api) => (
             api_error_kind(&api.error.kind, &api.error.message, Some(status)),
@@ -483,6 +489,7 @@ async fn attempt(
             &response.headers,
             response.body,
             config.idle_timeout,
+            &config.api,
         )
         .await);
     }
@@ -739,6 +746,7 @@ async fn non_streaming_request(
             &response.headers,
             response.body,
             config.idle_timeout,
+            &config.api,
         )
         .await
         .error);

@@ -384,6 +384,22 @@ impl Reply {
         }
     }
 
+    /// An OpenAI-compatible server's error: `{"error":{"message":MESSAGE,"type":KIND,
+    /// "code":CODE}}` with `status`.
+    pub fn openai_error(status: u16, kind: &str, code: &str, message: &str) -> Self {
+        let body =
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+        Self {
+            status,
+            headers: Vec::new(),
+            body: ReplyBody::Raw {
+                content_type: "application/json".into(),
+                bytes: body.to_string().into_bytes(),
+            },
+            faults: Faults::default(),
+        }
+    }
+
     /// A 200 stream that fails with an `error` event after the message started.
     pub fn error_event(kind: &str, message: &str) -> Self {
         let start = Turn::new().events().remove(0);
