@@ -163,3 +163,56 @@ fn corpus_streams_decode_as_the_openai_sdk_accumulates_them() {
     }
     assert_eq!(checked, 8, "the corpus has eight Chat Completions streams");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any split of a Chat Completions stream (thinking, text, several tool calls with
+    /// arguments in pieces, usage, `[DONE]`) gives the same events, blocks and message as
+    /// the whole body.
+    #[test]
+    fn any_split_gives_the_same_blocks(
+        cuts in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..24),
+        text in "[a-zé😀 \\n\"\\\\]{0,40}",
+        calls in 1usize..4,
+    ) {
+        let mut turn = testkit::Turn::new().thinking("weighing it", "").text(&text);
+        for n in 0..calls {
+            turn = turn.tool_use(
+                &format!("call_{n}"),
+                "Edit",
+                serde_json::json!({"file_path": format!("f{n}.rs"), "new_string": text.clone()}),
+            );
+        }
+        let body = turn.chat_sse();
+        let whole = decode(&body, 0).map_err(|error| proptest::test_runner::TestCaseError::fail(error))?;
+        let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(body.len() + 1)).collect();
+        points.sort_unstable();
+        points.dedup();
+        let mut stream = ChatStream::new();
+        let mut blocks = Vec::new();
+        let mut done = None;
+        let mut start = 0;
+        for end in points.into_iter().chain([body.len()]) {
+            stream.push(Bytes::copy_from_slice(&body[start..end]));
+            start = end;
+            while let Some(item) = stream.next_item().map_err(|error| proptest::test_runner::TestCaseError::fail(error.to_string()))? {
+                match item {
+                    Item::BlockComplete(block) => blocks.push(block.block),
+                    Item::MessageComplete(message) => done = Some(*message),
+                    _ => {}
+                }
+            }
+        }
+        let finished = stream.finish().map_err(|error| proptest::test_runner::TestCaseError::fail(error.to_string()))?;
+        let message = done.or(finished).expect("a message");
+        proptest::prop_assert_eq!(&message.message, &whole.0.message);
+        proptest::prop_assert_eq!(&blocks, &whole.1);
+        // Thinking, text (an empty text makes no block), the calls.
+        proptest::prop_assert_eq!(
+            message.message.content.len(),
+            1 + usize::from(!text.is_empty()) + calls
+        );
+        proptest::prop_assert_eq!(message.message.text(), text);
+    }
+}
