@@ -185,7 +185,7 @@ proptest::proptest! {
             );
         }
         let body = turn.chat_sse();
-        let whole = decode(&body, 0).map_err(|error| proptest::test_runner::TestCaseError::fail(error))?;
+        let whole = decode(&body, 0).map_err(proptest::test_runner::TestCaseError::fail)?;
         let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(body.len() + 1)).collect();
         points.sort_unstable();
         points.dedup();
