@@ -64,6 +64,9 @@ pub struct Session {
     results_dir: PathBuf,
     config: LoopConfig,
     client: AnthropicClient,
+    /// The model's window is an assumption: the server is asked for it before the first
+    /// turn (`CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` kept).
+    window_assumed: Option<Option<u8>>,
     tools: Vec<Arc<dyn executor::Tool>>,
     permissions: Arc<dyn CanUseTool>,
     stop_hook: Arc<dyn StopHook>,
@@ -298,19 +301,11 @@ impl Session {
             _ => Arc::new(NoStopHook),
         };
 
-        let info = model_info(&model, &settings.models, openai)?;
+        let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let mut config = LoopConfig::for_model_info(&model, &info);
         config.last_request = last_activity;
-        if let Some(percent) = autocompact_percent(&settings.env)? {
-            config.context.levels = context::WaterLevels::with_overrides(
-                info.context_window,
-                info.max_output,
-                context::LevelOverrides {
-                    autocompact_percent: Some(percent),
-                    autocompact_disabled: false,
-                },
-            );
-        }
+        let compact_percent = autocompact_percent(&settings.env)?;
+        set_window(&mut config, &info, compact_percent);
         config.context.budget.tool_limits = vec![context::ToolLimit {
             name_prefix: "mcp__".to_owned(),
             chars: mcp_output_chars(&settings.env)?,
@@ -362,6 +357,7 @@ impl Session {
                 .get("mcpStartupWaitMs")
                 .and_then(serde_json::Value::as_u64),
             headless: prompter_absent,
+            window_assumed: window_assumed.then_some(compact_percent),
             extra_roots_pem,
             context_saved: saved_context.is_some(),
             saved_context,
@@ -372,6 +368,7 @@ impl Session {
     /// first turn. `git status` runs the repository's configured programs (filters), so it
     /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
+        self.settle_window().await;
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
@@ -400,6 +397,26 @@ impl Session {
             return;
         }
         self.gather_user_context().await;
+    }
+
+    /// A model whose window nothing configured: the server's own figure (vLLM's
+    /// `/v1/models`, llama.cpp's `/props`), else the assumption, with one warning.
+    async fn settle_window(&mut self) {
+        let Some(compact_percent) = self.window_assumed.take() else {
+            return;
+        };
+        let model = self.config.model.clone();
+        match self.client.reported_context_window(&model).await {
+            Some(window) => {
+                tracing::info!(window, "the server reports the model's context window");
+                set_window(&mut self.config, &window_info(window), compact_percent);
+            }
+            None => eprintln!(
+                "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
+                crate::output::printable(&model, false),
+                crate::output::printable(&model, false)
+            ),
+        }
     }
 
     /// Adds the tools of MCP servers that connected since the last call (their tools join at
@@ -741,7 +758,7 @@ fn model_info(
     model: &str,
     models: &BTreeMap<String, settings::ModelSettings>,
     openai: bool,
-) -> anyhow::Result<context::ModelInfo> {
+) -> anyhow::Result<(context::ModelInfo, bool)> {
     let (table, known) = context::lookup(model);
     if let Some(entry) = models.get(model) {
         for (key, value) in [
@@ -761,32 +778,50 @@ fn model_info(
             .max_output
             .unwrap_or(table.max_output.0)
             .min(window / 2);
-        return Ok(context::ModelInfo {
-            id: "settings",
-            context_window: context::Tokens(window),
-            max_output: context::Tokens(max_output),
-            default_output_cap: context::Tokens(max_output.min(table.default_output_cap.0)),
-            escalated_output_cap: context::Tokens(max_output),
-            prices: table.prices.filter(|_| known),
-        });
+        return Ok((
+            context::ModelInfo {
+                id: "settings",
+                context_window: context::Tokens(window),
+                max_output: context::Tokens(max_output),
+                default_output_cap: context::Tokens(max_output.min(table.default_output_cap.0)),
+                escalated_output_cap: context::Tokens(max_output),
+                prices: table.prices.filter(|_| known),
+            },
+            false,
+        ));
     }
     if known || !openai {
-        return Ok(table);
+        return Ok((table, false));
     }
-    eprintln!(
-        "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
-        crate::output::printable(model, false),
-        crate::output::printable(model, false)
-    );
-    let max_output = 8_192;
-    Ok(context::ModelInfo {
+    Ok((window_info(ASSUMED_WINDOW), true))
+}
+
+/// The limits of a model known only by its window: the output capped at 8,192 tokens (a
+/// quarter of a small window).
+fn window_info(window: u64) -> context::ModelInfo {
+    let max_output = (window / 4).min(8_192);
+    context::ModelInfo {
         id: "assumed",
-        context_window: context::Tokens(ASSUMED_WINDOW),
+        context_window: context::Tokens(window),
         max_output: context::Tokens(max_output),
         default_output_cap: context::Tokens(max_output),
         escalated_output_cap: context::Tokens(max_output),
         prices: None,
-    })
+    }
+}
+
+/// Applies `info`'s window and output caps to `config` (with the autocompact percentage).
+fn set_window(config: &mut LoopConfig, info: &context::ModelInfo, compact_percent: Option<u8>) {
+    config.output_cap = u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX);
+    config.escalated_output_cap = u32::try_from(info.escalated_output_cap.0).unwrap_or(u32::MAX);
+    config.context.levels = context::WaterLevels::with_overrides(
+        info.context_window,
+        info.max_output,
+        context::LevelOverrides {
+            autocompact_percent: compact_percent,
+            autocompact_disabled: false,
+        },
+    );
 }
 
 /// The model server a session talks to (see [`choose_provider`]).
@@ -1400,7 +1435,7 @@ mod tests {
                 },
             )])
         };
-        let info = model_info("qwen3-coder", &entry(Some(65_536), Some(8_192)), true)
+        let (info, _) = model_info("qwen3-coder", &entry(Some(65_536), Some(8_192)), true)
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(info.context_window.0, 65_536);
         assert_eq!(info.max_output.0, 8_192);
@@ -1413,12 +1448,14 @@ mod tests {
                 max_output: None,
             },
         )]);
-        let info =
+        let (info, _) =
             model_info("claude-sonnet-5", &narrowed, false).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(info.context_window.0, 200_000);
         assert!(info.prices.is_some());
         // Unknown on an OpenAI-compatible server: 32K, and the water levels follow.
-        let info = model_info("llama3.2", &BTreeMap::new(), true).unwrap_or_else(|e| panic!("{e}"));
+        let (info, assumed) =
+            model_info("llama3.2", &BTreeMap::new(), true).unwrap_or_else(|e| panic!("{e}"));
+        assert!(assumed);
         assert_eq!(info.context_window.0, 32_768);
         let levels = context::WaterLevels::new(info.context_window, info.max_output);
         assert_eq!(

@@ -205,6 +205,56 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
     );
 }
 
+/// A model nothing configures gets its window from the server: vLLM's `max_model_len` in
+/// `/v1/models`, else llama.cpp's `n_ctx` in `/props`; the output cap follows (a quarter of
+/// a small window). Without either, 32,768 tokens are assumed, with a warning.
+#[tokio::test]
+async fn an_openai_compatible_server_reports_the_models_window() {
+    for (path, body, max_tokens) in [
+        // The test server's URL is the base (no `/v1`), so vLLM's `/v1/models` is `/models`.
+        (
+            "/models",
+            json!({"object": "list", "data": [
+                {"id": "other", "max_model_len": 4096},
+                {"id": "qwen3-coder", "object": "model", "max_model_len": 16384},
+            ]}),
+            Some(4096),
+        ),
+        (
+            "/props",
+            json!({"default_generation_settings": {"n_ctx": 8192}}),
+            Some(2048),
+        ),
+        ("/nothing", json!({}), None),
+    ] {
+        let repo = repo("chat-window");
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        server.answer_get(path, body);
+        let output = command(&repo, &server)
+            .env_remove("OPENAI_API_KEY")
+            .args(["--provider", "openai", "--model", "qwen3-coder", "-p", "hi"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{path}: {stderr}");
+        let sent = server.requests()[0].json()["max_tokens"].clone();
+        match max_tokens {
+            Some(cap) => {
+                assert_eq!(sent, cap, "{path}");
+                assert!(!stderr.contains("is not known"), "{path}: {stderr}");
+            }
+            None => {
+                assert_eq!(sent, 8192, "{path}");
+                assert!(stderr.contains("assuming 32768 tokens"), "{stderr}");
+                assert_eq!(server.gets(), ["/models", "/props"]);
+            }
+        }
+    }
+}
+
 /// Recovery works the same over Chat Completions: a `context_length_exceeded` refusal
 /// compacts the history (the summary is asked of the same server) and the request is made
 /// again; a response cut by `finish_reason: length` is recovered as max_tokens.

@@ -193,6 +193,63 @@ impl AnthropicClient {
         Box::pin(stream)
     }
 
+    /// The context window an OpenAI-compatible server reports for `model`, in tokens: the
+    /// `max_model_len` (vLLM), `context_length` (OpenRouter) or `max_context_length` (LM
+    /// Studio) of its entry in `GET {base}/models`, else llama.cpp's `n_ctx` in
+    /// `GET {root}/props`. `None` for the Messages API, or when the server reports none or
+    /// does not answer within 5 s; each answer is read up to 1 MiB.
+    pub async fn reported_context_window(&self, model: &str) -> Option<u64> {
+        let Api::ChatCompletions(_) = self.inner.config.api else {
+            return None;
+        };
+        let base = self.inner.config.base_url.trim_end_matches('/');
+        if let Some(models) = self.get_json(&format!("{base}/models")).await {
+            let window = models
+                .get("data")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|entry| entry.get("id").and_then(serde_json::Value::as_str) == Some(model))
+                .and_then(|entry| {
+                    ["max_model_len", "context_length", "max_context_length"]
+                        .iter()
+                        .find_map(|key| entry.get(*key).and_then(serde_json::Value::as_u64))
+                });
+            if window.is_some() {
+                return window;
+            }
+        }
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        let props = self.get_json(&format!("{root}/props")).await?;
+        props
+            .get("default_generation_settings")
+            .and_then(|settings| settings.get("n_ctx"))
+            .or_else(|| props.get("n_ctx"))
+            .and_then(serde_json::Value::as_u64)
+            .filter(|window| *window > 0)
+    }
+
+    /// `GET url` with the client's credentials: the JSON answer of a 2xx, else `None`.
+    async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
+        let mut request = self.request(Bytes::new());
+        request.method = Method::GET;
+        request.uri = url.parse().ok()?;
+        request.headers.remove("content-type");
+        let limit = Duration::from_secs(5);
+        let response = tokio::time::timeout(limit, self.inner.transport.send(request))
+            .await
+            .ok()?
+            .ok()?;
+        if !response.status.is_success() {
+            return None;
+        }
+        let mut body = response.body;
+        let (bytes, end) = read_body(&mut body, 1 << 20, limit, Some(Instant::now() + limit)).await;
+        matches!(end, BodyEnd::Complete)
+            .then(|| serde_json::from_slice(&bytes).ok())
+            .flatten()
+    }
+
     /// The request body in the server's wire format: the Messages API body as it came, or
     /// translated to Chat Completions.
     fn wire_body(&self, body: Bytes) -> Result<Bytes, ProviderError> {

@@ -50,6 +50,10 @@ impl RecordedRequest {
 struct Shared {
     script: Mutex<Script>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// JSON answers to `GET PATH` (`/v1/models`, `/props`): they never consume the script.
+    gets: Mutex<std::collections::HashMap<String, Value>>,
+    /// The paths of the GET requests received, in order.
+    got: Mutex<Vec<String>>,
 }
 
 /// A running server; stops when dropped.
@@ -135,6 +139,8 @@ impl Server {
         let shared = Arc::new(Shared {
             script: Mutex::new(script),
             requests: Mutex::new(Vec::new()),
+            gets: Mutex::new(std::collections::HashMap::new()),
+            got: Mutex::new(Vec::new()),
         });
         let (shutdown, stop) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&shared), stop));
@@ -165,7 +171,24 @@ impl Server {
         self.cert_pem.as_deref()
     }
 
-    /// Every request received so far.
+    /// Answers `GET path` with `body` (JSON) from now on; other GETs get a 404. GETs never
+    /// consume the script and are not in [`Server::requests`].
+    pub fn answer_get(&self, path: &str, body: Value) {
+        if let Ok(mut gets) = self.shared.gets.lock() {
+            gets.insert(path.to_owned(), body);
+        }
+    }
+
+    /// The paths of the GET requests received, in order.
+    pub fn gets(&self) -> Vec<String> {
+        self.shared
+            .got
+            .lock()
+            .map(|got| got.clone())
+            .unwrap_or_default()
+    }
+
+    /// Every request received so far (GETs aside: [`Server::gets`]).
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared
             .requests
@@ -228,6 +251,37 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) -> Result<Response<Body>, Infallible> {
     let method = request.method().to_string();
+    if request.method() == hyper::Method::GET {
+        // Metadata a client may ask for (a server's models, llama.cpp's props): answered
+        // from `Server::answer_get`, 404 otherwise; never from the script.
+        let path = request.uri().path().to_owned();
+        if let Ok(mut got) = shared.got.lock() {
+            got.push(path.clone());
+        }
+        let answer = shared
+            .gets
+            .lock()
+            .ok()
+            .and_then(|gets| gets.get(&path).cloned());
+        let (status, body) = match answer {
+            Some(body) => (hyper::StatusCode::OK, body),
+            None => (
+                hyper::StatusCode::NOT_FOUND,
+                serde_json::json!({"error": "not found"}),
+            ),
+        };
+        let mut response = Response::new(
+            Full::new(Bytes::from(body.to_string()))
+                .map_err(|never| match never {})
+                .boxed(),
+        );
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            "content-type",
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        return Ok(response);
+    }
     let path = request
         .uri()
         .path_and_query()
