@@ -177,14 +177,7 @@ impl Session {
             (None, None) => args::PermissionModeArg::Default,
         };
         let model = if !openai {
-            let lookup = |key: &str| {
-                settings
-                    .env
-                    .get(key)
-                    .cloned()
-                    .or_else(|| std::env::var(key).ok())
-                    .filter(|value| !value.trim().is_empty())
-            };
+            let lookup = |key: &str| setting_or_env(&settings.env, key);
             resolve_model(&named_model, mode == args::PermissionModeArg::Plan, &lookup)
         } else {
             named_model
@@ -930,13 +923,7 @@ fn model_client(
         settings: settings_env,
         base_url_flag: args.base_url.is_some(),
     })?;
-    let lookup = |key: &str| {
-        settings_env
-            .get(key)
-            .cloned()
-            .or_else(|| std::env::var(key).ok())
-            .filter(|value| !value.trim().is_empty())
-    };
+    let lookup = |key: &str| setting_or_env(settings_env, key);
     let openai = choice.kind == settings::ProviderKind::Openai;
     if openai {
         config.api = provider::Api::ChatCompletions(choice.options.clone());
@@ -1141,6 +1128,16 @@ fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
     }
 }
 
+/// The variable `key` from settings' `env`, else the process environment, as Claude Code
+/// reads its variables; an empty value counts as unset.
+fn setting_or_env(settings_env: &BTreeMap<String, String>, key: &str) -> Option<String> {
+    settings_env
+        .get(key)
+        .cloned()
+        .or_else(|| std::env::var(key).ok())
+        .filter(|value| !value.trim().is_empty())
+}
+
 /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` (Claude Code's variable; settings' `env` first, then
 /// the environment): autocompact when the history reaches this percentage (1-100) of the
 /// usable window, if that is below the usual threshold.
@@ -1150,11 +1147,7 @@ fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
 /// A value that is not a whole number from 1 to 100, naming the variable.
 fn autocompact_percent(settings_env: &BTreeMap<String, String>) -> anyhow::Result<Option<u8>> {
     const KEY: &str = "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE";
-    let value = settings_env
-        .get(KEY)
-        .cloned()
-        .or_else(|| std::env::var(KEY).ok())
-        .filter(|value| !value.trim().is_empty());
+    let value = setting_or_env(settings_env, KEY);
     let Some(value) = value else {
         return Ok(None);
     };
@@ -1174,11 +1167,7 @@ fn autocompact_percent(settings_env: &BTreeMap<String, String>) -> anyhow::Resul
 /// A value that is not a positive whole number, naming the variable.
 fn mcp_output_chars(settings_env: &BTreeMap<String, String>) -> anyhow::Result<usize> {
     const KEY: &str = "MAX_MCP_OUTPUT_TOKENS";
-    let value = settings_env
-        .get(KEY)
-        .cloned()
-        .or_else(|| std::env::var(KEY).ok())
-        .filter(|value| !value.trim().is_empty());
+    let value = setting_or_env(settings_env, KEY);
     let tokens = match value {
         None => 25_000,
         Some(value) => match value.trim().parse::<usize>() {

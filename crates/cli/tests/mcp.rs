@@ -31,6 +31,28 @@ fn testkit() -> Option<PathBuf> {
     None
 }
 
+/// `agent -C REPO mcp ARGS...` with the repository's own home folders (and `env`, without
+/// `AGENT_TRUST`): the exit code, stdout and stderr.
+fn agent_mcp(repo: &Repo, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("-C")
+        .arg(&repo.dir)
+        .arg("mcp")
+        .args(args)
+        .env("HOME", &repo.home)
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env_remove("AGENT_TRUST")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 fn config(server: &std::path::Path) -> Value {
     json!({"mcpServers": {
         "kit": {"command": server, "args": ["mcp-server"]},
@@ -291,23 +313,7 @@ async fn real_npm_servers_work_as_in_claude_code() {
 async fn agent_mcp_manages_servers_by_scope() {
     let Some(kit) = testkit() else { return };
     let repo = repo("mcp-cli");
-    let mcp = |args: &[&str]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agent"));
-        command
-            .arg("-C")
-            .arg(&repo.dir)
-            .arg("mcp")
-            .args(args)
-            .env("HOME", &repo.home)
-            .env("XDG_CONFIG_HOME", repo.home.join("config"))
-            .env("XDG_DATA_HOME", repo.home.join("data"));
-        let output = command.output().unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
+    let mcp = |args: &[&str]| agent_mcp(&repo, args, &[]);
     let kit_path = kit.to_str().unwrap();
     let (code, out, err) = mcp(&["add", "kit", "--", kit_path, "mcp-server"]);
     assert_eq!(code, Some(0), "{out}{err}");
@@ -389,21 +395,14 @@ fn mcp_list_does_not_start_an_untrusted_projects_servers() {
     )
     .unwrap();
     let list = |trust: bool| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agent"));
-        command.arg("-C").arg(&repo.dir);
-        if trust {
-            command.arg("--trust");
-        }
-        let output = command
-            .args(["mcp", "list"])
-            .env("HOME", &repo.home)
-            .env("XDG_CONFIG_HOME", repo.home.join("config"))
-            .env("XDG_DATA_HOME", repo.home.join("data"))
-            .env_remove("AGENT_TRUST")
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(0));
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        let args: &[&str] = if trust {
+            &["list", "--trust"]
+        } else {
+            &["list"]
+        };
+        let (code, out, err) = agent_mcp(&repo, args, &[]);
+        assert_eq!(code, Some(0), "{err}");
+        out
     };
     let out = list(false);
     assert!(out.contains("evil: sh -c"), "{out}");
@@ -580,24 +579,7 @@ async fn an_http_server_added_with_a_token_serves_a_run() {
         .await
         .unwrap();
     let repo = repo("mcp-http");
-    let mcp = |args: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-            .arg("-C")
-            .arg(&repo.dir)
-            .arg("mcp")
-            .args(args)
-            .env("HOME", &repo.home)
-            .env("XDG_CONFIG_HOME", repo.home.join("config"))
-            .env("XDG_DATA_HOME", repo.home.join("data"))
-            .env("MCP_TOKEN", "tok-9")
-            .output()
-            .unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
+    let mcp = |args: &[&str]| agent_mcp(&repo, args, &[("MCP_TOKEN", "tok-9")]);
     let (code, out, err) = mcp(&[
         "add",
         "--transport",
