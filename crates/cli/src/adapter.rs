@@ -12,13 +12,36 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct ProviderModel {
     client: AnthropicClient,
+    /// A fallback model served by another provider, and its client.
+    fallback: Option<(String, AnthropicClient)>,
 }
 
 impl ProviderModel {
-    /// Wraps `client`.
-    pub fn new(client: AnthropicClient) -> Self {
-        Self { client }
+    /// Wraps `client`; requests for `fallback`'s model go to its client instead, without
+    /// the thinking blocks the first provider wrote (another provider cannot check their
+    /// signatures, or has none to check).
+    pub fn with_fallback(
+        client: AnthropicClient,
+        fallback: Option<(String, AnthropicClient)>,
+    ) -> Self {
+        Self { client, fallback }
     }
+}
+
+/// `body` (a Messages API request) without thinking and redacted_thinking blocks.
+fn without_thinking(body: &[u8]) -> Option<Vec<u8>> {
+    let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    for message in request.get_mut("messages")?.as_array_mut()? {
+        if let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) {
+            content.retain(|block| {
+                !matches!(
+                    block.get("type").and_then(serde_json::Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            });
+        }
+    }
+    serde_json::to_vec(&request).ok()
 }
 
 /// The loop's view of a provider error: by its kind only.
@@ -125,14 +148,25 @@ impl ModelClient for ProviderModel {
                 return Box::pin(futures_util::stream::iter([Err(error)]));
             }
         };
-        let stream = self.client.stream(body, cancel);
-        Box::pin(stream.filter_map(|item| async move {
-            match item {
-                Ok(event) => model_event(event).map(Ok),
-                Err(error) => Some(Err(model_error(error))),
+        let client = match &self.fallback {
+            Some((model, client)) if *model == request.model => {
+                let body = without_thinking(&body).map_or(body, Bytes::from);
+                return forward(client.stream(body, cancel));
             }
-        }))
+            _ => &self.client,
+        };
+        forward(client.stream(body, cancel))
     }
+}
+
+/// The provider's events as the loop's.
+fn forward(stream: provider::ProviderStream) -> ModelStream {
+    Box::pin(stream.filter_map(|item| async move {
+        match item {
+            Ok(event) => model_event(event).map(Ok),
+            Err(error) => Some(Err(model_error(error))),
+        }
+    }))
 }
 
 /// The compaction summarizer: one model call with the summary request.

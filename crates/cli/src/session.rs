@@ -64,6 +64,8 @@ pub struct Session {
     results_dir: PathBuf,
     config: LoopConfig,
     client: AnthropicClient,
+    /// The `--fallback-model`'s id and client, when it is another provider's.
+    fallback_client: Option<(String, AnthropicClient)>,
     /// The model's window is an assumption: the server is asked for it before the first
     /// turn (`CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` kept).
     window_assumed: Option<Option<u8>>,
@@ -136,8 +138,14 @@ impl Session {
             &settings.providers,
         )?;
         let openai = provider_choice.kind == settings::ProviderKind::Openai;
-        let (client, extra_roots_pem) = model_client(args, &cwd, &settings.env, &provider_choice)
-            .with_context(|| {
+        let (client, extra_roots_pem) = model_client(
+            args,
+            &cwd,
+            &settings.env,
+            &provider_choice,
+            false,
+        )
+        .with_context(|| {
             // Name the file when settings' env took part in the client's configuration.
             let files: Vec<String> = settings
                 .applied_layers()
@@ -303,7 +311,23 @@ impl Session {
             name_prefix: "mcp__".to_owned(),
             chars: mcp_output_chars(&settings.env)?,
         }];
-        config.fallback_model = args.fallback_model.clone();
+        // A fallback of another provider (`openai/gpt-5`, `ollama/qwen3-coder`) gets a
+        // client of its own; the adapter sends the fallback model's requests there.
+        let mut fallback_client = None;
+        if let Some(named) = &args.fallback_model {
+            let (choice, id) = choose_provider(None, named.clone(), &settings.providers)?;
+            let id = if choice.kind == settings::ProviderKind::Anthropic {
+                resolve_model(&id, false, &|key: &str| setting_or_env(&settings.env, key))
+            } else {
+                id
+            };
+            if choice.name != provider_choice.name && args.replay.is_none() {
+                let (client, _) = model_client(args, &cwd, &settings.env, &choice, true)
+                    .with_context(|| format!("--fallback-model {named}"))?;
+                fallback_client = Some((id.clone(), client));
+            }
+            config.fallback_model = Some(id);
+        }
         config.max_turns = args.max_turns;
         let mut system = args
             .system_prompt
@@ -350,6 +374,7 @@ impl Session {
                 .get("mcpStartupWaitMs")
                 .and_then(serde_json::Value::as_u64),
             headless: prompter_absent,
+            fallback_client,
             window_assumed: window_assumed.then_some(compact_percent),
             extra_roots_pem,
             context_saved: saved_context.is_some(),
@@ -518,7 +543,10 @@ impl Session {
 
     fn deps(&self) -> Deps {
         Deps {
-            model: Arc::new(adapter::ProviderModel::new(self.client.clone())),
+            model: Arc::new(adapter::ProviderModel::with_fallback(
+                self.client.clone(),
+                self.fallback_client.clone(),
+            )),
             tools: self.tools.clone(),
             permissions: Arc::clone(&self.permissions),
             summarizer: Arc::new(adapter::ProviderSummarizer::new(
@@ -913,15 +941,20 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// The model client (network, recording or replay), and the extra root certificates it
 /// trusts (`--ca-cert`, `SSL_CERT_FILE`), which HTTPS MCP servers trust too.
+///
+/// `fallback`: the client of a `--fallback-model` of another provider: `--base-url` (the
+/// primary server's) does not apply to it, and it has no fallback of its own.
 fn model_client(
     args: &Args,
     cwd: &Path,
     settings_env: &BTreeMap<String, String>,
     choice: &ProviderChoice,
+    fallback: bool,
 ) -> anyhow::Result<(AnthropicClient, Arc<[u8]>)> {
+    let base_url_flag = args.base_url.as_ref().filter(|_| !fallback);
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
-        base_url_flag: args.base_url.is_some(),
+        base_url_flag: base_url_flag.is_some(),
     })?;
     let lookup = |key: &str| setting_or_env(settings_env, key);
     let openai = choice.kind == settings::ProviderKind::Openai;
@@ -946,7 +979,7 @@ fn model_client(
             config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
         }
     }
-    if let Some(base_url) = &args.base_url {
+    if let Some(base_url) = base_url_flag {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             bail!("--base-url must start with http:// or https://, got {base_url:?}");
         }
@@ -973,7 +1006,7 @@ fn model_client(
         config.extra_roots_pem =
             std::fs::read(path).with_context(|| format!("--ca-cert {}", path.display()))?;
     }
-    config.fallback_model = args.fallback_model.is_some();
+    config.fallback_model = args.fallback_model.is_some() && !fallback;
     if !openai
         && args.replay.is_none()
         && config.auth == provider::Auth::None

@@ -255,6 +255,78 @@ async fn an_openai_compatible_server_reports_the_models_window() {
     }
 }
 
+/// `--fallback-model NAME/model` may name another provider: after three overloaded answers
+/// from an OpenAI-compatible server, the run goes on with a Messages API server from
+/// settings' `providers`, and the thinking the first provider wrote is left out.
+#[tokio::test]
+async fn a_fallback_model_of_another_provider_takes_over() {
+    let repo = repo("fallback");
+    let overloaded = || {
+        let mut reply = Reply::openai_error(503, "server_error", "overloaded", "Overloaded");
+        reply.headers.push(("retry-after".into(), "0".into()));
+        reply
+    };
+    let primary = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().thinking("the notes first", "").tool_use(
+            "toolu_n",
+            "Read",
+            json!({"file_path": "notes.txt"}),
+        )),
+        overloaded(),
+        overloaded(),
+        overloaded(),
+    ]))
+    .await
+    .unwrap();
+    let backup = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("Remember the milk."),
+    )]))
+    .await
+    .unwrap();
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"providers": {"backup": {"type": "anthropic", "baseUrl": backup.base_url()}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut run = command(&repo, &primary);
+    // The certificate file `command` passes trusts both servers.
+    std::fs::write(
+        repo.home.join("ca.pem"),
+        format!(
+            "{}\n{}",
+            primary.cert_pem().unwrap(),
+            backup.cert_pem().unwrap()
+        ),
+    )
+    .unwrap();
+    let output = run
+        .env_remove("OPENAI_API_KEY")
+        .args(["--provider", "openai", "--model", "qwen3-coder"])
+        .args(["--fallback-model", "backup/claude-sonnet-5"])
+        .args(["-p", "what do the notes say?", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["result"], "Remember the milk.", "{result}");
+    let requests = backup.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].path, "/v1/messages");
+    let request = requests[0].json();
+    assert_eq!(request["model"], "claude-sonnet-5");
+    let text = request["messages"].to_string();
+    assert!(
+        text.contains("toolu_n") && text.contains("remember the milk"),
+        "{text}"
+    );
+    assert!(!text.contains("\"thinking\""), "{text}");
+}
+
 /// Recovery works the same over Chat Completions: a `context_length_exceeded` refusal
 /// compacts the history (the summary is asked of the same server) and the request is made
 /// again; a response cut by `finish_reason: length` is recovered as max_tokens.
