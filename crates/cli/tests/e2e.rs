@@ -206,8 +206,9 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
 }
 
 /// A model nothing configures gets its window from the server: vLLM's `max_model_len` in
-/// `/v1/models`, else llama.cpp's `n_ctx` in `/props`; the output cap follows (a quarter of
-/// a small window). Without either, 32,768 tokens are assumed, with a warning.
+/// `/v1/models`, else llama.cpp's `n_ctx` in `/props`, else a `num_ctx` of the model's
+/// parameters in Ollama's `/api/show`; the output cap follows (a quarter of a small window).
+/// Without any, 32,768 tokens are assumed, with a warning.
 #[tokio::test]
 async fn an_openai_compatible_server_reports_the_models_window() {
     for (path, body, max_tokens) in [
@@ -224,6 +225,12 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             "/props",
             json!({"default_generation_settings": {"n_ctx": 8192}}),
             Some(2048),
+        ),
+        // Ollama: only a num_ctx of the model's parameters counts.
+        (
+            "/api/show",
+            json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 12000", "model_info": {"qwen3.context_length": 262144}}),
+            Some(3000),
         ),
         ("/nothing", json!({}), None),
     ] {
@@ -249,7 +256,7 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             None => {
                 assert_eq!(sent, 8192, "{path}");
                 assert!(stderr.contains("assuming 32768 tokens"), "{stderr}");
-                assert_eq!(server.gets(), ["/models", "/props"]);
+                assert_eq!(server.gets(), ["/models", "/props", "/api/show"]);
             }
         }
     }

@@ -196,8 +196,9 @@ impl AnthropicClient {
     /// The context window an OpenAI-compatible server reports for `model`, in tokens: the
     /// `max_model_len` (vLLM), `context_length` (OpenRouter) or `max_context_length` (LM
     /// Studio) of its entry in `GET {base}/models`, else llama.cpp's `n_ctx` in
-    /// `GET {root}/props`. `None` for the Messages API, or when the server reports none or
-    /// does not answer within 5 s; each answer is read up to 1 MiB.
+    /// `GET {root}/props`, else a `num_ctx` in the model's parameters from Ollama's
+    /// `POST {root}/api/show`. `None` for the Messages API, or when the server reports none
+    /// or does not answer within 5 s; each answer is read up to 1 MiB.
     pub async fn reported_context_window(&self, model: &str) -> Option<u64> {
         let Api::ChatCompletions(_) = self.inner.config.api else {
             return None;
@@ -220,21 +221,49 @@ impl AnthropicClient {
             }
         }
         let root = base.strip_suffix("/v1").unwrap_or(base);
-        let props = self.get_json(&format!("{root}/props")).await?;
-        props
-            .get("default_generation_settings")
-            .and_then(|settings| settings.get("n_ctx"))
-            .or_else(|| props.get("n_ctx"))
-            .and_then(serde_json::Value::as_u64)
+        if let Some(props) = self.get_json(&format!("{root}/props")).await
+            && let Some(window) = props
+                .get("default_generation_settings")
+                .and_then(|settings| settings.get("n_ctx"))
+                .or_else(|| props.get("n_ctx"))
+                .and_then(serde_json::Value::as_u64)
+                .filter(|window| *window > 0)
+        {
+            return Some(window);
+        }
+        // Ollama: only a `num_ctx` the model's parameters set is what it serves (the model's
+        // own `context_length` is not: Ollama cuts prompts at its smaller default).
+        let body = serde_json::json!({"model": model}).to_string();
+        let show = self
+            .json(Method::POST, &format!("{root}/api/show"), Bytes::from(body))
+            .await?;
+        show.get("parameters")
+            .and_then(serde_json::Value::as_str)?
+            .lines()
+            .find_map(|line| {
+                let mut words = line.split_whitespace();
+                (words.next() == Some("num_ctx"))
+                    .then(|| words.next()?.parse::<u64>().ok())
+                    .flatten()
+            })
             .filter(|window| *window > 0)
     }
 
     /// `GET url` with the client's credentials: the JSON answer of a 2xx, else `None`.
     async fn get_json(&self, url: &str) -> Option<serde_json::Value> {
-        let mut request = self.request(Bytes::new());
-        request.method = Method::GET;
+        self.json(Method::GET, url, Bytes::new()).await
+    }
+
+    /// `method url` with `body` and the client's credentials: the JSON answer of a 2xx,
+    /// else `None` (within 5 s, at most 1 MiB).
+    async fn json(&self, method: Method, url: &str, body: Bytes) -> Option<serde_json::Value> {
+        let empty = body.is_empty();
+        let mut request = self.request(body);
+        request.method = method;
         request.uri = url.parse().ok()?;
-        request.headers.remove("content-type");
+        if empty {
+            request.headers.remove("content-type");
+        }
         let limit = Duration::from_secs(5);
         let response = tokio::time::timeout(limit, self.inner.transport.send(request))
             .await

@@ -171,15 +171,16 @@ impl Server {
         self.cert_pem.as_deref()
     }
 
-    /// Answers `GET path` with `body` (JSON) from now on; other GETs get a 404. GETs never
-    /// consume the script and are not in [`Server::requests`].
+    /// Answers requests to `path` with `body` (JSON) from now on. Requests to paths other
+    /// than a model endpoint (`.../messages`, `.../chat/completions`) get these answers or a
+    /// 404: they never consume the script and are not in [`Server::requests`].
     pub fn answer_get(&self, path: &str, body: Value) {
         if let Ok(mut gets) = self.shared.gets.lock() {
             gets.insert(path.to_owned(), body);
         }
     }
 
-    /// The paths of the GET requests received, in order.
+    /// The paths of the requests to other paths than a model endpoint, in order.
     pub fn gets(&self) -> Vec<String> {
         self.shared
             .got
@@ -251,9 +252,11 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) -> Result<Response<Body>, Infallible> {
     let method = request.method().to_string();
-    if request.method() == hyper::Method::GET {
-        // Metadata a client may ask for (a server's models, llama.cpp's props): answered
-        // from `Server::answer_get`, 404 otherwise; never from the script.
+    let model_endpoint = request.uri().path().ends_with("/messages")
+        || request.uri().path().ends_with("/chat/completions");
+    if !model_endpoint {
+        // Metadata a client may ask for (a server's models, llama.cpp's props, Ollama's
+        // show): answered from `Server::answer_get`, 404 otherwise; never from the script.
         let path = request.uri().path().to_owned();
         if let Ok(mut got) = shared.got.lock() {
             got.push(path.clone());
