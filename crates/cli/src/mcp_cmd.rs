@@ -361,7 +361,11 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
         }
         match mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &lookup) {
             Ok(mut list) => servers.append(&mut list),
-            Err(error) => println!("{name}: {error}"),
+            Err(error) => println!(
+                "{}: {}",
+                crate::output::printable(name, false),
+                crate::output::printable(&error.to_string(), false)
+            ),
         }
     }
     // Kept after the listing: a failure names its server's stderr log.
@@ -420,7 +424,8 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
             ""
         };
         println!(
-            "{name}: {} ({scope}){note} - {}",
+            "{}: {} ({scope}){note} - {}",
+            crate::output::printable(name, false),
             crate::output::printable(&what, false),
             crate::output::printable(&status, false)
         );

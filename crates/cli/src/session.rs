@@ -1097,13 +1097,8 @@ fn mcp_servers(
     settings: &settings::Settings,
     trusted: bool,
 ) -> anyhow::Result<Vec<mcp::config::Configured>> {
-    let lookup = |name: &str| {
-        settings
-            .env
-            .get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
-    };
+    let lookup = |name: &str| setting_or_env(&settings.env, name);
+    // Lowest precedence first, as Claude Code orders them: user, project, local.
     let mut lists = Vec::new();
     if !args.strict_mcp_config {
         for layer in &settings.layers {
@@ -1114,11 +1109,14 @@ fn mcp_servers(
                 lists.push(mcp::config::servers(&document, &layer.path, &lookup)?);
             }
         }
-        lists.extend(crate::mcp_cmd::user_servers(cwd, &lookup)?);
+        let mut user = crate::mcp_cmd::user_servers(cwd, &lookup)?;
+        let local = (user.len() > 1).then(|| user.pop()).flatten();
+        lists.extend(user);
         let project = cwd.join(".mcp.json");
         if trusted && project.is_file() {
             lists.push(mcp::config::read_file(&project, &lookup)?);
         }
+        lists.extend(local);
     }
     for file in &args.mcp_config {
         lists.push(

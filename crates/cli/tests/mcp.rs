@@ -391,7 +391,11 @@ fn mcp_list_does_not_start_an_untrusted_projects_servers() {
     let script = format!("echo started >&2; touch {}; exit 3", marker.display());
     std::fs::write(
         repo.dir.join(".mcp.json"),
-        json!({"mcpServers": {"evil": {"command": "sh", "args": ["-c", script]}}}).to_string(),
+        json!({"mcpServers": {
+            "evil": {"command": "sh", "args": ["-c", script]},
+            "\u{1b}]0;TITLE\u{7}\u{1b}[2Jx": {"command": "true"},
+        }})
+        .to_string(),
     )
     .unwrap();
     let list = |trust: bool| {
@@ -406,6 +410,8 @@ fn mcp_list_does_not_start_an_untrusted_projects_servers() {
     };
     let out = list(false);
     assert!(out.contains("evil: sh -c"), "{out}");
+    // A name the repository chose reaches the terminal neutralised.
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}'), "{out:?}");
     assert!(
         out.contains("not started: the folder is not trusted"),
         "{out}"
@@ -675,46 +681,75 @@ async fn a_sigkilled_agents_servers_do_not_outlive_it() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let Some(kit) = testkit() else { return };
-    let repo = repo("mcp-sigkill");
-    let tag = format!("sigkill-{}", std::process::id());
-    let file = repo.home.join("mcp.json");
-    std::fs::write(
-        &file,
-        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server", tag]}}}).to_string(),
-    )
-    .unwrap();
-    let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use("toolu_s", "mcp__kit__slow", json!({"ms": 30_000}))),
-        Reply::turn(Turn::new().text("Done.")),
-    ]))
-    .await
-    .unwrap();
-    let mut child = command(&repo, &server)
-        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
-        .arg(&file)
-        .args(["--allowedTools", "mcp__kit"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    // Busy: the agent dies during a call to the server. Idle: during a Bash command, so the
+    // server sees its stdin close and exits at once, before the guard sees the agent gone.
+    for (case, call) in [
+        (
+            "busy",
+            Turn::new().tool_use("toolu_s", "mcp__kit__slow", json!({"ms": 30_000})),
+        ),
+        (
+            "idle",
+            Turn::new().tool_use(
+                "toolu_b",
+                "Bash",
+                json!({"command": common::unique_sleep(30, 9)}),
+            ),
+        ),
+    ] {
+        let repo = repo(&format!("mcp-sigkill-{case}"));
+        let tag = format!("sigkill-{case}-{}", std::process::id());
+        // The server leaves a process in the background, as wrappers do (`npx`, scripts).
+        let helper = common::unique_sleep(300, if case == "busy" { 7 } else { 8 });
+        let file = repo.home.join("mcp.json");
+        std::fs::write(
+            &file,
+            json!({"mcpServers": {"kit": {"command": "sh", "args": [
+                "-c",
+                format!("{helper} & exec {} mcp-server {tag}", kit.display()),
+            ]}}})
+            .to_string(),
+        )
         .unwrap();
-    let mcp_server = format!("{} mcp-server {tag}", kit.display());
-    let pid = common::wait_for_process(&mcp_server).await;
-    // The slow call is running: the model's first turn has been answered.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while server.requests().is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
-    let _ = child.wait().await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while !common::processes_running(&mcp_server).is_empty() {
-        if std::time::Instant::now() > deadline {
-            // Do not leave it behind for the next test run.
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-            panic!("the MCP server {pid} outlived the SIGKILLed agent");
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(call),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let mut child = command(&repo, &server)
+            .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+            .arg(&file)
+            .args(["--allowedTools", "mcp__kit,Bash(sleep:*)"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mcp_server = format!("{} mcp-server {tag}", kit.display());
+        let pid = common::wait_for_process(&mcp_server).await;
+        let helper_pid = common::wait_for_process(&helper).await;
+        // The call is running: the model's first turn has been answered.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while server.requests().is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+        let _ = child.wait().await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while !common::processes_running(&mcp_server).is_empty()
+            || !common::processes_running(&helper).is_empty()
+        {
+            if std::time::Instant::now() > deadline {
+                // Do not leave them behind for the next test run.
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(helper_pid), Signal::SIGKILL);
+                panic!(
+                    "{case}: the MCP server {pid} or its helper {helper_pid} outlived the SIGKILLed agent"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

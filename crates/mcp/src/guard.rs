@@ -27,9 +27,10 @@ pub const SPAWN_FAILED_PREFIX: &str = "agent-mcp-guard: could not start: ";
 const POLL: Duration = Duration::from_millis(100);
 
 /// The guard's entry point; call it first thing in `main` when the first argument is
-/// [`GUARD_ARG`]. Never returns: exits with the server's exit code (128 + its signal when
-/// killed), [`SPAWN_FAILED`] when it could not start it, or after killing the group when
-/// the parent is gone.
+/// [`GUARD_ARG`]. Never returns: exits with [`SPAWN_FAILED`] when it could not start the
+/// server; otherwise, when the server ends or the parent is gone, it kills the whole process
+/// group, itself included (what the server left running in the background must not hold
+/// its pipes open or outlive it).
 pub fn guard_main() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(2).collect();
     std::process::exit(guard(&args))
@@ -69,7 +70,7 @@ fn guard(args: &[OsString]) -> i32 {
             }
         }
     });
-    match child.wait() {
+    let code = match child.wait() {
         Ok(status) => {
             use std::os::unix::process::ExitStatusExt as _;
             status
@@ -81,5 +82,10 @@ fn guard(args: &[OsString]) -> i32 {
             eprintln!("agent-mcp-guard: waiting for the server: {error}");
             1
         }
-    }
+    };
+    // The server is gone (a killed agent closed its stdin, or it crashed): what it started
+    // in the background goes too, or it would keep the pipes open and outlive everything.
+    // SIGKILL reaches this process as well, so the exit code is written by the signal.
+    let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), nix::sys::signal::Signal::SIGKILL);
+    code
 }

@@ -27,8 +27,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use names::{MAX_TOOL_NAME, server_prefix, tool_name};
-pub use server::{ListedTool, Server, ServerError};
+pub use names::{MAX_TOOL_NAME, server_prefix, tool_name, tool_names};
+pub use server::{ListedTool, MAX_TOOLS, Server, ServerError};
 pub use tool::{McpTool, content_of};
 
 /// How servers are started and called.
@@ -110,6 +110,23 @@ impl std::fmt::Debug for Connected {
     }
 }
 
+/// The tools of `server` as executor tools, with distinct names.
+fn tools_of(
+    server: &Arc<Server>,
+    listed: Vec<ListedTool>,
+    timeout: Option<Duration>,
+) -> Vec<Arc<dyn executor::Tool>> {
+    let names = names::tool_names(&server.name, listed.iter().map(|tool| tool.name.as_str()));
+    listed
+        .into_iter()
+        .zip(names)
+        .map(|(tool, name)| {
+            Arc::new(McpTool::named(Arc::clone(server), tool, timeout, name))
+                as Arc<dyn executor::Tool>
+        })
+        .collect()
+}
+
 /// Connects every server in parallel; a server not ready within `options.startup` is
 /// failed with a timeout.
 pub async fn connect_all(servers: Vec<config::Configured>, options: &Options) -> Vec<Connected> {
@@ -124,13 +141,7 @@ pub async fn connect_all(servers: Vec<config::Configured>, options: &Options) ->
                     Ok((server, listed)) => Connected {
                         name,
                         status: Status::Connected,
-                        tools: listed
-                            .into_iter()
-                            .map(|tool| {
-                                Arc::new(McpTool::new(Arc::clone(&server), tool, tool_timeout))
-                                    as Arc<dyn executor::Tool>
-                            })
-                            .collect(),
+                        tools: tools_of(&server, listed, tool_timeout),
                         server: Some(server),
                         tool_timeout,
                     },
@@ -233,22 +244,16 @@ impl Pool {
     /// The tools every connected server lists now (a server's
     /// `notifications/tools/list_changed` shows here).
     pub fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
+        let mut seen = std::collections::HashSet::new();
         self.entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .filter_map(|(_, connected)| connected.as_ref())
             .filter_map(|connected| Some((connected.server.clone()?, connected.tool_timeout)))
-            .flat_map(|(server, timeout)| {
-                server
-                    .listed()
-                    .into_iter()
-                    .map(move |tool| {
-                        Arc::new(McpTool::new(Arc::clone(&server), tool, timeout))
-                            as Arc<dyn executor::Tool>
-                    })
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|(server, timeout)| tools_of(&server, server.listed(), timeout))
+            // Two servers whose names sanitize alike (`a.b`, `a_b`): the first keeps them.
+            .filter(|tool| seen.insert(tool.name().to_owned()))
             .collect()
     }
 }

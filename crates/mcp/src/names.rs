@@ -28,12 +28,37 @@ pub fn tool_name(server: &str, tool: &str) -> String {
     if name.len() <= MAX_TOOL_NAME {
         return name;
     }
-    let digest = sha2::Sha256::digest(name.as_bytes());
+    hashed(&name, server, tool)
+}
+
+/// `name` cut to 55 characters, `_`, and the first 8 hex digits of the SHA-256 of the
+/// server's and tool's own names (not the sanitized ones, so `a.b` and `a_b` differ).
+fn hashed(name: &str, server: &str, tool: &str) -> String {
+    let digest = sha2::Sha256::digest(format!("mcp__{server}__{tool}").as_bytes());
     let hash: String = digest[..4]
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    format!("{}_{hash}", &name[..MAX_TOOL_NAME - 9])
+    format!("{}_{hash}", &name[..name.len().min(MAX_TOOL_NAME - 9)])
+}
+
+/// The names of `tools` of `server`, in order, all distinct: as [`tool_name`], except that a
+/// tool whose name would repeat an earlier one's (`delete.all` after `delete_all`) gets the
+/// hashed form, so no call can reach the wrong tool and the request keeps unique names.
+pub fn tool_names<'a>(server: &str, tools: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    tools
+        .into_iter()
+        .map(|tool| {
+            let name = tool_name(server, tool);
+            if seen.insert(name.clone()) {
+                return name;
+            }
+            let distinct = hashed(&name, server, tool);
+            seen.insert(distinct.clone());
+            distinct
+        })
+        .collect()
 }
 
 /// The prefix of every tool of `server` (a permission rule naming the whole server).
@@ -44,6 +69,18 @@ pub fn server_prefix(server: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_collide_after_sanitizing_stay_distinct() {
+        let names = tool_names("x", ["delete_all", "delete.all", "delete all"]);
+        assert_eq!(names[0], "mcp__x__delete_all");
+        assert!(names[1].starts_with("mcp__x__delete_all_"), "{names:?}");
+        assert_ne!(names[1], names[2]);
+        assert!(names.iter().all(|name| name.len() <= MAX_TOOL_NAME));
+        let long_a = format!("{}.a", "t".repeat(80));
+        let long_b = format!("{}_a", "t".repeat(80));
+        assert_ne!(tool_name("x", &long_a), tool_name("x", &long_b));
+    }
 
     #[test]
     fn names_are_claude_codes_and_fit_the_api() {

@@ -85,26 +85,99 @@ pub struct ListedTool {
 
 type Client = RunningService<RoleClient, ListWatcher>;
 
+/// The most tools one server may list: a server listing more is failed (their definitions
+/// would not fit in a request anyway), so an endless `nextCursor` cannot fill memory.
+pub const MAX_TOOLS: usize = 1_000;
+
+/// The most `tools/list` pages read for one listing.
+const MAX_PAGES: usize = 100;
+
+/// Lists the server's tools, page by page, within [`MAX_TOOLS`] and [`MAX_PAGES`].
+async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<ListedTool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .take()
+            .map(|cursor| rmcp::model::PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        let page = peer
+            .list_tools(params)
+            .await
+            .map_err(|error| format!("listing its tools failed: {error}"))?;
+        tools.extend(page.tools.into_iter().map(listed));
+        if tools.len() > MAX_TOOLS {
+            return Err(format!("it lists more than {MAX_TOOLS} tools"));
+        }
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(tools),
+        }
+    }
+    Err(format!("its tool list runs past {MAX_PAGES} pages"))
+}
+
+/// How long a `notifications/tools/list_changed` waits before the listing starts, so a
+/// burst of them is listed once.
+const LIST_CHANGED_PAUSE: Duration = Duration::from_millis(50);
+
 /// The client's handler: keeps the server's tool list current when it sends
-/// `notifications/tools/list_changed`.
+/// `notifications/tools/list_changed`. One listing runs at a time, after a short pause;
+/// notifications that arrive meanwhile are folded into one more listing after it, so a
+/// flood of them costs a listing per pause at most, never one each.
 #[derive(Clone, Debug, Default)]
 struct ListWatcher {
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
+    /// A listing is running.
+    listing: Arc<std::sync::atomic::AtomicBool>,
+    /// The list changed since the running listing began.
+    dirty: Arc<std::sync::atomic::AtomicBool>,
+    /// How long one listing may take.
+    limit: Duration,
 }
 
 impl rmcp::ClientHandler for ListWatcher {
     async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
-        match context.peer.list_all_tools().await {
-            Ok(tools) => {
-                *self
-                    .listed
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                    tools.into_iter().map(listed).collect();
+        use std::sync::atomic::Ordering;
+        self.dirty.store(true, Ordering::SeqCst);
+        // One listing at a time: the running one sees `dirty` and lists again.
+        while !self.listing.swap(true, Ordering::SeqCst) {
+            // A short pause first gathers a burst into the same listing.
+            tokio::time::sleep(LIST_CHANGED_PAUSE).await;
+            while self.dirty.swap(false, Ordering::SeqCst) {
+                match tokio::time::timeout(self.limit, list_tools(&context.peer)).await {
+                    Ok(Ok(tools)) => {
+                        *self
+                            .listed
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = tools;
+                    }
+                    Ok(Err(error)) => tracing::warn!(
+                        error = %printable(&error),
+                        "listing an MCP server's changed tools failed"
+                    ),
+                    Err(_) => tracing::warn!("listing an MCP server's changed tools timed out"),
+                }
             }
-            Err(error) => tracing::warn!(%error, "listing an MCP server's changed tools failed"),
+            self.listing.store(false, Ordering::SeqCst);
+            // A notification between the last check and letting go lists again.
+            if !self.dirty.load(Ordering::SeqCst) {
+                break;
+            }
         }
     }
+}
+
+/// `text` with control characters shown as escapes (a server's text in a log line).
+fn printable(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 /// A listed tool as the server describes it.
@@ -185,11 +258,17 @@ impl Server {
             }),
             listed: Arc::default(),
         });
-        let tools = {
+        // The handshake and the listing together within `startup`.
+        let tools = tokio::time::timeout(options.startup, async {
             let mut state = server.state.lock().await;
             server.start(&mut state).await?;
-            server.list(&state).await?
-        };
+            server.list(&state).await
+        })
+        .await
+        .map_err(|_| ServerError::Timeout {
+            name: server.name.clone(),
+            after: options.startup,
+        })??;
         *server
             .listed
             .lock()
@@ -244,6 +323,8 @@ impl Server {
         let transport = StreamableHttpClientTransport::with_client(client, config);
         let watcher = ListWatcher {
             listed: Arc::clone(&self.listed),
+            limit: self.startup,
+            ..ListWatcher::default()
         };
         let client = match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
             Ok(Ok(client)) => client,
@@ -304,6 +385,8 @@ impl Server {
         };
         let watcher = ListWatcher {
             listed: Arc::clone(&self.listed),
+            limit: self.startup,
+            ..ListWatcher::default()
         };
         let client = match tokio::time::timeout(self.startup, watcher.serve((stdout, stdin))).await
         {
@@ -382,30 +465,13 @@ impl Server {
         let Some(client) = &state.client else {
             return Err(self.protocol("not connected".into()));
         };
-        let peer: &Peer<RoleClient> = client.peer();
-        let tools = tokio::time::timeout(self.startup, peer.list_all_tools())
+        tokio::time::timeout(self.startup, list_tools(client.peer()))
             .await
             .map_err(|_| ServerError::Timeout {
                 name: self.name.clone(),
                 after: self.startup,
             })?
-            .map_err(|error| self.protocol(format!("listing its tools failed: {error}")))?;
-        Ok(tools
-            .into_iter()
-            .map(|tool| ListedTool {
-                name: tool.name.to_string(),
-                description: tool
-                    .description
-                    .map(|text| text.to_string())
-                    .unwrap_or_default(),
-                input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-                read_only_hint: tool
-                    .annotations
-                    .as_ref()
-                    .and_then(|annotations| annotations.read_only_hint)
-                    .unwrap_or(false),
-            })
-            .collect())
+            .map_err(|detail| self.protocol(detail))
     }
 
     /// The tools it lists now (the list at connection, or the latest after a

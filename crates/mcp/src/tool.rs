@@ -32,6 +32,16 @@ impl McpTool {
     /// `listed` of `server`; `timeout` bounds each call.
     pub fn new(server: Arc<Server>, listed: ListedTool, timeout: Option<Duration>) -> Self {
         let name = crate::names::tool_name(&server.name, &listed.name);
+        Self::named(server, listed, timeout, name)
+    }
+
+    /// The same, with the model's name for it given (see [`crate::names::tool_names`]).
+    pub fn named(
+        server: Arc<Server>,
+        listed: ListedTool,
+        timeout: Option<Duration>,
+        name: String,
+    ) -> Self {
         let description = if listed.description.is_empty() {
             format!("{} (MCP server {})", listed.name, server.name)
         } else {

@@ -10,10 +10,12 @@
 //! - `write {path, text}`: writes the file (a side effect a test can see);
 //! - `crash`: the process exits at once (the client sees the server die); over HTTP the
 //!   server forgets every session instead, as a restarted server would;
-//! - `grow`: adds the tool `bonus` (says `bonus!`) and sends
-//!   `notifications/tools/list_changed`.
+//! - `grow {times}`: adds the tool `bonus` (says `bonus!`) and sends
+//!   `notifications/tools/list_changed` `times` times (default once); says how many times
+//!   the tools were listed so far (`grown, listed N`).
 //!
-//! `TESTKIT_MCP_STARTUP_MS` delays the handshake (a slow server).
+//! `TESTKIT_MCP_STARTUP_MS` delays the handshake (a slow server);
+//! `TESTKIT_MCP_ENDLESS_PAGES` makes every `tools/list` page name a next one.
 
 use std::time::Duration;
 
@@ -32,6 +34,8 @@ use serde_json::{Value, json};
 pub struct ScriptedMcp {
     /// Whether `grow` was called.
     grown: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How many times the tools were listed.
+    listings: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Over HTTP: the sessions `crash` forgets.
     sessions: Option<std::sync::Arc<LocalSessionManager>>,
 }
@@ -54,7 +58,7 @@ fn tools(grown: bool) -> Value {
         {"name": "image", "description": "Returns an image.", "inputSchema": object(json!({}))},
         {"name": "write", "description": "Writes text to path.", "inputSchema": object(json!({"path": {"type": "string"}, "text": {"type": "string"}}))},
         {"name": "crash", "description": "Exits the server.", "inputSchema": object(json!({}))},
-        {"name": "grow", "description": "Adds the tool bonus.", "inputSchema": object(json!({}))},
+        {"name": "grow", "description": "Adds the tool bonus.", "inputSchema": object(json!({"times": {"type": "integer"}}))},
     ]});
     if grown && let Some(list) = tools["tools"].as_array_mut() {
         list.push(json!({"name": "bonus", "description": "Joined later.", "inputSchema": object(json!({}))}));
@@ -88,7 +92,14 @@ impl ServerHandler for ScriptedMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let grown = self.grown.load(std::sync::atomic::Ordering::SeqCst);
-        serde_json::from_value(tools(grown))
+        self.listings
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut page = tools(grown);
+        // A hostile server: every page says there is another.
+        if std::env::var_os("TESTKIT_MCP_ENDLESS_PAGES").is_some() {
+            page["nextCursor"] = json!("more");
+        }
+        serde_json::from_value(page)
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 
@@ -142,18 +153,22 @@ impl ServerHandler for ScriptedMcp {
             },
             "grow" => {
                 self.grown.store(true, std::sync::atomic::Ordering::SeqCst);
-                let _ = context
-                    .peer
-                    .send_notification(
-                        rmcp::model::ServerNotification::ToolListChangedNotification(
-                            rmcp::model::ToolListChangedNotification {
-                                method: Default::default(),
-                                extensions: Default::default(),
-                            },
-                        ),
-                    )
-                    .await;
-                result(say("grown".into()))
+                let times = arguments.get("times").and_then(Value::as_u64).unwrap_or(1);
+                for _ in 0..times {
+                    let _ = context
+                        .peer
+                        .send_notification(
+                            rmcp::model::ServerNotification::ToolListChangedNotification(
+                                rmcp::model::ToolListChangedNotification {
+                                    method: Default::default(),
+                                    extensions: Default::default(),
+                                },
+                            ),
+                        )
+                        .await;
+                }
+                let listed = self.listings.load(std::sync::atomic::Ordering::SeqCst);
+                result(say(format!("grown, listed {listed}")))
             }
             "bonus" => result(say("bonus!".into())),
             other => Err(ErrorData::invalid_params(format!("no tool {other}"), None)),

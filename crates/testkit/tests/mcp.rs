@@ -170,6 +170,24 @@ async fn slow_and_missing_servers_fail_with_a_reason() {
     assert_eq!(status[2].1, &mcp::Status::Connected);
 }
 
+/// A server whose tool list never ends is failed at the page limit, within the start-up
+/// limit, instead of filling memory.
+#[tokio::test]
+async fn an_endless_tool_list_is_cut_off() {
+    let started = std::time::Instant::now();
+    let connected = mcp::connect_all(
+        vec![server("endless", &[("TESTKIT_MCP_ENDLESS_PAGES", "1")])],
+        &mcp::Options::new(log_dir("endless"), Duration::from_secs(10)),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        matches!(&connected[0].status, mcp::Status::Failed(reason) if reason.contains("its tool list runs past 100 pages")),
+        "{:?}",
+        connected[0].status
+    );
+}
+
 /// `notifications/tools/list_changed`: the client lists the tools again, and the pool shows
 /// the new one.
 #[tokio::test]
@@ -200,6 +218,22 @@ async fn a_changed_tool_list_is_picked_up() {
         .await
         .unwrap();
     assert_eq!(out.content, ToolResultContent::Text("bonus!".into()));
+
+    // A flood of 500 notifications is not 500 listings at once: one runs at a time, each
+    // after a 50 ms pause that folds in what arrives meanwhile (measured here: 61 listings;
+    // without the folding, 501 ran at once).
+    grow.call(json!({"times": 500}), context()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let out = grow.call(json!({"times": 0}), context()).await.unwrap();
+    let ToolResultContent::Text(text) = out.content else {
+        panic!("{:?}", out.content)
+    };
+    let listed: usize = text
+        .rsplit(' ')
+        .next()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(listed < 120, "{listed} listings for 501 notifications");
 }
 
 fn http_server(name: &str, url: &str, headers: &[(&str, &str)]) -> Configured {
