@@ -49,7 +49,11 @@ impl Placeholders {
             source,
         };
         for _ in 0..ATTEMPTS {
-            match std::fs::create_dir(&target) {
+            use std::os::unix::fs::DirBuilderExt as _;
+            match std::fs::DirBuilder::new()
+                .mode(PLACEHOLDER_MODE)
+                .create(&target)
+            {
                 Ok(()) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(error) => return Err(fail(error)),
@@ -83,8 +87,18 @@ fn lock(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
     Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))
 }
 
-/// Removes the folder at `path` if nobody holds it and it is empty.
+/// The mode placeholders are made with (`r-xr-xr-x`, which `mkdir` under any usual umask
+/// never makes): only folders with it are ever removed, so a user's own empty `.git` stays.
+const PLACEHOLDER_MODE: u32 = 0o555;
+
+/// Removes the folder at `path` if it is a placeholder ([`PLACEHOLDER_MODE`]), nobody holds
+/// it and it is empty.
 fn remove_if_unused(path: &Path) -> bool {
+    let ours = std::fs::symlink_metadata(path)
+        .is_ok_and(|meta| meta.is_dir() && meta.mode() & 0o7777 == PLACEHOLDER_MODE);
+    if !ours {
+        return false;
+    }
     let Ok(lock) = lock(path, FlockArg::LockExclusiveNonblock) else {
         return false;
     };
@@ -136,13 +150,24 @@ mod tests {
 
     #[test]
     fn sweep_removes_only_unheld_empty_folders_where_files_belong() {
+        use std::os::unix::fs::DirBuilderExt as _;
         let root = scratch("sweep");
-        std::fs::create_dir_all(root.join(".mcp.json")).ok();
+        // What a killed run leaves: an empty placeholder.
+        std::fs::DirBuilder::new()
+            .mode(PLACEHOLDER_MODE)
+            .create(root.join(".mcp.json"))
+            .ok();
         std::fs::create_dir_all(root.join(".git/objects")).ok();
         std::fs::create_dir_all(root.join(".claude")).ok();
         assert_eq!(sweep(&root), vec![root.join(".mcp.json")]);
         assert!(root.join(".git/objects").exists());
         assert!(root.join(".claude").exists());
+        // A user's own empty `.git` (made with mkdir) is not ours: it stays.
+        std::fs::remove_dir_all(root.join(".git")).ok();
+        std::fs::create_dir(root.join(".git")).ok();
+        assert!(sweep(&root).is_empty());
+        assert!(root.join(".git").is_dir());
+        std::fs::remove_dir(root.join(".git")).ok();
         // Held by a running command: kept.
         let mut held = Placeholders::default();
         let reserved = held.reserve(&root.join(".mcp.json")).ok();
