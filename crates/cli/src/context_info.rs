@@ -10,30 +10,45 @@ Work on the task until it is done, using the tools: Read files before editing th
 
 Be concise: say what you found and what you changed, not what you are about to do. Never invent file contents, command output or test results: run the tool. When something fails, read the error and fix the cause. Stay inside the working directory unless told otherwise. When the task is done, answer with a short summary of the change and how you verified it.";
 
+/// A folder's memory files, in the order they are read: the shared ones, Claude Code's,
+/// then the user's private `CLAUDE.local.md` (not committed).
+pub const PROJECT_MEMORY: [&str; 4] = [
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".claude/CLAUDE.md",
+    "CLAUDE.local.md",
+];
+
 /// Most bytes of memory files put in the user context.
 pub const MEMORY_CAP_BYTES: usize = 40_000;
 
-/// Memory files: AGENTS.md and CLAUDE.md from `cwd` up to the repository root (outermost
-/// first), then the user's own (`~/.claude/CLAUDE.md`, `$XDG_CONFIG_HOME/agent/AGENTS.md`).
+/// Memory files, in Claude Code's order: the user's own first (`~/.claude/CLAUDE.md`,
+/// `$XDG_CONFIG_HOME/agent/AGENTS.md`), then each folder's from the repository root down to
+/// `cwd`, each folder's in the order of [`PROJECT_MEMORY`] (`AGENTS.md`, `CLAUDE.md`,
+/// `.claude/CLAUDE.md`, `CLAUDE.local.md`): the more specific later.
 ///
 /// A project's memory file must resolve inside the folder that holds the search (the
 /// repository root, or `cwd` outside a repository): a committed `CLAUDE.md` that is a link to
 /// `~/.ssh/id_rsa` would otherwise be sent to the API. The user's own files may be links.
 pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
-    let mut project = Vec::new();
+    // One group per folder, `cwd` first; reversed below so the root comes first.
+    let mut groups: Vec<Vec<PathBuf>> = Vec::new();
     let mut top = cwd;
     for dir in cwd.ancestors() {
         top = dir;
-        for name in ["AGENTS.md", "CLAUDE.md"] {
-            let path = dir.join(name);
-            if path.is_file() {
-                project.push(path);
-            }
-        }
+        groups.push(
+            PROJECT_MEMORY
+                .iter()
+                .map(|name| dir.join(name))
+                .filter(|path| path.is_file())
+                .collect(),
+        );
         if dir.join(".git").exists() {
             break;
         }
     }
+    groups.reverse();
+    let mut project: Vec<PathBuf> = groups.concat();
     // Outside a repository the search went up to `/`: only what is below `cwd` counts then.
     let boundary = if top.join(".git").exists() { top } else { cwd };
     let boundary = std::fs::canonicalize(boundary).unwrap_or_else(|_| boundary.to_path_buf());
@@ -48,7 +63,6 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
         }
         inside
     });
-    project.reverse();
     let mut files = Vec::new();
     if let Some(home) = dirs::home_dir() {
         let path = home.join(".claude").join("CLAUDE.md");
@@ -193,6 +207,46 @@ mod memory_tests {
             "a link inside is fine"
         );
         assert!(!files.contains(&repo.join("sub/CLAUDE.md")), "{files:?}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn claude_codes_memory_files_are_read_root_first_local_last() {
+        let base = std::env::temp_dir().join(format!("agent-memory-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let repo = base.join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join(".claude")).unwrap();
+        std::fs::create_dir_all(repo.join("app/.claude")).unwrap();
+        for file in [
+            "CLAUDE.md",
+            ".claude/CLAUDE.md",
+            "CLAUDE.local.md",
+            "AGENTS.md",
+            "app/CLAUDE.local.md",
+            "app/.claude/CLAUDE.md",
+        ] {
+            std::fs::write(repo.join(file), file).unwrap();
+        }
+        let files: Vec<PathBuf> = memory_files(&repo.join("app"))
+            .into_iter()
+            .filter(|path| path.starts_with(&repo))
+            .collect();
+        let names: Vec<String> = files
+            .iter()
+            .map(|path| path.strip_prefix(&repo).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "AGENTS.md",
+                "CLAUDE.md",
+                ".claude/CLAUDE.md",
+                "CLAUDE.local.md",
+                "app/.claude/CLAUDE.md",
+                "app/CLAUDE.local.md",
+            ]
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 }

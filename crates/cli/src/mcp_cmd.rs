@@ -332,13 +332,10 @@ fn scope_name(scope: McpScope) -> &'static str {
 fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
     let folder = crate::trust::folder(cwd);
     let file = crate::settings::user_settings_file().unwrap_or_default();
-    let entries = match crate::settings::load(cwd)?
-        .into_iter()
-        .find(|layer| layer.scope == crate::settings::Scope::User)
-    {
-        Some(layer) => layer.settings.trusted_folders,
-        None => Vec::new(),
-    };
+    let layers = crate::settings::load(cwd)?;
+    let entries = crate::settings::agent_user_layer(&layers)
+        .map(|layer| layer.settings.trusted_folders.clone())
+        .unwrap_or_default();
     Ok(crate::trust::trusted_without_asking(&folder, flag, &entries, &file)?.is_some())
 }
 

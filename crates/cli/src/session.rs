@@ -174,6 +174,16 @@ impl Session {
 
         let mode = match (args.permission_mode, settings.permissions.default_mode.as_deref()) {
             (Some(mode), _) => mode,
+            // Claude Code's other modes: asking is the stricter answer to both.
+            (None, Some(name @ ("dontAsk" | "auto"))) => {
+                eprintln!(
+                    "agent: warning: {}: permissions.defaultMode {name:?} (a Claude Code mode) is not supported by agent: default is used (calls without a rule are asked, or refused headless)",
+                    settings
+                        .default_mode_origin()
+                        .map_or_else(|| "settings".into(), |path| path.display().to_string())
+                );
+                args::PermissionModeArg::Default
+            }
             (None, Some(name)) => args::PermissionModeArg::parse(name).with_context(|| {
                 format!(
                     "{}: invalid settings: permissions.defaultMode {name:?} is not default, acceptEdits, bypassPermissions or plan",
@@ -621,9 +631,7 @@ fn decide_trust(
     interactive: bool,
 ) -> anyhow::Result<bool> {
     let folder = crate::trust::folder(cwd);
-    let user = layers
-        .iter()
-        .find(|layer| layer.scope == settings::Scope::User);
+    let user = settings::agent_user_layer(layers);
     let (entries, settings_file) = match user {
         Some(layer) => (
             layer.settings.trusted_folders.as_slice(),

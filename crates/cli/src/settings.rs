@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 /// `permissions` in settings.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PermissionSettings {
     /// Rules allowed without asking.
     #[serde(default)]
@@ -31,7 +31,235 @@ pub struct PermissionSettings {
     /// Extra directories.
     #[serde(default)]
     pub additional_directories: Vec<PathBuf>,
+    /// Claude Code's other permission keys (`disableBypassPermissionsMode`, ...), accepted so
+    /// a shared file stays valid, and ignored (with a warning).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
+
+/// Claude Code's keys of `permissions` (`sdk.d.ts` of `@anthropic-ai/claude-agent-sdk`
+/// 0.3.333, `interface Settings`); those `agent` does not use are accepted and ignored.
+const CLAUDE_CODE_PERMISSION_KEYS: &[&str] = &[
+    "allow",
+    "deny",
+    "ask",
+    "defaultMode",
+    "disableBypassPermissionsMode",
+    "blockReadsOutsideWorkingDirectories",
+    "blockWritesOutsideWorkingDirectories",
+    "blockReadsExemptPaths",
+    "workingDirectoriesAsGiven",
+    "workingDirectoriesExclude",
+    "disableAutoMode",
+    "denyInsteadOfPrompting",
+    "additionalDirectories",
+];
+
+/// The top-level keys `agent` reads (beside Claude Code's that it implements: `permissions`,
+/// `hooks`, `model`, `env`, `sandbox`).
+const AGENT_KEYS: &[&str] = &[
+    "permissions",
+    "hooks",
+    "model",
+    "env",
+    "sandbox",
+    "trustedFolders",
+    "providers",
+    "models",
+    "mcpServers",
+    "mcpStartupWaitMs",
+];
+
+/// Every top-level key of Claude Code's settings: `interface Settings` in `sdk.d.ts` of
+/// `@anthropic-ai/claude-agent-sdk` 0.3.333 (185 keys). A key here that `agent` does not
+/// read is ignored with one note; a key in neither list is warned about (a typo).
+const CLAUDE_CODE_KEYS: &[&str] = &[
+    "$schema",
+    "additionalMarketplaces",
+    "advisorModel",
+    "agent",
+    "agentPushNotifEnabled",
+    "allowAllClaudeAiMcps",
+    "allowClaudeInChromeWithManagedMcp",
+    "allowManagedHooksOnly",
+    "allowManagedMcpServersOnly",
+    "allowManagedPermissionRulesOnly",
+    "allowNestedModelAccessUnderForceLogin",
+    "allowedChannelPlugins",
+    "allowedHttpHookUrls",
+    "allowedMarketplaces",
+    "allowedMcpServers",
+    "allowedProviders",
+    "alwaysThinkingEnabled",
+    "apiKeyHelper",
+    "appendPlugins",
+    "askUserQuestionTimeout",
+    "attribution",
+    "attributionProject",
+    "attributionProjectPolicy",
+    "autoCompactEnabled",
+    "autoCompactWindow",
+    "autoContinueAtUsageLimit",
+    "autoDreamEnabled",
+    "autoMemoryDirectory",
+    "autoMemoryEnabled",
+    "autoMode",
+    "autoScrollEnabled",
+    "autoUpdatesChannel",
+    "autoUploadSessions",
+    "availableModels",
+    "availableModelsMatch",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "bashEditDiffEnabled",
+    "bashOutputMaxChars",
+    "blockedMarketplaces",
+    "channelsEnabled",
+    "claudeMd",
+    "claudeMdExcludes",
+    "cleanupPeriodDays",
+    "companyAnnouncements",
+    "crossSessionInbound",
+    "daemonColdStart",
+    "defaultShell",
+    "defaultView",
+    "deniedMcpServers",
+    "deniedModels",
+    "desktopMcpServersListScope",
+    "desktopSessionCleanupPeriodDays",
+    "dialogExpiry",
+    "disableAgentView",
+    "disableAllHooks",
+    "disableArtifact",
+    "disableAutoMode",
+    "disableBundledSkills",
+    "disableClaudeAiConnectors",
+    "disableCommandPluginSources",
+    "disableDeepLinkRegistration",
+    "disableRemoteControl",
+    "disableReplyCheck",
+    "disableSideloadFlags",
+    "disableSkillShellExecution",
+    "disableWindowsBashCommandSplit",
+    "disableWorkflows",
+    "disabledMcpjsonServers",
+    "downloadsMirrorUrl",
+    "editorMode",
+    "effortLevel",
+    "emojiCompletionEnabled",
+    "enableAllProjectMcpServers",
+    "enableArtifact",
+    "enableWorkflows",
+    "enabledMcpjsonServers",
+    "enabledPlugins",
+    "enforceAvailableModels",
+    "env",
+    "extraKnownMarketplaces",
+    "fallbackModel",
+    "fastMode",
+    "fastModePerSessionOptIn",
+    "feedbackDrafts",
+    "feedbackSurveyRate",
+    "fileCheckpointingEnabled",
+    "fileSuggestion",
+    "footerLinksRegexes",
+    "forceLoginGatewayUrl",
+    "forceLoginMethod",
+    "forceLoginOrgUUID",
+    "forceRemoteSettingsRefresh",
+    "gatewayInternalNetworks",
+    "gcpAuthRefresh",
+    "hooks",
+    "httpHookAllowedEnvVars",
+    "idleCompaction",
+    "includeCoAuthoredBy",
+    "includeGitInstructions",
+    "inputNeededNotifEnabled",
+    "isolatePeerMachines",
+    "keybindingFlavor",
+    "language",
+    "managedMcpServers",
+    "managedSourcesBehavior",
+    "maxEffortLevel",
+    "maxProseWidth",
+    "minimumVersion",
+    "model",
+    "modelOverrides",
+    "modelPicker",
+    "modelPricing",
+    "modelSettings",
+    "otelHeadersHelper",
+    "outputStyle",
+    "parentSettingsBehavior",
+    "permissions",
+    "plansDirectory",
+    "pluginConfigs",
+    "pluginSuggestionMarketplaces",
+    "pluginTrustMessage",
+    "policyHelper",
+    "prUrlTemplate",
+    "precomputeCompactionEnabled",
+    "preferredNotifChannel",
+    "prefersReducedMotion",
+    "prependPlugins",
+    "processWrapper",
+    "promptCacheTtl",
+    "promptSuggestionEnabled",
+    "proxyAuthHelper",
+    "remote",
+    "remoteControlAtStartup",
+    "requiredMaximumVersion",
+    "requiredMinimumVersion",
+    "respectGitignore",
+    "respondToBashCommands",
+    "sandbox",
+    "showClearContextOnPlanAccept",
+    "showMessageTimestamps",
+    "showThinkingSummaries",
+    "showTurnDuration",
+    "skillListingBudgetFraction",
+    "skillListingMaxDescChars",
+    "skillOverrides",
+    "skipAutoPermissionPrompt",
+    "skipDangerousModePermissionPrompt",
+    "skipWebFetchPreflight",
+    "spellcheck",
+    "spinnerTipsEnabled",
+    "spinnerTipsOverride",
+    "spinnerVerbs",
+    "sshConfigs",
+    "sshHostCommands",
+    "statusLine",
+    "strictKnownMarketplaces",
+    "strictPluginOnlyCustomization",
+    "subagentPromptCacheTtl",
+    "subagentStatusLine",
+    "switchModelsOnFlag",
+    "syncClaudeAiPlugins",
+    "syncClaudeAiSkills",
+    "syntaxHighlightingDisabled",
+    "taskOutputMaxChars",
+    "teammateMode",
+    "terminalProgressBarEnabled",
+    "terminalTitleFromRename",
+    "theme",
+    "timeFormat",
+    "timeZone",
+    "todoFeatureEnabled",
+    "tui",
+    "ultracode",
+    "useAutoModeDuringPlan",
+    "verbose",
+    "viewMode",
+    "vimInsertModeRemaps",
+    "voice",
+    "voiceEnabled",
+    "wheelScrollAccelerationEnabled",
+    "workflowKeywordTriggerEnabled",
+    "workflowSizeGuideline",
+    "worktree",
+    "wslInheritsWindowsSettings",
+];
 
 /// One hook. `agent` runs `command` hooks; other types (Claude Code's `prompt`) are accepted
 /// with a warning so a shared settings file stays valid.
@@ -340,6 +568,44 @@ impl Settings {
             settings: layer,
         } in &self.layers
         {
+            for key in layer.other.keys() {
+                if key == "$schema" || AGENT_KEYS.contains(&key.as_str()) {
+                    continue;
+                }
+                if CLAUDE_CODE_KEYS.contains(&key.as_str()) {
+                    warnings.push(format!(
+                        "{}: {key} (a Claude Code setting) is ignored by agent",
+                        path.display()
+                    ));
+                } else {
+                    warnings.push(format!(
+                        "{}: unknown setting {key:?} is ignored (a typo? settings are Claude Code's schema)",
+                        path.display()
+                    ));
+                }
+            }
+            for key in layer.permissions.other.keys() {
+                if CLAUDE_CODE_PERMISSION_KEYS.contains(&key.as_str()) {
+                    warnings.push(format!(
+                        "{}: permissions.{key} (a Claude Code setting) is ignored by agent",
+                        path.display()
+                    ));
+                } else {
+                    warnings.push(format!(
+                        "{}: unknown setting \"permissions.{key}\" is ignored (a typo?)",
+                        path.display()
+                    ));
+                }
+            }
+            if *scope == Scope::User
+                && !layer.trusted_folders.is_empty()
+                && Some(path) != user_settings_file().as_ref()
+            {
+                warnings.push(format!(
+                    "{}: trustedFolders is read from ~/.config/agent/settings.json only",
+                    path.display()
+                ));
+            }
             if *scope == Scope::Project && !layer.trusted_folders.is_empty() {
                 warnings.push(format!(
                     "{}: trustedFolders is ignored in project settings (only ~/.config/agent/settings.json may trust a folder)",
@@ -532,16 +798,35 @@ pub fn user_settings_file() -> Option<PathBuf> {
     dirs::config_dir().map(|config| config.join("agent").join("settings.json"))
 }
 
-/// The settings files that apply to `cwd`, lowest precedence first.
+/// Claude Code's user settings file, `~/.claude/settings.json`.
+pub fn claude_user_settings_file() -> Option<PathBuf> {
+    dirs::home_dir().map(|home| home.join(".claude").join("settings.json"))
+}
+
+/// The settings files that apply to `cwd`, lowest precedence first: `~/.claude/settings.json`,
+/// `~/.config/agent/settings.json`, `.claude/settings.json`, `.agent/settings.json`,
+/// `.claude/settings.local.json`, `.agent/settings.local.json` (flags come last). So a
+/// Claude Code user's files work unchanged, and `agent`'s own file of each place wins over
+/// Claude Code's.
 pub fn files(cwd: &Path) -> Vec<(PathBuf, Scope)> {
     let mut files = Vec::new();
+    files.extend(claude_user_settings_file().map(|path| (path, Scope::User)));
     files.extend(user_settings_file().map(|path| (path, Scope::User)));
-    files.push((cwd.join(".agent").join("settings.json"), Scope::Project));
-    files.push((
-        cwd.join(".agent").join("settings.local.json"),
-        Scope::Project,
-    ));
+    for name in ["settings.json", "settings.local.json"] {
+        for folder in [".claude", ".agent"] {
+            files.push((cwd.join(folder).join(name), Scope::Project));
+        }
+    }
     files
+}
+
+/// The user's own `agent` settings layer (`~/.config/agent/settings.json`), the only one
+/// whose `trustedFolders` count.
+pub fn agent_user_layer(layers: &[Layer]) -> Option<&Layer> {
+    let file = user_settings_file()?;
+    layers
+        .iter()
+        .find(|layer| layer.scope == Scope::User && layer.path == file)
 }
 
 /// Reads every settings file that exists, lowest precedence first (merge them with
@@ -604,10 +889,6 @@ mod tests {
             ),
             "{error}"
         );
-        let error = parse(Path::new("x.json"), r#"{"permissions": {"alow": []}}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("unknown field `alow`"), "{error}");
         // The position once, in front.
         assert!(!error.contains(" at line "), "{error}");
         // A trailing comma: the object it is in, not an unknown `?` key.
@@ -744,6 +1025,54 @@ mod tests {
     }
 
     #[test]
+    fn claude_codes_files_come_first_in_each_place() {
+        let files = files(Path::new("/w"));
+        let names: Vec<String> = files
+            .iter()
+            .map(|(path, scope)| format!("{scope:?} {}", path.display()))
+            .collect();
+        let home = dirs::home_dir().unwrap_or_default();
+        let config = dirs::config_dir().unwrap_or_default();
+        assert_eq!(
+            names,
+            [
+                format!("User {}", home.join(".claude/settings.json").display()),
+                format!("User {}", config.join("agent/settings.json").display()),
+                "Project /w/.claude/settings.json".to_owned(),
+                "Project /w/.agent/settings.json".to_owned(),
+                "Project /w/.claude/settings.local.json".to_owned(),
+                "Project /w/.agent/settings.local.json".to_owned(),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_warned_about_and_claude_codes_noted() {
+        let layer = Layer {
+            path: "/w/.claude/settings.json".into(),
+            scope: Scope::Project,
+            settings: parse(
+                Path::new("/w/.claude/settings.json"),
+                r#"{"$schema": "https://json.schemastore.org/claude-code-settings.json",
+                    "permisions": {"allow": ["Edit"]}, "theme": "dark",
+                    "permissions": {"allow": ["Read"], "disableBypassPermissionsMode": "disable", "alow": []}}"#,
+            )
+            .unwrap(),
+        };
+        let settings = Settings::merged(vec![layer], true);
+        assert_eq!(
+            settings.warnings(),
+            [
+                "/w/.claude/settings.json: unknown setting \"permisions\" is ignored (a typo? settings are Claude Code's schema)",
+                "/w/.claude/settings.json: theme (a Claude Code setting) is ignored by agent",
+                "/w/.claude/settings.json: unknown setting \"permissions.alow\" is ignored (a typo?)",
+                "/w/.claude/settings.json: permissions.disableBypassPermissionsMode (a Claude Code setting) is ignored by agent",
+            ]
+        );
+        assert_eq!(settings.permissions.allow, ["Read"]);
+    }
+
+    #[test]
     fn untrusted_project_files_keep_only_what_needs_no_trust() {
         let layer = |path: &str, scope, text: &str| Layer {
             path: path.into(),
@@ -802,6 +1131,13 @@ mod tests {
         );
         // A project never adds trusted folders, trusted or not.
         assert_eq!(trusted.trusted_folders, ["/w"]);
-        assert!(trusted.warnings()[0].starts_with("/p.json: trustedFolders is ignored"));
+        assert!(
+            trusted
+                .warnings()
+                .iter()
+                .any(|warning| warning.starts_with("/p.json: trustedFolders is ignored")),
+            "{:?}",
+            trusted.warnings()
+        );
     }
 }

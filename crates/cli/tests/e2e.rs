@@ -26,6 +26,20 @@ fn lines(output: &Output) -> Vec<Value> {
 
 /// Every request's tool_results answer exactly the previous request's tool_uses... checked as:
 /// the last user message's tool_result ids equal the previous assistant message's tool_use ids.
+/// The text of the tool_result the model got for `id`.
+fn result_text(server: &Server, id: &str) -> String {
+    for request in server.requests() {
+        for message in request.json()["messages"].as_array().into_iter().flatten() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                    return block["content"].to_string();
+                }
+            }
+        }
+    }
+    panic!("no result for {id}")
+}
+
 fn check_pairing(request: &Value) {
     let messages = request["messages"].as_array().unwrap();
     for pair in messages.windows(2) {
@@ -203,6 +217,100 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
             .contains("remember the milk"),
         "the Read result went back as a tool message"
     );
+}
+
+/// A Claude Code user's `.claude/` folder works unchanged: `.claude/settings.json` allows
+/// Edit (in a trusted folder), `.agent/settings.json` wins over it where both speak,
+/// `.claude/settings.local.json`'s deny rule applies even untrusted, and `.claude/CLAUDE.md`
+/// and `CLAUDE.local.md` reach the model. A typo in a key is warned about.
+#[tokio::test]
+async fn a_claude_code_folder_works_unchanged() {
+    for trusted in [true, false] {
+        let repo = repo(&format!("claude-folder-{trusted}"));
+        std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+        std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+        std::fs::write(
+            repo.dir.join(".claude/settings.json"),
+            json!({"permissions": {"allow": ["Edit"]}, "model": "from-claude", "permisions": {}})
+                .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            repo.dir.join(".agent/settings.json"),
+            json!({"model": "from-agent"}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            repo.dir.join(".claude/settings.local.json"),
+            json!({"permissions": {"deny": ["Read(./notes.txt)"]}}).to_string(),
+        )
+        .unwrap();
+        // The user's own Claude Code settings: a mode agent does not have, a key it ignores.
+        std::fs::create_dir_all(repo.home.join(".claude")).unwrap();
+        std::fs::write(
+            repo.home.join(".claude/settings.json"),
+            json!({"permissions": {"defaultMode": "dontAsk"}, "theme": "dark"}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            repo.dir.join(".claude/CLAUDE.md"),
+            "claude-folder-memory-marker",
+        )
+        .unwrap();
+        std::fs::write(repo.dir.join("CLAUDE.local.md"), "local-memory-marker").unwrap();
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(
+                Turn::new()
+                    .tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))
+                    .tool_use("toolu_n", "Read", json!({"file_path": "notes.txt"})),
+            ),
+            Reply::turn(Turn::new().tool_use(
+                "toolu_e",
+                "Edit",
+                json!({"file_path": "greet.py", "old_string": "helo", "new_string": "hello"}),
+            )),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let mut run = command(&repo, &server);
+        if trusted {
+            run.arg("--trust");
+        }
+        let output = run
+            .args(["-p", "fix the greeting", "--output-format", "stream-json"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("unknown setting \"permisions\" is ignored"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "permissions.defaultMode \"dontAsk\" (a Claude Code mode) is not supported"
+            ),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("theme (a Claude Code setting) is ignored by agent"),
+            "{stderr}"
+        );
+        let first = server.requests()[0].json();
+        assert_eq!(first["model"], "from-agent", "{trusted}");
+        let context = first["messages"].to_string();
+        assert!(context.contains("claude-folder-memory-marker"), "{context}");
+        assert!(context.contains("local-memory-marker"), "{context}");
+        let denied = result_text(&server, "toolu_n");
+        assert!(denied.contains("denied"), "{trusted}: {denied}");
+        let greet = std::fs::read_to_string(repo.dir.join("greet.py")).unwrap();
+        if trusted {
+            assert!(greet.contains("'hello'"), "{greet}");
+        } else {
+            assert!(greet.contains("'helo'"), "the untrusted allow rule applied");
+        }
+    }
 }
 
 /// A model nothing configures gets its window from the server: vLLM's `max_model_len` in
