@@ -12,25 +12,40 @@ use tokio_util::sync::CancellationToken;
 #[derive(Clone, Debug)]
 pub struct ProviderModel {
     client: AnthropicClient,
-    /// A fallback model served by another provider, and its client.
-    fallback: Option<(String, AnthropicClient)>,
+    /// A fallback model served by another provider.
+    fallback: Option<Fallback>,
+}
+
+/// A `--fallback-model` of another provider.
+#[derive(Clone, Debug)]
+pub struct Fallback {
+    /// Its model id.
+    pub model: String,
+    /// Its client.
+    pub client: AnthropicClient,
+    /// Its output cap (`max_tokens` of its requests at most this).
+    pub max_output: u32,
 }
 
 impl ProviderModel {
     /// Wraps `client`; requests for `fallback`'s model go to its client instead, without
     /// the thinking blocks the first provider wrote (another provider cannot check their
     /// signatures, or has none to check).
-    pub fn with_fallback(
-        client: AnthropicClient,
-        fallback: Option<(String, AnthropicClient)>,
-    ) -> Self {
+    pub fn with_fallback(client: AnthropicClient, fallback: Option<Fallback>) -> Self {
         Self { client, fallback }
     }
 }
 
-/// `body` (a Messages API request) without thinking and redacted_thinking blocks.
-fn without_thinking(body: &[u8]) -> Option<Vec<u8>> {
+/// `body` (a Messages API request) for the fallback model: without thinking and
+/// redacted_thinking blocks, and `max_tokens` at most `max_output` (the loop sized it for
+/// the first model).
+fn for_fallback(body: &[u8], max_output: u32) -> Option<Vec<u8>> {
     let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    if let Some(cap) = request.get_mut("max_tokens")
+        && cap.as_u64().is_some_and(|cap| cap > u64::from(max_output))
+    {
+        *cap = serde_json::Value::from(max_output);
+    }
     for message in request.get_mut("messages")?.as_array_mut()? {
         if let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) {
             content.retain(|block| {
@@ -149,9 +164,9 @@ impl ModelClient for ProviderModel {
             }
         };
         let client = match &self.fallback {
-            Some((model, client)) if *model == request.model => {
-                let body = without_thinking(&body).map_or(body, Bytes::from);
-                return forward(client.stream(body, cancel));
+            Some(fallback) if fallback.model == request.model => {
+                let body = for_fallback(&body, fallback.max_output).map_or(body, Bytes::from);
+                return forward(fallback.client.stream(body, cancel));
             }
             _ => &self.client,
         };

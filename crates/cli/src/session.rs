@@ -64,8 +64,8 @@ pub struct Session {
     results_dir: PathBuf,
     config: LoopConfig,
     client: AnthropicClient,
-    /// The `--fallback-model`'s id and client, when it is another provider's.
-    fallback_client: Option<(String, AnthropicClient)>,
+    /// The `--fallback-model`, when it is another provider's.
+    fallback_client: Option<adapter::Fallback>,
     /// The model's window is an assumption: the server is asked for it before the first
     /// turn (`CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` kept).
     window_assumed: Option<Option<u8>>,
@@ -138,6 +138,20 @@ impl Session {
             &settings.providers,
         )?;
         let openai = provider_choice.kind == settings::ProviderKind::Openai;
+        if openai && named_model == DEFAULT_MODEL {
+            bail!(
+                "the {} provider needs a model: name one with --model (or settings' \"model\"); the default {DEFAULT_MODEL} is Anthropic's",
+                provider_choice.name
+            );
+        }
+        if !openai && let Some((prefix, _)) = named_model.split_once('/') {
+            eprintln!(
+                "agent: warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
+                crate::output::printable(&named_model, false),
+                crate::output::printable(prefix, false),
+                provider_choice.name
+            );
+        }
         let (client, extra_roots_pem) = model_client(
             args,
             &cwd,
@@ -334,7 +348,16 @@ impl Session {
             if choice.name != provider_choice.name && args.replay.is_none() {
                 let (client, _) = model_client(args, &cwd, &settings.env, &choice, true)
                     .with_context(|| format!("--fallback-model {named}"))?;
-                fallback_client = Some((id.clone(), client));
+                let (info, _) = model_info(
+                    &id,
+                    &settings.models,
+                    choice.kind == settings::ProviderKind::Openai,
+                )?;
+                fallback_client = Some(adapter::Fallback {
+                    model: id.clone(),
+                    client,
+                    max_output: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
+                });
             }
             config.fallback_model = Some(id);
         }

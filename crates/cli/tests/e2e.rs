@@ -402,8 +402,11 @@ async fn a_fallback_model_of_another_provider_takes_over() {
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("settings.json"),
-        json!({"providers": {"backup": {"type": "anthropic", "baseUrl": backup.base_url()}}})
-            .to_string(),
+        json!({
+            "providers": {"backup": {"type": "anthropic", "baseUrl": backup.base_url()}},
+            "models": {"claude-sonnet-5": {"maxOutput": 1000}},
+        })
+        .to_string(),
     )
     .unwrap();
     let mut run = command(&repo, &primary);
@@ -434,12 +437,50 @@ async fn a_fallback_model_of_another_provider_takes_over() {
     assert_eq!(requests[0].path, "/v1/messages");
     let request = requests[0].json();
     assert_eq!(request["model"], "claude-sonnet-5");
+    // Sized for the fallback model, not the first one (8,192).
+    assert_eq!(request["max_tokens"], 1000);
     let text = request["messages"].to_string();
     assert!(
         text.contains("toolu_n") && text.contains("remember the milk"),
         "{text}"
     );
     assert!(!text.contains("\"thinking\""), "{text}");
+}
+
+/// An OpenAI-compatible provider needs a model named (the default is Anthropic's), and a
+/// `NAME/model` whose NAME is no provider is said to go whole to the server.
+#[tokio::test]
+async fn model_names_that_cannot_be_meant_are_said() {
+    let repo = repo("model-names");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .env_remove("ANTHROPIC_MODEL")
+        .args(["--provider", "openai", "-p", "hi"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "the openai provider needs a model: name one with --model (or settings' \"model\"); the default claude-opus-4-8 is Anthropic's"
+        ),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(server.request_count(), 0);
+    let output = command(&repo, &server)
+        .args(["--model", "olama/qwen3-coder", "-p", "hi"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("model olama/qwen3-coder: olama is not a provider"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests()[0].json()["model"], "olama/qwen3-coder");
 }
 
 /// Recovery works the same over Chat Completions: a `context_length_exceeded` refusal

@@ -649,7 +649,8 @@ async fn an_http_server_added_with_a_token_serves_a_run() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("MCP server remote: the server asks for authorization"),
+        stderr
+            .contains("MCP server remote: the server refused the configured Authorization header"),
         "{stderr}"
     );
     // No token at all: the server is not started, the run goes on.

@@ -328,7 +328,12 @@ impl Server {
         };
         let client = match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
             Ok(Ok(client)) => client,
-            Ok(Err(error)) => return Err(remote(handshake_failure(&error))),
+            Ok(Err(error)) => {
+                let authorized = headers
+                    .keys()
+                    .any(|name| name.eq_ignore_ascii_case("authorization"));
+                return Err(remote(handshake_failure(&error, authorized)));
+            }
             Err(_) => {
                 return Err(ServerError::Timeout {
                     name: self.name.clone(),
@@ -600,7 +605,7 @@ async fn kill_group(child: &mut tokio::process::Child) {
 
 /// What a failed handshake with a remote server means for the user: the HTTP failure at
 /// the bottom of rmcp's error (a refused connection, a 401 asking for OAuth, a status).
-fn handshake_failure(error: &rmcp::service::ClientInitializeError) -> String {
+fn handshake_failure(error: &rmcp::service::ClientInitializeError, authorized: bool) -> String {
     use rmcp::transport::streamable_http_client::StreamableHttpError;
     type HttpFailure = StreamableHttpError<crate::http::HttpError>;
     let rmcp::service::ClientInitializeError::TransportError { error: dynamic, .. } = error else {
@@ -615,6 +620,9 @@ fn handshake_failure(error: &rmcp::service::ClientInitializeError) -> String {
             }
         });
         match found {
+            Some(StreamableHttpError::AuthRequired(_)) if authorized => {
+                return "the server refused the configured Authorization header (HTTP 401): check the token".to_owned();
+            }
             Some(StreamableHttpError::AuthRequired(_)) => {
                 return "the server asks for authorization: OAuth is not supported yet; give it a token in the server's \"headers\" (for example {\"Authorization\": \"Bearer ${TOKEN}\"})".to_owned();
             }
