@@ -232,13 +232,32 @@ pub async fn run(
             Err(error) => return Err(error).context("reading the prompt"),
         };
         exit_pending = false;
-        let input = parse_input(&line);
+        // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
+        let input = match (parse_input(&line), session.expand_command(&line)) {
+            (Input::Unknown(_) | Input::Task(_), Some(prompt)) => Input::Task(prompt),
+            (input, _) => input,
+        };
         if input != Input::Nothing {
             let _ = history.add(line.trim());
         }
         match input {
             Input::Nothing => {}
-            Input::Help => eprintln!("{HELP}"),
+            Input::Help => {
+                eprintln!("{HELP}");
+                for command in &session.commands {
+                    eprintln!(
+                        "  /{}{}  {} ({})",
+                        command.name,
+                        command
+                            .argument_hint
+                            .as_deref()
+                            .map(|hint| format!(" {hint}"))
+                            .unwrap_or_default(),
+                        crate::output::printable(&command.description, false),
+                        command.scope
+                    );
+                }
+            }
             Input::Mcp => {
                 session.join_mcp_tools();
                 eprintln!("{}", mcp_report(&session));

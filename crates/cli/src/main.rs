@@ -6,6 +6,7 @@
 
 mod adapter;
 mod args;
+mod commands;
 mod context_info;
 mod demo;
 #[cfg(test)]
@@ -215,13 +216,24 @@ async fn headless(
         live,
     )
     .with_status(status);
+    let command_names: Vec<String> = session
+        .commands
+        .iter()
+        .map(|command| command.name.clone())
+        .collect();
     renderer.init(
         &session.cwd.to_string_lossy(),
         &session.tool_names,
         &session.mcp_status(),
         session.mode_name,
         &session.sandbox,
+        &command_names,
     );
+    // `-p "/name arguments"` runs a custom command, as in Claude Code.
+    let task = match session.expand_command(&task) {
+        Some(expanded) => expanded,
+        None => task,
+    };
     let cancel = interrupts.arm();
     let outcome = session.turn(task, &mut renderer, cancel).await?;
     interrupts.disarm();

@@ -521,6 +521,7 @@ impl Renderer {
         mcp_servers: &[(String, &str)],
         permission_mode: &str,
         sandbox: &tools::SandboxConfig,
+        slash_commands: &[String],
     ) {
         if self.format == OutputFormat::StreamJson {
             let mcp_servers: Vec<Value> = mcp_servers
@@ -531,6 +532,7 @@ impl Renderer {
                 "type": "system", "subtype": "init", "cwd": cwd, "session_id": self.session_id,
                 "tools": tools, "mcp_servers": mcp_servers, "model": self.model,
                 "permissionMode": permission_mode, "apiKeySource": "none",
+                "slash_commands": slash_commands,
                 "sandbox": {
                     "backend": sandbox.describe(),
                     "network": sandbox.network || !sandbox.is_active(),

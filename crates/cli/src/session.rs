@@ -58,6 +58,8 @@ pub struct Session {
     reported_mcp_failures: std::collections::HashSet<String>,
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
+    /// The custom slash commands (`.claude/commands/`, ...).
+    pub commands: Vec<crate::commands::Command>,
     sessions: PathBuf,
     /// Where oversized tool results go: the first session's `tool-results/` folder, for
     /// every session of this process (the tools may always read it).
@@ -129,6 +131,7 @@ impl Session {
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
+        let commands = crate::commands::discover(&cwd);
         let (provider_choice, named_model) = choose_provider(
             args.provider.as_deref(),
             args.model
@@ -380,6 +383,7 @@ impl Session {
             mode_name: tooling.mode_name,
             sandbox,
             tool_names,
+            commands,
             sessions,
             results_dir,
             config,
@@ -468,6 +472,14 @@ impl Session {
                 crate::output::printable(&model, false)
             ),
         }
+    }
+
+    /// The prompt a custom command makes of `line` (`/name arguments`), when `line` names
+    /// one; `None` for anything else (a task, a built-in command, a path).
+    pub fn expand_command(&self, line: &str) -> Option<String> {
+        let (name, arguments) = crate::commands::invocation(line)?;
+        let command = self.commands.iter().find(|command| command.name == name)?;
+        Some(command.expand(arguments))
     }
 
     /// Adds the tools of MCP servers that connected since the last call (their tools join at

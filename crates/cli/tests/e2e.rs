@@ -313,6 +313,46 @@ async fn a_claude_code_folder_works_unchanged() {
     }
 }
 
+/// Custom slash commands from `.claude/commands/`: `-p "/git:fix 42 high"` sends the
+/// command's prompt with its arguments, and `system/init` lists the commands.
+#[tokio::test]
+async fn a_custom_command_runs_headless() {
+    let repo = repo("commands");
+    std::fs::create_dir_all(repo.dir.join(".claude/commands/git")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/git/fix.md"),
+        "---\ndescription: Fix an issue\nargument-hint: [issue] [priority]\n---\nFix issue #$1 ($2 priority). Context: $ARGUMENTS\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/review.md"),
+        "Review the diff.",
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Fixed."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "/git:fix 42 high", "--output-format", "stream-json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let init = &lines(&output)[0];
+    assert_eq!(
+        init["slash_commands"],
+        json!(["git:fix", "review"]),
+        "{init}"
+    );
+    let messages = server.requests()[0].json()["messages"].to_string();
+    assert!(
+        messages.contains("Fix issue #42 (high priority). Context: 42 high"),
+        "{messages}"
+    );
+    assert!(!messages.contains("/git:fix"), "{messages}");
+}
+
 /// A model nothing configures gets its window from the server: vLLM's `max_model_len` in
 /// `/v1/models`, else llama.cpp's `n_ctx` in `/props`, else a `num_ctx` of the model's
 /// parameters in Ollama's `/api/show`; the output cap follows (a quarter of a small window).

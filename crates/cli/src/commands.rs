@@ -1,0 +1,280 @@
+//! Custom slash commands, as Claude Code reads them: Markdown files in `.agent/commands/`,
+//! `.claude/commands/` (the project's) and `~/.config/agent/commands/`, `~/.claude/commands/`
+//! (the user's). A file's path below its folder names the command, subfolders as
+//! namespaces (`frontend/lint.md` is `/frontend:lint`). An optional frontmatter block
+//! (`---` lines) gives `description` and `argument-hint`; the body is the prompt, with
+//! `$ARGUMENTS` replaced by everything after the name and `$1` .. `$9` by its words.
+//!
+//! A command is a prompt the user chooses to send, so a project's commands are offered in
+//! an untrusted folder too; nothing in them runs or is allowed by itself.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The largest command file read, in bytes (a prompt, not a document).
+const MAX_COMMAND_BYTES: u64 = 256 * 1024;
+
+/// One custom command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// Its name without the slash (`frontend:lint`).
+    pub name: String,
+    /// The file it comes from.
+    pub path: PathBuf,
+    /// `project` or `user`.
+    pub scope: &'static str,
+    /// The frontmatter's `description`, else the body's first line.
+    pub description: String,
+    /// The frontmatter's `argument-hint` (`[file] [message]`).
+    pub argument_hint: Option<String>,
+    /// The prompt, before expansion.
+    pub body: String,
+}
+
+/// The folders commands are read from, lowest precedence first: a command of a later folder
+/// replaces one of the same name.
+pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
+    let mut folders = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        folders.push((home.join(".claude").join("commands"), "user"));
+    }
+    if let Some(config) = dirs::config_dir() {
+        folders.push((config.join("agent").join("commands"), "user"));
+    }
+    folders.push((cwd.join(".claude").join("commands"), "project"));
+    folders.push((cwd.join(".agent").join("commands"), "project"));
+    folders
+}
+
+/// Every command of `cwd`, by name. Files that cannot be read, are too large or are not
+/// UTF-8 are skipped with a warning naming them.
+pub fn discover(cwd: &Path) -> Vec<Command> {
+    let mut found = BTreeMap::new();
+    for (folder, scope) in folders(cwd) {
+        let mut files = Vec::new();
+        collect(&folder, &folder, &mut files, 0);
+        files.sort();
+        for (name, path) in files {
+            match read(&path) {
+                Ok(text) => {
+                    let command = parse(name.clone(), path, scope, &text);
+                    found.insert(name, command);
+                }
+                Err(error) => eprintln!(
+                    "agent: warning: command {}: {error}",
+                    crate::output::printable(&path.display().to_string(), false)
+                ),
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+/// The Markdown files below `dir`, each with its command name (`a/b.md` is `a:b`); links
+/// are not followed, and at most four levels of subfolders are read.
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>, depth: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() && depth < 4 {
+            collect(root, &path, out, depth + 1);
+        } else if kind.is_file() && path.extension().is_some_and(|ext| ext == "md") {
+            let Ok(relative) = path
+                .with_extension("")
+                .strip_prefix(root)
+                .map(Path::to_path_buf)
+            else {
+                continue;
+            };
+            let parts: Vec<String> = relative
+                .components()
+                .map(|part| part.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let name = parts.join(":");
+            if !name.is_empty() && name.chars().all(|c| !c.is_whitespace() && !c.is_control()) {
+                out.push((name, path));
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|error| error.to_string())?
+        .len();
+    if size > MAX_COMMAND_BYTES {
+        return Err(format!(
+            "{size} bytes is more than a command may be ({MAX_COMMAND_BYTES})"
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
+}
+
+/// A command from its file's text: the frontmatter (`key: value` lines between `---`
+/// lines at the top; quotes around a value are removed) and the body.
+pub fn parse(name: String, path: PathBuf, scope: &'static str, text: &str) -> Command {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let (front, body) = match text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    {
+        Some(rest) => match rest.find("\n---") {
+            Some(end) => {
+                let after = &rest[end + 4..];
+                let body = after
+                    .strip_prefix("\r\n")
+                    .or_else(|| after.strip_prefix('\n'))
+                    .unwrap_or(after);
+                (&rest[..end], body)
+            }
+            None => ("", text),
+        },
+        None => ("", text),
+    };
+    let mut fields = BTreeMap::new();
+    for line in front.lines() {
+        if let Some((key, value)) = line.split_once(':') {
+            let value = value.trim();
+            let value = value
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(value);
+            fields.insert(key.trim().to_owned(), value.to_owned());
+        }
+    }
+    let description = fields
+        .get("description")
+        .cloned()
+        .filter(|text| !text.is_empty())
+        .unwrap_or_else(|| {
+            body.lines()
+                .map(str::trim)
+                .find(|line| !line.is_empty())
+                .unwrap_or_default()
+                .chars()
+                .take(80)
+                .collect()
+        });
+    Command {
+        name,
+        path,
+        scope,
+        description,
+        argument_hint: fields.get("argument-hint").cloned(),
+        body: body.to_owned(),
+    }
+}
+
+impl Command {
+    /// The prompt for `/name ARGUMENTS`: `$ARGUMENTS` is all of them, `$1` .. `$9` each word
+    /// (empty when missing). A body that names neither gets the arguments appended after a
+    /// blank line, as Claude Code does.
+    pub fn expand(&self, arguments: &str) -> String {
+        let arguments = arguments.trim();
+        let words: Vec<&str> = arguments.split_whitespace().collect();
+        let mut out = String::with_capacity(self.body.len() + arguments.len());
+        let mut used = false;
+        let mut rest = self.body.as_str();
+        while let Some(at) = rest.find('$') {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            if let Some(tail) = after.strip_prefix("ARGUMENTS") {
+                out.push_str(arguments);
+                used = true;
+                rest = tail;
+            } else if let Some(digit) = after.chars().next().filter(|c| ('1'..='9').contains(c)) {
+                let index = digit as usize - '1' as usize;
+                out.push_str(words.get(index).copied().unwrap_or_default());
+                used = true;
+                rest = &after[1..];
+            } else {
+                out.push('$');
+                rest = after;
+            }
+        }
+        out.push_str(rest);
+        if !used && !arguments.is_empty() {
+            out.truncate(out.trim_end().len());
+            out.push_str("\n\n");
+            out.push_str(arguments);
+        }
+        out
+    }
+}
+
+/// `/name arguments` as (name, arguments) when `prompt` starts with a slash and a name.
+pub fn invocation(prompt: &str) -> Option<(&str, &str)> {
+    let rest = prompt.trim_start().strip_prefix('/')?;
+    let (name, arguments) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    (!name.is_empty()).then_some((name, arguments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frontmatter_and_arguments_work_as_in_claude_code() {
+        let command = parse(
+            "git:fix".into(),
+            "/w/.claude/commands/git/fix.md".into(),
+            "project",
+            "---\ndescription: \"Fix an issue\"\nargument-hint: [issue] [priority]\nallowed-tools: Bash(git:*)\n---\nFix issue #$1 with priority $2.\nAll: $ARGUMENTS; cost $5 stays.\n",
+        );
+        assert_eq!(command.description, "Fix an issue");
+        assert_eq!(command.argument_hint.as_deref(), Some("[issue] [priority]"));
+        assert_eq!(
+            command.expand("123 high"),
+            "Fix issue #123 with priority high.\nAll: 123 high; cost  stays.\n"
+        );
+        let plain = parse(
+            "review".into(),
+            "/r.md".into(),
+            "user",
+            "Review the diff.\n",
+        );
+        assert_eq!(plain.description, "Review the diff.");
+        assert_eq!(plain.expand(""), "Review the diff.\n");
+        assert_eq!(plain.expand("src/"), "Review the diff.\n\nsrc/");
+        assert_eq!(
+            invocation("/git:fix 123 high"),
+            Some(("git:fix", "123 high"))
+        );
+        assert_eq!(invocation("/review"), Some(("review", "")));
+        assert_eq!(invocation("fix /this"), None);
+        assert_eq!(invocation("/ spaced"), None);
+    }
+
+    #[test]
+    fn folders_give_names_and_the_project_wins() {
+        let base = std::env::temp_dir().join(format!("agent-commands-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let cwd = base.join("w");
+        std::fs::create_dir_all(cwd.join(".claude/commands/frontend")).ok();
+        std::fs::create_dir_all(cwd.join(".agent/commands")).ok();
+        std::fs::write(cwd.join(".claude/commands/frontend/lint.md"), "Lint it.").ok();
+        std::fs::write(cwd.join(".claude/commands/ship.md"), "From claude.").ok();
+        std::fs::write(cwd.join(".agent/commands/ship.md"), "From agent.").ok();
+        std::fs::write(cwd.join(".agent/commands/notes.txt"), "not a command").ok();
+        let found: Vec<(String, String)> = discover(&cwd)
+            .into_iter()
+            .filter(|command| command.scope == "project")
+            .map(|command| (command.name, command.body))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("frontend:lint".to_owned(), "Lint it.".to_owned()),
+                ("ship".to_owned(), "From agent.".to_owned()),
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
