@@ -466,6 +466,15 @@ impl std::fmt::Debug for PostToolUse {
 }
 
 impl PostToolUse {
+    /// `tool` behind the PostToolUse hooks of `matchers`, or `tool` itself when there are
+    /// none.
+    pub fn wrap(env: &HookEnv, matchers: &[HookMatcher], tool: Arc<dyn Tool>) -> Arc<dyn Tool> {
+        if matchers.is_empty() {
+            return tool;
+        }
+        Arc::new(Self::new(env.clone(), matchers.to_vec(), tool))
+    }
+
     /// `inner`, followed by the hooks of `matchers` that apply to it.
     pub fn new(env: HookEnv, matchers: Vec<HookMatcher>, inner: Arc<dyn Tool>) -> Self {
         let name = inner.name().to_owned();

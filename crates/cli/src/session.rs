@@ -307,20 +307,16 @@ impl Session {
             _ => tooling.permissions.clone() as Arc<dyn CanUseTool>,
         };
         let permissions: Arc<dyn CanUseTool> = Arc::new(hooks::SettingsGuard::new(permissions));
-        let tools = match settings.hooks.get("PostToolUse") {
-            Some(matchers) if !matchers.is_empty() => tooling
-                .tools
-                .iter()
-                .map(|tool| {
-                    Arc::new(hooks::PostToolUse::new(
-                        hook_env.clone(),
-                        matchers.clone(),
-                        Arc::clone(tool),
-                    )) as Arc<dyn executor::Tool>
-                })
-                .collect(),
-            _ => tooling.tools.clone(),
-        };
+        let post_hooks = settings
+            .hooks
+            .get("PostToolUse")
+            .cloned()
+            .unwrap_or_default();
+        let tools: Vec<Arc<dyn executor::Tool>> = tooling
+            .tools
+            .iter()
+            .map(|tool| hooks::PostToolUse::wrap(&hook_env, &post_hooks, Arc::clone(tool)))
+            .collect();
         let stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
             Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
                 hook_env.clone(),
@@ -400,11 +396,7 @@ impl Session {
             trusted: folder_trusted,
             mcp_servers,
             mcp: None,
-            post_hooks: settings
-                .hooks
-                .get("PostToolUse")
-                .cloned()
-                .unwrap_or_default(),
+            post_hooks,
             reported_mcp_failures: std::collections::HashSet::new(),
             mcp_wait: settings
                 .other
@@ -493,16 +485,11 @@ impl Session {
                 continue;
             }
             self.tool_names.push(tool.name().to_owned());
-            let tool = if self.post_hooks.is_empty() {
-                tool
-            } else {
-                Arc::new(hooks::PostToolUse::new(
-                    self.hook_env.clone(),
-                    self.post_hooks.clone(),
-                    tool,
-                )) as Arc<dyn executor::Tool>
-            };
-            self.tools.push(tool);
+            self.tools.push(hooks::PostToolUse::wrap(
+                &self.hook_env,
+                &self.post_hooks,
+                tool,
+            ));
         }
         for (name, status) in pool.status() {
             if let mcp::Status::Failed(reason) = status
@@ -1110,17 +1097,7 @@ impl loop_core::ToolSource for McpTools {
         self.pool
             .tools()
             .into_iter()
-            .map(|tool| {
-                if self.post_hooks.is_empty() {
-                    tool
-                } else {
-                    Arc::new(hooks::PostToolUse::new(
-                        self.hook_env.clone(),
-                        self.post_hooks.clone(),
-                        tool,
-                    )) as Arc<dyn executor::Tool>
-                }
-            })
+            .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
             .collect()
     }
 }
