@@ -23,8 +23,6 @@ pub struct Fallback {
     pub model: String,
     /// Its client.
     pub client: AnthropicClient,
-    /// Its output cap (`max_tokens` of its requests at most this).
-    pub max_output: u32,
 }
 
 impl ProviderModel {
@@ -36,16 +34,11 @@ impl ProviderModel {
     }
 }
 
-/// `body` (a Messages API request) for the fallback model: without thinking and
-/// redacted_thinking blocks, and `max_tokens` at most `max_output` (the loop sized it for
-/// the first model).
-fn for_fallback(body: &[u8], max_output: u32) -> Option<Vec<u8>> {
+/// `body` (a Messages API request) without thinking and redacted_thinking blocks, for a
+/// fallback model of another provider (the loop sizes its `max_tokens`:
+/// `LoopConfig::fallback_output_cap`).
+fn without_thinking(body: &[u8]) -> Option<Vec<u8>> {
     let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
-    if let Some(cap) = request.get_mut("max_tokens")
-        && cap.as_u64().is_some_and(|cap| cap > u64::from(max_output))
-    {
-        *cap = serde_json::Value::from(max_output);
-    }
     for message in request.get_mut("messages")?.as_array_mut()? {
         if let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) {
             content.retain(|block| {
@@ -165,7 +158,7 @@ impl ModelClient for ProviderModel {
         };
         let client = match &self.fallback {
             Some(fallback) if fallback.model == request.model => {
-                let body = for_fallback(&body, fallback.max_output).map_or(body, Bytes::from);
+                let body = without_thinking(&body).map_or(body, Bytes::from);
                 return forward(fallback.client.stream(body, cancel));
             }
             _ => &self.client,

@@ -347,17 +347,19 @@ impl Session {
             if choice.name != provider_choice.name && args.replay.is_none() {
                 let (client, _) = model_client(args, &cwd, &settings.env, &choice, true)
                     .with_context(|| format!("--fallback-model {named}"))?;
-                let (info, _) = model_info(
-                    &id,
-                    &settings.models,
-                    choice.kind == settings::ProviderKind::Openai,
-                )?;
                 fallback_client = Some(adapter::Fallback {
                     model: id.clone(),
                     client,
-                    max_output: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
                 });
             }
+            // Any fallback asks for what it can give, whichever provider serves it.
+            let (info, _) = model_info(
+                &id,
+                &settings.models,
+                choice.kind == settings::ProviderKind::Openai,
+            )?;
+            config.fallback_output_cap =
+                Some(u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX));
             config.fallback_model = Some(id);
         }
         config.max_turns = args.max_turns;

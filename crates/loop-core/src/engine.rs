@@ -33,6 +33,9 @@ pub struct LoopConfig {
     pub model: String,
     /// The model to switch to when the first stays overloaded.
     pub fallback_model: Option<String>,
+    /// The fallback model's own output cap: requests after the switch ask for at most this
+    /// many tokens (a smaller model refuses more).
+    pub fallback_output_cap: Option<u32>,
     /// End with MaxTurns when turn count + 1 would exceed this.
     pub max_turns: Option<u32>,
     /// `max_tokens` of each request.
@@ -76,6 +79,7 @@ impl LoopConfig {
         Self {
             model: model.to_owned(),
             fallback_model: None,
+            fallback_output_cap: None,
             max_turns: None,
             output_cap: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
             escalated_output_cap: u32::try_from(info.escalated_output_cap.0).unwrap_or(u32::MAX),
@@ -241,6 +245,7 @@ impl<'a> Run<'a> {
                 stop_hook_cap: config.stop_hook_cap,
                 max_turns: config.max_turns,
                 fallback_model: config.fallback_model.clone(),
+                fallback_output_cap: config.fallback_output_cap,
             },
             manager,
             tools,

@@ -74,6 +74,8 @@ pub(crate) struct Limits {
     pub max_turns: Option<u32>,
     /// The fallback model, when one is configured.
     pub fallback_model: Option<String>,
+    /// Its output cap (requests after the switch ask for at most this).
+    pub fallback_output_cap: Option<u32>,
 }
 
 /// What a response was, as far as deciding goes.
@@ -144,7 +146,11 @@ impl State {
 
     /// The output cap of the next request.
     pub fn output_cap(&self, limits: &Limits) -> u32 {
-        self.turn.output_cap_override.unwrap_or(limits.output_cap)
+        let cap = self.turn.output_cap_override.unwrap_or(limits.output_cap);
+        match limits.fallback_output_cap {
+            Some(fallback) if self.run.fallback_used => cap.min(fallback),
+            _ => cap,
+        }
     }
 
     /// The state after `transition` (phase 6), its messages already appended. `usage` is
@@ -280,6 +286,7 @@ mod tests {
             stop_hook_cap: 8,
             max_turns: Some(3),
             fallback_model: Some("fallback".into()),
+            fallback_output_cap: None,
         }
     }
 
@@ -431,6 +438,13 @@ mod tests {
             HashMap::new(),
         );
         assert_eq!(state.run.model, "fallback");
+        // Its own output cap applies from the switch on, the first model's before it.
+        let capped = Limits {
+            fallback_output_cap: Some(1_000),
+            ..limits.clone()
+        };
+        assert_eq!(self::state().output_cap(&capped), 8_000);
+        assert_eq!(state.output_cap(&capped), 1_000);
         assert_eq!(
             decide(&state, &limits, Outcome::Failed(&error)),
             Step::Stop(Terminal::ModelError(error.clone()))
