@@ -367,13 +367,7 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     }
     // Kept after the listing: a failure names its server's stderr log.
     let logs = crate::transcript::project_dir(cwd)?.join("mcp-logs");
-    let startup = std::env::var("MCP_TIMEOUT")
-        .ok()
-        .and_then(|ms| ms.parse().ok())
-        .map_or(
-            std::time::Duration::from_secs(10),
-            std::time::Duration::from_millis,
-        );
+    let startup = crate::session::mcp_limits(None, true).startup;
     let mut options = mcp::Options::new(logs, startup);
     options.guard = std::env::current_exe().ok();
     if let Some(path) = std::env::var_os("SSL_CERT_FILE") {

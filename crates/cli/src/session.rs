@@ -1154,13 +1154,13 @@ fn mcp_servers(
 /// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
 /// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
 /// would let a late server's tools join), all in milliseconds.
-struct McpLimits {
-    startup: std::time::Duration,
+pub(crate) struct McpLimits {
+    pub(crate) startup: std::time::Duration,
     tool_timeout: Option<std::time::Duration>,
     grace: std::time::Duration,
 }
 
-fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
+pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
     let millis = |key: &str| {
         std::env::var(key)
             .ok()
