@@ -69,8 +69,10 @@ pub struct Session {
     /// The `--fallback-model`, when it is another provider's.
     fallback_client: Option<adapter::Fallback>,
     /// The model's window is an assumption: the server is asked for it before the first
-    /// turn (`CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` kept).
-    window_assumed: Option<Option<u8>>,
+    /// turn.
+    window_assumed: bool,
+    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`, kept for a window that changes.
+    compact_percent: Option<u8>,
     tools: Vec<Arc<dyn executor::Tool>>,
     permissions: Arc<dyn CanUseTool>,
     stop_hook: Arc<dyn StopHook>,
@@ -406,7 +408,8 @@ impl Session {
                 .and_then(serde_json::Value::as_u64),
             headless: prompter_absent,
             fallback_client,
-            window_assumed: window_assumed.then_some(compact_percent),
+            window_assumed,
+            compact_percent,
             extra_roots_pem,
             context_saved: saved_context.is_some(),
             saved_context,
@@ -417,7 +420,26 @@ impl Session {
     /// first turn. `git status` runs the repository's configured programs (filters), so it
     /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
-        self.settle_window().await;
+        // The window of a model nothing configured is asked of its server meanwhile.
+        let probe = self.window_assumed.then(|| {
+            let client = self.client.clone();
+            let model = self.config.model.clone();
+            async move { client.reported_context_window(&model).await }
+        });
+        let reported = async {
+            match probe {
+                Some(probe) => Some(probe.await),
+                None => None,
+            }
+        };
+        let (reported, ()) = tokio::join!(reported, self.gather_servers_and_context());
+        if let Some(reported) = reported {
+            self.settle_window(reported);
+        }
+    }
+
+    /// MCP servers and the user context, both part of [`Session::gather_context`].
+    async fn gather_servers_and_context(&mut self) {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
@@ -448,22 +470,21 @@ impl Session {
         self.gather_user_context().await;
     }
 
-    /// A model whose window nothing configured: the server's own figure (vLLM's
-    /// `/v1/models`, llama.cpp's `/props`), else the assumption, with one warning.
-    async fn settle_window(&mut self) {
-        let Some(compact_percent) = self.window_assumed.take() else {
-            return;
-        };
-        let model = self.config.model.clone();
-        match self.client.reported_context_window(&model).await {
+    /// A model whose window nothing configured: the server's own figure (`reported`, from
+    /// vLLM's `/v1/models`, llama.cpp's `/props`, Ollama's `/api/show`), else the
+    /// assumption, with one warning.
+    fn settle_window(&mut self, reported: Option<u64>) {
+        self.window_assumed = false;
+        let model = &self.config.model;
+        match reported {
             Some(window) => {
                 tracing::info!(window, "the server reports the model's context window");
-                set_window(&mut self.config, &window_info(window), compact_percent);
+                set_window(&mut self.config, &window_info(window), self.compact_percent);
             }
             None => eprintln!(
                 "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
-                crate::output::printable(&model, false),
-                crate::output::printable(&model, false)
+                crate::output::printable(model, false),
+                crate::output::printable(model, false)
             ),
         }
     }
