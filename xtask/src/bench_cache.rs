@@ -22,9 +22,10 @@
 //! with `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=50` so the history crosses microcompact's trigger
 //! (80 % of the lowered autocompact threshold) once, near the end.
 
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
+use crate::bench_cli::Serve;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, Result, ensure};
 use serde_json::{Value, json};
@@ -159,7 +160,15 @@ fn session(agent: &Path, testkit: &Path, scratch: &Path, pct: Option<&str>) -> R
     let script_path = scratch.join("script.json");
     std::fs::write(&script_path, script().to_string())?;
     let log = scratch.join("requests.jsonl");
-    let server = Serve::start(testkit, &script_path, &log)?;
+    let server = Serve::start_with(
+        testkit,
+        &script_path,
+        &[
+            "--requests".as_ref(),
+            log.as_os_str(),
+            "--usage-from-request".as_ref(),
+        ],
+    )?;
     let home = scratch.join("home");
     let mut command = Command::new(agent);
     command
@@ -424,44 +433,6 @@ impl Report {
 /// one fresh token (a cache read costs a tenth).
 fn price(cached: u64, total: u64) -> f64 {
     cached.min(total) as f64 * 0.1 + (total - cached.min(total)) as f64
-}
-
-/// A `testkit serve` child logging requests, killed on drop.
-struct Serve {
-    child: Child,
-    url: String,
-}
-
-impl Serve {
-    fn start(testkit: &Path, script: &Path, log: &Path) -> Result<Self> {
-        let mut child = Command::new(testkit)
-            .arg("serve")
-            .arg(script)
-            .arg("--requests")
-            .arg(log)
-            .arg("--usage-from-request")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting testkit serve")?;
-        let stdout = child.stdout.take().context("testkit's stdout")?;
-        let mut url = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut url)
-            .context("reading testkit's URL")?;
-        ensure!(url.starts_with("http://"), "testkit printed {url:?}");
-        Ok(Self {
-            child,
-            url: url.trim().to_owned(),
-        })
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[cfg(test)]

@@ -92,16 +92,26 @@ impl Run<'_> {
 }
 
 /// A `testkit serve` child, killed on drop.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Serve {
     fn start(testkit: &Path, script: &Path) -> Result<Self> {
+        Self::start_with(testkit, script, &[])
+    }
+
+    /// `testkit serve SCRIPT ARGS...` (`--requests LOG`, `--usage-from-request`).
+    pub(crate) fn start_with(
+        testkit: &Path,
+        script: &Path,
+        args: &[&std::ffi::OsStr],
+    ) -> Result<Self> {
         let mut child = Command::new(testkit)
             .arg("serve")
             .arg(script)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
