@@ -50,7 +50,23 @@ pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
 /// UTF-8 are skipped with a warning naming them.
 pub fn discover(cwd: &Path) -> Vec<Command> {
     let mut found = BTreeMap::new();
+    // A project's commands folder must really be the project's: `.claude/commands` linked to
+    // `~/notes` would send the user's notes as a prompt.
+    let boundary = std::fs::canonicalize(crate::trust::folder(cwd)).ok();
     for (folder, scope) in folders(cwd) {
+        if scope == "project"
+            && std::fs::canonicalize(&folder).is_ok_and(|real| {
+                boundary
+                    .as_ref()
+                    .is_none_or(|boundary| !real.starts_with(boundary))
+            })
+        {
+            eprintln!(
+                "agent: warning: {} is skipped: it leads outside the project",
+                crate::output::printable(&folder.display().to_string(), false)
+            );
+            continue;
+        }
         let mut files = Vec::new();
         collect(&folder, &folder, &mut files, 0);
         files.sort();
@@ -274,6 +290,18 @@ mod tests {
                 ("frontend:lint".to_owned(), "Lint it.".to_owned()),
                 ("ship".to_owned(), "From agent.".to_owned()),
             ]
+        );
+        // A commands folder that is a link out of the project is not read.
+        let notes = base.join("notes");
+        std::fs::create_dir_all(&notes).ok();
+        std::fs::write(notes.join("deploy.md"), "NOTES-SECRET").ok();
+        let _ = std::fs::remove_dir_all(cwd.join(".claude/commands"));
+        std::os::unix::fs::symlink(&notes, cwd.join(".claude/commands")).ok();
+        assert!(
+            discover(&cwd)
+                .iter()
+                .all(|command| command.name != "deploy"),
+            "a linked commands folder was read"
         );
         let _ = std::fs::remove_dir_all(&base);
     }

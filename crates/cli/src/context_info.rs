@@ -28,14 +28,16 @@ pub const MEMORY_CAP_BYTES: usize = 40_000;
 /// `.claude/CLAUDE.md`, `CLAUDE.local.md`): the more specific later.
 ///
 /// A project's memory file must resolve inside the folder that holds the search (the
-/// repository root, or `cwd` outside a repository): a committed `CLAUDE.md` that is a link to
+/// repository root, or `cwd` outside a repository or in one that holds the home folder): a committed `CLAUDE.md` that is a link to
 /// `~/.ssh/id_rsa` would otherwise be sent to the API. The user's own files may be links.
 pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
+    // The folder folder trust is keyed by: the repository root, else `cwd` (a repository
+    // holding the home folder, a dotfiles one, does not count: its memory files and what
+    // they link to are the user's, not the project's).
+    let top = crate::trust::folder(cwd);
     // One group per folder, `cwd` first; reversed below so the root comes first.
     let mut groups: Vec<Vec<PathBuf>> = Vec::new();
-    let mut top = cwd;
     for dir in cwd.ancestors() {
-        top = dir;
         groups.push(
             PROJECT_MEMORY
                 .iter()
@@ -43,15 +45,13 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
                 .filter(|path| path.is_file())
                 .collect(),
         );
-        if dir.join(".git").exists() {
+        if dir == top {
             break;
         }
     }
     groups.reverse();
     let mut project: Vec<PathBuf> = groups.concat();
-    // Outside a repository the search went up to `/`: only what is below `cwd` counts then.
-    let boundary = if top.join(".git").exists() { top } else { cwd };
-    let boundary = std::fs::canonicalize(boundary).unwrap_or_else(|_| boundary.to_path_buf());
+    let boundary = std::fs::canonicalize(&top).unwrap_or(top);
     project.retain(|path| {
         let inside = std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(&boundary));
         if !inside {

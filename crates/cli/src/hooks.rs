@@ -567,14 +567,25 @@ impl Tool for PostToolUse {
     }
 }
 
-/// The agent's own settings folders: `.agent/` in the working directory and `agent/` in the
-/// user's config directory. No tool may change them: the file tools refuse writes there after
-/// resolving the path exactly (`tools::ToolSetConfig::protected`, which the permission gate
-/// reports as a denial), and [`SettingsGuard`] refuses Bash commands that name them.
+/// The settings folders the agent reads: `.agent/` and `.claude/` in the working directory,
+/// `agent/` in the user's config directory and `~/.claude/`. No tool may change them: the
+/// file tools refuse writes there after resolving the path exactly
+/// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
+/// [`SettingsGuard`] refuses Bash commands that name them.
 pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
-    let mut dirs = vec![cwd.join(".agent")];
+    let mut dirs: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|name| cwd.join(name)).collect();
     dirs.extend(user_settings_dir());
+    dirs.extend(claude_user_dir());
     dirs
+}
+
+/// Folder names whose contents no file tool may change wherever they are: a nested one is
+/// the settings of a session started there (`sub/.claude/settings.json`).
+pub const PROTECTED_NAMES: [&str; 2] = [".agent", ".claude"];
+
+/// `~/.claude/`, Claude Code's user folder (its settings, memory and commands apply here).
+fn claude_user_dir() -> Option<PathBuf> {
+    dirs::home_dir().map(|home| home.join(".claude"))
 }
 
 /// `agent/` in the user's config directory.
@@ -587,6 +598,7 @@ fn user_settings_dir() -> Option<PathBuf> {
 /// permission mode. (Write and Edit there are refused by the tools themselves.)
 pub struct SettingsGuard {
     user_settings: Option<PathBuf>,
+    claude_user: Option<PathBuf>,
     inner: Arc<dyn CanUseTool>,
 }
 
@@ -603,6 +615,7 @@ impl SettingsGuard {
     pub fn new(inner: Arc<dyn CanUseTool>) -> Self {
         Self {
             user_settings: user_settings_dir(),
+            claude_user: claude_user_dir(),
             inner,
         }
     }
@@ -628,16 +641,17 @@ impl SettingsGuard {
                     ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '='
                 )
         });
-        let names_project = words
-            .filter(|word| !word.is_empty())
-            .any(|word| word.split('/').any(|component| component == ".agent"));
+        let names_project = words.filter(|word| !word.is_empty()).any(|word| {
+            word.split('/')
+                .any(|component| PROTECTED_NAMES.contains(&component))
+        });
         let names_user = command.contains("/.config/agent")
             || command.contains("XDG_CONFIG_HOME")
             || command.contains("agent/settings")
-            || self
-                .user_settings
-                .as_ref()
-                .is_some_and(|dir| command.contains(&*dir.to_string_lossy()));
+            || [&self.user_settings, &self.claude_user]
+                .into_iter()
+                .flatten()
+                .any(|dir| command.contains(&*dir.to_string_lossy()));
         names_project || names_user
     }
 }
@@ -646,7 +660,7 @@ impl CanUseTool for SettingsGuard {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
         if self.touches_settings(call) {
             return Box::pin(std::future::ready(PermissionDecision::deny(
-                "the agent's own settings (.agent/, ~/.config/agent/) cannot be changed or used by the agent's tools; ask the user to edit them",
+                "the agent's settings (.agent/, .claude/, ~/.config/agent/, ~/.claude/) cannot be changed or used by the agent's tools; ask the user to edit them",
             )));
         }
         self.inner.check(call, tool)

@@ -245,14 +245,15 @@ pub async fn run(
             Input::Help => {
                 eprintln!("{HELP}");
                 for command in &session.commands {
+                    // Every part comes from a file the repository may have written.
+                    let hint = command
+                        .argument_hint
+                        .as_deref()
+                        .map(|hint| format!(" {hint}"))
+                        .unwrap_or_default();
                     eprintln!(
-                        "  /{}{}  {} ({})",
-                        command.name,
-                        command
-                            .argument_hint
-                            .as_deref()
-                            .map(|hint| format!(" {hint}"))
-                            .unwrap_or_default(),
+                        "  /{}  {} ({})",
+                        crate::output::printable(&format!("{}{hint}", command.name), false),
                         crate::output::printable(&command.description, false),
                         command.scope
                     );

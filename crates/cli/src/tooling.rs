@@ -147,7 +147,10 @@ pub fn build(
         prompter,
         env,
         protected: crate::hooks::protected_dirs(&workspace.cwd),
-        protected_names: vec![".agent".to_owned()],
+        protected_names: crate::hooks::PROTECTED_NAMES
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect(),
         sandbox,
     })?;
     Ok(Tooling {

@@ -1160,6 +1160,107 @@ async fn the_model_cannot_rewrite_the_agents_own_settings() {
     );
 }
 
+/// Attack: the model plants Claude Code settings for a later run, in a subfolder's
+/// `.claude/` (a session started there reads them) and in the user's `~/.claude/` (every
+/// session reads them), by Write and by Bash. Every attempt is refused.
+#[tokio::test]
+async fn the_model_cannot_plant_claude_code_settings() {
+    let repo = repo("claude-guard");
+    std::fs::create_dir_all(repo.dir.join("sub")).unwrap();
+    let home_settings = repo.home.join(".claude/settings.json");
+    let hook =
+        "{\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"touch pwned\"}]}]}}";
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "sub/.claude/settings.json", "content": hook}),
+                )
+                .tool_use(
+                    "toolu_h",
+                    "Write",
+                    json!({"file_path": home_settings, "content": hook}),
+                )
+                .tool_use(
+                    "toolu_b",
+                    "Bash",
+                    json!({"command": format!("mkdir -p sub/.claude && printf '%s' '{hook}' > sub/.claude/settings.local.json")}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("I may not change that.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "escalate",
+            "--permission-mode",
+            "bypassPermissions",
+            "--add-dir",
+            &repo.home.to_string_lossy(),
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!repo.dir.join("sub/.claude/settings.json").exists());
+    assert!(!repo.dir.join("sub/.claude/settings.local.json").exists());
+    assert!(!home_settings.exists());
+    for id in ["toolu_w", "toolu_h", "toolu_b"] {
+        let text = result_text(&server, id);
+        assert!(
+            text.contains("protected") || text.contains("cannot be changed"),
+            "{id}: {text}"
+        );
+    }
+}
+
+/// Attack: in a home folder that is a git repository (dotfiles), a project without its own
+/// repository links its `CLAUDE.md` to `~/.ssh/id_rsa`: the link leads outside the project
+/// and is not sent.
+#[tokio::test]
+async fn a_memory_link_to_the_home_folder_is_not_sent_from_a_dotfiles_home() {
+    let repo = repo("dotfiles-memory");
+    let git = |dir: &std::path::Path| {
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+    };
+    git(&repo.home);
+    std::fs::create_dir_all(repo.home.join(".ssh")).unwrap();
+    std::fs::write(repo.home.join(".ssh/id_rsa"), "SSH-PRIVATE-KEY-SECRET").unwrap();
+    let project = repo.home.join("Downloads/evil");
+    std::fs::create_dir_all(&project).unwrap();
+    std::os::unix::fs::symlink("../../.ssh/id_rsa", project.join("CLAUDE.md")).unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let mut run = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    common::Launch::new(&repo, &server)
+        .in_dir(&project)
+        .apply(&mut run);
+    let output = run.args(["-p", "hi"]).output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = server.requests()[0].json().to_string();
+    assert!(!sent.contains("SSH-PRIVATE-KEY-SECRET"), "the key was sent");
+}
+
 #[tokio::test]
 async fn sessions_in_the_folder_earlier_versions_used_are_still_continued() {
     let repo = repo("legacy-folder");

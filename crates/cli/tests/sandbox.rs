@@ -459,3 +459,53 @@ async fn toolchains_outside_home_run_in_the_sandbox() {
         assert!(root.contains("goroot-ran"), "{backend}: {root}");
     }
 }
+
+/// Attack: cargo's and gem's registry tokens stay hidden when their folders are reached
+/// through links or `..` (`~/.cargo` a link to elsewhere, `CARGO_HOME` a link, `GEM_HOME`
+/// with `..`): the folders are granted resolved, so the files are hidden where they are.
+#[tokio::test]
+async fn credentials_stay_hidden_behind_links() {
+    for backend in backends() {
+        let repo = repo(&format!("sbx-credlinks-{backend}"));
+        let base = repo.home.parent().unwrap().to_path_buf();
+        let data = base.join("data");
+        std::fs::create_dir_all(data.join("cargo")).unwrap();
+        std::fs::create_dir_all(data.join("gem")).unwrap();
+        std::fs::create_dir_all(data.join("cargo2")).unwrap();
+        std::fs::write(data.join("cargo/credentials.toml"), "CARGO-HOME-SECRET").unwrap();
+        std::fs::write(data.join("gem/credentials"), "GEM-SECRET").unwrap();
+        std::fs::write(data.join("cargo2/credentials.toml"), "CARGO-VAR-SECRET").unwrap();
+        std::os::unix::fs::symlink(data.join("cargo"), repo.home.join(".cargo")).unwrap();
+        std::os::unix::fs::symlink(data.join("cargo2"), base.join("cargolink")).unwrap();
+        let command = format!(
+            "cat {0}/cargo/credentials.toml {1}/.cargo/credentials.toml {0}/gem/credentials {0}/cargo2/credentials.toml {2}/credentials.toml",
+            data.display(),
+            repo.home.display(),
+            base.join("cargolink").display()
+        );
+        let server = serve_bash(&[("toolu_c", json!({"command": command}))]).await;
+        let output = command_with_env(&repo, &server, backend)
+            .env("CARGO_HOME", base.join("cargolink"))
+            .env("GEM_HOME", base.join("data/../data/gem"))
+            .args(["--output-format", "stream-json", "-p", "read them"])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {stderr}");
+        let result = tool_result(&server, "toolu_c");
+        for secret in ["CARGO-HOME-SECRET", "GEM-SECRET", "CARGO-VAR-SECRET"] {
+            assert!(
+                !result.contains(secret),
+                "{backend}: {secret} leaked: {result}"
+            );
+        }
+    }
+}
+
+/// The agent with `backend` and the repository's own home.
+fn command_with_env(repo: &Repo, server: &Server, backend: &str) -> tokio::process::Command {
+    let mut command = command(repo, server);
+    command.env("AGENT_SANDBOX_BACKEND", backend);
+    command
+}

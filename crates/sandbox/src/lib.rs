@@ -537,16 +537,30 @@ pub fn default_hidden() -> Vec<PathBuf> {
                 .filter(|path| std::fs::symlink_metadata(path).is_ok()),
         );
     }
-    // A `CARGO_HOME` outside `$HOME` is readable through [`TOOLCHAIN_ROOT_VARIABLES`]; its
-    // registry tokens are not.
-    if let Some(cargo) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
-        hidden.extend(
-            ["credentials", "credentials.toml"]
-                .iter()
-                .map(|file| cargo.join(file))
-                .filter(|path| std::fs::symlink_metadata(path).is_ok()),
-        );
+    // A toolchain root named by a variable is readable through
+    // [`TOOLCHAIN_ROOT_VARIABLES`]; its registry tokens are not.
+    for (variable, files) in [
+        ("CARGO_HOME", &["credentials", "credentials.toml"][..]),
+        ("GEM_HOME", &["credentials"][..]),
+    ] {
+        if let Some(root) = std::env::var_os(variable).map(PathBuf::from) {
+            hidden.extend(
+                files
+                    .iter()
+                    .map(|file| root.join(file))
+                    .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+            );
+        }
     }
+    // The readable folders are granted resolved (`~/.cargo` may be a link to elsewhere,
+    // `CARGO_HOME` may be written with `..`): each credential file is hidden where it really
+    // is too.
+    let resolved: Vec<PathBuf> = hidden
+        .iter()
+        .filter_map(|path| std::fs::canonicalize(path).ok())
+        .filter(|real| !hidden.contains(real))
+        .collect();
+    hidden.extend(resolved);
     if nix::unistd::geteuid().is_root() {
         hidden.extend(private_system_files().iter().cloned());
     }
