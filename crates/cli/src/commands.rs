@@ -2,11 +2,13 @@
 //! `.claude/commands/` (the project's) and `~/.config/agent/commands/`, `~/.claude/commands/`
 //! (the user's). A file's path below its folder names the command, subfolders as
 //! namespaces (`frontend/lint.md` is `/frontend:lint`). An optional frontmatter block
-//! (`---` lines) gives `description` and `argument-hint`; the body is the prompt, with
-//! `$ARGUMENTS` replaced by everything after the name and `$1` .. `$9` by its words.
+//! (`---` lines) gives `description`, `argument-hint`, `allowed-tools` (allow rules while
+//! the command's turn runs) and `model` (the model of that turn); the body is the prompt,
+//! with `$ARGUMENTS` replaced by everything after the name and `$1` .. `$9` by its words.
 //!
 //! A command is a prompt the user chooses to send, so a project's commands are offered in
-//! an untrusted folder too; nothing in them runs or is allowed by itself.
+//! an untrusted folder too; nothing in them runs or is allowed by itself there: a project
+//! command's `allowed-tools` and `model` apply only in a trusted folder.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +29,11 @@ pub struct Command {
     pub description: String,
     /// The frontmatter's `argument-hint` (`[file] [message]`).
     pub argument_hint: Option<String>,
+    /// The frontmatter's `allowed-tools`: allow rules while the command's turn runs
+    /// (`Bash(git add:*)`, `Read`), as settings write them.
+    pub allowed_tools: Vec<String>,
+    /// The frontmatter's `model`: the model of the command's turn (an id or an alias).
+    pub model: Option<String>,
     /// The prompt, before expansion.
     pub body: String,
 }
@@ -132,39 +139,10 @@ fn read(path: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
 }
 
-/// A command from its file's text: the frontmatter (`key: value` lines between `---`
-/// lines at the top; quotes around a value are removed) and the body.
+/// A command from its file's text: the frontmatter ([`tools::prompt::split_frontmatter`])
+/// and the body.
 pub fn parse(name: String, path: PathBuf, scope: &'static str, text: &str) -> Command {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let (front, body) = match text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    {
-        Some(rest) => match rest.find("\n---") {
-            Some(end) => {
-                let after = &rest[end + 4..];
-                let body = after
-                    .strip_prefix("\r\n")
-                    .or_else(|| after.strip_prefix('\n'))
-                    .unwrap_or(after);
-                (&rest[..end], body)
-            }
-            None => ("", text),
-        },
-        None => ("", text),
-    };
-    let mut fields = BTreeMap::new();
-    for line in front.lines() {
-        if let Some((key, value)) = line.split_once(':') {
-            let value = value.trim();
-            let value = value
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-                .unwrap_or(value);
-            fields.insert(key.trim().to_owned(), value.to_owned());
-        }
-    }
+    let (fields, body) = tools::prompt::split_frontmatter(text);
     let description = fields
         .get("description")
         .cloned()
@@ -184,44 +162,22 @@ pub fn parse(name: String, path: PathBuf, scope: &'static str, text: &str) -> Co
         scope,
         description,
         argument_hint: fields.get("argument-hint").cloned(),
+        allowed_tools: fields
+            .get("allowed-tools")
+            .map(|list| tools::prompt::split_tool_list(list))
+            .unwrap_or_default(),
+        model: fields
+            .get("model")
+            .cloned()
+            .filter(|model| !model.is_empty()),
         body: body.to_owned(),
     }
 }
 
 impl Command {
-    /// The prompt for `/name ARGUMENTS`: `$ARGUMENTS` is all of them, `$1` .. `$9` each word
-    /// (empty when missing). A body that names neither gets the arguments appended after a
-    /// blank line, as Claude Code does.
+    /// The prompt for `/name ARGUMENTS` ([`tools::prompt::expand_arguments`]).
     pub fn expand(&self, arguments: &str) -> String {
-        let arguments = arguments.trim();
-        let words: Vec<&str> = arguments.split_whitespace().collect();
-        let mut out = String::with_capacity(self.body.len() + arguments.len());
-        let mut used = false;
-        let mut rest = self.body.as_str();
-        while let Some(at) = rest.find('$') {
-            out.push_str(&rest[..at]);
-            let after = &rest[at + 1..];
-            if let Some(tail) = after.strip_prefix("ARGUMENTS") {
-                out.push_str(arguments);
-                used = true;
-                rest = tail;
-            } else if let Some(digit) = after.chars().next().filter(|c| ('1'..='9').contains(c)) {
-                let index = digit as usize - '1' as usize;
-                out.push_str(words.get(index).copied().unwrap_or_default());
-                used = true;
-                rest = &after[1..];
-            } else {
-                out.push('$');
-                rest = after;
-            }
-        }
-        out.push_str(rest);
-        if !used && !arguments.is_empty() {
-            out.truncate(out.trim_end().len());
-            out.push_str("\n\n");
-            out.push_str(arguments);
-        }
-        out
+        tools::prompt::expand_arguments(&self.body, arguments)
     }
 }
 
@@ -246,6 +202,8 @@ mod tests {
         );
         assert_eq!(command.description, "Fix an issue");
         assert_eq!(command.argument_hint.as_deref(), Some("[issue] [priority]"));
+        assert_eq!(command.allowed_tools, ["Bash(git:*)"]);
+        assert_eq!(command.model, None);
         assert_eq!(
             command.expand("123 high"),
             "Fix issue #123 with priority high.\nAll: 123 high; cost  stays.\n"

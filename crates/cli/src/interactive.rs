@@ -57,6 +57,8 @@ enum Input {
     Nothing,
     /// A task for the agent.
     Task(String),
+    /// A custom command or skill, expanded.
+    Invoke(crate::session::Invocation),
     /// `/help`.
     Help,
     /// `/clear`.
@@ -234,7 +236,7 @@ pub async fn run(
         exit_pending = false;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
         let input = match (parse_input(&line), session.expand_command(&line)) {
-            (Input::Unknown(_) | Input::Task(_), Some(prompt)) => Input::Task(prompt),
+            (Input::Unknown(_) | Input::Task(_), Some(invocation)) => Input::Invoke(invocation),
             (input, _) => input,
         };
         if input != Input::Nothing {
@@ -256,6 +258,14 @@ pub async fn run(
                         crate::output::printable(&format!("{}{hint}", command.name), false),
                         crate::output::printable(&command.description, false),
                         command.scope
+                    );
+                }
+                for skill in &session.skills {
+                    eprintln!(
+                        "  /{}  {} ({} skill)",
+                        crate::output::printable(&skill.name, false),
+                        crate::output::printable(&skill.description, false),
+                        skill.scope
                     );
                 }
             }
@@ -280,7 +290,12 @@ pub async fn run(
                     eprintln!("Started session {}", session.session_id);
                 }
             }
-            Input::Task(task) => {
+            input @ (Input::Task(_) | Input::Invoke(_)) => {
+                let invocation = match input {
+                    Input::Invoke(invocation) => invocation,
+                    Input::Task(task) => crate::session::Invocation::task(task),
+                    _ => continue,
+                };
                 let mut renderer = Renderer::new(
                     OutputFormat::Text,
                     &session.session_id,
@@ -289,7 +304,7 @@ pub async fn run(
                 )
                 .with_status(status.clone());
                 let cancel = interrupts.arm();
-                let outcome = session.turn(task, &mut renderer, cancel).await;
+                let outcome = session.invoke(invocation, &mut renderer, cancel).await;
                 interrupts.disarm();
                 status.hide();
                 let outcome = match outcome {

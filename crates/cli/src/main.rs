@@ -18,6 +18,7 @@ mod mcp_cmd;
 mod output;
 mod session;
 mod settings;
+mod skills;
 mod tooling;
 mod transcript;
 mod trust;
@@ -216,26 +217,32 @@ async fn headless(
         live,
     )
     .with_status(status);
-    let command_names: Vec<String> = session
-        .commands
-        .iter()
-        .map(|command| command.name.clone())
-        .collect();
-    renderer.init(
-        &session.cwd.to_string_lossy(),
-        &session.tool_names,
-        &session.mcp_status(),
-        session.mode_name,
-        &session.sandbox,
-        &command_names,
-    );
-    // `-p "/name arguments"` runs a custom command, as in Claude Code.
-    let task = match session.expand_command(&task) {
-        Some(expanded) => expanded,
-        None => task,
-    };
+    let cwd = session.cwd.to_string_lossy();
+    renderer.init(&output::Init {
+        cwd: &cwd,
+        tools: &session.tool_names,
+        mcp_servers: session.mcp_status(),
+        permission_mode: session.mode_name,
+        sandbox: &session.sandbox,
+        // Skills are slash commands too, as in Claude Code.
+        slash_commands: session
+            .commands
+            .iter()
+            .map(|command| command.name.clone())
+            .chain(session.skills.iter().map(|skill| skill.name.clone()))
+            .collect(),
+        skills: session
+            .skills
+            .iter()
+            .map(|skill| skill.name.clone())
+            .collect(),
+    });
+    // `-p "/name arguments"` runs a custom command or a skill, as in Claude Code.
+    let invocation = session
+        .expand_command(&task)
+        .unwrap_or_else(|| session::Invocation::task(task));
     let cancel = interrupts.arm();
-    let outcome = session.turn(task, &mut renderer, cancel).await?;
+    let outcome = session.invoke(invocation, &mut renderer, cancel).await?;
     interrupts.disarm();
     renderer.finish(&outcome);
     Ok(match output::exit_code(&outcome.terminal).0 {

@@ -320,6 +320,25 @@ pub struct Renderer {
     tokens_streaming: u64,
 }
 
+/// What the `system`/`init` line reports about a session ([`Renderer::init`]).
+#[derive(Debug)]
+pub struct Init<'a> {
+    /// The working directory.
+    pub cwd: &'a str,
+    /// The tools the model may call.
+    pub tools: &'a [String],
+    /// The MCP servers and their state.
+    pub mcp_servers: Vec<(String, &'static str)>,
+    /// The permission mode, as Claude Code spells it.
+    pub permission_mode: &'a str,
+    /// How Bash commands are sandboxed.
+    pub sandbox: &'a tools::SandboxConfig,
+    /// Custom commands and skills, without the slash.
+    pub slash_commands: Vec<String>,
+    /// The skills' names.
+    pub skills: Vec<String>,
+}
+
 impl Renderer {
     /// A renderer; `live_text` streams text deltas (text format on a terminal).
     pub fn new(format: OutputFormat, session_id: &str, model: &str, live_text: bool) -> Self {
@@ -514,28 +533,22 @@ impl Renderer {
     /// `landlock`, `none` when nothing works here, `off` when turned off) and `network`
     /// (whether commands that may write the workspace reach the network: the setting
     /// `sandbox.network` in a sandbox, `true` without one; read-only commands never do).
-    pub fn init(
-        &self,
-        cwd: &str,
-        tools: &[String],
-        mcp_servers: &[(String, &str)],
-        permission_mode: &str,
-        sandbox: &tools::SandboxConfig,
-        slash_commands: &[String],
-    ) {
+    pub fn init(&self, init: &Init<'_>) {
         if self.format == OutputFormat::StreamJson {
-            let mcp_servers: Vec<Value> = mcp_servers
+            let mcp_servers: Vec<Value> = init
+                .mcp_servers
                 .iter()
                 .map(|(name, status)| json!({"name": name, "status": status}))
                 .collect();
             Self::line(&json!({
-                "type": "system", "subtype": "init", "cwd": cwd, "session_id": self.session_id,
-                "tools": tools, "mcp_servers": mcp_servers, "model": self.model,
-                "permissionMode": permission_mode, "apiKeySource": "none",
-                "slash_commands": slash_commands,
+                "type": "system", "subtype": "init", "cwd": init.cwd,
+                "session_id": self.session_id, "tools": init.tools, "mcp_servers": mcp_servers,
+                "model": self.model, "permissionMode": init.permission_mode,
+                "apiKeySource": "none", "slash_commands": init.slash_commands,
+                "skills": init.skills,
                 "sandbox": {
-                    "backend": sandbox.describe(),
-                    "network": sandbox.network || !sandbox.is_active(),
+                    "backend": init.sandbox.describe(),
+                    "network": init.sandbox.network || !init.sandbox.is_active(),
                 },
             }));
         }

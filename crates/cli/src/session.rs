@@ -60,6 +60,13 @@ pub struct Session {
     pub tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
     pub commands: Vec<crate::commands::Command>,
+    /// The skills (`.claude/skills/`, ...), found while the context is gathered.
+    pub skills: Vec<tools::skills::Skill>,
+    /// The permission gate under the hooks: a command's `allowed-tools` are granted there.
+    gate: Arc<tools::PermissionGate>,
+    /// What a command's `model` is resolved and sized with: the settings' `models`, whether
+    /// the provider is OpenAI-compatible, the settings' `env` (alias overrides), plan mode.
+    model_settings: ModelSettings,
     sessions: PathBuf,
     /// Where oversized tool results go: the first session's `tool-results/` folder, for
     /// every session of this process (the tools may always read it).
@@ -384,6 +391,14 @@ impl Session {
             sandbox,
             tool_names,
             commands,
+            skills: Vec::new(),
+            gate: Arc::clone(&tooling.permissions),
+            model_settings: ModelSettings {
+                models: settings.models.clone(),
+                openai,
+                env: settings.env.clone(),
+                plan: mode == args::PermissionModeArg::Plan,
+            },
             sessions,
             results_dir,
             config,
@@ -489,12 +504,102 @@ impl Session {
         }
     }
 
-    /// The prompt a custom command makes of `line` (`/name arguments`), when `line` names
-    /// one; `None` for anything else (a task, a built-in command, a path).
-    pub fn expand_command(&self, line: &str) -> Option<String> {
+    /// The custom command or skill `line` (`/name arguments`) invokes, when it names one;
+    /// `None` for anything else (a task, a built-in command, a path). A command wins over a
+    /// skill of the same name. A project command's `allowed-tools` and `model` are dropped,
+    /// with one warning, in an untrusted folder.
+    pub fn expand_command(&self, line: &str) -> Option<Invocation> {
         let (name, arguments) = crate::commands::invocation(line)?;
-        let command = self.commands.iter().find(|command| command.name == name)?;
-        Some(command.expand(arguments))
+        if let Some(command) = self.commands.iter().find(|command| command.name == name) {
+            let applies = command.scope == "user" || self.trusted;
+            if !applies && (!command.allowed_tools.is_empty() || command.model.is_some()) {
+                eprintln!(
+                    "agent: warning: /{}: allowed-tools and model of a project command are ignored: {} is not a trusted folder",
+                    crate::output::printable(name, false),
+                    self.cwd.display()
+                );
+            }
+            return Some(Invocation {
+                name: name.to_owned(),
+                prompt: command.expand(arguments),
+                allowed_tools: if applies {
+                    command.allowed_tools.clone()
+                } else {
+                    Vec::new()
+                },
+                model: command.model.clone().filter(|_| applies),
+            });
+        }
+        let skill = self.skills.iter().find(|skill| skill.name == name)?;
+        match tools::skills::load_prompt(skill, arguments) {
+            Ok(prompt) => Some(Invocation {
+                name: name.to_owned(),
+                prompt,
+                allowed_tools: Vec::new(),
+                model: None,
+            }),
+            Err(reason) => {
+                eprintln!(
+                    "agent: warning: skill {}: {}",
+                    crate::output::printable(name, false),
+                    crate::output::printable(&reason, false)
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs the turn of a custom command or skill: [`Session::turn`] with its prompt, its
+    /// `allowed-tools` granted and its `model` in use until the turn ends (the session's
+    /// model and limits come back afterwards, whatever the outcome).
+    ///
+    /// # Errors
+    ///
+    /// An `allowed-tools` rule that does not parse or a `model` whose settings entry is
+    /// invalid (nothing is sent then), and [`Session::turn`]'s errors.
+    pub async fn invoke(
+        &mut self,
+        invocation: Invocation,
+        renderer: &mut Renderer,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<LoopOutcome> {
+        let _grant = if invocation.allowed_tools.is_empty() {
+            None
+        } else {
+            Some(
+                self.gate
+                    .grant_for_turn(&invocation.allowed_tools)
+                    .with_context(|| format!("/{}: allowed-tools", invocation.name))?,
+            )
+        };
+        let Some(model) = &invocation.model else {
+            return self.turn(invocation.prompt, renderer, cancel).await;
+        };
+        let settings = &self.model_settings;
+        let id = if settings.openai {
+            model.clone()
+        } else {
+            resolve_model(model, settings.plan, &|key: &str| {
+                setting_or_env(&settings.env, key)
+            })
+        };
+        let (info, _) = model_info(&id, &settings.models, settings.openai)
+            .with_context(|| format!("/{}: model", invocation.name))?;
+        let before = (
+            std::mem::replace(&mut self.config.model, id),
+            self.config.output_cap,
+            self.config.escalated_output_cap,
+            self.config.context.levels,
+        );
+        set_window(&mut self.config, &info, self.compact_percent);
+        let outcome = self.turn(invocation.prompt, renderer, cancel).await;
+        (
+            self.config.model,
+            self.config.output_cap,
+            self.config.escalated_output_cap,
+            self.config.context.levels,
+        ) = before;
+        outcome
     }
 
     /// Adds the tools of MCP servers that connected since the last call (their tools join at
@@ -536,16 +641,43 @@ impl Session {
         })
     }
 
+    /// The user context and the skills, gathered side by side: skill discovery reads its
+    /// folders while `git status` runs (the seeds' skill discovery prefetch), and the first
+    /// request waits only for the slower of the two.
     async fn gather_user_context(&mut self) {
+        let cwd = self.cwd.clone();
+        let discovery = tokio::task::spawn_blocking(move || crate::skills::discover(&cwd));
         // A resumed session sends what it sent before: the same request prefix (the prompt
         // cache), the same facts the conversation was built on.
-        if let Some(saved) = &self.saved_context {
-            self.config.user_context = Some(saved.clone());
-            return;
-        }
+        let saved = self.saved_context.clone();
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
-        self.config.user_context =
-            Some(context_info::user_context(&self.cwd, &date, &self.sandbox, self.trusted).await);
+        let context = async {
+            match saved {
+                Some(saved) => (saved, true),
+                None => (
+                    context_info::user_context(&self.cwd, &date, &self.sandbox, self.trusted).await,
+                    false,
+                ),
+            }
+        };
+        let (skills, (mut context, resumed)) = tokio::join!(discovery, context);
+        self.skills = skills.unwrap_or_else(|error| {
+            eprintln!("agent: warning: skills were not read: {error}");
+            Vec::new()
+        });
+        if !resumed {
+            context.push_str(&crate::skills::context_list(&self.skills));
+        }
+        self.config.user_context = Some(context);
+        if !self.skills.is_empty() {
+            let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
+            self.tool_names.push("Skill".to_owned());
+            self.tools.push(hooks::PostToolUse::wrap(
+                &self.hook_env,
+                &self.post_hooks,
+                tool,
+            ));
+        }
     }
 
     /// Whether this session has a transcript file (it is created by the first turn).
@@ -896,6 +1028,40 @@ fn set_window(config: &mut LoopConfig, info: &context::ModelInfo, compact_percen
             autocompact_disabled: false,
         },
     );
+}
+
+/// What another model of the session's provider is resolved and sized with (a custom
+/// command's `model`).
+struct ModelSettings {
+    models: BTreeMap<String, settings::ModelSettings>,
+    openai: bool,
+    env: BTreeMap<String, String>,
+    plan: bool,
+}
+
+/// A custom command or a skill the user invoked by name (`/name arguments`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invocation {
+    /// The name, without the slash.
+    pub name: String,
+    /// The prompt it expands to.
+    pub prompt: String,
+    /// Allow rules while its turn runs (a trusted command's `allowed-tools`).
+    pub allowed_tools: Vec<String>,
+    /// The model of its turn (a trusted command's `model`), as written.
+    pub model: Option<String>,
+}
+
+impl Invocation {
+    /// A plain task: its text as the prompt, nothing granted, the session's model.
+    pub fn task(prompt: String) -> Self {
+        Self {
+            name: String::new(),
+            prompt,
+            allowed_tools: Vec::new(),
+            model: None,
+        }
+    }
 }
 
 /// The model server a session talks to (see [`choose_provider`]).

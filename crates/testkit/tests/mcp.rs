@@ -221,7 +221,8 @@ async fn a_changed_tool_list_is_picked_up() {
 
     // A flood of 500 notifications is not 500 listings at once: one runs at a time, each
     // after a 50 ms pause that folds in what arrives meanwhile (measured here: 61 listings;
-    // without the folding, 501 ran at once).
+    // without the folding, 501 ran at once). On a loaded machine the notifications trickle
+    // in over more pauses, so the bound leaves room: half of 501 still proves the folding.
     grow.call(json!({"times": 500}), context()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let out = grow.call(json!({"times": 0}), context()).await.unwrap();
@@ -233,7 +234,7 @@ async fn a_changed_tool_list_is_picked_up() {
         .next()
         .and_then(|count| count.parse().ok())
         .unwrap_or_else(|| panic!("{text}"));
-    assert!(listed < 120, "{listed} listings for 501 notifications");
+    assert!(listed < 250, "{listed} listings for 501 notifications");
 }
 
 fn http_server(name: &str, url: &str, headers: &[(&str, &str)]) -> Configured {

@@ -79,9 +79,11 @@ mod glob;
 mod grep;
 mod paths;
 mod permissions;
+pub mod prompt;
 mod read;
 mod sandboxing;
 mod session;
+pub mod skills;
 #[cfg(test)]
 mod testutil;
 mod text;
@@ -95,4 +97,4 @@ pub use permissions::{
     PermissionRequest, Prompter, Verdict,
 };
 pub use sandbox;
-pub use session::{SandboxConfig, ToolSet, ToolSetConfig, builtin};
+pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};

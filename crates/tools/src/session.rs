@@ -3,13 +3,14 @@
 use std::fmt;
 use std::hash::Hasher;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;
 
 use dashmap::DashMap;
 use executor::{Tool, Workspace};
 
-use crate::permissions::rules::RuleSet;
+use crate::permissions::rules::{Rule, RuleSet};
 use crate::permissions::{PermissionConfig, PermissionGate, PermissionMode, Prompter};
 use crate::{Error, paths};
 
@@ -25,6 +26,10 @@ pub struct ToolSetConfig {
     /// The session's folder of persisted large tool results; always readable by Read, Grep
     /// and Glob, whatever the confinement. Must be absolute to take effect.
     pub tool_results_dir: Option<PathBuf>,
+    /// More folders Read, Grep and Glob may read whatever the confinement (the user's skill
+    /// folders, whose files a loaded skill names). Resolved when the set is built; relative
+    /// or missing folders are ignored.
+    pub readable: Vec<PathBuf>,
     /// Who answers "ask" verdicts; `None` is a headless session, where they are denied.
     pub prompter: Option<Arc<dyn Prompter>>,
     /// Extra environment variables for every Bash command, on top of the process's own
@@ -91,6 +96,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("workspace", &self.workspace)
             .field("permissions", &self.permissions)
             .field("tool_results_dir", &self.tool_results_dir)
+            .field("readable", &self.readable)
             .field("interactive", &self.prompter.is_some())
             .field(
                 "env",
@@ -150,11 +156,19 @@ impl ToolSet {
         let shared = Arc::new(Shared {
             private,
             grants: DashMap::new(),
+            turn_allow: RwLock::new(Vec::new()),
+            next_grant: AtomicU64::new(0),
             sandbox: config.sandbox,
             workspace: Arc::clone(&config.workspace),
             mode: config.permissions.default_mode,
             rules,
             tool_results_dir,
+            readable: config
+                .readable
+                .iter()
+                .filter(|dir| dir.is_absolute())
+                .filter_map(|dir| paths::real_path(dir).ok())
+                .collect(),
             read_state: DashMap::new(),
             shell_cwd: Mutex::new(None),
             env: config.env,
@@ -209,6 +223,30 @@ pub fn builtin(workspace: Arc<Workspace>, permissions: PermissionConfig) -> Resu
         permissions,
         ..ToolSetConfig::default()
     })
+}
+
+/// Extra allow rules of one turn ([`PermissionGate::grant_for_turn`]); dropping it removes
+/// them.
+#[must_use = "the rules are removed when the grant drops"]
+pub struct TurnGrant {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl fmt::Debug for TurnGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TurnGrant").field("id", &self.id).finish()
+    }
+}
+
+impl Drop for TurnGrant {
+    fn drop(&mut self) {
+        self.shared
+            .turn_allow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.id);
+    }
 }
 
 /// What a Read saw of a file: enough to tell later whether it changed.
@@ -267,6 +305,8 @@ pub(crate) struct Shared {
     pub(crate) rules: RuleSet,
     /// Resolved.
     pub(crate) tool_results_dir: Option<PathBuf>,
+    /// Folders always readable (resolved).
+    pub(crate) readable: Vec<PathBuf>,
     /// Resolved path -> what the last Read (or our own write) saw.
     pub(crate) read_state: DashMap<PathBuf, FileStamp>,
     /// Where the last Bash command left its shell, when inside the workspace.
@@ -284,9 +324,36 @@ pub(crate) struct Shared {
     pub(crate) private: sandbox::PrivateDir,
     /// How each Bash call the gate let through must run, by tool_use id (taken by the call).
     pub(crate) grants: DashMap<String, crate::permissions::BashRun>,
+    /// Allow rules of the running turn ([`PermissionGate::grant_for_turn`]), by grant.
+    pub(crate) turn_allow: RwLock<Vec<(u64, Rule)>>,
+    /// The id of the next turn grant.
+    pub(crate) next_grant: AtomicU64,
 }
 
 impl Shared {
+    /// Whether an allow rule, of the settings or of the running turn, satisfies `covers`.
+    pub(crate) fn allows(&self, covers: impl Fn(&Rule) -> bool) -> bool {
+        self.rules.allow.iter().any(&covers)
+            || self
+                .turn_allow
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|(_, rule)| covers(rule))
+    }
+
+    /// Adds `rules` to the running turn's allow rules until the guard drops.
+    pub(crate) fn grant(self: &Arc<Self>, rules: Vec<Rule>) -> TurnGrant {
+        let id = self.next_grant.fetch_add(1, Ordering::Relaxed);
+        self.turn_allow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(rules.into_iter().map(|rule| (id, rule)));
+        TurnGrant {
+            shared: Arc::clone(self),
+            id,
+        }
+    }
     /// The session's working directory: where the last Bash command `cd`'d to, if that is
     /// still a directory inside the workspace, else the workspace's.
     pub(crate) fn cwd(&self, workspace: &Workspace) -> PathBuf {
@@ -420,12 +487,13 @@ impl Shared {
         if reads
             && self
                 .tool_results_dir
-                .as_deref()
-                .is_some_and(|dir| path.starts_with(dir))
+                .iter()
+                .chain(&self.readable)
+                .any(|dir| path.starts_with(dir))
         {
             return Ok(());
         }
-        if self.rules.allows_outside(tool, path) {
+        if self.allows(|rule| rule.matches_path(tool, path)) {
             return Ok(());
         }
         Err(Error::OutsideWorkspace {

@@ -958,3 +958,80 @@ async fn tools_answer_invalid_input_without_the_executor() {
         matches!(error, Err(ToolError::InvalidInput(message)) if message.contains("file_path"))
     );
 }
+
+/// A custom command's `allowed-tools` allow while its turn runs and no longer: deny rules
+/// and plan mode still win, a path rule widens the confinement only meanwhile, and a rule
+/// that does not parse grants nothing.
+#[test]
+fn turn_grants_allow_only_while_the_turn_runs() {
+    let env = git_status_allowed_rm_denied("turn-grant");
+    let gate = env.set.gate();
+    let outside = common::TempDir::new("turn-grant-outside");
+    std::fs::write(outside.path().join("spec.md"), "spec").unwrap();
+    let spec = outside.path().join("spec.md").display().to_string();
+    let read_outside = json!({ "file_path": spec });
+    assert!(matches!(
+        env.verdict("Read", &read_outside),
+        Verdict::Deny { .. }
+    ));
+    check_bash(
+        &env,
+        &[("npm test", Expected::ReadOnly), ("rm x", Expected::Deny)],
+    );
+    assert!(matches!(
+        env.verdict(
+            "Edit",
+            &json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"})
+        ),
+        Verdict::Ask { .. }
+    ));
+    {
+        let _grant = gate
+            .grant_for_turn(&[
+                "Bash(npm test:*)".into(),
+                "Bash(rm:*)".into(),
+                "Edit".into(),
+                format!("Read(/{}/**)", outside.path().display()),
+            ])
+            .unwrap();
+        check_bash(
+            &env,
+            &[
+                ("npm test", Expected::Write),
+                ("npm test -- --watch", Expected::Write),
+                // The settings' deny rule still wins.
+                ("rm x", Expected::Deny),
+                ("npm install", Expected::ReadOnly),
+            ],
+        );
+        assert_eq!(
+            env.verdict(
+                "Edit",
+                &json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"})
+            ),
+            Verdict::Allow
+        );
+        assert_eq!(env.verdict("Read", &read_outside), Verdict::Allow);
+    }
+    check_bash(&env, &[("npm test", Expected::ReadOnly)]);
+    assert!(matches!(
+        env.verdict("Read", &read_outside),
+        Verdict::Deny { .. }
+    ));
+    assert!(matches!(
+        gate.grant_for_turn(&["Bash(npm test:*)".into(), "Bash(".into()]),
+        Err(Error::InvalidRule { .. })
+    ));
+    check_bash(&env, &[("npm test", Expected::ReadOnly)]);
+
+    // Plan mode stays plan mode.
+    let plan = Env::with_mode("turn-grant-plan", PermissionMode::Plan);
+    let _grant = plan.set.gate().grant_for_turn(&["Edit".into()]).unwrap();
+    assert!(matches!(
+        plan.verdict(
+            "Edit",
+            &json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"})
+        ),
+        Verdict::Deny { .. }
+    ));
+}

@@ -43,7 +43,7 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::paths;
-use crate::session::Shared;
+use crate::session::{Shared, TurnGrant};
 use rules::Rule;
 use sandbox::Profile;
 use shell::Part;
@@ -210,10 +210,26 @@ impl PermissionGate {
     fn rule_list(&self, verdict: RuleKind) -> &[Rule] {
         let rules = &self.shared.rules;
         match verdict {
-            RuleKind::Allow => &rules.allow,
             RuleKind::Ask => &rules.ask,
             RuleKind::Deny => &rules.deny,
         }
+    }
+
+    /// Extra allow rules while one turn runs (a custom command's `allowed-tools`), in the
+    /// syntax of settings' `permissions.allow`; they apply until the returned guard drops.
+    /// Deny and ask rules still win over them, and the mode still applies (plan mode stays
+    /// plan mode).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRule`] for the first rule that does not parse (nothing is granted).
+    pub fn grant_for_turn(&self, rules: &[String]) -> Result<TurnGrant, Error> {
+        let base = paths::real_path(&self.shared.workspace.cwd)?;
+        let parsed = rules
+            .iter()
+            .map(|rule| Rule::parse(rule, &base))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.shared.grant(parsed))
     }
 
     fn other(&self, name: &str, read_only: bool, mode: PermissionMode) -> Verdict {
@@ -231,7 +247,7 @@ impl PermissionGate {
         match mode {
             PermissionMode::Plan if !read_only => plan_denial(name),
             PermissionMode::BypassPermissions => Verdict::Allow,
-            _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
+            _ if read_only || self.shared.allows(|rule| rule.matches_tool(name)) => Verdict::Allow,
             _ => Verdict::Ask {
                 reason: format!("{name} needs approval"),
             },
@@ -258,15 +274,14 @@ impl PermissionGate {
         // Rules see the path as written too: a denied `.env` that is a link to
         // `config/real.env` stays denied.
         let written = raw.map(|raw| paths::lexical(raw, &self.shared.cwd(workspace)));
-        let find = |kind| {
-            self.rule_list(kind).iter().find(|rule| {
-                rule.matches_tool(name)
-                    || rule.matches_path(name, &path)
-                    || written
-                        .as_ref()
-                        .is_some_and(|written| rule.matches_path(name, written))
-            })
+        let covers = |rule: &Rule| {
+            rule.matches_tool(name)
+                || rule.matches_path(name, &path)
+                || written
+                    .as_ref()
+                    .is_some_and(|written| rule.matches_path(name, written))
         };
+        let find = |kind| self.rule_list(kind).iter().find(|rule| covers(rule));
         let subject = format!("{name} on {}", path.display());
         if let Some(rule) = find(RuleKind::Deny) {
             return denied_by(&subject, rule);
@@ -278,7 +293,7 @@ impl PermissionGate {
         match mode {
             PermissionMode::Plan if !read_only => plan_denial(name),
             PermissionMode::BypassPermissions => Verdict::Allow,
-            _ if read_only || find(RuleKind::Allow).is_some() => Verdict::Allow,
+            _ if read_only || self.shared.allows(covers) => Verdict::Allow,
             PermissionMode::AcceptEdits => Verdict::Allow,
             _ => Verdict::Ask {
                 reason: format!("{subject} changes a file and needs approval"),
@@ -462,11 +477,10 @@ impl PermissionGate {
             return None;
         }
         let quoted = format!("`{}`", part.raw);
-        let allow = self.rule_list(RuleKind::Allow);
         // An exact rule naming the whole text, redirections included, always counts (and so
         // does a bare `Bash` rule).
         let raw = [part.raw.clone()];
-        if allow.iter().any(|rule| rule.matches_command(&raw, false)) {
+        if self.shared.allows(|rule| rule.matches_command(&raw, false)) {
             return None;
         }
         if part.words.is_empty() {
@@ -491,7 +505,11 @@ impl PermissionGate {
         // acceptable anyway.
         let writes_ok = self.redirect_writes_acceptable(part);
         let forms = match_forms(part, false);
-        if writes_ok && allow.iter().any(|rule| rule.matches_command(&forms, true)) {
+        if writes_ok
+            && self
+                .shared
+                .allows(|rule| rule.matches_command(&forms, true))
+        {
             return None;
         }
         if writes_ok {
@@ -521,7 +539,6 @@ impl PermissionGate {
 
 #[derive(Clone, Copy)]
 enum RuleKind {
-    Allow,
     Ask,
     Deny,
 }

@@ -288,12 +288,6 @@ impl RuleSet {
         })
     }
 
-    /// Whether an allow rule lets `tool` use `path` even outside the workspace (a path rule;
-    /// a bare tool name does not widen the confinement).
-    pub(crate) fn allows_outside(&self, tool: &str, path: &Path) -> bool {
-        self.allow.iter().any(|rule| rule.matches_path(tool, path))
-    }
-
     /// Whether a deny or ask rule keeps `path` from `tool`: walkers (Grep, Glob) skip such
     /// files instead of asking for each.
     pub(crate) fn hides(&self, tool: &str, path: &Path) -> bool {

@@ -1,0 +1,131 @@
+//! Where a session finds skills ([`tools::skills`]) and how they are listed in the context.
+//!
+//! Folders, lowest precedence first (a later skill of the same name wins, as Claude Code
+//! ranks personal skills above project ones): `.claude/skills/`, `.agent/skills/` (the
+//! project's, each skill resolving inside the project), then `~/.claude/skills/`,
+//! `~/.config/agent/skills/` (the user's). A skill is instructions the model loads when a
+//! task matches its description, so a project's skills are offered in an untrusted folder
+//! too, like its memory files: nothing in them runs or is allowed by itself.
+
+use std::path::{Path, PathBuf};
+
+use tools::skills::{Skill, SkillFolder};
+
+/// The largest skill list put in the context, in bytes; skills past it are named in one
+/// line (each description is at most 1,024 characters, so a few dozen skills fit).
+const LIST_CAP_BYTES: usize = 16 * 1024;
+
+/// The user's skill folders (`~/.claude/skills`, `~/.config/agent/skills`): also readable by
+/// Read, Grep and Glob, so a loaded skill's files can be read from any project.
+pub fn user_folders() -> Vec<PathBuf> {
+    let mut folders = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        folders.push(home.join(".claude").join("skills"));
+    }
+    if let Some(config) = dirs::config_dir() {
+        folders.push(config.join("agent").join("skills"));
+    }
+    folders
+}
+
+/// Every skill folder of a session in `cwd`, lowest precedence first.
+pub fn folders(cwd: &Path) -> Vec<SkillFolder> {
+    let mut folders = Vec::new();
+    // Without a resolvable project folder, nothing of the project's is read.
+    if let Ok(within) = std::fs::canonicalize(crate::trust::folder(cwd)) {
+        for dot in [".claude", ".agent"] {
+            folders.push(SkillFolder {
+                path: cwd.join(dot).join("skills"),
+                scope: "project",
+                within: Some(within.clone()),
+            });
+        }
+    }
+    folders.extend(user_folders().into_iter().map(|path| SkillFolder {
+        path,
+        scope: "user",
+        within: None,
+    }));
+    folders
+}
+
+/// The skills of `cwd`, with one warning on stderr for each one skipped. Blocking.
+pub fn discover(cwd: &Path) -> Vec<Skill> {
+    let found = tools::skills::discover(&folders(cwd));
+    for warning in &found.warnings {
+        eprintln!(
+            "agent: warning: {}",
+            crate::output::printable(warning, false)
+        );
+    }
+    found.skills
+}
+
+/// The part of the user context that lists the skills (empty without any): one line per
+/// skill, `- name: description`, at most [`LIST_CAP_BYTES`].
+pub fn context_list(skills: &[Skill]) -> String {
+    if skills.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "\nSkills (load one with the Skill tool when the task matches its description):\n",
+    );
+    let mut left_out = Vec::new();
+    for skill in skills {
+        // One line each: a description's own line breaks would read as more entries.
+        let description = skill
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let line = format!("- {}: {description}\n", skill.name);
+        if text.len() + line.len() > LIST_CAP_BYTES {
+            left_out.push(skill.name.as_str());
+        } else {
+            text.push_str(&line);
+        }
+    }
+    if !left_out.is_empty() {
+        text.push_str(&format!(
+            "- (no room to describe: {})\n",
+            left_out.join(", ")
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_one_line_per_skill_and_bounded() {
+        let skill = |name: &str, description: &str| Skill {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            dir: PathBuf::from("/s").join(name),
+            scope: "project",
+        };
+        assert_eq!(context_list(&[]), "");
+        assert_eq!(
+            context_list(&[skill("pdf", "Fill\nPDF   forms.")]),
+            "\nSkills (load one with the Skill tool when the task matches its description):\n- pdf: Fill PDF forms.\n"
+        );
+        let many: Vec<Skill> = (0..40)
+            .map(|i| skill(&format!("s{i}"), &"d".repeat(1000)))
+            .collect();
+        let text = context_list(&many);
+        assert!(text.len() <= LIST_CAP_BYTES + 200, "{}", text.len());
+        // The header (81 bytes) and 16 lines of 1,008 bytes fit in 16 KiB; the rest are named.
+        assert!(text.contains("- s15: ddd"), "{text}");
+        assert!(!text.contains("- s16: "), "{text}");
+        let left_out: Vec<String> = (16..40).map(|i| format!("s{i}")).collect();
+        assert!(
+            text.ends_with(&format!(
+                "- (no room to describe: {})\n",
+                left_out.join(", ")
+            )),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,305 @@
+//! A Claude Code user's project, used from the CLI as Claude Code would use it: the fixture
+//! `tests/fixtures/claude-project/` (`.claude/settings.json`, `.claude/settings.local.json`,
+//! `.agent/settings.json`, `.claude/CLAUDE.md`, `CLAUDE.local.md`, a command with arguments
+//! and frontmatter, a skill with a supporting file) copied into a fresh repository, in a
+//! trusted and an untrusted folder, against a scripted model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Repo, command, repo};
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+/// Copies the fixture project into `repo`.
+fn plant_fixture(repo: &Repo) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project"),
+        &repo.dir,
+    );
+}
+
+/// The text of the tool_result for `id` in the last request that has it.
+fn result_text(server: &Server, id: &str) -> String {
+    for request in server.requests().iter().rev() {
+        for message in request.json()["messages"].as_array().into_iter().flatten() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                    return block["content"].to_string();
+                }
+            }
+        }
+    }
+    panic!("no result for {id}")
+}
+
+/// The stream-json line of `kind` (`system`) and `subtype` (`init`).
+fn line<'a>(lines: &'a [Value], subtype: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|line| line["subtype"] == subtype)
+        .unwrap_or_else(|| panic!("no {subtype} line in {lines:?}"))
+}
+
+/// `/release:notes 1.2 upbeat`: the command's prompt with its arguments, its `model` and
+/// `allowed-tools` (trusted only), the skill listed in the context and loaded by the Skill
+/// tool, its supporting file read, the settings' allow and deny rules, both memory files,
+/// and `.agent/settings.json` winning over `.claude/settings.json`.
+#[tokio::test]
+async fn the_fixture_project_works_trusted_and_untrusted() {
+    for trusted in [true, false] {
+        let repo = repo(&format!("claude-project-{trusted}"));
+        plant_fixture(&repo);
+        let server =
+            Server::start_tls(Script::new(vec![
+            Reply::turn(
+                Turn::new()
+                    .tool_use("toolu_skill", "Skill", json!({"skill": "changelog", "args": "1.2"}))
+                    .tool_use(
+                        "toolu_template",
+                        "Read",
+                        json!({"file_path": ".claude/skills/changelog/template.md"}),
+                    )
+                    .tool_use("toolu_private", "Read", json!({"file_path": "private.txt"}))
+                    .tool_use("toolu_app", "Read", json!({"file_path": "app.py"})),
+            ),
+            Reply::turn(
+                Turn::new()
+                    .tool_use("toolu_mark", "Bash", json!({"command": "touch release-1.2"}))
+                    .tool_use(
+                        "toolu_edit",
+                        "Edit",
+                        json!({"file_path": "app.py", "old_string": "helo", "new_string": "hello"}),
+                    ),
+            ),
+            Reply::turn(Turn::new().text("Released.")),
+        ]))
+            .await
+            .unwrap();
+        let mut run = command(&repo, &server);
+        if trusted {
+            run.arg("--trust");
+        }
+        let output = run
+            .args([
+                "-p",
+                "/release:notes 1.2 upbeat",
+                "--output-format",
+                "stream-json",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{trusted}: {stderr}");
+        let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+
+        // system/init lists the command and the skill (a skill is a slash command too).
+        let init = line(&lines, "init");
+        assert_eq!(
+            init["slash_commands"],
+            json!(["release:notes", "changelog"])
+        );
+        assert_eq!(init["skills"], json!(["changelog"]));
+        assert!(init["tools"].as_array().unwrap().contains(&json!("Skill")));
+        // The unknown key of .claude/settings.json is named.
+        assert!(
+            stderr.contains(".claude/settings.json: unknown setting \"permisions\" is ignored"),
+            "{stderr}"
+        );
+
+        let first = server.requests()[0].json();
+        // The command's model in a trusted folder; the settings' otherwise, where
+        // .agent/settings.json wins over .claude/settings.json.
+        if trusted {
+            assert_eq!(first["model"], "claude-haiku-4-5-20251001");
+        } else {
+            assert_eq!(first["model"], "fixture-agent-model");
+            assert!(
+                stderr.contains(
+                    "/release:notes: allowed-tools and model of a project command are ignored"
+                ),
+                "{stderr}"
+            );
+        }
+        let messages = first["messages"].to_string();
+        assert!(
+            messages.contains("Write the release notes for version 1.2 in a upbeat tone"),
+            "{messages}"
+        );
+        assert!(messages.contains("touch release-1.2"), "{messages}");
+        for marker in [
+            "Fixture memory from .claude/CLAUDE.md",
+            "Fixture local memory from CLAUDE.local.md",
+            "Skills (load one with the Skill tool when the task matches its description):\\n- changelog: Writes changelog entries in this project's format. Use when asked for release notes or a changelog.",
+        ] {
+            assert!(
+                messages.contains(marker),
+                "{trusted}: {marker} in {messages}"
+            );
+        }
+        // Only the description reaches the context before the skill is loaded.
+        assert!(!messages.contains("Fill in template.md"), "{messages}");
+
+        // The Skill tool loads the body with its folder and arguments; the file beside it
+        // is read from there.
+        let skill = result_text(&server, "toolu_skill");
+        assert!(
+            skill.contains(&format!(
+                "Base directory for this skill: {}",
+                repo.dir.join(".claude/skills/changelog").display()
+            )),
+            "{skill}"
+        );
+        assert!(
+            skill.contains("Fill in template.md (in this skill's folder) for version 1.2"),
+            "{skill}"
+        );
+        let template = result_text(&server, "toolu_template");
+        assert!(template.contains("fixture-template-marker"), "{template}");
+        // settings.local.json's deny rule applies trusted or not.
+        let private = result_text(&server, "toolu_private");
+        assert!(private.contains("denied"), "{private}");
+        assert!(!private.contains("private fixture text"), "{private}");
+
+        // allowed-tools let the command's Bash call write, trusted only; the settings'
+        // Edit allow rule applies trusted only.
+        assert_eq!(
+            repo.dir.join("release-1.2").exists(),
+            trusted,
+            "{}",
+            result_text(&server, "toolu_mark")
+        );
+        let app = std::fs::read_to_string(repo.dir.join("app.py")).unwrap();
+        assert_eq!(app.contains("'hello'"), trusted, "{app}");
+        let result = line(&lines, "success");
+        assert_eq!(result["result"], "Released.");
+    }
+}
+
+/// A command's grant lasts one turn: the next turn of the same session (`--resume`) is
+/// back to the settings' rules, and the session's model is back too.
+#[tokio::test]
+async fn a_commands_grant_and_model_end_with_its_turn() {
+    let repo = repo("claude-project-grant-ends");
+    plant_fixture(&repo);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_1",
+            "Bash",
+            json!({"command": "touch release-1.0"}),
+        )),
+        Reply::turn(Turn::new().text("Marked.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_2",
+            "Bash",
+            json!({"command": "touch release-2.0"}),
+        )),
+        Reply::turn(Turn::new().text("Tried.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args([
+            "--trust",
+            "-p",
+            "/release:notes 1.0 calm",
+            "--output-format",
+            "json",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let session: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let output = command(&repo, &server)
+        .args(["--trust", "--output-format", "json", "--resume"])
+        .arg(session["session_id"].as_str().unwrap())
+        .args(["-p", "mark 2.0 too"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    assert!(repo.dir.join("release-1.0").exists());
+    assert!(!repo.dir.join("release-2.0").exists());
+    let requests = server.requests();
+    assert_eq!(requests[0].json()["model"], "claude-haiku-4-5-20251001");
+    assert_eq!(requests[2].json()["model"], "fixture-agent-model");
+}
+
+/// `/changelog 3.0` loads the skill as the prompt, as Claude Code does; a skill of the
+/// user's (`~/.claude/skills/`) is listed too and the files beside it are readable from the
+/// project, while the rest of `~/.claude/` stays outside the workspace.
+#[tokio::test]
+async fn skills_are_slash_commands_and_user_skills_are_readable() {
+    let repo = repo("claude-project-skill");
+    plant_fixture(&repo);
+    let user_skill = repo.home.join(".claude/skills/greeting");
+    std::fs::create_dir_all(&user_skill).unwrap();
+    std::fs::write(
+        user_skill.join("SKILL.md"),
+        "---\ndescription: Greets in the house style\n---\nRead style.md.\n",
+    )
+    .unwrap();
+    std::fs::write(user_skill.join("style.md"), "user-style-marker").unwrap();
+    std::fs::write(repo.home.join(".claude/settings.json"), "{}").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_style",
+                    "Read",
+                    json!({"file_path": user_skill.join("style.md")}),
+                )
+                .tool_use(
+                    "toolu_settings",
+                    "Read",
+                    json!({"file_path": repo.home.join(".claude/settings.json")}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "/changelog 3.0", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let first = server.requests()[0].json();
+    let messages = first["messages"].to_string();
+    assert!(
+        messages.contains("Fill in template.md (in this skill's folder) for version 3.0"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("- greeting: Greets in the house style"),
+        "{messages}"
+    );
+    let style = result_text(&server, "toolu_style");
+    assert!(style.contains("user-style-marker"), "{style}");
+    let settings = result_text(&server, "toolu_settings");
+    assert!(settings.contains("outside the workspace"), "{settings}");
+}
