@@ -419,3 +419,57 @@ async fn slash_mcp_lists_servers_and_tools() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// Custom commands and skills at the prompt: `/help` lists both, `/release:notes 2.0 calm`
+/// sends the command's prompt on its model (trusted folder), and a plain prompt after it is
+/// back on the session's model.
+#[tokio::test]
+async fn custom_commands_and_skills_at_the_prompt() {
+    let repo = repo("interactive-commands");
+    std::fs::create_dir_all(repo.dir.join(".claude/commands/release")).unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude/skills/changelog")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/release/notes.md"),
+        "---\ndescription: Write the release notes\nargument-hint: [version] [tone]\nmodel: haiku\n---\nNotes for $1, $2 tone.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/skills/changelog/SKILL.md"),
+        "---\ndescription: Writes changelog entries\n---\nUse the template.\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Notes written.")),
+        Reply::turn(Turn::new().text("Plain answer.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--trust");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("/help\r");
+    terminal
+        .wait_for(
+            "/release:notes [version] [tone]  Write the release notes (project)",
+            1,
+        )
+        .await;
+    terminal
+        .wait_for("/changelog  Writes changelog entries (project skill)", 1)
+        .await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("/release:notes 2.0 calm\r");
+    terminal.wait_for("Notes written.", 1).await;
+    terminal.wait_for("› ", 3).await;
+    terminal.type_keys("and now?\r");
+    terminal.wait_for("Plain answer.", 1).await;
+    terminal.wait_for("› ", 4).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let requests = server.requests();
+    assert_eq!(requests[0].json()["model"], "claude-haiku-4-5-20251001");
+    let first = messages(&server, 0)[0]["content"].to_string();
+    assert!(first.contains("Notes for 2.0, calm tone."), "{first}");
+    assert_eq!(requests[1].json()["model"], "claude-opus-4-8");
+}
