@@ -707,6 +707,9 @@ impl Settings {
 ///
 /// Naming the file, the line and column, and the field when the JSON or a field is wrong.
 pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
+    // Editors on Windows may start the file with a byte-order mark; JSON.parse in Claude
+    // Code would not see it either once the file is read as UTF-8 text.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let settings: Settings =
         serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
@@ -891,6 +894,19 @@ mod tests {
         );
         // The position once, in front.
         assert!(!error.contains(" at line "), "{error}");
+        // A byte-order mark is not an error; a key written twice is, naming it.
+        let settings = parse(Path::new("b.json"), "\u{feff}{\"model\": \"m\"}").unwrap();
+        assert_eq!(settings.model.as_deref(), Some("m"));
+        let error = parse(
+            Path::new("d.json"),
+            "{\"model\": \"a\",\n \"model\": \"b\"}",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("d.json:2:") && error.contains("duplicate field `model`"),
+            "{error}"
+        );
         // A trailing comma: the object it is in, not an unknown `?` key.
         let error = parse(Path::new("x.json"), "{\"permissions\": {\"allow\": [],\n}}")
             .unwrap_err()
