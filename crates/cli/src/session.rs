@@ -369,6 +369,14 @@ impl Session {
             )?;
             config.fallback_output_cap =
                 Some(u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX));
+            config.fallback_levels = Some(context::WaterLevels::with_overrides(
+                info.context_window,
+                info.max_output,
+                context::LevelOverrides {
+                    autocompact_percent: compact_percent,
+                    autocompact_disabled: false,
+                },
+            ));
             config.fallback_model = Some(id);
         }
         config.max_turns = args.max_turns;

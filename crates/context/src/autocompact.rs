@@ -213,13 +213,19 @@ fn starts_with_results(message: &MessageParam) -> bool {
             .any(|block| matches!(block, ContentBlock::ToolResult(_)))
 }
 
-/// Builds the summary request for `messages[..boundary]`, dropping the oldest turns until it
-/// fits in `window` with room for the summary. Returns the request and how many messages were
-/// dropped.
+/// Builds the summary request for `messages[..boundary]`, dropping the oldest parts until
+/// it fits in `window` with room for the summary. Returns the request and how many messages
+/// were dropped.
+///
+/// Whole turns go first (up to the next user message that is not tool results). When what
+/// is left is one turn (a long task: one prompt, then many tool calls), its oldest
+/// exchanges go next (an assistant message and the tool_results after it), keeping the
+/// prompt; no tool_use ever loses its result.
 ///
 /// # Errors
 ///
-/// [`CompactError::RequestTooLarge`] when even the last turn alone does not fit.
+/// [`CompactError::RequestTooLarge`] when even the last turn's prompt and its last exchange
+/// do not fit.
 pub fn summary_request(
     summarized: &[MessageParam],
     window: Tokens,
@@ -229,34 +235,47 @@ pub fn summary_request(
     let limit = window - config.summary_max_output;
     let fixed = estimator.text(SUMMARY_SYSTEM)
         + estimator.message(&MessageParam::user_text(SUMMARY_PROMPT));
+    let request = |mut messages: Vec<MessageParam>| {
+        messages.push(MessageParam::user_text(SUMMARY_PROMPT));
+        let mut repairs = Vec::new();
+        SummaryRequest {
+            system: SUMMARY_SYSTEM.to_owned(),
+            messages: normalize_messages(messages, &mut repairs),
+            max_output: config.summary_max_output,
+        }
+    };
     let mut start = 0;
-    loop {
+    let needed = loop {
         let part = &summarized[start..];
         let needed = fixed + estimator.messages(part);
         if needed <= limit {
-            let mut messages = part.to_vec();
-            messages.push(MessageParam::user_text(SUMMARY_PROMPT));
-            let mut repairs = Vec::new();
-            let messages = normalize_messages(messages, &mut repairs);
-            return Ok((
-                SummaryRequest {
-                    system: SUMMARY_SYSTEM.to_owned(),
-                    messages,
-                    max_output: config.summary_max_output,
-                },
-                start,
-            ));
+            return Ok((request(part.to_vec()), start));
         }
-        // Drop the oldest turn: up to the next user message that starts a turn (not tool
-        // results), so no tool_use loses its result.
         let next = (start + 1..summarized.len()).find(|&index| {
             summarized[index].role == Role::User && !starts_with_results(&summarized[index])
         });
         match next {
             Some(next) => start = next,
-            None => return Err(CompactError::RequestTooLarge { needed, limit }),
+            None => break needed,
         }
+    };
+    // One turn left: keep its prompt, drop its oldest exchanges.
+    let prompt = &summarized[start];
+    let prompt_tokens = fixed + estimator.message(prompt);
+    let mut rest_tokens = estimator.messages(&summarized[start + 1..]);
+    for skip in start + 1..summarized.len() {
+        let candidate = &summarized[skip];
+        if prompt.role == Role::User
+            && candidate.role == Role::Assistant
+            && prompt_tokens + rest_tokens <= limit
+        {
+            let mut messages = vec![prompt.clone()];
+            messages.extend_from_slice(&summarized[skip..]);
+            return Ok((request(messages), skip - 1));
+        }
+        rest_tokens = rest_tokens - estimator.message(candidate);
     }
+    Err(CompactError::RequestTooLarge { needed, limit })
 }
 
 /// Paths of files the summarized history Read, most recent first, each once.

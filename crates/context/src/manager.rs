@@ -205,6 +205,12 @@ impl ContextManager {
         &self.config
     }
 
+    /// Replaces the water levels (another model's window after a fallback switch); the
+    /// next [`ContextManager::preprocess`] measures against them.
+    pub fn set_levels(&mut self, levels: WaterLevels) {
+        self.config.levels = levels;
+    }
+
     /// The estimator.
     pub fn estimator(&self) -> &dyn TokenEstimator {
         self.estimator.as_ref()
@@ -409,10 +415,16 @@ impl ContextManager {
         files: &dyn FileSource,
     ) -> Result<(Vec<MessageParam>, Tokens, Vec<String>, usize), CompactError> {
         let window = self.config.levels.context_window;
+        // The summary may not ask for more than the model can answer (a local model's 8,192
+        // output tokens, not the default 20,000), which also leaves the request more room.
+        let mut config = self.config.compact;
+        config.summary_max_output = config
+            .summary_max_output
+            .min(self.config.levels.output_reserve);
         let compacted = compact(
             messages,
             window,
-            &self.config.compact,
+            &config,
             self.estimator.as_ref(),
             summarizer,
             files,

@@ -356,3 +356,49 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .unwrap()
         .block_on(future)
 }
+
+/// One long task is one turn (a prompt, then tool calls): when it does not fit a summary
+/// request, its oldest exchanges are dropped, its prompt kept, and every tool_use keeps its
+/// result; only when the prompt and the last exchange alone do not fit is it an error.
+#[test]
+fn a_long_single_turn_is_summarized_without_its_oldest_exchanges() {
+    let estimator = BytesEstimator::default();
+    let big = "x".repeat(40_000);
+    let summarized = vec![
+        user("the task"),
+        calls(&["T1"]),
+        results(&["T1"], &big),
+        calls(&["T2"]),
+        results(&["T2"], &big),
+        calls(&["T3"]),
+        results(&["T3"], "small"),
+    ];
+    let config = CompactConfig {
+        summary_max_output: Tokens(8_192),
+        ..CompactConfig::default()
+    };
+    // Room for about one big result besides the summary's output.
+    let window = Tokens(8_192 + 14_000);
+    let (request, dropped) =
+        context::summary_request(&summarized, window, &config, &estimator).unwrap();
+    assert_eq!(dropped, 2, "T1's call and result");
+    let texts: Vec<String> = request
+        .messages
+        .iter()
+        .map(|m| format!("{:?}", m.role))
+        .collect();
+    assert_eq!(texts, ["User", "Assistant", "User", "Assistant", "User"]);
+    assert!(format!("{:?}", request.messages[0]).contains("the task"));
+    assert!(format!("{:?}", request.messages[1]).contains("T2"));
+    validate_pairing(&request.messages).unwrap();
+    assert!(estimator.messages(&request.messages) <= window - config.summary_max_output);
+    // Even the last exchange alone is too big: an error naming the sizes.
+    let small_window = Tokens(8_192 + 9_000);
+    let error = context::summary_request(&summarized[..5], small_window, &config, &estimator)
+        .map(|(_, dropped)| dropped)
+        .unwrap_err();
+    assert!(
+        matches!(error, context::CompactError::RequestTooLarge { .. }),
+        "{error}"
+    );
+}

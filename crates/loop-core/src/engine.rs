@@ -36,6 +36,9 @@ pub struct LoopConfig {
     /// The fallback model's own output cap: requests after the switch ask for at most this
     /// many tokens (a smaller model refuses more).
     pub fallback_output_cap: Option<u32>,
+    /// The fallback model's water levels: after the switch, compaction follows its window
+    /// (a 32K-token local model compacts at its own threshold). `None`: the first model's.
+    pub fallback_levels: Option<context::WaterLevels>,
     /// End with MaxTurns when turn count + 1 would exceed this.
     pub max_turns: Option<u32>,
     /// `max_tokens` of each request.
@@ -80,6 +83,7 @@ impl LoopConfig {
             model: model.to_owned(),
             fallback_model: None,
             fallback_output_cap: None,
+            fallback_levels: None,
             max_turns: None,
             output_cap: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
             escalated_output_cap: u32::try_from(info.escalated_output_cap.0).unwrap_or(u32::MAX),
@@ -544,6 +548,11 @@ impl<'a> Run<'a> {
                     next
                 }
                 Step::Continue(transition) => {
+                    if transition == Transition::FallbackModel
+                        && let Some(levels) = self.config.fallback_levels
+                    {
+                        self.manager.set_levels(levels);
+                    }
                     let (usage, repeats) = responded
                         .map(|responded| (responded.message.usage, responded.repeats))
                         .unwrap_or_default();

@@ -768,3 +768,58 @@ async fn tools_from_the_tool_source_join_at_the_next_request() {
     assert_eq!(results[0].0, "t1");
     assert!(results[0].1.contains("ok"), "{results:?}");
 }
+
+/// After a fallback switch the context follows the fallback model's window: a history that
+/// fits the first model's 200K-token window but not a 32K-token fallback's is compacted
+/// before the first request to the fallback, and not without the fallback's levels.
+#[tokio::test(start_paused = true)]
+async fn the_fallback_models_window_governs_compaction_after_the_switch() {
+    let history = || {
+        let earlier = message(
+            vec![ContentBlock::text("I looked at it.")],
+            Some(StopReason::EndTurn),
+        );
+        vec![
+            // About 16K tokens: far under 200K's threshold, over a 32K window's (11.5K) and
+            // under its blocking limit (21.5K).
+            MessageParam::user_text("x".repeat(64_000)),
+            earlier.to_param(),
+            MessageParam::user_text("go on"),
+        ]
+    };
+    for with_levels in [true, false] {
+        let model = ScriptedModel::from_list(vec![
+            Reply::error(ModelError::Overloaded(ApiFailure::new("529"))),
+            Reply::new().text("done").end(StopReason::EndTurn),
+        ]);
+        let summarizer = Arc::new(CountingSummarizer::default());
+        let deps = deps_with(
+            Arc::clone(&model),
+            Vec::new(),
+            Arc::new(loop_core::NoStopHook),
+            Arc::clone(&summarizer) as Arc<dyn context::Summarizer>,
+        );
+        let mut config = config();
+        config.fallback_model = Some("local-32k".into());
+        config.context.compact.tail_max_messages = 1;
+        if with_levels {
+            config.fallback_levels = Some(context::WaterLevels::new(
+                context::Tokens(32_768),
+                context::Tokens(8_192),
+            ));
+        }
+        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+        let outcome = run_loop(config, deps, history(), sender, CancellationToken::new()).await;
+        assert_eq!(outcome.terminal, Terminal::Completed, "{with_levels}");
+        let second = model.request(1);
+        assert_eq!(second.model, "local-32k");
+        let compacted = second.messages[0].content[0]
+            .as_text()
+            .is_some_and(|text| text.starts_with("<compact-boundary>"));
+        assert_eq!(compacted, with_levels);
+        assert_eq!(
+            summarizer.0.load(Ordering::SeqCst),
+            usize::from(with_levels)
+        );
+    }
+}
