@@ -302,7 +302,8 @@ pub async fn run(
                     &session.model,
                     live,
                 )
-                .with_status(status.clone());
+                .with_status(status.clone())
+                .with_prices(session.price_overrides());
                 let cancel = interrupts.arm();
                 let outcome = session.invoke(invocation, &mut renderer, cancel).await;
                 interrupts.disarm();

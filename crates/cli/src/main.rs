@@ -216,7 +216,8 @@ async fn headless(
         &session.model,
         live,
     )
-    .with_status(status);
+    .with_status(status)
+    .with_prices(session.price_overrides());
     let cwd = session.cwd.to_string_lossy();
     renderer.init(&output::Init {
         cwd: &cwd,

@@ -1,6 +1,6 @@
 //! Rendering a run: text, json, or stream-json (Claude Code's shapes), plus the result object.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -305,6 +305,11 @@ pub struct Renderer {
     request_started: Option<Instant>,
     message_id: String,
     message_model: String,
+    /// Prices from the settings, by model id, before the built-in table.
+    price_overrides: Arc<BTreeMap<String, context::Prices>>,
+    /// The model the last request asked for (a server may answer with another name, such
+    /// as a dated version of it).
+    requested_model: String,
     denials: Vec<Value>,
     cost: Option<f64>,
     live_text: bool,
@@ -351,6 +356,8 @@ impl Renderer {
             request_started: None,
             message_id: String::new(),
             message_model: model.to_owned(),
+            price_overrides: Arc::default(),
+            requested_model: model.to_owned(),
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -361,6 +368,12 @@ impl Renderer {
             tokens_done: 0,
             tokens_streaming: 0,
         }
+    }
+
+    /// Prices models with `overrides` (settings' `models` entries) before the built-in table.
+    pub fn with_prices(mut self, overrides: Arc<BTreeMap<String, context::Prices>>) -> Self {
+        self.price_overrides = overrides;
+        self
     }
 
     /// Shows a spinner and tool activity on stderr (live text runs on a terminal).
@@ -560,7 +573,10 @@ impl Renderer {
             self.live(event);
         }
         match event {
-            LoopEvent::Request { .. } => self.request_started = Some(Instant::now()),
+            LoopEvent::Request { model, .. } => {
+                self.request_started = Some(Instant::now());
+                self.requested_model.clone_from(model);
+            }
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
                 self.message_id = message.id.to_string();
                 self.message_model = message.model.clone();
@@ -601,8 +617,19 @@ impl Renderer {
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => {
-                let (info, _) = context::lookup(&self.message_model);
-                self.cost = match (self.cost, info.prices) {
+                // The settings' prices first, then the table's, each for the name the
+                // server answered with, then for the one asked.
+                let names = [&self.message_model, &self.requested_model];
+                let prices = names
+                    .iter()
+                    .find_map(|name| self.price_overrides.get(*name).copied())
+                    .or_else(|| {
+                        names.iter().find_map(|name| {
+                            let (info, known) = context::lookup(name);
+                            info.prices.filter(|_| known)
+                        })
+                    });
+                self.cost = match (self.cost, prices) {
                     (Some(total), Some(prices)) => Some(total + prices.cost(usage)),
                     _ => None,
                 };

@@ -512,6 +512,18 @@ impl Session {
         }
     }
 
+    /// The prices settings' `models` entries give, by model id: they win over the built-in
+    /// table when the cost is reported.
+    pub fn price_overrides(&self) -> Arc<BTreeMap<String, context::Prices>> {
+        Arc::new(
+            self.model_settings
+                .models
+                .iter()
+                .filter_map(|(id, entry)| Some((id.clone(), entry.prices?.to_prices())))
+                .collect(),
+        )
+    }
+
     /// The custom command or skill `line` (`/name arguments`) invokes, when it names one;
     /// `None` for anything else (a task, a built-in command, a path). A command wins over a
     /// skill of the same name. A project command's `allowed-tools` and `model` are dropped,
@@ -983,6 +995,11 @@ fn model_info(
                 bail!("invalid settings: models.{model}.{key} must be a positive number of tokens");
             }
         }
+        if let Some(key) = entry.prices.and_then(|prices| prices.invalid()) {
+            bail!(
+                "invalid settings: models.{model}.prices.{key} must be a number of US dollars per million tokens, 0 or more"
+            );
+        }
         let window = entry.context_window.unwrap_or(if known {
             table.context_window.0
         } else {
@@ -999,7 +1016,10 @@ fn model_info(
                 max_output: context::Tokens(max_output),
                 default_output_cap: context::Tokens(max_output.min(table.default_output_cap.0)),
                 escalated_output_cap: context::Tokens(max_output),
-                prices: table.prices.filter(|_| known),
+                prices: entry
+                    .prices
+                    .map(settings::ModelPrices::to_prices)
+                    .or(table.prices.filter(|_| known)),
             },
             false,
         ));
@@ -1669,6 +1689,7 @@ mod tests {
                 settings::ModelSettings {
                     context_window: window,
                     max_output: output,
+                    prices: None,
                 },
             )])
         };
@@ -1683,6 +1704,7 @@ mod tests {
             settings::ModelSettings {
                 context_window: Some(200_000),
                 max_output: None,
+                prices: None,
             },
         )]);
         let (info, _) =
@@ -1699,6 +1721,46 @@ mod tests {
             levels.autocompact_at.0,
             32_768 - 8_192 - 13_000,
             "{levels:?}"
+        );
+        // Prices from the settings; cache prices left out are the input price.
+        let priced = BTreeMap::from([(
+            "qwen3-coder".to_owned(),
+            settings::ModelSettings {
+                prices: Some(settings::ModelPrices {
+                    input: 0.4,
+                    output: 1.6,
+                    cache_write: None,
+                    cache_read: Some(0.1),
+                }),
+                ..settings::ModelSettings::default()
+            },
+        )]);
+        let (info, _) = model_info("qwen3-coder", &priced, true).unwrap_or_else(|e| panic!("{e}"));
+        let prices = info.prices.unwrap_or_else(|| panic!("no prices"));
+        assert_eq!(
+            (
+                prices.input,
+                prices.output,
+                prices.cache_write_5m,
+                prices.cache_read
+            ),
+            (0.4, 1.6, 0.4, 0.1)
+        );
+        let mut negative = priced.clone();
+        if let Some(entry) = negative.get_mut("qwen3-coder") {
+            entry.prices = Some(settings::ModelPrices {
+                output: -1.0,
+                ..settings::ModelPrices::default()
+            });
+        }
+        assert_eq!(
+            model_info("qwen3-coder", &negative, true)
+                .err()
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some(
+                "invalid settings: models.qwen3-coder.prices.output must be a number of US dollars per million tokens, 0 or more"
+            )
         );
         let error = model_info("qwen3-coder", &entry(Some(0), None), true)
             .err()

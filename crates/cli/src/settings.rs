@@ -429,6 +429,54 @@ pub struct ModelSettings {
     /// The most output tokens of one response.
     #[serde(default)]
     pub max_output: Option<u64>,
+    /// Prices in US dollars per million tokens (`{"input": 0.6, "output": 2.4,
+    /// "cacheWrite": 0.6, "cacheRead": 0.15}`): the cost reported for this model. Cache
+    /// prices left out are the input price (no discount assumed).
+    #[serde(default)]
+    pub prices: Option<ModelPrices>,
+}
+
+/// A `models` entry's `prices`, US dollars per million tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelPrices {
+    /// Uncached input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Cache writes (default: the input price).
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    /// Cache reads (default: the input price).
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+}
+
+impl ModelPrices {
+    /// As the cost code takes them (both cache-write lifetimes at `cacheWrite`).
+    pub fn to_prices(self) -> context::Prices {
+        let cache_write = self.cache_write.unwrap_or(self.input);
+        context::Prices {
+            input: self.input,
+            output: self.output,
+            cache_write_5m: cache_write,
+            cache_write_1h: cache_write,
+            cache_read: self.cache_read.unwrap_or(self.input),
+        }
+    }
+
+    /// The first price that is negative or not a number, by its key.
+    pub fn invalid(&self) -> Option<&'static str> {
+        [
+            ("input", Some(self.input)),
+            ("output", Some(self.output)),
+            ("cacheWrite", self.cache_write),
+            ("cacheRead", self.cache_read),
+        ]
+        .into_iter()
+        .find(|(_, price)| price.is_some_and(|price| !price.is_finite() || price < 0.0))
+        .map(|(key, _)| key)
+    }
 }
 
 /// Whose file a settings file is.

@@ -174,7 +174,10 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
         config.join("settings.json"),
         json!({
             "providers": {"ollama": {"type": "openai", "baseUrl": format!("{}/v1", server.base_url())}},
-            "models": {"qwen3-coder": {"contextWindow": 65536, "maxOutput": 8192}},
+            "models": {"qwen3-coder": {
+                "contextWindow": 65536, "maxOutput": 8192,
+                "prices": {"input": 1.0, "output": 2.0, "cacheRead": 0.5},
+            }},
         })
         .to_string(),
     )
@@ -206,6 +209,20 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
     assert!(!stderr.contains("is not known"), "{stderr}");
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["result"], "It says to remember the milk.");
+    // The cost comes from the entry's prices (a model the built-in table does not know).
+    let usage = &result["usage"];
+    let tokens = |key: &str| usage[key].as_f64().unwrap_or(0.0);
+    let expected = (tokens("input_tokens") * 1.0
+        + tokens("output_tokens") * 2.0
+        + tokens("cache_read_input_tokens") * 0.5
+        + tokens("cache_creation_input_tokens") * 1.0)
+        / 1_000_000.0;
+    assert!(expected > 0.0, "{usage}");
+    let cost = result["total_cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-12,
+        "{cost} != {expected}: {usage}"
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].path, "/v1/chat/completions");
