@@ -39,17 +39,19 @@ pub struct Command {
 }
 
 /// The folders commands are read from, lowest precedence first: a command of a later folder
-/// replaces one of the same name.
+/// replaces one of the same name. The user's own come last: a cloned repository cannot
+/// replace the prompt behind a command the user relies on.
 pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
-    let mut folders = Vec::new();
+    let mut folders = vec![
+        (cwd.join(".claude").join("commands"), "project"),
+        (cwd.join(".agent").join("commands"), "project"),
+    ];
     if let Some(home) = dirs::home_dir() {
         folders.push((home.join(".claude").join("commands"), "user"));
     }
     if let Some(config) = dirs::config_dir() {
         folders.push((config.join("agent").join("commands"), "user"));
     }
-    folders.push((cwd.join(".claude").join("commands"), "project"));
-    folders.push((cwd.join(".agent").join("commands"), "project"));
     folders
 }
 
@@ -227,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn folders_give_names_and_the_project_wins() {
+    fn folders_give_names_and_agent_wins_over_claude() {
         let base = std::env::temp_dir().join(format!("agent-commands-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let cwd = base.join("w");

@@ -246,6 +246,7 @@ async fn run(
         stop_hook: Arc::new(NoStopHook),
         workspace: Arc::new(Workspace::default()),
         tool_source: None,
+        fork_point: None,
     };
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let outcome = run_loop(

@@ -495,6 +495,10 @@ impl Tool for PostToolUse {
         self.inner.name()
     }
 
+    fn aliases(&self) -> &[&str] {
+        self.inner.aliases()
+    }
+
     fn description(&self) -> &str {
         self.inner.description()
     }

@@ -525,18 +525,25 @@ impl Session {
     }
 
     /// The custom command or skill `line` (`/name arguments`) invokes, when it names one;
-    /// `None` for anything else (a task, a built-in command, a path). A command wins over a
-    /// skill of the same name. A project command's `allowed-tools` and `model` are dropped,
+    /// `None` for anything else (a task, a built-in command, a path). Of a command and a skill
+    /// of the same name, the user's own wins over the project's, else the command. A project
+    /// command's `allowed-tools` and `model` are dropped,
     /// with one warning, in an untrusted folder.
     pub fn expand_command(&self, line: &str) -> Option<Invocation> {
         let (name, arguments) = crate::commands::invocation(line)?;
-        if let Some(command) = self.commands.iter().find(|command| command.name == name) {
+        let command = self.commands.iter().find(|command| command.name == name);
+        let skill = self.skills.iter().find(|skill| skill.name == name);
+        // The user's own win over a project's; a command over a skill of the same scope.
+        let command = command.filter(|command| {
+            command.scope == "user" || skill.is_none_or(|skill| skill.scope != "user")
+        });
+        if let Some(command) = command {
             let applies = command.scope == "user" || self.trusted;
             if !applies && (!command.allowed_tools.is_empty() || command.model.is_some()) {
                 eprintln!(
                     "agent: warning: /{}: allowed-tools and model of a project command are ignored: {} is not a trusted folder",
                     crate::output::printable(name, false),
-                    self.cwd.display()
+                    crate::output::printable(&self.cwd.display().to_string(), false)
                 );
             }
             return Some(Invocation {
@@ -550,7 +557,7 @@ impl Session {
                 model: command.model.clone().filter(|_| applies),
             });
         }
-        let skill = self.skills.iter().find(|skill| skill.name == name)?;
+        let skill = skill?;
         match tools::skills::load_prompt(skill, arguments) {
             Ok(prompt) => Some(Invocation {
                 name: name.to_owned(),
@@ -771,6 +778,7 @@ impl Session {
                     hook_env: self.hook_env.clone(),
                 }) as Arc<dyn loop_core::ToolSource>
             }),
+            fork_point: None,
         }
     }
 

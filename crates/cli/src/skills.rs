@@ -15,8 +15,32 @@ use tools::skills::{Skill, SkillFolder};
 /// line (each description is at most 1,024 characters, so a few dozen skills fit).
 const LIST_CAP_BYTES: usize = 16 * 1024;
 
-/// The user's skill folders (`~/.claude/skills`, `~/.config/agent/skills`): also readable by
-/// Read, Grep and Glob, so a loaded skill's files can be read from any project.
+/// The longest list of skills named without a description, in bytes.
+const NAMES_CAP_BYTES: usize = 2 * 1024;
+
+/// What Read, Grep and Glob may read of the user's skills from any project: the user's skill
+/// folders and each skill folder in them as it resolves (a skill linked from elsewhere, such
+/// as a dotfiles repository, is read where it lives). At most
+/// [`tools::skills::MAX_SKILLS_PER_FOLDER`] per folder.
+pub fn readable() -> Vec<PathBuf> {
+    let mut readable = Vec::new();
+    for folder in user_folders() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        readable.push(folder);
+        readable.extend(
+            entries
+                .flatten()
+                .take(tools::skills::MAX_SKILLS_PER_FOLDER)
+                .filter(|entry| entry.path().join("SKILL.md").is_file())
+                .filter_map(|entry| std::fs::canonicalize(entry.path()).ok()),
+        );
+    }
+    readable
+}
+
+/// The user's skill folders (`~/.claude/skills`, `~/.config/agent/skills`).
 pub fn user_folders() -> Vec<PathBuf> {
     let mut folders = Vec::new();
     if let Some(home) = dirs::home_dir() {
@@ -86,10 +110,23 @@ pub fn context_list(skills: &[Skill]) -> String {
         }
     }
     if !left_out.is_empty() {
-        text.push_str(&format!(
-            "- (no room to describe: {})\n",
-            left_out.join(", ")
-        ));
+        // The names too are bounded: each is up to 64 characters.
+        let mut names = String::new();
+        let mut shown = 0;
+        for name in &left_out {
+            if names.len() + name.len() + 2 > NAMES_CAP_BYTES {
+                break;
+            }
+            if shown > 0 {
+                names.push_str(", ");
+            }
+            names.push_str(name);
+            shown += 1;
+        }
+        if shown < left_out.len() {
+            names.push_str(&format!(" and {} more", left_out.len() - shown));
+        }
+        text.push_str(&format!("- (no room to describe: {names})\n"));
     }
     text
 }
@@ -126,6 +163,21 @@ mod tests {
                 left_out.join(", ")
             )),
             "{text}"
+        );
+        // So are the names of those left out.
+        let long: Vec<Skill> = (0..3_000)
+            .map(|i| skill(&format!("{i:0>63}"), "x"))
+            .collect();
+        let text = context_list(&long);
+        assert!(
+            text.len() <= LIST_CAP_BYTES + NAMES_CAP_BYTES + 100,
+            "{}",
+            text.len()
+        );
+        assert!(
+            text.trim_end().ends_with(" more)"),
+            "{}",
+            &text[text.len() - 80..]
         );
     }
 }

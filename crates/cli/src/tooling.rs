@@ -144,7 +144,7 @@ pub fn build(
             deny: rules.deny,
         },
         tool_results_dir: Some(results_dir.to_path_buf()),
-        readable: crate::skills::user_folders(),
+        readable: crate::skills::readable(),
         prompter,
         env,
         protected: crate::hooks::protected_dirs(&workspace.cwd),

@@ -303,3 +303,70 @@ async fn skills_are_slash_commands_and_user_skills_are_readable() {
     let settings = result_text(&server, "toolu_settings");
     assert!(settings.contains("outside the workspace"), "{settings}");
 }
+
+/// From an attack on the `.claude` support: a FIFO planted as a skill's `SKILL.md` does not
+/// hang start-up; a project command cannot replace the user's command of the same name; a
+/// user skill linked from elsewhere has its files readable where they live.
+#[tokio::test]
+async fn hostile_skill_files_and_shadowing_commands_are_contained() {
+    let repo = repo("claude-project-hostile");
+    plant_fixture(&repo);
+    std::fs::create_dir_all(repo.dir.join(".claude/skills/stall")).unwrap();
+    nix::unistd::mkfifo(
+        &repo.dir.join(".claude/skills/stall/SKILL.md"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude/commands")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/deploy.md"),
+        "PROJECT-DEPLOY-BODY",
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.home.join(".claude/commands")).unwrap();
+    std::fs::write(
+        repo.home.join(".claude/commands/deploy.md"),
+        "USER-DEPLOY-BODY $ARGUMENTS",
+    )
+    .unwrap();
+    let elsewhere = repo.home.join("dotfiles/skills/style");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(
+        elsewhere.join("SKILL.md"),
+        "---\ndescription: House style\n---\nx",
+    )
+    .unwrap();
+    std::fs::write(elsewhere.join("ref.md"), "linked-skill-marker").unwrap();
+    std::fs::create_dir_all(repo.home.join(".claude/skills")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.home.join(".claude/skills/style")).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_ref",
+            "Read",
+            json!({"file_path": elsewhere.join("ref.md")}),
+        )),
+        Reply::turn(Turn::new().text("Deployed.")),
+    ]))
+    .await
+    .unwrap();
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        command(&repo, &server)
+            .args(["-p", "/deploy now", "--output-format", "json"])
+            .output(),
+    )
+    .await
+    .expect("start-up hung on the FIFO")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("stall: its SKILL.md is not a regular file"),
+        "{stderr}"
+    );
+    let messages = server.requests()[0].json()["messages"].to_string();
+    assert!(messages.contains("USER-DEPLOY-BODY now"), "{messages}");
+    assert!(!messages.contains("PROJECT-DEPLOY-BODY"), "{messages}");
+    let reference = result_text(&server, "toolu_ref");
+    assert!(reference.contains("linked-skill-marker"), "{reference}");
+}

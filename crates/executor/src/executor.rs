@@ -598,7 +598,9 @@ impl StreamingToolExecutor {
             }
             None => {}
         }
-        let Some(tool) = self.tools.iter().find(|tool| tool.name() == call.name) else {
+        let Some(tool) = self.tools.iter().find(|tool| {
+            tool.name() == call.name || tool.aliases().iter().any(|alias| *alias == call.name)
+        }) else {
             let names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
             return Err((
                 Outcome::UnknownTool,

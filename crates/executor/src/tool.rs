@@ -23,6 +23,12 @@ pub trait Tool: Send + Sync + 'static {
     /// Name the model calls it by, such as `Read`.
     fn name(&self) -> &str;
 
+    /// Other names the model may call it by (Claude Code's renamed tools: `Agent` for
+    /// `Task`); never offered, only accepted.
+    fn aliases(&self) -> &[&str] {
+        &[]
+    }
+
     /// What the tool does, for the model.
     fn description(&self) -> &str;
 

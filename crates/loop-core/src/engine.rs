@@ -122,6 +122,9 @@ pub struct Deps {
     /// Tools that may join during the run (MCP servers that connect late or change their
     /// list), asked before every request; `None`: the tools are fixed.
     pub tool_source: Option<Arc<dyn ToolSource>>,
+    /// Where the messages of each request are kept for forks (the Task tool's
+    /// `subagent_type: "fork"`); `None`: nothing is kept.
+    pub fork_point: Option<Arc<crate::subagent::ForkPoint>>,
 }
 
 /// Tools that may change while a run goes on: the seeds' "next state" phase refreshes the
@@ -452,6 +455,9 @@ impl<'a> Run<'a> {
             user_context: self.config.user_context.as_deref(),
             thinking: self.config.thinking.as_ref(),
         };
+        if let Some(point) = &self.deps.fork_point {
+            point.set(&state.messages);
+        }
         self.requests += 1;
         self.last_request = Some(std::time::SystemTime::now());
         self.emit(LoopEvent::Request {

@@ -41,6 +41,7 @@ mod hooks;
 mod model;
 mod request;
 mod state;
+pub mod subagent;
 
 pub use engine::{Deps, LoopConfig, RESUME_PROMPT, ToolSource, run_loop, spawn_loop};
 pub use events::{

@@ -86,7 +86,12 @@ fn allocations_per_event() {
     let chunk = shared(Bytes::from(deltas()));
     // Warm-up: first use of anything lazily initialised.
     let _ = frame_counting(&chunk);
-    let (events, allocations, reallocations, bytes) = frame_counting(&chunk);
+    // The allocator counts every thread, the test harness's too (rarely, under load): the
+    // framer is deterministic, so the quietest of three measurements is its own figure.
+    let (events, allocations, reallocations, bytes) = (0..3)
+        .map(|_| frame_counting(&chunk))
+        .min_by_key(|&(_, allocations, reallocations, _)| (allocations, reallocations))
+        .unwrap();
     assert_eq!(events, EVENTS);
     println!(
         "framer, one chunk: {allocations} allocations, {reallocations} reallocations, {bytes} bytes for {events} events ({:.3} allocations/event)",

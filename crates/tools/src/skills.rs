@@ -31,6 +31,10 @@ pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// The longest skill name, in characters (the Agent Skills format's limit: 64).
 pub const MAX_NAME_CHARS: usize = 64;
 
+/// The most skills one folder gives; more are skipped with one warning (every skill's name
+/// goes into every request).
+pub const MAX_SKILLS_PER_FOLDER: usize = 200;
+
 /// One skill.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skill {
@@ -87,10 +91,16 @@ pub fn discover(folders: &[SkillFolder]) -> Discovery {
         };
         let mut dirs: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
         dirs.sort();
+        dirs.retain(|dir| dir.join("SKILL.md").symlink_metadata().is_ok());
+        if dirs.len() > MAX_SKILLS_PER_FOLDER {
+            warnings.push(format!(
+                "skills of {}: {} folders, only the first {MAX_SKILLS_PER_FOLDER} are read",
+                folder.path.display(),
+                dirs.len()
+            ));
+            dirs.truncate(MAX_SKILLS_PER_FOLDER);
+        }
         for dir in dirs {
-            if !dir.join("SKILL.md").exists() {
-                continue;
-            }
             match load(&dir, folder) {
                 Ok(skill) => {
                     found.insert(skill.name.clone(), skill);
@@ -160,9 +170,18 @@ fn load(dir: &Path, folder: &SkillFolder) -> Result<Skill, String> {
     })
 }
 
-/// The text of `dir`'s `SKILL.md`, which must resolve inside `dir` (resolved), be at most
-/// [`MAX_SKILL_BYTES`] and be UTF-8.
+/// The text of `dir`'s `SKILL.md`, which must resolve inside `dir` (resolved), be a regular
+/// file of at most [`MAX_SKILL_BYTES`] and be UTF-8.
+///
+/// The file is opened without following a final link and without blocking (a FIFO planted
+/// as `SKILL.md` must not hang start-up), then checked on the open descriptor: its type, its
+/// size, and the path the kernel opened (`/proc/self/fd`), so a file swapped for a link
+/// after the check is not read either.
 fn read_skill_file(dir: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
     let file = dir.join("SKILL.md");
     let real = std::fs::canonicalize(&file).map_err(|error| error.to_string())?;
     if !real.starts_with(dir) {
@@ -171,15 +190,40 @@ fn read_skill_file(dir: &Path) -> Result<String, String> {
             real.display()
         ));
     }
-    let size = std::fs::metadata(&real)
-        .map_err(|error| error.to_string())?
-        .len();
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(&real)
+        .map_err(|error| error.to_string())?;
+    let metadata = opened.metadata().map_err(|error| error.to_string())?;
+    if !metadata.is_file() {
+        return Err("its SKILL.md is not a regular file".to_owned());
+    }
+    let size = metadata.len();
     if size > MAX_SKILL_BYTES {
         return Err(format!(
             "its SKILL.md has {size} bytes, more than a skill may have ({MAX_SKILL_BYTES})"
         ));
     }
-    let bytes = std::fs::read(&real).map_err(|error| error.to_string())?;
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", opened.as_raw_fd()))
+        .map_err(|error| error.to_string())?;
+    if !path.starts_with(dir) {
+        return Err(format!(
+            "its SKILL.md changed while it was read (now {})",
+            path.display()
+        ));
+    }
+    let mut bytes = Vec::new();
+    opened
+        .take(MAX_SKILL_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| error.to_string())?;
+    if bytes.len() as u64 > MAX_SKILL_BYTES {
+        return Err(format!(
+            "its SKILL.md grew past the limit of {MAX_SKILL_BYTES} bytes while it was read"
+        ));
+    }
     String::from_utf8(bytes).map_err(|_| "its SKILL.md is not UTF-8 text".to_owned())
 }
 
@@ -346,6 +390,13 @@ mod tests {
         std::os::unix::fs::symlink(base.join("outside"), skills.join("linked")).unwrap();
         std::os::unix::fs::symlink(base.join("outside/SKILL.md"), skills.join("empty/SKILL.md"))
             .unwrap();
+        // A FIFO as SKILL.md is skipped at once (reading it would block forever).
+        std::fs::create_dir_all(skills.join("fifo")).unwrap();
+        nix::unistd::mkfifo(
+            &skills.join("fifo/SKILL.md"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
         let within = std::fs::canonicalize(&project).unwrap();
         let found = discover(&[
             SkillFolder {
@@ -374,7 +425,11 @@ mod tests {
             [("pdf", "mine", "user"), ("plain", "Says hello.", "project")]
         );
         let warnings = found.warnings.join("\n");
-        assert_eq!(found.warnings.len(), 3, "{warnings}");
+        assert_eq!(found.warnings.len(), 4, "{warnings}");
+        assert!(
+            warnings.contains("fifo: its SKILL.md is not a regular file"),
+            "{warnings}"
+        );
         assert!(warnings.contains("linked: it leads outside"), "{warnings}");
         assert!(
             warnings.contains("empty: its SKILL.md leads outside"),

@@ -446,5 +446,6 @@ pub fn deps_with(
         stop_hook,
         workspace: Arc::new(Workspace::default()),
         tool_source: None,
+        fork_point: None,
     }
 }

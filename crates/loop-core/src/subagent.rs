@@ -1,0 +1,516 @@
+//! Subagents: the `Task` tool runs a nested loop (the seeds' agent definition, query source
+//! `agent` or `fork`, fork context messages and per-agent max turns; 000_7dfda54faac69dcf.txt
+//! 4.2 and 4.3 phase 5).
+//!
+//! A subagent is [`run_loop`] again, inside a tool call of its parent:
+//!
+//! - its own history: the prompt as its first user message, or, for `subagent_type:
+//!   "fork"`, a copy of the parent's messages as its last request sent them ([`ForkPoint`])
+//!   with the prompt added to the last user message, so it knows what the parent knows and
+//!   its first request starts with the parent's cached prefix;
+//! - its own system prompt, tools, model and max turns from its [`AgentDefinition`] (a fork:
+//!   the parent's), and its own read-file state: the [`SubagentHost`] builds its
+//!   collaborators, with the parent's permission rules, mode and sandbox, so a subagent can
+//!   never do more than its parent;
+//! - the parent's cancellation: the tool call's token, so aborting the parent aborts every
+//!   subagent and their tools, and both histories stay paired.
+//!
+//! The tool_result is the subagent's final text (with a note when it stopped at its max
+//! turns); its structured form is Claude Code's `AgentOutput` (`agentId`, `content`,
+//! `totalToolUseCount`, `totalDurationMs`, `totalTokens`, `usage`, `status`, `prompt`). Every
+//! event of the nested run goes to [`SubagentHost::event`] (usage for the session's totals,
+//! stream-json lines with `parent_tool_use_id`, the subagent's transcript).
+//!
+//! Depth: the main agent is depth 0; the agents it starts are depth 1; a subagent whose
+//! definition lists `Task` may start depth-2 agents, which never get the Task tool
+//! ([`MAX_DEPTH`]).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use protocol::{ContentBlock, MessageParam, Role, ToolUseId, Usage};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::engine::{Deps, LoopConfig, run_loop};
+use crate::events::{LoopEvent, LoopOutcome, Terminal};
+
+/// The turn limit of a subagent whose definition sets none (the seeds: "subagents usually
+/// 200").
+pub const DEFAULT_MAX_TURNS: u32 = 200;
+
+/// The deepest agent: the main agent is 0, its subagents 1, theirs 2; an agent at this depth
+/// never gets the Task tool.
+pub const MAX_DEPTH: u32 = 2;
+
+/// The tool's name, as Claude Code called it until it was renamed `Agent` (accepted too).
+pub const TASK_TOOL: &str = "Task";
+
+/// The `subagent_type` that forks the calling agent.
+pub const FORK: &str = "fork";
+
+/// Where an agent definition comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentSource {
+    /// Shipped with the agent.
+    BuiltIn,
+    /// A project's folder (`.agent/agents/`, `.claude/agents/`).
+    Project,
+    /// The user's folder (`~/.config/agent/agents/`, `~/.claude/agents/`).
+    User,
+}
+
+/// An agent a Task call can start (Claude Code's agent file: frontmatter `name`,
+/// `description`, `tools`, `model`, `maxTurns`, then the system prompt).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentDefinition {
+    /// The `subagent_type` that selects it (`Explore`).
+    pub name: String,
+    /// When to use it, for the model (shown in the Task tool's description).
+    pub description: String,
+    /// Its system prompt.
+    pub system_prompt: String,
+    /// The tools it may use, by name (MCP tools too); `None`: all of its parent's. The Task
+    /// tool only when listed here.
+    pub tools: Option<Vec<String>>,
+    /// Its model (an id or an alias the host resolves); `None`: the parent's.
+    pub model: Option<String>,
+    /// Its turn limit; `None`: [`DEFAULT_MAX_TURNS`].
+    pub max_turns: Option<u32>,
+    /// Where it comes from.
+    pub source: AgentSource,
+}
+
+impl AgentDefinition {
+    /// The built-in agents: `general-purpose` (all of the parent's tools) and `Explore`
+    /// (read-only tools, a prompt for searching a codebase).
+    pub fn built_in() -> Vec<Self> {
+        vec![
+            Self {
+                name: "general-purpose".to_owned(),
+                description: "General-purpose agent for researching complex questions, searching for code, and executing multi-step tasks. Use it when a search may take several rounds, or to do a self-contained part of the work in its own context.".to_owned(),
+                system_prompt: GENERAL_PURPOSE_PROMPT.to_owned(),
+                tools: None,
+                model: None,
+                max_turns: None,
+                source: AgentSource::BuiltIn,
+            },
+            Self {
+                name: "Explore".to_owned(),
+                description: "Fast read-only agent for exploring a codebase: finding files by pattern, searching code for keywords, answering questions about how the code works. Say how thorough it should be.".to_owned(),
+                system_prompt: EXPLORE_PROMPT.to_owned(),
+                tools: Some(vec!["Read".to_owned(), "Glob".to_owned(), "Grep".to_owned(), "Bash".to_owned()]),
+                model: None,
+                max_turns: None,
+                source: AgentSource::BuiltIn,
+            },
+        ]
+    }
+
+    /// Whether it may use `tool` (the Task tool only when listed by name).
+    pub fn allows(&self, tool: &str) -> bool {
+        match &self.tools {
+            None => tool != TASK_TOOL,
+            Some(tools) => tools.iter().any(|listed| listed == tool || listed == "*"),
+        }
+    }
+
+    /// Whether this agent is read-only by definition (Explore): its Bash runs as in plan
+    /// mode, whatever the parent's mode.
+    pub fn read_only(&self) -> bool {
+        self.source == AgentSource::BuiltIn && self.name == "Explore"
+    }
+}
+
+const GENERAL_PURPOSE_PROMPT: &str = "You are an agent started by a coding agent to do one task on its behalf. Do what the task asks, using the tools available, and nothing more. When you are done, answer with a concise report of what you found or did: the parent agent sees only your final message, so put everything it needs there (file paths with line numbers, what changed, what is left).";
+
+const EXPLORE_PROMPT: &str = "You are a read-only search agent started by a coding agent. Explore the codebase to answer the question you are given: find files with Glob, search contents with Grep, read what matters with Read, and use Bash only for commands that read (ls, git log, git show). Never change a file. Search broadly first, then narrow down; be as thorough as the task asks. Answer with a concise report: the files and line numbers that matter and what they show. The parent agent sees only your final message.";
+
+/// The messages of the parent's last request, kept for forks: the engine writes them before
+/// every request of a run whose [`Deps::fork_point`] is set.
+#[derive(Debug, Default)]
+pub struct ForkPoint {
+    messages: Mutex<Arc<Vec<MessageParam>>>,
+}
+
+impl ForkPoint {
+    /// An empty fork point.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the messages of the request about to be sent.
+    pub fn set(&self, messages: &[MessageParam]) {
+        *self.messages.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(messages.to_vec());
+    }
+
+    /// The messages of the last request.
+    pub fn messages(&self) -> Arc<Vec<MessageParam>> {
+        Arc::clone(&self.messages.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// One subagent being started: what the host needs to build it and to show its events.
+#[derive(Clone, Debug)]
+pub struct Spawn {
+    /// Its id (`a` and 16 hex digits), for its transcript and the tool's result.
+    pub agent_id: String,
+    /// The Task tool_use that started it (`parent_tool_use_id` of its stream-json lines).
+    pub parent_tool_use_id: ToolUseId,
+    /// Its definition (for a fork: `fork`, with the parent's system prompt).
+    pub definition: AgentDefinition,
+    /// The Task call's `description`.
+    pub description: String,
+    /// Its depth (1 for an agent of the main agent).
+    pub depth: u32,
+    /// Whether it is a fork of its parent.
+    pub fork: bool,
+}
+
+/// A subagent's configuration and collaborators, from the host.
+#[derive(Debug)]
+pub struct ChildRun {
+    /// Its settings: model, system prompt, limits (the Task tool sets the max turns when
+    /// the host leaves them unset).
+    pub config: LoopConfig,
+    /// Its collaborators: the tools its definition allows, built fresh (own read-file
+    /// state), with the parent's permission rules and sandbox.
+    pub deps: Deps,
+}
+
+/// What the Task tool needs from the application.
+pub trait SubagentHost: Send + Sync + 'static {
+    /// The configuration and collaborators of `spawn`, given the parent's configuration
+    /// (`parent`). A host that cannot build it (an unknown model, a rule that does not parse)
+    /// says why; the Task call then fails with that text.
+    ///
+    /// # Errors
+    ///
+    /// Why the subagent cannot start, for the model.
+    fn start(&self, spawn: &Spawn, parent: &LoopConfig) -> Result<ChildRun, String>;
+
+    /// One event of the subagent's run, in order.
+    fn event(&self, spawn: &Spawn, event: &LoopEvent);
+
+    /// The subagent's run ended (SubagentStop hooks, transcript closed).
+    fn finished(&self, spawn: &Spawn, outcome: &LoopOutcome);
+}
+
+/// The `Task` tool (also called as `Agent`): starts a subagent and returns its final text.
+pub struct TaskTool {
+    host: Arc<dyn SubagentHost>,
+    definitions: Arc<[AgentDefinition]>,
+    parent: LoopConfig,
+    depth: u32,
+    fork_point: Option<Arc<ForkPoint>>,
+    schema: Value,
+    description: String,
+}
+
+impl std::fmt::Debug for TaskTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskTool")
+            .field("depth", &self.depth)
+            .field(
+                "definitions",
+                &self.definitions.iter().map(|d| &d.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct TaskInput {
+    description: String,
+    prompt: String,
+    #[serde(default)]
+    subagent_type: Option<String>,
+}
+
+impl TaskTool {
+    /// The Task tool of an agent at `depth - 1` (its subagents are at `depth`), offering
+    /// `definitions` (and `fork` when `fork_point` is given: the parent run's
+    /// [`Deps::fork_point`]). `parent` is that agent's configuration.
+    pub fn new(
+        host: Arc<dyn SubagentHost>,
+        definitions: Arc<[AgentDefinition]>,
+        parent: LoopConfig,
+        depth: u32,
+        fork_point: Option<Arc<ForkPoint>>,
+    ) -> Self {
+        let mut types: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
+        if fork_point.is_some() {
+            types.push(FORK);
+        }
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "A short (3-5 word) description of the task"},
+                "prompt": {"type": "string", "description": "The task for the agent to perform"},
+                "subagent_type": {
+                    "type": "string",
+                    "enum": types,
+                    "description": "The type of specialized agent to use for this task"
+                }
+            },
+            "required": ["description", "prompt"],
+            "additionalProperties": false
+        });
+        let mut description = String::from(
+            "Launch a subagent to handle a self-contained task in its own context: it works with its own tools and returns one final report, which is all you see of its work. Several Task calls in one response run in parallel. Give each a complete, self-contained prompt (it does not see this conversation) and say what it should report back. Available agent types (subagent_type; general-purpose when omitted):\n",
+        );
+        for definition in definitions.iter() {
+            let tools = match &definition.tools {
+                None => "all tools".to_owned(),
+                Some(tools) => tools.join(", "),
+            };
+            description.push_str(&format!(
+                "- {}: {} (Tools: {tools})\n",
+                definition.name,
+                definition.description.trim()
+            ));
+        }
+        if fork_point.is_some() {
+            description.push_str(
+                "- fork: a copy of yourself that starts with this whole conversation and your instructions; use it for a side task that needs what you already know.\n",
+            );
+        }
+        Self {
+            host,
+            definitions,
+            parent,
+            depth,
+            fork_point,
+            schema,
+            description,
+        }
+    }
+}
+
+impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        TASK_TOOL
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["Agent"]
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// Subagents run in parallel; each one's own tools are admitted by its own executor.
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: TaskInput = serde_json::from_value(input).map_err(|error| {
+                ToolError::InvalidInput(format!("invalid input for Task: {error}"))
+            })?;
+            let kind = input
+                .subagent_type
+                .as_deref()
+                .filter(|kind| !kind.is_empty())
+                .unwrap_or("general-purpose");
+            let (definition, messages, fork) = if kind == FORK {
+                let Some(point) = &self.fork_point else {
+                    return Err(ToolError::InvalidInput(
+                        "subagent_type \"fork\" is not available here".to_owned(),
+                    ));
+                };
+                let definition = AgentDefinition {
+                    name: FORK.to_owned(),
+                    description: "A fork of the calling agent".to_owned(),
+                    system_prompt: self.parent.system.join("\n\n"),
+                    tools: None,
+                    model: None,
+                    max_turns: None,
+                    source: AgentSource::BuiltIn,
+                };
+                (
+                    definition,
+                    fork_messages(&point.messages(), &input.prompt),
+                    true,
+                )
+            } else {
+                let Some(definition) = self.definitions.iter().find(|d| d.name == kind) else {
+                    let names: Vec<&str> =
+                        self.definitions.iter().map(|d| d.name.as_str()).collect();
+                    return Err(ToolError::InvalidInput(format!(
+                        "unknown subagent_type {kind:?}; the types are: {}",
+                        names.join(", ")
+                    )));
+                };
+                (
+                    definition.clone(),
+                    vec![MessageParam::user_text(input.prompt.clone())],
+                    false,
+                )
+            };
+            let spawn = Spawn {
+                agent_id: new_agent_id(),
+                parent_tool_use_id: context.tool_use_id.clone(),
+                definition,
+                description: input.description,
+                depth: self.depth,
+                fork,
+            };
+            let ChildRun { mut config, deps } = self
+                .host
+                .start(&spawn, &self.parent)
+                .map_err(ToolError::InvalidInput)?;
+            let max_turns = spawn.definition.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+            config.max_turns = Some(config.max_turns.map_or(max_turns, |set| set.min(max_turns)));
+            let started = Instant::now();
+            let (sender, mut receiver) = mpsc::unbounded_channel();
+            let run = run_loop(config, deps, messages, sender, context.cancel.clone());
+            tokio::pin!(run);
+            // Events are handed on as they come, so the host shows the subagent live.
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    Some(event) = receiver.recv() => self.host.event(&spawn, &event),
+                    outcome = &mut run => break outcome,
+                }
+            };
+            while let Ok(event) = receiver.try_recv() {
+                self.host.event(&spawn, &event);
+            }
+            self.host.finished(&spawn, &outcome);
+            report(&spawn, &input.prompt, &outcome, max_turns, started)
+        })
+    }
+}
+
+/// The fork's history: the parent's last request's messages, with the prompt added to the
+/// last user message (a request alternates roles: the parent's request ends with one), so
+/// every earlier message is the same, byte for byte.
+fn fork_messages(parent: &[MessageParam], prompt: &str) -> Vec<MessageParam> {
+    let directive = format!(
+        "<fork>\nYou are a fork of the agent whose conversation is above. Do not continue its work: do only this task, then answer with a concise report of what you found or did (the agent that forked you sees only your final message).\n\n{prompt}\n</fork>"
+    );
+    let mut messages = parent.to_vec();
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => last.content.push(ContentBlock::text(directive)),
+        _ => messages.push(MessageParam::user_text(directive)),
+    }
+    messages
+}
+
+/// `a` and 16 random hex digits.
+fn new_agent_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("a{}", &id[..16])
+}
+
+/// The tool's output for a finished subagent.
+fn report(
+    spawn: &Spawn,
+    prompt: &str,
+    outcome: &LoopOutcome,
+    max_turns: u32,
+    started: Instant,
+) -> Result<ToolOutput, ToolError> {
+    let mut text = outcome.result.trim().to_owned();
+    match &outcome.terminal {
+        Terminal::Completed => {}
+        Terminal::MaxTurns => {
+            if text.is_empty() {
+                text = "(no final text)".to_owned();
+            }
+            text.push_str(&format!(
+                "\n\n[The subagent stopped at its limit of {max_turns} turns before finishing; the text above is what it had.]"
+            ));
+        }
+        Terminal::AbortedStreaming | Terminal::AbortedTools => {
+            return Err(ToolError::Killed("the subagent was interrupted".to_owned()));
+        }
+        other => {
+            return Ok(ToolOutput::error(format!(
+                "The subagent stopped: {other}.{}",
+                if text.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Its last text:\n{text}")
+                }
+            )));
+        }
+    }
+    let tool_uses: usize = outcome
+        .messages
+        .iter()
+        .filter(|message| message.role == Role::Assistant)
+        .flat_map(|message| &message.content)
+        .filter(|block| matches!(block, ContentBlock::ToolUse(_)))
+        .count();
+    let usage: &Usage = &outcome.usage;
+    let total = usage.input_tokens
+        + usage.output_tokens
+        + usage.cache_creation_input_tokens.unwrap_or(0)
+        + usage.cache_read_input_tokens.unwrap_or(0);
+    let structured = json!({
+        "agentId": spawn.agent_id,
+        "agentType": spawn.definition.name,
+        "content": [{"type": "text", "text": text}],
+        "totalToolUseCount": tool_uses,
+        "totalDurationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "totalTokens": total,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+            "cache_read_input_tokens": usage.cache_read_input_tokens,
+        },
+        "status": "completed",
+        "prompt": prompt,
+    });
+    Ok(ToolOutput::text(text).with_structured(structured))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_allow_tools_and_task_only_when_listed() {
+        let [general, explore] = <[AgentDefinition; 2]>::try_from(AgentDefinition::built_in())
+            .unwrap_or_else(|_| unreachable!("two built-in agents"));
+        assert!(general.allows("Write") && !general.allows(TASK_TOOL));
+        assert!(explore.allows("Grep") && !explore.allows("Write") && explore.read_only());
+        let nesting = AgentDefinition {
+            tools: Some(vec!["Read".into(), TASK_TOOL.into()]),
+            ..general
+        };
+        assert!(nesting.allows(TASK_TOOL) && !nesting.allows("Bash"));
+    }
+
+    #[test]
+    fn a_fork_keeps_every_message_and_adds_the_task_to_the_last() {
+        let parent = vec![
+            MessageParam::user_text("fix it"),
+            MessageParam {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text("looking")],
+            },
+            MessageParam::user_text("go on"),
+        ];
+        let fork = fork_messages(&parent, "check the tests");
+        assert_eq!(fork[..2], parent[..2]);
+        assert_eq!(fork[2].content[0], parent[2].content[0]);
+        assert_eq!(fork[2].content.len(), 2);
+        assert!(format!("{:?}", fork[2].content[1]).contains("check the tests"));
+        assert_eq!(fork_messages(&[], "x").len(), 1);
+        let id = new_agent_id();
+        assert!(id.len() == 17 && id.starts_with('a'), "{id}");
+    }
+}
