@@ -332,31 +332,69 @@ async fn run_all(
     verdict
 }
 
-/// The Stop hooks of the settings, as loop-core's stop hook.
+/// The Stop hooks of the settings, as loop-core's stop hook; or a subagent's SubagentStop
+/// hooks ([`CommandStopHook::subagent`]).
 #[derive(Debug)]
 pub struct CommandStopHook {
     env: HookEnv,
     matchers: Vec<HookMatcher>,
+    /// `Stop` or `SubagentStop`.
+    event: &'static str,
+    /// The fields a SubagentStop event adds (`agent_id`, `agent_type`,
+    /// `agent_transcript_path`).
+    fields: serde_json::Map<String, Value>,
+    /// What matchers are matched against (a subagent's type); `None`: every matcher applies.
+    subject: Option<String>,
 }
 
 impl CommandStopHook {
     /// Stop hooks from `matchers`.
     pub fn new(env: HookEnv, matchers: Vec<HookMatcher>) -> Self {
-        Self { env, matchers }
+        Self {
+            env,
+            matchers,
+            event: "Stop",
+            fields: serde_json::Map::new(),
+            subject: None,
+        }
+    }
+
+    /// SubagentStop hooks from `matchers` for one subagent, with Claude Code's payload:
+    /// `agent_id`, `agent_type` (also what a matcher is matched against) and
+    /// `agent_transcript_path`, besides `stop_hook_active` and `last_assistant_message`. A
+    /// hook that blocks makes the subagent go on with the reason, as a Stop hook does.
+    pub fn subagent(
+        env: HookEnv,
+        matchers: Vec<HookMatcher>,
+        agent_id: &str,
+        agent_type: &str,
+        transcript: &Path,
+    ) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("agent_id".to_owned(), json!(agent_id));
+        fields.insert("agent_type".to_owned(), json!(agent_type));
+        fields.insert("agent_transcript_path".to_owned(), json!(transcript));
+        Self {
+            env,
+            matchers,
+            event: "SubagentStop",
+            fields,
+            subject: Some(agent_type.to_owned()),
+        }
     }
 }
 
 impl StopHook for CommandStopHook {
     fn on_stop(&self, input: StopHookInput) -> StopFuture<'_> {
         Box::pin(async move {
-            let event = self.env.event(
-                "Stop",
-                json!({
-                    "stop_hook_active": input.stop_hook_active,
-                    "last_assistant_message": input.last_assistant_message.text(),
-                }),
+            let mut fields = self.fields.clone();
+            fields.insert("stop_hook_active".to_owned(), json!(input.stop_hook_active));
+            fields.insert(
+                "last_assistant_message".to_owned(),
+                json!(input.last_assistant_message.text()),
             );
-            let verdict = run_all(&self.env, &self.matchers, None, &event).await;
+            let event = self.env.event(self.event, Value::Object(fields));
+            let verdict = run_all(&self.env, &self.matchers, self.subject.as_deref(), &event).await;
             if let Some(reason) = verdict.end {
                 StopDecision::Prevent { reason }
             } else if verdict.blocks.is_empty() {

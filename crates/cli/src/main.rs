@@ -19,6 +19,7 @@ mod output;
 mod session;
 mod settings;
 mod skills;
+mod subagents;
 mod tooling;
 mod transcript;
 mod trust;

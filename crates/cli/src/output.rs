@@ -323,6 +323,23 @@ pub struct Renderer {
     /// Output tokens of the responses finished so far, and of the one streaming.
     tokens_done: u64,
     tokens_streaming: u64,
+    /// Subagents seen, by id: (requested model, answering model, message id, description,
+    /// current tool).
+    agents: BTreeMap<String, AgentView>,
+    /// Usage of every subagent's responses.
+    subagent_usage: Usage,
+}
+
+/// What the renderer keeps of one subagent.
+#[derive(Debug, Default)]
+struct AgentView {
+    requested_model: String,
+    message_model: String,
+    message_id: String,
+    description: String,
+    /// The tool it runs now, when it runs one.
+    tool: Option<String>,
+    done: bool,
 }
 
 /// What the `system`/`init` line reports about a session ([`Renderer::init`]).
@@ -358,6 +375,8 @@ impl Renderer {
             message_model: model.to_owned(),
             price_overrides: Arc::default(),
             requested_model: model.to_owned(),
+            agents: BTreeMap::new(),
+            subagent_usage: Usage::default(),
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -596,16 +615,7 @@ impl Renderer {
                 self.wrote_text = true;
             }
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
-                Self::line(&json!({
-                    "type": "assistant",
-                    "message": {
-                        "id": self.message_id, "type": "message", "role": "assistant",
-                        "model": self.message_model, "content": [block.block],
-                        "stop_reason": null, "stop_sequence": null,
-                    },
-                    "parent_tool_use_id": null, "session_id": self.session_id,
-                    "uuid": uuid::Uuid::new_v4().to_string(),
-                }));
+                self.assistant_line(&self.message_id, &self.message_model, &block.block, None);
             }
             LoopEvent::Assistant(message) => {
                 if let Some(started) = self.request_started.take() {
@@ -617,27 +627,13 @@ impl Renderer {
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => {
-                // The settings' prices first, then the table's, each for the name the
-                // server answered with, then for the one asked.
-                let names = [&self.message_model, &self.requested_model];
-                let prices = names
-                    .iter()
-                    .find_map(|name| self.price_overrides.get(*name).copied())
-                    .or_else(|| {
-                        names.iter().find_map(|name| {
-                            let (info, known) = context::lookup(name);
-                            info.prices.filter(|_| known)
-                        })
-                    });
-                self.cost = match (self.cost, prices) {
-                    (Some(total), Some(prices)) => Some(total + prices.cost(usage)),
-                    _ => None,
-                };
+                let prices = self.prices([&self.message_model, &self.requested_model]);
+                self.add_cost(prices, usage);
             }
             LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
                 if self.format == OutputFormat::StreamJson =>
             {
-                self.user_lines(message);
+                self.user_lines(message, None);
             }
             LoopEvent::Tool(ExecutorEvent::PermissionDenied {
                 tool_use_id,
@@ -679,13 +675,131 @@ impl Renderer {
         }
     }
 
-    fn user_lines(&self, message: &MessageParam) {
+    /// The prices of the model that answered: the settings' first, then the table's, each
+    /// for the name the server answered with, then for the one asked.
+    fn prices(&self, names: [&String; 2]) -> Option<context::Prices> {
+        names
+            .iter()
+            .find_map(|name| self.price_overrides.get(*name).copied())
+            .or_else(|| {
+                names.iter().find_map(|name| {
+                    let (info, known) = context::lookup(name);
+                    info.prices.filter(|_| known)
+                })
+            })
+    }
+
+    /// Adds `usage` at `prices` to the cost (unknown from then on without prices).
+    fn add_cost(&mut self, prices: Option<context::Prices>, usage: &Usage) {
+        self.cost = match (self.cost, prices) {
+            (Some(total), Some(prices)) => Some(total + prices.cost(usage)),
+            _ => None,
+        };
+    }
+
+    /// One completed block as a stream-json `assistant` line.
+    fn assistant_line(&self, id: &str, model: &str, block: &ContentBlock, parent: Option<&str>) {
+        Self::line(&json!({
+            "type": "assistant",
+            "message": {
+                "id": id, "type": "message", "role": "assistant",
+                "model": model, "content": [block],
+                "stop_reason": null, "stop_sequence": null,
+            },
+            "parent_tool_use_id": parent, "session_id": self.session_id,
+            "uuid": uuid::Uuid::new_v4().to_string(),
+        }));
+    }
+
+    /// Renders one event of a subagent's run: its messages as stream-json lines carrying
+    /// `parent_tool_use_id` (the Task call that started it), its usage in the totals and the
+    /// cost (at its own model's prices), its refused calls among the denials, and in a live
+    /// view one status line naming each running subagent and its current tool.
+    pub fn subagent(&mut self, event: &crate::subagents::SubagentEvent) {
+        let parent = event.parent_tool_use_id.as_str();
+        let view = self.agents.entry(event.agent_id.clone()).or_default();
+        if view.description.is_empty() {
+            view.description.clone_from(&event.description);
+        }
+        match &event.event {
+            LoopEvent::Request { model, .. } => view.requested_model.clone_from(model),
+            LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
+                view.message_model.clone_from(&message.model);
+                view.message_id = message.id.to_string();
+            }
+            LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
+                let (id, model) = (view.message_id.clone(), view.message_model.clone());
+                self.assistant_line(&id, &model, &block.block, Some(parent));
+            }
+            LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
+                if self.format == OutputFormat::StreamJson =>
+            {
+                self.user_lines(message, Some(parent));
+            }
+            LoopEvent::Usage(usage) => {
+                let names = [view.message_model.clone(), view.requested_model.clone()];
+                let prices = self.prices([&names[0], &names[1]]);
+                self.add_cost(prices, usage);
+                add_usage(&mut self.subagent_usage, usage);
+            }
+            LoopEvent::Tool(ExecutorEvent::Started { name, .. }) => {
+                view.tool = Some(name.clone());
+                self.show_agents();
+            }
+            LoopEvent::Tool(ExecutorEvent::Completed(_)) => {
+                view.tool = None;
+                self.show_agents();
+            }
+            LoopEvent::Tool(ExecutorEvent::PermissionDenied {
+                tool_use_id,
+                name,
+                input,
+                ..
+            }) => {
+                self.denials.push(
+                    json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
+                );
+            }
+            LoopEvent::Assistant(message) => {
+                view.message_model.clone_from(&message.model);
+                if message.stop_reason != Some(protocol::StopReason::ToolUse) {
+                    view.done = true;
+                    self.show_agents();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The live status line while subagents run: each with its current tool.
+    fn show_agents(&self) {
+        if self.status.is_none() {
+            return;
+        }
+        let running: Vec<String> = self
+            .agents
+            .values()
+            .filter(|view| !view.done)
+            .map(|view| match &view.tool {
+                Some(tool) => format!("{} ({tool})", view.description),
+                None => view.description.clone(),
+            })
+            .collect();
+        if !running.is_empty() {
+            self.show(&printable(
+                &format!("Running {}: {}", plural(running.len()), running.join(" · ")),
+                false,
+            ));
+        }
+    }
+
+    fn user_lines(&self, message: &MessageParam, parent: Option<&str>) {
         for block in &message.content {
             if let ContentBlock::ToolResult(_) = block {
                 Self::line(&json!({
                     "type": "user",
                     "message": {"role": "user", "content": [block]},
-                    "parent_tool_use_id": null, "session_id": self.session_id,
+                    "parent_tool_use_id": parent, "session_id": self.session_id,
                     "uuid": uuid::Uuid::new_v4().to_string(),
                     "timestamp": crate::transcript::timestamp(std::time::SystemTime::now()),
                 }));
@@ -696,7 +810,9 @@ impl Renderer {
     /// The result object.
     pub fn result(&self, outcome: &LoopOutcome) -> Value {
         let (_, subtype) = exit_code(&outcome.terminal);
-        let usage: &Usage = &outcome.usage;
+        // The session's totals: the main agent's and every subagent's.
+        let mut usage = outcome.usage.clone();
+        add_usage(&mut usage, &self.subagent_usage);
         json!({
             "type": "result",
             "subtype": subtype,
@@ -767,6 +883,35 @@ impl Renderer {
             }
             OutputFormat::Json | OutputFormat::StreamJson => Self::line(&self.result(outcome)),
         }
+    }
+}
+
+/// `total` plus `usage`, field by field.
+fn add_usage(total: &mut Usage, usage: &Usage) {
+    total.input_tokens += usage.input_tokens;
+    total.output_tokens += usage.output_tokens;
+    for (sum, part) in [
+        (
+            &mut total.cache_creation_input_tokens,
+            usage.cache_creation_input_tokens,
+        ),
+        (
+            &mut total.cache_read_input_tokens,
+            usage.cache_read_input_tokens,
+        ),
+    ] {
+        if let Some(part) = part {
+            *sum = Some(sum.unwrap_or(0) + part);
+        }
+    }
+}
+
+/// `1 agent`, `2 agents`.
+fn plural(count: usize) -> String {
+    if count == 1 {
+        "1 agent".to_owned()
+    } else {
+        format!("{count} agents")
     }
 }
 

@@ -17,12 +17,13 @@ use provider::{
     AnthropicClient, ClientConfig, ConfigSource, EnvSource, HyperTransport, RecordingTransport,
     ReplayTransport, TokioSleeper, Transport,
 };
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::{self, Args, split_rules};
 use crate::output::Renderer;
 use crate::transcript::{self, Transcript};
-use crate::{adapter, context_info, hooks, settings, tooling};
+use crate::{adapter, context_info, hooks, settings, subagents, tooling};
 
 /// The default model when neither `--model`, `ANTHROPIC_MODEL` nor settings name one.
 pub const DEFAULT_MODEL: &str = "claude-opus-4-8";
@@ -64,6 +65,13 @@ pub struct Session {
     pub skills: Vec<tools::skills::Skill>,
     /// The permission gate under the hooks: a command's `allowed-tools` are granted there.
     gate: Arc<tools::PermissionGate>,
+    /// The agents the Task tool offers (built-in, the user's, a trusted project's).
+    pub agents: Arc<[loop_core::subagent::AgentDefinition]>,
+    /// What a subagent's tools and gate are built from.
+    recipe: subagents::Recipe,
+    /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
+    /// MCP tools and Skill, are shared).
+    builtin_tools: usize,
     /// What a command's `model` is resolved and sized with: the settings' `models`, whether
     /// the provider is OpenAI-compatible, the settings' `env` (alias overrides), plan mode.
     model_settings: ModelSettings,
@@ -280,16 +288,32 @@ impl Session {
                 );
             }
         }
-        let tooling = tooling::build(
-            &workspace,
+        let hook_env = hooks::HookEnv {
+            env: env.clone(),
+            session: Arc::new(std::sync::Mutex::new((
+                session_id.clone(),
+                transcript_path.clone(),
+            ))),
+            cwd: cwd.clone(),
+            permission_mode: tooling::permission_mode(mode).as_str().to_owned(),
+        };
+        let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
+        let post_hooks = hooks_of("PostToolUse");
+        // The session's tools and every subagent's are built from one recipe.
+        let recipe = subagents::Recipe {
+            workspace: Arc::clone(&workspace),
             mode,
             rules,
-            &results_dir,
-            env.clone(),
-            sandbox.clone(),
+            results_dir: results_dir.clone(),
+            env,
+            sandbox: sandbox.clone(),
             prompter,
-        )
-        .map_err(|error| match &error {
+            hook_env: hook_env.clone(),
+            pre_hooks: hooks_of("PreToolUse"),
+            post_hooks: post_hooks.clone(),
+            stop_hooks: hooks_of("SubagentStop"),
+        };
+        let tooling = recipe.build(mode).map_err(|error| match &error {
             tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
                 Some(path) => {
                     anyhow::anyhow!("{}: invalid settings: {error}", path.display())
@@ -298,34 +322,10 @@ impl Session {
             },
             _ => anyhow::Error::new(error),
         })?;
-        let hook_env = hooks::HookEnv {
-            env,
-            session: Arc::new(std::sync::Mutex::new((
-                session_id.clone(),
-                transcript_path.clone(),
-            ))),
-            cwd: cwd.clone(),
-            permission_mode: tooling.mode_name.to_owned(),
-        };
-        let permissions: Arc<dyn CanUseTool> = match settings.hooks.get("PreToolUse") {
-            Some(matchers) if !matchers.is_empty() => Arc::new(hooks::HookedGate::new(
-                hook_env.clone(),
-                matchers.clone(),
-                tooling.permissions.clone(),
-            )),
-            _ => tooling.permissions.clone() as Arc<dyn CanUseTool>,
-        };
-        let permissions: Arc<dyn CanUseTool> = Arc::new(hooks::SettingsGuard::new(permissions));
-        let post_hooks = settings
-            .hooks
-            .get("PostToolUse")
-            .cloned()
-            .unwrap_or_default();
-        let tools: Vec<Arc<dyn executor::Tool>> = tooling
-            .tools
-            .iter()
-            .map(|tool| hooks::PostToolUse::wrap(&hook_env, &post_hooks, Arc::clone(tool)))
-            .collect();
+        let permissions = Arc::clone(&tooling.gate);
+        let tools = tooling.tools.clone();
+        let agents: Arc<[loop_core::subagent::AgentDefinition]> =
+            subagents::definitions(&cwd, folder_trusted).into();
         let stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
             Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
                 hook_env.clone(),
@@ -390,7 +390,12 @@ impl Session {
         }
         config.system = vec![system];
 
-        let tool_names = tools.iter().map(|tool| tool.name().to_owned()).collect();
+        let builtin_tools = tools.len();
+        let tool_names = tools
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .chain(std::iter::once(loop_core::subagent::TASK_TOOL.to_owned()))
+            .collect();
         Ok(Self {
             cwd,
             session_id,
@@ -401,11 +406,15 @@ impl Session {
             commands,
             skills: Vec::new(),
             gate: Arc::clone(&tooling.permissions),
+            agents,
+            recipe,
+            builtin_tools,
             model_settings: ModelSettings {
                 models: settings.models.clone(),
                 openai,
                 env: settings.env.clone(),
                 plan: mode == args::PermissionModeArg::Plan,
+                compact_percent,
             },
             sessions,
             results_dir,
@@ -602,23 +611,17 @@ impl Session {
         let Some(model) = &invocation.model else {
             return self.turn(invocation.prompt, renderer, cancel).await;
         };
-        let settings = &self.model_settings;
-        let id = if settings.openai {
-            model.clone()
-        } else {
-            resolve_model(model, settings.plan, &|key: &str| {
-                setting_or_env(&settings.env, key)
-            })
-        };
-        let (info, _) = model_info(&id, &settings.models, settings.openai)
+        let (id, info) = self
+            .model_settings
+            .resolve(model)
             .with_context(|| format!("/{}: model", invocation.name))?;
         let before = (
-            std::mem::replace(&mut self.config.model, id),
+            self.config.model.clone(),
             self.config.output_cap,
             self.config.escalated_output_cap,
             self.config.context.levels,
         );
-        set_window(&mut self.config, &info, self.compact_percent);
+        self.model_settings.apply(&mut self.config, id, &info);
         let outcome = self.turn(invocation.prompt, renderer, cancel).await;
         (
             self.config.model,
@@ -755,13 +758,29 @@ impl Session {
         Ok(self.transcript.insert(transcript))
     }
 
-    fn deps(&self) -> Deps {
+    /// The loop's collaborators for one turn; subagents' events go to `subagent_events`.
+    fn deps(&self, subagent_events: mpsc::UnboundedSender<subagents::SubagentEvent>) -> Deps {
+        let host = subagents::Host::new(subagents::HostParts {
+            recipe: self.recipe.clone(),
+            client: self.client.clone(),
+            fallback: self.fallback_client.clone(),
+            models: self.model_settings.clone(),
+            definitions: Arc::clone(&self.agents),
+            extra_tools: self.tools[self.builtin_tools.min(self.tools.len())..].to_vec(),
+            events: subagent_events,
+            transcripts: self.transcript_path.with_extension("").join("subagents"),
+            session_id: self.session_id.clone(),
+            cwd: self.cwd.clone(),
+        });
+        let fork_point = Arc::new(loop_core::subagent::ForkPoint::new());
+        let mut tools = self.tools.clone();
+        tools.extend(host.task_tool(self.config.clone(), Arc::clone(&fork_point)));
         Deps {
             model: Arc::new(adapter::ProviderModel::with_fallback(
                 self.client.clone(),
                 self.fallback_client.clone(),
             )),
-            tools: self.tools.clone(),
+            tools,
             permissions: Arc::clone(&self.permissions),
             summarizer: Arc::new(adapter::ProviderSummarizer::new(
                 self.client.clone(),
@@ -778,7 +797,7 @@ impl Session {
                     hook_env: self.hook_env.clone(),
                 }) as Arc<dyn loop_core::ToolSource>
             }),
-            fork_point: None,
+            fork_point: Some(fork_point),
         }
     }
 
@@ -806,16 +825,32 @@ impl Session {
         let history = context::normalize_messages(std::mem::take(&mut self.history), &mut repairs);
         self.history = history.clone();
 
-        let (handle, mut events) = spawn_loop(self.config.clone(), self.deps(), history, cancel);
-        while let Some(event) = events.recv().await {
-            let transcript = self.transcript()?;
-            // Only history events reach the transcript: what is saved is what the loop kept.
-            if let LoopEvent::History(change) = &event
-                && let Err(error) = transcript.record(change)
-            {
-                renderer.warn(&format!("transcript: {error:#}"));
+        let (subagent_sender, mut subagent_events) = mpsc::unbounded_channel();
+        let (handle, mut events) = spawn_loop(
+            self.config.clone(),
+            self.deps(subagent_sender),
+            history,
+            cancel,
+        );
+        loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    let transcript = self.transcript()?;
+                    // Only history events reach the transcript: what is saved is what the
+                    // loop kept.
+                    if let LoopEvent::History(change) = &event
+                        && let Err(error) = transcript.record(change)
+                    {
+                        renderer.warn(&format!("transcript: {error:#}"));
+                    }
+                    renderer.event(&event);
+                }
+                Some(event) = subagent_events.recv() => renderer.subagent(&event),
             }
-            renderer.event(&event);
+        }
+        while let Ok(event) = subagent_events.try_recv() {
+            renderer.subagent(&event);
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
         self.history = std::mem::take(&mut outcome.messages);
@@ -1067,12 +1102,39 @@ fn set_window(config: &mut LoopConfig, info: &context::ModelInfo, compact_percen
 }
 
 /// What another model of the session's provider is resolved and sized with (a custom
-/// command's `model`).
-struct ModelSettings {
+/// command's `model`, a subagent's).
+#[derive(Clone, Debug)]
+pub(crate) struct ModelSettings {
     models: BTreeMap<String, settings::ModelSettings>,
     openai: bool,
     env: BTreeMap<String, String>,
     plan: bool,
+    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`.
+    compact_percent: Option<u8>,
+}
+
+impl ModelSettings {
+    /// The id `name` resolves to (Claude Code's aliases on the Anthropic provider) and its
+    /// limits.
+    ///
+    /// # Errors
+    ///
+    /// A `models` entry that is invalid.
+    pub(crate) fn resolve(&self, name: &str) -> anyhow::Result<(String, context::ModelInfo)> {
+        let id = if self.openai {
+            name.to_owned()
+        } else {
+            resolve_model(name, self.plan, &|key: &str| setting_or_env(&self.env, key))
+        };
+        let (info, _) = model_info(&id, &self.models, self.openai)?;
+        Ok((id, info))
+    }
+
+    /// `config` switched to `id` with `info`'s window and output caps.
+    pub(crate) fn apply(&self, config: &mut LoopConfig, id: String, info: &context::ModelInfo) {
+        config.model = id;
+        set_window(config, info, self.compact_percent);
+    }
 }
 
 /// A custom command or a skill the user invoked by name (`/name arguments`).

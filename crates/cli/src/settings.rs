@@ -580,7 +580,7 @@ pub const HOOK_EVENTS: [&str; 10] = [
 ];
 
 /// The hook events `agent` runs.
-pub const RUN_HOOK_EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "Stop"];
+pub const RUN_HOOK_EVENTS: [&str; 4] = ["PreToolUse", "PostToolUse", "Stop", "SubagentStop"];
 
 impl Settings {
     /// The file that set `permissions.defaultMode` last (the one in effect).

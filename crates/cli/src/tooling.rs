@@ -110,6 +110,16 @@ impl FileSource for WorkspaceFiles {
     }
 }
 
+/// The tools' mode for `--permission-mode`.
+pub fn permission_mode(mode: PermissionModeArg) -> tools::PermissionMode {
+    match mode {
+        PermissionModeArg::Default => tools::PermissionMode::Default,
+        PermissionModeArg::AcceptEdits => tools::PermissionMode::AcceptEdits,
+        PermissionModeArg::BypassPermissions => tools::PermissionMode::BypassPermissions,
+        PermissionModeArg::Plan => tools::PermissionMode::Plan,
+    }
+}
+
 /// The session's tools and gate: the built-in tools confined to `workspace`, the mode and
 /// the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts go to `prompter`; without
 /// one (headless) they are denied with a message.
@@ -129,12 +139,7 @@ pub fn build(
     sandbox: tools::SandboxConfig,
     prompter: Option<Arc<dyn tools::Prompter>>,
 ) -> Result<Tooling, tools::Error> {
-    let default_mode = match mode {
-        PermissionModeArg::Default => tools::PermissionMode::Default,
-        PermissionModeArg::AcceptEdits => tools::PermissionMode::AcceptEdits,
-        PermissionModeArg::BypassPermissions => tools::PermissionMode::BypassPermissions,
-        PermissionModeArg::Plan => tools::PermissionMode::Plan,
-    };
+    let default_mode = permission_mode(mode);
     let set = tools::ToolSet::new(tools::ToolSetConfig {
         workspace: Arc::clone(workspace),
         permissions: tools::PermissionConfig {

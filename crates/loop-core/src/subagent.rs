@@ -183,13 +183,19 @@ pub struct ChildRun {
 /// What the Task tool needs from the application.
 pub trait SubagentHost: Send + Sync + 'static {
     /// The configuration and collaborators of `spawn`, given the parent's configuration
-    /// (`parent`). A host that cannot build it (an unknown model, a rule that does not parse)
-    /// says why; the Task call then fails with that text.
+    /// (`parent`) and the subagent's first messages (`messages`, for its transcript). A host
+    /// that cannot build it (an unknown model, a rule that does not parse) says why; the Task
+    /// call then fails with that text.
     ///
     /// # Errors
     ///
     /// Why the subagent cannot start, for the model.
-    fn start(&self, spawn: &Spawn, parent: &LoopConfig) -> Result<ChildRun, String>;
+    fn start(
+        &self,
+        spawn: &Spawn,
+        parent: &LoopConfig,
+        messages: &[MessageParam],
+    ) -> Result<ChildRun, String>;
 
     /// One event of the subagent's run, in order.
     fn event(&self, spawn: &Spawn, event: &LoopEvent);
@@ -312,6 +318,13 @@ impl Tool for TaskTool {
         true
     }
 
+    /// Starting a subagent changes nothing by itself: every call it makes goes through its
+    /// own gate with the parent's mode and rules (plan mode stays plan mode), so the call is
+    /// allowed wherever reads are, as Claude Code allows it without a question.
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
             let input: TaskInput = serde_json::from_value(input).map_err(|error| {
@@ -367,7 +380,7 @@ impl Tool for TaskTool {
             };
             let ChildRun { mut config, deps } = self
                 .host
-                .start(&spawn, &self.parent)
+                .start(&spawn, &self.parent, &messages)
                 .map_err(ToolError::InvalidInput)?;
             let max_turns = spawn.definition.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
             config.max_turns = Some(config.max_turns.map_or(max_turns, |set| set.min(max_turns)));

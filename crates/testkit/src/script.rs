@@ -456,6 +456,9 @@ pub struct Script {
     /// Report each turn's `input_tokens` as the request's size (bytes / 4) instead of the
     /// turn's own figure, as the API counts what it was sent.
     pub(crate) usage_from_request: bool,
+    /// Replies for requests whose first or last message holds a marker (a subagent's
+    /// conversation), each in order, before the main list.
+    pub(crate) routes: Vec<(String, VecDeque<Reply>)>,
 }
 
 /// A JSON script that does not describe turns, with the turn (0-based) and field at fault.
@@ -482,7 +485,18 @@ impl Script {
             replies: replies.into(),
             last: None,
             usage_from_request: false,
+            routes: Vec::new(),
         }
+    }
+
+    /// Answers the requests whose first or last message contains `marker` with `replies`, in
+    /// order
+    /// (once they are used up, such requests take the main list). Several conversations
+    /// that run at once (subagents) each get their own replies this way, whatever order
+    /// their requests arrive in.
+    pub fn route(mut self, marker: &str, replies: Vec<Reply>) -> Self {
+        self.routes.push((marker.to_owned(), replies.into()));
+        self
     }
 
     /// Reports every turn's `input_tokens` as the size of the request it answers (bytes /
@@ -549,9 +563,17 @@ impl Script {
         Ok(Self::new(replies))
     }
 
-    /// The next reply, to a request of `request_bytes` bytes.
-    pub(crate) fn next(&mut self, request_bytes: usize) -> Reply {
-        let mut reply = match self.replies.pop_front() {
+    /// The next reply, to a request of `request_bytes` bytes whose first and last messages
+    /// (as JSON text) are in `first_message`.
+    pub(crate) fn next(&mut self, request_bytes: usize, first_message: &str) -> Reply {
+        let routed = self
+            .routes
+            .iter_mut()
+            .find(|(marker, replies)| {
+                !replies.is_empty() && first_message.contains(marker.as_str())
+            })
+            .and_then(|(_, replies)| replies.pop_front());
+        let mut reply = match routed.or_else(|| self.replies.pop_front()) {
             Some(reply) => {
                 self.last = Some(reply.clone());
                 reply

@@ -316,6 +316,17 @@ async fn handle(
         .ok()
         .and_then(|json| json.get("stream").and_then(Value::as_bool))
         .unwrap_or(false);
+    // What a route's marker is looked for in: the first message (after a chat request's
+    // system message) and the last (a fork's task is added there).
+    let first_message = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|json| {
+            let messages = json.get("messages")?.as_array()?;
+            let first = messages.get(usize::from(chat))?.to_string();
+            let last = messages.last()?.to_string();
+            Some(format!("{first}\n{last}"))
+        })
+        .unwrap_or_default();
     if let Ok(mut requests) = shared.requests.lock() {
         requests.push(RecordedRequest {
             method,
@@ -327,7 +338,7 @@ async fn handle(
     let reply = shared
         .script
         .lock()
-        .map(|mut script| script.next(request_bytes))
+        .map(|mut script| script.next(request_bytes, &first_message))
         .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
     if let ReplyBody::Endless(endless) = reply.body {
         return Ok(endless_response(reply.status, endless, stop).await);

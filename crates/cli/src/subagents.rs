@@ -1,0 +1,560 @@
+//! Subagents of a session: agent definitions from the folders, and the host that builds each
+//! subagent's collaborators for loop-core's Task tool ([`loop_core::subagent`]).
+//!
+//! Definitions, lowest precedence first (a later one of the same name wins, a project's over
+//! the user's as in Claude Code): the built-in `general-purpose` and `Explore`, then
+//! `~/.claude/agents/*.md`, `~/.config/agent/agents/*.md`, then `.claude/agents/*.md`,
+//! `.agent/agents/*.md`. A project's definitions apply only in a trusted folder: an agent is a
+//! system prompt and a tool list, which a cloned repository must not choose by itself.
+//!
+//! A subagent gets a fresh tool set (its own read-file state) built like the session's: the
+//! same mode, rules, sandbox, prompter and hooks, so it can never do more than its parent;
+//! Explore runs in plan mode (its commands read-only). Its events reach the session's renderer
+//! as [`SubagentEvent`]s, its history goes to `<session folder>/subagents/agent-<id>.jsonl`,
+//! and SubagentStop hooks run when it would stop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use executor::{CanUseTool, Tool, Workspace};
+use loop_core::subagent::{
+    AgentDefinition, AgentSource, ChildRun, ForkPoint, MAX_DEPTH, Spawn, SubagentHost, TASK_TOOL,
+    TaskTool,
+};
+use loop_core::{Deps, LoopConfig, LoopEvent, LoopOutcome, NoStopHook, StopHook};
+use protocol::{MessageParam, ToolUseId};
+use provider::AnthropicClient;
+use tokio::sync::mpsc;
+
+use crate::args::PermissionModeArg;
+use crate::session::ModelSettings;
+use crate::settings::HookMatcher;
+use crate::transcript::Transcript;
+use crate::{adapter, hooks, tooling};
+
+/// The largest agent file read, in bytes.
+const MAX_AGENT_BYTES: u64 = 256 * 1024;
+
+/// Every agent a session offers: the built-in ones, the user's, and a trusted project's. The
+/// definitions of an untrusted project are named in one warning and skipped; a file that
+/// cannot be used is skipped with a warning naming it.
+pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
+    let mut found: BTreeMap<String, AgentDefinition> = AgentDefinition::built_in()
+        .into_iter()
+        .map(|definition| (definition.name.clone(), definition))
+        .collect();
+    let mut folders: Vec<(PathBuf, AgentSource)> = Vec::new();
+    if let Some(home) = dirs::home_dir() {
+        folders.push((home.join(".claude").join("agents"), AgentSource::User));
+    }
+    if let Some(config) = dirs::config_dir() {
+        folders.push((config.join("agent").join("agents"), AgentSource::User));
+    }
+    folders.push((cwd.join(".claude").join("agents"), AgentSource::Project));
+    folders.push((cwd.join(".agent").join("agents"), AgentSource::Project));
+    let boundary = std::fs::canonicalize(crate::trust::folder(cwd)).ok();
+    let mut untrusted = Vec::new();
+    for (folder, source) in folders {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        if source == AgentSource::Project {
+            let inside = std::fs::canonicalize(&folder)
+                .ok()
+                .zip(boundary.as_ref())
+                .is_some_and(|(real, boundary)| real.starts_with(boundary));
+            if !inside {
+                warn(&format!(
+                    "{} is skipped: it leads outside the project",
+                    folder.display()
+                ));
+                continue;
+            }
+        }
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            // Regular files only, links not followed: a FIFO must not stall start-up.
+            .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+            .collect();
+        files.sort();
+        for path in files {
+            if source == AgentSource::Project && !trusted {
+                untrusted.push(path);
+                continue;
+            }
+            match read(&path).and_then(|text| parse(&path, source.clone(), &text)) {
+                Ok(definition) => {
+                    found.insert(definition.name.clone(), definition);
+                }
+                Err(reason) => warn(&format!("agent {}: {reason}", path.display())),
+            }
+        }
+    }
+    if !untrusted.is_empty() {
+        let names: Vec<String> = untrusted
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        warn(&format!(
+            "the project's agent definitions are ignored: {} is not a trusted folder ({})",
+            cwd.display(),
+            names.join(", ")
+        ));
+    }
+    found.into_values().collect()
+}
+
+fn warn(message: &str) {
+    eprintln!(
+        "agent: warning: {}",
+        crate::output::printable(message, false)
+    );
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|error| error.to_string())?
+        .len();
+    if size > MAX_AGENT_BYTES {
+        return Err(format!(
+            "{size} bytes is more than an agent file may be ({MAX_AGENT_BYTES})"
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_owned())
+}
+
+/// An agent file in Claude Code's format: frontmatter `name` (else the file's name),
+/// `description` (required), `tools` (a comma-separated list; absent: all of the parent's),
+/// `model` (`inherit`, an alias or an id), `maxTurns`, then the system prompt.
+///
+/// # Errors
+///
+/// What is missing or wrong, naming the key.
+pub fn parse(path: &Path, source: AgentSource, text: &str) -> Result<AgentDefinition, String> {
+    let (fields, body) = tools::prompt::split_frontmatter(text);
+    let name = fields
+        .get("name")
+        .filter(|name| !name.is_empty())
+        .cloned()
+        .or_else(|| {
+            path.file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if name.is_empty()
+        || name.len() > 64
+        || name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '/')
+        || name == loop_core::subagent::FORK
+    {
+        return Err(format!("the name {name:?} is not an agent name"));
+    }
+    let description = fields
+        .get("description")
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty())
+        .ok_or("the frontmatter has no description (when should it be used?)")?;
+    let tools = fields
+        .get("tools")
+        .map(|list| tools::prompt::split_tool_list(list));
+    let model = fields
+        .get("model")
+        .filter(|model| !model.is_empty() && model.as_str() != "inherit")
+        .cloned();
+    let max_turns = match fields.get("maxTurns") {
+        None => None,
+        Some(text) => Some(
+            text.parse::<u32>()
+                .ok()
+                .filter(|turns| *turns > 0)
+                .ok_or_else(|| format!("maxTurns {text:?} is not a positive number"))?,
+        ),
+    };
+    let system_prompt = body.trim().to_owned();
+    if system_prompt.is_empty() {
+        return Err("the file has no system prompt after its frontmatter".to_owned());
+    }
+    Ok(AgentDefinition {
+        name,
+        description,
+        system_prompt,
+        tools,
+        model,
+        max_turns,
+        source,
+    })
+}
+
+/// One event of a subagent's run, for the session's renderer.
+#[derive(Clone, Debug)]
+pub struct SubagentEvent {
+    /// The subagent's id.
+    pub agent_id: String,
+    /// The Task tool_use that started it.
+    pub parent_tool_use_id: ToolUseId,
+    /// The Task call's description.
+    pub description: String,
+    /// The event.
+    pub event: LoopEvent,
+}
+
+/// What a subagent's tools and gate are built from: the session's own recipe.
+#[derive(Clone)]
+pub struct Recipe {
+    /// The workspace.
+    pub workspace: Arc<Workspace>,
+    /// The session's permission mode.
+    pub mode: PermissionModeArg,
+    /// The session's rules (settings and flags).
+    pub rules: tooling::Rules,
+    /// Where oversized results go.
+    pub results_dir: PathBuf,
+    /// Settings' `env` for Bash.
+    pub env: Vec<(String, String)>,
+    /// The sandbox.
+    pub sandbox: tools::SandboxConfig,
+    /// Who answers questions (interactive), shared with the session.
+    pub prompter: Option<Arc<dyn tools::Prompter>>,
+    /// Facts for hooks.
+    pub hook_env: hooks::HookEnv,
+    /// PreToolUse hooks.
+    pub pre_hooks: Vec<HookMatcher>,
+    /// PostToolUse hooks.
+    pub post_hooks: Vec<HookMatcher>,
+    /// SubagentStop hooks.
+    pub stop_hooks: Vec<HookMatcher>,
+}
+
+/// A tool set built from a [`Recipe`].
+pub struct Built {
+    /// The tools, wrapped in the PostToolUse hooks.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// The gate in front of them: the PreToolUse hooks, the settings guard, the rules.
+    pub gate: Arc<dyn CanUseTool>,
+    /// The rules' gate itself (turn grants are made there).
+    pub permissions: Arc<tools::PermissionGate>,
+    /// The mode's name, as Claude Code spells it.
+    pub mode_name: &'static str,
+}
+
+impl Recipe {
+    /// A fresh tool set (its own read-file state) and its gate, wrapped in the hooks: the
+    /// session's own, and each subagent's. `mode` replaces the recipe's, except that plan
+    /// mode is never replaced by a laxer one.
+    ///
+    /// # Errors
+    ///
+    /// [`tools::Error::InvalidRule`] for a rule that does not parse.
+    pub fn build(&self, mode: PermissionModeArg) -> Result<Built, tools::Error> {
+        let mode = if self.mode == PermissionModeArg::Plan {
+            PermissionModeArg::Plan
+        } else {
+            mode
+        };
+        let built = tooling::build(
+            &self.workspace,
+            mode,
+            self.rules.clone(),
+            &self.results_dir,
+            self.env.clone(),
+            self.sandbox.clone(),
+            self.prompter.clone(),
+        )?;
+        let gate: Arc<dyn CanUseTool> = if self.pre_hooks.is_empty() {
+            built.permissions.clone()
+        } else {
+            Arc::new(hooks::HookedGate::new(
+                self.hook_env.clone(),
+                self.pre_hooks.clone(),
+                built.permissions.clone(),
+            ))
+        };
+        let gate: Arc<dyn CanUseTool> = Arc::new(hooks::SettingsGuard::new(gate));
+        let tools = built
+            .tools
+            .into_iter()
+            .map(|tool| self.wrap(tool))
+            .collect();
+        Ok(Built {
+            tools,
+            gate,
+            permissions: built.permissions,
+            mode_name: built.mode_name,
+        })
+    }
+
+    /// `tool` wrapped in the PostToolUse hooks.
+    pub fn wrap(&self, tool: Arc<dyn Tool>) -> Arc<dyn Tool> {
+        hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool)
+    }
+}
+
+/// The session's subagent host for one turn.
+pub struct Host {
+    recipe: Recipe,
+    client: AnthropicClient,
+    fallback: Option<adapter::Fallback>,
+    models: ModelSettings,
+    definitions: Arc<[AgentDefinition]>,
+    /// Tools a subagent may be given besides the built-in ones (MCP tools, Skill).
+    extra_tools: Vec<Arc<dyn Tool>>,
+    events: mpsc::UnboundedSender<SubagentEvent>,
+    /// `<session folder>/subagents`.
+    transcripts: PathBuf,
+    session_id: String,
+    cwd: PathBuf,
+    open: Mutex<HashMap<String, Transcript>>,
+    me: Weak<Host>,
+}
+
+/// What a [`Host`] is made of.
+pub struct HostParts {
+    /// The session's recipe.
+    pub recipe: Recipe,
+    /// The model client.
+    pub client: AnthropicClient,
+    /// The fallback model's client, when another provider's.
+    pub fallback: Option<adapter::Fallback>,
+    /// How another model is resolved and sized.
+    pub models: ModelSettings,
+    /// The agents offered.
+    pub definitions: Arc<[AgentDefinition]>,
+    /// MCP tools and Skill, as the session has them now.
+    pub extra_tools: Vec<Arc<dyn Tool>>,
+    /// Where events go.
+    pub events: mpsc::UnboundedSender<SubagentEvent>,
+    /// `<session folder>/subagents`.
+    pub transcripts: PathBuf,
+    /// The session's id (its subagents' transcripts carry it).
+    pub session_id: String,
+    /// The working directory.
+    pub cwd: PathBuf,
+}
+
+impl Host {
+    /// A host for one turn of a session.
+    pub fn new(parts: HostParts) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            recipe: parts.recipe,
+            client: parts.client,
+            fallback: parts.fallback,
+            models: parts.models,
+            definitions: parts.definitions,
+            extra_tools: parts.extra_tools,
+            events: parts.events,
+            transcripts: parts.transcripts,
+            session_id: parts.session_id,
+            cwd: parts.cwd,
+            open: Mutex::new(HashMap::new()),
+            me: me.clone(),
+        })
+    }
+
+    /// The main agent's Task tool (its subagents are at depth 1), forking from `fork_point`.
+    pub fn task_tool(
+        &self,
+        parent: LoopConfig,
+        fork_point: Arc<ForkPoint>,
+    ) -> Option<Arc<dyn Tool>> {
+        let host: Arc<dyn SubagentHost> = self.me.upgrade()?;
+        Some(self.recipe.wrap(Arc::new(TaskTool::new(
+            host,
+            Arc::clone(&self.definitions),
+            parent,
+            1,
+            Some(fork_point),
+        ))))
+    }
+
+    fn transcript_path(&self, agent_id: &str) -> PathBuf {
+        self.transcripts.join(format!("agent-{agent_id}.jsonl"))
+    }
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("definitions", &self.definitions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubagentHost for Host {
+    fn start(
+        &self,
+        spawn: &Spawn,
+        parent: &LoopConfig,
+        messages: &[MessageParam],
+    ) -> Result<ChildRun, String> {
+        let definition = &spawn.definition;
+        let mut config = parent.clone();
+        config.max_turns = None;
+        if !spawn.fork {
+            config.system = vec![definition.system_prompt.clone()];
+            // A new conversation: nothing of the parent's cache is warm for it.
+            config.last_request = None;
+            if let Some(model) = &definition.model {
+                let (id, info) = self.models.resolve(model).map_err(|error| {
+                    format!("agent {}: model {model}: {error:#}", definition.name)
+                })?;
+                self.models.apply(&mut config, id, &info);
+            }
+        }
+        let mode = if definition.read_only() {
+            PermissionModeArg::Plan
+        } else {
+            self.recipe.mode
+        };
+        let Built { tools, gate, .. } =
+            self.recipe.build(mode).map_err(|error| error.to_string())?;
+        let mut tools: Vec<Arc<dyn Tool>> = tools
+            .into_iter()
+            .chain(self.extra_tools.iter().cloned())
+            .filter(|tool| definition.allows(tool.name()))
+            .collect();
+        let fork_point = Arc::new(ForkPoint::new());
+        let nested = spawn.depth < MAX_DEPTH && definition.allows(TASK_TOOL);
+        if nested && let Some(host) = self.me.upgrade() {
+            tools.push(self.recipe.wrap(Arc::new(TaskTool::new(
+                host as Arc<dyn SubagentHost>,
+                Arc::clone(&self.definitions),
+                config.clone(),
+                spawn.depth + 1,
+                Some(Arc::clone(&fork_point)),
+            ))));
+        }
+        let transcript_path = self.transcript_path(&spawn.agent_id);
+        match Transcript::open(transcript_path.clone(), self.session_id.clone(), &self.cwd)
+            .and_then(|mut transcript| {
+                transcript.append_history(messages)?;
+                Ok(transcript)
+            }) {
+            Ok(transcript) => {
+                self.open
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(spawn.agent_id.clone(), transcript);
+            }
+            Err(error) => warn(&format!("subagent transcript: {error:#}")),
+        }
+        let stop_hook: Arc<dyn StopHook> = if self.recipe.stop_hooks.is_empty() {
+            Arc::new(NoStopHook)
+        } else {
+            Arc::new(hooks::CommandStopHook::subagent(
+                self.recipe.hook_env.clone(),
+                self.recipe.stop_hooks.clone(),
+                &spawn.agent_id,
+                &definition.name,
+                &transcript_path,
+            ))
+        };
+        let deps = Deps {
+            model: Arc::new(adapter::ProviderModel::with_fallback(
+                self.client.clone(),
+                self.fallback.clone(),
+            )),
+            tools,
+            permissions: gate,
+            summarizer: Arc::new(adapter::ProviderSummarizer::new(
+                self.client.clone(),
+                config.model.clone(),
+            )),
+            result_store: Box::new(tooling::DirStore::new(self.recipe.results_dir.clone())),
+            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(
+                &self.recipe.workspace,
+            ))),
+            stop_hook,
+            workspace: Arc::clone(&self.recipe.workspace),
+            tool_source: None,
+            fork_point: nested.then_some(fork_point),
+        };
+        Ok(ChildRun { config, deps })
+    }
+
+    fn event(&self, spawn: &Spawn, event: &LoopEvent) {
+        if let LoopEvent::History(change) = event
+            && let Some(transcript) = self
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(&spawn.agent_id)
+            && let Err(error) = transcript.record(change)
+        {
+            warn(&format!("subagent transcript: {error:#}"));
+        }
+        // Deltas are for a live view of the main agent's text only.
+        if matches!(
+            event,
+            LoopEvent::Stream(protocol::StreamEvent::ContentBlockDelta { .. })
+                | LoopEvent::PartialAssistant(_)
+                | LoopEvent::History(_)
+        ) {
+            return;
+        }
+        let _ = self.events.send(SubagentEvent {
+            agent_id: spawn.agent_id.clone(),
+            parent_tool_use_id: spawn.parent_tool_use_id.clone(),
+            description: spawn.description.clone(),
+            event: event.clone(),
+        });
+    }
+
+    fn finished(&self, spawn: &Spawn, _outcome: &LoopOutcome) {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&spawn.agent_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_files_parse_as_claude_code_writes_them() {
+        let definition = parse(
+            Path::new("/p/.claude/agents/reviewer.md"),
+            AgentSource::Project,
+            "---\nname: code-reviewer\ndescription: Reviews diffs. Use after changes.\ntools: Read, Grep, Glob\nmodel: haiku\nmaxTurns: 12\n---\nYou review code.\n",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(definition.name, "code-reviewer");
+        assert_eq!(
+            definition.tools.as_deref(),
+            Some(&["Read".to_owned(), "Grep".to_owned(), "Glob".to_owned()][..])
+        );
+        assert_eq!(definition.model.as_deref(), Some("haiku"));
+        assert_eq!(definition.max_turns, Some(12));
+        assert_eq!(definition.system_prompt, "You review code.");
+        let inherit = parse(
+            Path::new("/a/helper.md"),
+            AgentSource::User,
+            "---\ndescription: Helps\nmodel: inherit\n---\nHelp.",
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!((inherit.name.as_str(), inherit.model), ("helper", None));
+        for (text, error) in [
+            ("---\nname: x\n---\nbody", "no description"),
+            (
+                "---\ndescription: d\nmaxTurns: 0\n---\nbody",
+                "maxTurns \"0\"",
+            ),
+            (
+                "---\nname: fork\ndescription: d\n---\nbody",
+                "not an agent name",
+            ),
+            ("---\ndescription: d\n---\n", "no system prompt"),
+        ] {
+            let got = parse(Path::new("/a/x.md"), AgentSource::User, text)
+                .err()
+                .unwrap_or_default();
+            assert!(got.contains(error), "{text:?}: {got}");
+        }
+    }
+}
