@@ -317,7 +317,7 @@ pub async fn run(
                     }
                 };
                 renderer.finish_interactive(&outcome);
-                let usage = &outcome.usage;
+                let usage = &renderer.total_usage(&outcome);
                 eprintln!(
                     "  ({} {} · {} in / {} out tokens{})",
                     outcome.turns,

@@ -810,9 +810,7 @@ impl Renderer {
     /// The result object.
     pub fn result(&self, outcome: &LoopOutcome) -> Value {
         let (_, subtype) = exit_code(&outcome.terminal);
-        // The session's totals: the main agent's and every subagent's.
-        let mut usage = outcome.usage.clone();
-        add_usage(&mut usage, &self.subagent_usage);
+        let usage = self.total_usage(outcome);
         json!({
             "type": "result",
             "subtype": subtype,
@@ -835,6 +833,13 @@ impl Renderer {
             "num_requests": outcome.requests,
             "permission_denials": self.denials,
         })
+    }
+
+    /// The usage of the run: the main agent's (`outcome`) and every subagent's.
+    pub fn total_usage(&self, outcome: &LoopOutcome) -> Usage {
+        let mut usage = outcome.usage.clone();
+        add_usage(&mut usage, &self.subagent_usage);
+        usage
     }
 
     /// The cost of the run in USD so far; `None` when a model without a known price answered.

@@ -327,6 +327,11 @@ impl Tool for TaskTool {
 
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
+            if self.depth > MAX_DEPTH {
+                return Err(ToolError::InvalidInput(format!(
+                    "subagents nest at most {MAX_DEPTH} deep; do this task yourself"
+                )));
+            }
             let input: TaskInput = serde_json::from_value(input).map_err(|error| {
                 ToolError::InvalidInput(format!("invalid input for Task: {error}"))
             })?;

@@ -14,7 +14,7 @@ use loop_core::{
     ApiFailure, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture, StopHook,
     StopHookInput, Terminal, Transition, run_loop,
 };
-use protocol::{ContentBlock, MessageParam, StopReason, ToolResultContent};
+use protocol::{ContentBlock, MessageParam, StopReason};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -61,28 +61,6 @@ async fn run_with_cancel(
     }
     assert_eq!(replayed, outcome.messages, "{events:#?}");
     (outcome, events)
-}
-
-/// The tool_result ids and texts of a request's last user message.
-fn last_results(request: &protocol::CreateMessageRequest) -> Vec<(String, String)> {
-    let last = request.messages.last().unwrap();
-    last.content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::ToolResult(result) => Some((
-                result.tool_use_id.to_string(),
-                match &result.content {
-                    ToolResultContent::Text(text) => text.clone(),
-                    other => format!("{other:?}"),
-                },
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-fn log() -> ProbeLog {
-    Arc::new(Mutex::new(Vec::new()))
 }
 
 #[tokio::test(start_paused = true)]

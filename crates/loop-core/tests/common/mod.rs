@@ -449,3 +449,25 @@ pub fn deps_with(
         fork_point: None,
     }
 }
+
+/// The tool_result ids and texts of a request's last user message.
+pub fn last_results(request: &protocol::CreateMessageRequest) -> Vec<(String, String)> {
+    let last = request.messages.last().unwrap();
+    last.content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult(result) => Some((
+                result.tool_use_id.to_string(),
+                match &result.content {
+                    protocol::ToolResultContent::Text(text) => text.clone(),
+                    other => format!("{other:?}"),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn log() -> ProbeLog {
+    Arc::new(Mutex::new(Vec::new()))
+}
