@@ -247,6 +247,7 @@ async fn run(
         workspace: Arc::new(Workspace::default()),
         tool_source: None,
         fork_point: None,
+        attachments: None,
     };
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let outcome = run_loop(

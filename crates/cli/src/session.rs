@@ -69,6 +69,8 @@ pub struct Session {
     pub agents: Arc<[loop_core::subagent::AgentDefinition]>,
     /// What a subagent's tools and gate are built from.
     recipe: subagents::Recipe,
+    /// Which files the session's tools read changed on disk since (attachments).
+    watch: tools::FileWatch,
     /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
     /// MCP tools and Skill, are shared).
     builtin_tools: usize,
@@ -409,6 +411,7 @@ impl Session {
             agents,
             recipe,
             builtin_tools,
+            watch: tooling.watch.clone(),
             model_settings: ModelSettings {
                 models: settings.models.clone(),
                 openai,
@@ -798,6 +801,7 @@ impl Session {
                 }) as Arc<dyn loop_core::ToolSource>
             }),
             fork_point: Some(fork_point),
+            attachments: Some(Arc::new(tooling::FileAttachments(self.watch.clone()))),
         }
     }
 
@@ -817,7 +821,15 @@ impl Session {
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
-        let user = MessageParam::user_text(prompt);
+        let mut user = MessageParam::user_text(prompt);
+        // Files read earlier that changed since (the user's editor between turns) are told
+        // with the prompt: part of the new message, the cache prefix stays as it was.
+        user.content.extend(
+            tooling::FileAttachments::reminders(self.watch.clone())
+                .await
+                .into_iter()
+                .map(protocol::ContentBlock::text),
+        );
         self.transcript()?.append_param(&user)?;
         self.history.push(user);
         // A resumed history may end with a user message: merge, keep alternation.

@@ -240,6 +240,8 @@ pub struct Built {
     pub permissions: Arc<tools::PermissionGate>,
     /// The mode's name, as Claude Code spells it.
     pub mode_name: &'static str,
+    /// Which files these tools read changed on disk since.
+    pub watch: tools::FileWatch,
 }
 
 impl Recipe {
@@ -285,6 +287,7 @@ impl Recipe {
             gate,
             permissions: built.permissions,
             mode_name: built.mode_name,
+            watch: built.watch,
         })
     }
 
@@ -410,8 +413,9 @@ impl SubagentHost for Host {
         } else {
             self.recipe.mode
         };
-        let Built { tools, gate, .. } =
-            self.recipe.build(mode).map_err(|error| error.to_string())?;
+        let Built {
+            tools, gate, watch, ..
+        } = self.recipe.build(mode).map_err(|error| error.to_string())?;
         let mut tools: Vec<Arc<dyn Tool>> = tools
             .into_iter()
             .chain(self.extra_tools.iter().cloned())
@@ -472,6 +476,7 @@ impl SubagentHost for Host {
             workspace: Arc::clone(&self.recipe.workspace),
             tool_source: None,
             fork_point: nested.then_some(fork_point),
+            attachments: Some(Arc::new(tooling::FileAttachments(watch))),
         };
         Ok(ChildRun { config, deps })
     }

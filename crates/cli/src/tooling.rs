@@ -28,6 +28,32 @@ pub struct Tooling {
     pub permissions: Arc<tools::PermissionGate>,
     /// The mode's name, as Claude Code spells it.
     pub mode_name: &'static str,
+    /// Which files the tools read changed on disk since.
+    pub watch: tools::FileWatch,
+}
+
+/// A tool set's file watch as loop-core's attachment source: a `<system-reminder>` with the
+/// diff of each file read earlier that changed on disk since.
+#[derive(Debug)]
+pub struct FileAttachments(pub tools::FileWatch);
+
+impl FileAttachments {
+    /// The reminders for what changed since the last call (blocking work off the async
+    /// threads).
+    pub async fn reminders(watch: tools::FileWatch) -> Vec<String> {
+        tokio::task::spawn_blocking(move || watch.changes())
+            .await
+            .unwrap_or_default()
+            .iter()
+            .map(tools::FileChange::reminder)
+            .collect()
+    }
+}
+
+impl loop_core::AttachmentSource for FileAttachments {
+    fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+        Box::pin(Self::reminders(self.0.clone()))
+    }
 }
 
 /// L1's store: oversized tool results go to the session's `tool-results/` folder.
@@ -163,5 +189,6 @@ pub fn build(
         tools: set.tools(),
         permissions: set.gate(),
         mode_name: default_mode.as_str(),
+        watch: set.file_watch(),
     })
 }

@@ -1772,3 +1772,77 @@ async fn hooks_get_claude_codes_shapes_and_their_failures_are_reported() {
         "{edit}"
     );
 }
+
+/// A file the model read, changed by a command (a formatter, say), comes back as a
+/// `<system-reminder>` with the diff in the next request's tool results; the read-file state
+/// follows, so an Edit made without reading again is not refused as stale.
+#[tokio::test]
+async fn a_file_changed_behind_the_models_back_is_attached_with_its_diff() {
+    let repo = repo("attachments");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_b",
+            "Bash",
+            json!({"command": "printf 'remember the eggs\\nand the bread\\n' > notes.txt"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "bread", "new_string": "butter"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "update the notes",
+            "--permission-mode",
+            "acceptEdits",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    // Before the command: no reminder. After it: one, in the message with its result.
+    let changed = "was changed since you last read it";
+    assert!(!requests[1].json().to_string().contains(changed));
+    let after = requests[2].json();
+    let last = after["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    let blocks = last["content"].as_array().unwrap();
+    assert_eq!(blocks[0]["type"], "tool_result");
+    let reminder = blocks[1]["text"].as_str().unwrap();
+    assert!(reminder.starts_with("<system-reminder>"), "{reminder}");
+    assert!(reminder.contains(&format!("{}", repo.dir.join("notes.txt").display())));
+    assert!(
+        reminder.contains("-remember the milk\n+remember the eggs\n+and the bread"),
+        "{reminder}"
+    );
+    // Told once; the Edit went through without a new Read.
+    let last = requests[3].json()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(!last.contains(changed), "{last}");
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the eggs\nand the butter\n"
+    );
+}

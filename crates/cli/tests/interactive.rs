@@ -473,3 +473,52 @@ async fn custom_commands_and_skills_at_the_prompt() {
     assert!(first.contains("Notes for 2.0, calm tone."), "{first}");
     assert_eq!(requests[1].json()["model"], "claude-opus-4-8");
 }
+
+/// A file read in one turn and changed by the user before the next prompt: the next prompt's
+/// message carries a `<system-reminder>` with the diff (in the new message only).
+#[tokio::test]
+async fn a_file_the_user_changed_between_turns_is_attached_to_the_next_prompt() {
+    let repo = repo("interactive-attachment");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().text("Read it.")),
+        Reply::turn(Turn::new().text("Noted the change.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("read the notes\r");
+    terminal.wait_for("Read it.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    std::fs::write(repo.dir.join("notes.txt"), "remember the tea\n").unwrap();
+    terminal.type_keys("anything new?\r");
+    terminal.wait_for("Noted the change.", 1).await;
+    terminal.wait_for("› ", 3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let second = messages(&server, 2);
+    let prompt = second.last().unwrap()["content"].to_string();
+    assert!(prompt.contains("anything new?"), "{prompt}");
+    assert!(
+        prompt.contains("-remember the milk\\n+remember the tea"),
+        "{prompt}"
+    );
+    // Earlier messages are as they were sent before (the cache marker aside, which moves
+    // to the newest message).
+    let without_markers = |messages: &[Value]| {
+        messages
+            .iter()
+            .map(|message| {
+                message
+                    .to_string()
+                    .replace(r#","cache_control":{"type":"ephemeral"}"#, "")
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = messages(&server, 1);
+    assert_eq!(
+        without_markers(&second[..first.len()]),
+        without_markers(&first)
+    );
+}

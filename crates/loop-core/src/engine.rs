@@ -125,6 +125,24 @@ pub struct Deps {
     /// Where the messages of each request are kept for forks (the Task tool's
     /// `subagent_type: "fork"`); `None`: nothing is kept.
     pub fork_point: Option<Arc<crate::subagent::ForkPoint>>,
+    /// Notes on what changed outside the model's view while its tools ran (files it read,
+    /// changed on disk by other means), added to the tool results that go on to the next
+    /// request; `None`: none.
+    pub attachments: Option<Arc<dyn AttachmentSource>>,
+}
+
+/// The future of [`AttachmentSource::attachments`].
+pub type AttachmentFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<String>> + Send + 'a>>;
+
+/// The seeds' attachments (003_5d025cefc799750b.txt, the "next state" phase): text blocks
+/// the loop adds to the user message that carries a tool batch's results when the run goes
+/// on to another request. Being part of that new message, they leave every earlier message,
+/// and so the prompt cache's prefix, unchanged.
+pub trait AttachmentSource: Send + Sync {
+    /// The notes for the next request (each a `<system-reminder>` text), once: what they
+    /// report is considered seen.
+    fn attachments(&self) -> AttachmentFuture<'_>;
 }
 
 /// Tools that may change while a run goes on: the seeds' "next state" phase refreshes the
@@ -528,7 +546,16 @@ impl<'a> Run<'a> {
     ) -> Next {
         let mut step = decide(&state, &self.limits, outcome);
         if let Some(responded) = &responded {
-            self.keep_response(&mut state, responded, &step);
+            // What changed while the tools ran goes with their results to the next request.
+            let goes_on = matches!(
+                step,
+                Step::Continue(Transition::NextTurn | Transition::MaxTokensRecovery)
+            ) && !responded.results.is_empty();
+            let attachments = match &self.deps.attachments {
+                Some(source) if goes_on => source.attachments().await,
+                _ => Vec::new(),
+            };
+            self.keep_response(&mut state, responded, &step, attachments);
         }
         loop {
             step = match step {
@@ -573,7 +600,13 @@ impl<'a> Run<'a> {
     /// as `step` requires: dropped for an escalation (the same request goes again); with its
     /// results, any corrective notes and the resume prompt for a recovery; alone before the
     /// stop hooks; with its results otherwise.
-    fn keep_response(&self, state: &mut State, responded: &Responded, step: &Step) {
+    fn keep_response(
+        &self,
+        state: &mut State,
+        responded: &Responded,
+        step: &Step,
+        attachments: Vec<String>,
+    ) {
         let tool_uses = responded
             .message
             .content
@@ -593,7 +626,10 @@ impl<'a> Run<'a> {
             _ => Some(results_message(&responded.results, &responded.repeat_notes)),
         };
         self.append_response(state, &responded.message, responded.reported);
-        if let Some(answer) = answer {
+        if let Some(mut answer) = answer {
+            answer
+                .content
+                .extend(attachments.into_iter().map(ContentBlock::text));
             self.emit(LoopEvent::ToolResults(answer.clone()));
             self.append(state, answer);
         }

@@ -43,7 +43,10 @@ mod request;
 mod state;
 pub mod subagent;
 
-pub use engine::{Deps, LoopConfig, RESUME_PROMPT, ToolSource, run_loop, spawn_loop};
+pub use engine::{
+    AttachmentFuture, AttachmentSource, Deps, LoopConfig, RESUME_PROMPT, ToolSource, run_loop,
+    spawn_loop,
+};
 pub use events::{
     CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition, rewrite_results,
 };

@@ -801,3 +801,49 @@ async fn the_fallback_models_window_governs_compaction_after_the_switch() {
         );
     }
 }
+
+/// Attachments go with a tool batch's results when the run goes on, after the results, and
+/// nowhere else: not in a final answer's turn, not in earlier messages.
+#[tokio::test(start_paused = true)]
+async fn attachments_join_the_results_of_a_batch_that_goes_on() {
+    struct Once(Mutex<Vec<String>>);
+    impl loop_core::AttachmentSource for Once {
+        fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+            let notes = std::mem::take(&mut *self.0.lock().unwrap());
+            Box::pin(async move { notes })
+        }
+    }
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("r1", "Read", json!({}))
+            .end(StopReason::ToolUse),
+        Reply::new()
+            .tool("r2", "Read", json!({}))
+            .end(StopReason::ToolUse),
+        Reply::new().text("done").end(StopReason::EndTurn),
+    ]);
+    let mut deps = deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]);
+    deps.attachments = Some(Arc::new(Once(Mutex::new(vec![
+        "<system-reminder>\nnotes.txt changed\n</system-reminder>".to_owned(),
+    ]))));
+    let (outcome, _) = run(config(), deps, "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let second = model.request(1);
+    let last = second.messages.last().unwrap();
+    assert!(matches!(last.content[0], ContentBlock::ToolResult(_)));
+    assert_eq!(
+        last.content[1].as_text(),
+        Some("<system-reminder>\nnotes.txt changed\n</system-reminder>")
+    );
+    // Once: the next batch's results carry nothing more.
+    let third = model.request(2);
+    assert_eq!(third.messages.last().unwrap().content.len(), 1);
+    // The earlier messages stay as they were sent (the newest one's cache marker aside).
+    let kept = second.messages.len() - 1;
+    assert_eq!(third.messages[..kept], second.messages[..kept]);
+    assert_eq!(
+        third.messages[kept].content[1].as_text(),
+        last.content[1].as_text()
+    );
+}

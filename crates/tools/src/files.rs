@@ -76,6 +76,11 @@ pub(crate) fn write_and_record(
     }
     write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?;
     let modified = fs::metadata(path).and_then(|m| m.modified()).ok();
+    if bytes.len() as u64 <= crate::watch::SNAPSHOT_BYTES {
+        shared.snapshots.insert(path.to_path_buf(), bytes.into());
+    } else {
+        shared.snapshots.remove(path);
+    }
     shared
         .read_state
         .insert(path.to_path_buf(), FileStamp::of(bytes, modified));

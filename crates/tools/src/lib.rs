@@ -88,6 +88,7 @@ pub mod skills;
 mod testutil;
 mod text;
 mod walk;
+mod watch;
 mod write;
 
 pub use error::Error;
@@ -98,3 +99,4 @@ pub use permissions::{
 };
 pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};
+pub use watch::{ChangeKind, FileChange, FileWatch};

@@ -122,6 +122,8 @@ fn read(
         })
         .max(1);
     let mut hasher = ContentHasher::default();
+    // The whole content of a small file, kept to show what changes later (attachments).
+    let mut snapshot = (metadata.len() <= crate::watch::SNAPSHOT_BYTES).then(Vec::new);
     // The shown lines' bytes: decoded once the whole file is known to be UTF-8 or not.
     let mut shown: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut shown_bytes = 0usize;
@@ -139,6 +141,15 @@ fn read(
             break;
         }
         hasher.update(&line);
+        if let Some(snapshot) = &mut snapshot {
+            if snapshot.len() + line.len() > crate::watch::SNAPSHOT_BYTES as usize {
+                // The file grew while it was read: no snapshot rather than a wrong one.
+                snapshot.clear();
+                snapshot.shrink_to_fit();
+            } else {
+                snapshot.extend_from_slice(&line);
+            }
+        }
         // A line break never splits a UTF-8 sequence: checking line by line checks the file.
         utf8 = utf8 && std::str::from_utf8(&line).is_ok();
         number += 1;
@@ -169,9 +180,16 @@ fn read(
         let text = truncate_line(&text, MAX_LINE_CHARS);
         output.push_str(&format!("{number}\t{text}\n"));
     }
-    shared
-        .read_state
-        .insert(path.clone(), hasher.stamp(metadata.modified().ok()));
+    let stamp = hasher.stamp(metadata.modified().ok());
+    match snapshot.filter(|snapshot| snapshot.len() as u64 == stamp.len) {
+        Some(snapshot) => {
+            shared.snapshots.insert(path.clone(), snapshot.into());
+        }
+        None => {
+            shared.snapshots.remove(&path);
+        }
+    }
+    shared.read_state.insert(path.clone(), stamp);
 
     if number == 0 {
         return Ok(ToolOutput::text(format!(

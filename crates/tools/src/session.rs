@@ -170,6 +170,7 @@ impl ToolSet {
                 .filter_map(|dir| paths::real_path(dir).ok())
                 .collect(),
             read_state: DashMap::new(),
+            snapshots: DashMap::new(),
             shell_cwd: Mutex::new(None),
             env: config.env,
             protected: config
@@ -208,6 +209,12 @@ impl ToolSet {
     /// The permission gate, for [`executor::StreamingToolExecutor::new`].
     pub fn gate(&self) -> Arc<PermissionGate> {
         Arc::clone(&self.gate)
+    }
+
+    /// What tells which files the session has read changed on disk since
+    /// ([`crate::FileWatch::changes`]).
+    pub fn file_watch(&self) -> crate::FileWatch {
+        crate::FileWatch::new(Arc::clone(&self.gate.shared))
     }
 }
 
@@ -309,6 +316,9 @@ pub(crate) struct Shared {
     pub(crate) readable: Vec<PathBuf>,
     /// Resolved path -> what the last Read (or our own write) saw.
     pub(crate) read_state: DashMap<PathBuf, FileStamp>,
+    /// Resolved path -> the whole content the last Read (or our own write) saw, for files of
+    /// at most [`crate::watch::SNAPSHOT_BYTES`]: what a later change is compared with.
+    pub(crate) snapshots: DashMap<PathBuf, Arc<[u8]>>,
     /// Where the last Bash command left its shell, when inside the workspace.
     shell_cwd: Mutex<Option<PathBuf>>,
     /// Extra environment of Bash commands.

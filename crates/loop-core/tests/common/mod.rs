@@ -447,6 +447,7 @@ pub fn deps_with(
         workspace: Arc::new(Workspace::default()),
         tool_source: None,
         fork_point: None,
+        attachments: None,
     }
 }
 

@@ -161,7 +161,7 @@ pub trait Prompter: Send + Sync + 'static {
 /// mode and rules.
 #[derive(Clone)]
 pub struct PermissionGate {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     prompter: Option<Arc<dyn Prompter>>,
 }
 
