@@ -328,6 +328,8 @@ pub struct Renderer {
     agents: BTreeMap<String, AgentView>,
     /// Usage of every subagent's responses.
     subagent_usage: Usage,
+    /// The last progress summary (live view).
+    progress: Option<String>,
 }
 
 /// What the renderer keeps of one subagent.
@@ -377,6 +379,7 @@ impl Renderer {
             requested_model: model.to_owned(),
             agents: BTreeMap::new(),
             subagent_usage: Usage::default(),
+            progress: None,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -413,6 +416,12 @@ impl Renderer {
 
     fn show(&self, activity: &str) {
         if let Some(status) = &self.status {
+            // The last progress summary, when there is one: "Fixing the test · Running …".
+            let activity = match &self.progress {
+                Some(progress) => format!("{progress} · {activity}"),
+                None => activity.to_owned(),
+            };
+            let activity = activity.as_str();
             let tokens = self.tokens_done + self.tokens_streaming;
             let message = if tokens == 0 {
                 format!("{activity}…")
@@ -531,6 +540,22 @@ impl Renderer {
                     .filter_map(ContentBlock::as_text)
                     .collect();
                 self.stderr_line(&dim(&format!("  ⎿  {}", one_line(&text.join("\n")))));
+            }
+            // The progress summary names what the spinner waits on.
+            LoopEvent::ProgressSummary { text, .. } => {
+                self.progress = Some(printable(&one_line(text), false));
+                // Streaming text owns the line until it ends.
+                if !self.wrote_text {
+                    let activity = self.running.last().map_or_else(
+                        || "Thinking".to_owned(),
+                        |(_, label)| format!("Running {label}"),
+                    );
+                    self.show(&activity);
+                }
+            }
+            LoopEvent::ToolUseSummary { text, .. } => {
+                self.end_text();
+                self.stderr_line(&dim(&format!("  ⎿  {}", printable(&one_line(text), false))));
             }
             // Nothing to draw for these (a new kind of event must be decided on here).
             LoopEvent::Stream(_)
@@ -657,6 +682,35 @@ impl Renderer {
                     delay.as_secs_f64(),
                     printable(reason, false)
                 );
+            }
+            // Background summaries: priced at the fast model's rates; stream-json lines.
+            LoopEvent::ProgressSummary { text, model, usage } => {
+                let prices = self.prices([model, model]);
+                self.add_cost(prices, usage);
+                if self.format == OutputFormat::StreamJson {
+                    Self::line(&json!({
+                        "type": "system", "subtype": "progress_summary", "summary": text,
+                        "session_id": self.session_id,
+                        "uuid": uuid::Uuid::new_v4().to_string(),
+                    }));
+                }
+            }
+            LoopEvent::ToolUseSummary {
+                text,
+                tool_use_ids,
+                model,
+                usage,
+            } => {
+                let prices = self.prices([model, model]);
+                self.add_cost(prices, usage);
+                if self.format == OutputFormat::StreamJson {
+                    Self::line(&json!({
+                        "type": "system", "subtype": "tool_use_summary", "summary": text,
+                        "preceding_tool_use_ids": tool_use_ids,
+                        "session_id": self.session_id,
+                        "uuid": uuid::Uuid::new_v4().to_string(),
+                    }));
+                }
             }
             // Nothing to write for these in this format (a new kind of event must be decided
             // on here).

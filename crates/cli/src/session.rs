@@ -382,6 +382,20 @@ impl Session {
             config.fallback_model = Some(id);
         }
         config.max_turns = args.max_turns;
+        let model_settings = ModelSettings {
+            models: settings.models.clone(),
+            openai,
+            env: settings.env.clone(),
+            plan: mode == args::PermissionModeArg::Plan,
+            compact_percent,
+        };
+        config.summaries = summaries(
+            &settings,
+            &model_settings,
+            &model,
+            prompter_absent,
+            args.replay.is_some(),
+        );
         let mut system = args
             .system_prompt
             .clone()
@@ -412,13 +426,7 @@ impl Session {
             recipe,
             builtin_tools,
             watch: tooling.watch.clone(),
-            model_settings: ModelSettings {
-                models: settings.models.clone(),
-                openai,
-                env: settings.env.clone(),
-                plan: mode == args::PermissionModeArg::Plan,
-                compact_percent,
-            },
+            model_settings,
             sessions,
             results_dir,
             config,
@@ -1172,6 +1180,61 @@ impl Invocation {
             model: None,
         }
     }
+}
+
+/// The background summaries of a session ([`loop_core::background`]): on in an interactive
+/// session, headless only with the setting `progressSummaries: true`; never with
+/// `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1` or `AGENT_DISABLE_BACKGROUND_REQUESTS=1`, nor
+/// against a `--replay` cassette (a replay answers requests in recorded order, and background
+/// requests have no fixed place in it). The fast model is the setting `smallFastModel`, else
+/// `ANTHROPIC_SMALL_FAST_MODEL`, else Claude Code's `haiku` on the Anthropic provider and the
+/// session's own model on another. `AGENT_PROGRESS_INTERVAL_MS` changes the 30 s interval.
+fn summaries(
+    settings: &settings::Settings,
+    models: &ModelSettings,
+    model: &str,
+    headless: bool,
+    replay: bool,
+) -> Option<loop_core::background::SummaryConfig> {
+    let flag = |key: &str| setting_or_env(&settings.env, key).is_some_and(|value| value == "1");
+    if flag("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC")
+        || flag("AGENT_DISABLE_BACKGROUND_REQUESTS")
+        || replay
+    {
+        return None;
+    }
+    let wanted = settings
+        .other
+        .get("progressSummaries")
+        .and_then(serde_json::Value::as_bool);
+    if !wanted.unwrap_or(!headless) {
+        return None;
+    }
+    let named = settings
+        .other
+        .get("smallFastModel")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| setting_or_env(&settings.env, "ANTHROPIC_SMALL_FAST_MODEL"));
+    let fast = match named {
+        Some(name) => models.resolve(&name).map(|(id, _)| id).unwrap_or(name),
+        None if models.openai => model.to_owned(),
+        None => models
+            .resolve("haiku")
+            .map_or_else(|_| model.to_owned(), |(id, _)| id),
+    };
+    let every = setting_or_env(&settings.env, "AGENT_PROGRESS_INTERVAL_MS")
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(
+            loop_core::background::PROGRESS_INTERVAL,
+            std::time::Duration::from_millis,
+        );
+    Some(loop_core::background::SummaryConfig {
+        model: fast,
+        progress_every: Some(every),
+        tool_use: true,
+    })
 }
 
 /// The model server a session talks to (see [`choose_provider`]).

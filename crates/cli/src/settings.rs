@@ -68,6 +68,8 @@ const AGENT_KEYS: &[&str] = &[
     "models",
     "mcpServers",
     "mcpStartupWaitMs",
+    "smallFastModel",
+    "progressSummaries",
 ];
 
 /// Every top-level key of Claude Code's settings: `interface Settings` in `sdk.d.ts` of

@@ -1846,3 +1846,114 @@ async fn a_file_changed_behind_the_models_back_is_attached_with_its_diff() {
         "remember the eggs\nand the butter\n"
     );
 }
+
+/// Background summaries from the CLI: with `progressSummaries: true` a headless run asks the
+/// fast model (`haiku`) for a progress summary while a command runs and for a summary of the
+/// tool batch; both come out as stream-json `system` lines and stay out of the history.
+/// Headless without the setting, or with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, there
+/// are none.
+#[tokio::test]
+async fn progress_and_tool_use_summaries_come_as_system_lines() {
+    let progress_marker = "Describe what it is doing right now";
+    let batch_marker = "A coding agent just ran these tools";
+    let script = || {
+        let slow = testkit::Faults {
+            chunk_sizes: Some(vec![40]),
+            chunk_delay: Some(std::time::Duration::from_millis(60)),
+            ..testkit::Faults::default()
+        };
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 1.5"}))),
+            Reply::turn(Turn::new().text("The command finished without output.")).faults(slow),
+        ])
+        .route(
+            progress_marker,
+            (0..20)
+                .map(|_| Reply::turn(Turn::new().text("Waiting on a command")))
+                .collect(),
+        )
+        .route(
+            batch_marker,
+            vec![Reply::turn(Turn::new().text("Ran sleep for 1.5 seconds"))],
+        )
+    };
+    for (name, setting, env_off) in [
+        ("on", true, false),
+        ("default", false, false),
+        ("env-off", true, true),
+    ] {
+        let repo = repo(&format!("summaries-{name}"));
+        let server = Server::start_tls(script()).await.unwrap();
+        if setting {
+            let config = repo.home.join("config/agent");
+            std::fs::create_dir_all(&config).unwrap();
+            std::fs::write(
+                config.join("settings.json"),
+                json!({"progressSummaries": true}).to_string(),
+            )
+            .unwrap();
+        }
+        let mut run = command(&repo, &server);
+        run.env_remove("AGENT_DISABLE_BACKGROUND_REQUESTS")
+            .env("AGENT_PROGRESS_INTERVAL_MS", "300");
+        if env_off {
+            run.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        }
+        let output = run
+            .args(["-p", "wait a moment", "--output-format", "stream-json"])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines = lines(&output);
+        let requests: Vec<Value> = server.requests().iter().map(|r| r.json()).collect();
+        let background: Vec<&Value> = requests
+            .iter()
+            .filter(|request| {
+                let text = request["messages"].to_string();
+                text.contains(progress_marker) || text.contains(batch_marker)
+            })
+            .collect();
+        let subtypes = |subtype: &str| -> Vec<String> {
+            lines
+                .iter()
+                .filter(|line| line["type"] == "system" && line["subtype"] == subtype)
+                .map(|line| line["summary"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        if name != "on" {
+            assert!(background.is_empty(), "{name}: {background:?}");
+            assert!(subtypes("progress_summary").is_empty());
+            continue;
+        }
+        assert!(
+            background
+                .iter()
+                .all(|request| request["model"] == "claude-haiku-4-5-20251001"),
+            "{background:?}"
+        );
+        let progress = subtypes("progress_summary");
+        assert!(!progress.is_empty(), "{lines:?}");
+        assert!(progress.iter().all(|text| text == "Waiting on a command"));
+        assert_eq!(subtypes("tool_use_summary"), ["Ran sleep for 1.5 seconds"]);
+        let batch_line = lines
+            .iter()
+            .find(|line| line["subtype"] == "tool_use_summary")
+            .unwrap();
+        assert_eq!(batch_line["preceding_tool_use_ids"], json!(["toolu_s"]));
+        // Never in the main conversation.
+        for request in requests
+            .iter()
+            .filter(|r| r["model"] != "claude-haiku-4-5-20251001")
+        {
+            let text = request.to_string();
+            assert!(!text.contains("Waiting on a command") && !text.contains("Ran sleep for"));
+        }
+        let result = lines.last().unwrap();
+        assert_eq!(result["result"], "The command finished without output.");
+    }
+}

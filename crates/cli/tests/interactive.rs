@@ -522,3 +522,46 @@ async fn a_file_the_user_changed_between_turns_is_attached_to_the_next_prompt() 
         without_markers(&first)
     );
 }
+
+/// Interactive sessions have background summaries by default: the spinner shows the
+/// progress summary while a command runs, and the tool batch's summary follows its result.
+#[tokio::test]
+async fn the_spinner_shows_the_progress_summary() {
+    let repo = repo("interactive-progress");
+    let slow = testkit::Faults {
+        chunk_sizes: Some(vec![40]),
+        chunk_delay: Some(Duration::from_millis(60)),
+        ..testkit::Faults::default()
+    };
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 1.5"}))),
+            Reply::turn(Turn::new().text("It finished.")).faults(slow),
+        ])
+        .route(
+            "Describe what it is doing right now",
+            (0..20)
+                .map(|_| Reply::turn(Turn::new().text("Waiting on sleep")))
+                .collect(),
+        )
+        .route(
+            "A coding agent just ran these tools",
+            vec![Reply::turn(Turn::new().text("Slept for a while"))],
+        ),
+    )
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command
+        .env_remove("AGENT_DISABLE_BACKGROUND_REQUESTS")
+        .env("AGENT_PROGRESS_INTERVAL_MS", "300");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("sleep a bit\r");
+    terminal.wait_for("Waiting on sleep · Running", 1).await;
+    terminal.wait_for("⎿  Slept for a while", 1).await;
+    terminal.wait_for("It finished.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

@@ -36,6 +36,8 @@ pub struct LoopConfig {
     /// The fallback model's own output cap: requests after the switch ask for at most this
     /// many tokens (a smaller model refuses more).
     pub fallback_output_cap: Option<u32>,
+    /// Background summaries by the fast model (progress, tool batches); `None`: none.
+    pub summaries: Option<crate::background::SummaryConfig>,
     /// The fallback model's water levels: after the switch, compaction follows its window
     /// (a 32K-token local model compacts at its own threshold). `None`: the first model's.
     pub fallback_levels: Option<context::WaterLevels>,
@@ -84,6 +86,7 @@ impl LoopConfig {
             fallback_model: None,
             fallback_output_cap: None,
             fallback_levels: None,
+            summaries: None,
             max_turns: None,
             output_cap: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
             escalated_output_cap: u32::try_from(info.escalated_output_cap.0).unwrap_or(u32::MAX),
@@ -245,6 +248,13 @@ struct Run<'a> {
     last_request: Option<std::time::SystemTime>,
     /// How many of `deps.tools` are the run's own (the rest came from the tool source).
     own_tools: usize,
+    /// The messages of the last request, for forks and the progress summary.
+    snapshot: Option<Arc<crate::subagent::ForkPoint>>,
+    /// Cancels the background summaries when the run ends (a child of `cancel`).
+    background: CancellationToken,
+    /// Tool batch summaries still being written (the seeds' pending tool-use summary):
+    /// each reported after the first model call that ends once it is done.
+    pending_summaries: Vec<tokio::task::JoinHandle<Option<LoopEvent>>>,
 }
 
 impl<'a> Run<'a> {
@@ -256,6 +266,26 @@ impl<'a> Run<'a> {
     ) -> Self {
         let manager = ContextManager::new(config.context.clone());
         let own_tools = deps.tools.len();
+        let background = cancel.child_token();
+        let progress = config
+            .summaries
+            .as_ref()
+            .and_then(|summaries| Some((summaries.model.clone(), summaries.progress_every?)));
+        let snapshot = deps.fork_point.clone().or_else(|| {
+            progress
+                .is_some()
+                .then(|| Arc::new(crate::subagent::ForkPoint::new()))
+        });
+        if let (Some((fast, every)), Some(snapshot)) = (progress, &snapshot) {
+            tokio::spawn(crate::background::progress(
+                Arc::clone(&deps.model),
+                fast,
+                every,
+                Arc::clone(snapshot),
+                events.clone(),
+                background.clone(),
+            ));
+        }
         let tools = definitions(&deps.tools);
         let overhead = overhead(config, &manager, &tools);
         Self {
@@ -281,6 +311,9 @@ impl<'a> Run<'a> {
             requests: 0,
             last_request: config.last_request,
             own_tools,
+            snapshot,
+            background,
+            pending_summaries: Vec::new(),
         }
     }
 
@@ -473,7 +506,7 @@ impl<'a> Run<'a> {
             user_context: self.config.user_context.as_deref(),
             thinking: self.config.thinking.as_ref(),
         };
-        if let Some(point) = &self.deps.fork_point {
+        if let Some(point) = &self.snapshot {
             point.set(&state.messages);
         }
         self.requests += 1;
@@ -485,7 +518,7 @@ impl<'a> Run<'a> {
         });
         let span = tracing::info_span!("request", number = self.requests, model = %state.run.model);
         let emit = |event| self.emit(event);
-        call_model(
+        let end = call_model(
             self.config,
             self.deps,
             &state.repeats,
@@ -494,7 +527,39 @@ impl<'a> Run<'a> {
             &emit,
         )
         .instrument(span)
-        .await
+        .await;
+        self.report_summaries().await;
+        end
+    }
+
+    /// Reports the batch summaries that are done (written while the last call ran); the
+    /// others stay pending. Never waits for one.
+    async fn report_summaries(&mut self) {
+        let (done, pending): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending_summaries)
+            .into_iter()
+            .partition(tokio::task::JoinHandle::is_finished);
+        self.pending_summaries = pending;
+        for handle in done {
+            if let Ok(Some(event)) = handle.await {
+                self.emit(event);
+            }
+        }
+    }
+
+    /// Starts the summary of the batch that ends `state`'s history (its tool_uses and their
+    /// results), when tool-use summaries are on.
+    fn summarize_batch(&mut self, state: &State) {
+        let Some(summaries) = self.config.summaries.as_ref().filter(|s| s.tool_use) else {
+            return;
+        };
+        let batch = state.messages[state.messages.len().saturating_sub(2)..].to_vec();
+        self.pending_summaries
+            .push(tokio::spawn(crate::background::tool_use(
+                Arc::clone(&self.deps.model),
+                summaries.model.clone(),
+                batch,
+                self.background.clone(),
+            )));
     }
 
     /// Keeps what an aborted call leaves: the response if it completed, else its completed
@@ -556,6 +621,9 @@ impl<'a> Run<'a> {
                 _ => Vec::new(),
             };
             self.keep_response(&mut state, responded, &step, attachments);
+            if goes_on {
+                self.summarize_batch(&state);
+            }
         }
         loop {
             step = match step {
@@ -679,6 +747,11 @@ impl<'a> Run<'a> {
 
     /// The outcome of the run.
     fn finish(self, terminal: Terminal, state: State) -> LoopOutcome {
+        // Background summaries end with the run; one not written yet is dropped.
+        self.background.cancel();
+        for pending in &self.pending_summaries {
+            pending.abort();
+        }
         tracing::info!(
             terminal = terminal.as_str(),
             turns = state.run.turn,

@@ -236,6 +236,28 @@ pub enum LoopEvent {
     Transition(Transition),
     /// Usage of one response.
     Usage(Usage),
+    /// A 3-5 word summary of the current progress, from the fast model in the background
+    /// ([`crate::background`]); never part of the history.
+    ProgressSummary {
+        /// The summary.
+        text: String,
+        /// The model that wrote it.
+        model: String,
+        /// Its request's usage (not in [`LoopOutcome::usage`]).
+        usage: Usage,
+    },
+    /// A one-line summary of a tool batch, from the fast model in the background, reported
+    /// once the next model call finished; never part of the history.
+    ToolUseSummary {
+        /// The summary.
+        text: String,
+        /// The batch's tool_use ids.
+        tool_use_ids: Vec<protocol::ToolUseId>,
+        /// The model that wrote it.
+        model: String,
+        /// Its request's usage (not in [`LoopOutcome::usage`]).
+        usage: Usage,
+    },
 }
 
 /// How a run ended.

@@ -34,6 +34,7 @@
 //! here) is replaced wholesale at each `continue`; there is no recursion.
 #![deny(missing_docs)]
 
+pub mod background;
 mod call;
 mod engine;
 mod events;

@@ -847,3 +847,145 @@ async fn attachments_join_the_results_of_a_batch_that_goes_on() {
         last.content[1].as_text()
     );
 }
+
+/// Background summaries on a paused clock: the model named `fast` writes them; the main
+/// model the rest.
+fn summary_config() -> LoopConfig {
+    let mut config = config();
+    config.summaries = Some(loop_core::background::SummaryConfig {
+        model: "fast".to_owned(),
+        progress_every: Some(Duration::from_secs(30)),
+        tool_use: true,
+    });
+    config
+}
+
+/// A model that answers `fast` requests with `fast_reply` and the others from `main`.
+fn with_fast(main: Vec<Reply>, fast_reply: Reply) -> Arc<ScriptedModel> {
+    let main_count = std::sync::atomic::AtomicUsize::new(0);
+    ScriptedModel::new(move |_, request| {
+        if request.model == "fast" {
+            return fast_reply.clone();
+        }
+        let n = main_count.fetch_add(1, Ordering::SeqCst);
+        main.get(n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no main reply {n}"))
+    })
+}
+
+/// A progress summary is asked for at 30 s while a slow tool runs; its text reaches the
+/// events, never the history; no summary is asked after the run ended.
+#[tokio::test(start_paused = true)]
+async fn a_progress_summary_comes_every_30_s_and_ends_with_the_run() {
+    let log = log();
+    let model = with_fast(
+        vec![
+            Reply::new()
+                .tool("s1", "Slow", json!({"ms": 45_000}))
+                .end(StopReason::ToolUse),
+            Reply::new().text("finished").end(StopReason::EndTurn),
+        ],
+        Reply::new()
+            .text("Running the slow tool")
+            .end(StopReason::EndTurn),
+    );
+    let mut config = summary_config();
+    config.summaries.as_mut().unwrap().tool_use = false;
+    let started = tokio::time::Instant::now();
+    let (outcome, events) = run(
+        config,
+        deps(Arc::clone(&model), vec![Probe::tool("Slow", true, &log)]),
+        "go",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let summaries: Vec<&String> = events
+        .iter()
+        .filter_map(|event| match event {
+            LoopEvent::ProgressSummary { text, model, .. } if model == "fast" => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(summaries, ["Running the slow tool"]);
+    let requests = model.requests.lock().unwrap().clone();
+    let fast: Vec<_> = requests.iter().filter(|(r, _)| r.model == "fast").collect();
+    assert_eq!(fast.len(), 1);
+    assert_eq!(fast[0].1 - started, Duration::from_secs(30));
+    assert!(format!("{:?}", fast[0].0.messages).contains("User: go"));
+    assert!(!format!("{:?}", outcome.messages).contains("Running the slow tool"));
+    // Cancelled with the run: time goes on, nothing more is asked.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        model
+            .requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(r, _)| r.model == "fast")
+            .count(),
+        1
+    );
+}
+
+/// A tool batch's summary never delays the next request: the summary takes 10 s, the next
+/// request goes at once, and the summary is reported after the first call that ends once it
+/// is done.
+#[tokio::test(start_paused = true)]
+async fn a_tool_use_summary_never_delays_the_next_request() {
+    let log = log();
+    let model = with_fast(
+        vec![
+            Reply::new()
+                .tool("r1", "Slow", json!({"ms": 0}))
+                .end(StopReason::ToolUse),
+            Reply::new()
+                .tool("r2", "Slow", json!({"ms": 20_000}))
+                .end(StopReason::ToolUse),
+            Reply::new().text("finished").end(StopReason::EndTurn),
+        ],
+        Reply::new()
+            .sleep(10_000)
+            .text("Ran the probe")
+            .end(StopReason::EndTurn),
+    );
+    let mut config = summary_config();
+    config.summaries.as_mut().unwrap().progress_every = None;
+    let started = tokio::time::Instant::now();
+    let (outcome, events) = run(
+        config,
+        deps(Arc::clone(&model), vec![Probe::tool("Slow", true, &log)]),
+        "go",
+    )
+    .await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let requests = model.requests.lock().unwrap().clone();
+    let main: Vec<_> = requests.iter().filter(|(r, _)| r.model != "fast").collect();
+    // The second main request went out before the 10 s summary was done.
+    assert!(
+        main[1].1 - started < Duration::from_secs(1),
+        "{:?}",
+        main[1].1 - started
+    );
+    let reported: Vec<(usize, &String, &Vec<protocol::ToolUseId>)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, event)| match event {
+            LoopEvent::ToolUseSummary {
+                text, tool_use_ids, ..
+            } => Some((at, text, tool_use_ids)),
+            _ => None,
+        })
+        .collect();
+    // The first batch's summary (done at 10 s, during the 20 s tool) is reported; the
+    // second's was not done when the run ended and is dropped.
+    assert_eq!(reported.len(), 1, "{events:#?}");
+    assert_eq!(reported[0].1, "Ran the probe");
+    assert_eq!(reported[0].2, &vec![protocol::ToolUseId::from("r1")]);
+    let third_request = events
+        .iter()
+        .position(|event| matches!(event, LoopEvent::Request { request: 3, .. }))
+        .unwrap();
+    assert!(reported[0].0 < third_request);
+    assert!(!format!("{:?}", outcome.messages).contains("Ran the probe"));
+}

@@ -89,6 +89,12 @@ impl Launch {
                 ("ANTHROPIC_AUTH_TOKEN", None),
                 ("ANTHROPIC_BASE_URL", None),
                 ("AGENT_TRUST", None),
+                // Background summaries would take scripted replies meant for the session;
+                // the tests of summaries turn them back on.
+                (
+                    "AGENT_DISABLE_BACKGROUND_REQUESTS",
+                    Some(PathBuf::from("1")),
+                ),
             ],
         }
     }
