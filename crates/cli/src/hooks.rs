@@ -445,9 +445,20 @@ impl CanUseTool for HookedGate {
         Box::pin(async move {
             let event = self.env.event(
                 "PreToolUse",
-                json!({"tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id}),
+                json!({"tool_name": tool.name(), "tool_input": call.input, "tool_use_id": call.id}),
             );
-            let verdict = run_all(&self.env, &self.matchers, Some(&call.name), &event).await;
+            // Matchers see the tool's own name and its aliases (`Agent` for `Task`): a hook
+            // cannot be dodged by calling a tool by another name.
+            let matchers: Vec<HookMatcher> = self
+                .matchers
+                .iter()
+                .filter(|matcher| {
+                    matcher.matches(tool.name())
+                        || tool.aliases().iter().any(|alias| matcher.matches(alias))
+                })
+                .cloned()
+                .collect();
+            let verdict = run_all(&self.env, &matchers, None, &event).await;
             let refusals: Vec<String> = verdict.end.into_iter().chain(verdict.blocks).collect();
             if !refusals.is_empty() {
                 PermissionDecision::deny(format!(
@@ -515,10 +526,12 @@ impl PostToolUse {
 
     /// `inner`, followed by the hooks of `matchers` that apply to it.
     pub fn new(env: HookEnv, matchers: Vec<HookMatcher>, inner: Arc<dyn Tool>) -> Self {
-        let name = inner.name().to_owned();
         let matchers = matchers
             .into_iter()
-            .filter(|matcher| matcher.matches(&name))
+            .filter(|matcher| {
+                matcher.matches(inner.name())
+                    || inner.aliases().iter().any(|alias| matcher.matches(alias))
+            })
             .collect();
         Self {
             env,

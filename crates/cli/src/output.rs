@@ -330,6 +330,8 @@ pub struct Renderer {
     subagent_usage: Usage,
     /// The last progress summary (live view).
     progress: Option<String>,
+    /// Model requests of subagents.
+    subagent_requests: u32,
 }
 
 /// What the renderer keeps of one subagent.
@@ -341,6 +343,8 @@ struct AgentView {
     description: String,
     /// The tool it runs now, when it runs one.
     tool: Option<String>,
+    /// The Task call that started it.
+    parent: String,
     done: bool,
 }
 
@@ -380,6 +384,7 @@ impl Renderer {
             agents: BTreeMap::new(),
             subagent_usage: Usage::default(),
             progress: None,
+            subagent_requests: 0,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -670,6 +675,13 @@ impl Renderer {
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
+            // A Task call's result: its subagent is done, however it ended.
+            LoopEvent::Tool(ExecutorEvent::Completed(done)) if !self.agents.is_empty() => {
+                let id = done.result.tool_use_id.as_str();
+                for view in self.agents.values_mut().filter(|view| view.parent == id) {
+                    view.done = true;
+                }
+            }
             // A live run shows retries in its own way; every other run says on stderr why
             // it is waiting (a run with the network down would otherwise sit silent).
             LoopEvent::Retry {
@@ -771,9 +783,13 @@ impl Renderer {
     /// view one status line naming each running subagent and its current tool.
     pub fn subagent(&mut self, event: &crate::subagents::SubagentEvent) {
         let parent = event.parent_tool_use_id.as_str();
+        if matches!(event.event, LoopEvent::Request { .. }) {
+            self.subagent_requests += 1;
+        }
         let view = self.agents.entry(event.agent_id.clone()).or_default();
         if view.description.is_empty() {
             view.description.clone_from(&event.description);
+            view.parent = parent.to_owned();
         }
         match &event.event {
             LoopEvent::Request { model, .. } => view.requested_model.clone_from(model),
@@ -814,13 +830,7 @@ impl Renderer {
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
-            LoopEvent::Assistant(message) => {
-                view.message_model.clone_from(&message.model);
-                if message.stop_reason != Some(protocol::StopReason::ToolUse) {
-                    view.done = true;
-                    self.show_agents();
-                }
-            }
+            LoopEvent::Assistant(message) => view.message_model.clone_from(&message.model),
             _ => {}
         }
     }
@@ -884,7 +894,7 @@ impl Renderer {
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens.unwrap_or(0),
                 "cache_read_input_tokens": usage.cache_read_input_tokens.unwrap_or(0),
             },
-            "num_requests": outcome.requests,
+            "num_requests": outcome.requests + self.subagent_requests,
             "permission_denials": self.denials,
         })
     }

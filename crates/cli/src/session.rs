@@ -782,6 +782,7 @@ impl Session {
             transcripts: self.transcript_path.with_extension("").join("subagents"),
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
+            skills_context: crate::skills::context_list(&self.skills),
         });
         let fork_point = Arc::new(loop_core::subagent::ForkPoint::new());
         let mut tools = self.tools.clone();

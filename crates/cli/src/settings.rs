@@ -805,6 +805,23 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
         )
     })?;
     let invalid = |what: String| anyhow::anyhow!("{}: invalid settings: {what}", path.display());
+    for (model, entry) in &settings.models {
+        for (key, value) in [
+            ("contextWindow", entry.context_window),
+            ("maxOutput", entry.max_output),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(format!(
+                    "models.{model}.{key} must be a positive number of tokens"
+                )));
+            }
+        }
+        if let Some(key) = entry.prices.and_then(|prices| prices.invalid()) {
+            return Err(invalid(format!(
+                "models.{model}.prices.{key} must be a number of US dollars per million tokens, 0 or more"
+            )));
+        }
+    }
     for (event, matchers) in &settings.hooks {
         for matcher in matchers {
             if let Err(error) = matcher.pattern() {
@@ -944,6 +961,17 @@ mod tests {
         );
         // The position once, in front.
         assert!(!error.contains(" at line "), "{error}");
+        // Limits and prices are checked where they are written.
+        let error = parse(
+            Path::new("p.json"),
+            r#"{"models": {"m": {"prices": {"input": -1, "output": 1}}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "p.json: invalid settings: models.m.prices.input must be a number of US dollars per million tokens, 0 or more"
+        );
         // A byte-order mark is not an error; a key written twice is, naming it.
         let settings = parse(Path::new("b.json"), "\u{feff}{\"model\": \"m\"}").unwrap();
         assert_eq!(settings.model.as_deref(), Some("m"));

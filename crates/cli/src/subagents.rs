@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use executor::{CanUseTool, Tool, Workspace};
 use loop_core::subagent::{
     AgentDefinition, AgentSource, ChildRun, ForkPoint, MAX_DEPTH, Spawn, SubagentHost, TASK_TOOL,
-    TaskTool,
+    TaskScope, TaskTool,
 };
 use loop_core::{Deps, LoopConfig, LoopEvent, LoopOutcome, NoStopHook, StopHook};
 use protocol::{MessageParam, ToolUseId};
@@ -35,6 +35,10 @@ use crate::{adapter, hooks, tooling};
 
 /// The largest agent file read, in bytes.
 const MAX_AGENT_BYTES: u64 = 256 * 1024;
+
+/// The most agent files one folder gives (every agent's description goes into every
+/// request, in the Task tool's description).
+const MAX_AGENTS_PER_FOLDER: usize = 50;
 
 /// Every agent a session offers: the built-in ones, the user's, and a trusted project's. The
 /// definitions of an untrusted project are named in one warning and skipped; a file that
@@ -80,6 +84,14 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
             .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
             .collect();
         files.sort();
+        if files.len() > MAX_AGENTS_PER_FOLDER {
+            warn(&format!(
+                "{}: {} agent files, only the first {MAX_AGENTS_PER_FOLDER} are read",
+                folder.display(),
+                files.len()
+            ));
+            files.truncate(MAX_AGENTS_PER_FOLDER);
+        }
         for path in files {
             if source == AgentSource::Project && !trusted {
                 untrusted.push(path);
@@ -89,15 +101,19 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
                 Ok(definition) => {
                     found.insert(definition.name.clone(), definition);
                 }
-                Err(reason) => warn(&format!("agent {}: {reason}", path.display())),
+                Err(reason) => warn(&format!("agent {} is skipped: {reason}", path.display())),
             }
         }
     }
     if !untrusted.is_empty() {
-        let names: Vec<String> = untrusted
+        let mut names: Vec<String> = untrusted
             .iter()
+            .take(10)
             .map(|path| path.display().to_string())
             .collect();
+        if untrusted.len() > names.len() {
+            names.push(format!("and {} more", untrusted.len() - names.len()));
+        }
         warn(&format!(
             "the project's agent definitions are ignored: {} is not a trusted folder ({})",
             cwd.display(),
@@ -136,6 +152,12 @@ fn read(path: &Path) -> Result<String, String> {
 /// What is missing or wrong, naming the key.
 pub fn parse(path: &Path, source: AgentSource, text: &str) -> Result<AgentDefinition, String> {
     let (fields, body) = tools::prompt::split_frontmatter(text);
+    if fields.is_empty() {
+        return Err(
+            "it has no frontmatter (a `---` block with at least `description:`, then the system prompt)"
+                .to_owned(),
+        );
+    }
     let name = fields
         .get("name")
         .filter(|name| !name.is_empty())
@@ -312,6 +334,11 @@ pub struct Host {
     session_id: String,
     cwd: PathBuf,
     open: Mutex<HashMap<String, Transcript>>,
+    /// The per-depth limits on subagents running at once.
+    running: Arc<[Arc<tokio::sync::Semaphore>]>,
+    /// The part of the user context that lists the skills: left out for a subagent without
+    /// the Skill tool.
+    skills_context: String,
     me: Weak<Host>,
 }
 
@@ -337,6 +364,8 @@ pub struct HostParts {
     pub session_id: String,
     /// The working directory.
     pub cwd: PathBuf,
+    /// The skills' part of the user context.
+    pub skills_context: String,
 }
 
 impl Host {
@@ -354,6 +383,8 @@ impl Host {
             session_id: parts.session_id,
             cwd: parts.cwd,
             open: Mutex::new(HashMap::new()),
+            running: TaskScope::limits(),
+            skills_context: parts.skills_context,
             me: me.clone(),
         })
     }
@@ -367,10 +398,14 @@ impl Host {
         let host: Arc<dyn SubagentHost> = self.me.upgrade()?;
         Some(self.recipe.wrap(Arc::new(TaskTool::new(
             host,
-            Arc::clone(&self.definitions),
-            parent,
-            1,
-            Some(fork_point),
+            TaskScope {
+                definitions: Arc::clone(&self.definitions),
+                parent,
+                depth: 1,
+                fork_point: Some(fork_point),
+                parent_tools: None,
+                running: Arc::clone(&self.running),
+            },
         ))))
     }
 
@@ -416,20 +451,33 @@ impl SubagentHost for Host {
         let Built {
             tools, gate, watch, ..
         } = self.recipe.build(mode).map_err(|error| error.to_string())?;
+        // Its definition's tools, never one its parent does not have.
         let mut tools: Vec<Arc<dyn Tool>> = tools
             .into_iter()
             .chain(self.extra_tools.iter().cloned())
-            .filter(|tool| definition.allows(tool.name()))
+            .filter(|tool| spawn.allows(tool.name()))
             .collect();
+        if !tools.iter().any(|tool| tool.name() == "Skill")
+            && let Some(context) = &mut config.user_context
+            && !self.skills_context.is_empty()
+        {
+            *context = context.replace(&self.skills_context, "");
+        }
         let fork_point = Arc::new(ForkPoint::new());
-        let nested = spawn.depth < MAX_DEPTH && definition.allows(TASK_TOOL);
+        let nested = spawn.depth < MAX_DEPTH && spawn.allows(TASK_TOOL);
         if nested && let Some(host) = self.me.upgrade() {
+            let mut names: Vec<String> = tools.iter().map(|tool| tool.name().to_owned()).collect();
+            names.push(TASK_TOOL.to_owned());
             tools.push(self.recipe.wrap(Arc::new(TaskTool::new(
                 host as Arc<dyn SubagentHost>,
-                Arc::clone(&self.definitions),
-                config.clone(),
-                spawn.depth + 1,
-                Some(Arc::clone(&fork_point)),
+                TaskScope {
+                    definitions: Arc::clone(&self.definitions),
+                    parent: config.clone(),
+                    depth: spawn.depth + 1,
+                    fork_point: Some(Arc::clone(&fork_point)),
+                    parent_tools: Some(names),
+                    running: Arc::clone(&self.running),
+                },
             ))));
         }
         let transcript_path = self.transcript_path(&spawn.agent_id);
@@ -468,7 +516,10 @@ impl SubagentHost for Host {
                 self.client.clone(),
                 config.model.clone(),
             )),
-            result_store: Box::new(tooling::DirStore::new(self.recipe.results_dir.clone())),
+            // Its own folder: ids a model chooses cannot overwrite another agent's results.
+            result_store: Box::new(tooling::DirStore::new(
+                self.recipe.results_dir.join(&spawn.agent_id),
+            )),
             files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(
                 &self.recipe.workspace,
             ))),

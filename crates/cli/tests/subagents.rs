@@ -212,6 +212,7 @@ async fn parallel_subagents_report_in_model_order() {
     assert_eq!(result["usage"]["input_tokens"], 100 + 200 + 30 + 40 + 50);
     assert_eq!(result["usage"]["output_tokens"], 10 + 20 + 3 + 4 + 5);
     assert_eq!(result["num_turns"], 2);
+    assert_eq!(result["num_requests"], 5);
     // Transcripts: the session's and one per subagent in <session>/subagents/, all paired.
     let files = transcripts(&repo);
     assert_eq!(files.len(), 3, "{files:?}");
@@ -356,7 +357,7 @@ async fn limits_and_plan_mode_hold_for_custom_agents() {
         "{}",
         got[0].1
     );
-    assert!(got[0].1.contains("limit of 1 turns"), "{}", got[0].1);
+    assert!(got[0].1.contains("limit of 1 turn before"), "{}", got[0].1);
     assert_eq!(got[1].0, "toolu_w");
     assert!(
         !repo.dir.join("x.txt").exists(),
@@ -550,5 +551,165 @@ async fn project_agents_need_a_trusted_folder() {
             !trusted,
             "{stderr}"
         );
+    }
+}
+
+/// From an attack on subagents: a restricted agent's nested agents (a fork, general-purpose)
+/// get no tool it lacks; calling the tool `Agent` does not get past a rule or a hook written
+/// for `Task`, nor `Task` past one written for `Agent`.
+#[tokio::test]
+async fn nested_agents_and_the_agent_alias_cannot_widen_anything() {
+    let repo = repo("subagents-widen");
+    let agents = repo.home.join("config/agent/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("reader.md"),
+        "---\ndescription: Reads\ntools: [Read, Task]\n---\nYou read.\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_r",
+                "Task",
+                json!({"description": "read", "prompt": "R1: read", "subagent_type": "reader"}),
+            )),
+            Reply::turn(Turn::new().text("ok")),
+        ])
+        .route(
+            "R1:",
+            vec![
+                Reply::turn(
+                    Turn::new()
+                        .tool_use(
+                            "toolu_f",
+                            "Task",
+                            json!({"description": "fork", "prompt": "F2: write", "subagent_type": "fork"}),
+                        )
+                        .tool_use(
+                            "toolu_g",
+                            "Agent",
+                            json!({"description": "gp", "prompt": "G2: write", "subagent_type": "general-purpose"}),
+                        ),
+                ),
+                Reply::turn(Turn::new().text("reader done")),
+            ],
+        )
+        .route(
+            "F2:",
+            vec![
+                Reply::turn(Turn::new().tool_use(
+                    "toolu_fw",
+                    "Write",
+                    json!({"file_path": "fork.txt", "content": "x"}),
+                )),
+                Reply::turn(Turn::new().text("fork done")),
+            ],
+        )
+        .route(
+            "G2:",
+            vec![
+                Reply::turn(Turn::new().tool_use(
+                    "toolu_gw",
+                    "Write",
+                    json!({"file_path": "gp.txt", "content": "x"}),
+                )),
+                Reply::turn(Turn::new().text("gp done")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args([
+            "-p",
+            "go",
+            "--permission-mode",
+            "acceptEdits",
+            "--output-format",
+            "json",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!repo.dir.join("fork.txt").exists());
+    assert!(!repo.dir.join("gp.txt").exists());
+    for marker in ["F2:", "G2:"] {
+        let request = server
+            .requests()
+            .iter()
+            .map(|r| r.json())
+            .find(|json| json["messages"].to_string().contains(marker))
+            .unwrap();
+        let names: Vec<String> = request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(
+            names.iter().all(|name| name == "Read" || name == "Task"),
+            "{marker}: {names:?}"
+        );
+    }
+
+    // The alias: a deny rule on either name and a PreToolUse hook on either name hold.
+    for (rule, call, hook) in [
+        (Some("Agent"), "Task", None),
+        (Some("Task"), "Agent", None),
+        (None, "Agent", Some("^Task$")),
+        (None, "Task", Some("^Agent$")),
+    ] {
+        let repo = common::repo(&format!(
+            "subagents-alias-{call}-{}",
+            rule.unwrap_or("hook")
+        ));
+        if let Some(matcher) = hook {
+            let config = repo.home.join("config/agent");
+            std::fs::create_dir_all(&config).unwrap();
+            std::fs::write(
+                config.join("settings.json"),
+                json!({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [{"type": "command", "command": "echo blocked >&2; exit 2"}]}]}})
+                    .to_string(),
+            )
+            .unwrap();
+        }
+        let server = Server::start_tls(
+            Script::new(vec![
+                Reply::turn(Turn::new().tool_use(
+                    "toolu_x",
+                    call,
+                    json!({"description": "x", "prompt": "X1: hi"}),
+                )),
+                Reply::turn(Turn::new().text("ok")),
+            ])
+            .route("X1:", vec![Reply::turn(Turn::new().text("subagent ran"))]),
+        )
+        .await
+        .unwrap();
+        let mut run = command(&repo, &server);
+        if let Some(rule) = rule {
+            run.args(["--disallowedTools", rule]);
+        }
+        let output = run
+            .args(["-p", "go", "--output-format", "json"])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let ran = server
+            .requests()
+            .iter()
+            .any(|request| request.json()["messages"][0].to_string().contains("X1:"));
+        assert!(!ran, "{call} ran past rule {rule:?} / hook {hook:?}");
     }
 }

@@ -1021,6 +1021,11 @@ async fn run_call(
     grace: Duration,
 ) -> TaskOutcome {
     let cancel = context.cancel.clone();
+    // The gate sees the tool's own name, whatever name the model called it by (an alias).
+    let mut call = call;
+    if call.name != tool.name() {
+        call.name = tool.name().to_owned();
+    }
     let decision = tokio::select! {
         biased;
         () = cancel.cancelled() => return TaskOutcome::Cancelled,

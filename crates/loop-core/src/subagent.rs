@@ -45,6 +45,11 @@ pub const DEFAULT_MAX_TURNS: u32 = 200;
 /// never gets the Task tool.
 pub const MAX_DEPTH: u32 = 2;
 
+/// The most subagents that run at once at each depth (Claude Code runs at most 10 tools at
+/// once); more Task calls wait for a place. One limit per depth, so an agent waiting for
+/// its children never holds a place they need.
+pub const MAX_PARALLEL: usize = 10;
+
 /// The tool's name, as Claude Code called it until it was renamed `Agent` (accepted too).
 pub const TASK_TOOL: &str = "Task";
 
@@ -109,7 +114,8 @@ impl AgentDefinition {
         ]
     }
 
-    /// Whether it may use `tool` (the Task tool only when listed by name).
+    /// Whether it may use `tool` (the Task tool only when listed by name), before its
+    /// parent's tools are taken into account ([`Spawn::allows`]).
     pub fn allows(&self, tool: &str) -> bool {
         match &self.tools {
             None => tool != TASK_TOOL,
@@ -167,6 +173,20 @@ pub struct Spawn {
     pub depth: u32,
     /// Whether it is a fork of its parent.
     pub fork: bool,
+    /// The tools its parent may use, by name; `None`: the parent is the main agent. A
+    /// subagent never gets a tool its parent does not have.
+    pub parent_tools: Option<Vec<String>>,
+}
+
+impl Spawn {
+    /// Whether the subagent may use `tool`: its definition allows it and its parent has it.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.definition.allows(tool)
+            && self
+                .parent_tools
+                .as_ref()
+                .is_none_or(|tools| tools.iter().any(|name| name == tool))
+    }
 }
 
 /// A subagent's configuration and collaborators, from the host.
@@ -204,13 +224,38 @@ pub trait SubagentHost: Send + Sync + 'static {
     fn finished(&self, spawn: &Spawn, outcome: &LoopOutcome);
 }
 
+/// Where a [`TaskTool`] sits: what it offers and what its subagents inherit.
+#[derive(Clone, Debug)]
+pub struct TaskScope {
+    /// The agents offered (`fork` is added when `fork_point` is given).
+    pub definitions: Arc<[AgentDefinition]>,
+    /// The configuration of the agent the tool belongs to.
+    pub parent: LoopConfig,
+    /// The depth of the subagents it starts (1 for the main agent's tool).
+    pub depth: u32,
+    /// The parent run's [`Deps::fork_point`], for `fork`.
+    pub fork_point: Option<Arc<ForkPoint>>,
+    /// The tools of the agent the tool belongs to; `None` for the main agent.
+    pub parent_tools: Option<Vec<String>>,
+    /// One place limit per depth ([`MAX_PARALLEL`] each), shared by every Task tool of a
+    /// session turn ([`TaskScope::limits`]).
+    pub running: Arc<[Arc<tokio::sync::Semaphore>]>,
+}
+
+impl TaskScope {
+    /// The per-depth limits of a session turn: [`MAX_DEPTH`] semaphores of
+    /// [`MAX_PARALLEL`] places.
+    pub fn limits() -> Arc<[Arc<tokio::sync::Semaphore>]> {
+        (0..MAX_DEPTH)
+            .map(|_| Arc::new(tokio::sync::Semaphore::new(MAX_PARALLEL)))
+            .collect()
+    }
+}
+
 /// The `Task` tool (also called as `Agent`): starts a subagent and returns its final text.
 pub struct TaskTool {
     host: Arc<dyn SubagentHost>,
-    definitions: Arc<[AgentDefinition]>,
-    parent: LoopConfig,
-    depth: u32,
-    fork_point: Option<Arc<ForkPoint>>,
+    scope: TaskScope,
     schema: Value,
     description: String,
 }
@@ -218,10 +263,15 @@ pub struct TaskTool {
 impl std::fmt::Debug for TaskTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskTool")
-            .field("depth", &self.depth)
+            .field("depth", &self.scope.depth)
             .field(
                 "definitions",
-                &self.definitions.iter().map(|d| &d.name).collect::<Vec<_>>(),
+                &self
+                    .scope
+                    .definitions
+                    .iter()
+                    .map(|d| &d.name)
+                    .collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
     }
@@ -235,19 +285,14 @@ struct TaskInput {
     subagent_type: Option<String>,
 }
 
+/// The longest agent description put in the Task tool's description, in characters.
+const MAX_LISTED_DESCRIPTION: usize = 1024;
+
 impl TaskTool {
-    /// The Task tool of an agent at `depth - 1` (its subagents are at `depth`), offering
-    /// `definitions` (and `fork` when `fork_point` is given: the parent run's
-    /// [`Deps::fork_point`]). `parent` is that agent's configuration.
-    pub fn new(
-        host: Arc<dyn SubagentHost>,
-        definitions: Arc<[AgentDefinition]>,
-        parent: LoopConfig,
-        depth: u32,
-        fork_point: Option<Arc<ForkPoint>>,
-    ) -> Self {
-        let mut types: Vec<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
-        if fork_point.is_some() {
+    /// The Task tool of an agent, starting subagents as `scope` says.
+    pub fn new(host: Arc<dyn SubagentHost>, scope: TaskScope) -> Self {
+        let mut types: Vec<&str> = scope.definitions.iter().map(|d| d.name.as_str()).collect();
+        if scope.fork_point.is_some() {
             types.push(FORK);
         }
         let schema = json!({
@@ -268,28 +313,27 @@ impl TaskTool {
         let mut description = String::from(
             "Launch a subagent to handle a self-contained task in its own context: it works with its own tools and returns one final report, which is all you see of its work. Several Task calls in one response run in parallel. Give each a complete, self-contained prompt (it does not see this conversation) and say what it should report back. Available agent types (subagent_type; general-purpose when omitted):\n",
         );
-        for definition in definitions.iter() {
+        for definition in scope.definitions.iter() {
             let tools = match &definition.tools {
                 None => "all tools".to_owned(),
                 Some(tools) => tools.join(", "),
             };
-            description.push_str(&format!(
-                "- {}: {} (Tools: {tools})\n",
-                definition.name,
-                definition.description.trim()
-            ));
+            let text: String = definition
+                .description
+                .trim()
+                .chars()
+                .take(MAX_LISTED_DESCRIPTION)
+                .collect();
+            description.push_str(&format!("- {}: {text} (Tools: {tools})\n", definition.name));
         }
-        if fork_point.is_some() {
+        if scope.fork_point.is_some() {
             description.push_str(
                 "- fork: a copy of yourself that starts with this whole conversation and your instructions; use it for a side task that needs what you already know.\n",
             );
         }
         Self {
             host,
-            definitions,
-            parent,
-            depth,
-            fork_point,
+            scope,
             schema,
             description,
         }
@@ -327,7 +371,7 @@ impl Tool for TaskTool {
 
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
-            if self.depth > MAX_DEPTH {
+            if self.scope.depth > MAX_DEPTH {
                 return Err(ToolError::InvalidInput(format!(
                     "subagents nest at most {MAX_DEPTH} deep; do this task yourself"
                 )));
@@ -341,16 +385,17 @@ impl Tool for TaskTool {
                 .filter(|kind| !kind.is_empty())
                 .unwrap_or("general-purpose");
             let (definition, messages, fork) = if kind == FORK {
-                let Some(point) = &self.fork_point else {
+                let Some(point) = &self.scope.fork_point else {
                     return Err(ToolError::InvalidInput(
                         "subagent_type \"fork\" is not available here".to_owned(),
                     ));
                 };
+                // A copy of the caller: its prompt, its tools (no more).
                 let definition = AgentDefinition {
                     name: FORK.to_owned(),
                     description: "A fork of the calling agent".to_owned(),
-                    system_prompt: self.parent.system.join("\n\n"),
-                    tools: None,
+                    system_prompt: self.scope.parent.system.join("\n\n"),
+                    tools: self.scope.parent_tools.clone(),
                     model: None,
                     max_turns: None,
                     source: AgentSource::BuiltIn,
@@ -361,9 +406,14 @@ impl Tool for TaskTool {
                     true,
                 )
             } else {
-                let Some(definition) = self.definitions.iter().find(|d| d.name == kind) else {
-                    let names: Vec<&str> =
-                        self.definitions.iter().map(|d| d.name.as_str()).collect();
+                let Some(definition) = self.scope.definitions.iter().find(|d| d.name == kind)
+                else {
+                    let names: Vec<&str> = self
+                        .scope
+                        .definitions
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect();
                     return Err(ToolError::InvalidInput(format!(
                         "unknown subagent_type {kind:?}; the types are: {}",
                         names.join(", ")
@@ -380,14 +430,31 @@ impl Tool for TaskTool {
                 parent_tool_use_id: context.tool_use_id.clone(),
                 definition,
                 description: input.description,
-                depth: self.depth,
+                depth: self.scope.depth,
                 fork,
+                parent_tools: self.scope.parent_tools.clone(),
+            };
+            // A place at this depth first (the call waits, cancellable, when all are taken).
+            let limit = usize::try_from(self.scope.depth.saturating_sub(1)).unwrap_or(0);
+            let _place = match self.scope.running.get(limit) {
+                Some(running) => tokio::select! {
+                    place = Arc::clone(running).acquire_owned() => place.ok(),
+                    () = context.cancel.cancelled() => {
+                        return Err(ToolError::Killed("interrupted before the subagent started".to_owned()));
+                    }
+                },
+                None => None,
             };
             let ChildRun { mut config, deps } = self
                 .host
-                .start(&spawn, &self.parent, &messages)
+                .start(&spawn, &self.scope.parent, &messages)
                 .map_err(ToolError::InvalidInput)?;
-            let max_turns = spawn.definition.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+            // Its own limit, never more than its parent's (`--max-turns`).
+            let max_turns = spawn
+                .definition
+                .max_turns
+                .unwrap_or(DEFAULT_MAX_TURNS)
+                .min(self.scope.parent.max_turns.unwrap_or(u32::MAX));
             config.max_turns = Some(config.max_turns.map_or(max_turns, |set| set.min(max_turns)));
             let started = Instant::now();
             let (sender, mut receiver) = mpsc::unbounded_channel();
@@ -446,8 +513,9 @@ fn report(
             if text.is_empty() {
                 text = "(no final text)".to_owned();
             }
+            let turns = if max_turns == 1 { "turn" } else { "turns" };
             text.push_str(&format!(
-                "\n\n[The subagent stopped at its limit of {max_turns} turns before finishing; the text above is what it had.]"
+                "\n\n[The subagent stopped at its limit of {max_turns} {turns} before finishing; the text above is what it had.]"
             ));
         }
         Terminal::AbortedStreaming | Terminal::AbortedTools => {

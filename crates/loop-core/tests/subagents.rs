@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use common::*;
 use loop_core::subagent::{
-    AgentDefinition, AgentSource, ChildRun, Spawn, SubagentHost, TASK_TOOL, TaskTool,
+    AgentDefinition, AgentSource, ChildRun, Spawn, SubagentHost, TASK_TOOL, TaskScope, TaskTool,
 };
 use loop_core::{LoopConfig, LoopEvent, LoopOutcome, Terminal};
 use protocol::{MessageParam, StopReason};
@@ -22,6 +22,9 @@ struct Host {
     log: ProbeLog,
     /// (agent id, depth, events seen, finished)
     seen: Mutex<Vec<(String, u32, usize, bool)>>,
+    /// Subagents started and not finished, now and at most.
+    live: Mutex<(usize, usize)>,
+    running: Arc<[Arc<tokio::sync::Semaphore>]>,
     me: Weak<Host>,
 }
 
@@ -35,6 +38,8 @@ impl Host {
             definitions: definitions.into(),
             log: log(),
             seen: Mutex::new(Vec::new()),
+            live: Mutex::new((0, 0)),
+            running: TaskScope::limits(),
             me: me.clone(),
         })
     }
@@ -43,10 +48,14 @@ impl Host {
         let host: Arc<dyn SubagentHost> = self.me.upgrade().unwrap();
         Arc::new(TaskTool::new(
             host,
-            Arc::clone(&self.definitions),
-            parent,
-            depth,
-            None,
+            TaskScope {
+                definitions: Arc::clone(&self.definitions),
+                parent,
+                depth,
+                fork_point: None,
+                parent_tools: None,
+                running: Arc::clone(&self.running),
+            },
         ))
     }
 }
@@ -76,6 +85,9 @@ impl SubagentHost for Host {
             .lock()
             .unwrap()
             .push((spawn.agent_id.clone(), spawn.depth, 0, false));
+        let mut live = self.live.lock().unwrap();
+        live.0 += 1;
+        live.1 = live.1.max(live.0);
         Ok(ChildRun {
             config,
             deps: deps(model, tools),
@@ -95,6 +107,7 @@ impl SubagentHost for Host {
     }
 
     fn finished(&self, spawn: &Spawn, _outcome: &LoopOutcome) {
+        self.live.lock().unwrap().0 -= 1;
         if let Some(entry) = self
             .seen
             .lock()
@@ -251,4 +264,75 @@ async fn nesting_stops_at_depth_two() {
     assert_eq!(depths, [1, 2]);
     let refused = last_results(&two.request(1));
     assert!(refused[0].1.contains("nest at most 2 deep"), "{refused:?}");
+}
+
+/// Twelve Task calls in one response: at most ten subagents run at once, all twelve answer,
+/// in model order; `--max-turns` of the parent bounds each subagent too.
+#[tokio::test(start_paused = true)]
+async fn at_most_ten_subagents_run_at_once_and_the_parents_turn_limit_holds() {
+    let child = ScriptedModel::new(|_, _| {
+        Reply::new()
+            .sleep(100)
+            .text("done")
+            .end(StopReason::EndTurn)
+    });
+    let mut first = Reply::new();
+    for i in 0..12 {
+        first = first.tool(
+            &format!("toolu_{i:02}"),
+            "Task",
+            json!({"description": "work", "prompt": format!("WORK {i}"), "subagent_type": "worker"}),
+        );
+    }
+    let parent = ScriptedModel::from_list(vec![
+        first.end(StopReason::ToolUse),
+        Reply::new().text("all done").end(StopReason::EndTurn),
+    ]);
+    let host = Host::new(
+        vec![("WORK", Arc::clone(&child))],
+        vec![agent("worker", Some(&["Read"]), None)],
+    );
+    run_parent(&host, Arc::clone(&parent)).await;
+    assert_eq!(host.live.lock().unwrap().1, 10);
+    let results = last_results(&parent.request(1));
+    let ids: Vec<String> = results.iter().map(|(id, _)| id.clone()).collect();
+    let expected: Vec<String> = (0..12).map(|i| format!("toolu_{i:02}")).collect();
+    assert_eq!(ids, expected);
+    assert!(results.iter().all(|(_, text)| text.contains("done")));
+
+    // A parent limited to 2 turns: a subagent that would go on stops at 2 as well.
+    let looping = ScriptedModel::new(|n, _| {
+        Reply::new()
+            .tool(&format!("r{n}"), "Read", json!({}))
+            .end(StopReason::ToolUse)
+    });
+    let (id, input) = task("toolu_t", "LOOP", "worker");
+    let limited = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool(&id, "Task", input)
+            .end(StopReason::ToolUse),
+        Reply::new().text("ok").end(StopReason::EndTurn),
+    ]);
+    let host = Host::new(
+        vec![("LOOP", Arc::clone(&looping))],
+        vec![agent("worker", Some(&["Read"]), None)],
+    );
+    let mut config = LoopConfig::for_model("claude-sonnet-4-5");
+    config.max_turns = Some(2);
+    let tools = vec![host.task(config.clone(), 1)];
+    let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+    loop_core::run_loop(
+        config,
+        deps(Arc::clone(&limited), tools),
+        vec![MessageParam::user_text("go")],
+        sender,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(looping.request_count(), 2);
+    assert!(
+        last_results(&limited.request(1))[0]
+            .1
+            .contains("limit of 2 turns")
+    );
 }

@@ -129,6 +129,12 @@ pub fn expand_arguments(body: &str, arguments: &str) -> String {
 /// add:*), Bash(git status:*), Read`): at commas outside parentheses, each item trimmed,
 /// empty items dropped.
 pub fn split_tool_list(list: &str) -> Vec<String> {
+    // A YAML flow list (`[Read, Grep]`) is the same list.
+    let list = list.trim();
+    let list = list
+        .strip_prefix('[')
+        .and_then(|inner| inner.strip_suffix(']'))
+        .unwrap_or(list);
     let mut items = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
@@ -146,7 +152,7 @@ pub fn split_tool_list(list: &str) -> Vec<String> {
     items.push(&list[start..]);
     items
         .into_iter()
-        .map(str::trim)
+        .map(|item| unquote(item.trim()))
         .filter(|item| !item.is_empty())
         .map(str::to_owned)
         .collect()
@@ -193,6 +199,10 @@ mod tests {
         assert_eq!(
             split_tool_list("Bash(git add:*), Bash(a, b),Read ,, "),
             ["Bash(git add:*)", "Bash(a, b)", "Read"]
+        );
+        assert_eq!(
+            split_tool_list(" [Read, 'Grep', \"Glob\"] "),
+            ["Read", "Grep", "Glob"]
         );
     }
 }

@@ -203,7 +203,7 @@ impl PermissionGate {
         match tool.name() {
             "Bash" => self.bash(input, mode),
             name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input, mode),
-            name => self.other(name, tool.is_read_only(input), mode),
+            name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
     }
 
@@ -232,12 +232,18 @@ impl PermissionGate {
         Ok(self.shared.grant(parsed))
     }
 
-    fn other(&self, name: &str, read_only: bool, mode: PermissionMode) -> Verdict {
-        let find = |kind| {
-            self.rule_list(kind)
-                .iter()
-                .find(|rule| rule.matches_tool(name))
-        };
+    /// A tool that is not a file tool or Bash; rules naming one of its `aliases` (Claude
+    /// Code's other names for it) count as naming it.
+    fn other(
+        &self,
+        name: &str,
+        aliases: &[&str],
+        read_only: bool,
+        mode: PermissionMode,
+    ) -> Verdict {
+        let names = || std::iter::once(name).chain(aliases.iter().copied());
+        let covers = |rule: &Rule| names().any(|name| rule.matches_tool(name));
+        let find = |kind| self.rule_list(kind).iter().find(|rule| covers(rule));
         if let Some(rule) = find(RuleKind::Deny) {
             return denied_by(name, rule);
         }
@@ -247,7 +253,7 @@ impl PermissionGate {
         match mode {
             PermissionMode::Plan if !read_only => plan_denial(name),
             PermissionMode::BypassPermissions => Verdict::Allow,
-            _ if read_only || self.shared.allows(|rule| rule.matches_tool(name)) => Verdict::Allow,
+            _ if read_only || self.shared.allows(covers) => Verdict::Allow,
             _ => Verdict::Ask {
                 reason: format!("{name} needs approval"),
             },
