@@ -11,6 +11,14 @@
 //!   a freshly reset git repository and an empty home folder, transcript fsyncs included.
 //!   Every run must exit 0 and leave `greet.py` fixed, or the bench fails.
 //!
+//! - the time from spawn to the first byte of the first model request (a listener on
+//!   loopback takes the connection and records when the first byte arrives; the agent is
+//!   then killed), in a repository made for a slow start: 60,000 committed files all touched
+//!   since (so `git status` reads every one: about 0.45 s on the reference machine) and 40
+//!   memory files on the way from the root to the working directory. 10 runs with the
+//!   start-up gathering done at once (the default, the CLI's `prefetch` module) and 10 with
+//!   `AGENT_NO_PREFETCH=1` (one after the other, everything awaited).
+//!
 //! Prints min / median / max wall time and the largest peak RSS next to the targets
 //! (`--version` < 5 ms and < 10 MB; the session < 50 ms and < 20 MB).
 
@@ -178,6 +186,97 @@ pub fn run(root: &Path, target: &Path, mut cargo: Command) -> Result<()> {
     result
 }
 
+/// Milliseconds from spawning `agent` (in `dir`, with `home` and `envs`) to the first byte
+/// of its first model request, which a loopback listener receives.
+fn first_request_ms(agent: &Path, dir: &Path, home: &Path, envs: &[(&str, &str)]) -> Result<f64> {
+    use std::io::Read as _;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a listener")?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let mut command = Command::new(agent);
+    command
+        .args([
+            "-p",
+            "hello",
+            "--output-format",
+            "json",
+            "--base-url",
+            &url,
+            "-C",
+        ])
+        .arg(dir)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("ANTHROPIC_API_KEY", "bench")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (key, value) in envs {
+        command.env(key, value);
+    }
+    let started = Instant::now();
+    let mut child = command.spawn().context("starting agent")?;
+    let (mut stream, _) = listener.accept().context("waiting for the request")?;
+    let mut byte = [0u8; 1];
+    stream
+        .read_exact(&mut byte)
+        .context("reading the request")?;
+    let elapsed = started.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(elapsed.as_secs_f64() * 1_000.0)
+}
+
+/// A repository where starting is slow: `files` committed files touched since (so `git
+/// status` reads each), and the memory files of 10 nested folders; returns the deepest
+/// folder, where the agent starts.
+fn slow_start_repo(root: &Path, files: usize) -> Result<PathBuf> {
+    std::fs::create_dir_all(root)?;
+    for index in 0..files {
+        let dir = root.join(format!("src/d{}", index / 300));
+        if index % 300 == 0 {
+            std::fs::create_dir_all(&dir)?;
+        }
+        std::fs::write(dir.join(format!("f{index}.txt")), "x")?;
+    }
+    let mut deepest = root.to_path_buf();
+    for level in 0..10 {
+        if level > 0 {
+            deepest = deepest.join(format!("level{level}"));
+        }
+        std::fs::create_dir_all(deepest.join(".claude"))?;
+        for name in [
+            "AGENTS.md",
+            "CLAUDE.md",
+            ".claude/CLAUDE.md",
+            "CLAUDE.local.md",
+        ] {
+            std::fs::write(
+                deepest.join(name),
+                format!(
+                    "Memory of level {level}: {}\n",
+                    "keep the style. ".repeat(20)
+                ),
+            )?;
+        }
+    }
+    git(root, &["init", "-q"])?;
+    git(root, &["add", "-A"])?;
+    git(root, &["commit", "-qm", "init"])?;
+    Ok(deepest)
+}
+
+/// Touches every file below `dir/src` (a new modification time: `git status` reads them).
+fn touch_all(dir: &Path) -> Result<()> {
+    let status = Command::new("find")
+        .arg(dir.join("src"))
+        .args(["-type", "f", "-exec", "touch", "{}", "+"])
+        .status()
+        .context("touching the files")?;
+    ensure!(status.success(), "touching the files failed");
+    Ok(())
+}
+
 fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> Result<()> {
     // --version.
     let version = Run {
@@ -255,6 +354,31 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
             rss_kb as f64 / 1_024.0
         );
     };
+    // Time to the first request, with and without the start-up gathering at once.
+    let slow = scratch.join("slow");
+    let start_dir = slow_start_repo(&slow, 60_000)?;
+    let mut first = Vec::new();
+    for (name, envs) in [
+        ("at once (default)", &[][..]),
+        (
+            "one after the other (`AGENT_NO_PREFETCH=1`)",
+            &[("AGENT_NO_PREFETCH", "1")][..],
+        ),
+    ] {
+        let mut walls = Vec::new();
+        for run in 0..11 {
+            touch_all(&slow)?;
+            let home = scratch.join(format!("first-{}-{run}", walls.len()));
+            std::fs::create_dir_all(&home)?;
+            let ms = first_request_ms(agent, &start_dir, &home, envs)?;
+            // The first run warms the caches.
+            if run > 0 {
+                walls.push(ms);
+            }
+        }
+        first.push((name, walls));
+    }
+
     println!("| run | timed runs | wall min / median / max | peak RSS | target |");
     println!("|---|---:|---:|---:|---|");
     row(
@@ -269,6 +393,18 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
         session_rss,
         "< 50 ms, < 20 MB",
     );
+    println!();
+    println!(
+        "| start-up gathering | timed runs | spawn to first request byte, min / median / max |"
+    );
+    println!("|---|---:|---:|");
+    for (name, mut walls) in first {
+        let (min, median, max) = spread(&mut walls);
+        println!(
+            "| {name} | {} | {min:.1} / {median:.1} / {max:.1} ms |",
+            walls.len()
+        );
+    }
     Ok(())
 }
 

@@ -134,21 +134,30 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
     })
 }
 
-/// The user context: environment facts and memory files, capped at [`MEMORY_CAP_BYTES`].
-pub async fn user_context(
-    cwd: &Path,
-    date: &str,
-    sandbox: &tools::SandboxConfig,
-    trusted: bool,
-) -> String {
-    let mut text = format!(
+/// The environment facts of the user context: the working directory and the date.
+pub fn facts(cwd: &Path, date: &str) -> String {
+    format!(
         "Working directory: {}\nToday's date: {date}\n",
         cwd.display()
-    );
-    if let Some(status) = git_status(cwd, sandbox, trusted).await {
-        let status: String = status.lines().take(40).collect::<Vec<_>>().join("\n");
-        text.push_str(&format!("Git status:\n{status}\n"));
-    }
+    )
+}
+
+/// `git status` as the user context shows it (at most 40 lines), or `None` outside a
+/// repository or when it cannot run (see [`git_status`]).
+pub async fn git_status_section(
+    cwd: &Path,
+    sandbox: &tools::SandboxConfig,
+    trusted: bool,
+) -> Option<String> {
+    let status = git_status(cwd, sandbox, trusted).await?;
+    let status: String = status.lines().take(40).collect::<Vec<_>>().join("\n");
+    Some(format!("Git status:\n{status}\n"))
+}
+
+/// The memory files' part of the user context (see [`memory_files`]), capped at
+/// [`MEMORY_CAP_BYTES`]. Blocking: run it off the async threads.
+pub fn memory_section(cwd: &Path) -> String {
+    let mut text = String::new();
     let mut used = 0;
     for path in memory_files(cwd) {
         let Ok(content) = std::fs::read_to_string(&path) else {

@@ -16,6 +16,7 @@ mod interactive;
 mod interrupts;
 mod mcp_cmd;
 mod output;
+mod prefetch;
 mod session;
 mod settings;
 mod skills;

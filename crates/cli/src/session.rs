@@ -71,6 +71,8 @@ pub struct Session {
     recipe: subagents::Recipe,
     /// Which files the session's tools read changed on disk since (attachments).
     watch: tools::FileWatch,
+    /// What the start-up gathering left for later (`git status` of a large repository).
+    late: Arc<crate::prefetch::Late>,
     /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
     /// MCP tools and Skill, are shared).
     builtin_tools: usize,
@@ -426,6 +428,7 @@ impl Session {
             recipe,
             builtin_tools,
             watch: tooling.watch.clone(),
+            late: Arc::new(crate::prefetch::Late::none()),
             model_settings,
             sessions,
             results_dir,
@@ -682,33 +685,62 @@ impl Session {
         })
     }
 
-    /// The user context and the skills, gathered side by side: skill discovery reads its
-    /// folders while `git status` runs (the seeds' skill discovery prefetch), and the first
-    /// request waits only for the slower of the two.
+    /// The user context and the skills, gathered at once ([`crate::prefetch`]): the memory
+    /// files and the skills (which the first request needs) and `git status` (which gets a
+    /// short grace, then follows with a later message); one after the other with
+    /// `AGENT_NO_PREFETCH=1`. A resumed session sends the context it sent before: the same
+    /// request prefix (the prompt cache), the same facts the conversation was built on.
     async fn gather_user_context(&mut self) {
-        let cwd = self.cwd.clone();
-        let discovery = tokio::task::spawn_blocking(move || crate::skills::discover(&cwd));
-        // A resumed session sends what it sent before: the same request prefix (the prompt
-        // cache), the same facts the conversation was built on.
-        let saved = self.saved_context.clone();
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
-        let context = async {
-            match saved {
-                Some(saved) => (saved, true),
-                None => (
-                    context_info::user_context(&self.cwd, &date, &self.sandbox, self.trusted).await,
-                    false,
-                ),
+        let resumed = self.saved_context.is_some();
+        let (cwd, sandbox, trusted) = (self.cwd.clone(), self.sandbox.clone(), self.trusted);
+        let status = async move {
+            if resumed {
+                None
+            } else {
+                context_info::git_status_section(&cwd, &sandbox, trusted).await
             }
         };
-        let (skills, (mut context, resumed)) = tokio::join!(discovery, context);
-        self.skills = skills.unwrap_or_else(|error| {
-            eprintln!("agent: warning: skills were not read: {error}");
-            Vec::new()
-        });
-        if !resumed {
-            context.push_str(&crate::skills::context_list(&self.skills));
-        }
+        let blocking = |work: fn(&Path) -> String, cwd: PathBuf| async move {
+            tokio::task::spawn_blocking(move || work(&cwd))
+                .await
+                .unwrap_or_default()
+        };
+        let memory = blocking(context_info::memory_section, self.cwd.clone());
+        let skills_cwd = self.cwd.clone();
+        let skills = async move {
+            tokio::task::spawn_blocking(move || crate::skills::discover(&skills_cwd))
+                .await
+                .unwrap_or_else(|error| {
+                    eprintln!("agent: warning: skills were not read: {error}");
+                    Vec::new()
+                })
+        };
+        let sequential = std::env::var("AGENT_NO_PREFETCH").is_ok_and(|value| value == "1");
+        let ((memory, skills), status) = if sequential {
+            let status = status.await;
+            let memory = memory.await;
+            ((memory, skills.await), status)
+        } else {
+            let (needed, status, late) = crate::prefetch::gather(
+                async { tokio::join!(memory, skills) },
+                status,
+                crate::prefetch::GIT_STATUS_GRACE,
+            )
+            .await;
+            self.late = Arc::new(late);
+            (needed, status)
+        };
+        self.skills = skills;
+        let context = match &self.saved_context {
+            Some(saved) => saved.clone(),
+            None => format!(
+                "{}{}{memory}{}",
+                context_info::facts(&self.cwd, &date),
+                status.unwrap_or_default(),
+                crate::skills::context_list(&self.skills)
+            ),
+        };
         self.config.user_context = Some(context);
         if !self.skills.is_empty() {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
@@ -810,7 +842,10 @@ impl Session {
                 }) as Arc<dyn loop_core::ToolSource>
             }),
             fork_point: Some(fork_point),
-            attachments: Some(Arc::new(tooling::FileAttachments(self.watch.clone()))),
+            attachments: Some(Arc::new(SessionAttachments {
+                watch: self.watch.clone(),
+                late: Arc::clone(&self.late),
+            })),
         }
     }
 
@@ -834,10 +869,14 @@ impl Session {
         // Files read earlier that changed since (the user's editor between turns) are told
         // with the prompt: part of the new message, the cache prefix stays as it was.
         user.content.extend(
-            tooling::FileAttachments::reminders(self.watch.clone())
-                .await
-                .into_iter()
-                .map(protocol::ContentBlock::text),
+            SessionAttachments {
+                watch: self.watch.clone(),
+                late: Arc::clone(&self.late),
+            }
+            .reminders()
+            .await
+            .into_iter()
+            .map(protocol::ContentBlock::text),
         );
         self.transcript()?.append_param(&user)?;
         self.history.push(user);
@@ -877,6 +916,38 @@ impl Session {
         self.history = std::mem::take(&mut outcome.messages);
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
+    }
+}
+
+/// What the session tells the model with the next message (attachments): a late
+/// `git status` once it is ready, and the files read earlier that changed on disk since.
+struct SessionAttachments {
+    watch: tools::FileWatch,
+    late: Arc<crate::prefetch::Late>,
+}
+
+impl SessionAttachments {
+    async fn reminders(self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .late
+            .take_ready()
+            .map(|status| crate::prefetch::late_git_status(&status))
+            .into_iter()
+            .collect();
+        notes.extend(tooling::FileAttachments::reminders(self.watch).await);
+        notes
+    }
+}
+
+impl loop_core::AttachmentSource for SessionAttachments {
+    fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+        Box::pin(
+            Self {
+                watch: self.watch.clone(),
+                late: Arc::clone(&self.late),
+            }
+            .reminders(),
+        )
     }
 }
 

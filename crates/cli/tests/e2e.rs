@@ -1957,3 +1957,83 @@ async fn progress_and_tool_use_summaries_come_as_system_lines() {
         assert_eq!(result["result"], "The command finished without output.");
     }
 }
+
+/// Start-up gathering off the critical path: a `git status` slower than the first request
+/// needs to wait (a `git` that sleeps 1 s first) does not hold it up; the status follows with
+/// the next message that goes out.
+#[tokio::test]
+async fn a_slow_git_status_does_not_hold_up_the_first_request() {
+    let repo = repo("prefetch");
+    let bin = repo.home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nsleep 1\nexec {} \"$@\"\n", real_git.trim()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 3"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = command(&repo, &server)
+        .env("PATH", &path)
+        .args(["-p", "wait", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    let first = requests[0].json()["messages"].to_string();
+    assert!(!first.contains("Git status:"), "{first}");
+    let second = requests[1].json();
+    let last = second["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains("The repository's state at the start of this session")
+            && last.contains("## master"),
+        "{last}"
+    );
+    // Without the prefetch, the first request waits for it.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .env("PATH", &path)
+        .env("AGENT_NO_PREFETCH", "1")
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let first = server.requests()[0].json()["messages"].to_string();
+    assert!(first.contains("Git status:\\n## master"), "{first}");
+}
