@@ -565,3 +565,38 @@ async fn the_spinner_shows_the_progress_summary() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// A running subagent shows in the status line with its current tool.
+#[tokio::test]
+async fn a_running_subagent_shows_with_its_tool() {
+    let repo = repo("interactive-subagent");
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_t",
+                "Task",
+                json!({"description": "check things", "prompt": "SUB: check", "subagent_type": "Explore"}),
+            )),
+            Reply::turn(Turn::new().text("All checked.")),
+        ])
+        .route(
+            "SUB:",
+            vec![
+                Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 1.5"}))),
+                Reply::turn(Turn::new().text("nothing wrong")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("check everything\r");
+    terminal
+        .wait_for("Running 1 agent: check things (Bash)", 1)
+        .await;
+    terminal.wait_for("All checked.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

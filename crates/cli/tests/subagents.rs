@@ -97,8 +97,12 @@ async fn parallel_subagents_report_in_model_order() {
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join("settings.json"),
-        json!({"hooks": {"SubagentStop": [{"hooks": [{"type": "command",
-            "command": format!("cat >> {} && echo >> {}", hook_log.display(), hook_log.display())}]}]}})
+        json!({
+            "hooks": {"SubagentStop": [{"hooks": [{"type": "command",
+                "command": format!("cat >> {} && echo >> {}", hook_log.display(), hook_log.display())}]}]},
+            // testkit answers as `claude-test`: priced here, so the cost can be checked.
+            "models": {"claude-test": {"prices": {"input": 1.0, "output": 2.0}}},
+        })
         .to_string(),
     )
     .unwrap();
@@ -213,6 +217,9 @@ async fn parallel_subagents_report_in_model_order() {
     assert_eq!(result["usage"]["output_tokens"], 10 + 20 + 3 + 4 + 5);
     assert_eq!(result["num_turns"], 2);
     assert_eq!(result["num_requests"], 5);
+    let cost = result["total_cost_usd"].as_f64().unwrap();
+    let expected = (420.0 * 1.0 + 42.0 * 2.0) / 1_000_000.0;
+    assert!((cost - expected).abs() < 1e-12, "{cost} != {expected}");
     // Transcripts: the session's and one per subagent in <session>/subagents/, all paired.
     let files = transcripts(&repo);
     assert_eq!(files.len(), 3, "{files:?}");
