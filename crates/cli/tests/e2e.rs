@@ -2037,3 +2037,56 @@ async fn a_slow_git_status_does_not_hold_up_the_first_request() {
     let first = server.requests()[0].json()["messages"].to_string();
     assert!(first.contains("Git status:\\n## master"), "{first}");
 }
+
+/// An attack on attachments: a file the model read, replaced by a link to a secret outside
+/// the workspace, is reported changed but never read through the link.
+#[tokio::test]
+async fn a_read_file_swapped_for_a_link_is_not_read_through_it() {
+    let repo = repo("attachments-link");
+    let secret = repo.home.join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-VALUE\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_l",
+            "Bash",
+            json!({"command": format!("ln -sf {} notes.txt", secret.display())}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--permission-mode",
+            "acceptEdits",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        repo.dir
+            .join("notes.txt")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the command did not make the link"
+    );
+    let after = server.requests()[2].json().to_string();
+    assert!(!after.contains("TOP-SECRET-VALUE"), "{after}");
+    assert!(
+        after.contains("notes.txt was changed since you last read it"),
+        "{after}"
+    );
+}

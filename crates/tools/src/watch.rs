@@ -8,7 +8,7 @@
 //! and records the new content as read: the model is told, so its next Edit is not refused
 //! as stale.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::session::{FileStamp, Shared};
@@ -134,8 +134,19 @@ impl FileWatch {
                 });
                 continue;
             }
-            let Ok(content) = std::fs::read(&path) else {
-                continue;
+            let content = match read_same_file(&path) {
+                Ok(content) => content,
+                Err(Replaced) => {
+                    // Now a link, or reached through one: it is not read (a link to a
+                    // secret would be shown to the model); the model must Read it again,
+                    // where the confinement applies.
+                    self.forget(&path);
+                    changes.push(FileChange {
+                        path,
+                        kind: ChangeKind::Modified { diff: None },
+                    });
+                    continue;
+                }
             };
             let now = FileStamp::of(&content, modified);
             if stamp.same_content(&content) {
@@ -169,10 +180,44 @@ impl FileWatch {
         changes
     }
 
-    fn forget(&self, path: &PathBuf) {
+    fn forget(&self, path: &Path) {
         self.shared.read_state.remove(path);
         self.shared.snapshots.remove(path);
     }
+}
+
+/// The file at `path` was replaced by a link (or a folder on its way by one), or cannot be
+/// read as the regular file it was.
+struct Replaced;
+
+/// The content of `path` (a resolved path), read only if it is still the regular file at
+/// that very path: opened without following a last link and without blocking, and checked
+/// on the descriptor (its type, and the path the kernel opened, which differs when a folder
+/// on the way became a link). At most [`RECHECK_BYTES`].
+fn read_same_file(path: &Path) -> Result<Vec<u8>, Replaced> {
+    use std::io::Read as _;
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .map_err(|_| Replaced)?;
+    if !file.metadata().is_ok_and(|metadata| metadata.is_file()) {
+        return Err(Replaced);
+    }
+    let opened =
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(|_| Replaced)?;
+    if opened != path {
+        return Err(Replaced);
+    }
+    let mut content = Vec::new();
+    file.take(RECHECK_BYTES)
+        .read_to_end(&mut content)
+        .map_err(|_| Replaced)?;
+    Ok(content)
 }
 
 /// `old` to `new` as unified diff hunks (`@@ -a,b +c,d @@`, 3 lines of context), at most
