@@ -432,6 +432,9 @@ impl SubagentHost for Host {
         let definition = &spawn.definition;
         let mut config = parent.clone();
         config.max_turns = None;
+        // Background summaries are the session's, not each subagent's (their cost would
+        // multiply with every agent running).
+        config.summaries = None;
         if !spawn.fork {
             config.system = vec![definition.system_prompt.clone()];
             // A new conversation: nothing of the parent's cache is warm for it.

@@ -36,6 +36,9 @@ pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(30);
 /// The output cap of a summary request, in tokens (a line of text).
 const SUMMARY_MAX_TOKENS: u32 = 128;
 
+/// The longest summary kept, in bytes.
+const SUMMARY_MAX_CHARS: usize = 200;
+
 /// The most conversation text put in a summary request, in bytes (its recent end).
 const EXCERPT_BYTES: usize = 8 * 1024;
 
@@ -76,7 +79,8 @@ async fn ask(
         };
         match event {
             Ok(ModelEvent::Done { message, .. }) => {
-                let text = message.text().trim().to_owned();
+                // One line: a model that answers at length is cut.
+                let text = cut(message.text().trim(), SUMMARY_MAX_CHARS);
                 return (!text.is_empty()).then_some((text, message.usage));
             }
             Ok(_) => {}

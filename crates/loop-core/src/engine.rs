@@ -617,7 +617,11 @@ impl<'a> Run<'a> {
                 Step::Continue(Transition::NextTurn | Transition::MaxTokensRecovery)
             ) && !responded.results.is_empty();
             let attachments = match &self.deps.attachments {
-                Some(source) if goes_on => source.attachments().await,
+                Some(source) if goes_on => tokio::select! {
+                    notes = source.attachments() => notes,
+                    // An abort does not wait for them (the next request is not sent).
+                    () = self.cancel.cancelled() => Vec::new(),
+                },
                 _ => Vec::new(),
             };
             self.keep_response(&mut state, responded, &step, attachments);

@@ -39,8 +39,10 @@ pub struct FileChange {
 #[non_exhaustive]
 pub enum ChangeKind {
     /// Its content changed: a unified diff (3 lines of context, at most [`MAX_DIFF_LINES`]
-    /// lines, with a note of how many more), or `None` when no earlier copy was kept or the
-    /// file is not UTF-8 text.
+    /// lines, with a note of how many more), or `None` when no earlier copy was kept, the
+    /// file is not UTF-8 text, is too long to diff, or a Read deny or ask rule covers it.
+    /// Unless the whole diff is shown, the file is dropped from the read-file state: the
+    /// model must Read it again before changing it.
     Modified {
         /// The diff, old to new.
         diff: Option<String>,
@@ -154,27 +156,40 @@ impl FileWatch {
                 self.shared.read_state.insert(path, now);
                 continue;
             }
+            // A file a Read deny or ask rule covers is named, never shown: Read would refuse
+            // it (the rule may be newer than the read, or the file was only written).
+            let hidden = self.shared.rules.hides("Read", &path);
             let before = self
                 .shared
                 .snapshots
                 .get(&path)
                 .map(|entry| Arc::clone(entry.value()));
-            let diff = before.and_then(|before| {
+            let diff = before.filter(|_| !hidden).and_then(|before| {
                 let old = std::str::from_utf8(&before).ok()?;
                 let new = std::str::from_utf8(&content).ok()?;
-                Some(unified_diff(old, new))
+                unified_diff(old, new)
             });
-            if content.len() as u64 <= SNAPSHOT_BYTES {
-                self.shared
-                    .snapshots
-                    .insert(path.clone(), content.as_slice().into());
-            } else {
-                self.shared.snapshots.remove(&path);
+            match &diff {
+                // The model sees the whole change: the new content counts as read.
+                Some(diff) if !diff.cut => {
+                    if content.len() as u64 <= SNAPSHOT_BYTES {
+                        self.shared
+                            .snapshots
+                            .insert(path.clone(), content.as_slice().into());
+                    } else {
+                        self.shared.snapshots.remove(&path);
+                    }
+                    self.shared.read_state.insert(path.clone(), now);
+                }
+                // It does not (no earlier copy, not UTF-8, cut, hidden): it must Read the
+                // file again before changing it, or a change it never saw is overwritten.
+                _ => self.forget(&path),
             }
-            self.shared.read_state.insert(path.clone(), now);
             changes.push(FileChange {
                 path,
-                kind: ChangeKind::Modified { diff },
+                kind: ChangeKind::Modified {
+                    diff: diff.map(|diff| diff.text),
+                },
             });
         }
         changes
@@ -220,21 +235,46 @@ fn read_same_file(path: &Path) -> Result<Vec<u8>, Replaced> {
     Ok(content)
 }
 
+/// A diff as shown: its text, and whether it was cut.
+struct Diff {
+    text: String,
+    cut: bool,
+}
+
+/// The most lines either side may have for a diff to be computed (a diff is quadratic in
+/// the worst case); larger files are named without one.
+pub const MAX_DIFF_INPUT_LINES: usize = 20_000;
+
+/// How long computing one diff may take before a coarser (still correct) one is taken.
+const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// `old` to `new` as unified diff hunks (`@@ -a,b +c,d @@`, 3 lines of context), at most
-/// [`MAX_DIFF_LINES`] lines.
-fn unified_diff(old: &str, new: &str) -> String {
-    let diff = similar::TextDiff::from_lines(old, new);
+/// [`MAX_DIFF_LINES`] lines; `None` when either side has more than
+/// [`MAX_DIFF_INPUT_LINES`] lines.
+fn unified_diff(old: &str, new: &str) -> Option<Diff> {
+    if old.lines().count() > MAX_DIFF_INPUT_LINES || new.lines().count() > MAX_DIFF_INPUT_LINES {
+        return None;
+    }
+    let diff = similar::TextDiff::configure()
+        .timeout(DIFF_DEADLINE)
+        .diff_lines(old, new);
     let text = diff.unified_diff().context_radius(3).to_string();
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= MAX_DIFF_LINES {
-        return text.trim_end().to_owned();
+        return Some(Diff {
+            text: text.trim_end().to_owned(),
+            cut: false,
+        });
     }
     let mut shown = lines[..MAX_DIFF_LINES].join("\n");
     shown.push_str(&format!(
         "\n[... {} more lines of the diff not shown; Read the file for the rest]",
         lines.len() - MAX_DIFF_LINES
     ));
-    shown
+    Some(Diff {
+        text: shown,
+        cut: true,
+    })
 }
 
 #[cfg(test)]
@@ -245,14 +285,30 @@ mod tests {
 
     #[test]
     fn diffs_are_unified_and_bounded() {
-        assert_eq!(
-            unified_diff("a\nb\nc\n", "a\nB\nc\n"),
-            "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c"
-        );
+        let small = unified_diff("a\nb\nc\n", "a\nB\nc\n").unwrap();
+        assert_eq!(small.text, "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c");
+        assert!(!small.cut);
         let old: String = (0..200).map(|i| format!("{i}\n")).collect();
         let new: String = (0..200).map(|i| format!("x{i}\n")).collect();
-        let diff = unified_diff(&old, &new);
-        assert_eq!(diff.lines().count(), MAX_DIFF_LINES + 1);
-        assert!(diff.ends_with("more lines of the diff not shown; Read the file for the rest]"));
+        let diff = unified_diff(&old, &new).unwrap();
+        assert!(diff.cut);
+        assert_eq!(diff.text.lines().count(), MAX_DIFF_LINES + 1);
+        assert!(
+            diff.text
+                .ends_with("more lines of the diff not shown; Read the file for the rest]")
+        );
+        // Too many lines to diff: none (the file is named, and must be read again).
+        let many = "a\n".repeat(MAX_DIFF_INPUT_LINES + 1);
+        assert!(unified_diff("a\n", &many).is_none());
+        // The worst case within the limit stays bounded by the deadline.
+        let old = "a\n".repeat(MAX_DIFF_INPUT_LINES);
+        let new = "b\n".repeat(MAX_DIFF_INPUT_LINES);
+        let started = std::time::Instant::now();
+        assert!(unified_diff(&old, &new).is_some());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }
