@@ -16,9 +16,16 @@ use clap::{Parser, Subcommand, ValueEnum};
 )]
 pub struct Args {
     /// Run headless with this prompt, print the result and exit (the prompt is read from stdin
-    /// when it is not a terminal and no prompt is given).
+    /// when it is not a terminal and no prompt is given; piped input and a prompt together
+    /// send both, the input first in a fenced block).
     #[arg(short = 'p', long = "print", value_name = "PROMPT")]
     pub prompt: Option<String>,
+
+    /// The first prompt of an interactive session (`agent "fix the bug"`); headless, as -p,
+    /// when stdin is not a terminal. A first word naming a subcommand (`demo`, `mcp`) is the
+    /// subcommand: `agent -- demo` sends the word "demo".
+    #[arg(value_name = "PROMPT")]
+    pub first_prompt: Option<String>,
 
     /// Model to use: an id, or one of Claude Code's aliases `opus`, `sonnet`, `haiku`, `opusplan`
     /// [default: settings' `model`, else claude-opus-4-8].

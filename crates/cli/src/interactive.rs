@@ -184,6 +184,7 @@ pub async fn run(
     mut session: Session,
     interrupts: &Interrupts,
     status: Status,
+    first: Option<String>,
 ) -> anyhow::Result<u8> {
     eprintln!(
         "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
@@ -211,13 +212,21 @@ pub async fn run(
     let live = std::io::stdout().is_terminal();
     let mut exit_pending = false;
     let cleared = Arc::new(AtomicBool::new(false));
+    // `agent "task"`: the first prompt is given, as if typed.
+    let mut first = first;
     let code = loop {
         cleared.store(false, Ordering::SeqCst);
-        let reader = Arc::clone(&cleared);
-        let (returned, line) = tokio::task::spawn_blocking(move || read_line(history, &reader))
-            .await
-            .context("the line editor stopped")?;
-        history = returned;
+        let line = if let Some(line) = first.take() {
+            eprintln!("› {}", printable(&line, false));
+            Ok(line)
+        } else {
+            let reader = Arc::clone(&cleared);
+            let (returned, line) = tokio::task::spawn_blocking(move || read_line(history, &reader))
+                .await
+                .context("the line editor stopped")?;
+            history = returned;
+            line
+        };
         let line = match line {
             Ok(line) => line,
             Err(ReadlineError::Interrupted) => {

@@ -150,23 +150,59 @@ async fn run(args: Args) -> anyhow::Result<u8> {
     }
 }
 
-/// The prompt: `-p`, or stdin when it is not a terminal; `None` means interactive.
+/// Whether stdin is piped input (a pipe or a file), not a terminal, `/dev/null` or nothing.
+fn stdin_is_piped() -> bool {
+    use std::os::fd::AsFd as _;
+    use std::os::unix::fs::FileTypeExt as _;
+    let Ok(stdin) = std::io::stdin().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    std::fs::File::from(stdin)
+        .metadata()
+        .is_ok_and(|metadata| metadata.file_type().is_fifo() || metadata.is_file())
+}
+
+/// All of stdin, as text.
+async fn read_stdin() -> anyhow::Result<String> {
+    use tokio::io::AsyncReadExt as _;
+    let mut bytes = Vec::new();
+    tokio::io::stdin()
+        .read_to_end(&mut bytes)
+        .await
+        .context("reading stdin")?;
+    String::from_utf8(bytes).map_err(|_| {
+        UsageError(
+            "stdin is not UTF-8 text (pipe text, or pass a file's path in the prompt)".into(),
+        )
+        .into()
+    })
+}
+
+/// The headless prompt: `-p` (after piped input, which goes first in a fenced block, as
+/// Claude Code sends it), or stdin when it is not a terminal, or a positional prompt when
+/// stdin is not a terminal; `None` means interactive.
 async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
-    if let Some(prompt) = &args.prompt {
+    let given = args.prompt.as_ref().or_else(|| {
+        args.first_prompt
+            .as_ref()
+            .filter(|_| !std::io::stdin().is_terminal())
+    });
+    if let Some(prompt) = given {
         if prompt.trim().is_empty() {
             return Err(UsageError("the prompt given with -p is empty".into()).into());
+        }
+        if stdin_is_piped() {
+            let input = read_stdin().await?;
+            if !input.trim().is_empty() {
+                return Ok(Some(format!("```\n{}\n```\n\n{prompt}", input.trim_end())));
+            }
         }
         return Ok(Some(prompt.clone()));
     }
     if std::io::stdin().is_terminal() {
         return Ok(None);
     }
-    use tokio::io::AsyncReadExt as _;
-    let mut text = String::new();
-    tokio::io::stdin()
-        .read_to_string(&mut text)
-        .await
-        .context("reading the prompt from stdin")?;
+    let text = read_stdin().await?;
     if text.trim().is_empty() {
         return Err(UsageError(
             "no prompt: stdin was empty (pass a prompt with -p \"task\", or run agent in a terminal for an interactive session)".into(),
@@ -200,7 +236,7 @@ async fn start(args: Args) -> anyhow::Result<u8> {
     session.gather_context().await;
     match task {
         Some(task) => headless(&args, session, &interrupts, task, status).await,
-        None => interactive::run(session, &interrupts, status).await,
+        None => interactive::run(session, &interrupts, status, args.first_prompt.clone()).await,
     }
 }
 

@@ -2090,3 +2090,151 @@ async fn a_read_file_swapped_for_a_link_is_not_read_through_it() {
         "{after}"
     );
 }
+
+/// Claude Code's command line: piped input and `-p` together send both (the input first, in
+/// a fenced block); a positional prompt is the prompt (headless when stdin is not a
+/// terminal); `agent -- demo` is a prompt, not the subcommand.
+#[tokio::test]
+async fn piped_input_and_positional_prompts_reach_the_model() {
+    let repo = repo("prompts");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("It prints one.")),
+        Reply::turn(Turn::new().text("A positional answer.")),
+        Reply::turn(Turn::new().text("Not the demo.")),
+    ]))
+    .await
+    .unwrap();
+    let mut child = command(&repo, &server)
+        .args(["-p", "explain this", "--output-format", "json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"print(1)\n").await.unwrap();
+    }
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = server.requests()[0].json()["messages"].to_string();
+    assert!(
+        sent.contains("```\\nprint(1)\\n```\\n\\nexplain this"),
+        "{sent}"
+    );
+
+    for (args, expected) in [
+        (
+            &["what is this repository?"][..],
+            "what is this repository?",
+        ),
+        (&["--", "demo"][..], "demo"),
+    ] {
+        let output = command(&repo, &server)
+            .args(["--output-format", "json"])
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let last = server.requests().last().unwrap().json();
+        let prompt = last["messages"][0]["content"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(prompt, expected);
+    }
+}
+
+/// From an attack on attachments: a file under a Read deny rule that changes is named, never
+/// shown; a change shown without its diff (not UTF-8 here) drops the file from the read
+/// state, so a Write that would overwrite the unseen change is refused until it is read again.
+#[tokio::test]
+async fn attachments_respect_read_rules_and_stale_writes() {
+    let repo = repo("attachments-rules");
+    std::fs::write(repo.dir.join("legacy.txt"), b"caf\xe9 line one\nline two\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "secret.txt", "content": "placeholder\n"}),
+                )
+                .tool_use("toolu_r", "Read", json!({"file_path": "legacy.txt"})),
+        ),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_b",
+            "Bash",
+            json!({"command": "sleep 1.5; printf 'caf\\351 USER FIX\\n' > legacy.txt"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_o",
+            "Write",
+            json!({"file_path": "legacy.txt", "content": "model version\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    // The user (outside the sandbox, which hides the file from commands) changes the secret
+    // while the command runs.
+    let secret = repo.dir.join("secret.txt");
+    let user = tokio::spawn(async move {
+        while std::fs::read_to_string(&secret).ok().as_deref() != Some("placeholder\n") {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        std::fs::write(&secret, "API_KEY=hunter2\n").unwrap();
+    });
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--permission-mode",
+            "acceptEdits",
+            "--disallowedTools",
+            "Read(./secret.txt)",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    user.await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let after = server.requests()[2].json().to_string();
+    assert!(
+        after.contains("secret.txt was changed since you last read it"),
+        "{after}"
+    );
+    assert!(!after.contains("hunter2"), "{after}");
+    assert!(
+        after.contains("legacy.txt was changed since you last read it"),
+        "{after}"
+    );
+    let refused = result_text(&server, "toolu_o");
+    assert!(refused.contains("has not been read"), "{refused}");
+    assert_eq!(
+        std::fs::read(repo.dir.join("legacy.txt")).unwrap(),
+        b"caf\xe9 USER FIX\n"
+    );
+}

@@ -600,3 +600,28 @@ async fn a_running_subagent_shows_with_its_tool() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// `agent "task"` in a terminal starts an interactive session with that first prompt.
+#[tokio::test]
+async fn a_positional_prompt_starts_the_interactive_session() {
+    let repo = repo("interactive-positional");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("First answer.")),
+        Reply::turn(Turn::new().text("Second answer.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("say something");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_for("First answer.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("and again\r");
+    terminal.wait_for("Second answer.", 1).await;
+    terminal.wait_for("› ", 3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let first = messages(&server, 0);
+    assert!(first[0].to_string().contains("say something"));
+    assert_eq!(messages(&server, 1).len(), 3);
+}
