@@ -332,6 +332,18 @@ pub struct Renderer {
     progress: Option<String>,
     /// Model requests of subagents.
     subagent_requests: u32,
+    /// Usage and cost by model, of every response (main agent, subagents, summaries).
+    model_usage: BTreeMap<String, ModelTotals>,
+    /// The stop_reason of the main agent's last response, as the API gave it.
+    last_stop_reason: Option<String>,
+}
+
+/// One model's totals (Claude Code's `ModelUsage`).
+#[derive(Debug, Default)]
+struct ModelTotals {
+    usage: Usage,
+    /// `None` once a response of it could not be priced.
+    cost: Option<f64>,
 }
 
 /// What the renderer keeps of one subagent.
@@ -385,6 +397,8 @@ impl Renderer {
             subagent_usage: Usage::default(),
             progress: None,
             subagent_requests: 0,
+            model_usage: BTreeMap::new(),
+            last_stop_reason: None,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -652,13 +666,22 @@ impl Renderer {
                     self.api_time += started.elapsed();
                 }
                 self.message_model = message.model.clone();
+                self.last_stop_reason = message
+                    .stop_reason
+                    .as_ref()
+                    .map(|reason| reason.as_str().to_owned());
             }
             // Every usage the loop reports is priced: completed responses (kept or not) and
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => {
                 let prices = self.prices([&self.message_model, &self.requested_model]);
-                self.add_cost(prices, usage);
+                let model = if self.message_model.is_empty() {
+                    self.requested_model.clone()
+                } else {
+                    self.message_model.clone()
+                };
+                self.add_cost(&model, prices, usage);
             }
             LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
                 if self.format == OutputFormat::StreamJson =>
@@ -698,7 +721,7 @@ impl Renderer {
             // Background summaries: priced at the fast model's rates; stream-json lines.
             LoopEvent::ProgressSummary { text, model, usage } => {
                 let prices = self.prices([model, model]);
-                self.add_cost(prices, usage);
+                self.add_cost(model, prices, usage);
                 if self.format == OutputFormat::StreamJson {
                     Self::line(&json!({
                         "type": "system", "subtype": "progress_summary", "summary": text,
@@ -714,7 +737,7 @@ impl Renderer {
                 usage,
             } => {
                 let prices = self.prices([model, model]);
-                self.add_cost(prices, usage);
+                self.add_cost(model, prices, usage);
                 if self.format == OutputFormat::StreamJson {
                     Self::line(&json!({
                         "type": "system", "subtype": "tool_use_summary", "summary": text,
@@ -756,11 +779,23 @@ impl Renderer {
     }
 
     /// Adds `usage` at `prices` to the cost (unknown from then on without prices).
-    fn add_cost(&mut self, prices: Option<context::Prices>, usage: &Usage) {
-        self.cost = match (self.cost, prices) {
-            (Some(total), Some(prices)) => Some(total + prices.cost(usage)),
+    /// Adds `usage` of a response by `model` at `prices` to the cost (unknown from then on
+    /// without prices) and to the model's totals (`modelUsage`).
+    fn add_cost(&mut self, model: &str, prices: Option<context::Prices>, usage: &Usage) {
+        let cost = prices.map(|prices| prices.cost(usage));
+        self.cost = match (self.cost, cost) {
+            (Some(total), Some(cost)) => Some(total + cost),
             _ => None,
         };
+        let totals = self
+            .model_usage
+            .entry(model.to_owned())
+            .or_insert_with(|| ModelTotals {
+                cost: Some(0.0),
+                ..ModelTotals::default()
+            });
+        add_usage(&mut totals.usage, usage);
+        totals.cost = totals.cost.zip(cost).map(|(total, cost)| total + cost);
     }
 
     /// One completed block as a stream-json `assistant` line.
@@ -809,7 +844,12 @@ impl Renderer {
             LoopEvent::Usage(usage) => {
                 let names = [view.message_model.clone(), view.requested_model.clone()];
                 let prices = self.prices([&names[0], &names[1]]);
-                self.add_cost(prices, usage);
+                let model = if names[0].is_empty() {
+                    &names[1]
+                } else {
+                    &names[0]
+                };
+                self.add_cost(model, prices, usage);
                 add_usage(&mut self.subagent_usage, usage);
             }
             LoopEvent::Tool(ExecutorEvent::Started { name, .. }) => {
@@ -874,7 +914,29 @@ impl Renderer {
     /// The result object.
     pub fn result(&self, outcome: &LoopOutcome) -> Value {
         let (_, subtype) = exit_code(&outcome.terminal);
-        let usage = self.total_usage(outcome);
+        // The main agent's, as Claude Code's `usage`; every model's in `modelUsage`.
+        let usage = &outcome.usage;
+        let model_usage: serde_json::Map<String, Value> = self
+            .model_usage
+            .iter()
+            .map(|(model, totals)| {
+                let (info, known) = context::lookup(model);
+                let usage = &totals.usage;
+                (
+                    model.clone(),
+                    json!({
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "cacheReadInputTokens": usage.cache_read_input_tokens.unwrap_or(0),
+                        "cacheCreationInputTokens": usage.cache_creation_input_tokens.unwrap_or(0),
+                        "webSearchRequests": 0,
+                        "costUSD": totals.cost,
+                        "contextWindow": if known { info.context_window.0 } else { 0 },
+                        "maxOutputTokens": if known { info.max_output.0 } else { 0 },
+                    }),
+                )
+            })
+            .collect();
         json!({
             "type": "result",
             "subtype": subtype,
@@ -883,7 +945,8 @@ impl Renderer {
             "duration_api_ms": self.api_time.as_millis() as u64,
             "num_turns": outcome.turns,
             "result": outcome.result,
-            "stop_reason": outcome.terminal.as_str(),
+            // The API's, as Claude Code reports it; the loop's own reason is below.
+            "stop_reason": self.last_stop_reason,
             "terminal_reason": outcome.terminal.as_str(),
             "terminal_detail": outcome.terminal.to_string(),
             "session_id": self.session_id,
@@ -894,6 +957,7 @@ impl Renderer {
                 "cache_creation_input_tokens": usage.cache_creation_input_tokens.unwrap_or(0),
                 "cache_read_input_tokens": usage.cache_read_input_tokens.unwrap_or(0),
             },
+            "modelUsage": model_usage,
             "num_requests": outcome.requests + self.subagent_requests,
             "permission_denials": self.denials,
         })
@@ -942,6 +1006,21 @@ impl Renderer {
                 } else if !outcome.result.is_empty() {
                     let mut stdout = std::io::stdout().lock();
                     let _ = writeln!(stdout, "{}", printable(&outcome.result, true));
+                }
+                // A run whose calls were refused is not a silent success.
+                if !self.denials.is_empty() {
+                    let mut names: Vec<&str> = self
+                        .denials
+                        .iter()
+                        .filter_map(|denial| denial["tool_name"].as_str())
+                        .collect();
+                    names.dedup();
+                    let count = self.denials.len();
+                    eprintln!(
+                        "agent: {count} tool {} refused ({}); each refusal told the model why and which rule or mode would allow it (--allowedTools, --permission-mode)",
+                        if count == 1 { "call was" } else { "calls were" },
+                        printable(&names.join(", "), false)
+                    );
                 }
                 if outcome.terminal != Terminal::Completed {
                     eprintln!(
@@ -995,7 +1074,7 @@ pub fn failure_result(message: &str) -> Value {
         "duration_api_ms": 0,
         "num_turns": 0,
         "result": message,
-        "stop_reason": "startup_error",
+        "stop_reason": null,
         "terminal_reason": "startup_error",
         "terminal_detail": message,
         "session_id": null,

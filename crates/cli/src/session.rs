@@ -73,6 +73,10 @@ pub struct Session {
     watch: tools::FileWatch,
     /// What the start-up gathering left for later (`git status` of a large repository).
     late: Arc<crate::prefetch::Late>,
+    /// The tools a blanket deny rule removes from what the model is offered.
+    denied: tooling::DeniedTools,
+    /// Whether the Task tool is offered (no blanket rule denies `Task` or `Agent`).
+    task_offered: bool,
     /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
     /// MCP tools and Skill, are shared).
     builtin_tools: usize,
@@ -283,6 +287,7 @@ impl Session {
         };
         rules.allow.extend(split_rules(&args.allowed_tools));
         rules.deny.extend(split_rules(&args.disallowed_tools));
+        let denied = tooling::DeniedTools::new(&rules.deny);
         let sandbox = sandbox_config(args, &settings)?;
         for root in std::iter::once(&workspace.cwd).chain(&workspace.additional_dirs) {
             for removed in tools::sandbox::sweep_placeholders(root) {
@@ -316,6 +321,7 @@ impl Session {
             pre_hooks: hooks_of("PreToolUse"),
             post_hooks: post_hooks.clone(),
             stop_hooks: hooks_of("SubagentStop"),
+            denied: denied.clone(),
         };
         let tooling = recipe.build(mode).map_err(|error| match &error {
             tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
@@ -327,7 +333,8 @@ impl Session {
             _ => anyhow::Error::new(error),
         })?;
         let permissions = Arc::clone(&tooling.gate);
-        let tools = tooling.tools.clone();
+        let mut tools = tooling.tools.clone();
+        tools.retain(|tool| denied.offers(tool.as_ref()));
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
             subagents::definitions(&cwd, folder_trusted).into();
         let stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
@@ -409,10 +416,11 @@ impl Session {
         config.system = vec![system];
 
         let builtin_tools = tools.len();
+        let task_offered = denied.offers_named("Task", &["Agent"]);
         let tool_names = tools
             .iter()
             .map(|tool| tool.name().to_owned())
-            .chain(std::iter::once(loop_core::subagent::TASK_TOOL.to_owned()))
+            .chain(task_offered.then(|| loop_core::subagent::TASK_TOOL.to_owned()))
             .collect();
         Ok(Self {
             cwd,
@@ -427,6 +435,8 @@ impl Session {
             agents,
             recipe,
             builtin_tools,
+            denied,
+            task_offered,
             watch: tooling.watch.clone(),
             late: Arc::new(crate::prefetch::Late::none()),
             model_settings,
@@ -653,7 +663,9 @@ impl Session {
             return;
         };
         for tool in pool.tools() {
-            if self.tool_names.iter().any(|name| name == tool.name()) {
+            if self.tool_names.iter().any(|name| name == tool.name())
+                || !self.denied.offers(tool.as_ref())
+            {
                 continue;
             }
             self.tool_names.push(tool.name().to_owned());
@@ -742,7 +754,7 @@ impl Session {
             ),
         };
         self.config.user_context = Some(context);
-        if !self.skills.is_empty() {
+        if !self.skills.is_empty() && self.denied.offers_named("Skill", &[]) {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
             self.tool_names.push("Skill".to_owned());
             self.tools.push(hooks::PostToolUse::wrap(
@@ -818,7 +830,9 @@ impl Session {
         });
         let fork_point = Arc::new(loop_core::subagent::ForkPoint::new());
         let mut tools = self.tools.clone();
-        tools.extend(host.task_tool(self.config.clone(), Arc::clone(&fork_point)));
+        if self.task_offered {
+            tools.extend(host.task_tool(self.config.clone(), Arc::clone(&fork_point)));
+        }
         Deps {
             model: Arc::new(adapter::ProviderModel::with_fallback(
                 self.client.clone(),
@@ -839,6 +853,7 @@ impl Session {
                     pool: Arc::clone(pool),
                     post_hooks: self.post_hooks.clone(),
                     hook_env: self.hook_env.clone(),
+                    denied: self.denied.clone(),
                 }) as Arc<dyn loop_core::ToolSource>
             }),
             fork_point: Some(fork_point),
@@ -1524,6 +1539,7 @@ struct McpTools {
     pool: Arc<mcp::Pool>,
     post_hooks: Vec<settings::HookMatcher>,
     hook_env: hooks::HookEnv,
+    denied: tooling::DeniedTools,
 }
 
 impl loop_core::ToolSource for McpTools {
@@ -1531,6 +1547,7 @@ impl loop_core::ToolSource for McpTools {
         self.pool
             .tools()
             .into_iter()
+            .filter(|tool| self.denied.offers(tool.as_ref()))
             .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
             .collect()
     }

@@ -250,6 +250,8 @@ pub struct Recipe {
     pub post_hooks: Vec<HookMatcher>,
     /// SubagentStop hooks.
     pub stop_hooks: Vec<HookMatcher>,
+    /// The tools a blanket deny rule removes from what the model is offered.
+    pub denied: tooling::DeniedTools,
 }
 
 /// A tool set built from a [`Recipe`].
@@ -458,7 +460,7 @@ impl SubagentHost for Host {
         let mut tools: Vec<Arc<dyn Tool>> = tools
             .into_iter()
             .chain(self.extra_tools.iter().cloned())
-            .filter(|tool| spawn.allows(tool.name()))
+            .filter(|tool| spawn.allows(tool.name()) && self.recipe.denied.offers(tool.as_ref()))
             .collect();
         if !tools.iter().any(|tool| tool.name() == "Skill")
             && let Some(context) = &mut config.user_context
@@ -467,7 +469,9 @@ impl SubagentHost for Host {
             *context = context.replace(&self.skills_context, "");
         }
         let fork_point = Arc::new(ForkPoint::new());
-        let nested = spawn.depth < MAX_DEPTH && spawn.allows(TASK_TOOL);
+        let nested = spawn.depth < MAX_DEPTH
+            && spawn.allows(TASK_TOOL)
+            && self.recipe.denied.offers_named(TASK_TOOL, &["Agent"]);
         if nested && let Some(host) = self.me.upgrade() {
             let mut names: Vec<String> = tools.iter().map(|tool| tool.name().to_owned()).collect();
             names.push(TASK_TOOL.to_owned());

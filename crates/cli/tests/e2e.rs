@@ -2238,3 +2238,48 @@ async fn attachments_respect_read_rules_and_stale_writes() {
         b"caf\xe9 USER FIX\n"
     );
 }
+
+/// Claude Code's headless shapes: a tool denied by a blanket rule is not offered (Write,
+/// Task through its alias); a text-mode run whose calls were refused says so on stderr; the
+/// result's `stop_reason` is the API's, `terminal_reason` the loop's.
+#[tokio::test]
+async fn denied_tools_are_not_offered_and_refusals_are_reported() {
+    let repo = repo("denied-tools");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "greet.py", "old_string": "helo", "new_string": "hello"}),
+        )),
+        Reply::turn(Turn::new().text("Could not edit.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "fix it", "--disallowedTools", "Write,Agent"],
+    )
+    .await;
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("agent: 1 tool call was refused (Edit)"),
+        "{stderr}"
+    );
+    let offered: Vec<String> = server.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, ["Read", "Edit", "Glob", "Grep", "Bash"]);
+
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi", "--output-format", "json"]).await;
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["stop_reason"], "end_turn");
+    assert_eq!(result["terminal_reason"], "completed");
+}

@@ -213,13 +213,24 @@ async fn parallel_subagents_report_in_model_order() {
     assert_eq!(main_text["parent_tool_use_id"], Value::Null);
     // Usage and cost: the main agent's and both subagents'.
     let result = lines.last().unwrap();
-    assert_eq!(result["usage"]["input_tokens"], 100 + 200 + 30 + 40 + 50);
-    assert_eq!(result["usage"]["output_tokens"], 10 + 20 + 3 + 4 + 5);
+    // `usage` is the main agent's, as Claude Code reports it; `modelUsage` has every model's
+    // totals, the subagents' included.
+    assert_eq!(result["usage"]["input_tokens"], 100 + 200);
+    assert_eq!(result["usage"]["output_tokens"], 10 + 20);
+    let models = &result["modelUsage"]["claude-test"];
+    assert_eq!(models["inputTokens"], 100 + 200 + 30 + 40 + 50);
+    assert_eq!(models["outputTokens"], 10 + 20 + 3 + 4 + 5);
+    assert_eq!(result["stop_reason"], "end_turn");
+    assert_eq!(result["terminal_reason"], "completed");
     assert_eq!(result["num_turns"], 2);
     assert_eq!(result["num_requests"], 5);
     let cost = result["total_cost_usd"].as_f64().unwrap();
     let expected = (420.0 * 1.0 + 42.0 * 2.0) / 1_000_000.0;
     assert!((cost - expected).abs() < 1e-12, "{cost} != {expected}");
+    let model_cost = result["modelUsage"]["claude-test"]["costUSD"]
+        .as_f64()
+        .unwrap();
+    assert!((model_cost - expected).abs() < 1e-12, "{model_cost}");
     // Transcripts: the session's and one per subagent in <session>/subagents/, all paired.
     let files = transcripts(&repo);
     assert_eq!(files.len(), 3, "{files:?}");
