@@ -252,6 +252,9 @@ struct Run<'a> {
     snapshot: Option<Arc<crate::subagent::ForkPoint>>,
     /// Cancels the background summaries when the run ends (a child of `cancel`).
     background: CancellationToken,
+    /// Cancels `background` when the run is dropped, even without reaching `finish` (the
+    /// run's future dropped): no summary outlives its run.
+    _background_guard: tokio_util::sync::DropGuard,
     /// Tool batch summaries still being written (the seeds' pending tool-use summary):
     /// each reported after the first model call that ends once it is done.
     pending_summaries: Vec<tokio::task::JoinHandle<Option<LoopEvent>>>,
@@ -312,6 +315,7 @@ impl<'a> Run<'a> {
             last_request: config.last_request,
             own_tools,
             snapshot,
+            _background_guard: background.clone().drop_guard(),
             background,
             pending_summaries: Vec::new(),
         }
