@@ -88,7 +88,7 @@ pub mod skills;
 mod testutil;
 mod text;
 mod walk;
-mod watch;
+pub mod watch;
 mod write;
 
 pub use error::Error;
