@@ -61,6 +61,16 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub permission_mode: Option<PermissionModeArg>,
 
+    /// The same as `--permission-mode bypassPermissions`, as Claude Code spells it: no
+    /// questions; the workspace confinement, protected folders and the sandbox still apply.
+    #[arg(long, conflicts_with = "permission_mode")]
+    pub dangerously_skip_permissions: bool,
+
+    /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
+    /// every settings file (they are yours: they apply in full, as your own file does).
+    #[arg(long, value_name = "FILE|JSON")]
+    pub settings: Option<String>,
+
     /// Another directory tools may read and write (repeatable).
     #[arg(long = "add-dir", value_name = "DIR")]
     pub add_dir: Vec<PathBuf>,

@@ -275,6 +275,7 @@ async fn headless(
             .iter()
             .map(|skill| skill.name.clone())
             .collect(),
+        api_key_source: &session.api_key_source,
     });
     // `-p "/name arguments"` runs a custom command or a skill, as in Claude Code.
     let invocation = session

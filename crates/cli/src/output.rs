@@ -336,6 +336,8 @@ pub struct Renderer {
     model_usage: BTreeMap<String, ModelTotals>,
     /// The stop_reason of the main agent's last response, as the API gave it.
     last_stop_reason: Option<String>,
+    /// The usage of the response streaming now, as its `message_start` gave it.
+    message_usage: Usage,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -377,6 +379,8 @@ pub struct Init<'a> {
     pub slash_commands: Vec<String>,
     /// The skills' names.
     pub skills: Vec<String>,
+    /// Where the API key came from (`ANTHROPIC_API_KEY`, or `none`).
+    pub api_key_source: &'a str,
 }
 
 impl Renderer {
@@ -399,6 +403,7 @@ impl Renderer {
             subagent_requests: 0,
             model_usage: BTreeMap::new(),
             last_stop_reason: None,
+            message_usage: Usage::default(),
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -620,7 +625,7 @@ impl Renderer {
                 "type": "system", "subtype": "init", "cwd": init.cwd,
                 "session_id": self.session_id, "tools": init.tools, "mcp_servers": mcp_servers,
                 "model": self.model, "permissionMode": init.permission_mode,
-                "apiKeySource": "none", "slash_commands": init.slash_commands,
+                "apiKeySource": init.api_key_source, "slash_commands": init.slash_commands,
                 "skills": init.skills,
                 "sandbox": {
                     "backend": init.sandbox.describe(),
@@ -643,6 +648,7 @@ impl Renderer {
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
                 self.message_id = message.id.to_string();
                 self.message_model = message.model.clone();
+                self.message_usage = message.usage.clone();
             }
             LoopEvent::Stream(StreamEvent::ContentBlockDelta {
                 delta: ContentDelta::Text { text },
@@ -659,7 +665,13 @@ impl Renderer {
                 self.wrote_text = true;
             }
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
-                self.assistant_line(&self.message_id, &self.message_model, &block.block, None);
+                self.assistant_line(
+                    &self.message_id,
+                    &self.message_model,
+                    &block.block,
+                    None,
+                    Some(&self.message_usage),
+                );
             }
             LoopEvent::Assistant(message) => {
                 if let Some(started) = self.request_started.take() {
@@ -799,13 +811,22 @@ impl Renderer {
     }
 
     /// One completed block as a stream-json `assistant` line.
-    fn assistant_line(&self, id: &str, model: &str, block: &ContentBlock, parent: Option<&str>) {
+    /// `usage` is the response's as its `message_start` gave it (the final figures come with
+    /// the result), as Claude Code's assistant lines carry it.
+    fn assistant_line(
+        &self,
+        id: &str,
+        model: &str,
+        block: &ContentBlock,
+        parent: Option<&str>,
+        usage: Option<&Usage>,
+    ) {
         Self::line(&json!({
             "type": "assistant",
             "message": {
                 "id": id, "type": "message", "role": "assistant",
                 "model": model, "content": [block],
-                "stop_reason": null, "stop_sequence": null,
+                "stop_reason": null, "stop_sequence": null, "usage": usage,
             },
             "parent_tool_use_id": parent, "session_id": self.session_id,
             "uuid": uuid::Uuid::new_v4().to_string(),
@@ -834,7 +855,7 @@ impl Renderer {
             }
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
                 let (id, model) = (view.message_id.clone(), view.message_model.clone());
-                self.assistant_line(&id, &model, &block.block, Some(parent));
+                self.assistant_line(&id, &model, &block.block, Some(parent), None);
             }
             LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
                 if self.format == OutputFormat::StreamJson =>

@@ -61,6 +61,8 @@ pub struct Session {
     pub tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
     pub commands: Vec<crate::commands::Command>,
+    /// Where the API key came from (`system/init`'s `apiKeySource`).
+    pub api_key_source: String,
     /// The skills (`.claude/skills/`, ...), found while the context is gathered.
     pub skills: Vec<tools::skills::Skill>,
     /// The permission gate under the hooks: a command's `allowed-tools` are granted there.
@@ -136,7 +138,10 @@ impl Session {
     /// certificate or cassette, a session to resume that does not exist or does not load.
     pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
         let cwd = working_dir(args)?;
-        let layers = settings::load(&cwd)?;
+        let mut layers = settings::load(&cwd)?;
+        if let Some(extra) = &args.settings {
+            layers.push(settings::flag_layer(extra)?);
+        }
         let prompter_absent = prompter.is_none();
         let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
         let settings = settings::Settings::merged(layers, trusted);
@@ -180,7 +185,7 @@ impl Session {
                 provider_choice.name
             );
         }
-        let (client, extra_roots_pem) = model_client(
+        let (client, extra_roots_pem, api_key_source) = model_client(
             args,
             &cwd,
             &settings.env,
@@ -214,7 +219,11 @@ impl Session {
             last_activity,
         } = resume(args, &sessions, legacy.as_deref())?;
 
-        let mode = match (args.permission_mode, settings.permissions.default_mode.as_deref()) {
+        let flag_mode = args
+            .dangerously_skip_permissions
+            .then_some(args::PermissionModeArg::BypassPermissions)
+            .or(args.permission_mode);
+        let mode = match (flag_mode, settings.permissions.default_mode.as_deref()) {
             (Some(mode), _) => mode,
             // Claude Code's other modes: asking is the stricter answer to both.
             (None, Some(name @ ("dontAsk" | "auto"))) => {
@@ -365,7 +374,7 @@ impl Session {
                 id
             };
             if choice.name != provider_choice.name && args.replay.is_none() {
-                let (client, _) = model_client(args, &cwd, &settings.env, &choice, true)
+                let (client, _, _) = model_client(args, &cwd, &settings.env, &choice, true)
                     .with_context(|| format!("--fallback-model {named}"))?;
                 fallback_client = Some(adapter::Fallback {
                     model: id.clone(),
@@ -431,6 +440,7 @@ impl Session {
             tool_names,
             commands,
             skills: Vec::new(),
+            api_key_source,
             gate: Arc::clone(&tooling.permissions),
             agents,
             recipe,
@@ -1429,7 +1439,7 @@ fn model_client(
     settings_env: &BTreeMap<String, String>,
     choice: &ProviderChoice,
     fallback: bool,
-) -> anyhow::Result<(AnthropicClient, Arc<[u8]>)> {
+) -> anyhow::Result<(AnthropicClient, Arc<[u8]>, String)> {
     let base_url_flag = args.base_url.as_ref().filter(|_| !fallback);
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
@@ -1507,9 +1517,23 @@ fn model_client(
         }
     };
     let extra_roots_pem = Arc::from(config.extra_roots_pem.as_slice());
+    // Claude Code's `apiKeySource`: the variable an API key came from; `none` for a bearer
+    // token or no key.
+    let api_key_source = match &config.auth {
+        provider::Auth::ApiKey(_) if openai => choice
+            .key_env
+            .clone()
+            .unwrap_or_else(|| "OPENAI_API_KEY".to_owned()),
+        provider::Auth::ApiKey(_) => choice
+            .key_env
+            .clone()
+            .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_owned()),
+        provider::Auth::Bearer(_) | provider::Auth::None => "none".to_owned(),
+    };
     Ok((
         AnthropicClient::with_transport(config, transport, Arc::new(TokioSleeper))?,
         extra_roots_pem,
+        api_key_source,
     ))
 }
 

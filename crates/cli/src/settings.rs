@@ -923,6 +923,30 @@ pub fn load(cwd: &Path) -> anyhow::Result<Vec<Layer>> {
     Ok(layers)
 }
 
+/// The `--settings` layer: a JSON text (starting with `{`) or a file's path; the user's own,
+/// above every settings file.
+///
+/// # Errors
+///
+/// A file that cannot be read, or settings that are not valid, naming the file (or
+/// `--settings`), the line and the field.
+pub fn flag_layer(value: &str) -> anyhow::Result<Layer> {
+    let (path, text) = if value.trim_start().starts_with('{') {
+        (PathBuf::from("--settings"), value.to_owned())
+    } else {
+        let path = PathBuf::from(value);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("--settings: reading {}", path.display()))?;
+        (path, text)
+    };
+    let settings = parse(&path, &text)?;
+    Ok(Layer {
+        path,
+        scope: Scope::User,
+        settings,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2283,3 +2283,135 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
     assert_eq!(result["stop_reason"], "end_turn");
     assert_eq!(result["terminal_reason"], "completed");
 }
+
+/// A failure that waiting will not heal (nothing listening on this machine's port, a name
+/// that does not resolve) is tried twice, not ten times over two minutes.
+#[tokio::test]
+async fn an_unreachable_local_server_fails_fast() {
+    let repo = repo("fail-fast");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    for base in [url.as_str(), "http://no-such-host.invalid"] {
+        let started = std::time::Instant::now();
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+            .args(["-p", "hi", "--base-url", base, "-C"])
+            .arg(&repo.dir)
+            .env("HOME", &repo.home)
+            .env("XDG_DATA_HOME", repo.home.join("data"))
+            .env("XDG_CONFIG_HOME", repo.home.join("config"))
+            .env("ANTHROPIC_API_KEY", "test")
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("attempt 2"), "{stderr}");
+        assert!(stderr.contains("connection error"), "{stderr}");
+    }
+}
+
+/// `--settings` (a JSON text or a file) wins over the settings files and names itself in
+/// errors; `--dangerously-skip-permissions` is bypassPermissions (an Edit runs headless) and
+/// cannot be combined with `--permission-mode`.
+#[tokio::test]
+async fn settings_and_skip_permissions_flags() {
+    let repo = repo("settings-flag");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    std::fs::write(
+        repo.dir.join(".agent/settings.json"),
+        json!({"model": "from-project"}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "greet.py", "old_string": "helo", "new_string": "hello"}),
+        )),
+        Reply::turn(Turn::new().text("Fixed.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "fix it",
+            "--settings",
+            r#"{"model": "from-flag"}"#,
+            "--dangerously-skip-permissions",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(server.requests()[0].json()["model"], "from-flag");
+    assert!(
+        std::fs::read_to_string(repo.dir.join("greet.py"))
+            .unwrap()
+            .contains("'hello'")
+    );
+    let file = repo.home.join("extra.json");
+    std::fs::write(&file, r#"{"modle": "x", "permissions": {"allow": 3}}"#).unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "hi", "--settings", file.to_str().unwrap()],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:1:", file.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("permissions.allow"), "{stderr}");
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "hi",
+            "--dangerously-skip-permissions",
+            "--permission-mode",
+            "plan",
+        ],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+}
+
+/// `system/init`'s `apiKeySource` says where the key came from.
+#[tokio::test]
+async fn init_names_the_api_key_source() {
+    let repo = repo("api-key-source");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    for (key, expected) in [(Some("sk-test"), "ANTHROPIC_API_KEY"), (None, "none")] {
+        let mut run = command(&repo, &server);
+        if let Some(key) = key {
+            run.env("ANTHROPIC_API_KEY", key);
+        }
+        let output = run
+            .args(["-p", "hi", "--output-format", "stream-json"])
+            .output()
+            .await
+            .unwrap();
+        let lines = lines(&output);
+        assert_eq!(lines[0]["apiKeySource"], expected);
+        // Assistant lines carry the response's usage, as Claude Code's do.
+        let assistant = lines.iter().find(|line| line["type"] == "assistant").unwrap();
+        assert!(assistant["message"]["usage"]["input_tokens"].is_u64(), "{assistant}");
+    }
+}

@@ -378,7 +378,13 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
             overloaded_in_a_row = 0;
         }
         let retryable = failure.should_retry.unwrap_or_else(|| error.is_retryable());
-        if retryable && retries < config.max_retries {
+        // A failure that will not heal by waiting gets one more try, not the full count.
+        let limit = if error.lasting {
+            config.max_retries.min(1)
+        } else {
+            config.max_retries
+        };
+        if retryable && retries < limit {
             retries += 1;
             if handed_out {
                 send(

@@ -132,6 +132,9 @@ pub struct ProviderError {
     pub status: Option<u16>,
     /// The `request-id` of the response, when known.
     pub request_id: Option<String>,
+    /// The failure is unlikely to heal by waiting (a host name that does not resolve, a
+    /// connection refused by this very machine): retried once, not up to the retry limit.
+    pub lasting: bool,
 }
 
 impl ProviderError {
@@ -142,6 +145,7 @@ impl ProviderError {
             message: message.into(),
             status: None,
             request_id: None,
+            lasting: false,
         }
     }
 

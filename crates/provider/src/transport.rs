@@ -236,7 +236,20 @@ fn transport_error(error: &(dyn std::error::Error + 'static), host: &str) -> Pro
             format!("TLS handshake with {host} failed: {last}"),
         );
     }
-    ProviderError::new(ErrorKind::Connect, format!("{host}: {detail}"))
+    let mut error = ProviderError::new(ErrorKind::Connect, format!("{host}: {detail}"));
+    // A name that does not resolve, or a server on this machine that is not listening:
+    // waiting two minutes for it helps nobody.
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback());
+    error.lasting = lower.contains("dns error")
+        || lower.contains("failed to lookup address")
+        || lower.contains("name or service not known")
+        || (loopback && lower.contains("connection refused"));
+    error
 }
 
 impl Transport for HyperTransport {
