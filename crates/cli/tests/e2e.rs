@@ -2411,7 +2411,13 @@ async fn init_names_the_api_key_source() {
         let lines = lines(&output);
         assert_eq!(lines[0]["apiKeySource"], expected);
         // Assistant lines carry the response's usage, as Claude Code's do.
-        let assistant = lines.iter().find(|line| line["type"] == "assistant").unwrap();
-        assert!(assistant["message"]["usage"]["input_tokens"].is_u64(), "{assistant}");
+        let assistant = lines
+            .iter()
+            .find(|line| line["type"] == "assistant")
+            .unwrap();
+        assert!(
+            assistant["message"]["usage"]["input_tokens"].is_u64(),
+            "{assistant}"
+        );
     }
 }

@@ -278,6 +278,25 @@ async fn headless_refusals_name_a_rule_that_would_allow_the_refused_part() {
         config.permissions.allow = vec!["Bash(touch x:*)".into(), "Bash(ls:*)".into()];
     });
     check_bash(&env, &[("touch x; ls", Expected::Unsandboxed)]);
+
+    // A module run by an interpreter is the command; a mode already on is not suggested.
+    let env = Env::build("headless-rules-3", |config| {
+        config.permissions.default_mode = PermissionMode::AcceptEdits;
+        config.permissions.ask = vec!["Edit".into()];
+    });
+    let (completed, _) = env
+        .run(vec![
+            ("Bash", json!({"command": "python3 -m unittest discover"})),
+            (
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "a", "new_string": "b"}),
+            ),
+        ])
+        .await;
+    let bash = result_text(&completed[0]);
+    assert!(bash.contains("`Bash(python3 -m unittest:*)`"), "{bash}");
+    let edit = result_text(&completed[1]);
+    assert!(!edit.contains("--permission-mode acceptEdits"), "{edit}");
 }
 
 #[test]

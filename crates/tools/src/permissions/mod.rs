@@ -823,11 +823,17 @@ impl PermissionGate {
     fn headless_denial(&self, tool: &str, reason: &str, input: &Value) -> String {
         let headless =
             "This session cannot ask the user (headless), so calls that need approval are refused";
+        // A mode is suggested only when it would change the answer and is not on already.
+        let mode_now = self.shared.mode;
         if tool != "Bash" {
-            let mode = if matches!(tool, "Write" | "Edit") {
-                " or run with --permission-mode acceptEdits"
-            } else {
-                " or run with --permission-mode bypassPermissions"
+            let mode = match mode_now {
+                PermissionMode::Default if matches!(tool, "Write" | "Edit") => {
+                    " or run with --permission-mode acceptEdits"
+                }
+                PermissionMode::Default | PermissionMode::AcceptEdits => {
+                    " or run with --permission-mode bypassPermissions"
+                }
+                _ => "",
             };
             return format!(
                 "{reason}. {headless}; allow it with --allowedTools `{tool}` (or the same rule in permissions.allow of your settings),{mode}"
@@ -854,8 +860,13 @@ impl PermissionGate {
                     .and_then(rule_example)
             })
             .unwrap_or_else(|| "Bash(npm run test:*)".to_owned());
+        let mode = if mode_now == PermissionMode::BypassPermissions {
+            ""
+        } else {
+            ", or run with --permission-mode bypassPermissions"
+        };
         format!(
-            "{reason}. {headless}; allow it with --allowedTools `{example}` (or the same rule in permissions.allow of your settings), or run with --permission-mode bypassPermissions"
+            "{reason}. {headless}; allow it with --allowedTools `{example}` (or the same rule in permissions.allow of your settings){mode}"
         )
     }
 }
@@ -865,6 +876,18 @@ impl PermissionGate {
 fn rule_example(part: &Part) -> Option<String> {
     let words = shell::strip_wrappers(&part.words, false);
     let first = words.first().filter(|word| !word.dynamic)?;
+    // An interpreter running a module (`python3 -m unittest`): the module is the command.
+    if let (Some(flag), Some(module)) = (words.get(1), words.get(2))
+        && flag.text == "-m"
+        && !module.dynamic
+        && !module.text.is_empty()
+        && module
+            .text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Some(format!("Bash({} -m {}:*)", first.text, module.text));
+    }
     let subcommand = words.get(1).filter(|word| {
         !word.dynamic
             && !word.text.is_empty()
