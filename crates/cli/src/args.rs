@@ -66,6 +66,17 @@ pub struct Args {
     #[arg(long, conflicts_with = "permission_mode")]
     pub dangerously_skip_permissions: bool,
 
+    /// Stop before a request once the run's cost reaches this many US dollars (subagents
+    /// included; result subtype `error_max_budget_usd`, exit code 3).
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
+
+    /// An output-token budget: while it is not used up, a model that stops is sent on with a
+    /// nudge; the run ends when it is used up or when three nudges in a row each bring fewer
+    /// than 500 output tokens (terminal reasons `token_budget_reached`, `diminishing_returns`).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_tokens_budget: Option<u64>,
+
     /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
     /// every settings file (they are yours: they apply in full, as your own file does).
     #[arg(long, value_name = "FILE|JSON")]

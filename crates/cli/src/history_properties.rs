@@ -248,6 +248,7 @@ async fn run(
         tool_source: None,
         fork_point: None,
         attachments: None,
+        spend: None,
     };
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let outcome = run_loop(

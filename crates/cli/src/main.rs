@@ -6,6 +6,7 @@
 
 mod adapter;
 mod args;
+mod budget;
 mod commands;
 mod context_info;
 mod demo;

@@ -16,8 +16,12 @@ use crate::args::OutputFormat;
 /// The exit code and result subtype of a terminal reason.
 pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
     match terminal {
-        Terminal::Completed | Terminal::StopHookPrevented(_) => (0, "success"),
+        Terminal::Completed
+        | Terminal::StopHookPrevented(_)
+        | Terminal::TokenBudgetReached
+        | Terminal::DiminishingReturns => (0, "success"),
         Terminal::MaxTurns => (3, "error_max_turns"),
+        Terminal::MaxBudget(_) => (3, "error_max_budget_usd"),
         Terminal::BlockingLimit(_)
         | Terminal::PromptTooLong
         | Terminal::RepeatedToolCall
@@ -1232,6 +1236,9 @@ mod tests {
             (Terminal::Completed, 0, "success"),
             (Terminal::StopHookPrevented("x".into()), 0, "success"),
             (Terminal::MaxTurns, 3, "error_max_turns"),
+            (Terminal::MaxBudget("$1".into()), 3, "error_max_budget_usd"),
+            (Terminal::TokenBudgetReached, 0, "success"),
+            (Terminal::DiminishingReturns, 0, "success"),
             (Terminal::RepeatedToolCall, 3, "error_during_execution"),
             (Terminal::StopHookCapReached, 3, "error_during_execution"),
             (Terminal::PromptTooLong, 3, "error_during_execution"),

@@ -61,6 +61,8 @@ pub struct Session {
     pub tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
     pub commands: Vec<crate::commands::Command>,
+    /// `--max-budget-usd`, shared by the session's runs and their subagents.
+    spend: Option<Arc<dyn loop_core::SpendGuard>>,
     /// Where the API key came from (`system/init`'s `apiKeySource`).
     pub api_key_source: String,
     /// The skills (`.claude/skills/`, ...), found while the context is gathered.
@@ -400,6 +402,19 @@ impl Session {
             config.fallback_model = Some(id);
         }
         config.max_turns = args.max_turns;
+        if args.max_tokens_budget == Some(0) {
+            bail!("--max-tokens-budget must be a positive number of output tokens");
+        }
+        config.token_budget = args.max_tokens_budget;
+        let spend: Option<Arc<dyn loop_core::SpendGuard>> = match args.max_budget_usd {
+            None => None,
+            Some(limit) if limit.is_finite() && limit > 0.0 => Some(Arc::new(
+                crate::budget::DollarBudget::new(limit, price_overrides(&settings.models)),
+            )),
+            Some(limit) => {
+                bail!("--max-budget-usd must be a positive number of US dollars, got {limit}")
+            }
+        };
         let model_settings = ModelSettings {
             models: settings.models.clone(),
             openai,
@@ -440,6 +455,7 @@ impl Session {
             tool_names,
             commands,
             skills: Vec::new(),
+            spend,
             api_key_source,
             gate: Arc::clone(&tooling.permissions),
             agents,
@@ -558,13 +574,7 @@ impl Session {
     /// The prices settings' `models` entries give, by model id: they win over the built-in
     /// table when the cost is reported.
     pub fn price_overrides(&self) -> Arc<BTreeMap<String, context::Prices>> {
-        Arc::new(
-            self.model_settings
-                .models
-                .iter()
-                .filter_map(|(id, entry)| Some((id.clone(), entry.prices?.to_prices())))
-                .collect(),
-        )
+        price_overrides(&self.model_settings.models)
     }
 
     /// The custom command or skill `line` (`/name arguments`) invokes, when it names one;
@@ -837,6 +847,7 @@ impl Session {
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
             skills_context: crate::skills::context_list(&self.skills),
+            spend: self.spend.clone(),
         });
         let fork_point = Arc::new(loop_core::subagent::ForkPoint::new());
         let mut tools = self.tools.clone();
@@ -871,6 +882,7 @@ impl Session {
                 watch: self.watch.clone(),
                 late: Arc::clone(&self.late),
             })),
+            spend: self.spend.clone(),
         }
     }
 
@@ -942,6 +954,18 @@ impl Session {
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
     }
+}
+
+/// The prices settings' `models` entries give, by model id.
+fn price_overrides(
+    models: &BTreeMap<String, settings::ModelSettings>,
+) -> Arc<BTreeMap<String, context::Prices>> {
+    Arc::new(
+        models
+            .iter()
+            .filter_map(|(id, entry)| Some((id.clone(), entry.prices?.to_prices())))
+            .collect(),
+    )
 }
 
 /// What the session tells the model with the next message (attachments): a late

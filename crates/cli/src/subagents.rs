@@ -341,6 +341,8 @@ pub struct Host {
     /// The part of the user context that lists the skills: left out for a subagent without
     /// the Skill tool.
     skills_context: String,
+    /// The session's spending limit.
+    spend: Option<Arc<dyn loop_core::SpendGuard>>,
     me: Weak<Host>,
 }
 
@@ -368,6 +370,8 @@ pub struct HostParts {
     pub cwd: PathBuf,
     /// The skills' part of the user context.
     pub skills_context: String,
+    /// The session's spending limit, which subagents spend from too.
+    pub spend: Option<Arc<dyn loop_core::SpendGuard>>,
 }
 
 impl Host {
@@ -387,6 +391,7 @@ impl Host {
             open: Mutex::new(HashMap::new()),
             running: TaskScope::limits(),
             skills_context: parts.skills_context,
+            spend: parts.spend,
             me: me.clone(),
         })
     }
@@ -437,6 +442,8 @@ impl SubagentHost for Host {
         // Background summaries are the session's, not each subagent's (their cost would
         // multiply with every agent running).
         config.summaries = None;
+        // The output-token budget is the main agent's task, not each subagent's.
+        config.token_budget = None;
         if !spawn.fork {
             config.system = vec![definition.system_prompt.clone()];
             // A new conversation: nothing of the parent's cache is warm for it.
@@ -535,6 +542,7 @@ impl SubagentHost for Host {
             tool_source: None,
             fork_point: nested.then_some(fork_point),
             attachments: Some(Arc::new(tooling::FileAttachments(watch))),
+            spend: self.spend.clone(),
         };
         Ok(ChildRun { config, deps })
     }

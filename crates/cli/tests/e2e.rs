@@ -2421,3 +2421,85 @@ async fn init_names_the_api_key_source() {
         );
     }
 }
+
+/// Budgets from the CLI: `--max-budget-usd` stops before the request that would go past the
+/// limit (result subtype `error_max_budget_usd`, exit 3); `--max-tokens-budget` sends a model
+/// that stops early back to work until the budget is used up.
+#[tokio::test]
+async fn budgets_stop_or_continue_the_run() {
+    let repo = repo("budgets");
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    // testkit answers as `claude-test`, 100 input and 20 output tokens a turn: $0.012 a turn.
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"models": {"claude-test": {"prices": {"input": 100.0, "output": 100.0}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use("toolu_2", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "read",
+            "--max-budget-usd",
+            "0.02",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["subtype"], "error_max_budget_usd");
+    assert_eq!(result["terminal_reason"], "max_budget_usd");
+    assert_eq!(server.request_count(), 2);
+
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Part one.")),
+        Reply::turn(Turn::new().text("Part two.")),
+        Reply::turn(Turn::new().text("Part three.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "write",
+            "--max-tokens-budget",
+            "50",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["terminal_reason"], "token_budget_reached");
+    assert_eq!(result["result"], "Part three.");
+    assert_eq!(server.request_count(), 3);
+    let nudge = server.requests()[1].json()["messages"].to_string();
+    assert!(
+        nudge.contains("Keep working on the task: 20 of your 50-token output budget"),
+        "{nudge}"
+    );
+}

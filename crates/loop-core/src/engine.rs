@@ -38,6 +38,11 @@ pub struct LoopConfig {
     pub fallback_output_cap: Option<u32>,
     /// Background summaries by the fast model (progress, tool batches); `None`: none.
     pub summaries: Option<crate::background::SummaryConfig>,
+    /// The output-token budget (the seeds' token budget, 003_5d025cefc799750b.txt): while
+    /// it is not used up, a model that stops is nudged to go on; the run ends when it is used
+    /// up or when three nudges in a row each bring fewer than 500 output tokens
+    /// (`state::DIMINISHING_TOKENS`). `None`: no budget.
+    pub token_budget: Option<u64>,
     /// The fallback model's water levels: after the switch, compaction follows its window
     /// (a 32K-token local model compacts at its own threshold). `None`: the first model's.
     pub fallback_levels: Option<context::WaterLevels>,
@@ -87,6 +92,7 @@ impl LoopConfig {
             fallback_output_cap: None,
             fallback_levels: None,
             summaries: None,
+            token_budget: None,
             max_turns: None,
             output_cap: u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX),
             escalated_output_cap: u32::try_from(info.escalated_output_cap.0).unwrap_or(u32::MAX),
@@ -132,6 +138,19 @@ pub struct Deps {
     /// changed on disk by other means), added to the tool results that go on to the next
     /// request; `None`: none.
     pub attachments: Option<Arc<dyn AttachmentSource>>,
+    /// A spending limit, told every response's usage and asked before every request
+    /// (shared by a session's subagents); `None`: no limit.
+    pub spend: Option<Arc<dyn SpendGuard>>,
+}
+
+/// A spending limit (`--max-budget-usd`): the loop tells it each response's usage, with the
+/// model that answered, and asks it before each request whether the limit is reached.
+pub trait SpendGuard: Send + Sync {
+    /// Counts a response of `model` (the name it answered with) that used `usage`.
+    fn spend(&self, model: &str, usage: &Usage);
+
+    /// Why no more request may be sent (what was spent of what limit), or `None`.
+    fn exceeded(&self) -> Option<String>;
 }
 
 /// The future of [`AttachmentSource::attachments`].
@@ -304,6 +323,7 @@ impl<'a> Run<'a> {
                 max_turns: config.max_turns,
                 fallback_model: config.fallback_model.clone(),
                 fallback_output_cap: config.fallback_output_cap,
+                token_budget: config.token_budget,
             },
             manager,
             tools,
@@ -388,10 +408,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Counts a response's usage.
-    fn count(&mut self, usage: &Usage) {
+    /// Counts a response's usage (`model`: the model that answered).
+    fn count(&mut self, model: &str, usage: &Usage) {
         self.emit(LoopEvent::Usage(usage.clone()));
         add_usage(&mut self.usage, usage);
+        if let Some(spend) = &self.deps.spend {
+            spend.spend(model, usage);
+        }
     }
 
     /// The tool source's tools join (or leave) before a request: the tool list and the
@@ -430,6 +453,9 @@ impl<'a> Run<'a> {
         if self.cancel.is_cancelled() {
             return Next::Stop(Terminal::AbortedStreaming, state);
         }
+        if let Some(reason) = self.deps.spend.as_ref().and_then(|spend| spend.exceeded()) {
+            return Next::Stop(Terminal::MaxBudget(reason), state);
+        }
         if let Err(terminal) = self.preprocess(&mut state).await {
             return Next::Stop(terminal, state);
         }
@@ -442,7 +468,8 @@ impl<'a> Run<'a> {
             }
             CallEnd::Failed(error) => self.settle(state, Outcome::Failed(&error), None).await,
             CallEnd::Done(responded) => {
-                self.count(&responded.message.usage);
+                self.count(&responded.message.model, &responded.message.usage);
+                state.run.output_tokens += responded.message.usage.output_tokens;
                 self.last_text = responded.message.text();
                 let response = Response {
                     max_tokens: responded.message.stop_reason
@@ -571,13 +598,14 @@ impl<'a> Run<'a> {
     fn keep_aborted(&mut self, state: &mut State, aborted: Aborted) {
         // A response cut short was billed for what it had used.
         if let Some(usage) = &aborted.partial_usage {
-            self.count(usage);
+            let model = state.run.model.clone();
+            self.count(&model, usage);
         }
         let assistant = match aborted.message {
             // The response had completed (and was reported): keep it whole, and count what
             // it cost.
             Some(message) => {
-                self.count(&message.usage);
+                self.count(&message.model, &message.usage);
                 self.last_text = message.text();
                 self.append_response(state, &message, aborted.reported);
                 None
@@ -653,6 +681,14 @@ impl<'a> Run<'a> {
                         ));
                         self.emit(LoopEvent::UserMessage(feedback.clone()));
                         self.append(&mut state, feedback);
+                    }
+                    if next == Step::Continue(Transition::TokenBudgetContinuation) {
+                        let nudge = MessageParam::user_text(budget_nudge(
+                            state.run.output_tokens,
+                            self.limits.token_budget.unwrap_or_default(),
+                        ));
+                        self.emit(LoopEvent::UserMessage(nudge.clone()));
+                        self.append(&mut state, nudge);
                     }
                     next
                 }
@@ -776,6 +812,14 @@ impl<'a> Run<'a> {
             last_request: self.last_request,
         }
     }
+}
+
+/// The message that sends a model on while its output-token budget is not used up.
+fn budget_nudge(used: u64, budget: u64) -> String {
+    format!(
+        "Keep working on the task: {used} of your {budget}-token output budget are used, {} are left. Go on with what remains to be done (more checks, more cases, a better result); if the task is completely done, say so in one line.",
+        budget.saturating_sub(used)
+    )
 }
 
 /// The tool definitions a request declares.

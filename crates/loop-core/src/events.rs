@@ -25,6 +25,8 @@ pub enum Transition {
     ReactiveCompact,
     /// A stop hook blocked the end of the turn; its reasons go to the model.
     StopHookBlocking,
+    /// The model stopped with output-token budget left: it is nudged to go on.
+    TokenBudgetContinuation,
     /// The model stayed overloaded: the same turn with the fallback model.
     FallbackModel,
     /// The stream failed; the client fell back to one non-streaming request.
@@ -44,6 +46,7 @@ impl Transition {
             Self::MaxTokensRecovery => "max_tokens_recovery",
             Self::ReactiveCompact => "reactive_compact",
             Self::StopHookBlocking => "stop_hook_blocking",
+            Self::TokenBudgetContinuation => "token_budget_continuation",
             Self::FallbackModel => "fallback_model",
             Self::NonStreamingFallback => "non_streaming_fallback",
             Self::StreamRetry => "stream_retry",
@@ -77,6 +80,13 @@ pub enum Terminal {
     RepeatedToolCall,
     /// Stop hooks blocked the end of the turn too many times.
     StopHookCapReached,
+    /// The spending limit was reached (`--max-budget-usd`); the detail says how much was spent.
+    MaxBudget(String),
+    /// The output-token budget is used up (`--max-tokens-budget`).
+    TokenBudgetReached,
+    /// Three nudges in a row each brought fewer than 500 output tokens: the model is done
+    /// before its output-token budget is.
+    DiminishingReturns,
 }
 
 impl Terminal {
@@ -94,6 +104,9 @@ impl Terminal {
             Self::StopHookPrevented(_) => "stop_hook_prevented",
             Self::RepeatedToolCall => "repeated_tool_call",
             Self::StopHookCapReached => "stop_hook_cap_reached",
+            Self::MaxBudget(_) => "max_budget_usd",
+            Self::TokenBudgetReached => "token_budget_reached",
+            Self::DiminishingReturns => "diminishing_returns",
         }
     }
 }
@@ -103,7 +116,8 @@ impl fmt::Display for Terminal {
         match self {
             Self::BlockingLimit(detail)
             | Self::ImageError(detail)
-            | Self::StopHookPrevented(detail) => {
+            | Self::StopHookPrevented(detail)
+            | Self::MaxBudget(detail) => {
                 write!(f, "{}: {detail}", self.as_str())
             }
             Self::ModelError(error) => write!(f, "model_error: {error}"),

@@ -45,8 +45,8 @@ mod state;
 pub mod subagent;
 
 pub use engine::{
-    AttachmentFuture, AttachmentSource, Deps, LoopConfig, RESUME_PROMPT, ToolSource, run_loop,
-    spawn_loop,
+    AttachmentFuture, AttachmentSource, Deps, LoopConfig, RESUME_PROMPT, SpendGuard, ToolSource,
+    run_loop, spawn_loop,
 };
 pub use events::{
     CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition, rewrite_results,

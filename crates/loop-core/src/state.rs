@@ -29,6 +29,41 @@ pub(crate) struct RunBudgets {
     pub model: String,
     /// Whether the fallback model has replaced the first one.
     pub fallback_used: bool,
+    /// Output tokens of the run's responses so far (the token budget's count).
+    pub output_tokens: u64,
+    /// Token-budget nudges so far.
+    pub continuations: u32,
+    /// Output tokens when the last nudge was sent.
+    pub output_at_continuation: u64,
+    /// Nudges in a row, before the last, that each brought fewer than
+    /// [`DIMINISHING_TOKENS`] output tokens.
+    pub small_continuations: u32,
+}
+
+/// A nudge that brings fewer output tokens than this is small; three small ones in a row end
+/// the run ([`Terminal::DiminishingReturns`]). Our rule: the seeds give no numbers.
+pub const DIMINISHING_TOKENS: u64 = 500;
+
+/// Small nudges in a row that end the run.
+pub const DIMINISHING_STREAK: u32 = 3;
+
+impl RunBudgets {
+    /// Small nudges in a row, counting the last one (what it brought is known once the model
+    /// stopped again).
+    fn small_streak(&self) -> u32 {
+        if self.continuations == 0 {
+            return 0;
+        }
+        if self
+            .output_tokens
+            .saturating_sub(self.output_at_continuation)
+            < DIMINISHING_TOKENS
+        {
+            self.small_continuations + 1
+        } else {
+            0
+        }
+    }
 }
 
 /// Budgets of one turn: reset when its tools ran and the next turn starts.
@@ -76,6 +111,9 @@ pub(crate) struct Limits {
     pub fallback_model: Option<String>,
     /// Its output cap (requests after the switch ask for at most this).
     pub fallback_output_cap: Option<u32>,
+    /// The output-token budget (`--max-tokens-budget`): while it is not used up, a model that
+    /// stops is nudged to go on.
+    pub token_budget: Option<u64>,
 }
 
 /// What a response was, as far as deciding goes.
@@ -136,6 +174,10 @@ impl State {
                 stop_hook_active: false,
                 model: model.to_owned(),
                 fallback_used: false,
+                output_tokens: 0,
+                continuations: 0,
+                output_at_continuation: 0,
+                small_continuations: 0,
             },
             turn: TurnBudgets::default(),
             last_usage: None,
@@ -186,6 +228,14 @@ impl State {
             Transition::ReactiveCompact => {
                 next.turn.reactive_compact_attempted = true;
                 next.last_usage = None;
+            }
+            Transition::TokenBudgetContinuation => {
+                next.run.small_continuations = next.run.small_streak();
+                next.run.continuations += 1;
+                next.run.output_at_continuation = next.run.output_tokens;
+                next.turn.max_tokens_recoveries = 0;
+                next.last_usage = covered;
+                next.repeats = HashMap::new();
             }
             Transition::StopHookBlocking => {
                 next.run.stop_hook_active = true;
@@ -239,7 +289,16 @@ pub(crate) fn decide(state: &State, limits: &Limits, outcome: Outcome<'_>) -> St
         Outcome::StopHooks(StopDecision::Prevent { reason }) => {
             Step::Stop(Terminal::StopHookPrevented(reason.clone()))
         }
-        Outcome::StopHooks(StopDecision::Allow) => Step::Stop(Terminal::Completed),
+        Outcome::StopHooks(StopDecision::Allow) => match limits.token_budget {
+            None => Step::Stop(Terminal::Completed),
+            Some(budget) if state.run.output_tokens >= budget => {
+                Step::Stop(Terminal::TokenBudgetReached)
+            }
+            Some(_) if state.run.small_streak() >= DIMINISHING_STREAK => {
+                Step::Stop(Terminal::DiminishingReturns)
+            }
+            Some(_) => Step::Continue(Transition::TokenBudgetContinuation),
+        },
     }
 }
 
@@ -287,6 +346,7 @@ mod tests {
             max_turns: Some(3),
             fallback_model: Some("fallback".into()),
             fallback_output_cap: None,
+            token_budget: None,
         }
     }
 

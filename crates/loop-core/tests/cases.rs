@@ -989,3 +989,74 @@ async fn a_tool_use_summary_never_delays_the_next_request() {
     assert!(reported[0].0 < third_request);
     assert!(!format!("{:?}", outcome.messages).contains("Ran the probe"));
 }
+
+/// The seeds' token budget: a model that stops with budget left is nudged on; the run ends
+/// when the budget is used up, or after three nudges in a row that each bring fewer than 500
+/// output tokens. Each scripted response has 20 output tokens.
+#[tokio::test(start_paused = true)]
+async fn a_token_budget_nudges_until_used_up_or_diminishing() {
+    for (budget, requests, terminal) in [
+        (50, 3, Terminal::TokenBudgetReached),
+        (10_000, 4, Terminal::DiminishingReturns),
+    ] {
+        let model = ScriptedModel::new(|n, _| {
+            Reply::new()
+                .text(&format!("part {n}"))
+                .end(StopReason::EndTurn)
+        });
+        let mut config = config();
+        config.token_budget = Some(budget);
+        let (outcome, events) = run(config, deps(Arc::clone(&model), Vec::new()), "go").await;
+        assert_eq!(outcome.terminal, terminal, "{budget}");
+        assert_eq!(model.request_count(), requests, "{budget}");
+        let nudges = events
+            .iter()
+            .filter(|event| {
+                matches!(
+                    event,
+                    LoopEvent::Transition(Transition::TokenBudgetContinuation)
+                )
+            })
+            .count();
+        assert_eq!(nudges, requests - 1);
+        let last = model.request(requests - 1);
+        let nudge = last.messages.last().unwrap().content[0]
+            .as_text()
+            .unwrap()
+            .to_owned();
+        assert!(nudge.starts_with("Keep working on the task:"), "{nudge}");
+        assert!(
+            nudge.contains(&format!("of your {budget}-token output budget")),
+            "{nudge}"
+        );
+    }
+}
+
+/// A spending limit is asked before every request: once reached, the run stops before the
+/// next one with the limit's words.
+#[tokio::test(start_paused = true)]
+async fn a_spending_limit_stops_before_the_next_request() {
+    struct Limit(Mutex<u64>);
+    impl loop_core::SpendGuard for Limit {
+        fn spend(&self, _model: &str, usage: &protocol::Usage) {
+            *self.0.lock().unwrap() += usage.output_tokens;
+        }
+        fn exceeded(&self) -> Option<String> {
+            (*self.0.lock().unwrap() >= 40).then(|| "40 tokens' worth spent".to_owned())
+        }
+    }
+    let log = log();
+    let model = ScriptedModel::new(|n, _| {
+        Reply::new()
+            .tool(&format!("r{n}"), "Read", json!({}))
+            .end(StopReason::ToolUse)
+    });
+    let mut deps = deps(Arc::clone(&model), vec![Probe::tool("Read", true, &log)]);
+    deps.spend = Some(Arc::new(Limit(Mutex::new(0))));
+    let (outcome, _) = run(config(), deps, "go").await;
+    assert_eq!(
+        outcome.terminal,
+        Terminal::MaxBudget("40 tokens' worth spent".to_owned())
+    );
+    assert_eq!(model.request_count(), 2);
+}

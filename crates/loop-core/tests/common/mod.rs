@@ -448,6 +448,7 @@ pub fn deps_with(
         tool_source: None,
         fork_point: None,
         attachments: None,
+        spend: None,
     }
 }
 
