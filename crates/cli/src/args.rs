@@ -44,6 +44,17 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
 
+    /// Input format: `text` (the prompt), or `stream-json`: user messages as JSON lines on
+    /// stdin (Claude Code's `{"type":"user","message":{"role":"user","content":...}}`), each
+    /// answered in turn in one session (needs `--output-format stream-json`).
+    #[arg(long, value_enum, default_value_t = InputFormat::Text)]
+    pub input_format: InputFormat,
+
+    /// With `--output-format stream-json`: also a `stream_event` line for every event of the
+    /// model's stream (Claude Code's partial messages).
+    #[arg(long)]
+    pub include_partial_messages: bool,
+
     /// Log to stderr (`AGENT_LOG` sets the filter, default `info` with this flag).
     #[arg(long)]
     pub verbose: bool,
@@ -260,6 +271,15 @@ pub enum McpAction {
         /// The server's name.
         name: String,
     },
+}
+
+/// `--input-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InputFormat {
+    /// A prompt (`-p`, a positional prompt, or stdin as text).
+    Text,
+    /// User messages as JSON lines on stdin.
+    StreamJson,
 }
 
 /// `--output-format`.

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::args::{Args, Command, OutputFormat};
+use crate::args::{Args, Command, InputFormat, OutputFormat};
 use crate::interrupts::Interrupts;
 use crate::output::{Renderer, Status};
 use crate::session::Session;
@@ -214,7 +214,25 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
 }
 
 async fn start(args: Args) -> anyhow::Result<u8> {
-    let task = prompt(&args).await?;
+    let streaming = args.input_format == InputFormat::StreamJson;
+    if streaming && args.output_format != OutputFormat::StreamJson {
+        return Err(UsageError(
+            "--input-format stream-json needs --output-format stream-json".into(),
+        )
+        .into());
+    }
+    if streaming && (args.prompt.is_some() || args.first_prompt.is_some()) {
+        return Err(UsageError(
+            "--input-format stream-json reads the user messages from stdin: give no prompt".into(),
+        )
+        .into());
+    }
+    // With stream-json input the messages are read later, one by one.
+    let task = if streaming {
+        Some(String::new())
+    } else {
+        prompt(&args).await?
+    };
     if task.is_none() && args.output_format != OutputFormat::Text {
         return Err(UsageError(format!(
             "--output-format {} needs a prompt (-p or stdin): the interactive session writes text",
@@ -256,8 +274,9 @@ async fn headless(
         live,
     )
     .with_status(status)
-    .with_prices(session.price_overrides());
-    let cwd = session.cwd.to_string_lossy();
+    .with_prices(session.price_overrides())
+    .with_partial_messages(args.include_partial_messages);
+    let cwd = session.cwd.to_string_lossy().into_owned();
     renderer.init(&output::Init {
         cwd: &cwd,
         tools: &session.tool_names,
@@ -278,6 +297,9 @@ async fn headless(
             .collect(),
         api_key_source: &session.api_key_source,
     });
+    if args.input_format == InputFormat::StreamJson {
+        return stream_json_input(&mut session, &mut renderer, interrupts).await;
+    }
     // `-p "/name arguments"` runs a custom command or a skill, as in Claude Code.
     let invocation = session
         .expand_command(&task)
@@ -291,4 +313,81 @@ async fn headless(
         130 => interrupts.aborted_exit_code(),
         code => code,
     })
+}
+
+/// `--input-format stream-json`: each JSON line of stdin is a user message (Claude Code's
+/// `SDKUserMessage`: `{"type":"user","message":{"role":"user","content":...}}`), answered
+/// in turn in the one session, each turn ending with its result line. A line that is not
+/// such a message is reported on stderr with its number and skipped. The exit code is the
+/// last turn's.
+async fn stream_json_input(
+    session: &mut Session,
+    renderer: &mut Renderer,
+    interrupts: &Interrupts,
+) -> anyhow::Result<u8> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut number = 0usize;
+    let mut code = 0;
+    while let Some(line) = lines.next_line().await.context("reading stdin")? {
+        number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let message = match user_message(&line) {
+            Ok(message) => message,
+            Err(problem) => {
+                eprintln!("agent: stdin line {number}: {problem}; the line is skipped");
+                continue;
+            }
+        };
+        let cancel = interrupts.arm();
+        // A text message may name a custom command, as a prompt does.
+        let outcome = match message.content.as_slice() {
+            [protocol::ContentBlock::Text(text)] => {
+                let invocation = session
+                    .expand_command(&text.text)
+                    .unwrap_or_else(|| session::Invocation::task(text.text.clone()));
+                session.invoke(invocation, renderer, cancel).await?
+            }
+            _ => session.turn_message(message, renderer, cancel).await?,
+        };
+        interrupts.disarm();
+        renderer.finish(&outcome);
+        code = match output::exit_code(&outcome.terminal).0 {
+            130 => return Ok(interrupts.aborted_exit_code()),
+            code => code,
+        };
+    }
+    Ok(code)
+}
+
+/// The user message of one stream-json input line.
+fn user_message(line: &str) -> Result<protocol::MessageParam, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|error| format!("not JSON ({error})"))?;
+    if value["type"] != "user" {
+        return Err(format!(
+            "\"type\" is {}, not \"user\" (only user messages are read)",
+            value["type"]
+        ));
+    }
+    let message = &value["message"];
+    if message["role"] != "user" {
+        return Err("message.role must be \"user\"".into());
+    }
+    match &message["content"] {
+        serde_json::Value::String(text) if !text.trim().is_empty() => {
+            Ok(protocol::MessageParam::user_text(text.clone()))
+        }
+        serde_json::Value::Array(_) => {
+            let parsed: protocol::MessageParam = serde_json::from_value(message.clone())
+                .map_err(|error| format!("message.content: {error}"))?;
+            if parsed.content.is_empty() {
+                return Err("message.content is empty".into());
+            }
+            Ok(parsed)
+        }
+        _ => Err("message.content must be a non-empty string or a list of content blocks".into()),
+    }
 }

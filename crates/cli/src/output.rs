@@ -342,6 +342,8 @@ pub struct Renderer {
     last_stop_reason: Option<String>,
     /// The usage of the response streaming now, as its `message_start` gave it.
     message_usage: Usage,
+    /// `--include-partial-messages`: a `stream_event` line for every stream event.
+    partial_messages: bool,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -408,6 +410,7 @@ impl Renderer {
             model_usage: BTreeMap::new(),
             last_stop_reason: None,
             message_usage: Usage::default(),
+            partial_messages: false,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -418,6 +421,13 @@ impl Renderer {
             tokens_done: 0,
             tokens_streaming: 0,
         }
+    }
+
+    /// Writes a `stream_event` line for every event of the main agent's model stream
+    /// (stream-json only; Claude Code's `--include-partial-messages`).
+    pub fn with_partial_messages(mut self, on: bool) -> Self {
+        self.partial_messages = on && self.format == OutputFormat::StreamJson;
+        self
     }
 
     /// Prices models with `overrides` (settings' `models` entries) before the built-in table.
@@ -643,6 +653,14 @@ impl Renderer {
     pub fn event(&mut self, event: &LoopEvent) {
         if self.live_text {
             self.live(event);
+        }
+        if self.partial_messages
+            && let LoopEvent::Stream(stream) = event
+        {
+            Self::line(&json!({
+                "type": "stream_event", "event": stream, "parent_tool_use_id": null,
+                "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
+            }));
         }
         match event {
             LoopEvent::Request { model, .. } => {

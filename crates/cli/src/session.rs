@@ -901,8 +901,23 @@ impl Session {
         renderer: &mut Renderer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
+        self.turn_message(MessageParam::user_text(prompt), renderer, cancel)
+            .await
+    }
+
+    /// [`Session::turn`] with a user message of any content (text and images, from
+    /// `--input-format stream-json`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::turn`].
+    pub async fn turn_message(
+        &mut self,
+        mut user: MessageParam,
+        renderer: &mut Renderer,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
-        let mut user = MessageParam::user_text(prompt);
         // Files read earlier that changed since (the user's editor between turns) are told
         // with the prompt: part of the new message, the cache prefix stays as it was.
         user.content.extend(

@@ -2503,3 +2503,104 @@ async fn budgets_stop_or_continue_the_run() {
         "{nudge}"
     );
 }
+
+/// `--input-format stream-json`: three user messages on stdin, answered turn by turn in one
+/// process and one session (each turn ends with its result line); a line that is not a user
+/// message is named on stderr and skipped; `--include-partial-messages` adds `stream_event`
+/// lines.
+#[tokio::test]
+async fn stream_json_input_runs_turn_by_turn() {
+    let repo = repo("stream-input");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("One.")),
+        Reply::turn(Turn::new().text("Two.")),
+        Reply::turn(Turn::new().text("Three.")),
+    ]))
+    .await
+    .unwrap();
+    let mut child = command(&repo, &server)
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--include-partial-messages",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        let lines = [
+            json!({"type": "user", "message": {"role": "user", "content": "first"}, "parent_tool_use_id": null}),
+            json!({"type": "assistant", "message": {}}),
+            json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "second"}]}, "parent_tool_use_id": null}),
+            json!({"type": "user", "message": {"role": "user", "content": "third"}, "parent_tool_use_id": null}),
+        ];
+        for line in lines {
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+    }
+    let output = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("stdin line 2: \"type\" is \"assistant\", not \"user\""),
+        "{stderr}"
+    );
+    let lines = lines(&output);
+    let results: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["type"] == "result")
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert_eq!(
+        results
+            .iter()
+            .map(|r| r["result"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["One.", "Two.", "Three."]
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line["subtype"] == "init")
+            .count(),
+        1
+    );
+    let sessions: std::collections::HashSet<&str> = results
+        .iter()
+        .map(|r| r["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    // One conversation: the third request holds the first two exchanges.
+    let third = server.requests()[2].json()["messages"].to_string();
+    for text in ["first", "One.", "second", "Two.", "third"] {
+        assert!(third.contains(text), "{text}: {third}");
+    }
+    let partial: Vec<&Value> = lines
+        .iter()
+        .filter(|line| line["type"] == "stream_event")
+        .collect();
+    assert!(
+        partial
+            .iter()
+            .any(|line| line["event"]["type"] == "message_start")
+    );
+    assert!(
+        partial
+            .iter()
+            .any(|line| line["event"]["type"] == "content_block_delta")
+    );
+    assert!(
+        partial
+            .iter()
+            .all(|line| line["parent_tool_use_id"].is_null())
+    );
+}
