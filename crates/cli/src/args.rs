@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long)]
     pub include_partial_messages: bool,
 
-    /// Log to stderr (`AGENT_LOG` sets the filter, default `info` with this flag).
+    /// Name each model request and each turn of the loop on stderr, and log there
+    /// (`AGENT_LOG` sets the log filter, default `info` with this flag).
     #[arg(long)]
     pub verbose: bool,
 

@@ -275,7 +275,8 @@ async fn headless(
     )
     .with_status(status)
     .with_prices(session.price_overrides())
-    .with_partial_messages(args.include_partial_messages);
+    .with_partial_messages(args.include_partial_messages)
+    .with_verbose(args.verbose);
     let cwd = session.cwd.to_string_lossy().into_owned();
     renderer.init(&output::Init {
         cwd: &cwd,

@@ -344,6 +344,8 @@ pub struct Renderer {
     message_usage: Usage,
     /// `--include-partial-messages`: a `stream_event` line for every stream event.
     partial_messages: bool,
+    /// `--verbose`: each request and transition named on stderr.
+    verbose: bool,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -411,6 +413,7 @@ impl Renderer {
             last_stop_reason: None,
             message_usage: Usage::default(),
             partial_messages: false,
+            verbose: false,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -421,6 +424,13 @@ impl Renderer {
             tokens_done: 0,
             tokens_streaming: 0,
         }
+    }
+
+    /// Names each request (its number, turn and model) and each transition of the loop on
+    /// stderr (`--verbose`); retries are named there anyway.
+    pub fn with_verbose(mut self, on: bool) -> Self {
+        self.verbose = on;
+        self
     }
 
     /// Writes a `stream_event` line for every event of the main agent's model stream
@@ -653,6 +663,22 @@ impl Renderer {
     pub fn event(&mut self, event: &LoopEvent) {
         if self.live_text {
             self.live(event);
+        }
+        if self.verbose {
+            match event {
+                LoopEvent::Request {
+                    turn,
+                    request,
+                    model,
+                } => self.stderr_line(&format!(
+                    "agent: request {request} (turn {turn}) to {}",
+                    printable(model, false)
+                )),
+                LoopEvent::Transition(transition) => {
+                    self.stderr_line(&format!("agent: transition: {}", transition.as_str()));
+                }
+                _ => {}
+            }
         }
         if self.partial_messages
             && let LoopEvent::Stream(stream) = event

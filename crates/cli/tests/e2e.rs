@@ -2604,3 +2604,27 @@ async fn stream_json_input_runs_turn_by_turn() {
             .all(|line| line["parent_tool_use_id"].is_null())
     );
 }
+
+/// `--verbose` names each request and each transition of the loop on stderr.
+#[tokio::test]
+async fn verbose_names_requests_and_transitions() {
+    let repo = repo("verbose");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "read", "--verbose"]).await;
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("agent: request 1 (turn 1) to claude-opus-4-8"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("agent: transition: next_turn"), "{stderr}");
+    assert!(
+        stderr.contains("agent: request 2 (turn 2) to claude-opus-4-8"),
+        "{stderr}"
+    );
+}
