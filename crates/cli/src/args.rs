@@ -89,6 +89,12 @@ pub struct Args {
     #[arg(long, value_name = "TOKENS")]
     pub max_tokens_budget: Option<u64>,
 
+    /// A JSON Schema (a JSON text or a file) for the final answer: the model gives it through
+    /// a `StructuredOutput` tool checked against the schema, with up to 3 tries; the result
+    /// then carries `structured_output` (else subtype `error_max_structured_output_retries`).
+    #[arg(long, value_name = "SCHEMA")]
+    pub json_schema: Option<String>,
+
     /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
     /// every settings file (they are yours: they apply in full, as your own file does).
     #[arg(long, value_name = "FILE|JSON")]

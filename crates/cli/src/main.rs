@@ -21,6 +21,7 @@ mod prefetch;
 mod session;
 mod settings;
 mod skills;
+mod structured;
 mod subagents;
 mod tooling;
 mod transcript;
@@ -276,7 +277,8 @@ async fn headless(
     .with_status(status)
     .with_prices(session.price_overrides())
     .with_partial_messages(args.include_partial_messages)
-    .with_verbose(args.verbose);
+    .with_verbose(args.verbose)
+    .with_structured(session.structured.clone());
     let cwd = session.cwd.to_string_lossy().into_owned();
     renderer.init(&output::Init {
         cwd: &cwd,
@@ -309,6 +311,9 @@ async fn headless(
     let outcome = session.invoke(invocation, &mut renderer, cancel).await?;
     interrupts.disarm();
     renderer.finish(&outcome);
+    if renderer.structured_failed() {
+        return Ok(3);
+    }
     Ok(match output::exit_code(&outcome.terminal).0 {
         // Aborted: by Ctrl-C (130), SIGTERM (143) or SIGHUP (129).
         130 => interrupts.aborted_exit_code(),

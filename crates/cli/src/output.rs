@@ -346,6 +346,8 @@ pub struct Renderer {
     partial_messages: bool,
     /// `--verbose`: each request and transition named on stderr.
     verbose: bool,
+    /// `--json-schema`: the structured output, as far as it got.
+    structured: Option<crate::structured::Shared>,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -414,6 +416,7 @@ impl Renderer {
             message_usage: Usage::default(),
             partial_messages: false,
             verbose: false,
+            structured: None,
             denials: Vec::new(),
             cost: Some(0.0),
             live_text,
@@ -424,6 +427,21 @@ impl Renderer {
             tokens_done: 0,
             tokens_streaming: 0,
         }
+    }
+
+    /// Reports `--json-schema`'s structured output in the result (`structured_output`, or
+    /// the subtype `error_max_structured_output_retries`).
+    pub fn with_structured(mut self, structured: Option<crate::structured::Shared>) -> Self {
+        self.structured = structured;
+        self
+    }
+
+    /// Whether `--json-schema`'s tries were used up without a valid structured output.
+    pub fn structured_failed(&self) -> bool {
+        self.structured.as_ref().is_some_and(|shared| {
+            let outcome = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            outcome.value.is_none() && outcome.misses >= crate::structured::MAX_TRIES
+        })
     }
 
     /// Names each request (its number, turn and model) and each transition of the loop on
@@ -982,7 +1000,18 @@ impl Renderer {
 
     /// The result object.
     pub fn result(&self, outcome: &LoopOutcome) -> Value {
-        let (_, subtype) = exit_code(&outcome.terminal);
+        let (_, subtype) = if self.structured_failed() {
+            (3, "error_max_structured_output_retries")
+        } else {
+            exit_code(&outcome.terminal)
+        };
+        let structured_output = self.structured.as_ref().and_then(|shared| {
+            shared
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .value
+                .clone()
+        });
         // The main agent's, as Claude Code's `usage`; every model's in `modelUsage`.
         let usage = &outcome.usage;
         let model_usage: serde_json::Map<String, Value> = self
@@ -1006,7 +1035,7 @@ impl Renderer {
                 )
             })
             .collect();
-        json!({
+        let mut result = json!({
             "type": "result",
             "subtype": subtype,
             "is_error": subtype != "success",
@@ -1029,7 +1058,11 @@ impl Renderer {
             "modelUsage": model_usage,
             "num_requests": outcome.requests + self.subagent_requests,
             "permission_denials": self.denials,
-        })
+        });
+        if let Some(value) = structured_output {
+            result["structured_output"] = value;
+        }
+        result
     }
 
     /// The usage of the run: the main agent's (`outcome`) and every subagent's.

@@ -61,6 +61,8 @@ pub struct Session {
     pub tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
     pub commands: Vec<crate::commands::Command>,
+    /// `--json-schema`: the structured output, as far as it got.
+    pub structured: Option<crate::structured::Shared>,
     /// `--max-budget-usd`, shared by the session's runs and their subagents.
     spend: Option<Arc<dyn loop_core::SpendGuard>>,
     /// Where the API key came from (`system/init`'s `apiKeySource`).
@@ -348,13 +350,30 @@ impl Session {
         tools.retain(|tool| denied.offers(tool.as_ref()));
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
             subagents::definitions(&cwd, folder_trusted).into();
-        let stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
+        let mut stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
             Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
                 hook_env.clone(),
                 matchers.clone(),
             )),
             _ => Arc::new(NoStopHook),
         };
+        // `--json-schema`: a StructuredOutput tool and a stop hook that requires its call.
+        let structured =
+            match &args.json_schema {
+                Some(schema) => {
+                    let schema = crate::structured::load_schema(schema)?;
+                    let shared = crate::structured::Shared::default();
+                    tools.push(recipe.wrap(Arc::new(
+                        crate::structured::StructuredOutputTool::new(schema, Arc::clone(&shared)),
+                    )));
+                    stop_hook = Arc::new(crate::structured::RequireOutput::new(
+                        Arc::clone(&shared),
+                        stop_hook,
+                    ));
+                    Some(shared)
+                }
+                None => None,
+            };
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let mut config = LoopConfig::for_model_info(&model, &info);
@@ -437,6 +456,10 @@ impl Session {
             system.push_str("\n\n");
             system.push_str(extra);
         }
+        if structured.is_some() {
+            system.push_str("\n\n");
+            system.push_str(crate::structured::INSTRUCTION);
+        }
         config.system = vec![system];
 
         let builtin_tools = tools.len();
@@ -455,6 +478,7 @@ impl Session {
             tool_names,
             commands,
             skills: Vec::new(),
+            structured,
             spend,
             api_key_source,
             gate: Arc::clone(&tooling.permissions),

@@ -2628,3 +2628,99 @@ async fn verbose_names_requests_and_transitions() {
         "{stderr}"
     );
 }
+
+/// `--json-schema`: an answer that does not fit is refused with the reason, the model tries
+/// again, and the result carries the accepted value; a model that never gives one ends with
+/// `error_max_structured_output_retries` after 3 tries.
+#[tokio::test]
+async fn json_schema_answers_are_checked_and_retried() {
+    let repo = repo("json-schema");
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "bug": {"type": "string", "pattern": "^[a-z_]+\\.py$"},
+            "line": {"type": "integer", "minimum": 1}
+        },
+        "required": ["bug", "line"],
+        "additionalProperties": false
+    })
+    .to_string();
+    let server = Server::start_tls(Script::new(vec![
+        // Not the shape: refused by the schema check.
+        Reply::turn(Turn::new().tool_use(
+            "toolu_1",
+            "StructuredOutput",
+            json!({"bug": "greet", "line": 0}),
+        )),
+        // Ends without it: sent back once.
+        Reply::turn(Turn::new().text("The bug is in greet.py.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_2",
+            "StructuredOutput",
+            json!({"bug": "greet.py", "line": 2}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "find the bug",
+            "--json-schema",
+            &schema,
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(
+        result["structured_output"],
+        json!({"bug": "greet.py", "line": 2})
+    );
+    let refused = result_text(&server, "toolu_1");
+    assert!(refused.contains("must match the pattern"), "{refused}");
+    assert!(refused.contains("`line` must be at least 1"), "{refused}");
+    let sent_back = server.requests()[2].json()["messages"].to_string();
+    assert!(
+        sent_back.contains("You ended your turn without calling StructuredOutput"),
+        "{sent_back}"
+    );
+    assert!(
+        server.requests()[0].json()["system"]
+            .to_string()
+            .contains("call the StructuredOutput tool once")
+    );
+
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("No."))]))
+        .await
+        .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "find the bug",
+            "--json-schema",
+            &schema,
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(3));
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["subtype"], "error_max_structured_output_retries");
+    assert_eq!(result["is_error"], true);
+    assert!(result.get("structured_output").is_none());
+    assert_eq!(server.request_count(), 3);
+}

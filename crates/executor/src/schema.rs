@@ -3,10 +3,13 @@
 //! Supported keywords: `type` (a name or a list), `properties`, `required`,
 //! `additionalProperties` (a boolean or a schema), `items`, `enum`, `const`, `minimum`,
 //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `minLength`, `maxLength`, `minItems`,
-//! `maxItems`, `anyOf`. Other keywords (`description`, `default`, `pattern`, `$schema`, ...)
-//! are ignored, so a schema never fails to load; the tool itself still checks what matters
-//! to it. A full validator (the `jsonschema` crate) would pull in a regex engine and a URL
-//! resolver for keywords no tool schema here uses.
+//! `maxItems`, `uniqueItems`, `minProperties`, `maxProperties`, `pattern` (the `regex`
+//! crate's syntax, unanchored as JSON Schema's), `anyOf`, `oneOf`, `allOf`, `not`, and
+//! `$ref` to a place in the same schema (`#/$defs/NAME`, `#/definitions/NAME`, `#`). Other
+//! keywords are ignored, so a tool's schema never fails to load (the tool still checks what
+//! matters to it); [`unsupported_keywords`] lists them for a caller that must enforce a
+//! schema fully. A full validator (the `jsonschema` crate) would pull in a URL resolver and
+//! dependencies cargo-deny does not allow.
 
 use serde_json::Value;
 
@@ -14,8 +17,105 @@ use serde_json::Value;
 /// offending value (`file_path`, `edits[2].old_string`), empty when the input is valid.
 pub fn validate(schema: &Value, input: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    check(schema, input, "", &mut problems);
+    check(schema, schema, input, "", &mut problems, 0);
     problems
+}
+
+/// The keywords of `schema` (at any depth) this validator does not check and that are not
+/// annotations, as `/path: keyword` lines: a caller that must enforce a schema fully (the
+/// user's `--json-schema`) refuses one that needs them.
+pub fn unsupported_keywords(schema: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    unsupported_at(schema, "", &mut found);
+    found.sort();
+    found
+}
+
+/// Keywords checked here.
+const CHECKED: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "pattern",
+    "$ref",
+    "$defs",
+    "definitions",
+    "minProperties",
+    "maxProperties",
+    "uniqueItems",
+];
+
+/// Keywords that only describe (never make a value invalid).
+const ANNOTATIONS: &[&str] = &[
+    "$schema",
+    "$id",
+    "$comment",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "format",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "$anchor",
+];
+
+fn unsupported_at(schema: &Value, path: &str, found: &mut Vec<String>) {
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    for (key, value) in object {
+        if !CHECKED.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
+            found.push(format!(
+                "{}: {key}",
+                if path.is_empty() { "/" } else { path }
+            ));
+        }
+        match key.as_str() {
+            "properties" | "$defs" | "definitions" => {
+                for (name, sub) in value.as_object().into_iter().flatten() {
+                    unsupported_at(sub, &format!("{path}/{key}/{name}"), found);
+                }
+            }
+            "items" | "additionalProperties" | "not" => {
+                unsupported_at(value, &format!("{path}/{key}"), found);
+            }
+            "anyOf" | "oneOf" | "allOf" => {
+                for (index, sub) in value.as_array().into_iter().flatten().enumerate() {
+                    unsupported_at(sub, &format!("{path}/{key}/{index}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The deepest chain of `$ref`s followed (a schema that refers to itself in a loop stops
+/// there).
+const MAX_REF_DEPTH: u32 = 32;
+
+/// The schema a local `$ref` (`#`, `#/$defs/NAME`, `#/definitions/NAME`, any JSON
+/// pointer into the root) names.
+fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    root.pointer(pointer)
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -53,7 +153,14 @@ fn type_matches(expected: &str, value: &Value) -> bool {
     expected == actual || (expected == "number" && actual == "integer")
 }
 
-fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) {
+fn check(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    path: &str,
+    problems: &mut Vec<String>,
+    depth: u32,
+) {
     let Some(schema) = schema.as_object() else {
         // `true` accepts everything, `false` nothing.
         if schema == &Value::Bool(false) {
@@ -98,15 +205,73 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) 
     if let Some(Value::Array(options)) = schema.get("anyOf")
         && !options
             .iter()
-            .any(|option| validate_at(option, value, path).is_empty())
+            .any(|option| validate_at(root, option, value, path, depth).is_empty())
     {
         problems.push(format!(
             "{} matches none of the allowed forms",
             describe(path)
         ));
     }
+    if let Some(Value::Array(options)) = schema.get("oneOf") {
+        let matching = options
+            .iter()
+            .filter(|option| validate_at(root, option, value, path, depth).is_empty())
+            .count();
+        if matching != 1 {
+            problems.push(format!(
+                "{} must match exactly one of the allowed forms, matches {matching}",
+                describe(path)
+            ));
+        }
+    }
+    if let Some(Value::Array(parts)) = schema.get("allOf") {
+        for part in parts {
+            check(root, part, value, path, problems, depth);
+        }
+    }
+    if let Some(not) = schema.get("not")
+        && validate_at(root, not, value, path, depth).is_empty()
+    {
+        problems.push(format!(
+            "{} matches a form that is not allowed",
+            describe(path)
+        ));
+    }
+    if let Some(Value::String(reference)) = schema.get("$ref") {
+        match resolve(root, reference) {
+            Some(target) if depth < MAX_REF_DEPTH => {
+                check(root, target, value, path, problems, depth + 1);
+            }
+            Some(_) => problems.push(format!(
+                "{}: the schema's references go deeper than {MAX_REF_DEPTH}",
+                describe(path)
+            )),
+            None => problems.push(format!(
+                "{}: the schema refers to {reference}, which it does not define",
+                describe(path)
+            )),
+        }
+    }
     match value {
         Value::Object(object) => {
+            bound(
+                schema,
+                "minProperties",
+                object.len(),
+                path,
+                "properties",
+                problems,
+                true,
+            );
+            bound(
+                schema,
+                "maxProperties",
+                object.len(),
+                path,
+                "properties",
+                problems,
+                false,
+            );
             let properties = schema.get("properties").and_then(Value::as_object);
             if let Some(Value::Array(required)) = schema.get("required") {
                 for name in required.iter().filter_map(Value::as_str) {
@@ -121,12 +286,14 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) 
             for (key, item) in object {
                 let child = join(path, key);
                 match properties.and_then(|properties| properties.get(key)) {
-                    Some(property) => check(property, item, &child, problems),
+                    Some(property) => check(root, property, item, &child, problems, depth),
                     None => match schema.get("additionalProperties") {
                         Some(Value::Bool(false)) => {
                             problems.push(format!("an unexpected parameter `{child}` was given"));
                         }
-                        Some(extra @ Value::Object(_)) => check(extra, item, &child, problems),
+                        Some(extra @ Value::Object(_)) => {
+                            check(root, extra, item, &child, problems, depth);
+                        }
                         _ => {}
                     },
                 }
@@ -153,11 +320,42 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) 
             );
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {
-                    check(item_schema, item, &format!("{path}[{index}]"), problems);
+                    check(
+                        root,
+                        item_schema,
+                        item,
+                        &format!("{path}[{index}]"),
+                        problems,
+                        depth,
+                    );
+                }
+            }
+            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+                for (index, item) in items.iter().enumerate() {
+                    if items[..index].contains(item) {
+                        problems.push(format!(
+                            "{} must not repeat an item, but `{path}[{index}]` repeats one",
+                            describe(path)
+                        ));
+                        break;
+                    }
                 }
             }
         }
         Value::String(text) => {
+            if let Some(Value::String(pattern)) = schema.get("pattern") {
+                match regex::Regex::new(pattern) {
+                    Ok(regex) if !regex.is_match(text) => problems.push(format!(
+                        "{} must match the pattern {pattern:?}, got {text:?}",
+                        describe(path)
+                    )),
+                    Ok(_) => {}
+                    Err(error) => problems.push(format!(
+                        "{}: the schema's pattern {pattern:?} is not a valid regular expression ({error})",
+                        describe(path)
+                    )),
+                }
+            }
             let length = text.chars().count();
             bound(
                 schema,
@@ -187,9 +385,9 @@ fn check(schema: &Value, value: &Value, path: &str, problems: &mut Vec<String>) 
     }
 }
 
-fn validate_at(schema: &Value, value: &Value, path: &str) -> Vec<String> {
+fn validate_at(root: &Value, schema: &Value, value: &Value, path: &str, depth: u32) -> Vec<String> {
     let mut problems = Vec::new();
-    check(schema, value, path, &mut problems);
+    check(root, schema, value, path, &mut problems, depth);
     problems
 }
 
@@ -334,6 +532,53 @@ mod tests {
             schema,
             json!({"n": 2.5}),
             &["`n` must be integer or null, got number"],
+        );
+    }
+
+    #[test]
+    fn composition_patterns_references_and_counts() {
+        let schema = json!({
+            "type": "object",
+            "$defs": {"id": {"type": "string", "pattern": "^[a-z]+-[0-9]+$"}},
+            "properties": {
+                "ids": {"type": "array", "items": {"$ref": "#/$defs/id"}, "uniqueItems": true},
+                "kind": {"oneOf": [{"const": "bug"}, {"const": "task"}]},
+                "size": {"allOf": [{"type": "integer"}, {"minimum": 1}], "not": {"const": 13}},
+                "tags": {"type": "object", "minProperties": 1, "maxProperties": 2}
+            },
+            "required": ["ids"]
+        });
+        check(
+            schema.clone(),
+            json!({"ids": ["ab-1", "cd-2"], "kind": "bug", "size": 3, "tags": {"a": 1}}),
+            &[],
+        );
+        check(
+            schema.clone(),
+            json!({"ids": ["ab-1", "AB", "ab-1"], "kind": "epic", "size": 13, "tags": {}}),
+            &[
+                "`ids[1]` must match the pattern \"^[a-z]+-[0-9]+$\", got \"AB\"",
+                "`ids` must not repeat an item, but `ids[2]` repeats one",
+                "`kind` must match exactly one of the allowed forms, matches 0",
+                "`size` matches a form that is not allowed",
+                "`tags` must have at least 1 properties, got 0",
+            ],
+        );
+        check(
+            json!({"$ref": "#/$defs/missing"}),
+            json!(1),
+            &["the input: the schema refers to #/$defs/missing, which it does not define"],
+        );
+        // A reference loop stops.
+        let looped = json!({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"});
+        assert_eq!(super::validate(&looped, &json!(1)).len(), 1);
+        assert_eq!(
+            super::unsupported_keywords(&json!({
+                "type": "object", "description": "d",
+                "properties": {"a": {"type": "string", "contentEncoding": "base64"}},
+                "dependentRequired": {}
+            })),
+            ["/: dependentRequired", "/properties/a: contentEncoding"]
         );
     }
 }
