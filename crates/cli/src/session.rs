@@ -1150,6 +1150,13 @@ fn working_dir(args: &Args) -> anyhow::Result<PathBuf> {
     if !resolved.is_dir() {
         bail!("working directory {}: not a directory", dir.display());
     }
+    // Refused up front: every tool would fail in a folder that cannot be listed.
+    if let Err(error) = std::fs::read_dir(&resolved) {
+        bail!(
+            "working directory {}: cannot be read ({error})",
+            dir.display()
+        );
+    }
     Ok(resolved)
 }
 
