@@ -15,17 +15,19 @@ use clap::{Parser, Subcommand, ValueEnum};
     after_help = "Run `agent` in a terminal for an interactive session (Ctrl-C aborts a turn, Ctrl-D exits, /help for more), or `agent -p \"task\"` (or a prompt on stdin) for a headless run.\nSettings, later files winning: ~/.claude/settings.json, ~/.config/agent/settings.json, .claude/settings.json, .agent/settings.json, .claude/settings.local.json, .agent/settings.local.json (Claude Code's schema; a project's hooks, env, allow rules, modes and providers only in a trusted folder, see --trust). Sessions: ~/.local/share/agent/projects/."
 )]
 pub struct Args {
-    /// Run headless with this prompt, print the result and exit (the prompt is read from stdin
-    /// when it is not a terminal and no prompt is given; piped input and a prompt together
-    /// send both, the input first in a fenced block).
-    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
-    pub prompt: Option<String>,
+    /// Run headless: answer PROMPT (or stdin when no prompt is given), print the result and
+    /// exit, as Claude Code's `-p` (`agent -p "task"`, `agent -p --output-format json "task"`,
+    /// `cat f | agent -p "explain"`: piped input and a prompt together send both, the input
+    /// first in a fenced block).
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
 
-    /// The first prompt of an interactive session (`agent "fix the bug"`); headless, as -p,
-    /// when stdin is not a terminal. A first word naming a subcommand (`demo`, `mcp`) is the
-    /// subcommand: `agent -- demo` sends the word "demo".
+    /// The prompt. Without `-p`: the first prompt of an interactive session (`agent "fix the
+    /// bug"`), headless when stdin is not a terminal or the output format is not text. A
+    /// first word naming a subcommand (`demo`, `mcp`) is the subcommand: `agent -- demo`
+    /// sends the word "demo".
     #[arg(value_name = "PROMPT")]
-    pub first_prompt: Option<String>,
+    pub prompt: Option<String>,
 
     /// Model to use: an id, or one of Claude Code's aliases `opus`, `sonnet`, `haiku`, `opusplan`
     /// [default: settings' `model`, else claude-opus-4-8].

@@ -27,11 +27,20 @@ impl DollarBudget {
 }
 
 impl loop_core::SpendGuard for DollarBudget {
-    fn spend(&self, model: &str, usage: &Usage) {
-        let prices = self.prices.get(model).copied().or_else(|| {
-            let (info, known) = context::lookup(model);
-            info.prices.filter(|_| known)
-        });
+    fn spend(&self, answered: &str, asked: &str, usage: &Usage) {
+        // As the result's cost: the settings' prices, then the table's, each for the name the
+        // server answered with, then for the one asked.
+        let names = [answered, asked];
+        let prices = names
+            .iter()
+            .find_map(|name| self.prices.get(*name).copied())
+            .or_else(|| {
+                names.iter().find_map(|name| {
+                    let (info, known) = context::lookup(name);
+                    info.prices.filter(|_| known)
+                })
+            });
+        let model = answered;
         let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
         match prices {
             Some(prices) => spent.0 += prices.cost(usage),
@@ -76,9 +85,10 @@ mod tests {
             output_tokens: 1_000,
             ..Usage::default()
         };
-        budget.spend("m", &usage);
+        budget.spend("m", "m", &usage);
         assert_eq!(budget.exceeded(), None);
-        budget.spend("m", &usage);
+        // Answered under another name: priced as the model asked.
+        budget.spend("m-2026-01-01", "m", &usage);
         assert_eq!(
             budget.exceeded().as_deref(),
             Some("$0.0120 spent, the limit is $0.0100 (--max-budget-usd)")

@@ -180,29 +180,33 @@ async fn read_stdin() -> anyhow::Result<String> {
     })
 }
 
-/// The headless prompt: `-p` (after piped input, which goes first in a fenced block, as
-/// Claude Code sends it), or stdin when it is not a terminal, or a positional prompt when
-/// stdin is not a terminal; `None` means interactive.
+/// The headless prompt: with `-p`, the prompt (after piped input, which goes first in a
+/// fenced block, as Claude Code sends it) or else stdin; without it, a positional prompt is
+/// headless when stdin is not a terminal or the output format is not text, and stdin alone
+/// (not a terminal) is a prompt too. `None` means interactive.
 async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
-    let given = args.prompt.as_ref().or_else(|| {
-        args.first_prompt
-            .as_ref()
-            .filter(|_| !std::io::stdin().is_terminal())
-    });
-    if let Some(prompt) = given {
+    let terminal = std::io::stdin().is_terminal();
+    let headless = args.print || !terminal || args.output_format != OutputFormat::Text;
+    if let Some(prompt) = args.prompt.as_ref().filter(|_| headless) {
         if prompt.trim().is_empty() {
-            return Err(UsageError("the prompt given with -p is empty".into()).into());
+            return Err(UsageError("the prompt is empty".into()).into());
         }
         if stdin_is_piped() {
             let input = read_stdin().await?;
             if !input.trim().is_empty() {
-                return Ok(Some(format!("```\n{}\n```\n\n{prompt}", input.trim_end())));
+                return Ok(Some(format!("{}\n\n{prompt}", fenced(input.trim_end()))));
             }
         }
         return Ok(Some(prompt.clone()));
     }
-    if std::io::stdin().is_terminal() {
+    if args.prompt.is_some() || (terminal && !args.print) {
         return Ok(None);
+    }
+    if terminal {
+        return Err(UsageError(
+            "-p needs a prompt: give it as an argument (agent -p \"task\") or on stdin".into(),
+        )
+        .into());
     }
     let text = read_stdin().await?;
     if text.trim().is_empty() {
@@ -214,6 +218,22 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
     Ok(Some(text))
 }
 
+/// `text` in a Markdown code fence longer than any run of backticks in it.
+fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}\n{text}\n{fence}")
+}
+
 async fn start(args: Args) -> anyhow::Result<u8> {
     let streaming = args.input_format == InputFormat::StreamJson;
     if streaming && args.output_format != OutputFormat::StreamJson {
@@ -222,7 +242,7 @@ async fn start(args: Args) -> anyhow::Result<u8> {
         )
         .into());
     }
-    if streaming && (args.prompt.is_some() || args.first_prompt.is_some()) {
+    if streaming && args.prompt.is_some() {
         return Err(UsageError(
             "--input-format stream-json reads the user messages from stdin: give no prompt".into(),
         )
@@ -236,13 +256,18 @@ async fn start(args: Args) -> anyhow::Result<u8> {
     };
     if task.is_none() && args.output_format != OutputFormat::Text {
         return Err(UsageError(format!(
-            "--output-format {} needs a prompt (-p or stdin): the interactive session writes text",
+            "--output-format {} needs a prompt (agent -p \"task\", or on stdin): the interactive session writes text",
             match args.output_format {
                 OutputFormat::Json => "json",
                 _ => "stream-json",
             }
         ))
         .into());
+    }
+    if args.include_partial_messages && args.output_format != OutputFormat::StreamJson {
+        eprintln!(
+            "agent: warning: --include-partial-messages needs --output-format stream-json; it is ignored"
+        );
     }
     // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
     // registered would kill the process with no result and no cleanup.
@@ -256,7 +281,7 @@ async fn start(args: Args) -> anyhow::Result<u8> {
     session.gather_context().await;
     match task {
         Some(task) => headless(&args, session, &interrupts, task, status).await,
-        None => interactive::run(session, &interrupts, status, args.first_prompt.clone()).await,
+        None => interactive::run(session, &interrupts, status, args.prompt.clone()).await,
     }
 }
 
@@ -395,5 +420,17 @@ fn user_message(line: &str) -> Result<protocol::MessageParam, String> {
             Ok(parsed)
         }
         _ => Err("message.content must be a non-empty string or a list of content blocks".into()),
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::fenced;
+
+    #[test]
+    fn the_fence_is_longer_than_any_backtick_run_in_the_text() {
+        assert_eq!(fenced("print(1)"), "```\nprint(1)\n```");
+        assert_eq!(fenced("a ```rust b"), "````\na ```rust b\n````");
+        assert_eq!(fenced("`````"), "``````\n`````\n``````");
     }
 }

@@ -1045,7 +1045,12 @@ impl Renderer {
             "result": outcome.result,
             // The API's, as Claude Code reports it; the loop's own reason is below.
             "stop_reason": self.last_stop_reason,
-            "terminal_reason": outcome.terminal.as_str(),
+            // Claude Code's name when --json-schema's tries ran out.
+            "terminal_reason": if self.structured_failed() {
+                "structured_output_retry_exhausted"
+            } else {
+                outcome.terminal.as_str()
+            },
             "terminal_detail": outcome.terminal.to_string(),
             "session_id": self.session_id,
             "total_cost_usd": self.cost,

@@ -2720,7 +2720,64 @@ async fn json_schema_answers_are_checked_and_retried() {
     assert_eq!(output.status.code(), Some(3));
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["subtype"], "error_max_structured_output_retries");
+    assert_eq!(
+        result["terminal_reason"],
+        "structured_output_retry_exhausted"
+    );
     assert_eq!(result["is_error"], true);
     assert!(result.get("structured_output").is_none());
     assert_eq!(server.request_count(), 3);
+}
+
+/// `-p` is a flag, as Claude Code's: the prompt is the argument wherever it stands, or stdin.
+#[tokio::test]
+async fn print_is_a_flag_as_in_claude_code() {
+    let repo = repo("print-flag");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Ok."))]))
+        .await
+        .unwrap();
+    for args in [
+        &["-p", "--output-format", "json", "first form"][..],
+        &["first form", "-p", "--output-format", "json"][..],
+        &["--print", "--output-format=json", "first form"][..],
+    ] {
+        let output = agent(&repo, &server, args).await;
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(result["result"], "Ok.");
+        let prompt = server.requests().last().unwrap().json()["messages"][0]["content"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["text"]
+            .clone();
+        assert_eq!(prompt, "first form", "{args:?}");
+    }
+    let mut child = command(&repo, &server)
+        .args(["-p", "--output-format", "json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"from stdin with ``` inside")
+            .await
+            .unwrap();
+    }
+    let output = child.wait_with_output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = server.requests().last().unwrap().json()["messages"].to_string();
+    assert!(sent.contains("from stdin with ``` inside"), "{sent}");
 }

@@ -146,8 +146,10 @@ pub struct Deps {
 /// A spending limit (`--max-budget-usd`): the loop tells it each response's usage, with the
 /// model that answered, and asks it before each request whether the limit is reached.
 pub trait SpendGuard: Send + Sync {
-    /// Counts a response of `model` (the name it answered with) that used `usage`.
-    fn spend(&self, model: &str, usage: &Usage);
+    /// Counts a response that used `usage`: `answered` is the model name it came with,
+    /// `asked` the one the request named (a server may answer with another name, such as a
+    /// dated version).
+    fn spend(&self, answered: &str, asked: &str, usage: &Usage);
 
     /// Why no more request may be sent (what was spent of what limit), or `None`.
     fn exceeded(&self) -> Option<String>;
@@ -408,12 +410,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Counts a response's usage (`model`: the model that answered).
-    fn count(&mut self, model: &str, usage: &Usage) {
+    /// Counts a response's usage (`answered`: the model name it came with; `asked`: the one
+    /// the request named).
+    fn count(&mut self, answered: &str, asked: &str, usage: &Usage) {
         self.emit(LoopEvent::Usage(usage.clone()));
         add_usage(&mut self.usage, usage);
         if let Some(spend) = &self.deps.spend {
-            spend.spend(model, usage);
+            spend.spend(answered, asked, usage);
         }
     }
 
@@ -468,7 +471,11 @@ impl<'a> Run<'a> {
             }
             CallEnd::Failed(error) => self.settle(state, Outcome::Failed(&error), None).await,
             CallEnd::Done(responded) => {
-                self.count(&responded.message.model, &responded.message.usage);
+                self.count(
+                    &responded.message.model,
+                    &state.run.model,
+                    &responded.message.usage,
+                );
                 state.run.output_tokens += responded.message.usage.output_tokens;
                 self.last_text = responded.message.text();
                 let response = Response {
@@ -599,13 +606,14 @@ impl<'a> Run<'a> {
         // A response cut short was billed for what it had used.
         if let Some(usage) = &aborted.partial_usage {
             let model = state.run.model.clone();
-            self.count(&model, usage);
+            self.count(&model, &model, usage);
         }
         let assistant = match aborted.message {
             // The response had completed (and was reported): keep it whole, and count what
             // it cost.
             Some(message) => {
-                self.count(&message.model, &message.usage);
+                let asked = state.run.model.clone();
+                self.count(&message.model, &asked, &message.usage);
                 self.last_text = message.text();
                 self.append_response(state, &message, aborted.reported);
                 None

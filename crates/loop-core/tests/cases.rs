@@ -1038,7 +1038,7 @@ async fn a_token_budget_nudges_until_used_up_or_diminishing() {
 async fn a_spending_limit_stops_before_the_next_request() {
     struct Limit(Mutex<u64>);
     impl loop_core::SpendGuard for Limit {
-        fn spend(&self, _model: &str, usage: &protocol::Usage) {
+        fn spend(&self, _answered: &str, _asked: &str, usage: &protocol::Usage) {
             *self.0.lock().unwrap() += usage.output_tokens;
         }
         fn exceeded(&self) -> Option<String> {
