@@ -211,6 +211,13 @@ pub enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// List this folder's sessions, newest first: id, start, turns, cost, interactive or
+    /// headless, first prompt (`--resume ID` reopens one).
+    Sessions {
+        /// One JSON list instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Configure MCP servers, as `claude mcp` does.
     Mcp {
         /// What to do.

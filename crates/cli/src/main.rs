@@ -19,6 +19,7 @@ mod mcp_cmd;
 mod output;
 mod prefetch;
 mod session;
+mod sessions_cmd;
 mod settings;
 mod skills;
 mod structured;
@@ -139,6 +140,15 @@ fn init_logging(verbose: bool) {
 async fn run(args: Args) -> anyhow::Result<u8> {
     match &args.command {
         Some(Command::Demo { live, keep }) => demo::run(*live, *keep).await,
+        Some(Command::Sessions { json }) => {
+            let cwd = match &args.cwd {
+                Some(dir) => dir
+                    .canonicalize()
+                    .with_context(|| format!("working directory {}", dir.display()))?,
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            sessions_cmd::run(&cwd, *json)
+        }
         Some(Command::Mcp { action }) => {
             let cwd = match &args.cwd {
                 Some(dir) => dir

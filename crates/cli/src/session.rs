@@ -221,7 +221,7 @@ impl Session {
             copy_history,
             user_context: saved_context,
             last_activity,
-        } = resume(args, &sessions, legacy.as_deref())?;
+        } = resume(args, &sessions, legacy.as_deref(), !prompter_absent)?;
 
         let flag_mode = args
             .dangerously_skip_permissions
@@ -842,6 +842,7 @@ impl Session {
                     self.session_id.clone(),
                     &self.cwd,
                 )?;
+                transcript.set_entrypoint(if self.headless { "sdk-cli" } else { "cli" });
                 if !self.context_saved
                     && let Some(context) = &self.config.user_context
                 {
@@ -1774,19 +1775,51 @@ fn mcp_output_chars(settings_env: &BTreeMap<String, String>) -> anyhow::Result<u
     Ok(tokens.saturating_mul(4))
 }
 
-/// The session to continue (`--continue`, `--resume`), or a new one.
-fn resume(args: &Args, sessions: &Path, legacy: Option<&Path>) -> anyhow::Result<Resumed> {
+/// The session to continue (`--continue`, `--resume`), or a new one. `--continue` takes the
+/// newest of this folder's sessions (an interactive session prefers the newest interactive
+/// one) and says which it took.
+fn resume(
+    args: &Args,
+    sessions: &Path,
+    legacy: Option<&Path>,
+    interactive: bool,
+) -> anyhow::Result<Resumed> {
     let found = if args.continue_session {
-        // The newest of this folder's sessions and of the folder earlier versions used.
-        let newest = std::iter::once(sessions)
+        // This folder's sessions and those of the folder earlier versions used, newest
+        // first; an interactive run looks at the 20 newest for an interactive one.
+        let mut paths: Vec<(std::time::SystemTime, PathBuf)> = std::iter::once(sessions)
             .chain(legacy)
-            .filter_map(transcript::latest)
-            .max_by_key(|path| {
-                std::fs::metadata(path)
-                    .and_then(|meta| meta.modified())
-                    .ok()
-            });
-        Some(newest.context("--continue: no earlier session in this directory")?)
+            .flat_map(transcript::session_files)
+            .filter_map(|path| Some((std::fs::metadata(&path).ok()?.modified().ok()?, path)))
+            .collect();
+        paths.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+        let summaries = paths
+            .iter()
+            .take(20)
+            .filter_map(|(_, path)| crate::sessions_cmd::summarize(path));
+        let mut newest = None;
+        let mut chosen = None;
+        for summary in summaries {
+            if !interactive || summary.mode == "interactive" {
+                chosen = Some(summary);
+                break;
+            }
+            newest.get_or_insert(summary);
+        }
+        let chosen = chosen
+            .or(newest)
+            .context("--continue: no earlier session in this directory")?;
+        eprintln!(
+            "agent: continuing session {} ({}, {} turns, first prompt: {})",
+            chosen.id,
+            chosen.mode,
+            chosen.turns,
+            crate::output::printable(
+                &chosen.first_prompt.chars().take(60).collect::<String>(),
+                false
+            )
+        );
+        Some(chosen.path)
     } else if let Some(target) = &args.resume {
         Some(match (resume_target(target, sessions), legacy) {
             (Ok(path), _) => path,

@@ -130,6 +130,8 @@ pub struct Transcript {
     path: PathBuf,
     session_id: String,
     cwd: String,
+    /// `cli` (interactive) or `sdk-cli` (headless), on every entry once set.
+    entrypoint: Option<&'static str>,
     /// Held while this process writes the session (released when it exits, however).
     _lock: SessionLock,
 }
@@ -289,8 +291,16 @@ impl Transcript {
             path,
             session_id,
             cwd: cwd.to_string_lossy().into_owned(),
+            entrypoint: None,
             _lock: lock,
         })
+    }
+
+    /// Marks every entry written from now on with Claude Code's `entrypoint`: `cli` for an
+    /// interactive session, `sdk-cli` for a headless one (`agent sessions` and `--continue`
+    /// read it).
+    pub fn set_entrypoint(&mut self, entrypoint: &'static str) {
+        self.entrypoint = Some(entrypoint);
     }
 
     /// Appends one entry (`kind` is its `type`, `fields` the rest) with the session id, a
@@ -313,6 +323,9 @@ impl Transcript {
             "timestamp": timestamp(SystemTime::now()),
             "cwd": self.cwd,
         });
+        if let Some(entrypoint) = self.entrypoint {
+            entry["entrypoint"] = json!(entrypoint);
+        }
         if let (Some(entry), Value::Object(fields)) = (entry.as_object_mut(), fields) {
             entry.extend(fields);
         }
@@ -703,18 +716,18 @@ pub fn skipped_warning(path: &Path, lines: &[usize]) -> String {
     )
 }
 
-/// The most recently modified session file in `dir`.
-pub fn latest(dir: &Path) -> Option<PathBuf> {
+/// The session files of `dir` (`*.jsonl`, regular files only).
+pub fn session_files(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(Result::ok)
+        .into_iter()
+        .flatten()
+        .flatten()
         .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
         // A regular file, not through a link: a FIFO would block, a link to /dev/zero never
         // end, and a link may lead to another project's session.
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
-        .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
-        .max_by_key(|(modified, _)| *modified)
-        .map(|(_, path)| path)
+        .map(|entry| entry.path())
+        .collect()
 }
 
 #[cfg(test)]
@@ -899,7 +912,7 @@ mod tests {
         // A FIFO and a link are not sessions to continue.
         nix::unistd::mkfifo(&dir.join("fifo.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.join("zero.jsonl")).unwrap();
-        assert_eq!(latest(&dir), Some(path.clone()));
+        assert_eq!(session_files(&dir), std::slice::from_ref(&path));
         assert!(
             load(&dir.join("fifo.jsonl"))
                 .unwrap_err()

@@ -625,3 +625,133 @@ async fn a_positional_prompt_starts_the_interactive_session() {
     assert!(first[0].to_string().contains("say something"));
     assert_eq!(messages(&server, 1).len(), 3);
 }
+
+/// `agent sessions` lists this folder's sessions, interactive and headless, newest first;
+/// `--continue` in a terminal takes the newest interactive session (and says which), headless
+/// the newest of all.
+#[tokio::test]
+async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
+    let repo = repo("sessions-list");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Headless one.")),
+        Reply::turn(Turn::new().text("Interactive one.")),
+        Reply::turn(Turn::new().text("Headless two.")),
+        Reply::turn(Turn::new().text("Continued.")),
+        Reply::turn(Turn::new().text("Continued headless.")),
+    ]))
+    .await
+    .unwrap();
+    let headless = |prompt: &'static str| {
+        let mut run = command(&repo, &server);
+        run.args(["-p", prompt, "--output-format", "json"]);
+        run
+    };
+    assert!(
+        headless("first headless task")
+            .output()
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("an interactive task\r");
+    terminal.wait_for("Interactive one.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        headless("second headless task")
+            .output()
+            .await
+            .unwrap()
+            .status
+            .success()
+    );
+
+    let output = command(&repo, &server)
+        .args(["sessions", "--json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let rows: Vec<(String, String, u64)> = list
+        .iter()
+        .map(|row| {
+            (
+                row["first_prompt"].as_str().unwrap().to_owned(),
+                row["mode"].as_str().unwrap().to_owned(),
+                row["turns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("second headless task".to_owned(), "headless".to_owned(), 1),
+            (
+                "an interactive task".to_owned(),
+                "interactive".to_owned(),
+                1
+            ),
+            ("first headless task".to_owned(), "headless".to_owned(), 1),
+        ]
+    );
+    let interactive_id = list[1]["session_id"].as_str().unwrap().to_owned();
+    let table = command(&repo, &server)
+        .arg("sessions")
+        .output()
+        .await
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&interactive_id) && table.contains("interactive"),
+        "{table}"
+    );
+
+    let mut command_continue = command(&repo, &server);
+    command_continue.arg("--continue");
+    let mut terminal = Terminal::spawn(command_continue);
+    terminal
+        .wait_for(
+            &format!("continuing session {interactive_id} (interactive"),
+            1,
+        )
+        .await;
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("go on\r");
+    terminal.wait_for("Continued.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0);
+    let continued = messages(&server, 3);
+    assert!(
+        continued[0].to_string().contains("an interactive task"),
+        "{continued:?}"
+    );
+
+    let output = command(&repo, &server)
+        .args(["--continue", "-p", "more", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("(interactive") || stderr.contains("(headless"),
+        "{stderr}"
+    );
+    let sent = messages(&server, 4);
+    // Headless takes the newest of all: the interactive session just continued.
+    assert!(
+        sent[0].to_string().contains("an interactive task"),
+        "{sent:?}"
+    );
+}
