@@ -97,6 +97,16 @@ pub struct Args {
     #[arg(long, value_name = "SCHEMA")]
     pub json_schema: Option<String>,
 
+    /// With `--resume` or `--continue`: start a new session from the old one's history (the
+    /// old session file is left as it was).
+    #[arg(long)]
+    pub fork_session: bool,
+
+    /// The id (a UUID) of the new session (with `--resume`/`--continue`, only together with
+    /// `--fork-session`).
+    #[arg(long, value_name = "UUID")]
+    pub session_id: Option<String>,
+
     /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
     /// every settings file (they are yours: they apply in full, as your own file does).
     #[arg(long, value_name = "FILE|JSON")]

@@ -517,7 +517,9 @@ impl Session {
             window_assumed,
             compact_percent,
             extra_roots_pem,
-            context_saved: saved_context.is_some(),
+            // A copied history (a fork, another tool's transcript) starts a file of its own,
+            // which gets the context when its first turn writes it.
+            context_saved: saved_context.is_some() && !copy_history,
             saved_context,
         })
     }
@@ -1829,8 +1831,33 @@ fn resume(
     } else {
         None
     };
+    // `--session-id` names a new session (with `--resume`/`--continue`: only a fork).
+    let new_id = || -> anyhow::Result<String> {
+        match &args.session_id {
+            None => Ok(uuid::Uuid::new_v4().to_string()),
+            Some(id) => {
+                let parsed = uuid::Uuid::parse_str(id)
+                    .with_context(|| format!("--session-id {id}: not a UUID"))?;
+                let id = parsed.hyphenated().to_string();
+                if sessions.join(format!("{id}.jsonl")).exists() {
+                    bail!(
+                        "--session-id {id}: a session with this id exists already (--resume {id} continues it)"
+                    );
+                }
+                Ok(id)
+            }
+        }
+    };
+    if found.is_some() && args.session_id.is_some() && !args.fork_session {
+        bail!(
+            "--session-id with --resume or --continue needs --fork-session (the resumed session keeps its own id)"
+        );
+    }
+    if found.is_none() && args.fork_session {
+        bail!("--fork-session needs --resume or --continue (the session to fork)");
+    }
     let Some(path) = found else {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = new_id()?;
         let path = sessions.join(format!("{id}.jsonl"));
         return Ok(Resumed {
             history: Vec::new(),
@@ -1851,12 +1878,14 @@ fn resume(
             crate::output::printable(&transcript::skipped_warning(&path, &loaded.skipped), false)
         );
     }
-    // Our own session files are continued in place; other transcripts start a new session
-    // that begins with their history.
-    let own = match (path.canonicalize(), sessions.canonicalize()) {
-        (Ok(path), Ok(sessions)) => path.parent() == Some(sessions.as_path()),
-        _ => false,
-    };
+    // Our own session files are continued in place; other transcripts, and any session with
+    // `--fork-session`, start a new session that begins with their history (the old file is
+    // left as it was).
+    let own = !args.fork_session
+        && match (path.canonicalize(), sessions.canonicalize()) {
+            (Ok(path), Ok(sessions)) => path.parent() == Some(sessions.as_path()),
+            _ => false,
+        };
     if own {
         // The id names folders and is printed: the file's own name when it is a plain id,
         // never what a line inside says (a planted `../../x` or escape sequence).
@@ -1874,14 +1903,15 @@ fn resume(
             last_activity: loaded.last_activity,
         })
     } else {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = new_id()?;
         let new_path = sessions.join(format!("{id}.jsonl"));
         Ok(Resumed {
             history: loaded.messages,
             session_id: id,
             path: new_path,
             copy_history: true,
-            user_context: None,
+            // A fork sends the context its session sent: the same prefix, the same cache.
+            user_context: loaded.user_context,
             last_activity: loaded.last_activity,
         })
     }

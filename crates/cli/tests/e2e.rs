@@ -2781,3 +2781,98 @@ async fn print_is_a_flag_as_in_claude_code() {
     let sent = server.requests().last().unwrap().json()["messages"].to_string();
     assert!(sent.contains("from stdin with ``` inside"), "{sent}");
 }
+
+/// `--fork-session` starts a new session from an old one's history and leaves the old file
+/// byte for byte; `--session-id` names a new session; both are listed by `agent sessions`.
+#[tokio::test]
+async fn fork_session_and_session_id() {
+    let repo = repo("fork-session");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("First.")),
+        Reply::turn(Turn::new().text("Forked.")),
+    ]))
+    .await
+    .unwrap();
+    let id = "0b9f8a52-3c1d-4e6f-9a7b-2c3d4e5f6a7b";
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "start", "--session-id", id, "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let first: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(first["session_id"], id);
+    let sessions = repo.home.join("data/agent/projects");
+    let file = std::fs::read_dir(&sessions)
+        .unwrap()
+        .flatten()
+        .map(|project| project.path().join(format!("{id}.jsonl")))
+        .find(|path| path.is_file())
+        .unwrap();
+    let before = std::fs::read(&file).unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "--resume",
+            id,
+            "--fork-session",
+            "-p",
+            "go on",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let forked: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_ne!(forked["session_id"], id);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        before,
+        "the old session changed"
+    );
+    let sent = server.requests()[1].json()["messages"].to_string();
+    assert!(
+        sent.contains("start") && sent.contains("First.") && sent.contains("go on"),
+        "{sent}"
+    );
+    // The fork sends the context its session sent: the first message is the same.
+    let strip = |value: Value| {
+        value
+            .to_string()
+            .replace(r#","cache_control":{"type":"ephemeral"}"#, "")
+    };
+    assert_eq!(
+        strip(server.requests()[1].json()["messages"][0].clone()),
+        strip(server.requests()[0].json()["messages"][0].clone())
+    );
+    let output = agent(&repo, &server, &["sessions", "--json"]).await;
+    let list: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let ids: Vec<&str> = list
+        .iter()
+        .map(|row| row["session_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&id) && ids.contains(&forked["session_id"].as_str().unwrap()),
+        "{ids:?}"
+    );
+    // The id of a resumed session is its own.
+    let output = agent(
+        &repo,
+        &server,
+        &["--resume", id, "--session-id", id, "-p", "x"],
+    )
+    .await;
+    assert_ne!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("needs --fork-session"));
+}
