@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Repo, command, repo};
+use common::{Repo, command, repo, result_text};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
@@ -31,20 +31,6 @@ fn plant_fixture(repo: &Repo) {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/claude-project"),
         &repo.dir,
     );
-}
-
-/// The text of the tool_result for `id` in the last request that has it.
-fn result_text(server: &Server, id: &str) -> String {
-    for request in server.requests().iter().rev() {
-        for message in request.json()["messages"].as_array().into_iter().flatten() {
-            for block in message["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block["content"].to_string();
-                }
-            }
-        }
-    }
-    panic!("no result for {id}")
 }
 
 /// The stream-json line of `kind` (`system`) and `subtype` (`init`).

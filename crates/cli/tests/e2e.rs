@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{Repo, command, processes_running, repo, unique_sleep, wait_for_process};
+use common::{Repo, command, processes_running, repo, result_text, unique_sleep, wait_for_process};
 
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
@@ -26,20 +26,6 @@ fn lines(output: &Output) -> Vec<Value> {
 
 /// Every request's tool_results answer exactly the previous request's tool_uses... checked as:
 /// the last user message's tool_result ids equal the previous assistant message's tool_use ids.
-/// The text of the tool_result the model got for `id`.
-fn result_text(server: &Server, id: &str) -> String {
-    for request in server.requests() {
-        for message in request.json()["messages"].as_array().into_iter().flatten() {
-            for block in message["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block["content"].to_string();
-                }
-            }
-        }
-    }
-    panic!("no result for {id}")
-}
-
 fn check_pairing(request: &Value) {
     let messages = request["messages"].as_array().unwrap();
     for pair in messages.windows(2) {

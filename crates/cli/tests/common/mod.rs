@@ -160,3 +160,17 @@ pub async fn wait_for_process(command: &str) -> i32 {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// The text (as JSON) of the tool_result for `id`, as the first request that has it sent it.
+pub fn result_text(server: &Server, id: &str) -> String {
+    for request in server.requests() {
+        for message in request.json()["messages"].as_array().into_iter().flatten() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                    return block["content"].to_string();
+                }
+            }
+        }
+    }
+    panic!("no result for {id}")
+}
