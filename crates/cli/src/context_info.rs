@@ -160,9 +160,6 @@ pub fn memory_section(cwd: &Path) -> String {
     let mut text = String::new();
     let mut used = 0;
     for path in memory_files(cwd) {
-        let Ok(content) = std::fs::read_to_string(&path) else {
-            continue;
-        };
         let room = MEMORY_CAP_BYTES.saturating_sub(used);
         if room == 0 {
             text.push_str(&format!(
@@ -171,25 +168,42 @@ pub fn memory_section(cwd: &Path) -> String {
             ));
             continue;
         }
-        let mut cut = content.len().min(room);
-        while !content.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        // Only what fits is read (a huge memory file costs no memory), as UTF-8 text.
+        let Some((content, total)) = read_prefix(&path, room) else {
+            continue;
+        };
+        let cut = content.len();
         text.push_str(&format!(
-            "\nContents of {} (instructions for this project):\n{}\n",
+            "\nContents of {} (instructions for this project):\n{content}\n",
             path.display(),
-            &content[..cut]
         ));
-        if cut < content.len() {
-            text.push_str(&format!(
-                "(cut: {} of {} bytes shown)\n",
-                cut,
-                content.len()
-            ));
+        if (cut as u64) < total {
+            text.push_str(&format!("(cut: {cut} of {total} bytes shown)\n"));
         }
         used += cut;
     }
     text
+}
+
+/// The first `room` bytes of the file at `path` (cut back to a whole character) and its
+/// size; `None` when it cannot be read or is not UTF-8 text.
+fn read_prefix(path: &Path, room: usize) -> Option<(String, u64)> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    let total = file.metadata().ok()?.len();
+    let mut bytes = Vec::new();
+    file.take(room as u64).read_to_end(&mut bytes).ok()?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Some((text, total)),
+        // Cut inside a character at the end of what was read: keep the whole ones.
+        Err(error) if error.utf8_error().error_len().is_none() && (room as u64) < total => {
+            let valid = error.utf8_error().valid_up_to();
+            let mut bytes = error.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).ok().map(|text| (text, total))
+        }
+        Err(_) => None,
+    }
 }
 
 #[cfg(test)]
@@ -197,6 +211,21 @@ mod memory_tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn memory_files_are_read_only_as_far_as_the_budget_goes() {
+        let dir = std::env::temp_dir().join(format!("agent-memory-prefix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let accents = dir.join("accents.md");
+        std::fs::write(&accents, "é".repeat(10)).unwrap();
+        // 20 bytes of two-byte characters, 5 of room: two whole characters.
+        assert_eq!(read_prefix(&accents, 5), Some(("éé".to_owned(), 20)));
+        assert_eq!(read_prefix(&accents, 100), Some(("é".repeat(10), 20)));
+        let binary = dir.join("binary.md");
+        std::fs::write(&binary, b"ab\xffcd").unwrap();
+        assert_eq!(read_prefix(&binary, 100), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_project_memory_file_that_leads_outside_is_skipped() {

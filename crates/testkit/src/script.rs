@@ -508,15 +508,63 @@ impl Script {
 
     /// A script from its JSON form, the one `testkit serve FILE.json` reads: a list of turns
     /// `{"text"?: string, "tool_uses"?: [{"id": string, "name": string, "input": object}],
-    /// "stop_reason"?: string}`, each rendered like [`Turn`].
+    /// "stop_reason"?: string}`, each rendered like [`Turn`]; or an object `{"turns": [...],
+    /// "routes": [{"marker": "ALPHA:", "turns": [...]}]}` whose routes answer the requests
+    /// whose first or last message holds the marker ([`Script::route`]: subagents).
     ///
     /// # Errors
     ///
     /// [`ScriptError`] naming the turn and the field, for anything else (unknown fields
     /// included: a typo must not silently change the script).
     pub fn from_json(text: &str) -> Result<Self, ScriptError> {
-        let turns: Vec<Value> =
+        let value: Value =
             serde_json::from_str(text).map_err(|error| ScriptError::NotAList(error.to_string()))?;
+        // The object form: the main list and the routes ([`Script::route`]).
+        if let Value::Object(object) = &value {
+            let turns = object
+                .get("turns")
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new()));
+            let mut script = Self::new(Self::turns(&turns, "")?);
+            for (index, route) in object
+                .get("routes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let Some(marker) = route.get("marker").and_then(Value::as_str) else {
+                    return Err(ScriptError::NotAList(format!(
+                        "routes[{index}].marker must be a string"
+                    )));
+                };
+                let turns = route
+                    .get("turns")
+                    .cloned()
+                    .unwrap_or(Value::Array(Vec::new()));
+                let replies = Self::turns(&turns, &format!("routes[{index}]."))?;
+                script = script.route(marker, replies);
+            }
+            if let Some(key) = object
+                .keys()
+                .find(|key| !matches!(key.as_str(), "turns" | "routes"))
+            {
+                return Err(ScriptError::NotAList(format!(
+                    "unknown key {key:?} (known: turns, routes)"
+                )));
+            }
+            return Ok(script);
+        }
+        Ok(Self::new(Self::turns(&value, "")?))
+    }
+
+    /// The replies of a JSON list of turns; `at` prefixes the place in error messages.
+    fn turns(value: &Value, at: &str) -> Result<Vec<Reply>, ScriptError> {
+        let Some(turns) = value.as_array() else {
+            return Err(ScriptError::NotAList(format!(
+                "{at}turns: expected a list of turns"
+            )));
+        };
         let mut replies = Vec::with_capacity(turns.len());
         for (index, spec) in turns.iter().enumerate() {
             let bad = |problem: String| ScriptError::BadTurn {
@@ -560,7 +608,7 @@ impl Script {
             }
             replies.push(Reply::turn(turn));
         }
-        Ok(Self::new(replies))
+        Ok(replies)
     }
 
     /// The next reply, to a request of `request_bytes` bytes whose first and last messages
@@ -597,6 +645,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn json_scripts_route_by_marker() {
+        let mut script = Script::from_json(
+            r#"{"turns": [{"text": "main"}],
+                "routes": [{"marker": "ALPHA:", "turns": [{"text": "alpha"}]}]}"#,
+        )
+        .unwrap();
+        let text = |reply: Reply| match reply.body {
+            ReplyBody::Turn(turn) => turn.message_json()["content"][0]["text"].clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(text(script.next(0, r#"{"content":"ALPHA: go"}"#)), "alpha");
+        assert_eq!(text(script.next(0, r#"{"content":"hello"}"#)), "main");
+    }
+
+    #[test]
     fn json_scripts_are_strict() {
         let script = Script::from_json(
             r#"[{"text": "Looking.", "tool_uses": [{"id": "toolu_1", "name": "Read", "input": {"file_path": "a"}}]},
@@ -610,7 +673,15 @@ mod tests {
                 .tool_use("toolu_1", "Read", json!({"file_path": "a"}));
         assert_eq!(script.replies[0].body, ReplyBody::Turn(expected));
         for (text, message) in [
-            ("{}", "a script is a JSON list of turns"),
+            ("3", "a script is a JSON list of turns"),
+            (
+                r#"{"turn": []}"#,
+                "a script is a JSON list of turns: unknown key \"turn\"",
+            ),
+            (
+                r#"{"routes": [{"turns": []}]}"#,
+                "a script is a JSON list of turns: routes[0].marker must be a string",
+            ),
             ("[1]", "turn 0: not an object"),
             (r#"[{"txt": "x"}]"#, "turn 0: unknown field \"txt\""),
             (r#"[{}, {"text": 3}]"#, "turn 1: text must be a string"),

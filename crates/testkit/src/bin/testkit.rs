@@ -37,6 +37,11 @@ fn main() -> std::process::ExitCode {
     if args.first().map(String::as_str) == Some("mcp-http-server") {
         return mcp_http_server(&args[1..]);
     }
+    // `--help` anywhere (`testkit serve --help` too) is a question, not a file name.
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{}", usage());
+        return std::process::ExitCode::SUCCESS;
+    }
     let (Some("serve"), Some(file)) = (args.first().map(String::as_str), args.get(1)) else {
         eprintln!("testkit: {}", usage());
         return std::process::ExitCode::from(2);
