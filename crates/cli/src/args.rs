@@ -128,8 +128,9 @@ pub struct Args {
     #[arg(long, value_name = "TEXT")]
     pub append_system_prompt: Option<String>,
 
-    /// Resume a session by id, or load a transcript file (ours or Claude Code's).
-    #[arg(long, value_name = "ID|FILE")]
+    /// Resume a session by id, or load a transcript file (ours or Claude Code's). Without
+    /// a value: pick one of this folder's sessions (on a terminal), or list them.
+    #[arg(long, value_name = "ID|FILE", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
 
     /// Resume the most recent session of this directory.
@@ -227,6 +228,34 @@ pub enum Command {
         /// One JSON list instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// List a session's turns, or go back to the end of one: its files (what Write and Edit
+    /// changed; not what commands did), its conversation, or both (the default). A rewind
+    /// can be undone with `--undo`.
+    Rewind {
+        /// The session's id (`agent sessions` lists them).
+        #[arg(long, value_name = "ID")]
+        session: String,
+        /// The turn whose end to go back to (0: before the first); without it (and without
+        /// `--undo`), the turns are listed.
+        #[arg(long, value_name = "N", conflicts_with = "undo")]
+        turn: Option<u64>,
+        /// Undo the session's last rewind.
+        #[arg(long)]
+        undo: bool,
+        /// Restore the files only.
+        #[arg(long, conflicts_with_all = ["conversation", "both"])]
+        code: bool,
+        /// Restore the conversation only.
+        #[arg(long, conflicts_with = "both")]
+        conversation: bool,
+        /// Restore both (the default).
+        #[arg(long)]
+        both: bool,
+        /// Overwrite files changed since the session last changed them (by you, a
+        /// formatter or a command); without it such a rewind is refused.
+        #[arg(long)]
+        force: bool,
     },
     /// Configure MCP servers, as `claude mcp` does.
     Mcp {

@@ -275,7 +275,7 @@ struct Written {
 
 fn persist(path: &std::path::Path, prompt: &MessageParam, events: &[LoopEvent]) -> Written {
     let dir = path.parent().unwrap();
-    let mut transcript = Transcript::open(path.to_path_buf(), "s".into(), dir).unwrap();
+    let transcript = Transcript::open(path.to_path_buf(), "s".into(), dir).unwrap();
     let end = || std::fs::metadata(path).unwrap().len() - 1;
     transcript
         .append_user_context("Working directory: /w")

@@ -46,6 +46,9 @@ At the prompt:
   Ctrl-C        clear the line (twice on an empty line: exit)
   Ctrl-D        exit
   /clear        start a new session (the old one stays resumable with --resume)
+  /rewind       list the turns; go back to the end of one (files, conversation or both)
+  /rewind N [code|conversation|both], /rewind undo
+  /resume       pick an earlier session of this folder and continue it
   /mcp          the MCP servers, their status and tools
   /help         this help
   /exit, /quit  exit";
@@ -65,6 +68,10 @@ enum Input {
     Clear,
     /// `/mcp`.
     Mcp,
+    /// `/rewind [arguments]`.
+    Rewind(String),
+    /// `/resume`.
+    Resume,
     /// `/exit` or `/quit`.
     Exit,
     /// `/something` else.
@@ -86,6 +93,8 @@ fn parse_input(line: &str) -> Input {
             "help" => Input::Help,
             "clear" => Input::Clear,
             "mcp" => Input::Mcp,
+            "rewind" => Input::Rewind(rest["rewind".len()..].trim().to_owned()),
+            "resume" => Input::Resume,
             "exit" | "quit" => Input::Exit,
             other => Input::Unknown(other.to_owned()),
         };
@@ -283,6 +292,25 @@ pub async fn run(
                 eprintln!("{}", mcp_report(&session));
             }
             Input::Exit => break 0,
+            Input::Rewind(arguments) => rewind(&mut session, &arguments),
+            Input::Resume => {
+                let sessions = crate::transcript::project_dir(session.cwd())?;
+                let chosen = tokio::task::block_in_place(|| {
+                    crate::sessions_cmd::pick(&sessions, Some(&session.session_id))
+                });
+                match chosen {
+                    Ok(Some(path)) => match session.switch_to(&path) {
+                        Ok(()) => eprintln!(
+                            "Resumed session {} ({} messages)",
+                            session.session_id,
+                            session.history().len()
+                        ),
+                        Err(error) => eprintln!("agent: /resume: {error:#}"),
+                    },
+                    Ok(None) => eprintln!("(no session chosen)"),
+                    Err(error) => eprintln!("agent: /resume: {error:#}"),
+                }
+            }
             Input::Unknown(command) => {
                 eprintln!("agent: unknown command /{command}; /help lists the commands");
             }
@@ -381,6 +409,137 @@ pub async fn run(
         );
     }
     Ok(code)
+}
+
+/// Asks `question` on stderr and reads one line from the terminal (typed-ahead keys are
+/// discarded first); end of input is an empty answer.
+pub fn ask_line(question: &str) -> String {
+    let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let never = AtomicBool::new(false);
+    tokio::task::block_in_place(|| read_answer(&never))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// `/rewind [N [code|conversation|both] | undo]`: without arguments, lists the turns and asks
+/// for one and what to restore; files changed since the session's last change to them are
+/// overwritten only after a yes naming them.
+fn rewind(session: &mut Session, arguments: &str) {
+    use crate::checkpoints::{Scope, Target};
+    let timeline = match session.timeline() {
+        Ok(Some(timeline)) => timeline,
+        Ok(None) => {
+            eprintln!("Nothing to rewind yet: this session has no turns.");
+            return;
+        }
+        Err(error) => {
+            eprintln!("agent: /rewind: {error:#}");
+            return;
+        }
+    };
+    let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
+    if words.is_empty() {
+        eprint!("{}", crate::checkpoints::describe(&timeline, session.cwd()));
+        let answer = ask_line(
+            "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
+        );
+        if answer.is_empty() {
+            eprintln!("(nothing rewound)");
+            return;
+        }
+        words.push(answer);
+        if words[0] != "undo" {
+            let what = ask_line(
+                "Restore [b]oth code and conversation, [c]ode only, or c[o]nversation only? ",
+            );
+            words.push(what);
+        }
+    }
+    let target = match words[0].as_str() {
+        "undo" => Target::UndoLast,
+        number => match number.parse::<u64>() {
+            Ok(turn) => Target::Turn(turn),
+            Err(_) => {
+                eprintln!(
+                    "agent: /rewind: {:?} is not a turn number (or `undo`)",
+                    printable(number, false)
+                );
+                return;
+            }
+        },
+    };
+    let scope = match (target, words.get(1).map(|word| word.to_ascii_lowercase())) {
+        // Undo restores what the rewind it undoes restored.
+        (Target::UndoLast, _) => timeline.last_rewind().map_or(
+            Scope {
+                code: true,
+                conversation: true,
+            },
+            |(_, mark)| Scope {
+                code: mark.code,
+                conversation: mark.conversation,
+            },
+        ),
+        (_, None) => Scope {
+            code: true,
+            conversation: true,
+        },
+        (_, Some(word)) => match word.as_str() {
+            "" | "b" | "both" => Scope {
+                code: true,
+                conversation: true,
+            },
+            "c" | "code" => Scope {
+                code: true,
+                conversation: false,
+            },
+            "o" | "conversation" => Scope {
+                code: false,
+                conversation: true,
+            },
+            other => {
+                eprintln!(
+                    "agent: /rewind: {:?}: say code, conversation or both",
+                    printable(other, false)
+                );
+                return;
+            }
+        },
+    };
+    let cwd = session.cwd().to_path_buf();
+    let mut overwrite = |conflicts: &[&crate::checkpoints::FilePlan]| {
+        eprintln!(
+            "These files changed since the session last changed them (by you, a formatter or a command):"
+        );
+        for plan in conflicts {
+            eprintln!(
+                "    {}",
+                printable(
+                    &plan
+                        .path
+                        .strip_prefix(&cwd)
+                        .unwrap_or(&plan.path)
+                        .display()
+                        .to_string(),
+                    false
+                )
+            );
+        }
+        let answer =
+            ask_line("Overwrite them with their content of then? [y]es / [n]o, leave them: ");
+        if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
+            crate::checkpoints::Decision::Overwrite
+        } else {
+            crate::checkpoints::Decision::Leave
+        }
+    };
+    match session.rewind(target, scope, &mut overwrite) {
+        Ok(report) => eprint!("{}", crate::checkpoints::summarize(&report, &cwd)),
+        Err(error) => eprintln!("agent: /rewind: {error:#}"),
+    }
 }
 
 /// Asks the user at the terminal about calls that need approval.

@@ -7,6 +7,7 @@
 mod adapter;
 mod args;
 mod budget;
+mod checkpoints;
 mod commands;
 mod context_info;
 mod demo;
@@ -149,6 +150,32 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             };
             sessions_cmd::run(&cwd, *json)
         }
+        Some(Command::Rewind {
+            session,
+            turn,
+            undo,
+            code,
+            conversation,
+            both: _,
+            force,
+        }) => {
+            let cwd = match &args.cwd {
+                Some(dir) => dir
+                    .canonicalize()
+                    .with_context(|| format!("working directory {}", dir.display()))?,
+                None => std::env::current_dir().context("reading the current directory")?,
+            };
+            let target = match (turn, undo) {
+                (Some(turn), _) => Some(checkpoints::Target::Turn(*turn)),
+                (None, true) => Some(checkpoints::Target::UndoLast),
+                (None, false) => None,
+            };
+            let scope = checkpoints::Scope {
+                code: !*conversation,
+                conversation: !*code,
+            };
+            checkpoints::run_command(&cwd, session, target, scope, *force)
+        }
         Some(Command::Mcp { action }) => {
             let cwd = match &args.cwd {
                 Some(dir) => dir
@@ -244,7 +271,27 @@ fn fenced(text: &str) -> String {
     format!("{fence}\n{text}\n{fence}")
 }
 
-async fn start(args: Args) -> anyhow::Result<u8> {
+async fn start(mut args: Args) -> anyhow::Result<u8> {
+    // `--resume` without an id: a picker on a terminal, else the list.
+    if args.resume.as_deref() == Some("") {
+        let cwd = match &args.cwd {
+            Some(dir) => dir
+                .canonicalize()
+                .with_context(|| format!("working directory {}", dir.display()))?,
+            None => std::env::current_dir().context("reading the current directory")?,
+        };
+        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        if !terminal || args.print {
+            return sessions_cmd::run(&cwd, false);
+        }
+        let dir = transcript::project_dir(&cwd)?;
+        match tokio::task::block_in_place(|| sessions_cmd::pick(&dir, None))
+            .map_err(|error| UsageError(format!("--resume: {error:#}")))?
+        {
+            Some(path) => args.resume = Some(path.to_string_lossy().into_owned()),
+            None => return Ok(0),
+        }
+    }
     let streaming = args.input_format == InputFormat::StreamJson;
     if streaming && args.output_format != OutputFormat::StreamJson {
         return Err(UsageError(

@@ -110,6 +110,10 @@ pub struct Session {
     history: Vec<MessageParam>,
     transcript_path: PathBuf,
     transcript: Option<Transcript>,
+    /// Where Write and Edit record their changes (checkpoints), writing into the transcript.
+    journal: Arc<crate::checkpoints::Journal>,
+    /// The user turns the session has begun (numbered from 1 in its file).
+    turns: u64,
     /// The history came from another tool's transcript: it is copied into our own session
     /// file when the first turn starts.
     copy_history: bool,
@@ -221,7 +225,9 @@ impl Session {
             copy_history,
             user_context: saved_context,
             last_activity,
+            turns,
         } = resume(args, &sessions, legacy.as_deref(), !prompter_absent)?;
+        let journal = Arc::new(crate::checkpoints::Journal::default());
 
         let flag_mode = args
             .dangerously_skip_permissions
@@ -335,6 +341,7 @@ impl Session {
             post_hooks: post_hooks.clone(),
             stop_hooks: hooks_of("SubagentStop"),
             denied: denied.clone(),
+            journal: Some(Arc::clone(&journal) as Arc<dyn tools::WriteJournal>),
         };
         let tooling = recipe.build(mode).map_err(|error| match &error {
             tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
@@ -502,6 +509,8 @@ impl Session {
             history,
             transcript_path,
             transcript: None,
+            journal,
+            turns,
             copy_history,
             trusted: folder_trusted,
             mcp_servers,
@@ -827,6 +836,8 @@ impl Session {
         self.session_id = uuid::Uuid::new_v4().to_string();
         self.transcript_path = self.sessions.join(format!("{}.jsonl", self.session_id));
         self.transcript = None;
+        self.journal.detach();
+        self.turns = 0;
         self.copy_history = false;
         self.context_saved = false;
         self.history.clear();
@@ -834,12 +845,84 @@ impl Session {
             .set_session(self.session_id.clone(), self.transcript_path.clone());
     }
 
+    /// The session's turns and rewinds as its file records them (`None` before its first
+    /// turn).
+    ///
+    /// # Errors
+    ///
+    /// When the file cannot be read.
+    pub fn timeline(&self) -> anyhow::Result<Option<crate::checkpoints::Timeline>> {
+        if !self.has_transcript() {
+            return Ok(None);
+        }
+        crate::checkpoints::Timeline::read(&self.transcript_path).map(Some)
+    }
+
+    /// Rewinds the session ([`crate::checkpoints::rewind`]); a rewound conversation is the
+    /// history from now on.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::checkpoints::rewind`].
+    pub fn rewind(
+        &mut self,
+        target: crate::checkpoints::Target,
+        scope: crate::checkpoints::Scope,
+        overwrite: &mut dyn FnMut(&[&crate::checkpoints::FilePlan]) -> crate::checkpoints::Decision,
+    ) -> anyhow::Result<crate::checkpoints::Report> {
+        let transcript = self.transcript()?.clone();
+        let report = crate::checkpoints::rewind(&transcript, target, scope, overwrite)?;
+        if let Some(messages) = &report.conversation {
+            self.history.clone_from(messages);
+        }
+        Ok(report)
+    }
+
+    /// Leaves this session for the earlier one in `path` (the interactive `/resume`): its
+    /// history, id, turns and the user context it sent. The current session file stays.
+    ///
+    /// # Errors
+    ///
+    /// When the file does not load, or its session is in use by another agent.
+    pub fn switch_to(&mut self, path: &Path) -> anyhow::Result<()> {
+        let loaded = transcript::load(path)?;
+        let id = path
+            .file_stem()
+            .and_then(|stem| stem.to_str())
+            .filter(|stem| is_session_id(stem))
+            .context("the file's name is not a session id")?
+            .to_owned();
+        // Taken before anything changes: another agent writing it refuses the switch.
+        let transcript = Transcript::open(path.to_path_buf(), id.clone(), &self.cwd)?;
+        transcript.set_entrypoint(if self.headless { "sdk-cli" } else { "cli" });
+        self.session_id = id;
+        self.transcript_path = path.to_path_buf();
+        self.journal.attach(transcript.clone());
+        self.transcript = Some(transcript);
+        self.turns = loaded.turns;
+        self.copy_history = false;
+        self.history = loaded.messages;
+        self.context_saved = loaded.user_context.is_some();
+        if let Some(context) = loaded.user_context {
+            self.config.user_context = Some(context);
+        }
+        self.config.last_request = loaded.last_activity;
+        self.hook_env
+            .set_session(self.session_id.clone(), self.transcript_path.clone());
+        Ok(())
+    }
+
+    /// The working directory.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
     /// The transcript, opened (and seeded with a foreign history) on first use.
     fn transcript(&mut self) -> anyhow::Result<&mut Transcript> {
         let transcript = match self.transcript.take() {
             Some(transcript) => transcript,
             None => {
-                let mut transcript = Transcript::open(
+                let transcript = Transcript::open(
                     self.transcript_path.clone(),
                     self.session_id.clone(),
                     &self.cwd,
@@ -854,6 +937,7 @@ impl Session {
                 if std::mem::take(&mut self.copy_history) {
                     transcript.append_history(&self.history)?;
                 }
+                self.journal.attach(transcript.clone());
                 transcript
             }
         };
@@ -957,7 +1041,17 @@ impl Session {
             .into_iter()
             .map(protocol::ContentBlock::text),
         );
-        self.transcript()?.append_param(&user)?;
+        // The turn begins in the file before its prompt: the point a rewind to the turn
+        // before comes back to.
+        let turn = self.turns + 1;
+        let transcript = self.transcript()?;
+        transcript.append_entry(
+            "system",
+            serde_json::json!({"subtype": crate::checkpoints::TURN_SUBTYPE, "turn": turn}),
+        )?;
+        transcript.append_param(&user)?;
+        self.turns = turn;
+        self.journal.begin_turn(turn);
         self.history.push(user);
         // A resumed history may end with a user message: merge, keep alternation.
         let mut repairs = Vec::new();
@@ -1866,6 +1960,7 @@ fn resume(
             copy_history: false,
             user_context: None,
             last_activity: None,
+            turns: 0,
         });
     };
     let loaded = transcript::load(&path)?;
@@ -1901,6 +1996,7 @@ fn resume(
             copy_history: false,
             user_context: loaded.user_context,
             last_activity: loaded.last_activity,
+            turns: loaded.turns,
         })
     } else {
         let id = new_id()?;
@@ -1913,6 +2009,7 @@ fn resume(
             // A fork sends the context its session sent: the same prefix, the same cache.
             user_context: loaded.user_context,
             last_activity: loaded.last_activity,
+            turns: 0,
         })
     }
 }
@@ -1941,6 +2038,8 @@ struct Resumed {
     /// About when the session's last request was answered (how long its prompt cache has
     /// been idle).
     last_activity: Option<std::time::SystemTime>,
+    /// The user turns its file has begun (a new file, a fork: 0).
+    turns: u64,
 }
 
 /// `--resume ID|FILE`: an existing file, or the id of a session of this directory (a bare

@@ -46,6 +46,8 @@ pub fn summarize(path: &Path) -> Option<Summary> {
         mode: "unknown",
     };
     let mut any = false;
+    // Turns as `agent_turn` entries count them (a rewind writes earlier prompts again).
+    let mut marked_turns = 0;
     for entry in text
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -67,6 +69,9 @@ pub fn summarize(path: &Path) -> Option<Summary> {
                 Some("sdk-cli" | "sdk-ts" | "sdk-py") => "headless",
                 _ => "unknown",
             };
+        }
+        if entry["subtype"] == crate::checkpoints::TURN_SUBTYPE {
+            marked_turns += 1;
         }
         match entry["type"].as_str() {
             Some("user") => {
@@ -91,6 +96,9 @@ pub fn summarize(path: &Path) -> Option<Summary> {
             }
             _ => {}
         }
+    }
+    if marked_turns > 0 {
+        summary.turns = marked_turns;
     }
     any.then_some(summary)
 }
@@ -125,6 +133,72 @@ pub fn list(dir: &Path) -> Vec<Summary> {
         .collect();
     sessions.sort_by(|a, b| b.started.cmp(&a.started));
     sessions
+}
+
+/// The sessions of `dir` numbered from 1 (date, turns, cost, first prompt), one line each.
+fn numbered(sessions: &[Summary]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for (index, s) in sessions.iter().enumerate() {
+        let started: String = s
+            .started
+            .chars()
+            .take(16)
+            .collect::<String>()
+            .replace('T', " ");
+        let cost = s
+            .cost
+            .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
+        let prompt: String = s.first_prompt.chars().take(60).collect();
+        let _ = writeln!(
+            text,
+            "{:>3}. {started}  {:>3} turn{}  {cost:<8} {:<11}  {}",
+            index + 1,
+            s.turns,
+            if s.turns == 1 { " " } else { "s" },
+            s.mode,
+            crate::output::printable(&prompt, false)
+        );
+    }
+    text
+}
+
+/// Shows this folder's sessions (`dir`), newest first, numbered, and asks at the terminal
+/// which to continue (`--resume` without an id, `/resume`). `current` is left out (the
+/// session the user is in). `None` when there is none or the answer is empty.
+///
+/// # Errors
+///
+/// When the answer is not one of the numbers.
+pub fn pick(dir: &Path, current: Option<&str>) -> anyhow::Result<Option<PathBuf>> {
+    let sessions: Vec<Summary> = list(dir)
+        .into_iter()
+        .filter(|s| Some(s.id.as_str()) != current)
+        .take(50)
+        .collect();
+    if sessions.is_empty() {
+        eprintln!("No earlier sessions in this folder.");
+        return Ok(None);
+    }
+    eprint!("{}", numbered(&sessions));
+    let answer =
+        crate::interactive::ask_line("Resume which session? (its number; Enter cancels): ");
+    if answer.is_empty() {
+        return Ok(None);
+    }
+    let chosen = answer
+        .parse::<usize>()
+        .ok()
+        .and_then(|number| number.checked_sub(1))
+        .and_then(|index| sessions.get(index));
+    match chosen {
+        Some(s) => Ok(Some(s.path.clone())),
+        None => anyhow::bail!(
+            "{:?} is not one of the numbers 1 to {}",
+            crate::output::printable(&answer, false),
+            sessions.len()
+        ),
+    }
 }
 
 /// Runs `agent sessions` for the folder `cwd`: a table on stdout, or a JSON list.

@@ -252,6 +252,9 @@ pub struct Recipe {
     pub stop_hooks: Vec<HookMatcher>,
     /// The tools a blanket deny rule removes from what the model is offered.
     pub denied: tooling::DeniedTools,
+    /// Where Write and Edit record their changes (the session's checkpoints, shared by
+    /// every subagent: a rewind undoes theirs too).
+    pub journal: Option<Arc<dyn tools::WriteJournal>>,
 }
 
 /// A tool set built from a [`Recipe`].
@@ -282,15 +285,7 @@ impl Recipe {
         } else {
             mode
         };
-        let built = tooling::build(
-            &self.workspace,
-            mode,
-            self.rules.clone(),
-            &self.results_dir,
-            self.env.clone(),
-            self.sandbox.clone(),
-            self.prompter.clone(),
-        )?;
+        let built = tooling::build(self, mode)?;
         let gate: Arc<dyn CanUseTool> = if self.pre_hooks.is_empty() {
             built.permissions.clone()
         } else {
@@ -496,7 +491,7 @@ impl SubagentHost for Host {
         }
         let transcript_path = self.transcript_path(&spawn.agent_id);
         match Transcript::open(transcript_path.clone(), self.session_id.clone(), &self.cwd)
-            .and_then(|mut transcript| {
+            .and_then(|transcript| {
                 transcript.append_history(messages)?;
                 Ok(transcript)
             }) {

@@ -188,25 +188,21 @@ pub fn permission_mode(mode: PermissionModeArg) -> tools::PermissionMode {
     }
 }
 
-/// The session's tools and gate: the built-in tools confined to `workspace`, the mode and
-/// the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts go to `prompter`; without
-/// one (headless) they are denied with a message.
-///
-/// `env` is added to every Bash command's environment (settings' `env`); `sandbox` says how
-/// Bash commands are sandboxed.
+/// The tools and gate `recipe` describes in `mode`: the built-in tools confined to its
+/// workspace, the mode and the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts
+/// go to its prompter; without one (headless) they are denied with a message. Its `env` is
+/// added to every Bash command's environment (settings' `env`), its `sandbox` says how Bash
+/// commands are sandboxed, and its `journal` keeps every change of Write and Edit.
 ///
 /// # Errors
 ///
 /// [`tools::Error::InvalidRule`] when a permission rule does not parse.
 pub fn build(
-    workspace: &Arc<Workspace>,
+    recipe: &crate::subagents::Recipe,
     mode: PermissionModeArg,
-    rules: Rules,
-    results_dir: &Path,
-    env: Vec<(String, String)>,
-    sandbox: tools::SandboxConfig,
-    prompter: Option<Arc<dyn tools::Prompter>>,
 ) -> Result<Tooling, tools::Error> {
+    let workspace = &recipe.workspace;
+    let rules = recipe.rules.clone();
     let default_mode = permission_mode(mode);
     let set = tools::ToolSet::new(tools::ToolSetConfig {
         workspace: Arc::clone(workspace),
@@ -216,16 +212,17 @@ pub fn build(
             ask: rules.ask,
             deny: rules.deny,
         },
-        tool_results_dir: Some(results_dir.to_path_buf()),
+        tool_results_dir: Some(recipe.results_dir.clone()),
         readable: crate::skills::readable(),
-        prompter,
-        env,
+        prompter: recipe.prompter.clone(),
+        env: recipe.env.clone(),
         protected: crate::hooks::protected_dirs(&workspace.cwd),
         protected_names: crate::hooks::PROTECTED_NAMES
             .iter()
             .map(|name| (*name).to_owned())
             .collect(),
-        sandbox,
+        sandbox: recipe.sandbox.clone(),
+        journal: recipe.journal.clone(),
     })?;
     Ok(Tooling {
         tools: set.tools(),

@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Seek as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
@@ -123,9 +124,16 @@ pub fn parse_timestamp(text: &str) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(std::time::Duration::from_millis(seconds * 1_000 + millis))
 }
 
-/// Appends entries to a session file, fsyncing each.
-#[derive(Debug)]
+/// Appends entries to a session file, fsyncing each. Clones share the file (the session and
+/// its checkpoint journal write through one), and each entry is written whole under a lock.
+#[derive(Clone, Debug)]
 pub struct Transcript {
+    inner: Arc<Mutex<Writer>>,
+}
+
+/// The open session file.
+#[derive(Debug)]
+struct Writer {
     file: File,
     path: PathBuf,
     session_id: String,
@@ -287,20 +295,33 @@ impl Transcript {
             .with_context(|| format!("opening transcript {}", path.display()))?;
         private_file(&file).with_context(|| format!("protecting transcript {}", path.display()))?;
         Ok(Self {
-            file,
-            path,
-            session_id,
-            cwd: cwd.to_string_lossy().into_owned(),
-            entrypoint: None,
-            _lock: lock,
+            inner: Arc::new(Mutex::new(Writer {
+                file,
+                path,
+                session_id,
+                cwd: cwd.to_string_lossy().into_owned(),
+                entrypoint: None,
+                _lock: lock,
+            })),
         })
+    }
+
+    /// The writer, whoever held it last (a panic while writing leaves at worst a cut last
+    /// line, which loading drops).
+    fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session file.
+    pub fn path(&self) -> PathBuf {
+        self.writer().path.clone()
     }
 
     /// Marks every entry written from now on with Claude Code's `entrypoint`: `cli` for an
     /// interactive session, `sdk-cli` for a headless one (`agent sessions` and `--continue`
     /// read it).
-    pub fn set_entrypoint(&mut self, entrypoint: &'static str) {
-        self.entrypoint = Some(entrypoint);
+    pub fn set_entrypoint(&self, entrypoint: &'static str) {
+        self.writer().entrypoint = Some(entrypoint);
     }
 
     /// Appends one entry (`kind` is its `type`, `fields` the rest) with the session id, a
@@ -309,11 +330,14 @@ impl Transcript {
     /// # Errors
     ///
     /// When writing or syncing fails (the caller reports it; the run goes on).
-    fn append_entry(&mut self, kind: &str, fields: Value) -> anyhow::Result<()> {
-        self.write_entry(kind, fields)?;
-        self.sync()
+    pub(crate) fn append_entry(&self, kind: &str, fields: Value) -> anyhow::Result<()> {
+        let mut writer = self.writer();
+        writer.write_entry(kind, fields)?;
+        writer.sync()
     }
+}
 
+impl Writer {
     /// Writes one entry without syncing (the caller syncs once for a batch).
     fn write_entry(&mut self, kind: &str, fields: Value) -> anyhow::Result<()> {
         let mut entry = json!({
@@ -341,22 +365,21 @@ impl Transcript {
             .sync_data()
             .with_context(|| format!("syncing {}", self.path.display()))
     }
+}
 
+impl Transcript {
     /// Appends a whole history at once (a transcript copied from another tool), syncing
     /// once at the end.
     ///
     /// # Errors
     ///
     /// As [`Transcript::append_entry`].
-    pub fn append_history(&mut self, messages: &[MessageParam]) -> anyhow::Result<()> {
+    pub fn append_history(&self, messages: &[MessageParam]) -> anyhow::Result<()> {
+        let mut writer = self.writer();
         for message in messages {
-            let kind = match message.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
-            self.write_entry(kind, json!({ "message": message }))?;
+            writer.write_entry(role_name(message.role), json!({ "message": message }))?;
         }
-        self.sync()
+        writer.sync()
     }
 
     /// Appends one message entry (`message` as the API shapes it) and fsyncs.
@@ -364,12 +387,8 @@ impl Transcript {
     /// # Errors
     ///
     /// As [`Transcript::append_entry`].
-    pub fn append(&mut self, role: Role, message: &Value) -> anyhow::Result<()> {
-        let kind = match role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-        };
-        self.append_entry(kind, json!({ "message": message }))
+    pub fn append(&self, role: Role, message: &Value) -> anyhow::Result<()> {
+        self.append_entry(role_name(role), json!({ "message": message }))
     }
 
     /// Appends a history message.
@@ -377,7 +396,7 @@ impl Transcript {
     /// # Errors
     ///
     /// As [`Transcript::append_entry`].
-    pub fn append_param(&mut self, message: &MessageParam) -> anyhow::Result<()> {
+    pub fn append_param(&self, message: &MessageParam) -> anyhow::Result<()> {
         self.append(message.role, &serde_json::to_value(message)?)
     }
 
@@ -386,7 +405,7 @@ impl Transcript {
     /// # Errors
     ///
     /// As [`Transcript::append_entry`].
-    pub fn record(&mut self, change: &HistoryEvent) -> anyhow::Result<()> {
+    pub fn record(&self, change: &HistoryEvent) -> anyhow::Result<()> {
         match change {
             HistoryEvent::Response(message) => {
                 self.append(Role::Assistant, &serde_json::to_value(message)?)
@@ -407,6 +426,21 @@ impl Transcript {
                 pre_tokens,
                 messages,
             } => self.append_compaction(trigger.as_str(), *pre_tokens, messages),
+            HistoryEvent::Rewound { turn, messages } => {
+                let mut writer = self.writer();
+                writer.write_entry(
+                    "system",
+                    json!({
+                        "subtype": REWOUND_SUBTYPE,
+                        "turn": turn,
+                        HISTORY_MESSAGES: messages.len(),
+                    }),
+                )?;
+                for message in messages {
+                    writer.write_entry(role_name(message.role), json!({ "message": message }))?;
+                }
+                writer.sync()
+            }
         }
     }
 
@@ -419,12 +453,13 @@ impl Transcript {
     ///
     /// As [`Transcript::append_entry`].
     pub fn append_compaction(
-        &mut self,
+        &self,
         trigger: &str,
         pre_tokens: u64,
         messages: &[MessageParam],
     ) -> anyhow::Result<()> {
-        self.append_entry(
+        let mut writer = self.writer();
+        writer.write_entry(
             "system",
             json!({
                 "subtype": "compact_boundary",
@@ -436,17 +471,13 @@ impl Transcript {
             }),
         )?;
         for (index, message) in messages.iter().enumerate() {
-            let kind = match message.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            };
             let mut fields = json!({ "message": message });
             if index == 0 {
                 fields["isCompactSummary"] = Value::Bool(true);
             }
-            self.append_entry(kind, fields)?;
+            writer.write_entry(role_name(message.role), fields)?;
         }
-        Ok(())
+        writer.sync()
     }
 
     /// The user context (environment facts, memory files) as the session sends it, so a
@@ -455,7 +486,7 @@ impl Transcript {
     /// # Errors
     ///
     /// As [`Transcript::append_entry`].
-    pub fn append_user_context(&mut self, text: &str) -> anyhow::Result<()> {
+    pub fn append_user_context(&self, text: &str) -> anyhow::Result<()> {
         self.append_entry(
             "system",
             json!({ "subtype": USER_CONTEXT_SUBTYPE, "content": text }),
@@ -463,9 +494,28 @@ impl Transcript {
     }
 }
 
+/// The entry `type` of a message of `role`.
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    }
+}
+
 /// The `subtype` of the `system` entry giving earlier tool results new content (context
 /// management's L1 and L2; ours, Claude Code's loaders skip it).
 pub const REWRITTEN_SUBTYPE: &str = "agent_results_rewritten";
+
+/// The `subtype` of the `system` entry that starts the history again after a rewind (ours):
+/// `turn` (the user turn whose end the history is back at) and `history_messages`, the
+/// count of message entries that follow and are the whole history from then on.
+pub const REWOUND_SUBTYPE: &str = "agent_history_rewound";
+
+/// Whether a `system` entry's `subtype` starts the history again with the messages that
+/// follow it (a compaction or a rewind).
+fn is_boundary(subtype: Option<&str>) -> bool {
+    matches!(subtype, Some("compact_boundary" | REWOUND_SUBTYPE))
+}
 
 /// The largest transcript loaded (a bigger file is refused, naming its size): 256 MiB.
 const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
@@ -495,7 +545,7 @@ fn drop_incomplete_compaction(path: &Path) -> std::io::Result<()> {
     let mut after = 0;
     for line in bytes.split_inclusive(|byte| *byte == b'\n') {
         if let Ok(entry) = serde_json::from_slice::<Value>(line) {
-            if entry.get("subtype").and_then(Value::as_str) == Some("compact_boundary") {
+            if is_boundary(entry.get("subtype").and_then(Value::as_str)) {
                 let announced = entry
                     .get(HISTORY_MESSAGES)
                     .and_then(Value::as_u64)
@@ -535,6 +585,9 @@ pub struct Loaded {
     /// The time of the last message entry (about when the session's last request was
     /// answered), when it has one.
     pub last_activity: Option<SystemTime>,
+    /// The user turns the file has begun (its `agent_turn` entries; 0 for a transcript
+    /// written before they were, or by Claude Code).
+    pub turns: u64,
 }
 
 /// Loads a transcript (ours or Claude Code's): user and assistant entries in order, starting
@@ -564,6 +617,24 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         );
     }
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let (loaded, emptied) = parse(path, &bytes)?;
+    if loaded.messages.is_empty() && !emptied {
+        bail!(
+            "{}: no user or assistant messages: not a transcript",
+            path.display()
+        );
+    }
+    Ok(loaded)
+}
+
+/// The history of a transcript's bytes (all of a file, or the part of it written before some
+/// point: a rewind loads the history as it was there), and whether a rewind left it empty on
+/// purpose. `path` names the file in errors.
+///
+/// # Errors
+///
+/// When no line is a JSON entry (naming the first line).
+pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)> {
     // A crash can leave the last line half-written (no newline after it, perhaps in the
     // middle of a character): that message is lost, the rest stands.
     let cut_last_line = !bytes.is_empty() && !bytes.ends_with(b"\n");
@@ -580,6 +651,8 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     // assistant entry, whatever its content).
     let mut awaited = 0;
     let mut after_boundary = 0;
+    let mut emptied = false;
+    let mut turns = 0;
     for (number, line) in bytes.split(|byte| *byte == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -599,9 +672,10 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             .unwrap_or_default();
         let subtype = entry.get("subtype").and_then(Value::as_str);
         match (kind, subtype) {
-            ("system", Some("compact_boundary")) => {
+            ("system", subtype) if is_boundary(subtype) => {
                 before_boundary = std::mem::take(&mut items);
                 after_boundary = 0;
+                emptied = subtype == Some(REWOUND_SUBTYPE);
                 awaited = entry
                     .get(HISTORY_MESSAGES)
                     .and_then(Value::as_u64)
@@ -631,6 +705,10 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
                     Some(results) => rewrite_items(&mut items, &results),
                     None => skipped.push(number + 1),
                 }
+                continue;
+            }
+            ("system", Some(crate::checkpoints::TURN_SUBTYPE)) => {
+                turns += 1;
                 continue;
             }
             ("system", Some(USER_CONTEXT_SUBTYPE)) => {
@@ -671,25 +749,24 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             path.display()
         );
     }
-    // A compaction cut short (a crash while it was written), or one with nothing after it:
-    // the history before it stands.
-    if items.is_empty() || after_boundary < awaited {
+    // A boundary cut short (a crash while it was written), or a compaction with nothing
+    // after it: the history before it stands. A rewind to an empty history is kept.
+    if after_boundary < awaited || (items.is_empty() && !emptied) {
         items = before_boundary;
-    }
-    if items.is_empty() {
-        bail!(
-            "{}: no user or assistant messages: not a transcript",
-            path.display()
-        );
+        emptied = false;
     }
     let (messages, repairs) = normalize(items);
-    Ok(Loaded {
-        messages,
-        repairs,
-        skipped,
-        user_context,
-        last_activity,
-    })
+    Ok((
+        Loaded {
+            messages,
+            repairs,
+            skipped,
+            user_context,
+            last_activity,
+            turns,
+        },
+        emptied,
+    ))
 }
 
 /// Applies a rewrite of tool results to the messages loaded so far.
@@ -766,7 +843,7 @@ mod tests {
         let path = dir.join("s.jsonl");
         let whole = r#"{"type":"user","message":{"role":"user","content":"first"}}"#;
         std::fs::write(&path, format!("{whole}\n{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"half")).unwrap();
-        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
         transcript
             .append_param(&MessageParam::user_text("second"))
             .unwrap();
@@ -795,7 +872,7 @@ mod tests {
         // A whole entry that only lacks its newline is kept: the newline is added.
         let answer = r#"{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"answer"}]}}"#;
         std::fs::write(&path, format!("{whole}\n{answer}")).unwrap();
-        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
         transcript
             .append_param(&MessageParam::user_text("next"))
             .unwrap();
@@ -839,7 +916,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("agent-compacted-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.jsonl");
-        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
         transcript
             .append_user_context("Working directory: /w")
             .unwrap();
@@ -865,7 +942,7 @@ mod tests {
         assert_eq!(loaded.messages, [MessageParam::user_text("old question")]);
         // A compaction cut after the first of its two messages: a load keeps the history
         // before it, and a writer cuts it off before appending.
-        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
         let kept = MessageParam::user_text("kept tail");
         transcript
             .append_compaction("auto", 99, &[summary.clone(), kept])
@@ -878,7 +955,7 @@ mod tests {
             load(&path).unwrap().messages,
             [MessageParam::user_text("old question")]
         );
-        let mut transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
         transcript
             .append_param(&MessageParam::user_text("new question"))
             .unwrap();

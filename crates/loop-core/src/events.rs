@@ -150,6 +150,15 @@ pub enum HistoryEvent {
         /// The whole history after.
         messages: Vec<MessageParam>,
     },
+    /// The user took the conversation back to an earlier point (a rewind; never made by the
+    /// loop itself): from now on the history is `messages`, as it was when user turn `turn`
+    /// ended (0: before the first turn). A rewind is undone by another one.
+    Rewound {
+        /// The user turn whose end the history is back at.
+        turn: u64,
+        /// The whole history after (may be empty).
+        messages: Vec<MessageParam>,
+    },
 }
 
 impl HistoryEvent {
@@ -160,7 +169,9 @@ impl HistoryEvent {
             Self::Response(message) => history.push(message.to_param()),
             Self::Appended(message) => history.push(message.clone()),
             Self::Rewritten(results) => rewrite_results(history, results),
-            Self::Compacted { messages, .. } => history.clone_from(messages),
+            Self::Compacted { messages, .. } | Self::Rewound { messages, .. } => {
+                history.clone_from(messages);
+            }
         }
     }
 }

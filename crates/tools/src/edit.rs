@@ -76,9 +76,9 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             "old_string and new_string are identical; there is nothing to change".into(),
         ));
     }
-    let Some(bytes) = current_content(shared, &path)? else {
+    let Some(previous) = current_content(shared, &path)? else {
         if input.old_string.is_empty() {
-            write_and_record(shared, &path, input.new_string.as_bytes())?;
+            write_and_record(shared, &path, None, input.new_string.as_bytes())?;
             return Ok(ToolOutput::text(format!(
                 "Created {shown} ({} lines).",
                 input.new_string.lines().count()
@@ -98,8 +98,8 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
         )));
     };
     // Any text file: a non-UTF-8 one is edited in its own encoding (see `text`).
-    let encoding = Encoding::of(&bytes);
-    let content = encoding.decode(&bytes).into_owned();
+    let encoding = Encoding::of(&previous);
+    let content = encoding.decode(&previous).into_owned();
     if input.old_string.is_empty() {
         if !content.is_empty() {
             return Err(ToolError::InvalidInput(format!(
@@ -107,7 +107,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             )));
         }
         let bytes = encode_for(encoding, &input.new_string, &path)?;
-        write_and_record(shared, &path, &bytes)?;
+        write_and_record(shared, &path, Some(&previous), &bytes)?;
         return Ok(ToolOutput::text(format!(
             "Edited {shown}: it was empty and now holds new_string ({} lines).",
             input.new_string.lines().count()
@@ -149,7 +149,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     updated.push_str(&content[at..]);
     let new = first_new;
     let bytes = encode_for(encoding, &updated, &path)?;
-    write_and_record(shared, &path, &bytes)?;
+    write_and_record(shared, &path, Some(&previous), &bytes)?;
 
     let first_line = content[..start].matches('\n').count() + 1;
     let last_line = first_line + new.matches('\n').count();

@@ -60,21 +60,35 @@ pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec
 
 /// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename),
 /// creating missing parent directories, keeping an existing file's permissions, and records
-/// the new content as read.
+/// the new content as read. `previous` is the content being replaced (`None`: no file):
+/// the session's [`crate::WriteJournal`] keeps it before anything changes.
 ///
 /// # Errors
 ///
-/// I/O errors as [`io_error`] maps them.
+/// I/O errors as [`io_error`] maps them; [`ToolError::CouldNotRun`] when the journal could not
+/// keep the previous content (the file is then left as it was).
 pub(crate) fn write_and_record(
     shared: &Shared,
     path: &Path,
+    previous: Option<&[u8]>,
     bytes: &[u8],
 ) -> Result<(), ToolError> {
+    if let Some(journal) = &shared.journal {
+        journal.before_write(path, previous).map_err(|reason| {
+            ToolError::CouldNotRun(format!(
+                "{} was not changed: its checkpoint could not be saved ({reason})",
+                path.display()
+            ))
+        })?;
+    }
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
             .map_err(|error| io_error("create the directory", parent, &error))?;
     }
     write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?;
+    if let Some(journal) = &shared.journal {
+        journal.after_write(path, bytes);
+    }
     let modified = fs::metadata(path).and_then(|m| m.modified()).ok();
     if bytes.len() as u64 <= crate::watch::SNAPSHOT_BYTES {
         shared.snapshots.insert(path.to_path_buf(), bytes.into());

@@ -77,6 +77,7 @@ mod error;
 mod files;
 mod glob;
 mod grep;
+mod journal;
 mod paths;
 mod permissions;
 pub mod prompt;
@@ -92,6 +93,7 @@ pub mod watch;
 mod write;
 
 pub use error::Error;
+pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{
     BashRun, DISABLE_SANDBOX_FIELD, HookDecision, PermissionConfig, PermissionGate, PermissionMode,

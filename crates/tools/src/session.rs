@@ -46,6 +46,9 @@ pub struct ToolSetConfig {
     pub protected_names: Vec<String>,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
+    /// Told of every file Write and Edit change, before and after (the session's
+    /// checkpoints); `None` keeps no record.
+    pub journal: Option<Arc<dyn crate::WriteJournal>>,
 }
 
 /// How Bash commands are sandboxed (which profile each command gets:
@@ -105,6 +108,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("protected", &self.protected)
             .field("protected_names", &self.protected_names)
             .field("sandbox", &self.sandbox)
+            .field("journal", &self.journal.is_some())
             .finish()
     }
 }
@@ -159,6 +163,7 @@ impl ToolSet {
             turn_allow: RwLock::new(Vec::new()),
             next_grant: AtomicU64::new(0),
             sandbox: config.sandbox,
+            journal: config.journal,
             workspace: Arc::clone(&config.workspace),
             mode: config.permissions.default_mode,
             rules,
@@ -329,6 +334,8 @@ pub(crate) struct Shared {
     pub(crate) protected_names: Vec<String>,
     /// How Bash commands are sandboxed.
     pub(crate) sandbox: SandboxConfig,
+    /// Told of every change Write and Edit make.
+    pub(crate) journal: Option<Arc<dyn crate::WriteJournal>>,
     /// The session's private folder: sandboxed commands' `TMPDIR`, and the files Bash's
     /// exit trap writes its final directory to.
     pub(crate) private: sandbox::PrivateDir,

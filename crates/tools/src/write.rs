@@ -69,7 +69,7 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
     // An existing file keeps its encoding (see `text`); a new one is UTF-8.
     let encoding = existing.as_deref().map_or(Encoding::Utf8, Encoding::of);
     let bytes = encode_for(encoding, &input.content, &path)?;
-    write_and_record(shared, &path, &bytes)?;
+    write_and_record(shared, &path, existing.as_deref(), &bytes)?;
     let lines = input.content.lines().count();
     let verb = if existed { "Updated" } else { "Created" };
     let kept = match encoding {

@@ -1,0 +1,1132 @@
+//! Checkpoints and rewind: what Write and Edit changed in each user turn, kept so a session
+//! can go back to the end of any earlier turn (its files, its conversation, or both), and
+//! undo that too.
+//!
+//! Everything is in the session's transcript, in the order it happened (docs/output-format.md
+//! shows each entry):
+//!
+//! - `agent_turn`: a user turn begins (`turn`, counted from 1 over the whole session).
+//! - `agent_checkpoint`: a file's content just before its first change in a turn (`path`,
+//!   `before`: `{"sha256","bytes"}`, `null` when there was no file, or `{"bytes","saved":
+//!   false}` for a file over [`MAX_SAVED_BYTES`]). The content is in
+//!   `<session>/checkpoints/<sha256>`, stored once whatever the number of turns naming it.
+//! - `agent_file_written`: what a change left (`path`, `sha256` or `"absent": true`), so a
+//!   rewind knows a file changed since by someone else.
+//! - `agent_rewind`: a rewind begins (`to_turn`, `code`, `conversation`, `undo`); the
+//!   checkpoints of the files it changes follow it, then, for the conversation, an
+//!   `agent_history_rewound` entry with the history it went back to.
+//!
+//! The state at any point of the file is thus known: a file's content there is the first
+//! checkpoint of it written after that point (it was unchanged until then), and the
+//! conversation is the history loaded from the file up to that point. "Turn N" is the point
+//! where the next turn (or rewind) began; undoing a rewind goes back to the point where it
+//! began. Changes made by Bash commands are not tracked (as in Claude Code).
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use anyhow::{Context as _, bail};
+use protocol::MessageParam;
+use serde_json::{Value, json};
+use sha2::Digest as _;
+
+use crate::transcript::{self, Transcript};
+
+/// The largest file whose previous content is kept: 10 MiB. A bigger file is named in the
+/// rewind list as not saved, and a rewind leaves it as it is.
+pub const MAX_SAVED_BYTES: u64 = 10 << 20;
+
+/// `subtype` of the entry that begins a user turn.
+pub const TURN_SUBTYPE: &str = "agent_turn";
+/// `subtype` of a file's content before its first change in a turn (or in a rewind).
+pub const CHECKPOINT_SUBTYPE: &str = "agent_checkpoint";
+/// `subtype` of what a change left in a file.
+pub const WRITTEN_SUBTYPE: &str = "agent_file_written";
+/// `subtype` of the entry that begins a rewind.
+pub const REWIND_SUBTYPE: &str = "agent_rewind";
+
+/// The folder of a session's saved contents: `<session>/checkpoints/` beside its transcript
+/// `<session>.jsonl`.
+pub fn objects_dir(transcript: &Path) -> PathBuf {
+    transcript.with_extension("").join("checkpoints")
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+fn digest(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Stores `bytes` as `objects/<sha256>` (once: an object is never rewritten) and returns the
+/// digest. The folder is the user's only (0700), the file too (0600); it appears whole
+/// (a temporary file renamed into place).
+fn store(objects: &Path, bytes: &[u8]) -> std::io::Result<String> {
+    let sha = digest(bytes);
+    let path = objects.join(&sha);
+    if path.is_file() {
+        return Ok(sha);
+    }
+    transcript::private_dir(objects)?;
+    let temporary = objects.join(format!(".{sha}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temporary, &path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result.map(|()| sha)
+}
+
+/// The `before` value of a checkpoint of `content` (`None`: no file), storing what is kept.
+fn keep(objects: &Path, content: Option<&[u8]>) -> std::io::Result<Value> {
+    Ok(match content {
+        None => Value::Null,
+        Some(bytes) if bytes.len() as u64 > MAX_SAVED_BYTES => {
+            json!({"bytes": bytes.len(), "saved": false})
+        }
+        Some(bytes) => json!({"sha256": store(objects, bytes)?, "bytes": bytes.len()}),
+    })
+}
+
+/// The session's record of Write and Edit changes ([`tools::WriteJournal`]): one per
+/// session, shared by the session's tools and every subagent's. It writes into the open
+/// transcript ([`Journal::attach`]) and keeps a file's content once per user turn
+/// ([`Journal::begin_turn`]).
+#[derive(Debug, Default)]
+pub struct Journal {
+    sink: Mutex<Option<(Transcript, PathBuf)>>,
+    turn: AtomicU64,
+    /// Files kept in this turn.
+    kept: Mutex<HashSet<PathBuf>>,
+}
+
+impl Journal {
+    /// Writes into `transcript` from now on (the session's file, opened), keeping contents
+    /// beside it.
+    pub fn attach(&self, transcript: Transcript) {
+        let objects = objects_dir(&transcript.path());
+        *self.sink.lock().unwrap_or_else(PoisonError::into_inner) = Some((transcript, objects));
+    }
+
+    /// Stops writing (the session was left for a new one: `/clear`).
+    pub fn detach(&self) {
+        *self.sink.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// User turn `turn` begins: the next change of any file keeps its content again.
+    pub fn begin_turn(&self, turn: u64) {
+        self.turn.store(turn, Ordering::Relaxed);
+        self.kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    fn sink(&self) -> Option<(Transcript, PathBuf)> {
+        self.sink
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl tools::WriteJournal for Journal {
+    fn before_write(&self, path: &Path, previous: Option<&[u8]>) -> Result<(), String> {
+        // Held until the entry is written: two changes of one file at once keep one.
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.contains(path) {
+            return Ok(());
+        }
+        let Some((transcript, objects)) = self.sink() else {
+            return Err("the session's transcript is not open".into());
+        };
+        let before = keep(&objects, previous).map_err(|error| error.to_string())?;
+        transcript
+            .append_entry(
+                "system",
+                json!({
+                    "subtype": CHECKPOINT_SUBTYPE,
+                    "turn": self.turn.load(Ordering::Relaxed),
+                    "path": path,
+                    "before": before,
+                }),
+            )
+            .map_err(|error| format!("{error:#}"))?;
+        kept.insert(path.to_path_buf());
+        Ok(())
+    }
+
+    fn after_write(&self, path: &Path, written: &[u8]) {
+        if let Some((transcript, _)) = self.sink()
+            && let Err(error) = transcript.append_entry(
+                "system",
+                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "sha256": digest(written)}),
+            )
+        {
+            tracing::warn!("recording a change of {}: {error:#}", path.display());
+        }
+    }
+}
+
+/// A file's content as a checkpoint knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// There was no file.
+    Absent,
+    /// Kept, under this digest.
+    Saved(String),
+    /// Over [`MAX_SAVED_BYTES`] (this many bytes): not kept.
+    NotSaved(u64),
+}
+
+impl Content {
+    fn from_before(before: &Value) -> Option<Self> {
+        if before.is_null() {
+            return Some(Self::Absent);
+        }
+        if let Some(sha) = before.get("sha256").and_then(Value::as_str) {
+            return is_digest(sha).then(|| Self::Saved(sha.to_owned()));
+        }
+        before
+            .get("bytes")
+            .and_then(Value::as_u64)
+            .map(Self::NotSaved)
+    }
+
+    /// Whether `now` (a file's digest now, `None` when there is none) is this content.
+    fn is(&self, now: Option<&str>) -> bool {
+        match (self, now) {
+            (Self::Absent, None) => true,
+            (Self::Saved(sha), Some(now)) => sha == now,
+            _ => false,
+        }
+    }
+}
+
+/// Whether `text` is a lowercase hex SHA-256 (an object's file name: nothing else is ever
+/// joined onto the objects folder).
+fn is_digest(text: &str) -> bool {
+    text.len() == 64
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+}
+
+/// One user turn of a session, as `/rewind` and `agent rewind` list it.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    /// Its number (from 1).
+    pub number: u64,
+    /// When it began (the entry's timestamp).
+    pub started: String,
+    /// Its prompt's text (the first text block of the next user message).
+    pub prompt: String,
+    /// Files Write and Edit changed in it, in order, with what a rewind of it can restore.
+    pub files: Vec<(PathBuf, Content)>,
+    /// Where it began in the file.
+    offset: usize,
+}
+
+/// A rewind recorded in a session.
+#[derive(Clone, Debug)]
+pub struct RewindMark {
+    /// The turn it went back to.
+    pub to_turn: u64,
+    /// Whether it restored files.
+    pub code: bool,
+    /// Whether it restored the conversation.
+    pub conversation: bool,
+    /// When.
+    pub at: String,
+    offset: usize,
+}
+
+/// One entry that says something about a file.
+#[derive(Clone, Debug)]
+enum FileEntry {
+    /// Its content before a change.
+    Checkpoint(Content),
+    /// What a change left (`None`: no file).
+    Written(Option<String>),
+}
+
+/// A session file read for rewinding: its turns, its rewinds, and every file entry, each at
+/// its byte offset.
+#[derive(Debug)]
+pub struct Timeline {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    /// The user turns, in order.
+    pub turns: Vec<Turn>,
+    /// The rewinds, in order.
+    pub rewinds: Vec<RewindMark>,
+    files: Vec<(usize, PathBuf, FileEntry)>,
+}
+
+impl Timeline {
+    /// Reads the session file `path`.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be read.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut timeline = Self {
+            path: path.to_path_buf(),
+            bytes: Vec::new(),
+            turns: Vec::new(),
+            rewinds: Vec::new(),
+            files: Vec::new(),
+        };
+        let mut offset = 0;
+        let mut awaiting_prompt = None;
+        // The turn whose changes the entries are (none after a rewind began).
+        let mut in_turn = None;
+        for line in bytes.split_inclusive(|byte| *byte == b'\n') {
+            let at = offset;
+            offset += line.len();
+            if !line.ends_with(b"\n") {
+                break; // A line a crash cut: not an entry.
+            }
+            let Ok(entry) = serde_json::from_slice::<Value>(line) else {
+                continue;
+            };
+            let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
+            let number = |key: &str| entry.get(key).and_then(Value::as_u64).unwrap_or(0);
+            let flag = |key: &str| entry.get(key).and_then(Value::as_bool).unwrap_or(false);
+            match (text("type").as_deref(), text("subtype").as_deref()) {
+                (Some("system"), Some(TURN_SUBTYPE)) => {
+                    awaiting_prompt = Some(timeline.turns.len());
+                    in_turn = Some(timeline.turns.len());
+                    timeline.turns.push(Turn {
+                        number: number("turn"),
+                        started: text("timestamp").unwrap_or_default(),
+                        prompt: String::new(),
+                        files: Vec::new(),
+                        offset: at,
+                    });
+                }
+                (Some("system"), Some(REWIND_SUBTYPE)) => {
+                    awaiting_prompt = None;
+                    in_turn = None;
+                    timeline.rewinds.push(RewindMark {
+                        to_turn: number("to_turn"),
+                        code: flag("code"),
+                        conversation: flag("conversation"),
+                        at: text("timestamp").unwrap_or_default(),
+                        offset: at,
+                    });
+                }
+                (Some("system"), Some(CHECKPOINT_SUBTYPE)) => {
+                    let (Some(path), Some(content)) = (
+                        text("path").map(PathBuf::from),
+                        entry.get("before").and_then(Content::from_before),
+                    ) else {
+                        continue;
+                    };
+                    if !path.is_absolute() {
+                        continue;
+                    }
+                    if let Some(turn) = in_turn.and_then(|index| timeline.turns.get_mut(index)) {
+                        turn.files.push((path.clone(), content.clone()));
+                    }
+                    timeline
+                        .files
+                        .push((at, path, FileEntry::Checkpoint(content)));
+                }
+                (Some("system"), Some(WRITTEN_SUBTYPE)) => {
+                    let Some(path) = text("path").map(PathBuf::from) else {
+                        continue;
+                    };
+                    let sha = text("sha256").filter(|sha| is_digest(sha));
+                    if !path.is_absolute() || (sha.is_none() && !flag("absent")) {
+                        continue;
+                    }
+                    timeline.files.push((at, path, FileEntry::Written(sha)));
+                }
+                (Some("user"), _) => {
+                    if let Some(index) = awaiting_prompt.take() {
+                        timeline.turns[index].prompt = first_text(&entry);
+                    }
+                }
+                _ => {}
+            }
+        }
+        timeline.bytes = bytes;
+        Ok(timeline)
+    }
+
+    /// The point where the session was when turn `turn` ended: where the next turn or rewind
+    /// began, else the end of the file. Turn 0 is the point before the first turn.
+    ///
+    /// # Errors
+    ///
+    /// When the session has no such turn.
+    pub fn end_of_turn(&self, turn: u64) -> anyhow::Result<usize> {
+        if turn == 0 {
+            return Ok(self.turns.first().map_or(self.bytes.len(), |t| t.offset));
+        }
+        let Some(found) = self.turns.iter().find(|t| t.number == turn) else {
+            bail!(
+                "the session has no turn {turn} (its turns: {})",
+                match (self.turns.first(), self.turns.last()) {
+                    (Some(first), Some(last)) => format!("{} to {}", first.number, last.number),
+                    _ => "none recorded".to_owned(),
+                }
+            );
+        };
+        let next_turn = self
+            .turns
+            .iter()
+            .map(|t| t.offset)
+            .find(|at| *at > found.offset);
+        let next_rewind = self
+            .rewinds
+            .iter()
+            .map(|r| r.offset)
+            .find(|at| *at > found.offset);
+        Ok(match (next_turn, next_rewind) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => self.bytes.len(),
+        })
+    }
+
+    /// The point where the last rewind began (undoing it goes back there), with it.
+    pub fn last_rewind(&self) -> Option<(usize, &RewindMark)> {
+        self.rewinds.last().map(|mark| (mark.offset, mark))
+    }
+
+    /// The conversation at `point`: the history loaded from the file up to there.
+    ///
+    /// # Errors
+    ///
+    /// When that part of the file holds no entries at all.
+    pub fn conversation_at(&self, point: usize) -> anyhow::Result<Vec<MessageParam>> {
+        let (loaded, _) = transcript::parse(&self.path, &self.bytes[..point])?;
+        Ok(loaded.messages)
+    }
+
+    /// What restoring the files to `point` would do: for each file changed after it, its
+    /// content there, what the session last left in it, and what it holds now.
+    pub fn code_plan(&self, point: usize) -> Vec<FilePlan> {
+        let mut plans: BTreeMap<&Path, (Content, Option<Content>)> = BTreeMap::new();
+        for (at, path, entry) in &self.files {
+            if *at >= point
+                && let FileEntry::Checkpoint(content) = entry
+            {
+                plans
+                    .entry(path.as_path())
+                    .or_insert_with(|| (content.clone(), None));
+            }
+        }
+        // What the session last knew of each file: its last checkpoint or change.
+        for (_, path, entry) in &self.files {
+            if let Some((_, known)) = plans.get_mut(path.as_path()) {
+                *known = Some(match entry {
+                    FileEntry::Checkpoint(content) => content.clone(),
+                    FileEntry::Written(Some(sha)) => Content::Saved(sha.clone()),
+                    FileEntry::Written(None) => Content::Absent,
+                });
+            }
+        }
+        plans
+            .into_iter()
+            .map(|(path, (target, known))| {
+                let now = Disk::of(path);
+                let changed_outside = match (&known, &now) {
+                    (Some(known), Disk::File(sha)) => !known.is(Some(sha)),
+                    (Some(known), Disk::Absent) => !known.is(None),
+                    (_, _) => true,
+                };
+                FilePlan {
+                    path: path.to_path_buf(),
+                    target,
+                    changed_outside,
+                    now,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The first text of a user entry's message (a string content or its first text block).
+fn first_text(entry: &Value) -> String {
+    let content = entry.pointer("/message/content");
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .find_map(|block| block.get("text").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// What a path holds now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disk {
+    /// Nothing.
+    Absent,
+    /// A regular file, with its digest.
+    File(String),
+    /// Something a rewind does not touch: a link, a folder, a device, a file it cannot
+    /// read, or a path whose folders are not what they were (a link among them).
+    Other(String),
+}
+
+impl Disk {
+    /// What `path` holds, without following a link at its end or in its folders.
+    pub fn of(path: &Path) -> Self {
+        if let Err(reason) = real_folders(path) {
+            return Self::Other(reason);
+        }
+        match fs::symlink_metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Self::Absent,
+            Err(error) => Self::Other(error.to_string()),
+            Ok(meta) if meta.file_type().is_symlink() => Self::Other("now a link".into()),
+            Ok(meta) if !meta.is_file() => Self::Other("not a regular file".into()),
+            Ok(_) => match fs::read(path) {
+                Ok(bytes) => Self::File(digest(&bytes)),
+                Err(error) => Self::Other(error.to_string()),
+            },
+        }
+    }
+}
+
+/// Checks that the folders of `path` are what its name says: the nearest one that exists
+/// resolves to itself (no link among them could take a restore elsewhere).
+fn real_folders(path: &Path) -> Result<(), String> {
+    let mut folder = path.parent();
+    while let Some(dir) = folder {
+        match fs::symlink_metadata(dir) {
+            Ok(_) => {
+                return match dir.canonicalize() {
+                    Ok(real) if real == dir => Ok(()),
+                    Ok(_) => Err(format!("{} is now reached through a link", dir.display())),
+                    Err(error) => Err(error.to_string()),
+                };
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                folder = dir.parent();
+            }
+            Err(error) => return Err(error.to_string()),
+        }
+    }
+    Err("no folder".into())
+}
+
+/// What a rewind does to one file.
+#[derive(Clone, Debug)]
+pub struct FilePlan {
+    /// The file.
+    pub path: PathBuf,
+    /// Its content at the point rewound to.
+    pub target: Content,
+    /// Whether it changed since the session last changed or kept it (the user, a formatter,
+    /// a command): overwriting it needs a yes (`--force` headless).
+    pub changed_outside: bool,
+    /// What it holds now.
+    pub now: Disk,
+}
+
+impl FilePlan {
+    /// Whether the file already is as the point rewound to had it.
+    pub fn is_unchanged(&self) -> bool {
+        match &self.now {
+            Disk::File(sha) => self.target.is(Some(sha)),
+            Disk::Absent => self.target.is(None),
+            Disk::Other(_) => false,
+        }
+    }
+
+    /// Why the file cannot be put back, if it cannot.
+    fn obstacle(&self) -> Option<String> {
+        match (&self.target, &self.now) {
+            (_, Disk::Other(reason)) => Some(reason.clone()),
+            (Content::NotSaved(bytes), _) => Some(format!(
+                "{bytes} bytes then: over 10 MiB, its content was not saved"
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// What a rewind restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scope {
+    /// The files Write and Edit changed.
+    pub code: bool,
+    /// The conversation.
+    pub conversation: bool,
+}
+
+/// What a rewind did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Files put back as they were.
+    pub restored: Vec<PathBuf>,
+    /// Files removed (they did not exist then).
+    pub removed: Vec<PathBuf>,
+    /// Files left as they are, and why.
+    pub left: Vec<(PathBuf, String)>,
+    /// The conversation after, when it was rewound.
+    pub conversation: Option<Vec<MessageParam>>,
+}
+
+/// Where a rewind goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The end of this user turn (0: before the first).
+    Turn(u64),
+    /// Back to before the last rewind.
+    UndoLast,
+}
+
+/// What to do with files changed since the session last changed them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Put them back too.
+    Overwrite,
+    /// Leave them as they are (listed in the report); restore the rest.
+    Leave,
+    /// Rewind nothing (headless without `--force`).
+    Cancel,
+}
+
+/// Rewinds the session of `transcript` (its file, open: the session is locked) to `target`.
+/// `overwrite` is asked once, with the files changed since the session last touched them,
+/// what to do with them.
+///
+/// The rewind is written first (an `agent_rewind` entry), then each file's current content
+/// is kept before it is replaced, so the rewind can itself be undone
+/// ([`Target::UndoLast`]); for the conversation, a [`loop_core::HistoryEvent::Rewound`] is
+/// recorded last.
+///
+/// # Errors
+///
+/// When the target does not exist, or the transcript cannot be written (nothing on disk is
+/// changed after a failed write).
+pub fn rewind(
+    transcript: &Transcript,
+    target: Target,
+    scope: Scope,
+    overwrite: &mut dyn FnMut(&[&FilePlan]) -> Decision,
+) -> anyhow::Result<Report> {
+    let timeline = Timeline::read(&transcript.path())?;
+    let (point, to_turn, undo) = match target {
+        Target::Turn(turn) => (timeline.end_of_turn(turn)?, turn, false),
+        Target::UndoLast => {
+            let Some((point, _)) = timeline.last_rewind() else {
+                bail!("the session has no rewind to undo");
+            };
+            // The turn whose end that point is: the last turn begun before it.
+            let turn = timeline
+                .turns
+                .iter()
+                .rev()
+                .find(|t| t.offset < point)
+                .map_or(0, |t| t.number);
+            (point, turn, true)
+        }
+    };
+    let conversation = scope
+        .conversation
+        .then(|| timeline.conversation_at(point))
+        .transpose()?;
+    let mut plans: Vec<FilePlan> = if scope.code {
+        timeline
+            .code_plan(point)
+            .into_iter()
+            .filter(|plan| !plan.is_unchanged())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut report = Report::default();
+    // Files a rewind cannot put back are left, saying why.
+    let (restorable, unrestorable): (Vec<FilePlan>, Vec<FilePlan>) =
+        plans.drain(..).partition(|plan| plan.obstacle().is_none());
+    for plan in unrestorable {
+        let reason = plan.obstacle().unwrap_or_default();
+        report.left.push((plan.path, reason));
+    }
+    plans = restorable;
+    let conflicts: Vec<&FilePlan> = plans.iter().filter(|plan| plan.changed_outside).collect();
+    let decision = if conflicts.is_empty() {
+        Decision::Overwrite
+    } else {
+        overwrite(&conflicts)
+    };
+    if decision == Decision::Cancel {
+        let names: Vec<String> = conflicts
+            .iter()
+            .map(|plan| plan.path.display().to_string())
+            .collect();
+        bail!(
+            "nothing was rewound: {} changed since the session last changed {} ({}); --force overwrites {}",
+            if names.len() == 1 { "a file" } else { "files" },
+            if names.len() == 1 { "it" } else { "them" },
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" },
+        );
+    }
+    if decision == Decision::Leave {
+        let skipped: HashSet<PathBuf> = conflicts.iter().map(|plan| plan.path.clone()).collect();
+        for path in &skipped {
+            report.left.push((
+                path.clone(),
+                "changed since the session's last change to it; not overwritten".into(),
+            ));
+        }
+        plans.retain(|plan| !skipped.contains(&plan.path));
+    }
+    transcript.append_entry(
+        "system",
+        json!({
+            "subtype": REWIND_SUBTYPE,
+            "to_turn": to_turn,
+            "code": scope.code,
+            "conversation": scope.conversation,
+            "undo": undo,
+        }),
+    )?;
+    let objects = objects_dir(&transcript.path());
+    for plan in &plans {
+        restore(transcript, &objects, plan, &mut report)?;
+    }
+    if let Some(messages) = conversation {
+        transcript.record(&loop_core::HistoryEvent::Rewound {
+            turn: to_turn,
+            messages: messages.clone(),
+        })?;
+        report.conversation = Some(messages);
+    }
+    Ok(report)
+}
+
+/// Puts one file back: keeps what it holds now (so the rewind can be undone), then writes the
+/// kept content through a temporary file and a rename, or removes the file.
+fn restore(
+    transcript: &Transcript,
+    objects: &Path,
+    plan: &FilePlan,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let path = &plan.path;
+    let current = match &plan.now {
+        Disk::File(_) => {
+            Some(fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        _ => None,
+    };
+    let target = match &plan.target {
+        Content::Saved(sha) => {
+            let object = objects.join(sha);
+            let bytes = match fs::read(&object) {
+                Ok(bytes) if digest(&bytes) == *sha => bytes,
+                Ok(_) => {
+                    report.left.push((
+                        path.clone(),
+                        format!("its saved content {} is damaged", object.display()),
+                    ));
+                    return Ok(());
+                }
+                Err(error) => {
+                    report.left.push((
+                        path.clone(),
+                        format!("its saved content {}: {error}", object.display()),
+                    ));
+                    return Ok(());
+                }
+            };
+            Some(bytes)
+        }
+        Content::Absent => None,
+        Content::NotSaved(_) => return Ok(()),
+    };
+    let before = keep(objects, current.as_deref())
+        .with_context(|| format!("keeping {} before restoring it", path.display()))?;
+    transcript.append_entry(
+        "system",
+        json!({"subtype": CHECKPOINT_SUBTYPE, "turn": Value::Null, "path": path, "before": before}),
+    )?;
+    // The folders are checked again just before the change (a link may have appeared).
+    if let Err(reason) = real_folders(path) {
+        report.left.push((path.clone(), reason));
+        return Ok(());
+    }
+    match target {
+        Some(bytes) => {
+            write_file(path, &bytes).with_context(|| format!("restoring {}", path.display()))?;
+            transcript.append_entry(
+                "system",
+                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "sha256": digest(&bytes)}),
+            )?;
+            report.restored.push(path.clone());
+        }
+        None => {
+            match fs::remove_file(path) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(error).with_context(|| format!("removing {}", path.display()));
+                }
+            }
+            transcript.append_entry(
+                "system",
+                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "absent": true}),
+            )?;
+            report.removed.push(path.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Replaces `path` with `bytes` through a temporary file in its folder and a rename (creating
+/// missing folders, keeping an existing file's permissions).
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("the path names no file"));
+    };
+    fs::create_dir_all(dir)?;
+    let permissions = fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| meta.permissions());
+    let temporary = dir.join(format!(
+        ".{}.{}.rewind",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        file.sync_all()?;
+        fs::rename(&temporary, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// The rewind list: one line per turn (number, start, files changed, prompt) and per rewind,
+/// then what is not tracked. `cwd` shortens the paths shown.
+pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    if timeline.turns.is_empty() {
+        text.push_str("No turns recorded in this session yet.\n");
+        return text;
+    }
+    let mut rewinds = timeline.rewinds.iter().peekable();
+    for turn in &timeline.turns {
+        while let Some(mark) = rewinds.next_if(|mark| mark.offset < turn.offset) {
+            let _ = writeln!(text, "{}", describe_rewind(mark));
+        }
+        let files: Vec<String> = turn
+            .files
+            .iter()
+            .map(|(path, content)| {
+                let shown = path.strip_prefix(cwd).unwrap_or(path).display().to_string();
+                match content {
+                    Content::NotSaved(_) => format!("{shown} (over 10 MiB: not saved)"),
+                    Content::Absent => format!("{shown} (new)"),
+                    Content::Saved(_) => shown,
+                }
+            })
+            .collect();
+        let prompt: String = turn.prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+        let prompt: String = prompt.chars().take(60).collect();
+        let _ = writeln!(
+            text,
+            "{:>4}  {}  {}  {}",
+            turn.number,
+            turn.started
+                .get(..16)
+                .unwrap_or(&turn.started)
+                .replace('T', " "),
+            crate::output::printable(&format!("{prompt:?}"), false),
+            if files.is_empty() {
+                "no file changes".to_owned()
+            } else {
+                crate::output::printable(&files.join(", "), false)
+            }
+        );
+    }
+    for mark in rewinds {
+        let _ = writeln!(text, "{}", describe_rewind(mark));
+    }
+    text.push_str(
+        "Changes made by commands (Bash) are not tracked; files over 10 MiB are not saved.\n",
+    );
+    text
+}
+
+fn describe_rewind(mark: &RewindMark) -> String {
+    let what = match (mark.code, mark.conversation) {
+        (true, true) => "code and conversation",
+        (true, false) => "code",
+        (false, true) => "conversation",
+        (false, false) => "nothing",
+    };
+    format!(
+        "      {}  rewound to turn {} ({what})",
+        mark.at.get(..16).unwrap_or(&mark.at).replace('T', " "),
+        mark.to_turn
+    )
+}
+
+/// One line per file of a report, for the terminal.
+pub fn summarize(report: &Report, cwd: &Path) -> String {
+    use std::fmt::Write as _;
+    let shown = |path: &Path| {
+        crate::output::printable(
+            &path.strip_prefix(cwd).unwrap_or(path).display().to_string(),
+            false,
+        )
+    };
+    let mut text = String::new();
+    for path in &report.restored {
+        let _ = writeln!(text, "restored {}", shown(path));
+    }
+    for path in &report.removed {
+        let _ = writeln!(text, "removed {} (it did not exist then)", shown(path));
+    }
+    for (path, reason) in &report.left {
+        let _ = writeln!(
+            text,
+            "left {}: {}",
+            shown(path),
+            crate::output::printable(reason, false)
+        );
+    }
+    if let Some(messages) = &report.conversation {
+        let _ = writeln!(
+            text,
+            "conversation rewound ({} message{})",
+            messages.len(),
+            if messages.len() == 1 { "" } else { "s" }
+        );
+    }
+    if text.is_empty() {
+        text.push_str("nothing to restore: the files are as they were then\n");
+    }
+    text
+}
+
+/// `agent rewind --session ID [--turn N | --undo] [--code | --conversation | --both]
+/// [--force]`: without a target, lists the session's turns on stdout; with one, rewinds
+/// (files changed since the session last changed them refuse the rewind unless `force`)
+/// and says what it did.
+///
+/// # Errors
+///
+/// When `id` is not a session of `cwd`'s folder, the session is in use, the target does not
+/// exist, or a changed file refuses the rewind.
+pub fn run_command(
+    cwd: &Path,
+    id: &str,
+    target: Option<Target>,
+    scope: Scope,
+    force: bool,
+) -> anyhow::Result<u8> {
+    // A bare id: no path may lead to another folder's sessions.
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-')
+    {
+        bail!("--session {id:?}: not a session id (`agent sessions` lists them)");
+    }
+    let dirs = [
+        Some(transcript::project_dir(cwd)?),
+        transcript::legacy_project_dir(cwd)?,
+    ];
+    let Some(path) = dirs
+        .iter()
+        .flatten()
+        .map(|dir| dir.join(format!("{id}.jsonl")))
+        .find(|path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file()))
+    else {
+        bail!(
+            "--session {id}: no such session of {} (`agent sessions` lists them)",
+            cwd.display()
+        );
+    };
+    let Some(target) = target else {
+        print!("{}", describe(&Timeline::read(&path)?, cwd));
+        return Ok(0);
+    };
+    let transcript = Transcript::open(path, id.to_owned(), cwd)?;
+    let report = rewind(&transcript, target, scope, &mut |_| {
+        if force {
+            Decision::Overwrite
+        } else {
+            Decision::Cancel
+        }
+    })?;
+    print!("{}", summarize(&report, cwd));
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use tools::WriteJournal as _;
+
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("agent-checkpoints-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir.canonicalize().unwrap()
+    }
+
+    /// A file is kept once per turn, a big one is named but not kept, and a rewind to turn 0
+    /// leaves an empty conversation that loads as such (a resume starts from nothing).
+    #[test]
+    fn contents_are_kept_once_per_turn_and_big_files_are_named() {
+        let dir = temp("journal");
+        let path = dir.join("s.jsonl");
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let journal = Journal::default();
+        let file = dir.join("f.txt");
+        let big = dir.join("big.bin");
+        // Not attached: a change is refused rather than made without a checkpoint.
+        assert!(journal.before_write(&file, None).is_err());
+        journal.attach(transcript.clone());
+        transcript
+            .append_entry("system", json!({"subtype": TURN_SUBTYPE, "turn": 1}))
+            .unwrap();
+        transcript
+            .append_param(&MessageParam::user_text("one"))
+            .unwrap();
+        journal.begin_turn(1);
+        journal.before_write(&file, Some(b"v0")).unwrap();
+        journal.after_write(&file, b"v1");
+        journal.before_write(&file, Some(b"v1")).unwrap();
+        journal.after_write(&file, b"v2");
+        let large = vec![7u8; (MAX_SAVED_BYTES + 1) as usize];
+        journal.before_write(&big, Some(&large)).unwrap();
+        journal.after_write(&big, b"small");
+        let timeline = Timeline::read(&path).unwrap();
+        assert_eq!(timeline.turns.len(), 1);
+        assert_eq!(timeline.turns[0].prompt, "one");
+        assert_eq!(
+            timeline.turns[0].files,
+            [
+                (file.clone(), Content::Saved(digest(b"v0"))),
+                (big.clone(), Content::NotSaved(MAX_SAVED_BYTES + 1)),
+            ]
+        );
+        let objects: Vec<_> = fs::read_dir(objects_dir(&path))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(objects.len(), 1, "the big file is not stored");
+        // The next turn keeps the file again.
+        journal.begin_turn(2);
+        journal.before_write(&file, Some(b"v2")).unwrap();
+        let timeline = Timeline::read(&path).unwrap();
+        assert_eq!(timeline.files.len(), 6);
+
+        // The list says what was not saved.
+        let list = describe(&timeline, &dir);
+        assert!(list.contains("big.bin (over 10 MiB: not saved)"), "{list}");
+
+        // Back to before the first turn: the big file is left (not saved), the other put
+        // back; the conversation is empty and loads empty.
+        fs::write(&file, "v2").unwrap();
+        fs::write(&big, "small").unwrap();
+        let report = rewind(
+            &transcript,
+            Target::Turn(0),
+            Scope {
+                code: true,
+                conversation: true,
+            },
+            &mut |_| Decision::Cancel,
+        )
+        .unwrap();
+        assert_eq!(fs::read(&file).unwrap(), b"v0");
+        assert_eq!(report.restored, [file.clone()]);
+        assert_eq!(report.left.len(), 1, "{:?}", report.left);
+        assert!(report.left[0].1.contains("not saved"), "{:?}", report.left);
+        assert_eq!(report.conversation.as_deref(), Some(&[][..]));
+        drop(transcript);
+        let loaded = transcript::load(&path).unwrap();
+        assert!(loaded.messages.is_empty());
+        assert_eq!(loaded.turns, 1);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Attack: a folder on the way to a file the agent wrote is replaced by a link to
+    /// elsewhere; the rewind does not write or remove through it.
+    #[test]
+    fn a_rewind_never_writes_through_a_link() {
+        let dir = temp("link");
+        let outside = temp("link-outside");
+        let path = dir.join("s.jsonl");
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let journal = Journal::default();
+        journal.attach(transcript.clone());
+        transcript
+            .append_entry("system", json!({"subtype": TURN_SUBTYPE, "turn": 1}))
+            .unwrap();
+        journal.begin_turn(1);
+        let sub = dir.join("sub");
+        fs::create_dir_all(&sub).unwrap();
+        let file = sub.join("new.txt");
+        journal.before_write(&file, None).unwrap();
+        fs::write(&file, "made").unwrap();
+        journal.after_write(&file, b"made");
+        // The model's command swaps the folder for a link to a folder holding a file of
+        // the same name.
+        fs::remove_dir_all(&sub).unwrap();
+        fs::write(outside.join("new.txt"), "precious").unwrap();
+        std::os::unix::fs::symlink(&outside, &sub).unwrap();
+        let report = rewind(
+            &transcript,
+            Target::Turn(0),
+            Scope {
+                code: true,
+                conversation: false,
+            },
+            &mut |_| Decision::Overwrite,
+        )
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(outside.join("new.txt")).unwrap(),
+            "precious"
+        );
+        assert!(report.removed.is_empty(), "{report:?}");
+        assert!(report.left[0].1.contains("link"), "{report:?}");
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_dir_all(&outside).unwrap();
+    }
+}

@@ -1,0 +1,272 @@
+//! Checkpoints and rewind from the command line: three turns change three files, then
+//! `agent rewind` takes the code back, the conversation back, undoes a rewind, refuses to
+//! overwrite a file the user changed without `--force`, and a resumed session sends the
+//! rewound history.
+// Tests may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Output;
+
+use common::{Repo, command, repo};
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+const ID: &str = "5a1e2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b";
+
+async fn agent(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
+    command(repo, server).args(extra).output().await.unwrap()
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn read(repo: &Repo, name: &str) -> Option<String> {
+    std::fs::read_to_string(repo.dir.join(name)).ok()
+}
+
+/// The user texts of a request's messages, in order (tool results and reminders left out).
+fn prompts(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "user")
+        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
+        .filter(|block| block["type"] == "text")
+        .filter_map(|block| block["text"].as_str().map(str::to_owned))
+        .filter(|text| text.starts_with("turn "))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rewind_round_trip_over_three_turns() {
+    let repo = repo("rewind");
+    let write = |id: &str, path: &str, content: &str| {
+        Turn::new().tool_use(id, "Write", json!({"file_path": path, "content": content}))
+    };
+    let server = Server::start_tls(Script::new(vec![
+        // Turn 1: a.txt is created.
+        Reply::turn(write("toolu_1", "a.txt", "a1\n")),
+        Reply::turn(Turn::new().text("Made a.")),
+        // Turn 2: b.txt is created.
+        Reply::turn(write("toolu_2", "b.txt", "b1\n")),
+        Reply::turn(Turn::new().text("Made b.")),
+        // Turn 3: a.txt is read and rewritten, c.txt created.
+        Reply::turn(Turn::new().tool_use("toolu_3r", "Read", json!({"file_path": "a.txt"}))),
+        Reply::turn(write("toolu_3a", "a.txt", "a3\n").tool_use(
+            "toolu_3c",
+            "Write",
+            json!({"file_path": "c.txt", "content": "c3\n"}),
+        )),
+        Reply::turn(Turn::new().text("Changed a, made c.")),
+        // After the conversation rewind: the next request.
+        Reply::turn(Turn::new().text("Back at turn one.")),
+        // After the undo of that rewind.
+        Reply::turn(Turn::new().text("Back at turn three.")),
+    ]))
+    .await
+    .unwrap();
+    let run = |prompt: &'static str, first: bool| {
+        let mut args = vec!["-p", prompt, "--permission-mode", "acceptEdits"];
+        if first {
+            args.extend(["--session-id", ID]);
+        } else {
+            args.extend(["--resume", ID]);
+        }
+        args
+    };
+    ok(&agent(&repo, &server, &run("turn 1: make a", true)).await);
+    ok(&agent(&repo, &server, &run("turn 2: make b", false)).await);
+    ok(&agent(&repo, &server, &run("turn 3: change a, make c", false)).await);
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a3\n"));
+    assert_eq!(read(&repo, "c.txt").as_deref(), Some("c3\n"));
+
+    // The list names each turn, its prompt and its files.
+    let list = ok(&agent(&repo, &server, &["rewind", "--session", ID]).await);
+    assert!(
+        list.contains("turn 1: make a") && list.contains("a.txt (new)"),
+        "{list}"
+    );
+    assert!(
+        list.contains("turn 3: change a, make c") && list.contains("c.txt (new)"),
+        "{list}"
+    );
+    assert!(list.contains("Bash) are not tracked"), "{list}");
+
+    // Code only, to the end of turn 1: b and c gone, a as turn 1 left it.
+    let report = ok(&agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "1", "--code"],
+    )
+    .await);
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a1\n"), "{report}");
+    assert_eq!(read(&repo, "b.txt"), None, "{report}");
+    assert_eq!(read(&repo, "c.txt"), None, "{report}");
+    assert!(
+        report.contains("restored a.txt") && report.contains("removed b.txt"),
+        "{report}"
+    );
+
+    // The conversation was not touched: the next request still has all three turns.
+    let requests_before = server.requests().len();
+    // Conversation only, to the end of turn 1, then a turn: it sees turn 1 alone.
+    let report = ok(&agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "1", "--conversation"],
+    )
+    .await);
+    assert!(
+        report.contains("conversation rewound (4 messages)"),
+        "{report}"
+    );
+    // Files untouched by a conversation rewind.
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a1\n"));
+    ok(&agent(&repo, &server, &run("turn 4: where are we", false)).await);
+    let sent = server.requests()[requests_before].json();
+    assert_eq!(
+        prompts(&sent),
+        ["turn 1: make a", "turn 4: where are we"],
+        "{sent}"
+    );
+    assert!(sent["messages"].to_string().contains("Made a."), "{sent}");
+    assert!(!sent["messages"].to_string().contains("Made b."), "{sent}");
+
+    // Undo the last rewind (the conversation one): the conversation is back at turn 3's
+    // end, with turn 4 gone with it.
+    let report = ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);
+    assert!(report.contains("conversation rewound"), "{report}");
+    ok(&agent(&repo, &server, &run("turn 5: and now", false)).await);
+    let sent = server.requests().last().unwrap().json();
+    assert_eq!(
+        prompts(&sent),
+        [
+            "turn 1: make a",
+            "turn 2: make b",
+            "turn 3: change a, make c",
+            "turn 5: and now"
+        ],
+        "{sent}"
+    );
+
+    // Redo the code: back to the end of turn 3 (the point where the code rewind began).
+    let report = ok(&agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "3", "--code"],
+    )
+    .await);
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a3\n"), "{report}");
+    assert_eq!(read(&repo, "b.txt").as_deref(), Some("b1\n"), "{report}");
+    assert_eq!(read(&repo, "c.txt").as_deref(), Some("c3\n"), "{report}");
+
+    // The user changes a file: a headless rewind refuses without --force, changing nothing.
+    std::fs::write(repo.dir.join("c.txt"), "mine\n").unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "2", "--code"],
+    )
+    .await;
+    assert_ne!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("c.txt") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(read(&repo, "c.txt").as_deref(), Some("mine\n"));
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a3\n"));
+    let report = ok(&agent(
+        &repo,
+        &server,
+        &[
+            "rewind",
+            "--session",
+            ID,
+            "--turn",
+            "2",
+            "--code",
+            "--force",
+        ],
+    )
+    .await);
+    assert_eq!(read(&repo, "c.txt"), None, "{report}");
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a1\n"), "{report}");
+    assert_eq!(read(&repo, "b.txt").as_deref(), Some("b1\n"), "{report}");
+    // Even the user's version is kept: undoing this rewind brings it back.
+    ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);
+    assert_eq!(read(&repo, "c.txt").as_deref(), Some("mine\n"));
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a3\n"));
+
+    // Contents are stored once each, by digest, readable by the user only.
+    let sessions = repo.home.join("data/agent/projects");
+    let project = std::fs::read_dir(&sessions)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let objects = project.join(ID).join("checkpoints");
+    let names: Vec<String> = std::fs::read_dir(&objects)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|name| name.len() == 64), "{names:?}");
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&objects).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+    }
+    // `agent sessions` counts the turns begun, not the prompts written again by rewinds.
+    let list: Vec<Value> =
+        serde_json::from_str(&ok(&agent(&repo, &server, &["sessions", "--json"]).await)).unwrap();
+    assert_eq!(list[0]["turns"], 5, "{list:?}");
+}
+
+/// An unknown session, an id that is a path, and a turn that does not exist are refused
+/// with the reason.
+#[tokio::test]
+async fn bad_rewinds_are_refused_with_the_reason() {
+    let repo = repo("rewind-bad");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    ok(&agent(&repo, &server, &["-p", "turn 1", "--session-id", ID]).await);
+    for (args, expected) in [
+        (vec!["rewind", "--session", "../x"], "not a session id"),
+        (
+            vec![
+                "rewind",
+                "--session",
+                "6a1e2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+            ],
+            "no such session",
+        ),
+        (vec!["rewind", "--session", ID, "--turn", "7"], "no turn 7"),
+        (
+            vec!["rewind", "--session", ID, "--undo"],
+            "no rewind to undo",
+        ),
+    ] {
+        let output = agent(&repo, &server, &args).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    // `--resume` without an id and without a terminal lists the sessions.
+    let output = agent(&repo, &server, &["--resume"]).await;
+    let stdout = ok(&output);
+    assert!(stdout.contains(ID) && stdout.contains("turn 1"), "{stdout}");
+}
