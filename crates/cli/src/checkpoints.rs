@@ -1074,7 +1074,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"v0");
-        assert_eq!(report.restored, [file.clone()]);
+        assert_eq!(report.restored, std::slice::from_ref(&file));
         assert_eq!(report.left.len(), 1, "{:?}", report.left);
         assert!(report.left[0].1.contains("not saved"), "{:?}", report.left);
         assert_eq!(report.conversation.as_deref(), Some(&[][..]));
