@@ -755,3 +755,114 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
         "{sent:?}"
     );
 }
+
+/// `/rewind` lists the turns, asks which and what, asks before overwriting a file the user
+/// changed (naming it), and the next prompt goes with the rewound conversation; `/rewind
+/// undo` brings back the user's file and the conversation; `/resume` picks an earlier
+/// session and continues it.
+#[tokio::test]
+async fn rewind_and_resume_at_the_prompt() {
+    let repo = repo("interactive-rewind");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Old.")),
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w1",
+            "Write",
+            json!({"file_path": "notes.txt", "content": "v1\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done one.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w2",
+            "Write",
+            json!({"file_path": "notes.txt", "content": "v2\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done two.")),
+        Reply::turn(Turn::new().text("After the rewind.")),
+        Reply::turn(Turn::new().text("In the old session.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "the old session"])
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    let mut agent = command(&repo, &server);
+    agent.args(["--permission-mode", "acceptEdits"]);
+    let mut terminal = Terminal::spawn(agent);
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("edit the notes\r");
+    terminal.wait_for("Done one.", 1).await;
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("again\r");
+    terminal.wait_for("Done two.", 1).await;
+    terminal.wait_for("› ", 3).await;
+    std::fs::write(repo.dir.join("notes.txt"), "mine\n").unwrap();
+    terminal.type_keys("/rewind\r");
+    terminal
+        .wait_for("Rewind to the end of which turn?", 1)
+        .await;
+    assert!(
+        terminal.text().contains("\"edit the notes\""),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("1\r");
+    terminal.wait_for("Restore [b]oth", 1).await;
+    terminal.type_keys("b\r");
+    terminal.wait_for("Overwrite them", 1).await;
+    assert!(
+        terminal.text().contains("    notes.txt"),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("y\r");
+    terminal.wait_for("conversation rewound", 1).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "v1\n"
+    );
+    terminal.wait_for("› ", 4).await;
+    terminal.type_keys("where are we\r");
+    terminal.wait_for("After the rewind.", 1).await;
+    let sent = server.requests()[6].json()["messages"].to_string();
+    assert!(
+        sent.contains("edit the notes") && sent.contains("where are we"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("again") && !sent.contains("Done two."),
+        "{sent}"
+    );
+    terminal.wait_for("› ", 5).await;
+    terminal.type_keys("/rewind undo\r");
+    terminal.wait_for("conversation rewound", 2).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    terminal.wait_for("› ", 6).await;
+    terminal.type_keys("/resume\r");
+    terminal.wait_for("Resume which session?", 1).await;
+    assert!(
+        terminal.text().contains("the old session"),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("1\r");
+    terminal.wait_for("Resumed session", 1).await;
+    terminal.wait_for("› ", 7).await;
+    terminal.type_keys("and this one?\r");
+    terminal.wait_for("In the old session.", 1).await;
+    terminal.wait_for("› ", 8).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let sent = server.requests()[7].json()["messages"].to_string();
+    assert!(
+        sent.contains("the old session") && sent.contains("Old."),
+        "{sent}"
+    );
+    assert!(!sent.contains("edit the notes"), "{sent}");
+}
