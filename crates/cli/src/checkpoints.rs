@@ -285,6 +285,16 @@ impl Timeline {
     ///
     /// When it cannot be read.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let size = fs::symlink_metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+        if size > transcript::MAX_TRANSCRIPT_BYTES {
+            bail!(
+                "{}: {size} bytes, more than a transcript can be ({} bytes)",
+                path.display(),
+                transcript::MAX_TRANSCRIPT_BYTES
+            );
+        }
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let mut timeline = Self {
             path: path.to_path_buf(),
@@ -880,7 +890,7 @@ pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
         let _ = writeln!(text, "{}", describe_rewind(mark));
     }
     text.push_str(
-        "Changes made by commands (Bash) are not tracked; files over 10 MiB are not saved.\n",
+        "Changes made by commands (Bash) and MCP tools are not tracked; files over 10 MiB are not saved.\n",
     );
     text
 }

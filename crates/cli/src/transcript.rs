@@ -518,7 +518,7 @@ fn is_boundary(subtype: Option<&str>) -> bool {
 }
 
 /// The largest transcript loaded (a bigger file is refused, naming its size): 256 MiB.
-const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_TRANSCRIPT_BYTES: u64 = 256 << 20;
 
 /// The field of our `compact_boundary` entries counting the message entries that follow.
 const HISTORY_MESSAGES: &str = "history_messages";

@@ -101,7 +101,10 @@ async fn a_rewind_round_trip_over_three_turns() {
         list.contains("turn 3: change a, make c") && list.contains("c.txt (new)"),
         "{list}"
     );
-    assert!(list.contains("Bash) are not tracked"), "{list}");
+    assert!(
+        list.contains("(Bash) and MCP tools are not tracked"),
+        "{list}"
+    );
 
     // Code only, to the end of turn 1: b and c gone, a as turn 1 left it.
     let report = ok(&agent(
