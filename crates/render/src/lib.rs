@@ -1,0 +1,55 @@
+//! Terminal rendering for `agent`'s interactive mode: what the model and the tools produce,
+//! made into lines for a terminal of a given width.
+//!
+//! - [`MarkdownStream`]: Markdown rendered as it streams (headings, emphasis, lists, block
+//!   quotes, tables with borders, links, code fences highlighted by syntect), block by block:
+//!   a block is drawn once it is complete, so no line already on screen ever changes.
+//! - [`diff`]: coloured unified diffs of file changes, collapsed past a limit.
+//! - [`printable`]: text from the model or a tool made safe to print (no escape sequence of
+//!   its own reaches the terminal).
+//!
+//! Everything here is pure: functions of their input returning `String`s with SGR escape
+//! sequences (colours and styles) already in them. Writing them is the caller's business.
+
+pub mod diff;
+mod highlight;
+mod markdown;
+mod style;
+
+pub use markdown::{MarkdownStream, render_markdown};
+pub use style::{Span, Style, display_width, wrap};
+
+/// `text` safe to print on a terminal: control characters (a carriage return or an escape
+/// sequence could draw over what the user is asked to approve, OSC 52 writes the clipboard)
+/// and the bidirectional-text controls (which reorder what is shown) appear as escapes
+/// (`\u{1b}`); line breaks are kept when `keep_newlines`, tabs always.
+pub fn printable(text: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' if keep_newlines => out.push('\n'),
+            '\t' => out.push('\t'),
+            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Unicode's explicit directional formatting characters (UAX #9).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_bidi_controls_are_shown_not_obeyed() {
+        assert_eq!(printable("a\x1b[31mb\rc", false), "a\\u{1b}[31mb\\rc");
+        assert_eq!(printable("x\u{202E}y", false), "x\\u{202e}y");
+        assert_eq!(printable("one\ntwo\tthree", true), "one\ntwo\tthree");
+        assert_eq!(printable("one\ntwo", false), "one\\ntwo");
+    }
+}
