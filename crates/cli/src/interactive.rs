@@ -340,6 +340,7 @@ pub async fn run(
                     live,
                 )
                 .with_status(status.clone())
+                .with_markdown(true)
                 .with_prices(session.price_overrides());
                 let cancel = interrupts.arm();
                 let outcome = session.invoke(invocation, &mut renderer, cancel).await;
@@ -597,6 +598,37 @@ fn full_request(tool: &str, input: &serde_json::Value) -> String {
     text
 }
 
+/// The diff a Write or Edit would make, for its approval question: numbered, coloured, at
+/// most 60 lines (then a count of the rest); a new file says so.
+fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
+    const LIMIT: usize = 60;
+    let Some(change) = change else {
+        return String::new();
+    };
+    let mut text = String::new();
+    if change.before.is_none() {
+        text.push_str(&format!(
+            "  A new file, {} line{}:\n",
+            change.after.lines().count(),
+            if change.after.lines().count() == 1 { "" } else { "s" }
+        ));
+    }
+    let lines = render::diff::unified(
+        change.before.as_deref().unwrap_or_default(),
+        &change.after,
+        "    ",
+        LIMIT,
+    );
+    if lines.is_empty() {
+        text.push_str("  (no change to the file's text)\n");
+    }
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
 /// The answer to the folder-trust question.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TrustAnswer {
@@ -695,9 +727,10 @@ impl Prompter for TerminalPrompter {
                 let mut stderr = std::io::stderr().lock();
                 let _ = write!(
                     stderr,
-                    "\n⏺ {label} needs approval: {}\n{}  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
+                    "\n⏺ {label} needs approval: {}\n{}{}  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
                     printable(request.reason, false),
-                    full_request(request.tool, request.input)
+                    full_request(request.tool, request.input),
+                    proposed_diff(request.change.as_ref())
                 );
                 let _ = stderr.flush();
             }

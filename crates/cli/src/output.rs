@@ -56,6 +56,8 @@ struct StatusInner {
 enum Held {
     Line(String),
     Text(String),
+    /// Lines already rendered (see [`Status::print_lines`]), joined and ended.
+    Rendered(String),
 }
 
 impl Status {
@@ -123,6 +125,32 @@ impl Status {
         let _ = stdout.flush();
     }
 
+    /// Writes rendered lines to stdout (already safe to print, with their own SGR
+    /// sequences), with the spinner out of the way (held back during a pause).
+    pub fn print_lines(&self, lines: &[String]) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut text = lines.join("\n");
+        text.push('\n');
+        let mut inner = self.lock();
+        if inner.paused {
+            inner.held.push(Held::Rendered(text));
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        match inner.bar.as_ref() {
+            Some(bar) => bar.suspend(|| {
+                let _ = write!(stdout, "{text}");
+                let _ = stdout.flush();
+            }),
+            None => {
+                let _ = write!(stdout, "{text}");
+                let _ = stdout.flush();
+            }
+        }
+    }
+
     /// [`Status::pause`] until the returned guard is dropped (also when the question is
     /// abandoned because the turn was cancelled).
     pub fn paused(&self) -> Paused<'_> {
@@ -150,6 +178,10 @@ impl Status {
             match item {
                 Held::Line(line) => self.println(&line),
                 Held::Text(text) => self.print_text(&text),
+                Held::Rendered(text) => {
+                    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+                    self.print_lines(&lines);
+                }
             }
         }
         if let Some(message) = message {
@@ -168,27 +200,11 @@ impl Drop for Paused<'_> {
     }
 }
 
-/// `text` safe to print on a terminal: control characters (a carriage return or an escape
-/// sequence could draw over what the user is asked to approve, OSC 52 writes the clipboard)
-/// and the bidirectional-text controls (which reorder what is shown) appear as escapes;
-/// line breaks are kept when `keep_newlines`. Model text, tool results and approval
-/// questions all go through here; JSON output is escaped by construction instead.
+/// `text` safe to print on a terminal (see [`render::printable`]): model text, tool results
+/// and approval questions all go through here; JSON output is escaped by construction
+/// instead.
 pub fn printable(text: &str, keep_newlines: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' if keep_newlines => out.push('\n'),
-            '\t' => out.push('\t'),
-            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Unicode's explicit directional formatting characters (UAX #9).
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    render::printable(text, keep_newlines)
 }
 
 /// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at
@@ -269,9 +285,118 @@ fn context_line(event: &context::ContextEvent) -> String {
     }
 }
 
-/// The first line of a tool result, cut to 100 characters, for the `⎿` line.
-fn result_summary(result: &protocol::ToolResultBlock) -> String {
-    let text = match &result.content {
+/// Red (SGR 31), for errors.
+fn red(text: &str) -> String {
+    render::Style {
+        color: Some(31),
+        ..render::Style::PLAIN
+    }
+    .paint(text)
+}
+
+/// The lines under a finished tool's `⏺` line: for an applied Edit or Write, what changed
+/// (`Updated PATH with N additions and M removals` and the diff, collapsed after 20 lines; a
+/// new file's first 10 lines); for a failed command, its exit status in red and its last 5
+/// lines of output; any other error in red, once; else the result's first line.
+fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
+    const DIFF_LINES: usize = 20;
+    const NEW_FILE_LINES: usize = 10;
+    const INDENT: &str = "     ";
+    let failed = done.result.is_error == Some(true);
+    let path = input
+        .get("file_path")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !failed
+        && matches!(done.name.as_str(), "Edit" | "Write")
+        && let Some(structured) = &done.structured
+    {
+        let created = structured["type"] == "create"
+            || (done.name == "Edit" && structured["originalFile"].is_null());
+        if created {
+            let content = structured["content"]
+                .as_str()
+                .or_else(|| structured["newString"].as_str())
+                .unwrap_or_default();
+            let count = content.lines().count();
+            let mut lines = vec![format!(
+                "  ⎿  Created {} ({count} line{})",
+                printable(path, false),
+                if count == 1 { "" } else { "s" }
+            )];
+            for (number, line) in content.lines().take(NEW_FILE_LINES).enumerate() {
+                lines.push(format!(
+                    "{INDENT}{}",
+                    dim(&format!("{:>4} {}", number + 1, printable(line, false)))
+                ));
+            }
+            if count > NEW_FILE_LINES {
+                lines.push(format!(
+                    "{INDENT}{}",
+                    dim(&format!("… +{} lines", count - NEW_FILE_LINES))
+                ));
+            }
+            return lines;
+        }
+        if let Ok(hunks) =
+            serde_json::from_value::<Vec<render::diff::Hunk>>(structured["structuredPatch"].clone())
+        {
+            let mut lines = vec![format!("  ⎿  {}", render::diff::summary(path, &hunks))];
+            lines.extend(render::diff::hunk_lines(&hunks, INDENT, DIFF_LINES));
+            return lines;
+        }
+    }
+    let text = result_text(&done.result);
+    if failed && done.name == "Bash" {
+        let trimmed = text.trim_end();
+        let (body, status) = match trimmed.rsplit_once("\n\n") {
+            Some((body, last)) if is_exit_status(last) => (body, last),
+            _ if is_exit_status(trimmed) => ("", trimmed),
+            _ => (trimmed, ""),
+        };
+        if !status.is_empty() {
+            let mut lines = vec![format!("  ⎿  {}", red(&printable(status, false)))];
+            let tail: Vec<&str> = body.lines().collect();
+            let shown = &tail[tail.len().saturating_sub(5)..];
+            if tail.len() > shown.len() {
+                lines.push(format!(
+                    "{INDENT}{}",
+                    dim(&format!("… {} earlier lines", tail.len() - shown.len()))
+                ));
+            }
+            for line in shown {
+                lines.push(format!("{INDENT}{}", printable(line, false)));
+            }
+            return lines;
+        }
+    }
+    let summary = result_summary(&done.result);
+    if failed {
+        // One "Error:" whatever the message starts with.
+        let message = ["Error: ", "error: ", "Error ", "error "]
+            .iter()
+            .find_map(|prefix| summary.strip_prefix(prefix))
+            .unwrap_or(&summary);
+        vec![format!("  ⎿  {}", red(&format!("Error: {message}")))]
+    } else {
+        vec![format!("  ⎿  {summary}")]
+    }
+}
+
+/// Whether `line` is how Bash reports a command's end (`Exit code 2`, `Killed by signal 9
+/// (SIGKILL)`, `Command timed out after ...`).
+fn is_exit_status(line: &str) -> bool {
+    let line = line.trim();
+    !line.contains('\n')
+        && (line.starts_with("Exit code ")
+            || line.starts_with("Killed by signal ")
+            || line.starts_with("Exited abnormally")
+            || line.starts_with("Command timed out"))
+}
+
+/// A tool result's text (its text blocks joined).
+fn result_text(result: &protocol::ToolResultBlock) -> String {
+    match &result.content {
         ToolResultContent::Text(text) => text.clone(),
         ToolResultContent::Blocks(blocks) => blocks
             .iter()
@@ -281,7 +406,12 @@ fn result_summary(result: &protocol::ToolResultBlock) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n"),
-    };
+    }
+}
+
+/// The first line of a tool result, cut to 100 characters, for the `⎿` line.
+fn result_summary(result: &protocol::ToolResultBlock) -> String {
+    let text = result_text(result);
     let lines = text.lines().count();
     let first = text
         .lines()
@@ -320,6 +450,8 @@ pub struct Renderer {
     wrote_text: bool,
     /// The spinner (live runs only).
     status: Option<Status>,
+    /// The answer's Markdown, rendered block by block (interactive).
+    markdown: Option<render::MarkdownStream>,
     /// Inputs of the tool_use blocks seen, by id, for the tool lines.
     tool_inputs: HashMap<String, Value>,
     /// Tools running now, by id, with their labels.
@@ -422,6 +554,7 @@ impl Renderer {
             live_text,
             wrote_text: false,
             status: None,
+            markdown: None,
             tool_inputs: HashMap::new(),
             running: Vec::new(),
             tokens_done: 0,
@@ -472,6 +605,32 @@ impl Renderer {
         self
     }
 
+    /// Renders the answer's Markdown for the terminal (headings, lists, tables, coloured
+    /// code) instead of writing it raw; live text runs only.
+    pub fn with_markdown(mut self, on: bool) -> Self {
+        if on && self.live_text {
+            let width = console::Term::stdout()
+                .size_checked()
+                .map_or(80, |(_, columns)| usize::from(columns));
+            self.markdown = Some(render::MarkdownStream::new(width.saturating_sub(1)));
+        }
+        self
+    }
+
+    /// Writes lines already rendered to stdout, around the spinner.
+    fn print_rendered(&self, lines: &[String]) {
+        match &self.status {
+            Some(status) => status.print_lines(lines),
+            None => {
+                let mut stdout = std::io::stdout().lock();
+                for line in lines {
+                    let _ = writeln!(stdout, "{line}");
+                }
+                let _ = stdout.flush();
+            }
+        }
+    }
+
     /// Reports a problem on stderr without breaking the spinner.
     pub fn warn(&self, message: &str) {
         match &self.status {
@@ -498,8 +657,13 @@ impl Renderer {
         }
     }
 
-    /// Ends the text line being streamed, if any, before something else is written.
+    /// Ends the text line being streamed, if any, before something else is written (with
+    /// Markdown, the last block is rendered).
     fn end_text(&mut self) {
+        if let Some(markdown) = &mut self.markdown {
+            let lines = markdown.finish();
+            self.print_rendered(&lines);
+        }
         if self.wrote_text {
             match &self.status {
                 Some(status) => status.print_text("\n"),
@@ -565,13 +729,10 @@ impl Renderer {
                     self.stderr_line(&format!("⏺ {}", tool_label(&done.name, &input)));
                 }
                 self.running.retain(|(running, _)| running.as_str() != id);
-                let summary = result_summary(&done.result);
-                let line = if done.result.is_error == Some(true) {
-                    format!("  ⎿  error: {summary}")
-                } else {
-                    format!("  ⎿  {summary}")
-                };
-                self.stderr_line(&line);
+                let input = self.tool_inputs.get(id).cloned().unwrap_or(Value::Null);
+                for line in result_lines(done, &input) {
+                    self.stderr_line(&line);
+                }
                 for note in &done.notes {
                     self.stderr_line(&dim(&format!("     {}", one_line(note))));
                 }
@@ -720,6 +881,13 @@ impl Renderer {
                 delta: ContentDelta::Text { text },
                 ..
             }) if self.live_text => {
+                if let Some(markdown) = &mut self.markdown {
+                    // Complete blocks only: the cursor stays at a line's start, the spinner
+                    // keeps its line.
+                    let lines = markdown.push(text);
+                    self.print_rendered(&lines);
+                    return;
+                }
                 match &self.status {
                     Some(status) => status.print_text(text),
                     None => {
@@ -1088,9 +1256,9 @@ impl Renderer {
         if let Some(status) = &self.status {
             status.hide();
         }
-        if self.wrote_text {
-            self.end_text();
-        } else if !self.live_text && !outcome.result.is_empty() {
+        let streamed = self.wrote_text || self.markdown.is_some();
+        self.end_text();
+        if !streamed && !self.live_text && !outcome.result.is_empty() {
             println!("{}", printable(&outcome.result, true));
         }
         if outcome.terminal != Terminal::Completed {

@@ -173,8 +173,9 @@ async fn prompts_share_one_history_and_approval_is_asked() {
         .collect();
     assert_eq!(transcripts.len(), 1);
     let text = std::fs::read_to_string(transcripts[0].path()).unwrap();
-    // The user context as sent, then the six messages.
-    assert_eq!(text.lines().count(), 7, "{text}");
+    // The user context as sent, then each turn's entry and its messages (six in all).
+    assert_eq!(text.lines().count(), 9, "{text}");
+    assert_eq!(text.matches("\"subtype\":\"agent_turn\"").count(), 2, "{text}");
     assert!(text.lines().next().unwrap().contains("agent_user_context"));
 }
 

@@ -127,27 +127,8 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
             "Found {count} matches of old_string in {shown}, but replace_all is false. Set replace_all to true to replace every one, or include more surrounding lines in old_string so that it matches exactly one place"
         )));
     }
-    let fallback = text::dominant_ending(&content);
     let start = first.start;
-    let chosen = if input.replace_all {
-        &found[..]
-    } else {
-        &found[..1]
-    };
-    let mut updated = String::with_capacity(content.len() + input.new_string.len());
-    let mut at = 0;
-    let mut first_new = String::new();
-    for (index, matched) in chosen.iter().enumerate() {
-        let new = text::with_endings(&input.new_string, &matched.endings, fallback);
-        updated.push_str(&content[at..matched.start]);
-        updated.push_str(&new);
-        at = matched.end;
-        if index == 0 {
-            first_new = new;
-        }
-    }
-    updated.push_str(&content[at..]);
-    let new = first_new;
+    let (updated, new) = replace(&content, &found, input);
     let bytes = encode_for(encoding, &updated, &path)?;
     write_and_record(shared, &path, Some(&previous), &bytes)?;
 
@@ -175,4 +156,48 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
         "userModified": false,
         "replaceAll": input.replace_all,
     })))
+}
+
+/// `content` with the matches `found` of `input.old_string` replaced by `input.new_string`
+/// (every one with `replace_all`, else the first), each replaced line keeping the file's
+/// ending there; and the first replacement as written.
+fn replace(content: &str, found: &[text::Found], input: &Input) -> (String, String) {
+    let fallback = text::dominant_ending(content);
+    let chosen = if input.replace_all {
+        found
+    } else {
+        &found[..found.len().min(1)]
+    };
+    let mut updated = String::with_capacity(content.len() + input.new_string.len());
+    let mut at = 0;
+    let mut first_new = String::new();
+    for (index, matched) in chosen.iter().enumerate() {
+        let new = text::with_endings(&input.new_string, &matched.endings, fallback);
+        updated.push_str(&content[at..matched.start]);
+        updated.push_str(&new);
+        at = matched.end;
+        if index == 0 {
+            first_new = new;
+        }
+    }
+    updated.push_str(&content[at..]);
+    (updated, first_new)
+}
+
+/// What an Edit call would make of the file's current `content` (decoded), for an approval
+/// question to show as a diff; `None` when the call would fail (no match, several without
+/// `replace_all`, an input that does not parse).
+pub(crate) fn preview(content: Option<&str>, input: &Value) -> Option<String> {
+    let input: Input = serde_json::from_value(input.clone()).ok()?;
+    let Some(content) = content else {
+        return input.old_string.is_empty().then_some(input.new_string);
+    };
+    if input.old_string.is_empty() {
+        return content.is_empty().then_some(input.new_string);
+    }
+    let found = text::find_all(content, &input.old_string);
+    if found.is_empty() || (found.len() > 1 && !input.replace_all) {
+        return None;
+    }
+    Some(replace(content, &found, &input).0)
 }

@@ -97,7 +97,7 @@ pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{
     BashRun, DISABLE_SANDBOX_FIELD, HookDecision, PermissionConfig, PermissionGate, PermissionMode,
-    PermissionRequest, Prompter, Verdict,
+    PermissionRequest, Prompter, ProposedChange, Verdict,
 };
 pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};

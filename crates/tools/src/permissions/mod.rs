@@ -135,7 +135,7 @@ pub enum Verdict {
 }
 
 /// One question to the user.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct PermissionRequest<'a> {
     /// The tool called.
     pub tool: &'a str,
@@ -143,6 +143,52 @@ pub struct PermissionRequest<'a> {
     pub input: &'a Value,
     /// Why approval is needed.
     pub reason: &'a str,
+    /// For Write and Edit, the change they would make, when it can be worked out (the file
+    /// is readable text of at most [`ProposedChange::MAX_BYTES`] and the edit applies).
+    pub change: Option<ProposedChange>,
+}
+
+/// The change a Write or Edit call would make to one file, for the question to show as a
+/// diff.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProposedChange {
+    /// The file, resolved as the tool would resolve it.
+    pub path: PathBuf,
+    /// Its text now (`None`: there is no file).
+    pub before: Option<String>,
+    /// Its text after the call.
+    pub after: String,
+}
+
+impl ProposedChange {
+    /// The largest file a preview reads: 1 MiB.
+    pub const MAX_BYTES: u64 = 1 << 20;
+
+    /// The change `call` (a Write or an Edit) would make in `shared`'s workspace.
+    fn of(shared: &Shared, call: &ToolCall) -> Option<Self> {
+        let raw = call.input.get("file_path")?.as_str()?;
+        let path = shared.confine(&shared.workspace, &call.name, raw).ok()?;
+        let before = match std::fs::metadata(&path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(_) => return None,
+            // Never a FIFO (it would block) or a big file.
+            Ok(meta) if !meta.is_file() || meta.len() > Self::MAX_BYTES => return None,
+            Ok(_) => {
+                let bytes = std::fs::read(&path).ok()?;
+                Some(crate::text::Encoding::of(&bytes).decode(&bytes).into_owned())
+            }
+        };
+        let after = match call.name.as_str() {
+            "Write" => call.input.get("content")?.as_str()?.to_owned(),
+            "Edit" => crate::edit::preview(before.as_deref(), &call.input)?,
+            _ => return None,
+        };
+        Some(Self {
+            path,
+            before,
+            after,
+        })
+    }
 }
 
 /// Asks the user about calls that need approval (interactive sessions). Without one, the
@@ -794,11 +840,15 @@ impl PermissionGate {
     async fn ask(&self, call: &ToolCall, reason: String) -> PermissionDecision {
         match &self.prompter {
             Some(prompter) => {
+                let change = matches!(call.name.as_str(), "Write" | "Edit")
+                    .then(|| ProposedChange::of(&self.shared, call))
+                    .flatten();
                 prompter
                     .ask(PermissionRequest {
                         tool: &call.name,
                         input: &call.input,
                         reason: &reason,
+                        change,
                     })
                     .await
             }
