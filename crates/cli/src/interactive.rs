@@ -610,7 +610,11 @@ fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
         text.push_str(&format!(
             "  A new file, {} line{}:\n",
             change.after.lines().count(),
-            if change.after.lines().count() == 1 { "" } else { "s" }
+            if change.after.lines().count() == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
     }
     let lines = render::diff::unified(

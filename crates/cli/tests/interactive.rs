@@ -175,7 +175,11 @@ async fn prompts_share_one_history_and_approval_is_asked() {
     let text = std::fs::read_to_string(transcripts[0].path()).unwrap();
     // The user context as sent, then each turn's entry and its messages (six in all).
     assert_eq!(text.lines().count(), 9, "{text}");
-    assert_eq!(text.matches("\"subtype\":\"agent_turn\"").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("\"subtype\":\"agent_turn\"").count(),
+        2,
+        "{text}"
+    );
     assert!(text.lines().next().unwrap().contains("agent_user_context"));
 }
 
@@ -866,4 +870,76 @@ async fn rewind_and_resume_at_the_prompt() {
         "{sent}"
     );
     assert!(!sent.contains("edit the notes"), "{sent}");
+}
+
+/// What the screen shows (a terminal model fed every byte written): the Markdown answer
+/// rendered (a heading without `##`, a bordered table, a coloured fence), the diff in an
+/// Edit's approval and under its result, and a failed command's exit status with its last
+/// lines.
+#[tokio::test]
+async fn the_screen_shows_rendered_markdown_and_diffs() {
+    let repo = repo("interactive-screen");
+    let answer = "## Summary\n\nThe **fix** is in.\n\n| File | Lines |\n|---|--:|\n| notes.txt | 1 |\n\n```python\ndef check():\n    return True\n```\n";
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "milk", "new_string": "tea"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_b",
+            "Bash",
+            json!({"command": "echo one; echo two; exit 3"}),
+        )),
+        Reply::turn(Turn::new().text(answer)),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("fix the notes\r");
+    terminal.wait_for("Allow?", 1).await;
+    let screen = |terminal: &Terminal| {
+        let mut parser = vt100::Parser::new(300, 120, 0);
+        parser.process(&terminal.screen.lock().unwrap());
+        parser.screen().contents()
+    };
+    let shown = screen(&terminal);
+    assert!(shown.contains("1 - remember the milk"), "{shown}");
+    assert!(shown.contains("1 + remember the tea"), "{shown}");
+    terminal.type_keys("y\r");
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let shown = screen(&terminal);
+    // `AGENT_SCREEN_CAPTURE=FILE` keeps the screen (README's tour is one).
+    if let Ok(path) = std::env::var("AGENT_SCREEN_CAPTURE") {
+        std::fs::write(path, &shown).unwrap();
+    }
+    assert!(
+        shown.contains("⎿  Updated notes.txt with 1 addition and 1 removal"),
+        "{shown}"
+    );
+    assert!(shown.contains("⎿  Exit code 3"), "{shown}");
+    assert!(shown.contains("     two"), "{shown}");
+    assert!(
+        !shown.contains("Error: Error") && !shown.contains("error: Error"),
+        "{shown}"
+    );
+    assert!(shown.contains("\nSummary\n"), "{shown}");
+    assert!(
+        !shown.contains("## Summary") && !shown.contains("**fix**"),
+        "{shown}"
+    );
+    assert!(shown.contains("The fix is in."), "{shown}");
+    assert!(shown.contains("┌───────────┬───────┐"), "{shown}");
+    assert!(shown.contains("│ notes.txt │     1 │"), "{shown}");
+    assert!(shown.contains("  def check():"), "{shown}");
+    assert!(!shown.contains("```"), "{shown}");
+    // The fence is coloured (24-bit), the heading bold.
+    let bytes = terminal.screen.lock().unwrap().clone();
+    let raw = String::from_utf8_lossy(&bytes);
+    assert!(raw.contains("\x1b[38;2;"), "no colour in the fence");
+    assert!(raw.contains("\x1b[1mSummary"), "the heading is not bold");
 }

@@ -175,7 +175,11 @@ impl ProposedChange {
             Ok(meta) if !meta.is_file() || meta.len() > Self::MAX_BYTES => return None,
             Ok(_) => {
                 let bytes = std::fs::read(&path).ok()?;
-                Some(crate::text::Encoding::of(&bytes).decode(&bytes).into_owned())
+                Some(
+                    crate::text::Encoding::of(&bytes)
+                        .decode(&bytes)
+                        .into_owned(),
+                )
             }
         };
         let after = match call.name.as_str() {
