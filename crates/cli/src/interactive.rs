@@ -620,7 +620,7 @@ fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
     let lines = render::diff::unified(
         change.before.as_deref().unwrap_or_default(),
         &change.after,
-        "    ",
+        "     ",
         LIMIT,
     );
     if lines.is_empty() {
