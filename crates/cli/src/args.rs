@@ -117,7 +117,7 @@ pub struct Args {
     pub add_dir: Vec<PathBuf>,
 
     /// Working directory (default: the current one).
-    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
+    #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
     pub cwd: Option<PathBuf>,
 
     /// Replace the system prompt.
@@ -232,6 +232,7 @@ pub enum Command {
     /// List a session's turns, or go back to the end of one: its files (what Write and Edit
     /// changed; not what commands did), its conversation, or both (the default). A rewind
     /// can be undone with `--undo`.
+    #[command(group(clap::ArgGroup::new("target").args(["turn", "undo"])))]
     Rewind {
         /// The session's id (`agent sessions` lists them).
         #[arg(long, value_name = "ID")]
@@ -240,21 +241,23 @@ pub enum Command {
         /// `--undo`), the turns are listed.
         #[arg(long, value_name = "N", conflicts_with = "undo")]
         turn: Option<u64>,
-        /// Undo the session's last rewind.
+        /// Undo the session's last rewind (a second `--undo` redoes it); refused once a turn
+        /// began after it.
         #[arg(long)]
         undo: bool,
         /// Restore the files only.
-        #[arg(long, conflicts_with_all = ["conversation", "both"])]
+        #[arg(long, conflicts_with_all = ["conversation", "both"], requires = "target")]
         code: bool,
         /// Restore the conversation only.
-        #[arg(long, conflicts_with = "both")]
+        #[arg(long, conflicts_with = "both", requires = "target")]
         conversation: bool,
-        /// Restore both (the default).
-        #[arg(long)]
+        /// Restore both (the default for `--turn`; `--undo` restores what the undone rewind
+        /// restored).
+        #[arg(long, requires = "target")]
         both: bool,
         /// Overwrite files changed since the session last changed them (by you, a
         /// formatter or a command); without it such a rewind is refused.
-        #[arg(long)]
+        #[arg(long, requires = "target")]
         force: bool,
     },
     /// Configure MCP servers, as `claude mcp` does.

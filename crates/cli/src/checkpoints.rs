@@ -56,6 +56,51 @@ pub fn objects_dir(transcript: &Path) -> PathBuf {
     transcript.with_extension("").join("checkpoints")
 }
 
+/// The fields naming `path` in an entry: `"path"` when it is UTF-8, else `"path_base64"`
+/// (its bytes in standard base64), so any file name is recorded exactly.
+fn path_fields(path: &Path) -> serde_json::Map<String, Value> {
+    use base64::Engine as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    let mut fields = serde_json::Map::new();
+    match path.to_str() {
+        Some(text) => fields.insert("path".into(), Value::String(text.to_owned())),
+        None => fields.insert(
+            "path_base64".into(),
+            Value::String(
+                base64::engine::general_purpose::STANDARD.encode(path.as_os_str().as_bytes()),
+            ),
+        ),
+    };
+    fields
+}
+
+/// The path an entry names ([`path_fields`]); `None` unless absolute.
+fn entry_path(entry: &Value) -> Option<PathBuf> {
+    use base64::Engine as _;
+    use std::os::unix::ffi::OsStringExt as _;
+    let path = match entry.get("path").and_then(Value::as_str) {
+        Some(text) => PathBuf::from(text),
+        None => {
+            let encoded = entry.get("path_base64")?.as_str()?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .ok()?;
+            PathBuf::from(std::ffi::OsString::from_vec(bytes))
+        }
+    };
+    path.is_absolute().then_some(path)
+}
+
+/// An entry of `subtype` naming `path`, with `fields`.
+fn file_entry(subtype: &str, path: &Path, fields: Value) -> Value {
+    let mut entry = path_fields(path);
+    entry.insert("subtype".into(), Value::String(subtype.to_owned()));
+    if let Value::Object(fields) = fields {
+        entry.extend(fields);
+    }
+    Value::Object(entry)
+}
+
 /// The lowercase hex SHA-256 of `bytes`.
 fn digest(bytes: &[u8]) -> String {
     sha2::Sha256::digest(bytes)
@@ -75,11 +120,12 @@ fn store(objects: &Path, bytes: &[u8]) -> std::io::Result<String> {
     }
     transcript::private_dir(objects)?;
     let temporary = objects.join(format!(".{sha}.{}.tmp", std::process::id()));
+    // A file (or link) left at the name is removed, never written through.
+    let _ = fs::remove_file(&temporary);
     let result = (|| {
         let mut file = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .mode(0o600)
             .open(&temporary)?;
         file.write_all(bytes)?;
@@ -159,12 +205,11 @@ impl tools::WriteJournal for Journal {
         transcript
             .append_entry(
                 "system",
-                json!({
-                    "subtype": CHECKPOINT_SUBTYPE,
-                    "turn": self.turn.load(Ordering::Relaxed),
-                    "path": path,
-                    "before": before,
-                }),
+                file_entry(
+                    CHECKPOINT_SUBTYPE,
+                    path,
+                    json!({"turn": self.turn.load(Ordering::Relaxed), "before": before}),
+                ),
             )
             .map_err(|error| format!("{error:#}"))?;
         kept.insert(path.to_path_buf());
@@ -175,7 +220,7 @@ impl tools::WriteJournal for Journal {
         if let Some((transcript, _)) = self.sink()
             && let Err(error) = transcript.append_entry(
                 "system",
-                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "sha256": digest(written)}),
+                file_entry(WRITTEN_SUBTYPE, path, json!({"sha256": digest(written)})),
             )
         {
             tracing::warn!("recording a change of {}: {error:#}", path.display());
@@ -251,6 +296,8 @@ pub struct RewindMark {
     pub code: bool,
     /// Whether it restored the conversation.
     pub conversation: bool,
+    /// Whether it undid the rewind before it.
+    pub undo: bool,
     /// When.
     pub at: String,
     offset: usize,
@@ -338,20 +385,18 @@ impl Timeline {
                         to_turn: number("to_turn"),
                         code: flag("code"),
                         conversation: flag("conversation"),
+                        undo: flag("undo"),
                         at: text("timestamp").unwrap_or_default(),
                         offset: at,
                     });
                 }
                 (Some("system"), Some(CHECKPOINT_SUBTYPE)) => {
                     let (Some(path), Some(content)) = (
-                        text("path").map(PathBuf::from),
+                        entry_path(&entry),
                         entry.get("before").and_then(Content::from_before),
                     ) else {
                         continue;
                     };
-                    if !path.is_absolute() {
-                        continue;
-                    }
                     if let Some(turn) = in_turn.and_then(|index| timeline.turns.get_mut(index)) {
                         turn.files.push((path.clone(), content.clone()));
                     }
@@ -360,11 +405,11 @@ impl Timeline {
                         .push((at, path, FileEntry::Checkpoint(content)));
                 }
                 (Some("system"), Some(WRITTEN_SUBTYPE)) => {
-                    let Some(path) = text("path").map(PathBuf::from) else {
+                    let Some(path) = entry_path(&entry) else {
                         continue;
                     };
                     let sha = text("sha256").filter(|sha| is_digest(sha));
-                    if !path.is_absolute() || (sha.is_none() && !flag("absent")) {
+                    if sha.is_none() && !flag("absent") {
                         continue;
                     }
                     timeline.files.push((at, path, FileEntry::Written(sha)));
@@ -415,6 +460,34 @@ impl Timeline {
             (Some(a), None) | (None, Some(a)) => a,
             (None, None) => self.bytes.len(),
         })
+    }
+
+    /// The turn whose end the session was at, at `point`: the last turn begun before it, or
+    /// the turn the last rewind before it went back to, whichever came later.
+    fn turn_at(&self, point: usize) -> u64 {
+        let turn = self
+            .turns
+            .iter()
+            .rev()
+            .find(|t| t.offset < point)
+            .map(|t| (t.offset, t.number));
+        let rewind = self
+            .rewinds
+            .iter()
+            .rev()
+            .find(|r| r.offset < point)
+            .map(|r| (r.offset, r.to_turn));
+        match (turn, rewind) {
+            (Some(turn), Some(rewind)) => {
+                if turn.0 > rewind.0 {
+                    turn.1
+                } else {
+                    rewind.1
+                }
+            }
+            (Some((_, number)), None) | (None, Some((_, number))) => number,
+            (None, None) => 0,
+        }
     }
 
     /// The point where the last rewind began (undoing it goes back there), with it.
@@ -512,6 +585,12 @@ impl Disk {
             Err(error) => Self::Other(error.to_string()),
             Ok(meta) if meta.file_type().is_symlink() => Self::Other("now a link".into()),
             Ok(meta) if !meta.is_file() => Self::Other("not a regular file".into()),
+            // Not read: its content could not be kept to undo the rewind, and a huge (or
+            // sparse) file would take the memory and the time of the session.
+            Ok(meta) if meta.len() > MAX_SAVED_BYTES => Self::Other(format!(
+                "{} bytes now, over 10 MiB: its content could not be kept to undo a rewind",
+                meta.len()
+            )),
             Ok(_) => match fs::read(path) {
                 Ok(bytes) => Self::File(digest(&bytes)),
                 Err(error) => Self::Other(error.to_string()),
@@ -587,6 +666,14 @@ pub struct Scope {
     pub conversation: bool,
 }
 
+impl Scope {
+    /// Files and conversation.
+    pub const BOTH: Self = Self {
+        code: true,
+        conversation: true,
+    };
+}
+
 /// What a rewind did.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -636,24 +723,35 @@ pub enum Decision {
 pub fn rewind(
     transcript: &Transcript,
     target: Target,
-    scope: Scope,
+    scope: Option<Scope>,
     overwrite: &mut dyn FnMut(&[&FilePlan]) -> Decision,
 ) -> anyhow::Result<Report> {
     let timeline = Timeline::read(&transcript.path())?;
-    let (point, to_turn, undo) = match target {
-        Target::Turn(turn) => (timeline.end_of_turn(turn)?, turn, false),
+    let (point, to_turn, undo, scope) = match target {
+        Target::Turn(turn) => (
+            timeline.end_of_turn(turn)?,
+            turn,
+            false,
+            scope.unwrap_or(Scope::BOTH),
+        ),
         Target::UndoLast => {
-            let Some((point, _)) = timeline.last_rewind() else {
+            let Some((point, mark)) = timeline.last_rewind() else {
                 bail!("the session has no rewind to undo");
             };
-            // The turn whose end that point is: the last turn begun before it.
-            let turn = timeline
-                .turns
-                .iter()
-                .rev()
-                .find(|t| t.offset < point)
-                .map_or(0, |t| t.number);
-            (point, turn, true)
+            // Undoing it would take the session back to before it, dropping any turn since.
+            if let Some(later) = timeline.turns.iter().find(|t| t.offset > point) {
+                bail!(
+                    "turn {} began after the last rewind: undoing the rewind would drop it; rewind to a turn instead (`--turn N`; the list shows them)",
+                    later.number
+                );
+            }
+            let turn = timeline.turn_at(point);
+            // By default, what the undone rewind restored.
+            let scope = scope.unwrap_or(Scope {
+                code: mark.code,
+                conversation: mark.conversation,
+            });
+            (point, turn, true, scope)
         }
     };
     let conversation = scope
@@ -670,15 +768,12 @@ pub fn rewind(
         Vec::new()
     };
     let mut report = Report::default();
-    // Files a rewind cannot put back are left, saying why.
-    let (restorable, unrestorable): (Vec<FilePlan>, Vec<FilePlan>) =
-        plans.drain(..).partition(|plan| plan.obstacle().is_none());
-    for plan in unrestorable {
-        let reason = plan.obstacle().unwrap_or_default();
-        report.left.push((plan.path, reason));
-    }
-    plans = restorable;
-    let conflicts: Vec<&FilePlan> = plans.iter().filter(|plan| plan.changed_outside).collect();
+    // Files changed since the session last touched them, and files that became something
+    // a rewind does not write (a link, a folder): asked about, refused headless.
+    let conflicts: Vec<&FilePlan> = plans
+        .iter()
+        .filter(|plan| plan.changed_outside || matches!(plan.now, Disk::Other(_)))
+        .collect();
     let decision = if conflicts.is_empty() {
         Decision::Overwrite
     } else {
@@ -687,26 +782,40 @@ pub fn rewind(
     if decision == Decision::Cancel {
         let names: Vec<String> = conflicts
             .iter()
-            .map(|plan| plan.path.display().to_string())
+            .map(|plan| match &plan.now {
+                Disk::Other(reason) => format!("{} ({reason})", plan.path.display()),
+                _ => plan.path.display().to_string(),
+            })
             .collect();
         bail!(
-            "nothing was rewound: {} changed since the session last changed {} ({}); --force overwrites {}",
+            "nothing was rewound: {} changed since the session last changed {} ({}); --force restores the rest and overwrites what can be overwritten",
             if names.len() == 1 { "a file" } else { "files" },
             if names.len() == 1 { "it" } else { "them" },
             names.join(", "),
-            if names.len() == 1 { "it" } else { "them" },
         );
     }
     if decision == Decision::Leave {
         let skipped: HashSet<PathBuf> = conflicts.iter().map(|plan| plan.path.clone()).collect();
-        for path in &skipped {
-            report.left.push((
-                path.clone(),
-                "changed since the session's last change to it; not overwritten".into(),
-            ));
-        }
-        plans.retain(|plan| !skipped.contains(&plan.path));
+        plans.retain(|plan| {
+            let keep = !skipped.contains(&plan.path);
+            if !keep {
+                report.left.push((
+                    plan.path.clone(),
+                    "changed since the session's last change to it; not overwritten".into(),
+                ));
+            }
+            keep
+        });
     }
+    // Files a rewind cannot put back are left, saying why.
+    let (restorable, unrestorable): (Vec<FilePlan>, Vec<FilePlan>) = plans
+        .into_iter()
+        .partition(|plan| plan.obstacle().is_none());
+    for plan in unrestorable {
+        let reason = plan.obstacle().unwrap_or_default();
+        report.left.push((plan.path, reason));
+    }
+    let plans = restorable;
     transcript.append_entry(
         "system",
         json!({
@@ -740,10 +849,17 @@ fn restore(
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let path = &plan.path;
+    // A file that cannot be read, kept or changed is left, saying why; only a transcript
+    // that cannot be written stops the rewind (what it did must be on record).
+    let mut leave = |reason: String| report.left.push((path.clone(), reason));
     let current = match &plan.now {
-        Disk::File(_) => {
-            Some(fs::read(path).with_context(|| format!("reading {}", path.display()))?)
-        }
+        Disk::File(_) => match fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(error) => {
+                leave(format!("reading it: {error}"));
+                return Ok(());
+            }
+        },
         _ => None,
     };
     let target = match &plan.target {
@@ -752,17 +868,11 @@ fn restore(
             let bytes = match fs::read(&object) {
                 Ok(bytes) if digest(&bytes) == *sha => bytes,
                 Ok(_) => {
-                    report.left.push((
-                        path.clone(),
-                        format!("its saved content {} is damaged", object.display()),
-                    ));
+                    leave(format!("its saved content {} is damaged", object.display()));
                     return Ok(());
                 }
                 Err(error) => {
-                    report.left.push((
-                        path.clone(),
-                        format!("its saved content {}: {error}", object.display()),
-                    ));
+                    leave(format!("its saved content {}: {error}", object.display()));
                     return Ok(());
                 }
             };
@@ -771,23 +881,35 @@ fn restore(
         Content::Absent => None,
         Content::NotSaved(_) => return Ok(()),
     };
-    let before = keep(objects, current.as_deref())
-        .with_context(|| format!("keeping {} before restoring it", path.display()))?;
+    let before = match keep(objects, current.as_deref()) {
+        Ok(before) => before,
+        Err(error) => {
+            leave(format!("keeping its content before restoring it: {error}"));
+            return Ok(());
+        }
+    };
     transcript.append_entry(
         "system",
-        json!({"subtype": CHECKPOINT_SUBTYPE, "turn": Value::Null, "path": path, "before": before}),
+        file_entry(
+            CHECKPOINT_SUBTYPE,
+            path,
+            json!({"turn": Value::Null, "before": before}),
+        ),
     )?;
     // The folders are checked again just before the change (a link may have appeared).
     if let Err(reason) = real_folders(path) {
-        report.left.push((path.clone(), reason));
+        leave(reason);
         return Ok(());
     }
     match target {
         Some(bytes) => {
-            write_file(path, &bytes).with_context(|| format!("restoring {}", path.display()))?;
+            if let Err(error) = write_file(path, &bytes) {
+                leave(format!("writing it: {error}"));
+                return Ok(());
+            }
             transcript.append_entry(
                 "system",
-                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "sha256": digest(&bytes)}),
+                file_entry(WRITTEN_SUBTYPE, path, json!({"sha256": digest(&bytes)})),
             )?;
             report.restored.push(path.clone());
         }
@@ -796,12 +918,13 @@ fn restore(
                 Ok(()) => {}
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
                 Err(error) => {
-                    return Err(error).with_context(|| format!("removing {}", path.display()));
+                    leave(format!("removing it: {error}"));
+                    return Ok(());
                 }
             }
             transcript.append_entry(
                 "system",
-                json!({"subtype": WRITTEN_SUBTYPE, "path": path, "absent": true}),
+                file_entry(WRITTEN_SUBTYPE, path, json!({"absent": true})),
             )?;
             report.removed.push(path.clone());
         }
@@ -902,11 +1025,18 @@ fn describe_rewind(mark: &RewindMark) -> String {
         (false, true) => "conversation",
         (false, false) => "nothing",
     };
-    format!(
-        "      {}  rewound to turn {} ({what})",
-        mark.at.get(..16).unwrap_or(&mark.at).replace('T', " "),
-        mark.to_turn
-    )
+    let time = crate::sessions_cmd::short_time(&mark.at);
+    if mark.undo {
+        format!(
+            "      {time}  undid the rewind before ({what}; the end of turn {} again)",
+            mark.to_turn
+        )
+    } else {
+        format!(
+            "      {time}  rewound to the end of turn {} ({what})",
+            mark.to_turn
+        )
+    }
 }
 
 /// One line per file of a report, for the terminal.
@@ -950,7 +1080,7 @@ pub fn summarize(report: &Report, cwd: &Path) -> String {
 /// `agent rewind --session ID [--turn N | --undo] [--code | --conversation | --both]
 /// [--force]`: without a target, lists the session's turns on stdout; with one, rewinds
 /// (files changed since the session last changed them refuse the rewind unless `force`)
-/// and says what it did.
+/// and says what it did. `scope` `None`: both for a turn, the undone rewind's for `--undo`.
 ///
 /// # Errors
 ///
@@ -960,7 +1090,7 @@ pub fn run_command(
     cwd: &Path,
     id: &str,
     target: Option<Target>,
-    scope: Scope,
+    scope: Option<Scope>,
     force: bool,
 ) -> anyhow::Result<u8> {
     // A bare id: no path may lead to another folder's sessions.
@@ -988,7 +1118,11 @@ pub fn run_command(
         );
     };
     let Some(target) = target else {
-        print!("{}", describe(&Timeline::read(&path)?, cwd));
+        let _ = write!(
+            std::io::stdout().lock(),
+            "{}",
+            describe(&Timeline::read(&path)?, cwd)
+        );
         return Ok(0);
     };
     let transcript = Transcript::open(path, id.to_owned(), cwd)?;
@@ -999,7 +1133,7 @@ pub fn run_command(
             Decision::Cancel
         }
     })?;
-    print!("{}", summarize(&report, cwd));
+    let _ = write!(std::io::stdout().lock(), "{}", summarize(&report, cwd));
     Ok(0)
 }
 
@@ -1073,15 +1207,9 @@ mod tests {
         // back; the conversation is empty and loads empty.
         fs::write(&file, "v2").unwrap();
         fs::write(&big, "small").unwrap();
-        let report = rewind(
-            &transcript,
-            Target::Turn(0),
-            Scope {
-                code: true,
-                conversation: true,
-            },
-            &mut |_| Decision::Cancel,
-        )
+        let report = rewind(&transcript, Target::Turn(0), Some(Scope::BOTH), &mut |_| {
+            Decision::Cancel
+        })
         .unwrap();
         assert_eq!(fs::read(&file).unwrap(), b"v0");
         assert_eq!(report.restored, std::slice::from_ref(&file));
@@ -1123,10 +1251,10 @@ mod tests {
         let report = rewind(
             &transcript,
             Target::Turn(0),
-            Scope {
+            Some(Scope {
                 code: true,
                 conversation: false,
-            },
+            }),
             &mut |_| Decision::Overwrite,
         )
         .unwrap();
@@ -1138,5 +1266,109 @@ mod tests {
         assert!(report.left[0].1.contains("link"), "{report:?}");
         fs::remove_dir_all(&dir).unwrap();
         fs::remove_dir_all(&outside).unwrap();
+    }
+
+    /// A file reached through a name that is not UTF-8 is kept and restored exactly; a file
+    /// grown past 10 MiB is neither read nor overwritten; hostile timestamps show as `?`.
+    #[test]
+    fn odd_names_big_files_and_bad_times() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let dir = temp("odd");
+        let path = dir.join("s.jsonl");
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let journal = Journal::default();
+        journal.attach(transcript.clone());
+        transcript
+            .append_entry("system", json!({"subtype": TURN_SUBTYPE, "turn": 1}))
+            .unwrap();
+        journal.begin_turn(1);
+        let odd = dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt"));
+        fs::write(&odd, "old").unwrap();
+        journal.before_write(&odd, Some(b"old")).unwrap();
+        fs::write(&odd, "new").unwrap();
+        journal.after_write(&odd, b"new");
+        let big = dir.join("big.bin");
+        journal.before_write(&big, None).unwrap();
+        fs::write(&big, "small").unwrap();
+        journal.after_write(&big, b"small");
+        // It grows past 10 MiB (sparse: no disk, no memory if never read).
+        fs::File::options()
+            .write(true)
+            .open(&big)
+            .unwrap()
+            .set_len(MAX_SAVED_BYTES * 400)
+            .unwrap();
+        let report = rewind(
+            &transcript,
+            Target::Turn(0),
+            Some(Scope {
+                code: true,
+                conversation: false,
+            }),
+            &mut |conflicts| {
+                assert_eq!(conflicts.len(), 1);
+                Decision::Overwrite
+            },
+        )
+        .unwrap();
+        assert_eq!(fs::read(&odd).unwrap(), b"old");
+        assert_eq!(report.restored, std::slice::from_ref(&odd));
+        assert_eq!(report.left.len(), 1, "{report:?}");
+        assert!(report.left[0].1.contains("over 10 MiB"), "{report:?}");
+        assert_eq!(fs::metadata(&big).unwrap().len(), MAX_SAVED_BYTES * 400);
+        assert_eq!(
+            crate::sessions_cmd::short_time("2025-01-01T00:0\u{e9}\x1b]0;x\x07"),
+            "?"
+        );
+        assert_eq!(
+            crate::sessions_cmd::short_time("2026-12-01T21:06:18.123Z"),
+            "2026-12-01 21:06"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// An undo names the turn the session is back at, and a second undo (a redo) too.
+    #[test]
+    fn undos_name_the_turn_they_return_to() {
+        let dir = temp("undo");
+        let path = dir.join("s.jsonl");
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        for turn in 1..=3 {
+            transcript
+                .append_entry("system", json!({"subtype": TURN_SUBTYPE, "turn": turn}))
+                .unwrap();
+            transcript
+                .append_param(&MessageParam::user_text(format!("prompt {turn}")))
+                .unwrap();
+        }
+        let conversation = Some(Scope {
+            code: false,
+            conversation: true,
+        });
+        let mut never = |_: &[&FilePlan]| Decision::Cancel;
+        let report = rewind(&transcript, Target::Turn(2), conversation, &mut never).unwrap();
+        assert_eq!(report.conversation.map(|m| m.len()), Some(1));
+        rewind(&transcript, Target::UndoLast, None, &mut never).unwrap();
+        let report = rewind(&transcript, Target::UndoLast, None, &mut never).unwrap();
+        // Back at turn 2's end: the redo.
+        let texts: Vec<String> = report.conversation.unwrap()[0]
+            .content
+            .iter()
+            .filter_map(|block| block.as_text().map(str::to_owned))
+            .collect();
+        assert_eq!(texts, ["prompt 1", "prompt 2"]);
+        let timeline = Timeline::read(&path).unwrap();
+        let marks: Vec<(u64, bool)> = timeline
+            .rewinds
+            .iter()
+            .map(|m| (m.to_turn, m.undo))
+            .collect();
+        assert_eq!(marks, [(2, false), (3, true), (2, true)]);
+        let list = describe(&timeline, &dir);
+        assert!(
+            list.contains("undid the rewind before (conversation; the end of turn 2 again)"),
+            "{list}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

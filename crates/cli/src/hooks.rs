@@ -623,7 +623,8 @@ impl Tool for PostToolUse {
 }
 
 /// The settings folders the agent reads: `.agent/` and `.claude/` in the working directory,
-/// `agent/` in the user's config directory and `~/.claude/`. No tool may change them: the
+/// `agent/` in the user's config directory and `~/.claude/`, and its sessions (`agent/` in
+/// the user's data directory). No tool may change them: the
 /// file tools refuse writes there after resolving the path exactly
 /// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
 /// [`SettingsGuard`] refuses Bash commands that name them.
@@ -631,6 +632,10 @@ pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|name| cwd.join(name)).collect();
     dirs.extend(user_settings_dir());
     dirs.extend(claude_user_dir());
+    // Transcripts, checkpoints and persisted results: a rewind trusts what they say, so
+    // nothing the model runs may write there (it matters when the workspace holds them,
+    // a session started in the home folder).
+    dirs.extend(dirs::data_dir().map(|data| data.join("agent")));
     dirs
 }
 

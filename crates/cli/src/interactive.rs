@@ -212,6 +212,7 @@ pub async fn run(
             )
         },
     );
+    eprint!("{}", condensed(session.history()));
     let mut history = rustyline::history::FileHistory::default();
     let history_path = history_file();
     if let Some(path) = &history_path {
@@ -300,15 +301,22 @@ pub async fn run(
                 });
                 match chosen {
                     Ok(Some(path)) => match session.switch_to(&path) {
-                        Ok(()) => eprintln!(
-                            "Resumed session {} ({} messages)",
+                        Ok(()) => eprint!(
+                            "Resumed session {} ({} messages)\n{}",
                             session.session_id,
-                            session.history().len()
+                            session.history().len(),
+                            condensed(session.history())
                         ),
-                        Err(error) => eprintln!("agent: /resume: {error:#}"),
+                        Err(error) => eprintln!(
+                            "agent: /resume: {}",
+                            printable(&format!("{error:#}"), false)
+                        ),
                     },
                     Ok(None) => eprintln!("(no session chosen)"),
-                    Err(error) => eprintln!("agent: /resume: {error:#}"),
+                    Err(error) => eprintln!(
+                        "agent: /resume: {}",
+                        printable(&format!("{error:#}"), false)
+                    ),
                 }
             }
             Input::Unknown(command) => {
@@ -405,11 +413,92 @@ pub async fn run(
     }
     if session.has_transcript() {
         eprintln!(
-            "Session {} saved; `agent --continue` resumes it.",
-            session.session_id
+            "Session {id} saved; `agent --resume {id}` resumes it.",
+            id = session.session_id
         );
     }
     Ok(code)
+}
+
+/// A resumed conversation, condensed for the screen: each prompt of the user (`›`), one
+/// line per tool call (`⏺`), and the first lines of each turn's final answer; dim.
+fn condensed(history: &[protocol::MessageParam]) -> String {
+    use protocol::{ContentBlock, Role};
+    const ANSWER_LINES: usize = 3;
+    let cut = |text: &str, max: usize| {
+        let line = text
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("");
+        let shown: String = line.chars().take(max).collect();
+        let more = line.chars().count() > max || text.trim().lines().count() > 1;
+        format!(
+            "{}{}",
+            printable(&shown, false),
+            if more { "…" } else { "" }
+        )
+    };
+    let mut lines: Vec<String> = Vec::new();
+    // The text of the last assistant message seen since the last prompt: the turn's answer.
+    let mut answer: Option<String> = None;
+    let flush = |answer: &mut Option<String>, lines: &mut Vec<String>| {
+        if let Some(text) = answer.take() {
+            let all: Vec<&str> = text
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .collect();
+            for line in all.iter().take(ANSWER_LINES) {
+                lines.push(format!(
+                    "  {}",
+                    printable(&line.chars().take(110).collect::<String>(), false)
+                ));
+            }
+            if all.len() > ANSWER_LINES {
+                lines.push(format!("  … +{} lines", all.len() - ANSWER_LINES));
+            }
+        }
+    };
+    for message in history {
+        match message.role {
+            Role::User => {
+                let prompt: Vec<&str> = message
+                    .content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .filter(|text| !text.starts_with("<system-reminder>"))
+                    .collect();
+                if !prompt.is_empty() {
+                    flush(&mut answer, &mut lines);
+                    lines.push(format!("› {}", cut(&prompt.join(" "), 110)));
+                }
+            }
+            Role::Assistant => {
+                for block in &message.content {
+                    match block {
+                        ContentBlock::ToolUse(call) => {
+                            answer = None;
+                            lines.push(format!("⏺ {}", tool_label(&call.name, &call.input)));
+                        }
+                        ContentBlock::Text(text) if !text.text.trim().is_empty() => {
+                            answer = Some(text.text.clone());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    flush(&mut answer, &mut lines);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("\x1b[2m");
+    for line in &lines {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str("\x1b[0m");
+    text
 }
 
 /// Asks `question` on stderr and reads one line from the terminal (typed-ahead keys are
@@ -437,7 +526,10 @@ fn rewind(session: &mut Session, arguments: &str) {
             return;
         }
         Err(error) => {
-            eprintln!("agent: /rewind: {error:#}");
+            eprintln!(
+                "agent: /rewind: {}",
+                printable(&format!("{error:#}"), false)
+            );
             return;
         }
     };
@@ -454,7 +546,7 @@ fn rewind(session: &mut Session, arguments: &str) {
         words.push(answer);
         if words[0] != "undo" {
             let what = ask_line(
-                "Restore [b]oth code and conversation, [c]ode only, or c[o]nversation only? ",
+                "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
             );
             words.push(what);
         }
@@ -472,35 +564,20 @@ fn rewind(session: &mut Session, arguments: &str) {
             }
         },
     };
-    let scope = match (target, words.get(1).map(|word| word.to_ascii_lowercase())) {
-        // Undo restores what the rewind it undoes restored.
-        (Target::UndoLast, _) => timeline.last_rewind().map_or(
-            Scope {
-                code: true,
-                conversation: true,
-            },
-            |(_, mark)| Scope {
-                code: mark.code,
-                conversation: mark.conversation,
-            },
-        ),
-        (_, None) => Scope {
-            code: true,
-            conversation: true,
-        },
-        (_, Some(word)) => match word.as_str() {
-            "" | "b" | "both" => Scope {
-                code: true,
-                conversation: true,
-            },
-            "c" | "code" => Scope {
+    // Undo restores what the rewind it undoes restored, unless told otherwise.
+    let scope = match words.get(1).map(|word| word.to_ascii_lowercase()) {
+        None if target == Target::UndoLast => None,
+        None => Some(Scope::BOTH),
+        Some(word) => match word.as_str() {
+            "" | "b" | "both" => Some(Scope::BOTH),
+            "c" | "code" => Some(Scope {
                 code: true,
                 conversation: false,
-            },
-            "o" | "conversation" => Scope {
+            }),
+            "o" | "conversation" => Some(Scope {
                 code: false,
                 conversation: true,
-            },
+            }),
             other => {
                 eprintln!(
                     "agent: /rewind: {:?}: say code, conversation or both",
@@ -539,7 +616,10 @@ fn rewind(session: &mut Session, arguments: &str) {
     };
     match session.rewind(target, scope, &mut overwrite) {
         Ok(report) => eprint!("{}", crate::checkpoints::summarize(&report, &cwd)),
-        Err(error) => eprintln!("agent: /rewind: {error:#}"),
+        Err(error) => eprintln!(
+            "agent: /rewind: {}",
+            printable(&format!("{error:#}"), false)
+        ),
     }
 }
 
@@ -802,6 +882,50 @@ mod tests {
             ),
             "always for a file covers later writes of the same file"
         );
+    }
+
+    #[test]
+    fn a_resumed_conversation_is_condensed() {
+        use protocol::{ContentBlock, MessageParam, Role, ToolUseBlock};
+        let history = vec![
+            MessageParam::user_text("fix the test\nplease"),
+            MessageParam {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::text("Looking."),
+                    ContentBlock::ToolUse(ToolUseBlock {
+                        id: "toolu_1".into(),
+                        name: "Bash".into(),
+                        input: serde_json::json!({"command": "cargo test"}),
+                        cache_control: None,
+                        extra: protocol::JsonObject::default(),
+                    }),
+                ],
+            },
+            MessageParam::user_text("<system-reminder>x</system-reminder>"),
+            MessageParam {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text("Fixed.\n\nOne\nTwo\nThree\nFour")],
+            },
+        ];
+        let text = condensed(&history);
+        let lines: Vec<&str> = text
+            .trim_start_matches("\x1b[2m")
+            .trim_end_matches("\x1b[0m")
+            .lines()
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "› fix the test…",
+                "⏺ Bash(cargo test)",
+                "  Fixed.",
+                "  One",
+                "  Two",
+                "  … +2 lines"
+            ]
+        );
+        assert_eq!(condensed(&[]), "");
     }
 
     #[test]

@@ -104,7 +104,7 @@ fn main() -> ExitCode {
 /// and no result object, like a bad flag.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-struct UsageError(String);
+pub(crate) struct UsageError(pub(crate) String);
 
 /// Logs go to stderr, never stdout: `--verbose` turns them on (`AGENT_LOG` is the filter).
 /// The arguments. `--help` also names the sandbox back end in force here (detecting it
@@ -156,7 +156,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             undo,
             code,
             conversation,
-            both: _,
+            both,
             force,
         }) => {
             let cwd = match &args.cwd {
@@ -170,10 +170,10 @@ async fn run(args: Args) -> anyhow::Result<u8> {
                 (None, true) => Some(checkpoints::Target::UndoLast),
                 (None, false) => None,
             };
-            let scope = checkpoints::Scope {
+            let scope = (*code || *conversation || *both).then_some(checkpoints::Scope {
                 code: !*conversation,
                 conversation: !*code,
-            };
+            });
             checkpoints::run_command(&cwd, session, target, scope, *force)
         }
         Some(Command::Mcp { action }) => {
@@ -280,8 +280,19 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
                 .with_context(|| format!("working directory {}", dir.display()))?,
             None => std::env::current_dir().context("reading the current directory")?,
         };
+        // A run that has a task cannot stop to pick: the id is needed.
+        if args.print
+            || args.prompt.is_some()
+            || args.output_format != OutputFormat::Text
+            || args.input_format == InputFormat::StreamJson
+        {
+            return Err(UsageError(
+                "--resume without an id only lists or picks sessions; give the id to continue one with a prompt (`agent sessions` lists them)".into(),
+            )
+            .into());
+        }
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-        if !terminal || args.print {
+        if !terminal {
             return sessions_cmd::run(&cwd, false);
         }
         let dir = transcript::project_dir(&cwd)?;

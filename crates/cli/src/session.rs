@@ -476,7 +476,7 @@ impl Session {
             .map(|tool| tool.name().to_owned())
             .chain(task_offered.then(|| loop_core::subagent::TASK_TOOL.to_owned()))
             .collect();
-        Ok(Self {
+        let mut session = Self {
             cwd,
             session_id,
             model,
@@ -530,7 +530,13 @@ impl Session {
             // which gets the context when its first turn writes it.
             context_saved: saved_context.is_some() && !copy_history,
             saved_context,
-        })
+        };
+        // A resumed session of ours is locked from the start, not from its first turn: a
+        // rewind (or another agent) must not change the file under a session that is open.
+        if !session.copy_history && session.transcript_path.is_file() {
+            session.transcript()?;
+        }
+        Ok(session)
     }
 
     /// Gathers the user context (date, git status, memory files); call once before the
@@ -867,7 +873,7 @@ impl Session {
     pub fn rewind(
         &mut self,
         target: crate::checkpoints::Target,
-        scope: crate::checkpoints::Scope,
+        scope: Option<crate::checkpoints::Scope>,
         overwrite: &mut dyn FnMut(&[&crate::checkpoints::FilePlan]) -> crate::checkpoints::Decision,
     ) -> anyhow::Result<crate::checkpoints::Report> {
         let transcript = self.transcript()?.clone();
@@ -1906,10 +1912,11 @@ fn resume(
             .or(newest)
             .context("--continue: no earlier session in this directory")?;
         eprintln!(
-            "agent: continuing session {} ({}, {} turns, first prompt: {})",
+            "agent: continuing session {} ({}, {} turn{}, first prompt: {})",
             chosen.id,
             chosen.mode,
             chosen.turns,
+            if chosen.turns == 1 { "" } else { "s" },
             crate::output::printable(
                 &chosen.first_prompt.chars().take(60).collect::<String>(),
                 false
@@ -1931,7 +1938,7 @@ fn resume(
             None => Ok(uuid::Uuid::new_v4().to_string()),
             Some(id) => {
                 let parsed = uuid::Uuid::parse_str(id)
-                    .with_context(|| format!("--session-id {id}: not a UUID"))?;
+                    .map_err(|_| crate::UsageError(format!("--session-id {id}: not a UUID")))?;
                 let id = parsed.hyphenated().to_string();
                 if sessions.join(format!("{id}.jsonl")).exists() {
                     bail!(
@@ -1943,12 +1950,16 @@ fn resume(
         }
     };
     if found.is_some() && args.session_id.is_some() && !args.fork_session {
-        bail!(
-            "--session-id with --resume or --continue needs --fork-session (the resumed session keeps its own id)"
-        );
+        return Err(crate::UsageError(
+            "--session-id with --resume or --continue needs --fork-session (the resumed session keeps its own id)".into(),
+        )
+        .into());
     }
     if found.is_none() && args.fork_session {
-        bail!("--fork-session needs --resume or --continue (the session to fork)");
+        return Err(crate::UsageError(
+            "--fork-session needs --resume or --continue (the session to fork)".into(),
+        )
+        .into());
     }
     let Some(path) = found else {
         let id = new_id()?;

@@ -4,9 +4,10 @@
 //! when it started (its first entry's time), the folder it ran in, its first prompt, its
 //! turns (the user's prompts), its cost (each assistant entry's usage at its model's
 //! built-in prices; `null` when a model has none) and whether it was interactive (Claude
-//! Code's `entrypoint`: `cli` interactive, `sdk-cli` headless; `unknown` for files that do
-//! not say). Damaged lines are skipped.
+//! Code's `entrypoint` of its last entry that has one: `cli` interactive, `sdk-cli` headless;
+//! `unknown` for files that do not say). Damaged lines are skipped.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -63,12 +64,12 @@ pub fn summarize(path: &Path) -> Option<Summary> {
         {
             summary.folder = cwd.to_owned();
         }
-        if summary.mode == "unknown" {
-            summary.mode = match entry["entrypoint"].as_str() {
-                Some("cli") => "interactive",
-                Some("sdk-cli" | "sdk-ts" | "sdk-py") => "headless",
-                _ => "unknown",
-            };
+        // What it was used as last (a headless session continued in a terminal is
+        // interactive from then on).
+        match entry["entrypoint"].as_str() {
+            Some("cli") => summary.mode = "interactive",
+            Some("sdk-cli" | "sdk-ts" | "sdk-py") => summary.mode = "headless",
+            _ => {}
         }
         if entry["subtype"] == crate::checkpoints::TURN_SUBTYPE {
             marked_turns += 1;
@@ -140,12 +141,7 @@ fn numbered(sessions: &[Summary]) -> String {
     use std::fmt::Write as _;
     let mut text = String::new();
     for (index, s) in sessions.iter().enumerate() {
-        let started: String = s
-            .started
-            .chars()
-            .take(16)
-            .collect::<String>()
-            .replace('T', " ");
+        let started = short_time(&s.started);
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
@@ -220,28 +216,33 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        println!("{}", Value::Array(list));
+        // A closed stdout (`agent sessions | head`) ends the listing, not the process.
+        let _ = writeln!(std::io::stdout().lock(), "{}", Value::Array(list));
         return Ok(0);
     }
     if sessions.is_empty() {
         eprintln!("agent: no sessions in {}", dir.display());
         return Ok(0);
     }
-    println!(
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
         "Sessions of {}:",
         crate::output::printable(&cwd.display().to_string(), false)
     );
-    println!(
-        "ID                                    STARTED              TURNS  COST     MODE         FIRST PROMPT"
+    let _ = writeln!(
+        out,
+        "ID                                    STARTED (UTC)     TURNS  COST     MODE         FIRST PROMPT"
     );
     for s in &sessions {
-        let started: String = s.started.chars().take(19).collect();
+        let started = short_time(&s.started);
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
         let prompt: String = s.first_prompt.chars().take(60).collect();
-        println!(
-            "{:<37} {:<20} {:>5}  {:<8} {:<12} {}",
+        let written = writeln!(
+            out,
+            "{:<37} {:<17} {:>5}  {:<8} {:<12} {}",
             crate::output::printable(&s.id, false),
             started,
             s.turns,
@@ -249,6 +250,19 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
             s.mode,
             crate::output::printable(&prompt, false)
         );
+        if written.is_err() {
+            break;
+        }
     }
     Ok(0)
+}
+
+/// `YYYY-MM-DD HH:MM` of an RFC 3339 UTC time (the form every list of sessions and turns
+/// shows).
+/// Anything else (a damaged or hostile entry) shows as `?`.
+pub fn short_time(time: &str) -> String {
+    match crate::transcript::parse_timestamp(time) {
+        Some(_) => time.get(..16).unwrap_or("?").replace('T', " "),
+        None => "?".to_owned(),
+    }
 }

@@ -830,6 +830,19 @@ async fn rewind_and_resume_at_the_prompt() {
         "v1\n"
     );
     terminal.wait_for("› ", 4).await;
+    // Undo: the user's file and the conversation are back.
+    terminal.type_keys("/rewind undo\r");
+    terminal.wait_for("conversation rewound", 2).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    terminal.wait_for("› ", 5).await;
+    // The conversation alone back to turn 1 (no file is touched, no question), then a
+    // prompt: it goes with the rewound conversation.
+    terminal.type_keys("/rewind 1 conversation\r");
+    terminal.wait_for("conversation rewound", 3).await;
+    terminal.wait_for("› ", 6).await;
     terminal.type_keys("where are we\r");
     terminal.wait_for("After the rewind.", 1).await;
     let sent = server.requests()[6].json()["messages"].to_string();
@@ -841,14 +854,15 @@ async fn rewind_and_resume_at_the_prompt() {
         !sent.contains("again") && !sent.contains("Done two."),
         "{sent}"
     );
-    terminal.wait_for("› ", 5).await;
-    terminal.type_keys("/rewind undo\r");
-    terminal.wait_for("conversation rewound", 2).await;
     assert_eq!(
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
         "mine\n"
     );
-    terminal.wait_for("› ", 6).await;
+    terminal.wait_for("› ", 7).await;
+    // Undoing that rewind now would drop the turn since: refused, saying so.
+    terminal.type_keys("/rewind undo\r");
+    terminal.wait_for("began after the last rewind", 1).await;
+    terminal.wait_for("› ", 8).await;
     terminal.type_keys("/resume\r");
     terminal.wait_for("Resume which session?", 1).await;
     assert!(
@@ -858,10 +872,14 @@ async fn rewind_and_resume_at_the_prompt() {
     );
     terminal.type_keys("1\r");
     terminal.wait_for("Resumed session", 1).await;
-    terminal.wait_for("› ", 7).await;
+    // The earlier conversation, condensed: its prompt and its answer.
+    terminal.wait_for("› the old session", 1).await;
+    terminal.wait_for("  Old.", 1).await;
+    // The condensed prompt is one `› `, the new prompt the next.
+    terminal.wait_for("› ", 10).await;
     terminal.type_keys("and this one?\r");
     terminal.wait_for("In the old session.", 1).await;
-    terminal.wait_for("› ", 8).await;
+    terminal.wait_for("› ", 11).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let sent = server.requests()[7].json()["messages"].to_string();

@@ -121,9 +121,7 @@ async fn a_rewind_round_trip_over_three_turns() {
         "{report}"
     );
 
-    // The conversation was not touched: the next request still has all three turns.
-    let requests_before = server.requests().len();
-    // Conversation only, to the end of turn 1, then a turn: it sees turn 1 alone.
+    // Conversation only, to the end of turn 1: files untouched.
     let report = ok(&agent(
         &repo,
         &server,
@@ -134,33 +132,52 @@ async fn a_rewind_round_trip_over_three_turns() {
         report.contains("conversation rewound (4 messages)"),
         "{report}"
     );
-    // Files untouched by a conversation rewind.
     assert_eq!(read(&repo, "a.txt").as_deref(), Some("a1\n"));
+    // Redo: undoing that rewind brings the conversation back to turn 3's end (and only the
+    // conversation: what the undone rewind restored).
+    let report = ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);
+    assert!(
+        report.contains("conversation rewound (14 messages)"),
+        "{report}"
+    );
+    assert_eq!(read(&repo, "a.txt").as_deref(), Some("a1\n"));
+    let requests_before = server.requests().len();
     ok(&agent(&repo, &server, &run("turn 4: where are we", false)).await);
     let sent = server.requests()[requests_before].json();
-    assert_eq!(
-        prompts(&sent),
-        ["turn 1: make a", "turn 4: where are we"],
-        "{sent}"
-    );
-    assert!(sent["messages"].to_string().contains("Made a."), "{sent}");
-    assert!(!sent["messages"].to_string().contains("Made b."), "{sent}");
-
-    // Undo the last rewind (the conversation one): the conversation is back at turn 3's
-    // end, with turn 4 gone with it.
-    let report = ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);
-    assert!(report.contains("conversation rewound"), "{report}");
-    ok(&agent(&repo, &server, &run("turn 5: and now", false)).await);
-    let sent = server.requests().last().unwrap().json();
     assert_eq!(
         prompts(&sent),
         [
             "turn 1: make a",
             "turn 2: make b",
             "turn 3: change a, make c",
-            "turn 5: and now"
+            "turn 4: where are we"
         ],
         "{sent}"
+    );
+
+    // The conversation back at turn 1 again; the resumed session sends the rewound history.
+    ok(&agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "1", "--conversation"],
+    )
+    .await);
+    ok(&agent(&repo, &server, &run("turn 5: and now", false)).await);
+    let sent = server.requests().last().unwrap().json();
+    assert_eq!(
+        prompts(&sent),
+        ["turn 1: make a", "turn 5: and now"],
+        "{sent}"
+    );
+    assert!(sent["messages"].to_string().contains("Made a."), "{sent}");
+    assert!(!sent["messages"].to_string().contains("Made b."), "{sent}");
+    // Undoing that rewind now would drop turn 5: refused.
+    let output = agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("turn 5 began after the last rewind"),
+        "{stderr}"
     );
 
     // Redo the code: back to the end of turn 3 (the point where the code rewind began).

@@ -84,7 +84,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
                 input.new_string.lines().count()
             ))
             .with_structured(json!({
-                "filePath": path,
+                "filePath": path.to_string_lossy(),
                 "oldString": "",
                 "newString": input.new_string,
                 "originalFile": null,
@@ -148,7 +148,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
         "Edited {shown}: replaced {replaced}. The result around the {which}:\n{snippet}"
     ))
     .with_structured(json!({
-        "filePath": path,
+        "filePath": path.to_string_lossy(),
         "oldString": input.old_string,
         "newString": input.new_string,
         "originalFile": content,

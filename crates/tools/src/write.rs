@@ -83,7 +83,7 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
     ))
     .with_structured(json!({
         "type": if existed { "update" } else { "create" },
-        "filePath": path,
+        "filePath": path.to_string_lossy(),
         "content": input.content,
         "structuredPatch": crate::text::structured_patch(original.as_deref().unwrap_or(""), &input.content),
         "originalFile": original,
