@@ -118,26 +118,42 @@ async fn serve(
         script
     };
     let server = std::sync::Arc::new(Server::bind(script, tls.then_some(()), port).await?);
-    if let Some(log) = log {
-        let mut out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {log}"))?;
+    // The request log: new requests appended every 10 ms, and the rest when the server is
+    // told to stop (Ctrl-C or SIGTERM), so a log read after `kill` is whole.
+    let logger = match log {
+        Some(log) => {
+            let out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .with_context(|| format!("opening {log}"))?;
+            Some(std::sync::Arc::new(std::sync::Mutex::new((out, 0usize))))
+        }
+        None => None,
+    };
+    let write_new = {
         let server = std::sync::Arc::clone(&server);
-        tokio::spawn(async move {
+        move |logger: &std::sync::Mutex<(std::fs::File, usize)>| -> bool {
             use std::io::Write as _;
-            let mut written = 0;
-            loop {
-                let requests = server.requests();
-                for request in &requests[written..] {
-                    let mut line = request.body.clone();
-                    line.push(b'\n');
-                    if out.write_all(&line).and_then(|()| out.flush()).is_err() {
-                        return;
-                    }
+            let mut guard = logger.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (out, written) = &mut *guard;
+            let requests = server.requests();
+            for request in requests.iter().skip(*written) {
+                let mut line = request.body.clone();
+                line.push(b'\n');
+                if out.write_all(&line).and_then(|()| out.flush()).is_err() {
+                    return false;
                 }
-                written = requests.len();
+            }
+            *written = requests.len();
+            true
+        }
+    };
+    if let Some(logger) = &logger {
+        let logger = std::sync::Arc::clone(logger);
+        let write_new = write_new.clone();
+        tokio::spawn(async move {
+            while write_new(&logger) {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         });
@@ -146,9 +162,15 @@ async fn serve(
     if let Some(pem) = server.cert_pem() {
         eprintln!("{pem}");
     }
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        signal = tokio::signal::ctrl_c() => signal.context("waiting for Ctrl-C")?,
+        _ = terminate.recv() => {}
+    }
+    if let Some(logger) = &logger {
+        write_new(logger);
+    }
     Ok(())
 }
 
