@@ -456,6 +456,10 @@ pub struct Renderer {
     tool_inputs: HashMap<String, Value>,
     /// Tools running now, by id, with their labels.
     running: Vec<(String, String)>,
+    /// The calls of the batch in flight, in the order they started: each one's `⏺` line is
+    /// written with its own result under it, in that order (a later call that finishes
+    /// first waits for the ones before it).
+    calls: CallQueue,
     /// Output tokens of the responses finished so far, and of the one streaming.
     tokens_done: u64,
     tokens_streaming: u64,
@@ -488,6 +492,71 @@ struct ModelTotals {
     usage: Usage,
     /// `None` once a response of it could not be priced.
     cost: Option<f64>,
+}
+
+/// The tool calls of the batch in flight, in the order they started, as the terminal shows
+/// them: each call's `⏺` line with its own result under it, in that order; a call that
+/// finishes before an earlier one waits for it. Each method returns the lines to write now.
+#[derive(Debug, Default)]
+struct CallQueue {
+    calls: Vec<CallView>,
+}
+
+#[derive(Debug)]
+struct CallView {
+    id: String,
+    label: String,
+    /// Its `⏺` line is written.
+    shown: bool,
+    /// Its result's lines, once it finished.
+    lines: Option<Vec<String>>,
+}
+
+impl CallQueue {
+    /// Call `id` started (or was answered without running), labelled `label`.
+    fn start(&mut self, id: &str, label: String) -> Vec<String> {
+        if !self.calls.iter().any(|call| call.id == id) {
+            self.calls.push(CallView {
+                id: id.to_owned(),
+                label,
+                shown: false,
+                lines: None,
+            });
+        }
+        self.ready()
+    }
+
+    /// Call `id` finished with `lines` under it.
+    fn finish(&mut self, id: &str, lines: Vec<String>) -> Vec<String> {
+        if let Some(call) = self.calls.iter_mut().find(|call| call.id == id) {
+            call.lines = Some(lines);
+        }
+        self.ready()
+    }
+
+    /// Whether call `id` is known.
+    fn knows(&self, id: &str) -> bool {
+        self.calls.iter().any(|call| call.id == id)
+    }
+
+    /// From the first call on: its `⏺` line, and its result when it has one; stops at the
+    /// first call still running.
+    fn ready(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(call) = self.calls.first_mut() {
+            if !call.shown {
+                call.shown = true;
+                out.push(format!("⏺ {}", call.label));
+                continue;
+            }
+            let Some(lines) = call.lines.take() else {
+                break;
+            };
+            self.calls.remove(0);
+            out.extend(lines);
+        }
+        out
+    }
 }
 
 /// What the renderer keeps of one subagent.
@@ -557,6 +626,7 @@ impl Renderer {
             markdown: None,
             tool_inputs: HashMap::new(),
             running: Vec::new(),
+            calls: CallQueue::default(),
             tokens_done: 0,
             tokens_streaming: 0,
         }
@@ -673,6 +743,25 @@ impl Renderer {
         }
     }
 
+    /// Writes `lines` on stderr, around the spinner.
+    fn write_lines(&self, lines: &[String]) {
+        for line in lines {
+            self.stderr_line(line);
+        }
+    }
+
+    /// The spinner's activity: the running tools (the first, and how many more), else
+    /// thinking.
+    fn show_running(&self) {
+        match self.running.as_slice() {
+            [] => self.show("Thinking"),
+            [(_, label)] => self.show(&format!("Running {label}")),
+            [(_, label), rest @ ..] => {
+                self.show(&format!("Running {label} (+{} more)", rest.len()));
+            }
+        }
+    }
+
     /// Live rendering on a terminal: the spinner, tool lines, retries.
     fn live(&mut self, event: &LoopEvent) {
         match event {
@@ -712,37 +801,30 @@ impl Renderer {
                     .cloned()
                     .unwrap_or(Value::Null);
                 let label = tool_label(name, &input);
-                self.stderr_line(&format!("⏺ {label}"));
-                self.running.push((tool_use_id.to_string(), label.clone()));
-                self.show(&format!("Running {label}"));
+                let lines = self.calls.start(tool_use_id.as_str(), label.clone());
+                self.write_lines(&lines);
+                self.running.push((tool_use_id.to_string(), label));
+                self.show_running();
             }
             LoopEvent::Tool(ExecutorEvent::Completed(done)) => {
                 let id = done.result.tool_use_id.as_str();
-                if !self
-                    .running
-                    .iter()
-                    .any(|(running, _)| running.as_str() == id)
-                {
-                    // Answered without running (refused, unknown, cut off): name it first.
-                    self.end_text();
-                    let input = self.tool_inputs.get(id).cloned().unwrap_or(Value::Null);
-                    self.stderr_line(&format!("⏺ {}", tool_label(&done.name, &input)));
-                }
-                self.running.retain(|(running, _)| running.as_str() != id);
                 let input = self.tool_inputs.get(id).cloned().unwrap_or(Value::Null);
-                for line in result_lines(done, &input) {
-                    self.stderr_line(&line);
+                if !self.calls.knows(id) {
+                    // Answered without running (refused, unknown, cut off): named too.
+                    self.end_text();
+                    let lines = self.calls.start(id, tool_label(&done.name, &input));
+                    self.write_lines(&lines);
                 }
-                for note in &done.notes {
-                    self.stderr_line(&dim(&format!("     {}", one_line(note))));
-                }
-                match self.running.last() {
-                    Some((_, label)) => {
-                        let label = label.clone();
-                        self.show(&format!("Running {label}"));
-                    }
-                    None => self.show("Thinking"),
-                }
+                let mut lines = result_lines(done, &input);
+                lines.extend(
+                    done.notes
+                        .iter()
+                        .map(|note| dim(&format!("     {}", one_line(note)))),
+                );
+                let lines = self.calls.finish(id, lines);
+                self.write_lines(&lines);
+                self.running.retain(|(running, _)| running.as_str() != id);
+                self.show_running();
             }
             LoopEvent::Retry {
                 attempt, reason, ..
@@ -1426,6 +1508,30 @@ mod tests {
         assert_eq!(
             shown,
             "ok\\u{1b}]52;c;cm0gLXJmIH4=\\u{7} \\u{1b}[2J\\u{1b}]0;title\\u{7}\\rdone\\u{202e}txt\n\tnext"
+        );
+    }
+
+    /// Parallel calls: each result under its own call, in the order they started, whatever
+    /// order they finish in.
+    #[test]
+    fn each_call_is_written_with_its_own_result() {
+        let mut queue = CallQueue::default();
+        assert_eq!(queue.start("a", "Bash(slow)".into()), ["⏺ Bash(slow)"]);
+        assert!(queue.start("b", "Bash(fast)".into()).is_empty());
+        assert!(queue.start("c", "Read(x)".into()).is_empty());
+        // b finishes first: it waits for a.
+        assert!(queue.finish("b", vec!["  ⎿  fast".into()]).is_empty());
+        assert_eq!(
+            queue.finish("a", vec!["  ⎿  slow".into()]),
+            ["  ⎿  slow", "⏺ Bash(fast)", "  ⎿  fast", "⏺ Read(x)"]
+        );
+        assert_eq!(queue.finish("c", vec!["  ⎿  x".into()]), ["  ⎿  x"]);
+        assert!(!queue.knows("a"));
+        // A call answered without running is named, then its result.
+        assert_eq!(queue.start("d", "Write(y)".into()), ["⏺ Write(y)"]);
+        assert_eq!(
+            queue.finish("d", vec!["  ⎿  refused".into()]),
+            ["  ⎿  refused"]
         );
     }
 

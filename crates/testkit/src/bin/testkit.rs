@@ -135,7 +135,9 @@ async fn serve(
         let server = std::sync::Arc::clone(&server);
         move |logger: &std::sync::Mutex<(std::fs::File, usize)>| -> bool {
             use std::io::Write as _;
-            let mut guard = logger.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = logger
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (out, written) = &mut *guard;
             let requests = server.requests();
             for request in requests.iter().skip(*written) {
