@@ -224,6 +224,7 @@ pub async fn run(
     let cleared = Arc::new(AtomicBool::new(false));
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
+    let mut totals = Totals::default();
     let code = loop {
         cleared.store(false, Ordering::SeqCst);
         let line = if let Some(line) = first.take() {
@@ -363,21 +364,19 @@ pub async fn run(
                     }
                 };
                 renderer.finish_interactive(&outcome);
-                let usage = &renderer.total_usage(&outcome);
+                let usage = renderer.total_usage(&outcome);
+                totals.add(&usage, renderer.cost());
+                if let Some(tokens) = renderer.context_tokens() {
+                    totals.context = Some(tokens);
+                }
                 eprintln!(
-                    "  ({} {} · {} in / {} out tokens{})",
-                    outcome.turns,
-                    if outcome.turns == 1 { "turn" } else { "turns" },
-                    compact_count(
-                        usage.input_tokens
-                            + usage.cache_creation_input_tokens.unwrap_or(0)
-                            + usage.cache_read_input_tokens.unwrap_or(0)
-                    ),
-                    compact_count(usage.output_tokens),
-                    renderer
-                        .cost()
-                        .map(|cost| format!(" · ${cost:.4}"))
-                        .unwrap_or_default(),
+                    "{}",
+                    totals.line(
+                        &session.model,
+                        session.mode_name,
+                        session.autocompact_at(),
+                        outcome.turns
+                    )
                 );
                 if interrupts.quit_requested() {
                     // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
@@ -418,6 +417,59 @@ pub async fn run(
         );
     }
     Ok(code)
+}
+
+/// The session's running figures, for the status line written after each turn.
+#[derive(Debug, Default)]
+struct Totals {
+    input: u64,
+    output: u64,
+    /// `None` once a response could not be priced.
+    cost: Option<f64>,
+    priced: bool,
+    /// Tokens the last request sent.
+    context: Option<u64>,
+}
+
+impl Totals {
+    fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
+        self.input += usage.input_tokens
+            + usage.cache_creation_input_tokens.unwrap_or(0)
+            + usage.cache_read_input_tokens.unwrap_or(0);
+        self.output += usage.output_tokens;
+        self.cost = match (self.priced, self.cost, cost) {
+            (false, _, cost) => cost,
+            (true, Some(total), Some(cost)) => Some(total + cost),
+            (true, _, _) => None,
+        };
+        self.priced = true;
+    }
+
+    /// `  ─ model · mode · context N% of autocompact · K requests · session X in / Y out ·
+    /// $C`, dim: what a turn leaves behind, before the next prompt.
+    fn line(&self, model: &str, mode: &str, autocompact_at: u64, requests: u32) -> String {
+        let context = match self.context {
+            Some(tokens) if autocompact_at > 0 => format!(
+                " · context {}% of autocompact ({} / {})",
+                tokens * 100 / autocompact_at,
+                compact_count(tokens),
+                compact_count(autocompact_at)
+            ),
+            _ => String::new(),
+        };
+        let cost = match self.cost {
+            Some(cost) => format!(" · ${cost:.4}"),
+            None if self.priced => " · $?".to_owned(),
+            None => String::new(),
+        };
+        format!(
+            "\x1b[2m  ─ {} · {mode}{context} · {requests} request{} · session {} in / {} out{cost}\x1b[0m",
+            printable(model, false),
+            if requests == 1 { "" } else { "s" },
+            compact_count(self.input),
+            compact_count(self.output),
+        )
+    }
 }
 
 /// A resumed conversation, condensed for the screen: each prompt of the user (`›`), one
@@ -882,6 +934,25 @@ mod tests {
             ),
             "always for a file covers later writes of the same file"
         );
+    }
+
+    #[test]
+    fn the_status_line_adds_up_the_session() {
+        let mut totals = Totals::default();
+        let usage = |input, output| protocol::Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..protocol::Usage::default()
+        };
+        totals.add(&usage(1_000, 200), Some(0.01));
+        totals.add(&usage(2_000, 300), Some(0.02));
+        totals.context = Some(41_000);
+        assert_eq!(
+            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 2),
+            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% of autocompact (41.0k / 167.0k) · 2 requests · session 3.0k in / 500 out · $0.0300\x1b[0m"
+        );
+        totals.add(&usage(1, 1), None);
+        assert!(totals.line("m", "default", 0, 1).ends_with(" · $?\x1b[0m"));
     }
 
     #[test]

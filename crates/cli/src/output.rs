@@ -1327,6 +1327,17 @@ impl Renderer {
         usage
     }
 
+    /// The tokens the main agent's last request sent (input, cache writes and reads, as its
+    /// response's `message_start` counted them): how full the context is; `None` before
+    /// the first response.
+    pub fn context_tokens(&self) -> Option<u64> {
+        (!self.message_id.is_empty()).then(|| {
+            self.message_usage.input_tokens
+                + self.message_usage.cache_creation_input_tokens.unwrap_or(0)
+                + self.message_usage.cache_read_input_tokens.unwrap_or(0)
+        })
+    }
+
     /// The cost of the run in USD so far; `None` when a model without a known price answered.
     pub fn cost(&self) -> Option<f64> {
         self.cost

@@ -918,6 +918,11 @@ impl Session {
         Ok(())
     }
 
+    /// The history's size at which it is compacted (L3), in tokens.
+    pub fn autocompact_at(&self) -> u64 {
+        self.config.context.levels.autocompact_at.0
+    }
+
     /// The working directory.
     pub fn cwd(&self) -> &Path {
         &self.cwd

@@ -955,6 +955,15 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     assert!(shown.contains("│ notes.txt │     1 │"), "{shown}");
     assert!(shown.contains("  def check():"), "{shown}");
     assert!(!shown.contains("```"), "{shown}");
+    // The status line after the turn: model, mode, how full the context is against the
+    // autocompact level, requests, the session's tokens and cost (testkit's usage: 100 in
+    // and 20 out a request).
+    assert!(
+        shown.contains(
+            "─ claude-opus-4-8 · default · context 0% of autocompact (100 / 167.0k) · 4 requests · session 400 in / 80 out · $"
+        ),
+        "{shown}"
+    );
     // The fence is coloured (24-bit), the heading bold.
     let bytes = terminal.screen.lock().unwrap().clone();
     let raw = String::from_utf8_lossy(&bytes);
