@@ -22,6 +22,10 @@ pub struct MarkdownStream {
     buffer: String,
     /// Whether a block was returned already (the next one is preceded by a blank line).
     started: bool,
+    /// Where in `buffer` the first line not yet examined starts, and the fence open there:
+    /// each line is examined once, however many pieces it arrives in.
+    scanned: usize,
+    fence: Option<(char, usize)>,
 }
 
 impl MarkdownStream {
@@ -31,23 +35,31 @@ impl MarkdownStream {
             width,
             buffer: String::new(),
             started: false,
+            scanned: 0,
+            fence: None,
         }
     }
 
     /// Adds streamed text; returns the lines of the blocks it completed (possibly none).
     pub fn push(&mut self, text: &str) -> Vec<String> {
         self.buffer.push_str(text);
-        let Some(cut) = complete_prefix(&self.buffer) else {
+        let (cut, scanned, fence) = complete_prefix(&self.buffer, self.scanned, self.fence);
+        self.scanned = scanned;
+        self.fence = fence;
+        let Some(cut) = cut else {
             return Vec::new();
         };
         let rest = self.buffer.split_off(cut);
         let done = std::mem::replace(&mut self.buffer, rest);
+        self.scanned -= cut;
         self.render_part(&done)
     }
 
     /// Renders what is left (the text ended): the last block's lines.
     pub fn finish(&mut self) -> Vec<String> {
         let done = std::mem::take(&mut self.buffer);
+        self.scanned = 0;
+        self.fence = None;
         self.render_part(&done)
     }
 
@@ -71,16 +83,21 @@ impl MarkdownStream {
 
 /// The length of the longest prefix of `text` made of complete blocks: up to the last
 /// blank line outside a fence, or the end of the last closing fence line, whichever is
-/// later. `None` when no block is complete yet.
-fn complete_prefix(text: &str) -> Option<usize> {
-    let mut fence: Option<(char, usize)> = None;
+/// later (`None` when no block is complete yet); examining the complete lines from `from`
+/// on, with `fence` open there. Also returns where the examination stopped (the start of
+/// the line still arriving) and the fence open there.
+fn complete_prefix(
+    text: &str,
+    from: usize,
+    mut fence: Option<(char, usize)>,
+) -> (Option<usize>, usize, Option<(char, usize)>) {
     let mut cut = None;
-    let mut at = 0;
-    for line in text.split_inclusive('\n') {
-        let end = at + line.len();
+    let mut at = from;
+    for line in text[from..].split_inclusive('\n') {
         if !line.ends_with('\n') {
             break; // The last line is still arriving.
         }
+        let end = at + line.len();
         let trimmed = line.trim_start_matches(' ');
         let indent = line.len() - trimmed.len();
         let marker = fence_marker(trimmed).filter(|_| indent <= 3);
@@ -99,7 +116,7 @@ fn complete_prefix(text: &str) -> Option<usize> {
         }
         at = end;
     }
-    cut
+    (cut, at, fence)
 }
 
 /// A fence's character and length when `line` opens or closes one (three or more backticks
