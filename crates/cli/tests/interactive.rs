@@ -210,6 +210,14 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
         .await;
     assert!(interrupted.elapsed() < Duration::from_secs(2));
     terminal.wait_for("› ", 2).await;
+    // No spinner is left on the screen after the abort.
+    let mut parser = vt100::Parser::new(40, 120, 0);
+    parser.process(&terminal.screen.lock().unwrap());
+    let shown = parser.screen().contents();
+    assert!(
+        !shown.contains("Running") && !shown.contains("Thinking"),
+        "{shown}"
+    );
     terminal.type_keys("are you there?\r");
     terminal.wait_for("Still here.", 1).await;
     terminal.wait_for("› ", 3).await;
@@ -969,4 +977,56 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     let raw = String::from_utf8_lossy(&bytes);
     assert!(raw.contains("\x1b[38;2;"), "no colour in the fence");
     assert!(raw.contains("\x1b[1mSummary"), "the heading is not bold");
+}
+
+/// A stream that goes on while an approval is asked: the question and the text never share
+/// a line, and every line of text arrives whole.
+#[tokio::test]
+async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
+    let repo = repo("interactive-interleave");
+    let long =
+        "A paragraph that streams in many small pieces, long enough to take a while. ".repeat(6);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .text(&format!("Running a slow command.\n\n{long}\n\n"))
+                .tool_use(
+                    "toolu_b",
+                    "Bash",
+                    json!({"command": "echo approved", "dangerouslyDisableSandbox": true}),
+                )
+                .text(&format!("{long}\n\nAfter the call.")),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_for("› ", 1).await;
+    terminal.type_keys("go\r");
+    terminal.wait_for("Allow?", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    terminal.type_keys("y\r");
+    terminal.wait_for("› ", 2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let mut parser = vt100::Parser::new(300, 120, 0);
+    parser.process(&terminal.screen.lock().unwrap());
+    let shown = parser.screen().contents();
+    let lines: Vec<&str> = shown.lines().map(str::trim_end).collect();
+    assert!(lines.contains(&"Running a slow command."), "{shown}");
+    assert!(lines.contains(&"After the call."), "{shown}");
+    assert!(lines.contains(&"Done."), "{shown}");
+    let question = lines
+        .iter()
+        .find(|line| line.contains("needs approval"))
+        .unwrap();
+    assert!(
+        question.starts_with("⏺ Bash(echo approved) needs approval"),
+        "{shown}"
+    );
+    // Every line of the paragraph is whole: it starts with the paragraph's words.
+    for line in lines.iter().filter(|line| line.contains("streams in")) {
+        assert!(!line.contains("Allow") && !line.contains('⏺'), "{line}");
+    }
 }
