@@ -156,8 +156,9 @@ pub struct Args {
 
     /// The model server: `anthropic` (the Messages API, the default), `openai` (an
     /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
-    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), or a name from settings'
-    /// `providers`. A model written `NAME/model` chooses the provider NAME too.
+    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), `openai-responses` (OpenAI's
+    /// Responses API, same key and base URL), or a name from settings' `providers`. A model
+    /// written `NAME/model` chooses the provider NAME too.
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
 

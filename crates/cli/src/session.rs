@@ -178,7 +178,7 @@ impl Session {
                 .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
             &settings.providers,
         )?;
-        let openai = provider_choice.kind == settings::ProviderKind::Openai;
+        let openai = provider_choice.kind.is_openai();
         if openai && named_model == DEFAULT_MODEL {
             bail!(
                 "the {} provider needs a model: name one with --model (or settings' \"model\"); the default {DEFAULT_MODEL} is Anthropic's",
@@ -410,11 +410,7 @@ impl Session {
                 });
             }
             // Any fallback asks for what it can give, whichever provider serves it.
-            let (info, _) = model_info(
-                &id,
-                &settings.models,
-                choice.kind == settings::ProviderKind::Openai,
-            )?;
+            let (info, _) = model_info(&id, &settings.models, choice.kind.is_openai())?;
             config.fallback_output_cap =
                 Some(u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX));
             config.fallback_levels = Some(context::WaterLevels::with_overrides(
@@ -1538,7 +1534,9 @@ fn choose_provider(
     model: String,
     providers: &BTreeMap<String, settings::ProviderSettings>,
 ) -> anyhow::Result<(ProviderChoice, String)> {
-    let known = |name: &str| matches!(name, "anthropic" | "openai") || providers.contains_key(name);
+    let known = |name: &str| {
+        matches!(name, "anthropic" | "openai" | "openai-responses") || providers.contains_key(name)
+    };
     let (name, model) = match model.split_once('/') {
         Some((prefix, rest))
             if known(prefix) && flag.is_none_or(|flag| flag == prefix) && !rest.is_empty() =>
@@ -1579,12 +1577,12 @@ fn choose_provider(
                 max_tokens_field,
             }
         }
-        ("anthropic" | "openai", None) => ProviderChoice {
+        ("anthropic" | "openai" | "openai-responses", None) => ProviderChoice {
             name: name.clone(),
-            kind: if name == "openai" {
-                settings::ProviderKind::Openai
-            } else {
-                settings::ProviderKind::Anthropic
+            kind: match name.as_str() {
+                "openai" => settings::ProviderKind::Openai,
+                "openai-responses" => settings::ProviderKind::OpenaiResponses,
+                _ => settings::ProviderKind::Anthropic,
             },
             base_url: None,
             key_env: None,
@@ -1592,7 +1590,7 @@ fn choose_provider(
             max_tokens_field: None,
         },
         (other, None) => {
-            let mut names: Vec<&str> = vec!["anthropic", "openai"];
+            let mut names: Vec<&str> = vec!["anthropic", "openai", "openai-responses"];
             names.extend(providers.keys().map(String::as_str));
             bail!(
                 "--provider {other:?} is not one of {} (add it to settings' \"providers\")",
@@ -1624,14 +1622,21 @@ fn model_client(
         base_url_flag: base_url_flag.is_some(),
     })?;
     let lookup = |key: &str| setting_or_env(settings_env, key);
-    let openai = choice.kind == settings::ProviderKind::Openai;
+    let openai = choice.kind.is_openai();
     if openai {
-        config.api = provider::Api::ChatCompletions(choice.options.clone());
+        config.api = if choice.kind == settings::ProviderKind::OpenaiResponses {
+            provider::Api::Responses
+        } else {
+            provider::Api::ChatCompletions(choice.options.clone())
+        };
         config.betas.clear();
         config.base_url = choice
             .base_url
             .clone()
-            .or_else(|| lookup("OPENAI_BASE_URL").filter(|_| choice.name == "openai"))
+            .or_else(|| {
+                lookup("OPENAI_BASE_URL")
+                    .filter(|_| matches!(choice.name.as_str(), "openai" | "openai-responses"))
+            })
             .unwrap_or_else(|| OPENAI_BASE_URL.to_owned())
             .trim_end_matches('/')
             .to_owned();

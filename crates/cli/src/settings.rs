@@ -392,7 +392,8 @@ pub struct Settings {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderSettings {
-    /// The wire format: `openai` (Chat Completions) or `anthropic` (the Messages API).
+    /// The wire format: `openai` (Chat Completions), `openai-responses` (OpenAI's Responses
+    /// API) or `anthropic` (the Messages API).
     #[serde(rename = "type")]
     pub kind: ProviderKind,
     /// The base URL (`http://127.0.0.1:11434/v1`).
@@ -417,8 +418,19 @@ pub enum ProviderKind {
     /// An OpenAI-compatible Chat Completions API.
     #[default]
     Openai,
+    /// OpenAI's Responses API.
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
     /// Anthropic's Messages API.
     Anthropic,
+}
+
+impl ProviderKind {
+    /// Whether the server is OpenAI's kind (model names as the server has them, an OpenAI
+    /// key): Chat Completions or Responses.
+    pub fn is_openai(self) -> bool {
+        matches!(self, Self::Openai | Self::OpenaiResponses)
+    }
 }
 
 /// One entry of `models`.

@@ -52,6 +52,81 @@ fn check_pairing(request: &Value) {
     }
 }
 
+/// The same four turns from OpenAI's Responses API (`--provider openai-responses`, testkit's
+/// Responses mode): the requests are `/responses` bodies (the history whole, `store: false`,
+/// each tool call answered by its `function_call_output`), and the file ends as it does
+/// with the other providers.
+#[tokio::test]
+async fn a_four_turn_session_over_the_responses_api() {
+    let repo = repo("four-responses");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/four-turn.json");
+    let script = Script::from_json(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    let server = Server::start_tls(script).await.unwrap();
+    let output = command(&repo, &server)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .args([
+            "--provider",
+            "openai-responses",
+            "--model",
+            "gpt-5",
+            "-p",
+            "fix the greeting",
+            "--output-format",
+            "stream-json",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(cat:*)",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'hello'\n"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        assert!(request.path.ends_with("/responses"), "{}", request.path);
+        let body = request.json();
+        assert_eq!(body["store"], false);
+        assert!(body.get("previous_response_id").is_none(), "{body}");
+    }
+    let last = requests[3].json();
+    assert_eq!(last["model"], "gpt-5");
+    assert!(last["instructions"].is_string());
+    assert_eq!(last["tools"][0]["type"], "function");
+    let input = last["input"].as_array().unwrap();
+    // Every function_call is answered by its output, in order, and the history is whole.
+    let calls: Vec<&Value> = input
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| &item["call_id"])
+        .collect();
+    let outputs: Vec<&Value> = input
+        .iter()
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| &item["call_id"])
+        .collect();
+    assert_eq!(calls.len(), 4, "{last}");
+    assert_eq!(calls, outputs);
+    assert_eq!(input[0]["role"], "user");
+    let bash = input.last().unwrap()["output"].as_str().unwrap_or_default();
+    assert!(bash.contains("return 'hello'"), "{bash}");
+    let lines = lines(&output);
+    let result = lines.last().unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["num_turns"], 4);
+    assert_eq!(result["stop_reason"], "end_turn");
+}
+
 /// The same four turns from an OpenAI-compatible Chat Completions server (`--provider
 /// openai`): the requests are Chat Completions bodies (tool results as `tool` messages after
 /// the assistant's `tool_calls`), and the file ends as it does with the Messages API.

@@ -651,6 +651,30 @@ impl Translator {
     }
 }
 
+/// Feeds translated `events` to `accumulator`, queueing each event and what it completed
+/// (a block, the message) as items, in order. Shared by the translating streams.
+pub(crate) fn accumulate(
+    events: &mut Vec<StreamEvent>,
+    accumulator: &mut MessageAccumulator,
+    queue: &mut VecDeque<Item>,
+) -> Result<(), ProviderError> {
+    for event in events.drain(..) {
+        let output = accumulator
+            .push(&event)
+            .map_err(|error| ProviderError::new(ErrorKind::Parse, error.to_string()))?;
+        queue.push_back(Item::Event(event));
+        match output {
+            Some(Output::BlockComplete(block)) => queue.push_back(Item::BlockComplete(block)),
+            Some(Output::MessageComplete(message)) => {
+                queue.push_back(Item::MessageComplete(message));
+            }
+            // `Output` is non-exhaustive; nothing else is produced today.
+            Some(_) | None => {}
+        }
+    }
+    Ok(())
+}
+
 /// A Chat Completions stream as [`sse_parser::Item`]s: push the body's chunks, pull items,
 /// [`ChatStream::finish`] at the end of the body. The same interface as
 /// [`sse_parser::MessageStream`].
@@ -675,24 +699,7 @@ impl ChatStream {
     }
 
     fn accumulate(&mut self) -> Result<(), ProviderError> {
-        for event in self.events.drain(..) {
-            let output = self
-                .accumulator
-                .push(&event)
-                .map_err(|error| ProviderError::new(ErrorKind::Parse, error.to_string()))?;
-            self.queue.push_back(Item::Event(event));
-            match output {
-                Some(Output::BlockComplete(block)) => {
-                    self.queue.push_back(Item::BlockComplete(block));
-                }
-                Some(Output::MessageComplete(message)) => {
-                    self.queue.push_back(Item::MessageComplete(message));
-                }
-                // `Output` is non-exhaustive; nothing else is produced today.
-                Some(_) | None => {}
-            }
-        }
-        Ok(())
+        accumulate(&mut self.events, &mut self.accumulator, &mut self.queue)
     }
 
     /// The next item from the chunks pushed so far, `None` when more input is needed.

@@ -135,6 +135,7 @@ impl AnthropicClient {
         let path = match config.api {
             Api::Messages => "/v1/messages",
             Api::ChatCompletions(_) => "/chat/completions",
+            Api::Responses => "/responses",
         };
         let uri: Uri = format!("{}{path}", config.base_url.trim_end_matches('/'))
             .parse()
@@ -200,9 +201,9 @@ impl AnthropicClient {
     /// `POST {root}/api/show`. `None` for the Messages API, or when the server reports none
     /// or does not answer within 5 s; each answer is read up to 1 MiB.
     pub async fn reported_context_window(&self, model: &str) -> Option<u64> {
-        let Api::ChatCompletions(_) = self.inner.config.api else {
+        if self.inner.config.api == Api::Messages {
             return None;
-        };
+        }
         let base = self.inner.config.base_url.trim_end_matches('/');
         if let Some(models) = self.get_json(&format!("{base}/models")).await {
             let window = models
@@ -282,9 +283,9 @@ impl AnthropicClient {
     /// The request body in the server's wire format: the Messages API body as it came, or
     /// translated to Chat Completions.
     fn wire_body(&self, body: Bytes) -> Result<Bytes, ProviderError> {
-        let Api::ChatCompletions(options) = &self.inner.config.api else {
+        if self.inner.config.api == Api::Messages {
             return Ok(body);
-        };
+        }
         let request: protocol::CreateMessageRequest =
             serde_json::from_slice(&body).map_err(|error| {
                 ProviderError::new(
@@ -292,7 +293,10 @@ impl AnthropicClient {
                     format!("the request is not a Messages API request: {error}"),
                 )
             })?;
-        let translated = crate::chat::chat_request(&request, options);
+        let translated = match &self.inner.config.api {
+            Api::ChatCompletions(options) => crate::chat::chat_request(&request, options),
+            Api::Responses | Api::Messages => crate::responses::responses_request(&request),
+        };
         Ok(Bytes::from(translated.to_string()))
     }
 
@@ -523,7 +527,7 @@ async fn http_failure(
     // parses as the Messages API's; its `code` says more (`context_length_exceeded`).
     let parsed = match api {
         Api::Messages => serde_json::from_slice::<ApiErrorBody>(&bytes).ok(),
-        Api::ChatCompletions(_) => None,
+        Api::ChatCompletions(_) | Api::Responses => None,
     };
     let (kind, message) = match &parsed {
         Some(api) => (
@@ -603,6 +607,7 @@ async fn attempt(
     let mut parser = match &config.api {
         Api::Messages => Parser::Messages(MessageStream::new()),
         Api::ChatCompletions(_) => Parser::Chat(crate::chat::ChatStream::new()),
+        Api::Responses => Parser::Responses(crate::responses::ResponsesStream::new()),
     };
     let mut watchdog = Watchdog::new(config);
     let mut received: u64 = 0;
@@ -723,6 +728,7 @@ async fn attempt(
 enum Parser {
     Messages(MessageStream),
     Chat(crate::chat::ChatStream),
+    Responses(crate::responses::ResponsesStream),
 }
 
 impl Parser {
@@ -730,6 +736,7 @@ impl Parser {
         match self {
             Self::Messages(stream) => stream.push(chunk),
             Self::Chat(stream) => stream.push(chunk),
+            Self::Responses(stream) => stream.push(chunk),
         }
     }
 
@@ -739,6 +746,7 @@ impl Parser {
                 .next_item()
                 .map_err(|error| parse_failure(error, None)),
             Self::Chat(stream) => stream.next_item().map_err(Failure::from),
+            Self::Responses(stream) => stream.next_item().map_err(Failure::from),
         }
     }
 
@@ -753,6 +761,9 @@ impl Parser {
                 .map(|finished| finished.message)
                 .map_err(|error| parse_failure(error, request_id.clone())),
             Self::Chat(stream) => stream
+                .finish()
+                .map_err(|error| with_request_id(error.into(), request_id.clone())),
+            Self::Responses(stream) => stream
                 .finish()
                 .map_err(|error| with_request_id(error.into(), request_id.clone())),
         }

@@ -142,6 +142,10 @@ pub enum Api {
     /// base URL ends in `/v1`, as `OPENAI_BASE_URL` does), a bearer key. No non-streaming
     /// last resort: a broken stream ends the run after the retries.
     ChatCompletions(crate::chat::ChatOptions),
+    /// OpenAI's Responses API: `POST {base_url}/responses` (the base URL ends in `/v1`), a
+    /// bearer key; the history sent whole each time (`store: false`). No non-streaming last
+    /// resort.
+    Responses,
 }
 
 impl ClientConfig {

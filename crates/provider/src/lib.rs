@@ -38,6 +38,7 @@ pub mod chat;
 mod client;
 mod config;
 mod error;
+pub mod responses;
 mod retry;
 mod transport;
 mod vcr;

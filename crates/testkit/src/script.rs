@@ -234,6 +234,110 @@ impl Turn {
         body
     }
 
+    /// The turn as an OpenAI Responses API stream, in the shapes of the `openai` SDK's
+    /// event models: `response.created`, `response.in_progress`; per block an output item
+    /// (`output_item.added`, its deltas, `output_item.done`): a thinking block as a
+    /// `reasoning` item (its text as `reasoning_summary_text.delta`s, its signature as the
+    /// done item's `encrypted_content`), text as a `message` item (`content_part.added`,
+    /// `output_text.delta`s, `output_text.done`, `content_part.done`), a tool_use as a
+    /// `function_call` item (`function_call_arguments.delta`s and `.done`); then
+    /// `response.completed` with the whole output and usage, or `response.incomplete` with
+    /// `incomplete_details.reason` `max_output_tokens` for a `max_tokens` stop.
+    pub fn responses_sse(&self) -> Vec<u8> {
+        let mut events: Vec<Value> = Vec::new();
+        let mut output: Vec<Value> = Vec::new();
+        let response = |status: &str, output: &[Value], usage: Value, incomplete: Value| {
+            json!({"id": format!("resp_{}", self.id), "object": "response", "created_at": 1_700_000_000,
+                "status": status, "model": self.model, "output": output,
+                "parallel_tool_calls": true, "tool_choice": "auto", "tools": [],
+                "incomplete_details": incomplete, "usage": usage})
+        };
+        events.push(json!({"type": "response.created", "response": response("in_progress", &[], Value::Null, Value::Null)}));
+        events.push(json!({"type": "response.in_progress", "response": response("in_progress", &[], Value::Null, Value::Null)}));
+        for (index, block) in self.blocks.iter().enumerate() {
+            let item_id = format!("item_{index}");
+            match block {
+                Block::Thinking(thinking, signature) => {
+                    let added = json!({"id": item_id, "type": "reasoning", "summary": []});
+                    events.push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    events.push(json!({"type": "response.reasoning_summary_part.added", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}));
+                    for piece in split_chars(thinking, 2) {
+                        events.push(json!({"type": "response.reasoning_summary_text.delta", "item_id": item_id,
+                            "output_index": index, "summary_index": 0, "delta": piece}));
+                    }
+                    events.push(
+                        json!({"type": "response.reasoning_summary_text.done", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "text": thinking}),
+                    );
+                    events.push(json!({"type": "response.reasoning_summary_part.done", "item_id": item_id,
+                        "output_index": index, "summary_index": 0, "part": {"type": "summary_text", "text": thinking}}));
+                    let done = json!({"id": item_id, "type": "reasoning",
+                        "summary": [{"type": "summary_text", "text": thinking}],
+                        "encrypted_content": signature, "status": "completed"});
+                    events.push(json!({"type": "response.output_item.done", "output_index": index, "item": done}));
+                    output.push(done);
+                }
+                Block::Text(text) => {
+                    let added = json!({"id": item_id, "type": "message", "role": "assistant",
+                        "status": "in_progress", "content": []});
+                    events.push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    events.push(json!({"type": "response.content_part.added", "item_id": item_id, "output_index": index,
+                        "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}));
+                    for piece in split_chars(text, 3) {
+                        events.push(json!({"type": "response.output_text.delta", "item_id": item_id,
+                            "output_index": index, "content_index": 0, "delta": piece, "logprobs": []}));
+                    }
+                    events.push(
+                        json!({"type": "response.output_text.done", "item_id": item_id,
+                        "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+                    );
+                    let part = json!({"type": "output_text", "text": text, "annotations": []});
+                    events.push(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": index,
+                        "content_index": 0, "part": part}));
+                    let done = json!({"id": item_id, "type": "message", "role": "assistant",
+                        "status": "completed", "content": [part]});
+                    events.push(json!({"type": "response.output_item.done", "output_index": index, "item": done}));
+                    output.push(done);
+                }
+                Block::ToolUse { id, name, input } => {
+                    let arguments = input.to_string();
+                    let added = json!({"id": item_id, "type": "function_call", "call_id": id, "name": name,
+                        "arguments": "", "status": "in_progress"});
+                    events.push(json!({"type": "response.output_item.added", "output_index": index, "item": added}));
+                    for piece in split_chars(&arguments, 3) {
+                        events.push(json!({"type": "response.function_call_arguments.delta", "item_id": item_id,
+                            "output_index": index, "delta": piece}));
+                    }
+                    events.push(
+                        json!({"type": "response.function_call_arguments.done", "item_id": item_id,
+                        "output_index": index, "arguments": arguments}),
+                    );
+                    let done = json!({"id": item_id, "type": "function_call", "call_id": id, "name": name,
+                        "arguments": arguments, "status": "completed"});
+                    events.push(json!({"type": "response.output_item.done", "output_index": index, "item": done}));
+                    output.push(done);
+                }
+            }
+        }
+        let usage = json!({"input_tokens": self.input_tokens,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens": self.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": self.input_tokens + self.output_tokens});
+        if self.stop_reason() == "max_tokens" {
+            events.push(json!({"type": "response.incomplete", "response": response("incomplete", &output, usage,
+                json!({"reason": "max_output_tokens"}))}));
+        } else {
+            events.push(json!({"type": "response.completed", "response": response("completed", &output, usage, Value::Null)}));
+        }
+        let mut body = Vec::new();
+        for (sequence, mut event) in events.into_iter().enumerate() {
+            event["sequence_number"] = json!(sequence);
+            body.extend(sse_frame(&event));
+        }
+        body
+    }
+
     /// The SSE body (`event:` + `data:` lines, blank-line terminated).
     pub fn sse(&self) -> Vec<u8> {
         let mut body = Vec::new();

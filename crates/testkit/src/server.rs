@@ -253,7 +253,8 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let method = request.method().to_string();
     let model_endpoint = request.uri().path().ends_with("/messages")
-        || request.uri().path().ends_with("/chat/completions");
+        || request.uri().path().ends_with("/chat/completions")
+        || request.uri().path().ends_with("/responses");
     if !model_endpoint {
         // Metadata a client may ask for (a server's models, llama.cpp's props, Ollama's
         // show): answered from `Server::answer_get`, 404 otherwise; never from the script.
@@ -307,11 +308,17 @@ async fn handle(
         .map(|body| body.to_bytes().to_vec())
         .unwrap_or_default();
     let request_bytes = body.len();
-    // An OpenAI-compatible client: turns are streamed as Chat Completions chunks.
-    let chat = path
-        .split('?')
-        .next()
-        .is_some_and(|path| path.ends_with("/chat/completions"));
+    // An OpenAI-compatible client: turns are streamed as Chat Completions chunks, or as
+    // Responses API events.
+    let endpoint = path.split('?').next().unwrap_or_default();
+    let wire = if endpoint.ends_with("/chat/completions") {
+        Wire::Chat
+    } else if endpoint.ends_with("/responses") {
+        Wire::Responses
+    } else {
+        Wire::Messages
+    };
+    let chat = wire == Wire::Chat;
     let streaming = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|json| json.get("stream").and_then(Value::as_bool))
@@ -321,7 +328,10 @@ async fn handle(
     let first_message = serde_json::from_slice::<Value>(&body)
         .ok()
         .and_then(|json| {
-            let messages = json.get("messages")?.as_array()?;
+            let messages = json
+                .get("messages")
+                .or_else(|| json.get("input"))?
+                .as_array()?;
             let first = messages.get(usize::from(chat))?.to_string();
             let last = messages.last()?.to_string();
             Some(format!("{first}\n{last}"))
@@ -343,7 +353,18 @@ async fn handle(
     if let ReplyBody::Endless(endless) = reply.body {
         return Ok(endless_response(reply.status, endless, stop).await);
     }
-    Ok(respond(reply, streaming, chat, stop))
+    Ok(respond(reply, streaming, wire, stop))
+}
+
+/// The wire format a request came in (by its path), and its answers go out in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    /// `/v1/messages`.
+    Messages,
+    /// `/chat/completions`.
+    Chat,
+    /// `/responses`.
+    Responses,
 }
 
 /// A hostile answer, generated as the client reads it (see [`Endless`]).
@@ -464,13 +485,17 @@ async fn endless_response(
 fn respond(
     reply: Reply,
     streaming: bool,
-    chat: bool,
+    wire: Wire,
     stop: watch::Receiver<bool>,
 ) -> Response<Body> {
     let (content_type, frames): (String, Vec<(Duration, Vec<u8>)>) = match reply.body {
-        ReplyBody::Turn(turn) if streaming && chat => (
+        ReplyBody::Turn(turn) if streaming && wire == Wire::Chat => (
             "text/event-stream; charset=utf-8".into(),
             vec![(Duration::ZERO, turn.chat_sse())],
+        ),
+        ReplyBody::Turn(turn) if streaming && wire == Wire::Responses => (
+            "text/event-stream; charset=utf-8".into(),
+            vec![(Duration::ZERO, turn.responses_sse())],
         ),
         ReplyBody::Turn(turn) if streaming => (
             "text/event-stream; charset=utf-8".into(),
