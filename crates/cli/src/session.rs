@@ -2326,13 +2326,17 @@ mod tests {
             (choice.name.as_str(), model.as_str()),
             ("anthropic", "meta-llama/llama-3")
         );
+        let (choice, model) =
+            choose_provider(None, "openai-responses/gpt-5".into(), &providers).unwrap();
+        assert_eq!(choice.kind, settings::ProviderKind::OpenaiResponses);
+        assert_eq!(model, "gpt-5");
         let error = choose_provider(Some("olama"), "m".into(), &providers)
             .err()
             .map(|e| e.to_string());
         assert_eq!(
             error.as_deref(),
             Some(
-                "--provider \"olama\" is not one of anthropic, openai, ollama (add it to settings' \"providers\")"
+                "--provider \"olama\" is not one of anthropic, openai, openai-responses, ollama (add it to settings' \"providers\")"
             )
         );
     }
