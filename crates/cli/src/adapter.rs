@@ -52,6 +52,30 @@ fn without_thinking(body: &[u8]) -> Option<Vec<u8>> {
     serde_json::to_vec(&request).ok()
 }
 
+/// `body` without the thinking blocks the Messages API did not write: an empty signature
+/// (Chat Completions' reasoning) or one holding a space (the Responses API's `"<id>
+/// <encrypted>"`). A session resumed on Anthropic after another provider would be refused
+/// for them, and another vendor's encrypted reasoning must not be sent to Anthropic.
+fn without_foreign_thinking(body: &[u8]) -> Option<Vec<u8>> {
+    let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    for message in request.get_mut("messages")?.as_array_mut()? {
+        if let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) {
+            content.retain(|block| {
+                let signature = block.get("signature").and_then(serde_json::Value::as_str);
+                !(block.get("type").and_then(serde_json::Value::as_str) == Some("thinking")
+                    && signature.is_none_or(is_foreign_signature))
+            });
+        }
+    }
+    serde_json::to_vec(&request).ok()
+}
+
+/// Whether a thinking block's signature is not one the Messages API wrote (see
+/// [`without_foreign_thinking`]).
+fn is_foreign_signature(signature: &str) -> bool {
+    signature.is_empty() || signature.contains(' ')
+}
+
 /// The loop's view of a provider error: by its kind only.
 fn model_error(error: ProviderError) -> ModelError {
     let detail = error.to_string();
@@ -163,6 +187,20 @@ impl ModelClient for ProviderModel {
             }
             _ => &self.client,
         };
+        let foreign = client.config().api == provider::Api::Messages
+            && request
+                .messages
+                .iter()
+                .flat_map(|message| &message.content)
+                .any(|block| {
+                    matches!(block, protocol::ContentBlock::Thinking(thinking)
+                        if is_foreign_signature(&thinking.signature))
+                });
+        let body = if foreign {
+            without_foreign_thinking(&body).map_or(body, Bytes::from)
+        } else {
+            body
+        };
         forward(client.stream(body, cancel))
     }
 }
@@ -214,5 +252,31 @@ impl Summarizer for ProviderSummarizer {
             }
             Err(SummarizerError::NoAnswer)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session resumed on Anthropic after Chat Completions or the Responses API: their
+    /// thinking blocks (no signature, or `"<id> <encrypted>"`) are left out, Anthropic's kept.
+    #[test]
+    fn only_the_messages_apis_thinking_goes_to_anthropic() {
+        let body = serde_json::json!({"model": "m", "messages": [{"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "a", "signature": "EqQBCkYIBxgCKkB"},
+            {"type": "thinking", "thinking": "b", "signature": "rs_1 gAAAA"},
+            {"type": "thinking", "thinking": "c", "signature": ""},
+            {"type": "text", "text": "t"},
+        ]}]});
+        let kept = without_foreign_thinking(body.to_string().as_bytes()).unwrap_or_default();
+        let kept: serde_json::Value = serde_json::from_slice(&kept).unwrap_or_default();
+        let texts: Vec<&str> = kept["messages"][0]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|block| block["thinking"].as_str().or(block["text"].as_str()))
+            .collect();
+        assert_eq!(texts, ["a", "t"]);
     }
 }

@@ -199,7 +199,7 @@ fn user_messages(message: &MessageParam, out: &mut Vec<Value>) {
                             .collect(),
                     ),
                 };
-                let text = if result.is_error == Some(true) {
+                let text = if result.is_error == Some(true) && !text.starts_with("Error") {
                     format!("Error: {text}")
                 } else {
                     text

@@ -176,7 +176,7 @@ fn user_items(message: &MessageParam, out: &mut Vec<Value>) {
                             .join("\n")
                     }
                 };
-                let text = if result.is_error == Some(true) {
+                let text = if result.is_error == Some(true) && !text.starts_with("Error") {
                     format!("Error: {text}")
                 } else {
                     text
@@ -212,7 +212,7 @@ fn assistant_items(message: &MessageParam, out: &mut Vec<Value>) {
             ContentBlock::Thinking(block) => {
                 // Only what this provider returned goes back: `<id> <encrypted_content>`.
                 if let Some((id, encrypted)) = block.signature.split_once(' ')
-                    && id.starts_with("rs_")
+                    && !id.is_empty()
                     && !encrypted.is_empty()
                 {
                     flush(&mut text, out);
@@ -275,11 +275,33 @@ struct Event<'a> {
     item: Option<Value>,
     #[serde(default)]
     response: Option<Value>,
-    #[serde(borrow, default)]
-    code: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    message: Option<Cow<'a, str>>,
 }
+
+/// An event's type alone: read first, so an event this decoder does not use is skipped
+/// whatever its other fields hold.
+#[derive(Debug, serde::Deserialize)]
+struct Tag<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Cow<'a, str>,
+}
+
+/// The events the decoder reads (see [`Translator::event`]); every other one is skipped.
+const HANDLED: &[&str] = &[
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.output_item.added",
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
 
 /// `response.*` events to Messages API stream events (see the module docs).
 #[derive(Debug, Default)]
@@ -287,7 +309,9 @@ struct Translator {
     started: bool,
     open: Option<OpenBlock>,
     next_index: usize,
-    tool_called: bool,
+    /// Function calls opened (their blocks): the message's stop reason, and the ids of calls
+    /// a server sent without one (`call_N`).
+    calls: u64,
     stopped: bool,
 }
 
@@ -349,22 +373,38 @@ impl Translator {
         });
     }
 
-    /// The open block of item `output_index` of `kind`, opened (an empty one) when the
-    /// server skipped `output_item.added`.
-    fn block(&mut self, output_index: u64, kind: Kind, out: &mut Vec<StreamEvent>) -> usize {
+    /// The block a text or thinking delta of item `output_index` goes to: the open one when
+    /// it is that item's and of that kind; a new one when the server skipped
+    /// `output_item.added` and nothing else is open (a lenient server's form); `None` (the
+    /// delta is dropped) when it would cut another item's block short, such as a function
+    /// call still receiving its arguments.
+    fn block(
+        &mut self,
+        output_index: u64,
+        kind: Kind,
+        out: &mut Vec<StreamEvent>,
+    ) -> Option<usize> {
         match self.open {
-            Some(open) if open.output_index == output_index && open.kind == kind => open.index,
+            Some(open) if open.output_index == output_index && open.kind == kind => {
+                Some(open.index)
+            }
+            Some(open) if open.output_index == output_index || open.kind == Kind::Tool => None,
             _ => {
                 let block = match kind {
-                    Kind::Text => ContentBlock::text(""),
                     Kind::Thinking => empty_thinking(),
-                    // Arguments without their item: a call without a name or id.
-                    Kind::Tool => tool_block("", ""),
+                    Kind::Text | Kind::Tool => ContentBlock::text(""),
                 };
                 self.open(output_index, kind, block, out);
-                self.next_index - 1
+                Some(self.next_index - 1)
             }
         }
+    }
+
+    /// The open function call of item `output_index`; arguments for any other item are
+    /// dropped (a call is only ever opened by its `output_item.added`, with its name).
+    fn tool(&self, output_index: u64) -> Option<OpenBlock> {
+        self.open
+            .filter(|open| open.output_index == output_index && open.kind == Kind::Tool)
     }
 
     fn added(&mut self, output_index: u64, item: &Value, out: &mut Vec<StreamEvent>) {
@@ -372,13 +412,13 @@ impl Translator {
         match text("type") {
             "message" => self.open(output_index, Kind::Text, ContentBlock::text(""), out),
             "function_call" => {
-                self.tool_called = true;
-                self.open(
-                    output_index,
-                    Kind::Tool,
-                    tool_block(text("call_id"), text("name")),
-                    out,
-                );
+                self.calls += 1;
+                // A call must have an id to be answered: a server that sent none gets one.
+                let id = match text("call_id") {
+                    "" => format!("call_{}", self.calls),
+                    id => id.to_owned(),
+                };
+                self.open(output_index, Kind::Tool, tool_block(&id, text("name")), out);
             }
             "reasoning" => self.open(output_index, Kind::Thinking, empty_thinking(), out),
             // A server-side tool's item: not a block of ours.
@@ -433,7 +473,7 @@ impl Translator {
         self.close(out);
         self.stopped = true;
         let stop_reason = if complete {
-            if self.tool_called {
+            if self.calls > 0 {
                 StopReason::ToolUse
             } else {
                 StopReason::EndTurn
@@ -493,51 +533,52 @@ impl Translator {
             }
             "response.output_text.delta" | "response.refusal.delta" if !delta.is_empty() => {
                 self.start(None, out);
-                let block = self.block(index, Kind::Text, out);
-                out.push(StreamEvent::ContentBlockDelta {
-                    index: block,
-                    delta: ContentDelta::Text {
-                        text: delta.to_owned(),
-                    },
-                });
+                if let Some(block) = self.block(index, Kind::Text, out) {
+                    out.push(StreamEvent::ContentBlockDelta {
+                        index: block,
+                        delta: ContentDelta::Text {
+                            text: delta.to_owned(),
+                        },
+                    });
+                }
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta"
                 if !delta.is_empty() =>
             {
                 self.start(None, out);
-                let block = self.block(index, Kind::Thinking, out);
-                // A new summary part starts a new paragraph.
-                let part = event.summary_index.unwrap_or(0);
-                let mut text = delta.to_owned();
-                if let Some(open) = self.open.as_mut()
-                    && part > open.summary_index
-                {
-                    open.summary_index = part;
-                    text.insert_str(0, "\n\n");
+                if let Some(block) = self.block(index, Kind::Thinking, out) {
+                    // A new summary part starts a new paragraph.
+                    let part = event.summary_index.unwrap_or(0);
+                    let mut text = delta.to_owned();
+                    if let Some(open) = self.open.as_mut()
+                        && part > open.summary_index
+                    {
+                        open.summary_index = part;
+                        text.insert_str(0, "\n\n");
+                    }
+                    out.push(StreamEvent::ContentBlockDelta {
+                        index: block,
+                        delta: ContentDelta::Thinking { thinking: text },
+                    });
                 }
-                out.push(StreamEvent::ContentBlockDelta {
-                    index: block,
-                    delta: ContentDelta::Thinking { thinking: text },
-                });
             }
             "response.function_call_arguments.delta" if !delta.is_empty() => {
-                self.start(None, out);
-                let block = self.block(index, Kind::Tool, out);
-                if let Some(open) = self.open.as_mut() {
-                    open.streamed = true;
+                if let Some(open) = self.tool(index) {
+                    if let Some(open) = self.open.as_mut() {
+                        open.streamed = true;
+                    }
+                    out.push(StreamEvent::ContentBlockDelta {
+                        index: open.index,
+                        delta: ContentDelta::InputJson {
+                            partial_json: delta.to_owned(),
+                        },
+                    });
                 }
-                out.push(StreamEvent::ContentBlockDelta {
-                    index: block,
-                    delta: ContentDelta::InputJson {
-                        partial_json: delta.to_owned(),
-                    },
-                });
             }
             "response.function_call_arguments.done" => {
                 // The whole arguments, when no delta carried them.
-                if let Some(open) = self.open.filter(|open| {
-                    open.output_index == index && open.kind == Kind::Tool && !open.streamed
-                }) && let Some(arguments) = event.arguments.as_deref().filter(|a| !a.is_empty())
+                if let Some(open) = self.tool(index).filter(|open| !open.streamed)
+                    && let Some(arguments) = event.arguments.as_deref().filter(|a| !a.is_empty())
                 {
                     if let Some(open) = self.open.as_mut() {
                         open.streamed = true;
@@ -564,13 +605,6 @@ impl Translator {
                     .and_then(|response| response.get("error"))
                     .cloned()
                     .unwrap_or_else(|| json!({"message": "the response failed"}));
-                return Err(mid_stream(&error));
-            }
-            "error" => {
-                let error = json!({
-                    "code": event.code.as_deref(),
-                    "message": event.message.as_deref().unwrap_or("an error event"),
-                });
                 return Err(mid_stream(&error));
             }
             // Content part and `.done` events repeat what the deltas said; other events are
@@ -651,12 +685,28 @@ impl ResponsesStream {
             else {
                 return Ok(None);
             };
-            let event: Event<'_> = serde_json::from_slice(sse.data()).map_err(|error| {
+            let not_an_event = |error: serde_json::Error| {
                 ProviderError::new(
                     ErrorKind::Parse,
                     format!("an event that is not a Responses API event: {error}"),
                 )
-            })?;
+            };
+            let tag: Tag<'_> = serde_json::from_slice(sse.data()).map_err(not_an_event)?;
+            if tag.kind == "error" {
+                // `{"code", "message"}` as the SDK models it, or nested in `error` as
+                // OpenAI sends it; codes may be numbers (proxies).
+                let value: Value = serde_json::from_slice(sse.data()).map_err(not_an_event)?;
+                let error = value
+                    .get("error")
+                    .filter(|error| error.is_object())
+                    .cloned()
+                    .unwrap_or(value);
+                return Err(mid_stream(&error));
+            }
+            if !HANDLED.contains(&tag.kind.as_ref()) {
+                continue;
+            }
+            let event: Event<'_> = serde_json::from_slice(sse.data()).map_err(not_an_event)?;
             self.translator.event(&event, &mut self.events)?;
             crate::chat::accumulate(&mut self.events, &mut self.accumulator, &mut self.queue)?;
         }
@@ -789,6 +839,64 @@ mod tests {
         assert_eq!(
             stream.finish().err().map(|error| error.kind),
             Some(ErrorKind::StreamBroken)
+        );
+    }
+
+    /// Attacks as a hostile or careless server: argument deltas for a call never added, a
+    /// call without an id, a text delta in the middle of a call's arguments, a nested error
+    /// event, an unknown event with odd field types.
+    #[test]
+    fn a_careless_server_cannot_make_a_nameless_call_or_cut_one_short() {
+        let body: String = [
+            json!({"type": "response.created", "response": {"id": "r", "model": "m"}}),
+            // Arguments for an item never added: dropped, no call is made up.
+            json!({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{\"command\":\"rm -rf /\"}"}),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "call_id": "", "name": "Bash"}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"command\":"}),
+            // A text delta of another item while the call streams: dropped, the call goes on.
+            json!({"type": "response.output_text.delta", "output_index": 2, "delta": "noise"}),
+            json!({"type": "response.some_future_event", "delta": {"object": true}, "output_index": -1}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "\"ls\"}"}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": {"type": "function_call"}}),
+            json!({"type": "response.completed", "response": {}}),
+        ]
+        .iter()
+        .map(frame)
+        .collect();
+        let got = items(&body).unwrap_or_else(|error| panic!("{error}"));
+        let Some(Item::MessageComplete(done)) = got.last() else {
+            panic!("{got:?}");
+        };
+        let calls: Vec<&protocol::ToolUseBlock> = done
+            .message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_tool_use)
+            .collect();
+        assert_eq!(calls.len(), 1, "{:?}", done.message);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("call_1", "Bash")
+        );
+        assert_eq!(calls[0].input, json!({"command": "ls"}));
+        assert_eq!(done.message.stop_reason, Some(StopReason::ToolUse));
+        assert_eq!(done.message.text(), "");
+        // OpenAI's nested error shape, and a proxy's numeric code.
+        let nested = items(&frame(
+            &json!({"type": "error", "error": {"code": "context_length_exceeded", "message": "Your input exceeds the context window"}}),
+        ));
+        let nested = nested.err();
+        assert_eq!(
+            nested.as_ref().map(|error| error.kind),
+            Some(ErrorKind::PromptTooLong)
+        );
+        assert!(nested.is_some_and(|error| error.message.contains("Your input exceeds")),);
+        let numeric = items(&frame(
+            &json!({"type": "error", "code": 429, "message": "slow down"}),
+        ));
+        assert_eq!(
+            numeric.err().map(|error| error.kind),
+            Some(ErrorKind::RateLimited)
         );
     }
 

@@ -255,7 +255,13 @@ impl Turn {
         events.push(json!({"type": "response.created", "response": response("in_progress", &[], Value::Null, Value::Null)}));
         events.push(json!({"type": "response.in_progress", "response": response("in_progress", &[], Value::Null, Value::Null)}));
         for (index, block) in self.blocks.iter().enumerate() {
-            let item_id = format!("item_{index}");
+            // OpenAI's id prefixes: `rs_` reasoning, `msg_` message, `fc_` function call.
+            let prefix = match block {
+                Block::Thinking(..) => "rs",
+                Block::Text(_) => "msg",
+                Block::ToolUse { .. } => "fc",
+            };
+            let item_id = format!("{prefix}_{index}");
             match block {
                 Block::Thinking(thinking, signature) => {
                     let added = json!({"id": item_id, "type": "reasoning", "summary": []});
