@@ -352,7 +352,9 @@ pub async fn run(
                 .with_markdown(true)
                 .with_prices(session.price_overrides());
                 let cancel = interrupts.arm();
+                let quiet = QuietControlKeys::new();
                 let outcome = session.invoke(invocation, &mut renderer, cancel).await;
+                drop(quiet);
                 interrupts.disarm();
                 status.hide();
                 let outcome = match outcome {
@@ -366,16 +368,20 @@ pub async fn run(
                 renderer.finish_interactive(&outcome);
                 let usage = renderer.total_usage(&outcome);
                 totals.add(&usage, renderer.cost());
+                totals.requests += u64::from(outcome.turns);
                 if let Some(tokens) = renderer.context_tokens() {
                     totals.context = Some(tokens);
                 }
+                let width = console::Term::stderr()
+                    .size_checked()
+                    .map_or(80, |(_, columns)| usize::from(columns));
                 eprintln!(
                     "{}",
                     totals.line(
                         &session.model,
                         session.mode_name,
                         session.autocompact_at(),
-                        outcome.turns
+                        width
                     )
                 );
                 if interrupts.quit_requested() {
@@ -419,9 +425,44 @@ pub async fn run(
     Ok(code)
 }
 
+/// Turns the terminal's echo of control keys off while it lives (a turn): a Ctrl-C the
+/// terminal echoed as `^C` would push the spinner's full-width line down, and its clearing
+/// would miss it. Typed text still echoes; questions read lines as before.
+struct QuietControlKeys(Option<nix::sys::termios::Termios>);
+
+impl QuietControlKeys {
+    fn new() -> Self {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        let Ok(saved) = tcgetattr(&stdin) else {
+            return Self(None);
+        };
+        let mut quiet = saved.clone();
+        quiet.local_flags.remove(LocalFlags::ECHOCTL);
+        if tcsetattr(&stdin, SetArg::TCSANOW, &quiet).is_err() {
+            return Self(None);
+        }
+        Self(Some(saved))
+    }
+}
+
+impl Drop for QuietControlKeys {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                saved,
+            );
+        }
+    }
+}
+
 /// The session's running figures, for the status line written after each turn.
 #[derive(Debug, Default)]
 struct Totals {
+    /// Model requests of the session (this process).
+    requests: u64,
     input: u64,
     output: u64,
     /// `None` once a response could not be priced.
@@ -445,12 +486,13 @@ impl Totals {
         self.priced = true;
     }
 
-    /// `  ─ model · mode · context N% of autocompact · K requests · session X in / Y out ·
-    /// $C`, dim: what a turn leaves behind, before the next prompt.
-    fn line(&self, model: &str, mode: &str, autocompact_at: u64, requests: u32) -> String {
+    /// `  ─ model · mode · context N% (used / autocompact level) · K req · X in / Y out ·
+    /// $C` for the session so far, dim, cut to `width` columns: what a turn leaves behind,
+    /// before the next prompt.
+    fn line(&self, model: &str, mode: &str, autocompact_at: u64, width: usize) -> String {
         let context = match self.context {
             Some(tokens) if autocompact_at > 0 => format!(
-                " · context {}% of autocompact ({} / {})",
+                " · context {}% ({}/{})",
                 tokens * 100 / autocompact_at,
                 compact_count(tokens),
                 compact_count(autocompact_at)
@@ -462,13 +504,16 @@ impl Totals {
             None if self.priced => " · $?".to_owned(),
             None => String::new(),
         };
-        format!(
-            "\x1b[2m  ─ {} · {mode}{context} · {requests} request{} · session {} in / {} out{cost}\x1b[0m",
+        let text = format!(
+            "  ─ {} · {mode}{context} · {} req · {} in / {} out{cost}",
             printable(model, false),
-            if requests == 1 { "" } else { "s" },
+            self.requests,
             compact_count(self.input),
             compact_count(self.output),
-        )
+        );
+        // Never wider than the terminal: a wrapped line would break the screen's layout.
+        let shown: String = text.chars().take(width.saturating_sub(1).max(20)).collect();
+        format!("\x1b[2m{shown}\x1b[0m")
     }
 }
 
@@ -554,16 +599,17 @@ fn condensed(history: &[protocol::MessageParam]) -> String {
 }
 
 /// Asks `question` on stderr and reads one line from the terminal (typed-ahead keys are
-/// discarded first); end of input is an empty answer.
-pub fn ask_line(question: &str) -> String {
+/// discarded first), trimmed; `None` at the end of input (Ctrl-D).
+pub fn ask_line(question: &str) -> Option<String> {
     let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
     eprint!("{question}");
     let _ = std::io::stderr().flush();
     let never = AtomicBool::new(false);
-    tokio::task::block_in_place(|| read_answer(&never))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
+    let answer = tokio::task::block_in_place(|| read_answer(&never));
+    if answer.is_none() {
+        eprintln!();
+    }
+    answer.map(|answer| answer.trim().to_owned())
 }
 
 /// `/rewind [N [code|conversation|both] | undo]`: without arguments, lists the turns and asks
@@ -588,18 +634,29 @@ fn rewind(session: &mut Session, arguments: &str) {
     let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
         eprint!("{}", crate::checkpoints::describe(&timeline, session.cwd()));
-        let answer = ask_line(
+        let Some(answer) = ask_line(
             "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
-        );
-        if answer.is_empty() {
+        )
+        .filter(|answer| !answer.is_empty()) else {
             eprintln!("(nothing rewound)");
+            return;
+        };
+        if answer != "undo" && answer.parse::<u64>().is_err() {
+            eprintln!(
+                "agent: /rewind: {:?} is not a turn number (or `undo`); nothing rewound",
+                printable(&answer, false)
+            );
             return;
         }
         words.push(answer);
         if words[0] != "undo" {
-            let what = ask_line(
+            // Enter is both; Ctrl-D cancels.
+            let Some(what) = ask_line(
                 "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
-            );
+            ) else {
+                eprintln!("(nothing rewound)");
+                return;
+            };
             words.push(what);
         }
     }
@@ -659,7 +716,8 @@ fn rewind(session: &mut Session, arguments: &str) {
             );
         }
         let answer =
-            ask_line("Overwrite them with their content of then? [y]es / [n]o, leave them: ");
+            ask_line("Overwrite them with their content of then? [y]es / [n]o, leave them: ")
+                .unwrap_or_default();
         if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
             crate::checkpoints::Decision::Overwrite
         } else {
@@ -854,6 +912,8 @@ impl Prompter for TerminalPrompter {
             {
                 return PermissionDecision::allow();
             }
+            // What the model wrote before this call is drawn before the question.
+            self.status.catch_up().await;
             let paused = self.status.paused();
             // Whatever was typed while the agent worked is not an answer to a question the
             // user has not seen yet (a `y` typed ahead must not approve this call).
@@ -946,13 +1006,23 @@ mod tests {
         };
         totals.add(&usage(1_000, 200), Some(0.01));
         totals.add(&usage(2_000, 300), Some(0.02));
+        totals.requests = 2;
         totals.context = Some(41_000);
         assert_eq!(
-            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 2),
-            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% of autocompact (41.0k / 167.0k) · 2 requests · session 3.0k in / 500 out · $0.0300\x1b[0m"
+            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 120),
+            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% (41.0k/167.0k) · 2 req · 3.0k in / 500 out · $0.0300\x1b[0m"
+        );
+        // Cut to the terminal's width.
+        assert_eq!(
+            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 41),
+            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · co\x1b[0m"
         );
         totals.add(&usage(1, 1), None);
-        assert!(totals.line("m", "default", 0, 1).ends_with(" · $?\x1b[0m"));
+        assert!(
+            totals
+                .line("m", "default", 0, 120)
+                .ends_with(" · $?\x1b[0m")
+        );
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct Status {
 
 #[derive(Debug, Default)]
 struct StatusInner {
+    /// Where a question asks the running turn's renderer to catch up first (see
+    /// [`Status::catch_up`]).
+    sync: Option<tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>>,
     bar: Option<ProgressBar>,
     paused: bool,
     /// The last message shown, to show again after a pause.
@@ -148,6 +151,29 @@ impl Status {
                 let _ = write!(stdout, "{text}");
                 let _ = stdout.flush();
             }
+        }
+    }
+
+    /// Where the running turn's renderer takes catch-up requests from now on (`None` when the
+    /// turn ends).
+    pub fn set_sync(
+        &self,
+        sync: Option<tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>>,
+    ) {
+        self.lock().sync = sync;
+    }
+
+    /// Waits until the turn's renderer has drawn every event the loop sent before this call
+    /// (and the text it held back): a question asked about a tool call then comes after the
+    /// text that preceded the call. Waits at most a second; returns at once outside a turn.
+    pub async fn catch_up(&self) {
+        let sender = self.lock().sync.clone();
+        let Some(sender) = sender else {
+            return;
+        };
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if sender.send(done).is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
         }
     }
 
@@ -452,6 +478,8 @@ pub struct Renderer {
     status: Option<Status>,
     /// The answer's Markdown, rendered block by block (interactive).
     markdown: Option<render::MarkdownStream>,
+    /// Tokens the main agent's last completed request sent.
+    context_tokens: Option<u64>,
     /// Inputs of the tool_use blocks seen, by id, for the tool lines.
     tool_inputs: HashMap<String, Value>,
     /// Tools running now, by id, with their labels.
@@ -624,6 +652,7 @@ impl Renderer {
             wrote_text: false,
             status: None,
             markdown: None,
+            context_tokens: None,
             tool_inputs: HashMap::new(),
             running: Vec::new(),
             calls: CallQueue::default(),
@@ -699,6 +728,17 @@ impl Renderer {
                 let _ = stdout.flush();
             }
         }
+    }
+
+    /// The spinner and output gate of a live run.
+    pub fn status(&self) -> Option<&Status> {
+        self.status.as_ref()
+    }
+
+    /// Draws what is held back (the Markdown of an unfinished block): a question is about to
+    /// be asked.
+    pub fn flush(&mut self) {
+        self.end_text();
     }
 
     /// Reports a problem on stderr without breaking the spinner.
@@ -782,9 +822,15 @@ impl Renderer {
                 }
             }
             LoopEvent::Block(block) => {
-                if let ContentBlock::ToolUse(tool_use) = &block.block {
-                    self.tool_inputs
-                        .insert(tool_use.id.to_string(), tool_use.input.clone());
+                match &block.block {
+                    ContentBlock::ToolUse(tool_use) => {
+                        self.tool_inputs
+                            .insert(tool_use.id.to_string(), tool_use.input.clone());
+                    }
+                    // A text block is complete: its last Markdown block is drawn now, before
+                    // any question about the tool calls after it.
+                    ContentBlock::Text(_) if self.markdown.is_some() => self.end_text(),
+                    _ => {}
                 }
             }
             LoopEvent::Assistant(message) => {
@@ -993,6 +1039,13 @@ impl Renderer {
                 if let Some(started) = self.request_started.take() {
                     self.api_time += started.elapsed();
                 }
+                // What the request sent, as the completed response counts it (Chat
+                // Completions and the Responses API report usage only at the end).
+                self.context_tokens = Some(
+                    message.usage.input_tokens
+                        + message.usage.cache_creation_input_tokens.unwrap_or(0)
+                        + message.usage.cache_read_input_tokens.unwrap_or(0),
+                );
                 self.message_model = message.model.clone();
                 self.last_stop_reason = message
                     .stop_reason
@@ -1328,14 +1381,10 @@ impl Renderer {
     }
 
     /// The tokens the main agent's last request sent (input, cache writes and reads, as its
-    /// response's `message_start` counted them): how full the context is; `None` before
-    /// the first response.
+    /// completed response counted them): how full the context is; `None` before the first
+    /// response.
     pub fn context_tokens(&self) -> Option<u64> {
-        (!self.message_id.is_empty()).then(|| {
-            self.message_usage.input_tokens
-                + self.message_usage.cache_creation_input_tokens.unwrap_or(0)
-                + self.message_usage.cache_read_input_tokens.unwrap_or(0)
-        })
+        self.context_tokens
     }
 
     /// The cost of the run in USD so far; `None` when a model without a known price answered.

@@ -1072,8 +1072,16 @@ impl Session {
             history,
             cancel,
         );
+        // Questions asked during the turn wait for the renderer to draw what came before
+        // them (the events are read first: `biased`).
+        let (sync_sender, mut sync) = mpsc::unbounded_channel();
+        let status = renderer.status().cloned();
+        if let Some(status) = &status {
+            status.set_sync(Some(sync_sender));
+        }
         loop {
             tokio::select! {
+                biased;
                 event = events.recv() => {
                     let Some(event) = event else { break };
                     let transcript = self.transcript()?;
@@ -1087,7 +1095,14 @@ impl Session {
                     renderer.event(&event);
                 }
                 Some(event) = subagent_events.recv() => renderer.subagent(&event),
+                Some(done) = sync.recv() => {
+                    renderer.flush();
+                    let _ = done.send(());
+                }
             }
+        }
+        if let Some(status) = &status {
+            status.set_sync(None);
         }
         while let Ok(event) = subagent_events.try_recv() {
             renderer.subagent(&event);

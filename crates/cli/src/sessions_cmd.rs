@@ -177,11 +177,12 @@ pub fn pick(dir: &Path, current: Option<&str>) -> anyhow::Result<Option<PathBuf>
         return Ok(None);
     }
     eprint!("{}", numbered(&sessions));
-    let answer =
-        crate::interactive::ask_line("Resume which session? (its number; Enter cancels): ");
-    if answer.is_empty() {
+    let Some(answer) =
+        crate::interactive::ask_line("Resume which session? (its number; Enter cancels): ")
+            .filter(|answer| !answer.is_empty())
+    else {
         return Ok(None);
-    }
+    };
     let chosen = answer
         .parse::<usize>()
         .ok()

@@ -968,7 +968,7 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     // and 20 out a request).
     assert!(
         shown.contains(
-            "─ claude-opus-4-8 · default · context 0% of autocompact (100 / 167.0k) · 4 requests · session 400 in / 80 out · $"
+            "─ claude-opus-4-8 · default · context 0% (100/167.0k) · 4 req · 400 in / 80 out · $"
         ),
         "{shown}"
     );
@@ -989,7 +989,9 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(
             Turn::new()
-                .text(&format!("Running a slow command.\n\n{long}\n\n"))
+                // No blank line after the text: its last block is drawn before the call's
+                // question all the same.
+                .text(&format!("Running a slow command.\n\n{long}"))
                 .tool_use(
                     "toolu_b",
                     "Bash",
@@ -1025,6 +1027,16 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
         question.starts_with("⏺ Bash(echo approved) needs approval"),
         "{shown}"
     );
+    // The text before the call is on screen before the call's question.
+    let last_text = lines
+        .iter()
+        .rposition(|line| line.contains("take a while."))
+        .unwrap();
+    let asked = lines
+        .iter()
+        .position(|line| line.contains("needs approval"))
+        .unwrap();
+    assert!(last_text < asked, "{shown}");
     // Every line of the paragraph is whole: it starts with the paragraph's words.
     for line in lines.iter().filter(|line| line.contains("streams in")) {
         assert!(!line.contains("Allow") && !line.contains('⏺'), "{line}");
