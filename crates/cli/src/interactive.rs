@@ -1,37 +1,40 @@
 //! The interactive session: `agent` with no prompt on a terminal.
 //!
-//! A line editor (rustyline: history in `~/.local/share/agent/history`, the usual editing
-//! keys) reads a prompt; the turn runs with the answer streamed to stdout and the tool
-//! activity and a spinner on stderr; then the next prompt. Keys:
+//! One task owns the terminal ([`render::tui`]): it draws the answers, the tool calls (each
+//! updated in place while the batch runs), the spinner, questions, the input line and a
+//! status line under it, from one queue, so nothing interleaves; and it reads the keys (raw
+//! mode). The input history is kept in `~/.local/share/agent/history`. Keys:
 //!
-//! - Ctrl-C during a turn aborts it (the history stays valid; the next prompt continues the
-//!   session); a second Ctrl-C before the turn has wound down exits with code 130, and one
-//!   at the empty prompt right after exits with code 0.
+//! - Enter sends the line; `\` then Enter starts a new line instead; a paste is inserted as
+//!   it is. A line entered while a turn runs is queued and sent when the turn ends.
+//! - Ctrl-C (or Esc) during a turn aborts it (the history stays valid; the next prompt
+//!   continues the session); a second Ctrl-C before the turn has wound down exits with code
+//!   130, and one at the empty prompt right after exits with code 0.
 //! - Ctrl-C at the prompt clears the line; on an empty line it asks for a second one to exit.
 //! - Ctrl-D on an empty line exits (code 0).
+//! - Ctrl-O shows the current turn in full (every tool input and result), and later calls
+//!   too, until pressed again.
+//! - Up and Down walk the history; the usual editing keys (Ctrl-A/E/U/K/W, Alt-B/F) work.
 //!
-//! Known limit: the line editor is made anew for each prompt (see [`read_line`]), so input
-//! that arrives in the same read as the Enter key (a multi-line paste in a terminal without
-//! bracketed paste, or scripted input) keeps only its first line.
-//!
-//! Commands: `/help`, `/clear` (start a new session), `/exit` (or `/quit`).
+//! Commands: `/help`, `/clear` (start a new session), `/rewind`, `/resume`, `/mcp`, `/exit`
+//! (or `/quit`), and the custom commands and skills.
 //!
 //! Calls that need approval (Bash in the default mode, edits outside acceptEdits) are asked
-//! here, with the spinner and any streamed output held back and keys typed before the
-//! question discarded: `y` and Enter runs it, `a` runs it and every later call with the same
-//! label this session, anything else refuses it and the model is told so.
+//! in the live region, under the text that came before the call: `y` and Enter runs it, `a`
+//! runs it and every later call with the same label this session, anything else refuses it
+//! and the model is told so. Keys typed before the question appeared go to the input line,
+//! never to the question.
 
 use std::collections::HashSet;
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, Write as _};
 use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use anyhow::Context as _;
 use executor::{PermissionDecision, PermissionFuture};
-use rustyline::error::ReadlineError;
-use rustyline::history::History as _;
+use render::tui::{self, ReadOutcome};
 use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
@@ -40,11 +43,14 @@ use crate::output::{self, Renderer, Status, compact_count, printable, tool_label
 use crate::session::Session;
 
 const HELP: &str = "\
-Type a task and press Enter. While the agent works:
-  Ctrl-C        abort the turn (a second Ctrl-C exits)
+Type a task and press Enter (\\ then Enter for a new line). While the agent works:
+  Ctrl-C, Esc   abort the turn (a second Ctrl-C exits)
+  Enter         queue the line typed, sent when the turn ends
+  Ctrl-O        the turn in full: every tool input and result (again: back to the summary)
 At the prompt:
   Ctrl-C        clear the line (twice on an empty line: exit)
   Ctrl-D        exit
+  Up, Down      the prompts typed before
   /clear        start a new session (the old one stays resumable with --resume)
   /rewind       list the turns; go back to the end of one (files, conversation or both)
   /rewind N [code|conversation|both], /rewind undo
@@ -53,6 +59,8 @@ At the prompt:
   /help         this help
   /exit, /quit  exit";
 
+/// How many prompts the history file keeps.
+const HISTORY_LIMIT: usize = 1000;
 /// What a line typed at the prompt asks for.
 #[derive(Debug, PartialEq, Eq)]
 enum Input {
@@ -129,58 +137,26 @@ fn mcp_report(session: &Session) -> String {
     lines.join("\n")
 }
 
-/// The history file of the line editor.
+/// The history file of the input line.
 fn history_file() -> Option<PathBuf> {
     dirs::data_dir().map(|dir| dir.join("agent").join("history"))
 }
 
-/// Reads one line with a line editor made for it.
-///
-/// The editor lives only while it reads: rustyline replaces the SIGINT handler for as long as
-/// an editor exists (restoring the previous one when dropped), and during a turn Ctrl-C must
-/// reach our handler. (rustyline's `signal-hook` feature avoids the replacement but then
-/// stalls on typed-ahead input, seen with 17.0.2.)
-///
-/// Ctrl-C on a line with text clears it (and sets `cleared`); on an empty line it ends the
-/// read with [`ReadlineError::Interrupted`].
-fn read_line(
-    history: rustyline::history::FileHistory,
-    cleared: &Arc<AtomicBool>,
-) -> (rustyline::history::FileHistory, rustyline::Result<String>) {
-    let mut editor = match rustyline::Editor::<(), _>::with_history(
-        rustyline::Config::builder().auto_add_history(false).build(),
-        history,
-    ) {
-        Ok(editor) => editor,
-        Err(error) => return (rustyline::history::FileHistory::default(), Err(error)),
+/// [`say`] with `format!` arguments.
+macro_rules! say_fmt {
+    ($ui:expr, $($arg:tt)*) => {
+        say($ui, &format!($($arg)*))
     };
-    editor.bind_sequence(
-        rustyline::KeyEvent::ctrl('C'),
-        rustyline::EventHandler::Conditional(Box::new(ClearOrInterrupt(Arc::clone(cleared)))),
-    );
-    let line = editor.readline("› ");
-    let history = std::mem::take(editor.history_mut());
-    (history, line)
 }
 
-/// Ctrl-C at the prompt: clears a line that has text, interrupts on an empty one.
-struct ClearOrInterrupt(Arc<AtomicBool>);
-
-impl rustyline::ConditionalEventHandler for ClearOrInterrupt {
-    fn handle(
-        &self,
-        _: &rustyline::Event,
-        _: rustyline::RepeatCount,
-        _: bool,
-        context: &rustyline::EventContext<'_>,
-    ) -> Option<rustyline::Cmd> {
-        if context.line().is_empty() {
-            None
-        } else {
-            self.0.store(true, Ordering::SeqCst);
-            Some(rustyline::Cmd::Kill(rustyline::Movement::WholeBuffer))
-        }
-    }
+/// Writes `text` (lines already safe to print) into the scrollback.
+fn say(ui: &tui::Handle, text: &str) {
+    ui.commit(
+        text.trim_end_matches('\n')
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+    );
 }
 
 /// Runs the interactive session; returns the exit code.
@@ -195,63 +171,116 @@ pub async fn run(
     status: Status,
     first: Option<String>,
 ) -> anyhow::Result<u8> {
-    eprintln!(
-        "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
-        env!("CARGO_PKG_VERSION"),
-        printable(&session.model, false),
-        printable(&session.cwd.to_string_lossy(), false),
-        session.mode_name,
-        session.sandbox.describe(),
-        if session.history().is_empty() {
-            format!("New session {}", session.session_id)
-        } else {
-            format!(
-                "Resumed session {} ({} messages)",
-                session.session_id,
-                session.history().len()
-            )
-        },
-    );
-    eprint!("{}", condensed(session.history()));
-    let mut history = rustyline::history::FileHistory::default();
     let history_path = history_file();
+    let history = history_path
+        .as_deref()
+        .map(|path| render::editor::load_history(path, HISTORY_LIMIT))
+        .unwrap_or_default();
+    let terminal = tui::Tui::start(tui::Config {
+        history,
+        on_interrupt: Box::new(interrupts.key_handler()),
+    })
+    .context("taking the terminal")?;
+    let ui = terminal.handle();
+    status.attach(ui.clone());
+    let code = session_loop(&mut session, interrupts, &status, &ui, first).await;
+    status.detach();
+    let history = terminal.stop().await;
     if let Some(path) = &history_path {
-        // A missing history file is the normal first run.
-        let _ = history.load(path);
+        if let Some(parent) = path.parent() {
+            let _ = crate::transcript::private_dir(parent);
+        }
+        if let Err(error) = render::editor::save_history(path, &history, HISTORY_LIMIT) {
+            eprintln!(
+                "agent: saving the prompt history to {}: {error}",
+                path.display()
+            );
+        }
+        // What the user typed is theirs alone.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+        }
     }
-    let live = std::io::stdout().is_terminal();
+    let code = code?;
+    if session.has_transcript() {
+        eprintln!(
+            "Session {id} saved; `agent --resume {id}` resumes it.",
+            id = session.session_id
+        );
+    }
+    Ok(code)
+}
+
+/// The prompts and turns, until the user exits.
+async fn session_loop(
+    session: &mut Session,
+    interrupts: &Interrupts,
+    status: &Status,
+    ui: &tui::Handle,
+    first: Option<String>,
+) -> anyhow::Result<u8> {
+    say(
+        ui,
+        &format!(
+            "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
+            env!("CARGO_PKG_VERSION"),
+            printable(&session.model, false),
+            printable(&session.cwd.to_string_lossy(), false),
+            session.mode_name,
+            session.sandbox.describe(),
+            if session.history().is_empty() {
+                format!("New session {}", session.session_id)
+            } else {
+                format!(
+                    "Resumed session {} ({} messages)",
+                    session.session_id,
+                    session.history().len()
+                )
+            },
+        ),
+    );
+    say(ui, &condensed(session.history()));
+    let live = true;
     let mut exit_pending = false;
-    let cleared = Arc::new(AtomicBool::new(false));
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     let mut totals = Totals::default();
-    let code = loop {
-        cleared.store(false, Ordering::SeqCst);
+    let status_line = |totals: &Totals, session: &Session| {
+        let width = console::Term::stdout()
+            .size_checked()
+            .map_or(80, |(_, columns)| usize::from(columns));
+        totals.line(
+            &session.model,
+            session.mode_name,
+            session.autocompact_at(),
+            width,
+        )
+    };
+    ui.set_status(status_line(&totals, session));
+    loop {
         let line = if let Some(line) = first.take() {
-            eprintln!("› {}", printable(&line, false));
-            Ok(line)
-        } else {
-            let reader = Arc::clone(&cleared);
-            let (returned, line) = tokio::task::spawn_blocking(move || read_line(history, &reader))
-                .await
-                .context("the line editor stopped")?;
-            history = returned;
+            say(ui, &format!("› {}", printable(&line, false)));
             line
-        };
-        let line = match line {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => {
-                // Twice in a row on an empty line exits; a line typed (and cleared) in
-                // between starts over.
-                if exit_pending && !cleared.load(Ordering::SeqCst) {
-                    break 0;
+        } else {
+            match ui.read_line().await {
+                ReadOutcome::Line(line) => line,
+                ReadOutcome::Interrupted => {
+                    // Twice in a row on an empty line exits; a line typed (and cleared) in
+                    // between starts over.
+                    if exit_pending {
+                        return Ok(0);
+                    }
+                    say(ui, "\x1b[2m(Ctrl-C again or Ctrl-D to exit)\x1b[0m");
+                    exit_pending = true;
+                    continue;
                 }
-                eprintln!("(Ctrl-C again or Ctrl-D to exit)");
-                exit_pending = true;
-                continue;
+                ReadOutcome::Cleared => {
+                    exit_pending = false;
+                    continue;
+                }
+                ReadOutcome::Eof => return Ok(0),
             }
-            Err(ReadlineError::Eof) => break 0,
-            Err(error) => return Err(error).context("reading the prompt"),
         };
         exit_pending = false;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
@@ -259,13 +288,10 @@ pub async fn run(
             (Input::Unknown(_) | Input::Task(_), Some(invocation)) => Input::Invoke(invocation),
             (input, _) => input,
         };
-        if input != Input::Nothing {
-            let _ = history.add(line.trim());
-        }
         match input {
             Input::Nothing => {}
             Input::Help => {
-                eprintln!("{HELP}");
+                let mut text = HELP.to_owned();
                 for command in &session.commands {
                     // Every part comes from a file the repository may have written.
                     let hint = command
@@ -273,67 +299,91 @@ pub async fn run(
                         .as_deref()
                         .map(|hint| format!(" {hint}"))
                         .unwrap_or_default();
-                    eprintln!(
-                        "  /{}  {} ({})",
-                        crate::output::printable(&format!("{}{hint}", command.name), false),
-                        crate::output::printable(&command.description, false),
+                    text.push_str(&format!(
+                        "\n  /{}  {} ({})",
+                        printable(&format!("{}{hint}", command.name), false),
+                        printable(&command.description, false),
                         command.scope
-                    );
+                    ));
                 }
                 for skill in &session.skills {
-                    eprintln!(
-                        "  /{}  {} ({} skill)",
-                        crate::output::printable(&skill.name, false),
-                        crate::output::printable(&skill.description, false),
+                    text.push_str(&format!(
+                        "\n  /{}  {} ({} skill)",
+                        printable(&skill.name, false),
+                        printable(&skill.description, false),
                         skill.scope
-                    );
+                    ));
                 }
+                say(ui, &text);
             }
             Input::Mcp => {
                 session.join_mcp_tools();
-                eprintln!("{}", mcp_report(&session));
+                say(ui, &mcp_report(session));
             }
-            Input::Exit => break 0,
-            Input::Rewind(arguments) => rewind(&mut session, &arguments),
+            Input::Exit => return Ok(0),
+            Input::Rewind(arguments) => rewind(session, ui, &arguments),
             Input::Resume => {
                 let sessions = crate::transcript::project_dir(session.cwd())?;
                 let chosen = tokio::task::block_in_place(|| {
-                    crate::sessions_cmd::pick(&sessions, Some(&session.session_id))
+                    crate::sessions_cmd::pick(
+                        &sessions,
+                        Some(&session.session_id),
+                        &mut |text| say(ui, text),
+                        &mut |question| ask_line(ui, question),
+                    )
                 });
                 match chosen {
                     Ok(Some(path)) => match session.switch_to(&path) {
-                        Ok(()) => eprint!(
-                            "Resumed session {} ({} messages)\n{}",
-                            session.session_id,
-                            session.history().len(),
-                            condensed(session.history())
+                        Ok(()) => {
+                            say(
+                                ui,
+                                &format!(
+                                    "Resumed session {} ({} messages)",
+                                    session.session_id,
+                                    session.history().len()
+                                ),
+                            );
+                            say(ui, &condensed(session.history()));
+                        }
+                        Err(error) => say(
+                            ui,
+                            &format!(
+                                "agent: /resume: {}",
+                                printable(&format!("{error:#}"), false)
+                            ),
                         ),
-                        Err(error) => eprintln!(
+                    },
+                    Ok(None) => say(ui, "(no session chosen)"),
+                    Err(error) => say(
+                        ui,
+                        &format!(
                             "agent: /resume: {}",
                             printable(&format!("{error:#}"), false)
                         ),
-                    },
-                    Ok(None) => eprintln!("(no session chosen)"),
-                    Err(error) => eprintln!(
-                        "agent: /resume: {}",
-                        printable(&format!("{error:#}"), false)
                     ),
                 }
             }
-            Input::Unknown(command) => {
-                eprintln!("agent: unknown command /{command}; /help lists the commands");
-            }
+            Input::Unknown(command) => say(
+                ui,
+                &format!(
+                    "agent: unknown command /{}; /help lists the commands",
+                    printable(&command, false)
+                ),
+            ),
             Input::Clear => {
                 let old = session.session_id.clone();
                 let had_file = session.has_transcript();
                 session.clear();
                 if had_file {
-                    eprintln!(
-                        "Started session {} (the previous one can be resumed with --resume {old})",
-                        session.session_id
+                    say(
+                        ui,
+                        &format!(
+                            "Started session {} (the previous one can be resumed with --resume {old})",
+                            session.session_id
+                        ),
                     );
                 } else {
-                    eprintln!("Started session {}", session.session_id);
+                    say(ui, &format!("Started session {}", session.session_id));
                 }
             }
             input @ (Input::Task(_) | Input::Invoke(_)) => {
@@ -352,16 +402,23 @@ pub async fn run(
                 .with_markdown(true)
                 .with_prices(session.price_overrides());
                 let cancel = interrupts.arm();
-                let quiet = QuietControlKeys::new();
+                ui.set_busy(true);
                 let outcome = session.invoke(invocation, &mut renderer, cancel).await;
-                drop(quiet);
+                ui.set_busy(false);
                 interrupts.disarm();
                 status.hide();
+                status.set_turn_rows(Vec::new());
                 let outcome = match outcome {
                     Ok(outcome) => outcome,
                     Err(error) => {
                         // The session goes on: the next prompt may work (a full disk freed).
-                        eprintln!("agent: the turn failed: {error:#}");
+                        say(
+                            ui,
+                            &format!(
+                                "agent: the turn failed: {}",
+                                printable(&format!("{error:#}"), false)
+                            ),
+                        );
                         continue;
                     }
                 };
@@ -372,88 +429,21 @@ pub async fn run(
                 if let Some(tokens) = renderer.context_tokens() {
                     totals.context = Some(tokens);
                 }
-                let width = console::Term::stderr()
-                    .size_checked()
-                    .map_or(80, |(_, columns)| usize::from(columns));
-                eprintln!(
-                    "{}",
-                    totals.line(
-                        &session.model,
-                        session.mode_name,
-                        session.autocompact_at(),
-                        width
-                    )
-                );
+                ui.set_status(status_line(&totals, session));
                 if interrupts.quit_requested() {
                     // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
                     // session ends.
-                    break interrupts.aborted_exit_code();
+                    return Ok(interrupts.aborted_exit_code());
                 }
                 if output::exit_code(&outcome.terminal).0 == 130 {
                     // The Ctrl-C that stopped the turn counts as the first of two.
-                    eprintln!(
-                        "  (interrupted; the session goes on: type the next task, or Ctrl-C again to exit)"
+                    say(
+                        ui,
+                        "\x1b[2m  (interrupted; the session goes on: type the next task, or Ctrl-C again to exit)\x1b[0m",
                     );
                     exit_pending = true;
-                    continue;
                 }
             }
-        }
-    };
-    if let Some(path) = &history_path {
-        if let Some(parent) = path.parent() {
-            let _ = crate::transcript::private_dir(parent);
-        }
-        if let Err(error) = history.save(path) {
-            eprintln!(
-                "agent: saving the prompt history to {}: {error}",
-                path.display()
-            );
-        }
-        // What the user typed is theirs alone.
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-        }
-    }
-    if session.has_transcript() {
-        eprintln!(
-            "Session {id} saved; `agent --resume {id}` resumes it.",
-            id = session.session_id
-        );
-    }
-    Ok(code)
-}
-
-/// Turns the terminal's echo of control keys off while it lives (a turn): a Ctrl-C the
-/// terminal echoed as `^C` would push the spinner's full-width line down, and its clearing
-/// would miss it. Typed text still echoes; questions read lines as before.
-struct QuietControlKeys(Option<nix::sys::termios::Termios>);
-
-impl QuietControlKeys {
-    fn new() -> Self {
-        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
-        let stdin = std::io::stdin();
-        let Ok(saved) = tcgetattr(&stdin) else {
-            return Self(None);
-        };
-        let mut quiet = saved.clone();
-        quiet.local_flags.remove(LocalFlags::ECHOCTL);
-        if tcsetattr(&stdin, SetArg::TCSANOW, &quiet).is_err() {
-            return Self(None);
-        }
-        Self(Some(saved))
-    }
-}
-
-impl Drop for QuietControlKeys {
-    fn drop(&mut self) {
-        if let Some(saved) = &self.0 {
-            let _ = nix::sys::termios::tcsetattr(
-                std::io::stdin(),
-                nix::sys::termios::SetArg::TCSANOW,
-                saved,
-            );
         }
     }
 }
@@ -598,9 +588,17 @@ fn condensed(history: &[protocol::MessageParam]) -> String {
     text
 }
 
-/// Asks `question` on stderr and reads one line from the terminal (typed-ahead keys are
-/// discarded first), trimmed; `None` at the end of input (Ctrl-D).
-pub fn ask_line(question: &str) -> Option<String> {
+/// Asks `question` in the live region and waits for the line typed after it, trimmed;
+/// `None` for Ctrl-C or Ctrl-D. Blocking: call it from blocking code (or `block_in_place`).
+pub fn ask_line(ui: &tui::Handle, question: &str) -> Option<String> {
+    tokio::task::block_in_place(|| ui.ask_blocking(Vec::new(), question.to_owned()))
+        .map(|answer| answer.trim().to_owned())
+}
+
+/// Asks `question` on stderr and reads one line from the terminal in its normal (cooked)
+/// mode, typed-ahead keys discarded first, trimmed; `None` at the end of input. For questions
+/// before the interactive session takes the terminal.
+pub fn ask_plain(question: &str) -> Option<String> {
     let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
     eprint!("{question}");
     let _ = std::io::stderr().flush();
@@ -615,16 +613,17 @@ pub fn ask_line(question: &str) -> Option<String> {
 /// `/rewind [N [code|conversation|both] | undo]`: without arguments, lists the turns and asks
 /// for one and what to restore; files changed since the session's last change to them are
 /// overwritten only after a yes naming them.
-fn rewind(session: &mut Session, arguments: &str) {
+fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
     use crate::checkpoints::{Scope, Target};
     let timeline = match session.timeline() {
         Ok(Some(timeline)) => timeline,
         Ok(None) => {
-            eprintln!("Nothing to rewind yet: this session has no turns.");
+            say(ui, "Nothing to rewind yet: this session has no turns.");
             return;
         }
         Err(error) => {
-            eprintln!(
+            say_fmt!(
+                ui,
                 "agent: /rewind: {}",
                 printable(&format!("{error:#}"), false)
             );
@@ -633,16 +632,18 @@ fn rewind(session: &mut Session, arguments: &str) {
     };
     let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
-        eprint!("{}", crate::checkpoints::describe(&timeline, session.cwd()));
+        say(ui, &crate::checkpoints::describe(&timeline, session.cwd()));
         let Some(answer) = ask_line(
+            ui,
             "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
         )
         .filter(|answer| !answer.is_empty()) else {
-            eprintln!("(nothing rewound)");
+            say(ui, "(nothing rewound)");
             return;
         };
         if answer != "undo" && answer.parse::<u64>().is_err() {
-            eprintln!(
+            say_fmt!(
+                ui,
                 "agent: /rewind: {:?} is not a turn number (or `undo`); nothing rewound",
                 printable(&answer, false)
             );
@@ -652,9 +653,10 @@ fn rewind(session: &mut Session, arguments: &str) {
         if words[0] != "undo" {
             // Enter is both; Ctrl-D cancels.
             let Some(what) = ask_line(
+                ui,
                 "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
             ) else {
-                eprintln!("(nothing rewound)");
+                say(ui, "(nothing rewound)");
                 return;
             };
             words.push(what);
@@ -665,7 +667,8 @@ fn rewind(session: &mut Session, arguments: &str) {
         number => match number.parse::<u64>() {
             Ok(turn) => Target::Turn(turn),
             Err(_) => {
-                eprintln!(
+                say_fmt!(
+                    ui,
                     "agent: /rewind: {:?} is not a turn number (or `undo`)",
                     printable(number, false)
                 );
@@ -688,7 +691,8 @@ fn rewind(session: &mut Session, arguments: &str) {
                 conversation: true,
             }),
             other => {
-                eprintln!(
+                say_fmt!(
+                    ui,
                     "agent: /rewind: {:?}: say code, conversation or both",
                     printable(other, false)
                 );
@@ -698,11 +702,13 @@ fn rewind(session: &mut Session, arguments: &str) {
     };
     let cwd = session.cwd().to_path_buf();
     let mut overwrite = |conflicts: &[&crate::checkpoints::FilePlan]| {
-        eprintln!(
-            "These files changed since the session last changed them (by you, a formatter or a command):"
+        say(
+            ui,
+            "These files changed since the session last changed them (by you, a formatter or a command):",
         );
         for plan in conflicts {
-            eprintln!(
+            say_fmt!(
+                ui,
                 "    {}",
                 printable(
                     &plan
@@ -715,9 +721,11 @@ fn rewind(session: &mut Session, arguments: &str) {
                 )
             );
         }
-        let answer =
-            ask_line("Overwrite them with their content of then? [y]es / [n]o, leave them: ")
-                .unwrap_or_default();
+        let answer = ask_line(
+            ui,
+            "Overwrite them with their content of then? [y]es / [n]o, leave them: ",
+        )
+        .unwrap_or_default();
         if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
             crate::checkpoints::Decision::Overwrite
         } else {
@@ -725,8 +733,9 @@ fn rewind(session: &mut Session, arguments: &str) {
         }
     };
     match session.rewind(target, scope, &mut overwrite) {
-        Ok(report) => eprint!("{}", crate::checkpoints::summarize(&report, &cwd)),
-        Err(error) => eprintln!(
+        Ok(report) => say(ui, &crate::checkpoints::summarize(&report, &cwd)),
+        Err(error) => say_fmt!(
+            ui,
             "agent: /rewind: {}",
             printable(&format!("{error:#}"), false)
         ),
@@ -744,7 +753,7 @@ pub struct TerminalPrompter {
 }
 
 impl TerminalPrompter {
-    /// A prompter that hides `status` while it asks.
+    /// A prompter that asks through `status`'s terminal.
     pub fn new(status: Status) -> Self {
         Self {
             status,
@@ -864,15 +873,6 @@ pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
     }
 }
 
-/// Sets its flag when dropped: tells a blocking reader its question was abandoned.
-struct Abandon(Arc<AtomicBool>);
-
-impl Drop for Abandon {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
 /// Reads one line from stdin, giving up when `abandoned` is set (checked every 100 ms) so a
 /// cancelled question does not leave a reader that would steal the next prompt's input.
 fn read_answer(abandoned: &AtomicBool) -> Option<String> {
@@ -914,28 +914,36 @@ impl Prompter for TerminalPrompter {
             }
             // What the model wrote before this call is drawn before the question.
             self.status.catch_up().await;
-            let paused = self.status.paused();
-            // Whatever was typed while the agent worked is not an answer to a question the
-            // user has not seen yet (a `y` typed ahead must not approve this call).
-            let _ =
-                nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
-            {
-                let mut stderr = std::io::stderr().lock();
-                let _ = write!(
-                    stderr,
-                    "\n⏺ {label} needs approval: {}\n{}{}  Allow? [y]es / [a]lways this session / [n]o, then Enter: ",
-                    printable(request.reason, false),
-                    full_request(request.tool, request.input),
-                    proposed_diff(request.change.as_ref())
-                );
-                let _ = stderr.flush();
-            }
-            let abandoned = Arc::new(AtomicBool::new(false));
-            let guard = Abandon(Arc::clone(&abandoned));
-            let answer = tokio::task::spawn_blocking(move || read_answer(&abandoned)).await;
-            drop(guard);
-            drop(paused);
-            let answer = answer.ok().flatten().unwrap_or_default();
+            let Some(ui) = self.status.tui() else {
+                return PermissionDecision::deny(format!(
+                    "{label} needs approval and there is no terminal to ask on"
+                ));
+            };
+            let mut question = vec![
+                String::new(),
+                format!(
+                    "⏺ {label} needs approval: {}",
+                    printable(request.reason, false)
+                ),
+            ];
+            question.extend(
+                full_request(request.tool, request.input)
+                    .lines()
+                    .map(str::to_owned),
+            );
+            question.extend(
+                proposed_diff(request.change.as_ref())
+                    .lines()
+                    .map(str::to_owned),
+            );
+            let answer = ui
+                .ask(
+                    question.clone(),
+                    "  Allow? [y]es / [a]lways this session / [n]o, then Enter: ".to_owned(),
+                )
+                .await;
+            // The question stays in the scrollback, above the answer the terminal wrote.
+            let answer = answer.unwrap_or_default();
             match answer.trim().to_ascii_lowercase().as_str() {
                 "y" | "yes" => PermissionDecision::allow(),
                 "a" | "always" => {

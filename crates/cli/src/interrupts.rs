@@ -4,10 +4,12 @@
 //!
 //! The listeners are registered once, before anything runs: a signal that arrived before them
 //! would kill the process with no result and no cleanup (and leave tool processes running).
-//! With no turn in flight, a headless run exits at once. The interactive session ignores a
-//! SIGINT between turns (the line editor reads Ctrl-C as a key in raw mode, so one from
-//! elsewhere is stray); SIGTERM and SIGHUP end it: a turn in flight is aborted first, and at
-//! the prompt the terminal's settings are put back before exiting.
+//! With no turn in flight, a headless run exits at once. The interactive session keeps the
+//! terminal in raw mode, where Ctrl-C is a key, not a signal: the terminal's task calls
+//! [`Interrupts::key_handler`] for it during a turn, which acts as a SIGINT would. A SIGINT
+//! between turns comes from elsewhere and is ignored; SIGTERM and SIGHUP end the session: a
+//! turn in flight is aborted first, and at the prompt the terminal's settings are put back
+//! before exiting.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -76,6 +78,14 @@ impl Interrupts {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(token.clone());
         token
+    }
+
+    /// What Ctrl-C pressed during a turn does in raw mode, where it is a key and no signal:
+    /// the same as SIGINT (the first aborts the turn, a second before it wound down exits
+    /// with 130).
+    pub fn key_handler(&self) -> impl Fn() + Send + Sync + 'static {
+        let shared = Arc::clone(&self.shared);
+        move || shared.receive(2, true)
     }
 
     /// The turn is over.

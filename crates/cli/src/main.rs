@@ -296,8 +296,15 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
             return sessions_cmd::run(&cwd, false);
         }
         let dir = transcript::project_dir(&cwd)?;
-        match tokio::task::block_in_place(|| sessions_cmd::pick(&dir, None))
-            .map_err(|error| UsageError(format!("--resume: {error:#}")))?
+        match tokio::task::block_in_place(|| {
+            sessions_cmd::pick(
+                &dir,
+                None,
+                &mut |text| eprint!("{text}"),
+                &mut interactive::ask_plain,
+            )
+        })
+        .map_err(|error| UsageError(format!("--resume: {error:#}")))?
         {
             Some(path) => args.resume = Some(path.to_string_lossy().into_owned()),
             None => return Ok(0),

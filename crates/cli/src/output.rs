@@ -31,12 +31,17 @@ pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
     }
 }
 
-/// The status line of a live run on a terminal: a spinner on stderr naming what is going on
-/// (waiting for the model, the running tool) with the elapsed time and the tokens received.
-/// Hidden while the answer's text streams to stdout. While the user is asked something
-/// ([`Status::pause`]) nothing is drawn: lines and text are held back and written, in order,
-/// by [`Status::resume`]. Shared (cheap clones) between the renderer and the permission
-/// prompter. Draws nothing when stderr is not a terminal.
+/// The spinner and output gate of a live run on a terminal, shared (cheap clones) between the
+/// renderer and the permission prompter.
+///
+/// Two back ends:
+/// - the interactive session's terminal ([`Status::attach`]): everything goes to the one
+///   task that owns the terminal ([`render::tui`]), which orders lines, the spinner, the
+///   calls in flight and questions itself;
+/// - otherwise (a headless run on a terminal) a spinner on stderr naming what is going on
+///   (waiting for the model, the running tool) with the elapsed time and the tokens
+///   received, hidden while the answer's text streams to stdout (headless runs ask no
+///   questions). Draws nothing when stderr is not a terminal.
 #[derive(Clone, Debug, Default)]
 pub struct Status {
     inner: Arc<Mutex<StatusInner>>,
@@ -44,23 +49,16 @@ pub struct Status {
 
 #[derive(Debug, Default)]
 struct StatusInner {
+    /// The terminal's task, when the interactive session owns the terminal.
+    tui: Option<render::tui::Handle>,
+    /// Text written since the last line break (tui back end).
+    partial: String,
     /// Where a question asks the running turn's renderer to catch up first (see
     /// [`Status::catch_up`]).
     sync: Option<tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>>,
     bar: Option<ProgressBar>,
-    paused: bool,
-    /// The last message shown, to show again after a pause.
+    /// The last message shown.
     message: Option<String>,
-    /// Output held back during a pause.
-    held: Vec<Held>,
-}
-
-#[derive(Debug)]
-enum Held {
-    Line(String),
-    Text(String),
-    /// Lines already rendered (see [`Status::print_lines`]), joined and ended.
-    Rendered(String),
 }
 
 impl Status {
@@ -68,13 +66,47 @@ impl Status {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// From now on, draws through the terminal's task `tui` (see the type's docs).
+    pub fn attach(&self, tui: render::tui::Handle) {
+        let mut inner = self.lock();
+        if let Some(bar) = inner.bar.take() {
+            bar.finish_and_clear();
+        }
+        inner.tui = Some(tui);
+    }
+
+    /// Back to the spinner on stderr (the terminal's task stopped).
+    pub fn detach(&self) {
+        self.lock().tui = None;
+    }
+
+    /// The terminal's task, when attached.
+    pub fn tui(&self) -> Option<render::tui::Handle> {
+        self.lock().tui.clone()
+    }
+
+    /// The turn's rows redrawn in place (the calls in flight); only with the terminal's task.
+    pub fn set_turn_rows(&self, rows: Vec<String>) {
+        if let Some(tui) = &self.lock().tui {
+            tui.set_turn_rows(rows);
+        }
+    }
+
+    /// A tool's whole input and result, for Ctrl-O; only with the terminal's task.
+    pub fn record_detail(&self, lines: Vec<String>) {
+        if let Some(tui) = &self.lock().tui {
+            tui.record_detail(lines);
+        }
+    }
+
     /// Shows `message` (replacing the current one; starts the spinner if hidden).
     pub fn show(&self, message: String) {
         let mut inner = self.lock();
-        inner.message = Some(message.clone());
-        if inner.paused {
+        if let Some(tui) = &inner.tui {
+            tui.set_activity(Some(message));
             return;
         }
+        inner.message = Some(message.clone());
         match inner.bar.as_ref() {
             Some(bar) => bar.set_message(message),
             None => {
@@ -93,6 +125,10 @@ impl Status {
     /// Clears the spinner from the screen.
     pub fn hide(&self) {
         let mut inner = self.lock();
+        if let Some(tui) = &inner.tui {
+            tui.set_activity(None);
+            return;
+        }
         inner.message = None;
         if let Some(bar) = inner.bar.take() {
             bar.finish_and_clear();
@@ -101,9 +137,9 @@ impl Status {
 
     /// Writes a line to stderr above the spinner (held back during a pause).
     pub fn println(&self, line: &str) {
-        let mut inner = self.lock();
-        if inner.paused {
-            inner.held.push(Held::Line(line.to_owned()));
+        let inner = self.lock();
+        if let Some(tui) = &inner.tui {
+            tui.commit(line.split('\n').map(str::to_owned).collect());
             return;
         }
         match inner.bar.as_ref() {
@@ -116,8 +152,13 @@ impl Status {
     /// pause).
     pub fn print_text(&self, text: &str) {
         let mut inner = self.lock();
-        if inner.paused {
-            inner.held.push(Held::Text(text.to_owned()));
+        if let Some(tui) = inner.tui.clone() {
+            // Whole lines go to the scrollback; the rest waits for its line break.
+            inner.partial.push_str(&printable(text, true));
+            if let Some(end) = inner.partial.rfind('\n') {
+                let done: String = inner.partial.drain(..=end).collect();
+                tui.commit(done.lines().map(str::to_owned).collect());
+            }
             return;
         }
         if let Some(bar) = inner.bar.take() {
@@ -134,13 +175,13 @@ impl Status {
         if lines.is_empty() {
             return;
         }
-        let mut text = lines.join("\n");
-        text.push('\n');
-        let mut inner = self.lock();
-        if inner.paused {
-            inner.held.push(Held::Rendered(text));
+        let inner = self.lock();
+        if let Some(tui) = &inner.tui {
+            tui.commit(lines.to_vec());
             return;
         }
+        let mut text = lines.join("\n");
+        text.push('\n');
         let mut stdout = std::io::stdout().lock();
         match inner.bar.as_ref() {
             Some(bar) => bar.suspend(|| {
@@ -175,54 +216,6 @@ impl Status {
         if sender.send(done).is_ok() {
             let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
         }
-    }
-
-    /// [`Status::pause`] until the returned guard is dropped (also when the question is
-    /// abandoned because the turn was cancelled).
-    pub fn paused(&self) -> Paused<'_> {
-        self.pause();
-        Paused(self)
-    }
-
-    /// Clears the screen's status and holds every later output until [`Status::resume`].
-    pub fn pause(&self) {
-        let mut inner = self.lock();
-        inner.paused = true;
-        if let Some(bar) = inner.bar.take() {
-            bar.finish_and_clear();
-        }
-    }
-
-    /// Writes what was held back and shows the last status again.
-    pub fn resume(&self) {
-        let (held, message) = {
-            let mut inner = self.lock();
-            inner.paused = false;
-            (std::mem::take(&mut inner.held), inner.message.take())
-        };
-        for item in held {
-            match item {
-                Held::Line(line) => self.println(&line),
-                Held::Text(text) => self.print_text(&text),
-                Held::Rendered(text) => {
-                    let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-                    self.print_lines(&lines);
-                }
-            }
-        }
-        if let Some(message) = message {
-            self.show(message);
-        }
-    }
-}
-
-/// Resumes a [`Status`] when dropped.
-#[derive(Debug)]
-pub struct Paused<'a>(&'a Status);
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        self.0.resume();
     }
 }
 
@@ -409,6 +402,73 @@ fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
     }
 }
 
+/// Why a turn stopped short, as a sentence for the terminal (the stable names are for JSON).
+fn stop_sentence(terminal: &Terminal) -> String {
+    let detail = |text: &str| printable(text, false);
+    match terminal {
+        Terminal::Completed => "the turn completed".to_owned(),
+        Terminal::MaxTurns => "stopped: the turn limit (--max-turns) was reached".to_owned(),
+        Terminal::AbortedStreaming => "interrupted while the model was answering".to_owned(),
+        Terminal::AbortedTools => "interrupted while tools were running".to_owned(),
+        Terminal::PromptTooLong => {
+            "stopped: the conversation is too long for the model even after compacting".to_owned()
+        }
+        Terminal::BlockingLimit(text) => format!(
+            "stopped: the conversation is at the context limit and cannot be compacted ({})",
+            detail(text)
+        ),
+        Terminal::ModelError(error) => {
+            format!(
+                "stopped: the model request failed: {}",
+                detail(&error.to_string())
+            )
+        }
+        Terminal::ImageError(text) => {
+            format!("stopped: the API rejected an image: {}", detail(text))
+        }
+        Terminal::StopHookPrevented(text) => {
+            format!("stopped by a Stop hook: {}", detail(text))
+        }
+        Terminal::RepeatedToolCall => {
+            "stopped: the model repeated the same tool call too many times".to_owned()
+        }
+        Terminal::StopHookCapReached => {
+            "stopped: Stop hooks sent the model back to work too many times".to_owned()
+        }
+        Terminal::MaxBudget(text) => {
+            format!("stopped: the spending limit was reached ({})", detail(text))
+        }
+        Terminal::TokenBudgetReached => "stopped: the output-token budget is used up".to_owned(),
+        Terminal::DiminishingReturns => {
+            "stopped: the model kept answering briefly; it seems done".to_owned()
+        }
+    }
+}
+
+/// A finished call in full, for Ctrl-O: its `⏺` line, its whole input (pretty JSON) and
+/// its whole result, indented.
+fn detail_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
+    let mut lines = vec![format!("⏺ {}", tool_label(&done.name, input))];
+    let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
+    lines.push(dim("  input:"));
+    lines.extend(
+        printable(&pretty, true)
+            .lines()
+            .map(|line| format!("    {line}")),
+    );
+    lines.push(dim(if done.result.is_error == Some(true) {
+        "  result (error):"
+    } else {
+        "  result:"
+    }));
+    lines.extend(
+        printable(&result_text(&done.result), true)
+            .lines()
+            .map(|line| format!("    {line}")),
+    );
+    lines
+}
+
 /// Whether `line` is how Bash reports a command's end (`Exit code 2`, `Killed by signal 9
 /// (SIGKILL)`, `Command timed out after ...`).
 fn is_exit_status(line: &str) -> bool {
@@ -525,9 +585,14 @@ struct ModelTotals {
 /// The tool calls of the batch in flight, in the order they started, as the terminal shows
 /// them: each call's `⏺` line with its own result under it, in that order; a call that
 /// finishes before an earlier one waits for it. Each method returns the lines to write now.
+///
+/// `in_place` (the interactive terminal): a call's lines are written only once it and every
+/// call before it finished; until then [`CallQueue::live_rows`] gives the rows to redraw in
+/// place, each call with its own state.
 #[derive(Debug, Default)]
 struct CallQueue {
     calls: Vec<CallView>,
+    in_place: bool,
 }
 
 #[derive(Debug)]
@@ -562,6 +627,20 @@ impl CallQueue {
         self.ready()
     }
 
+    /// The calls not written yet, each as its `⏺` line and its state: the first line of its
+    /// result once it finished, else that it runs.
+    fn live_rows(&self) -> Vec<String> {
+        let mut rows = Vec::new();
+        for call in &self.calls {
+            rows.push(format!("⏺ {}", call.label));
+            match &call.lines {
+                Some(lines) => rows.extend(lines.first().cloned()),
+                None => rows.push(dim("  ⎿  running…")),
+            }
+        }
+        rows
+    }
+
     /// Whether call `id` is known.
     fn knows(&self, id: &str) -> bool {
         self.calls.iter().any(|call| call.id == id)
@@ -572,6 +651,9 @@ impl CallQueue {
     fn ready(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         while let Some(call) = self.calls.first_mut() {
+            if self.in_place && call.lines.is_none() {
+                break;
+            }
             if !call.shown {
                 call.shown = true;
                 out.push(format!("⏺ {}", call.label));
@@ -699,9 +781,19 @@ impl Renderer {
     /// Shows a spinner and tool activity on stderr (live text runs on a terminal).
     pub fn with_status(mut self, status: Status) -> Self {
         if self.live_text {
+            self.calls.in_place = status.tui().is_some();
             self.status = Some(status);
         }
         self
+    }
+
+    /// Redraws the calls in flight (the interactive terminal).
+    fn update_calls(&self) {
+        if self.calls.in_place
+            && let Some(status) = &self.status
+        {
+            status.set_turn_rows(self.calls.live_rows());
+        }
     }
 
     /// Renders the answer's Markdown for the terminal (headings, lists, tables, coloured
@@ -849,6 +941,7 @@ impl Renderer {
                 let label = tool_label(name, &input);
                 let lines = self.calls.start(tool_use_id.as_str(), label.clone());
                 self.write_lines(&lines);
+                self.update_calls();
                 self.running.push((tool_use_id.to_string(), label));
                 self.show_running();
             }
@@ -867,8 +960,12 @@ impl Renderer {
                         .iter()
                         .map(|note| dim(&format!("     {}", one_line(note)))),
                 );
+                if let Some(status) = &self.status {
+                    status.record_detail(detail_lines(done, &input));
+                }
                 let lines = self.calls.finish(id, lines);
                 self.write_lines(&lines);
+                self.update_calls();
                 self.running.retain(|(running, _)| running.as_str() != id);
                 self.show_running();
             }
@@ -1404,10 +1501,11 @@ impl Renderer {
             println!("{}", printable(&outcome.result, true));
         }
         if outcome.terminal != Terminal::Completed {
-            eprintln!(
-                "agent: stopped: {}",
-                printable(&outcome.terminal.to_string(), false)
-            );
+            let line = format!("agent: {}", stop_sentence(&outcome.terminal));
+            match &self.status {
+                Some(status) => status.println(&red(&line)),
+                None => eprintln!("{line}"),
+            }
         }
     }
 

@@ -159,27 +159,31 @@ fn numbered(sessions: &[Summary]) -> String {
     text
 }
 
-/// Shows this folder's sessions (`dir`), newest first, numbered, and asks at the terminal
-/// which to continue (`--resume` without an id, `/resume`). `current` is left out (the
+/// Shows this folder's sessions (`dir`), newest first, numbered (through `say`), and asks
+/// which to continue (through `ask`: `--resume` without an id, `/resume`). `current` is left out (the
 /// session the user is in). `None` when there is none or the answer is empty.
 ///
 /// # Errors
 ///
 /// When the answer is not one of the numbers.
-pub fn pick(dir: &Path, current: Option<&str>) -> anyhow::Result<Option<PathBuf>> {
+pub fn pick(
+    dir: &Path,
+    current: Option<&str>,
+    say: &mut dyn FnMut(&str),
+    ask: &mut dyn FnMut(&str) -> Option<String>,
+) -> anyhow::Result<Option<PathBuf>> {
     let sessions: Vec<Summary> = list(dir)
         .into_iter()
         .filter(|s| Some(s.id.as_str()) != current)
         .take(50)
         .collect();
     if sessions.is_empty() {
-        eprintln!("No earlier sessions in this folder.");
+        say("No earlier sessions in this folder.");
         return Ok(None);
     }
-    eprint!("{}", numbered(&sessions));
-    let Some(answer) =
-        crate::interactive::ask_line("Resume which session? (its number; Enter cancels): ")
-            .filter(|answer| !answer.is_empty())
+    say(&numbered(&sessions));
+    let Some(answer) = ask("Resume which session? (its number; Enter cancels): ")
+        .filter(|answer| !answer.is_empty())
     else {
         return Ok(None);
     };

@@ -61,8 +61,81 @@ impl Terminal {
         }
     }
 
-    fn text(&self) -> String {
+    /// The terminal model after everything written so far (40 rows of 120 columns, as the
+    /// pseudo-terminal, and a scrollback).
+    fn parser(&self) -> vt100::Parser {
+        let mut parser = vt100::Parser::new(40, 120, 100_000);
+        parser.process(&self.screen.lock().unwrap());
+        parser
+    }
+
+    /// Every row the terminal shows or scrolled away, in order, one a line.
+    /// What was written, escape sequences and all.
+    fn raw(&self) -> String {
         String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    fn text(&self) -> String {
+        let mut parser = self.parser();
+        parser.screen_mut().set_scrollback(usize::MAX);
+        let back = parser.screen().scrollback();
+        let mut rows: Vec<String> = Vec::new();
+        let mut offset = back;
+        loop {
+            // At `offset`, the view's first row is row `back - offset` of the whole.
+            parser.screen_mut().set_scrollback(offset);
+            let first = back - offset;
+            for (index, row) in parser.screen().rows(0, 120).enumerate() {
+                if first + index >= rows.len() {
+                    rows.push(row);
+                }
+            }
+            if offset == 0 {
+                break;
+            }
+            offset = offset.saturating_sub(40);
+        }
+        rows.join("\n")
+    }
+
+    /// Whether the prompt waits for input: no spinner on the screen, and the cursor shown on
+    /// the input line.
+    fn idle(&self) -> bool {
+        let parser = self.parser();
+        let screen = parser.screen();
+        if screen.hide_cursor() {
+            return false;
+        }
+        let rows: Vec<String> = screen.rows(0, 120).collect();
+        let spinning = rows.iter().any(|row| {
+            row.chars()
+                .next()
+                .is_some_and(|c| ('\u{2800}'..='\u{28ff}').contains(&c))
+        });
+        let cursor = usize::from(screen.cursor_position().0);
+        !spinning && rows[cursor].starts_with('›')
+    }
+
+    /// Waits until the prompt is ready for the `count`-th time: `count - 1` prompts entered
+    /// (each kept as a `›` row) and the input line waiting.
+    async fn wait_prompt(&self, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let prompts = self
+                .text()
+                .lines()
+                .filter(|row| row.starts_with('›'))
+                .count();
+            if prompts >= count && self.idle() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for prompt {count}; the screen says:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Waits until `needle` has appeared `count` times on the screen.
@@ -115,7 +188,7 @@ async fn prompts_share_one_history_and_approval_is_asked() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("copy the notes and show them\r");
     // A Bash command that asks to leave the sandbox (or any command no rule allows, where
     // there is no sandbox) needs approval: the user is asked, and says yes.
@@ -127,12 +200,12 @@ async fn prompts_share_one_history_and_approval_is_asked() {
         .await;
     terminal.type_keys("y\r");
     terminal.wait_for("remember the milk.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("what did I ask?\r");
     terminal
         .wait_for("You asked about the notes before.", 1)
         .await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     // Ctrl-D on an empty line exits.
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
@@ -197,7 +270,7 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     let mut command = command(&repo, &server);
     command.args(["--allowedTools", "Bash(sleep:*)"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("wait a bit\r");
     terminal.wait_for("⏺ Bash(sleep 30)", 1).await;
     // The terminal has no controlling process group here, so Ctrl-C is sent as the signal
@@ -209,7 +282,7 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
         .wait_for("interrupted; the session goes on", 1)
         .await;
     assert!(interrupted.elapsed() < Duration::from_secs(2));
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     // No spinner is left on the screen after the abort.
     let mut parser = vt100::Parser::new(40, 120, 0);
     parser.process(&terminal.screen.lock().unwrap());
@@ -220,7 +293,7 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     );
     terminal.type_keys("are you there?\r");
     terminal.wait_for("Still here.", 1).await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     // The aborted call was answered, so the history stayed valid.
     let second = messages(&server, 1);
     assert_eq!(second[2]["content"][0]["type"], "tool_result");
@@ -254,13 +327,14 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
                 ),
         ),
         Reply::turn(Turn::new().text("Understood, no copy.")),
+        Reply::turn(Turn::new().text("You said y.")),
     ]))
     .await
     .unwrap();
     let mut command = command(&repo, &server);
     command.args(["--allowedTools", "Bash(sleep:*)"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("copy the notes\r");
     terminal.wait_for("⏺ Bash(sleep 1)", 1).await;
     // Typed while `sleep 1` runs, before the question about `cp` exists.
@@ -275,13 +349,27 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
         !after.contains("Running") && !after.contains("Thinking"),
         "the spinner drew over the question: {after:?}"
     );
+    // The typed-ahead line waits, shown as queued.
+    assert!(
+        terminal
+            .text()
+            .contains("› y (queued: sent when this turn ends)"),
+        "{}",
+        terminal.text()
+    );
     terminal.type_keys("n\r");
     terminal.wait_for("Understood, no copy.", 1).await;
     assert!(
         !repo.dir.join("copy.txt").exists(),
         "the typed-ahead y approved it"
     );
-    terminal.wait_for("› ", 2).await;
+    // It is the next prompt, sent when the turn ended.
+    terminal.wait_for("You said y.", 1).await;
+    assert_eq!(
+        messages(&server, 2).last().unwrap()["content"][0]["text"],
+        "y"
+    );
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -307,7 +395,7 @@ async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
         let mut terminal = Terminal::spawn(command(&repo, &server));
         if answer.is_empty() {
             // Remembered: no question.
-            terminal.wait_for("› ", 1).await;
+            terminal.wait_prompt(1).await;
             assert!(!terminal.text().contains(question), "{}", terminal.text());
         } else {
             terminal.wait_for(question, 1).await;
@@ -317,11 +405,11 @@ async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
                 terminal.text()
             );
             terminal.type_keys(&format!("{answer}\r"));
-            terminal.wait_for("› ", 1).await;
+            terminal.wait_prompt(1).await;
         }
         terminal.type_keys("hi\r");
         terminal.wait_for("Hello.", 1).await;
-        terminal.wait_for("› ", 2).await;
+        terminal.wait_prompt(2).await;
         terminal.type_keys("\u{4}");
         assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
         assert_eq!(
@@ -375,13 +463,13 @@ async fn hook_feedback_is_shown_in_one_dim_line() {
     let mut command = command(&repo, &server);
     command.args(["--trust", "--allowedTools", "Bash(echo:*)"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("go\r");
     terminal.wait_for("Linted.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
-    let screen = terminal.text();
+    let screen = terminal.raw();
     assert!(
         screen.contains("\u{1b}[2m     PostToolUse hook: lint: 2 warnings\u{1b}[0m"),
         "{screen}"
@@ -420,7 +508,7 @@ async fn slash_mcp_lists_servers_and_tools() {
         .env("MCP_STARTUP_WAIT_MS", "10000")
         .args(["--mcp-config", file.to_str().unwrap()]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("/mcp\r");
     terminal
         .wait_for(
@@ -428,7 +516,7 @@ async fn slash_mcp_lists_servers_and_tools() {
             1,
         )
         .await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -460,7 +548,7 @@ async fn custom_commands_and_skills_at_the_prompt() {
     let mut command = command(&repo, &server);
     command.arg("--trust");
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("/help\r");
     terminal
         .wait_for(
@@ -471,13 +559,13 @@ async fn custom_commands_and_skills_at_the_prompt() {
     terminal
         .wait_for("/changelog  Writes changelog entries (project skill)", 1)
         .await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("/release:notes 2.0 calm\r");
     terminal.wait_for("Notes written.", 1).await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("and now?\r");
     terminal.wait_for("Plain answer.", 1).await;
-    terminal.wait_for("› ", 4).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let requests = server.requests();
@@ -500,14 +588,14 @@ async fn a_file_the_user_changed_between_turns_is_attached_to_the_next_prompt() 
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("read the notes\r");
     terminal.wait_for("Read it.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     std::fs::write(repo.dir.join("notes.txt"), "remember the tea\n").unwrap();
     terminal.type_keys("anything new?\r");
     terminal.wait_for("Noted the change.", 1).await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let second = messages(&server, 2);
@@ -569,12 +657,12 @@ async fn the_spinner_shows_the_progress_summary() {
         .env_remove("AGENT_DISABLE_BACKGROUND_REQUESTS")
         .env("AGENT_PROGRESS_INTERVAL_MS", "300");
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("sleep a bit\r");
     terminal.wait_for("Waiting on sleep · Running", 1).await;
     terminal.wait_for("⎿  Slept for a while", 1).await;
     terminal.wait_for("It finished.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -603,13 +691,13 @@ async fn a_running_subagent_shows_with_its_tool() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("check everything\r");
     terminal
         .wait_for("Running 1 agent: check things (Bash)", 1)
         .await;
     terminal.wait_for("All checked.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -628,10 +716,10 @@ async fn a_positional_prompt_starts_the_interactive_session() {
     command.arg("say something");
     let mut terminal = Terminal::spawn(command);
     terminal.wait_for("First answer.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("and again\r");
     terminal.wait_for("Second answer.", 1).await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let first = messages(&server, 0);
@@ -669,10 +757,10 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
     );
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("an interactive task\r");
     terminal.wait_for("Interactive one.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0);
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -739,10 +827,10 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
             1,
         )
         .await;
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("go on\r");
     terminal.wait_for("Continued.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0);
     let continued = messages(&server, 3);
@@ -805,13 +893,13 @@ async fn rewind_and_resume_at_the_prompt() {
     let mut agent = command(&repo, &server);
     agent.args(["--permission-mode", "acceptEdits"]);
     let mut terminal = Terminal::spawn(agent);
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("edit the notes\r");
     terminal.wait_for("Done one.", 1).await;
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("again\r");
     terminal.wait_for("Done two.", 1).await;
-    terminal.wait_for("› ", 3).await;
+    terminal.wait_prompt(3).await;
     std::fs::write(repo.dir.join("notes.txt"), "mine\n").unwrap();
     terminal.type_keys("/rewind\r");
     terminal
@@ -837,7 +925,7 @@ async fn rewind_and_resume_at_the_prompt() {
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
         "v1\n"
     );
-    terminal.wait_for("› ", 4).await;
+    terminal.wait_prompt(4).await;
     // Undo: the user's file and the conversation are back.
     terminal.type_keys("/rewind undo\r");
     terminal.wait_for("conversation rewound", 2).await;
@@ -845,12 +933,12 @@ async fn rewind_and_resume_at_the_prompt() {
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
         "mine\n"
     );
-    terminal.wait_for("› ", 5).await;
+    terminal.wait_prompt(5).await;
     // The conversation alone back to turn 1 (no file is touched, no question), then a
     // prompt: it goes with the rewound conversation.
     terminal.type_keys("/rewind 1 conversation\r");
     terminal.wait_for("conversation rewound", 3).await;
-    terminal.wait_for("› ", 6).await;
+    terminal.wait_prompt(6).await;
     terminal.type_keys("where are we\r");
     terminal.wait_for("After the rewind.", 1).await;
     let sent = server.requests()[6].json()["messages"].to_string();
@@ -866,11 +954,11 @@ async fn rewind_and_resume_at_the_prompt() {
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
         "mine\n"
     );
-    terminal.wait_for("› ", 7).await;
+    terminal.wait_prompt(7).await;
     // Undoing that rewind now would drop the turn since: refused, saying so.
     terminal.type_keys("/rewind undo\r");
     terminal.wait_for("began after the last rewind", 1).await;
-    terminal.wait_for("› ", 8).await;
+    terminal.wait_prompt(8).await;
     terminal.type_keys("/resume\r");
     terminal.wait_for("Resume which session?", 1).await;
     assert!(
@@ -884,10 +972,10 @@ async fn rewind_and_resume_at_the_prompt() {
     terminal.wait_for("› the old session", 1).await;
     terminal.wait_for("  Old.", 1).await;
     // The condensed prompt is one `› `, the new prompt the next.
-    terminal.wait_for("› ", 10).await;
+    terminal.wait_prompt(10).await;
     terminal.type_keys("and this one?\r");
     terminal.wait_for("In the old session.", 1).await;
-    terminal.wait_for("› ", 11).await;
+    terminal.wait_prompt(11).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let sent = server.requests()[7].json()["messages"].to_string();
@@ -923,22 +1011,19 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("fix the notes\r");
     terminal.wait_for("Allow?", 1).await;
-    let screen = |terminal: &Terminal| {
-        let mut parser = vt100::Parser::new(300, 120, 0);
-        parser.process(&terminal.screen.lock().unwrap());
-        parser.screen().contents()
-    };
-    let shown = screen(&terminal);
+    let shown = terminal.text();
     assert!(shown.contains("1 - remember the milk"), "{shown}");
     assert!(shown.contains("1 + remember the tea"), "{shown}");
     terminal.type_keys("y\r");
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
+    // The status line is under the input line while the session runs.
+    let status = terminal.text();
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
-    let shown = screen(&terminal);
+    let shown = terminal.text();
     // `AGENT_SCREEN_CAPTURE=FILE` keeps the screen (README's tour is one).
     if let Ok(path) = std::env::var("AGENT_SCREEN_CAPTURE") {
         std::fs::write(path, &shown).unwrap();
@@ -967,10 +1052,10 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     // autocompact level, requests, the session's tokens and cost (testkit's usage: 100 in
     // and 20 out a request).
     assert!(
-        shown.contains(
+        status.contains(
             "─ claude-opus-4-8 · default · context 0% (100/167.0k) · 4 req · 400 in / 80 out · $"
         ),
-        "{shown}"
+        "{status}"
     );
     // The fence is coloured (24-bit), the heading bold.
     let bytes = terminal.screen.lock().unwrap().clone();
@@ -1004,12 +1089,12 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_for("› ", 1).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("go\r");
     terminal.wait_for("Allow?", 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     terminal.type_keys("y\r");
-    terminal.wait_for("› ", 2).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let mut parser = vt100::Parser::new(300, 120, 0);

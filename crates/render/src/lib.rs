@@ -8,13 +8,24 @@
 //! - [`printable`]: text from the model or a tool made safe to print (no escape sequence of
 //!   its own reaches the terminal).
 //!
-//! Everything here is pure: functions of their input returning `String`s with SGR escape
-//! sequences (colours and styles) already in them. Writing them is the caller's business.
+//! - [`editor`]: the input line's editor and its history file.
+//! - [`term`]: inline frames: finished lines into the scrollback, a live region redrawn in
+//!   place, synchronized output.
+//! - [`tui`] (feature `tui`): the one task that owns the terminal in the interactive session,
+//!   drawing all of the above from one queue and reading the keys.
+//!
+//! Everything but [`tui`] is pure: functions of their input returning `String`s (or bytes)
+//! with SGR escape sequences (colours and styles) already in them. Writing them is the
+//! caller's business.
 
 pub mod diff;
+pub mod editor;
 mod highlight;
 mod markdown;
 mod style;
+pub mod term;
+#[cfg(feature = "tui")]
+pub mod tui;
 
 pub use markdown::{MarkdownStream, render_markdown};
 pub use style::{Span, Style, display_width, wrap};

@@ -1,0 +1,388 @@
+//! The input line: a small editor (insert, delete, move by character or word, kill to either
+//! end, history with Up and Down) drawn as rows of the live region.
+//!
+//! Keys come in as [`Edit`]s, already decoded from the terminal's bytes by whoever reads
+//! them; the editor only keeps text and a cursor, so it is tested without a terminal.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::style::display_width;
+
+/// One editing action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Insert text at the cursor (a typed character or a paste, which may hold newlines).
+    Insert(String),
+    /// Delete the character before the cursor (Backspace).
+    Backspace,
+    /// Delete the character under the cursor (Delete).
+    Delete,
+    /// Move one character left.
+    Left,
+    /// Move one character right.
+    Right,
+    /// Move one word left (Alt-B, Ctrl-Left).
+    WordLeft,
+    /// Move one word right (Alt-F, Ctrl-Right).
+    WordRight,
+    /// To the start of the line (Home, Ctrl-A).
+    Home,
+    /// To the end of the line (End, Ctrl-E).
+    End,
+    /// Delete from the start of the line to the cursor (Ctrl-U).
+    KillToStart,
+    /// Delete from the cursor to the end (Ctrl-K).
+    KillToEnd,
+    /// Delete the word before the cursor (Ctrl-W, Alt-Backspace).
+    KillWord,
+    /// The previous history entry (Up).
+    HistoryPrevious,
+    /// The next history entry, or the line being written (Down).
+    HistoryNext,
+}
+
+/// A line being written, with its history.
+#[derive(Debug, Default)]
+pub struct LineEditor {
+    text: String,
+    /// Byte offset of the cursor in `text` (always on a character boundary).
+    cursor: usize,
+    history: Vec<String>,
+    /// Index into `history` while browsing it; `None` on the line being written.
+    browsing: Option<usize>,
+    /// The line being written, kept while browsing the history.
+    draft: String,
+}
+
+impl LineEditor {
+    /// An empty editor with `history` (oldest first).
+    pub fn new(history: Vec<String>) -> Self {
+        Self {
+            history,
+            ..Self::default()
+        }
+    }
+
+    /// The text written so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether nothing is written.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// Applies `edit`.
+    pub fn apply(&mut self, edit: Edit) {
+        match edit {
+            Edit::Insert(text) => {
+                self.text.insert_str(self.cursor, &text);
+                self.cursor += text.len();
+            }
+            Edit::Backspace => {
+                if let Some(start) = self.previous_boundary() {
+                    self.text.replace_range(start..self.cursor, "");
+                    self.cursor = start;
+                }
+            }
+            Edit::Delete => {
+                if let Some(end) = self.next_boundary() {
+                    self.text.replace_range(self.cursor..end, "");
+                }
+            }
+            Edit::Left => self.cursor = self.previous_boundary().unwrap_or(self.cursor),
+            Edit::Right => self.cursor = self.next_boundary().unwrap_or(self.cursor),
+            Edit::WordLeft => self.cursor = self.word_start(),
+            Edit::WordRight => self.cursor = self.word_end(),
+            Edit::Home => self.cursor = 0,
+            Edit::End => self.cursor = self.text.len(),
+            Edit::KillToStart => {
+                self.text.replace_range(..self.cursor, "");
+                self.cursor = 0;
+            }
+            Edit::KillToEnd => self.text.truncate(self.cursor),
+            Edit::KillWord => {
+                let start = self.word_start();
+                self.text.replace_range(start..self.cursor, "");
+                self.cursor = start;
+            }
+            Edit::HistoryPrevious => {
+                let index = match self.browsing {
+                    None if self.history.is_empty() => return,
+                    None => {
+                        self.draft = std::mem::take(&mut self.text);
+                        self.history.len() - 1
+                    }
+                    Some(0) => return,
+                    Some(index) => index - 1,
+                };
+                self.browsing = Some(index);
+                self.set(self.history[index].clone());
+            }
+            Edit::HistoryNext => match self.browsing {
+                None => {}
+                Some(index) if index + 1 < self.history.len() => {
+                    self.browsing = Some(index + 1);
+                    self.set(self.history[index + 1].clone());
+                }
+                Some(_) => {
+                    self.browsing = None;
+                    let draft = std::mem::take(&mut self.draft);
+                    self.set(draft);
+                }
+            },
+        }
+    }
+
+    /// Replaces the text, with the cursor at its end.
+    pub fn set(&mut self, text: String) {
+        self.cursor = text.len();
+        self.text = text;
+    }
+
+    /// Takes the written line (empty afterwards); a line with text goes into the history
+    /// (unless it repeats the last entry).
+    pub fn submit(&mut self) -> String {
+        let line = std::mem::take(&mut self.text);
+        self.cursor = 0;
+        self.browsing = None;
+        self.draft.clear();
+        if !line.trim().is_empty() && self.history.last() != Some(&line) {
+            self.history.push(line.clone());
+        }
+        line
+    }
+
+    /// Empties the line (the history is kept).
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.cursor = 0;
+        self.browsing = None;
+    }
+
+    /// The history, oldest first.
+    pub fn history(&self) -> &[String] {
+        &self.history
+    }
+
+    /// The line as rows of at most `width` columns, the first starting with `prompt` and the
+    /// next ones indented as wide, and the cursor's (row, column). Text is shown as typed
+    /// except control characters (made [`crate::printable`]); a newline starts a row.
+    pub fn rows(&self, prompt: &str, width: usize) -> (Vec<String>, (usize, usize)) {
+        let width = width.max(display_width(prompt) + 2);
+        let indent = " ".repeat(display_width(prompt));
+        let mut rows = vec![prompt.to_owned()];
+        let mut used = display_width(prompt);
+        let mut cursor = (0, used);
+        let mut offset = 0;
+        for c in self.text.chars() {
+            if offset == self.cursor {
+                cursor = (rows.len() - 1, used);
+            }
+            offset += c.len_utf8();
+            if c == '\n' {
+                rows.push(indent.clone());
+                used = indent.len();
+                continue;
+            }
+            let shown = crate::printable(c.encode_utf8(&mut [0; 4]), false);
+            let cells = display_width(&shown);
+            if used + cells >= width {
+                rows.push(indent.clone());
+                used = indent.len();
+            }
+            // A cell drawn for a character in the row being built.
+            let last = rows.len() - 1;
+            let _ = write!(rows[last], "{shown}");
+            used += cells;
+        }
+        if offset == self.cursor {
+            if used + 1 >= width {
+                rows.push(indent);
+                used = display_width(prompt);
+            }
+            cursor = (rows.len() - 1, used);
+        }
+        (rows, cursor)
+    }
+
+    fn previous_boundary(&self) -> Option<usize> {
+        self.text[..self.cursor]
+            .char_indices()
+            .next_back()
+            .map(|(index, _)| index)
+    }
+
+    fn next_boundary(&self) -> Option<usize> {
+        self.text[self.cursor..]
+            .chars()
+            .next()
+            .map(|c| self.cursor + c.len_utf8())
+    }
+
+    /// The start of the word before the cursor (spaces before it skipped).
+    fn word_start(&self) -> usize {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end();
+        trimmed
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(index, c)| index + c.len_utf8())
+    }
+
+    /// The end of the word after the cursor (spaces before it skipped).
+    fn word_end(&self) -> usize {
+        let after = &self.text[self.cursor..];
+        let skipped = after.len() - after.trim_start().len();
+        let word = after.trim_start();
+        let end = word.find(char::is_whitespace).unwrap_or(word.len());
+        self.cursor + skipped + end
+    }
+}
+
+/// Reads a history file: rustyline's format (`#V2` then one entry a line, `\n` and `\\`
+/// escaped), which earlier versions of agent wrote, or plain lines. A missing or unreadable
+/// file is an empty history. Keeps the last `limit` entries.
+pub fn load_history(path: &Path, limit: usize) -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let mut lines = text.lines().peekable();
+    let escaped = lines.peek() == Some(&"#V2");
+    if escaped {
+        lines.next();
+    }
+    let mut entries: Vec<String> = lines
+        .filter(|line| !line.is_empty())
+        .map(|line| {
+            if escaped {
+                unescape(line)
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    let excess = entries.len().saturating_sub(limit);
+    entries.drain(..excess);
+    entries
+}
+
+/// Writes `entries` (the last `limit`) in the format [`load_history`] reads.
+///
+/// # Errors
+///
+/// When the file cannot be written.
+pub fn save_history(path: &Path, entries: &[String], limit: usize) -> std::io::Result<()> {
+    let mut text = String::from("#V2\n");
+    for entry in &entries[entries.len().saturating_sub(limit)..] {
+        for c in entry.chars() {
+            match c {
+                '\\' => text.push_str("\\\\"),
+                '\n' => text.push_str("\\n"),
+                c => text.push(c),
+            }
+        }
+        text.push('\n');
+    }
+    std::fs::write(path, text)
+}
+
+fn unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(editor: &mut LineEditor, text: &str) {
+        editor.apply(Edit::Insert(text.to_owned()));
+    }
+
+    #[test]
+    fn editing_keys_change_the_text_at_the_cursor() {
+        let mut editor = LineEditor::new(Vec::new());
+        typed(&mut editor, "fix the bug");
+        editor.apply(Edit::WordLeft);
+        typed(&mut editor, "big ");
+        assert_eq!(editor.text(), "fix the big bug");
+        editor.apply(Edit::KillWord);
+        assert_eq!(editor.text(), "fix the bug");
+        editor.apply(Edit::Home);
+        editor.apply(Edit::Delete);
+        typed(&mut editor, "F");
+        editor.apply(Edit::WordRight);
+        editor.apply(Edit::KillToEnd);
+        assert_eq!(editor.text(), "Fix");
+        typed(&mut editor, " é");
+        editor.apply(Edit::Backspace);
+        editor.apply(Edit::Left);
+        editor.apply(Edit::KillToStart);
+        assert_eq!(editor.text(), " ");
+        assert_eq!(editor.submit(), " ");
+        assert!(editor.history().is_empty(), "a blank line is not history");
+    }
+
+    #[test]
+    fn history_is_browsed_and_the_draft_comes_back() {
+        let mut editor = LineEditor::new(vec!["first".into(), "second".into()]);
+        typed(&mut editor, "draft");
+        editor.apply(Edit::HistoryPrevious);
+        assert_eq!(editor.text(), "second");
+        editor.apply(Edit::HistoryPrevious);
+        editor.apply(Edit::HistoryPrevious);
+        assert_eq!(editor.text(), "first");
+        editor.apply(Edit::HistoryNext);
+        editor.apply(Edit::HistoryNext);
+        assert_eq!(editor.text(), "draft");
+        assert_eq!(editor.submit(), "draft");
+        typed(&mut editor, "draft");
+        editor.submit();
+        assert_eq!(editor.history(), ["first", "second", "draft"]);
+    }
+
+    #[test]
+    fn rows_wrap_and_place_the_cursor() {
+        let mut editor = LineEditor::new(Vec::new());
+        typed(&mut editor, "abcdefgh");
+        assert_eq!(
+            editor.rows("› ", 8),
+            (vec!["› abcde".to_owned(), "  fgh".to_owned()], (1, 5))
+        );
+        typed(&mut editor, "\nxy\x1b");
+        let (rows, cursor) = editor.rows("› ", 14);
+        assert_eq!(rows, ["› abcdefgh", "  xy\\u{1b}"]);
+        assert_eq!(cursor, (1, 10));
+        editor.apply(Edit::Home);
+        assert_eq!(editor.rows("› ", 8).1, (0, 2));
+    }
+
+    #[test]
+    fn history_files_round_trip_and_read_rustyline_files() {
+        let dir = std::env::temp_dir().join(format!("render-history-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history");
+        std::fs::write(&path, "#V2\nls\nsay \\\\n\\nnext\n").unwrap();
+        assert_eq!(load_history(&path, 10), ["ls", "say \\n\nnext"]);
+        save_history(&path, &["a".into(), "b\nc".into(), "d\\".into()], 2).unwrap();
+        assert_eq!(load_history(&path, 10), ["b\nc", "d\\"]);
+        assert_eq!(load_history(&path, 1), ["d\\"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,288 @@
+//! Inline drawing: finished lines go into the terminal's scrollback once, and a small live
+//! region under them (calls in flight, the spinner, a question, the input line, the status
+//! line) is redrawn in place.
+//!
+//! This is the model Claude Code's renderer (Ink's static output) and ratatui's inline
+//! viewport share: no alternate screen, so everything written stays in the scrollback, and
+//! only the last few rows ever change. [`Painter::frame`] builds one frame as bytes:
+//!
+//! 1. begin a synchronized update (DEC private mode 2026) when the terminal supports it,
+//!    so the terminal shows the frame whole, never half drawn;
+//! 2. move the cursor to the first row of the live region drawn last time and erase from
+//!    there to the end of the screen;
+//! 3. write the new finished lines (they scroll up into the scrollback like any output);
+//! 4. write the live region, each row cut to the terminal's width so the terminal never wraps
+//!    it (a wrapped row would throw off the count of rows to go back up next time);
+//! 5. put the cursor where the input is, and end the synchronized update.
+//!
+//! Everything here is pure (bytes out), so frames are tested on a terminal model.
+
+use std::fmt::Write as _;
+
+use unicode_width::UnicodeWidthChar as _;
+
+/// Begin synchronized update (DEC private mode 2026 set): the terminal holds the screen
+/// until the matching end. Specified in
+/// <https://gist.github.com/christianparpart/d8a62cc1ab659194337d73e399004036>.
+pub const SYNC_BEGIN: &str = "\x1b[?2026h";
+/// End synchronized update (DEC private mode 2026 reset).
+pub const SYNC_END: &str = "\x1b[?2026l";
+/// DECRQM for mode 2026: a terminal that knows the mode answers `CSI ? 2026 ; Ps $ y`.
+pub const SYNC_QUERY: &str = "\x1b[?2026$p";
+
+/// Whether `reply` (bytes read from the terminal after [`SYNC_QUERY`]) says synchronized
+/// output is supported: `Ps` 1 (set) or 2 (reset); 0 (unknown) and 4 (permanently reset)
+/// say no, as does no answer.
+pub fn sync_supported(reply: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(reply);
+    ["\x1b[?2026;1$y", "\x1b[?2026;2$y"]
+        .iter()
+        .any(|answer| text.contains(answer))
+}
+
+/// The live region of one frame: rows drawn under the finished lines, and where the cursor
+/// goes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Rows, each already styled (SGR sequences allowed) and safe to print; a row wider than
+    /// the terminal is cut.
+    pub rows: Vec<String>,
+    /// The cursor's row (index into `rows`) and column (in cells); `None` hides it.
+    pub cursor: Option<(usize, usize)>,
+}
+
+/// Draws frames inline on a terminal of a known size. See the module docs.
+#[derive(Debug)]
+pub struct Painter {
+    width: usize,
+    height: usize,
+    sync: bool,
+    /// The cursor's row within the live region drawn last (0 before the first frame).
+    cursor_row: usize,
+    /// Whether the cursor was left visible.
+    cursor_shown: bool,
+}
+
+impl Painter {
+    /// A painter for a terminal of `width` columns and `height` rows; `sync`: whether the
+    /// terminal supports synchronized output (see [`sync_supported`]).
+    pub fn new(width: u16, height: u16, sync: bool) -> Self {
+        Self {
+            width: usize::from(width.max(10)),
+            height: usize::from(height.max(3)),
+            sync,
+            cursor_row: 0,
+            cursor_shown: true,
+        }
+    }
+
+    /// The terminal changed size.
+    pub fn resize(&mut self, width: u16, height: u16) {
+        self.width = usize::from(width.max(10));
+        self.height = usize::from(height.max(3));
+    }
+
+    /// The terminal's width in columns.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// One frame: `finished` lines (each ends up on its own row or rows, then in the
+    /// scrollback) and the new live region, as the bytes to write.
+    ///
+    /// The live region keeps its last rows when it is taller than the screen allows (all
+    /// rows but one), so the input and status lines stay visible.
+    pub fn frame(&mut self, finished: &[String], live: &Live) -> Vec<u8> {
+        let mut out = String::new();
+        if self.sync {
+            out.push_str(SYNC_BEGIN);
+        }
+        // Hidden while drawing, so it never flickers across the screen.
+        out.push_str("\x1b[?25l\r");
+        if self.cursor_row > 0 {
+            let _ = write!(out, "\x1b[{}A", self.cursor_row);
+        }
+        out.push_str("\x1b[J");
+        for line in finished {
+            for row in line.split('\n') {
+                out.push_str(row);
+                // Styles never leak onto the next row.
+                if row.contains('\x1b') {
+                    out.push_str("\x1b[0m");
+                }
+                out.push_str("\r\n");
+            }
+        }
+        let room = self.height.saturating_sub(1).max(1);
+        let skip = live.rows.len().saturating_sub(room);
+        let rows = &live.rows[skip..];
+        for (index, row) in rows.iter().enumerate() {
+            if index > 0 {
+                out.push_str("\r\n");
+            }
+            out.push_str(&fit(row, self.width - 1));
+        }
+        let last = rows.len().saturating_sub(1);
+        match live.cursor {
+            Some((row, column)) if row >= skip && row - skip <= last => {
+                let row = row - skip;
+                if last > row {
+                    let _ = write!(out, "\x1b[{}A", last - row);
+                }
+                out.push('\r');
+                let column = column.min(self.width - 1);
+                if column > 0 {
+                    let _ = write!(out, "\x1b[{column}C");
+                }
+                out.push_str("\x1b[?25h");
+                self.cursor_row = row;
+                self.cursor_shown = true;
+            }
+            _ => {
+                self.cursor_row = last;
+                self.cursor_shown = false;
+            }
+        }
+        if self.sync {
+            out.push_str(SYNC_END);
+        }
+        out.into_bytes()
+    }
+
+    /// Erases the live region and leaves the cursor at its start, shown: what to write before
+    /// giving the terminal back (to a command or at exit).
+    pub fn clear(&mut self) -> Vec<u8> {
+        let mut out = String::from("\r");
+        if self.cursor_row > 0 {
+            let _ = write!(out, "\x1b[{}A", self.cursor_row);
+        }
+        out.push_str("\x1b[J\x1b[?25h");
+        self.cursor_row = 0;
+        self.cursor_shown = true;
+        out.into_bytes()
+    }
+}
+
+/// `row` cut to `width` columns: escape sequences count no columns and are kept (a row
+/// ending in a style gets a reset), wide characters that would straddle the edge are left
+/// out.
+pub fn fit(row: &str, width: usize) -> String {
+    let mut out = String::with_capacity(row.len());
+    let mut used = 0;
+    let mut styled = false;
+    let mut chars = row.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte (0x40..=0x7e).
+            out.push(c);
+            styled = true;
+            if chars.peek() == Some(&'[') {
+                out.push('[');
+                chars.next();
+                for next in chars.by_ref() {
+                    out.push(next);
+                    if ('\x40'..='\x7e').contains(&next) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        let cells = c.width().unwrap_or(0);
+        if used + cells > width {
+            break;
+        }
+        used += cells;
+        out.push(c);
+    }
+    if styled {
+        out.push_str("\x1b[0m");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn screen(parser: &vt100::Parser) -> Vec<String> {
+        parser
+            .screen()
+            .rows(0, parser.screen().size().1)
+            .map(|row| row.trim_end().to_owned())
+            .collect()
+    }
+
+    fn live(rows: &[&str], cursor: Option<(usize, usize)>) -> Live {
+        Live {
+            rows: rows.iter().map(|row| (*row).to_owned()).collect(),
+            cursor,
+        }
+    }
+
+    #[test]
+    fn finished_lines_stay_and_the_live_region_is_redrawn_in_place() {
+        let mut parser = vt100::Parser::new(6, 20, 100);
+        let mut painter = Painter::new(20, 6, false);
+        parser.process(&painter.frame(
+            &["one".into()],
+            &live(&["⠋ Thinking", "› ab"], Some((1, 4))),
+        ));
+        assert_eq!(screen(&parser)[..3], ["one", "⠋ Thinking", "› ab"]);
+        assert_eq!(parser.screen().cursor_position(), (2, 4));
+        // The next frame replaces the live rows, whatever their number.
+        parser.process(&painter.frame(
+            &["two".into(), "three\nfour".into()],
+            &live(&["› abc", "  status"], Some((0, 5))),
+        ));
+        assert_eq!(
+            screen(&parser),
+            ["one", "two", "three", "four", "› abc", "  status"]
+        );
+        assert_eq!(parser.screen().cursor_position(), (4, 5));
+        // Finished lines scroll into the scrollback; the live region stays at the bottom.
+        let many: Vec<String> = (0..10).map(|n| format!("line {n}")).collect();
+        parser.process(&painter.frame(&many, &live(&["› "], Some((0, 2)))));
+        let rows = screen(&parser);
+        assert_eq!(rows[4], "line 9");
+        assert_eq!(rows[5], "›");
+        parser.process(&painter.clear());
+        assert_eq!(screen(&parser)[5], "");
+    }
+
+    #[test]
+    fn live_rows_never_wrap_and_a_tall_region_keeps_its_bottom() {
+        let mut parser = vt100::Parser::new(4, 10, 0);
+        let mut painter = Painter::new(10, 4, false);
+        parser.process(&painter.frame(
+            &[],
+            &live(
+                &["\x1b[1mabcdefghijklmnop\x1b[0m", "b", "c", "d", "› x"],
+                Some((4, 3)),
+            ),
+        ));
+        // Three rows fit (one row is kept free); the first rows are left out.
+        assert_eq!(screen(&parser), ["c", "d", "› x", ""]);
+        assert_eq!(
+            fit("\x1b[1mabcdefghijklmnop\x1b[0m", 9),
+            "\x1b[1mabcdefghi\x1b[0m"
+        );
+        assert_eq!(fit("日本語", 5), "日本");
+        // Drawn again, the region replaces itself exactly.
+        parser.process(&painter.frame(&[], &live(&["› y"], Some((0, 3)))));
+        assert_eq!(screen(&parser), ["› y", "", "", ""]);
+    }
+
+    #[test]
+    fn a_frame_is_one_synchronized_update_when_supported() {
+        let mut painter = Painter::new(20, 5, true);
+        let bytes = String::from_utf8(painter.frame(&["a".into()], &live(&["b"], None))).unwrap();
+        assert!(
+            bytes.starts_with(SYNC_BEGIN) && bytes.ends_with(SYNC_END),
+            "{bytes:?}"
+        );
+        assert!(sync_supported(b"\x1b[?2026;2$y"));
+        assert!(!sync_supported(b"\x1b[?2026;0$y"));
+        assert!(!sync_supported(b""));
+    }
+}

@@ -1,0 +1,799 @@
+//! The one component that owns the terminal during an interactive session.
+//!
+//! Everything shown goes through one queue, in order, and is drawn by one task: finished
+//! lines (answers, tool calls with their results, notices), the live rows of the turn (calls
+//! in flight, the Markdown block still streaming), the spinner, a question, the input line
+//! and the status line. Nothing interleaves because nothing else writes: even a stray write
+//! to stderr (a library's warning, an MCP server's log) is caught by a pipe put in place of
+//! file descriptor 2 and shown as finished lines.
+//!
+//! The terminal is in raw mode (no echo, no line discipline, no signal keys; output
+//! processing kept, so a stray `\n` still starts a line) from [`Tui::start`] to
+//! [`Tui::stop`]. In raw mode Ctrl-C is a key, not SIGINT: during a turn it calls the
+//! `on_interrupt` handler given at start; at the prompt it clears the line or ends the read.
+//!
+//! Drawing is inline ([`crate::term::Painter`]): the scrollback keeps everything, no
+//! alternate screen. Frames are coalesced (every message waiting in the queue is applied
+//! before one frame is drawn) and synchronized when the terminal answers the DECRQM query for
+//! mode 2026 within [`QUERY_TIMEOUT`].
+
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use futures_util::StreamExt as _;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::editor::{Edit, LineEditor};
+use crate::term::{Live, Painter};
+
+/// How long a terminal capability query waits for its answer: a terminal that does not know
+/// the query never answers.
+pub const QUERY_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The spinner's frames and its period.
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const TICK: Duration = Duration::from_millis(100);
+
+/// How a read of the input line ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// Enter: the line (also given when it was typed, and queued, during a turn).
+    Line(String),
+    /// Ctrl-C on an empty line.
+    Interrupted,
+    /// Ctrl-C on a line with text: the text is gone.
+    Cleared,
+    /// Ctrl-D on an empty line, or the terminal is gone.
+    Eof,
+}
+
+/// What the interactive session hands the terminal at start.
+pub struct Config {
+    /// Entries of the input history, oldest first.
+    pub history: Vec<String>,
+    /// Called for Ctrl-C (and Esc) while a turn runs ([`Handle::set_busy`]).
+    pub on_interrupt: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("history", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+enum Message {
+    Commit(Vec<String>),
+    Activity(Option<String>),
+    TurnRows(Vec<String>),
+    Status(String),
+    Busy(bool),
+    Read(oneshot::Sender<ReadOutcome>),
+    Ask {
+        id: u64,
+        question: Vec<String>,
+        prompt: String,
+        reply: oneshot::Sender<Option<String>>,
+    },
+    Abandon(u64),
+    Detail(Vec<String>),
+    Flush(oneshot::Sender<()>),
+    Stop(oneshot::Sender<Vec<String>>),
+}
+
+/// A cheap, cloneable way to the terminal's task. Every method is non-blocking except the
+/// ones that wait for the user; once the task stopped, they do nothing (reads end with
+/// [`ReadOutcome::Eof`], questions with `None`).
+#[derive(Clone, Debug)]
+pub struct Handle {
+    sender: mpsc::UnboundedSender<Message>,
+    detail: Arc<AtomicBool>,
+    questions: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Handle {
+    fn send(&self, message: Message) {
+        // A stopped terminal drops what would have been drawn: the session is ending.
+        let _ = self.sender.send(message);
+    }
+
+    /// Lines for the scrollback, in order (styled, already safe to print).
+    pub fn commit(&self, lines: Vec<String>) {
+        if !lines.is_empty() {
+            self.send(Message::Commit(lines));
+        }
+    }
+
+    /// The spinner's message (`None` hides the spinner). The spinner adds its frame and the
+    /// seconds since it appeared.
+    pub fn set_activity(&self, message: Option<String>) {
+        self.send(Message::Activity(message));
+    }
+
+    /// The turn's rows drawn above the spinner and redrawn in place (calls in flight, the
+    /// text of a block still streaming); empty when there are none.
+    pub fn set_turn_rows(&self, rows: Vec<String>) {
+        self.send(Message::TurnRows(rows));
+    }
+
+    /// The status line under the input line (styled).
+    pub fn set_status(&self, line: String) {
+        self.send(Message::Status(line));
+    }
+
+    /// Whether a turn runs: then Ctrl-C interrupts it, and a line entered is queued for the
+    /// next read. A new turn also starts a new record of details (see
+    /// [`Handle::record_detail`]).
+    pub fn set_busy(&self, busy: bool) {
+        self.send(Message::Busy(busy));
+    }
+
+    /// Reads the input line: returns a line queued during the last turn at once, else waits
+    /// for Enter, Ctrl-C or Ctrl-D. The line entered is copied into the scrollback after the
+    /// prompt sign.
+    pub async fn read_line(&self) -> ReadOutcome {
+        let (reply, answer) = oneshot::channel();
+        self.send(Message::Read(reply));
+        answer.await.unwrap_or(ReadOutcome::Eof)
+    }
+
+    /// Asks a question: `question`'s lines over a line edited after `prompt`. Returns the
+    /// answer, or `None` when the user pressed Ctrl-C (which also interrupts a running
+    /// turn), Ctrl-D on an empty answer, or the terminal stopped. Keys typed before the
+    /// question appeared never answer it. Dropping the future takes the question off the
+    /// screen.
+    pub async fn ask(&self, question: Vec<String>, prompt: String) -> Option<String> {
+        let id = self.questions.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        self.send(Message::Ask {
+            id,
+            question,
+            prompt,
+            reply,
+        });
+        /// Takes the question away when the wait is abandoned.
+        struct Abandon<'a>(&'a Handle, u64, bool);
+        impl Drop for Abandon<'_> {
+            fn drop(&mut self) {
+                if !self.2 {
+                    self.0.send(Message::Abandon(self.1));
+                }
+            }
+        }
+        let mut guard = Abandon(self, id, false);
+        let answer = answer.await.ok().flatten();
+        guard.2 = true;
+        answer
+    }
+
+    /// [`Handle::ask`] from blocking code (not on the runtime's own threads).
+    pub fn ask_blocking(&self, question: Vec<String>, prompt: String) -> Option<String> {
+        let id = self.questions.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = oneshot::channel();
+        self.send(Message::Ask {
+            id,
+            question,
+            prompt,
+            reply,
+        });
+        answer.blocking_recv().ok().flatten()
+    }
+
+    /// The full form of something the turn did (a tool's whole input and result), kept for
+    /// Ctrl-O: shown at once while details are on, else when they are turned on.
+    pub fn record_detail(&self, lines: Vec<String>) {
+        self.send(Message::Detail(lines));
+    }
+
+    /// Whether details are on (Ctrl-O).
+    pub fn details_on(&self) -> bool {
+        self.detail.load(Ordering::Relaxed)
+    }
+
+    /// Waits until everything sent before is on the screen.
+    pub async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        self.send(Message::Flush(done));
+        let _ = wait.await;
+    }
+}
+
+/// The terminal, owned; see the module docs.
+#[derive(Debug)]
+pub struct Tui {
+    handle: Handle,
+    task: tokio::task::JoinHandle<()>,
+    restore: Restore,
+}
+
+/// What [`Tui::stop`] (or a drop) puts back.
+#[derive(Debug)]
+struct Restore {
+    termios: Option<nix::sys::termios::Termios>,
+    /// The original file descriptor 2, while a pipe stands in for it.
+    stderr: Option<OwnedFd>,
+    done: bool,
+}
+
+impl Restore {
+    fn put_back(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        let mut stdout = std::io::stdout();
+        // Bracketed paste off, cursor shown.
+        let _ = stdout.write_all(b"\x1b[?2004l\x1b[?25h");
+        let _ = stdout.flush();
+        if let Some(saved) = self.stderr.take() {
+            let _ = nix::unistd::dup2_stderr(saved.as_fd());
+        }
+        if let Some(termios) = &self.termios {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stdin(),
+                nix::sys::termios::SetArg::TCSANOW,
+                termios,
+            );
+        }
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        self.put_back();
+    }
+}
+
+impl Tui {
+    /// Takes the terminal: raw mode on stdin, a pipe in place of stderr, bracketed paste on,
+    /// the synchronized-output query asked. Draws on stdout.
+    ///
+    /// # Errors
+    ///
+    /// When stdin or stdout is not a terminal, or the terminal's modes cannot be set.
+    pub fn start(config: Config) -> std::io::Result<Self> {
+        use nix::sys::termios::{OutputFlags, SetArg, cfmakeraw, tcgetattr, tcsetattr};
+        use std::io::IsTerminal as _;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return Err(std::io::Error::other(
+                "the interactive session needs a terminal on stdin and stdout",
+            ));
+        }
+        let stdin = std::io::stdin();
+        let saved = tcgetattr(&stdin).map_err(std::io::Error::from)?;
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        // Output processing stays: a `\n` written by anything still returns the carriage.
+        raw.output_flags |= OutputFlags::OPOST | OutputFlags::ONLCR;
+        tcsetattr(&stdin, SetArg::TCSANOW, &raw).map_err(std::io::Error::from)?;
+        let mut restore = Restore {
+            termios: Some(saved),
+            stderr: None,
+            done: false,
+        };
+        let sync = query_sync();
+        let (width, height) = crossterm::terminal::size().unwrap_or((80, 24));
+        let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+        out.write_all(b"\x1b[?2004h")?;
+        out.flush()?;
+        let (sender, receiver) = mpsc::unbounded_channel();
+        // Stray writes to stderr become finished lines.
+        let (reader, writer) = std::io::pipe()?;
+        restore.stderr = Some(std::io::stderr().as_fd().try_clone_to_owned()?);
+        nix::unistd::dup2_stderr(writer.as_fd()).map_err(std::io::Error::from)?;
+        drop(writer);
+        spawn_stderr_reader(reader, sender.clone());
+        let detail = Arc::new(AtomicBool::new(false));
+        let handle = Handle {
+            sender,
+            detail: Arc::clone(&detail),
+            questions: Arc::default(),
+        };
+        let state = State {
+            painter: Painter::new(width, height, sync),
+            out,
+            editor: LineEditor::new(config.history),
+            on_interrupt: config.on_interrupt,
+            detail,
+            turn_rows: Vec::new(),
+            activity: None,
+            status: String::new(),
+            busy: false,
+            queued: Vec::new(),
+            read: None,
+            question: None,
+            details: Vec::new(),
+            pending: Vec::new(),
+            frame: 0,
+        };
+        let task = tokio::spawn(state.run(receiver));
+        Ok(Self {
+            handle,
+            task,
+            restore,
+        })
+    }
+
+    /// A handle for drawing and reading.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Clears the live region and gives the terminal back as it was; returns the input
+    /// history (oldest first) for saving.
+    pub async fn stop(mut self) -> Vec<String> {
+        let (reply, history) = oneshot::channel();
+        self.handle.send(Message::Stop(reply));
+        let history = history.await.unwrap_or_default();
+        let _ = (&mut self.task).await;
+        self.restore.put_back();
+        history
+    }
+}
+
+/// Asks the terminal whether it supports synchronized output; waits at most
+/// [`QUERY_TIMEOUT`]. Bytes that are not the answer (keys typed at that moment) are lost.
+fn query_sync() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut stdout = std::io::stdout();
+    if stdout
+        .write_all(crate::term::SYNC_QUERY.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return false;
+    }
+    let stdin = std::io::stdin();
+    let deadline = Instant::now() + QUERY_TIMEOUT;
+    let mut reply = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        let wait = PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO);
+        match poll(&mut fds, wait) {
+            Ok(0) => return false,
+            Ok(_) => {
+                let mut buffer = [0u8; 64];
+                match nix::unistd::read(stdin.as_fd(), &mut buffer) {
+                    Ok(0) | Err(_) => return false,
+                    Ok(read) => reply.extend_from_slice(&buffer[..read]),
+                }
+                if reply.ends_with(b"$y") {
+                    return crate::term::sync_supported(&reply);
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Reads what is written to the stderr pipe and sends it as finished lines.
+fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedSender<Message>) {
+    std::thread::spawn(move || {
+        let mut pending = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let read = match reader.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(read) => read,
+            };
+            pending.extend_from_slice(&buffer[..read]);
+            let Some(end) = pending.iter().rposition(|&b| b == b'\n') else {
+                continue;
+            };
+            let text: Vec<u8> = pending.drain(..=end).collect();
+            let lines = String::from_utf8_lossy(&text)
+                .lines()
+                .map(|line| crate::printable(line, false))
+                .collect();
+            if sender.send(Message::Commit(lines)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+struct Question {
+    id: u64,
+    /// How many finished lines were waiting when it was asked: the ones after it are held
+    /// back until it is answered, then written after it.
+    held_from: usize,
+    lines: Vec<String>,
+    prompt: String,
+    editor: LineEditor,
+    reply: oneshot::Sender<Option<String>>,
+}
+
+struct State {
+    painter: Painter,
+    out: std::fs::File,
+    editor: LineEditor,
+    on_interrupt: Box<dyn Fn() + Send + Sync>,
+    detail: Arc<AtomicBool>,
+    turn_rows: Vec<String>,
+    /// The spinner's message and when it appeared.
+    activity: Option<(String, Instant)>,
+    status: String,
+    busy: bool,
+    /// Lines entered during a turn, for the next reads.
+    queued: Vec<String>,
+    read: Option<oneshot::Sender<ReadOutcome>>,
+    question: Option<Question>,
+    /// The turn's details (Ctrl-O).
+    details: Vec<String>,
+    /// Finished lines not drawn yet.
+    pending: Vec<String>,
+    frame: usize,
+}
+
+/// What one step of the task decided.
+enum Step {
+    Go,
+    Stop(oneshot::Sender<Vec<String>>),
+}
+
+impl State {
+    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<Message>) {
+        let mut events = EventStream::new();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut keys_open = true;
+        self.draw();
+        loop {
+            let step = tokio::select! {
+                message = receiver.recv() => match message {
+                    Some(message) => {
+                        let mut step = self.apply(message);
+                        // Everything already waiting goes into the same frame.
+                        while matches!(step, Step::Go) {
+                            match receiver.try_recv() {
+                                Ok(message) => step = self.apply(message),
+                                Err(_) => break,
+                            }
+                        }
+                        step
+                    }
+                    None => break,
+                },
+                event = events.next(), if keys_open => {
+                    match event {
+                        Some(Ok(event)) => self.event(event),
+                        // The terminal is gone: reads end.
+                        Some(Err(_)) | None => {
+                            keys_open = false;
+                            if let Some(read) = self.read.take() {
+                                let _ = read.send(ReadOutcome::Eof);
+                            }
+                        }
+                    }
+                    Step::Go
+                }
+                _ = tick.tick(), if self.activity.is_some() => {
+                    self.frame = self.frame.wrapping_add(1);
+                    Step::Go
+                }
+            };
+            match step {
+                Step::Go => self.draw(),
+                Step::Stop(reply) => {
+                    let _ = reply.send(self.editor.history().to_vec());
+                    self.activity = None;
+                    self.turn_rows.clear();
+                    self.draw_final();
+                    return;
+                }
+            }
+        }
+        self.draw_final();
+    }
+
+    fn apply(&mut self, message: Message) -> Step {
+        match message {
+            Message::Commit(lines) => {
+                self.pending.extend(lines);
+            }
+            Message::Activity(message) => {
+                self.activity = match (message, self.activity.take()) {
+                    (None, _) => None,
+                    (Some(message), Some((_, since))) => Some((message, since)),
+                    (Some(message), None) => Some((message, Instant::now())),
+                };
+            }
+            Message::TurnRows(rows) => self.turn_rows = rows,
+            Message::Status(line) => self.status = line,
+            Message::Busy(busy) => {
+                self.busy = busy;
+                if busy {
+                    self.details.clear();
+                }
+            }
+            Message::Read(reply) => {
+                if self.queued.is_empty() {
+                    self.read = Some(reply);
+                } else {
+                    let line = self.queued.remove(0);
+                    self.pending.push(echo(&line));
+                    let _ = reply.send(ReadOutcome::Line(line));
+                }
+            }
+            Message::Ask {
+                id,
+                question,
+                prompt,
+                reply,
+            } => {
+                if let Some(old) = self.question.take() {
+                    let _ = old.reply.send(None);
+                }
+                self.question = Some(Question {
+                    id,
+                    held_from: self.pending.len(),
+                    lines: question,
+                    prompt,
+                    editor: LineEditor::default(),
+                    reply,
+                });
+            }
+            Message::Abandon(id) => {
+                if self
+                    .question
+                    .as_ref()
+                    .is_some_and(|question| question.id == id)
+                {
+                    self.question = None;
+                }
+            }
+            Message::Detail(lines) => {
+                if self.detail.load(Ordering::Relaxed) {
+                    self.pending.extend(lines.iter().cloned());
+                }
+                self.details.extend(lines);
+            }
+            Message::Flush(done) => {
+                self.draw();
+                let _ = done.send(());
+            }
+            Message::Stop(reply) => return Step::Stop(reply),
+        }
+        Step::Go
+    }
+
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
+            Event::Paste(text) => {
+                let text = text.replace("\r\n", "\n").replace('\r', "\n");
+                self.editing().apply(Edit::Insert(text));
+            }
+            Event::Resize(width, height) => self.painter.resize(width, height),
+            _ => {}
+        }
+    }
+
+    /// The editor keys go to: the question's, when one is asked.
+    fn editing(&mut self) -> &mut LineEditor {
+        match &mut self.question {
+            Some(question) => &mut question.editor,
+            None => &mut self.editor,
+        }
+    }
+
+    fn key(&mut self, key: KeyEvent) {
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        match key.code {
+            KeyCode::Char('c') if control => self.interrupt(),
+            KeyCode::Char('d') if control => {
+                if let Some(question) = &self.question {
+                    if question.editor.is_empty() {
+                        self.answer(None);
+                        return;
+                    }
+                } else if self.editor.is_empty() {
+                    if let Some(read) = self.read.take() {
+                        let _ = read.send(ReadOutcome::Eof);
+                    }
+                    return;
+                }
+                self.editing().apply(Edit::Delete);
+            }
+            KeyCode::Char('o') if control => {
+                let on = !self.detail.load(Ordering::Relaxed);
+                self.detail.store(on, Ordering::Relaxed);
+                if on {
+                    self.pending.push(dim(
+                        "── the turn in full: every tool input and result (Ctrl-O: back to the summary) ──",
+                    ));
+                    self.pending.extend(self.details.iter().cloned());
+                } else {
+                    self.pending
+                        .push(dim("── summary view (Ctrl-O: the turn in full) ──"));
+                }
+            }
+            KeyCode::Esc if self.busy && self.question.is_none() => (self.on_interrupt)(),
+            KeyCode::Enter => self.enter(),
+            code => {
+                let edit = match code {
+                    KeyCode::Char('a') if control => Edit::Home,
+                    KeyCode::Char('e') if control => Edit::End,
+                    KeyCode::Char('b') if control => Edit::Left,
+                    KeyCode::Char('f') if control => Edit::Right,
+                    KeyCode::Char('b') if alt => Edit::WordLeft,
+                    KeyCode::Char('f') if alt => Edit::WordRight,
+                    KeyCode::Char('u') if control => Edit::KillToStart,
+                    KeyCode::Char('k') if control => Edit::KillToEnd,
+                    KeyCode::Char('w') if control => Edit::KillWord,
+                    KeyCode::Char('p') if control => Edit::HistoryPrevious,
+                    KeyCode::Char('n') if control => Edit::HistoryNext,
+                    KeyCode::Char(_) if control => return,
+                    KeyCode::Char(c) => Edit::Insert(c.to_string()),
+                    KeyCode::Backspace if alt => Edit::KillWord,
+                    KeyCode::Backspace => Edit::Backspace,
+                    KeyCode::Delete => Edit::Delete,
+                    KeyCode::Left if control => Edit::WordLeft,
+                    KeyCode::Right if control => Edit::WordRight,
+                    KeyCode::Left => Edit::Left,
+                    KeyCode::Right => Edit::Right,
+                    KeyCode::Home => Edit::Home,
+                    KeyCode::End => Edit::End,
+                    KeyCode::Up if self.question.is_none() => Edit::HistoryPrevious,
+                    KeyCode::Down if self.question.is_none() => Edit::HistoryNext,
+                    KeyCode::Tab => Edit::Insert("    ".to_owned()),
+                    _ => return,
+                };
+                self.editing().apply(edit);
+            }
+        }
+    }
+
+    fn interrupt(&mut self) {
+        if self.question.is_some() {
+            self.answer(None);
+            if self.busy {
+                (self.on_interrupt)();
+            }
+            return;
+        }
+        if self.busy {
+            (self.on_interrupt)();
+            return;
+        }
+        let outcome = if self.editor.is_empty() {
+            ReadOutcome::Interrupted
+        } else {
+            self.editor.clear();
+            ReadOutcome::Cleared
+        };
+        if let Some(read) = self.read.take() {
+            let _ = read.send(outcome);
+        }
+    }
+
+    fn answer(&mut self, answer: Option<String>) {
+        if let Some(question) = self.question.take() {
+            // The question and its answer stay in the scrollback, before what was held back
+            // while it was asked.
+            let mut lines = question.lines;
+            lines.push(match &answer {
+                Some(text) => format!("{}{}", question.prompt, crate::printable(text, false)),
+                None => format!("{}{}", question.prompt, dim("(no answer)")),
+            });
+            let at = question.held_from.min(self.pending.len());
+            self.pending.splice(at..at, lines);
+            let _ = question.reply.send(answer);
+        }
+    }
+
+    fn enter(&mut self) {
+        if let Some(question) = &mut self.question {
+            let text = question.editor.submit();
+            self.answer(Some(text));
+            return;
+        }
+        // `\` at the end of the line: a newline instead.
+        if self.editor.text().ends_with('\\') {
+            self.editor.apply(Edit::Backspace);
+            self.editor.apply(Edit::Insert("\n".to_owned()));
+            return;
+        }
+        match self.read.take() {
+            Some(read) => {
+                let line = self.editor.submit();
+                self.pending.push(echo(&line));
+                let _ = read.send(ReadOutcome::Line(line));
+            }
+            None if !self.editor.is_empty() => {
+                let line = self.editor.submit();
+                self.queued.push(line);
+            }
+            None => {}
+        }
+    }
+
+    /// The live region as it stands.
+    fn live(&self) -> Live {
+        let width = self.painter.width().saturating_sub(1);
+        let mut rows = self.turn_rows.clone();
+        // A question stops the spinner: what waits is the user.
+        if let Some((message, since)) = self.activity.as_ref().filter(|_| self.question.is_none()) {
+            let glyph = SPINNER[self.frame % SPINNER.len()];
+            rows.push(format!(
+                "\x1b[36m{glyph}\x1b[0m {message} \x1b[2m{}s\x1b[0m",
+                since.elapsed().as_secs()
+            ));
+        }
+        let mut cursor = None;
+        for line in &self.queued {
+            rows.push(dim(&format!(
+                "› {} (queued: sent when this turn ends)",
+                crate::printable(line, false)
+            )));
+        }
+        if let Some(question) = &self.question {
+            rows.extend(question.lines.iter().cloned());
+            let (editor_rows, (row, column)) = question.editor.rows(&question.prompt, width);
+            cursor = Some((rows.len() + row, column));
+            rows.extend(editor_rows);
+        } else {
+            if self.read.is_some() || !self.editor.is_empty() {
+                let (editor_rows, (row, column)) = self.editor.rows("› ", width);
+                cursor = Some((rows.len() + row, column));
+                rows.extend(editor_rows);
+            }
+        }
+        if !self.status.is_empty() {
+            rows.push(self.status.clone());
+        }
+        Live { rows, cursor }
+    }
+
+    fn draw(&mut self) {
+        let live = self.live();
+        // While a question waits, what came after it waits too (the question stays where the
+        // call came in the turn's order).
+        let upto = match &mut self.question {
+            Some(question) => std::mem::replace(&mut question.held_from, 0),
+            None => self.pending.len(),
+        };
+        let finished: Vec<String> = self.pending.drain(..upto).collect();
+        let bytes = self.painter.frame(&finished, &live);
+        let _ = self.out.write_all(&bytes);
+        let _ = self.out.flush();
+    }
+
+    /// The last frame: what is finished, and the live region gone.
+    fn draw_final(&mut self) {
+        let finished = std::mem::take(&mut self.pending);
+        let mut bytes = self.painter.frame(&finished, &Live::default());
+        bytes.extend(self.painter.clear());
+        let _ = self.out.write_all(&bytes);
+        let _ = self.out.flush();
+    }
+}
+
+/// A line the user entered, as the scrollback keeps it.
+fn echo(line: &str) -> String {
+    let mut rows = line.split('\n');
+    let mut text = format!(
+        "› {}",
+        crate::printable(rows.next().unwrap_or_default(), false)
+    );
+    for row in rows {
+        text.push_str("\n  ");
+        text.push_str(&crate::printable(row, false));
+    }
+    text
+}
+
+fn dim(text: &str) -> String {
+    format!("\x1b[2m{text}\x1b[0m")
+}
