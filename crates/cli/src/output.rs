@@ -603,6 +603,9 @@ struct CallView {
     shown: bool,
     /// Its result's lines, once it finished.
     lines: Option<Vec<String>>,
+    /// Its result's first line, when it finished before an earlier call (its lines come in
+    /// order).
+    preview: Option<String>,
 }
 
 impl CallQueue {
@@ -614,6 +617,7 @@ impl CallQueue {
                 label,
                 shown: false,
                 lines: None,
+                preview: None,
             });
         }
         self.ready()
@@ -633,12 +637,20 @@ impl CallQueue {
         let mut rows = Vec::new();
         for call in &self.calls {
             rows.push(format!("⏺ {}", call.label));
-            match &call.lines {
-                Some(lines) => rows.extend(lines.first().cloned()),
-                None => rows.push(dim("  ⎿  running…")),
+            match (&call.lines, &call.preview) {
+                (Some(lines), _) => rows.extend(lines.first().cloned()),
+                (None, Some(preview)) => rows.push(preview.clone()),
+                (None, None) => rows.push(dim("  ⎿  running…")),
             }
         }
         rows
+    }
+
+    /// Call `id` finished before an earlier one; `line` stands for its result until then.
+    fn preview(&mut self, id: &str, line: String) {
+        if let Some(call) = self.calls.iter_mut().find(|call| call.id == id) {
+            call.preview = Some(line);
+        }
     }
 
     /// Whether call `id` is known.
@@ -967,6 +979,24 @@ impl Renderer {
                 self.write_lines(&lines);
                 self.update_calls();
                 self.running.retain(|(running, _)| running.as_str() != id);
+                self.show_running();
+            }
+            LoopEvent::Tool(ExecutorEvent::Finished {
+                tool_use_id,
+                is_error,
+                preview,
+                ..
+            }) => {
+                let text = printable(preview, false);
+                let line = if *is_error {
+                    format!("  ⎿  {}", red(&text))
+                } else {
+                    format!("  ⎿  {text}")
+                };
+                self.calls.preview(tool_use_id.as_str(), line);
+                self.update_calls();
+                self.running
+                    .retain(|(running, _)| running.as_str() != tool_use_id.as_str());
                 self.show_running();
             }
             LoopEvent::Retry {

@@ -24,7 +24,14 @@ struct Terminal {
 }
 
 impl Terminal {
-    fn spawn(mut command: tokio::process::Command) -> Self {
+    fn spawn(command: tokio::process::Command) -> Self {
+        Self::spawn_answering(command, false)
+    }
+
+    /// Spawns `command` on a terminal that, when `sync` is set, answers the DECRQM query for
+    /// synchronized output (mode 2026) as a terminal that supports it does; otherwise the
+    /// query goes unanswered, as on most terminals.
+    fn spawn_answering(mut command: tokio::process::Command, sync: bool) -> Self {
         let size = nix::pty::Winsize {
             ws_row: 40,
             ws_col: 120,
@@ -42,16 +49,23 @@ impl Terminal {
             .unwrap();
         let master = std::fs::File::from(pty.master);
         let mut reader = master.try_clone().unwrap();
+        let mut answers = master.try_clone().unwrap();
         let screen = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&screen);
         std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
+            let mut answered = !sync;
             // Ends with EIO once every holder of the slave side has exited.
             while let Ok(read) = reader.read(&mut buffer) {
                 if read == 0 {
                     break;
                 }
-                sink.lock().unwrap().extend_from_slice(&buffer[..read]);
+                let mut screen = sink.lock().unwrap();
+                screen.extend_from_slice(&buffer[..read]);
+                if !answered && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p") {
+                    answered = true;
+                    answers.write_all(b"\x1b[?2026;2$y").unwrap();
+                }
             }
         });
         Self {
@@ -1125,5 +1139,161 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
     // Every line of the paragraph is whole: it starts with the paragraph's words.
     for line in lines.iter().filter(|line| line.contains("streams in")) {
         assert!(!line.contains("Allow") && !line.contains('⏺'), "{line}");
+    }
+}
+
+/// Ctrl-C typed during a turn (raw mode: a key, not a signal) aborts it: the command's process
+/// is gone, the screen keeps no spinner, and the session goes on.
+#[tokio::test]
+async fn ctrl_c_as_a_key_aborts_a_running_command() {
+    let repo = repo("interactive-ctrl-c-key");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_sleep", "Bash", json!({"command": "sleep 37"}))),
+        Reply::turn(Turn::new().text("Still here.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash(sleep:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("wait a bit\r");
+    terminal.wait_for("⏺ Bash(sleep 37)", 1).await;
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .any(|cmdline| {
+                cmdline
+                    == b"sleep\0"
+                        .iter()
+                        .chain(b"37\0")
+                        .copied()
+                        .collect::<Vec<u8>>()
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sleeping() {
+        assert!(Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("\u{3}");
+    terminal
+        .wait_for("interrupted while tools were running", 1)
+        .await;
+    terminal.wait_prompt(2).await;
+    assert!(!sleeping(), "the command outlived the abort");
+    terminal.type_keys("are you there?\r");
+    terminal.wait_for("Still here.", 1).await;
+    terminal.wait_prompt(3).await;
+    let second = messages(&server, 1);
+    assert_eq!(second[2]["content"][0]["tool_use_id"], "toolu_sleep");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Two calls run at once: each one's row shows its own state in place (the second's result
+/// while the first still runs), and the scrollback keeps them in the order they started.
+#[tokio::test]
+async fn parallel_calls_are_updated_in_place() {
+    let repo = repo("interactive-parallel");
+    nix::unistd::mkfifo(&repo.dir.join("slow"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_slow", "Bash", json!({"command": "cat slow"}))
+                .tool_use("toolu_fast", "Bash", json!({"command": "echo second"})),
+        ),
+        Reply::turn(Turn::new().text("Both done.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("run both\r");
+    // The fast call's result is on screen under its own line while the slow one runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = terminal.parser().screen().contents();
+        if shown.contains("⏺ Bash(cat slow)\n  ⎿  running…\n⏺ Bash(echo second)\n  ⎿  second")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(repo.dir.join("slow"), "first\n").unwrap();
+    terminal.wait_for("Both done.", 1).await;
+    terminal.wait_prompt(2).await;
+    let text = terminal.text();
+    assert!(
+        text.contains("⏺ Bash(cat slow)\n  ⎿  first\n⏺ Bash(echo second)\n  ⎿  second"),
+        "{text}"
+    );
+    assert!(!text.contains("running…"), "{text}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Ctrl-O shows the turn in full: every tool input and whole result (the summary shows one
+/// line of a result).
+#[tokio::test]
+async fn ctrl_o_shows_the_turn_in_full() {
+    let repo = repo("interactive-ctrl-o");
+    std::fs::write(repo.dir.join("list.txt"), "alpha\nbeta\ngamma\ndelta\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_cat", "Bash", json!({"command": "cat list.txt"}))),
+        Reply::turn(Turn::new().text("Four words.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("list\r");
+    terminal.wait_for("Four words.", 1).await;
+    terminal.wait_prompt(2).await;
+    let summary = terminal.text();
+    assert!(summary.contains("⎿  alpha (+3 lines)"), "{summary}");
+    assert!(!summary.contains("gamma"), "{summary}");
+    terminal.type_keys("\u{f}");
+    terminal.wait_for("the turn in full", 1).await;
+    let text = terminal.text();
+    assert!(
+        text.contains("  input:\n    {\n      \"command\": \"cat list.txt\"\n    }\n  result:\n    alpha\n    beta\n    gamma\n    delta"),
+        "{text}"
+    );
+    terminal.type_keys("\u{f}");
+    terminal.wait_for("summary view", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Frames are synchronized updates (DEC mode 2026) only on a terminal that says it supports
+/// them; the question is asked once at start and not waited on past 100 ms.
+#[tokio::test]
+async fn synchronized_output_only_where_the_terminal_supports_it() {
+    const BEGIN: &str = "\x1b[?2026h";
+    for sync in [false, true] {
+        let repo = repo(&format!("interactive-sync-{sync}"));
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hello."))]))
+            .await
+            .unwrap();
+        let mut terminal = Terminal::spawn_answering(command(&repo, &server), sync);
+        terminal.wait_prompt(1).await;
+        terminal.type_keys("hi\r");
+        terminal.wait_for("Hello.", 1).await;
+        terminal.wait_prompt(2).await;
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+        let raw = terminal.raw();
+        assert_eq!(raw.matches("\x1b[?2026$p").count(), 1, "asked once");
+        assert_eq!(raw.contains(BEGIN), sync, "sync {sync}: {raw:?}");
+        if sync {
+            assert_eq!(
+                raw.matches(BEGIN).count(),
+                raw.matches("\x1b[?2026l").count()
+            );
+        }
     }
 }

@@ -228,9 +228,25 @@ pub enum ExecutorEvent {
         /// The gate's reason.
         reason: String,
     },
+    /// A call finished before an earlier one did: its [`ExecutorEvent::Completed`] waits for
+    /// theirs (add order), and this says at once that it is done, for a display that shows
+    /// each call's own state while the batch runs. Sent only for such out-of-order ends.
+    Finished {
+        /// Position in add order.
+        index: usize,
+        /// The tool_use id.
+        tool_use_id: ToolUseId,
+        /// Whether the result is an error.
+        is_error: bool,
+        /// The result's first non-blank line of text, at most [`PREVIEW_CHARS`] characters.
+        preview: String,
+    },
     /// A call finished; these come strictly in add order.
     Completed(Box<CompletedTool>),
 }
+
+/// The length of [`ExecutorEvent::Finished`]'s preview, in characters: a terminal row.
+pub const PREVIEW_CHARS: usize = 200;
 
 /// A call dropped by [`StreamingToolExecutor::discard`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -786,6 +802,14 @@ impl StreamingToolExecutor {
                     cache_control: None,
                     extra: Default::default(),
                 };
+                if index > self.next_emit {
+                    self.pending.push_back(ExecutorEvent::Finished {
+                        index,
+                        tool_use_id: id.clone(),
+                        is_error,
+                        preview: preview(&result.content),
+                    });
+                }
                 if cascades {
                     self.fire_sibling_abort(SiblingFailure {
                         id,
@@ -950,6 +974,18 @@ impl StreamingToolExecutor {
             self.next_emit += 1;
         }
     }
+}
+
+/// The first non-blank line of a result's text, cut to [`PREVIEW_CHARS`] characters.
+fn preview(content: &protocol::ToolResultContent) -> String {
+    let text = content_text(content);
+    text.lines()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .take(PREVIEW_CHARS)
+        .collect()
 }
 
 fn interrupted_text() -> String {

@@ -81,7 +81,7 @@ pub mod schema;
 mod tool;
 
 pub use executor::{
-    AbortPolicy, CompletedTool, Discarded, ExecutorConfig, ExecutorEvent, Outcome,
+    AbortPolicy, CompletedTool, Discarded, ExecutorConfig, ExecutorEvent, Outcome, PREVIEW_CHARS,
     StreamingToolExecutor,
 };
 pub use permission::{AllowAll, CanUseTool, PermissionDecision, PermissionFuture};

@@ -280,6 +280,32 @@ async fn safe_tools_run_together_and_results_keep_model_order() {
             .count(),
         3
     );
+    // b and c ended before a: each said so when it ended, before any Completed; a did not
+    // (its Completed is not held back).
+    let finished: Vec<(usize, &str, &str)> = events[..first_completed]
+        .iter()
+        .filter_map(|event| match event {
+            ExecutorEvent::Finished {
+                index,
+                tool_use_id,
+                is_error: false,
+                preview,
+            } => Some((*index, tool_use_id.as_str(), preview.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        finished,
+        [
+            (1, "b", "B done after 1 ms"),
+            (2, "c", "C done after 10 ms")
+        ]
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|event| matches!(event, ExecutorEvent::Finished { index: 0, .. }))
+    );
 }
 
 #[tokio::test(start_paused = true)]
