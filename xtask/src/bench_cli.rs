@@ -19,6 +19,9 @@
 //!   start-up gathering done at once (the default, the CLI's `prefetch` module) and 10 with
 //!   `AGENT_NO_PREFETCH=1` (one after the other, everything awaited).
 //!
+//! - the interactive terminal rendering 60 s of Markdown streamed at 100 tokens a second
+//!   (`bench_render`): CPU share of one core and bytes written per token.
+//!
 //! Prints min / median / max wall time and the largest peak RSS next to the targets
 //! (`--version` < 5 ms and < 10 MB; the session < 50 ms and < 20 MB).
 
@@ -169,7 +172,7 @@ fn spread(values: &mut [f64]) -> (f64, f64, f64) {
 }
 
 /// Runs the benchmark; `root` is the workspace root, `target` its target directory.
-pub fn run(root: &Path, target: &Path, mut cargo: Command) -> Result<()> {
+pub fn run(root: &Path, target: &Path, mut cargo: Command, only_render: bool) -> Result<()> {
     let status = cargo
         .args(["build", "--release", "-p", "agent", "-p", "testkit"])
         .current_dir(root)
@@ -181,7 +184,16 @@ pub fn run(root: &Path, target: &Path, mut cargo: Command) -> Result<()> {
     let script = root.join("tests/fixtures/four-turn.json");
 
     let scratch = std::env::temp_dir().join(format!("agent-bench-cli-{}", std::process::id()));
-    let result = measure_all(&agent, &testkit, &script, &scratch);
+    let all = if only_render {
+        Ok(())
+    } else {
+        measure_all(&agent, &testkit, &script, &scratch)
+    };
+    let result = all.and_then(|()| {
+        let figures = crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
+        crate::bench_render::print(&figures);
+        Ok(())
+    });
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }

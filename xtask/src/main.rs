@@ -10,7 +10,8 @@
 //!   `$CRITERION_HOME`, else `criterion/` in the target directory (`CARGO_TARGET_DIR` is
 //!   respected through `cargo metadata`).
 //! - `bench-cli`: whole-process figures of the `agent` binary (start-up, a scripted 4-turn
-//!   session against `testkit serve`): see [`bench_cli`].
+//!   session against `testkit serve`, the interactive terminal's rendering cost); `--render`
+//!   measures the rendering alone: see [`bench_cli`] and [`bench_render`].
 //! - `bench-cache`: how a scripted 30-turn session keeps the prompt cache (prefix reuse,
 //!   cache breaks, estimated input cost): see [`bench_cache`].
 //! - `help`: lists the subcommands.
@@ -19,6 +20,7 @@
 
 mod bench_cache;
 mod bench_cli;
+mod bench_render;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -36,8 +38,8 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "run every workspace benchmark, package by package, and print one summary table",
     ),
     (
-        "bench-cli",
-        "wall time and peak RSS of `agent --version` and a scripted 4-turn session",
+        "bench-cli [--render]",
+        "wall time and peak RSS of `agent --version` and a scripted 4-turn session; the interactive terminal's rendering cost (alone with --render)",
     ),
     (
         "bench-cache [--agent PATH]",
@@ -57,7 +59,15 @@ fn main() -> ExitCode {
     let result = match subcommand.to_str() {
         Some("bench") => bench(&rest),
         Some("bench-cli") => {
-            workspace().and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo()))
+            let only_render = match rest.as_slice() {
+                [] => Ok(false),
+                [flag] if flag == "--render" => Ok(true),
+                _ => Err(anyhow::anyhow!("usage: cargo xtask bench-cli [--render]")),
+            };
+            only_render.and_then(|only_render| {
+                workspace()
+                    .and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo(), only_render))
+            })
         }
         Some("bench-cache") => {
             let agent = match rest.as_slice() {

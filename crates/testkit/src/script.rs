@@ -441,6 +441,9 @@ pub struct Faults {
     pub reset_after: Option<usize>,
     /// Wait this long between chunks.
     pub chunk_delay: Option<Duration>,
+    /// Send the body in equal chunks 10 ms apart so that it takes about this long (a model
+    /// streaming at a steady pace); replaces `chunk_sizes` and `chunk_delay`.
+    pub spread_over: Option<Duration>,
 }
 
 /// One scripted answer.
@@ -618,7 +621,9 @@ impl Script {
 
     /// A script from its JSON form, the one `testkit serve FILE.json` reads: a list of turns
     /// `{"text"?: string, "tool_uses"?: [{"id": string, "name": string, "input": object}],
-    /// "stop_reason"?: string}`, each rendered like [`Turn`]; or an object `{"turns": [...],
+    /// "stop_reason"?: string, "stream_ms"?: number}`, each rendered like [`Turn`] (and with
+    /// `stream_ms`, sent at a steady pace over that many milliseconds: [`Faults::spread_over`]);
+    /// or an object `{"turns": [...],
     /// "routes": [{"marker": "ALPHA:", "turns": [...]}]}` whose routes answer the requests
     /// whose first or last message holds the marker ([`Script::route`]: subagents).
     ///
@@ -685,6 +690,7 @@ impl Script {
                 return Err(bad("not an object".into()));
             };
             let mut turn = Turn::new();
+            let mut spread = None;
             for (key, value) in fields {
                 match (key.as_str(), value) {
                     ("text", Value::String(text)) => turn = turn.text(text),
@@ -705,18 +711,26 @@ impl Script {
                             turn = turn.tool_use(field("id")?, field("name")?, input.clone());
                         }
                     }
-                    ("text" | "stop_reason", _) => {
+                    ("stream_ms", Value::Number(ms)) => {
+                        let Some(ms) = ms.as_u64() else {
+                            return Err(bad("stream_ms must be a whole number".into()));
+                        };
+                        spread = Some(Duration::from_millis(ms));
+                    }
+                    ("text" | "stop_reason" | "stream_ms", _) => {
                         return Err(bad(format!("{key} must be a string")));
                     }
                     ("tool_uses", _) => return Err(bad("tool_uses must be a list".into())),
                     (other, _) => {
                         return Err(bad(format!(
-                            "unknown field {other:?} (known: text, tool_uses, stop_reason)"
+                            "unknown field {other:?} (known: text, tool_uses, stop_reason, stream_ms)"
                         )));
                     }
                 }
             }
-            replies.push(Reply::turn(turn));
+            let mut reply = Reply::turn(turn);
+            reply.faults.spread_over = spread;
+            replies.push(reply);
         }
         Ok(replies)
     }

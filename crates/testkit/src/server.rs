@@ -559,6 +559,14 @@ fn fault_body(
     mut stop: watch::Receiver<bool>,
 ) -> Body {
     let (sender, receiver) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+    // A body spread over a duration: 10 ms between chunks of equal size.
+    let mut faults = faults;
+    if let Some(total) = faults.spread_over {
+        let bytes: usize = frames.iter().map(|(_, frame)| frame.len()).sum();
+        let chunks = (total.as_millis() / 10).max(1) as usize;
+        faults.chunk_sizes = Some(vec![bytes.div_ceil(chunks).max(1)]);
+        faults.chunk_delay = Some(Duration::from_millis(10));
+    }
     tokio::spawn(async move {
         let mut sent = 0usize;
         let mut sizes = faults
