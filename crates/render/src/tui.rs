@@ -404,10 +404,9 @@ fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedS
 
 struct Question {
     id: u64,
-    /// How many finished lines were waiting when it was asked: the ones after it are held
-    /// back until it is answered, then written after it.
+    /// How many finished lines were waiting when it was asked (its own text last): the ones
+    /// after it are held back until it is answered, then written after the answer.
     held_from: usize,
-    lines: Vec<String>,
     prompt: String,
     editor: LineEditor,
     reply: oneshot::Sender<Option<String>>,
@@ -531,13 +530,16 @@ impl State {
                 prompt,
                 reply,
             } => {
-                if let Some(old) = self.question.take() {
-                    let _ = old.reply.send(None);
+                if self.question.is_some() {
+                    self.answer(None);
                 }
+                // The question's text goes to the scrollback at once: whole (a live row is cut
+                // to the width, and a long diff would not fit the screen), scrollable, and in
+                // its place in the turn; the live region keeps the line the answer is typed on.
+                self.pending.extend(question);
                 self.question = Some(Question {
                     id,
                     held_from: self.pending.len(),
-                    lines: question,
                     prompt,
                     editor: LineEditor::default(),
                     reply,
@@ -680,15 +682,14 @@ impl State {
 
     fn answer(&mut self, answer: Option<String>) {
         if let Some(question) = self.question.take() {
-            // The question and its answer stay in the scrollback, before what was held back
+            // The answer follows the question in the scrollback, before what was held back
             // while it was asked.
-            let mut lines = question.lines;
-            lines.push(match &answer {
+            let line = match &answer {
                 Some(text) => format!("{}{}", question.prompt, crate::printable(text, false)),
                 None => format!("{}{}", question.prompt, dim("(no answer)")),
-            });
+            };
             let at = question.held_from.min(self.pending.len());
-            self.pending.splice(at..at, lines);
+            self.pending.insert(at, line);
             let _ = question.reply.send(answer);
         }
     }
@@ -739,7 +740,6 @@ impl State {
             )));
         }
         if let Some(question) = &self.question {
-            rows.extend(question.lines.iter().cloned());
             let (editor_rows, (row, column)) = question.editor.rows(&question.prompt, width);
             cursor = Some((rows.len() + row, column));
             rows.extend(editor_rows);
