@@ -538,6 +538,8 @@ pub struct Renderer {
     status: Option<Status>,
     /// The answer's Markdown, rendered block by block (interactive).
     markdown: Option<render::MarkdownStream>,
+    /// When the open Markdown block's tail was last drawn in the live rows.
+    preview_at: Option<Instant>,
     /// Tokens the main agent's last completed request sent.
     context_tokens: Option<u64>,
     /// Inputs of the tool_use blocks seen, by id, for the tool lines.
@@ -746,6 +748,7 @@ impl Renderer {
             wrote_text: false,
             status: None,
             markdown: None,
+            preview_at: None,
             context_tokens: None,
             tool_inputs: HashMap::new(),
             running: Vec::new(),
@@ -799,13 +802,38 @@ impl Renderer {
         self
     }
 
-    /// Redraws the calls in flight (the interactive terminal).
-    fn update_calls(&self) {
-        if self.calls.in_place
-            && let Some(status) = &self.status
-        {
-            status.set_turn_rows(self.calls.live_rows());
+    /// Redraws the turn's live rows (the interactive terminal): the tail of the Markdown
+    /// block still streaming, dim and raw (it is drawn rendered once complete), then the
+    /// calls in flight.
+    fn update_calls(&mut self) {
+        const PREVIEW_ROWS: usize = 6;
+        if !self.calls.in_place {
+            return;
         }
+        let Some(status) = &self.status else {
+            return;
+        };
+        let mut rows = Vec::new();
+        if let Some(markdown) = &self.markdown {
+            let width = markdown.width().saturating_sub(2).max(10);
+            let mut wrapped: Vec<String> = Vec::new();
+            for line in markdown.pending().lines() {
+                let chars: Vec<char> = printable(line, false).chars().collect();
+                if chars.is_empty() {
+                    wrapped.push(String::new());
+                }
+                // Characters, not columns: a wide character may push a row past the width,
+                // and the terminal's task cuts it.
+                for piece in chars.chunks(width) {
+                    wrapped.push(piece.iter().collect());
+                }
+            }
+            let skip = wrapped.len().saturating_sub(PREVIEW_ROWS);
+            rows.extend(wrapped[skip..].iter().map(|row| dim(row)));
+        }
+        rows.extend(self.calls.live_rows());
+        status.set_turn_rows(rows);
+        self.preview_at = Some(Instant::now());
     }
 
     /// Renders the answer's Markdown for the terminal (headings, lists, tables, coloured
@@ -877,6 +905,7 @@ impl Renderer {
         if let Some(markdown) = &mut self.markdown {
             let lines = markdown.finish();
             self.print_rendered(&lines);
+            self.update_calls();
         }
         if self.wrote_text {
             match &self.status {
@@ -1141,6 +1170,14 @@ impl Renderer {
                     // keeps its line.
                     let lines = markdown.push(text);
                     self.print_rendered(&lines);
+                    // The open block's tail, at most 10 times a second.
+                    if !lines.is_empty()
+                        || self
+                            .preview_at
+                            .is_none_or(|at| at.elapsed() >= Duration::from_millis(100))
+                    {
+                        self.update_calls();
+                    }
                     return;
                 }
                 match &self.status {

@@ -133,7 +133,7 @@ impl Terminal {
     /// Waits until the prompt is ready for the `count`-th time: `count - 1` prompts entered
     /// (each kept as a `›` row) and the input line waiting.
     async fn wait_prompt(&self, count: usize) {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let prompts = self
                 .text()
@@ -154,7 +154,7 @@ impl Terminal {
 
     /// Waits until `needle` has appeared `count` times on the screen.
     async fn wait_for(&self, needle: &str, count: usize) {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + Duration::from_secs(10);
         while self.text().matches(needle).count() < count {
             assert!(
                 Instant::now() < deadline,
@@ -1297,4 +1297,45 @@ async fn synchronized_output_only_where_the_terminal_supports_it() {
             );
         }
     }
+}
+
+/// A block still streaming shows its tail in the live region (raw, dim) before it is
+/// complete and drawn rendered.
+#[tokio::test]
+async fn an_open_block_shows_while_it_streams() {
+    let repo = repo("interactive-preview");
+    let paragraph = format!(
+        "{}the **end** OMEGA.",
+        "Alpha words streaming slowly. ".repeat(40)
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text(&paragraph)).faults(testkit::Faults {
+            spread_over: Some(Duration::from_secs(3)),
+            ..testkit::Faults::default()
+        }),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("stream\r");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = terminal.parser().screen().contents();
+        if shown.contains("Alpha words streaming slowly.") {
+            assert!(
+                !shown.contains("OMEGA"),
+                "the whole text had arrived: {shown}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.wait_for("the end OMEGA.", 1).await;
+    terminal.wait_prompt(2).await;
+    let text = terminal.text();
+    assert!(!text.contains("**end**"), "{text}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }

@@ -63,6 +63,16 @@ impl MarkdownStream {
         self.render_part(&done)
     }
 
+    /// The width it renders for, in columns.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The text of the block still open (raw Markdown, as it arrived).
+    pub fn pending(&self) -> &str {
+        &self.buffer
+    }
+
     /// Whether text is waiting for its block to complete.
     pub fn is_pending(&self) -> bool {
         !self.buffer.trim().is_empty()
