@@ -229,7 +229,8 @@ async fn session_loop(
             printable(&session.cwd.to_string_lossy(), false),
             session.mode_name,
             session.sandbox.describe(),
-            if session.history().is_empty() {
+            // A resumed session rewound to its start has no messages, and is still resumed.
+            if session.history().is_empty() && !session.has_transcript() {
                 format!("New session {}", session.session_id)
             } else {
                 format!(
@@ -530,15 +531,17 @@ fn condensed(history: &[protocol::MessageParam]) -> String {
     let mut answer: Option<String> = None;
     let flush = |answer: &mut Option<String>, lines: &mut Vec<String>| {
         if let Some(text) = answer.take() {
-            let all: Vec<&str> = text
-                .lines()
+            // As it was shown: Markdown rendered (no `##` or `**`), without its colours.
+            let rendered: Vec<String> = render::render_markdown(&text, 110)
+                .iter()
+                .map(|line| render::term::strip_styles(line).trim_end().to_owned())
+                .collect();
+            let all: Vec<&String> = rendered
+                .iter()
                 .filter(|line| !line.trim().is_empty())
                 .collect();
             for line in all.iter().take(ANSWER_LINES) {
-                lines.push(format!(
-                    "  {}",
-                    printable(&line.chars().take(110).collect::<String>(), false)
-                ));
+                lines.push(format!("  {}", line.chars().take(110).collect::<String>()));
             }
             if all.len() > ANSWER_LINES {
                 lines.push(format!("  … +{} lines", all.len() - ANSWER_LINES));
@@ -579,12 +582,11 @@ fn condensed(history: &[protocol::MessageParam]) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let mut text = String::from("\x1b[2m");
+    // Dim line by line: each row of the scrollback ends its own styles.
+    let mut text = String::new();
     for line in &lines {
-        text.push_str(line);
-        text.push('\n');
+        text.push_str(&format!("\x1b[2m{line}\x1b[0m\n"));
     }
-    text.push_str("\x1b[0m");
     text
 }
 
@@ -1054,23 +1056,28 @@ mod tests {
             MessageParam::user_text("<system-reminder>x</system-reminder>"),
             MessageParam {
                 role: Role::Assistant,
-                content: vec![ContentBlock::text("Fixed.\n\nOne\nTwo\nThree\nFour")],
+                content: vec![ContentBlock::text(
+                    "## Fixed\n\nThe **test** passes.\n\n- one\n- two\n- three",
+                )],
             },
         ];
         let text = condensed(&history);
         let lines: Vec<&str> = text
-            .trim_start_matches("\x1b[2m")
-            .trim_end_matches("\x1b[0m")
             .lines()
+            .map(|line| {
+                line.strip_prefix("\x1b[2m")
+                    .and_then(|line| line.strip_suffix("\x1b[0m"))
+                    .expect("each line dim on its own")
+            })
             .collect();
         assert_eq!(
             lines,
             [
                 "› fix the test…",
                 "⏺ Bash(cargo test)",
-                "  Fixed.",
-                "  One",
-                "  Two",
+                "  Fixed",
+                "  The test passes.",
+                "  • one",
                 "  … +2 lines"
             ]
         );

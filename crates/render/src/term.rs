@@ -163,6 +163,26 @@ impl Painter {
     }
 }
 
+/// `text` without its CSI escape sequences (the styles the renderer added): what a terminal
+/// model shows of it.
+pub fn strip_styles(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for next in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&next) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `row` cut to `width` columns: escape sequences count no columns and are kept (a row
 /// ending in a style gets a reset), wide characters that would straddle the edge are left
 /// out.
@@ -268,6 +288,7 @@ mod tests {
             "\x1b[1mabcdefghi\x1b[0m"
         );
         assert_eq!(fit("日本語", 5), "日本");
+        assert_eq!(strip_styles("\x1b[1;38;2;1;2;3mab\x1b[0mc"), "abc");
         // Drawn again, the region replaces itself exactly.
         parser.process(&painter.frame(&[], &live(&["› y"], Some((0, 3)))));
         assert_eq!(screen(&parser), ["› y", "", "", ""]);
