@@ -220,12 +220,24 @@ fn forward(stream: provider::ProviderStream) -> ModelStream {
 pub struct ProviderSummarizer {
     client: AnthropicClient,
     model: String,
+    focus: Option<String>,
 }
 
 impl ProviderSummarizer {
     /// Summaries by `model` through `client`.
     pub fn new(client: AnthropicClient, model: String) -> Self {
-        Self { client, model }
+        Self {
+            client,
+            model,
+            focus: None,
+        }
+    }
+
+    /// The user's instructions for this summary (`/compact FOCUS`), added after the summary
+    /// prompt.
+    pub fn with_focus(mut self, focus: Option<String>) -> Self {
+        self.focus = focus.filter(|focus| !focus.trim().is_empty());
+        self
     }
 }
 
@@ -233,8 +245,13 @@ impl Summarizer for ProviderSummarizer {
     fn summarize(&self, request: SummaryRequest) -> SummaryFuture<'_> {
         Box::pin(async move {
             let max_tokens = u32::try_from(request.max_output.0).unwrap_or(u32::MAX);
-            let mut body =
-                CreateMessageRequest::new(self.model.clone(), max_tokens, request.messages);
+            let mut messages = request.messages;
+            if let (Some(focus), Some(last)) = (&self.focus, messages.last_mut()) {
+                last.content.push(protocol::ContentBlock::text(format!(
+                    "Additional instructions from the user for this summary: {focus}"
+                )));
+            }
+            let mut body = CreateMessageRequest::new(self.model.clone(), max_tokens, messages);
             body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
                 request.system,
                 None,

@@ -25,12 +25,11 @@
 //! and the model is told so. Keys typed before the question appeared go to the input line,
 //! never to the question.
 
-use std::collections::HashSet;
 use std::io::{BufRead as _, Write as _};
 use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use executor::{PermissionDecision, PermissionFuture};
@@ -39,77 +38,87 @@ use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
-use crate::output::{self, Renderer, Status, compact_count, printable, tool_label};
+use crate::output::{self, Renderer, Status, printable, tool_label};
 use crate::session::Session;
+use crate::slash::{self, Input, Totals};
 
-const HELP: &str = "\
+const KEYS: &str = "\
 Type a task and press Enter (\\ then Enter for a new line). While the agent works:
   Ctrl-C, Esc   abort the turn (a second Ctrl-C exits)
   Enter         queue the line typed, sent when the turn ends
   Ctrl-O        the turn in full: every tool input and result (again: back to the summary)
 At the prompt:
-  Ctrl-C        clear the line (twice on an empty line: exit)
+  Ctrl-C        clear the line (a second one within a second on an empty line: exit)
   Ctrl-D        exit
   Up, Down      the prompts typed before
-  /clear        start a new session (the old one stays resumable with --resume)
-  /rewind       list the turns; go back to the end of one (files, conversation or both)
-  /rewind N [code|conversation|both], /rewind undo
-  /resume       pick an earlier session of this folder and continue it
-  /mcp          the MCP servers, their status and tools
-  /help         this help
-  /exit, /quit  exit";
+Commands:";
+
+/// `/help`: the keys, the built-in commands, then the custom commands and skills.
+fn help(session: &Session) -> String {
+    let mut text = KEYS.to_owned();
+    for (name, about) in slash::BUILT_IN {
+        text.push_str(&format!("\n  /{name:<12} {about}"));
+    }
+    for command in &session.commands {
+        // Every part comes from a file the repository may have written.
+        let hint = command
+            .argument_hint
+            .as_deref()
+            .map(|hint| format!(" {hint}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\n  /{}  {} ({})",
+            printable(&format!("{}{hint}", command.name), false),
+            printable(&command.description, false),
+            command.scope
+        ));
+    }
+    for skill in &session.skills {
+        text.push_str(&format!(
+            "\n  /{}  {} ({} skill)",
+            printable(&skill.name, false),
+            printable(&skill.description, false),
+            skill.scope
+        ));
+    }
+    text
+}
+
+/// `/status`.
+fn status_report(session: &Session) -> String {
+    let servers = session.mcp_status();
+    let connected = servers
+        .iter()
+        .filter(|(_, status)| *status == "connected")
+        .count();
+    format!(
+        "Model: {}\nPermission mode: {}\nFolder: {} ({})\nSession: {}{}\nSandbox: {}\nMCP servers: {} ({} connected)\nTools: {}",
+        printable(&session.model, false),
+        session.mode_name,
+        printable(&session.cwd.to_string_lossy(), false),
+        if session.trusted {
+            "trusted"
+        } else {
+            "not trusted: its hooks, env and allow rules are ignored"
+        },
+        session.session_id,
+        if session.has_transcript() {
+            ""
+        } else {
+            " (nothing saved yet)"
+        },
+        session.sandbox.describe(),
+        servers.len(),
+        connected,
+        session.tool_names.len(),
+    )
+}
+
+/// How soon a second Ctrl-C at an empty prompt must follow the first to exit.
+const EXIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many prompts the history file keeps.
 const HISTORY_LIMIT: usize = 1000;
-/// What a line typed at the prompt asks for.
-#[derive(Debug, PartialEq, Eq)]
-enum Input {
-    /// Nothing (blank line).
-    Nothing,
-    /// A task for the agent.
-    Task(String),
-    /// A custom command or skill, expanded.
-    Invoke(crate::session::Invocation),
-    /// `/help`.
-    Help,
-    /// `/clear`.
-    Clear,
-    /// `/mcp`.
-    Mcp,
-    /// `/rewind [arguments]`.
-    Rewind(String),
-    /// `/resume`.
-    Resume,
-    /// `/exit` or `/quit`.
-    Exit,
-    /// `/something` else.
-    Unknown(String),
-}
-
-fn parse_input(line: &str) -> Input {
-    let trimmed = line.trim();
-    if trimmed.is_empty() {
-        return Input::Nothing;
-    }
-    // `/word [arguments]` is a command; a path such as `/usr/bin is slow` is a task.
-    if let Some(rest) = trimmed.strip_prefix('/') {
-        let command = rest.split_whitespace().next().unwrap_or_default();
-        if !command.chars().all(|c| c.is_ascii_alphabetic()) {
-            return Input::Task(trimmed.to_owned());
-        }
-        return match command {
-            "help" => Input::Help,
-            "clear" => Input::Clear,
-            "mcp" => Input::Mcp,
-            "rewind" => Input::Rewind(rest["rewind".len()..].trim().to_owned()),
-            "resume" => Input::Resume,
-            "exit" | "quit" => Input::Exit,
-            other => Input::Unknown(other.to_owned()),
-        };
-    }
-    Input::Task(trimmed.to_owned())
-}
-
 /// `/mcp`: each server with its status and tools.
 fn mcp_report(session: &Session) -> String {
     let servers = session.mcp_status();
@@ -169,6 +178,7 @@ pub async fn run(
     mut session: Session,
     interrupts: &Interrupts,
     status: Status,
+    prompter: Option<Arc<TerminalPrompter>>,
     first: Option<String>,
 ) -> anyhow::Result<u8> {
     let history_path = history_file();
@@ -183,7 +193,7 @@ pub async fn run(
     .context("taking the terminal")?;
     let ui = terminal.handle();
     status.attach(ui.clone());
-    let code = session_loop(&mut session, interrupts, &status, &ui, first).await;
+    let code = session_loop(&mut session, interrupts, &status, &ui, prompter, first).await;
     status.detach();
     let history = terminal.stop().await;
     if let Some(path) = &history_path {
@@ -218,8 +228,10 @@ async fn session_loop(
     interrupts: &Interrupts,
     status: &Status,
     ui: &tui::Handle,
+    prompter: Option<Arc<TerminalPrompter>>,
     first: Option<String>,
 ) -> anyhow::Result<u8> {
+    let started = std::time::Instant::now();
     say(
         ui,
         &format!(
@@ -243,7 +255,8 @@ async fn session_loop(
     );
     say(ui, &condensed(session.history()));
     let live = true;
-    let mut exit_pending = false;
+    // When the last Ctrl-C that counts as a first of two was pressed.
+    let mut exit_pending: Option<std::time::Instant> = None;
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     let mut totals = Totals::default();
@@ -267,55 +280,99 @@ async fn session_loop(
             match ui.read_line().await {
                 ReadOutcome::Line(line) => line,
                 ReadOutcome::Interrupted => {
-                    // Twice in a row on an empty line exits; a line typed (and cleared) in
-                    // between starts over.
-                    if exit_pending {
+                    // Twice within a second on an empty line exits; a line typed (and
+                    // cleared) in between starts over.
+                    if exit_pending.is_some_and(|at| at.elapsed() <= EXIT_WINDOW) {
                         return Ok(0);
                     }
-                    say(ui, "\x1b[2m(Ctrl-C again or Ctrl-D to exit)\x1b[0m");
-                    exit_pending = true;
+                    say(
+                        ui,
+                        "\x1b[2m(Ctrl-C again within a second, or Ctrl-D, to exit)\x1b[0m",
+                    );
+                    exit_pending = Some(std::time::Instant::now());
                     continue;
                 }
                 ReadOutcome::Cleared => {
-                    exit_pending = false;
+                    exit_pending = None;
                     continue;
                 }
                 ReadOutcome::Eof => return Ok(0),
             }
         };
-        exit_pending = false;
+        exit_pending = None;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
-        let input = match (parse_input(&line), session.expand_command(&line)) {
+        let input = match (slash::parse(&line), session.expand_command(&line)) {
             (Input::Unknown(_) | Input::Task(_), Some(invocation)) => Input::Invoke(invocation),
             (input, _) => input,
         };
         match input {
             Input::Nothing => {}
-            Input::Help => {
-                let mut text = HELP.to_owned();
-                for command in &session.commands {
-                    // Every part comes from a file the repository may have written.
-                    let hint = command
-                        .argument_hint
-                        .as_deref()
-                        .map(|hint| format!(" {hint}"))
-                        .unwrap_or_default();
-                    text.push_str(&format!(
-                        "\n  /{}  {} ({})",
-                        printable(&format!("{}{hint}", command.name), false),
-                        printable(&command.description, false),
-                        command.scope
-                    ));
+            Input::Help => say(ui, &help(session)),
+            Input::Cost => say(ui, &totals.report(started.elapsed())),
+            Input::Status => say(ui, &status_report(session)),
+            Input::Context => say(
+                ui,
+                &slash::context_report(totals.context, &session.levels()),
+            ),
+            Input::Permissions => {
+                let always = prompter
+                    .as_ref()
+                    .map(|prompter| prompter.always_labels())
+                    .unwrap_or_default();
+                say(
+                    ui,
+                    &slash::permissions_report(session.mode_name, session.rules(), &always),
+                );
+            }
+            Input::Model(None) => say(
+                ui,
+                &format!(
+                    "Model: {}. `/model NAME` switches for the next requests (an alias such as sonnet, opus or haiku, or a model id).",
+                    printable(&session.model, false)
+                ),
+            ),
+            Input::Model(Some(name)) => match session.set_model(&name) {
+                Ok(id) => {
+                    say(
+                        ui,
+                        &format!("Model: {} from the next request on.", printable(&id, false)),
+                    );
+                    ui.set_status(status_line(&totals, session));
                 }
-                for skill in &session.skills {
-                    text.push_str(&format!(
-                        "\n  /{}  {} ({} skill)",
-                        printable(&skill.name, false),
-                        printable(&skill.description, false),
-                        skill.scope
-                    ));
+                Err(error) => say(
+                    ui,
+                    &format!("agent: /model: {}", printable(&format!("{error:#}"), false)),
+                ),
+            },
+            Input::Compact(focus) => {
+                ui.set_activity(Some("Compacting the conversation…".to_owned()));
+                ui.set_busy(true);
+                let cancel = interrupts.arm();
+                let compacted = session.compact(focus, &cancel).await;
+                interrupts.disarm();
+                ui.set_busy(false);
+                ui.set_activity(None);
+                match compacted {
+                    Ok((before, after)) => {
+                        totals.context = Some(after);
+                        say(
+                            ui,
+                            &format!(
+                                "\x1b[2m  ⋯ compacted: {} → {} tokens (the earlier conversation is summarized; Ctrl-O is not needed to see it, /context shows the room)\x1b[0m",
+                                output::compact_count(before),
+                                output::compact_count(after)
+                            ),
+                        );
+                        ui.set_status(status_line(&totals, session));
+                    }
+                    Err(error) => say(
+                        ui,
+                        &format!(
+                            "agent: /compact: {}",
+                            printable(&format!("{error:#}"), false)
+                        ),
+                    ),
                 }
-                say(ui, &text);
             }
             Input::Mcp => {
                 session.join_mcp_tools();
@@ -364,13 +421,24 @@ async fn session_loop(
                     ),
                 }
             }
-            Input::Unknown(command) => say(
-                ui,
-                &format!(
-                    "agent: unknown command /{}; /help lists the commands",
-                    printable(&command, false)
-                ),
-            ),
+            Input::Unknown(command) => {
+                let others = session
+                    .commands
+                    .iter()
+                    .map(|command| command.name.as_str())
+                    .chain(session.skills.iter().map(|skill| skill.name.as_str()));
+                let hint = match slash::nearest(&command, others) {
+                    Some(name) => format!("did you mean /{}? ", printable(&name, false)),
+                    None => String::new(),
+                };
+                say(
+                    ui,
+                    &format!(
+                        "agent: unknown command /{}; {hint}/help lists the commands",
+                        printable(&command, false)
+                    ),
+                );
+            }
             Input::Clear => {
                 let old = session.session_id.clone();
                 let had_file = session.has_transcript();
@@ -387,10 +455,11 @@ async fn session_loop(
                     say(ui, &format!("Started session {}", session.session_id));
                 }
             }
-            input @ (Input::Task(_) | Input::Invoke(_)) => {
+            input @ (Input::Task(_) | Input::Invoke(_) | Input::Init) => {
                 let invocation = match input {
                     Input::Invoke(invocation) => invocation,
                     Input::Task(task) => crate::session::Invocation::task(task),
+                    Input::Init => crate::session::Invocation::task(slash::INIT_PROMPT.to_owned()),
                     _ => continue,
                 };
                 let mut renderer = Renderer::new(
@@ -440,71 +509,12 @@ async fn session_loop(
                     // The Ctrl-C that stopped the turn counts as the first of two.
                     say(
                         ui,
-                        "\x1b[2m  (interrupted; the session goes on: type the next task, or Ctrl-C again to exit)\x1b[0m",
+                        "\x1b[2m  (interrupted; the session goes on: type the next task, or Ctrl-C again within a second to exit)\x1b[0m",
                     );
-                    exit_pending = true;
+                    exit_pending = Some(std::time::Instant::now());
                 }
             }
         }
-    }
-}
-
-/// The session's running figures, for the status line written after each turn.
-#[derive(Debug, Default)]
-struct Totals {
-    /// Model requests of the session (this process).
-    requests: u64,
-    input: u64,
-    output: u64,
-    /// `None` once a response could not be priced.
-    cost: Option<f64>,
-    priced: bool,
-    /// Tokens the last request sent.
-    context: Option<u64>,
-}
-
-impl Totals {
-    fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
-        self.input += usage.input_tokens
-            + usage.cache_creation_input_tokens.unwrap_or(0)
-            + usage.cache_read_input_tokens.unwrap_or(0);
-        self.output += usage.output_tokens;
-        self.cost = match (self.priced, self.cost, cost) {
-            (false, _, cost) => cost,
-            (true, Some(total), Some(cost)) => Some(total + cost),
-            (true, _, _) => None,
-        };
-        self.priced = true;
-    }
-
-    /// `  ─ model · mode · context N% (used / autocompact level) · K req · X in / Y out ·
-    /// $C` for the session so far, dim, cut to `width` columns: what a turn leaves behind,
-    /// before the next prompt.
-    fn line(&self, model: &str, mode: &str, autocompact_at: u64, width: usize) -> String {
-        let context = match self.context {
-            Some(tokens) if autocompact_at > 0 => format!(
-                " · context {}% ({}/{})",
-                tokens * 100 / autocompact_at,
-                compact_count(tokens),
-                compact_count(autocompact_at)
-            ),
-            _ => String::new(),
-        };
-        let cost = match self.cost {
-            Some(cost) => format!(" · ${cost:.4}"),
-            None if self.priced => " · $?".to_owned(),
-            None => String::new(),
-        };
-        let text = format!(
-            "  ─ {} · {mode}{context} · {} req · {} in / {} out{cost}",
-            printable(model, false),
-            self.requests,
-            compact_count(self.input),
-            compact_count(self.output),
-        );
-        // Never wider than the terminal: a wrapped line would break the screen's layout.
-        let shown: String = text.chars().take(width.saturating_sub(1).max(20)).collect();
-        format!("\x1b[2m{shown}\x1b[0m")
     }
 }
 
@@ -749,7 +759,7 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
 pub struct TerminalPrompter {
     status: Status,
     /// Labels (`Bash(cargo test)`) the user allowed for the rest of the session.
-    always: Mutex<HashSet<String>>,
+    always: Mutex<Vec<(String, String)>>,
     /// One question at a time.
     asking: tokio::sync::Mutex<()>,
 }
@@ -759,10 +769,31 @@ impl TerminalPrompter {
     pub fn new(status: Status) -> Self {
         Self {
             status,
-            always: Mutex::new(HashSet::new()),
+            always: Mutex::new(Vec::new()),
             asking: tokio::sync::Mutex::new(()),
         }
     }
+}
+
+impl TerminalPrompter {
+    /// The calls answered "always" this session, as rules (`Bash(cargo test)`).
+    pub fn always_labels(&self) -> Vec<String> {
+        self.always
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, rule)| rule.clone())
+            .collect()
+    }
+}
+
+/// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
+/// command or file (`Bash(cargo test)`, `Edit(src/lib.rs)`), or the tool alone.
+fn always_rule(tool: &str, input: &serde_json::Value) -> String {
+    ["command", "file_path"]
+        .iter()
+        .find_map(|key| input.get(*key).and_then(serde_json::Value::as_str))
+        .map_or_else(|| tool.to_owned(), |detail| format!("{tool}({detail})"))
 }
 
 /// What "always" remembers: the tool and the exact call (the whole command, or the file),
@@ -910,7 +941,8 @@ impl Prompter for TerminalPrompter {
                 .always
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .contains(&key)
+                .iter()
+                .any(|(known, _)| *known == key)
             {
                 return PermissionDecision::allow();
             }
@@ -941,22 +973,31 @@ impl Prompter for TerminalPrompter {
             let answer = ui
                 .ask(
                     question.clone(),
-                    "  Allow? [y]es / [a]lways this session / [n]o, then Enter: ".to_owned(),
+                    "  Allow? [y]es / [a]lways this session / [n]o (or type what to do instead), then Enter: ".to_owned(),
                 )
                 .await;
-            // The question stays in the scrollback, above the answer the terminal wrote.
             let answer = answer.unwrap_or_default();
-            match answer.trim().to_ascii_lowercase().as_str() {
+            let answer = answer.trim();
+            match answer.to_ascii_lowercase().as_str() {
                 "y" | "yes" => PermissionDecision::allow(),
                 "a" | "always" => {
+                    let rule = always_rule(request.tool, request.input);
+                    ui.commit(vec![format!(
+                        "\x1b[2m  Allowed for the rest of this session: {} (exactly this call; /permissions lists it)\x1b[0m",
+                        printable(&rule, false)
+                    )]);
                     self.always
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .insert(key);
+                        .push((key, rule));
                     PermissionDecision::allow()
                 }
-                _ => PermissionDecision::deny(format!(
+                "" | "n" | "no" => PermissionDecision::deny(format!(
                     "the user declined {label}; ask them how to proceed or try something else"
+                )),
+                // Anything else is what the user wants instead, for the model.
+                _ => PermissionDecision::deny(format!(
+                    "the user declined {label} and said: {answer}"
                 )),
             }
         })
@@ -1007,35 +1048,6 @@ mod tests {
     }
 
     #[test]
-    fn the_status_line_adds_up_the_session() {
-        let mut totals = Totals::default();
-        let usage = |input, output| protocol::Usage {
-            input_tokens: input,
-            output_tokens: output,
-            ..protocol::Usage::default()
-        };
-        totals.add(&usage(1_000, 200), Some(0.01));
-        totals.add(&usage(2_000, 300), Some(0.02));
-        totals.requests = 2;
-        totals.context = Some(41_000);
-        assert_eq!(
-            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 120),
-            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% (41.0k/167.0k) · 2 req · 3.0k in / 500 out · $0.0300\x1b[0m"
-        );
-        // Cut to the terminal's width.
-        assert_eq!(
-            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 41),
-            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · co\x1b[0m"
-        );
-        totals.add(&usage(1, 1), None);
-        assert!(
-            totals
-                .line("m", "default", 0, 120)
-                .ends_with(" · $?\x1b[0m")
-        );
-    }
-
-    #[test]
     fn a_resumed_conversation_is_condensed() {
         use protocol::{ContentBlock, MessageParam, Role, ToolUseBlock};
         let history = vec![
@@ -1082,27 +1094,5 @@ mod tests {
             ]
         );
         assert_eq!(condensed(&[]), "");
-    }
-
-    #[test]
-    fn lines_parse_into_commands_and_tasks() {
-        assert_eq!(parse_input("   "), Input::Nothing);
-        assert_eq!(parse_input("/help"), Input::Help);
-        assert_eq!(parse_input(" /exit "), Input::Exit);
-        assert_eq!(parse_input("/quit"), Input::Exit);
-        assert_eq!(parse_input("/clear"), Input::Clear);
-        assert_eq!(parse_input("/mcp"), Input::Mcp);
-        assert_eq!(parse_input("/frob"), Input::Unknown("frob".into()));
-        assert_eq!(parse_input("/exit now"), Input::Exit);
-        assert_eq!(parse_input("/model x"), Input::Unknown("model".into()));
-        assert_eq!(parse_input("/"), Input::Unknown(String::new()));
-        assert_eq!(
-            parse_input("/usr/bin is slow, why?"),
-            Input::Task("/usr/bin is slow, why?".into())
-        );
-        assert_eq!(
-            parse_input("fix the bug\n"),
-            Input::Task("fix the bug".into())
-        );
     }
 }

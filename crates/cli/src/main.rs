@@ -23,6 +23,7 @@ mod session;
 mod sessions_cmd;
 mod settings;
 mod skills;
+mod slash;
 mod structured;
 mod subagents;
 mod tooling;
@@ -348,15 +349,20 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     // registered would kill the process with no result and no cleanup.
     let interrupts = Interrupts::listen(task.is_none())?;
     let status = Status::default();
-    let prompter: Option<Arc<dyn tools::Prompter>> = match task {
+    let terminal_prompter = match task {
         Some(_) => None,
         None => Some(Arc::new(interactive::TerminalPrompter::new(status.clone()))),
     };
+    let prompter = terminal_prompter
+        .clone()
+        .map(|prompter| prompter as Arc<dyn tools::Prompter>);
     let mut session = Session::open(&args, prompter)?;
     session.gather_context().await;
-    match task {
-        Some(task) => headless(&args, session, &interrupts, task, status).await,
-        None => interactive::run(session, &interrupts, status, args.prompt.clone()).await,
+    match (task, terminal_prompter) {
+        (Some(task), _) => headless(&args, session, &interrupts, task, status).await,
+        (None, prompter) => {
+            interactive::run(session, &interrupts, status, prompter, args.prompt.clone()).await
+        }
     }
 }
 

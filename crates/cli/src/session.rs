@@ -122,6 +122,8 @@ pub struct Session {
     saved_context: Option<String>,
     /// Whether the transcript holds the user context this session sends.
     context_saved: bool,
+    /// The permission rules and where each came from (see [`Session::rules`]).
+    rule_origins: Vec<(&'static str, String, String)>,
 }
 
 impl std::fmt::Debug for Session {
@@ -306,6 +308,23 @@ impl Session {
         };
         rules.allow.extend(split_rules(&args.allowed_tools));
         rules.deny.extend(split_rules(&args.disallowed_tools));
+        let mut rule_origins = Vec::new();
+        for (kind, list) in [
+            ("allow", &rules.allow),
+            ("ask", &rules.ask),
+            ("deny", &rules.deny),
+        ] {
+            for rule in list {
+                let origin = settings.rule_origin(rule).map_or_else(
+                    || match kind {
+                        "deny" => "--disallowedTools".to_owned(),
+                        _ => "--allowedTools".to_owned(),
+                    },
+                    |path| path.display().to_string(),
+                );
+                rule_origins.push((kind, rule.clone(), origin));
+            }
+        }
         let denied = tooling::DeniedTools::new(&rules.deny);
         let sandbox = sandbox_config(args, &settings)?;
         for root in std::iter::once(&workspace.cwd).chain(&workspace.additional_dirs) {
@@ -525,6 +544,7 @@ impl Session {
             // A copied history (a fork, another tool's transcript) starts a file of its own,
             // which gets the context when its first turn writes it.
             context_saved: saved_context.is_some() && !copy_history,
+            rule_origins,
             saved_context,
         };
         // A resumed session of ours is locked from the start, not from its first turn: a
@@ -917,6 +937,80 @@ impl Session {
     /// The history's size at which it is compacted (L3), in tokens.
     pub fn autocompact_at(&self) -> u64 {
         self.config.context.levels.autocompact_at.0
+    }
+
+    /// The water levels of the model in use (window, autocompact and blocking levels).
+    pub fn levels(&self) -> context::WaterLevels {
+        self.config.context.levels
+    }
+
+    /// The permission rules in force, each with where it came from: `(kind, rule, origin)`,
+    /// kind `allow`, `ask` or `deny`; origin a settings file or the flag.
+    pub fn rules(&self) -> &[(&'static str, String, String)] {
+        &self.rule_origins
+    }
+
+    /// Switches the model for the next requests (`/model NAME`): resolved as `--model` is
+    /// (aliases, the settings' `models`), with its window, output cap and water levels.
+    /// Returns the model id.
+    ///
+    /// # Errors
+    ///
+    /// When the name does not resolve to a model of this provider.
+    pub fn set_model(&mut self, name: &str) -> anyhow::Result<String> {
+        let (id, info) = self.model_settings.resolve(name)?;
+        self.model_settings
+            .apply(&mut self.config, id.clone(), &info);
+        self.model.clone_from(&id);
+        Ok(id)
+    }
+
+    /// Compacts the history now (`/compact [FOCUS]`): the earlier part summarized by the
+    /// session's model (with the user's `focus` added to the summary prompt), the recent
+    /// messages kept, as L3 does at its threshold; persisted as a `manual` compaction.
+    /// Returns the estimated tokens before and after.
+    ///
+    /// # Errors
+    ///
+    /// Nothing to compact (too short a history), the summary request failing, or the
+    /// transcript not written.
+    pub async fn compact(
+        &mut self,
+        focus: Option<String>,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<(u64, u64)> {
+        let mut manager = context::ContextManager::new(self.config.context.clone());
+        let summarizer = adapter::ProviderSummarizer::new(self.client.clone(), self.model.clone())
+            .with_focus(focus);
+        let files = tooling::WorkspaceFiles::new(Arc::clone(&self.workspace));
+        let mut messages = self.history.clone();
+        let prepared = tokio::select! {
+            biased;
+            () = cancel.cancelled() => anyhow::bail!("interrupted; nothing was compacted"),
+            prepared = manager.reactive_compact(
+                &mut messages,
+                context::Tokens::ZERO,
+                &summarizer,
+                &files,
+            ) => prepared.map_err(|error| anyhow::anyhow!("{error}"))?,
+        };
+        let before = prepared
+            .events
+            .iter()
+            .find_map(|event| match event {
+                context::ContextEvent::Compacted { before, .. } => Some(before.0),
+                _ => None,
+            })
+            .unwrap_or_default();
+        self.transcript()?
+            .record(&loop_core::HistoryEvent::Compacted {
+                trigger: loop_core::CompactTrigger::Manual,
+                pre_tokens: before,
+                messages: messages.clone(),
+            })
+            .context("writing the compaction to the transcript")?;
+        self.history = messages;
+        Ok((before, prepared.tokens.0))
     }
 
     /// The working directory.

@@ -317,11 +317,21 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     terminal.type_keys("abc\u{3}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     terminal.type_keys("\u{3}");
-    terminal.wait_for("Ctrl-C again or Ctrl-D to exit", 1).await;
+    terminal
+        .wait_for("Ctrl-C again within a second, or Ctrl-D, to exit", 1)
+        .await;
     terminal.type_keys("def\u{3}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     terminal.type_keys("\u{3}");
-    terminal.wait_for("Ctrl-C again or Ctrl-D to exit", 2).await;
+    terminal
+        .wait_for("Ctrl-C again within a second, or Ctrl-D, to exit", 2)
+        .await;
+    // A second Ctrl-C more than a second later is a first one again.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    terminal.type_keys("\u{3}");
+    terminal
+        .wait_for("Ctrl-C again within a second, or Ctrl-D, to exit", 3)
+        .await;
     terminal.type_keys("\u{3}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     assert_eq!(server.request_count(), 2, "nothing typed reached the model");
@@ -353,7 +363,8 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     terminal.wait_for("⏺ Bash(sleep 1)", 1).await;
     // Typed while `sleep 1` runs, before the question about `cp` exists.
     terminal.type_keys("y\r");
-    let question = "Allow? [y]es / [a]lways this session / [n]o, then Enter: ";
+    let question =
+        "Allow? [y]es / [a]lways this session / [n]o (or type what to do instead), then Enter: ";
     terminal.wait_for(question, 1).await;
     // Nothing draws over the question while it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
@@ -371,11 +382,19 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
         "{}",
         terminal.text()
     );
-    terminal.type_keys("n\r");
+    // A refusal can say what to do instead; the model gets it.
+    terminal.type_keys("use a hard link instead\r");
     terminal.wait_for("Understood, no copy.", 1).await;
     assert!(
         !repo.dir.join("copy.txt").exists(),
         "the typed-ahead y approved it"
+    );
+    let refused = messages(&server, 1)[2]["content"][1].to_string();
+    assert!(
+        refused.contains(
+            "the user declined Bash(cp notes.txt copy.txt) and said: use a hard link instead"
+        ),
+        "{refused}"
     );
     // It is the next prompt, sent when the turn ended.
     terminal.wait_for("You said y.", 1).await;
@@ -1338,4 +1357,111 @@ async fn an_open_block_shows_while_it_streams() {
     assert!(!text.contains("**end**"), "{text}");
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// The built-in commands: `/status`, `/context`, `/cost`, `/model`, `/permissions`, a
+/// misspelt command's suggestion, `/compact` with a focus, `/init`.
+#[tokio::test]
+async fn slash_commands_report_and_act() {
+    let repo = repo("interactive-slash");
+    let mut replies: Vec<Reply> = ["One.", "Two.", "Three.", "Four."]
+        .iter()
+        .map(|text| Reply::turn(Turn::new().text(text)))
+        .collect();
+    replies.push(Reply::turn(
+        Turn::new().text("SUMMARY: four numbers were said."),
+    ));
+    replies.push(Reply::turn(Turn::new().text("Five.")));
+    replies.push(Reply::turn(Turn::new().text("Wrote AGENTS.md.")));
+    let server = Server::start_tls(Script::new(replies)).await.unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash(ls:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("/status\r");
+    terminal.wait_for("Permission mode: default", 1).await;
+    terminal.wait_for("Sandbox: ", 1).await;
+    terminal.type_keys("/context\r");
+    terminal.wait_for("used: nothing sent yet", 1).await;
+    terminal.type_keys("one\r");
+    terminal.wait_for("One.", 1).await;
+    terminal.wait_prompt(4).await;
+    terminal.type_keys("/cost\r");
+    terminal.wait_for("Requests: 1", 1).await;
+    terminal.type_keys("/context\r");
+    terminal
+        .wait_for("used 100 (0% of the autocompact level", 1)
+        .await;
+    terminal.type_keys("/permissions\r");
+    terminal
+        .wait_for("allow Bash(ls:*)  (--allowedTools)", 1)
+        .await;
+    terminal.type_keys("/modle\r");
+    terminal.wait_for("did you mean /model?", 1).await;
+    terminal.type_keys("/model sonnet\r");
+    terminal.wait_for("from the next request on.", 1).await;
+    for (prompt, answer) in [("two", "Two."), ("three", "Three."), ("four", "Four.")] {
+        terminal.type_keys(&format!("{prompt}\r"));
+        terminal.wait_for(answer, 1).await;
+    }
+    terminal.wait_prompt(12).await;
+    assert!(
+        server.requests()[1].json()["model"]
+            .as_str()
+            .unwrap()
+            .starts_with("claude-sonnet"),
+        "{}",
+        server.requests()[1].json()["model"]
+    );
+    terminal.type_keys("/compact keep the numbers\r");
+    terminal.wait_for("compacted: ", 1).await;
+    terminal.wait_prompt(13).await;
+    let summary = messages(&server, 4);
+    let asked = summary.last().unwrap()["content"].to_string();
+    assert!(
+        asked.contains("Additional instructions from the user for this summary: keep the numbers"),
+        "{asked}"
+    );
+    terminal.type_keys("five\r");
+    terminal.wait_for("Five.", 1).await;
+    let after = messages(&server, 5);
+    // The first message: the user context, then the summary.
+    let first = after[0]["content"][1]["text"].as_str().unwrap();
+    assert!(
+        first.starts_with("<compact-boundary>") && first.contains("SUMMARY: four numbers"),
+        "{after:#?}"
+    );
+    assert!(
+        after.len() < 10,
+        "the history was not compacted: {after:#?}"
+    );
+    terminal.wait_prompt(14).await;
+    terminal.type_keys("/init\r");
+    terminal.wait_for("Wrote AGENTS.md.", 1).await;
+    let init = messages(&server, 6);
+    assert!(
+        init.last().unwrap()["content"]
+            .to_string()
+            .contains("Please analyze this codebase and create an AGENTS.md"),
+        "{init:#?}"
+    );
+    terminal.wait_prompt(15).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    // The compaction is in the transcript, as Claude Code writes a manual one.
+    let sessions = repo.home.join("data/agent/projects");
+    let project = std::fs::read_dir(&sessions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let transcript = std::fs::read_dir(&project)
+        .unwrap()
+        .flatten()
+        .find(|entry| entry.path().extension().is_some_and(|ext| ext == "jsonl"))
+        .unwrap()
+        .path();
+    let text = std::fs::read_to_string(transcript).unwrap();
+    assert!(text.contains("\"trigger\":\"manual\""), "{text}");
 }

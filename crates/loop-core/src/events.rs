@@ -194,14 +194,17 @@ pub enum CompactTrigger {
     Auto,
     /// The API answered "prompt is too long" (reactive compaction).
     Reactive,
+    /// The user asked for it (`/compact`); never made by the loop itself.
+    Manual,
 }
 
 impl CompactTrigger {
-    /// Claude Code's name in `compact_metadata.trigger`: `auto` for both (Claude Code's
-    /// other value, `manual`, is `/compact`).
+    /// Claude Code's name in `compact_metadata.trigger`: `auto` for the loop's own
+    /// compactions, `manual` for `/compact`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Auto | Self::Reactive => "auto",
+            Self::Manual => "manual",
         }
     }
 }

@@ -1,0 +1,450 @@
+//! The interactive session's built-in slash commands: what a line asks for, and the reports
+//! `/context`, `/cost`, `/status` and `/permissions` print. Pure functions of the figures
+//! given, so each report is tested as text.
+
+use crate::output::{compact_count, printable};
+
+/// The built-in commands, with what each does (`/help` lists them in this order).
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("help", "the keys and commands"),
+    (
+        "clear",
+        "start a new session (the old one stays resumable with --resume)",
+    ),
+    (
+        "compact",
+        "[focus] summarize the conversation now, to free the context",
+    ),
+    (
+        "context",
+        "how full the context is: used, autocompact level, blocking limit",
+    ),
+    ("cost", "this session's requests, tokens and cost"),
+    (
+        "model",
+        "[name] the model, or switch to another for the next requests",
+    ),
+    (
+        "permissions",
+        "the permission mode and rules in force, and where each came from",
+    ),
+    (
+        "status",
+        "model, mode, folder, session, sandbox, MCP servers",
+    ),
+    (
+        "init",
+        "ask the model to write an AGENTS.md for this project",
+    ),
+    (
+        "rewind",
+        "[N [code|conversation|both] | undo] go back to the end of a turn",
+    ),
+    (
+        "resume",
+        "pick an earlier session of this folder and continue it",
+    ),
+    ("mcp", "the MCP servers, their status and tools"),
+    ("exit", "exit (also /quit)"),
+];
+
+/// The prompt `/init` sends.
+pub const INIT_PROMPT: &str = "Please analyze this codebase and create an AGENTS.md file at its root, which will be given to future coding agents working in this repository.\n\nWhat to add:\n1. The commands that will be commonly used: how to build, lint and run the tests, including how to run a single test.\n2. The high-level architecture and structure of the code, the \"big picture\" that takes reading several files to understand, so that future agents can be productive more quickly.\n\nUsage notes:\n- If there is already an AGENTS.md (or a CLAUDE.md), suggest improvements to it instead of starting over.\n- Do not list every component or file structure that can be easily discovered, and do not repeat yourself.\n- Include the important parts of a README, of .cursor/rules, .cursorrules or .github/copilot-instructions.md if they exist.\n- Do not make up information that is not backed by the project's files.\n- Begin the file with:\n\n```\n# AGENTS.md\n\nThis file provides guidance to coding agents working with code in this repository.\n```";
+
+/// What a line typed at the prompt asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing (blank line).
+    Nothing,
+    /// A task for the agent.
+    Task(String),
+    /// A custom command or skill, expanded.
+    Invoke(crate::session::Invocation),
+    /// `/help`.
+    Help,
+    /// `/clear`.
+    Clear,
+    /// `/compact [focus]`.
+    Compact(Option<String>),
+    /// `/context`.
+    Context,
+    /// `/cost`.
+    Cost,
+    /// `/model [name]`.
+    Model(Option<String>),
+    /// `/permissions`.
+    Permissions,
+    /// `/status`.
+    Status,
+    /// `/init`.
+    Init,
+    /// `/mcp`.
+    Mcp,
+    /// `/rewind [arguments]`.
+    Rewind(String),
+    /// `/resume`.
+    Resume,
+    /// `/exit` or `/quit`.
+    Exit,
+    /// `/something` else.
+    Unknown(String),
+}
+
+/// Reads a line typed at the prompt. `/word [arguments]` is a command (letters, digits, `-`,
+/// `_` and `:` in the word); anything else, a path such as `/usr/bin is slow` included, is
+/// a task.
+pub fn parse(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Nothing;
+    }
+    let Some(rest) = trimmed.strip_prefix('/') else {
+        return Input::Task(trimmed.to_owned());
+    };
+    let command = rest.split_whitespace().next().unwrap_or_default();
+    if !command
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    {
+        return Input::Task(trimmed.to_owned());
+    }
+    let argument = rest[command.len()..].trim();
+    let optional = || (!argument.is_empty()).then(|| argument.to_owned());
+    match command {
+        "help" => Input::Help,
+        "clear" => Input::Clear,
+        "compact" => Input::Compact(optional()),
+        "context" => Input::Context,
+        "cost" => Input::Cost,
+        "model" => Input::Model(optional()),
+        "permissions" => Input::Permissions,
+        "status" => Input::Status,
+        "init" => Input::Init,
+        "mcp" => Input::Mcp,
+        "rewind" => Input::Rewind(argument.to_owned()),
+        "resume" => Input::Resume,
+        "exit" | "quit" => Input::Exit,
+        other => Input::Unknown(other.to_owned()),
+    }
+}
+
+/// The known command nearest to `typed` (at most 2 edits away, or one it starts), for
+/// "did you mean": among the built-in commands and `others` (custom commands, skills).
+pub fn nearest<'a>(typed: &str, others: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let typed = typed.to_ascii_lowercase();
+    let names = BUILT_IN
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(["quit"])
+        .chain(others);
+    let mut best: Option<(usize, &str)> = None;
+    for name in names {
+        let distance = if !typed.is_empty() && name.starts_with(&typed) {
+            0
+        } else {
+            edit_distance(&typed, name)
+        };
+        if distance <= 2 && best.is_none_or(|(best, _)| distance < best) {
+            best = Some((distance, name));
+        }
+    }
+    best.map(|(_, name)| name.to_owned())
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// The session's figures so far (this process).
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// Model requests.
+    pub requests: u64,
+    /// Input tokens, cache reads and writes included.
+    pub input: u64,
+    /// Cache reads among them.
+    pub cache_read: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// `None` once a response could not be priced.
+    pub cost: Option<f64>,
+    /// Whether any response was counted.
+    pub priced: bool,
+    /// Tokens the last request sent.
+    pub context: Option<u64>,
+}
+
+impl Totals {
+    /// Counts one turn's usage and cost (`None`: a response could not be priced).
+    pub fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
+        let read = usage.cache_read_input_tokens.unwrap_or(0);
+        self.input += usage.input_tokens + usage.cache_creation_input_tokens.unwrap_or(0) + read;
+        self.cache_read += read;
+        self.output += usage.output_tokens;
+        self.cost = match (self.priced, self.cost, cost) {
+            (false, _, cost) => cost,
+            (true, Some(total), Some(cost)) => Some(total + cost),
+            (true, _, _) => None,
+        };
+        self.priced = true;
+    }
+
+    fn cost_text(&self) -> String {
+        match self.cost {
+            Some(cost) => format!("${cost:.4}"),
+            None if self.priced => "$? (a model without a known price)".to_owned(),
+            None => "$0".to_owned(),
+        }
+    }
+
+    /// The status line: `  ─ model · mode · context N% (used/autocompact level) · K req ·
+    /// X in / Y out · $C`, dim, cut to `width` columns.
+    pub fn line(&self, model: &str, mode: &str, autocompact_at: u64, width: usize) -> String {
+        let context = match self.context {
+            Some(tokens) if autocompact_at > 0 => format!(
+                " · context {}% ({}/{})",
+                tokens * 100 / autocompact_at,
+                compact_count(tokens),
+                compact_count(autocompact_at)
+            ),
+            _ => String::new(),
+        };
+        let cost = match self.cost {
+            Some(cost) => format!(" · ${cost:.4}"),
+            None if self.priced => " · $?".to_owned(),
+            None => String::new(),
+        };
+        let text = format!(
+            "  ─ {} · {mode}{context} · {} req · {} in / {} out{cost}",
+            printable(model, false),
+            self.requests,
+            compact_count(self.input),
+            compact_count(self.output),
+        );
+        // Never wider than the terminal: a wrapped line would break the screen's layout.
+        let shown: String = text.chars().take(width.saturating_sub(1).max(20)).collect();
+        format!("\x1b[2m{shown}\x1b[0m")
+    }
+
+    /// `/cost`.
+    pub fn report(&self, elapsed: std::time::Duration) -> String {
+        let seconds = elapsed.as_secs();
+        format!(
+            "Cost: {}\nRequests: {}\nTokens: {} in ({} of them cache reads), {} out\nSession time: {}m {}s",
+            self.cost_text(),
+            self.requests,
+            compact_count(self.input),
+            compact_count(self.cache_read),
+            compact_count(self.output),
+            seconds / 60,
+            seconds % 60,
+        )
+    }
+}
+
+/// `/context`: a bar of the window with the history's size (as the last request sent it)
+/// and the two levels marked, then the figures.
+pub fn context_report(used: Option<u64>, levels: &context::WaterLevels) -> String {
+    const CELLS: usize = 50;
+    let window = levels.context_window.0.max(1);
+    let cell = |tokens: u64| ((tokens.min(window) * CELLS as u64) / window) as usize;
+    let used_tokens = used.unwrap_or(0);
+    let (filled, autocompact, blocking) = (
+        cell(used_tokens),
+        cell(levels.autocompact_at.0).min(CELLS - 1),
+        cell(levels.blocking_at.0).min(CELLS - 1),
+    );
+    let mut bar = String::new();
+    for index in 0..CELLS {
+        bar.push_str(&if index == autocompact {
+            "\x1b[33m│\x1b[0m".to_owned()
+        } else if index == blocking {
+            "\x1b[31m┃\x1b[0m".to_owned()
+        } else if index < filled {
+            "\x1b[36m█\x1b[0m".to_owned()
+        } else {
+            "\x1b[2m·\x1b[0m".to_owned()
+        });
+    }
+    let percent = |tokens: u64| tokens * 100 / levels.autocompact_at.0.max(1);
+    let used_line = match used {
+        Some(tokens) => format!(
+            "used {} ({}% of the autocompact level; as the last request sent it)",
+            compact_count(tokens),
+            percent(tokens)
+        ),
+        None => "used: nothing sent yet".to_owned(),
+    };
+    format!(
+        "Context window {}\n  [{bar}]\n  {used_line}\n  \x1b[33m│\x1b[0m autocompact at {} (the history is summarized there)\n  \x1b[31m┃\x1b[0m blocking limit at {} (no request above it)\n  {} kept free for the answer",
+        compact_count(window),
+        compact_count(levels.autocompact_at.0),
+        compact_count(levels.blocking_at.0),
+        compact_count(levels.output_reserve.0),
+    )
+}
+
+/// `/permissions`: the mode, then each rule with its kind and where it came from, then the
+/// calls allowed "always" in this session.
+pub fn permissions_report(
+    mode: &str,
+    rules: &[(&'static str, String, String)],
+    always: &[String],
+) -> String {
+    let mut text = format!("Permission mode: {mode}");
+    if rules.is_empty() {
+        text.push_str("\nNo rules (settings `permissions.allow`/`ask`/`deny`, or --allowedTools / --disallowedTools).");
+    }
+    for (kind, rule, origin) in rules {
+        text.push_str(&format!(
+            "\n  {kind:<5} {}  ({})",
+            printable(rule, false),
+            printable(origin, false)
+        ));
+    }
+    for label in always {
+        text.push_str(&format!(
+            "\n  allow {}  (answered \"always\" in this session)",
+            printable(label, false)
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_commands_and_tasks() {
+        assert_eq!(parse("   "), Input::Nothing);
+        assert_eq!(parse("/help"), Input::Help);
+        assert_eq!(parse(" /exit "), Input::Exit);
+        assert_eq!(parse("/quit"), Input::Exit);
+        assert_eq!(parse("/clear"), Input::Clear);
+        assert_eq!(parse("/mcp"), Input::Mcp);
+        assert_eq!(parse("/frob"), Input::Unknown("frob".into()));
+        assert_eq!(parse("/exit now"), Input::Exit);
+        assert_eq!(parse("/model"), Input::Model(None));
+        assert_eq!(
+            parse("/model  sonnet "),
+            Input::Model(Some("sonnet".into()))
+        );
+        assert_eq!(
+            parse("/compact keep the API notes"),
+            Input::Compact(Some("keep the API notes".into()))
+        );
+        assert_eq!(parse("/compact"), Input::Compact(None));
+        assert_eq!(parse("/"), Input::Unknown(String::new()));
+        assert_eq!(
+            parse("/usr/bin is slow, why?"),
+            Input::Task("/usr/bin is slow, why?".into())
+        );
+        assert_eq!(parse("fix the bug\n"), Input::Task("fix the bug".into()));
+    }
+
+    #[test]
+    fn unknown_commands_suggest_the_nearest() {
+        assert_eq!(nearest("modle", []), Some("model".into()));
+        assert_eq!(nearest("comp", []), Some("compact".into()));
+        assert_eq!(nearest("stauts", []), Some("status".into()));
+        assert_eq!(
+            nearest("deploy", ["deploy-staging"]),
+            Some("deploy-staging".into())
+        );
+        assert_eq!(nearest("xyzzy", []), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn the_status_line_and_cost_add_up_the_session() {
+        let mut totals = Totals::default();
+        let usage = |input, output| protocol::Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_input_tokens: Some(500),
+            ..protocol::Usage::default()
+        };
+        totals.add(&usage(1_000, 200), Some(0.01));
+        totals.add(&usage(2_000, 300), Some(0.02));
+        totals.requests = 2;
+        totals.context = Some(41_000);
+        assert_eq!(
+            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 120),
+            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% (41.0k/167.0k) · 2 req · 4.0k in / 500 out · $0.0300\x1b[0m"
+        );
+        assert_eq!(
+            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 41),
+            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · co\x1b[0m"
+        );
+        assert_eq!(
+            totals.report(std::time::Duration::from_secs(125)),
+            "Cost: $0.0300\nRequests: 2\nTokens: 4.0k in (1.0k of them cache reads), 500 out\nSession time: 2m 5s"
+        );
+        totals.add(&usage(1, 1), None);
+        assert!(
+            totals
+                .line("m", "default", 0, 120)
+                .ends_with(" · $?\x1b[0m")
+        );
+        assert!(
+            totals
+                .report(std::time::Duration::ZERO)
+                .starts_with("Cost: $? ")
+        );
+    }
+
+    #[test]
+    fn the_context_bar_marks_the_levels() {
+        let levels = context::WaterLevels::new(context::Tokens(200_000), context::Tokens(32_000));
+        let text = context_report(Some(50_000), &levels);
+        let plain = render::term::strip_styles(&text);
+        let bar = plain.lines().nth(1).unwrap();
+        // 50,000 of 200,000 is 12 of 50 cells; autocompact at 167,000 is cell 41; blocking
+        // at 177,000 is cell 44.
+        assert_eq!(bar.matches('█').count(), 12, "{bar}");
+        assert_eq!(bar.chars().position(|c| c == '│'), Some(3 + 41), "{bar}");
+        assert_eq!(bar.chars().position(|c| c == '┃'), Some(3 + 44), "{bar}");
+        assert!(
+            plain.contains("used 50.0k (29% of the autocompact level"),
+            "{plain}"
+        );
+        assert!(plain.contains("autocompact at 167.0k"), "{plain}");
+        assert!(plain.contains("blocking limit at 177.0k"), "{plain}");
+        assert!(context_report(None, &levels).contains("nothing sent yet"));
+    }
+
+    #[test]
+    fn permissions_name_their_origin() {
+        let text = permissions_report(
+            "acceptEdits",
+            &[
+                (
+                    "allow",
+                    "Bash(ls:*)".into(),
+                    "/p/.agent/settings.json".into(),
+                ),
+                ("deny", "Read(./.env)".into(), "--disallowedTools".into()),
+            ],
+            &["Bash(make)".into()],
+        );
+        assert_eq!(
+            text,
+            "Permission mode: acceptEdits\n  allow Bash(ls:*)  (/p/.agent/settings.json)\n  deny  Read(./.env)  (--disallowedTools)\n  allow Bash(make)  (answered \"always\" in this session)"
+        );
+    }
+}
