@@ -74,8 +74,11 @@ pub struct HookEnv {
     pub session: Arc<Mutex<(String, PathBuf)>>,
     /// The working directory (hooks run there).
     pub cwd: PathBuf,
-    /// The permission mode's name.
+    /// The permission mode's name at start.
     pub permission_mode: String,
+    /// The session's gate once built: the mode hooks are told is the one in force when they
+    /// run (the user may switch it: Shift+Tab, an approved plan).
+    pub gate: Arc<std::sync::OnceLock<Arc<tools::PermissionGate>>>,
     /// Extra environment of every hook (settings' `env`).
     pub env: Vec<(String, String)>,
 }
@@ -97,7 +100,10 @@ impl HookEnv {
             "session_id": session_id,
             "transcript_path": transcript_path,
             "cwd": self.cwd,
-            "permission_mode": self.permission_mode,
+            "permission_mode": self
+                .gate
+                .get()
+                .map_or(self.permission_mode.as_str(), |gate| gate.mode().as_str()),
             "hook_event_name": name,
         });
         if let (Some(event), Some(fields)) = (event.as_object_mut(), fields.as_object_mut()) {
@@ -786,6 +792,7 @@ mod tests {
             session: Arc::new(Mutex::new(("s".into(), dir.join("t.jsonl")))),
             cwd: dir.to_path_buf(),
             permission_mode: "default".into(),
+            gate: Arc::default(),
             env: vec![("HOOK_GREETING".into(), "hi".into())],
         }
     }

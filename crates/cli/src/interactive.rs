@@ -94,7 +94,7 @@ fn status_report(session: &Session) -> String {
     format!(
         "Model: {}\nPermission mode: {}\nFolder: {} ({})\nSession: {}{}\nSandbox: {}\nMCP servers: {} ({} connected)\nTools: {}",
         printable(&session.model, false),
-        session.mode_name,
+        session.mode_name(),
         printable(&session.cwd.to_string_lossy(), false),
         if session.trusted {
             "trusted"
@@ -186,9 +186,11 @@ pub async fn run(
         .as_deref()
         .map(|path| render::editor::load_history(path, HISTORY_LIMIT))
         .unwrap_or_default();
+    let gate = session.permission_gate();
     let terminal = tui::Tui::start(tui::Config {
         history,
         on_interrupt: Box::new(interrupts.key_handler()),
+        on_cycle_mode: Box::new(move || crate::session::cycle_mode(&gate).as_str().to_owned()),
     })
     .context("taking the terminal")?;
     let ui = terminal.handle();
@@ -239,7 +241,7 @@ async fn session_loop(
             env!("CARGO_PKG_VERSION"),
             printable(&session.model, false),
             printable(&session.cwd.to_string_lossy(), false),
-            session.mode_name,
+            session.mode_name(),
             session.sandbox.describe(),
             // A resumed session rewound to its start has no messages, and is still resumed.
             if session.history().is_empty() && !session.has_transcript() {
@@ -261,17 +263,16 @@ async fn session_loop(
     let mut first = first;
     let mut totals = Totals::default();
     let status_line = |totals: &Totals, session: &Session| {
-        let width = console::Term::stdout()
-            .size_checked()
-            .map_or(80, |(_, columns)| usize::from(columns));
-        totals.line(
-            &session.model,
-            session.mode_name,
-            session.autocompact_at(),
-            width,
+        (
+            printable(&session.model, false),
+            session.mode_name().to_owned(),
+            totals.figures(session.autocompact_at()),
         )
     };
-    ui.set_status(status_line(&totals, session));
+    {
+        let (model, mode, figures) = status_line(&totals, session);
+        ui.set_status(model, mode, figures);
+    }
     loop {
         let line = if let Some(line) = first.take() {
             say(ui, &format!("› {}", printable(&line, false)));
@@ -321,7 +322,7 @@ async fn session_loop(
                     .unwrap_or_default();
                 say(
                     ui,
-                    &slash::permissions_report(session.mode_name, session.rules(), &always),
+                    &slash::permissions_report(session.mode_name(), session.rules(), &always),
                 );
             }
             Input::Model(None) => say(
@@ -337,7 +338,10 @@ async fn session_loop(
                         ui,
                         &format!("Model: {} from the next request on.", printable(&id, false)),
                     );
-                    ui.set_status(status_line(&totals, session));
+                    {
+                        let (model, mode, figures) = status_line(&totals, session);
+                        ui.set_status(model, mode, figures);
+                    }
                 }
                 Err(error) => say(
                     ui,
@@ -363,7 +367,10 @@ async fn session_loop(
                                 output::compact_count(after)
                             ),
                         );
-                        ui.set_status(status_line(&totals, session));
+                        {
+                            let (model, mode, figures) = status_line(&totals, session);
+                            ui.set_status(model, mode, figures);
+                        }
                     }
                     Err(error) => say(
                         ui,
@@ -499,7 +506,10 @@ async fn session_loop(
                 if let Some(tokens) = renderer.context_tokens() {
                     totals.context = Some(tokens);
                 }
-                ui.set_status(status_line(&totals, session));
+                {
+                    let (model, mode, figures) = status_line(&totals, session);
+                    ui.set_status(model, mode, figures);
+                }
                 if interrupts.quit_requested() {
                     // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
                     // session ends.
@@ -953,6 +963,9 @@ impl Prompter for TerminalPrompter {
                     "{label} needs approval and there is no terminal to ask on"
                 ));
             };
+            if request.tool == tools::plan::EXIT_PLAN_MODE {
+                return ask_plan(&ui, request.input).await;
+            }
             let mut question = vec![
                 String::new(),
                 format!(
@@ -1001,6 +1014,53 @@ impl Prompter for TerminalPrompter {
                 )),
             }
         })
+    }
+}
+
+/// `ExitPlanMode`: the plan, rendered, and the choice of the mode to go on in. The mode is
+/// written into the call's input (`mode`), replacing whatever the model put there.
+async fn ask_plan(ui: &tui::Handle, input: &serde_json::Value) -> PermissionDecision {
+    let plan = input
+        .get("plan")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let width = console::Term::stdout()
+        .size_checked()
+        .map_or(80, |(_, columns)| usize::from(columns));
+    let mut question = vec![String::new(), "⏺ Here is the plan:".to_owned()];
+    question.extend(
+        render::render_markdown(plan, width.saturating_sub(5).max(20))
+            .into_iter()
+            .map(|line| format!("    {line}")),
+    );
+    let answer = ui
+        .ask(
+            question,
+            "  Go ahead? [y]es, asking before edits / [a]ccept edits too / [n]o, keep planning (or type what to change), then Enter: ".to_owned(),
+        )
+        .await
+        .unwrap_or_default();
+    let answer = answer.trim();
+    let mode = match answer.to_ascii_lowercase().as_str() {
+        "y" | "yes" => "default",
+        "a" | "accept" => "acceptEdits",
+        "" | "n" | "no" => {
+            return PermissionDecision::deny(
+                "the user wants to keep planning: the plan was not approved. Ask what they would change, or refine it and present it again with ExitPlanMode",
+            );
+        }
+        _ => {
+            return PermissionDecision::deny(format!(
+                "the user did not approve the plan and said: {answer}. Revise the plan and present it again with ExitPlanMode"
+            ));
+        }
+    };
+    let mut input = input.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.insert("mode".to_owned(), serde_json::Value::from(mode));
+    }
+    PermissionDecision::Allow {
+        updated_input: Some(input),
     }
 }
 

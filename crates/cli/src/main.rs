@@ -390,7 +390,7 @@ async fn headless(
         cwd: &cwd,
         tools: &session.tool_names,
         mcp_servers: session.mcp_status(),
-        permission_mode: session.mode_name,
+        permission_mode: session.mode_name(),
         sandbox: &session.sandbox,
         // Skills are slash commands too, as in Claude Code.
         slash_commands: session

@@ -25,6 +25,21 @@ use crate::output::Renderer;
 use crate::transcript::{self, Transcript};
 use crate::{adapter, context_info, hooks, settings, subagents, tooling};
 
+/// Shift+Tab: default → acceptEdits → plan → default, at once (a turn may be running: the
+/// gate's next decisions, Bash's sandbox and the hooks' `permission_mode` follow, and the
+/// subagents of later turns). bypassPermissions is left for default and never entered.
+/// Returns the new mode.
+pub fn cycle_mode(gate: &tools::PermissionGate) -> tools::PermissionMode {
+    use tools::PermissionMode as Mode;
+    let next = match gate.mode() {
+        Mode::Default => Mode::AcceptEdits,
+        Mode::AcceptEdits => Mode::Plan,
+        _ => Mode::Default,
+    };
+    gate.set_mode(next);
+    next
+}
+
 /// The default model when neither `--model`, `ANTHROPIC_MODEL` nor settings name one.
 pub const DEFAULT_MODEL: &str = "claude-opus-4-8";
 
@@ -36,8 +51,6 @@ pub struct Session {
     pub session_id: String,
     /// The model asked first.
     pub model: String,
-    /// The permission mode, as Claude Code spells it.
-    pub mode_name: &'static str,
     /// How Bash commands are sandboxed.
     pub sandbox: tools::SandboxConfig,
     /// Whether the folder is trusted (see `trust`).
@@ -343,6 +356,7 @@ impl Session {
             ))),
             cwd: cwd.clone(),
             permission_mode: tooling::permission_mode(mode).as_str().to_owned(),
+            gate: Arc::default(),
         };
         let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
         let post_hooks = hooks_of("PostToolUse");
@@ -372,7 +386,14 @@ impl Session {
             _ => anyhow::Error::new(error),
         })?;
         let permissions = Arc::clone(&tooling.gate);
+        let _ = hook_env.gate.set(Arc::clone(&tooling.permissions));
         let mut tools = tooling.tools.clone();
+        // ExitPlanMode where a plan can be approved (interactive) or must be refused with
+        // how to go on (headless plan mode); never a subagent's (it comes before the count
+        // of built-in tools, which subagents get fresh from the recipe).
+        if recipe.prompter.is_some() || mode == args::PermissionModeArg::Plan {
+            tools.push(recipe.wrap(tooling.permissions.exit_plan_mode_tool()));
+        }
         tools.retain(|tool| denied.offers(tool.as_ref()));
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
             subagents::definitions(&cwd, folder_trusted).into();
@@ -495,7 +516,6 @@ impl Session {
             cwd,
             session_id,
             model,
-            mode_name: tooling.mode_name,
             sandbox,
             tool_names,
             commands,
@@ -939,6 +959,16 @@ impl Session {
         self.config.context.levels.autocompact_at.0
     }
 
+    /// The permission mode in force, as Claude Code spells it.
+    pub fn mode_name(&self) -> &'static str {
+        self.gate.mode().as_str()
+    }
+
+    /// The session's permission gate (its mode can be switched while a turn runs).
+    pub fn permission_gate(&self) -> Arc<tools::PermissionGate> {
+        Arc::clone(&self.gate)
+    }
+
     /// The water levels of the model in use (window, autocompact and blocking levels).
     pub fn levels(&self) -> context::WaterLevels {
         self.config.context.levels
@@ -1047,8 +1077,11 @@ impl Session {
 
     /// The loop's collaborators for one turn; subagents' events go to `subagent_events`.
     fn deps(&self, subagent_events: mpsc::UnboundedSender<subagents::SubagentEvent>) -> Deps {
+        // The mode the user chose last (Shift+Tab, an approved plan) for this turn's subagents.
+        let mut recipe = self.recipe.clone();
+        recipe.mode = tooling::mode_arg(self.gate.mode());
         let host = subagents::Host::new(subagents::HostParts {
-            recipe: self.recipe.clone(),
+            recipe,
             client: self.client.clone(),
             fallback: self.fallback_client.clone(),
             models: self.model_settings.clone(),

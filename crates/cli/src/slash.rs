@@ -211,9 +211,9 @@ impl Totals {
         }
     }
 
-    /// The status line: `  ─ model · mode · context N% (used/autocompact level) · K req ·
-    /// X in / Y out · $C`, dim, cut to `width` columns.
-    pub fn line(&self, model: &str, mode: &str, autocompact_at: u64, width: usize) -> String {
+    /// The status line's figures after the model and the mode: ` · context N% (used /
+    /// autocompact level) · K req · X in / Y out · $C`.
+    pub fn figures(&self, autocompact_at: u64) -> String {
         let context = match self.context {
             Some(tokens) if autocompact_at > 0 => format!(
                 " · context {}% ({}/{})",
@@ -228,16 +228,12 @@ impl Totals {
             None if self.priced => " · $?".to_owned(),
             None => String::new(),
         };
-        let text = format!(
-            "  ─ {} · {mode}{context} · {} req · {} in / {} out{cost}",
-            printable(model, false),
+        format!(
+            "{context} · {} req · {} in / {} out{cost}",
             self.requests,
             compact_count(self.input),
             compact_count(self.output),
-        );
-        // Never wider than the terminal: a wrapped line would break the screen's layout.
-        let shown: String = text.chars().take(width.saturating_sub(1).max(20)).collect();
-        format!("\x1b[2m{shown}\x1b[0m")
+        )
     }
 
     /// `/cost`.
@@ -384,23 +380,15 @@ mod tests {
         totals.requests = 2;
         totals.context = Some(41_000);
         assert_eq!(
-            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 120),
-            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · context 24% (41.0k/167.0k) · 2 req · 4.0k in / 500 out · $0.0300\x1b[0m"
-        );
-        assert_eq!(
-            totals.line("claude-sonnet-4-5", "acceptEdits", 167_000, 41),
-            "\x1b[2m  ─ claude-sonnet-4-5 · acceptEdits · co\x1b[0m"
+            totals.figures(167_000),
+            " · context 24% (41.0k/167.0k) · 2 req · 4.0k in / 500 out · $0.0300"
         );
         assert_eq!(
             totals.report(std::time::Duration::from_secs(125)),
             "Cost: $0.0300\nRequests: 2\nTokens: 4.0k in (1.0k of them cache reads), 500 out\nSession time: 2m 5s"
         );
         totals.add(&usage(1, 1), None);
-        assert!(
-            totals
-                .line("m", "default", 0, 120)
-                .ends_with(" · $?\x1b[0m")
-        );
+        assert!(totals.figures(0).ends_with(" · $?"));
         assert!(
             totals
                 .report(std::time::Duration::ZERO)

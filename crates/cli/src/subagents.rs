@@ -265,8 +265,6 @@ pub struct Built {
     pub gate: Arc<dyn CanUseTool>,
     /// The rules' gate itself (turn grants are made there).
     pub permissions: Arc<tools::PermissionGate>,
-    /// The mode's name, as Claude Code spells it.
-    pub mode_name: &'static str,
     /// Which files these tools read changed on disk since.
     pub watch: tools::FileWatch,
 }
@@ -305,7 +303,6 @@ impl Recipe {
             tools,
             gate,
             permissions: built.permissions,
-            mode_name: built.mode_name,
             watch: built.watch,
         })
     }

@@ -26,8 +26,6 @@ pub struct Tooling {
     pub tools: Vec<Arc<dyn Tool>>,
     /// The permission gate.
     pub permissions: Arc<tools::PermissionGate>,
-    /// The mode's name, as Claude Code spells it.
-    pub mode_name: &'static str,
     /// Which files the tools read changed on disk since.
     pub watch: tools::FileWatch,
 }
@@ -188,6 +186,16 @@ pub fn permission_mode(mode: PermissionModeArg) -> tools::PermissionMode {
     }
 }
 
+/// The command line's name for the gate's `mode`.
+pub fn mode_arg(mode: tools::PermissionMode) -> PermissionModeArg {
+    match mode {
+        tools::PermissionMode::AcceptEdits => PermissionModeArg::AcceptEdits,
+        tools::PermissionMode::BypassPermissions => PermissionModeArg::BypassPermissions,
+        tools::PermissionMode::Plan => PermissionModeArg::Plan,
+        _ => PermissionModeArg::Default,
+    }
+}
+
 /// The tools and gate `recipe` describes in `mode`: the built-in tools confined to its
 /// workspace, the mode and the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts
 /// go to its prompter; without one (headless) they are denied with a message. Its `env` is
@@ -227,7 +235,6 @@ pub fn build(
     Ok(Tooling {
         tools: set.tools(),
         permissions: set.gate(),
-        mode_name: default_mode.as_str(),
         watch: set.file_watch(),
     })
 }

@@ -2937,3 +2937,60 @@ async fn fork_session_and_session_id() {
     assert_ne!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stderr).contains("needs --fork-session"));
 }
+
+/// A headless run in plan mode offers ExitPlanMode and refuses it with how to go on: the
+/// plan cannot be approved without a user, and the mode stays plan.
+#[tokio::test]
+async fn headless_plan_mode_refuses_exit_plan_mode() {
+    let repo = repo("headless-plan");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_p",
+            "ExitPlanMode",
+            json!({"plan": "1. edit", "mode": "acceptEdits"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "x.txt", "content": "x"}),
+        )),
+        Reply::turn(Turn::new().text("Here is the plan.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "plan it", "--permission-mode", "plan"],
+    )
+    .await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    let offered: Vec<String> = requests[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        offered.iter().any(|name| name == "ExitPlanMode"),
+        "{offered:?}"
+    );
+    let refused = requests[1].json()["messages"][2]["content"][0].clone();
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        refused["content"]
+            .to_string()
+            .contains("run again with --permission-mode default or acceptEdits"),
+        "{refused}"
+    );
+    // Still plan mode: the write after it is refused too.
+    let write = requests[2].json()["messages"][4]["content"][0].clone();
+    assert_eq!(write["is_error"], true, "{write}");
+    assert!(!repo.dir.join("x.txt").exists());
+}

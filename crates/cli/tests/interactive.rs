@@ -1465,3 +1465,125 @@ async fn slash_commands_report_and_act() {
     let text = std::fs::read_to_string(transcript).unwrap();
     assert!(text.contains("\"trigger\":\"manual\""), "{text}");
 }
+
+/// Shift+Tab cycles default → acceptEdits → plan → default, shown in the status line; the
+/// mode applies at once (an edit runs without a question in acceptEdits).
+#[tokio::test]
+async fn shift_tab_cycles_the_permission_mode() {
+    let repo = repo("interactive-modes");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "written\n"}),
+        )),
+        Reply::turn(Turn::new().text("Wrote it.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    let status = |terminal: &Terminal| {
+        let shown = terminal.parser().screen().contents();
+        shown
+            .lines()
+            .find(|line| line.starts_with("  ─ "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        status(&terminal).contains(" · default"),
+        "{}",
+        status(&terminal)
+    );
+    terminal.type_keys("\u{1b}[Z");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !status(&terminal).contains(" · acceptEdits") {
+        assert!(Instant::now() < deadline, "{}", terminal.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("write the file\r");
+    terminal.wait_for("Wrote it.", 1).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("new.txt")).unwrap(),
+        "written\n"
+    );
+    assert!(
+        !terminal.text().contains("needs approval"),
+        "{}",
+        terminal.text()
+    );
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{1b}[Z");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !status(&terminal).contains(" · plan") {
+        assert!(Instant::now() < deadline, "{}", terminal.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("\u{1b}[Z");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !status(&terminal).contains(" · default") {
+        assert!(Instant::now() < deadline, "{}", terminal.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("/status\r");
+    terminal.wait_for("Permission mode: default", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// In plan mode the model presents its plan with ExitPlanMode: a refusal with feedback goes
+/// back to the model; an approval with "accept edits" leaves plan mode, and the edit that
+/// follows runs without a question.
+#[tokio::test]
+async fn an_approved_plan_leaves_plan_mode() {
+    let repo = repo("interactive-plan");
+    let plan = json!({"plan": "## Plan\n\n1. Change **milk** to tea in notes.txt"});
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_p1", "ExitPlanMode", plan.clone())),
+        Reply::turn(Turn::new().tool_use("toolu_p2", "ExitPlanMode", plan)),
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "milk", "new_string": "tea"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--permission-mode", "plan"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("change the notes\r");
+    terminal.wait_for("Here is the plan:", 1).await;
+    terminal
+        .wait_for("1. Change milk to tea in notes.txt", 1)
+        .await;
+    terminal.type_keys("mention the date too\r");
+    terminal.wait_for("Here is the plan:", 2).await;
+    let refused = messages(&server, 1)[2]["content"][0].to_string();
+    assert!(
+        refused.contains("did not approve the plan and said: mention the date too"),
+        "{refused}"
+    );
+    terminal.type_keys("a\r");
+    terminal.wait_for("Done.", 1).await;
+    terminal.wait_prompt(2).await;
+    let approved = messages(&server, 2)[4]["content"][0].to_string();
+    assert!(
+        approved.contains("User has approved your plan") && approved.contains("acceptEdits"),
+        "{approved}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the tea\n"
+    );
+    // Only the two plan questions were asked; the edit ran in acceptEdits.
+    assert_eq!(terminal.text().matches("needs approval").count(), 0);
+    let shown = terminal.parser().screen().contents();
+    assert!(shown.contains(" · acceptEdits"), "{shown}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

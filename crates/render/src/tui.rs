@@ -57,6 +57,9 @@ pub struct Config {
     pub history: Vec<String>,
     /// Called for Ctrl-C (and Esc) while a turn runs ([`Handle::set_busy`]).
     pub on_interrupt: Box<dyn Fn() + Send + Sync>,
+    /// Called for Shift+Tab (at the prompt or during a turn): switches the permission mode
+    /// to the next one and returns its name, for the status line.
+    pub on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
 }
 
 impl std::fmt::Debug for Config {
@@ -71,7 +74,11 @@ enum Message {
     Commit(Vec<String>),
     Activity(Option<String>),
     TurnRows(Vec<String>),
-    Status(String),
+    Status {
+        model: String,
+        mode: String,
+        figures: String,
+    },
     Busy(bool),
     Read(oneshot::Sender<ReadOutcome>),
     Ask {
@@ -121,9 +128,15 @@ impl Handle {
         self.send(Message::TurnRows(rows));
     }
 
-    /// The status line under the input line (styled).
-    pub fn set_status(&self, line: String) {
-        self.send(Message::Status(line));
+    /// The status line under the input line: `  ─ MODEL · MODE FIGURES`, dim, where the
+    /// mode is the one Shift+Tab last chose, or this `mode`; `figures` follow as given
+    /// (` · context 24% (41.0k/167.0k) · 2 req · ...`). Text already safe to print.
+    pub fn set_status(&self, model: String, mode: String, figures: String) {
+        self.send(Message::Status {
+            model,
+            mode,
+            figures,
+        });
     }
 
     /// Whether a turn runs: then Ctrl-C interrupts it, and a line entered is queued for the
@@ -302,7 +315,8 @@ impl Tui {
             detail,
             turn_rows: Vec::new(),
             activity: None,
-            status: String::new(),
+            status: None,
+            on_cycle_mode: config.on_cycle_mode,
             busy: false,
             queued: Vec::new(),
             read: None,
@@ -421,7 +435,9 @@ struct State {
     turn_rows: Vec<String>,
     /// The spinner's message and when it appeared.
     activity: Option<(String, Instant)>,
-    status: String,
+    /// The status line's model, mode and figures.
+    status: Option<(String, String, String)>,
+    on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
     busy: bool,
     /// Lines entered during a turn, for the next reads.
     queued: Vec<String>,
@@ -508,7 +524,11 @@ impl State {
                 };
             }
             Message::TurnRows(rows) => self.turn_rows = rows,
-            Message::Status(line) => self.status = line,
+            Message::Status {
+                model,
+                mode,
+                figures,
+            } => self.status = Some((model, mode, figures)),
             Message::Busy(busy) => {
                 self.busy = busy;
                 if busy {
@@ -622,6 +642,12 @@ impl State {
                 }
             }
             KeyCode::Esc if self.busy && self.question.is_none() => (self.on_interrupt)(),
+            KeyCode::BackTab if self.question.is_none() => {
+                let mode = (self.on_cycle_mode)();
+                if let Some((_, shown, _)) = &mut self.status {
+                    *shown = mode;
+                }
+            }
             KeyCode::Enter => self.enter(),
             code => {
                 let edit = match code {
@@ -750,8 +776,8 @@ impl State {
                 rows.extend(editor_rows);
             }
         }
-        if !self.status.is_empty() {
-            rows.push(self.status.clone());
+        if let Some((model, mode, figures)) = &self.status {
+            rows.push(dim(&format!("  ─ {model} · {mode}{figures}")));
         }
         Live { rows, cursor }
     }

@@ -205,7 +205,7 @@ impl BashTool {
             fields.remove(DISABLE_SANDBOX_FIELD);
         }
         let gate = PermissionGate::new(Arc::clone(&self.shared), None);
-        match gate.bash_decision(&input, self.shared.mode) {
+        match gate.bash_decision(&input, self.shared.mode.get()) {
             (crate::Verdict::Allow, run) => run,
             (_, _) if self.shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
             (_, run) => run,

@@ -80,6 +80,7 @@ mod grep;
 mod journal;
 mod paths;
 mod permissions;
+pub mod plan;
 pub mod prompt;
 mod read;
 mod sandboxing;

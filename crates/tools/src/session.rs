@@ -11,7 +11,7 @@ use dashmap::DashMap;
 use executor::{Tool, Workspace};
 
 use crate::permissions::rules::{Rule, RuleSet};
-use crate::permissions::{PermissionConfig, PermissionGate, PermissionMode, Prompter};
+use crate::permissions::{PermissionConfig, PermissionGate, Prompter};
 use crate::{Error, paths};
 
 /// What a [`ToolSet`] is built from.
@@ -165,7 +165,7 @@ impl ToolSet {
             sandbox: config.sandbox,
             journal: config.journal,
             workspace: Arc::clone(&config.workspace),
-            mode: config.permissions.default_mode,
+            mode: crate::permissions::ModeCell::new(config.permissions.default_mode),
             rules,
             tool_results_dir,
             readable: config
@@ -313,7 +313,7 @@ impl FileStamp {
 /// State shared by the tools and the gate of one session.
 pub(crate) struct Shared {
     pub(crate) workspace: Arc<Workspace>,
-    pub(crate) mode: PermissionMode,
+    pub(crate) mode: crate::permissions::ModeCell,
     pub(crate) rules: RuleSet,
     /// Resolved.
     pub(crate) tool_results_dir: Option<PathBuf>,

@@ -76,6 +76,40 @@ impl PermissionMode {
     }
 }
 
+/// The session's mode, switchable while it runs (Shift+Tab at the prompt, an approved
+/// `ExitPlanMode`): every decision reads it when it is made.
+#[derive(Debug)]
+pub(crate) struct ModeCell(std::sync::atomic::AtomicU8);
+
+impl ModeCell {
+    pub(crate) fn new(mode: PermissionMode) -> Self {
+        Self(std::sync::atomic::AtomicU8::new(Self::code(mode)))
+    }
+
+    fn code(mode: PermissionMode) -> u8 {
+        match mode {
+            PermissionMode::Default => 0,
+            PermissionMode::AcceptEdits => 1,
+            PermissionMode::BypassPermissions => 2,
+            PermissionMode::Plan => 3,
+        }
+    }
+
+    pub(crate) fn get(&self) -> PermissionMode {
+        match self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            1 => PermissionMode::AcceptEdits,
+            2 => PermissionMode::BypassPermissions,
+            3 => PermissionMode::Plan,
+            _ => PermissionMode::Default,
+        }
+    }
+
+    pub(crate) fn set(&self, mode: PermissionMode) {
+        self.0
+            .store(Self::code(mode), std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl fmt::Display for PermissionMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -218,7 +252,7 @@ pub struct PermissionGate {
 impl fmt::Debug for PermissionGate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PermissionGate")
-            .field("mode", &self.shared.mode)
+            .field("mode", &self.shared.mode.get())
             .field("interactive", &self.prompter.is_some())
             .finish_non_exhaustive()
     }
@@ -237,21 +271,36 @@ impl PermissionGate {
         Self { shared, prompter }
     }
 
-    /// The session's approval mode.
+    /// The session's approval mode now.
     pub fn mode(&self) -> PermissionMode {
-        self.shared.mode
+        self.shared.mode.get()
+    }
+
+    /// Switches the session's mode (the user's choice: Shift+Tab, or approving a plan); the
+    /// next decision uses it, Bash's sandbox included.
+    pub fn set_mode(&self, mode: PermissionMode) {
+        self.shared.mode.set(mode);
+    }
+
+    /// The `ExitPlanMode` tool of this session (Claude Code's name and input `{plan}`): in
+    /// plan mode it is always asked about, the plan shown; approved, it switches the session
+    /// to the mode the prompter wrote into its input's `mode` (`default` or `acceptEdits`;
+    /// anything else is `default`). Headless, it is refused with how to rerun.
+    pub fn exit_plan_mode_tool(&self) -> Arc<dyn Tool> {
+        Arc::new(crate::plan::ExitPlanModeTool::new(Arc::clone(&self.shared)))
     }
 
     /// Decides on a call of `tool` with `input` by the rules and the mode (see the module
     /// docs), without asking anyone.
     pub fn evaluate(&self, tool: &dyn Tool, input: &Value) -> Verdict {
-        self.evaluate_in(tool, input, self.shared.mode)
+        self.evaluate_in(tool, input, self.shared.mode.get())
     }
 
     /// [`PermissionGate::evaluate`] as if the session's mode were `mode`.
     fn evaluate_in(&self, tool: &dyn Tool, input: &Value, mode: PermissionMode) -> Verdict {
         match tool.name() {
             "Bash" => self.bash(input, mode),
+            crate::plan::EXIT_PLAN_MODE => self.exit_plan(mode),
             name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input, mode),
             name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
@@ -280,6 +329,26 @@ impl PermissionGate {
             .map(|rule| Rule::parse(rule, &base))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.shared.grant(parsed))
+    }
+
+    /// `ExitPlanMode`: a deny rule refuses it; in plan mode the user is always asked (no
+    /// allow rule or mode skips the question: approving it changes the mode); outside plan
+    /// mode it runs (and changes nothing).
+    fn exit_plan(&self, mode: PermissionMode) -> Verdict {
+        let name = crate::plan::EXIT_PLAN_MODE;
+        if let Some(rule) = self
+            .rule_list(RuleKind::Deny)
+            .iter()
+            .find(|rule| rule.matches_tool(name))
+        {
+            return denied_by(name, rule);
+        }
+        match mode {
+            PermissionMode::Plan => Verdict::Ask {
+                reason: "the plan needs your approval to leave plan mode".to_owned(),
+            },
+            _ => Verdict::Allow,
+        }
     }
 
     /// A tool that is not a file tool or Bash; rules naming one of its `aliases` (Claude
@@ -364,7 +433,7 @@ impl PermissionGate {
     /// The verdict on a Bash call and how it runs when allowed (or, for `Ask`, when the user
     /// approves), by the session's mode. See the module docs for the order of decision.
     pub fn evaluate_bash(&self, input: &Value) -> (Verdict, BashRun) {
-        self.bash_decision(input, self.shared.mode)
+        self.bash_decision(input, self.shared.mode.get())
     }
 
     /// [`PermissionGate::evaluate_bash`] as if the session's mode were `mode`.
@@ -582,7 +651,7 @@ impl PermissionGate {
         if writes.peek().is_none() {
             return true;
         }
-        self.shared.mode == PermissionMode::AcceptEdits
+        self.shared.mode.get() == PermissionMode::AcceptEdits
             && writes.all(|redirect| {
                 !redirect.target.dynamic
                     && self
@@ -790,7 +859,7 @@ impl PermissionGate {
         Box::pin(async move {
             match hook {
                 HookDecision::Allow => {
-                    let mode = match self.shared.mode {
+                    let mode = match self.shared.mode.get() {
                         PermissionMode::Plan => PermissionMode::Plan,
                         _ => PermissionMode::BypassPermissions,
                     };
@@ -798,7 +867,7 @@ impl PermissionGate {
                 }
                 HookDecision::Ask => {
                     let reason = "a PreToolUse hook asks for approval".to_owned();
-                    self.decide(call, tool, self.shared.mode, Some(reason))
+                    self.decide(call, tool, self.shared.mode.get(), Some(reason))
                         .await
                 }
             }
@@ -866,7 +935,7 @@ impl PermissionGate {
 
 impl CanUseTool for PermissionGate {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
-        Box::pin(self.decide(call, tool, self.shared.mode, None))
+        Box::pin(self.decide(call, tool, self.shared.mode.get(), None))
     }
 }
 
@@ -877,8 +946,13 @@ impl PermissionGate {
     fn headless_denial(&self, tool: &str, reason: &str, input: &Value) -> String {
         let headless =
             "This session cannot ask the user (headless), so calls that need approval are refused";
+        if tool == crate::plan::EXIT_PLAN_MODE {
+            return format!(
+                "{reason}, and this session cannot ask the user (headless). Give the plan as your final answer instead; to carry it out, the user can run again with --permission-mode default or acceptEdits"
+            );
+        }
         // A mode is suggested only when it would change the answer and is not on already.
-        let mode_now = self.shared.mode;
+        let mode_now = self.shared.mode.get();
         if tool != "Bash" {
             let mode = match mode_now {
                 PermissionMode::Default if matches!(tool, "Write" | "Edit") => {
