@@ -450,6 +450,12 @@ async fn session_loop(
                 let old = session.session_id.clone();
                 let had_file = session.has_transcript();
                 session.clear();
+                // The status line counts the new session.
+                totals = Totals::default();
+                {
+                    let (model, mode, figures) = status_line(&totals, session);
+                    ui.set_status(model, mode, figures);
+                }
                 if had_file {
                     say(
                         ui,
@@ -840,6 +846,28 @@ fn full_request(tool: &str, input: &serde_json::Value) -> String {
     text
 }
 
+/// A call's whole input, for the approval question of a tool whose label does not show it
+/// (an MCP tool, WebFetch, a tool of a plugin): pretty JSON, indented, at most 40 lines (then
+/// a count of the rest). Bash, Write, Edit and ExitPlanMode show theirs in their own way.
+fn input_lines(tool: &str, input: &serde_json::Value) -> Vec<String> {
+    const LIMIT: usize = 40;
+    if matches!(tool, "Bash" | "Write" | "Edit" | "Read" | "Glob" | "Grep")
+        || tool == tools::plan::EXIT_PLAN_MODE
+        || input.as_object().is_some_and(serde_json::Map::is_empty)
+    {
+        return Vec::new();
+    }
+    let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
+    let text = printable(&pretty, true);
+    let all: Vec<&str> = text.lines().collect();
+    let mut lines = vec!["  Its input:".to_owned()];
+    lines.extend(all.iter().take(LIMIT).map(|line| format!("    {line}")));
+    if all.len() > LIMIT {
+        lines.push(format!("    … +{} lines", all.len() - LIMIT));
+    }
+    lines
+}
+
 /// The diff a Write or Edit would make, for its approval question: numbered, coloured, at
 /// most 60 lines (then a count of the rest); a new file says so.
 fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
@@ -966,18 +994,19 @@ impl Prompter for TerminalPrompter {
             if request.tool == tools::plan::EXIT_PLAN_MODE {
                 return ask_plan(&ui, request.input).await;
             }
-            let mut question = vec![
-                String::new(),
-                format!(
-                    "⏺ {label} needs approval: {}",
-                    printable(request.reason, false)
-                ),
-            ];
+            // The reason, unless it only repeats that the call needs approval.
+            let reason = if request.reason == format!("{} needs approval", request.tool) {
+                String::new()
+            } else {
+                format!(": {}", printable(request.reason, false))
+            };
+            let mut question = vec![String::new(), format!("⏺ {label} needs approval{reason}")];
             question.extend(
                 full_request(request.tool, request.input)
                     .lines()
                     .map(str::to_owned),
             );
+            question.extend(input_lines(request.tool, request.input));
             question.extend(
                 proposed_diff(request.change.as_ref())
                     .lines()
@@ -1105,6 +1134,24 @@ mod tests {
             ),
             "always for a file covers later writes of the same file"
         );
+    }
+
+    #[test]
+    fn a_question_shows_the_input_of_a_tool_that_does_not() {
+        let input = serde_json::json!({"path": "/etc/passwd", "text": "x\u{1b}]52;c;AAAA\u{7}"});
+        let lines = input_lines("mcp__files__write", &input);
+        assert_eq!(
+            lines,
+            [
+                "  Its input:",
+                "    {",
+                "      \"path\": \"/etc/passwd\",",
+                "      \"text\": \"x\\u001b]52;c;AAAA\\u0007\"",
+                "    }"
+            ]
+        );
+        assert!(input_lines("Bash", &serde_json::json!({"command": "ls"})).is_empty());
+        assert!(input_lines("mcp__x__ping", &serde_json::json!({})).is_empty());
     }
 
     #[test]

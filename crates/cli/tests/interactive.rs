@@ -21,6 +21,8 @@ struct Terminal {
     child: tokio::process::Child,
     keyboard: std::fs::File,
     screen: Arc<Mutex<Vec<u8>>>,
+    /// Rows and columns.
+    size: (u16, u16),
 }
 
 impl Terminal {
@@ -31,10 +33,16 @@ impl Terminal {
     /// Spawns `command` on a terminal that, when `sync` is set, answers the DECRQM query for
     /// synchronized output (mode 2026) as a terminal that supports it does; otherwise the
     /// query goes unanswered, as on most terminals.
-    fn spawn_answering(mut command: tokio::process::Command, sync: bool) -> Self {
+    fn spawn_answering(command: tokio::process::Command, sync: bool) -> Self {
+        Self::spawn_sized(command, sync, (40, 120))
+    }
+
+    /// Spawns `command` on a terminal of `size` (rows, columns).
+    fn spawn_sized(mut command: tokio::process::Command, sync: bool, size: (u16, u16)) -> Self {
+        let (rows, columns) = size;
         let size = nix::pty::Winsize {
-            ws_row: 40,
-            ws_col: 120,
+            ws_row: rows,
+            ws_col: columns,
             ws_xpixel: 0,
             ws_ypixel: 0,
         };
@@ -64,7 +72,8 @@ impl Terminal {
                 screen.extend_from_slice(&buffer[..read]);
                 if !answered && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p") {
                     answered = true;
-                    answers.write_all(b"\x1b[?2026;2$y").unwrap();
+                    // As a terminal answers the question and the DA1 request behind it.
+                    answers.write_all(b"\x1b[?2026;2$y\x1b[?62;22c").unwrap();
                 }
             }
         });
@@ -72,13 +81,14 @@ impl Terminal {
             child,
             keyboard: master,
             screen,
+            size: (rows, columns),
         }
     }
 
     /// The terminal model after everything written so far (40 rows of 120 columns, as the
     /// pseudo-terminal, and a scrollback).
     fn parser(&self) -> vt100::Parser {
-        let mut parser = vt100::Parser::new(40, 120, 100_000);
+        let mut parser = vt100::Parser::new(self.size.0, self.size.1, 100_000);
         parser.process(&self.screen.lock().unwrap());
         parser
     }
@@ -99,7 +109,7 @@ impl Terminal {
             // At `offset`, the view's first row is row `back - offset` of the whole.
             parser.screen_mut().set_scrollback(offset);
             let first = back - offset;
-            for (index, row) in parser.screen().rows(0, 120).enumerate() {
+            for (index, row) in parser.screen().rows(0, self.size.1).enumerate() {
                 if first + index >= rows.len() {
                     rows.push(row);
                 }
@@ -107,7 +117,7 @@ impl Terminal {
             if offset == 0 {
                 break;
             }
-            offset = offset.saturating_sub(40);
+            offset = offset.saturating_sub(usize::from(self.size.0));
         }
         rows.join("\n")
     }
@@ -120,7 +130,7 @@ impl Terminal {
         if screen.hide_cursor() {
             return false;
         }
-        let rows: Vec<String> = screen.rows(0, 120).collect();
+        let rows: Vec<String> = screen.rows(0, self.size.1).collect();
         let spinning = rows.iter().any(|row| {
             row.chars()
                 .next()
@@ -1307,7 +1317,7 @@ async fn synchronized_output_only_where_the_terminal_supports_it() {
         terminal.type_keys("\u{4}");
         assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
         let raw = terminal.raw();
-        assert_eq!(raw.matches("\x1b[?2026$p").count(), 1, "asked once");
+        assert_eq!(raw.matches("\x1b[?2026$p\x1b[c").count(), 1, "asked once");
         assert_eq!(raw.contains(BEGIN), sync, "sync {sync}: {raw:?}");
         if sync {
             assert_eq!(
@@ -1584,6 +1594,55 @@ async fn an_approved_plan_leaves_plan_mode() {
     assert_eq!(terminal.text().matches("needs approval").count(), 0);
     let shown = terminal.parser().screen().contents();
     assert!(shown.contains(" · acceptEdits"), "{shown}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// On a narrow terminal a question's long prompt gets rows of its own and the answer is
+/// typed on a short one, visible; a long paste shows as a placeholder and is sent whole.
+#[tokio::test]
+async fn narrow_questions_and_long_pastes() {
+    let repo = repo("interactive-narrow");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_t",
+            "Bash",
+            json!({"command": "touch x", "dangerouslyDisableSandbox": true}),
+        )),
+        Reply::turn(Turn::new().text("Touched.")),
+        Reply::turn(Turn::new().text("Got the paste.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (24, 50));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("touch it\r");
+    terminal.wait_for("then Enter:", 1).await;
+    terminal.type_keys("yes");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let parser = terminal.parser();
+        let screen = parser.screen();
+        let row = usize::from(screen.cursor_position().0);
+        let rows: Vec<String> = screen.rows(0, 50).collect();
+        if rows[row].trim_end() == "  › yes" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", screen.contents());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("\r");
+    terminal.wait_for("Touched.", 1).await;
+    assert!(repo.dir.join("x").exists());
+    terminal.wait_prompt(2).await;
+    let pasted: String = (1..=12).map(|n| format!("row {n}\n")).collect();
+    terminal.type_keys(&format!("\u{1b}[200~{pasted}\u{1b}[201~"));
+    terminal.wait_for("[Pasted text #1 +12 lines]", 1).await;
+    terminal.type_keys("\r");
+    terminal.wait_for("Got the paste.", 1).await;
+    let sent = messages(&server, 2).last().unwrap()["content"][0]["text"].clone();
+    assert_eq!(sent, pasted.trim_end(), "{sent}");
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }

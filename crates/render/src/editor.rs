@@ -12,8 +12,11 @@ use crate::style::display_width;
 /// One editing action.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Edit {
-    /// Insert text at the cursor (a typed character or a paste, which may hold newlines).
+    /// Insert text at the cursor (a typed character, or text that may hold newlines).
     Insert(String),
+    /// A paste: inserted as it is, or, past [`PASTE_LINES`] lines, as a placeholder
+    /// (`[Pasted text #1 +60 lines]`) that [`LineEditor::submit`] replaces with the text.
+    Paste(String),
     /// Delete the character before the cursor (Backspace).
     Backspace,
     /// Delete the character under the cursor (Delete).
@@ -42,6 +45,9 @@ pub enum Edit {
     HistoryNext,
 }
 
+/// A paste of more lines than this shows as a placeholder (as Claude Code's does).
+pub const PASTE_LINES: usize = 10;
+
 /// A line being written, with its history.
 #[derive(Debug, Default)]
 pub struct LineEditor {
@@ -53,6 +59,8 @@ pub struct LineEditor {
     browsing: Option<usize>,
     /// The line being written, kept while browsing the history.
     draft: String,
+    /// Long pastes: each placeholder and the text it stands for.
+    pastes: Vec<(String, String)>,
 }
 
 impl LineEditor {
@@ -80,6 +88,17 @@ impl LineEditor {
             Edit::Insert(text) => {
                 self.text.insert_str(self.cursor, &text);
                 self.cursor += text.len();
+            }
+            Edit::Paste(text) => {
+                let lines = text.lines().count();
+                if lines <= PASTE_LINES {
+                    self.apply(Edit::Insert(text));
+                    return;
+                }
+                let placeholder =
+                    format!("[Pasted text #{} +{lines} lines]", self.pastes.len() + 1);
+                self.pastes.push((placeholder.clone(), text));
+                self.apply(Edit::Insert(placeholder));
             }
             Edit::Backspace => {
                 if let Some(start) = self.previous_boundary() {
@@ -145,7 +164,13 @@ impl LineEditor {
     /// Takes the written line (empty afterwards); a line with text goes into the history
     /// (unless it repeats the last entry).
     pub fn submit(&mut self) -> String {
-        let line = std::mem::take(&mut self.text);
+        let mut line = std::mem::take(&mut self.text);
+        // Each placeholder still in the line is its paste, once.
+        for (placeholder, text) in std::mem::take(&mut self.pastes) {
+            if let Some(at) = line.find(&placeholder) {
+                line.replace_range(at..at + placeholder.len(), &text);
+            }
+        }
         self.cursor = 0;
         self.browsing = None;
         self.draft.clear();
@@ -158,6 +183,7 @@ impl LineEditor {
     /// Empties the line (the history is kept).
     pub fn clear(&mut self) {
         self.text.clear();
+        self.pastes.clear();
         self.cursor = 0;
         self.browsing = None;
     }
@@ -337,6 +363,25 @@ mod tests {
         assert_eq!(editor.text(), " ");
         assert_eq!(editor.submit(), " ");
         assert!(editor.history().is_empty(), "a blank line is not history");
+    }
+
+    #[test]
+    fn a_long_paste_is_a_placeholder_until_sent() {
+        let mut editor = LineEditor::new(Vec::new());
+        let long: String = (1..=12).map(|n| format!("line {n}\n")).collect();
+        editor.apply(Edit::Insert("look: ".into()));
+        editor.apply(Edit::Paste(long.clone()));
+        assert_eq!(editor.text(), "look: [Pasted text #1 +12 lines]");
+        editor.apply(Edit::Paste("short\npaste".into()));
+        assert_eq!(
+            editor.text(),
+            "look: [Pasted text #1 +12 lines]short\npaste"
+        );
+        assert_eq!(editor.submit(), format!("look: {long}short\npaste"));
+        // A placeholder deleted before sending sends nothing.
+        editor.apply(Edit::Paste(long));
+        editor.apply(Edit::KillToStart);
+        assert_eq!(editor.submit(), "");
     }
 
     #[test]

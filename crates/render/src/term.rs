@@ -40,6 +40,19 @@ pub fn sync_supported(reply: &[u8]) -> bool {
         .any(|answer| text.contains(answer))
 }
 
+/// Whether `reply` holds a terminal's answer to the primary device attributes request
+/// (`CSI c`): `CSI ? Ps ; ... c`.
+pub fn device_attributes_answered(reply: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(reply);
+    text.match_indices("\x1b[?").any(|(at, _)| {
+        let rest = &text[at + 3..];
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == ';'))
+            .unwrap_or(rest.len());
+        digits > 0 && rest[digits..].starts_with('c')
+    })
+}
+
 /// The live region of one frame: rows drawn under the finished lines, and where the cursor
 /// goes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -184,12 +197,13 @@ pub fn strip_styles(text: &str) -> String {
 }
 
 /// `row` cut to `width` columns: escape sequences count no columns and are kept (a row
-/// ending in a style gets a reset), wide characters that would straddle the edge are left
-/// out.
+/// ending in a style gets a reset); a row that does not fit ends with `…` in its last cell.
 pub fn fit(row: &str, width: usize) -> String {
     let mut out = String::with_capacity(row.len());
     let mut used = 0;
     let mut styled = false;
+    // Where the last visible character starts in `out`.
+    let mut last_visible = None;
     let mut chars = row.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '\x1b' {
@@ -210,7 +224,17 @@ pub fn fit(row: &str, width: usize) -> String {
         }
         let cells = c.width().unwrap_or(0);
         if used + cells > width {
+            // Cut: `…` in the cell left, or in the last character's place.
+            if used + 1 > width
+                && let Some(at) = last_visible
+            {
+                out.truncate(at);
+            }
+            out.push('…');
             break;
+        }
+        if cells > 0 {
+            last_visible = Some(out.len());
         }
         used += cells;
         out.push(c);
@@ -285,9 +309,10 @@ mod tests {
         assert_eq!(screen(&parser), ["c", "d", "› x", ""]);
         assert_eq!(
             fit("\x1b[1mabcdefghijklmnop\x1b[0m", 9),
-            "\x1b[1mabcdefghi\x1b[0m"
+            "\x1b[1mabcdefgh…\x1b[0m"
         );
-        assert_eq!(fit("日本語", 5), "日本");
+        assert_eq!(fit("日本語", 5), "日本…");
+        assert_eq!(fit("abc", 3), "abc");
         assert_eq!(strip_styles("\x1b[1;38;2;1;2;3mab\x1b[0mc"), "abc");
         // Drawn again, the region replaces itself exactly.
         parser.process(&painter.frame(&[], &live(&["› y"], Some((0, 3)))));
@@ -305,5 +330,9 @@ mod tests {
         assert!(sync_supported(b"\x1b[?2026;2$y"));
         assert!(!sync_supported(b"\x1b[?2026;0$y"));
         assert!(!sync_supported(b""));
+        assert!(device_attributes_answered(b"\x1b[?2026;2$y\x1b[?62;22c"));
+        assert!(device_attributes_answered(b"\x1b[?1;2c"));
+        assert!(!device_attributes_answered(b"\x1b[?2026;2$y"));
+        assert!(!device_attributes_answered(b"\x1b[?c"));
     }
 }

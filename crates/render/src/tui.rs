@@ -27,6 +27,7 @@ use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyM
 use futures_util::StreamExt as _;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::display_width;
 use crate::editor::{Edit, LineEditor};
 use crate::term::{Live, Painter};
 
@@ -350,13 +351,40 @@ impl Tui {
     }
 }
 
-/// Asks the terminal whether it supports synchronized output; waits at most
-/// [`QUERY_TIMEOUT`]. Bytes that are not the answer (keys typed at that moment) are lost.
+/// Whether the terminal supports synchronized output.
+///
+/// Known terminals are told by their environment (`TERM_PROGRAM`, `TERM`). Over SSH nothing
+/// else is tried: a reply that came after the wait would reach the key reader as garbage and
+/// swallow the keys after it. Locally the terminal is asked (DECRQM for mode 2026), with a
+/// primary device attributes request (DA1, which every terminal answers) right behind it:
+/// terminals answer in order, so once the DA1 answer is in, so is any answer to the first
+/// question, and nothing can arrive late. The wait ends at [`QUERY_TIMEOUT`] either way (a
+/// terminal that answers nothing, such as a test's terminal model). Bytes that are not
+/// answers (keys typed at that moment) are lost.
 fn query_sync() -> bool {
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let program = env("TERM_PROGRAM");
+    let term = env("TERM");
+    let known = matches!(
+        program.as_str(),
+        "WezTerm" | "iTerm.app" | "ghostty" | "vscode" | "kitty"
+    ) || ["kitty", "foot", "ghostty", "wezterm"]
+        .iter()
+        .any(|name| term.contains(name));
+    let remote = !env("SSH_TTY").is_empty() || !env("SSH_CONNECTION").is_empty();
+    if known || remote {
+        return known;
+    }
+    ask_sync()
+}
+
+/// The local question of [`query_sync`].
+fn ask_sync() -> bool {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut stdout = std::io::stdout();
+    let question = format!("{}\x1b[c", crate::term::SYNC_QUERY);
     if stdout
-        .write_all(crate::term::SYNC_QUERY.as_bytes())
+        .write_all(question.as_bytes())
         .and_then(|()| stdout.flush())
         .is_err()
     {
@@ -366,6 +394,9 @@ fn query_sync() -> bool {
     let deadline = Instant::now() + QUERY_TIMEOUT;
     let mut reply = Vec::new();
     loop {
+        if crate::term::device_attributes_answered(&reply) {
+            return crate::term::sync_supported(&reply);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return false;
@@ -375,13 +406,10 @@ fn query_sync() -> bool {
         match poll(&mut fds, wait) {
             Ok(0) => return false,
             Ok(_) => {
-                let mut buffer = [0u8; 64];
+                let mut buffer = [0u8; 256];
                 match nix::unistd::read(stdin.as_fd(), &mut buffer) {
                     Ok(0) | Err(_) => return false,
                     Ok(read) => reply.extend_from_slice(&buffer[..read]),
-                }
-                if reply.ends_with(b"$y") {
-                    return crate::term::sync_supported(&reply);
                 }
             }
             Err(nix::errno::Errno::EINTR) => {}
@@ -405,9 +433,11 @@ fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedS
                 continue;
             };
             let text: Vec<u8> = pending.drain(..=end).collect();
+            // Colours dropped (a log's levels, a server's coloured output), then anything
+            // else that is not text shown as escapes.
             let lines = String::from_utf8_lossy(&text)
                 .lines()
-                .map(|line| crate::printable(line, false))
+                .map(|line| crate::printable(&crate::term::strip_styles(line), false))
                 .collect();
             if sender.send(Message::Commit(lines)).is_err() {
                 break;
@@ -594,7 +624,7 @@ impl State {
             Event::Key(key) if key.kind != KeyEventKind::Release => self.key(key),
             Event::Paste(text) => {
                 let text = text.replace("\r\n", "\n").replace('\r', "\n");
-                self.editing().apply(Edit::Insert(text));
+                self.editing().apply(Edit::Paste(text));
             }
             Event::Resize(width, height) => self.painter.resize(width, height),
             _ => {}
@@ -632,16 +662,18 @@ impl State {
                 let on = !self.detail.load(Ordering::Relaxed);
                 self.detail.store(on, Ordering::Relaxed);
                 if on {
-                    self.pending.push(dim(
-                        "── the turn in full: every tool input and result (Ctrl-O: back to the summary) ──",
-                    ));
+                    self.pending
+                        .push(dim("── the turn in full (Ctrl-O: the summary again) ──"));
                     self.pending.extend(self.details.iter().cloned());
                 } else {
                     self.pending
                         .push(dim("── summary view (Ctrl-O: the turn in full) ──"));
                 }
             }
-            KeyCode::Esc if self.busy && self.question.is_none() => (self.on_interrupt)(),
+            // Esc at a question refuses the call (the turn goes on); during a turn it
+            // interrupts.
+            KeyCode::Esc if self.question.is_some() => self.answer(None),
+            KeyCode::Esc if self.busy => (self.on_interrupt)(),
             KeyCode::BackTab if self.question.is_none() => {
                 let mode = (self.on_cycle_mode)();
                 if let Some((_, shown, _)) = &mut self.status {
@@ -766,7 +798,15 @@ impl State {
             )));
         }
         if let Some(question) = &self.question {
-            let (editor_rows, (row, column)) = question.editor.rows(&question.prompt, width);
+            // A prompt that leaves too little room for the answer gets rows of its own, the
+            // answer a short prompt of its own under them.
+            let prompt = if display_width(&question.prompt) + 16 > width {
+                rows.extend(wrap_plain(&question.prompt, width));
+                "  › "
+            } else {
+                question.prompt.as_str()
+            };
+            let (editor_rows, (row, column)) = question.editor.rows(prompt, width);
             cursor = Some((rows.len() + row, column));
             rows.extend(editor_rows);
         } else {
@@ -804,6 +844,14 @@ impl State {
         let _ = self.out.write_all(&bytes);
         let _ = self.out.flush();
     }
+}
+
+/// `text` cut into rows of at most `width` columns, at spaces where it can.
+fn wrap_plain(text: &str, width: usize) -> Vec<String> {
+    crate::wrap(
+        &[crate::Span::new(text, crate::Style::default())],
+        width.max(8),
+    )
 }
 
 /// A line the user entered, as the scrollback keeps it.

@@ -89,6 +89,11 @@ impl Launch {
                 ("ANTHROPIC_AUTH_TOKEN", None),
                 ("ANTHROPIC_BASE_URL", None),
                 ("AGENT_TRUST", None),
+                // The terminal is the test's: no environment tells what it supports.
+                ("TERM_PROGRAM", None),
+                ("SSH_TTY", None),
+                ("SSH_CONNECTION", None),
+                ("TERM", Some(PathBuf::from("xterm-256color"))),
                 // Background summaries would take scripted replies meant for the session;
                 // the tests of summaries turn them back on.
                 (
