@@ -195,6 +195,8 @@ pub async fn run(
     .context("taking the terminal")?;
     let ui = terminal.handle();
     status.attach(ui.clone());
+    let queue = ui.clone();
+    session.set_steering(Arc::new(move || queue.take_queued()));
     let code = session_loop(&mut session, interrupts, &status, &ui, prompter, first).await;
     status.detach();
     let history = terminal.stop().await;

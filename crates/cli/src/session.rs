@@ -137,6 +137,8 @@ pub struct Session {
     context_saved: bool,
     /// The permission rules and where each came from (see [`Session::rules`]).
     rule_origins: Vec<(&'static str, String, String)>,
+    /// Lines the user enters while a turn runs (interactive), sent with its next request.
+    steering: Option<Steering>,
 }
 
 impl std::fmt::Debug for Session {
@@ -565,6 +567,7 @@ impl Session {
             // which gets the context when its first turn writes it.
             context_saved: saved_context.is_some() && !copy_history,
             rule_origins,
+            steering: None,
             saved_context,
         };
         // A resumed session of ours is locked from the start, not from its first turn: a
@@ -964,6 +967,12 @@ impl Session {
         self.gate.mode().as_str()
     }
 
+    /// Where lines the user enters during a turn come from: each is sent with the turn's
+    /// next request (after a tool batch), or, when the turn ends first, as the next prompt.
+    pub fn set_steering(&mut self, steering: Steering) {
+        self.steering = Some(steering);
+    }
+
     /// The session's permission gate (its mode can be switched while a turn runs).
     pub fn permission_gate(&self) -> Arc<tools::PermissionGate> {
         Arc::clone(&self.gate)
@@ -1126,6 +1135,7 @@ impl Session {
             attachments: Some(Arc::new(SessionAttachments {
                 watch: self.watch.clone(),
                 late: Arc::clone(&self.late),
+                steering: self.steering.clone(),
             })),
             spend: self.spend.clone(),
         }
@@ -1169,6 +1179,7 @@ impl Session {
             SessionAttachments {
                 watch: self.watch.clone(),
                 late: Arc::clone(&self.late),
+                steering: None,
             }
             .reminders()
             .await
@@ -1258,6 +1269,18 @@ fn price_overrides(
 struct SessionAttachments {
     watch: tools::FileWatch,
     late: Arc<crate::prefetch::Late>,
+    steering: Option<Steering>,
+}
+
+/// Where the lines the user enters while a turn runs come from (the interactive terminal's
+/// queue): taken at the seeds' "next state" phase, before the next request of the turn.
+pub type Steering = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
+
+/// A line the user entered while the turn ran, as the model gets it with the next request.
+fn steering_note(line: &str) -> String {
+    format!(
+        "<system-reminder>\nThe user sent the following message:\n{line}\n\nPlease address this message and continue with your tasks.\n</system-reminder>"
+    )
 }
 
 impl SessionAttachments {
@@ -1269,6 +1292,9 @@ impl SessionAttachments {
             .into_iter()
             .collect();
         notes.extend(tooling::FileAttachments::reminders(self.watch).await);
+        if let Some(steering) = &self.steering {
+            notes.extend(steering().iter().map(|line| steering_note(line)));
+        }
         notes
     }
 }
@@ -1279,6 +1305,7 @@ impl loop_core::AttachmentSource for SessionAttachments {
             Self {
                 watch: self.watch.clone(),
                 late: Arc::clone(&self.late),
+                steering: self.steering.clone(),
             }
             .reminders(),
         )

@@ -361,7 +361,6 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
                 ),
         ),
         Reply::turn(Turn::new().text("Understood, no copy.")),
-        Reply::turn(Turn::new().text("You said y.")),
     ]))
     .await
     .unwrap();
@@ -388,7 +387,7 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     assert!(
         terminal
             .text()
-            .contains("› y (queued: sent when this turn ends)"),
+            .contains("› y (queued: sent with the next request)"),
         "{}",
         terminal.text()
     );
@@ -406,12 +405,14 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
         ),
         "{refused}"
     );
-    // It is the next prompt, sent when the turn ended.
-    terminal.wait_for("You said y.", 1).await;
-    assert_eq!(
-        messages(&server, 2).last().unwrap()["content"][0]["text"],
-        "y"
+    // It went with the turn's next request, after the tool results: the model was steered
+    // without waiting for the end of the task.
+    let steered = messages(&server, 1)[2]["content"].to_string();
+    assert!(
+        steered.contains("The user sent the following message:\\ny\\n"),
+        "{steered}"
     );
+    assert_eq!(server.request_count(), 2);
     terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());

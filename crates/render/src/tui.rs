@@ -102,6 +102,8 @@ pub struct Handle {
     sender: mpsc::UnboundedSender<Message>,
     detail: Arc<AtomicBool>,
     questions: Arc<std::sync::atomic::AtomicU64>,
+    /// Lines entered during a turn, not sent yet.
+    queued: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Handle {
@@ -209,6 +211,21 @@ impl Handle {
         self.detail.load(Ordering::Relaxed)
     }
 
+    /// Takes the lines the user entered while the turn runs (oldest first), for the next
+    /// request; they are shown as sent at this point of the turn. Empty when there are none.
+    pub fn take_queued(&self) -> Vec<String> {
+        let lines = std::mem::take(
+            &mut *self
+                .queued
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if !lines.is_empty() {
+            self.commit(lines.iter().map(|line| echo(line)).collect());
+        }
+        lines
+    }
+
     /// Waits until everything sent before is on the screen.
     pub async fn flush(&self) {
         let (done, wait) = oneshot::channel();
@@ -303,10 +320,12 @@ impl Tui {
         drop(writer);
         spawn_stderr_reader(reader, sender.clone());
         let detail = Arc::new(AtomicBool::new(false));
+        let queued: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let handle = Handle {
             sender,
             detail: Arc::clone(&detail),
             questions: Arc::default(),
+            queued: Arc::clone(&queued),
         };
         let state = State {
             painter: Painter::new(width, height, sync),
@@ -319,7 +338,7 @@ impl Tui {
             status: None,
             on_cycle_mode: config.on_cycle_mode,
             busy: false,
-            queued: Vec::new(),
+            queued: Arc::clone(&queued),
             read: None,
             question: None,
             details: Vec::new(),
@@ -470,7 +489,7 @@ struct State {
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
     busy: bool,
     /// Lines entered during a turn, for the next reads.
-    queued: Vec<String>,
+    queued: Arc<std::sync::Mutex<Vec<String>>>,
     read: Option<oneshot::Sender<ReadOutcome>>,
     question: Option<Question>,
     /// The turn's details (Ctrl-O).
@@ -566,12 +585,16 @@ impl State {
                 }
             }
             Message::Read(reply) => {
-                if self.queued.is_empty() {
-                    self.read = Some(reply);
-                } else {
-                    let line = self.queued.remove(0);
-                    self.pending.push(echo(&line));
-                    let _ = reply.send(ReadOutcome::Line(line));
+                let next = {
+                    let mut queued = self.queue();
+                    (!queued.is_empty()).then(|| queued.remove(0))
+                };
+                match next {
+                    Some(line) => {
+                        self.pending.push(echo(&line));
+                        let _ = reply.send(ReadOutcome::Line(line));
+                    }
+                    None => self.read = Some(reply),
                 }
             }
             Message::Ask {
@@ -617,6 +640,12 @@ impl State {
             Message::Stop(reply) => return Step::Stop(reply),
         }
         Step::Go
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.queued
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn event(&mut self, event: Event) {
@@ -772,7 +801,7 @@ impl State {
             }
             None if !self.editor.is_empty() => {
                 let line = self.editor.submit();
-                self.queued.push(line);
+                self.queue().push(line);
             }
             None => {}
         }
@@ -791,9 +820,9 @@ impl State {
             ));
         }
         let mut cursor = None;
-        for line in &self.queued {
+        for line in self.queue().iter() {
             rows.push(dim(&format!(
-                "› {} (queued: sent when this turn ends)",
+                "› {} (queued: sent with the next request)",
                 crate::printable(line, false)
             )));
         }
