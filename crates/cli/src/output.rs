@@ -269,6 +269,11 @@ fn one_line(text: &str) -> String {
 
 /// What context management did, in a line for the terminal.
 fn context_line(event: &context::ContextEvent) -> String {
+    // Reasons and paths may hold a server's or the file system's text.
+    printable(&context_text(event), false)
+}
+
+fn context_text(event: &context::ContextEvent) -> String {
     use context::ContextEvent;
     match event {
         ContextEvent::Persisted { bytes, path, .. } => {
@@ -817,7 +822,13 @@ impl Renderer {
         if let Some(markdown) = &self.markdown {
             let width = markdown.width().saturating_sub(2).max(10);
             let mut wrapped: Vec<String> = Vec::new();
-            for line in markdown.pending().lines() {
+            // The tail only: the cost stays the same however long the block grows.
+            let pending = markdown.pending();
+            let mut from = pending.len().saturating_sub(PREVIEW_ROWS * width * 4);
+            while !pending.is_char_boundary(from) {
+                from += 1;
+            }
+            for line in pending[from..].lines() {
                 let chars: Vec<char> = printable(line, false).chars().collect();
                 if chars.is_empty() {
                     wrapped.push(String::new());

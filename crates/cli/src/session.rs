@@ -139,6 +139,8 @@ pub struct Session {
     rule_origins: Vec<(&'static str, String, String)>,
     /// Lines the user enters while a turn runs (interactive), sent with its next request.
     steering: Option<Steering>,
+    /// What goes before the next prompt in its message: `!command` runs, `@file` reads.
+    pending_context: Vec<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -568,6 +570,7 @@ impl Session {
             context_saved: saved_context.is_some() && !copy_history,
             rule_origins,
             steering: None,
+            pending_context: Vec::new(),
             saved_context,
         };
         // A resumed session of ours is locked from the start, not from its first turn: a
@@ -886,6 +889,7 @@ impl Session {
         self.copy_history = false;
         self.context_saved = false;
         self.history.clear();
+        self.pending_context.clear();
         self.hook_env
             .set_session(self.session_id.clone(), self.transcript_path.clone());
     }
@@ -965,6 +969,119 @@ impl Session {
     /// The permission mode in force, as Claude Code spells it.
     pub fn mode_name(&self) -> &'static str {
         self.gate.mode().as_str()
+    }
+
+    /// Runs a command the user typed (`!command`): sandboxed as an approved Bash call would
+    /// be (a deny rule still refuses it), with no question. Its input and output go to the
+    /// model with the next prompt, as Claude Code's bash mode sends them (`<bash-input>`,
+    /// `<bash-stdout>`, `<bash-stderr>`). Returns the output as the Bash tool gives it and
+    /// whether it failed.
+    ///
+    /// # Errors
+    ///
+    /// A deny rule refusing the command.
+    pub async fn run_user_command(
+        &mut self,
+        command: &str,
+        cancel: &CancellationToken,
+    ) -> anyhow::Result<(String, bool)> {
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = format!(
+            "user_bash_{}",
+            RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let tool = self
+            .gate
+            .user_command(&id, command)
+            .map_err(|reason| anyhow::anyhow!("{reason}"))?;
+        let mut context =
+            executor::ToolContext::detached(id.as_str().into(), Arc::clone(&self.workspace));
+        context.cancel = cancel.child_token();
+        let input = serde_json::json!({ "command": command });
+        let (text, stdout, stderr, failed) = match tool.call(input, context).await {
+            Ok(output) => {
+                let text = match &output.content {
+                    protocol::ToolResultContent::Text(text) => text.clone(),
+                    protocol::ToolResultContent::Blocks(blocks) => blocks
+                        .iter()
+                        .filter_map(protocol::ContentBlock::as_text)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                };
+                let field = |name: &str| {
+                    output
+                        .structured
+                        .as_ref()
+                        .and_then(|structured| structured.get(name))
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned)
+                };
+                let stdout = field("stdout").unwrap_or_else(|| text.clone());
+                let stderr = field("stderr").unwrap_or_default();
+                (text, stdout, stderr, output.is_error)
+            }
+            Err(error) => {
+                let text = error.to_string();
+                (text.clone(), String::new(), text, true)
+            }
+        };
+        self.pending_context
+            .push(format!("<bash-input>{command}</bash-input>"));
+        self.pending_context.push(format!(
+            "<bash-stdout>{stdout}</bash-stdout><bash-stderr>{stderr}</bash-stderr>"
+        ));
+        Ok((text, failed))
+    }
+
+    /// Reads the files the prompt mentions (`@path`, `@"a path with spaces"`, relative to
+    /// the working directory) with the Read tool, as the user's own reads: each goes into
+    /// the prompt's message as Claude Code sends one (a `<system-reminder>` saying the Read
+    /// tool was called with the file, then one with its result), and counts as read, so an
+    /// Edit of it may follow. A mention that is not a file is left as text. Returns a line
+    /// for the screen per file attached or refused.
+    pub async fn attach_mentions(&mut self, prompt: &str) -> Vec<String> {
+        let mut notes = Vec::new();
+        for mention in mentions(prompt) {
+            let path = self.cwd.join(&mention);
+            if !path.is_file() {
+                continue;
+            }
+            let path = path.to_string_lossy().into_owned();
+            let tool = match self.gate.user_read(&path) {
+                Ok(tool) => tool,
+                Err(reason) => {
+                    notes.push(format!("@{mention}: not attached: {reason}"));
+                    continue;
+                }
+            };
+            let input = serde_json::json!({ "file_path": path });
+            let context = executor::ToolContext::detached(
+                format!("user_read_{}", notes.len()).as_str().into(),
+                Arc::clone(&self.workspace),
+            );
+            match tool.call(input.clone(), context).await {
+                Ok(output) => {
+                    let text = match &output.content {
+                        protocol::ToolResultContent::Text(text) => text.clone(),
+                        protocol::ToolResultContent::Blocks(blocks) => blocks
+                            .iter()
+                            .filter_map(protocol::ContentBlock::as_text)
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    };
+                    self.pending_context.push(format!(
+                        "<system-reminder>\nCalled the Read tool with the following input: {input}\n</system-reminder>"
+                    ));
+                    self.pending_context.push(format!(
+                        "<system-reminder>\nResult of calling the Read tool: {}\n</system-reminder>",
+                        serde_json::Value::String(text)
+                    ));
+                    notes.push(format!("@{mention}: attached"));
+                }
+                Err(error) => notes.push(format!("@{mention}: not attached: {error}")),
+            }
+        }
+        notes
     }
 
     /// Where lines the user enters during a turn come from: each is sent with the turn's
@@ -1173,6 +1290,17 @@ impl Session {
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
+        // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
+        // first, as Claude Code sends it.
+        if !self.pending_context.is_empty() {
+            let mut content: Vec<protocol::ContentBlock> =
+                std::mem::take(&mut self.pending_context)
+                    .into_iter()
+                    .map(protocol::ContentBlock::text)
+                    .collect();
+            content.append(&mut user.content);
+            user.content = content;
+        }
         // Files read earlier that changed since (the user's editor between turns) are told
         // with the prompt: part of the new message, the cache prefix stays as it was.
         user.content.extend(
@@ -1270,6 +1398,42 @@ struct SessionAttachments {
     watch: tools::FileWatch,
     late: Arc<crate::prefetch::Late>,
     steering: Option<Steering>,
+}
+
+/// The paths a prompt mentions: `@path` at the start or after a space (trailing `,`, `.`,
+/// `;`, `:`, `)`, `?`, `!` left out), or `@"path with spaces"`; in order, each once.
+pub fn mentions(prompt: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut rest = prompt;
+    let mut at_start = true;
+    while let Some(at) = rest.find('@') {
+        let before_ok = if at == 0 {
+            at_start
+        } else {
+            rest[..at].ends_with(char::is_whitespace)
+        };
+        let after = &rest[at + 1..];
+        at_start = false;
+        if !before_ok {
+            rest = after;
+            continue;
+        }
+        let (mention, next) = if let Some(quoted) = after.strip_prefix('"') {
+            match quoted.find('"') {
+                Some(end) => (quoted[..end].to_owned(), &quoted[end + 1..]),
+                None => (String::new(), quoted),
+            }
+        } else {
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            let word = after[..end].trim_end_matches([',', '.', ';', ':', ')', '?', '!']);
+            (word.to_owned(), &after[end..])
+        };
+        if !mention.is_empty() && !found.contains(&mention) {
+            found.push(mention);
+        }
+        rest = next;
+    }
+    found
 }
 
 /// Where the lines the user enters while a turn runs come from (the interactive terminal's

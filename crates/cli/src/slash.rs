@@ -88,6 +88,8 @@ pub enum Input {
     Exit,
     /// `/something` else.
     Unknown(String),
+    /// `!command`: run it (bash mode).
+    Shell(String),
 }
 
 /// Reads a line typed at the prompt. `/word [arguments]` is a command (letters, digits, `-`,
@@ -97,6 +99,12 @@ pub fn parse(line: &str) -> Input {
     let trimmed = line.trim();
     if trimmed.is_empty() {
         return Input::Nothing;
+    }
+    if let Some(command) = trimmed.strip_prefix('!') {
+        return match command.trim() {
+            "" => Input::Nothing,
+            command => Input::Shell(command.to_owned()),
+        };
     }
     let Some(rest) = trimmed.strip_prefix('/') else {
         return Input::Task(trimmed.to_owned());
@@ -351,6 +359,8 @@ mod tests {
             Input::Task("/usr/bin is slow, why?".into())
         );
         assert_eq!(parse("fix the bug\n"), Input::Task("fix the bug".into()));
+        assert_eq!(parse("!ls -la"), Input::Shell("ls -la".into()));
+        assert_eq!(parse("! "), Input::Nothing);
     }
 
     #[test]

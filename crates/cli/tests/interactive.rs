@@ -175,6 +175,14 @@ impl Terminal {
         }
     }
 
+    /// Types the answer to a question now on the screen, as a person does: after having
+    /// seen it (keys that come within 300 ms of a question's appearance go to the input
+    /// line instead, as typed ahead).
+    async fn answer(&mut self, keys: &str) {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        self.type_keys(keys);
+    }
+
     fn type_keys(&mut self, keys: &str) {
         self.keyboard.write_all(keys.as_bytes()).unwrap();
         self.keyboard.flush().unwrap();
@@ -222,7 +230,7 @@ async fn prompts_share_one_history_and_approval_is_asked() {
             1,
         )
         .await;
-    terminal.type_keys("y\r");
+    terminal.answer("y\r").await;
     terminal.wait_for("remember the milk.", 1).await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("what did I ask?\r");
@@ -375,6 +383,12 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     let question =
         "Allow? [y]es / [a]lways this session / [n]o (or type what to do instead), then Enter: ";
     terminal.wait_for(question, 1).await;
+    // Keys that come right as the question appears were typed before the user saw it
+    // (read late by a busy terminal): they do not answer it either.
+    terminal.type_keys("y\r");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!repo.dir.join("copy.txt").exists());
+    assert_eq!(terminal.text().matches(question).count(), 1);
     // Nothing draws over the question while it waits.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let screen = terminal.text();
@@ -392,7 +406,7 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
         terminal.text()
     );
     // A refusal can say what to do instead; the model gets it.
-    terminal.type_keys("use a hard link instead\r");
+    terminal.answer("use a hard link instead\r").await;
     terminal.wait_for("Understood, no copy.", 1).await;
     assert!(
         !repo.dir.join("copy.txt").exists(),
@@ -954,16 +968,16 @@ async fn rewind_and_resume_at_the_prompt() {
         "{}",
         terminal.text()
     );
-    terminal.type_keys("1\r");
+    terminal.answer("1\r").await;
     terminal.wait_for("Restore [b]oth", 1).await;
-    terminal.type_keys("b\r");
+    terminal.answer("b\r").await;
     terminal.wait_for("Overwrite them", 1).await;
     assert!(
         terminal.text().contains("    notes.txt"),
         "{}",
         terminal.text()
     );
-    terminal.type_keys("y\r");
+    terminal.answer("y\r").await;
     terminal.wait_for("conversation rewound", 1).await;
     assert_eq!(
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
@@ -1010,7 +1024,7 @@ async fn rewind_and_resume_at_the_prompt() {
         "{}",
         terminal.text()
     );
-    terminal.type_keys("1\r");
+    terminal.answer("1\r").await;
     terminal.wait_for("Resumed session", 1).await;
     // The earlier conversation, condensed: its prompt and its answer.
     terminal.wait_for("› the old session", 1).await;
@@ -1061,7 +1075,7 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     let shown = terminal.text();
     assert!(shown.contains("1 - remember the milk"), "{shown}");
     assert!(shown.contains("1 + remember the tea"), "{shown}");
-    terminal.type_keys("y\r");
+    terminal.answer("y\r").await;
     terminal.wait_prompt(2).await;
     // The status line is under the input line while the session runs.
     let status = terminal.text();
@@ -1138,7 +1152,7 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
     terminal.type_keys("go\r");
     terminal.wait_for("Allow?", 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    terminal.type_keys("y\r");
+    terminal.answer("y\r").await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
@@ -1572,14 +1586,14 @@ async fn an_approved_plan_leaves_plan_mode() {
     terminal
         .wait_for("1. Change milk to tea in notes.txt", 1)
         .await;
-    terminal.type_keys("mention the date too\r");
+    terminal.answer("mention the date too\r").await;
     terminal.wait_for("Here is the plan:", 2).await;
     let refused = messages(&server, 1)[2]["content"][0].to_string();
     assert!(
         refused.contains("did not approve the plan and said: mention the date too"),
         "{refused}"
     );
-    terminal.type_keys("a\r");
+    terminal.answer("a\r").await;
     terminal.wait_for("Done.", 1).await;
     terminal.wait_prompt(2).await;
     let approved = messages(&server, 2)[4]["content"][0].to_string();
@@ -1619,7 +1633,7 @@ async fn narrow_questions_and_long_pastes() {
     terminal.wait_prompt(1).await;
     terminal.type_keys("touch it\r");
     terminal.wait_for("then Enter:", 1).await;
-    terminal.type_keys("yes");
+    terminal.answer("yes").await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let parser = terminal.parser();
@@ -1646,4 +1660,50 @@ async fn narrow_questions_and_long_pastes() {
     terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// A second Ctrl-C during a turn exits at once (130): an unsandboxed command's process is
+/// killed, not left running, and the terminal gets its cursor back with the live region
+/// erased.
+#[tokio::test]
+async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
+    let repo = repo("interactive-hard-exit");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().tool_use(
+        "toolu_s",
+        "Bash",
+        json!({"command": "sleep 38; echo done"}),
+    ))]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--sandbox", "off", "--allowedTools", "Bash"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("wait\r");
+    let sleeping = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+            .any(|cmdline| cmdline == b"sleep\x0038\0")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sleeping() {
+        assert!(Instant::now() < deadline, "{}", terminal.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    terminal.type_keys("\u{3}\u{3}");
+    assert_eq!(terminal.exit_code().await, 130, "{}", terminal.text());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sleeping() {
+        assert!(Instant::now() < deadline, "the command outlived the agent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let raw = terminal.raw();
+    assert!(
+        raw.rfind("\u{1b}[?25h") > raw.rfind("\u{1b}[?25l"),
+        "the cursor was left hidden"
+    );
+    let shown = terminal.parser().screen().contents();
+    assert!(!shown.contains("Running"), "{shown}");
 }

@@ -47,6 +47,8 @@ pub enum Edit {
 
 /// A paste of more lines than this shows as a placeholder (as Claude Code's does).
 pub const PASTE_LINES: usize = 10;
+/// A paste longer than this (bytes) shows as a placeholder too, whatever its lines.
+pub const PASTE_BYTES: usize = 2_000;
 
 /// A line being written, with its history.
 #[derive(Debug, Default)]
@@ -91,7 +93,7 @@ impl LineEditor {
             }
             Edit::Paste(text) => {
                 let lines = text.lines().count();
-                if lines <= PASTE_LINES {
+                if lines <= PASTE_LINES && text.len() <= PASTE_BYTES {
                     self.apply(Edit::Insert(text));
                     return;
                 }
@@ -180,6 +182,25 @@ impl LineEditor {
         line
     }
 
+    /// The word that ends at the cursor (no whitespace in it) and where it starts (a byte
+    /// offset); empty after a space.
+    pub fn word_before_cursor(&self) -> (usize, &str) {
+        let before = &self.text[..self.cursor];
+        let start = before
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(index, c)| index + c.len_utf8());
+        (start, &before[start..])
+    }
+
+    /// Replaces the text from byte `start` to the cursor with `text` (the cursor after it).
+    pub fn replace_from(&mut self, start: usize, text: &str) {
+        let start = start.min(self.cursor);
+        self.text.replace_range(start..self.cursor, text);
+        self.cursor = start + text.len();
+    }
+
     /// Empties the line (the history is kept).
     pub fn clear(&mut self) {
         self.text.clear();
@@ -213,7 +234,11 @@ impl LineEditor {
                 used = indent.len();
                 continue;
             }
-            let shown = crate::printable(c.encode_utf8(&mut [0; 4]), false);
+            // A tab is a space on the screen (its width depends on the column).
+            let shown = match c {
+                '\t' => " ".to_owned(),
+                c => crate::printable(c.encode_utf8(&mut [0; 4]), false),
+            };
             let cells = display_width(&shown);
             if used + cells >= width {
                 rows.push(indent.clone());
@@ -382,6 +407,19 @@ mod tests {
         editor.apply(Edit::Paste(long));
         editor.apply(Edit::KillToStart);
         assert_eq!(editor.submit(), "");
+    }
+
+    #[test]
+    fn the_word_before_the_cursor_is_replaced() {
+        let mut editor = LineEditor::new(Vec::new());
+        typed(&mut editor, "look at @src/ma now");
+        editor.apply(Edit::WordLeft);
+        editor.apply(Edit::Left);
+        assert_eq!(editor.word_before_cursor(), (8, "@src/ma"));
+        editor.replace_from(8, "@src/main.rs ");
+        assert_eq!(editor.text(), "look at @src/main.rs  now");
+        typed(&mut editor, "x");
+        assert_eq!(editor.text(), "look at @src/main.rs x now");
     }
 
     #[test]

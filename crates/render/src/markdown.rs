@@ -43,6 +43,11 @@ impl MarkdownStream {
     /// Adds streamed text; returns the lines of the blocks it completed (possibly none).
     pub fn push(&mut self, text: &str) -> Vec<String> {
         self.buffer.push_str(text);
+        // No block completes without a line ending: a line arriving in many pieces is not
+        // scanned again for each (a 2 MB line would cost its length squared).
+        if !text.contains('\n') {
+            return Vec::new();
+        }
         let (cut, scanned, fence) = complete_prefix(&self.buffer, self.scanned, self.fence);
         self.scanned = scanned;
         self.fence = fence;

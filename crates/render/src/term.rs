@@ -81,8 +81,8 @@ impl Painter {
     /// terminal supports synchronized output (see [`sync_supported`]).
     pub fn new(width: u16, height: u16, sync: bool) -> Self {
         Self {
-            width: usize::from(width.max(10)),
-            height: usize::from(height.max(3)),
+            width: usize::from(width.max(2)),
+            height: usize::from(height.max(2)),
             sync,
             cursor_row: 0,
             cursor_shown: true,
@@ -91,8 +91,8 @@ impl Painter {
 
     /// The terminal changed size.
     pub fn resize(&mut self, width: u16, height: u16) {
-        self.width = usize::from(width.max(10));
-        self.height = usize::from(height.max(3));
+        self.width = usize::from(width.max(2));
+        self.height = usize::from(height.max(2));
     }
 
     /// The terminal's width in columns.
@@ -118,7 +118,8 @@ impl Painter {
         out.push_str("\x1b[J");
         for line in finished {
             for row in line.split('\n') {
-                out.push_str(row);
+                let row = sanitize(row);
+                out.push_str(&row);
                 // Styles never leak onto the next row.
                 if row.contains('\x1b') {
                     out.push_str("\x1b[0m");
@@ -133,7 +134,7 @@ impl Painter {
             if index > 0 {
                 out.push_str("\r\n");
             }
-            out.push_str(&fit(row, self.width - 1));
+            out.push_str(&fit(&sanitize(row), self.width - 1));
         }
         let last = rows.len().saturating_sub(1);
         match live.cursor {
@@ -162,6 +163,16 @@ impl Painter {
         out.into_bytes()
     }
 
+    /// The bytes [`Painter::clear`] would write now, without forgetting the region.
+    pub fn clear_bytes(&self) -> Vec<u8> {
+        let mut out = String::from("\r");
+        if self.cursor_row > 0 {
+            let _ = write!(out, "\x1b[{}A", self.cursor_row);
+        }
+        out.push_str("\x1b[J\x1b[?25h");
+        out.into_bytes()
+    }
+
     /// Erases the live region and leaves the cursor at its start, shown: what to write before
     /// giving the terminal back (to a command or at exit).
     pub fn clear(&mut self) -> Vec<u8> {
@@ -174,6 +185,38 @@ impl Painter {
         self.cursor_shown = true;
         out.into_bytes()
     }
+}
+
+/// `line` with every escape sequence but SGR (`CSI ... m`, colours and styles) and every
+/// other control character shown as an escape (`\u{1b}`), tabs as a space: what a frame
+/// writes, whatever a caller passed (the last line of defence of "no text reaches the
+/// terminal unescaped").
+pub fn sanitize(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b'
+            && let Some(sgr) = sgr_at(rest)
+        {
+            out.push_str(&rest[..sgr]);
+            rest = &rest[sgr..];
+            continue;
+        }
+        match c {
+            '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The length of the SGR sequence `text` starts with (`ESC [` digits and `;` then `m`).
+fn sgr_at(text: &str) -> Option<usize> {
+    let body = text.strip_prefix("\x1b[")?;
+    let end = body.find(|c: char| !(c.is_ascii_digit() || c == ';'))?;
+    body[end..].starts_with('m').then_some(2 + end + 1)
 }
 
 /// `text` without its CSI escape sequences (the styles the renderer added): what a terminal
@@ -314,6 +357,10 @@ mod tests {
         assert_eq!(fit("日本語", 5), "日本…");
         assert_eq!(fit("abc", 3), "abc");
         assert_eq!(strip_styles("\x1b[1;38;2;1;2;3mab\x1b[0mc"), "abc");
+        assert_eq!(
+            sanitize("\x1b[1mok\x1b[0m\x1b]52;c;AA\x07\x1b[2J\tx\u{9b}"),
+            "\x1b[1mok\x1b[0m\\u{1b}]52;c;AA\\u{7}\\u{1b}[2J x\\u{9b}"
+        );
         // Drawn again, the region replaces itself exactly.
         parser.process(&painter.frame(&[], &live(&["› y"], Some((0, 3)))));
         assert_eq!(screen(&parser), ["› y", "", "", ""]);

@@ -35,9 +35,33 @@ use crate::term::{Live, Painter};
 /// the query never answers.
 pub const QUERY_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// How long after a question is on the screen keys start to count as its answer.
+const QUESTION_GRACE: Duration = Duration::from_millis(300);
+
 /// The spinner's frames and its period.
 const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
 const TICK: Duration = Duration::from_millis(100);
+
+/// What puts the terminal back in a hurry: erase the live region drawn last, show the
+/// cursor, bracketed paste off. Kept up to date by every frame, for a process that exits
+/// without running destructors (a second Ctrl-C during a turn).
+static EMERGENCY: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+/// The bytes that erase the live region and restore the cursor and paste mode now (empty
+/// when the terminal's task does not own the terminal). Write them to stdout before
+/// `std::process::exit`.
+pub fn emergency_restore() -> Vec<u8> {
+    EMERGENCY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+fn set_emergency(bytes: Vec<u8>) {
+    *EMERGENCY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = bytes;
+}
 
 /// How a read of the input line ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +76,9 @@ pub enum ReadOutcome {
     Eof,
 }
 
+/// Completes `@partial` to the paths it may name (see [`Config::complete_path`]).
+pub type PathCompleter = Box<dyn Fn(&str) -> Vec<String> + Send + Sync>;
+
 /// What the interactive session hands the terminal at start.
 pub struct Config {
     /// Entries of the input history, oldest first.
@@ -61,6 +88,8 @@ pub struct Config {
     /// Called for Shift+Tab (at the prompt or during a turn): switches the permission mode
     /// to the next one and returns its name, for the status line.
     pub on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
+    /// Called for Tab after `@partial`: the paths `partial` may complete to.
+    pub complete_path: PathCompleter,
 }
 
 impl std::fmt::Debug for Config {
@@ -257,6 +286,7 @@ impl Restore {
             return;
         }
         self.done = true;
+        set_emergency(Vec::new());
         let mut stdout = std::io::stdout();
         // Bracketed paste off, cursor shown.
         let _ = stdout.write_all(b"\x1b[?2004l\x1b[?25h");
@@ -337,6 +367,9 @@ impl Tui {
             activity: None,
             status: None,
             on_cycle_mode: config.on_cycle_mode,
+            raw: raw.clone(),
+            complete_path: config.complete_path,
+            choices: Vec::new(),
             busy: false,
             queued: Arc::clone(&queued),
             read: None,
@@ -448,6 +481,10 @@ fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedS
                 Ok(read) => read,
             };
             pending.extend_from_slice(&buffer[..read]);
+            // A writer that never ends its line is shown in pieces of 64 KiB.
+            if pending.len() > 65_536 && !pending.contains(&b'\n') {
+                pending.push(b'\n');
+            }
             let Some(end) = pending.iter().rposition(|&b| b == b'\n') else {
                 continue;
             };
@@ -467,6 +504,10 @@ fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedS
 
 struct Question {
     id: u64,
+    /// When the frame showing it was written: keys read before then, or within
+    /// [`QUESTION_GRACE`] after (typed before the user could have seen it, read late by a
+    /// busy or slow terminal), go to the input line, never to the question.
+    shown_at: Option<Instant>,
     /// How many finished lines were waiting when it was asked (its own text last): the ones
     /// after it are held back until it is answered, then written after the answer.
     held_from: usize,
@@ -487,6 +528,11 @@ struct State {
     /// The status line's model, mode and figures.
     status: Option<(String, String, String)>,
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
+    /// The terminal's raw settings, put back after each turn.
+    raw: nix::sys::termios::Termios,
+    complete_path: PathCompleter,
+    /// The completions Tab offered last, shown under the input until the next key.
+    choices: Vec<String>,
     busy: bool,
     /// Lines entered during a turn, for the next reads.
     queued: Arc<std::sync::Mutex<Vec<String>>>,
@@ -582,6 +628,14 @@ impl State {
                 self.busy = busy;
                 if busy {
                     self.details.clear();
+                } else {
+                    // A command that reached the terminal (run outside the sandbox) may have
+                    // changed its modes: raw mode again.
+                    let _ = nix::sys::termios::tcsetattr(
+                        std::io::stdin(),
+                        nix::sys::termios::SetArg::TCSANOW,
+                        &self.raw,
+                    );
                 }
             }
             Message::Read(reply) => {
@@ -612,6 +666,7 @@ impl State {
                 self.pending.extend(question);
                 self.question = Some(Question {
                     id,
+                    shown_at: None,
                     held_from: self.pending.len(),
                     prompt,
                     editor: LineEditor::default(),
@@ -660,15 +715,54 @@ impl State {
         }
     }
 
-    /// The editor keys go to: the question's, when one is asked.
+    /// The editor keys go to: the question's, once it has been on the screen for
+    /// [`QUESTION_GRACE`].
     fn editing(&mut self) -> &mut LineEditor {
         match &mut self.question {
-            Some(question) => &mut question.editor,
-            None => &mut self.editor,
+            Some(question) if Self::answering(question) => &mut question.editor,
+            _ => &mut self.editor,
+        }
+    }
+
+    /// Whether keys now answer `question` (see [`Question::shown_at`]).
+    fn answering(question: &Question) -> bool {
+        question
+            .shown_at
+            .is_some_and(|shown| shown.elapsed() >= QUESTION_GRACE)
+    }
+
+    /// Tab: completes the `@path` before the cursor (to the one match, or to what all the
+    /// matches share, then lists them).
+    fn complete(&mut self) {
+        let (start, word) = self.editor.word_before_cursor();
+        let Some(partial) = word.strip_prefix('@') else {
+            return;
+        };
+        let found = (self.complete_path)(partial);
+        let Some(first) = found.first() else {
+            return;
+        };
+        let shared = found.iter().fold(first.clone(), |shared, next| {
+            shared
+                .chars()
+                .zip(next.chars())
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| a)
+                .collect()
+        });
+        let replacement = if found.len() == 1 && !first.ends_with('/') {
+            format!("@{first} ")
+        } else {
+            format!("@{shared}")
+        };
+        self.editor.replace_from(start, &replacement);
+        if found.len() > 1 {
+            self.choices = found;
         }
     }
 
     fn key(&mut self, key: KeyEvent) {
+        self.choices.clear();
         let control = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         match key.code {
@@ -736,7 +830,10 @@ impl State {
                     KeyCode::End => Edit::End,
                     KeyCode::Up if self.question.is_none() => Edit::HistoryPrevious,
                     KeyCode::Down if self.question.is_none() => Edit::HistoryNext,
-                    KeyCode::Tab => Edit::Insert("    ".to_owned()),
+                    KeyCode::Tab if self.question.is_none() => {
+                        self.complete();
+                        return;
+                    }
                     _ => return,
                 };
                 self.editing().apply(edit);
@@ -782,7 +879,9 @@ impl State {
     }
 
     fn enter(&mut self) {
-        if let Some(question) = &mut self.question {
+        if let Some(question) = &mut self.question
+            && Self::answering(question)
+        {
             let text = question.editor.submit();
             self.answer(Some(text));
             return;
@@ -810,7 +909,12 @@ impl State {
     /// The live region as it stands.
     fn live(&self) -> Live {
         let width = self.painter.width().saturating_sub(1);
-        let mut rows = self.turn_rows.clone();
+        // While a question waits, nothing the model streams is drawn next to it.
+        let mut rows = if self.question.is_some() {
+            Vec::new()
+        } else {
+            self.turn_rows.clone()
+        };
         // A question stops the spinner: what waits is the user.
         if let Some((message, since)) = self.activity.as_ref().filter(|_| self.question.is_none()) {
             let glyph = SPINNER[self.frame % SPINNER.len()];
@@ -844,6 +948,18 @@ impl State {
                 cursor = Some((rows.len() + row, column));
                 rows.extend(editor_rows);
             }
+            if !self.choices.is_empty() {
+                let mut line = String::from("  ");
+                for choice in &self.choices {
+                    if display_width(&line) + display_width(choice) + 2 > width {
+                        rows.push(dim(&line));
+                        line = String::from("  ");
+                    }
+                    line.push_str(&crate::printable(choice, false));
+                    line.push_str("  ");
+                }
+                rows.push(dim(&line));
+            }
         }
         if let Some((model, mode, figures)) = &self.status {
             rows.push(dim(&format!("  ─ {model} · {mode}{figures}")));
@@ -863,6 +979,14 @@ impl State {
         let bytes = self.painter.frame(&finished, &live);
         let _ = self.out.write_all(&bytes);
         let _ = self.out.flush();
+        let mut restore = self.painter.clear_bytes();
+        restore.extend_from_slice(b"\x1b[?2004l");
+        set_emergency(restore);
+        if let Some(question) = &mut self.question
+            && question.shown_at.is_none()
+        {
+            question.shown_at = Some(Instant::now());
+        }
     }
 
     /// The last frame: what is finished, and the live region gone.

@@ -283,14 +283,48 @@ fn random_u64() -> u64 {
     hasher.finish()
 }
 
+/// The process groups of the commands running now, for [`kill_running_commands`].
+static RUNNING: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    RUNNING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SIGKILLs the process group of every Bash command still running: for a process about to
+/// end without running destructors (`std::process::exit` on a second Ctrl-C), which would
+/// otherwise leave an unsandboxed command running (a sandboxed one dies with its sandbox).
+pub fn kill_running_commands() {
+    for group in running().drain(..) {
+        let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
+    }
+}
+
 /// SIGKILLs the process group when dropped armed: the call's future was dropped half-way.
+/// Registered in [`RUNNING`] while armed.
 struct GroupGuard {
     group: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn new(group: Pid) -> Self {
+        running().push(group.as_raw());
+        Self { group: Some(group) }
+    }
+
+    /// The command ended on its own: nothing to kill.
+    fn disarm(&mut self) {
+        if let Some(group) = self.group.take() {
+            running().retain(|known| *known != group.as_raw());
+        }
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if let Some(group) = self.group.take() {
+            running().retain(|known| *known != group.as_raw());
             let _ = killpg(group, Signal::SIGKILL);
         }
     }
@@ -494,7 +528,7 @@ async fn run(
             "bash exited before it could be watched".into(),
         ));
     };
-    let mut guard = GroupGuard { group: Some(group) };
+    let mut guard = GroupGuard::new(group);
     let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(|e| could_not_run("read the command's output", e))?;
     tracing::debug!(pid = group.as_raw(), cwd = %cwd.display(), "bash started");
@@ -541,7 +575,7 @@ async fn run(
 
     stop_group(group, &mut child).await;
     drain(&mut pipe, &mut buffer, &mut output).await;
-    guard.group = None;
+    guard.disarm();
     let text = output.finish();
     let elapsed = started.elapsed();
     match end {

@@ -93,6 +93,7 @@ mod walk;
 pub mod watch;
 mod write;
 
+pub use bash::kill_running_commands;
 pub use error::Error;
 pub use journal::WriteJournal;
 pub use paths::real_path;

@@ -282,6 +282,44 @@ impl PermissionGate {
         self.shared.mode.set(mode);
     }
 
+    /// A command the user typed (`!command` at the interactive prompt): it runs as an
+    /// approved Bash call would (in the sandbox the mode and rules give such a call; no
+    /// question, the user typed it), unless a deny rule names it. Returns the Bash tool to
+    /// call with the tool_use id `id`, or the deny rule's reason.
+    ///
+    /// # Errors
+    ///
+    /// The reason, when a deny rule refuses the command.
+    pub fn user_command(&self, id: &str, command: &str) -> Result<Arc<dyn Tool>, String> {
+        let input = serde_json::json!({ "command": command });
+        match self.bash_decision(&input, self.shared.mode.get()) {
+            (Verdict::Deny { reason }, _) => Err(reason),
+            (_, run) => {
+                self.shared.grants.insert(id.to_owned(), run);
+                Ok(Arc::new(crate::bash::BashTool::new(Arc::clone(
+                    &self.shared,
+                ))))
+            }
+        }
+    }
+
+    /// The session's Read tool for a file the user names (`@path` at the interactive
+    /// prompt): the same read state as the model's Read (what it reads counts as read, so an
+    /// Edit may follow), no hooks. Reading a file a deny rule names is refused.
+    ///
+    /// # Errors
+    ///
+    /// The reason, when a deny rule refuses reading `path`.
+    pub fn user_read(&self, path: &str) -> Result<Arc<dyn Tool>, String> {
+        let input = serde_json::json!({ "file_path": path });
+        match self.file("Read", &input, self.shared.mode.get()) {
+            Verdict::Deny { reason } => Err(reason),
+            _ => Ok(Arc::new(crate::read::ReadTool::new(Arc::clone(
+                &self.shared,
+            )))),
+        }
+    }
+
     /// The `ExitPlanMode` tool of this session (Claude Code's name and input `{plan}`): in
     /// plan mode it is always asked about, the plan shown; approved, it switches the session
     /// to the mode the prompter wrote into its input's `mode` (`default` or `acceptEdits`;
