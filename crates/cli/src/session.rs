@@ -2492,6 +2492,18 @@ fn sandbox_config(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mentions_are_found_where_a_word_starts() {
+        assert_eq!(
+            super::mentions(
+                "fix @src/lib.rs, then @\"my notes.txt\" and me@example.com @src/lib.rs"
+            ),
+            ["src/lib.rs", "my notes.txt"]
+        );
+        assert_eq!(super::mentions("@a.rs?"), ["a.rs"]);
+        assert!(super::mentions("no mentions @ here").is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -1707,3 +1707,57 @@ async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
     let shown = terminal.parser().screen().contents();
     assert!(!shown.contains("Running"), "{shown}");
 }
+
+/// `!command` runs the command (sandboxed) and its output goes to the model with the next
+/// prompt; `@path` (completed with Tab) attaches the file as a Read, so an Edit may follow
+/// without the model reading it first.
+#[tokio::test]
+async fn bang_commands_and_file_mentions() {
+    let repo = repo("interactive-bang-at");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("It printed hi.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "milk", "new_string": "tea"}),
+        )),
+        Reply::turn(Turn::new().text("Edited.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--permission-mode", "acceptEdits"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("!echo hi\r");
+    terminal.wait_for("⎿  hi", 1).await;
+    terminal.wait_prompt(2).await;
+    assert_eq!(server.request_count(), 0, "a command is not a prompt");
+    terminal.type_keys("what did it print?\r");
+    terminal.wait_for("It printed hi.", 1).await;
+    let first = messages(&server, 0);
+    let sent = first.last().unwrap()["content"].to_string();
+    assert!(sent.contains("<bash-input>echo hi</bash-input>"), "{sent}");
+    assert!(sent.contains("<bash-stdout>hi"), "{sent}");
+    assert!(sent.contains("what did it print?"), "{sent}");
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("change @no\t");
+    terminal.wait_for("› change @notes.txt ", 1).await;
+    terminal.type_keys("to tea\r");
+    terminal.wait_for("Edited.", 1).await;
+    let second = messages(&server, 1);
+    let sent = second.last().unwrap()["content"].to_string();
+    assert!(
+        sent.contains("Called the Read tool with the following input")
+            && sent.contains("remember the milk"),
+        "{sent}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the tea\n",
+        "the mention did not count as a read"
+    );
+    terminal.wait_prompt(4).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
