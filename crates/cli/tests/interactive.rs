@@ -1761,3 +1761,39 @@ async fn bang_commands_and_file_mentions() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// Ctrl-R searches the prompts typed before: the match goes into the line, Enter sends it.
+#[tokio::test]
+async fn ctrl_r_finds_an_earlier_prompt() {
+    let repo = repo("interactive-search");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("One.")),
+        Reply::turn(Turn::new().text("Two.")),
+        Reply::turn(Turn::new().text("Again.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("first thing to do\r");
+    terminal.wait_for("One.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("second thing\r");
+    terminal.wait_for("Two.", 1).await;
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{12}fir");
+    terminal
+        .wait_for("(reverse-i-search)`fir': first thing to do", 1)
+        .await;
+    terminal.type_keys("\r");
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\r");
+    terminal.wait_for("Again.", 1).await;
+    assert_eq!(
+        messages(&server, 2).last().unwrap()["content"][0]["text"],
+        "first thing to do"
+    );
+    terminal.wait_prompt(4).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

@@ -370,6 +370,7 @@ impl Tui {
             raw: raw.clone(),
             complete_path: config.complete_path,
             choices: Vec::new(),
+            search: None,
             busy: false,
             queued: Arc::clone(&queued),
             read: None,
@@ -502,6 +503,15 @@ fn spawn_stderr_reader(mut reader: std::io::PipeReader, sender: mpsc::UnboundedS
     });
 }
 
+/// A reverse search through the history (Ctrl-R).
+struct Search {
+    query: String,
+    /// The index of the entry shown.
+    found: Option<usize>,
+    /// The line as it was before the search.
+    saved: String,
+}
+
 struct Question {
     id: u64,
     /// When the frame showing it was written: keys read before then, or within
@@ -533,6 +543,7 @@ struct State {
     complete_path: PathCompleter,
     /// The completions Tab offered last, shown under the input until the next key.
     choices: Vec<String>,
+    search: Option<Search>,
     busy: bool,
     /// Lines entered during a turn, for the next reads.
     queued: Arc<std::sync::Mutex<Vec<String>>>,
@@ -761,11 +772,76 @@ impl State {
         }
     }
 
+    /// Ctrl-R's reverse search through the history: typed text narrows it, Ctrl-R goes to
+    /// the next older match, Enter (or any editing key) takes the match into the input line,
+    /// Esc, Ctrl-G or Ctrl-C puts back what was there. Returns whether the key was the
+    /// search's.
+    fn search_key(&mut self, key: &KeyEvent) -> bool {
+        let Some(search) = &mut self.search else {
+            return false;
+        };
+        let control = key.modifiers.contains(KeyModifiers::CONTROL);
+        let history = self.editor.history();
+        let find = |query: &str, before: usize| {
+            history[..before.min(history.len())]
+                .iter()
+                .rposition(|entry| entry.contains(query))
+        };
+        match key.code {
+            KeyCode::Char('r') if control => {
+                let before = search.found.unwrap_or(history.len());
+                if let Some(found) = find(&search.query, before) {
+                    search.found = Some(found);
+                }
+            }
+            KeyCode::Char('g' | 'c') if control => {
+                let saved = std::mem::take(&mut search.saved);
+                self.search = None;
+                self.editor.set(saved);
+            }
+            KeyCode::Esc => {
+                let saved = std::mem::take(&mut search.saved);
+                self.search = None;
+                self.editor.set(saved);
+            }
+            KeyCode::Char(c) if !control => {
+                search.query.push(c);
+                search.found = find(&search.query, history.len());
+            }
+            KeyCode::Backspace => {
+                search.query.pop();
+                search.found = find(&search.query, history.len());
+            }
+            _ => {
+                // Taken: the match goes into the line; Enter stops there, other keys act on
+                // it.
+                let taken = search
+                    .found
+                    .and_then(|found| history.get(found).cloned())
+                    .unwrap_or_else(|| std::mem::take(&mut search.saved));
+                self.search = None;
+                self.editor.set(taken);
+                return key.code == KeyCode::Enter;
+            }
+        }
+        true
+    }
+
     fn key(&mut self, key: KeyEvent) {
         self.choices.clear();
+        if self.question.is_none() && self.search_key(&key) {
+            return;
+        }
         let control = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
         match key.code {
+            KeyCode::Char('r') if control && self.question.is_none() => {
+                self.search = Some(Search {
+                    query: String::new(),
+                    found: None,
+                    saved: self.editor.text().to_owned(),
+                });
+            }
             KeyCode::Char('c') if control => self.interrupt(),
             KeyCode::Char('d') if control => {
                 if let Some(question) = &self.question {
@@ -943,7 +1019,21 @@ impl State {
             cursor = Some((rows.len() + row, column));
             rows.extend(editor_rows);
         } else {
-            if self.read.is_some() || !self.editor.is_empty() {
+            if let Some(search) = &self.search {
+                let found = search
+                    .found
+                    .and_then(|found| self.editor.history().get(found))
+                    .map_or("", String::as_str);
+                let mut shown = LineEditor::default();
+                shown.set(found.to_owned());
+                let prompt = format!(
+                    "(reverse-i-search)`{}': ",
+                    crate::printable(&search.query, false)
+                );
+                let (editor_rows, (row, column)) = shown.rows(&prompt, width);
+                cursor = Some((rows.len() + row, column));
+                rows.extend(editor_rows);
+            } else if self.read.is_some() || !self.editor.is_empty() {
                 let (editor_rows, (row, column)) = self.editor.rows("› ", width);
                 cursor = Some((rows.len() + row, column));
                 rows.extend(editor_rows);
