@@ -70,10 +70,14 @@ impl Terminal {
                 }
                 let mut screen = sink.lock().unwrap();
                 screen.extend_from_slice(&buffer[..read]);
-                if !answered && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p") {
+                if !answered
+                    && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p\x1b[?u\x1b[c")
+                {
                     answered = true;
                     // As a terminal answers the question and the DA1 request behind it.
-                    answers.write_all(b"\x1b[?2026;2$y\x1b[?62;22c").unwrap();
+                    answers
+                        .write_all(b"\x1b[?2026;2$y\x1b[?0u\x1b[?62;22c")
+                        .unwrap();
                 }
             }
         });
@@ -1326,14 +1330,25 @@ async fn synchronized_output_only_where_the_terminal_supports_it() {
             .unwrap();
         let mut terminal = Terminal::spawn_answering(command(&repo, &server), sync);
         terminal.wait_prompt(1).await;
-        terminal.type_keys("hi\r");
+        // Shift+Enter as the kitty keyboard protocol sends it: a newline, not Enter.
+        terminal.type_keys("hi\u{1b}[13;2uthere\r");
         terminal.wait_for("Hello.", 1).await;
+        let first = messages(&server, 0);
+        let content = first.last().unwrap()["content"].as_array().unwrap().clone();
+        assert_eq!(content.last().unwrap()["text"], "hi\nthere");
         terminal.wait_prompt(2).await;
         terminal.type_keys("\u{4}");
         assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
         let raw = terminal.raw();
-        assert_eq!(raw.matches("\x1b[?2026$p\x1b[c").count(), 1, "asked once");
+        assert_eq!(
+            raw.matches("\x1b[?2026$p\x1b[?u\x1b[c").count(),
+            1,
+            "asked once"
+        );
         assert_eq!(raw.contains(BEGIN), sync, "sync {sync}: {raw:?}");
+        // The keyboard protocol is pushed where the terminal answered for it, and popped.
+        assert_eq!(raw.contains("\x1b[>1u"), sync);
+        assert_eq!(raw.contains("\x1b[<u"), sync);
         if sync {
             assert_eq!(
                 raw.matches(BEGIN).count(),

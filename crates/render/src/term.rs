@@ -53,6 +53,19 @@ pub fn device_attributes_answered(reply: &[u8]) -> bool {
     })
 }
 
+/// Whether `reply` holds an answer to the kitty keyboard protocol's flags query
+/// (`CSI ? u`): `CSI ? flags u`.
+pub fn kitty_keys_answered(reply: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(reply);
+    text.match_indices("\x1b[?").any(|(at, _)| {
+        let rest = &text[at + 3..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        digits > 0 && rest[digits..].starts_with('u')
+    })
+}
+
 /// The live region of one frame: rows drawn under the finished lines, and where the cursor
 /// goes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -381,5 +394,7 @@ mod tests {
         assert!(device_attributes_answered(b"\x1b[?1;2c"));
         assert!(!device_attributes_answered(b"\x1b[?2026;2$y"));
         assert!(!device_attributes_answered(b"\x1b[?c"));
+        assert!(kitty_keys_answered(b"\x1b[?2026;2$y\x1b[?0u\x1b[?62c"));
+        assert!(!kitty_keys_answered(b"\x1b[?2026;2$y\x1b[?62c"));
     }
 }

@@ -35,6 +35,11 @@ use crate::term::{Live, Painter};
 /// the query never answers.
 pub const QUERY_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// Pushes the kitty keyboard protocol's "disambiguate escape codes" flag
+/// (<https://sw.kovidgoyal.net/kitty/keyboard-protocol/>), and pops it.
+const KITTY_PUSH: &str = "\x1b[>1u";
+const KITTY_POP: &str = "\x1b[<u";
+
 /// How long after a question is on the screen keys start to count as its answer.
 const QUESTION_GRACE: Duration = Duration::from_millis(300);
 
@@ -275,6 +280,8 @@ pub struct Tui {
 #[derive(Debug)]
 struct Restore {
     termios: Option<nix::sys::termios::Termios>,
+    /// Whether the kitty keyboard protocol's flags were pushed (and must be popped).
+    kitty_keys: bool,
     /// The original file descriptor 2, while a pipe stands in for it.
     stderr: Option<OwnedFd>,
     done: bool,
@@ -288,6 +295,9 @@ impl Restore {
         self.done = true;
         set_emergency(Vec::new());
         let mut stdout = std::io::stdout();
+        if self.kitty_keys {
+            let _ = stdout.write_all(KITTY_POP.as_bytes());
+        }
         // Bracketed paste off, cursor shown.
         let _ = stdout.write_all(b"\x1b[?2004l\x1b[?25h");
         let _ = stdout.flush();
@@ -334,13 +344,20 @@ impl Tui {
         tcsetattr(&stdin, SetArg::TCSANOW, &raw).map_err(std::io::Error::from)?;
         let mut restore = Restore {
             termios: Some(saved),
+            kitty_keys: false,
             stderr: None,
             done: false,
         };
-        let sync = query_sync();
+        let capabilities = query_sync();
+        let sync = capabilities.sync;
         let (width, height) = crossterm::terminal::size().unwrap_or((80, 24));
         let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
         out.write_all(b"\x1b[?2004h")?;
+        if capabilities.kitty_keys {
+            // Disambiguate escape codes: Shift+Enter comes as its own key.
+            out.write_all(KITTY_PUSH.as_bytes())?;
+            restore.kitty_keys = true;
+        }
         out.flush()?;
         let (sender, receiver) = mpsc::unbounded_channel();
         // Stray writes to stderr become finished lines.
@@ -368,6 +385,7 @@ impl Tui {
             status: None,
             on_cycle_mode: config.on_cycle_mode,
             raw: raw.clone(),
+            kitty_keys: capabilities.kitty_keys,
             complete_path: config.complete_path,
             choices: Vec::new(),
             search: None,
@@ -414,7 +432,7 @@ impl Tui {
 /// question, and nothing can arrive late. The wait ends at [`QUERY_TIMEOUT`] either way (a
 /// terminal that answers nothing, such as a test's terminal model). Bytes that are not
 /// answers (keys typed at that moment) are lost.
-fn query_sync() -> bool {
+fn query_sync() -> Capabilities {
     let env = |name: &str| std::env::var(name).unwrap_or_default();
     let program = env("TERM_PROGRAM");
     let term = env("TERM");
@@ -426,47 +444,64 @@ fn query_sync() -> bool {
         .any(|name| term.contains(name));
     let remote = !env("SSH_TTY").is_empty() || !env("SSH_CONNECTION").is_empty();
     if known || remote {
-        return known;
+        // The terminals known here all read the kitty keyboard protocol.
+        return Capabilities {
+            sync: known,
+            kitty_keys: known,
+        };
     }
-    ask_sync()
+    ask_capabilities()
 }
 
-/// The local question of [`query_sync`].
-fn ask_sync() -> bool {
+/// What the terminal said it supports.
+#[derive(Clone, Copy, Debug, Default)]
+struct Capabilities {
+    /// Synchronized output (DEC mode 2026).
+    sync: bool,
+    /// The kitty keyboard protocol (Shift+Enter told from Enter).
+    kitty_keys: bool,
+}
+
+/// The local question of [`query_sync`]: DECRQM for mode 2026, the kitty keyboard protocol's
+/// flags query (`CSI ? u`), then DA1.
+fn ask_capabilities() -> Capabilities {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut stdout = std::io::stdout();
-    let question = format!("{}\x1b[c", crate::term::SYNC_QUERY);
+    let question = format!("{}\x1b[?u\x1b[c", crate::term::SYNC_QUERY);
     if stdout
         .write_all(question.as_bytes())
         .and_then(|()| stdout.flush())
         .is_err()
     {
-        return false;
+        return Capabilities::default();
     }
     let stdin = std::io::stdin();
     let deadline = Instant::now() + QUERY_TIMEOUT;
     let mut reply = Vec::new();
     loop {
         if crate::term::device_attributes_answered(&reply) {
-            return crate::term::sync_supported(&reply);
+            return Capabilities {
+                sync: crate::term::sync_supported(&reply),
+                kitty_keys: crate::term::kitty_keys_answered(&reply),
+            };
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return Capabilities::default();
         }
         let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
         let wait = PollTimeout::try_from(left).unwrap_or(PollTimeout::ZERO);
         match poll(&mut fds, wait) {
-            Ok(0) => return false,
+            Ok(0) => return Capabilities::default(),
             Ok(_) => {
                 let mut buffer = [0u8; 256];
                 match nix::unistd::read(stdin.as_fd(), &mut buffer) {
-                    Ok(0) | Err(_) => return false,
+                    Ok(0) | Err(_) => return Capabilities::default(),
                     Ok(read) => reply.extend_from_slice(&buffer[..read]),
                 }
             }
             Err(nix::errno::Errno::EINTR) => {}
-            Err(_) => return false,
+            Err(_) => return Capabilities::default(),
         }
     }
 }
@@ -540,6 +575,8 @@ struct State {
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
     /// The terminal's raw settings, put back after each turn.
     raw: nix::sys::termios::Termios,
+    /// Whether the kitty keyboard protocol is on.
+    kitty_keys: bool,
     complete_path: PathCompleter,
     /// The completions Tab offered last, shown under the input until the next key.
     choices: Vec<String>,
@@ -879,6 +916,14 @@ impl State {
                     *shown = mode;
                 }
             }
+            // Shift+Enter (told apart by the kitty keyboard protocol) or Alt+Enter: a newline.
+            KeyCode::Enter
+                if key
+                    .modifiers
+                    .intersects(KeyModifiers::SHIFT | KeyModifiers::ALT) =>
+            {
+                self.editing().apply(Edit::Insert("\n".to_owned()));
+            }
             KeyCode::Enter => self.enter(),
             code => {
                 let edit = match code {
@@ -1071,6 +1116,9 @@ impl State {
         let _ = self.out.flush();
         let mut restore = self.painter.clear_bytes();
         restore.extend_from_slice(b"\x1b[?2004l");
+        if self.kitty_keys {
+            restore.extend_from_slice(KITTY_POP.as_bytes());
+        }
         set_emergency(restore);
         if let Some(question) = &mut self.question
             && question.shown_at.is_none()
