@@ -246,6 +246,17 @@ pub async fn run(
         .as_deref()
         .map(|path| render::editor::load_history(path, HISTORY_LIMIT))
         .unwrap_or_default();
+    if let Some(prompter) = &prompter {
+        // Project rules where the project's settings count, the user's otherwise.
+        let file = if session.trusted {
+            Some(session.cwd().join(".agent").join("settings.local.json"))
+        } else {
+            dirs::config_dir().map(|dir| dir.join("agent").join("settings.json"))
+        };
+        if let Some(file) = file {
+            prompter.set_rule_file(file);
+        }
+    }
     let gate = session.permission_gate();
     let cwd = session.cwd().to_path_buf();
     let terminal = tui::Tui::start(tui::Config {
@@ -868,6 +879,8 @@ pub struct TerminalPrompter {
     status: Status,
     /// Labels (`Bash(cargo test)`) the user allowed for the rest of the session.
     always: Mutex<Vec<(String, String)>>,
+    /// Where "always" rules may be saved (see [`TerminalPrompter::set_rule_file`]).
+    rule_file: Mutex<Option<PathBuf>>,
     /// One question at a time.
     asking: tokio::sync::Mutex<()>,
 }
@@ -878,12 +891,67 @@ impl TerminalPrompter {
         Self {
             status,
             always: Mutex::new(Vec::new()),
+            rule_file: Mutex::new(None),
             asking: tokio::sync::Mutex::new(()),
         }
     }
 }
 
 impl TerminalPrompter {
+    /// Where an "always" rule is saved for later sessions when the user says so: the
+    /// project's `.agent/settings.local.json` in a trusted folder, else the user's
+    /// `~/.config/agent/settings.json`.
+    pub fn set_rule_file(&self, path: PathBuf) {
+        *self
+            .rule_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(path);
+    }
+
+    /// After an "always": offers to keep `rule` in the settings file for later sessions,
+    /// when the rule says exactly what was allowed in the settings' syntax (a command or a
+    /// path without pattern characters).
+    async fn offer_to_save(&self, ui: &tui::Handle, rule: &str) {
+        let Some(path) = self
+            .rule_file
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return;
+        };
+        if !rule_is_exact(rule) {
+            return;
+        }
+        let rule = &settings_rule(rule);
+        let answer = ui
+            .ask(
+                Vec::new(),
+                format!(
+                    "  Also allow {} in later sessions (saved in {})? [y]es / [n]o, then Enter: ",
+                    printable(rule, false),
+                    printable(&path.to_string_lossy(), false)
+                ),
+            )
+            .await
+            .unwrap_or_default();
+        if !matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+            return;
+        }
+        let line = match save_allow_rule(&path, rule) {
+            Ok(()) => format!(
+                "\x1b[2m  Saved: {} in {}\x1b[0m",
+                printable(rule, false),
+                printable(&path.to_string_lossy(), false)
+            ),
+            Err(error) => format!(
+                "agent: the rule was not saved: {}",
+                printable(&format!("{error:#}"), false)
+            ),
+        };
+        ui.commit(vec![line]);
+    }
+
     /// The calls answered "always" this session, as rules (`Bash(cargo test)`).
     pub fn always_labels(&self) -> Vec<String> {
         self.always
@@ -893,6 +961,87 @@ impl TerminalPrompter {
             .map(|(_, rule)| rule.clone())
             .collect()
     }
+}
+
+/// Whether `rule` (from [`always_rule`]) reads back as exactly the call it was made for:
+/// `Bash(command)` with no `*`, parenthesis or line break in the command and not ending in
+/// `:*`; `Write(path)`/`Edit(path)` with no glob character; nothing else.
+fn rule_is_exact(rule: &str) -> bool {
+    let Some((tool, rest)) = rule.split_once('(') else {
+        return false;
+    };
+    let Some(inner) = rest.strip_suffix(')') else {
+        return false;
+    };
+    match tool {
+        "Bash" => !inner.contains(['*', '(', ')', '\n', '\r']) && !inner.is_empty(),
+        "Write" | "Edit" => {
+            !inner.contains(['*', '?', '[', ']', '{', '}', '\n', '!']) && !inner.is_empty()
+        }
+        _ => false,
+    }
+}
+
+/// `rule` (exact, see [`rule_is_exact`]) as a settings file must say it: a file tool's
+/// absolute path with Claude Code's `//` (a single `/` is the workspace's root there), a
+/// relative one with `./`; Write's as Edit's (Edit rules cover both tools).
+fn settings_rule(rule: &str) -> String {
+    let Some((tool, rest)) = rule.split_once('(') else {
+        return rule.to_owned();
+    };
+    let path = rest.strip_suffix(')').unwrap_or(rest);
+    match tool {
+        "Write" | "Edit" if path.starts_with('/') => format!("Edit(/{path})"),
+        "Write" | "Edit" if path.starts_with("./") => format!("Edit({path})"),
+        "Write" | "Edit" => format!("Edit(./{path})"),
+        _ => rule.to_owned(),
+    }
+}
+
+/// Adds `rule` to `permissions.allow` of the settings file at `path` (made, with its folder,
+/// when missing), keeping everything else in it; written whole to a new file then renamed
+/// over the old.
+///
+/// # Errors
+///
+/// When the file is not a JSON object (it is then left as it was), or cannot be written.
+fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
+    let mut settings: serde_json::Value = match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text).with_context(|| {
+            format!("{} is not valid JSON; it was left as it is", path.display())
+        })?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
+    };
+    let object = settings.as_object_mut().with_context(|| {
+        format!(
+            "{} is not a JSON object; it was left as it is",
+            path.display()
+        )
+    })?;
+    let permissions = object
+        .entry("permissions")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .with_context(|| format!("{}: permissions is not an object", path.display()))?;
+    let allow = permissions
+        .entry("allow")
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()
+        .with_context(|| format!("{}: permissions.allow is not a list", path.display()))?;
+    if !allow.iter().any(|known| known.as_str() == Some(rule)) {
+        allow.push(serde_json::Value::from(rule));
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let staging = path.with_extension("json.tmp");
+    let mut text = serde_json::to_string_pretty(&settings)?;
+    text.push('\n');
+    std::fs::write(&staging, text).with_context(|| format!("writing {}", staging.display()))?;
+    std::fs::rename(&staging, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 /// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
@@ -1166,7 +1315,8 @@ impl Prompter for TerminalPrompter {
                     self.always
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .push((key, rule));
+                        .push((key, rule.clone()));
+                    self.offer_to_save(&ui, &rule).await;
                     PermissionDecision::allow()
                 }
                 "" | "n" | "no" => PermissionDecision::deny(format!(
@@ -1294,6 +1444,40 @@ mod tests {
         );
         assert!(input_lines("Bash", &serde_json::json!({"command": "ls"})).is_empty());
         assert!(input_lines("mcp__x__ping", &serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn always_rules_are_saved_only_when_exact() {
+        assert!(rule_is_exact("Bash(cargo test --workspace)"));
+        assert!(!rule_is_exact("Bash(ls *.rs)"));
+        assert!(!rule_is_exact("Bash(echo $(whoami))"));
+        assert!(!rule_is_exact("Bash(make:*)"));
+        assert!(rule_is_exact("Edit(/w/src/lib.rs)"));
+        assert!(!rule_is_exact("Edit(/w/src/[a].rs)"));
+        assert!(!rule_is_exact("mcp__x__y with exactly {}"));
+        assert_eq!(settings_rule("Edit(/w/src/lib.rs)"), "Edit(//w/src/lib.rs)");
+        assert_eq!(settings_rule("Write(notes.txt)"), "Edit(./notes.txt)");
+        assert_eq!(settings_rule("Bash(make)"), "Bash(make)");
+        let dir = std::env::temp_dir().join(format!("agent-save-rule-{}", std::process::id()));
+        let path = dir.join(".agent/settings.local.json");
+        save_allow_rule(&path, "Bash(make)").unwrap();
+        std::fs::write(
+            &path,
+            r#"{"model": "opus", "permissions": {"allow": ["Bash(make)"], "deny": ["Read(./.env)"]}}"#,
+        )
+        .unwrap();
+        save_allow_rule(&path, "Bash(make test)").unwrap();
+        save_allow_rule(&path, "Bash(make test)").unwrap();
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(
+            saved,
+            serde_json::json!({"model": "opus", "permissions": {"allow": ["Bash(make)", "Bash(make test)"], "deny": ["Read(./.env)"]}})
+        );
+        std::fs::write(&path, "not json").unwrap();
+        assert!(save_allow_rule(&path, "Bash(x)").is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not json");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

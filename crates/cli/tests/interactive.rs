@@ -1812,3 +1812,50 @@ async fn ctrl_r_finds_an_earlier_prompt() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// "Always" says the rule it adds and, asked, saves it for later sessions: in a trusted
+/// folder, in its `.agent/settings.local.json`; `/permissions` lists it.
+#[tokio::test]
+async fn always_saves_the_rule_when_asked() {
+    let repo = repo("interactive-always");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "hello\n"}),
+        )),
+        Reply::turn(Turn::new().text("Written.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--trust");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("write it\r");
+    terminal.wait_for("Allow?", 1).await;
+    terminal.answer("a\r").await;
+    terminal
+        .wait_for("Allowed for the rest of this session: Write(new.txt)", 1)
+        .await;
+    terminal
+        .wait_for("Also allow Edit(./new.txt) in later sessions", 1)
+        .await;
+    terminal.answer("y\r").await;
+    terminal.wait_for("Written.", 1).await;
+    terminal.wait_prompt(2).await;
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.dir.join(".agent/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["permissions"]["allow"], json!(["Edit(./new.txt)"]));
+    terminal.type_keys("/permissions\r");
+    terminal
+        .wait_for(
+            "allow Write(new.txt)  (answered \"always\" in this session)",
+            1,
+        )
+        .await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
