@@ -1195,9 +1195,25 @@ async fn an_approval_in_the_middle_of_a_stream_does_not_interleave() {
 /// is gone, the screen keeps no spinner, and the session goes on.
 #[tokio::test]
 async fn ctrl_c_as_a_key_aborts_a_running_command() {
-    let repo = repo("interactive-ctrl-c-key");
+    interrupt_a_running_command("\u{3}", "37").await;
+}
+
+/// Esc does the same.
+#[tokio::test]
+async fn esc_aborts_a_running_command() {
+    interrupt_a_running_command("\u{1b}", "36").await;
+}
+
+/// Types `key` while `sleep SECONDS` runs: the turn stops, the process is gone, the session
+/// goes on.
+async fn interrupt_a_running_command(key: &str, seconds: &str) {
+    let repo = repo(&format!("interactive-interrupt-{seconds}"));
     let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use("toolu_sleep", "Bash", json!({"command": "sleep 37"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_sleep",
+            "Bash",
+            json!({"command": format!("sleep {seconds}")}),
+        )),
         Reply::turn(Turn::new().text("Still here.")),
     ]))
     .await
@@ -1207,27 +1223,22 @@ async fn ctrl_c_as_a_key_aborts_a_running_command() {
     let mut terminal = Terminal::spawn(command);
     terminal.wait_prompt(1).await;
     terminal.type_keys("wait a bit\r");
-    terminal.wait_for("⏺ Bash(sleep 37)", 1).await;
+    terminal
+        .wait_for(&format!("⏺ Bash(sleep {seconds})"), 1)
+        .await;
     let sleeping = || {
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
             .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-            .any(|cmdline| {
-                cmdline
-                    == b"sleep\0"
-                        .iter()
-                        .chain(b"37\0")
-                        .copied()
-                        .collect::<Vec<u8>>()
-            })
+            .any(|cmdline| cmdline == format!("sleep\0{seconds}\0").into_bytes())
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !sleeping() {
         assert!(Instant::now() < deadline, "the command never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    terminal.type_keys("\u{3}");
+    terminal.type_keys(key);
     terminal
         .wait_for("interrupted while tools were running", 1)
         .await;
@@ -1331,11 +1342,12 @@ async fn synchronized_output_only_where_the_terminal_supports_it() {
         let mut terminal = Terminal::spawn_answering(command(&repo, &server), sync);
         terminal.wait_prompt(1).await;
         // Shift+Enter as the kitty keyboard protocol sends it: a newline, not Enter.
-        terminal.type_keys("hi\u{1b}[13;2uthere\r");
+        // And `\` then Enter: a newline too.
+        terminal.type_keys("hi\u{1b}[13;2uthere\\\ragain\r");
         terminal.wait_for("Hello.", 1).await;
         let first = messages(&server, 0);
         let content = first.last().unwrap()["content"].as_array().unwrap().clone();
-        assert_eq!(content.last().unwrap()["text"], "hi\nthere");
+        assert_eq!(content.last().unwrap()["text"], "hi\nthere\nagain");
         terminal.wait_prompt(2).await;
         terminal.type_keys("\u{4}");
         assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
