@@ -14,7 +14,9 @@
 //! - Ctrl-D on an empty line exits (code 0).
 //! - Ctrl-O shows the current turn in full (every tool input and result), and later calls
 //!   too, until pressed again.
-//! - Up and Down walk the history; the usual editing keys (Ctrl-A/E/U/K/W, Alt-B/F) work.
+//! - Up and Down walk the history, Ctrl-R searches it; the usual editing keys
+//!   (Ctrl-A/E/U/K/W, Alt-B/F) work; Shift+Tab switches the permission mode.
+//! - `!command` runs a command; `@path` attaches a file (Tab completes it).
 //!
 //! Commands: `/help`, `/clear` (start a new session), `/rewind`, `/resume`, `/mcp`, `/exit`
 //! (or `/quit`), and the custom commands and skills.
@@ -43,14 +45,18 @@ use crate::session::Session;
 use crate::slash::{self, Input, Totals};
 
 const KEYS: &str = "\
-Type a task and press Enter (\\ then Enter for a new line). While the agent works:
+Type a task and press Enter (Shift+Enter, Alt+Enter or \\ then Enter: a new line).
+  !command      run a command (sandboxed); its output goes with your next prompt
+  @path         attach a file (Tab completes the path)
+While the agent works:
   Ctrl-C, Esc   abort the turn (a second Ctrl-C exits)
-  Enter         queue the line typed, sent when the turn ends
-  Ctrl-O        the turn in full: every tool input and result (again: back to the summary)
+  Enter         queue the line typed: it goes with the next request
+  Shift+Tab     next permission mode: default, acceptEdits, plan
+  Ctrl-O        the turn in full: every tool input and result (again: the summary)
 At the prompt:
   Ctrl-C        clear the line (a second one within a second on an empty line: exit)
   Ctrl-D        exit
-  Up, Down      the prompts typed before
+  Up, Down      the prompts typed before; Ctrl-R searches them
 Commands:";
 
 /// `/help`: the keys, the built-in commands, then the custom commands and skills.
