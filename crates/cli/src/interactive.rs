@@ -462,6 +462,7 @@ async fn session_loop(
                     ),
                 }
             }
+            Input::Agents => say(ui, &slash::agents_report(&session.agents)),
             Input::Mcp => {
                 session.join_mcp_tools();
                 say(ui, &mcp_report(session));

@@ -45,6 +45,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "pick an earlier session of this folder and continue it",
     ),
     ("mcp", "the MCP servers, their status and tools"),
+    (
+        "agents",
+        "the subagents the model can start (built-in, yours, the project's)",
+    ),
     ("exit", "exit (also /quit)"),
 ];
 
@@ -80,6 +84,8 @@ pub enum Input {
     Init,
     /// `/mcp`.
     Mcp,
+    /// `/agents`.
+    Agents,
     /// `/rewind [arguments]`.
     Rewind(String),
     /// `/resume`.
@@ -129,6 +135,7 @@ pub fn parse(line: &str) -> Input {
         "status" => Input::Status,
         "init" => Input::Init,
         "mcp" => Input::Mcp,
+        "agents" => Input::Agents,
         "rewind" => Input::Rewind(argument.to_owned()),
         "resume" => Input::Resume,
         "exit" | "quit" => Input::Exit,
@@ -300,6 +307,44 @@ pub fn context_report(used: Option<u64>, levels: &context::WaterLevels) -> Strin
         compact_count(levels.blocking_at.0),
         compact_count(levels.output_reserve.0),
     )
+}
+
+/// `/agents`: each agent the Task tool offers, with where it comes from, its model and
+/// tools when it names them, and the first line of its description.
+pub fn agents_report(agents: &[loop_core::subagent::AgentDefinition]) -> String {
+    use loop_core::subagent::AgentSource;
+    if agents.is_empty() {
+        return "No subagents: the Task tool is not offered.".to_owned();
+    }
+    let mut text = String::from("Subagents (the model starts them with the Task tool):");
+    for agent in agents {
+        let source = match agent.source {
+            AgentSource::BuiltIn => "built-in",
+            AgentSource::User => "yours",
+            AgentSource::Project => "project",
+        };
+        let mut extra = Vec::new();
+        if let Some(model) = &agent.model {
+            extra.push(format!("model {model}"));
+        }
+        if let Some(tools) = &agent.tools {
+            extra.push(format!("tools {}", tools.join(", ")));
+        }
+        let extra = if extra.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", extra.join("; "))
+        };
+        let about = agent.description.lines().next().unwrap_or_default();
+        let about: String = about.chars().take(100).collect();
+        text.push_str(&format!(
+            "\n  {} ({source}{}): {}",
+            printable(&agent.name, false),
+            printable(&extra, false),
+            printable(&about, false)
+        ));
+    }
+    text
 }
 
 /// `/permissions`: the mode, then each rule with its kind and where it came from, then the

@@ -1448,6 +1448,8 @@ async fn slash_commands_report_and_act() {
     terminal
         .wait_for("allow Bash(ls:*)  (--allowedTools)", 1)
         .await;
+    terminal.type_keys("/agents\r");
+    terminal.wait_for("  Explore (built-in", 1).await;
     terminal.type_keys("/modle\r");
     terminal.wait_for("did you mean /model?", 1).await;
     terminal.type_keys("/model sonnet\r");
@@ -1456,7 +1458,7 @@ async fn slash_commands_report_and_act() {
         terminal.type_keys(&format!("{prompt}\r"));
         terminal.wait_for(answer, 1).await;
     }
-    terminal.wait_prompt(12).await;
+    terminal.wait_prompt(13).await;
     assert!(
         server.requests()[1].json()["model"]
             .as_str()
@@ -1467,7 +1469,7 @@ async fn slash_commands_report_and_act() {
     );
     terminal.type_keys("/compact keep the numbers\r");
     terminal.wait_for("compacted: ", 1).await;
-    terminal.wait_prompt(13).await;
+    terminal.wait_prompt(14).await;
     let summary = messages(&server, 4);
     let asked = summary.last().unwrap()["content"].to_string();
     assert!(
@@ -1487,7 +1489,7 @@ async fn slash_commands_report_and_act() {
         after.len() < 10,
         "the history was not compacted: {after:#?}"
     );
-    terminal.wait_prompt(14).await;
+    terminal.wait_prompt(15).await;
     terminal.type_keys("/init\r");
     terminal.wait_for("Wrote AGENTS.md.", 1).await;
     let init = messages(&server, 6);
@@ -1497,7 +1499,7 @@ async fn slash_commands_report_and_act() {
             .contains("Please analyze this codebase and create an AGENTS.md"),
         "{init:#?}"
     );
-    terminal.wait_prompt(15).await;
+    terminal.wait_prompt(16).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     // The compaction is in the transcript, as Claude Code writes a manual one.
@@ -1534,7 +1536,7 @@ async fn shift_tab_cycles_the_permission_mode() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     let status = |terminal: &Terminal| {
         let shown = terminal.parser().screen().contents();
         shown
@@ -1565,7 +1567,7 @@ async fn shift_tab_cycles_the_permission_mode() {
         "{}",
         terminal.text()
     );
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{1b}[Z");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !status(&terminal).contains(" · plan") {
@@ -1607,7 +1609,7 @@ async fn an_approved_plan_leaves_plan_mode() {
     let mut command = command(&repo, &server);
     command.args(["--permission-mode", "plan"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("change the notes\r");
     terminal.wait_for("Here is the plan:", 1).await;
     terminal
@@ -1622,7 +1624,7 @@ async fn an_approved_plan_leaves_plan_mode() {
     );
     terminal.answer("a\r").await;
     terminal.wait_for("Done.", 1).await;
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     let approved = messages(&server, 2)[4]["content"][0].to_string();
     assert!(
         approved.contains("User has approved your plan") && approved.contains("acceptEdits"),
@@ -1657,7 +1659,7 @@ async fn narrow_questions_and_long_pastes() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (24, 50));
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("touch it\r");
     terminal.wait_for("then Enter:", 1).await;
     terminal.answer("yes").await;
@@ -1676,7 +1678,7 @@ async fn narrow_questions_and_long_pastes() {
     terminal.type_keys("\r");
     terminal.wait_for("Touched.", 1).await;
     assert!(repo.dir.join("x").exists());
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     let pasted: String = (1..=12).map(|n| format!("row {n}\n")).collect();
     terminal.type_keys(&format!("\u{1b}[200~{pasted}\u{1b}[201~"));
     terminal.wait_for("[Pasted text #1 +12 lines]", 1).await;
@@ -1684,7 +1686,7 @@ async fn narrow_questions_and_long_pastes() {
     terminal.wait_for("Got the paste.", 1).await;
     let sent = messages(&server, 2).last().unwrap()["content"][0]["text"].clone();
     assert_eq!(sent, pasted.trim_end(), "{sent}");
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1705,7 +1707,7 @@ async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
     let mut command = command(&repo, &server);
     command.args(["--sandbox", "off", "--allowedTools", "Bash"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("wait\r");
     let sleeping = || {
         std::fs::read_dir("/proc")
@@ -1755,10 +1757,10 @@ async fn bang_commands_and_file_mentions() {
     let mut command = command(&repo, &server);
     command.args(["--permission-mode", "acceptEdits"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("!echo hi\r");
     terminal.wait_for("⎿  hi", 1).await;
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     assert_eq!(server.request_count(), 0, "a command is not a prompt");
     terminal.type_keys("what did it print?\r");
     terminal.wait_for("It printed hi.", 1).await;
@@ -1767,7 +1769,7 @@ async fn bang_commands_and_file_mentions() {
     assert!(sent.contains("<bash-input>echo hi</bash-input>"), "{sent}");
     assert!(sent.contains("<bash-stdout>hi"), "{sent}");
     assert!(sent.contains("what did it print?"), "{sent}");
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("change @no\t");
     terminal.wait_for("› change @notes.txt ", 1).await;
     terminal.type_keys("to tea\r");
@@ -1784,7 +1786,7 @@ async fn bang_commands_and_file_mentions() {
         "remember the tea\n",
         "the mention did not count as a read"
     );
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(5).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1801,26 +1803,26 @@ async fn ctrl_r_finds_an_earlier_prompt() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("first thing to do\r");
     terminal.wait_for("One.", 1).await;
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("second thing\r");
     terminal.wait_for("Two.", 1).await;
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\u{12}fir");
     terminal
         .wait_for("(reverse-i-search)`fir': first thing to do", 1)
         .await;
     terminal.type_keys("\r");
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\r");
     terminal.wait_for("Again.", 1).await;
     assert_eq!(
         messages(&server, 2).last().unwrap()["content"][0]["text"],
         "first thing to do"
     );
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(5).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1843,7 +1845,7 @@ async fn always_saves_the_rule_when_asked() {
     let mut command = command(&repo, &server);
     command.arg("--trust");
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(1).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("write it\r");
     terminal.wait_for("Allow?", 1).await;
     terminal.answer("a\r").await;
@@ -1855,7 +1857,7 @@ async fn always_saves_the_rule_when_asked() {
         .await;
     terminal.answer("y\r").await;
     terminal.wait_for("Written.", 1).await;
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(3).await;
     let saved: Value = serde_json::from_str(
         &std::fs::read_to_string(repo.dir.join(".agent/settings.local.json")).unwrap(),
     )
