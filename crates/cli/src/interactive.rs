@@ -616,6 +616,8 @@ async fn session_loop(
                     }
                 };
                 renderer.finish_interactive(&outcome);
+                // A blank row between a turn and the next prompt.
+                ui.commit(vec![String::new()]);
                 let usage = renderer.total_usage(&outcome);
                 totals.add(&usage, renderer.cost());
                 totals.requests += u64::from(outcome.turns);

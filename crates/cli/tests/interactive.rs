@@ -1536,7 +1536,7 @@ async fn shift_tab_cycles_the_permission_mode() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     let status = |terminal: &Terminal| {
         let shown = terminal.parser().screen().contents();
         shown
@@ -1567,7 +1567,7 @@ async fn shift_tab_cycles_the_permission_mode() {
         "{}",
         terminal.text()
     );
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{1b}[Z");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !status(&terminal).contains(" · plan") {
@@ -1609,7 +1609,7 @@ async fn an_approved_plan_leaves_plan_mode() {
     let mut command = command(&repo, &server);
     command.args(["--permission-mode", "plan"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("change the notes\r");
     terminal.wait_for("Here is the plan:", 1).await;
     terminal
@@ -1624,7 +1624,7 @@ async fn an_approved_plan_leaves_plan_mode() {
     );
     terminal.answer("a\r").await;
     terminal.wait_for("Done.", 1).await;
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     let approved = messages(&server, 2)[4]["content"][0].to_string();
     assert!(
         approved.contains("User has approved your plan") && approved.contains("acceptEdits"),
@@ -1659,7 +1659,7 @@ async fn narrow_questions_and_long_pastes() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (24, 50));
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("touch it\r");
     terminal.wait_for("then Enter:", 1).await;
     terminal.answer("yes").await;
@@ -1678,7 +1678,7 @@ async fn narrow_questions_and_long_pastes() {
     terminal.type_keys("\r");
     terminal.wait_for("Touched.", 1).await;
     assert!(repo.dir.join("x").exists());
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     let pasted: String = (1..=12).map(|n| format!("row {n}\n")).collect();
     terminal.type_keys(&format!("\u{1b}[200~{pasted}\u{1b}[201~"));
     terminal.wait_for("[Pasted text #1 +12 lines]", 1).await;
@@ -1686,7 +1686,7 @@ async fn narrow_questions_and_long_pastes() {
     terminal.wait_for("Got the paste.", 1).await;
     let sent = messages(&server, 2).last().unwrap()["content"][0]["text"].clone();
     assert_eq!(sent, pasted.trim_end(), "{sent}");
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1707,7 +1707,7 @@ async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
     let mut command = command(&repo, &server);
     command.args(["--sandbox", "off", "--allowedTools", "Bash"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("wait\r");
     let sleeping = || {
         std::fs::read_dir("/proc")
@@ -1757,10 +1757,10 @@ async fn bang_commands_and_file_mentions() {
     let mut command = command(&repo, &server);
     command.args(["--permission-mode", "acceptEdits"]);
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("!echo hi\r");
     terminal.wait_for("⎿  hi", 1).await;
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     assert_eq!(server.request_count(), 0, "a command is not a prompt");
     terminal.type_keys("what did it print?\r");
     terminal.wait_for("It printed hi.", 1).await;
@@ -1769,7 +1769,7 @@ async fn bang_commands_and_file_mentions() {
     assert!(sent.contains("<bash-input>echo hi</bash-input>"), "{sent}");
     assert!(sent.contains("<bash-stdout>hi"), "{sent}");
     assert!(sent.contains("what did it print?"), "{sent}");
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("change @no\t");
     terminal.wait_for("› change @notes.txt ", 1).await;
     terminal.type_keys("to tea\r");
@@ -1786,7 +1786,7 @@ async fn bang_commands_and_file_mentions() {
         "remember the tea\n",
         "the mention did not count as a read"
     );
-    terminal.wait_prompt(5).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1803,26 +1803,26 @@ async fn ctrl_r_finds_an_earlier_prompt() {
     .await
     .unwrap();
     let mut terminal = Terminal::spawn(command(&repo, &server));
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("first thing to do\r");
     terminal.wait_for("One.", 1).await;
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     terminal.type_keys("second thing\r");
     terminal.wait_for("Two.", 1).await;
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\u{12}fir");
     terminal
         .wait_for("(reverse-i-search)`fir': first thing to do", 1)
         .await;
     terminal.type_keys("\r");
-    terminal.wait_prompt(4).await;
+    terminal.wait_prompt(3).await;
     terminal.type_keys("\r");
     terminal.wait_for("Again.", 1).await;
     assert_eq!(
         messages(&server, 2).last().unwrap()["content"][0]["text"],
         "first thing to do"
     );
-    terminal.wait_prompt(5).await;
+    terminal.wait_prompt(4).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1845,7 +1845,7 @@ async fn always_saves_the_rule_when_asked() {
     let mut command = command(&repo, &server);
     command.arg("--trust");
     let mut terminal = Terminal::spawn(command);
-    terminal.wait_prompt(2).await;
+    terminal.wait_prompt(1).await;
     terminal.type_keys("write it\r");
     terminal.wait_for("Allow?", 1).await;
     terminal.answer("a\r").await;
@@ -1857,7 +1857,7 @@ async fn always_saves_the_rule_when_asked() {
         .await;
     terminal.answer("y\r").await;
     terminal.wait_for("Written.", 1).await;
-    terminal.wait_prompt(3).await;
+    terminal.wait_prompt(2).await;
     let saved: Value = serde_json::from_str(
         &std::fs::read_to_string(repo.dir.join(".agent/settings.local.json")).unwrap(),
     )
