@@ -246,14 +246,24 @@ impl Handle {
     }
 
     /// Takes the lines the user entered while the turn runs (oldest first), for the next
-    /// request; they are shown as sent at this point of the turn. Empty when there are none.
+    /// request; they are shown as sent at this point of the turn. Lines that are commands
+    /// (`/…`, `!…`) stay queued for the prompt. Empty when there are none.
     pub fn take_queued(&self) -> Vec<String> {
-        let lines = std::mem::take(
-            &mut *self
+        // Commands (`/compact`, `!ls`) wait for the prompt, where they run as commands.
+        let lines: Vec<String> = {
+            let mut queued = self
                 .queued
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let (commands, messages) = std::mem::take(&mut *queued)
+                .into_iter()
+                .partition(|line| {
+                    let line = line.trim_start();
+                    line.starts_with('/') || line.starts_with('!')
+                });
+            *queued = commands;
+            messages
+        };
         if !lines.is_empty() {
             self.commit(lines.iter().map(|line| echo(line)).collect());
         }
