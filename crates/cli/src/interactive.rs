@@ -355,12 +355,13 @@ async fn session_loop(
         ui.set_status(model, mode, figures);
     }
     loop {
-        let line = if let Some(line) = first.take() {
+        let (line, pasted) = if let Some(line) = first.take() {
             say(ui, &format!("› {}", printable(&line, false)));
-            line
+            (line, false)
         } else {
             match ui.read_line().await {
-                ReadOutcome::Line(line) => line,
+                ReadOutcome::Line(line) => (line, false),
+                ReadOutcome::Pasted(line) => (line, true),
                 ReadOutcome::Interrupted => {
                     // Twice within a second on an empty line exits; a line typed (and
                     // cleared) in between starts over.
@@ -384,6 +385,12 @@ async fn session_loop(
         exit_pending = None;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
         let input = match (slash::parse(&line), session.expand_command(&line)) {
+            // A line that starts with pasted text is never a command: a pasted `!rm …` or
+            // `/clear` is text for the model.
+            _ if pasted => match line.trim() {
+                "" => Input::Nothing,
+                text => Input::Task(text.to_owned()),
+            },
             (Input::Unknown(_) | Input::Task(_), Some(invocation)) => Input::Invoke(invocation),
             (input, _) => input,
         };
@@ -933,6 +940,9 @@ impl TerminalPrompter {
             return;
         }
         let rule = &settings_rule(rule);
+        if tools::PermissionGate::check_rule(rule, &path).is_err() {
+            return;
+        }
         let answer = ui
             .ask(
                 Vec::new(),
@@ -982,27 +992,33 @@ fn rule_is_exact(rule: &str) -> bool {
     let Some(inner) = rest.strip_suffix(')') else {
         return false;
     };
+    let plain = !inner.is_empty() && inner.trim() == inner && !inner.contains(['\n', '\r', '\\']);
     match tool {
-        "Bash" => !inner.contains(['*', '(', ')', '\n', '\r']) && !inner.is_empty(),
+        // Exact command rules also match the command with its quotes taken out, and `*`,
+        // `:*` and parentheses mean something: only plain words are saved.
+        "Bash" => plain && !inner.contains(['*', '(', ')', '"', '\'', '$', '`']),
+        // An absolute path (as the tool resolved it) of a file, no glob character.
         "Write" | "Edit" => {
-            !inner.contains(['*', '?', '[', ']', '{', '}', '\n', '!']) && !inner.is_empty()
+            plain
+                && inner.starts_with('/')
+                && !inner.ends_with('/')
+                && !inner.contains(['*', '?', '[', ']', '{', '}', '!'])
+                && !Path::new(inner).is_dir()
         }
         _ => false,
     }
 }
 
 /// `rule` (exact, see [`rule_is_exact`]) as a settings file must say it: a file tool's
-/// absolute path with Claude Code's `//` (a single `/` is the workspace's root there), a
-/// relative one with `./`; Write's as Edit's (Edit rules cover both tools).
+/// absolute path with Claude Code's `//` (a single `/` is the workspace's root there);
+/// Write's as Edit's (Edit rules cover both tools).
 fn settings_rule(rule: &str) -> String {
     let Some((tool, rest)) = rule.split_once('(') else {
         return rule.to_owned();
     };
     let path = rest.strip_suffix(')').unwrap_or(rest);
     match tool {
-        "Write" | "Edit" if path.starts_with('/') => format!("Edit(/{path})"),
-        "Write" | "Edit" if path.starts_with("./") => format!("Edit({path})"),
-        "Write" | "Edit" => format!("Edit(./{path})"),
+        "Write" | "Edit" => format!("Edit(/{path})"),
         _ => rule.to_owned(),
     }
 }
@@ -1055,17 +1071,24 @@ fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
 
 /// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
 /// command or file (`Bash(cargo test)`, `Edit(src/lib.rs)`), or the tool alone.
-fn always_rule(tool: &str, input: &serde_json::Value) -> String {
-    let field = match tool {
-        "Bash" => "command",
-        "Write" | "Edit" => "file_path",
+fn always_rule(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
+    let detail = match tool {
+        "Bash" => input.get("command").and_then(serde_json::Value::as_str),
+        "Write" | "Edit" => {
+            resolved.or_else(|| input.get("file_path").and_then(serde_json::Value::as_str))
+        }
         // Another tool's "always" covers exactly the input it was given.
         _ => return format!("{tool} with exactly {}", protocol::canonical_json(input)),
     };
-    input
-        .get(field)
-        .and_then(serde_json::Value::as_str)
-        .map_or_else(|| tool.to_owned(), |detail| format!("{tool}({detail})"))
+    let outside = input
+        .get(tools::DISABLE_SANDBOX_FIELD)
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    match detail {
+        Some(detail) if outside => format!("{tool}({detail}) outside the sandbox"),
+        Some(detail) => format!("{tool}({detail})"),
+        None => tool.to_owned(),
+    }
 }
 
 /// What "always" remembers: the tool and the exact call: for Bash the whole command, for
@@ -1073,18 +1096,29 @@ fn always_rule(tool: &str, input: &serde_json::Value) -> String {
 /// its whole input (an MCP tool's `command` or `path` field says nothing of its other
 /// fields). Never the shortened label (two commands that share their first 80 characters
 /// or their first line are different commands).
-fn approval_key(tool: &str, input: &serde_json::Value) -> String {
-    let field = match tool {
-        "Bash" => Some("command"),
-        "Write" | "Edit" => Some("file_path"),
+fn approval_key(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
+    let detail = match tool {
+        // Whether it asked to leave the sandbox is part of the call: "always" for the
+        // sandboxed command does not cover it unsandboxed.
+        "Bash" => input
+            .get("command")
+            .and_then(serde_json::Value::as_str)
+            .map(|command| {
+                let outside = input
+                    .get(tools::DISABLE_SANDBOX_FIELD)
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
+                format!("{command}\u{0}{outside}")
+            }),
+        "Write" | "Edit" => resolved.map(str::to_owned).or_else(|| {
+            input
+                .get("file_path")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        }),
         _ => None,
     };
-    let detail = field
-        .and_then(|key| input.get(key).and_then(serde_json::Value::as_str))
-        .map_or_else(
-            || protocol::canonical_json(input).to_string(),
-            str::to_owned,
-        );
+    let detail = detail.unwrap_or_else(|| protocol::canonical_json(input).to_string());
     format!("{tool}\u{0}{detail}")
 }
 
@@ -1260,7 +1294,13 @@ fn read_answer(abandoned: &AtomicBool) -> Option<String> {
 impl Prompter for TerminalPrompter {
     fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a> {
         let label = tool_label(request.tool, request.input);
-        let key = approval_key(request.tool, request.input);
+        // A file tool's path as the tool resolves it (a relative path depends on where the
+        // shell's `cd`s left it).
+        let resolved = request
+            .change
+            .as_ref()
+            .map(|change| change.path.to_string_lossy().into_owned());
+        let key = approval_key(request.tool, request.input, resolved.as_deref());
         Box::pin(async move {
             let _turn = self.asking.lock().await;
             if self
@@ -1316,7 +1356,7 @@ impl Prompter for TerminalPrompter {
             match answer.to_ascii_lowercase().as_str() {
                 "y" | "yes" => PermissionDecision::allow(),
                 "a" | "always" => {
-                    let rule = always_rule(request.tool, request.input);
+                    let rule = always_rule(request.tool, request.input, resolved.as_deref());
                     ui.commit(vec![format!(
                         "\x1b[2m  Allowed for the rest of this session: {} (exactly this call; /permissions lists it)\x1b[0m",
                         printable(&rule, false)
@@ -1382,6 +1422,8 @@ async fn ask_plan(ui: &tui::Handle, input: &serde_json::Value) -> PermissionDeci
     if let Some(object) = input.as_object_mut() {
         object.insert("mode".to_owned(), serde_json::Value::from(mode));
     }
+    // The tool switches the mode as it runs, right after this answer.
+    ui.set_mode_shown(mode.to_owned());
     PermissionDecision::Allow {
         updated_input: Some(input),
     }
@@ -1397,7 +1439,22 @@ mod tests {
         let first = serde_json::json!({"command": format!("{prefix} && touch approved")});
         let second = serde_json::json!({"command": format!("{prefix} && touch EVIL")});
         assert_eq!(tool_label("Bash", &first), tool_label("Bash", &second));
-        assert_ne!(approval_key("Bash", &first), approval_key("Bash", &second));
+        assert_ne!(
+            approval_key("Bash", &first, None),
+            approval_key("Bash", &second, None)
+        );
+        // Leaving the sandbox is part of the call.
+        let outside = serde_json::json!({"command": "touch x", "dangerouslyDisableSandbox": true});
+        let inside = serde_json::json!({"command": "touch x"});
+        assert_ne!(
+            approval_key("Bash", &inside, None),
+            approval_key("Bash", &outside, None)
+        );
+        assert_eq!(
+            always_rule("Bash", &outside, None),
+            "Bash(touch x) outside the sandbox"
+        );
+        assert!(!rule_is_exact(&always_rule("Bash", &outside, None)));
         // A carriage return or an escape sequence cannot hide what runs.
         let spoof = serde_json::json!({"command": "touch SPOOF #\r\u{1b}[K⏺ Bash(echo hello"});
         assert_eq!(
@@ -1421,19 +1478,34 @@ mod tests {
         let safe = serde_json::json!({"command": "note", "path": "/tmp/safe"});
         let evil = serde_json::json!({"command": "note", "path": "/home/u/.bashrc"});
         assert_ne!(
-            approval_key("mcp__files__write", &safe),
-            approval_key("mcp__files__write", &evil)
+            approval_key("mcp__files__write", &safe, None),
+            approval_key("mcp__files__write", &evil, None)
         );
         assert_eq!(
             approval_key(
                 "Write",
-                &serde_json::json!({"file_path": "a.rs", "content": "x"})
+                &serde_json::json!({"file_path": "a.rs", "content": "x"}),
+                Some("/w/a.rs")
             ),
             approval_key(
                 "Write",
-                &serde_json::json!({"file_path": "a.rs", "content": "y"})
+                &serde_json::json!({"file_path": "./a.rs", "content": "y"}),
+                Some("/w/a.rs")
             ),
             "always for a file covers later writes of the same file"
+        );
+        // The same relative path after a `cd` is another file.
+        assert_ne!(
+            approval_key(
+                "Write",
+                &serde_json::json!({"file_path": "a.rs"}),
+                Some("/w/a.rs")
+            ),
+            approval_key(
+                "Write",
+                &serde_json::json!({"file_path": "a.rs"}),
+                Some("/w/docs/a.rs")
+            )
         );
     }
 
@@ -1461,11 +1533,17 @@ mod tests {
         assert!(!rule_is_exact("Bash(ls *.rs)"));
         assert!(!rule_is_exact("Bash(echo $(whoami))"));
         assert!(!rule_is_exact("Bash(make:*)"));
+        assert!(!rule_is_exact("Bash(perl -e system \"touch x\")"), "quotes");
+        assert!(!rule_is_exact("Bash( make)"), "edge blanks");
         assert!(rule_is_exact("Edit(/w/src/lib.rs)"));
         assert!(!rule_is_exact("Edit(/w/src/[a].rs)"));
+        assert!(!rule_is_exact("Edit(notes.txt)"), "relative");
+        assert!(!rule_is_exact("Edit(/w/notes\\)"), "backslash");
+        assert!(!rule_is_exact("Edit(/w/Makefile )"), "edge blanks");
+        assert!(!rule_is_exact("Edit(/tmp)"), "a folder");
         assert!(!rule_is_exact("mcp__x__y with exactly {}"));
         assert_eq!(settings_rule("Edit(/w/src/lib.rs)"), "Edit(//w/src/lib.rs)");
-        assert_eq!(settings_rule("Write(notes.txt)"), "Edit(./notes.txt)");
+        assert_eq!(settings_rule("Write(/w/n.txt)"), "Edit(//w/n.txt)");
         assert_eq!(settings_rule("Bash(make)"), "Bash(make)");
         let dir = std::env::temp_dir().join(format!("agent-save-rule-{}", std::process::id()));
         let path = dir.join(".agent/settings.local.json");

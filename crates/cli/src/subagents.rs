@@ -255,6 +255,10 @@ pub struct Recipe {
     /// Where Write and Edit record their changes (the session's checkpoints, shared by
     /// every subagent: a rewind undoes theirs too).
     pub journal: Option<Arc<dyn tools::WriteJournal>>,
+    /// The session's mode, which every subagent's gate follows (the stricter of the two
+    /// decides): Shift+Tab to plan reaches a running subagent. `None` before the session's
+    /// gate exists.
+    pub session_mode: Option<tools::ModeHandle>,
 }
 
 /// A tool set built from a [`Recipe`].
@@ -453,8 +457,14 @@ impl SubagentHost for Host {
             self.recipe.mode
         };
         let Built {
-            tools, gate, watch, ..
+            tools,
+            gate,
+            watch,
+            permissions,
         } = self.recipe.build(mode).map_err(|error| error.to_string())?;
+        if let Some(session) = &self.recipe.session_mode {
+            permissions.follow_mode(session.clone());
+        }
         // Its definition's tools, never one its parent does not have.
         let mut tools: Vec<Arc<dyn Tool>> = tools
             .into_iter()

@@ -1751,6 +1751,7 @@ async fn bang_commands_and_file_mentions() {
             json!({"file_path": "notes.txt", "old_string": "milk", "new_string": "tea"}),
         )),
         Reply::turn(Turn::new().text("Edited.")),
+        Reply::turn(Turn::new().text("That was text.")),
     ]))
     .await
     .unwrap();
@@ -1787,6 +1788,18 @@ async fn bang_commands_and_file_mentions() {
         "the mention did not count as a read"
     );
     terminal.wait_prompt(4).await;
+    // A pasted `!command` is text for the model, not a command: nothing runs.
+    terminal.type_keys("\u{1b}[200~!touch pastejack\u{1b}[201~\r");
+    terminal.wait_for("That was text.", 1).await;
+    assert!(!repo.dir.join("pastejack").exists());
+    let third = messages(&server, 3);
+    assert!(
+        third.last().unwrap()["content"]
+            .to_string()
+            .contains("!touch pastejack"),
+        "{third:#?}"
+    );
+    terminal.wait_prompt(5).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -1849,11 +1862,16 @@ async fn always_saves_the_rule_when_asked() {
     terminal.type_keys("write it\r");
     terminal.wait_for("Allow?", 1).await;
     terminal.answer("a\r").await;
+    let file = repo.dir.canonicalize().unwrap().join("new.txt");
+    let file = file.display();
     terminal
-        .wait_for("Allowed for the rest of this session: Write(new.txt)", 1)
+        .wait_for(
+            &format!("Allowed for the rest of this session: Write({file})"),
+            1,
+        )
         .await;
     terminal
-        .wait_for("Also allow Edit(./new.txt) in later sessions", 1)
+        .wait_for(&format!("Also allow Edit(/{file}) in later sessions"), 1)
         .await;
     terminal.answer("y\r").await;
     terminal.wait_for("Written.", 1).await;
@@ -1862,11 +1880,14 @@ async fn always_saves_the_rule_when_asked() {
         &std::fs::read_to_string(repo.dir.join(".agent/settings.local.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(saved["permissions"]["allow"], json!(["Edit(./new.txt)"]));
+    assert_eq!(
+        saved["permissions"]["allow"],
+        json!([format!("Edit(/{file})")])
+    );
     terminal.type_keys("/permissions\r");
     terminal
         .wait_for(
-            "allow Write(new.txt)  (answered \"always\" in this session)",
+            &format!("allow Write({file})  (answered \"always\" in this session)"),
             1,
         )
         .await;

@@ -63,6 +63,8 @@ pub struct LineEditor {
     draft: String,
     /// Long pastes: each placeholder and the text it stands for.
     pastes: Vec<(String, String)>,
+    /// Whether the line starts with pasted text (a paste into an empty line).
+    pasted_start: bool,
 }
 
 impl LineEditor {
@@ -92,6 +94,9 @@ impl LineEditor {
                 self.cursor += text.len();
             }
             Edit::Paste(text) => {
+                if self.text.trim().is_empty() {
+                    self.pasted_start = true;
+                }
                 let lines = text.lines().count();
                 if lines <= PASTE_LINES && text.len() <= PASTE_BYTES {
                     self.apply(Edit::Insert(text));
@@ -163,9 +168,16 @@ impl LineEditor {
         self.text = text;
     }
 
+    /// Whether the line starts with pasted text: a pasted `!rm …` is not a command the user
+    /// typed.
+    pub fn starts_with_paste(&self) -> bool {
+        self.pasted_start
+    }
+
     /// Takes the written line (empty afterwards); a line with text goes into the history
     /// (unless it repeats the last entry).
     pub fn submit(&mut self) -> String {
+        self.pasted_start = false;
         let mut line = std::mem::take(&mut self.text);
         // Each placeholder still in the line is its paste, once.
         for (placeholder, text) in std::mem::take(&mut self.pastes) {
@@ -205,6 +217,7 @@ impl LineEditor {
     pub fn clear(&mut self) {
         self.text.clear();
         self.pastes.clear();
+        self.pasted_start = false;
         self.cursor = 0;
         self.browsing = None;
     }

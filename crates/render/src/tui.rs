@@ -73,6 +73,9 @@ fn set_emergency(bytes: Vec<u8>) {
 pub enum ReadOutcome {
     /// Enter: the line (also given when it was typed, and queued, during a turn).
     Line(String),
+    /// Enter on a line that starts with pasted text: text for the model, never a command
+    /// (a pasted `!rm -rf …` or `/clear` is not something the user typed).
+    Pasted(String),
     /// Ctrl-C on an empty line.
     Interrupted,
     /// Ctrl-C on a line with text: the text is gone.
@@ -115,6 +118,7 @@ enum Message {
         figures: String,
     },
     Busy(bool),
+    ModeShown(String),
     Read(oneshot::Sender<ReadOutcome>),
     Ask {
         id: u64,
@@ -137,8 +141,11 @@ pub struct Handle {
     detail: Arc<AtomicBool>,
     questions: Arc<std::sync::atomic::AtomicU64>,
     /// Lines entered during a turn, not sent yet.
-    queued: Arc<std::sync::Mutex<Vec<String>>>,
+    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
 }
+
+/// A line entered during a turn, and whether it starts with pasted text.
+type Queued = (String, bool);
 
 impl Handle {
     fn send(&self, message: Message) {
@@ -174,6 +181,12 @@ impl Handle {
             mode,
             figures,
         });
+    }
+
+    /// The permission mode the status line shows (it changed during a turn: a plan was
+    /// approved).
+    pub fn set_mode_shown(&self, mode: String) {
+        self.send(Message::ModeShown(mode));
     }
 
     /// Whether a turn runs: then Ctrl-C interrupts it, and a line entered is queued for the
@@ -255,14 +268,14 @@ impl Handle {
                 .queued
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (commands, messages) = std::mem::take(&mut *queued)
+            let (commands, messages): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut *queued)
                 .into_iter()
-                .partition(|line| {
+                .partition(|(line, pasted)| {
                     let line = line.trim_start();
-                    line.starts_with('/') || line.starts_with('!')
+                    !pasted && (line.starts_with('/') || line.starts_with('!'))
                 });
             *queued = commands;
-            messages
+            messages.into_iter().map(|(line, _)| line).collect()
         };
         if !lines.is_empty() {
             self.commit(lines.iter().map(|line| echo(line)).collect());
@@ -377,7 +390,7 @@ impl Tui {
         drop(writer);
         spawn_stderr_reader(reader, sender.clone());
         let detail = Arc::new(AtomicBool::new(false));
-        let queued: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let queued: Arc<std::sync::Mutex<Vec<Queued>>> = Arc::default();
         let handle = Handle {
             sender,
             detail: Arc::clone(&detail),
@@ -593,7 +606,7 @@ struct State {
     search: Option<Search>,
     busy: bool,
     /// Lines entered during a turn, for the next reads.
-    queued: Arc<std::sync::Mutex<Vec<String>>>,
+    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
     read: Option<oneshot::Sender<ReadOutcome>>,
     question: Option<Question>,
     /// The turn's details (Ctrl-O).
@@ -682,6 +695,11 @@ impl State {
                 mode,
                 figures,
             } => self.status = Some((model, mode, figures)),
+            Message::ModeShown(mode) => {
+                if let Some((_, shown, _)) = &mut self.status {
+                    *shown = mode;
+                }
+            }
             Message::Busy(busy) => {
                 self.busy = busy;
                 if busy {
@@ -702,9 +720,13 @@ impl State {
                     (!queued.is_empty()).then(|| queued.remove(0))
                 };
                 match next {
-                    Some(line) => {
+                    Some((line, pasted)) => {
                         self.pending.push(echo(&line));
-                        let _ = reply.send(ReadOutcome::Line(line));
+                        let _ = reply.send(if pasted {
+                            ReadOutcome::Pasted(line)
+                        } else {
+                            ReadOutcome::Line(line)
+                        });
                     }
                     None => self.read = Some(reply),
                 }
@@ -755,7 +777,7 @@ impl State {
         Step::Go
     }
 
-    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
         self.queued
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -808,10 +830,21 @@ impl State {
                 .map(|(a, _)| a)
                 .collect()
         });
+        // A path with a space is quoted, so the whole of it is the mention.
+        let mention = |path: &str, end: &str| {
+            if path.contains(char::is_whitespace) {
+                format!("@\"{path}\"{end}")
+            } else {
+                format!("@{path}{end}")
+            }
+        };
         let replacement = if found.len() == 1 && !first.ends_with('/') {
-            format!("@{first} ")
+            mention(first, " ")
+        } else if shared.contains(char::is_whitespace) {
+            // Quoting a partial path would end the mention early: leave it for more typing.
+            format!("@{partial}")
         } else {
-            format!("@{shared}")
+            mention(&shared, "")
         };
         self.editor.replace_from(start, &replacement);
         if found.len() > 1 {
@@ -1023,15 +1056,20 @@ impl State {
             self.editor.apply(Edit::Insert("\n".to_owned()));
             return;
         }
+        let pasted = self.editor.starts_with_paste();
         match self.read.take() {
             Some(read) => {
                 let line = self.editor.submit();
                 self.pending.push(echo(&line));
-                let _ = read.send(ReadOutcome::Line(line));
+                let _ = read.send(if pasted {
+                    ReadOutcome::Pasted(line)
+                } else {
+                    ReadOutcome::Line(line)
+                });
             }
             None if !self.editor.is_empty() => {
                 let line = self.editor.submit();
-                self.queue().push(line);
+                self.queue().push((line, pasted));
             }
             None => {}
         }
@@ -1055,7 +1093,7 @@ impl State {
             ));
         }
         let mut cursor = None;
-        for line in self.queue().iter() {
+        for (line, _) in self.queue().iter() {
             rows.push(dim(&format!(
                 "› {} (queued: sent with the next request)",
                 crate::printable(line, false)

@@ -1054,3 +1054,35 @@ fn turn_grants_allow_only_while_the_turn_runs() {
         Verdict::Deny { .. }
     ));
 }
+
+/// A subagent's gate follows its session's mode: it decides in the stricter of the two, so
+/// a switch to plan reaches it while it runs, and a laxer session never loosens it.
+#[test]
+fn a_following_gate_decides_in_the_stricter_mode() {
+    let session = Env::with_mode("follow-session", PermissionMode::AcceptEdits);
+    let subagent = Env::with_mode("follow-subagent", PermissionMode::AcceptEdits);
+    let gate = subagent.set.gate();
+    gate.follow_mode(session.set.gate().mode_handle());
+    assert_eq!(gate.mode(), PermissionMode::AcceptEdits);
+    session.set.gate().set_mode(PermissionMode::Plan);
+    assert_eq!(
+        gate.mode(),
+        PermissionMode::Plan,
+        "the switch to plan reaches it"
+    );
+    session
+        .set
+        .gate()
+        .set_mode(PermissionMode::BypassPermissions);
+    assert_eq!(
+        gate.mode(),
+        PermissionMode::AcceptEdits,
+        "never laxer than its own"
+    );
+    let explore = Env::with_mode("follow-explore", PermissionMode::Plan);
+    explore
+        .set
+        .gate()
+        .follow_mode(session.set.gate().mode_handle());
+    assert_eq!(explore.set.gate().mode(), PermissionMode::Plan);
+}

@@ -77,37 +77,72 @@ impl PermissionMode {
 }
 
 /// The session's mode, switchable while it runs (Shift+Tab at the prompt, an approved
-/// `ExitPlanMode`): every decision reads it when it is made.
+/// `ExitPlanMode`): every decision reads it when it is made. A subagent's gate may also
+/// follow its session's mode ([`PermissionGate::follow_mode`]): it then decides in the
+/// stricter of the two.
 #[derive(Debug)]
-pub(crate) struct ModeCell(std::sync::atomic::AtomicU8);
+pub(crate) struct ModeCell {
+    own: Arc<std::sync::atomic::AtomicU8>,
+    follow: std::sync::OnceLock<ModeHandle>,
+}
+
+/// A gate's mode as another gate can follow it (see [`PermissionGate::follow_mode`]).
+#[derive(Clone, Debug)]
+pub struct ModeHandle(Arc<std::sync::atomic::AtomicU8>);
 
 impl ModeCell {
     pub(crate) fn new(mode: PermissionMode) -> Self {
-        Self(std::sync::atomic::AtomicU8::new(Self::code(mode)))
-    }
-
-    fn code(mode: PermissionMode) -> u8 {
-        match mode {
-            PermissionMode::Default => 0,
-            PermissionMode::AcceptEdits => 1,
-            PermissionMode::BypassPermissions => 2,
-            PermissionMode::Plan => 3,
+        Self {
+            own: Arc::new(std::sync::atomic::AtomicU8::new(code(mode))),
+            follow: std::sync::OnceLock::new(),
         }
     }
 
     pub(crate) fn get(&self) -> PermissionMode {
-        match self.0.load(std::sync::atomic::Ordering::SeqCst) {
-            1 => PermissionMode::AcceptEdits,
-            2 => PermissionMode::BypassPermissions,
-            3 => PermissionMode::Plan,
-            _ => PermissionMode::Default,
+        let own = decode(self.own.load(std::sync::atomic::Ordering::SeqCst));
+        match self.follow.get() {
+            Some(ModeHandle(followed)) => stricter(
+                own,
+                decode(followed.load(std::sync::atomic::Ordering::SeqCst)),
+            ),
+            None => own,
         }
     }
 
     pub(crate) fn set(&self, mode: PermissionMode) {
-        self.0
-            .store(Self::code(mode), std::sync::atomic::Ordering::SeqCst);
+        self.own
+            .store(code(mode), std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+fn code(mode: PermissionMode) -> u8 {
+    match mode {
+        PermissionMode::Default => 0,
+        PermissionMode::AcceptEdits => 1,
+        PermissionMode::BypassPermissions => 2,
+        PermissionMode::Plan => 3,
+    }
+}
+
+fn decode(code: u8) -> PermissionMode {
+    match code {
+        1 => PermissionMode::AcceptEdits,
+        2 => PermissionMode::BypassPermissions,
+        3 => PermissionMode::Plan,
+        _ => PermissionMode::Default,
+    }
+}
+
+/// The mode that lets less run: plan, then default, then acceptEdits, then
+/// bypassPermissions.
+fn stricter(a: PermissionMode, b: PermissionMode) -> PermissionMode {
+    let rank = |mode| match mode {
+        PermissionMode::Plan => 3,
+        PermissionMode::Default => 2,
+        PermissionMode::AcceptEdits => 1,
+        PermissionMode::BypassPermissions => 0,
+    };
+    if rank(a) >= rank(b) { a } else { b }
 }
 
 impl fmt::Display for PermissionMode {
@@ -292,15 +327,40 @@ impl PermissionGate {
     /// The reason, when a deny rule refuses the command.
     pub fn user_command(&self, id: &str, command: &str) -> Result<Arc<dyn Tool>, String> {
         let input = serde_json::json!({ "command": command });
-        match self.bash_decision(&input, self.shared.mode.get()) {
-            (Verdict::Deny { reason }, _) => Err(reason),
-            (_, run) => {
-                self.shared.grants.insert(id.to_owned(), run);
-                Ok(Arc::new(crate::bash::BashTool::new(Arc::clone(
-                    &self.shared,
-                ))))
+        let mode = self.shared.mode.get();
+        let rules = &self.shared.rules;
+        let ruled = rules.deny.iter().chain(&rules.ask).any(Rule::is_bash);
+        let run = match self.bash_decision(&input, mode) {
+            (Verdict::Deny { reason }, _) => return Err(reason),
+            // Asked because a rule cannot be checked against it: not run unchecked.
+            (Verdict::Ask { reason }, _) if ruled => {
+                return Err(format!(
+                    "{reason}; a command typed after `!` is not run when a deny or ask rule cannot be checked against it"
+                ));
             }
-        }
+            // The user's own command may write the workspace (still in the sandbox), as an
+            // approved call may; read-only while planning.
+            (_, BashRun::Sandboxed(Profile::ReadOnly))
+                if mode != PermissionMode::Plan && self.shared.sandbox.is_active() =>
+            {
+                BashRun::Sandboxed(Profile::WorkspaceWrite)
+            }
+            (_, run) => run,
+        };
+        self.shared.grants.insert(id.to_owned(), run);
+        Ok(Arc::new(crate::bash::BashTool::new(Arc::clone(
+            &self.shared,
+        ))))
+    }
+
+    /// Checks that `rule` parses as a permission rule (what a settings file may hold), paths
+    /// relative to `base`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRule`] naming the rule and what is wrong.
+    pub fn check_rule(rule: &str, base: &std::path::Path) -> Result<(), Error> {
+        Rule::parse(rule, base).map(|_| ())
     }
 
     /// The session's Read tool for a file the user names (`@path` at the interactive
@@ -318,6 +378,18 @@ impl PermissionGate {
                 &self.shared,
             )))),
         }
+    }
+
+    /// This gate's mode, for another gate to follow.
+    pub fn mode_handle(&self) -> ModeHandle {
+        ModeHandle(Arc::clone(&self.shared.mode.own))
+    }
+
+    /// Decides from now on in the stricter of this gate's mode and `session`'s (a
+    /// subagent's gate following its session: a switch to plan mode reaches a subagent that
+    /// is running). Once; later calls are ignored.
+    pub fn follow_mode(&self, session: ModeHandle) {
+        let _ = self.shared.mode.follow.set(session);
     }
 
     /// The `ExitPlanMode` tool of this session (Claude Code's name and input `{plan}`): in
