@@ -16,6 +16,88 @@ use crate::text::Encoding;
 pub(crate) const DEFAULT_LIMIT: usize = 2_000;
 /// Characters of one line shown before it is cut.
 pub(crate) const MAX_LINE_CHARS: usize = 2_000;
+
+/// The most of one line kept to be shown, in bytes: enough for [`MAX_LINE_CHARS`]
+/// characters of 4 bytes and one more (so a cut line is always longer than what is shown).
+const KEPT_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
+
+/// Reads the next line (up to and with its `\n`, or to the end of the file) from
+/// `reader`: every chunk of it goes to `each`, and its first `keep` bytes into `line`.
+/// Returns the line's whole length in bytes, 0 at the end of the file.
+fn read_line_bounded(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    keep: usize,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        };
+        if buffer.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buffer) {
+            Some(at) => (&buffer[..=at], true),
+            None => (buffer, false),
+        };
+        each(chunk);
+        let room = keep.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let length = chunk.len();
+        total += length;
+        reader.consume(length);
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+/// Whether a file is UTF-8, checked as it is read in pieces that may split a character.
+#[derive(Default)]
+struct Utf8Check {
+    /// The start of a character the last piece ended in.
+    carry: Vec<u8>,
+    /// Whether anything invalid was seen.
+    broken: bool,
+}
+
+impl Utf8Check {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.broken {
+            return;
+        }
+        let mut joined;
+        let bytes = if self.carry.is_empty() {
+            chunk
+        } else {
+            joined = std::mem::take(&mut self.carry);
+            joined.extend_from_slice(chunk);
+            &joined[..]
+        };
+        match std::str::from_utf8(bytes) {
+            Ok(_) => self.carry.clear(),
+            // A character cut at the piece's end: its start waits for the next piece.
+            Err(error) if error.error_len().is_none() => {
+                self.carry = bytes[error.valid_up_to()..].to_vec();
+            }
+            Err(_) => self.broken = true,
+        }
+    }
+
+    /// The line ended: whether everything so far was UTF-8 (a line break never splits a
+    /// character, so a character left open is invalid).
+    fn line_end(&mut self) -> bool {
+        if !self.carry.is_empty() {
+            self.broken = true;
+            self.carry.clear();
+        }
+        !self.broken
+    }
+}
 /// Bytes of numbered output before the listing stops early (and says where to continue).
 const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// Bytes looked at for a NUL to call a file binary (what git and ripgrep do).
@@ -132,26 +214,29 @@ fn read(
     let mut number = 0usize;
     let mut last_shown = 0usize;
     let mut stopped_early = false;
+    let mut check = Utf8Check::default();
     loop {
         line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|error| io_error("read", &path, &error))?;
+        // A line is kept only as far as it can be shown: a file of one 1 GB line must not
+        // take 1 GB. The rest of it is hashed, checked and snapshotted as it goes by.
+        let read = read_line_bounded(&mut reader, &mut line, KEPT_LINE_BYTES, |chunk| {
+            hasher.update(chunk);
+            check.feed(chunk);
+            if let Some(kept) = &mut snapshot {
+                if kept.len() + chunk.len() > crate::watch::SNAPSHOT_BYTES as usize {
+                    // The file grew while it was read: no snapshot rather than a wrong one.
+                    kept.clear();
+                    kept.shrink_to_fit();
+                } else {
+                    kept.extend_from_slice(chunk);
+                }
+            }
+        })
+        .map_err(|error| io_error("read", &path, &error))?;
         if read == 0 {
             break;
         }
-        hasher.update(&line);
-        if let Some(snapshot) = &mut snapshot {
-            if snapshot.len() + line.len() > crate::watch::SNAPSHOT_BYTES as usize {
-                // The file grew while it was read: no snapshot rather than a wrong one.
-                snapshot.clear();
-                snapshot.shrink_to_fit();
-            } else {
-                snapshot.extend_from_slice(&line);
-            }
-        }
-        // A line break never splits a UTF-8 sequence: checking line by line checks the file.
-        utf8 = utf8 && std::str::from_utf8(&line).is_ok();
+        utf8 = check.line_end() && utf8;
         number += 1;
         if number.is_multiple_of(4096) && cancel.is_cancelled() {
             return Err(ToolError::Killed("interrupted while reading".into()));
@@ -220,4 +305,48 @@ fn read(
         output.push_str(&note);
     }
     Ok(ToolOutput::text(output))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::BufReader;
+
+    use super::*;
+
+    /// Lines read in pieces of 3 bytes: each kept only as far as asked, every byte seen, and
+    /// the UTF-8 check right across the pieces.
+    #[test]
+    fn lines_are_kept_bounded_and_checked_in_pieces() {
+        let text = "héllo wörld\nshort\n日本語の行\nend".as_bytes();
+        let mut reader = BufReader::with_capacity(3, text);
+        let mut line = Vec::new();
+        let mut seen = Vec::new();
+        let mut check = Utf8Check::default();
+        let mut lengths = Vec::new();
+        loop {
+            line.clear();
+            let read = read_line_bounded(&mut reader, &mut line, 4, |chunk| {
+                seen.extend_from_slice(chunk);
+                check.feed(chunk);
+            })
+            .unwrap();
+            if read == 0 {
+                break;
+            }
+            assert!(check.line_end());
+            assert!(line.len() <= 4);
+            lengths.push(read);
+        }
+        assert_eq!(seen, text);
+        assert_eq!(lengths, [14, 6, 16, 3]);
+        let mut check = Utf8Check::default();
+        check.feed(&[b'a', 0xE6]);
+        check.feed(&[0x97]);
+        assert!(!check.line_end(), "a character left open at the line's end");
+        let mut check = Utf8Check::default();
+        check.feed(&[0xFF, b'\n']);
+        assert!(!check.line_end());
+    }
 }
