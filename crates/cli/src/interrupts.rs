@@ -27,7 +27,7 @@ struct Shared {
     current: Mutex<Option<CancellationToken>>,
     /// The last signal received (0: none).
     last: AtomicI32,
-    /// The terminal's settings before the line editor touched them (interactive).
+    /// The terminal's settings before the terminal's task set raw mode (interactive).
     terminal: Mutex<Option<nix::sys::termios::Termios>>,
 }
 
