@@ -318,8 +318,29 @@ impl Session {
             additional_dirs,
         });
         let results_dir = sessions.join(&session_id).join("tool-results");
+        // An allow rule a settings file holds that does not parse is left out with a warning
+        // (the session only asks more); a bad deny or ask rule stops the start below, as
+        // leaving it out would let run what the user meant to stop.
+        let allow = settings
+            .permissions
+            .allow
+            .iter()
+            .filter(|rule| match tools::PermissionGate::check_rule(rule, &cwd) {
+                Ok(()) => true,
+                Err(error) => {
+                    let origin = settings
+                        .rule_origin(rule)
+                        .map_or_else(|| "settings".to_owned(), |path| path.display().to_string());
+                    eprintln!(
+                        "agent: warning: {origin}: permissions.allow: {error}; the rule is ignored"
+                    );
+                    false
+                }
+            })
+            .cloned()
+            .collect();
         let mut rules = tooling::Rules {
-            allow: settings.permissions.allow.clone(),
+            allow,
             ask: settings.permissions.ask.clone(),
             deny: settings.permissions.deny.clone(),
         };

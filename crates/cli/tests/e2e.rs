@@ -2994,3 +2994,36 @@ async fn headless_plan_mode_refuses_exit_plan_mode() {
     assert_eq!(write["is_error"], true, "{write}");
     assert!(!repo.dir.join("x.txt").exists());
 }
+
+/// An allow rule that does not parse is left out with a warning naming its file (the
+/// session only asks more); a deny rule that does not parse still stops the start.
+#[tokio::test]
+async fn a_bad_allow_rule_is_ignored_and_a_bad_deny_rule_stops() {
+    let repo = repo("bad-rules");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    let file = config.join("settings.json");
+    std::fs::write(
+        &file,
+        json!({"permissions": {"allow": ["Edit(./notes\\)", "Bash(ls:*)"]}}).to_string(),
+    )
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: permissions.allow:", file.display()))
+            && stderr.contains("the rule is ignored"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &file,
+        json!({"permissions": {"deny": ["Edit(./notes\\)"]}}).to_string(),
+    )
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi"]).await;
+    assert_ne!(output.status.code(), Some(0));
+}
