@@ -754,12 +754,14 @@ impl State {
                 });
             }
             Message::Abandon(id) => {
+                // The turn went on without the answer (it was interrupted): the question is
+                // closed where it stood, marked unanswered.
                 if self
                     .question
                     .as_ref()
                     .is_some_and(|question| question.id == id)
                 {
-                    self.question = None;
+                    self.answer(None);
                 }
             }
             Message::Detail(lines) => {
