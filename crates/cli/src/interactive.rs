@@ -600,7 +600,8 @@ async fn session_loop(
                 )
                 .with_status(status.clone())
                 .with_markdown(true)
-                .with_prices(session.price_overrides());
+                .with_prices(session.price_overrides())
+                .with_live_totals(totals.clone(), session.autocompact_at());
                 let cancel = interrupts.arm();
                 ui.set_busy(true);
                 let outcome = session.invoke(invocation, &mut renderer, cancel).await;

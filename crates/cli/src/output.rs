@@ -547,6 +547,14 @@ pub struct Renderer {
     preview_at: Option<Instant>,
     /// Tokens the main agent's last completed request sent.
     context_tokens: Option<u64>,
+    /// The session's figures before this turn, for a status line kept current during it.
+    live_totals: Option<(crate::slash::Totals, u64)>,
+    /// This turn's completed responses so far (the main loop's): their usage, their cost
+    /// (`None` once one could not be priced) and their number, for the live status line
+    /// (the loop reports usage for the cost only once a response's tools are done).
+    turn_usage: Usage,
+    turn_cost: Option<f64>,
+    turn_responses: u64,
     /// Inputs of the tool_use blocks seen, by id, for the tool lines.
     tool_inputs: HashMap<String, Value>,
     /// Tools running now, by id, with their labels.
@@ -755,6 +763,10 @@ impl Renderer {
             markdown: None,
             preview_at: None,
             context_tokens: None,
+            live_totals: None,
+            turn_usage: Usage::default(),
+            turn_cost: Some(0.0),
+            turn_responses: 0,
             tool_inputs: HashMap::new(),
             running: Vec::new(),
             calls: CallQueue::default(),
@@ -805,6 +817,32 @@ impl Renderer {
             self.status = Some(status);
         }
         self
+    }
+
+    /// Keeps the status line's figures current while the turn runs: the session's `totals`
+    /// before it plus what the turn has used so far, against `autocompact_at` tokens.
+    pub fn with_live_totals(mut self, totals: crate::slash::Totals, autocompact_at: u64) -> Self {
+        self.live_totals = Some((totals, autocompact_at));
+        self
+    }
+
+    /// Sends the status line its figures now (see [`Renderer::with_live_totals`]).
+    fn update_figures(&self) {
+        let (Some((base, autocompact_at)), Some(status)) = (&self.live_totals, &self.status) else {
+            return;
+        };
+        let Some(tui) = status.tui() else {
+            return;
+        };
+        let mut totals = base.clone();
+        let mut usage = self.turn_usage.clone();
+        add_usage(&mut usage, &self.subagent_usage);
+        totals.add(&usage, self.turn_cost);
+        totals.requests += self.turn_responses;
+        if let Some(tokens) = self.context_tokens {
+            totals.context = Some(tokens);
+        }
+        tui.set_figures(totals.figures(*autocompact_at));
     }
 
     /// Redraws the turn's live rows (the interactive terminal): the tail of the Markdown
@@ -980,6 +1018,15 @@ impl Renderer {
             LoopEvent::Assistant(message) => {
                 self.tokens_done += message.usage.output_tokens;
                 self.tokens_streaming = 0;
+                // The status line counts the response as soon as it is complete.
+                let prices = self.prices([&message.model, &self.requested_model]);
+                self.turn_cost = self
+                    .turn_cost
+                    .zip(prices.map(|prices| prices.cost(&message.usage)))
+                    .map(|(total, cost)| total + cost);
+                add_usage(&mut self.turn_usage, &message.usage);
+                self.turn_responses += 1;
+                self.update_figures();
             }
             LoopEvent::Tool(ExecutorEvent::Started {
                 tool_use_id, name, ..
@@ -1415,7 +1462,12 @@ impl Renderer {
                     &names[0]
                 };
                 self.add_cost(model, prices, usage);
+                self.turn_cost = self
+                    .turn_cost
+                    .zip(prices.map(|prices| prices.cost(usage)))
+                    .map(|(total, cost)| total + cost);
                 add_usage(&mut self.subagent_usage, usage);
+                self.update_figures();
             }
             LoopEvent::Tool(ExecutorEvent::Started { name, .. }) => {
                 view.tool = Some(name.clone());

@@ -185,7 +185,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The session's figures so far (this process).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Totals {
     /// Model requests.
     pub requests: u64,

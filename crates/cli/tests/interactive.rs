@@ -309,6 +309,17 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     terminal.wait_prompt(1).await;
     terminal.type_keys("wait a bit\r");
     terminal.wait_for("⏺ Bash(sleep 30)", 1).await;
+    // The status line counts the turn's first response while the turn still runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !terminal
+        .parser()
+        .screen()
+        .contents()
+        .contains(" · 1 req · 100 in / 20 out")
+    {
+        assert!(Instant::now() < deadline, "{}", terminal.text());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // The terminal has no controlling process group here, so Ctrl-C is sent as the signal
     // the terminal would send.
     let pid = Pid::from_raw(terminal.child.id().unwrap() as i32);

@@ -119,6 +119,7 @@ enum Message {
     },
     Busy(bool),
     ModeShown(String),
+    Figures(String),
     Read(oneshot::Sender<ReadOutcome>),
     Ask {
         id: u64,
@@ -181,6 +182,12 @@ impl Handle {
             mode,
             figures,
         });
+    }
+
+    /// The status line's figures only (the session's requests, tokens and cost so far,
+    /// during a turn).
+    pub fn set_figures(&self, figures: String) {
+        self.send(Message::Figures(figures));
     }
 
     /// The permission mode the status line shows (it changed during a turn: a plan was
@@ -695,6 +702,11 @@ impl State {
                 mode,
                 figures,
             } => self.status = Some((model, mode, figures)),
+            Message::Figures(figures) => {
+                if let Some((_, _, shown)) = &mut self.status {
+                    *shown = figures;
+                }
+            }
             Message::ModeShown(mode) => {
                 if let Some((_, shown, _)) = &mut self.status {
                     *shown = mode;
