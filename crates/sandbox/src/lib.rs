@@ -739,6 +739,56 @@ fn live_private_dirs() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// How old a dead process's private folder must be before [`sweep_stale_private_dirs`]
+/// removes it: a process in another pid namespace sharing `/tmp` is not visible in our
+/// `/proc`, and an hour-old folder of a live agent keeps its mtime fresh only if it writes.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3_600);
+
+/// Removes the private folders (`agent-PID-N-ATTEMPT` in `base`) that processes killed
+/// without cleaning up left behind (SIGKILL runs no destructor): only folders (never a
+/// link), owned by this user, whose process is gone from `/proc`, untouched for
+/// [`STALE_AFTER`]. Once per process, at its first private folder; errors are ignored (the
+/// next process tries again).
+pub fn sweep_stale_private_dirs(base: &Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = nix::unistd::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = stale_candidate(&name.to_string_lossy()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age >= STALE_AFTER);
+        if meta.is_dir() && meta.uid() == uid && old {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// The pid in a private folder's name (`agent-PID-N-ATTEMPT`, all numbers), if it is one.
+fn stale_candidate(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("agent-")?;
+    let mut parts = rest.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let numbers = parts
+        .map(|part| part.parse::<u64>().is_ok())
+        .collect::<Vec<_>>();
+    (numbers.len() == 2 && numbers.iter().all(|ok| *ok)).then_some(pid)
+}
+
 /// Removes every [`PrivateDir`] this process still holds, for a process about to end
 /// without running destructors (`std::process::exit`). Their owners must not use them
 /// afterwards: the sandboxed commands in them have been killed or are about to be.
@@ -770,6 +820,8 @@ impl PrivateDir {
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {
                     live_private_dirs().push(path.clone());
+                    static SWEPT: std::sync::Once = std::sync::Once::new();
+                    SWEPT.call_once(|| sweep_stale_private_dirs(&base));
                     return Ok(Self { path });
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
@@ -905,6 +957,46 @@ mod tests {
     use std::os::unix::ffi::OsStringExt;
 
     use super::*;
+
+    #[test]
+    fn stale_private_dirs_of_dead_processes_are_swept() {
+        let base = std::env::temp_dir().join(format!("sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7_200);
+        let make = |name: &str, age: Option<std::time::SystemTime>| {
+            let path = base.join(name);
+            std::fs::create_dir_all(path.join("inner")).unwrap();
+            std::fs::write(path.join("inner/file"), "x").unwrap();
+            if let Some(time) = age {
+                std::fs::File::open(&path)
+                    .unwrap()
+                    .set_modified(time)
+                    .unwrap();
+            }
+            path
+        };
+        // No pid reaches 999,999,999 (the kernel's limit is 4,194,304).
+        let dead_old = make("agent-999999999-0-0", Some(old));
+        let dead_new = make("agent-999999998-1-0", None);
+        let ours = make(&format!("agent-{}-7-0", std::process::id()), Some(old));
+        let other = make("agent-notes", Some(old));
+        let target = make("target", Some(old));
+        let link = base.join("agent-999999997-0-0");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        sweep_stale_private_dirs(&base);
+        assert!(!dead_old.exists(), "a dead process's old folder goes");
+        assert!(dead_new.exists(), "a recent one stays");
+        assert!(ours.exists(), "a live process's stays");
+        assert!(
+            other.exists(),
+            "a name that is not a private folder's stays"
+        );
+        assert!(link.symlink_metadata().is_ok() && target.join("inner/file").exists());
+        assert_eq!(stale_candidate("agent-12-3-4"), Some(12));
+        assert_eq!(stale_candidate("agent-12-3"), None);
+        assert_eq!(stale_candidate("agent-12-x-4"), None);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 
     #[test]
     fn a_policy_with_a_file_name_that_is_not_text_round_trips() {
