@@ -746,9 +746,9 @@ const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3_600);
 
 /// Removes the private folders (`agent-PID-N-ATTEMPT` in `base`) that processes killed
 /// without cleaning up left behind (SIGKILL runs no destructor): only folders (never a
-/// link), owned by this user, whose process is gone from `/proc`, untouched for
-/// [`STALE_AFTER`]. Once per process, at its first private folder; errors are ignored (the
-/// next process tries again).
+/// link), owned by this user, whose process is gone from `/proc`, untouched for an hour.
+/// Once per process, at its first private folder; errors are ignored (the next process
+/// tries again).
 pub fn sweep_stale_private_dirs(base: &Path) {
     use std::os::unix::fs::MetadataExt as _;
     let uid = nix::unistd::geteuid().as_raw();
