@@ -488,14 +488,7 @@ impl CanUseTool for HookedGate {
 
 /// The text of a tool result (text blocks joined with newlines).
 fn result_text(content: &ToolResultContent) -> String {
-    match content {
-        ToolResultContent::Text(text) => text.clone(),
-        ToolResultContent::Blocks(blocks) => blocks
-            .iter()
-            .filter_map(ContentBlock::as_text)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
+    content.text()
 }
 
 /// A tool with PostToolUse hooks after it: when the call succeeded, the hooks of the

@@ -150,6 +150,15 @@ fn complete_path(cwd: &Path, partial: &str) -> Vec<String> {
     found
 }
 
+/// The status line under the input: the session's model and mode, and `totals`.
+fn show_status(ui: &tui::Handle, totals: &Totals, session: &Session) {
+    ui.set_status(
+        printable(&session.model, false),
+        session.mode_name().to_owned(),
+        totals.figures(session.autocompact_at()),
+    );
+}
+
 /// `/status`.
 fn status_report(session: &Session) -> String {
     let servers = session.mcp_status();
@@ -343,17 +352,7 @@ async fn session_loop(
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     let mut totals = Totals::default();
-    let status_line = |totals: &Totals, session: &Session| {
-        (
-            printable(&session.model, false),
-            session.mode_name().to_owned(),
-            totals.figures(session.autocompact_at()),
-        )
-    };
-    {
-        let (model, mode, figures) = status_line(&totals, session);
-        ui.set_status(model, mode, figures);
-    }
+    show_status(ui, &totals, session);
     loop {
         let (line, pasted) = if let Some(line) = first.take() {
             say(ui, &format!("› {}", printable(&line, false)));
@@ -426,10 +425,7 @@ async fn session_loop(
                         ui,
                         &format!("Model: {} from the next request on.", printable(&id, false)),
                     );
-                    {
-                        let (model, mode, figures) = status_line(&totals, session);
-                        ui.set_status(model, mode, figures);
-                    }
+                    show_status(ui, &totals, session);
                 }
                 Err(error) => say(
                     ui,
@@ -455,10 +451,7 @@ async fn session_loop(
                                 output::compact_count(after)
                             ),
                         );
-                        {
-                            let (model, mode, figures) = status_line(&totals, session);
-                            ui.set_status(model, mode, figures);
-                        }
+                        show_status(ui, &totals, session);
                     }
                     Err(error) => say(
                         ui,
@@ -561,10 +554,7 @@ async fn session_loop(
                 session.clear();
                 // The status line counts the new session.
                 totals = Totals::default();
-                {
-                    let (model, mode, figures) = status_line(&totals, session);
-                    ui.set_status(model, mode, figures);
-                }
+                show_status(ui, &totals, session);
                 if had_file {
                     say(
                         ui,
@@ -632,10 +622,7 @@ async fn session_loop(
                 if let Some(tokens) = renderer.context_tokens() {
                     totals.context = Some(tokens);
                 }
-                {
-                    let (model, mode, figures) = status_line(&totals, session);
-                    ui.set_status(model, mode, figures);
-                }
+                show_status(ui, &totals, session);
                 if interrupts.quit_requested() {
                     // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
                     // session ends.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use executor::ExecutorEvent;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use loop_core::{LoopEvent, LoopOutcome, Terminal};
-use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, ToolResultContent, Usage};
+use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, Usage};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -487,17 +487,7 @@ fn is_exit_status(line: &str) -> bool {
 
 /// A tool result's text (its text blocks joined).
 fn result_text(result: &protocol::ToolResultBlock) -> String {
-    match &result.content {
-        ToolResultContent::Text(text) => text.clone(),
-        ToolResultContent::Blocks(blocks) => blocks
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(text) => Some(text.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
+    result.content.text()
 }
 
 /// The first line of a tool result, cut to 100 characters, for the `⎿` line.

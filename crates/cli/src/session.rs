@@ -1024,14 +1024,7 @@ impl Session {
         let input = serde_json::json!({ "command": command });
         let (text, stdout, stderr, failed) = match tool.call(input, context).await {
             Ok(output) => {
-                let text = match &output.content {
-                    protocol::ToolResultContent::Text(text) => text.clone(),
-                    protocol::ToolResultContent::Blocks(blocks) => blocks
-                        .iter()
-                        .filter_map(protocol::ContentBlock::as_text)
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                };
+                let text = output.content.text();
                 let field = |name: &str| {
                     output
                         .structured
@@ -1097,14 +1090,7 @@ impl Session {
             );
             match tool.call(input.clone(), context).await {
                 Ok(output) => {
-                    let text = match &output.content {
-                        protocol::ToolResultContent::Text(text) => text.clone(),
-                        protocol::ToolResultContent::Blocks(blocks) => blocks
-                            .iter()
-                            .filter_map(protocol::ContentBlock::as_text)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    };
+                    let text = output.content.text();
                     self.pending_context.push(format!(
                         "<system-reminder>\nCalled the Read tool with the following input: {input}\n</system-reminder>"
                     ));

@@ -179,6 +179,28 @@ impl Terminal {
         }
     }
 
+    /// What the screen shows now (no scrollback).
+    fn shown(&self) -> String {
+        self.parser().screen().contents()
+    }
+
+    /// Waits (at most 10 s) until `ready` holds; returns what the screen showed then.
+    async fn wait_until(&self, ready: impl Fn(&Self) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let shown = self.shown();
+            if ready(self) {
+                return shown;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited 10 s; the screen says:\n{}",
+                self.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Types the answer to a question now on the screen, as a person does: after having
     /// seen it (keys that come within 300 ms of a question's appearance go to the input
     /// line instead, as typed ahead).
@@ -198,6 +220,30 @@ impl Terminal {
             .unwrap_or_else(|_| panic!("agent did not exit; the screen says:\n{}", self.text()))
             .unwrap();
         status.code().unwrap_or(-1)
+    }
+}
+
+/// Whether a process runs with exactly this command line (`sleep\037\0`).
+fn process_running(cmdline: &[u8]) -> bool {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .any(|found| found == cmdline)
+}
+
+/// Waits (at most 10 s) until a process with this command line runs, or (`running`
+/// false) until none does.
+async fn wait_process(cmdline: &[u8], running: bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_running(cmdline) != running {
+        assert!(
+            Instant::now() < deadline,
+            "{:?} running: {}",
+            String::from_utf8_lossy(cmdline),
+            !running
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -310,16 +356,9 @@ async fn ctrl_c_aborts_the_turn_and_the_session_goes_on() {
     terminal.type_keys("wait a bit\r");
     terminal.wait_for("⏺ Bash(sleep 30)", 1).await;
     // The status line counts the turn's first response while the turn still runs.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !terminal
-        .parser()
-        .screen()
-        .contents()
-        .contains(" · 1 req · 100 in / 20 out")
-    {
-        assert!(Instant::now() < deadline, "{}", terminal.text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    terminal
+        .wait_until(|t| t.shown().contains(" · 1 req · 100 in / 20 out"))
+        .await;
     // The terminal has no controlling process group here, so Ctrl-C is sent as the signal
     // the terminal would send.
     let pid = Pid::from_raw(terminal.child.id().unwrap() as i32);
@@ -1237,24 +1276,14 @@ async fn interrupt_a_running_command(key: &str, seconds: &str) {
     terminal
         .wait_for(&format!("⏺ Bash(sleep {seconds})"), 1)
         .await;
-    let sleeping = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-            .any(|cmdline| cmdline == format!("sleep\0{seconds}\0").into_bytes())
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sleeping() {
-        assert!(Instant::now() < deadline, "the command never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let sleep = format!("sleep\0{seconds}\0").into_bytes();
+    wait_process(&sleep, true).await;
     terminal.type_keys(key);
     terminal
         .wait_for("interrupted while tools were running", 1)
         .await;
     terminal.wait_prompt(2).await;
-    assert!(!sleeping(), "the command outlived the abort");
+    assert!(!process_running(&sleep), "the command outlived the abort");
     terminal.type_keys("are you there?\r");
     terminal.wait_for("Still here.", 1).await;
     terminal.wait_prompt(3).await;
@@ -1284,16 +1313,12 @@ async fn parallel_calls_are_updated_in_place() {
     terminal.wait_prompt(1).await;
     terminal.type_keys("run both\r");
     // The fast call's result is on screen under its own line while the slow one runs.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let shown = terminal.parser().screen().contents();
-        if shown.contains("⏺ Bash(cat slow)\n  ⎿  running…\n⏺ Bash(echo second)\n  ⎿  second")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{shown}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    terminal
+        .wait_until(|t| {
+            t.shown()
+                .contains("⏺ Bash(cat slow)\n  ⎿  running…\n⏺ Bash(echo second)\n  ⎿  second")
+        })
+        .await;
     std::fs::write(repo.dir.join("slow"), "first\n").unwrap();
     terminal.wait_for("Both done.", 1).await;
     terminal.wait_prompt(2).await;
@@ -1401,19 +1426,13 @@ async fn an_open_block_shows_while_it_streams() {
     let mut terminal = Terminal::spawn(command(&repo, &server));
     terminal.wait_prompt(1).await;
     terminal.type_keys("stream\r");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let shown = terminal.parser().screen().contents();
-        if shown.contains("Alpha words streaming slowly.") {
-            assert!(
-                !shown.contains("OMEGA"),
-                "the whole text had arrived: {shown}"
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "{shown}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let shown = terminal
+        .wait_until(|t| t.shown().contains("Alpha words streaming slowly."))
+        .await;
+    assert!(
+        !shown.contains("OMEGA"),
+        "the whole text had arrived: {shown}"
+    );
     terminal.wait_for("the end OMEGA.", 1).await;
     terminal.wait_prompt(2).await;
     let text = terminal.text();
@@ -1562,11 +1581,9 @@ async fn shift_tab_cycles_the_permission_mode() {
         status(&terminal)
     );
     terminal.type_keys("\u{1b}[Z");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !status(&terminal).contains(" · acceptEdits") {
-        assert!(Instant::now() < deadline, "{}", terminal.text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    terminal
+        .wait_until(|t| status(t).contains(" · acceptEdits"))
+        .await;
     terminal.type_keys("write the file\r");
     terminal.wait_for("Wrote it.", 1).await;
     assert_eq!(
@@ -1580,17 +1597,11 @@ async fn shift_tab_cycles_the_permission_mode() {
     );
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{1b}[Z");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !status(&terminal).contains(" · plan") {
-        assert!(Instant::now() < deadline, "{}", terminal.text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    terminal.wait_until(|t| status(t).contains(" · plan")).await;
     terminal.type_keys("\u{1b}[Z");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !status(&terminal).contains(" · default") {
-        assert!(Instant::now() < deadline, "{}", terminal.text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    terminal
+        .wait_until(|t| status(t).contains(" · default"))
+        .await;
     terminal.type_keys("/status\r");
     terminal.wait_for("Permission mode: default", 1).await;
     terminal.type_keys("\u{4}");
@@ -1720,25 +1731,12 @@ async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
     let mut terminal = Terminal::spawn(command);
     terminal.wait_prompt(1).await;
     terminal.type_keys("wait\r");
-    let sleeping = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
-            .any(|cmdline| cmdline == b"sleep\x0038\0")
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !sleeping() {
-        assert!(Instant::now() < deadline, "{}", terminal.text());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let sleep = b"sleep\x0038\0";
+    wait_process(sleep, true).await;
     terminal.type_keys("\u{3}\u{3}");
     assert_eq!(terminal.exit_code().await, 130, "{}", terminal.text());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while sleeping() {
-        assert!(Instant::now() < deadline, "the command outlived the agent");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Gone, not merely orphaned.
+    wait_process(sleep, false).await;
     let raw = terminal.raw();
     assert!(
         raw.rfind("\u{1b}[?25h") > raw.rfind("\u{1b}[?25l"),

@@ -1005,14 +1005,7 @@ fn sibling_text(failure: &SiblingFailure, was_running: bool) -> String {
 }
 
 fn content_text(content: &protocol::ToolResultContent) -> String {
-    match content {
-        protocol::ToolResultContent::Text(text) => text.clone(),
-        protocol::ToolResultContent::Blocks(blocks) => blocks
-            .iter()
-            .filter_map(protocol::ContentBlock::as_text)
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
+    content.text()
 }
 
 /// Reports a call's ending exactly once, even when the task panics or is dropped.

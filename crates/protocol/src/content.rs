@@ -289,6 +289,19 @@ impl Default for ToolResultContent {
 }
 
 impl ToolResultContent {
+    /// The text of the result: the string, or the text blocks joined with newlines (other
+    /// blocks, such as images, left out).
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Blocks(blocks) => blocks
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
     fn is_empty_blocks(&self) -> bool {
         matches!(self, Self::Blocks(blocks) if blocks.is_empty())
     }
