@@ -149,8 +149,9 @@ pub fn chat_request(request: &CreateMessageRequest, options: &ChatOptions) -> Va
     Value::Object(body)
 }
 
-/// An image block's source as a URL (`data:` for base64, the URL itself for `url`).
-fn image_url(source: &Value) -> Option<String> {
+/// An image block's source as a URL (`data:` for base64, the URL itself for `url`); the
+/// Responses API's request uses it too.
+pub(crate) fn image_url(source: &Value) -> Option<String> {
     match source.get("type").and_then(Value::as_str)? {
         "base64" => Some(format!(
             "data:{};base64,{}",

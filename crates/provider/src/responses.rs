@@ -126,26 +126,13 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
     Value::Object(body)
 }
 
-/// An image block's source as a URL (`data:` for base64, the URL itself for `url`).
-fn image_url(source: &Value) -> Option<String> {
-    match source.get("type").and_then(Value::as_str)? {
-        "base64" => Some(format!(
-            "data:{};base64,{}",
-            source.get("media_type")?.as_str()?,
-            source.get("data")?.as_str()?
-        )),
-        "url" => Some(source.get("url")?.as_str()?.to_owned()),
-        _ => None,
-    }
-}
-
 /// Text and images as a user message's content parts.
 fn input_parts(blocks: &[ContentBlock]) -> Vec<Value> {
     blocks
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(json!({"type": "input_text", "text": text.text})),
-            ContentBlock::Image(image) => image_url(&image.source)
+            ContentBlock::Image(image) => crate::chat::image_url(&image.source)
                 .map(|url| json!({"type": "input_image", "image_url": url, "detail": "auto"})),
             _ => None,
         })

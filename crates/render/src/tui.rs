@@ -218,14 +218,7 @@ impl Handle {
     /// question appeared never answer it. Dropping the future takes the question off the
     /// screen.
     pub async fn ask(&self, question: Vec<String>, prompt: String) -> Option<String> {
-        let id = self.questions.fetch_add(1, Ordering::Relaxed);
-        let (reply, answer) = oneshot::channel();
-        self.send(Message::Ask {
-            id,
-            question,
-            prompt,
-            reply,
-        });
+        let (id, answer) = self.open_question(question, prompt);
         /// Takes the question away when the wait is abandoned.
         struct Abandon<'a>(&'a Handle, u64, bool);
         impl Drop for Abandon<'_> {
@@ -243,6 +236,16 @@ impl Handle {
 
     /// [`Handle::ask`] from blocking code (not on the runtime's own threads).
     pub fn ask_blocking(&self, question: Vec<String>, prompt: String) -> Option<String> {
+        let (_, answer) = self.open_question(question, prompt);
+        answer.blocking_recv().ok().flatten()
+    }
+
+    /// Sends a question; returns its id and where its answer comes.
+    fn open_question(
+        &self,
+        question: Vec<String>,
+        prompt: String,
+    ) -> (u64, oneshot::Receiver<Option<String>>) {
         let id = self.questions.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         self.send(Message::Ask {
@@ -251,7 +254,7 @@ impl Handle {
             prompt,
             reply,
         });
-        answer.blocking_recv().ok().flatten()
+        (id, answer)
     }
 
     /// The full form of something the turn did (a tool's whole input and result), kept for
