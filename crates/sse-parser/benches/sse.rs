@@ -13,11 +13,17 @@
 //!
 //! Every input is fed in 16 KiB chunks (`Bytes` slices of one buffer: no copy per iteration).
 //! Groups report `Throughput::Bytes` of the whole input:
-//! - `framing`: [`sse_parser::Framer`], counting events;
+//! - `framing`: [`sse_parser::Framer::next_event`] (owned events: `Bytes` slices of the
+//!   chunks), counting events;
+//! - `framing_borrowed`: [`sse_parser::Framer::next_event_ref`] (events borrowed from the
+//!   framer, as `MessageStream` reads them), counting events;
 //! - `framing_peer_sse_stream`, `framing_peer_eventsource_stream`: the same chunks through the
 //!   `sse-stream` and `eventsource-stream` crates, polled with a no-op waker over
 //!   `futures_util::stream::iter` (no runtime), counting events;
-//! - `memchr_ceiling`: a plain memchr newline count of the same chunks;
+//! - `memchr_ceiling`: a plain memchr newline count of the same chunks (memchr's vectorised
+//!   count, which never stops at a match);
+//! - `memchr_scan`: every newline position of the same chunks visited one by one (memchr's
+//!   iterator), the least a line-based framer does;
 //! - `decode_accumulate`: the whole [`sse_parser::MessageStream`] pipeline (one pipeline per
 //!   corpus file, as each file is one message);
 //! - `peer_eventsource_value`: `eventsource-stream` plus `serde_json::Value` of every event's
@@ -424,6 +430,19 @@ fn frame(chunks: &[Bytes]) -> usize {
     events
 }
 
+fn frame_borrowed(chunks: &[Bytes]) -> usize {
+    let mut framer = Framer::new();
+    let mut events = 0;
+    for chunk in chunks {
+        framer.push(chunk.clone());
+        while let Some(event) = framer.next_event_ref().unwrap() {
+            black_box(&event);
+            events += 1;
+        }
+    }
+    events
+}
+
 /// Polls a stream that never pends (built on `stream::iter`) to its end.
 fn drain<S: Stream>(stream: S, mut each: impl FnMut(S::Item)) {
     let mut stream = pin!(stream);
@@ -469,6 +488,15 @@ fn memchr_lines(chunks: &[Bytes]) -> usize {
         .sum()
 }
 
+/// Every newline's position, visited one by one, as a line-based framer must at least do
+/// (the count above is memchr's vectorised count, which never stops at a match).
+fn memchr_scan(chunks: &[Bytes]) -> usize {
+    chunks
+        .iter()
+        .map(|chunk| memchr::memchr_iter(b'\n', chunk).fold(0, |sum, at| sum ^ black_box(at)))
+        .fold(0, |a, b| a ^ b)
+}
+
 /// The whole pipeline, one [`MessageStream`] per message; returns (items, messages).
 fn decode_accumulate(messages: &[Vec<Bytes>]) -> (usize, usize) {
     let mut items = 0;
@@ -505,6 +533,7 @@ fn eventsource_value(chunks: &[Bytes]) -> usize {
 /// Checks once, outside the measurements, that every path sees the same events.
 fn check(input: &Input) {
     let events = frame(&input.chunks);
+    assert_eq!(frame_borrowed(&input.chunks), events, "{}", input.name);
     assert_eq!(frame_sse_stream(&input.chunks), events, "{}", input.name);
     assert_eq!(frame_eventsource(&input.chunks), events, "{}", input.name);
     assert_eq!(eventsource_value(&input.chunks), events, "{}", input.name);
@@ -546,6 +575,7 @@ fn benches(c: &mut Criterion) {
         g.finish();
     };
     run(c, "framing", &|input| frame(&input.chunks));
+    run(c, "framing_borrowed", &|input| frame_borrowed(&input.chunks));
     run(c, "framing_peer_sse_stream", &|input| {
         frame_sse_stream(&input.chunks)
     });
@@ -553,6 +583,7 @@ fn benches(c: &mut Criterion) {
         frame_eventsource(&input.chunks)
     });
     run(c, "memchr_ceiling", &|input| memchr_lines(&input.chunks));
+    run(c, "memchr_scan", &|input| memchr_scan(&input.chunks));
     run(c, "decode_accumulate", &|input| {
         decode_accumulate(&input.messages).0
     });

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::frame::SseEvent;
+use crate::frame::{SseEvent, SseEventRef};
 
 /// What went wrong while decoding one event.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +173,19 @@ impl Decoder {
     /// [`DecodeError`] when the data is not the JSON its type requires; the error names the
     /// event's index and type.
     pub fn decode(&mut self, event: &SseEvent) -> Result<Option<StreamEvent>, DecodeError> {
+        self.decode_json(event.data(), || event.event_type().into_owned())
+    }
+
+    /// Decodes one borrowed event (see [`crate::Framer::next_event_ref`]); the same as
+    /// [`Decoder::decode`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Decoder::decode`].
+    pub fn decode_ref(
+        &mut self,
+        event: &SseEventRef<'_>,
+    ) -> Result<Option<StreamEvent>, DecodeError> {
         self.decode_json(event.data(), || event.event_type().into_owned())
     }
 

@@ -166,6 +166,74 @@ enum Data {
     Joined(BytesMut),
 }
 
+/// One dispatched event borrowed from its [`Framer`]; see [`Framer::next_event_ref`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    event: &'a [u8],
+    data: &'a [u8],
+    id: &'a [u8],
+}
+
+impl<'a> SseEventRef<'a> {
+    /// The event type as sent in the `event:` field; empty when none was sent.
+    pub fn event_bytes(&self) -> &'a [u8] {
+        self.event
+    }
+
+    /// The event type, `"message"` when no `event:` field was sent. Invalid UTF-8 is replaced
+    /// with U+FFFD.
+    pub fn event_type(&self) -> std::borrow::Cow<'a, str> {
+        if self.event.is_empty() {
+            std::borrow::Cow::Borrowed("message")
+        } else {
+            String::from_utf8_lossy(self.event)
+        }
+    }
+
+    /// The data: the event's `data:` values joined with `\n`.
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// The last event id in force when the event was dispatched (empty when none was set).
+    pub fn id(&self) -> &'a [u8] {
+        self.id
+    }
+
+    /// An owned copy of the event (the fields are copied).
+    pub fn to_owned(&self) -> SseEvent {
+        SseEvent::new(
+            Bytes::copy_from_slice(self.event),
+            Bytes::copy_from_slice(self.data),
+            Bytes::copy_from_slice(self.id),
+        )
+    }
+}
+
+/// What [`Framer::advance`] found.
+enum Found {
+    /// A single-line event inside the current chunk, as ranges of it.
+    Whole(Whole),
+    /// An event built line by line.
+    Built(SseEvent),
+}
+
+/// A single-line event inside the current chunk; see [`Framer::whole_event`].
+struct Whole {
+    name: Name,
+    data: std::ops::Range<usize>,
+}
+
+/// The event name of a [`Whole`] event.
+enum Name {
+    /// One of [`KNOWN_EVENT_NAMES`].
+    Known(&'static [u8]),
+    /// A range of the current chunk.
+    Slice(std::ops::Range<usize>),
+    /// No `event:` line.
+    None,
+}
+
 /// WHATWG event-stream framer: push byte chunks, pull events.
 ///
 /// ```
@@ -207,6 +275,8 @@ pub struct Framer {
     offset: u64,
     event_start: u64,
     failed: Option<FrameError>,
+    /// The event [`Framer::next_event_ref`] lends when it was built line by line.
+    lent: Option<SseEvent>,
 }
 
 impl Default for Framer {
@@ -239,6 +309,7 @@ impl Framer {
             offset: 0,
             event_start: 0,
             failed: None,
+            lent: None,
         }
     }
 
@@ -286,6 +357,74 @@ impl Framer {
     /// [`FrameError::EventTooLarge`] when an event grows past the limit; every later call
     /// returns the same error.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, FrameError> {
+        Ok(match self.advance()? {
+            None => None,
+            Some(Found::Whole(whole)) => Some(SseEvent {
+                // The one reference count of the event, taken before the other stores: an
+                // atomic operation waits for every pending store.
+                data: self.chunk.slice(whole.data),
+                event: match whole.name {
+                    Name::Known(known) => Bytes::from_static(known),
+                    Name::Slice(range) => self.chunk.slice(range),
+                    Name::None => Bytes::new(),
+                },
+                id: if self.last_event_id.is_empty() {
+                    Bytes::new()
+                } else {
+                    self.last_event_id.clone()
+                },
+            }),
+            Some(Found::Built(event)) => Some(event),
+        })
+    }
+
+    /// The next complete event, borrowed from the framer: the same events as
+    /// [`Framer::next_event`], without a reference count or a copy for the usual single-line
+    /// event (its fields are slices of the chunk being read). Use it when the event is decoded
+    /// at once, as [`crate::MessageStream`] does; the borrow ends before the next call.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use sse_parser::Framer;
+    ///
+    /// let mut framer = Framer::new();
+    /// framer.push(Bytes::from_static(b"event: ping\ndata: {\"type\":\"ping\"}\n\n"));
+    /// let event = framer.next_event_ref()?.expect("one event");
+    /// assert_eq!(event.event_type(), "ping");
+    /// assert_eq!(event.data(), br#"{"type":"ping"}"#);
+    /// # Ok::<(), sse_parser::FrameError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Framer::next_event`].
+    pub fn next_event_ref(&mut self) -> Result<Option<SseEventRef<'_>>, FrameError> {
+        self.lent = None;
+        Ok(match self.advance()? {
+            None => None,
+            Some(Found::Whole(whole)) => Some(SseEventRef {
+                event: match whole.name {
+                    Name::Known(known) => known,
+                    Name::Slice(range) => &self.chunk[range],
+                    Name::None => b"",
+                },
+                data: &self.chunk[whole.data],
+                id: &self.last_event_id,
+            }),
+            Some(Found::Built(event)) => {
+                let lent = self.lent.insert(event);
+                Some(SseEventRef {
+                    event: &lent.event,
+                    data: &lent.data,
+                    id: &lent.id,
+                })
+            }
+        })
+    }
+
+    /// Reads until the next event: the fast path's ranges into the chunk, or an event built
+    /// line by line.
+    fn advance(&mut self) -> Result<Option<Found>, FrameError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
@@ -317,8 +456,15 @@ impl Framer {
                     continue;
                 }
             }
+            if self.partial_line.is_empty()
+                && matches!(self.data, Data::Empty)
+                && self.event_type.is_empty()
+                && let Some(whole) = self.whole_event()
+            {
+                return Ok(Some(Found::Whole(whole)));
+            }
             match self.scan_line() {
-                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(Some(event)) => return Ok(Some(Found::Built(event))),
                 Ok(None) => {}
                 Err(error) => {
                     self.failed = Some(error.clone());
@@ -385,6 +531,50 @@ impl Framer {
         self.partial_line.extend_from_slice(&BOM[..held]);
         self.bom = Bom::Done;
         true
+    }
+
+    /// The fast path for the events every LLM API sends: an optional `event: NAME` line, one
+    /// `data: VALUE` line and the blank line, LF line ends, all inside the current chunk, with
+    /// no event in progress. Two line-end searches and a few prefix checks dispatch the event;
+    /// its data is a slice of the chunk and a known name is a static [`Bytes`] (no reference
+    /// count for it). Anything else (another field, a CR, a line that leaves the chunk, an
+    /// event near the size limit) returns `None` having changed nothing, and the line-by-line
+    /// path reads the same bytes, so this can only be faster, never different.
+    fn whole_event(&mut self) -> Option<Whole> {
+        let start = self.pos;
+        let bytes = &self.chunk[start..];
+        let (name, data_line) = match bytes.strip_prefix(b"event: ") {
+            // A known name is recognised with its line end, without searching for the end.
+            Some(rest) => match known_event_line(rest) {
+                Some(known) => (Name::Known(known), 8 + known.len()),
+                None => {
+                    let name_len = lf_line(rest)?;
+                    (Name::Slice(start + 7..start + 7 + name_len), 8 + name_len)
+                }
+            },
+            None => (Name::None, 0),
+        };
+        let value_len = lf_line(bytes[data_line..].strip_prefix(b"data: ")?)?;
+        let value_start = data_line + 6;
+        let end = value_start + value_len + 1;
+        if bytes.get(end) != Some(&b'\n') {
+            return None;
+        }
+        // The limits the line-by-line path checks: the event line alone, then the event type
+        // plus the data line.
+        let name_len = data_line.saturating_sub(8);
+        let max = self.config.max_event_bytes;
+        if data_line > 0 && 7 + name_len > max || name_len + 6 + value_len > max {
+            return None;
+        }
+        let consumed = end + 1;
+        self.pos += consumed;
+        self.offset += consumed as u64;
+        self.event_start = self.offset;
+        Some(Whole {
+            name,
+            data: start + value_start..start + value_start + value_len,
+        })
     }
 
     /// Scans one line from the current chunk. Returns an event when the line dispatched one.
@@ -487,7 +677,10 @@ impl Framer {
                     }
                 };
             }
-            b"event" => self.event_type = buf.slice(value_start..end),
+            b"event" => {
+                self.event_type = known_event_name(&buf[value_start..end])
+                    .unwrap_or_else(|| buf.slice(value_start..end));
+            }
             b"id" if memchr::memchr(0, &buf[value_start..end]).is_none() => {
                 self.last_event_id = buf.slice(value_start..end);
             }
@@ -531,6 +724,48 @@ impl Framer {
             id: self.last_event_id.clone(),
         }
     }
+}
+
+/// The length of the line at the start of `bytes` when it ends with an LF inside `bytes`;
+/// `None` when it ends with a CR (the line-by-line path handles CR and CRLF) or not at all.
+fn lf_line(bytes: &[u8]) -> Option<usize> {
+    let end = memchr::memchr2(b'\n', b'\r', bytes)?;
+    (bytes[end] == b'\n').then_some(end)
+}
+
+/// The event names of the Anthropic Messages API and the most frequent of OpenAI's Responses
+/// API, the most frequent first: an event named by one of them gets a static [`Bytes`] (no
+/// reference count).
+const KNOWN_EVENT_NAMES: &[&[u8]] = &[
+    b"content_block_delta",
+    b"response.output_text.delta",
+    b"response.function_call_arguments.delta",
+    b"ping",
+    b"content_block_start",
+    b"content_block_stop",
+    b"message_start",
+    b"message_delta",
+    b"message_stop",
+    b"error",
+    b"response.reasoning_summary_text.delta",
+    b"response.output_item.added",
+    b"response.output_item.done",
+];
+
+/// A known event name as static [`Bytes`].
+fn known_event_name(name: &[u8]) -> Option<Bytes> {
+    KNOWN_EVENT_NAMES
+        .iter()
+        .find(|known| **known == name)
+        .map(|known| Bytes::from_static(known))
+}
+
+/// The known event name followed by an LF at the start of `line`.
+fn known_event_line(line: &[u8]) -> Option<&'static [u8]> {
+    KNOWN_EVENT_NAMES
+        .iter()
+        .find(|known| line.get(known.len()) == Some(&b'\n') && line.starts_with(known))
+        .copied()
 }
 
 /// Iterator over the events completed by the bytes pushed so far; see [`Framer::feed`].

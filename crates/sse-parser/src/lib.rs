@@ -50,7 +50,7 @@ pub mod stream;
 pub use accumulate::{AccumulateError, FinalMessage, MessageAccumulator, Output, Warning};
 pub use decode::{DecodeError, Decoder};
 pub use frame::{
-    DEFAULT_MAX_EVENT_BYTES, Events, FrameError, Framer, FramerConfig, SseEvent, UnterminatedEvent,
-    frame_all, is_event_stream,
+    DEFAULT_MAX_EVENT_BYTES, Events, FrameError, Framer, FramerConfig, SseEvent, SseEventRef,
+    UnterminatedEvent, frame_all, is_event_stream,
 };
 pub use pipeline::{Error, Finished, Item, MessageStream};

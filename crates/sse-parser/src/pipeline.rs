@@ -131,10 +131,10 @@ impl MessageStream {
             return Ok(Some(self.item(output)));
         }
         loop {
-            let Some(sse) = self.framer.next_event()? else {
+            let Some(sse) = self.framer.next_event_ref()? else {
                 return Ok(None);
             };
-            let Some(event) = self.decoder.decode(&sse)? else {
+            let Some(event) = self.decoder.decode_ref(&sse)? else {
                 continue;
             };
             self.pending = self.accumulator.push(&event)?;

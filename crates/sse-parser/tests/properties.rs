@@ -46,6 +46,30 @@ fn observe(chunks: &[&[u8]]) -> (Vec<(Bytes, Bytes, Bytes)>, Vec<String>) {
     let tail = framer.finish().map(|rest| format!("{rest:?}"));
     events.push((Bytes::new(), Bytes::from(format!("{tail:?}")), Bytes::new()));
 
+    // The borrowing path gives the same events, the same error and the same ending.
+    let mut framer = Framer::new();
+    let mut borrowed = Vec::new();
+    for chunk in chunks {
+        framer.push(Bytes::copy_from_slice(chunk));
+        loop {
+            match framer.next_event_ref() {
+                Ok(Some(event)) => borrowed.push((
+                    Bytes::copy_from_slice(event.event_bytes()),
+                    Bytes::copy_from_slice(event.data()),
+                    Bytes::copy_from_slice(event.id()),
+                )),
+                Ok(None) => break,
+                Err(error) => {
+                    borrowed.push((Bytes::new(), Bytes::from(error.to_string()), Bytes::new()));
+                    break;
+                }
+            }
+        }
+    }
+    let tail = framer.finish().map(|rest| format!("{rest:?}"));
+    borrowed.push((Bytes::new(), Bytes::from(format!("{tail:?}")), Bytes::new()));
+    assert_eq!(borrowed, events, "next_event_ref and next_event disagree");
+
     let mut stream = MessageStream::new();
     let mut items = Vec::new();
     'outer: for chunk in chunks {
@@ -121,6 +145,10 @@ proptest! {
             Just("data: {\"type\":\"message_stop\"}".to_owned()),
             Just(String::new()),
             Just(":comment".to_owned()),
+            Just("event: content_block_delta".to_owned()),
+            Just("event: content_block_del".to_owned()),
+            Just("event: custom".to_owned()),
+            Just("id: 7".to_owned()),
             "[a-z:\\r\\n ]{0,12}",
         ], 0..40),
         cuts in prop::collection::vec(any::<usize>(), 0..16),
