@@ -211,6 +211,9 @@ impl Decoder {
             source,
             preview: String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
         };
+        if let Some(event) = fast_delta(data) {
+            return Ok(Some(event));
+        }
         // Validate UTF-8 once for the whole event; the JSON parser then skips it per string.
         let Ok(text) = std::str::from_utf8(data) else {
             let source = serde_json::from_slice::<serde::de::IgnoredAny>(data)
@@ -218,7 +221,7 @@ impl Decoder {
                 .unwrap_or_else(|| serde::de::Error::custom("invalid UTF-8"));
             return Err(json_error(source, sse_name()));
         };
-        if let Some(event) = fast_delta(text).or_else(|| fast_start(text)) {
+        if let Some(event) = fast_start(text) {
             return Ok(Some(event));
         }
         self.generic(text, event_index, json_error, sse_name)
@@ -394,39 +397,140 @@ impl Decoder {
 /// The common case, decoded without the generic path: a text, input JSON or thinking delta in
 /// the exact compact layout the API sends
 /// (`{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`,
-/// optionally followed by whitespace). Anything else, an extra field or another order, returns
-/// `None` and goes through the generic decoder, so this can only be faster, never different.
-fn fast_delta(text: &str) -> Option<StreamEvent> {
-    let rest = text.strip_prefix(r#"{"type":"content_block_delta","index":"#)?;
+/// optionally followed by JSON whitespace). It works on the bytes: the fixed prefix is compared,
+/// and only the one string is checked for UTF-8 and decoded ([`json_string`]), straight into
+/// the delta's `String` (its one allocation). Anything else, an extra field, another order, an
+/// invalid string, returns `None` and goes through the generic decoder (which reports the
+/// errors), so this can only be faster, never different.
+fn fast_delta(data: &[u8]) -> Option<StreamEvent> {
+    let rest = data.strip_prefix(br#"{"type":"content_block_delta","index":"#)?;
     let (index, rest) = leading_index(rest)?;
-    let rest = rest.strip_prefix(r#","delta":{"type":""#)?;
+    let rest = rest.strip_prefix(br#","delta":{"type":""#)?;
     type Make = fn(String) -> ContentDelta;
-    let (rest, make): (&str, Make) = if let Some(rest) = rest.strip_prefix(r#"text_delta","text":"#)
-    {
-        (rest, |text| ContentDelta::Text { text })
-    } else if let Some(rest) = rest.strip_prefix(r#"input_json_delta","partial_json":"#) {
-        (rest, |partial_json| ContentDelta::InputJson {
-            partial_json,
-        })
-    } else if let Some(rest) = rest.strip_prefix(r#"thinking_delta","thinking":"#) {
-        (rest, |thinking| ContentDelta::Thinking { thinking })
-    } else {
-        return None;
-    };
-    if !rest.starts_with('"') {
-        return None;
-    }
-    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Str<'_>>();
-    let value = values.next()?.ok()?;
-    let tail = rest[values.byte_offset()..].trim_start();
-    let tail = tail.strip_prefix('}')?.trim_start().strip_prefix('}')?;
-    if !tail.trim().is_empty() {
+    let (rest, make): (&[u8], Make) =
+        if let Some(rest) = rest.strip_prefix(br#"text_delta","text":"#) {
+            (rest, |text| ContentDelta::Text { text })
+        } else if let Some(rest) = rest.strip_prefix(br#"input_json_delta","partial_json":"#) {
+            (rest, |partial_json| ContentDelta::InputJson { partial_json })
+        } else if let Some(rest) = rest.strip_prefix(br#"thinking_delta","thinking":"#) {
+            (rest, |thinking| ContentDelta::Thinking { thinking })
+        } else {
+            return None;
+        };
+    let (value, tail) = json_string(rest)?;
+    let tail = skip_whitespace(tail).strip_prefix(b"}")?;
+    let tail = skip_whitespace(tail).strip_prefix(b"}")?;
+    if !skip_whitespace(tail).is_empty() {
         return None;
     }
     Some(StreamEvent::ContentBlockDelta {
         index,
-        delta: make(value.into_owned()),
+        delta: make(value),
     })
+}
+
+/// `bytes` after any leading JSON whitespace (space, tab, LF, CR: RFC 8259, section 2).
+fn skip_whitespace(bytes: &[u8]) -> &[u8] {
+    let blank = bytes
+        .iter()
+        .take_while(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+        .count();
+    &bytes[blank..]
+}
+
+/// The JSON string at the start of `bytes`, decoded, and the bytes after its closing quote;
+/// `None` when `bytes` does not start with a string serde_json would accept (a control
+/// character, invalid UTF-8, a bad or lone-surrogate escape, no closing quote).
+///
+/// One pass over the bytes copies the escape-free runs and decodes the escapes into one buffer
+/// allocated once (the delta's `String`); one UTF-8 check of the result hands it over without
+/// a copy.
+fn json_string(bytes: &[u8]) -> Option<(String, &[u8])> {
+    /// Bytes that end a run: `"`, `\`, and the control characters JSON forbids in strings.
+    const SPECIAL: [bool; 256] = {
+        let mut table = [false; 256];
+        let mut byte = 0;
+        while byte < 0x20 {
+            table[byte] = true;
+            byte += 1;
+        }
+        table[b'"' as usize] = true;
+        table[b'\\' as usize] = true;
+        table
+    };
+    let body = bytes.strip_prefix(b"\"")?;
+    let mut out = Vec::with_capacity(body.len());
+    let mut at = 0;
+    let mut run = 0;
+    loop {
+        let byte = *body.get(at)?;
+        if !SPECIAL[usize::from(byte)] {
+            at += 1;
+            continue;
+        }
+        out.extend_from_slice(&body[run..at]);
+        match byte {
+            b'"' => break,
+            b'\\' => {
+                let used = escape(&body[at + 1..], &mut out)?;
+                at += 1 + used;
+                run = at;
+            }
+            _ => return None,
+        }
+    }
+    let text = String::from_utf8(out).ok()?;
+    Some((text, &body[at + 1..]))
+}
+
+/// Decodes the escape at the start of `escape` (which starts after the backslash) onto `out`;
+/// returns the bytes it used, `None` for an escape serde_json refuses.
+fn escape(escape: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    let simple = match escape.first()? {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        b'/' => b'/',
+        b'b' => 0x08,
+        b'f' => 0x0C,
+        b'n' => b'\n',
+        b'r' => b'\r',
+        b't' => b'\t',
+        b'u' => {
+            let (decoded, used) = unicode_escape(escape)?;
+            out.extend_from_slice(decoded.encode_utf8(&mut [0; 4]).as_bytes());
+            return Some(used);
+        }
+        _ => return None,
+    };
+    out.push(simple);
+    Some(1)
+}
+
+/// The character of a `\uXXXX` escape (or a `\uXXXX\uXXXX` surrogate pair) at the start of
+/// `escape` (which starts after the backslash), and the bytes it used; `None` for a bad or lone
+/// surrogate, as serde_json refuses.
+fn unicode_escape(escape: &[u8]) -> Option<(char, usize)> {
+    let hex = |at: usize| -> Option<u32> {
+        escape.get(at..at + 4)?.iter().try_fold(0, |code, &digit| {
+            Some(code * 16 + char::from(digit).to_digit(16)?)
+        })
+    };
+    let first = hex(1)?;
+    match first {
+        0xD800..=0xDBFF => {
+            if escape.get(5..7)? != b"\\u" {
+                return None;
+            }
+            let second = hex(7)?;
+            if !(0xDC00..=0xDFFF).contains(&second) {
+                return None;
+            }
+            let code = 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+            Some((char::from_u32(code)?, 11))
+        }
+        0xDC00..=0xDFFF => None,
+        _ => Some((char::from_u32(first)?, 5)),
+    }
 }
 
 /// `message_start` and `content_block_start` in the compact layout the API sends
@@ -447,8 +551,9 @@ fn fast_start(text: &str) -> Option<StreamEvent> {
         });
     }
     let rest = text.strip_prefix(r#"{"type":"content_block_start","index":"#)?;
-    let (index, rest) = leading_index(rest)?;
-    let rest = rest.strip_prefix(r#","content_block":"#)?;
+    let (index, rest) = leading_index(rest.as_bytes())?;
+    // The prefix is ASCII, so the rest starts on a character boundary.
+    let rest = text[text.len() - rest.len()..].strip_prefix(r#","content_block":"#)?;
     let (block, tail) = match opening_block(rest) {
         Some(found) => found,
         None => parse_prefix::<ContentBlock>(rest)?,
@@ -500,13 +605,16 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
 }
 
 /// A block index (1 to 9 digits, as the fast paths accept it) at the start of `text`, and
-/// the text after it.
-fn leading_index(text: &str) -> Option<(usize, &str)> {
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 || digits > 9 {
+/// the bytes after it.
+fn leading_index(text: &[u8]) -> Option<(usize, &[u8])> {
+    let digits = text.iter().take_while(|byte| byte.is_ascii_digit()).count();
+    if digits == 0 || digits > 9 || (digits > 1 && text[0] == b'0') {
         return None;
     }
-    Some((text[..digits].parse().ok()?, &text[digits..]))
+    let index = text[..digits]
+        .iter()
+        .fold(0, |index, digit| index * 10 + usize::from(digit - b'0'));
+    Some((index, &text[digits..]))
 }
 
 /// One JSON value at the start of `text`, and the text after it; `None` when it does not
@@ -599,7 +707,7 @@ mod tests {
             r#"{"type":"content_block_delta","index":3,"delta":{"type":"thinking_delta","thinking":""} }"#,
         ];
         for case in cases {
-            let fast = fast_delta(case).expect(case);
+            let fast = fast_delta(case.as_bytes()).expect(case);
             let generic: Envelope<'_> = serde_json::from_str(case).unwrap();
             let delta = Decoder::new()
                 .content_delta(generic.delta.unwrap(), 0)
@@ -621,9 +729,75 @@ mod tests {
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}} x"#,
             r#"{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"a"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\ud800"}}"#,
+            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\tb\"}}",
+            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\x0c",
         ] {
-            assert_eq!(fast_delta(other), None, "{other}");
+            assert_eq!(fast_delta(other.as_bytes()), None, "{other}");
         }
+    }
+
+    proptest::proptest! {
+        /// Every string serde_json writes (escapes of quotes, backslashes, control characters,
+        /// non-ASCII and astral characters) decodes to itself.
+        #[test]
+        fn json_string_decodes_what_serde_json_writes(text in ".*", ascii in "[ -~]*") {
+            for text in [text, ascii] {
+                let json = serde_json::to_string(&text).unwrap();
+                let decoded = json_string(json.as_bytes());
+                proptest::prop_assert_eq!(decoded, Some((text.clone(), &b""[..])));
+            }
+        }
+
+        /// On any bytes, json_string either gives up or agrees with serde_json.
+        #[test]
+        fn json_string_never_disagrees_with_serde_json(
+            body in proptest::collection::vec(proptest::sample::select(
+                &b"ab\"\\/ubfnrtDdCc089F\x01\x7f\xc3\xa9\xff\xed\xa0\x80"[..]
+            ), 0..24),
+        ) {
+            let mut input = b"\"".to_vec();
+            input.extend_from_slice(&body);
+            input.push(b'"');
+            let serde = serde_json::from_slice::<String>(&input).ok();
+            match json_string(&input) {
+                Some((ours, rest)) if rest.is_empty() => {
+                    proptest::prop_assert_eq!(Some(ours), serde);
+                }
+                Some((ours, rest)) => {
+                    // The string ended early: the prefix must be a string serde_json reads alike.
+                    let used = input.len() - rest.len();
+                    proptest::prop_assert_eq!(
+                        serde_json::from_slice::<String>(&input[..used]).ok(),
+                        Some(ours)
+                    );
+                }
+                None => {}
+            }
+        }
+    }
+
+    #[test]
+    fn json_string_refuses_what_serde_json_refuses() {
+        for bad in [
+            &b"\"no end"[..],
+            b"\"ends in a backslash\\",
+            b"\"tab\there\"",
+            b"\"\\ud800\"",
+            b"\"\\udc00\"",
+            b"\"\\ud800\\u0041\"",
+            b"\"\\u12G4\"",
+            b"\"\\x\"",
+            b"\"\xff\"",
+            b"not a string",
+        ] {
+            assert_eq!(json_string(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(
+            json_string(br#""a\"b\u00e9\ud83d\ude00\/" }"#),
+            Some(("a\"b\u{e9}\u{1F600}/".to_owned(), &b" }"[..]))
+        );
     }
 
     #[test]
