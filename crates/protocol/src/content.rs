@@ -3,6 +3,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::JsonObject;
 use crate::ids::ToolUseId;
@@ -131,7 +132,7 @@ impl Serialize for ContentBlock {
             Self::ToolResult(block) => serialize_tagged(ty, block, serializer),
             Self::Thinking(block) => serialize_tagged(ty, block, serializer),
             Self::RedactedThinking(block) => serialize_tagged(ty, block, serializer),
-            Self::ServerToolResult(block) => serialize_tagged(ty, &block.fields, serializer),
+            Self::ServerToolResult(block) => block.raw.serialize(serializer),
             Self::Compaction(block) => serialize_tagged(ty, block, serializer),
             Self::Fallback(block) => serialize_tagged(ty, block, serializer),
             Self::Other(block) => block.fields.serialize(serializer),
@@ -155,21 +156,12 @@ impl<'de> Deserialize<'de> for ContentBlock {
             "compaction" => Self::Compaction(from_object(map, &ty)?),
             "fallback" => Self::Fallback(from_object(map, &ty)?),
             server_result if server_result.ends_with("_tool_result") => {
-                let mut fields = map;
-                fields.shift_remove("type");
-                let tool_use_id = match fields.get("tool_use_id") {
-                    Some(Value::String(id)) => Some(ToolUseId(id.clone())),
-                    Some(_) => {
-                        return Err(D::Error::custom(format_args!(
-                            "`{ty}` block: `tool_use_id` must be a string"
-                        )));
-                    }
-                    None => None,
-                };
+                let tool_use_id = server_tool_use_id::<D::Error>(&ty, map.get("tool_use_id"))?;
+                let raw = serde_json::value::to_raw_value(&map).map_err(D::Error::custom)?;
                 Self::ServerToolResult(ServerToolResultBlock {
                     kind: ty,
                     tool_use_id,
-                    fields,
+                    raw,
                 })
             }
             _ => Self::Other(OtherBlock { fields: map }),
@@ -383,14 +375,119 @@ impl FallbackBlock {
 
 /// A server-side tool result (`web_search_tool_result`, `bash_code_execution_tool_result`,
 /// `mcp_tool_result`, ...): arrives whole in content_block_start and is kept as it came.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The client never reads inside these blocks, it only sends them back, so the block is kept
+/// as its raw JSON text (one buffer): no tree of maps and strings is built when it arrives or
+/// copied when it is cloned, and it serializes back byte for byte. [`ServerToolResultBlock::fields`]
+/// parses it on demand.
+#[derive(Clone, Debug)]
 pub struct ServerToolResultBlock {
     /// The block's wire `type`, ending in `_tool_result`.
     pub kind: String,
     /// The server tool_use it answers, when the block names one.
     pub tool_use_id: Option<ToolUseId>,
-    /// Every field except `type`, in arrival order (`tool_use_id` included).
-    pub fields: JsonObject,
+    /// The whole block object, `type` included, as it came.
+    raw: Box<RawValue>,
+}
+
+impl ServerToolResultBlock {
+    /// The block from its raw JSON object (`type` included), as a streaming parser captures
+    /// it without building a tree: `type` and `tool_use_id` are read, the rest is skipped.
+    ///
+    /// # Errors
+    ///
+    /// When `raw` is not an object whose string `type` ends in `_tool_result`, or its
+    /// `tool_use_id` is not a string.
+    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        if let Some((kind, tool_use_id)) = leading_kind_and_id(raw.get()) {
+            return Ok(Self {
+                kind: kind.to_owned(),
+                tool_use_id: Some(ToolUseId(tool_use_id.to_owned())),
+                raw,
+            });
+        }
+        #[derive(Deserialize)]
+        struct Probe<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(default)]
+            tool_use_id: Option<Value>,
+        }
+        let probe: Probe<'_> = serde_json::from_str(raw.get())?;
+        if !probe.kind.ends_with("_tool_result") || probe.kind == "tool_result" {
+            return Err(serde_json::Error::custom(format_args!(
+                "`{}` is not a server tool result block",
+                probe.kind
+            )));
+        }
+        let tool_use_id = server_tool_use_id(&probe.kind, probe.tool_use_id.as_ref())?;
+        Ok(Self {
+            kind: probe.kind.into_owned(),
+            tool_use_id,
+            raw,
+        })
+    }
+
+    /// The block as it came: its JSON object, `type` included.
+    pub fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+
+    /// Every field except `type`, in arrival order (`tool_use_id` included), parsed from the
+    /// raw block.
+    pub fn fields(&self) -> JsonObject {
+        // The raw text was checked to be a JSON object by serde_json when the block was made
+        // (parsed from the wire, or written from a map), so reading it again cannot fail; an
+        // empty map is returned if it ever did rather than a panic.
+        let mut fields: JsonObject = serde_json::from_str(self.raw.get()).unwrap_or_default();
+        fields.shift_remove("type");
+        fields
+    }
+}
+
+impl PartialEq for ServerToolResultBlock {
+    /// Equal when the kind, the tool_use_id and the fields are: the same text, or texts that
+    /// parse to the same JSON (spacing and escapes do not matter).
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.tool_use_id == other.tool_use_id
+            && (self.raw.get() == other.raw.get() || self.fields() == other.fields())
+    }
+}
+
+/// The layout the API sends, `{"type":"…_tool_result","tool_use_id":"…",…`, read from the
+/// start of a block already known to be a JSON object, without scanning the rest of it (a
+/// result can be hundreds of kilobytes). `None` for any other layout (escapes in either
+/// string included): the caller then reads the whole object. A duplicated key later in the
+/// object is not looked for; the API never sends one.
+fn leading_kind_and_id(raw: &str) -> Option<(&str, &str)> {
+    let string = |text: &str| -> Option<(usize, usize)> {
+        let end = text.find(['"', '\\'])?;
+        (text.as_bytes()[end] == b'"').then_some((end, end + 1))
+    };
+    let rest = raw.strip_prefix(r#"{"type":""#)?;
+    let (kind_end, after) = string(rest)?;
+    let kind = &rest[..kind_end];
+    if !kind.ends_with("_tool_result") || kind == "tool_result" {
+        return None;
+    }
+    let rest = rest[after..].strip_prefix(r#","tool_use_id":""#)?;
+    let (id_end, after) = string(rest)?;
+    matches!(rest.as_bytes().get(after), Some(b',' | b'}')).then_some((kind, &rest[..id_end]))
+}
+
+/// The `tool_use_id` of a server tool result block: absent, or a string.
+fn server_tool_use_id<E: serde::de::Error>(
+    kind: &str,
+    id: Option<&Value>,
+) -> Result<Option<ToolUseId>, E> {
+    match id {
+        Some(Value::String(id)) => Ok(Some(ToolUseId(id.clone()))),
+        Some(_) => Err(E::custom(format_args!(
+            "`{kind}` block: `tool_use_id` must be a string"
+        ))),
+        None => Ok(None),
+    }
 }
 
 /// A block of a type this crate does not model, kept whole.
@@ -457,7 +554,55 @@ mod tests {
         let ContentBlock::ServerToolResult(result) = block else {
             panic!("{block:?}")
         };
-        assert_eq!(result.tool_use_id.unwrap().as_str(), "srvtoolu_1");
+        assert_eq!(result.tool_use_id.as_ref().unwrap().as_str(), "srvtoolu_1");
+        assert_eq!(
+            result.fields()["content"][0]["url"],
+            "https://a",
+            "the fields parse on demand"
+        );
+        // From the raw text: the same block, and refusals that name the problem.
+        let raw = r#"{"type":"web_search_tool_result", "tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://\u0061"}]}"#;
+        // The API's own layout is read from its start; the same block either way.
+        let compact = r#"{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://a"}]}"#;
+        assert_eq!(
+            leading_kind_and_id(compact),
+            Some(("web_search_tool_result", "srvtoolu_1"))
+        );
+        assert_eq!(
+            leading_kind_and_id(raw),
+            None,
+            "a space: the whole object is read"
+        );
+        assert_eq!(
+            leading_kind_and_id(r#"{"type":"x_tool_result","tool_use_id":"a\u0062"}"#),
+            None
+        );
+        assert_eq!(
+            ServerToolResultBlock::from_raw(RawValue::from_string(compact.to_owned()).unwrap())
+                .unwrap(),
+            result
+        );
+        let from_raw =
+            ServerToolResultBlock::from_raw(RawValue::from_string(raw.to_owned()).unwrap())
+                .unwrap();
+        assert_eq!(from_raw, result, "spacing and escapes do not matter");
+        assert_eq!(
+            serde_json::to_string(&ContentBlock::ServerToolResult(from_raw)).unwrap(),
+            raw
+        );
+        for (bad, says) in [
+            (r#"{"type":"tool_result"}"#, "not a server tool result"),
+            (
+                r#"{"type":"x_tool_result","tool_use_id":7}"#,
+                "must be a string",
+            ),
+            (r#"{"tool_use_id":"a"}"#, "missing field `type`"),
+        ] {
+            let error =
+                ServerToolResultBlock::from_raw(RawValue::from_string(bad.to_owned()).unwrap())
+                    .unwrap_err();
+            assert!(error.to_string().contains(says), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -575,7 +575,9 @@ fn benches(c: &mut Criterion) {
         g.finish();
     };
     run(c, "framing", &|input| frame(&input.chunks));
-    run(c, "framing_borrowed", &|input| frame_borrowed(&input.chunks));
+    run(c, "framing_borrowed", &|input| {
+        frame_borrowed(&input.chunks)
+    });
     run(c, "framing_peer_sse_stream", &|input| {
         frame_sse_stream(&input.chunks)
     });

@@ -12,7 +12,8 @@ use std::borrow::Cow;
 
 use protocol::{
     ApiErrorBody, ContentBlock, ContentDelta, DeltaUsage, JsonObject, Message, MessageDelta,
-    StopReason, StreamEvent, TextBlock, ThinkingBlock, ToolUseBlock, ToolUseId,
+    ServerToolResultBlock, StopReason, StreamEvent, TextBlock, ThinkingBlock, ToolUseBlock,
+    ToolUseId,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -221,7 +222,7 @@ impl Decoder {
                 .unwrap_or_else(|| serde::de::Error::custom("invalid UTF-8"));
             return Err(json_error(source, sse_name()));
         };
-        if let Some(event) = fast_start(text) {
+        if let Some(event) = fast_start(text).or_else(|| fast_other(text)) {
             return Ok(Some(event));
         }
         self.generic(text, event_index, json_error, sse_name)
@@ -411,9 +412,13 @@ fn fast_delta(data: &[u8]) -> Option<StreamEvent> {
         if let Some(rest) = rest.strip_prefix(br#"text_delta","text":"#) {
             (rest, |text| ContentDelta::Text { text })
         } else if let Some(rest) = rest.strip_prefix(br#"input_json_delta","partial_json":"#) {
-            (rest, |partial_json| ContentDelta::InputJson { partial_json })
+            (rest, |partial_json| ContentDelta::InputJson {
+                partial_json,
+            })
         } else if let Some(rest) = rest.strip_prefix(br#"thinking_delta","thinking":"#) {
             (rest, |thinking| ContentDelta::Thinking { thinking })
+        } else if let Some(rest) = rest.strip_prefix(br#"signature_delta","signature":"#) {
+            (rest, |signature| ContentDelta::Signature { signature })
         } else {
             return None;
         };
@@ -533,6 +538,64 @@ fn unicode_escape(escape: &[u8]) -> Option<(char, usize)> {
     }
 }
 
+/// The other frequent events in the compact layout the API sends, optionally followed by
+/// whitespace: `content_block_stop`, `message_stop`, `ping`, a `message_delta` whose `delta`
+/// holds only stop fields and which has nothing but `usage` besides (typed directly, no map),
+/// and a `citations_delta` (its citation parsed where it stands). Anything else returns `None`
+/// and goes through the generic decoder, so this can only be faster, never different.
+fn fast_other(text: &str) -> Option<StreamEvent> {
+    /// A message_delta's `delta` with the stop fields only.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct StopFields {
+        #[serde(default)]
+        stop_reason: Option<StopReason>,
+        #[serde(default)]
+        stop_sequence: Option<String>,
+        #[serde(default)]
+        stop_details: Option<Value>,
+    }
+    if let Some(rest) = text.strip_prefix(r#"{"type":"content_block_stop","index":"#) {
+        let (index, rest) = leading_index(rest.as_bytes())?;
+        closing_brace(&text[text.len() - rest.len()..])?;
+        return Some(StreamEvent::ContentBlockStop { index });
+    }
+    if let Some(rest) = text.strip_prefix(r#"{"type":"message_stop""#) {
+        closing_brace(rest)?;
+        return Some(StreamEvent::MessageStop);
+    }
+    if let Some(rest) = text.strip_prefix(r#"{"type":"ping""#) {
+        closing_brace(rest)?;
+        return Some(StreamEvent::Ping);
+    }
+    if let Some(rest) = text.strip_prefix(r#"{"type":"message_delta","delta":"#) {
+        let (stop, rest) = parse_prefix::<StopFields>(rest)?;
+        let rest = rest.strip_prefix(r#","usage":"#)?;
+        let (usage, rest) = parse_prefix::<Option<DeltaUsage>>(rest)?;
+        closing_brace(rest)?;
+        return Some(StreamEvent::MessageDelta(Box::new(MessageDelta {
+            stop_reason: stop.stop_reason,
+            stop_sequence: stop.stop_sequence,
+            stop_details: stop.stop_details.filter(|details| !details.is_null()),
+            usage,
+            ..MessageDelta::default()
+        })));
+    }
+    let rest = text.strip_prefix(r#"{"type":"content_block_delta","index":"#)?;
+    let (index, rest) = leading_index(rest.as_bytes())?;
+    let rest = text[text.len() - rest.len()..]
+        .strip_prefix(r#","delta":{"type":"citations_delta","citation":"#)?;
+    let (citation, rest) = parse_prefix::<Value>(rest)?;
+    let rest = rest
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .strip_prefix('}')?;
+    closing_brace(rest)?;
+    Some(StreamEvent::ContentBlockDelta {
+        index,
+        delta: ContentDelta::Citations { citation },
+    })
+}
+
 /// `message_start` and `content_block_start` in the compact layout the API sends
 /// (`{"type":"message_start","message":{…}}`, `{"type":"content_block_start","index":N,
 /// "content_block":{…}}`, optionally followed by whitespace): the nested object is parsed where
@@ -554,7 +617,7 @@ fn fast_start(text: &str) -> Option<StreamEvent> {
     let (index, rest) = leading_index(rest.as_bytes())?;
     // The prefix is ASCII, so the rest starts on a character boundary.
     let rest = text[text.len() - rest.len()..].strip_prefix(r#","content_block":"#)?;
-    let (block, tail) = match opening_block(rest) {
+    let (block, tail) = match opening_block(rest).or_else(|| server_tool_result(rest)) {
         Some(found) => found,
         None => parse_prefix::<ContentBlock>(rest)?,
     };
@@ -602,6 +665,20 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
         ContentBlock::ToolUse(block)
     };
     Some((block, tail))
+}
+
+/// A server tool result block (`{"type":"…_tool_result",…}`) at the start of `text`, kept as
+/// its raw JSON (validated and copied once, no tree built; see
+/// [`protocol::ServerToolResultBlock`]), and what follows it.
+fn server_tool_result(text: &str) -> Option<(ContentBlock, &str)> {
+    let kind = text.strip_prefix(r#"{"type":""#)?;
+    let kind = &kind[..kind.find('"')?];
+    if !kind.ends_with("_tool_result") {
+        return None;
+    }
+    let (raw, tail) = parse_prefix::<&RawValue>(text)?;
+    let block = ServerToolResultBlock::from_raw(raw.to_owned()).ok()?;
+    Some((ContentBlock::ServerToolResult(block), tail))
 }
 
 /// A block index (1 to 9 digits, as the fast paths accept it) at the start of `text`, and
@@ -726,7 +803,6 @@ mod tests {
         for other in [
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","extra":1}}"#,
             r#"{"index":0,"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#,
-            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}} x"#,
             r#"{"type":"content_block_delta","index":-1,"delta":{"type":"text_delta","text":"a"}}"#,
             r#"{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"a"}}"#,
@@ -810,6 +886,7 @@ mod tests {
             // Not an opening shape: the nested object is parsed where it stands.
             r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"direct"}}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[{"type":"web_search_result","url":"u"}]}}"#,
+            r#"{"type":"content_block_start","index":3,"content_block":{"type":"bash_code_execution_tool_result","tool_use_id":"s","content":{"type":"bash_code_execution_result","stdout":"a\u0062","return_code":0}} }"#,
             r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
         ];
         for case in cases {
@@ -828,6 +905,45 @@ mod tests {
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":7,"name":"R","input":{}}}"#,
         ] {
             assert_eq!(fast_start(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn the_other_fast_paths_agree_with_the_generic_decoder() {
+        let cases = [
+            r#"{"type":"content_block_stop","index":7}"#,
+            r#"{"type":"content_block_stop","index":0}  "#,
+            r#"{"type":"message_stop"}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":53,"server_tool_use":{"web_search_requests":1}}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","category":"cyber"}},"usage":null}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"brand_new","stop_details":null},"usage":{"output_tokens":1}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","cited_text":"a","url":"u"}}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"EqQBCkYIB"}}"#,
+        ];
+        for case in cases {
+            let fast = fast_delta(case.as_bytes())
+                .or_else(|| fast_other(case))
+                .expect(case);
+            let mut decoder = Decoder::new();
+            // A leading space takes the generic path.
+            let generic = decoder.generic(
+                &format!(" {case}"),
+                0,
+                |source, _| panic!("{source}"),
+                || "x".to_owned(),
+            );
+            assert_eq!(Some(fast), generic.unwrap(), "{case}");
+        }
+        for other in [
+            r#"{"type":"content_block_stop","index":0,"x":1}"#,
+            r#"{"type":"message_stop","x":1}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","container":{"id":"c"}},"usage":{"output_tokens":1}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1},"context_management":{}}"#,
+            r#"{"type":"message_delta","usage":{"output_tokens":1},"delta":{"stop_reason":"end_turn"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{},"x":1}}"#,
+        ] {
+            assert_eq!(fast_other(other), None, "{other}");
         }
     }
 
