@@ -4,6 +4,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 
 use crate::JsonObject;
 use crate::ids::ToolUseId;
@@ -161,7 +162,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
                 Self::ServerToolResult(ServerToolResultBlock {
                     kind: ty,
                     tool_use_id,
-                    raw,
+                    raw: Arc::from(raw),
                 })
             }
             _ => Self::Other(OtherBlock { fields: map }),
@@ -377,8 +378,8 @@ impl FallbackBlock {
 /// `mcp_tool_result`, ...): arrives whole in content_block_start and is kept as it came.
 ///
 /// The client never reads inside these blocks, it only sends them back, so the block is kept
-/// as its raw JSON text (one buffer): no tree of maps and strings is built when it arrives or
-/// copied when it is cloned, and it serializes back byte for byte. [`ServerToolResultBlock::fields`]
+/// as its raw JSON text (one shared buffer): no tree of maps and strings is built when it
+/// arrives, a clone shares the text, and it serializes back byte for byte. [`ServerToolResultBlock::fields`]
 /// parses it on demand.
 #[derive(Clone, Debug)]
 pub struct ServerToolResultBlock {
@@ -386,8 +387,9 @@ pub struct ServerToolResultBlock {
     pub kind: String,
     /// The server tool_use it answers, when the block names one.
     pub tool_use_id: Option<ToolUseId>,
-    /// The whole block object, `type` included, as it came.
-    raw: Box<RawValue>,
+    /// The whole block object, `type` included, as it came; shared by clones (the block is
+    /// never changed).
+    raw: Arc<RawValue>,
 }
 
 impl ServerToolResultBlock {
@@ -403,7 +405,7 @@ impl ServerToolResultBlock {
             return Ok(Self {
                 kind: kind.to_owned(),
                 tool_use_id: Some(ToolUseId(tool_use_id.to_owned())),
-                raw,
+                raw: Arc::from(raw),
             });
         }
         #[derive(Deserialize)]
@@ -424,7 +426,7 @@ impl ServerToolResultBlock {
         Ok(Self {
             kind: probe.kind.into_owned(),
             tool_use_id,
-            raw,
+            raw: Arc::from(raw),
         })
     }
 

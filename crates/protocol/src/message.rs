@@ -99,7 +99,7 @@ impl<'de> Deserialize<'de> for StopReason {
 /// fields it carries (they are cumulative totals, not increments). Fields this crate does not
 /// model (`cache_creation`, `server_tool_use`, `service_tier`, `iterations`, ...) stay in
 /// `extra`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Usage {
     /// Input tokens not read from or written to the prompt cache.
     #[serde(default)]
@@ -134,7 +134,7 @@ impl Usage {
 
 /// A model response (`"type":"message"`), as returned by a non-streaming call or accumulated
 /// from a stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {
     /// Response id.
     pub id: MessageId,
@@ -167,6 +167,134 @@ pub struct Message {
 
 fn message_type() -> String {
     "message".to_owned()
+}
+
+// `Usage` and `Message` read their fields by hand instead of `#[derive(Deserialize)]` with
+// `#[serde(flatten)]`: flatten makes serde buffer the whole object as generic content first,
+// which cost message_start decoding most of its time. Same rules as the derive: known fields
+// typed (a duplicate is an error, a missing required one too), every other field into `extra`
+// in arrival order.
+
+impl<'de> Deserialize<'de> for Usage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Usage;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Usage, A::Error> {
+                let mut usage = Usage::default();
+                let mut seen = [false; 4];
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let slot = match key.as_ref() {
+                        "input_tokens" => 0,
+                        "cache_creation_input_tokens" => 1,
+                        "cache_read_input_tokens" => 2,
+                        "output_tokens" => 3,
+                        _ => {
+                            usage.extra.insert(key.into_owned(), map.next_value()?);
+                            continue;
+                        }
+                    };
+                    if std::mem::replace(&mut seen[slot], true) {
+                        return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
+                    }
+                    match slot {
+                        0 => usage.input_tokens = map.next_value()?,
+                        1 => usage.cache_creation_input_tokens = map.next_value()?,
+                        2 => usage.cache_read_input_tokens = map.next_value()?,
+                        _ => usage.output_tokens = map.next_value()?,
+                    }
+                }
+                Ok(usage)
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Message;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Message, A::Error> {
+                const FIELDS: [&str; 9] = [
+                    "id",
+                    "type",
+                    "role",
+                    "model",
+                    "content",
+                    "stop_reason",
+                    "stop_sequence",
+                    "stop_details",
+                    "usage",
+                ];
+                let mut id = None;
+                let mut kind = None;
+                let mut role = None;
+                let mut model = None;
+                let mut content = None;
+                let mut stop_reason = None;
+                let mut stop_sequence = None;
+                let mut stop_details = None;
+                let mut usage = None;
+                let mut extra = JsonObject::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let Some(slot) = FIELDS.iter().position(|field| *field == key) else {
+                        extra.insert(key.into_owned(), map.next_value()?);
+                        continue;
+                    };
+                    fn set<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+                        map: &mut A,
+                        target: &mut Option<T>,
+                        name: &str,
+                    ) -> Result<(), A::Error> {
+                        if target.is_some() {
+                            return Err(A::Error::custom(format_args!("duplicate field `{name}`")));
+                        }
+                        *target = Some(map.next_value()?);
+                        Ok(())
+                    }
+                    let name = FIELDS[slot];
+                    match slot {
+                        0 => set(&mut map, &mut id, name)?,
+                        1 => set(&mut map, &mut kind, name)?,
+                        2 => set(&mut map, &mut role, name)?,
+                        3 => set(&mut map, &mut model, name)?,
+                        4 => set(&mut map, &mut content, name)?,
+                        5 => set(&mut map, &mut stop_reason, name)?,
+                        6 => set(&mut map, &mut stop_sequence, name)?,
+                        7 => set(&mut map, &mut stop_details, name)?,
+                        _ => set(&mut map, &mut usage, name)?,
+                    }
+                }
+                Ok(Message {
+                    id: id.ok_or_else(|| A::Error::missing_field("id"))?,
+                    kind: kind.unwrap_or_else(message_type),
+                    role: role.ok_or_else(|| A::Error::missing_field("role"))?,
+                    model: model.ok_or_else(|| A::Error::missing_field("model"))?,
+                    content: content.unwrap_or_default(),
+                    stop_reason: stop_reason.flatten(),
+                    stop_sequence: stop_sequence.flatten(),
+                    stop_details: stop_details.flatten(),
+                    usage: usage.unwrap_or_default(),
+                    extra,
+                })
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 impl Message {
@@ -237,6 +365,50 @@ impl<'de> Deserialize<'de> for MessageParam {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn message_and_usage_read_known_fields_and_keep_the_rest_in_order() {
+        let json = r#"{"model":"m","id":"msg_1","zeta":1,"type":"message","role":"assistant","content":[],"stop_reason":null,"usage":{"output_tokens":5,"service_tier":"standard","input_tokens":3,"cache_creation":{"a":1}},"alpha":{"b":[2]}}"#;
+        let message: Message = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            (message.id.as_str(), message.model.as_str()),
+            ("msg_1", "m")
+        );
+        assert_eq!(message.stop_reason, None);
+        assert_eq!(
+            (message.usage.input_tokens, message.usage.output_tokens),
+            (3, 5)
+        );
+        assert_eq!(message.usage.cache_read_input_tokens, None);
+        let keys: Vec<&String> = message.extra.keys().collect();
+        assert_eq!(keys, ["zeta", "alpha"]);
+        let usage_keys: Vec<&String> = message.usage.extra.keys().collect();
+        assert_eq!(usage_keys, ["service_tier", "cache_creation"]);
+        // Through a `Value` too (transcripts are read that way).
+        let value: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::from_value::<Message>(value).unwrap(), message);
+        for (bad, says) in [
+            (r#"{"role":"assistant","model":"m"}"#, "missing field `id`"),
+            (
+                r#"{"id":"a","id":"b","role":"assistant","model":"m"}"#,
+                "duplicate field `id`",
+            ),
+            (
+                r#"{"id":"a","role":"assistant","model":"m","usage":{"output_tokens":null}}"#,
+                "invalid type: null",
+            ),
+            (
+                r#"{"id":"a","role":"assistant","model":"m","usage":{"input_tokens":1,"input_tokens":2}}"#,
+                "duplicate field `input_tokens`",
+            ),
+            (r#"[1]"#, "expected a message object"),
+        ] {
+            let error = serde_json::from_str::<Message>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
+    }
+
     use super::*;
 
     #[test]
