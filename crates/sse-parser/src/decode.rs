@@ -468,6 +468,12 @@ fn json_string(bytes: &[u8]) -> Option<(String, &[u8])> {
     let mut at = 0;
     let mut run = 0;
     loop {
+        // Eight plain bytes at a time while there are eight left.
+        while let Some(word) = body.get(at..).and_then(<[u8]>::first_chunk::<8>)
+            && !has_special_byte(u64::from_le_bytes(*word))
+        {
+            at += 8;
+        }
         let byte = *body.get(at)?;
         if !SPECIAL[usize::from(byte)] {
             at += 1;
@@ -486,6 +492,19 @@ fn json_string(bytes: &[u8]) -> Option<(String, &[u8])> {
     }
     let text = String::from_utf8(out).ok()?;
     Some((text, &body[at + 1..]))
+}
+
+/// Whether any of the eight bytes of `word` is `"`, `\` or below 0x20 (the bytes that end a
+/// run of a JSON string), by the usual SWAR tests: a byte is zero in `x` when the high bit of
+/// `(x - 0x01…) & !x & 0x80…` is set for it; a byte below n sets it in `(x - n…) & !x & 0x80…`.
+fn has_special_byte(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let quote = zero_in(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero_in(word ^ (ONES * u64::from(b'\\')));
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    quote | backslash | control != 0
 }
 
 /// Decodes the escape at the start of `escape` (which starts after the backslash) onto `out`;
@@ -651,13 +670,24 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
     let (id, rest) = parse_prefix::<Str<'_>>(rest)?;
     let rest = rest.strip_prefix(r#","name":"#)?;
     let (name, rest) = parse_prefix::<Str<'_>>(rest)?;
-    let tail = rest.strip_prefix(r#","input":{}}"#)?;
+    let rest = rest.strip_prefix(r#","input":{}"#)?;
+    // The API now says who called the tool; the one caller it sends today is kept as sent.
+    let (tail, extra) = match rest.strip_prefix(r#","caller":{"type":"direct"}}"#) {
+        Some(tail) => {
+            let mut caller = JsonObject::new();
+            caller.insert("type".to_owned(), Value::String("direct".to_owned()));
+            let mut extra = JsonObject::new();
+            extra.insert("caller".to_owned(), Value::Object(caller));
+            (tail, extra)
+        }
+        None => (rest.strip_prefix('}')?, JsonObject::new()),
+    };
     let block = ToolUseBlock {
         id: ToolUseId(id.into_owned()),
         name: name.into_owned(),
         input: Value::Object(JsonObject::new()),
         cache_control: None,
-        extra: JsonObject::new(),
+        extra,
     };
     let block = if server {
         ContentBlock::ServerToolUse(block)
@@ -855,6 +885,31 @@ mod tests {
     }
 
     #[test]
+    fn the_eight_byte_test_finds_every_special_byte() {
+        for special in (0..0x20).chain([b'"', b'\\']) {
+            for at in 0..8 {
+                let mut word = *b"abcdefgh";
+                word[at] = special;
+                assert!(
+                    has_special_byte(u64::from_le_bytes(word)),
+                    "{special:#x} at {at}"
+                );
+            }
+        }
+        for plain in (0x20..=0xFF).filter(|byte| !matches!(byte, b'"' | b'\\')) {
+            assert!(
+                !has_special_byte(u64::from_le_bytes([plain; 8])),
+                "{plain:#x}"
+            );
+        }
+        // A borrow out of one byte must not fake a hit in the next (0x21 after 0x00 etc.).
+        assert!(!has_special_byte(u64::from_le_bytes(*b"!!!!!!!!")));
+        assert!(!has_special_byte(u64::from_le_bytes([
+            0xFF, 0x20, 0x80, 0x7F, 0x23, 0x5D, 0x5B, 0x21
+        ])));
+    }
+
+    #[test]
     fn json_string_refuses_what_serde_json_refuses() {
         for bad in [
             &b"\"no end"[..],
@@ -885,6 +940,8 @@ mod tests {
             r#"{"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}"#,
             // Not an opening shape: the nested object is parsed where it stands.
             r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"direct"}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"other"}}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"direct"},"x":1}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[{"type":"web_search_result","url":"u"}]}}"#,
             r#"{"type":"content_block_start","index":3,"content_block":{"type":"bash_code_execution_tool_result","tool_use_id":"s","content":{"type":"bash_code_execution_result","stdout":"a\u0062","return_code":0}} }"#,
             r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
