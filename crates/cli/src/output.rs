@@ -1311,6 +1311,19 @@ impl Renderer {
                     printable(reason, false)
                 );
             }
+            // A compaction, as Claude Code's stream-json reports it (SDKCompactBoundaryMessage).
+            LoopEvent::History(loop_core::HistoryEvent::Compacted {
+                trigger,
+                pre_tokens,
+                ..
+            }) if self.format == OutputFormat::StreamJson => {
+                Self::line(&json!({
+                    "type": "system", "subtype": "compact_boundary",
+                    "compact_metadata": {"trigger": trigger.as_str(), "pre_tokens": pre_tokens},
+                    "session_id": self.session_id,
+                    "uuid": uuid::Uuid::new_v4().to_string(),
+                }));
+            }
             // Background summaries: priced at the fast model's rates; stream-json lines.
             LoopEvent::ProgressSummary { text, model, usage } => {
                 let prices = self.prices([model, model]);

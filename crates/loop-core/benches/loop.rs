@@ -1,4 +1,5 @@
-//! Loop overhead per turn: an instant scripted model, no-op tools, a 100-turn session.
+//! Loop overhead per turn: an instant scripted model, no-op tools, a 100-turn session; and
+//! the request body the loop writes for every call, from a history of about 150,000 tokens.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 #[path = "../tests/common/mod.rs"]
@@ -69,6 +70,65 @@ async fn model_only() {
     }
 }
 
+/// A history of about 150,000 tokens (bytes / 4, as the context crate estimates JSON): 150
+/// rounds of an assistant message (400 bytes of text and a Read call) and the user message
+/// with its result (3,500 bytes of file text), after one user prompt.
+fn history_150k() -> Vec<MessageParam> {
+    let mut history = vec![MessageParam::user_text("Read every module and explain it.")];
+    for n in 0..150 {
+        let text: String = (0..8)
+            .map(|line| format!("Looking at module {n}, part {line}: the next step reads it. "))
+            .collect();
+        let file: String = (0..52)
+            .map(|line| format!("{line:>6}\tlet value_{line} = compute(input_{n}, {line}); // module {n}\n"))
+            .collect();
+        let messages: Vec<MessageParam> = serde_json::from_value(json!([
+            {"role": "assistant", "content": [
+                {"type": "text", "text": text},
+                {"type": "tool_use", "id": format!("toolu_{n:04}"), "name": "Read",
+                 "input": {"file_path": format!("/work/project/src/module_{n}.rs")}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("toolu_{n:04}"), "content": file},
+            ]},
+        ]))
+        .unwrap();
+        history.extend(messages);
+    }
+    history
+}
+
+fn request_bench(c: &mut Criterion) {
+    let history = history_150k();
+    let system = [protocol::SystemBlock::new(
+        "You are a coding agent. ".repeat(200),
+        Some(protocol::CacheControl::ephemeral()),
+    )];
+    let request = loop_core::ModelRequest {
+        model: "claude-sonnet-4-5",
+        max_tokens: 32_000,
+        system: &system,
+        tools: &[],
+        messages: &history,
+        user_context: Some("Today's date is 2026-12-02."),
+        thinking: None,
+    };
+    let bytes = serde_json::to_vec(&request).unwrap().len();
+    assert!(
+        (560_000..680_000).contains(&bytes),
+        "the history should be about 150,000 tokens: {bytes} bytes"
+    );
+    let mut group = c.benchmark_group("request");
+    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Bytes(bytes as u64));
+    // What the loop does for every request: the whole body written from the borrowed
+    // history (`ModelClient::stream` serializes it before returning).
+    group.bench_function("serialize_150k_token_history", |b| {
+        b.iter(|| serde_json::to_vec(std::hint::black_box(&request)).unwrap())
+    });
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -94,5 +154,5 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, request_bench);
 criterion_main!(benches);
