@@ -172,7 +172,18 @@ fn spread(values: &mut [f64]) -> (f64, f64, f64) {
 }
 
 /// Runs the benchmark; `root` is the workspace root, `target` its target directory.
-pub fn run(root: &Path, target: &Path, mut cargo: Command, only_render: bool) -> Result<()> {
+/// Which figures `bench-cli` measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Only {
+    /// Everything.
+    All,
+    /// The interactive rendering alone (`--render`).
+    Render,
+    /// The 1,000-turn session alone (`--long`).
+    Long,
+}
+
+pub fn run(root: &Path, target: &Path, mut cargo: Command, only: Only) -> Result<()> {
     let status = cargo
         .args(["build", "--release", "-p", "agent", "-p", "testkit"])
         .current_dir(root)
@@ -184,16 +195,21 @@ pub fn run(root: &Path, target: &Path, mut cargo: Command, only_render: bool) ->
     let script = root.join("tests/fixtures/four-turn.json");
 
     let scratch = std::env::temp_dir().join(format!("agent-bench-cli-{}", std::process::id()));
-    let all = if only_render {
+    let result = (|| {
+        if only == Only::All {
+            measure_all(&agent, &testkit, &script, &scratch)?;
+        }
+        if only != Only::Long {
+            let figures =
+                crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
+            crate::bench_render::print(&figures);
+        }
+        if only != Only::Render {
+            let figures = crate::bench_long::measure(&agent, &testkit, &scratch.join("long"))?;
+            crate::bench_long::print(&figures)?;
+        }
         Ok(())
-    } else {
-        measure_all(&agent, &testkit, &script, &scratch)
-    };
-    let result = all.and_then(|()| {
-        let figures = crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
-        crate::bench_render::print(&figures);
-        Ok(())
-    });
+    })();
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }

@@ -11,7 +11,8 @@
 //!   respected through `cargo metadata`).
 //! - `bench-cli`: whole-process figures of the `agent` binary (start-up, a scripted 4-turn
 //!   session against `testkit serve`, the interactive terminal's rendering cost); `--render`
-//!   measures the rendering alone: see [`bench_cli`] and [`bench_render`].
+//!   measures the rendering alone, `--long` a 1,000-turn session near the autocompact
+//!   threshold alone: see [`bench_cli`], [`bench_render`] and [`bench_long`].
 //! - `bench-cache`: how a scripted 30-turn session keeps the prompt cache (prefix reuse,
 //!   cache breaks, estimated input cost): see [`bench_cache`].
 //! - `help`: lists the subcommands.
@@ -20,6 +21,7 @@
 
 mod bench_cache;
 mod bench_cli;
+mod bench_long;
 mod bench_render;
 
 use std::collections::BTreeMap;
@@ -38,8 +40,8 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "run every workspace benchmark, package by package, and print one summary table",
     ),
     (
-        "bench-cli [--render]",
-        "wall time and peak RSS of `agent --version` and a scripted 4-turn session; the interactive terminal's rendering cost (alone with --render)",
+        "bench-cli [--render|--long]",
+        "wall time and peak RSS of `agent --version` and a scripted 4-turn session; the interactive terminal's rendering cost (alone with --render); a 1,000-turn session near the autocompact threshold (alone with --long)",
     ),
     (
         "bench-cache [--agent PATH]",
@@ -59,14 +61,16 @@ fn main() -> ExitCode {
     let result = match subcommand.to_str() {
         Some("bench") => bench(&rest),
         Some("bench-cli") => {
-            let only_render = match rest.as_slice() {
-                [] => Ok(false),
-                [flag] if flag == "--render" => Ok(true),
-                _ => Err(anyhow::anyhow!("usage: cargo xtask bench-cli [--render]")),
+            let only = match rest.as_slice() {
+                [] => Ok(bench_cli::Only::All),
+                [flag] if flag == "--render" => Ok(bench_cli::Only::Render),
+                [flag] if flag == "--long" => Ok(bench_cli::Only::Long),
+                _ => Err(anyhow::anyhow!(
+                    "usage: cargo xtask bench-cli [--render|--long]"
+                )),
             };
-            only_render.and_then(|only_render| {
-                workspace()
-                    .and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo(), only_render))
+            only.and_then(|only| {
+                workspace().and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo(), only))
             })
         }
         Some("bench-cache") => {

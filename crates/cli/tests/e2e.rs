@@ -1523,13 +1523,39 @@ async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
         let mut command = command(&repo, &server);
         command
             .env("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "12")
-            .args(["--output-format", "json"])
             .args(extra);
         command
     };
-    let output = run(&["-p", "read both files"]).output().await.unwrap();
+    let output = run(&["--output-format", "stream-json", "-p", "read both files"])
+        .output()
+        .await
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
+    // stream-json reports the compaction as Claude Code does, between the second tool's
+    // result and the answer.
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let boundary = lines
+        .iter()
+        .position(|line| line["subtype"] == "compact_boundary")
+        .expect("a compact_boundary line");
+    assert_eq!(lines[boundary]["type"], "system");
+    assert_eq!(lines[boundary]["compact_metadata"]["trigger"], "auto");
+    assert!(lines[boundary]["compact_metadata"]["pre_tokens"].as_u64().unwrap() > 10_000);
+    assert_eq!(lines[boundary]["session_id"], lines[0]["session_id"]);
+    let answer = lines
+        .iter()
+        .rposition(|line| line["type"] == "assistant")
+        .unwrap();
+    assert!(boundary < answer, "{lines:?}");
+    assert!(
+        lines[answer].to_string().contains("Done."),
+        "{}",
+        lines[answer]
+    );
     assert_eq!(
         server.request_count(),
         4,
@@ -1573,7 +1599,10 @@ async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
     assert_eq!(entries[boundary + 1]["isCompactSummary"], true);
     assert_eq!(entries[boundary + 1]["type"], "user");
 
-    let output = run(&["--continue", "-p", "next"]).output().await.unwrap();
+    let output = run(&["--output-format", "json", "--continue", "-p", "next"])
+        .output()
+        .await
+        .unwrap();
     assert!(
         output.status.success(),
         "{}",

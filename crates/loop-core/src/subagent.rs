@@ -147,9 +147,23 @@ impl ForkPoint {
         Self::default()
     }
 
-    /// Records the messages of the request about to be sent.
+    /// Records the messages of the request about to be sent. Called before every request:
+    /// only the messages that differ from the previous snapshot are copied (usually the two
+    /// of the last turn), not the whole history; the whole is copied only while a fork still
+    /// holds the previous snapshot.
     pub fn set(&self, messages: &[MessageParam]) {
-        *self.messages.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(messages.to_vec());
+        let mut snapshot = self.messages.lock().unwrap_or_else(PoisonError::into_inner);
+        let same = snapshot
+            .iter()
+            .zip(messages)
+            .take_while(|(kept, new)| kept == new)
+            .count();
+        if same == snapshot.len() && same == messages.len() {
+            return;
+        }
+        let snapshot = Arc::make_mut(&mut snapshot);
+        snapshot.truncate(same);
+        snapshot.extend_from_slice(&messages[same..]);
     }
 
     /// The messages of the last request.
