@@ -200,13 +200,12 @@ pub fn run(root: &Path, target: &Path, mut cargo: Command, only: Only) -> Result
             measure_all(&agent, &testkit, &script, &scratch)?;
         }
         if only != Only::Long {
-            let figures =
-                crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
+            let figures = crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
             crate::bench_render::print(&figures);
         }
         if only != Only::Render {
             let figures = crate::bench_long::measure(&agent, &testkit, &scratch.join("long"))?;
-            crate::bench_long::print(&figures)?;
+            crate::bench_long::print(&figures, &target.join("bench-long.csv"))?;
         }
         Ok(())
     })();

@@ -1544,7 +1544,12 @@ async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
         .expect("a compact_boundary line");
     assert_eq!(lines[boundary]["type"], "system");
     assert_eq!(lines[boundary]["compact_metadata"]["trigger"], "auto");
-    assert!(lines[boundary]["compact_metadata"]["pre_tokens"].as_u64().unwrap() > 10_000);
+    assert!(
+        lines[boundary]["compact_metadata"]["pre_tokens"]
+            .as_u64()
+            .unwrap()
+            > 10_000
+    );
     assert_eq!(lines[boundary]["session_id"], lines[0]["session_id"]);
     let answer = lines
         .iter()

@@ -80,7 +80,9 @@ fn history_150k() -> Vec<MessageParam> {
             .map(|line| format!("Looking at module {n}, part {line}: the next step reads it. "))
             .collect();
         let file: String = (0..52)
-            .map(|line| format!("{line:>6}\tlet value_{line} = compute(input_{n}, {line}); // module {n}\n"))
+            .map(|line| {
+                format!("{line:>6}\tlet value_{line} = compute(input_{n}, {line}); // module {n}\n")
+            })
             .collect();
         let messages: Vec<MessageParam> = serde_json::from_value(json!([
             {"role": "assistant", "content": [
@@ -119,7 +121,9 @@ fn request_bench(c: &mut Criterion) {
         "the history should be about 150,000 tokens: {bytes} bytes"
     );
     let mut group = c.benchmark_group("request");
-    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Bytes(bytes as u64));
     // What the loop does for every request: the whole body written from the borrowed
     // history (`ModelClient::stream` serializes it before returning).

@@ -1,8 +1,8 @@
 //! Heap allocations per event, counted with an instrumented global allocator.
 //!
 //! The framer must not allocate while draining events whose lines lie inside one chunk (the
-//! zero-copy guarantee of `frame.rs`). The full pipeline's figure is printed, not asserted
-//! (run with `--nocapture` to see it).
+//! zero-copy guarantee of `frame.rs`); the full pipeline allocates at most once per text
+//! delta (the delta's own `String`). Run with `--nocapture` to see the figures.
 //!
 //! The allocator counts every thread of the process, so this file holds ONE test: nothing else
 //! runs while a region is measured.
@@ -11,6 +11,7 @@
 use std::alloc::System;
 
 use bytes::Bytes;
+use protocol::{ContentDelta, StreamEvent};
 use sse_parser::{Framer, Item, MessageStream};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -132,35 +133,68 @@ fn allocations_per_event() {
         change.allocations as f64 / events as f64
     );
 
-    // Full pipeline: framing, typed decoding, accumulation. Printed, not asserted.
+    // Full pipeline: framing, typed decoding, accumulation. Each text delta may allocate
+    // once (the `String` its `ContentDelta::Text` owns); the block's text grows in one
+    // buffer (a few reallocations in all, as it doubles).
     let chunk = shared(Bytes::from(message()));
     let run = || {
         let mut stream = MessageStream::new();
         stream.push(chunk.clone());
         let mut items = 0;
         let mut events = 0;
-        let region = Region::new(GLOBAL);
-        while let Some(item) = stream.next_item().unwrap() {
+        let mut delta_allocations = Vec::new();
+        let mut delta_reallocations = 0;
+        let whole = Region::new(GLOBAL);
+        loop {
+            let region = Region::new(GLOBAL);
+            let Some(item) = stream.next_item().unwrap() else {
+                break;
+            };
+            let change = region.change();
+            if let Item::Event(StreamEvent::ContentBlockDelta {
+                delta: ContentDelta::Text { .. },
+                ..
+            }) = &item
+            {
+                delta_allocations.push(change.allocations);
+                delta_reallocations += change.reallocations;
+            }
             if matches!(item, Item::Event(_)) {
                 events += 1;
             }
             std::hint::black_box(&item);
             items += 1;
         }
-        let change = region.change();
+        let change = whole.change();
         let finished = stream.finish().unwrap();
         assert!(finished.message.is_none(), "message_stop arrived");
-        (items, events, change)
+        // The block's text buffer is created with its first delta; every other delta
+        // allocates only its own `String`.
+        let first = delta_allocations.first().copied().unwrap_or(0);
+        let worst = delta_allocations.iter().skip(1).copied().max().unwrap_or(0);
+        (items, events, change, (first, worst), delta_reallocations)
     };
     let _ = run();
-    let (items, events, change) = run();
+    // The quietest of three (the allocator counts every thread).
+    let (items, events, change, (first_delta, worst_delta), delta_reallocations) = (0..3)
+        .map(|_| run())
+        .min_by_key(|run| (run.3, run.4))
+        .unwrap();
     assert_eq!(events, EVENTS + 5);
     println!(
-        "MessageStream pipeline, one chunk: {} allocations, {} reallocations, {} bytes for {events} events / {items} items ({:.3} allocations/event, {:.3} reallocations/event)",
+        "MessageStream pipeline, one chunk: {} allocations, {} reallocations, {} bytes for {events} events / {items} items ({:.3} allocations/event, {:.3} reallocations/event); {first_delta} allocations for the first text delta (its String and the block's buffer), at most {worst_delta} for each later one, {delta_reallocations} reallocations over the {EVENTS} deltas",
         change.allocations,
         change.reallocations,
         change.bytes_allocated,
         change.allocations as f64 / events as f64,
         change.reallocations as f64 / events as f64
+    );
+    assert!(
+        first_delta <= 2 && worst_delta <= 1,
+        "text deltas allocated up to {worst_delta} times through the pipeline (the first {first_delta})"
+    );
+    assert!(
+        delta_reallocations <= 16,
+        "{delta_reallocations} reallocations over {EVENTS} deltas: the block's text is not growing in one buffer"
     );
 }
