@@ -162,7 +162,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
                 Self::ServerToolResult(ServerToolResultBlock {
                     kind: ty,
                     tool_use_id,
-                    raw: Arc::from(raw),
+                    raw: Arc::new(raw),
                 })
             }
             _ => Self::Other(OtherBlock { fields: map }),
@@ -388,8 +388,8 @@ pub struct ServerToolResultBlock {
     /// The server tool_use it answers, when the block names one.
     pub tool_use_id: Option<ToolUseId>,
     /// The whole block object, `type` included, as it came; shared by clones (the block is
-    /// never changed).
-    raw: Arc<RawValue>,
+    /// never changed). The `Box` inside the `Arc` moves the text in without copying it again.
+    raw: Arc<Box<RawValue>>,
 }
 
 impl ServerToolResultBlock {
@@ -405,7 +405,7 @@ impl ServerToolResultBlock {
             return Ok(Self {
                 kind: kind.to_owned(),
                 tool_use_id: Some(ToolUseId(tool_use_id.to_owned())),
-                raw: Arc::from(raw),
+                raw: Arc::new(raw),
             });
         }
         #[derive(Deserialize)]
@@ -426,7 +426,7 @@ impl ServerToolResultBlock {
         Ok(Self {
             kind: probe.kind.into_owned(),
             tool_use_id,
-            raw: Arc::from(raw),
+            raw: Arc::new(raw),
         })
     }
 

@@ -468,19 +468,23 @@ fn json_string(bytes: &[u8]) -> Option<(String, &[u8])> {
     let mut at = 0;
     let mut run = 0;
     loop {
-        // Eight plain bytes at a time while there are eight left.
-        while let Some(word) = body.get(at..).and_then(<[u8]>::first_chunk::<8>)
-            && !has_special_byte(u64::from_le_bytes(*word))
-        {
-            at += 8;
-        }
-        let byte = *body.get(at)?;
-        if !SPECIAL[usize::from(byte)] {
-            at += 1;
-            continue;
-        }
+        // The next byte that ends the run: eight bytes at a time while eight are left.
+        at = loop {
+            match body.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+                Some(word) => match special_bytes(u64::from_le_bytes(*word)) {
+                    0 => at += 8,
+                    mask => break at + mask.trailing_zeros() as usize / 8,
+                },
+                None => {
+                    break at
+                        + body[at..]
+                            .iter()
+                            .position(|&byte| SPECIAL[usize::from(byte)])?;
+                }
+            }
+        };
         out.extend_from_slice(&body[run..at]);
-        match byte {
+        match body[at] {
             b'"' => break,
             b'\\' => {
                 let used = escape(&body[at + 1..], &mut out)?;
@@ -494,17 +498,20 @@ fn json_string(bytes: &[u8]) -> Option<(String, &[u8])> {
     Some((text, &body[at + 1..]))
 }
 
-/// Whether any of the eight bytes of `word` is `"`, `\` or below 0x20 (the bytes that end a
-/// run of a JSON string), by the usual SWAR tests: a byte is zero in `x` when the high bit of
-/// `(x - 0x01…) & !x & 0x80…` is set for it; a byte below n sets it in `(x - n…) & !x & 0x80…`.
-fn has_special_byte(word: u64) -> bool {
+/// The bytes of `word` (eight bytes, the first in the low bits) that are `"`, `\` or below
+/// 0x20 (the bytes that end a run of a JSON string), as the high bit of each such byte, by
+/// the usual SWAR tests: a byte is zero in `x` when the high bit of `(x - 0x01…) & !x &
+/// 0x80…` is set for it; a byte below n sets it in `(x - n…) & !x & 0x80…`. A borrow can only
+/// mark bytes above a true one, so the lowest bit set is exact: `trailing_zeros() / 8` is the
+/// first such byte's index.
+fn special_bytes(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
     let quote = zero_in(word ^ (ONES * u64::from(b'"')));
     let backslash = zero_in(word ^ (ONES * u64::from(b'\\')));
     let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
-    quote | backslash | control != 0
+    quote | backslash | control
 }
 
 /// Decodes the escape at the start of `escape` (which starts after the backslash) onto `out`;
@@ -885,28 +892,38 @@ mod tests {
     }
 
     #[test]
-    fn the_eight_byte_test_finds_every_special_byte() {
+    fn the_eight_byte_test_finds_the_first_special_byte() {
+        let first = |word: [u8; 8]| match special_bytes(u64::from_le_bytes(word)) {
+            0 => None,
+            mask => Some(mask.trailing_zeros() as usize / 8),
+        };
         for special in (0..0x20).chain([b'"', b'\\']) {
             for at in 0..8 {
                 let mut word = *b"abcdefgh";
                 word[at] = special;
-                assert!(
-                    has_special_byte(u64::from_le_bytes(word)),
-                    "{special:#x} at {at}"
-                );
+                assert_eq!(first(word), Some(at), "{special:#x} at {at}");
+                // Whatever follows it (a borrow runs upward only).
+                for later in at + 1..8 {
+                    for other in [0x00, 0x01, 0x1F, 0x20, 0x21, b'"', b'\\', 0x80, 0xFF] {
+                        let mut word = word;
+                        word[later] = other;
+                        assert_eq!(
+                            first(word),
+                            Some(at),
+                            "{special:#x} at {at}, {other:#x} at {later}"
+                        );
+                    }
+                }
             }
         }
         for plain in (0x20..=0xFF).filter(|byte| !matches!(byte, b'"' | b'\\')) {
-            assert!(
-                !has_special_byte(u64::from_le_bytes([plain; 8])),
-                "{plain:#x}"
-            );
+            assert_eq!(first([plain; 8]), None, "{plain:#x}");
         }
-        // A borrow out of one byte must not fake a hit in the next (0x21 after 0x00 etc.).
-        assert!(!has_special_byte(u64::from_le_bytes(*b"!!!!!!!!")));
-        assert!(!has_special_byte(u64::from_le_bytes([
-            0xFF, 0x20, 0x80, 0x7F, 0x23, 0x5D, 0x5B, 0x21
-        ])));
+        assert_eq!(first(*b"!!!!!!!!"), None);
+        assert_eq!(
+            first([0xFF, 0x20, 0x80, 0x7F, 0x23, 0x5D, 0x5B, 0x21]),
+            None
+        );
     }
 
     #[test]

@@ -210,6 +210,42 @@ impl<'a> SseEventRef<'a> {
     }
 }
 
+/// The pieces of a line that spans chunks; see [`Framer`]'s `partial_line`.
+#[derive(Debug, Default)]
+struct PartialLine {
+    pieces: Vec<Bytes>,
+    len: usize,
+}
+
+impl PartialLine {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, piece: Bytes) {
+        if !piece.is_empty() {
+            self.len += piece.len();
+            self.pieces.push(piece);
+        }
+    }
+
+    /// The whole line, `tail` last, copied once into a buffer of its size; leaves the line
+    /// empty.
+    fn take(&mut self, tail: &[u8]) -> Bytes {
+        let mut line = BytesMut::with_capacity(self.len + tail.len());
+        for piece in self.pieces.drain(..) {
+            line.extend_from_slice(&piece);
+        }
+        line.extend_from_slice(tail);
+        self.len = 0;
+        line.freeze()
+    }
+}
+
 /// What [`Framer::advance`] found.
 enum Found {
     /// A single-line event inside the current chunk, as ranges of it.
@@ -257,8 +293,11 @@ pub struct Framer {
     pos: usize,
     /// Chunks pushed while `chunk` still had unread bytes.
     queued: VecDeque<Bytes>,
-    /// Bytes of a line that started in an earlier chunk and has no line end yet.
-    partial_line: BytesMut,
+    /// A line that started in an earlier chunk and has no line end yet: its pieces (slices
+    /// of their chunks, not copies), joined once, into a buffer of the exact size, when the
+    /// line ends. (Memory: the pieces keep at most the line's bytes and the start of the
+    /// chunk it began in.)
+    partial_line: PartialLine,
     /// The previous line ended with a CR as the last byte of a chunk: an LF at the start of the
     /// next bytes belongs to that line end.
     skip_lf: bool,
@@ -298,7 +337,7 @@ impl Framer {
             chunk: Bytes::new(),
             pos: 0,
             queued: VecDeque::new(),
-            partial_line: BytesMut::new(),
+            partial_line: PartialLine::default(),
             skip_lf: false,
             bom: Bom::Checking(0),
             event_type: Bytes::new(),
@@ -487,12 +526,12 @@ impl Framer {
         while self.next_event()?.is_some() {}
         if let Bom::Checking(held) = self.bom {
             // A stream that is only a BOM prefix: those bytes are line content.
-            self.partial_line.extend_from_slice(&BOM[..held]);
+            self.partial_line.push(Bytes::from_static(&BOM[..held]));
             self.bom = Bom::Done;
         }
         let unterminated_line_bytes = self.partial_line.len();
         if unterminated_line_bytes > 0 {
-            let line = self.partial_line.split().freeze();
+            let line = self.partial_line.take(&[]);
             // Interpreting the cut line cannot dispatch: it is not empty.
             self.process_line(&line, 0, line.len());
         }
@@ -528,7 +567,7 @@ impl Framer {
             return false;
         }
         // Not a BOM: the bytes held back are the start of the first line.
-        self.partial_line.extend_from_slice(&BOM[..held]);
+        self.partial_line.push(Bytes::from_static(&BOM[..held]));
         self.bom = Bom::Done;
         true
     }
@@ -584,7 +623,7 @@ impl Framer {
         let Some(found) = memchr::memchr2(b'\n', b'\r', rest) else {
             // No line end in this chunk: carry the bytes over.
             self.check_size(self.partial_line.len() + rest.len())?;
-            self.partial_line.extend_from_slice(rest);
+            self.partial_line.push(self.chunk.slice(start..));
             self.pos = self.chunk.len();
             self.offset += rest.len() as u64;
             return Ok(None);
@@ -611,8 +650,7 @@ impl Framer {
             dispatched
         } else {
             self.check_size(self.partial_line.len() + (end - start))?;
-            self.partial_line.extend_from_slice(&self.chunk[start..end]);
-            let line = self.partial_line.split().freeze();
+            let line = self.partial_line.take(&self.chunk[start..end]);
             self.process_line(&line, 0, line.len())
         };
         if matches!(self.data, Data::Empty) && self.event_type.is_empty() {
