@@ -9,10 +9,15 @@
 //!   an `id` containing NUL is ignored; `retry` only when all ASCII digits.
 //! - Any chunking of the same bytes yields the same events.
 //! - When an event's single data line lies inside one chunk, its data is a [`Bytes`] slice of
-//!   that chunk: no copy, no allocation. Bytes are copied only for a line that spans chunks or
-//!   for data of several lines.
-//! - Memory is bounded by the largest event: past [`FramerConfig::max_event_bytes`] the framer
-//!   fails with [`FrameError::EventTooLarge`] and stays failed.
+//!   that chunk: no copy, no allocation ([`Framer::next_event_ref`]: not even a reference
+//!   count). Bytes are copied only for a line that spans chunks (once, when it ends) or for
+//!   data of several lines.
+//! - The usual event (`event: NAME`, one `data:` line, the blank line, LF line ends) costs two
+//!   line-end searches and a few prefix comparisons; every other shape is read line by line
+//!   by the same rules.
+//! - Memory is bounded by the largest event (plus the chunk a long line began in, which its
+//!   first piece keeps): past [`FramerConfig::max_event_bytes`] the framer fails with
+//!   [`FrameError::EventTooLarge`] and stays failed.
 //!
 //! The framer works on bytes and does not validate UTF-8: invalid sequences cannot contain the
 //! ASCII bytes it splits on, so decoding each field afterwards (as [`SseEvent::data_str`] does)
@@ -215,6 +220,9 @@ impl<'a> SseEventRef<'a> {
 struct PartialLine {
     pieces: Vec<Bytes>,
     len: usize,
+    /// Where whole lines are joined: split off (shared, not copied) for each line, so its
+    /// allocation is reused once the lines handed out are dropped.
+    joined: BytesMut,
 }
 
 impl PartialLine {
@@ -236,13 +244,13 @@ impl PartialLine {
     /// The whole line, `tail` last, copied once into a buffer of its size; leaves the line
     /// empty.
     fn take(&mut self, tail: &[u8]) -> Bytes {
-        let mut line = BytesMut::with_capacity(self.len + tail.len());
+        self.joined.reserve(self.len + tail.len());
         for piece in self.pieces.drain(..) {
-            line.extend_from_slice(&piece);
+            self.joined.extend_from_slice(&piece);
         }
-        line.extend_from_slice(tail);
+        self.joined.extend_from_slice(tail);
         self.len = 0;
-        line.freeze()
+        self.joined.split().freeze()
     }
 }
 
