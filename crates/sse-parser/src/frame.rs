@@ -324,6 +324,7 @@ pub struct Framer {
     failed: Option<FrameError>,
     /// The event [`Framer::next_event_ref`] lends when it was built line by line.
     lent: Option<SseEvent>,
+    line_ends: LineEnds,
 }
 
 impl Default for Framer {
@@ -357,6 +358,7 @@ impl Framer {
             event_start: 0,
             failed: None,
             lent: None,
+            line_ends: LineEnds::new(),
         }
     }
 
@@ -595,13 +597,15 @@ impl Framer {
             Some(rest) => match known_event_line(rest) {
                 Some(known) => (Name::Known(known), 8 + known.len()),
                 None => {
-                    let name_len = lf_line(rest)?;
+                    let name_len = self.line_ends.lf_line(rest)?;
                     (Name::Slice(start + 7..start + 7 + name_len), 8 + name_len)
                 }
             },
             None => (Name::None, 0),
         };
-        let value_len = lf_line(bytes[data_line..].strip_prefix(b"data: ")?)?;
+        let value_len = self
+            .line_ends
+            .lf_line(bytes[data_line..].strip_prefix(b"data: ")?)?;
         let value_start = data_line + 6;
         let end = value_start + value_len + 1;
         if bytes.get(end) != Some(&b'\n') {
@@ -628,7 +632,7 @@ impl Framer {
     fn scan_line(&mut self) -> Result<Option<SseEvent>, FrameError> {
         let start = self.pos;
         let rest = &self.chunk[start..];
-        let Some(found) = memchr::memchr2(b'\n', b'\r', rest) else {
+        let Some(found) = self.line_ends.find(rest) else {
             // No line end in this chunk: carry the bytes over.
             self.check_size(self.partial_line.len() + rest.len())?;
             self.partial_line.push(self.chunk.slice(start..));
@@ -772,11 +776,39 @@ impl Framer {
     }
 }
 
-/// The length of the line at the start of `bytes` when it ends with an LF inside `bytes`;
-/// `None` when it ends with a CR (the line-by-line path handles CR and CRLF) or not at all.
-fn lf_line(bytes: &[u8]) -> Option<usize> {
-    let end = memchr::memchr2(b'\n', b'\r', bytes)?;
-    (bytes[end] == b'\n').then_some(end)
+/// The search for line ends (LF or CR): memchr's AVX2 searcher made once per framer where the
+/// CPU has AVX2 (a call to `memchr::memchr2` would pick it and set it up again for every line),
+/// else `memchr::memchr2`.
+#[derive(Clone, Copy, Debug)]
+struct LineEnds {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<memchr::arch::x86_64::avx2::memchr::Two>,
+}
+
+impl LineEnds {
+    fn new() -> Self {
+        Self {
+            #[cfg(target_arch = "x86_64")]
+            avx2: memchr::arch::x86_64::avx2::memchr::Two::new(b'\n', b'\r'),
+        }
+    }
+
+    /// The first LF or CR in `bytes`.
+    fn find(&self, bytes: &[u8]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(avx2) = &self.avx2 {
+            return avx2.find(bytes);
+        }
+        memchr::memchr2(b'\n', b'\r', bytes)
+    }
+
+    /// The length of the line at the start of `bytes` when it ends with an LF inside `bytes`;
+    /// `None` when it ends with a CR (the line-by-line path handles CR and CRLF) or not at
+    /// all.
+    fn lf_line(&self, bytes: &[u8]) -> Option<usize> {
+        let end = self.find(bytes)?;
+        (bytes[end] == b'\n').then_some(end)
+    }
 }
 
 /// The event names of the Anthropic Messages API and the most frequent of OpenAI's Responses
