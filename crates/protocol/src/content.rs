@@ -394,13 +394,23 @@ pub struct ServerToolResultBlock {
 
 impl ServerToolResultBlock {
     /// The block from its raw JSON object (`type` included), as a streaming parser captures
-    /// it without building a tree: `type` and `tool_use_id` are read, the rest is skipped.
+    /// it: checked as serde_json would read it into a `Value` (strings, escapes, numbers,
+    /// nesting), without building one.
     ///
     /// # Errors
     ///
-    /// When `raw` is not an object whose string `type` ends in `_tool_result`, or its
-    /// `tool_use_id` is not a string.
+    /// When `raw` is not an object whose string `type` ends in `_tool_result`, its
+    /// `tool_use_id` is not a string, any object in it has a key twice, or it holds what a
+    /// `serde_json::Value` cannot (a lone surrogate escape, a number out of range, nesting
+    /// past 128).
     pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        // Everything a parse into a map would refuse is refused here, and a key given twice
+        // too: the block is sent back as this text, and a duplicate would let the API read it
+        // otherwise than this client (a second `type`, say).
+        serde::de::DeserializeSeed::deserialize(
+            Checked,
+            &mut serde_json::Deserializer::from_str(raw.get()),
+        )?;
         if let Some((kind, tool_use_id)) = leading_kind_and_id(raw.get()) {
             return Ok(Self {
                 kind: kind.to_owned(),
@@ -457,11 +467,105 @@ impl PartialEq for ServerToolResultBlock {
     }
 }
 
+/// Checks a JSON value as serde_json reads one into a `Value`, keeping nothing: every string
+/// is decoded (its escapes checked), every number parsed, every nesting counted; a key given
+/// twice in one object is an error.
+struct Checked;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Checked {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Checked {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Checked)?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        /// A key, borrowed from the text when it has no escapes.
+        struct Key;
+        impl<'de> serde::de::DeserializeSeed<'de> for Key {
+            type Value = std::borrow::Cow<'de, str>;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_str(self)
+            }
+        }
+        impl<'de> serde::de::Visitor<'de> for Key {
+            type Value = std::borrow::Cow<'de, str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
+                Ok(std::borrow::Cow::Borrowed(key))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
+                Ok(std::borrow::Cow::Owned(key.to_owned()))
+            }
+        }
+        // A short list for the usual handful of keys; a set past that, so a huge object
+        // costs no more than linear time.
+        let mut few: Vec<std::borrow::Cow<'de, str>> = Vec::new();
+        let mut many: std::collections::HashSet<std::borrow::Cow<'de, str>> =
+            std::collections::HashSet::new();
+        while let Some(key) = map.next_key_seed(Key)? {
+            let repeated = if many.is_empty() && few.len() < 16 {
+                let repeated = few.contains(&key);
+                few.push(key.clone());
+                repeated
+            } else {
+                many.extend(few.drain(..));
+                !many.insert(key.clone())
+            };
+            if repeated {
+                return Err(serde::de::Error::custom(format_args!(
+                    "key `{key}` given twice in one object"
+                )));
+            }
+            map.next_value_seed(Checked)?;
+        }
+        Ok(())
+    }
+}
+
 /// The layout the API sends, `{"type":"…_tool_result","tool_use_id":"…",…`, read from the
-/// start of a block already known to be a JSON object, without scanning the rest of it (a
-/// result can be hundreds of kilobytes). `None` for any other layout (escapes in either
-/// string included): the caller then reads the whole object. A duplicated key later in the
-/// object is not looked for; the API never sends one.
+/// start of a block already checked (a JSON object, no key twice), without reading the rest
+/// of it again. `None` for any other layout (escapes in either string included): the caller
+/// then reads the whole object.
 fn leading_kind_and_id(raw: &str) -> Option<(&str, &str)> {
     let string = |text: &str| -> Option<(usize, usize)> {
         let end = text.find(['"', '\\'])?;
@@ -562,6 +666,26 @@ mod tests {
             "https://a",
             "the fields parse on demand"
         );
+        // Nesting counts as in a `Value` (the limit is 128).
+        let nested = |depth: usize| {
+            format!(
+                r#"{{"type":"x_tool_result","tool_use_id":"s","content":{}1{}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        for depth in [126, 127, 300] {
+            let raw = nested(depth);
+            let as_value = serde_json::from_str::<Value>(&raw).is_ok();
+            let as_block =
+                ServerToolResultBlock::from_raw(RawValue::from_string(raw).unwrap()).is_ok();
+            assert_eq!(as_block, as_value, "depth {depth}");
+        }
+        // A large object: still refused on a repeated key, in linear time.
+        let mut wide: String = (0..5_000).map(|n| format!(r#""k{n}":{n},"#)).collect();
+        wide.push_str(r#""k4999":0"#);
+        let raw = format!(r#"{{"type":"x_tool_result","tool_use_id":"s","content":{{{wide}}}}}"#);
+        assert!(ServerToolResultBlock::from_raw(RawValue::from_string(raw).unwrap()).is_err());
         // From the raw text: the same block, and refusals that name the problem.
         let raw = r#"{"type":"web_search_tool_result", "tool_use_id":"srvtoolu_1","content":[{"type":"web_search_result","url":"https://\u0061"}]}"#;
         // The API's own layout is read from its start; the same block either way.
@@ -593,6 +717,26 @@ mod tests {
             raw
         );
         for (bad, says) in [
+            (
+                r#"{"type":"web_search_tool_result","tool_use_id":"s","content":[],"type":"text","text":"SMUGGLED"}"#,
+                "key `type` given twice",
+            ),
+            (
+                r#"{"type":"web_search_tool_result","tool_use_id":"A","content":[],"tool_use_id":"B"}"#,
+                "key `tool_use_id` given twice",
+            ),
+            (
+                r#"{"type":"web_search_tool_result","tool_use_id":"s","content":[{"a":1,"b":2,"a":3}]}"#,
+                "key `a` given twice",
+            ),
+            (
+                r#"{"type":"web_search_tool_result","tool_use_id":"s","content":"\udead"}"#,
+                "lone leading surrogate",
+            ),
+            (
+                r#"{"type":"web_search_tool_result","tool_use_id":"s","content":1e400}"#,
+                "number out of range",
+            ),
             (r#"{"type":"tool_result"}"#, "not a server tool result"),
             (
                 r#"{"type":"x_tool_result","tool_use_id":7}"#,

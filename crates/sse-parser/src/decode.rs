@@ -594,7 +594,9 @@ fn fast_other(text: &str) -> Option<StreamEvent> {
         closing_brace(rest)?;
         return Some(StreamEvent::Ping);
     }
-    if let Some(rest) = text.strip_prefix(r#"{"type":"message_delta","delta":"#) {
+    if let Some(rest) = text.strip_prefix(r#"{"type":"message_delta","delta":"#)
+        && shallow(text)
+    {
         let (stop, rest) = parse_prefix::<StopFields>(rest)?;
         let rest = rest.strip_prefix(r#","usage":"#)?;
         let (usage, rest) = parse_prefix::<Option<DeltaUsage>>(rest)?;
@@ -611,11 +613,13 @@ fn fast_other(text: &str) -> Option<StreamEvent> {
     let (index, rest) = leading_index(rest.as_bytes())?;
     let rest = text[text.len() - rest.len()..]
         .strip_prefix(r#","delta":{"type":"citations_delta","citation":"#)?;
+    if !shallow(text) {
+        return None;
+    }
     let (citation, rest) = parse_prefix::<Value>(rest)?;
-    let rest = rest
-        .trim_start_matches([' ', '\t', '\n', '\r'])
-        .strip_prefix('}')?;
-    closing_brace(rest)?;
+    let rest = skip_whitespace(rest.as_bytes()).strip_prefix(b"}")?;
+    // Only ASCII was skipped: `rest` starts on a character boundary.
+    closing_brace(&text[text.len() - rest.len()..])?;
     Some(StreamEvent::ContentBlockDelta {
         index,
         delta: ContentDelta::Citations { citation },
@@ -739,10 +743,21 @@ fn parse_prefix<'a, T: Deserialize<'a>>(text: &'a str) -> Option<(T, &'a str)> {
     Some((value, &text[values.byte_offset()..]))
 }
 
-/// `Some` when `tail` is the event object's closing brace and nothing but whitespace.
+/// `Some` when `tail` is the event object's closing brace and nothing but JSON whitespace.
 fn closing_brace(tail: &str) -> Option<()> {
-    let tail = tail.trim_start().strip_prefix('}')?;
-    tail.trim().is_empty().then_some(())
+    let tail = skip_whitespace(tail.as_bytes()).strip_prefix(b"}")?;
+    skip_whitespace(tail).is_empty().then_some(())
+}
+
+/// Whether `data` has so few `{` and `[` (strings included: the count can only be too high)
+/// that no value in it can reach serde_json's nesting limit of 128, wherever a fast path
+/// starts parsing it. A fast path that parses a nested value from the middle of the event
+/// counts depth from there, the generic decoder from the top; past this, the generic decoder
+/// decides.
+fn shallow(data: &str) -> bool {
+    memchr::memchr2_iter(b'{', b'[', data.as_bytes())
+        .nth(100)
+        .is_none()
 }
 
 /// Splits a message_delta event object into its typed parts.
@@ -971,6 +986,29 @@ mod tests {
                 .unwrap();
             assert_eq!(fast, generic, "{case}");
         }
+        // Server tool results that a map would read otherwise, or refuse: the fast path
+        // agrees with the generic decoder (found by an attack: a second `type` made the
+        // client keep a server result that the API would read as a text block).
+        for case in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[],"type":"text","text":"SMUGGLED"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"A","content":[],"tool_use_id":"B"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":"\udead"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":1e400}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result", "tool_use_id":"s","content":"\udead"}}"#,
+        ] {
+            let generic = Decoder::new().decode_data(format!(" {case}").as_bytes());
+            match fast_start(case) {
+                Some(fast) => assert_eq!(Some(fast), generic.unwrap(), "{case}"),
+                None => assert!(generic.is_err(), "{case}"),
+            }
+        }
+        let smuggled = Decoder::new()
+            .decode_data(br#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[],"type":"text","text":"SMUGGLED"}}"#)
+            .unwrap();
+        assert!(
+            matches!(&smuggled, Some(StreamEvent::ContentBlockStart { content_block, .. }) if content_block.block_type() == "text"),
+            "{smuggled:?}"
+        );
         for other in [
             r#"{"type":"content_block_start","content_block":{"type":"text","text":""},"index":0}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""},"x":1}"#,
@@ -1016,9 +1054,24 @@ mod tests {
             r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1},"context_management":{}}"#,
             r#"{"type":"message_delta","usage":{"output_tokens":1},"delta":{"stop_reason":"end_turn"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{},"x":1}}"#,
+            // Only JSON's four whitespace characters may follow (found by an attack).
+            "{\"type\":\"ping\"}\x0c",
+            "{\"type\":\"message_stop\"}\u{a0}",
+            "{\"type\":\"content_block_stop\",\"index\":0}\u{2028}",
+            "{\"type\":\"content_block_stop\",\"index\":0\u{3000}}",
+            "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"citations_delta\",\"citation\":{}\x0c}}",
         ] {
             assert_eq!(fast_other(other), None, "{other}");
         }
+        // Nesting: the generic decoder counts from the top of the event, so deep values are
+        // left to it (found by an attack: the fast path accepted one level more).
+        let deep = format!(
+            r#"{{"type":"message_delta","delta":{{"stop_details":{}1{}}},"usage":null}}"#,
+            "[".repeat(126),
+            "]".repeat(126)
+        );
+        assert_eq!(fast_other(&deep), None);
+        assert!(Decoder::new().decode_data(deep.as_bytes()).is_err());
     }
 
     #[test]

@@ -10,14 +10,14 @@
 //! - Any chunking of the same bytes yields the same events.
 //! - When an event's single data line lies inside one chunk, its data is a [`Bytes`] slice of
 //!   that chunk: no copy, no allocation ([`Framer::next_event_ref`]: not even a reference
-//!   count). Bytes are copied only for a line that spans chunks (once, when it ends) or for
-//!   data of several lines.
+//!   count). Bytes are copied only for a line that spans chunks or for data of several
+//!   lines.
 //! - The usual event (`event: NAME`, one `data:` line, the blank line, LF line ends) costs two
 //!   line-end searches and a few prefix comparisons; every other shape is read line by line
 //!   by the same rules.
-//! - Memory is bounded by the largest event (plus the chunk a long line began in, which its
-//!   first piece keeps): past [`FramerConfig::max_event_bytes`] the framer fails with
-//!   [`FrameError::EventTooLarge`] and stays failed.
+//! - Memory is bounded by the largest event, however small the chunks: past
+//!   [`FramerConfig::max_event_bytes`] the framer fails with [`FrameError::EventTooLarge`] and
+//!   stays failed.
 //!
 //! The framer works on bytes and does not validate UTF-8: invalid sequences cannot contain the
 //! ASCII bytes it splits on, so decoding each field afterwards (as [`SseEvent::data_str`] does)
@@ -215,41 +215,32 @@ impl<'a> SseEventRef<'a> {
     }
 }
 
-/// The pieces of a line that spans chunks; see [`Framer`]'s `partial_line`.
+/// A line that spans chunks; see [`Framer`]'s `partial_line`.
 #[derive(Debug, Default)]
 struct PartialLine {
-    pieces: Vec<Bytes>,
-    len: usize,
-    /// Where whole lines are joined: split off (shared, not copied) for each line, so its
-    /// allocation is reused once the lines handed out are dropped.
+    /// The line's bytes so far. Each finished line is split off (shared, not copied), so the
+    /// allocation is reused once the lines handed out are dropped. Copying each piece at once
+    /// (rather than keeping a `Bytes` per piece) keeps the memory at the line's size however
+    /// small the pieces a server sends.
     joined: BytesMut,
 }
 
 impl PartialLine {
     fn is_empty(&self) -> bool {
-        self.len == 0
+        self.joined.is_empty()
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.joined.len()
     }
 
-    fn push(&mut self, piece: Bytes) {
-        if !piece.is_empty() {
-            self.len += piece.len();
-            self.pieces.push(piece);
-        }
+    fn push(&mut self, piece: &[u8]) {
+        self.joined.extend_from_slice(piece);
     }
 
-    /// The whole line, `tail` last, copied once into a buffer of its size; leaves the line
-    /// empty.
+    /// The whole line, `tail` last; leaves the line empty.
     fn take(&mut self, tail: &[u8]) -> Bytes {
-        self.joined.reserve(self.len + tail.len());
-        for piece in self.pieces.drain(..) {
-            self.joined.extend_from_slice(&piece);
-        }
         self.joined.extend_from_slice(tail);
-        self.len = 0;
         self.joined.split().freeze()
     }
 }
@@ -301,10 +292,7 @@ pub struct Framer {
     pos: usize,
     /// Chunks pushed while `chunk` still had unread bytes.
     queued: VecDeque<Bytes>,
-    /// A line that started in an earlier chunk and has no line end yet: its pieces (slices
-    /// of their chunks, not copies), joined once, into a buffer of the exact size, when the
-    /// line ends. (Memory: the pieces keep at most the line's bytes and the start of the
-    /// chunk it began in.)
+    /// Bytes of a line that started in an earlier chunk and has no line end yet.
     partial_line: PartialLine,
     /// The previous line ended with a CR as the last byte of a chunk: an LF at the start of the
     /// next bytes belongs to that line end.
@@ -536,7 +524,7 @@ impl Framer {
         while self.next_event()?.is_some() {}
         if let Bom::Checking(held) = self.bom {
             // A stream that is only a BOM prefix: those bytes are line content.
-            self.partial_line.push(Bytes::from_static(&BOM[..held]));
+            self.partial_line.push(&BOM[..held]);
             self.bom = Bom::Done;
         }
         let unterminated_line_bytes = self.partial_line.len();
@@ -577,7 +565,7 @@ impl Framer {
             return false;
         }
         // Not a BOM: the bytes held back are the start of the first line.
-        self.partial_line.push(Bytes::from_static(&BOM[..held]));
+        self.partial_line.push(&BOM[..held]);
         self.bom = Bom::Done;
         true
     }
@@ -635,7 +623,7 @@ impl Framer {
         let Some(found) = self.line_ends.find(rest) else {
             // No line end in this chunk: carry the bytes over.
             self.check_size(self.partial_line.len() + rest.len())?;
-            self.partial_line.push(self.chunk.slice(start..));
+            self.partial_line.push(rest);
             self.pos = self.chunk.len();
             self.offset += rest.len() as u64;
             return Ok(None);

@@ -133,6 +133,30 @@ fn allocations_per_event() {
         change.allocations as f64 / events as f64
     );
 
+    // A line sent one byte per chunk (a hostile server can): the framer holds about the
+    // line's bytes, not a record per chunk (found by an attack: 64 times the line before).
+    let line = shared(Bytes::from(
+        [b"data: ".as_slice(), &[b'x'; 60_000]].concat(),
+    ));
+    let mut framer = sse_parser::Framer::with_config(sse_parser::FramerConfig {
+        max_event_bytes: 64 * 1024,
+    });
+    let region = Region::new(GLOBAL);
+    for at in 0..line.len() {
+        framer.push(line.slice(at..at + 1));
+        assert!(framer.next_event().unwrap().is_none());
+    }
+    let change = region.change();
+    let held = change.bytes_allocated - change.bytes_deallocated
+        + change.bytes_reallocated.max(0) as usize;
+    println!("framer, a 60,006-byte line in one-byte chunks: {held} bytes held");
+    assert!(
+        held < 4 * line.len(),
+        "the framer holds {held} bytes for a line of {} bytes",
+        line.len()
+    );
+    drop(framer);
+
     // Full pipeline: framing, typed decoding, accumulation. Each text delta may allocate
     // once (the `String` its `ContentDelta::Text` owns); the block's text grows in one
     // buffer (a few reallocations in all, as it doubles).
