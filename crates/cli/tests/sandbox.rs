@@ -500,6 +500,10 @@ async fn credentials_stay_hidden_behind_links() {
                 "{backend}: {secret} leaked: {result}"
             );
         }
+        // Beside the repository and home, which `Repo` removes: without this the folder
+        // holding them stayed in the temporary directory after every run.
+        std::fs::remove_dir_all(&data).unwrap();
+        std::fs::remove_file(base.join("cargolink")).unwrap();
     }
 }
 
