@@ -581,6 +581,35 @@ fn report(
 mod tests {
     use super::*;
 
+    /// The fork point copies only what changed, and never changes a snapshot a fork holds.
+    #[test]
+    fn the_fork_point_holds_exactly_the_last_request() {
+        let text = |n: usize| MessageParam::user_text(format!("message {n}"));
+        let point = ForkPoint::new();
+        let first: Vec<MessageParam> = (0..4).map(text).collect();
+        point.set(&first);
+        assert_eq!(*point.messages(), first);
+        // Two appended, as after a turn.
+        let mut second = first.clone();
+        second.extend([text(4), text(5)]);
+        point.set(&second);
+        assert_eq!(*point.messages(), second);
+        // One changed in the middle (a microcompact) and the tail shorter (a compaction).
+        let held = point.messages();
+        let mut third = second.clone();
+        third[1] = MessageParam::user_text("[Old tool result cleared]");
+        third.truncate(3);
+        point.set(&third);
+        assert_eq!(*point.messages(), third);
+        assert_eq!(*held, second, "a fork's snapshot stays as it was");
+        // The same messages again: nothing to do, the snapshot is the same one.
+        let before = point.messages();
+        point.set(&third);
+        assert!(Arc::ptr_eq(&before, &point.messages()));
+        point.set(&[]);
+        assert!(point.messages().is_empty());
+    }
+
     #[test]
     fn definitions_allow_tools_and_task_only_when_listed() {
         let [general, explore] = <[AgentDefinition; 2]>::try_from(AgentDefinition::built_in())
