@@ -212,7 +212,7 @@ impl Decoder {
             source,
             preview: String::from_utf8_lossy(&data[..data.len().min(120)]).into_owned(),
         };
-        if let Some(event) = fast_delta(data) {
+        if let Some(event) = fast_delta(data).or_else(|| fast_server_result(data)) {
             return Ok(Some(event));
         }
         // Validate UTF-8 once for the whole event; the JSON parser then skips it per string.
@@ -722,6 +722,32 @@ fn server_tool_result(text: &str) -> Option<(ContentBlock, &str)> {
     Some((ContentBlock::ServerToolResult(block), tail))
 }
 
+/// A `content_block_start` whose block is a server tool result (often tens of kilobytes of
+/// search results), read on the bytes: the prefix and the closing brace are compared as
+/// ASCII, and the block's UTF-8 is checked once, by serde_json's raw capture from bytes,
+/// instead of once for the event and again by the capture. The same result as [`fast_start`]
+/// (checked in its test); anything else returns `None`.
+fn fast_server_result(data: &[u8]) -> Option<StreamEvent> {
+    let rest = data.strip_prefix(br#"{"type":"content_block_start","index":"#)?;
+    let (index, rest) = leading_index(rest)?;
+    let block = rest.strip_prefix(br#","content_block":"#)?;
+    let kind = block.strip_prefix(br#"{"type":""#)?;
+    if !kind[..memchr::memchr(b'"', kind)?].ends_with(b"_tool_result") {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_slice(block).into_iter::<&RawValue>();
+    let raw = values.next()?.ok()?;
+    let tail = skip_whitespace(&block[values.byte_offset()..]).strip_prefix(b"}")?;
+    if !skip_whitespace(tail).is_empty() {
+        return None;
+    }
+    let block = ServerToolResultBlock::from_raw(raw.to_owned()).ok()?;
+    Some(StreamEvent::ContentBlockStart {
+        index,
+        content_block: Box::new(ContentBlock::ServerToolResult(block)),
+    })
+}
+
 /// A block index (1 to 9 digits, as the fast paths accept it) at the start of `text`, and
 /// the bytes after it.
 fn leading_index(text: &[u8]) -> Option<(usize, &[u8])> {
@@ -985,7 +1011,18 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(fast, generic, "{case}");
+            // The byte-level path for server tool results gives the same event, or gives way.
+            if let Some(on_bytes) = fast_server_result(case.as_bytes()) {
+                assert_eq!(on_bytes, fast, "{case}");
+            }
         }
+        assert!(fast_server_result(cases[7].as_bytes()).is_some());
+        assert!(fast_server_result(cases[8].as_bytes()).is_some());
+        // Invalid UTF-8 inside the block: refused here, an error from the generic decoder.
+        let mut bad = br#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":""#.to_vec();
+        bad.extend_from_slice(b"\xff\"}}");
+        assert_eq!(fast_server_result(&bad), None);
+        assert!(Decoder::new().decode_data(&bad).is_err());
         // Server tool results that a map would read otherwise, or refuse: the fast path
         // agrees with the generic decoder (found by an attack: a second `type` made the
         // client keep a server result that the API would read as a text block).
