@@ -205,8 +205,9 @@ impl<'a> SseEventRef<'a> {
         self.id
     }
 
-    /// An owned copy of the event (the fields are copied).
-    pub fn to_owned(&self) -> SseEvent {
+    /// An owned copy of the event (the fields are copied), for keeping it past the next call
+    /// to the framer.
+    pub fn to_event(&self) -> SseEvent {
         SseEvent::new(
             Bytes::copy_from_slice(self.event),
             Bytes::copy_from_slice(self.data),
@@ -1065,6 +1066,25 @@ mod tests {
         });
         assert_eq!(error_for(&[b"\r\ndata: 123456\n\n"]), expected);
         assert_eq!(error_for(&[b"\r", b"\ndata: 123456\n\n"]), expected);
+    }
+
+    #[test]
+    fn borrowed_events_are_the_owned_ones() {
+        let input = b"event: ping\ndata: a\n\nid: 7\nevent: custom\ndata: b\ndata: c\n\n";
+        let mut owned = Framer::new();
+        let expected: Vec<SseEvent> = owned
+            .feed(Bytes::from_static(input))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut borrowed = Framer::new();
+        borrowed.push(Bytes::from_static(input));
+        let mut got = Vec::new();
+        while let Some(event) = borrowed.next_event_ref().unwrap() {
+            got.push(event.to_event());
+        }
+        assert_eq!(got, expected);
+        assert_eq!(got[1].id(), &Bytes::from_static(b"7"));
+        assert_eq!(got[1].data_str(), "b\nc");
     }
 
     #[test]
