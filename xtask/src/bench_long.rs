@@ -265,7 +265,8 @@ fn turn_cpu_us(samples: &[Sample]) -> Vec<f64> {
 }
 
 /// Prints the report (the per-turn CPU's spread against its 2x target included). Every turn's
-/// figures go to `csv` (turn, CPU µs, request tokens, RSS kB, compacted).
+/// figures go to `csv` (turn, CPU µs, request tokens, RSS kB, compacted), from turn 2: turn 1
+/// has no CPU figure of its own (it starts with the process).
 pub fn print(figures: &Figures, csv: &Path) -> Result<()> {
     let samples = &figures.samples;
     let cpu = turn_cpu_us(samples);
@@ -293,39 +294,43 @@ pub fn print(figures: &Figures, csv: &Path) -> Result<()> {
         "{:>11} | {:>17} | {:>18} | {:>14} | {:>11}",
         "turns", "CPU/turn median", "request (tokens)", "RSS max (MB)", "compactions"
     );
+    // Turn `t` (1-based) is sampled at `samples[t - 1]`; its CPU, the time since the sample
+    // of turn `t - 1`, is `cpu[t - 2]`: turn 1 has none (its start is the process's). Windows
+    // of 100 turns from turn 10 (the first turns include start-up work); the last one ends
+    // with the last turn.
+    let turns = samples.len();
     let mut window_medians = Vec::new();
-    for start in (0..cpu.len()).step_by(100) {
-        let end = (start + 100).min(cpu.len());
-        // Turn 10 on: the first turns include start-up work (the first request, caches).
-        let from = start.max(9);
-        if from >= end {
-            continue;
+    let mut first = 10;
+    while first <= turns {
+        // Up to the next hundred less one; a shorter rest joins the last window.
+        let mut last = ((first / 100 + 1) * 100 - 1).min(turns);
+        if turns - last < 100 {
+            last = turns;
         }
-        let mut window: Vec<f64> = cpu[from..end].to_vec();
+        let mut window: Vec<f64> = cpu[first - 2..=last - 2].to_vec();
         let median_us = median(&mut window);
         window_medians.push(median_us);
-        let mut tokens: Vec<f64> = samples[from + 1..=end]
+        let in_window = &samples[first - 1..=last - 1];
+        let mut tokens: Vec<f64> = in_window
             .iter()
             .map(|sample| sample.request_tokens as f64)
             .collect();
-        let rss = samples[from + 1..=end]
+        let rss = in_window
             .iter()
             .map(|sample| sample.rss_kb)
             .max()
             .unwrap_or(0);
-        let compactions = samples[from + 1..=end]
-            .iter()
-            .filter(|sample| sample.compacted)
-            .count();
+        let compactions = in_window.iter().filter(|sample| sample.compacted).count();
         println!(
             "{:>5}-{:<5} | {:>14.0} µs | {:>18.0} | {:>14.1} | {:>11}",
-            from + 1,
-            end,
+            first,
+            last,
             median_us,
             median(&mut tokens),
             rss as f64 / 1024.0,
             compactions
         );
+        first = last + 1;
     }
     let low = window_medians.iter().copied().fold(f64::INFINITY, f64::min);
     let high = window_medians.iter().copied().fold(0.0, f64::max);
@@ -344,10 +349,28 @@ pub fn print(figures: &Figures, csv: &Path) -> Result<()> {
         "per-turn CPU, windows of 100 from turn 10: {low:.0}-{high:.0} µs, spread {spread:.2}x (target <= 2x: {})",
         if spread <= 2.0 { "met" } else { "MISSED" }
     );
+    // The same history sizes early and late: the first and the last third of the turns from
+    // turn 10, each turn whose request held 80,000-160,000 tokens. Flat means the late median
+    // is not above the early one by more than the target.
+    let sized = |from: usize, to: usize| -> f64 {
+        let mut values: Vec<f64> = (from..=to)
+            .filter(|turn| (80_000..160_000).contains(&samples[turn - 1].request_tokens))
+            .map(|turn| cpu[turn - 2])
+            .collect();
+        median(&mut values)
+    };
+    let third = (turns - 10) / 3;
+    let (early, late) = (sized(10, 10 + third), sized(turns - third, turns));
+    println!(
+        "same sizes (80-160K tokens): turns 10-{} median {early:.0} µs, turns {}-{turns} median {late:.0} µs: {:.2}x",
+        10 + third,
+        turns - third,
+        late / early
+    );
     // By history size: the cost of a turn follows the size of the request it writes, not
     // the turn's number.
     let mut by_size: std::collections::BTreeMap<u64, Vec<f64>> = std::collections::BTreeMap::new();
-    for (cpu, sample) in cpu.iter().zip(&samples[1..]).skip(9) {
+    for (cpu, sample) in cpu.iter().zip(&samples[1..]).skip(8) {
         by_size
             .entry(sample.request_tokens / 40_000 * 40)
             .or_default()

@@ -9,7 +9,7 @@
 //!    still talking), and the final [`protocol::Message`] at `message_stop`.
 //!
 //! [`MessageStream`] chains the three for the common case. No tokio, no I/O: the caller brings
-//! the bytes. With the `stream` feature, [`stream::SseStream`] and [`stream::ItemStream`] adapt
+//! the bytes. With the `stream` feature, `stream::SseStream` and `stream::ItemStream` adapt
 //! any `futures_core::Stream` of byte chunks.
 //!
 //! ```
@@ -34,18 +34,34 @@
 //! # Ok::<(), sse_parser::Error>(())
 //! ```
 //!
+//! # Owned or borrowed events
+//!
+//! [`Framer::next_event`] hands out [`SseEvent`]s you can keep, send to another task or store:
+//! their fields are [`bytes::Bytes`] slices of the chunks (no copy). [`Framer::next_event_ref`]
+//! lends [`SseEventRef`]s instead, valid until the next call to the framer: no reference count
+//! to take and release, about 40 % less time per event (docs/benchmarks.md in the repository).
+//! Take the borrowed form when you decode each event at once, as [`MessageStream`] does; the
+//! owned form otherwise ([`SseEventRef::to_event`] copies one that you need to keep).
+//!
 //! # Allocations and copies, stage by stage
 //!
-//! What each stage costs per event, in the usual case (a single-line event inside one chunk)
-//! and otherwise. `tests/allocations.rs` asserts the framer's and the pipeline's figures;
-//! docs/benchmarks.md has the measurements.
+//! What each stage costs per event. "Usual" is a single-line event inside one chunk, in the
+//! compact JSON the API writes (no spaces between tokens, fields in the API's order: for a
+//! delta, `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}`).
+//! Any other JSON is decoded the same way, only slower: through serde_json (the same events
+//! come out either way, and the errors are always serde_json's). `tests/allocations.rs`
+//! asserts the framer's and the pipeline's figures.
 //!
-//! | stage | usual case | otherwise |
+//! | stage | usual case | other cases |
 //! |---|---|---|
-//! | [`Framer::next_event`] | no allocation, no copy: the data is a [`bytes::Bytes`] slice of its chunk (one reference count); a known event name (the Messages API's, the Responses API's most frequent) is a static `Bytes` | a line that spans chunks is copied into one reused buffer; data of several lines is joined (copied) |
-//! | [`Framer::next_event_ref`] | no allocation, no copy, no reference count: the fields borrow the chunk | as above; the event is built once and lent |
-//! | [`Decoder`] | one pass over the event's bytes: the fixed prefix of the API's compact layout is compared, never parsed. A text, input JSON, thinking or signature delta: one allocation (the delta's `String`, sized from the raw string), its UTF-8 checked once on the decoded string. `content_block_stop`, `message_stop`, `ping`: none. `message_delta` and `message_start`: typed directly (no generic JSON tree). A server tool result block: validated and copied once as raw JSON, then shared by every clone | any other layout, an extra field, an unknown type: the generic path (serde_json, the event's UTF-8 checked once for the whole event), which also reports the errors |
-//! | [`MessageAccumulator`] | text, thinking and input JSON are appended into one buffer per block (amortised growth, no per-delta allocation); a tool input is parsed once, at `content_block_stop` | each completed block is cloned once for its [`Output::BlockComplete`] (a server tool result: a reference count) |
+//! | [`Framer::next_event`] | no allocation, no copy: the data is a `Bytes` slice of its chunk (one reference count). The frequent event names (the Messages API's, and the Responses API's for the crates that read that API with this framer) are static `Bytes` | a line that spans two chunks is copied into one reused buffer; the lines of a multi-line data field are joined (copied) |
+//! | [`Framer::next_event_ref`] | no allocation, no copy, no reference count: the fields borrow the chunk | as for `next_event`; the framer keeps the event it built and lends it |
+//! | [`Decoder`] | the fixed start of the event is compared byte for byte, not parsed. A text, input JSON, thinking or signature delta: one allocation (the delta's `String`), its UTF-8 checked once. `content_block_stop`, `message_stop`, `ping`: no allocation. `message_delta` and `message_start`: read into their types directly, no JSON tree. A server tool result block: checked and copied once as JSON text; its clones share that text | serde_json, the event's UTF-8 checked once |
+//!
+//! [`MessageAccumulator`], in every case: text, thinking and input JSON are appended into one
+//! buffer per block (growing by doubling, nothing per delta); a tool's input is parsed once, at
+//! its `content_block_stop`; each completed block is cloned once for its
+//! [`Output::BlockComplete`] (a server tool result only shares its text).
 //!
 //! [`MessageStream`] reads the framer through [`Framer::next_event_ref`]: framing, decoding and
 //! accumulating a text delta allocates exactly once (its `String`, which
