@@ -175,6 +175,20 @@ fn message_type() -> String {
 // typed (a duplicate is an error, a missing required one too), every other field into `extra`
 // in arrival order.
 
+/// Reads the value of a known field into `target`; a field given twice is an error, as with
+/// `#[derive(Deserialize)]`.
+fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+    target: &mut Option<T>,
+    name: &str,
+) -> Result<(), A::Error> {
+    if target.is_some() {
+        return Err(A::Error::custom(format_args!("duplicate field `{name}`")));
+    }
+    *target = Some(map.next_value()?);
+    Ok(())
+}
+
 impl<'de> Deserialize<'de> for Usage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
@@ -187,30 +201,29 @@ impl<'de> Deserialize<'de> for Usage {
                 self,
                 mut map: A,
             ) -> Result<Usage, A::Error> {
-                let mut usage = Usage::default();
-                let mut seen = [false; 4];
+                let (mut input, mut cache_creation, mut cache_read, mut output) =
+                    (None, None, None, None);
+                let mut extra = JsonObject::new();
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let slot = match key.as_ref() {
-                        "input_tokens" => 0,
-                        "cache_creation_input_tokens" => 1,
-                        "cache_read_input_tokens" => 2,
-                        "output_tokens" => 3,
-                        _ => {
-                            usage.extra.insert(key.into_owned(), map.next_value()?);
-                            continue;
+                    match key.as_ref() {
+                        "input_tokens" => next_once(&mut map, &mut input, &key)?,
+                        "cache_creation_input_tokens" => {
+                            next_once(&mut map, &mut cache_creation, &key)?;
                         }
-                    };
-                    if std::mem::replace(&mut seen[slot], true) {
-                        return Err(A::Error::custom(format_args!("duplicate field `{key}`")));
-                    }
-                    match slot {
-                        0 => usage.input_tokens = map.next_value()?,
-                        1 => usage.cache_creation_input_tokens = map.next_value()?,
-                        2 => usage.cache_read_input_tokens = map.next_value()?,
-                        _ => usage.output_tokens = map.next_value()?,
+                        "cache_read_input_tokens" => next_once(&mut map, &mut cache_read, &key)?,
+                        "output_tokens" => next_once(&mut map, &mut output, &key)?,
+                        _ => {
+                            extra.insert(key.into_owned(), map.next_value()?);
+                        }
                     }
                 }
-                Ok(usage)
+                Ok(Usage {
+                    input_tokens: input.unwrap_or_default(),
+                    cache_creation_input_tokens: cache_creation.flatten(),
+                    cache_read_input_tokens: cache_read.flatten(),
+                    output_tokens: output.unwrap_or_default(),
+                    extra,
+                })
             }
         }
         deserializer.deserialize_map(Visitor)
@@ -229,54 +242,25 @@ impl<'de> Deserialize<'de> for Message {
                 self,
                 mut map: A,
             ) -> Result<Message, A::Error> {
-                const FIELDS: [&str; 9] = [
-                    "id",
-                    "type",
-                    "role",
-                    "model",
-                    "content",
-                    "stop_reason",
-                    "stop_sequence",
-                    "stop_details",
-                    "usage",
-                ];
-                let mut id = None;
-                let mut kind = None;
-                let mut role = None;
-                let mut model = None;
-                let mut content = None;
-                let mut stop_reason = None;
-                let mut stop_sequence = None;
-                let mut stop_details = None;
-                let mut usage = None;
+                let (mut id, mut kind, mut role, mut model, mut content) =
+                    (None, None, None, None, None);
+                let (mut stop_reason, mut stop_sequence, mut stop_details, mut usage) =
+                    (None, None, None, None);
                 let mut extra = JsonObject::new();
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let Some(slot) = FIELDS.iter().position(|field| *field == key) else {
-                        extra.insert(key.into_owned(), map.next_value()?);
-                        continue;
-                    };
-                    fn set<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
-                        map: &mut A,
-                        target: &mut Option<T>,
-                        name: &str,
-                    ) -> Result<(), A::Error> {
-                        if target.is_some() {
-                            return Err(A::Error::custom(format_args!("duplicate field `{name}`")));
+                    match key.as_ref() {
+                        "id" => next_once(&mut map, &mut id, &key)?,
+                        "type" => next_once(&mut map, &mut kind, &key)?,
+                        "role" => next_once(&mut map, &mut role, &key)?,
+                        "model" => next_once(&mut map, &mut model, &key)?,
+                        "content" => next_once(&mut map, &mut content, &key)?,
+                        "stop_reason" => next_once(&mut map, &mut stop_reason, &key)?,
+                        "stop_sequence" => next_once(&mut map, &mut stop_sequence, &key)?,
+                        "stop_details" => next_once(&mut map, &mut stop_details, &key)?,
+                        "usage" => next_once(&mut map, &mut usage, &key)?,
+                        _ => {
+                            extra.insert(key.into_owned(), map.next_value()?);
                         }
-                        *target = Some(map.next_value()?);
-                        Ok(())
-                    }
-                    let name = FIELDS[slot];
-                    match slot {
-                        0 => set(&mut map, &mut id, name)?,
-                        1 => set(&mut map, &mut kind, name)?,
-                        2 => set(&mut map, &mut role, name)?,
-                        3 => set(&mut map, &mut model, name)?,
-                        4 => set(&mut map, &mut content, name)?,
-                        5 => set(&mut map, &mut stop_reason, name)?,
-                        6 => set(&mut map, &mut stop_sequence, name)?,
-                        7 => set(&mut map, &mut stop_details, name)?,
-                        _ => set(&mut map, &mut usage, name)?,
                     }
                 }
                 Ok(Message {
