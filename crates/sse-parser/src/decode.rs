@@ -647,7 +647,7 @@ fn fast_start(text: &str) -> Option<StreamEvent> {
     let (index, rest) = leading_index(rest.as_bytes())?;
     // The prefix is ASCII, so the rest starts on a character boundary.
     let rest = text[text.len() - rest.len()..].strip_prefix(r#","content_block":"#)?;
-    let (block, tail) = match opening_block(rest).or_else(|| server_tool_result(rest)) {
+    let (block, tail) = match opening_block(rest) {
         Some(found) => found,
         None => parse_prefix::<ContentBlock>(rest)?,
     };
@@ -708,25 +708,13 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
     Some((block, tail))
 }
 
-/// A server tool result block (`{"type":"…_tool_result",…}`) at the start of `text`, kept as
-/// its raw JSON (validated and copied once, no tree built; see
-/// [`protocol::ServerToolResultBlock`]), and what follows it.
-fn server_tool_result(text: &str) -> Option<(ContentBlock, &str)> {
-    let kind = text.strip_prefix(r#"{"type":""#)?;
-    let kind = &kind[..kind.find('"')?];
-    if !kind.ends_with("_tool_result") {
-        return None;
-    }
-    let (raw, tail) = parse_prefix::<&RawValue>(text)?;
-    let block = ServerToolResultBlock::from_raw(raw.to_owned()).ok()?;
-    Some((ContentBlock::ServerToolResult(block), tail))
-}
-
 /// A `content_block_start` whose block is a server tool result (often tens of kilobytes of
 /// search results), read on the bytes: the prefix and the closing brace are compared as
 /// ASCII, and the block's UTF-8 is checked once, by serde_json's raw capture from bytes,
-/// instead of once for the event and again by the capture. The same result as [`fast_start`]
-/// (checked in its test); anything else returns `None`.
+/// instead of once for the event and again by the capture; the block is kept as its raw JSON
+/// (checked, copied once, no tree built; see [`protocol::ServerToolResultBlock`]). The same
+/// event as [`fast_start`] and the generic decoder give (checked in the tests); anything else
+/// returns `None`.
 fn fast_server_result(data: &[u8]) -> Option<StreamEvent> {
     let rest = data.strip_prefix(br#"{"type":"content_block_start","index":"#)?;
     let (index, rest) = leading_index(rest)?;
