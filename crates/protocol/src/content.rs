@@ -418,12 +418,22 @@ impl ServerToolResultBlock {
                 raw: Arc::new(raw),
             });
         }
+        /// Any value, `null` included (an `Option<Value>` field would read `null` as absent).
+        fn present<'de, D: Deserializer<'de>>(value: D) -> Result<Option<Value>, D::Error> {
+            Value::deserialize(value).map(Some)
+        }
         #[derive(Deserialize)]
         struct Probe<'a> {
             #[serde(rename = "type", borrow)]
             kind: std::borrow::Cow<'a, str>,
-            #[serde(default)]
+            #[serde(default, deserialize_with = "present")]
             tool_use_id: Option<Value>,
+        }
+        // A derived struct would also read an array, positionally: a block is an object.
+        if !raw.get().starts_with('{') {
+            return Err(serde_json::Error::custom(
+                "a server tool result block is an object",
+            ));
         }
         let probe: Probe<'_> = serde_json::from_str(raw.get())?;
         if !probe.kind.ends_with("_tool_result") || probe.kind == "tool_result" {
@@ -645,6 +655,18 @@ mod tests {
         );
     }
 
+    /// Numbers go back as the same numbers (serde_json's `float_roundtrip`; found by an
+    /// attack: without it this one came back as `4.4700214401601126e-167`).
+    #[test]
+    fn numbers_round_trip_exactly() {
+        let block: ContentBlock =
+            serde_json::from_str(r#"{"type":"hologram","c":0.4470021440160113e-166}"#).unwrap();
+        assert_eq!(
+            serde_json::to_string(&block).unwrap(),
+            r#"{"type":"hologram","c":4.470021440160113e-167}"#
+        );
+    }
+
     #[test]
     fn unknown_block_type_round_trips() {
         let block = roundtrip(r#"{"type":"hologram","z":{"b":1,"a":2},"list":[1,2]}"#);
@@ -738,6 +760,12 @@ mod tests {
                 "number out of range",
             ),
             (r#"{"type":"tool_result"}"#, "not a server tool result"),
+            // Found by a second attack: `null` read as absent, an array read positionally.
+            (
+                r#"{"type":"x_tool_result","tool_use_id":null,"content":[]}"#,
+                "must be a string",
+            ),
+            (r#"["x_tool_result","srv_1"]"#, "is an object"),
             (
                 r#"{"type":"x_tool_result","tool_use_id":7}"#,
                 "must be a string",

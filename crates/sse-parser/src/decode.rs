@@ -597,6 +597,11 @@ fn fast_other(text: &str) -> Option<StreamEvent> {
     if let Some(rest) = text.strip_prefix(r#"{"type":"message_delta","delta":"#)
         && shallow(text)
     {
+        // The generic decoder ignores a `delta` that is not an object; a derived struct would
+        // read an array positionally.
+        if !rest.starts_with('{') {
+            return None;
+        }
         let (stop, rest) = parse_prefix::<StopFields>(rest)?;
         let rest = rest.strip_prefix(r#","usage":"#)?;
         let (usage, rest) = parse_prefix::<Option<DeltaUsage>>(rest)?;
@@ -1020,11 +1025,18 @@ mod tests {
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":"\udead"}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":1e400}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result", "tool_use_id":"s","content":"\udead"}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":null,"content":[]}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"x_tool_result","tool_use_id":"s","c":0.4470021440160113e-166}}"#,
         ] {
             let generic = Decoder::new().decode_data(format!(" {case}").as_bytes());
-            match fast_start(case) {
-                Some(fast) => assert_eq!(Some(fast), generic.unwrap(), "{case}"),
-                None => assert!(generic.is_err(), "{case}"),
+            for fast in [fast_start(case), fast_server_result(case.as_bytes())]
+                .into_iter()
+                .flatten()
+            {
+                assert_eq!(Some(fast), *generic.as_ref().unwrap(), "{case}");
+            }
+            if fast_start(case).is_none() {
+                assert!(generic.is_err(), "{case}");
             }
         }
         let smuggled = Decoder::new()
@@ -1096,6 +1108,15 @@ mod tests {
             "]".repeat(126)
         );
         assert_eq!(fast_other(&deep), None);
+        // Found by a second attack: an array `delta` was read positionally.
+        let array = r#"{"type":"message_delta","delta":["end_turn"],"usage":null}"#;
+        assert_eq!(fast_other(array), None);
+        let Some(StreamEvent::MessageDelta(delta)) =
+            Decoder::new().decode_data(array.as_bytes()).unwrap()
+        else {
+            panic!("a message_delta")
+        };
+        assert_eq!(delta.stop_reason, None);
         assert!(Decoder::new().decode_data(deep.as_bytes()).is_err());
     }
 
