@@ -407,10 +407,7 @@ impl ServerToolResultBlock {
         // Everything a parse into a map would refuse is refused here, and a key given twice
         // too: the block is sent back as this text, and a duplicate would let the API read it
         // otherwise than this client (a second `type`, say).
-        serde::de::DeserializeSeed::deserialize(
-            Checked,
-            &mut serde_json::Deserializer::from_str(raw.get()),
-        )?;
+        crate::raw_json::check(raw.get())?;
         if let Some((kind, tool_use_id)) = leading_kind_and_id(raw.get()) {
             return Ok(Self {
                 kind: kind.to_owned(),
@@ -474,101 +471,6 @@ impl PartialEq for ServerToolResultBlock {
         self.kind == other.kind
             && self.tool_use_id == other.tool_use_id
             && (self.raw.get() == other.raw.get() || self.fields() == other.fields())
-    }
-}
-
-/// Checks a JSON value as serde_json reads one into a `Value`, keeping nothing: every string
-/// is decoded (its escapes checked), every number parsed, every nesting counted; a key given
-/// twice in one object is an error.
-struct Checked;
-
-impl<'de> serde::de::DeserializeSeed<'de> for Checked {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Checked {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Checked)?.is_some() {}
-        Ok(())
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        /// A key, borrowed from the text when it has no escapes.
-        struct Key;
-        impl<'de> serde::de::DeserializeSeed<'de> for Key {
-            type Value = std::borrow::Cow<'de, str>;
-            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-                d.deserialize_str(self)
-            }
-        }
-        impl<'de> serde::de::Visitor<'de> for Key {
-            type Value = std::borrow::Cow<'de, str>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Self::Value, E> {
-                Ok(std::borrow::Cow::Borrowed(key))
-            }
-            fn visit_str<E>(self, key: &str) -> Result<Self::Value, E> {
-                Ok(std::borrow::Cow::Owned(key.to_owned()))
-            }
-        }
-        // A short list for the usual handful of keys; a set past that, so a huge object
-        // costs no more than linear time.
-        let mut few: Vec<std::borrow::Cow<'de, str>> = Vec::new();
-        let mut many: std::collections::HashSet<std::borrow::Cow<'de, str>> =
-            std::collections::HashSet::new();
-        while let Some(key) = map.next_key_seed(Key)? {
-            let repeated = if many.is_empty() && few.len() < 16 {
-                let repeated = few.contains(&key);
-                few.push(key.clone());
-                repeated
-            } else {
-                many.extend(few.drain(..));
-                !many.insert(key.clone())
-            };
-            if repeated {
-                return Err(serde::de::Error::custom(format_args!(
-                    "key `{key}` given twice in one object"
-                )));
-            }
-            map.next_value_seed(Checked)?;
-        }
-        Ok(())
     }
 }
 
@@ -753,7 +655,7 @@ mod tests {
             ),
             (
                 r#"{"type":"web_search_tool_result","tool_use_id":"s","content":"\udead"}"#,
-                "lone leading surrogate",
+                "lone surrogate escape",
             ),
             (
                 r#"{"type":"web_search_tool_result","tool_use_id":"s","content":1e400}"#,

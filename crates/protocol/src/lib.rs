@@ -38,6 +38,7 @@ mod content;
 mod error;
 mod ids;
 mod message;
+mod raw_json;
 mod request;
 mod stream;
 mod tagged;

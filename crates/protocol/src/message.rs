@@ -175,9 +175,35 @@ fn message_type() -> String {
 // typed (a duplicate is an error, a missing required one too), every other field into `extra`
 // in arrival order.
 
+/// A map key, borrowed from the input when it has no escapes: `Cow<str>`'s own
+/// `Deserialize` copies every key into a `String`.
+pub(crate) struct Key<'de>(pub(crate) std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(key.to_owned())))
+            }
+            fn visit_string<E>(self, key: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(key)))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
 /// Reads the value of a known field into `target`; a field given twice is an error, as with
 /// `#[derive(Deserialize)]`.
-fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+pub(crate) fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
     map: &mut A,
     target: &mut Option<T>,
     name: &str,
@@ -204,7 +230,7 @@ impl<'de> Deserialize<'de> for Usage {
                 let (mut input, mut cache_creation, mut cache_read, mut output) =
                     (None, None, None, None);
                 let mut extra = JsonObject::new();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Key(key)) = map.next_key()? {
                     match key.as_ref() {
                         "input_tokens" => next_once(&mut map, &mut input, &key)?,
                         "cache_creation_input_tokens" => {
@@ -247,7 +273,7 @@ impl<'de> Deserialize<'de> for Message {
                 let (mut stop_reason, mut stop_sequence, mut stop_details, mut usage) =
                     (None, None, None, None);
                 let mut extra = JsonObject::new();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Key(key)) = map.next_key()? {
                     match key.as_ref() {
                         "id" => next_once(&mut map, &mut id, &key)?,
                         "type" => next_once(&mut map, &mut kind, &key)?,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::JsonObject;
 use crate::content::ContentBlock;
 use crate::error::ApiErrorBody;
-use crate::message::{Message, StopReason, Usage};
+use crate::message::{Key, Message, StopReason, Usage, next_once};
 use crate::tagged::skip_none;
 
 /// One decoded event of a streaming Messages API response.
@@ -209,7 +209,7 @@ pub struct MessageDelta {
 
 /// The usage of a `message_delta`: every field optional, each present one a cumulative total
 /// (tokens) that overwrites the earlier value.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct DeltaUsage {
     /// Uncached input tokens.
     #[serde(default, skip_serializing_if = "skip_none")]
@@ -226,6 +226,51 @@ pub struct DeltaUsage {
     /// Other fields (`server_tool_use`, `iterations`, ...); non-null ones overwrite.
     #[serde(flatten)]
     pub extra: JsonObject,
+}
+
+// By hand for the reason `Usage` is (see message.rs): `#[serde(flatten)]` buffers the whole
+// object as generic content first. Same rules as that derive: the four counts typed (`null`
+// is `None`, a count given twice is an error), every other field into `extra` in arrival
+// order.
+impl<'de> serde::Deserialize<'de> for DeltaUsage {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = DeltaUsage;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<DeltaUsage, A::Error> {
+                let (mut input, mut cache_creation, mut cache_read, mut output) =
+                    (None, None, None, None);
+                let mut extra = JsonObject::new();
+                while let Some(Key(key)) = map.next_key()? {
+                    match key.as_ref() {
+                        "input_tokens" => next_once(&mut map, &mut input, &key)?,
+                        "cache_creation_input_tokens" => {
+                            next_once(&mut map, &mut cache_creation, &key)?;
+                        }
+                        "cache_read_input_tokens" => next_once(&mut map, &mut cache_read, &key)?,
+                        "output_tokens" => next_once(&mut map, &mut output, &key)?,
+                        _ => {
+                            extra.insert(key.into_owned(), map.next_value()?);
+                        }
+                    }
+                }
+                Ok(DeltaUsage {
+                    input_tokens: input.flatten(),
+                    cache_creation_input_tokens: cache_creation.flatten(),
+                    cache_read_input_tokens: cache_read.flatten(),
+                    output_tokens: output.flatten(),
+                    extra,
+                })
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 impl Usage {
@@ -329,5 +374,79 @@ mod tests {
         assert_eq!(usage.output_tokens, 65);
         assert_eq!(usage.cache_read_input_tokens, Some(5));
         assert_eq!(usage.extra["server_tool_use"]["web_search_requests"], 1);
+    }
+
+    /// The derive `DeltaUsage` had before it was written by hand: the reference.
+    #[derive(Debug, serde::Deserialize)]
+    struct DerivedDeltaUsage {
+        #[serde(default)]
+        input_tokens: Option<u64>,
+        #[serde(default)]
+        cache_creation_input_tokens: Option<u64>,
+        #[serde(default)]
+        cache_read_input_tokens: Option<u64>,
+        #[serde(default)]
+        output_tokens: Option<u64>,
+        #[serde(flatten)]
+        extra: JsonObject,
+    }
+
+    fn field() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let key = prop::sample::select(vec![
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+            "\\u006futput_tokens",
+            "server_tool_use",
+            "service_tier",
+            "iterations",
+        ]);
+        let value = prop::sample::select(vec![
+            "1",
+            "0",
+            "null",
+            "-1",
+            "1.5",
+            "18446744073709551615",
+            "\"7\"",
+            "{\"web_search_requests\":1}",
+            "[1,{\"a\":null}]",
+            "true",
+        ]);
+        (key, value).prop_map(|(key, value)| format!("\"{key}\":{value}"))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// On any usage object, from text and from a `Value`, the hand-written reader gives
+        /// what the derive gave, or fails where it failed.
+        #[test]
+        fn delta_usage_reads_as_the_derive_did(
+            fields in proptest::collection::vec(field(), 0..7),
+        ) {
+            let json = format!("{{{}}}", fields.join(","));
+            let ours = serde_json::from_str::<DeltaUsage>(&json);
+            let derived = serde_json::from_str::<DerivedDeltaUsage>(&json);
+            proptest::prop_assert_eq!(ours.is_ok(), derived.is_ok(), "{}: {:?} / {:?}", json, ours, derived);
+            if let (Ok(ours), Ok(derived)) = (&ours, &derived) {
+                proptest::prop_assert_eq!(
+                    (ours.input_tokens, ours.cache_creation_input_tokens, ours.cache_read_input_tokens, ours.output_tokens, &ours.extra),
+                    (derived.input_tokens, derived.cache_creation_input_tokens, derived.cache_read_input_tokens, derived.output_tokens, &derived.extra),
+                    "{}", json
+                );
+            }
+            if let Ok(value) = serde_json::from_str::<Value>(&json) {
+                let ours = serde_json::from_value::<DeltaUsage>(value.clone());
+                let derived = serde_json::from_value::<DerivedDeltaUsage>(value);
+                proptest::prop_assert_eq!(ours.is_ok(), derived.is_ok(), "{} as a Value", json);
+                if let (Ok(ours), Ok(derived)) = (ours, derived) {
+                    proptest::prop_assert_eq!(ours.output_tokens, derived.output_tokens);
+                    proptest::prop_assert_eq!(ours.extra, derived.extra);
+                }
+            }
+        }
     }
 }
