@@ -300,15 +300,19 @@ impl MessageAccumulator {
                     });
                 }
                 let mut message = (**message).clone();
-                let slots = std::mem::take(&mut message.content)
-                    .into_iter()
-                    .map(|block| Slot {
-                        block,
-                        input_json: None,
-                        open: false,
-                        status: BlockStatus::Complete,
-                    })
-                    .collect();
+                // Room for the blocks of a usual response without growing (a slot is a few
+                // hundred bytes: each doubling moves them all).
+                let mut slots = Vec::with_capacity(message.content.len().max(8));
+                slots.extend(
+                    std::mem::take(&mut message.content)
+                        .into_iter()
+                        .map(|block| Slot {
+                            block,
+                            input_json: None,
+                            open: false,
+                            status: BlockStatus::Complete,
+                        }),
+                );
                 self.state = State::Open { message, slots };
                 self.messages += 1;
                 self.stop_reason_seen = false;
@@ -609,6 +613,7 @@ fn apply_message_delta(message: &mut Message, delta: &MessageDelta) {
 /// Builds the final message; open blocks are closed as truncated.
 fn assemble(mut message: Message, slots: Vec<Slot>, mut warnings: Vec<Warning>) -> FinalMessage {
     let mut block_status = Vec::with_capacity(slots.len());
+    message.content.reserve_exact(slots.len());
     for (index, mut slot) in slots.into_iter().enumerate() {
         if slot.open {
             let raw_input = slot.input_json.take();
