@@ -178,7 +178,7 @@ pub struct TextBlock {
     /// Citation objects (`char_location`, `web_search_result_location`, ...), as the API sent
     /// them; `None` when the block has none.
     #[serde(default, skip_serializing_if = "skip_none")]
-    pub citations: Option<Vec<Value>>,
+    pub citations: Option<Vec<Citation>>,
     /// Prompt-caching breakpoint on this block.
     #[serde(default, skip_serializing_if = "skip_none")]
     pub cache_control: Option<CacheControl>,
@@ -194,6 +194,91 @@ impl TextBlock {
             text: text.into(),
             ..Self::default()
         }
+    }
+}
+
+/// One citation of a text block (`char_location`, `web_search_result_location`, ...), kept
+/// as the JSON the API sent.
+///
+/// The client sends citations back with their block and may show them; it never changes them.
+/// So, like [`ServerToolResultBlock`], a citation is its JSON text (one shared buffer): no tree
+/// of maps and strings is built when it arrives, a clone shares the text, and it serializes
+/// back byte for byte. [`Citation::to_value`] parses it on demand.
+///
+/// ```
+/// use protocol::Citation;
+/// use serde_json::value::RawValue;
+///
+/// let raw = RawValue::from_string(r#"{"type":"char_location","cited_text":"x"}"#.to_owned())?;
+/// let citation = Citation::from_raw(raw)?;
+/// assert_eq!(citation.to_value()["cited_text"], "x");
+/// assert_eq!(serde_json::to_string(&citation)?, r#"{"type":"char_location","cited_text":"x"}"#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Citation {
+    raw: Arc<Box<RawValue>>,
+}
+
+impl Citation {
+    /// The citation from its raw JSON, as a streaming parser captures it: checked as
+    /// serde_json would read it into a `Value` (escapes, numbers, nesting), and refused with a
+    /// key given twice (a reader that keeps the last would see another citation than one that
+    /// keeps the first).
+    ///
+    /// # Errors
+    ///
+    /// When `raw` holds a lone surrogate escape, a number out of `f64` range, nesting past
+    /// 127, or an object with a key twice.
+    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        crate::raw_json::check(raw.get())?;
+        Ok(Self { raw: Arc::new(raw) })
+    }
+
+    /// The citation from a parsed JSON value, written out compactly.
+    ///
+    /// # Errors
+    ///
+    /// Only if serde_json cannot write the value (it always can: a `Value`'s keys are
+    /// strings).
+    pub fn from_value(value: &Value) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            raw: Arc::new(serde_json::value::to_raw_value(value)?),
+        })
+    }
+
+    /// The citation as it came.
+    pub fn raw(&self) -> &RawValue {
+        &self.raw
+    }
+
+    /// The citation parsed into a `Value` (`Null` if the text were ever unreadable, which
+    /// [`Citation::from_raw`]'s check rules out).
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(self.raw.get()).unwrap_or_default()
+    }
+}
+
+impl PartialEq for Citation {
+    /// Equal when the texts are, or parse to the same JSON (spacing and escapes do not
+    /// matter).
+    fn eq(&self, other: &Self) -> bool {
+        self.raw.get() == other.raw.get() || self.to_value() == other.to_value()
+    }
+}
+
+impl Serialize for Citation {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.raw.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Citation {
+    /// Reads any JSON value, through any deserializer (a transcript's block may come through
+    /// serde's buffered content, which cannot hand out raw text), and writes it out compactly.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(&value).map_err(D::Error::custom)
     }
 }
 
@@ -574,6 +659,43 @@ mod tests {
         let block = roundtrip(r#"{"type":"hologram","z":{"b":1,"a":2},"list":[1,2]}"#);
         assert_eq!(block.block_type(), "hologram");
         assert!(matches!(block, ContentBlock::Other(_)));
+    }
+
+    #[test]
+    fn citations_are_kept_as_sent_and_read_back_through_any_path() {
+        // Through `ContentBlock`'s generic path (a map first, then serde's buffered content
+        // for the flattened fields), as a transcript is read.
+        let block = roundtrip(
+            r#"{"type":"text","text":"Paris.","citations":[{"type":"web_search_result_location","cited_text":"Paris is","url":"https://e.x","encrypted_index":"Eo8B"}]}"#,
+        );
+        let ContentBlock::Text(text) = block else {
+            panic!("a text block")
+        };
+        let citations = text.citations.unwrap();
+        assert_eq!(citations[0].to_value()["url"], "https://e.x");
+        // Kept byte for byte from the raw text; equal to the same JSON spelled otherwise.
+        let spaced = r#"{ "type" : "char_location", "cited_text" : "A" }"#;
+        let raw = Citation::from_raw(RawValue::from_string(spaced.to_owned()).unwrap()).unwrap();
+        assert_eq!(serde_json::to_string(&raw).unwrap(), spaced);
+        let compact = serde_json::json!({"type": "char_location", "cited_text": "A"});
+        assert_eq!(raw, Citation::from_value(&compact).unwrap());
+        assert_ne!(
+            raw,
+            Citation::from_value(&serde_json::json!({"type": "char_location"})).unwrap()
+        );
+        for (bad, says) in [
+            (
+                r#"{"type":"char_location","type":"page_location"}"#,
+                "key `type` given twice",
+            ),
+            (r#"{"cited_text":"\udead"}"#, "lone surrogate"),
+            (r#"{"start_char_index":1e400}"#, "number out of range"),
+        ] {
+            let error = Citation::from_raw(RawValue::from_string(bad.to_owned()).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 
     #[test]

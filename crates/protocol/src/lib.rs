@@ -45,7 +45,7 @@ mod tagged;
 
 pub use canonical::canonical_json;
 pub use content::{
-    CacheControl, CompactionBlock, ContentBlock, FallbackBlock, ImageBlock, OtherBlock,
+    CacheControl, Citation, CompactionBlock, ContentBlock, FallbackBlock, ImageBlock, OtherBlock,
     RedactedThinkingBlock, ServerToolResultBlock, TextBlock, ThinkingBlock, ToolResultBlock,
     ToolResultContent, ToolUseBlock,
 };

@@ -7,7 +7,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::JsonObject;
-use crate::content::ContentBlock;
+use crate::content::{Citation, ContentBlock};
 use crate::error::ApiErrorBody;
 use crate::message::{Key, Message, StopReason, Usage, next_once};
 use crate::tagged::skip_none;
@@ -161,7 +161,7 @@ pub enum ContentDelta {
     #[serde(rename = "citations_delta")]
     Citations {
         /// The citation object, as sent.
-        citation: Value,
+        citation: Citation,
     },
     /// `compaction_delta`: sets a compaction block's fields.
     #[serde(rename = "compaction_delta")]

@@ -11,9 +11,9 @@
 use std::borrow::Cow;
 
 use protocol::{
-    ApiErrorBody, ContentBlock, ContentDelta, DeltaUsage, JsonObject, Message, MessageDelta,
-    ServerToolResultBlock, StopReason, StreamEvent, TextBlock, ThinkingBlock, ToolUseBlock,
-    ToolUseId,
+    ApiErrorBody, Citation, ContentBlock, ContentDelta, DeltaUsage, JsonObject, Message,
+    MessageDelta, ServerToolResultBlock, StopReason, StreamEvent, TextBlock, ThinkingBlock,
+    ToolUseBlock, ToolUseId,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -359,13 +359,20 @@ impl Decoder {
             },
             "citations_delta" => {
                 let raw = delta.citation.ok_or_else(|| missing("delta.citation"))?;
-                let citation: Value =
-                    serde_json::from_str(raw.get()).map_err(|source| DecodeError::Json {
-                        event_index,
-                        event_type: "content_block_delta".to_owned(),
-                        source,
-                        preview: raw.get().chars().take(120).collect(),
-                    })?;
+                let json_error = |source| DecodeError::Json {
+                    event_index,
+                    event_type: "content_block_delta".to_owned(),
+                    source,
+                    preview: raw.get().chars().take(120).collect(),
+                };
+                // Kept as sent when it passes the check; a key given twice is read as a
+                // `Value` reads it (the last one wins) and written out again.
+                let citation = match Citation::from_raw(raw.to_owned()) {
+                    Ok(citation) => citation,
+                    Err(_) => serde_json::from_str::<Value>(raw.get())
+                        .and_then(|value| Citation::from_value(&value))
+                        .map_err(json_error)?,
+                };
                 ContentDelta::Citations { citation }
             }
             "compaction_delta" => {
@@ -621,7 +628,8 @@ fn fast_other(text: &str) -> Option<StreamEvent> {
     if !shallow(text) {
         return None;
     }
-    let (citation, rest) = parse_prefix::<Value>(rest)?;
+    let (citation, rest) = parse_prefix::<&RawValue>(rest)?;
+    let citation = Citation::from_raw(citation.to_owned()).ok()?;
     let rest = skip_whitespace(rest.as_bytes()).strip_prefix(b"}")?;
     // Only ASCII was skipped: `rest` starts on a character boundary.
     closing_brace(&text[text.len() - rest.len()..])?;
@@ -980,6 +988,37 @@ mod tests {
             json_string(br#""a\"b\u00e9\ud83d\ude00\/" }"#),
             Some(("a\"b\u{e9}\u{1F600}/".to_owned(), &b" }"[..]))
         );
+    }
+
+    #[test]
+    fn a_citation_is_kept_as_sent_unless_a_key_repeats() {
+        let event = r#"{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"type":"char_location","cited_text":"a b"}}}"#;
+        let Some(StreamEvent::ContentBlockDelta {
+            delta: ContentDelta::Citations { citation },
+            ..
+        }) = decode(event).unwrap()
+        else {
+            panic!("a citations delta");
+        };
+        assert_eq!(
+            citation.raw().get(),
+            r#"{"type":"char_location","cited_text":"a b"}"#
+        );
+        // A key given twice: the fast path gives way, and the generic decoder reads it as a
+        // `Value` does (the last wins), so no reader can see another citation than this one.
+        let twice = r#"{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"type":"char_location","type":"page_location"}}}"#;
+        assert_eq!(fast_other(twice), None);
+        let Some(StreamEvent::ContentBlockDelta {
+            delta: ContentDelta::Citations { citation },
+            ..
+        }) = decode(twice).unwrap()
+        else {
+            panic!("a citations delta");
+        };
+        assert_eq!(citation.raw().get(), r#"{"type":"page_location"}"#);
+        // What a `Value` refuses is refused.
+        let lone = r#"{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"cited_text":"\udead"}}}"#;
+        assert!(decode(lone).is_err());
     }
 
     #[test]
