@@ -216,7 +216,7 @@ impl Decoder {
             return Ok(Some(event));
         }
         // Validate UTF-8 once for the whole event; the JSON parser then skips it per string.
-        let Ok(text) = std::str::from_utf8(data) else {
+        let Ok(text) = simdutf8::basic::from_utf8(data) else {
             let source = serde_json::from_slice::<serde::de::IgnoredAny>(data)
                 .err()
                 .unwrap_or_else(|| serde::de::Error::custom("invalid UTF-8"));
@@ -736,9 +736,12 @@ fn fast_server_result(data: &[u8]) -> Option<StreamEvent> {
     if !kind[..memchr::memchr(b'"', kind)?].ends_with(b"_tool_result") {
         return None;
     }
-    let mut values = serde_json::Deserializer::from_slice(block).into_iter::<&RawValue>();
+    // The block is most of the event, often tens of kilobytes: its UTF-8 is checked with
+    // SIMD (simdutf8) rather than by serde_json's raw capture, which then only scans.
+    let block = simdutf8::basic::from_utf8(block).ok()?;
+    let mut values = serde_json::Deserializer::from_str(block).into_iter::<&RawValue>();
     let raw = values.next()?.ok()?;
-    let tail = skip_whitespace(&block[values.byte_offset()..]).strip_prefix(b"}")?;
+    let tail = skip_whitespace(&block.as_bytes()[values.byte_offset()..]).strip_prefix(b"}")?;
     if !skip_whitespace(tail).is_empty() {
         return None;
     }
