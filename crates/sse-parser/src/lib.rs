@@ -56,12 +56,12 @@
 //! |---|---|---|
 //! | [`Framer::next_event`] | no allocation, no copy: the data is a `Bytes` slice of its chunk (one reference count). The frequent event names (the Messages API's, and the Responses API's for the crates that read that API with this framer) are static `Bytes` | a line that spans two chunks is copied into one reused buffer; the lines of a multi-line data field are joined (copied) |
 //! | [`Framer::next_event_ref`] | no allocation, no copy, no reference count: the fields borrow the chunk | as for `next_event`; the framer keeps the event it built and lends it |
-//! | [`Decoder`] | the fixed start of the event is compared byte for byte, not parsed. A text, input JSON, thinking or signature delta: one allocation (the delta's `String`), its UTF-8 checked once. `content_block_stop`, `message_stop`, `ping`: no allocation. `message_delta` and `message_start`: read into their types directly, no JSON tree. A server tool result block: captured as JSON text by serde_json's raw scan (its UTF-8 checked once), checked by one more pass that skips string bodies with memchr, copied once; its clones share that text | serde_json, the event's UTF-8 checked once |
+//! | [`Decoder`] | the fixed start of the event is compared byte for byte, not parsed. A text, input JSON, thinking or signature delta: one allocation (the delta's `String`), its UTF-8 checked once. `content_block_stop`, `message_stop`, `ping`: no allocation. `message_delta` and `message_start`: read into their types directly, no JSON tree. A server tool result block or a citation: captured as JSON text by serde_json's raw scan (its UTF-8 checked once, with SIMD), checked by one more pass that skips string bodies with memchr, copied once; its clones share that text | serde_json, the event's UTF-8 checked once |
 //!
 //! [`MessageAccumulator`], in every case: text, thinking and input JSON are appended into one
 //! buffer per block (growing by doubling, nothing per delta); a tool's input is parsed once, at
 //! its `content_block_stop`; each completed block is cloned once for its
-//! [`Output::BlockComplete`] (a server tool result only shares its text).
+//! [`Output::BlockComplete`] (a server tool result or a citation only shares its text).
 //!
 //! [`MessageStream`] reads the framer through [`Framer::next_event_ref`]: framing, decoding and
 //! accumulating a text delta allocates exactly once (its `String`, which
