@@ -159,6 +159,8 @@ impl<'de> Deserialize<'de> for ContentBlock {
             server_result if server_result.ends_with("_tool_result") => {
                 let tool_use_id = server_tool_use_id::<D::Error>(&ty, map.get("tool_use_id"))?;
                 let raw = serde_json::value::to_raw_value(&map).map_err(D::Error::custom)?;
+                // The nesting limit of a block kept raw, as on the streaming path.
+                crate::raw_json::check(raw.get()).map_err(D::Error::custom)?;
                 Self::ServerToolResult(ServerToolResultBlock {
                     kind: ty,
                     tool_use_id,
@@ -221,16 +223,19 @@ pub struct Citation {
 }
 
 impl Citation {
-    /// The citation from its raw JSON, as a streaming parser captures it: checked as
-    /// serde_json would read it into a `Value` (escapes, numbers, nesting), and refused with a
-    /// key given twice (a reader that keeps the last would see another citation than one that
-    /// keeps the first).
+    /// The citation from its raw JSON, as a streaming parser captures it: an object, checked
+    /// as serde_json would read it into a `Value` (escapes, numbers), nesting at most 100
+    /// deep (so any message holding it reads back), and refused with a key given twice (a
+    /// reader that keeps the last would see another citation than one that keeps the first).
     ///
     /// # Errors
     ///
-    /// When `raw` holds a lone surrogate escape, a number out of `f64` range, nesting past
-    /// 127, or an object with a key twice.
+    /// When `raw` is not an object, or holds a lone surrogate escape, a number out of `f64`
+    /// range, nesting past 100, or an object with a key twice.
     pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        if !raw.get().starts_with('{') {
+            return Err(serde_json::Error::custom("a citation is an object"));
+        }
         crate::raw_json::check(raw.get())?;
         Ok(Self { raw: Arc::new(raw) })
     }
@@ -239,12 +244,14 @@ impl Citation {
     ///
     /// # Errors
     ///
-    /// Only if serde_json cannot write the value (it always can: a `Value`'s keys are
-    /// strings).
+    /// When `value` is not an object or nests deeper than 100.
     pub fn from_value(value: &Value) -> Result<Self, serde_json::Error> {
-        Ok(Self {
-            raw: Arc::new(serde_json::value::to_raw_value(value)?),
-        })
+        if !value.is_object() {
+            return Err(serde_json::Error::custom("a citation is an object"));
+        }
+        let raw = serde_json::value::to_raw_value(value)?;
+        crate::raw_json::check(raw.get())?;
+        Ok(Self { raw: Arc::new(raw) })
     }
 
     /// The citation as it came.
@@ -253,7 +260,7 @@ impl Citation {
     }
 
     /// The citation parsed into a `Value` (`Null` if the text were ever unreadable, which
-    /// [`Citation::from_raw`]'s check rules out).
+    /// the checks of [`Citation::from_raw`] and [`Citation::from_value`] rule out).
     pub fn to_value(&self) -> Value {
         serde_json::from_str(self.raw.get()).unwrap_or_default()
     }
@@ -485,9 +492,9 @@ impl ServerToolResultBlock {
     /// # Errors
     ///
     /// When `raw` is not an object whose string `type` ends in `_tool_result`, its
-    /// `tool_use_id` is not a string, any object in it has a key twice, or it holds what a
-    /// `serde_json::Value` cannot (a lone surrogate escape, a number out of range, nesting
-    /// past 128).
+    /// `tool_use_id` is not a string, any object in it has a key twice, it holds what a
+    /// `serde_json::Value` cannot (a lone surrogate escape, a number out of range), or it
+    /// nests deeper than 100 (so any message holding it reads back).
     pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
         // Everything a parse into a map would refuse is refused here, and a key given twice
         // too: the block is sent back as this text, and a duplicate would let the API read it
@@ -683,7 +690,18 @@ mod tests {
             raw,
             Citation::from_value(&serde_json::json!({"type": "char_location"})).unwrap()
         );
+        assert!(Citation::from_value(&serde_json::json!("text")).is_err());
+        assert!(Citation::from_value(&Value::Null).is_err());
+        let deep = (0..200).fold(serde_json::json!("a"), |inner, _| {
+            serde_json::json!([inner])
+        });
+        let error = Citation::from_value(&serde_json::json!({ "a": deep }))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("nesting deeper than 100"), "{error}");
         for (bad, says) in [
+            ("null", "is an object"),
+            ("[1]", "is an object"),
             (
                 r#"{"type":"char_location","type":"page_location"}"#,
                 "key `type` given twice",
@@ -712,7 +730,8 @@ mod tests {
             "https://a",
             "the fields parse on demand"
         );
-        // Nesting counts as in a `Value` (the limit is 128).
+        // Nesting: at most 100 deep, the block counting one, from the raw text and from a
+        // transcript alike; at the limit, a transcript line holding the block reads back.
         let nested = |depth: usize| {
             format!(
                 r#"{{"type":"x_tool_result","tool_use_id":"s","content":{}1{}}}"#,
@@ -720,12 +739,23 @@ mod tests {
                 "]".repeat(depth)
             )
         };
-        for depth in [126, 127, 300] {
+        for (depth, kept) in [(99, true), (100, false), (126, false), (300, false)] {
             let raw = nested(depth);
-            let as_value = serde_json::from_str::<Value>(&raw).is_ok();
-            let as_block =
-                ServerToolResultBlock::from_raw(RawValue::from_string(raw).unwrap()).is_ok();
-            assert_eq!(as_block, as_value, "depth {depth}");
+            let from_raw =
+                ServerToolResultBlock::from_raw(RawValue::from_string(raw.clone()).unwrap());
+            assert_eq!(from_raw.is_ok(), kept, "depth {depth}");
+            let from_map = serde_json::from_str::<ContentBlock>(&raw);
+            assert_eq!(from_map.is_ok(), kept, "depth {depth} through a map");
+            if let Ok(block) = from_raw {
+                let line = format!(
+                    r#"{{"type":"assistant","message":{{"role":"assistant","content":[{}]}}}}"#,
+                    serde_json::to_string(&ContentBlock::ServerToolResult(block)).unwrap()
+                );
+                assert!(
+                    serde_json::from_str::<Value>(&line).is_ok(),
+                    "depth {depth}"
+                );
+            }
         }
         // A large object: still refused on a repeated key, in linear time.
         let mut wide: String = (0..5_000).map(|n| format!(r#""k{n}":{n},"#)).collect();

@@ -4,10 +4,11 @@
 //! A [`RawValue`](serde_json::value::RawValue) is checked for JSON's grammar when it is made
 //! (serde_json scans it), but not for four rules a parse into a `serde_json::Value` also
 //! applies: every `\u` escape of a surrogate is half of a pair, every number is a finite
-//! `f64` (`1e400` is refused), containers nest fewer than 128 deep, and (our rule, not
-//! serde_json's, which keeps the last) no object gives a key twice. A block kept as raw text
-//! and sent back to the API must meet them all: otherwise the API, or this client reloading
-//! its transcript, reads it differently or not at all.
+//! `f64` (`1e400` is refused), containers nest fewer than 128 deep (counted from the top of
+//! the whole document, so a raw value may use only what its place leaves: [`MAX_DEPTH`]), and
+//! (our rule, not serde_json's, which keeps the last) no object gives a key twice. A block kept
+//! as raw text and sent back to the API must meet them all: otherwise the API, or this client
+//! reloading its transcript, reads it differently or not at all.
 //!
 //! [`check`] applies the four rules without decoding strings or building anything: string
 //! bodies are skipped with `memchr2` (`"` or `\`), which is what makes it cheaper than a
@@ -19,9 +20,16 @@ use std::collections::HashSet;
 
 use serde::de::Error as _;
 
-/// Containers may nest this deep and no deeper: serde_json's recursion limit (`remaining_depth`
-/// starts at 128 and a parse fails when it reaches 0, so at the 128th open container).
-const MAX_DEPTH: usize = 127;
+/// Containers in a raw value may nest this deep and no deeper, the value itself counting one.
+///
+/// serde_json refuses a document at its 128th nested container (`remaining_depth` starts at
+/// 128), counted from the top of the document, and a raw value is always written inside
+/// others: a citation sits five containers deep in a transcript line (entry, message,
+/// content, block, citations) and six in a request body, a server tool result three and four.
+/// 100 leaves room for those and more, so any message holding the value reads back; the API
+/// sends values a few levels deep. (Found by an attack: at 123-127 the value was accepted and
+/// the transcript line holding it could not be read again.)
+pub(crate) const MAX_DEPTH: usize = 100;
 
 /// Past this many keys in one object, duplicates are found with a hash set instead of a scan
 /// of the keys so far (a hostile object of 400,000 keys stays linear).
@@ -34,7 +42,7 @@ const FEW_KEYS: usize = 16;
 /// # Errors
 ///
 /// A `serde_json::Error` naming the rule and the byte offset: a lone surrogate escape, a
-/// number out of `f64` range, nesting past 127, a key given twice (named), or, if `json` is
+/// number out of `f64` range, nesting past [`MAX_DEPTH`], a key given twice (named), or, if `json` is
 /// not JSON after all, the first byte that cannot start a value.
 pub(crate) fn check(json: &str) -> Result<(), serde_json::Error> {
     Checker {
@@ -76,7 +84,7 @@ impl<'a> Checker<'a> {
                 b' ' | b'\t' | b'\n' | b'\r' | b':' => self.at += 1,
                 b'{' | b'[' => {
                     if self.frames.len() == MAX_DEPTH {
-                        return Err(self.error("nesting deeper than 127"));
+                        return Err(self.error("nesting deeper than 100"));
                     }
                     let frame = (byte == b'{').then(|| Keys {
                         start: self.keys.len(),
@@ -363,11 +371,32 @@ mod tests {
         .is_ok()
     }
 
+    /// How deep containers nest in `json` (JSON text), the outermost counting one.
+    fn depth(json: &str) -> usize {
+        let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0, false, false);
+        for byte in json.bytes() {
+            match (in_string, escaped, byte) {
+                (true, true, _) => escaped = false,
+                (true, false, b'\\') => escaped = true,
+                (true, false, b'"') | (false, _, b'"') => in_string = !in_string,
+                (false, _, b'[' | b'{') => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        deepest
+    }
+
+    /// The check must accept exactly what the reference accepts within [`super::MAX_DEPTH`],
+    /// and nothing deeper.
     fn agree(json: &str) -> bool {
         let ours = check(json);
         assert_eq!(
             ours.is_ok(),
-            reference(json),
+            reference(json) && depth(json) <= super::MAX_DEPTH,
             "check and the reference disagree on {:?} ({} bytes; check: {ours:?})",
             json.chars().take(120).collect::<String>(),
             json.len()
@@ -439,17 +468,22 @@ mod tests {
     }
 
     #[test]
-    fn nesting_stops_where_serde_json_stops() {
+    fn nesting_stops_where_a_document_holding_the_value_still_reads() {
         let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-        assert!(agree(&nested(127)));
+        assert!(agree(&nested(100)));
+        assert!(!agree(&nested(101)));
         assert!(!agree(&nested(128)));
         let objects = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
-        assert!(agree(&objects(127)));
-        assert!(!agree(&objects(128)));
+        assert!(agree(&objects(100)));
+        assert!(!agree(&objects(101)));
         assert_eq!(
             check(&nested(200)).unwrap_err().to_string(),
-            "nesting deeper than 127 at byte 127"
+            "nesting deeper than 100 at byte 100"
         );
+        // At the limit, the value still reads back six containers down (a citation in a
+        // request body).
+        let wrapped = format!("{}{}{}", "[".repeat(6), objects(100), "]".repeat(6));
+        assert!(serde_json::from_str::<serde_json::Value>(&wrapped).is_ok());
     }
 
     #[test]

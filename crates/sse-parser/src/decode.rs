@@ -782,8 +782,9 @@ fn closing_brace(tail: &str) -> Option<()> {
 /// Whether `data` has so few `{` and `[` (strings included: the count can only be too high)
 /// that no value in it can reach serde_json's nesting limit of 128, wherever a fast path
 /// starts parsing it. A fast path that parses a nested value from the middle of the event
-/// counts depth from there, the generic decoder from the top; past this, the generic decoder
-/// decides.
+/// counts depth from there, the generic decoder (for the values it parses) from the top; past
+/// this, the generic decoder decides. Values kept raw (citations, server tool results) have
+/// their own limit, the same on both paths (`protocol`'s raw check: 100 from the value).
 fn shallow(data: &str) -> bool {
     memchr::memchr2_iter(b'{', b'[', data.as_bytes())
         .nth(100)
@@ -1022,6 +1023,32 @@ mod tests {
         // What a `Value` refuses is refused.
         let lone = r#"{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"cited_text":"\udead"}}}"#;
         assert!(decode(lone).is_err());
+        // Found by an attack: the fast path kept a `null` citation the generic decoder
+        // refused, and kept citations so deep that a transcript line holding them could not
+        // be read again. Both paths now refuse what is not an object, or nests past 100.
+        let event = |citation: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"citations_delta","citation":{citation}}}}}"#
+            )
+        };
+        let deep = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+        for (citation, kept) in [
+            ("null".to_owned(), false),
+            (r#""text""#.to_owned(), false),
+            ("[1]".to_owned(), false),
+            ("{}".to_owned(), true),
+            (deep(100), true),
+            (deep(101), false),
+            (deep(124), false),
+        ] {
+            let fast = decode(&event(&citation));
+            let generic = decode(&format!(" {}", event(&citation)));
+            assert_eq!(fast.is_ok(), kept, "{citation:.40}");
+            assert_eq!(generic.is_ok(), kept, "{citation:.40} (generic)");
+            if let (Ok(fast), Ok(generic)) = (fast, generic) {
+                assert_eq!(fast, generic);
+            }
+        }
     }
 
     #[test]
@@ -1079,6 +1106,25 @@ mod tests {
             }
             if fast_start(case).is_none() {
                 assert!(generic.is_err(), "{case}");
+            }
+        }
+        // Nesting: at most 100 from the block, on both paths (found by an attack: deeper
+        // blocks were kept, and the transcript line holding them could not be read again).
+        for (depth, kept) in [(99, true), (100, false), (125, false)] {
+            let case = format!(
+                r#"{{"type":"content_block_start","index":0,"content_block":{{"type":"web_search_tool_result","tool_use_id":"s","content":{}1{}}}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            let fast = Decoder::new().decode_data(case.as_bytes());
+            let generic = Decoder::new().decode_data(format!(" {case}").as_bytes());
+            assert_eq!(
+                (fast.is_ok(), generic.is_ok()),
+                (kept, kept),
+                "depth {depth}"
+            );
+            if let (Ok(fast), Ok(generic)) = (fast, generic) {
+                assert_eq!(fast, generic, "depth {depth}");
             }
         }
         let smuggled = Decoder::new()
