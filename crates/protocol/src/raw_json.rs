@@ -49,8 +49,9 @@ pub(crate) fn check(json: &str) -> Result<(), serde_json::Error> {
         text: json,
         bytes: json.as_bytes(),
         at: 0,
-        frames: Vec::new(),
-        keys: Vec::new(),
+        // Room for the usual nesting and keys: one allocation each.
+        frames: Vec::with_capacity(8),
+        keys: Vec::with_capacity(16),
     }
     .run()
 }

@@ -676,6 +676,14 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
     if let Some(tail) = text.strip_prefix(r#"{"type":"text","text":""}"#) {
         return Some((ContentBlock::Text(TextBlock::new("")), tail));
     }
+    // A text block that will carry citations (an answer from web search) opens this way.
+    if let Some(tail) = text.strip_prefix(r#"{"citations":[],"type":"text","text":""}"#) {
+        let block = TextBlock {
+            citations: Some(Vec::new()),
+            ..TextBlock::default()
+        };
+        return Some((ContentBlock::Text(block), tail));
+    }
     if let Some(tail) = text.strip_prefix(r#"{"type":"thinking","thinking":"","signature":""}"#) {
         let block = ThinkingBlock {
             thinking: String::new(),
@@ -1065,6 +1073,7 @@ mod tests {
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[{"type":"web_search_result","url":"u"}]}}"#,
             r#"{"type":"content_block_start","index":3,"content_block":{"type":"bash_code_execution_tool_result","tool_use_id":"s","content":{"type":"bash_code_execution_result","stdout":"a\u0062","return_code":0}} }"#,
             r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":4,"content_block":{"citations":[],"type":"text","text":""}   }"#,
         ];
         for case in cases {
             let fast = fast_start(case).expect(case);
