@@ -177,8 +177,8 @@ impl<'de> Deserialize<'de> for ContentBlock {
 pub struct TextBlock {
     /// The text, UTF-8.
     pub text: String,
-    /// Citation objects (`char_location`, `web_search_result_location`, ...), as the API sent
-    /// them; `None` when the block has none.
+    /// Citation objects (`char_location`, `web_search_result_location`, ...), kept as JSON
+    /// text (see [`Citation`]); `None` when the block has none.
     #[serde(default, skip_serializing_if = "skip_none")]
     pub citations: Option<Vec<Citation>>,
     /// Prompt-caching breakpoint on this block.
@@ -199,13 +199,27 @@ impl TextBlock {
     }
 }
 
-/// One citation of a text block (`char_location`, `web_search_result_location`, ...), kept
-/// as the JSON the API sent.
+/// One citation of a text block: a JSON object whose `type` says its kind
+/// (`char_location`, `page_location`, `content_block_location`, `web_search_result_location`,
+/// `search_result_location`, ...) and whose other fields depend on it (`cited_text`, `url`,
+/// `title`, `encrypted_index`, `document_index`, `start_char_index`, ...: see the Messages
+/// API's citations documentation), kept as JSON text.
 ///
 /// The client sends citations back with their block and may show them; it never changes them.
 /// So, like [`ServerToolResultBlock`], a citation is its JSON text (one shared buffer): no tree
-/// of maps and strings is built when it arrives, a clone shares the text, and it serializes
-/// back byte for byte. [`Citation::to_value`] parses it on demand.
+/// of maps and strings is built when it arrives and a clone shares the text. How the text is
+/// kept depends on how the citation was made:
+///
+/// - [`Citation::from_raw`] (the streaming decoder's path): the bytes as received, sent back
+///   byte for byte; a citation with a key given twice is refused.
+/// - [`Citation::from_value`] and `Deserialize` (a non-streaming response, a transcript read
+///   back, any `serde` format): the value written out compactly; a key given twice in the
+///   input was already resolved by the parse (serde_json keeps the last), so what is kept and
+///   sent back is what this client read. The streaming decoder takes this path too when
+///   `from_raw` refuses a repeated key.
+///
+/// Read it with [`Citation::kind`], [`Citation::to_value`], or a type of your own:
+/// `serde_json::from_str::<T>(citation.raw().get())`.
 ///
 /// ```
 /// use protocol::Citation;
@@ -213,6 +227,7 @@ impl TextBlock {
 ///
 /// let raw = RawValue::from_string(r#"{"type":"char_location","cited_text":"x"}"#.to_owned())?;
 /// let citation = Citation::from_raw(raw)?;
+/// assert_eq!(citation.kind().as_deref(), Some("char_location"));
 /// assert_eq!(citation.to_value()["cited_text"], "x");
 /// assert_eq!(serde_json::to_string(&citation)?, r#"{"type":"char_location","cited_text":"x"}"#);
 /// # Ok::<(), serde_json::Error>(())
@@ -225,8 +240,9 @@ pub struct Citation {
 impl Citation {
     /// The citation from its raw JSON, as a streaming parser captures it: an object, checked
     /// as serde_json would read it into a `Value` (escapes, numbers), nesting at most 100
-    /// deep (so any message holding it reads back), and refused with a key given twice (a
-    /// reader that keeps the last would see another citation than one that keeps the first).
+    /// deep (so a transcript line or request body of this crate holding it reads back), and
+    /// refused with a key given twice (a reader that keeps the last would see another citation
+    /// than one that keeps the first).
     ///
     /// # Errors
     ///
@@ -234,7 +250,9 @@ impl Citation {
     /// range, nesting past 100, or an object with a key twice.
     pub fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
         if !raw.get().starts_with('{') {
-            return Err(serde_json::Error::custom("a citation is an object"));
+            return Err(serde_json::Error::custom(
+                "a citation must be a JSON object",
+            ));
         }
         crate::raw_json::check(raw.get())?;
         Ok(Self { raw: Arc::new(raw) })
@@ -247,16 +265,32 @@ impl Citation {
     /// When `value` is not an object or nests deeper than 100.
     pub fn from_value(value: &Value) -> Result<Self, serde_json::Error> {
         if !value.is_object() {
-            return Err(serde_json::Error::custom("a citation is an object"));
+            return Err(serde_json::Error::custom(
+                "a citation must be a JSON object",
+            ));
         }
         let raw = serde_json::value::to_raw_value(value)?;
         crate::raw_json::check(raw.get())?;
         Ok(Self { raw: Arc::new(raw) })
     }
 
-    /// The citation as it came.
+    /// The citation's JSON text (as received when made by [`Citation::from_raw`]).
     pub fn raw(&self) -> &RawValue {
         &self.raw
+    }
+
+    /// The citation's `type` (`char_location`, `web_search_result_location`, ...), `None` when
+    /// it has none or it is not a string; read from the text on each call.
+    pub fn kind(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Kind {
+            #[serde(rename = "type")]
+            kind: Option<Value>,
+        }
+        match serde_json::from_str::<Kind>(self.raw.get()).ok()?.kind? {
+            Value::String(kind) => Some(kind),
+            _ => None,
+        }
     }
 
     /// The citation parsed into a `Value` (`Null` if the text were ever unreadable, which
@@ -267,8 +301,10 @@ impl Citation {
 }
 
 impl PartialEq for Citation {
-    /// Equal when the texts are, or parse to the same JSON (spacing and escapes do not
-    /// matter).
+    /// Equal when the texts are, or parse to equal `Value`s: spacing, escapes and the order
+    /// of keys do not matter (`{"a":1,"b":2}` equals `{"b":2,"a":1}`), the spelling of a
+    /// number does (`1` is not `1.0`). Texts that differ are both parsed, so this costs a
+    /// parse of each.
     fn eq(&self, other: &Self) -> bool {
         self.raw.get() == other.raw.get() || self.to_value() == other.to_value()
     }
@@ -280,9 +316,12 @@ impl Serialize for Citation {
     }
 }
 
+impl Eq for Citation {}
+
 impl<'de> Deserialize<'de> for Citation {
-    /// Reads any JSON value, through any deserializer (a transcript's block may come through
-    /// serde's buffered content, which cannot hand out raw text), and writes it out compactly.
+    /// Reads a JSON object through any deserializer (a transcript's block may come through
+    /// serde's buffered content, which cannot hand out raw text) and writes it out compactly,
+    /// as [`Citation::from_value`] does.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(deserializer)?;
         Self::from_value(&value).map_err(D::Error::custom)
@@ -700,8 +739,8 @@ mod tests {
             .to_string();
         assert!(error.contains("nesting deeper than 100"), "{error}");
         for (bad, says) in [
-            ("null", "is an object"),
-            ("[1]", "is an object"),
+            ("null", "must be a JSON object"),
+            ("[1]", "must be a JSON object"),
             (
                 r#"{"type":"char_location","type":"page_location"}"#,
                 "key `type` given twice",

@@ -2,15 +2,16 @@
 //! over text already known to be JSON.
 //!
 //! A [`RawValue`](serde_json::value::RawValue) is checked for JSON's grammar when it is made
-//! (serde_json scans it), but not for four rules a parse into a `serde_json::Value` also
+//! (serde_json scans it), but not for three rules a parse into a `serde_json::Value` also
 //! applies: every `\u` escape of a surrogate is half of a pair, every number is a finite
-//! `f64` (`1e400` is refused), containers nest fewer than 128 deep (counted from the top of
-//! the whole document, so a raw value may use only what its place leaves: [`MAX_DEPTH`]), and
-//! (our rule, not serde_json's, which keeps the last) no object gives a key twice. A block kept
-//! as raw text and sent back to the API must meet them all: otherwise the API, or this client
-//! reloading its transcript, reads it differently or not at all.
+//! `f64` (`1e400` is refused), and containers nest fewer than 128 deep (counted from the top
+//! of the whole document, so a raw value may use only what its place leaves: [`MAX_DEPTH`]).
+//! To those this crate adds one of its own (serde_json keeps the last): no object gives a key
+//! twice, keys compared after decoding their escapes. A block kept as raw text and sent back
+//! to the API must meet all four: otherwise the API, or this client reloading its transcript,
+//! reads it differently or not at all.
 //!
-//! [`check`] applies the four rules without decoding strings or building anything: string
+//! [`check`] applies them without decoding strings or building anything: string
 //! bodies are skipped with `memchr2` (`"` or `\`), which is what makes it cheaper than a
 //! second serde pass (the visitor it replaced decoded every string). The visitor is kept in
 //! the tests as the reference this check is compared with.
@@ -24,11 +25,14 @@ use serde::de::Error as _;
 ///
 /// serde_json refuses a document at its 128th nested container (`remaining_depth` starts at
 /// 128), counted from the top of the document, and a raw value is always written inside
-/// others: a citation sits five containers deep in a transcript line (entry, message,
-/// content, block, citations) and six in a request body, a server tool result three and four.
-/// 100 leaves room for those and more, so any message holding the value reads back; the API
-/// sends values a few levels deep. (Found by an attack: at 123-127 the value was accepted and
-/// the transcript line holding it could not be read again.)
+/// others. In this workspace a citation is inside 5 containers in a transcript line (entry,
+/// message, content, block, citations) and 6 in a request body (body, messages, message,
+/// content, block, citations); a server tool result inside 3 and 4; each level of a
+/// tool_result's block content adds 2, and the transcript's rewritten-results entry wraps
+/// content in 4. So a line or body holding a value at this limit nests at most about 108 of
+/// the 127 serde_json reads, leaving room for wrappers not foreseen; the API sends values a
+/// few levels deep. (Found by an attack: citations nested 123-127 deep, server tool results
+/// 125-127, were accepted and the transcript line holding them could not be read again.)
 pub(crate) const MAX_DEPTH: usize = 100;
 
 /// Past this many keys in one object, duplicates are found with a hash set instead of a scan
@@ -85,7 +89,7 @@ impl<'a> Checker<'a> {
                 b' ' | b'\t' | b'\n' | b'\r' | b':' => self.at += 1,
                 b'{' | b'[' => {
                     if self.frames.len() == MAX_DEPTH {
-                        return Err(self.error("nesting deeper than 100"));
+                        return Err(self.error(&format!("nesting deeper than {MAX_DEPTH}")));
                     }
                     let frame = (byte == b'{').then(|| Keys {
                         start: self.keys.len(),

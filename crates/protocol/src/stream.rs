@@ -160,7 +160,8 @@ pub enum ContentDelta {
     /// `citations_delta`: one citation appended to a text block's `citations`.
     #[serde(rename = "citations_delta")]
     Citations {
-        /// The citation object, as sent.
+        /// The citation object (kept as received when the decoder could check it raw; see
+        /// [`Citation`]).
         citation: Citation,
     },
     /// `compaction_delta`: sets a compaction block's fields.

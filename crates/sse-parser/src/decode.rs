@@ -731,8 +731,8 @@ fn opening_block(text: &str) -> Option<(ContentBlock, &str)> {
 
 /// A `content_block_start` whose block is a server tool result (often tens of kilobytes of
 /// search results), read on the bytes: the prefix and the closing brace are compared as
-/// ASCII, and the block's UTF-8 is checked once, by serde_json's raw capture from bytes,
-/// instead of once for the event and again by the capture; the block is kept as its raw JSON
+/// ASCII, and the block's UTF-8 is checked once, with simdutf8, before serde_json's raw
+/// capture reads it from `&str` (which then checks nothing again); the block is kept as its raw JSON
 /// (checked, copied once, no tree built; see [`protocol::ServerToolResultBlock`]). The same
 /// event as [`fast_start`] and the generic decoder give (checked in the tests); anything else
 /// returns `None`.
