@@ -207,8 +207,10 @@ impl<'a> Checker<'a> {
             }
         };
         if repeated {
+            // Escaped for display: the key comes from the server and ends up in a message.
             return Err(serde_json::Error::custom(format_args!(
-                "key `{key}` given twice in one object at byte {start}"
+                "key `{}` given twice in one object at byte {start}",
+                key.escape_debug()
             )));
         }
         Ok(())
