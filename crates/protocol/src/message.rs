@@ -177,7 +177,7 @@ fn message_type() -> String {
 
 /// A map key, borrowed from the input when it has no escapes: `Cow<str>`'s own
 /// `Deserialize` copies every key into a `String`.
-pub(crate) struct Key<'de>(pub(crate) std::borrow::Cow<'de, str>);
+struct Key<'de>(std::borrow::Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -203,7 +203,7 @@ impl<'de> Deserialize<'de> for Key<'de> {
 
 /// Reads the value of a known field into `target`; a field given twice is an error, as with
 /// `#[derive(Deserialize)]`.
-pub(crate) fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
     map: &mut A,
     target: &mut Option<T>,
     name: &str,
@@ -215,6 +215,44 @@ pub(crate) fn next_once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
     Ok(())
 }
 
+/// A usage object as read by [`read_usage`]: each of the four counts `None` when absent,
+/// every other field in arrival order.
+pub(crate) struct UsageFields<T> {
+    pub(crate) input: Option<T>,
+    pub(crate) cache_creation: Option<Option<u64>>,
+    pub(crate) cache_read: Option<Option<u64>>,
+    pub(crate) output: Option<T>,
+    pub(crate) extra: JsonObject,
+}
+
+/// Reads a usage object's fields, for [`Usage`] and `DeltaUsage` alike: `T` is how the input
+/// and output counts are read (`u64`, which refuses `null`, or `Option<u64>`); a count given
+/// twice is an error.
+pub(crate) fn read_usage<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+    mut map: A,
+) -> Result<UsageFields<T>, A::Error> {
+    let (mut input, mut cache_creation, mut cache_read, mut output) = (None, None, None, None);
+    let mut extra = JsonObject::new();
+    while let Some(Key(key)) = map.next_key()? {
+        match key.as_ref() {
+            "input_tokens" => next_once(&mut map, &mut input, &key)?,
+            "cache_creation_input_tokens" => next_once(&mut map, &mut cache_creation, &key)?,
+            "cache_read_input_tokens" => next_once(&mut map, &mut cache_read, &key)?,
+            "output_tokens" => next_once(&mut map, &mut output, &key)?,
+            _ => {
+                extra.insert(key.into_owned(), map.next_value()?);
+            }
+        }
+    }
+    Ok(UsageFields {
+        input,
+        cache_creation,
+        cache_read,
+        output,
+        extra,
+    })
+}
+
 impl<'de> Deserialize<'de> for Usage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
@@ -223,32 +261,14 @@ impl<'de> Deserialize<'de> for Usage {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a usage object")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Usage, A::Error> {
-                let (mut input, mut cache_creation, mut cache_read, mut output) =
-                    (None, None, None, None);
-                let mut extra = JsonObject::new();
-                while let Some(Key(key)) = map.next_key()? {
-                    match key.as_ref() {
-                        "input_tokens" => next_once(&mut map, &mut input, &key)?,
-                        "cache_creation_input_tokens" => {
-                            next_once(&mut map, &mut cache_creation, &key)?;
-                        }
-                        "cache_read_input_tokens" => next_once(&mut map, &mut cache_read, &key)?,
-                        "output_tokens" => next_once(&mut map, &mut output, &key)?,
-                        _ => {
-                            extra.insert(key.into_owned(), map.next_value()?);
-                        }
-                    }
-                }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Usage, A::Error> {
+                let fields = read_usage::<A, u64>(map)?;
                 Ok(Usage {
-                    input_tokens: input.unwrap_or_default(),
-                    cache_creation_input_tokens: cache_creation.flatten(),
-                    cache_read_input_tokens: cache_read.flatten(),
-                    output_tokens: output.unwrap_or_default(),
-                    extra,
+                    input_tokens: fields.input.unwrap_or_default(),
+                    cache_creation_input_tokens: fields.cache_creation.flatten(),
+                    cache_read_input_tokens: fields.cache_read.flatten(),
+                    output_tokens: fields.output.unwrap_or_default(),
+                    extra: fields.extra,
                 })
             }
         }

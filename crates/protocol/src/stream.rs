@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::JsonObject;
 use crate::content::{Citation, ContentBlock};
 use crate::error::ApiErrorBody;
-use crate::message::{Key, Message, StopReason, Usage, next_once};
+use crate::message::{Message, StopReason, Usage, read_usage};
 use crate::tagged::skip_none;
 
 /// One decoded event of a streaming Messages API response.
@@ -243,30 +243,15 @@ impl<'de> serde::Deserialize<'de> for DeltaUsage {
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
-                mut map: A,
+                map: A,
             ) -> Result<DeltaUsage, A::Error> {
-                let (mut input, mut cache_creation, mut cache_read, mut output) =
-                    (None, None, None, None);
-                let mut extra = JsonObject::new();
-                while let Some(Key(key)) = map.next_key()? {
-                    match key.as_ref() {
-                        "input_tokens" => next_once(&mut map, &mut input, &key)?,
-                        "cache_creation_input_tokens" => {
-                            next_once(&mut map, &mut cache_creation, &key)?;
-                        }
-                        "cache_read_input_tokens" => next_once(&mut map, &mut cache_read, &key)?,
-                        "output_tokens" => next_once(&mut map, &mut output, &key)?,
-                        _ => {
-                            extra.insert(key.into_owned(), map.next_value()?);
-                        }
-                    }
-                }
+                let fields = read_usage::<A, Option<u64>>(map)?;
                 Ok(DeltaUsage {
-                    input_tokens: input.flatten(),
-                    cache_creation_input_tokens: cache_creation.flatten(),
-                    cache_read_input_tokens: cache_read.flatten(),
-                    output_tokens: output.flatten(),
-                    extra,
+                    input_tokens: fields.input.flatten(),
+                    cache_creation_input_tokens: fields.cache_creation.flatten(),
+                    cache_read_input_tokens: fields.cache_read.flatten(),
+                    output_tokens: fields.output.flatten(),
+                    extra: fields.extra,
                 })
             }
         }
