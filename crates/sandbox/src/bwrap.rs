@@ -108,13 +108,20 @@ pub(crate) fn args(
                     return Err(Error::ProtectedLink(path.clone()));
                 }
                 args.three("--ro-bind", path, path);
-            } else {
-                let target = placeholders.reserve(path)?;
+            } else if let Some(target) = placeholders.reserve(path, &policy.roots)? {
                 args.three("--ro-bind", &target, &target);
             }
         }
     }
     for path in &policy.hidden {
+        let visible = policy
+            .roots
+            .iter()
+            .chain(&policy.readable)
+            .any(|shown| path.starts_with(shown));
+        if !visible {
+            continue; // nothing shows it: a mount would only make its folders appear
+        }
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.is_dir() => {
                 args.two("--tmpfs", path);

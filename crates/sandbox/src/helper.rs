@@ -20,16 +20,16 @@
 //!    and the program cannot undo that;
 //! 4. restricts itself with Landlock (the rules of [`crate::landlock_rules`]; TCP and
 //!    abstract unix sockets too when the network is off and no network namespace was
-//!    made; signals to processes outside the sandbox) and a seccomp filter: no `TIOCSTI` or
-//!    `TIOCLINUX`, no `ptrace`, `process_vm_*` or keyring calls; without network no
-//!    `connect`, no addressed `sendto`, no io_uring (and only unix sockets when there is no
-//!    network namespace); for root, no `chmod`, `utimensat` or extended attributes, which
-//!    Landlock does not cover.
+//!    made; signals to processes outside the sandbox) and the seccomp filter of
+//!    [`crate::seccomp`]: no `TIOCSTI` or `TIOCLINUX`, no `ptrace`, `process_vm_*` or
+//!    keyring calls; without network only IPv4, IPv6 and netlink sockets in the network
+//!    namespace of its own (none without one), unix socket pairs as streams, no io_uring;
+//!    without namespaces, no System V IPC; for root, no `chmod`, `utimensat` or extended
+//!    attributes, which Landlock does not cover.
 //!
 //! Exit status: the program's, or 125 when the helper itself failed (with a message on
 //! stderr starting `agent-sandbox:`).
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -43,13 +43,10 @@ use landlock::{
 };
 use nix::sched::CloneFlags;
 use nix::sys::signal::Signal;
-use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
-};
 
 use crate::Policy;
 use crate::landlock_rules::{self, Access as Grant};
+use crate::seccomp::{self, Rules, Sockets};
 
 /// The first argument that makes a program run [`helper_main`].
 pub const HELPER_ARG: &str = "__agent-sandbox";
@@ -221,7 +218,7 @@ fn init(
     // Not traceable by the command (same user): it could otherwise clear our death signal.
     nix::sys::prctl::set_dumpable(false)
         .map_err(|error| format!("could not protect the sandbox's init: {error}"))?;
-    restrict(policy, net_isolated, was_root)?;
+    restrict(policy, true, net_isolated, was_root)?;
     let child = Command::new(program)
         .args(args)
         .current_dir(cwd)
@@ -304,10 +301,30 @@ fn isolate(policy: &Policy) -> Result<(bool, bool), String> {
 const ROOT_INSIDE: u32 = 65534;
 
 /// Landlock and seccomp for this process and everything it starts.
-fn restrict(policy: &Policy, net_isolated: bool, was_root: bool) -> Result<(), String> {
+///
+/// `namespaced`: the namespaces of [`isolate`] were made (so System V IPC is the sandbox's
+/// own); `net_isolated`: a network namespace of its own among them.
+fn restrict(
+    policy: &Policy,
+    namespaced: bool,
+    net_isolated: bool,
+    was_root: bool,
+) -> Result<(), String> {
     let network_blocked_here = !policy.network && !net_isolated;
     restrict_filesystem(policy, network_blocked_here)?;
-    install_seccomp(network_blocked_here, !policy.network, was_root)
+    let sockets = if policy.network {
+        Sockets::Any
+    } else if net_isolated {
+        Sockets::OwnNamespace
+    } else {
+        Sockets::PairsOnly
+    };
+    seccomp::apply(Rules {
+        sockets,
+        foreign_processes: true,
+        root_metadata: was_root,
+        sysv_ipc: !namespaced,
+    })
 }
 
 fn exec_restricted(
@@ -318,7 +335,7 @@ fn exec_restricted(
     program: &OsString,
     args: &[OsString],
 ) -> Result<Infallible, String> {
-    restrict(policy, net_isolated, was_root)?;
+    restrict(policy, false, net_isolated, was_root)?;
     std::env::set_current_dir(cwd)
         .map_err(|error| format!("could not enter {}: {error}", cwd.display()))?;
     let to_c = |text: &OsString| {
@@ -403,114 +420,6 @@ fn open_path(path: &Path, follow: bool) -> Option<(std::os::fd::OwnedFd, bool)> 
     }
     Some((fd, kind == SFlag::S_IFDIR))
 }
-
-fn install_seccomp(block_network: bool, no_network: bool, was_root: bool) -> Result<(), String> {
-    let fail = |error: seccompiler::BackendError| format!("seccomp: {error}");
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    let ioctl_request = |request: u64| -> Result<SeccompRule, String> {
-        SeccompRule::new(vec![
-            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
-                .map_err(fail)?,
-        ])
-        .map_err(fail)
-    };
-    #[allow(clippy::unnecessary_cast)] // the type of these constants differs between targets
-    let ioctls = vec![
-        ioctl_request(libc::TIOCSTI as u64)?,
-        ioctl_request(libc::TIOCLINUX as u64)?,
-    ];
-    rules.insert(libc::SYS_ioctl, ioctls);
-    if block_network {
-        let not_unix = SeccompRule::new(vec![
-            SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )
-            .map_err(fail)?,
-        ])
-        .map_err(fail)?;
-        rules.insert(libc::SYS_socket, vec![not_unix]);
-        // io_uring can connect sockets without the socket system calls.
-        rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    }
-    // Reading or writing another process's memory, and the kernel keyrings of the session.
-    for call in [
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-    ] {
-        rules.insert(call, Vec::new());
-    }
-    if was_root {
-        // Landlock does not cover a file's mode, times or extended attributes, and root owns
-        // the whole system: no `chmod 4755 /usr/bin/x`. (Commands that set modes or times
-        // fail under this back end as root; bubblewrap has no such limit.)
-        for call in METADATA_CALLS {
-            rules.insert(call, Vec::new());
-        }
-    }
-    if no_network {
-        // A network namespace does not cover unix sockets with a path (docker.sock, D-Bus,
-        // an ssh agent), and Landlock does not either: no connecting, and no datagram sent
-        // to an address.
-        rules.insert(libc::SYS_connect, Vec::new());
-        let addressed = SeccompRule::new(vec![
-            SeccompCondition::new(4, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0).map_err(fail)?,
-        ])
-        .map_err(fail)?;
-        rules.insert(libc::SYS_sendto, vec![addressed]);
-        rules.insert(libc::SYS_io_uring_setup, Vec::new());
-    }
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(fail)?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(fail)?;
-    let program: seccompiler::BpfProgram = filter
-        .try_into()
-        .map_err(|error: seccompiler::BackendError| format!("seccomp: {error}"))?;
-    seccompiler::apply_filter(&program).map_err(|error| format!("seccomp: {error}"))
-}
-
-/// System calls that change a file's mode, times or extended attributes.
-#[cfg(target_arch = "x86_64")]
-const METADATA_CALLS: [i64; 14] = [
-    libc::SYS_chmod,
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    libc::SYS_fchmodat2,
-    libc::SYS_utime,
-    libc::SYS_utimes,
-    libc::SYS_futimesat,
-    libc::SYS_utimensat,
-    libc::SYS_setxattr,
-    libc::SYS_lsetxattr,
-    libc::SYS_fsetxattr,
-    libc::SYS_removexattr,
-    libc::SYS_lremovexattr,
-    libc::SYS_fremovexattr,
-];
-#[cfg(not(target_arch = "x86_64"))]
-const METADATA_CALLS: [i64; 10] = [
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    libc::SYS_fchmodat2,
-    libc::SYS_utimensat,
-    libc::SYS_setxattr,
-    libc::SYS_lsetxattr,
-    libc::SYS_fsetxattr,
-    libc::SYS_removexattr,
-    libc::SYS_lremovexattr,
-    libc::SYS_fremovexattr,
-];
 
 /// Exits as `status` did: the same code, or the same signal.
 fn exit_like(status: ExitStatus) -> ! {

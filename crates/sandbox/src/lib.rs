@@ -11,7 +11,8 @@
 //! - **bubblewrap** (`bwrap`, as Claude Code and Codex use on Linux): a new mount namespace
 //!   that shows only the system folders, the toolchain folders, the roots and the temporary
 //!   folder; read-only bind mounts over protected paths; an empty file or a read-only tmpfs
-//!   over hidden paths; `--unshare-net` without network; `--unshare-pid` so nothing started
+//!   over hidden paths; `--unshare-net` and a seccomp filter without network (no unix
+//!   socket with a path, whatever the mounts show); `--unshare-pid` so nothing started
 //!   by the command outlives it; `--new-session` (no `TIOCSTI` into the user's terminal);
 //!   `--die-with-parent`; `--cap-drop ALL` (root keeps no capability to undo the mounts).
 //! - **Landlock and seccomp** in a helper process: the program that embeds this crate
@@ -41,6 +42,7 @@ mod bwrap;
 mod helper;
 mod landlock_rules;
 mod placeholder;
+mod seccomp;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -171,7 +173,94 @@ pub const CREDENTIALS_IN_HOME: &[&str] = &[
     ".local/share/uv/credentials",
     ".config/pip/pip.conf",
     ".pypirc",
+    // Not in a readable folder, but hidden all the same when a root holds them (a
+    // workspace at `$HOME` or above it).
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".ssh",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".config/gh",
+    ".config/hub",
+    ".config/op",
+    ".terraform.d",
 ];
+
+/// Configuration files under `$HOME` that toolchains read (so their folders are readable)
+/// and that may also hold a credential: hidden when their text does
+/// ([`holds_credentials`]): a URL with a user and password or token in it (git's
+/// `url.<base>.insteadOf`, a remote with a token), a key named `token`, `password`,
+/// `extraheader`, `_auth` or `_authToken`, or a token with a well-known prefix.
+pub const CONFIG_WITH_CREDENTIALS: &[&str] = &[
+    ".gitconfig",
+    ".config/git/config",
+    ".cargo/config.toml",
+    ".cargo/config",
+];
+
+/// Whether configuration `text` (git, cargo, npm, ini or TOML syntax) holds a credential,
+/// as [`CONFIG_WITH_CREDENTIALS`] describes. Errs on the side of yes: a false positive
+/// only hides a configuration file from sandboxed commands.
+pub fn holds_credentials(text: &str) -> bool {
+    const KEYS: &[&str] = &["token", "password", "extraheader", "_auth", "_authtoken"];
+    /// Prefixes of GitHub, GitLab, Slack, AWS, OpenAI and Anthropic tokens.
+    const PREFIXES: &[&str] = &[
+        "ghp_",
+        "gho_",
+        "ghu_",
+        "ghs_",
+        "github_pat_",
+        "glpat-",
+        "xoxb-",
+        "xoxp-",
+        "akia",
+        "sk-",
+    ];
+    text.lines().any(|line| {
+        let line = line.trim().to_ascii_lowercase();
+        if line.starts_with('#') || line.starts_with(';') {
+            return false;
+        }
+        let key_named = line.split_once('=').is_some_and(|(key, _)| {
+            let key = key.trim().trim_matches('"');
+            let last = key.rsplit(['.', ':']).next().unwrap_or(key);
+            KEYS.contains(&last)
+        });
+        let userinfo = line.match_indices("://").any(|(at, _)| {
+            let rest = &line[at + 3..];
+            let authority = rest
+                .split(['/', '"', '\'', ' ', '\t', ']'])
+                .next()
+                .unwrap_or_default();
+            authority.contains('@')
+        });
+        let prefixed = PREFIXES.iter().any(|prefix| {
+            line.match_indices(prefix).any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let token_start = before.is_none_or(|c| !c.is_ascii_alphanumeric());
+                let long = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                    .count()
+                    >= 20;
+                token_start && long
+            })
+        });
+        key_named || userinfo || prefixed
+    })
+}
 
 /// The back end [`BACKEND_ENV`] forces: `Some("bwrap" | "landlock" | "none")`, or `None`
 /// when it is unset or empty.
@@ -431,21 +520,37 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
             .filter(exists),
     );
     submodules(root, root, &mut paths, 0);
-    let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
-    for line in config.lines() {
-        if let Some((key, value)) = line.split_once('=')
-            && key.trim().eq_ignore_ascii_case("hookspath")
-            && let Some(hooks) = inside(root, &root.join(value.trim().trim_matches('"')))
-        {
+    for value in git_config_values(&git.join("config"), "hookspath") {
+        if let Some(hooks) = inside(root, &root.join(value)) {
             paths.push(hooks);
         }
     }
-    for dir in linked_git_dirs(root) {
+    // Git obeys what a `.git` file names whether or not anything links back: inside the
+    // root it is protected like `.git` itself (outside, it is not writable anyway).
+    for dir in named_git_dirs(root) {
         if let Some(dir) = inside(root, &dir) {
             paths.push(dir);
         }
     }
     paths
+}
+
+/// What the `.git` file of `root` names (`gitdir:`) and that folder's `commondir`,
+/// resolved, unchecked: for protecting, never for showing (see [`linked_git_dirs`]).
+fn named_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::canonicalize(root.join(named.trim())) else {
+        return Vec::new();
+    };
+    let common = std::fs::read_to_string(dir.join("commondir"))
+        .ok()
+        .and_then(|common| std::fs::canonicalize(dir.join(common.trim())).ok());
+    std::iter::once(dir).chain(common).collect()
 }
 
 /// The `.git` (and `.gitmodules`) of every submodule the `.gitmodules` of `repo` names,
@@ -493,34 +598,118 @@ fn inside(root: &Path, path: &Path) -> Option<PathBuf> {
 /// The git folders a worktree or submodule checkout in `root` uses (`.git` is then a file
 /// saying `gitdir: PATH`, and that folder may name its `commondir`): readable, so git works
 /// in such a checkout.
+///
+/// A `.git` file is the repository's to write (a tarball, a vendored folder, or a command
+/// that could write the workspace may have planted it), so what it names is shown only when
+/// the user's own repository layout explains it ([`explained_git_dir`]): a real git
+/// folder that links back to `root` (a worktree's `gitdir` file, a submodule's
+/// `core.worktree`), never `/`, `$HOME`, a folder holding it, or a folder holding `root`.
+/// The `commondir` of a worktree's folder is shown only when the folder is one of its
+/// `worktrees/`. Empty when nothing is explained.
 pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
-        return Vec::new();
-    };
-    let Some(dir) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let Ok(dir) = std::fs::canonicalize(root.join(dir.trim())) else {
+    let Some(dir) = explained_git_dir(root) else {
         return Vec::new();
     };
     let mut dirs = vec![dir.clone()];
     if let Ok(common) = std::fs::read_to_string(dir.join("commondir"))
         && let Ok(common) = std::fs::canonicalize(dir.join(common.trim()))
+        && dir
+            .parent()
+            .is_some_and(|parent| parent == common.join("worktrees"))
+        && is_git_dir(&common)
+        && shown_safely(&common, root)
     {
         dirs.push(common);
     }
     dirs
 }
 
+/// The git folder the `.git` file of `root` names, resolved, when it is a real git folder
+/// ([`is_git_dir`]) that may be shown ([`shown_safely`]) and that names `root` back: a
+/// worktree's folder holds a `gitdir` file naming `root/.git`; a submodule's folder (under
+/// the superproject's `.git/modules/`) has `core.worktree` naming `root`. `None` when
+/// `.git` is not a regular file or any of that fails.
+pub fn explained_git_dir(root: &Path) -> Option<PathBuf> {
+    let git = root.join(".git");
+    if !std::fs::symlink_metadata(&git).is_ok_and(|meta| meta.is_file()) {
+        return None;
+    }
+    let text = std::fs::read_to_string(&git).ok()?;
+    let named = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?;
+    let dir = std::fs::canonicalize(root.join(named.trim())).ok()?;
+    if !is_git_dir(&dir) || !shown_safely(&dir, root) {
+        return None;
+    }
+    let real_root = std::fs::canonicalize(root).ok()?;
+    let same = |path: &Path| std::fs::canonicalize(path).is_ok_and(|path| path == real_root);
+    // A worktree: `DIR/gitdir` names the checkout's `.git` file.
+    let worktree = std::fs::read_to_string(dir.join("gitdir"))
+        .ok()
+        .map(|back| dir.join(back.trim()))
+        .is_some_and(|back| {
+            back.file_name() == Some(".git".as_ref()) && back.parent().is_some_and(same)
+        });
+    // A submodule: `core.worktree` in `DIR/config` names the checkout.
+    let submodule = || {
+        git_config_values(&dir.join("config"), "worktree")
+            .iter()
+            .any(|value| same(&dir.join(value)))
+    };
+    (worktree || submodule()).then_some(dir)
+}
+
+/// Whether `dir` looks like a git folder: a `HEAD` file, and an `objects` folder or a
+/// `commondir` file.
+fn is_git_dir(dir: &Path) -> bool {
+    let file = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_file());
+    let folder = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir());
+    file("HEAD") && (folder("objects") || file("commondir"))
+}
+
+/// Whether a folder outside the workspace named by the workspace's own files may be made
+/// readable: not the filesystem's root, not `$HOME` nor a folder holding it, not a folder
+/// holding `root` (that would show the workspace's neighbours), and owned by this user
+/// (as git's `safe.directory` check asks: another user's folder in `/tmp` is theirs to
+/// fill).
+fn shown_safely(dir: &Path, root: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let owned =
+        std::fs::metadata(dir).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw());
+    dir.parent().is_some() && !holds_home(dir) && !real_root.starts_with(dir) && owned
+}
+
+/// The values of `key` (any section, case-insensitive) in the git configuration file at
+/// `path`, quotes removed. A small reader: enough for `worktree` and `hooksPath`, whose
+/// values are paths.
+fn git_config_values(path: &Path, key: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .filter(|(name, _)| name.trim().eq_ignore_ascii_case(key))
+        .map(|(_, value)| value.trim().trim_matches('"').to_owned())
+        .collect()
+}
+
 /// The top folder of the git repository `root` lies in, when `root` is below it (a
-/// workspace in a subfolder of a repository): readable, so git works there. Never `$HOME`
-/// or a folder holding it (a repository of dotfiles would show all of `$HOME`).
+/// workspace in a subfolder of a repository): readable, so git works there. Only when that
+/// folder's `.git` is a real git folder (or a `.git` file [`explained_git_dir`] accepts)
+/// owned by this user, and never the filesystem's root, `$HOME` or a folder holding it (a
+/// repository of dotfiles would show all of `$HOME`).
 pub fn enclosing_repository(root: &Path) -> Option<PathBuf> {
     let top = root
         .ancestors()
         .skip(1)
         .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())?;
-    (!holds_home(top)).then(|| top.to_path_buf())
+    let git = top.join(".git");
+    let real_git_dir = std::fs::symlink_metadata(&git).is_ok_and(|meta| meta.is_dir())
+        && is_git_dir(&git)
+        && std::fs::metadata(&git).is_ok_and(|meta| {
+            use std::os::unix::fs::MetadataExt as _;
+            meta.uid() == nix::unistd::geteuid().as_raw()
+        });
+    let explained = real_git_dir || explained_git_dir(top).is_some();
+    (explained && top.parent().is_some() && !holds_home(top)).then(|| top.to_path_buf())
 }
 
 /// The credential files under `$HOME` that exist ([`CREDENTIALS_IN_HOME`]) and, for root,
@@ -530,11 +719,14 @@ pub fn default_hidden() -> Vec<PathBuf> {
     // Under every spelling of `$HOME`: a workspace reached through the resolved path must
     // not see them there.
     for home in home_dirs() {
+        hidden.extend(credentials_in_home(&home));
+    }
+    if let Some(root) = std::env::var_os("CARGO_HOME").map(PathBuf::from) {
         hidden.extend(
-            CREDENTIALS_IN_HOME
+            ["config.toml", "config"]
                 .iter()
-                .map(|file| home.join(file))
-                .filter(|path| std::fs::symlink_metadata(path).is_ok()),
+                .map(|file| root.join(file))
+                .filter(|path| config_holds_credentials(path)),
         );
     }
     // A toolchain root named by a variable is readable through
@@ -565,6 +757,37 @@ pub fn default_hidden() -> Vec<PathBuf> {
         hidden.extend(private_system_files().iter().cloned());
     }
     hidden
+}
+
+/// The credential files and folders that exist in the home folder `home`: those of
+/// [`CREDENTIALS_IN_HOME`], and those of [`CONFIG_WITH_CREDENTIALS`] whose text
+/// [`holds_credentials`]. [`default_hidden`] takes them for every spelling of `$HOME`.
+pub fn credentials_in_home(home: &Path) -> Vec<PathBuf> {
+    let exists = |path: &PathBuf| std::fs::symlink_metadata(path).is_ok();
+    CREDENTIALS_IN_HOME
+        .iter()
+        .map(|file| home.join(file))
+        .filter(exists)
+        .chain(
+            CONFIG_WITH_CREDENTIALS
+                .iter()
+                .map(|file| home.join(file))
+                .filter(|path| config_holds_credentials(path)),
+        )
+        .collect()
+}
+
+/// Whether the file at `path` exists and [`holds_credentials`] (read whole up to 1 MiB; a
+/// larger or unreadable one counts as holding some).
+fn config_holds_credentials(path: &Path) -> bool {
+    const LIMIT: u64 = 1 << 20;
+    match std::fs::metadata(path) {
+        Err(_) => false,
+        Ok(meta) if meta.len() > LIMIT => true,
+        Ok(_) => std::fs::read(path)
+            .map(|bytes| holds_credentials(&String::from_utf8_lossy(&bytes)))
+            .unwrap_or(true),
+    }
 }
 
 /// Files and folders under `/etc` that are not readable by everyone (`/etc/shadow`,
@@ -625,6 +848,9 @@ pub enum Error {
         /// The error.
         source: std::io::Error,
     },
+    /// The seccomp filter could not be built or handed to bubblewrap.
+    #[error("could not prepare the sandbox's seccomp filter: {0}")]
+    Seccomp(String),
     /// The policy could not be passed to the helper.
     #[error("could not encode the sandbox policy: {0}")]
     Encode(#[from] serde_json::Error),
@@ -906,7 +1132,14 @@ impl Sandbox {
                 let mut placeholders = Placeholders::default();
                 let bwrap_args = bwrap::args(policy, cwd, &mut placeholders)?;
                 let mut command = Command::new(bwrap);
-                command.args(bwrap_args).arg("--").arg(program).args(args);
+                command
+                    .args(bwrap_args)
+                    .arg("--seccomp")
+                    .arg(SECCOMP_FD.to_string())
+                    .arg("--")
+                    .arg(program)
+                    .args(args);
+                pass_seccomp_filter(&mut command, policy)?;
                 command.env("TMPDIR", &policy.temp_dir);
                 Ok(Prepared {
                     command,
@@ -933,6 +1166,46 @@ impl Sandbox {
             Backend::Unavailable(reason) => Err(Error::Unavailable(reason.clone())),
         }
     }
+}
+
+/// The descriptor bubblewrap reads the seccomp filter from (`--seccomp FD`).
+const SECCOMP_FD: i32 = 3;
+
+/// Writes the filter of [`seccomp`] for `policy` into a pipe mapped to [`SECCOMP_FD`] in
+/// bubblewrap's process: without network, only IPv4, IPv6 and netlink sockets (in the
+/// sandbox's own network namespace) and unix stream socket pairs, so no unix socket with a
+/// path is reachable through the mounts.
+fn pass_seccomp_filter(command: &mut Command, policy: &Policy) -> Result<(), Error> {
+    use command_fds::{CommandFdExt, FdMapping};
+    use std::io::Write;
+    let sockets = if policy.network {
+        seccomp::Sockets::Any
+    } else {
+        seccomp::Sockets::OwnNamespace
+    };
+    // bubblewrap drops every capability and makes PID, IPC and network namespaces: the
+    // other rules are the helper's, which has no such namespaces for certain.
+    let program = seccomp::program(seccomp::Rules {
+        sockets,
+        foreign_processes: false,
+        root_metadata: false,
+        sysv_ipc: false,
+    })
+    .map_err(Error::Seccomp)?;
+    let bytes = seccomp::to_bytes(&program);
+    let (reader, mut writer) = std::io::pipe().map_err(|e| Error::Seccomp(e.to_string()))?;
+    // A few hundred bytes: far below a pipe's capacity (64 KiB), so this cannot block.
+    writer
+        .write_all(&bytes)
+        .map_err(|e| Error::Seccomp(e.to_string()))?;
+    drop(writer);
+    command
+        .fd_mappings(vec![FdMapping {
+            parent_fd: reader.into(),
+            child_fd: SECCOMP_FD,
+        }])
+        .map_err(|e| Error::Seccomp(e.to_string()))?;
+    Ok(())
 }
 
 fn check_absolute(policy: &Policy) -> Result<(), Error> {

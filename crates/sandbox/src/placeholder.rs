@@ -35,15 +35,34 @@ const ATTEMPTS: usize = 8;
 
 impl Placeholders {
     /// Reserves `path` (absent): creates its first missing ancestor as an empty folder, locks
-    /// it shared and returns it, the path to mount read-only.
-    pub(crate) fn reserve(&mut self, path: &Path) -> Result<PathBuf, Error> {
+    /// it shared and returns it, the path to mount read-only. The ancestor is made where its
+    /// existing parent really is (a committed symbolic link on the way is followed, never
+    /// created through): `None` when that is outside every root in `roots`, where the
+    /// command cannot write anyway and nothing is created.
+    pub(crate) fn reserve(
+        &mut self,
+        path: &Path,
+        roots: &[PathBuf],
+    ) -> Result<Option<PathBuf>, Error> {
         let mut target = path.to_path_buf();
-        while let Some(parent) = target.parent() {
-            if parent.exists() {
+        let mut parent = None;
+        while let Some(up) = target.parent() {
+            if std::fs::symlink_metadata(up).is_ok() {
+                parent = Some(up.to_path_buf());
                 break;
             }
-            target = parent.to_path_buf();
+            target = up.to_path_buf();
         }
+        let (Some(parent), Some(name)) = (parent, target.file_name()) else {
+            return Ok(None);
+        };
+        let Ok(real_parent) = std::fs::canonicalize(&parent) else {
+            return Ok(None);
+        };
+        if !roots.iter().any(|root| real_parent.starts_with(root)) {
+            return Ok(None);
+        }
+        let target = real_parent.join(name);
         let fail = |source: std::io::Error| Error::Placeholder {
             path: path.to_path_buf(),
             source,
@@ -68,7 +87,7 @@ impl Placeholders {
             });
             if same {
                 self.held.push((target.clone(), lock));
-                return Ok(target);
+                return Ok(Some(target));
             }
         }
         Err(fail(std::io::Error::other(
@@ -170,8 +189,8 @@ mod tests {
         std::fs::remove_dir(root.join(".git")).ok();
         // Held by a running command: kept.
         let mut held = Placeholders::default();
-        let reserved = held.reserve(&root.join(".mcp.json")).ok();
-        assert_eq!(reserved, Some(root.join(".mcp.json")));
+        let reserved = held.reserve(&root.join(".mcp.json"), std::slice::from_ref(&root)).ok();
+        assert_eq!(reserved, Some(Some(root.join(".mcp.json"))));
         assert!(sweep(&root).is_empty());
         drop(held);
         assert!(!root.join(".mcp.json").exists());
@@ -184,12 +203,39 @@ mod tests {
         let path = root.join(".claude");
         let mut first = Placeholders::default();
         let mut second = Placeholders::default();
-        assert!(first.reserve(&path).is_ok());
-        assert!(second.reserve(&path).is_ok());
+        let roots = [root.clone()];
+        assert!(first.reserve(&path, &roots).is_ok());
+        assert!(second.reserve(&path, &roots).is_ok());
         drop(first);
         assert!(path.is_dir(), "removed while the second holder used it");
         drop(second);
         assert!(!path.exists());
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn no_placeholder_is_made_through_a_link_to_outside_the_roots() {
+        let base = scratch("through-link");
+        let root = base.join("ws");
+        let outside = base.join("outside");
+        std::fs::create_dir_all(&root).ok();
+        std::fs::create_dir_all(&outside).ok();
+        // A committed link `libs/a -> ../../outside` and a submodule path `libs/a/.git`.
+        std::fs::create_dir_all(root.join("libs")).ok();
+        std::os::unix::fs::symlink(&outside, root.join("libs/a")).ok();
+        let mut held = Placeholders::default();
+        let reserved = held.reserve(&root.join("libs/a/.git"), std::slice::from_ref(&root));
+        assert!(matches!(reserved, Ok(None)), "{reserved:?}");
+        assert!(
+            std::fs::symlink_metadata(outside.join(".git")).is_err(),
+            "created outside the workspace"
+        );
+        // A link that stays inside the root: the placeholder is made where it really is.
+        std::fs::create_dir_all(root.join("vendor/b")).ok();
+        std::os::unix::fs::symlink(root.join("vendor/b"), root.join("libs/b")).ok();
+        let reserved = held.reserve(&root.join("libs/b/.git"), std::slice::from_ref(&root));
+        assert_eq!(reserved.ok(), Some(Some(root.join("vendor/b/.git"))));
+        drop(held);
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

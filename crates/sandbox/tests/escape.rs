@@ -461,44 +461,42 @@ fn no_capabilities_no_host_namespaces_no_other_process_secrets() {
 
 #[test]
 fn a_setsid_daemon_dies_with_the_parent() {
+    // The "agent" is this test binary run again with PARENT_ENV set: it starts the
+    // sandboxed command as the agent does (the prepared command as it is, with the
+    // descriptor bubblewrap reads its seccomp filter from) and is then killed with SIGKILL.
+    if let Ok(spec) = std::env::var(PARENT_ENV) {
+        return be_the_parent(&spec);
+    }
     for backend in backends() {
         let layout = Layout::new("daemon");
-        let policy = layout.policy(Profile::ReadOnly);
         let marker = format!("{}.{}", 4000 + std::process::id() % 1000, fastrand_suffix());
-        let sandbox = Sandbox::new(backend.clone());
-        let prepared = sandbox
-            .command(
-                &policy,
-                "bash".as_ref(),
-                &[
-                    "-c".into(),
-                    format!(
-                        "setsid sleep {marker} </dev/null >/dev/null 2>&1 & \
-                         /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}b </dev/null >/dev/null 2>&1 & \
-                         echo started; exec /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}c"
-                    )
-                    .into(),
-                ],
-                &layout.ws,
+        let mut parent = Command::new(std::env::current_exe().expect("test binary"))
+            .args([
+                "--exact",
+                "a_setsid_daemon_dies_with_the_parent",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                PARENT_ENV,
+                format!(
+                    "{} {marker} {} {}",
+                    backend.name(),
+                    layout.ws.display(),
+                    layout.temp.display()
+                ),
             )
-            .expect("prepared");
-        // The "agent": a shell that starts the sandbox and is then killed with SIGKILL.
-        let program = prepared.command.get_program().to_owned();
-        let args: Vec<_> = prepared.command.get_args().map(ToOwned::to_owned).collect();
-        let mut parent = Command::new("bash")
-            .arg("-c")
-            .arg("\"$@\" & wait")
-            .arg("parent")
-            .arg(&program)
-            .args(&args)
-            .env("TMPDIR", &policy.temp_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
             .expect("parent");
         let mut stdout = parent.stdout.take().expect("stdout");
-        let mut started = [0u8; 8];
-        stdout.read_exact(&mut started).expect("started");
+        let mut seen = Vec::new();
+        let mut byte = [0u8; 1];
+        while !String::from_utf8_lossy(&seen).contains("started") {
+            stdout.read_exact(&mut byte).expect("started");
+            seen.push(byte[0]);
+        }
         let markers = [marker.clone(), format!("{marker}b"), format!("{marker}c")];
         assert!(
             wait_for(
@@ -518,6 +516,41 @@ fn a_setsid_daemon_dies_with_the_parent() {
             "{backend}: a daemon outlived its parent by 2 s"
         );
     }
+}
+
+/// Set in the environment of the "agent" process of [`a_setsid_daemon_dies_with_the_parent`]:
+/// `BACKEND MARKER WORKSPACE TEMP` (paths without spaces: [`Layout`]'s).
+const PARENT_ENV: &str = "SANDBOX_ESCAPE_TEST_PARENT";
+
+/// The "agent": starts the daemons in the sandbox and waits until it is killed.
+fn be_the_parent(spec: &str) {
+    let [name, marker, ws, temp] = spec.split(' ').collect::<Vec<_>>()[..] else {
+        panic!("{PARENT_ENV}={spec:?} is not BACKEND MARKER WORKSPACE TEMP");
+    };
+    let backend = backends()
+        .into_iter()
+        .find(|backend| backend.name() == name)
+        .expect("the back end");
+    let ws = PathBuf::from(ws);
+    let policy = Policy::new(Profile::ReadOnly, vec![ws.clone()], PathBuf::from(temp));
+    let sandbox = Sandbox::new(backend);
+    let mut prepared = sandbox
+        .command(
+            &policy,
+            "bash".as_ref(),
+            &[
+                "-c".into(),
+                format!(
+                    "setsid sleep {marker} </dev/null >/dev/null 2>&1 & \
+                     /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}b </dev/null >/dev/null 2>&1 & \
+                     echo started; exec /usr/bin/python3 -c 'import ctypes,time; ctypes.CDLL(None).prctl(1,0,0,0,0); time.sleep(600)' {marker}c"
+                )
+                .into(),
+            ],
+            &ws,
+        )
+        .expect("prepared");
+    let _ = prepared.command.stdin(Stdio::null()).status();
 }
 
 struct RemoveOnDrop(PathBuf);
@@ -555,4 +588,247 @@ fn process_with(marker: &str) -> bool {
                 .split('\0')
                 .any(|arg| arg == marker)
     })
+}
+
+/// Issue 44, class 1: a `.git` file is the repository's to write, so what it names must not
+/// decide what the sandbox shows. Before the fix, every folder a `.git` file (and its
+/// `commondir`) named was made readable: `/`, `$HOME`, any folder.
+#[test]
+fn a_git_file_cannot_make_outside_folders_readable() {
+    for backend in backends() {
+        let layout = Layout::new("gitfile");
+        std::fs::remove_dir_all(layout.ws.join(".git")).expect("no .git folder");
+        // A folder that looks like a git folder but does not link back to the workspace,
+        // whose `commondir` names the filesystem's root.
+        let fake = layout.outside.join("fake-git");
+        std::fs::create_dir_all(fake.join("objects")).expect("fake objects");
+        std::fs::write(fake.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(fake.join("commondir"), "/\n").expect("commondir");
+        std::fs::write(fake.join("gitdir"), "/somewhere/else/.git\n").expect("gitdir");
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        for named in [
+            "/".to_owned(),
+            home.clone(),
+            layout.outside.display().to_string(),
+            fake.display().to_string(),
+            "..".to_owned(),
+        ] {
+            std::fs::write(layout.ws.join(".git"), format!("gitdir: {named}\n")).expect(".git");
+            let policy = layout.policy(Profile::ReadOnly);
+            for shown in &policy.readable {
+                assert!(
+                    !layout.ws.starts_with(shown) && !layout.outside.starts_with(shown),
+                    "gitdir: {named} made {} readable",
+                    shown.display()
+                );
+            }
+            let script = format!(
+                "cat {outside}/secret.txt; ls -a {home} | grep -c . ; echo finished",
+                outside = layout.outside.display(),
+            );
+            let out = text(&run(&backend, &policy, &script));
+            assert!(out.contains("finished"), "{backend}\n{out}");
+            assert!(
+                !out.contains("top secret"),
+                "{backend}: gitdir: {named} showed the outside folder\n{out}"
+            );
+        }
+    }
+}
+
+/// The layouts git really makes still work: a worktree's folder and its `commondir` are
+/// readable, and `git status` runs in the sandbox.
+#[test]
+fn a_real_worktree_keeps_its_git_folders_readable() {
+    let layout = Layout::new("worktree");
+    let main = layout.outside.join("main");
+    let git = |args: &[&str], cwd: &Path| {
+        let output = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {}", text(&output));
+    };
+    std::fs::create_dir_all(&main).expect("main");
+    git(&["init", "-q"], &main);
+    std::fs::write(main.join("file.txt"), "one\n").expect("file");
+    git(&["add", "file.txt"], &main);
+    git(&["commit", "-qm", "one"], &main);
+    let worktree = layout.base.join("wt");
+    git(
+        &[
+            "worktree",
+            "add",
+            "-q",
+            worktree.to_str().expect("utf-8"),
+            "-b",
+            "wt",
+        ],
+        &main,
+    );
+    let worktree = worktree.canonicalize().expect("worktree");
+    let dirs = sandbox::linked_git_dirs(&worktree);
+    let common = main.join(".git").canonicalize().expect("common");
+    assert_eq!(dirs, vec![common.join("worktrees/wt"), common.clone()]);
+    for backend in backends() {
+        let policy = Policy::new(
+            Profile::ReadOnly,
+            vec![worktree.clone()],
+            layout.temp.clone(),
+        );
+        let sandbox = Sandbox::new(backend.clone());
+        let mut prepared = sandbox
+            .command(
+                &policy,
+                "git".as_ref(),
+                &["status".into(), "--porcelain=v1".into(), "--branch".into()],
+                &worktree,
+            )
+            .expect("prepared");
+        let output = prepared
+            .command
+            .stdin(Stdio::null())
+            .output()
+            .expect("runs");
+        let out = text(&output);
+        assert!(output.status.success(), "{backend}\n{out}");
+        assert!(out.contains("## wt"), "{backend}\n{out}");
+    }
+}
+
+/// Issue 44, class 2: without network no unix socket with a path is reachable, wherever it
+/// is (the workspace, a readable folder), under both back ends; what stays inside the
+/// sandbox keeps working (loopback TCP in its own network namespace, stream socket pairs).
+/// Before the fix, bubblewrap let a read-only command connect to a socket in the workspace.
+#[test]
+fn unix_sockets_with_a_path_are_unreachable_without_network() {
+    for backend in backends() {
+        let layout = Layout::new("unixpath");
+        let in_ws = layout.ws.join("app.sock");
+        let in_readable = layout.outside.join("daemon.sock");
+        let listeners: Vec<_> = [&in_ws, &in_readable]
+            .iter()
+            .map(|path| {
+                let listener = std::os::unix::net::UnixListener::bind(path).expect("listener");
+                listener.set_nonblocking(true).expect("nonblocking");
+                listener
+            })
+            .collect();
+        for network in [false, true] {
+            let mut policy = layout.policy(Profile::WorkspaceWrite);
+            policy.readable.push(layout.outside.clone());
+            policy.network = network;
+            let script = format!(
+                r#"/usr/bin/python3 - <<'PY'
+import socket
+for path in ["{ws}", "{readable}"]:
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+        print("connected", path)
+    except OSError as e:
+        print("refused", path, e.errno)
+try:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.sendto(b"x", "{ws}")
+    print("datagram-sent")
+except OSError as e:
+    print("datagram-refused", e.errno)
+a, b = socket.socketpair()
+a.sendall(b"pair-ok")
+print(b.recv(16).decode())
+try:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    conn, _ = server.accept()
+    client.sendall(b"loopback-ok")
+    print(conn.recv(16).decode())
+except OSError as e:
+    print("no-loopback", e.errno)
+PY
+echo finished"#,
+                ws = in_ws.display(),
+                readable = in_readable.display(),
+            );
+            let out = text(&run(&backend, &policy, &script));
+            assert!(out.contains("finished"), "{backend}\n{out}");
+            let accepted = listeners.iter().filter(|l| l.accept().is_ok()).count();
+            if network {
+                // The check can fail: with the network on, both are reachable.
+                assert_eq!(accepted, 2, "{backend}\n{out}");
+                assert!(out.contains("connected"), "{backend}\n{out}");
+            } else {
+                assert_eq!(accepted, 0, "{backend}: a unix socket was reached\n{out}");
+                assert!(!out.contains("connected /"), "{backend}\n{out}");
+                assert!(!out.contains("datagram-sent"), "{backend}\n{out}");
+                assert!(out.contains("pair-ok"), "{backend}\n{out}");
+                // bubblewrap brings the namespace's loopback up; the Landlock helper's
+                // namespace has it down (no network at all, as before).
+                if matches!(backend, Backend::Bubblewrap(_)) {
+                    assert!(out.contains("loopback-ok"), "{backend}\n{out}");
+                }
+            }
+        }
+    }
+}
+
+/// Issue 44, class 3: credentials inside configuration that toolchains read (so its folder
+/// is readable) are not shown; the same configuration without a credential still is.
+#[test]
+fn credentials_inside_readable_configuration_are_hidden() {
+    for backend in backends() {
+        let layout = Layout::new("creds");
+        let home = layout.outside.join("home");
+        std::fs::create_dir_all(home.join(".cargo")).expect("cargo");
+        std::fs::create_dir_all(home.join(".config/git")).expect("git config");
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = Ada\n[url \"https://x-access-token:ghs_secret1234567890@github.com/\"]\n\tinsteadOf = https://github.com/\n",
+        )
+        .expect("gitconfig");
+        std::fs::write(
+            home.join(".cargo/config.toml"),
+            "[registries.corp]\nindex = \"sparse+https://corp/\"\ntoken = \"cargo-secret\"\n",
+        )
+        .expect("cargo config");
+        std::fs::write(
+            home.join(".config/git/config"),
+            "[user]\n\temail = ada@example.com\n",
+        )
+        .expect("clean git config");
+        std::fs::write(home.join(".npmrc"), "//registry/:_authToken=npm-secret\n").expect("npmrc");
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.extend([
+            home.join(".gitconfig"),
+            home.join(".cargo"),
+            home.join(".config/git"),
+        ]);
+        // The workspace holding the home folder: `.npmrc` is hidden there too.
+        policy.readable.push(home.clone());
+        policy.hidden.extend(sandbox::credentials_in_home(&home));
+        let script = format!(
+            "cat {home}/.gitconfig {home}/.cargo/config.toml {home}/.npmrc {home}/.config/git/config; echo finished",
+            home = home.display()
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        for secret in ["ghs_secret", "cargo-secret", "npm-secret"] {
+            assert!(!out.contains(secret), "{backend}: read {secret}\n{out}");
+        }
+        assert!(
+            out.contains("ada@example.com"),
+            "{backend}: clean config hidden\n{out}"
+        );
+    }
 }
