@@ -225,8 +225,11 @@ pub fn build(
         prompter: recipe.prompter.clone(),
         env: recipe.env.clone(),
         protected: crate::hooks::protected_dirs(&workspace.cwd),
+        // `.git` too: a `.git` file or folder planted in a subfolder would be the repository
+        // (its configuration, hooks, `gitdir`) of a session or a git command started there.
         protected_names: crate::hooks::PROTECTED_NAMES
             .iter()
+            .chain(&[".git"])
             .map(|name| (*name).to_owned())
             .collect(),
         sandbox: recipe.sandbox.clone(),

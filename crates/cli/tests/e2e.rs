@@ -1303,6 +1303,72 @@ async fn the_model_cannot_plant_claude_code_settings() {
     }
 }
 
+/// Attack (issue 44): the model plants a `.git` in a subfolder for a later session or git
+/// command started there: a `.git` file naming `/` (what a sandbox would show) and a
+/// `.git/config` (what git would run). Write and Edit refuse both, at any depth, in every
+/// mode.
+#[tokio::test]
+async fn the_model_cannot_plant_a_nested_git_folder() {
+    let repo = repo("git-plant");
+    std::fs::create_dir_all(repo.dir.join("sub/deeper")).unwrap();
+    std::fs::create_dir_all(repo.dir.join("lib/.git")).unwrap();
+    std::fs::write(repo.dir.join("lib/.git/config"), "[core]\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_file",
+                    "Write",
+                    json!({"file_path": "sub/deeper/.git", "content": "gitdir: /\n"}),
+                )
+                .tool_use(
+                    "toolu_config",
+                    "Write",
+                    json!({"file_path": "sub/.git/config", "content": "[core]\n\tfsmonitor = touch pwned\n"}),
+                )
+                .tool_use(
+                    "toolu_edit",
+                    "Edit",
+                    json!({"file_path": "lib/.GIT/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = touch pwned"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("I may not change that.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "plant",
+            "--permission-mode",
+            "bypassPermissions",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(std::fs::symlink_metadata(repo.dir.join("sub/deeper/.git")).is_err());
+    assert!(std::fs::symlink_metadata(repo.dir.join("sub/.git")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("lib/.git/config")).unwrap(),
+        "[core]\n"
+    );
+    for id in ["toolu_file", "toolu_config", "toolu_edit"] {
+        let text = result_text(&server, id);
+        assert!(
+            text.contains("protected") || text.contains("cannot be changed"),
+            "{id}: {text}"
+        );
+    }
+}
+
 /// Attack: in a home folder that is a git repository (dotfiles), a project without its own
 /// repository links its `CLAUDE.md` to `~/.ssh/id_rsa`: the link leads outside the project
 /// and is not sent.
