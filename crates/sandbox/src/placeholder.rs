@@ -189,7 +189,9 @@ mod tests {
         std::fs::remove_dir(root.join(".git")).ok();
         // Held by a running command: kept.
         let mut held = Placeholders::default();
-        let reserved = held.reserve(&root.join(".mcp.json"), std::slice::from_ref(&root)).ok();
+        let reserved = held
+            .reserve(&root.join(".mcp.json"), std::slice::from_ref(&root))
+            .ok();
         assert_eq!(reserved, Some(Some(root.join(".mcp.json"))));
         assert!(sweep(&root).is_empty());
         drop(held);
