@@ -1227,14 +1227,22 @@ pub enum TrustAnswer {
 /// Asks at the terminal whether to trust `folder`, listing what its settings configure that
 /// needs trust (`parts`, one per line). Anything but `y`, `a` or `o` is no.
 pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
+    ask_trust_with(
+        &format!(
+            "{} is not a trusted folder. Its settings configure:",
+            printable(&folder.to_string_lossy(), false)
+        ),
+        parts,
+    )
+}
+
+/// [`ask_trust`] under another first line (`heading`, shown as written): for a trusted
+/// folder whose configuration changed, `parts` being what changed.
+pub fn ask_trust_with(heading: &str, parts: &[String]) -> TrustAnswer {
     let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
     {
         let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(
-            stderr,
-            "\n⏺ {} is not a trusted folder. Its settings configure:",
-            printable(&folder.to_string_lossy(), false)
-        );
+        let _ = writeln!(stderr, "\n⏺ {heading}");
         // In full: a long line must not hide the end of a command.
         for part in parts {
             let _ = writeln!(stderr, "    {}", printable(part, false));

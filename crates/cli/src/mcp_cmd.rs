@@ -328,15 +328,31 @@ fn scope_name(scope: McpScope) -> &'static str {
 }
 
 /// Whether the folder of `cwd` is trusted without asking (`--trust`, `AGENT_TRUST`, the
-/// user's `trustedFolders`, a remembered answer): `mcp list` never asks.
+/// user's `trustedFolders`, a remembered answer) with the configuration it was trusted with
+/// (see `trust::standing`; a changed one is named in a warning): `mcp list` never asks and
+/// records nothing.
 fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
+    use crate::trust::Standing;
     let folder = crate::trust::folder(cwd);
     let file = crate::settings::user_settings_file().unwrap_or_default();
     let layers = crate::settings::load(cwd)?;
     let entries = crate::settings::agent_user_layer(&layers)
         .map(|layer| layer.settings.trusted_folders.clone())
         .unwrap_or_default();
-    Ok(crate::trust::trusted_without_asking(&folder, flag, &entries, &file)?.is_some())
+    let items = crate::trust::items(cwd, &layers, &crate::commands::project_commands(cwd));
+    Ok(
+        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
+            Standing::Trusted(_) | Standing::Unrecorded(_) => true,
+            Standing::Changed(change) => {
+                eprintln!(
+                    "agent: warning: {}",
+                    crate::trust::changed_warning(&folder, cwd, &change)
+                );
+                false
+            }
+            Standing::Untrusted => false,
+        },
+    )
 }
 
 /// Lists the servers and starts each once to say whether it works; a project's servers
