@@ -946,11 +946,22 @@ impl TerminalPrompter {
             return;
         }
         let line = match save_allow_rule(&path, rule) {
-            Ok(()) => format!(
-                "\x1b[2m  Saved: {} in {}\x1b[0m",
-                printable(rule, false),
-                printable(&path.to_string_lossy(), false)
-            ),
+            Ok(()) => {
+                // The user's own rule is no change for folder trust to ask about.
+                let unrecorded = crate::trust::record_allow_rule(&path, rule)
+                    .err()
+                    .map_or_else(String::new, |error| {
+                        format!(
+                            " (not recorded as trusted, so the next session may ask about it: {})",
+                            printable(&format!("{error:#}"), false)
+                        )
+                    });
+                format!(
+                    "\x1b[2m  Saved: {} in {}{unrecorded}\x1b[0m",
+                    printable(rule, false),
+                    printable(&path.to_string_lossy(), false)
+                )
+            }
             Err(error) => format!(
                 "agent: the rule was not saved: {}",
                 printable(&format!("{error:#}"), false)

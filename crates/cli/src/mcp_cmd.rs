@@ -281,8 +281,16 @@ fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result
     validate(name, &server, &path)?;
     let mut document = read_json(&path)?;
     let servers = servers_mut(&mut document, scope, cwd);
-    let replaced = servers.insert(name.to_owned(), server).is_some();
+    let replaced = servers.insert(name.to_owned(), server.clone()).is_some();
     write_json(&path, &document, private)?;
+    // The user's own server is no change for folder trust to ask about.
+    if scope == McpScope::Project
+        && let Err(error) = crate::trust::record_mcp_server(cwd, name, &server)
+    {
+        eprintln!(
+            "agent: warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
+        );
+    }
     println!(
         "{} MCP server {name} ({}) in {}",
         if replaced { "Replaced" } else { "Added" },

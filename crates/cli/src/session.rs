@@ -1596,7 +1596,7 @@ fn decide_trust(
         use crate::interactive::TrustAnswer;
         let answer = match &change {
             Some(change) => {
-                let heading = crate::trust::changed_heading(&folder, cwd);
+                let heading = crate::trust::changed_heading(&folder, cwd, change);
                 let mut chars = heading.chars();
                 let heading: String = chars
                     .next()

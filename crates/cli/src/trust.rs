@@ -436,14 +436,10 @@ pub fn items(
     layers: &[crate::settings::Layer],
     commands: &[crate::commands::Command],
 ) -> Vec<Item> {
-    let mut items = Vec::new();
-    for layer in layers {
-        let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
-        let file = file.to_string_lossy();
-        for part in layer.trust_items() {
-            items.push(Item::new(&file, &part.shown, &part.exact));
-        }
-    }
+    let mut items: Vec<Item> = layers
+        .iter()
+        .flat_map(|layer| layer_items(cwd, layer))
+        .collect();
     for command in commands.iter().filter(|command| command.scope == "project") {
         if command.allowed_tools.is_empty() {
             continue;
@@ -473,13 +469,7 @@ pub fn items(
                 None => {}
                 Some(serde_json::Value::Object(servers)) => {
                     for (name, server) in servers {
-                        items.push(Item::new(
-                            file,
-                            &format!("mcpServers.{name}: {}", mcp_summary(server)),
-                            &crate::settings::canonical_json(
-                                &serde_json::json!({"mcpServers": name, "server": server}),
-                            ),
-                        ));
+                        items.push(mcp_item(name, server));
                     }
                 }
                 Some(other) => items.push(Item::new(
@@ -491,6 +481,100 @@ pub fn items(
         },
     }
     items
+}
+
+/// The items of one settings file of a session in `cwd`.
+fn layer_items(cwd: &Path, layer: &crate::settings::Layer) -> Vec<Item> {
+    let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
+    let file = file.to_string_lossy();
+    layer
+        .trust_items()
+        .into_iter()
+        .map(|part| Item::new(&file, &part.shown, &part.exact))
+        .collect()
+}
+
+/// The item of the `.mcp.json` server `name`.
+fn mcp_item(name: &str, server: &serde_json::Value) -> Item {
+    Item::new(
+        ".mcp.json",
+        &format!("mcpServers.{name}: {}", mcp_summary(server)),
+        &crate::settings::canonical_json(
+            &serde_json::json!({"mcpServers": name, "server": server}),
+        ),
+    )
+}
+
+/// Adds the `.mcp.json` server `name` of `cwd`, as the user's own `agent mcp add --scope
+/// project` wrote it, to the record covering `cwd`, if one does (see [`record_own`]).
+///
+/// # Errors
+///
+/// When the trust store cannot be read or written.
+pub fn record_mcp_server(
+    cwd: &Path,
+    name: &str,
+    server: &serde_json::Value,
+) -> anyhow::Result<bool> {
+    record_own(cwd, &[mcp_item(name, server)])
+}
+
+/// Adds the allow rule `rule`, as the user's own "also allow in later sessions" saved it in
+/// the project settings file `file` (`<cwd>/.agent/settings.local.json`), to the record
+/// covering that folder, if one does (see [`record_own`]). Nothing for a file outside a
+/// project's `.agent/` or `.claude/`.
+///
+/// # Errors
+///
+/// When the trust store cannot be read or written.
+pub fn record_allow_rule(file: &Path, rule: &str) -> anyhow::Result<bool> {
+    let Some(dot) = file.parent() else {
+        return Ok(false);
+    };
+    let Some(cwd) = dot.parent() else {
+        return Ok(false);
+    };
+    if !dot
+        .file_name()
+        .is_some_and(|name| name == ".agent" || name == ".claude")
+    {
+        return Ok(false);
+    }
+    let layer = crate::settings::Layer {
+        path: file.to_path_buf(),
+        scope: crate::settings::Scope::Project,
+        settings: crate::settings::Settings {
+            permissions: crate::settings::PermissionSettings {
+                allow: vec![rule.to_owned()],
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    };
+    record_own(cwd, &layer_items(cwd, &layer))
+}
+
+/// Adds `items`, written by the user's own command in `cwd`, to the record covering `cwd`, if
+/// one does: the user's own change is no change to ask about, and nothing else of the folder
+/// is approved by it. Whether a record was there to add to.
+///
+/// # Errors
+///
+/// When the trust store cannot be read or written.
+fn record_own(cwd: &Path, items: &[Item]) -> anyhow::Result<bool> {
+    let Some(file) = remembered_file() else {
+        return Ok(false);
+    };
+    let mut store = read_store(&file)?;
+    let Some((at, rel)) = store.record_for(cwd) else {
+        return Ok(false);
+    };
+    let Some(record) = at.to_str().and_then(|key| store.fingerprints.get_mut(key)) else {
+        return Ok(false);
+    };
+    record.entry(rel).or_default().extend(digests(items));
+    write_store(&file, &store)?;
+    Ok(true)
 }
 
 /// An MCP server in one line: its URL, else its command and arguments.
@@ -549,6 +633,9 @@ pub struct Change {
     pub added: Vec<String>,
     /// How many recorded items are no longer there (or changed).
     pub removed: usize,
+    /// Whether nothing was recorded for the working directory: its configuration is new
+    /// (`sub/.claude/` made after the folder was trusted).
+    pub new_folder: bool,
 }
 
 /// Where the session in `cwd` (canonical) stands, `folder` being [`folder`] of it: not
@@ -597,6 +684,7 @@ pub fn standing(
         recorded_at: at,
         added,
         removed: recorded.difference(&current).count(),
+        new_folder: recorded.is_empty(),
     }))
 }
 
@@ -623,7 +711,7 @@ pub fn untrusted_warning(folder: &Path, ignored: &[String]) -> String {
 pub fn changed_warning(folder: &Path, cwd: &Path, change: &Change) -> String {
     let mut text = format!(
         "{}: these project settings are ignored (deny and ask rules still apply):",
-        changed_heading(folder, cwd)
+        changed_heading(folder, cwd, change)
     );
     for line in change_lines(change) {
         text.push_str("\n  ");
@@ -635,21 +723,24 @@ pub fn changed_warning(folder: &Path, cwd: &Path, change: &Change) -> String {
     text
 }
 
-/// The first words of the question and the warning about a changed configuration.
-pub fn changed_heading(folder: &Path, cwd: &Path) -> String {
+/// The first words of the question and the warning about a changed configuration: whose
+/// configuration (the working directory's), since when, and whether it is new there.
+pub fn changed_heading(folder: &Path, cwd: &Path, change: &Change) -> String {
     let shown = |path: &Path| crate::output::printable(&path.to_string_lossy(), false);
-    if cwd == folder {
-        format!(
-            "the configuration of {} changed since it was trusted (hooks, MCP servers, env, allow rules)",
-            shown(folder)
-        )
+    let since = if cwd == folder {
+        "it".to_owned()
     } else {
-        format!(
-            "the configuration of {} changed since {} was trusted, or was not there then (hooks, MCP servers, env, allow rules)",
-            shown(cwd),
-            shown(folder)
-        )
-    }
+        shown(folder)
+    };
+    format!(
+        "the configuration of {} changed since {since} was trusted{} (hooks, MCP servers, env, allow rules)",
+        shown(cwd),
+        if change.new_folder {
+            ": it was not there then"
+        } else {
+            ""
+        }
+    )
 }
 
 /// What changed, one line each: the new or changed items (in full), then how many recorded

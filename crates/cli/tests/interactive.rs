@@ -1973,3 +1973,63 @@ async fn always_saves_the_rule_when_asked() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// A rule the user saves for later sessions in a trusted folder's
+/// `.agent/settings.local.json` is the user's own change: the next session neither asks
+/// about the folder again nor ignores its settings.
+#[tokio::test]
+async fn a_saved_rule_is_no_change_for_folder_trust() {
+    let repo = repo("interactive-always-recorded");
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"trustedFolders": [repo.dir]}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "hello\n"}),
+        )),
+        Reply::turn(Turn::new().text("Written.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    assert!(
+        terminal.raw().contains("is now recorded"),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("write it\r");
+    terminal.wait_for("Allow?", 1).await;
+    terminal.answer("a\r").await;
+    terminal.wait_for("in later sessions", 1).await;
+    terminal.answer("y\r").await;
+    terminal.wait_for("Written.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert!(
+        !terminal.raw().contains("not recorded as trusted"),
+        "{}",
+        terminal.text()
+    );
+    assert!(repo.dir.join(".agent/settings.local.json").exists());
+
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "hi"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("changed since"), "{stderr}");
+    assert!(!stderr.contains("not a trusted folder"), "{stderr}");
+}

@@ -482,7 +482,7 @@ async fn a_settings_folder_a_command_creates_below_a_trusted_project_is_not_read
         );
         for part in [
             &format!(
-                "agent: warning: the configuration of {} changed since {} was trusted, or was not there then",
+                "agent: warning: the configuration of {} changed since {} was trusted: it was not there then",
                 sub.display(),
                 repo.dir.display()
             ),
@@ -581,4 +581,50 @@ async fn an_unchanged_trusted_project_keeps_running_its_hooks_without_a_question
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(sub.join("pkg-hook-ran").exists(), "{stderr}");
     assert!(!stderr.contains("changed since"), "{stderr}");
+}
+
+/// The user's own `agent mcp add --scope project` in a trusted folder is no change to ask
+/// about; the same server arriving by a `git pull` (another name, so new) is.
+#[tokio::test]
+async fn the_users_own_project_server_is_recorded_and_a_pulled_one_is_not() {
+    let repo = repo("trust-mcp-add");
+    user_settings(&repo, &json!({"trustedFolders": [repo.dir]}));
+    let output = run(&repo, &answering().await, &[], &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("is now recorded"), "{stderr}");
+    let added = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .arg("-C")
+        .arg(&repo.dir)
+        .args(["mcp", "add", "--scope", "project", "tool", "--", "false"])
+        .env("HOME", &repo.home)
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env_remove("AGENT_TRUST")
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let output = run(&repo, &answering().await, &[], &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("changed since"), "{stderr}");
+    // Started: the folder is trusted with it (the server itself fails its handshake).
+    assert!(stderr.contains("MCP server tool"), "{stderr}");
+
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {"tool": {"command": "false", "args": []}, "pulled": {"command": "false"}}})
+            .to_string(),
+    )
+    .unwrap();
+    let output = run(&repo, &answering().await, &[], &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("new or changed: .mcp.json: mcpServers.pulled: false"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("MCP server tool"), "{stderr}");
 }
