@@ -42,10 +42,7 @@ pub struct Command {
 /// replaces one of the same name. The user's own come last: a cloned repository cannot
 /// replace the prompt behind a command the user relies on.
 pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
-    let mut folders = vec![
-        (cwd.join(".claude").join("commands"), "project"),
-        (cwd.join(".agent").join("commands"), "project"),
-    ];
+    let mut folders = project_folders(cwd);
     if let Some(home) = dirs::home_dir() {
         folders.push((home.join(".claude").join("commands"), "user"));
     }
@@ -55,14 +52,43 @@ pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
     folders
 }
 
+/// The project's own command folders of `cwd`.
+fn project_folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
+    vec![
+        (cwd.join(".claude").join("commands"), "project"),
+        (cwd.join(".agent").join("commands"), "project"),
+    ]
+}
+
 /// Every command of `cwd`, by name. Files that cannot be read, are too large or are not
 /// UTF-8 are skipped with a warning naming them.
 pub fn discover(cwd: &Path) -> Vec<Command> {
+    read_folders(cwd, folders(cwd), &mut |warning| {
+        eprintln!(
+            "agent: warning: {}",
+            crate::output::printable(&warning, false)
+        );
+    })
+}
+
+/// The project's own commands of `cwd` (`.claude/commands`, `.agent/commands`), read as
+/// [`discover`] reads them, without a warning: for what trust records of a folder no
+/// session runs in yet.
+pub fn project_commands(cwd: &Path) -> Vec<Command> {
+    read_folders(cwd, project_folders(cwd), &mut |_| {})
+}
+
+/// The commands of `folders`, by name; what is skipped is told to `warn`.
+fn read_folders(
+    cwd: &Path,
+    folders: Vec<(PathBuf, &'static str)>,
+    warn: &mut dyn FnMut(String),
+) -> Vec<Command> {
     let mut found = BTreeMap::new();
     // A project's commands folder must really be the project's: `.claude/commands` linked to
     // `~/notes` would send the user's notes as a prompt.
     let boundary = std::fs::canonicalize(crate::trust::folder(cwd)).ok();
-    for (folder, scope) in folders(cwd) {
+    for (folder, scope) in folders {
         if scope == "project"
             && std::fs::canonicalize(&folder).is_ok_and(|real| {
                 boundary
@@ -70,10 +96,10 @@ pub fn discover(cwd: &Path) -> Vec<Command> {
                     .is_none_or(|boundary| !real.starts_with(boundary))
             })
         {
-            eprintln!(
-                "agent: warning: {} is skipped: it leads outside the project",
-                crate::output::printable(&folder.display().to_string(), false)
-            );
+            warn(format!(
+                "{} is skipped: it leads outside the project",
+                folder.display()
+            ));
             continue;
         }
         let mut files = Vec::new();
@@ -85,10 +111,7 @@ pub fn discover(cwd: &Path) -> Vec<Command> {
                     let command = parse(name.clone(), path, scope, &text);
                     found.insert(name, command);
                 }
-                Err(error) => eprintln!(
-                    "agent: warning: command {}: {error}",
-                    crate::output::printable(&path.display().to_string(), false)
-                ),
+                Err(error) => warn(format!("command {}: {error}", path.display())),
             }
         }
     }

@@ -946,11 +946,22 @@ impl TerminalPrompter {
             return;
         }
         let line = match save_allow_rule(&path, rule) {
-            Ok(()) => format!(
-                "\x1b[2m  Saved: {} in {}\x1b[0m",
-                printable(rule, false),
-                printable(&path.to_string_lossy(), false)
-            ),
+            Ok(()) => {
+                // The user's own rule is no change for folder trust to ask about.
+                let unrecorded = crate::trust::record_allow_rule(&path, rule)
+                    .err()
+                    .map_or_else(String::new, |error| {
+                        format!(
+                            " (not recorded as trusted, so the next session may ask about it: {})",
+                            printable(&format!("{error:#}"), false)
+                        )
+                    });
+                format!(
+                    "\x1b[2m  Saved: {} in {}{unrecorded}\x1b[0m",
+                    printable(rule, false),
+                    printable(&path.to_string_lossy(), false)
+                )
+            }
             Err(error) => format!(
                 "agent: the rule was not saved: {}",
                 printable(&format!("{error:#}"), false)
@@ -1227,14 +1238,22 @@ pub enum TrustAnswer {
 /// Asks at the terminal whether to trust `folder`, listing what its settings configure that
 /// needs trust (`parts`, one per line). Anything but `y`, `a` or `o` is no.
 pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
+    ask_trust_with(
+        &format!(
+            "{} is not a trusted folder. Its settings configure:",
+            printable(&folder.to_string_lossy(), false)
+        ),
+        parts,
+    )
+}
+
+/// [`ask_trust`] under another first line (`heading`, shown as written): for a trusted
+/// folder whose configuration changed, `parts` being what changed.
+pub fn ask_trust_with(heading: &str, parts: &[String]) -> TrustAnswer {
     let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
     {
         let mut stderr = std::io::stderr().lock();
-        let _ = writeln!(
-            stderr,
-            "\n⏺ {} is not a trusted folder. Its settings configure:",
-            printable(&folder.to_string_lossy(), false)
-        );
+        let _ = writeln!(stderr, "\n⏺ {heading}");
         // In full: a long line must not hide the end of a command.
         for part in parts {
             let _ = writeln!(stderr, "    {}", printable(part, false));

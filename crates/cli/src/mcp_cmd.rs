@@ -281,8 +281,16 @@ fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result
     validate(name, &server, &path)?;
     let mut document = read_json(&path)?;
     let servers = servers_mut(&mut document, scope, cwd);
-    let replaced = servers.insert(name.to_owned(), server).is_some();
+    let replaced = servers.insert(name.to_owned(), server.clone()).is_some();
     write_json(&path, &document, private)?;
+    // The user's own server is no change for folder trust to ask about.
+    if scope == McpScope::Project
+        && let Err(error) = crate::trust::record_mcp_server(cwd, name, &server)
+    {
+        eprintln!(
+            "agent: warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
+        );
+    }
     println!(
         "{} MCP server {name} ({}) in {}",
         if replaced { "Replaced" } else { "Added" },
@@ -328,15 +336,31 @@ fn scope_name(scope: McpScope) -> &'static str {
 }
 
 /// Whether the folder of `cwd` is trusted without asking (`--trust`, `AGENT_TRUST`, the
-/// user's `trustedFolders`, a remembered answer): `mcp list` never asks.
+/// user's `trustedFolders`, a remembered answer) with the configuration it was trusted with
+/// (see `trust::standing`; a changed one is named in a warning): `mcp list` never asks and
+/// records nothing.
 fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
+    use crate::trust::Standing;
     let folder = crate::trust::folder(cwd);
     let file = crate::settings::user_settings_file().unwrap_or_default();
     let layers = crate::settings::load(cwd)?;
     let entries = crate::settings::agent_user_layer(&layers)
         .map(|layer| layer.settings.trusted_folders.clone())
         .unwrap_or_default();
-    Ok(crate::trust::trusted_without_asking(&folder, flag, &entries, &file)?.is_some())
+    let items = crate::trust::items(cwd, &layers, &crate::commands::project_commands(cwd));
+    Ok(
+        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
+            Standing::Trusted(_) | Standing::Unrecorded(_) => true,
+            Standing::Changed(change) => {
+                eprintln!(
+                    "agent: warning: {}",
+                    crate::trust::changed_warning(&folder, cwd, &change)
+                );
+                false
+            }
+            Standing::Untrusted => false,
+        },
+    )
 }
 
 /// Lists the servers and starts each once to say whether it works; a project's servers

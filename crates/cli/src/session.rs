@@ -170,7 +170,8 @@ impl Session {
             layers.push(settings::flag_layer(extra)?);
         }
         let prompter_absent = prompter.is_none();
-        let trusted = decide_trust(args, &cwd, &layers, prompter.is_some())?;
+        let commands = crate::commands::discover(&cwd);
+        let trusted = decide_trust(args, &cwd, &layers, &commands, prompter.is_some())?;
         let settings = settings::Settings::merged(layers, trusted);
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
@@ -188,7 +189,6 @@ impl Session {
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
-        let commands = crate::commands::discover(&cwd);
         let (provider_choice, named_model) = choose_provider(
             args.provider.as_deref(),
             args.model
@@ -1529,16 +1529,21 @@ impl loop_core::AttachmentSource for SessionAttachments {
 }
 
 /// Whether the folder is trusted (see `trust`): without a question by `--trust`,
-/// `AGENT_TRUST`, the user's `trustedFolders` or a remembered answer; otherwise, when its
-/// settings configure something that needs trust, asked at the terminal (`interactive`) or,
-/// headless, untrusted with one warning listing what is ignored; otherwise untrusted without
-/// a word (it then matters only where there is no sandbox: see `Session::gather_context`).
+/// `AGENT_TRUST`, the user's `trustedFolders` or a remembered answer, as long as what the
+/// session reads that needs trust is what was recorded when it was trusted (a folder trusted
+/// without a record yet is recorded now, with a note); otherwise, when its settings configure
+/// something that needs trust, asked at the terminal (`interactive`: the question shows what
+/// changed, for a trusted folder) or, headless, untrusted with one warning listing what is
+/// ignored; otherwise untrusted without a word (it then matters only where there is no
+/// sandbox: see `Session::gather_context`).
 fn decide_trust(
     args: &Args,
     cwd: &Path,
     layers: &[settings::Layer],
+    commands: &[crate::commands::Command],
     interactive: bool,
 ) -> anyhow::Result<bool> {
+    use crate::trust::Standing;
     let folder = crate::trust::folder(cwd);
     let user = settings::agent_user_layer(layers);
     let (entries, settings_file) = match user {
@@ -1548,66 +1553,67 @@ fn decide_trust(
         ),
         None => (&[][..], settings::user_settings_file().unwrap_or_default()),
     };
-    if crate::trust::trusted_without_asking(&folder, args.trust, entries, &settings_file)?.is_some()
-    {
-        return Ok(true);
-    }
-    let mut parts: Vec<String> = layers
-        .iter()
-        .flat_map(|layer| {
-            let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
-            layer
-                .needs_trust()
-                .into_iter()
-                .map(move |part| format!("{}: {part}", file.display()))
-        })
-        .collect();
-    // A project's MCP servers are programs it would start.
-    if let Ok(text) = std::fs::read_to_string(cwd.join(".mcp.json")) {
-        let servers = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|document| document.get("mcpServers").cloned())
-            .and_then(|servers| servers.as_object().cloned())
-            .unwrap_or_default();
-        for (name, server) in servers {
-            let text = |key: &str| {
-                server
-                    .get(key)
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let args: Vec<String> = server
-                .get("args")
-                .and_then(serde_json::Value::as_array)
-                .map(|args| {
-                    args.iter()
-                        .filter_map(|arg| arg.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let what = if server.get("url").is_some() {
-                text("url")
-            } else {
-                std::iter::once(text("command"))
-                    .chain(args)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            parts.push(format!(".mcp.json: mcpServers.{name}: {what}"));
+    let items = crate::trust::items(cwd, layers, commands);
+    let shown_folder = crate::output::printable(&folder.to_string_lossy(), false);
+    let change = match crate::trust::standing(
+        &folder,
+        cwd,
+        args.trust,
+        entries,
+        &settings_file,
+        &items,
+    )? {
+        Standing::Trusted(_) => return Ok(true),
+        Standing::Unrecorded(source) => {
+            match crate::trust::adopt(&folder, cwd, &items) {
+                Ok(adopted) => eprintln!(
+                    "agent: note: {shown_folder} is trusted by {}; its configuration ({} configured folder{}) is now recorded in {}: a change to its hooks, MCP servers, env or allow rules will ask before it applies{}",
+                    crate::trust::describe(&source),
+                    adopted.folders,
+                    if adopted.folders == 1 { "" } else { "s" },
+                    adopted.file.display(),
+                    if adopted.complete {
+                        ""
+                    } else {
+                        " (the folder is too large to look at whole: a configured folder not recorded asks when a session starts in it)"
+                    }
+                ),
+                Err(error) => eprintln!(
+                    "agent: warning: {shown_folder} is trusted by {}, but its configuration could not be recorded, so a change to it will not be noticed: {error:#}",
+                    crate::trust::describe(&source)
+                ),
+            }
+            return Ok(true);
         }
-    }
-    if parts.is_empty() {
+        Standing::Changed(change) => Some(change),
+        Standing::Untrusted => None,
+    };
+    let parts: Vec<String> = items.iter().map(|item| item.shown.clone()).collect();
+    if parts.is_empty() && change.is_none() {
         return Ok(false);
     }
     if interactive {
         use crate::interactive::TrustAnswer;
-        match crate::interactive::ask_trust(&folder, &parts) {
+        let answer = match &change {
+            Some(change) => {
+                let heading = crate::trust::changed_heading(&folder, cwd, change);
+                let mut chars = heading.chars();
+                let heading: String = chars
+                    .next()
+                    .map(|first| first.to_uppercase().chain(chars).collect())
+                    .unwrap_or_default();
+                crate::interactive::ask_trust_with(
+                    &format!("{heading}:"),
+                    &crate::trust::change_lines(change),
+                )
+            }
+            None => crate::interactive::ask_trust(&folder, &parts),
+        };
+        match answer {
             TrustAnswer::Always => {
-                match crate::trust::remember(&folder) {
+                match crate::trust::remember(&folder, cwd, &items) {
                     Ok(file) => eprintln!(
-                        "agent: trusted {} (remembered in {})",
-                        crate::output::printable(&folder.to_string_lossy(), false),
+                        "agent: trusted {shown_folder} (remembered in {})",
                         file.display()
                     ),
                     Err(error) => {
@@ -1620,10 +1626,11 @@ fn decide_trust(
             TrustAnswer::No => {}
         }
     }
-    eprintln!(
-        "agent: warning: {}",
-        crate::trust::untrusted_warning(&folder, &parts)
-    );
+    let warning = match &change {
+        Some(change) => crate::trust::changed_warning(&folder, cwd, change),
+        None => crate::trust::untrusted_warning(&folder, &parts),
+    };
+    eprintln!("agent: warning: {warning}");
     Ok(false)
 }
 

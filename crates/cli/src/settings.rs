@@ -3,7 +3,7 @@
 //! single values, lists are concatenated; flags win over all of them.
 //!
 //! A project's files are the repository's, not the user's: what in them runs code, moves
-//! credentials or grants permissions ([`Layer::needs_trust`]) applies only in a trusted
+//! credentials or grants permissions ([`Layer::trust_items`]) applies only in a trusted
 //! folder (see `trust`); deny and ask rules and the model always apply.
 
 use std::collections::BTreeMap;
@@ -514,52 +514,107 @@ pub struct Layer {
     pub settings: Settings,
 }
 
+/// One thing a project's settings file configures that only a trusted folder may apply
+/// (see [`Layer::trust_items`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustItem {
+    /// One line for a question or a warning (`hooks.Stop: ./check.sh`).
+    pub shown: String,
+    /// All of it (a hook's matcher and timeout too, a provider's every field) as canonical
+    /// JSON: what a trusted folder's fingerprint is made of (see `trust`).
+    pub exact: String,
+}
+
 impl Layer {
+    /// The lines of [`Layer::trust_items`].
+    #[cfg(test)]
+    pub fn needs_trust(&self) -> Vec<String> {
+        self.trust_items()
+            .into_iter()
+            .map(|item| item.shown)
+            .collect()
+    }
+
     /// What this file configures that only a trusted folder may: hooks (they run commands),
     /// `env` (it can send the API key to another server), `permissions.allow`,
     /// `permissions.defaultMode` and `permissions.additionalDirectories` (they grant
-    /// permissions). One line each, for a question or a warning (`hooks.Stop: ./check.sh`);
-    /// empty for the user's own file.
-    pub fn needs_trust(&self) -> Vec<String> {
+    /// permissions), `providers` (where the key and the code go). One item each, shown in a
+    /// line for a question or a warning (`hooks.Stop: ./check.sh`); none for the user's own
+    /// file. These are the parts [`Layer::applied`] leaves out of an untrusted folder, and
+    /// nothing else: a key this tool starts to act on that runs code, moves credentials or
+    /// grants permissions belongs in both, so that a trusted folder's fingerprint (see
+    /// `trust`) covers it.
+    pub fn trust_items(&self) -> Vec<TrustItem> {
         if self.scope == Scope::User {
             return Vec::new();
         }
         let settings = &self.settings;
-        let mut parts = Vec::new();
+        let mut items = Vec::new();
+        let mut push = |shown: String, exact: serde_json::Value| {
+            items.push(TrustItem {
+                shown,
+                exact: canonical_json(&exact),
+            });
+        };
         for (event, matchers) in &settings.hooks {
-            for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
-                parts.push(format!(
-                    "hooks.{event}: {}",
-                    hook.command.as_deref().unwrap_or(&hook.kind)
-                ));
+            for matcher in matchers {
+                for hook in &matcher.hooks {
+                    push(
+                        format!(
+                            "hooks.{event}: {}",
+                            hook.command.as_deref().unwrap_or(&hook.kind)
+                        ),
+                        serde_json::json!({
+                            "hooks": event,
+                            "matcher": matcher.matcher,
+                            "type": hook.kind,
+                            "command": hook.command,
+                            "timeout": hook.timeout,
+                            "other": hook.other,
+                        }),
+                    );
+                }
             }
         }
         for (key, value) in &settings.env {
-            parts.push(format!("env: {key}={value}"));
+            push(
+                format!("env: {key}={value}"),
+                serde_json::json!({"env": key, "value": value}),
+            );
         }
         for rule in &settings.permissions.allow {
-            parts.push(format!("permissions.allow: {rule}"));
+            push(
+                format!("permissions.allow: {rule}"),
+                serde_json::json!({"permissions.allow": rule}),
+            );
         }
         if let Some(mode) = &settings.permissions.default_mode {
-            parts.push(format!("permissions.defaultMode: {mode}"));
+            push(
+                format!("permissions.defaultMode: {mode}"),
+                serde_json::json!({"permissions.defaultMode": mode}),
+            );
         }
         for dir in &settings.permissions.additional_directories {
-            parts.push(format!(
-                "permissions.additionalDirectories: {}",
-                dir.display()
-            ));
+            push(
+                format!("permissions.additionalDirectories: {}", dir.display()),
+                serde_json::json!({"permissions.additionalDirectories": dir.to_string_lossy()}),
+            );
         }
         for (name, provider) in &settings.providers {
-            parts.push(format!(
-                "providers.{name}: {}",
-                provider.base_url.as_deref().unwrap_or("(default URL)")
-            ));
+            push(
+                format!(
+                    "providers.{name}: {}",
+                    provider.base_url.as_deref().unwrap_or("(default URL)")
+                ),
+                // Every field, as the type has them (a field added later is covered too).
+                serde_json::json!({"providers": name, "settings": format!("{provider:?}")}),
+            );
         }
-        parts
+        items
     }
 
     /// What applies of this file: all of it when `trusted` (or the user's own), else without
-    /// the parts [`Layer::needs_trust`] lists.
+    /// the parts [`Layer::trust_items`] lists.
     pub fn applied(&self, trusted: bool) -> Settings {
         let mut settings = self.settings.clone();
         if self.scope == Scope::Project {
@@ -727,7 +782,7 @@ impl Settings {
     }
 
     /// The settings the files say, merged in order: project files in full when `trusted`,
-    /// else without what needs trust ([`Layer::needs_trust`]). `layers` keeps every file as
+    /// else without what needs trust ([`Layer::trust_items`]). `layers` keeps every file as
     /// it was read.
     pub fn merged(layers: Vec<Layer>, trusted: bool) -> Self {
         let mut settings = Self::default();
@@ -761,6 +816,30 @@ impl Settings {
         }
         (found, ignored)
     }
+}
+
+/// `value` as JSON text with every object's keys in order, so that the same content gives
+/// the same text whatever order a file wrote its keys in.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    fn sorted(value: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                serde_json::Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(key, value)| (key.clone(), sorted(value)))
+                        .collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(sorted).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
 }
 
 /// Parses one settings file.
@@ -1200,6 +1279,51 @@ mod tests {
             ]
         );
         assert_eq!(settings.permissions.allow, ["Read"]);
+    }
+
+    #[test]
+    fn trust_items_say_everything_and_ignore_key_order() {
+        let items = |text: &str| {
+            Layer {
+                path: "/w/.claude/settings.json".into(),
+                scope: Scope::Project,
+                settings: parse(Path::new("/w/.claude/settings.json"), text).unwrap(),
+            }
+            .trust_items()
+        };
+        let base = items(
+            r#"{"hooks": {"Stop": [{"matcher": "*", "hooks": [{"type": "command", "command": "x", "timeout": 5, "extra": {"b": 1, "a": 2}}]}]}}"#,
+        );
+        assert_eq!(base.len(), 1);
+        assert_eq!(base[0].shown, "hooks.Stop: x");
+        // The same content written in another order is the same item.
+        assert_eq!(
+            items(
+                r#"{"hooks": {"Stop": [{"hooks": [{"extra": {"a": 2, "b": 1}, "timeout": 5, "command": "x", "type": "command"}], "matcher": "*"}]}}"#
+            ),
+            base
+        );
+        // What the line does not show still counts: the matcher, the timeout, other fields.
+        for changed in [
+            r#"{"hooks": {"Stop": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "x", "timeout": 5, "extra": {"b": 1, "a": 2}}]}]}}"#,
+            r#"{"hooks": {"Stop": [{"matcher": "*", "hooks": [{"type": "command", "command": "x", "timeout": 6, "extra": {"b": 1, "a": 2}}]}]}}"#,
+            r#"{"hooks": {"Stop": [{"matcher": "*", "hooks": [{"type": "command", "command": "x", "timeout": 5, "extra": {"b": 1, "a": 3}}]}]}}"#,
+        ] {
+            let other = items(changed);
+            assert_eq!(other[0].shown, base[0].shown);
+            assert_ne!(other[0].exact, base[0].exact, "{changed}");
+        }
+        // A provider's key variable is not in its line, but in the item.
+        let one = items(r#"{"providers": {"p": {"type": "openai", "baseUrl": "http://h/v1"}}}"#);
+        let two = items(
+            r#"{"providers": {"p": {"type": "openai", "baseUrl": "http://h/v1", "apiKeyEnv": "AWS_SECRET"}}}"#,
+        );
+        assert_eq!(one[0].shown, two[0].shown);
+        assert_ne!(one[0].exact, two[0].exact);
+        assert_eq!(
+            canonical_json(&serde_json::json!({"b": [{"d": 1, "c": 2}], "a": null})),
+            r#"{"a":null,"b":[{"c":2,"d":1}]}"#
+        );
     }
 
     #[test]

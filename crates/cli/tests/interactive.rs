@@ -548,6 +548,76 @@ async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
     }
 }
 
+/// A remembered folder whose hook changes (a `git pull`) is asked about again, the question
+/// naming the new hook: "y" runs it and remembers the new configuration, and the next
+/// session asks nothing; until then nothing of the change applied.
+#[tokio::test]
+async fn a_trusted_folder_whose_hook_changed_is_asked_about_again() {
+    let repo = repo("interactive-retrust");
+    std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
+    let hook = |marker: &str| {
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": format!("touch {marker}")}]}]}})
+            .to_string()
+    };
+    std::fs::write(repo.dir.join(".agent/settings.json"), hook("old-hook-ran")).unwrap();
+    let question = "Trust this folder? [y]es, remember it";
+    let changed = "changed since it was trusted";
+    // (settings before the session, the answer, or none when no question may come)
+    for (step, answer) in [
+        ("first", Some("y")),
+        ("changed", Some("y")),
+        ("again", None),
+    ] {
+        if step == "changed" {
+            std::fs::write(repo.dir.join(".agent/settings.json"), hook("new-hook-ran")).unwrap();
+        }
+        let _ = std::fs::remove_file(repo.dir.join("new-hook-ran"));
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hello."))]))
+            .await
+            .unwrap();
+        let mut terminal = Terminal::spawn(command(&repo, &server));
+        match answer {
+            Some(answer) => {
+                terminal.wait_for(question, 1).await;
+                let raw = terminal.raw();
+                assert_eq!(raw.contains(changed), step == "changed", "{step}: {raw}");
+                if step == "changed" {
+                    assert!(
+                        raw.contains(
+                            "new or changed: .agent/settings.json: hooks.Stop: touch new-hook-ran"
+                        ),
+                        "{raw}"
+                    );
+                    // Nothing of the change ran before the answer.
+                    assert!(!repo.dir.join("new-hook-ran").exists());
+                }
+                terminal.type_keys(&format!("{answer}\r"));
+                terminal.wait_prompt(1).await;
+            }
+            None => {
+                terminal.wait_prompt(1).await;
+                assert!(!terminal.raw().contains(question), "{}", terminal.text());
+            }
+        }
+        terminal.type_keys("hi\r");
+        terminal.wait_for("Hello.", 1).await;
+        terminal.wait_prompt(2).await;
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+        assert_eq!(
+            repo.dir.join("new-hook-ran").exists(),
+            step != "first",
+            "{step}: {}",
+            terminal.text()
+        );
+    }
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.home.join("config/agent/trusted-folders.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["trustedFolders"], json!([repo.dir]));
+}
+
 /// Hook feedback reaches the user too, in one dim line: a PostToolUse hook's (under the
 /// call's result) and a Stop hook's (when it sends the model back to work).
 #[tokio::test]
@@ -1902,4 +1972,64 @@ async fn always_saves_the_rule_when_asked() {
         .await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// A rule the user saves for later sessions in a trusted folder's
+/// `.agent/settings.local.json` is the user's own change: the next session neither asks
+/// about the folder again nor ignores its settings.
+#[tokio::test]
+async fn a_saved_rule_is_no_change_for_folder_trust() {
+    let repo = repo("interactive-always-recorded");
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"trustedFolders": [repo.dir]}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "hello\n"}),
+        )),
+        Reply::turn(Turn::new().text("Written.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    assert!(
+        terminal.raw().contains("is now recorded"),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("write it\r");
+    terminal.wait_for("Allow?", 1).await;
+    terminal.answer("a\r").await;
+    terminal.wait_for("in later sessions", 1).await;
+    terminal.answer("y\r").await;
+    terminal.wait_for("Written.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert!(
+        !terminal.raw().contains("not recorded as trusted"),
+        "{}",
+        terminal.text()
+    );
+    assert!(repo.dir.join(".agent/settings.local.json").exists());
+
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "hi"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("changed since"), "{stderr}");
+    assert!(!stderr.contains("not a trusted folder"), "{stderr}");
 }
