@@ -844,3 +844,60 @@ fn credentials_inside_readable_configuration_are_hidden() {
         );
     }
 }
+
+/// Attack (issue 44 review): `socketpair(AF_UNIX, SOCK_RAW)` is a *datagram* pair (the
+/// kernel turns `SOCK_RAW` into `SOCK_DGRAM` for unix sockets, `af_unix.c: unix_create`),
+/// but the filter only refuses a type of `SOCK_DGRAM`. A datagram socket may be addressed
+/// (`sendto`, or `connect` again) to any unix datagram socket with a path: syslog's
+/// `/dev/log`, journald's socket, `sd_notify`, a daemon's socket in the workspace.
+#[test]
+fn a_raw_unix_socketpair_cannot_reach_a_datagram_socket_with_a_path() {
+    for backend in backends() {
+        let layout = Layout::new("rawpair");
+        let in_ws = layout.ws.join("log.sock");
+        let in_readable = layout.outside.join("journal.sock");
+        // Not shown to the command at all (Landlock does not govern reaching a socket).
+        let private = layout.base.join("private");
+        std::fs::create_dir_all(&private).expect("private");
+        let in_private = private.join("notify.sock");
+        let receivers: Vec<_> = [&in_ws, &in_readable, &in_private]
+            .iter()
+            .map(|path| {
+                let socket = std::os::unix::net::UnixDatagram::bind(path).expect("bind");
+                socket.set_nonblocking(true).expect("nonblocking");
+                socket
+            })
+            .collect();
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.push(layout.outside.clone());
+        let script = format!(
+            r#"/usr/bin/python3 - <<'PY'
+import socket
+for kind, name in [(socket.SOCK_RAW, "raw"), (socket.SOCK_RAW | socket.SOCK_CLOEXEC, "raw-cloexec")]:
+    for path in ["{ws}", "{readable}", "{private}"]:
+        try:
+            a, b = socket.socketpair(socket.AF_UNIX, kind)
+            a.sendto(b"injected " + name.encode(), path)
+            print("sent", name, path)
+        except OSError as e:
+            print("refused", name, path, e.errno)
+PY
+echo finished"#,
+            ws = in_ws.display(),
+            readable = in_readable.display(),
+            private = in_private.display(),
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        let mut buffer = [0u8; 64];
+        let received = receivers
+            .iter()
+            .filter(|socket| socket.recv(&mut buffer).is_ok())
+            .count();
+        assert_eq!(
+            received, 0,
+            "{backend}: a unix datagram socket with a path was reached\n{out}"
+        );
+        assert!(!out.contains("sent "), "{backend}\n{out}");
+    }
+}
