@@ -901,3 +901,95 @@ echo finished"#,
         assert!(!out.contains("sent "), "{backend}\n{out}");
     }
 }
+
+/// Attack (issue 44 review): spellings of a credential in `~/.gitconfig` and
+/// `~/.cargo/config.toml` that [`sandbox::holds_credentials`] misses, so the file stays
+/// readable: git's documented inline credential helper (`password=` inside the value), a
+/// TOML inline table or a literal-string key holding a cargo registry token, cargo's
+/// `token-from-stdout` provider with the token on its command line, a git value continued
+/// on the next line with `\`.
+#[test]
+fn credentials_in_other_spellings_are_hidden_too() {
+    let missed: Vec<&str> = [
+        "[credential]\n\thelper = \"!f() { echo username=ada; echo password=s3cret-app-password; }; f\"\n",
+        "[registries]\ncorp = { index = \"sparse+https://corp/\", token = \"cio-secret-0123\" }\n",
+        "[registries.corp]\n'token' = \"cio-secret-0123\"\n",
+        "[registries.corp]\nindex = \"sparse+https://corp/\"\ncredential-provider = \"cargo:token-from-stdout echo cio-secret-0123\"\n",
+        "[remote \"origin\"]\n\turl = https://ada:\\\ns3cret-app-password@git.example.com/repo.git\n",
+    ]
+    .into_iter()
+    .filter(|config| !sandbox::holds_credentials(config))
+    .collect();
+    assert!(missed.is_empty(), "credentials not found in: {missed:#?}");
+}
+
+/// The same, end to end: a `~/.gitconfig` with git's documented inline credential helper is
+/// readable in the sandbox.
+#[test]
+fn an_inline_credential_helper_in_gitconfig_is_hidden() {
+    for backend in backends() {
+        let layout = Layout::new("credhelper");
+        let home = layout.outside.join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = Ada\n[credential \"https://git.example.com\"]\n\thelper = \"!f() { echo username=ada; echo password=s3cret-app-password; }; f\"\n",
+        )
+        .expect("gitconfig");
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.push(home.join(".gitconfig"));
+        policy.hidden.extend(sandbox::credentials_in_home(&home));
+        let script = format!("cat {}/.gitconfig; echo finished", home.display());
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        assert!(
+            !out.contains("s3cret-app-password"),
+            "{backend}: read the password\n{out}"
+        );
+    }
+}
+
+/// Attack (issue 44 review): credentials in other files of the readable toolchain folders.
+/// Only `config` and `credentials` of `~/.config/git` are looked at, but git reads what
+/// `[include] path` names (`~/.config/git/work.inc` with an `extraHeader` token); npm's
+/// global configuration lives in the version manager's folder
+/// (`~/.nvm/versions/node/V/etc/npmrc`, what `npm config set --global` writes).
+#[test]
+fn credentials_in_included_or_global_configuration_are_hidden() {
+    for backend in backends() {
+        let layout = Layout::new("included");
+        let home = layout.outside.join("home");
+        let git = home.join(".config/git");
+        let npm_etc = home.join(".nvm/versions/node/v20.0.0/etc");
+        std::fs::create_dir_all(&git).expect("git");
+        std::fs::create_dir_all(&npm_etc).expect("nvm");
+        std::fs::write(
+            git.join("config"),
+            "[user]\n\tname = Ada\n[include]\n\tpath = work.inc\n",
+        )
+        .expect("config");
+        std::fs::write(
+            git.join("work.inc"),
+            "[http \"https://git.example.com/\"]\n\textraHeader = Authorization: Bearer included-secret\n",
+        )
+        .expect("included");
+        std::fs::write(
+            npm_etc.join("npmrc"),
+            "//registry.example.com/:_authToken=npm-global-secret\n",
+        )
+        .expect("npmrc");
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.extend([git.clone(), home.join(".nvm")]);
+        policy.hidden.extend(sandbox::credentials_in_home(&home));
+        let script = format!(
+            "cat {git}/work.inc {npm}/npmrc; echo finished",
+            git = git.display(),
+            npm = npm_etc.display()
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        for secret in ["included-secret", "npm-global-secret"] {
+            assert!(!out.contains(secret), "{backend}: read {secret}\n{out}");
+        }
+    }
+}
