@@ -993,3 +993,52 @@ fn credentials_in_included_or_global_configuration_are_hidden() {
         }
     }
 }
+
+/// Attack (issue 44 review, class 1 and TOCTOU): a `.git` file naming a folder in the
+/// private `TMPDIR` of another session (a parallel `Task` subagent has its own, owned by the
+/// same user, outside this workspace), reached through a link in the workspace that
+/// subagent's command made (`t -> its $TMPDIR`), and filled by it as a worktree's git
+/// folder that links back. The check passes and the folder is shown, by its path; the
+/// subagent's command, still running, then swaps that folder for a link to `/` (a loop of
+/// `renameat2(RENAME_EXCHANGE)`). bubblewrap binds what the path then names, and the
+/// Landlock helper opens each readable path following links: either shows the whole
+/// filesystem (hidden paths are excluded by name, at their own paths only).
+///
+/// Here the swap is made between computing the policy and starting the command, as the
+/// concurrent command does when its swap lands in that window (about 1 try in 40 here
+/// with a `renameat2` loop in Python: the model just runs the command again).
+#[test]
+fn a_checked_git_folder_swapped_for_a_link_shows_nothing_more() {
+    for backend in backends() {
+        let layout = Layout::new("swap");
+        let other_tmp = layout.base.join("other-session-tmp");
+        std::fs::create_dir_all(&other_tmp).expect("other TMPDIR");
+        std::fs::remove_dir_all(layout.ws.join(".git")).expect("no .git folder");
+        std::os::unix::fs::symlink(&other_tmp, layout.ws.join("t")).expect("link to TMPDIR");
+        std::fs::write(layout.ws.join(".git"), "gitdir: t/worktrees/x\n").expect(".git");
+        let fake = other_tmp.join("worktrees/x");
+        std::fs::create_dir_all(fake.join("objects")).expect("fake");
+        std::fs::write(fake.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(
+            fake.join("gitdir"),
+            format!("{}\n", layout.ws.join(".git").display()),
+        )
+        .expect("gitdir");
+        let policy = layout.policy(Profile::ReadOnly);
+        assert!(policy.readable.contains(&fake), "{:?}", policy.readable);
+        // The concurrent command's swap.
+        std::fs::rename(&fake, other_tmp.join("worktrees/x-real")).expect("move");
+        std::os::unix::fs::symlink("/", &fake).expect("link to /");
+        let script = format!(
+            "cat {outside}/secret.txt {fake}{outside}/secret.txt; echo finished",
+            outside = layout.outside.display(),
+            fake = fake.display(),
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        assert!(
+            !out.contains("top secret"),
+            "{backend}: a swapped git folder showed the whole filesystem\n{out}"
+        );
+    }
+}
