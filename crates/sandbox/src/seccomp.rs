@@ -8,10 +8,11 @@
 //! - without network ([`Sockets::OwnNamespace`] and [`Sockets::PairsOnly`]): every socket
 //!   family but IPv4, IPv6 and netlink in the command's own network namespace (only its own
 //!   loopback is there), and none at all without such a namespace; unix socket pairs only as
-//!   streams (a datagram pair could be addressed to any unix socket with a path); no
-//!   io_uring (it makes sockets without the `socket` system call). So no unix socket with a
-//!   path (`docker.sock`, D-Bus, an ssh agent, a socket in the workspace), no abstract unix
-//!   socket, no `AF_VSOCK` to the hypervisor, whatever the filesystem shows;
+//!   streams (a datagram pair could be addressed to any unix socket with a path, and a unix
+//!   `SOCK_RAW` pair is a datagram pair); no io_uring (it makes sockets without the
+//!   `socket` system call). So no unix socket with a path (`docker.sock`, D-Bus, an ssh
+//!   agent, a socket in the workspace), no abstract unix socket, no `AF_VSOCK` to the
+//!   hypervisor, whatever the filesystem shows;
 //! - for the Landlock helper, [`Rules::foreign_processes`]: `ptrace`, `process_vm_*` and
 //!   the kernel keyrings; [`Rules::root_metadata`]: a file's mode, times and extended
 //!   attributes (which Landlock does not cover, and root owns every file);
@@ -91,6 +92,12 @@ pub(crate) fn program(rules: Rules) -> Result<BpfProgram, String> {
                 1,
                 SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
                 libc::SOCK_DGRAM as u64,
+            )?])?,
+            // The kernel makes a unix `SOCK_RAW` socket a datagram one (`unix_create`).
+            rule(vec![condition(
+                1,
+                SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                libc::SOCK_RAW as u64,
             )?])?,
         ];
         refused.insert(libc::SYS_socketpair, pairs);

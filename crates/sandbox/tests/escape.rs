@@ -844,3 +844,201 @@ fn credentials_inside_readable_configuration_are_hidden() {
         );
     }
 }
+
+/// Attack (issue 44 review): `socketpair(AF_UNIX, SOCK_RAW)` is a *datagram* pair (the
+/// kernel turns `SOCK_RAW` into `SOCK_DGRAM` for unix sockets, `af_unix.c: unix_create`),
+/// but the filter only refuses a type of `SOCK_DGRAM`. A datagram socket may be addressed
+/// (`sendto`, or `connect` again) to any unix datagram socket with a path: syslog's
+/// `/dev/log`, journald's socket, `sd_notify`, a daemon's socket in the workspace.
+#[test]
+fn a_raw_unix_socketpair_cannot_reach_a_datagram_socket_with_a_path() {
+    for backend in backends() {
+        let layout = Layout::new("rawpair");
+        let in_ws = layout.ws.join("log.sock");
+        let in_readable = layout.outside.join("journal.sock");
+        // Not shown to the command at all (Landlock does not govern reaching a socket).
+        let private = layout.base.join("private");
+        std::fs::create_dir_all(&private).expect("private");
+        let in_private = private.join("notify.sock");
+        let receivers: Vec<_> = [&in_ws, &in_readable, &in_private]
+            .iter()
+            .map(|path| {
+                let socket = std::os::unix::net::UnixDatagram::bind(path).expect("bind");
+                socket.set_nonblocking(true).expect("nonblocking");
+                socket
+            })
+            .collect();
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.push(layout.outside.clone());
+        let script = format!(
+            r#"/usr/bin/python3 - <<'PY'
+import socket
+for kind, name in [(socket.SOCK_RAW, "raw"), (socket.SOCK_RAW | socket.SOCK_CLOEXEC, "raw-cloexec")]:
+    for path in ["{ws}", "{readable}", "{private}"]:
+        try:
+            a, b = socket.socketpair(socket.AF_UNIX, kind)
+            a.sendto(b"injected " + name.encode(), path)
+            print("sent", name, path)
+        except OSError as e:
+            print("refused", name, path, e.errno)
+PY
+echo finished"#,
+            ws = in_ws.display(),
+            readable = in_readable.display(),
+            private = in_private.display(),
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        let mut buffer = [0u8; 64];
+        let received = receivers
+            .iter()
+            .filter(|socket| socket.recv(&mut buffer).is_ok())
+            .count();
+        assert_eq!(
+            received, 0,
+            "{backend}: a unix datagram socket with a path was reached\n{out}"
+        );
+        assert!(!out.contains("sent "), "{backend}\n{out}");
+    }
+}
+
+/// Attack (issue 44 review): spellings of a credential in `~/.gitconfig` and
+/// `~/.cargo/config.toml` that [`sandbox::holds_credentials`] misses, so the file stays
+/// readable: git's documented inline credential helper (`password=` inside the value), a
+/// TOML inline table or a literal-string key holding a cargo registry token, cargo's
+/// `token-from-stdout` provider with the token on its command line, a git value continued
+/// on the next line with `\`.
+#[test]
+fn credentials_in_other_spellings_are_hidden_too() {
+    let missed: Vec<&str> = [
+        "[credential]\n\thelper = \"!f() { echo username=ada; echo password=s3cret-app-password; }; f\"\n",
+        "[registries]\ncorp = { index = \"sparse+https://corp/\", token = \"cio-secret-0123\" }\n",
+        "[registries.corp]\n'token' = \"cio-secret-0123\"\n",
+        "[registries.corp]\nindex = \"sparse+https://corp/\"\ncredential-provider = \"cargo:token-from-stdout echo cio-secret-0123\"\n",
+        "[remote \"origin\"]\n\turl = https://ada:\\\ns3cret-app-password@git.example.com/repo.git\n",
+    ]
+    .into_iter()
+    .filter(|config| !sandbox::holds_credentials(config))
+    .collect();
+    assert!(missed.is_empty(), "credentials not found in: {missed:#?}");
+}
+
+/// The same, end to end: a `~/.gitconfig` with git's documented inline credential helper is
+/// readable in the sandbox.
+#[test]
+fn an_inline_credential_helper_in_gitconfig_is_hidden() {
+    for backend in backends() {
+        let layout = Layout::new("credhelper");
+        let home = layout.outside.join("home");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[user]\n\tname = Ada\n[credential \"https://git.example.com\"]\n\thelper = \"!f() { echo username=ada; echo password=s3cret-app-password; }; f\"\n",
+        )
+        .expect("gitconfig");
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.push(home.join(".gitconfig"));
+        policy.hidden.extend(sandbox::credentials_in_home(&home));
+        let script = format!("cat {}/.gitconfig; echo finished", home.display());
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        assert!(
+            !out.contains("s3cret-app-password"),
+            "{backend}: read the password\n{out}"
+        );
+    }
+}
+
+/// Attack (issue 44 review): credentials in other files of the readable toolchain folders.
+/// Only `config` and `credentials` of `~/.config/git` are looked at, but git reads what
+/// `[include] path` names (`~/.config/git/work.inc` with an `extraHeader` token); npm's
+/// global configuration lives in the version manager's folder
+/// (`~/.nvm/versions/node/V/etc/npmrc`, what `npm config set --global` writes).
+#[test]
+fn credentials_in_included_or_global_configuration_are_hidden() {
+    for backend in backends() {
+        let layout = Layout::new("included");
+        let home = layout.outside.join("home");
+        let git = home.join(".config/git");
+        let npm_etc = home.join(".nvm/versions/node/v20.0.0/etc");
+        std::fs::create_dir_all(&git).expect("git");
+        std::fs::create_dir_all(&npm_etc).expect("nvm");
+        std::fs::write(
+            git.join("config"),
+            "[user]\n\tname = Ada\n[include]\n\tpath = work.inc\n",
+        )
+        .expect("config");
+        std::fs::write(
+            git.join("work.inc"),
+            "[http \"https://git.example.com/\"]\n\textraHeader = Authorization: Bearer included-secret\n",
+        )
+        .expect("included");
+        std::fs::write(
+            npm_etc.join("npmrc"),
+            "//registry.example.com/:_authToken=npm-global-secret\n",
+        )
+        .expect("npmrc");
+        let mut policy = layout.policy(Profile::ReadOnly);
+        policy.readable.extend([git.clone(), home.join(".nvm")]);
+        policy.hidden.extend(sandbox::credentials_in_home(&home));
+        let script = format!(
+            "cat {git}/work.inc {npm}/npmrc; echo finished",
+            git = git.display(),
+            npm = npm_etc.display()
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        for secret in ["included-secret", "npm-global-secret"] {
+            assert!(!out.contains(secret), "{backend}: read {secret}\n{out}");
+        }
+    }
+}
+
+/// Attack (issue 44 review, class 1 and TOCTOU): a `.git` file naming a folder in the
+/// private `TMPDIR` of another session (a parallel `Task` subagent has its own, owned by the
+/// same user, outside this workspace), reached through a link in the workspace that
+/// subagent's command made (`t -> its $TMPDIR`), and filled by it as a worktree's git
+/// folder that links back. The check passes and the folder is shown, by its path; the
+/// subagent's command, still running, then swaps that folder for a link to `/` (a loop of
+/// `renameat2(RENAME_EXCHANGE)`). bubblewrap binds what the path then names, and the
+/// Landlock helper opens each readable path following links: either shows the whole
+/// filesystem (hidden paths are excluded by name, at their own paths only).
+///
+/// Here the swap is made between computing the policy and starting the command, as the
+/// concurrent command does when its swap lands in that window (about 1 try in 40 here
+/// with a `renameat2` loop in Python: the model just runs the command again).
+#[test]
+fn a_checked_git_folder_swapped_for_a_link_shows_nothing_more() {
+    for backend in backends() {
+        let layout = Layout::new("swap");
+        let other_tmp = layout.base.join("other-session-tmp");
+        std::fs::create_dir_all(&other_tmp).expect("other TMPDIR");
+        std::fs::remove_dir_all(layout.ws.join(".git")).expect("no .git folder");
+        std::os::unix::fs::symlink(&other_tmp, layout.ws.join("t")).expect("link to TMPDIR");
+        std::fs::write(layout.ws.join(".git"), "gitdir: t/worktrees/x\n").expect(".git");
+        let fake = other_tmp.join("worktrees/x");
+        std::fs::create_dir_all(fake.join("objects")).expect("fake");
+        std::fs::write(fake.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(
+            fake.join("gitdir"),
+            format!("{}\n", layout.ws.join(".git").display()),
+        )
+        .expect("gitdir");
+        let policy = layout.policy(Profile::ReadOnly);
+        assert!(policy.readable.contains(&fake), "{:?}", policy.readable);
+        // The concurrent command's swap.
+        std::fs::rename(&fake, other_tmp.join("worktrees/x-real")).expect("move");
+        std::os::unix::fs::symlink("/", &fake).expect("link to /");
+        let script = format!(
+            "cat {outside}/secret.txt {fake}{outside}/secret.txt; echo finished",
+            outside = layout.outside.display(),
+            fake = fake.display(),
+        );
+        let out = text(&run(&backend, &policy, &script));
+        assert!(out.contains("finished"), "{backend}\n{out}");
+        assert!(
+            !out.contains("top secret"),
+            "{backend}: a swapped git folder showed the whole filesystem\n{out}"
+        );
+    }
+}
