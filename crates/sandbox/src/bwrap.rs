@@ -1,6 +1,7 @@
 //! The bubblewrap back end: a mount namespace built from the policy.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -50,11 +51,43 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// bubblewrap's arguments for `policy`, up to (not including) `--`.
+/// Descriptors opened for bubblewrap's `--ro-bind-fd`, each with the number it gets in
+/// bubblewrap's process.
+pub(crate) struct Descriptors {
+    next: i32,
+    mapped: Vec<(i32, OwnedFd)>,
+}
+
+impl Descriptors {
+    /// None yet; the first gets the number `first`.
+    pub(crate) fn new(first: i32) -> Self {
+        Self {
+            next: first,
+            mapped: Vec::new(),
+        }
+    }
+
+    /// Keeps `fd` and returns the number it gets in bubblewrap's process.
+    fn add(&mut self, fd: OwnedFd) -> i32 {
+        let number = self.next;
+        self.next += 1;
+        self.mapped.push((number, fd));
+        number
+    }
+
+    /// The descriptors, by the number each gets.
+    pub(crate) fn into_mapped(self) -> Vec<(i32, OwnedFd)> {
+        self.mapped
+    }
+}
+
+/// bubblewrap's arguments for `policy`, up to (not including) `--`; the folders of
+/// [`Policy::unlinked`] are opened into `fds` and bound from there.
 pub(crate) fn args(
     policy: &Policy,
     cwd: &Path,
     placeholders: &mut Placeholders,
+    fds: &mut Descriptors,
 ) -> Result<Vec<OsString>, Error> {
     let mut args = Args::default();
     args.flag("--new-session");
@@ -75,6 +108,14 @@ pub(crate) fn args(
     args.two("--remount-ro", "/proc");
     args.two("--tmpfs", "/tmp");
     for path in policy.readable_outside_roots() {
+        if policy.unlinked.contains(path) {
+            // Bound as it is now, reached without a link, or not at all.
+            if let Some(fd) = crate::open_without_links(path) {
+                let number = fds.add(fd);
+                args.three("--ro-bind-fd", number.to_string(), path);
+            }
+            continue;
+        }
         // `/bin -> usr/bin` on merged-/usr systems: recreate the link, do not bind its target
         // a second time.
         match std::fs::symlink_metadata(path) {

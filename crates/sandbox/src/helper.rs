@@ -375,7 +375,13 @@ fn restrict_filesystem(policy: &Policy, block_network: bool) -> Result<(), Strin
     }
     let mut created = ruleset.create().map_err(fail)?;
     for (path, grant, follow) in landlock_rules::rules(policy) {
-        let Some((fd, is_dir)) = open_path(&path, follow) else {
+        let opened = if policy.unlinked.contains(&path) {
+            // Granted as it is now, reached without a link, or not at all.
+            crate::open_without_links(&path).map(|fd| (fd, true))
+        } else {
+            open_path(&path, follow)
+        };
+        let Some((fd, is_dir)) = opened else {
             continue;
         };
         let access = match grant {

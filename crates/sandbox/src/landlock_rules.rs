@@ -127,6 +127,7 @@ mod tests {
             hidden: vec![dir.join("secrets")],
             network: false,
             temp_dir: PathBuf::from("/tmp/x"),
+            unlinked: Vec::new(),
         };
         let rules = rules(&policy);
         let has = |path: &Path, access| rules.iter().any(|(p, a, _)| p == path && *a == access);

@@ -211,11 +211,59 @@ pub const CONFIG_WITH_CREDENTIALS: &[&str] = &[
 ];
 
 /// Whether configuration `text` (git, cargo, npm, ini or TOML syntax) holds a credential,
-/// as [`CONFIG_WITH_CREDENTIALS`] describes. Errs on the side of yes: a false positive
-/// only hides a configuration file from sandboxed commands.
+/// as [`CONFIG_WITH_CREDENTIALS`] describes. Lines continued with a trailing `\` are read
+/// as one; a key counts wherever it stands on a line (`token = ...` in a TOML inline table,
+/// `password=` inside git's inline credential helper), quoted or not; git's inline helper
+/// (`helper = "!..."`) and cargo's `credential-provider` count too (they print a secret on
+/// request). Errs on the side of yes: a false positive only hides a configuration file
+/// from sandboxed commands.
 pub fn holds_credentials(text: &str) -> bool {
-    const KEYS: &[&str] = &["token", "password", "extraheader", "_auth", "_authtoken"];
-    /// Prefixes of GitHub, GitLab, Slack, AWS, OpenAI and Anthropic tokens.
+    let joined = text.replace("\\\r\n", "").replace("\\\n", "");
+    joined.lines().any(|line| {
+        let line = line.trim().to_ascii_lowercase();
+        if line.starts_with('#') || line.starts_with(';') {
+            return false;
+        }
+        names_a_credential(&line) || has_userinfo(&line) || has_token_prefix(&line)
+    })
+}
+
+/// Key names whose value is a secret (the last part of a dotted or `:`-scoped key).
+const CREDENTIAL_KEYS: &[&str] = &["token", "password", "extraheader", "_auth", "_authtoken"];
+
+/// Whether a lowercase configuration `line` assigns a credential key anywhere in it, or
+/// names a program that prints one (git's `helper = "!..."`, cargo's
+/// `credential-provider`).
+fn names_a_credential(line: &str) -> bool {
+    line.match_indices('=').any(|(at, _)| {
+        let before = line[..at].trim_end();
+        let key_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_-.:'\"/".contains(c)))
+            .map_or(0, |i| i + 1);
+        let key = before[key_start..].trim_matches(['\'', '"']);
+        let last = key.rsplit(['.', ':', '/']).next().unwrap_or(key);
+        let value = line[at + 1..].trim_start().trim_start_matches(['"', '\'']);
+        CREDENTIAL_KEYS.contains(&last)
+            || last == "credential-provider"
+            || (last == "helper" && value.starts_with('!'))
+    })
+}
+
+/// Whether a lowercase `line` holds a URL with a user (and password or token) in it.
+fn has_userinfo(line: &str) -> bool {
+    line.match_indices("://").any(|(at, _)| {
+        let rest = &line[at + 3..];
+        let authority = rest
+            .split(['/', '"', '\'', ' ', '\t', ']'])
+            .next()
+            .unwrap_or_default();
+        authority.contains('@')
+    })
+}
+
+/// Whether a lowercase `line` holds a token with a well-known prefix (GitHub, GitLab,
+/// Slack, AWS, OpenAI and Anthropic keys) of 20 characters or more.
+fn has_token_prefix(line: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "ghp_",
         "gho_",
@@ -228,37 +276,19 @@ pub fn holds_credentials(text: &str) -> bool {
         "akia",
         "sk-",
     ];
-    text.lines().any(|line| {
-        let line = line.trim().to_ascii_lowercase();
-        if line.starts_with('#') || line.starts_with(';') {
-            return false;
-        }
-        let key_named = line.split_once('=').is_some_and(|(key, _)| {
-            let key = key.trim().trim_matches('"');
-            let last = key.rsplit(['.', ':']).next().unwrap_or(key);
-            KEYS.contains(&last)
-        });
-        let userinfo = line.match_indices("://").any(|(at, _)| {
-            let rest = &line[at + 3..];
-            let authority = rest
-                .split(['/', '"', '\'', ' ', '\t', ']'])
-                .next()
-                .unwrap_or_default();
-            authority.contains('@')
-        });
-        let prefixed = PREFIXES.iter().any(|prefix| {
-            line.match_indices(prefix).any(|(at, _)| {
-                let before = line[..at].chars().next_back();
-                let token_start = before.is_none_or(|c| !c.is_ascii_alphanumeric());
-                let long = line[at..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-                    .count()
-                    >= 20;
-                token_start && long
-            })
-        });
-        key_named || userinfo || prefixed
+    PREFIXES.iter().any(|prefix| {
+        line.match_indices(prefix).any(|(at, _)| {
+            let token_start = line[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_ascii_alphanumeric());
+            let long = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+                .count()
+                >= 20;
+            token_start && long
+        })
     })
 }
 
@@ -309,6 +339,14 @@ pub struct Policy {
     /// A private folder the command may write; `TMPDIR` points to it.
     #[serde(with = "path_serde::one")]
     pub temp_dir: PathBuf,
+    /// Paths of [`Policy::readable`] that must be reached without any symbolic link when the
+    /// command starts: folders the workspace's own files named ([`linked_git_dirs`]),
+    /// checked when the policy was made. A command of another session could swap such a
+    /// folder for a link to `/` after the check; both back ends open these paths refusing
+    /// every link on the way (`openat2` with `RESOLVE_NO_SYMLINKS`; bubblewrap then binds
+    /// the open folder with `--ro-bind-fd`) and leave out what they cannot open so.
+    #[serde(default, with = "path_serde::list")]
+    pub unlinked: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -331,7 +369,11 @@ impl Policy {
             .flat_map(|root| protected_paths(root))
             .collect();
         let mut readable = default_readable();
-        readable.extend(roots.iter().flat_map(|root| linked_git_dirs(root)));
+        let linked: Vec<PathBuf> = roots
+            .iter()
+            .flat_map(|root| linked_git_dirs(root))
+            .collect();
+        readable.extend(linked.iter().cloned());
         readable.extend(roots.iter().filter_map(|root| enclosing_repository(root)));
         Self {
             profile,
@@ -341,6 +383,7 @@ impl Policy {
             hidden: default_hidden(),
             network: false,
             temp_dir,
+            unlinked: linked,
         }
     }
 }
@@ -762,19 +805,70 @@ pub fn default_hidden() -> Vec<PathBuf> {
 /// The credential files and folders that exist in the home folder `home`: those of
 /// [`CREDENTIALS_IN_HOME`], and those of [`CONFIG_WITH_CREDENTIALS`] whose text
 /// [`holds_credentials`]. [`default_hidden`] takes them for every spelling of `$HOME`.
+///
+/// Also the files git's `[include]` and `[includeIf]` sections of those configuration files
+/// name (recursively, 4 levels) and npm's global configuration in a version manager's
+/// folder (`~/.nvm/versions/node/*/etc/npmrc`), when they hold a credential.
 pub fn credentials_in_home(home: &Path) -> Vec<PathBuf> {
     let exists = |path: &PathBuf| std::fs::symlink_metadata(path).is_ok();
-    CREDENTIALS_IN_HOME
+    let mut found: Vec<PathBuf> = CREDENTIALS_IN_HOME
         .iter()
         .map(|file| home.join(file))
         .filter(exists)
-        .chain(
-            CONFIG_WITH_CREDENTIALS
-                .iter()
-                .map(|file| home.join(file))
-                .filter(|path| config_holds_credentials(path)),
-        )
-        .collect()
+        .collect();
+    let mut configs: Vec<PathBuf> = CONFIG_WITH_CREDENTIALS
+        .iter()
+        .map(|file| home.join(file))
+        .collect();
+    for config in [".gitconfig", ".config/git/config"] {
+        git_includes(&home.join(config), home, 0, &mut configs);
+    }
+    for manager in [".nvm/versions/node", ".volta/tools/image/node"] {
+        if let Ok(versions) = std::fs::read_dir(home.join(manager)) {
+            configs.extend(versions.flatten().map(|v| v.path().join("etc/npmrc")));
+        }
+    }
+    found.extend(
+        configs
+            .into_iter()
+            .filter(|path| config_holds_credentials(path)),
+    );
+    found
+}
+
+/// The files the `path` values of `[include]` and `[includeIf ...]` sections of the git
+/// configuration file `config` name (relative to its folder, `~/` to `home`), and theirs,
+/// up to 4 levels, appended to `found`.
+fn git_includes(config: &Path, home: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(text) = std::fs::read_to_string(config) else {
+        return;
+    };
+    let mut in_include = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            let section = line.to_ascii_lowercase();
+            in_include = section.starts_with("[include]") || section.starts_with("[includeif");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !in_include || !key.trim().eq_ignore_ascii_case("path") {
+            continue;
+        }
+        let value = value.trim().trim_matches('"');
+        let included = match value.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => config.parent().unwrap_or(home).join(value),
+        };
+        if !found.contains(&included) {
+            found.push(included.clone());
+            if depth < 4 {
+                git_includes(&included, home, depth + 1, found);
+            }
+        }
+    }
 }
 
 /// Whether the file at `path` exists and [`holds_credentials`] (read whole up to 1 MiB; a
@@ -1130,7 +1224,8 @@ impl Sandbox {
         match &self.backend {
             Backend::Bubblewrap(bwrap) => {
                 let mut placeholders = Placeholders::default();
-                let bwrap_args = bwrap::args(policy, cwd, &mut placeholders)?;
+                let mut fds = bwrap::Descriptors::new(SECCOMP_FD + 1);
+                let bwrap_args = bwrap::args(policy, cwd, &mut placeholders, &mut fds)?;
                 let mut command = Command::new(bwrap);
                 command
                     .args(bwrap_args)
@@ -1139,7 +1234,7 @@ impl Sandbox {
                     .arg("--")
                     .arg(program)
                     .args(args);
-                pass_seccomp_filter(&mut command, policy)?;
+                pass_descriptors(&mut command, policy, fds)?;
                 command.env("TMPDIR", &policy.temp_dir);
                 Ok(Prepared {
                     command,
@@ -1168,14 +1263,29 @@ impl Sandbox {
     }
 }
 
+/// `path` opened as a folder (`O_PATH`) when no component of it is a symbolic link now
+/// (`openat2` with `RESOLVE_NO_SYMLINKS`, Linux 5.6): what [`Policy::unlinked`] asks.
+pub(crate) fn open_without_links(path: &Path) -> Option<std::os::fd::OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS);
+    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how).ok()
+}
+
 /// The descriptor bubblewrap reads the seccomp filter from (`--seccomp FD`).
 const SECCOMP_FD: i32 = 3;
 
-/// Writes the filter of [`seccomp`] for `policy` into a pipe mapped to [`SECCOMP_FD`] in
-/// bubblewrap's process: without network, only IPv4, IPv6 and netlink sockets (in the
-/// sandbox's own network namespace) and unix stream socket pairs, so no unix socket with a
-/// path is reachable through the mounts.
-fn pass_seccomp_filter(command: &mut Command, policy: &Policy) -> Result<(), Error> {
+/// Maps into bubblewrap's process alone (no other child started meanwhile inherits them)
+/// the folders `fds` opened for `--ro-bind-fd`, and a pipe holding the filter of
+/// [`seccomp`] for `policy` as [`SECCOMP_FD`]: without network, only IPv4, IPv6 and netlink
+/// sockets (in the sandbox's own network namespace) and unix stream socket pairs, so no
+/// unix socket with a path is reachable through the mounts.
+fn pass_descriptors(
+    command: &mut Command,
+    policy: &Policy,
+    fds: bwrap::Descriptors,
+) -> Result<(), Error> {
     use command_fds::{CommandFdExt, FdMapping};
     use std::io::Write;
     let sockets = if policy.network {
@@ -1199,11 +1309,21 @@ fn pass_seccomp_filter(command: &mut Command, policy: &Policy) -> Result<(), Err
         .write_all(&bytes)
         .map_err(|e| Error::Seccomp(e.to_string()))?;
     drop(writer);
+    let mut mappings = vec![FdMapping {
+        parent_fd: reader.into(),
+        child_fd: SECCOMP_FD,
+    }];
+    mappings.extend(
+        fds.into_mapped()
+            .into_iter()
+            .map(|(child_fd, parent_fd)| FdMapping {
+                parent_fd,
+                child_fd,
+            }),
+    );
+    // Called once per command, as the crate asks.
     command
-        .fd_mappings(vec![FdMapping {
-            parent_fd: reader.into(),
-            child_fd: SECCOMP_FD,
-        }])
+        .fd_mappings(mappings)
         .map_err(|e| Error::Seccomp(e.to_string()))?;
     Ok(())
 }

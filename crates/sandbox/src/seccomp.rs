@@ -8,8 +8,8 @@
 //! - without network ([`Sockets::OwnNamespace`] and [`Sockets::PairsOnly`]): every socket
 //!   family but IPv4, IPv6 and netlink in the command's own network namespace (only its own
 //!   loopback is there), and none at all without such a namespace; unix socket pairs only as
-//!   streams (a datagram pair could be addressed to any unix socket with a path, and a unix
-//!   `SOCK_RAW` pair is a datagram pair); no io_uring (it makes sockets without the
+//!   streams or sequenced packets (a datagram pair could be addressed to any unix socket with
+//!   a path, and a unix `SOCK_RAW` pair is a datagram pair); no io_uring (it makes sockets without the
 //!   `socket` system call). So no unix socket with a path (`docker.sock`, D-Bus, an ssh
 //!   agent, a socket in the workspace), no abstract unix socket, no `AF_VSOCK` to the
 //!   hypervisor, whatever the filesystem shows;
@@ -86,20 +86,27 @@ pub(crate) fn program(rules: Rules) -> Result<BpfProgram, String> {
     };
     if let Some(socket) = socket {
         refused.insert(libc::SYS_socket, socket);
-        let pairs = vec![
-            rule(vec![condition(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?])?,
-            rule(vec![condition(
-                1,
-                SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-                libc::SOCK_DGRAM as u64,
-            )?])?,
-            // The kernel makes a unix `SOCK_RAW` socket a datagram one (`unix_create`).
-            rule(vec![condition(
-                1,
-                SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-                libc::SOCK_RAW as u64,
-            )?])?,
-        ];
+        // Pairs of another family, and unix pairs of any type but the two connection-based
+        // ones: a datagram pair (and `SOCK_RAW`, which the kernel makes a datagram one in
+        // `unix_create`) can be addressed to any unix socket with a path. Listed type by
+        // type (seccompiler has no masked "not equal"); the type is four bits.
+        let mut pairs = vec![rule(vec![condition(
+            0,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )?])?];
+        for kind in 0..=SOCK_TYPE_MASK {
+            #[allow(clippy::unnecessary_cast)]
+            // the type of these constants differs between targets
+            let allowed = kind == libc::SOCK_STREAM as u64 || kind == libc::SOCK_SEQPACKET as u64;
+            if !allowed {
+                pairs.push(rule(vec![condition(
+                    1,
+                    SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+                    kind,
+                )?])?);
+            }
+        }
         refused.insert(libc::SYS_socketpair, pairs);
         refused.insert(libc::SYS_io_uring_setup, Vec::new());
     }
