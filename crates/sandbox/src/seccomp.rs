@@ -132,6 +132,17 @@ pub(crate) fn program(rules: Rules) -> Result<BpfProgram, String> {
             refused.insert(call, Vec::new());
         }
     }
+    // On x86_64 a kernel built with x32 support takes the same calls with bit 30 set in
+    // the number, under the same architecture value: refuse those numbers alike.
+    #[cfg(target_arch = "x86_64")]
+    {
+        const X32_SYSCALL_BIT: i64 = 0x4000_0000;
+        let x32: Vec<(i64, Vec<SeccompRule>)> = refused
+            .iter()
+            .map(|(call, rules)| (call | X32_SYSCALL_BIT, rules.clone()))
+            .collect();
+        refused.extend(x32);
+    }
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(fail)?;
     let filter = SeccompFilter::new(
         refused,
