@@ -84,6 +84,7 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
 /// repository's configuration may name programs (`core.fsmonitor`, hooks, clean filters), so
 /// git runs with `core.fsmonitor` and hooks off, and in the read-only sandbox when there is
 /// one; without a sandbox, only in a `trusted` folder (a filter runs whatever it names).
+/// `git` is the one found outside the workspace, and gets the allow-listed environment.
 async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -> Option<String> {
     let args: Vec<std::ffi::OsString> = [
         "-c",
@@ -97,8 +98,11 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
     .iter()
     .map(Into::into)
     .collect();
+    // Found once outside the workspace: never the repository's own `git`.
+    let git = tools::sandbox::env::resolve_program("git").ok()?;
     let temp = tools::sandbox::PrivateDir::create().ok()?;
-    let (command, _guard) = match sandbox.backend.as_ref().filter(|b| b.is_available()) {
+    // `placeholders` lives until git is done (the sandbox's placeholders).
+    let (mut command, placeholders) = match sandbox.backend.as_ref().filter(|b| b.is_available()) {
         Some(backend) => {
             let policy = tools::sandbox::Policy::new(
                 tools::sandbox::Profile::ReadOnly,
@@ -106,17 +110,23 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
                 temp.path().to_path_buf(),
             );
             let prepared = tools::sandbox::Sandbox::new(backend.clone())
-                .command(&policy, "git".as_ref(), &args, cwd)
+                .command(&policy, git.as_os_str(), &args, cwd)
                 .ok()?;
             (prepared.command, Some(prepared.guard))
         }
         None if !trusted => return None,
         None => {
-            let mut command = std::process::Command::new("git");
+            let mut command = std::process::Command::new(&git);
             command.args(&args).current_dir(cwd);
             (command, None)
         }
     };
+    let confinement = if placeholders.is_some() {
+        tools::sandbox::env::Confinement::Sandboxed
+    } else {
+        tools::sandbox::env::Confinement::Unsandboxed
+    };
+    tools::sandbox::env::reset(&mut command, confinement, &[]);
     let output = tokio::time::timeout(
         Duration::from_secs(2),
         tokio::process::Command::from(command)

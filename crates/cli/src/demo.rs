@@ -36,7 +36,7 @@ fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
 }
 
 async fn git(dir: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
-    tokio::process::Command::new("git")
+    tokio::process::Command::new(tools::sandbox::env::resolve_program("git")?)
         .args([
             "-c",
             "user.name=agent demo",
@@ -103,7 +103,7 @@ pub async fn run(live: bool, keep: bool) -> anyhow::Result<u8> {
     eprintln!("── the change:\n");
     println!("{}", String::from_utf8_lossy(&diff.stdout));
     eprintln!("── the tests:\n");
-    let tests = tokio::process::Command::new("python3")
+    let tests = tokio::process::Command::new(tools::sandbox::env::resolve_program("python3")?)
         .args(["-m", "unittest", "-v"])
         .current_dir(&work)
         .stdout(Stdio::inherit())

@@ -6,11 +6,16 @@
 //! `permissionDecision` `allow` | `deny` | `ask` (PreToolUse) or `additionalContext`
 //! (PostToolUse). `"decision":"approve"` is the older spelling of allow.
 //!
-//! Hooks run with `bash -c` in the working directory, in a process group of their own, with
-//! `CLAUDE_PROJECT_DIR` set to it and settings' `env` applied. The first 1 MiB of each of
-//! stdout and stderr is kept. The hook is done when its process exits (background children
-//! that keep the pipes open are not waited for beyond 250 ms); on timeout or cancellation
-//! the whole process group is killed. A hook that fails or times out never ends the session.
+//! Hooks run with `bash -c` in the working directory, with `CLAUDE_PROJECT_DIR` set to it and
+//! settings' `env` applied over the variables commands receive from the agent's environment
+//! (`sandbox::env::PASSED_VARIABLES`: never its keys and tokens, and a `PATH` without empty
+//! or relative entries); `bash` is the one found once outside the workspace. Each hook runs
+//! through the MCP guard (`mcp::guard`, the agent binary re-executed) in a session and
+//! process group of their own, with no controlling terminal, and dies with the agent however
+//! it ends. The first 1 MiB of each of stdout and stderr is kept. The hook is done when its
+//! process exits; what it left running in the background is killed then (as the Bash tool
+//! does). On timeout or cancellation the whole process group is killed. A hook that fails or
+//! times out never ends the session.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -81,6 +86,11 @@ pub struct HookEnv {
     pub gate: Arc<std::sync::OnceLock<Arc<tools::PermissionGate>>>,
     /// Extra environment of every hook (settings' `env`).
     pub env: Vec<(String, String)>,
+    /// The program that runs [`mcp::guard::guard_main`] (the agent binary): hooks start
+    /// through it, in a session of their own and tied to the agent's life. `None` starts
+    /// them directly in a process group of their own (tests of this module, whose binary has
+    /// no guard).
+    pub guard: Option<PathBuf>,
 }
 
 impl HookEnv {
@@ -114,7 +124,9 @@ impl HookEnv {
 }
 
 /// Kills a process group when dropped, unless disarmed: a hook that times out or whose
-/// caller is cancelled leaves nothing running.
+/// caller is cancelled leaves nothing running. The group is the hook's pid; the process
+/// itself is killed first (the guard may not have made its group yet, and then dies before
+/// it starts anything).
 struct GroupKill(Option<i32>);
 
 impl GroupKill {
@@ -126,10 +138,9 @@ impl GroupKill {
 impl Drop for GroupKill {
     fn drop(&mut self) {
         if let Some(group) = self.0 {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let pid = nix::unistd::Pid::from_raw(group);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
         }
     }
 }
@@ -151,13 +162,43 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>
 
 /// Runs one hook command with `input` on stdin.
 async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Value) -> Answer {
-    let child = tokio::process::Command::new("bash")
-        .arg("-c")
+    let bash = match tools::sandbox::env::resolve_program("bash") {
+        Ok(bash) => bash,
+        Err(error) => {
+            eprintln!(
+                "agent: hook `{}` could not start: {error}",
+                printable(command, false)
+            );
+            return Answer::Go;
+        }
+    };
+    let mut line = match &env.guard {
+        Some(guard) => {
+            // Not in a group of its own: the guard's `setsid` makes its session and group.
+            let mut line = std::process::Command::new(guard);
+            line.arg(mcp::guard::GUARD_ARG)
+                .arg(mcp::guard::NEW_SESSION_FLAG)
+                .arg(std::process::id().to_string())
+                .arg(&bash);
+            line
+        }
+        None => {
+            let mut line = std::process::Command::new(&bash);
+            std::os::unix::process::CommandExt::arg0(&mut line, "bash");
+            std::os::unix::process::CommandExt::process_group(&mut line, 0);
+            line
+        }
+    };
+    line.arg("-c")
         .arg(command)
         .current_dir(&env.cwd)
-        .env("CLAUDE_PROJECT_DIR", &env.cwd)
-        .envs(env.env.iter().map(|(key, value)| (key, value)))
-        .process_group(0)
+        .env("CLAUDE_PROJECT_DIR", &env.cwd);
+    tools::sandbox::env::reset(
+        &mut line,
+        tools::sandbox::env::Confinement::Unsandboxed,
+        &env.env,
+    );
+    let child = tokio::process::Command::from(line)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -787,6 +828,7 @@ mod tests {
             permission_mode: "default".into(),
             gate: Arc::default(),
             env: vec![("HOOK_GREETING".into(), "hi".into())],
+            guard: None,
         }
     }
 

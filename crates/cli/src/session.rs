@@ -183,10 +183,19 @@ impl Session {
         }
         // Settings' `env` applies to the whole session, as in Claude Code: the API client's
         // configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
-        // over the process environment.
+        // over the process environment, of which commands and hooks get only an allow-list
+        // (`sandbox::env`). The variables model keys are read from stay the client's: the
+        // Anthropic and OpenAI ones (`sandbox::env::AGENT_CREDENTIALS`, withheld by every
+        // command's start) and each provider entry's `apiKeyEnv`, withheld here.
+        let provider_keys: Vec<&str> = settings
+            .providers
+            .values()
+            .filter_map(|entry| entry.api_key_env.as_deref())
+            .collect();
         let env: Vec<(String, String)> = settings
             .env
             .iter()
+            .filter(|(key, _)| !provider_keys.contains(&key.as_str()))
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
         let (provider_choice, named_model) = choose_provider(
@@ -317,6 +326,13 @@ impl Session {
             cwd: cwd.clone(),
             additional_dirs,
         });
+        // The programs the agent runs itself (bash, git, bwrap) are looked up from here on,
+        // never inside these roots.
+        let roots: Vec<PathBuf> = std::iter::once(&workspace.cwd)
+            .chain(&workspace.additional_dirs)
+            .cloned()
+            .collect();
+        tools::sandbox::env::fix_program_folders(&roots);
         let results_dir = sessions.join(&session_id).join("tool-results");
         // An allow rule a settings file holds that does not parse is left out with a warning
         // (the session only asks more); a bad deny or ask rule stops the start below, as
@@ -382,6 +398,8 @@ impl Session {
             cwd: cwd.clone(),
             permission_mode: tooling::permission_mode(mode).as_str().to_owned(),
             gate: Arc::default(),
+            // Hooks start through this binary, which ties them to the agent's life.
+            guard: std::env::current_exe().ok(),
         };
         let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
         let post_hooks = hooks_of("PostToolUse");

@@ -13,11 +13,12 @@ use serde_json::Value;
 pub enum ServerConfig {
     /// A child process speaking MCP on its stdin and stdout.
     Stdio {
-        /// The program (looked up on `PATH`).
+        /// The program (looked up on `PATH`, without its empty or relative entries).
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Extra environment variables.
+        /// Its environment beyond the few variables every server gets
+        /// ([`sandbox::env::MCP_SERVER_VARIABLES`]); nothing else of the agent's is passed.
         env: BTreeMap<String, String>,
     },
     /// A remote server over streamable HTTP.

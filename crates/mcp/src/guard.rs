@@ -8,13 +8,24 @@
 //! as its child, and kills the whole group the moment its own parent (the agent) is gone.
 //! A parent-death signal is not used: it fires when the *thread* that spawned the process
 //! ends, and a tokio worker thread can become a blocking thread that ends later.
+//!
+//! With [`NEW_SESSION_FLAG`] first (how the agent starts its hooks) the guard also leaves the
+//! agent's session: it calls `setsid`, so the program and everything it starts run in a
+//! session and process group of their own (the guard's pid), with no controlling terminal.
+//! The caller then must not start the guard in a process group of its own (`setsid` refuses
+//! a group leader); to stop it early it kills the guard's pid and then the group, which
+//! reaches everything whether or not the guard had left the session yet.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
 /// The first argument that makes the embedding program run [`guard_main`]:
-/// `PROGRAM __agent-mcp-guard PARENT_PID COMMAND [ARGS...]`.
+/// `PROGRAM __agent-mcp-guard [--new-session] PARENT_PID COMMAND [ARGS...]`.
 pub const GUARD_ARG: &str = "__agent-mcp-guard";
+
+/// The optional argument after [`GUARD_ARG`] that makes the guard start a session of its own
+/// (`setsid`) before it starts the program.
+pub const NEW_SESSION_FLAG: &str = "--new-session";
 
 /// The guard's exit code when the server could not be started (as a shell's 127).
 pub const SPAWN_FAILED: i32 = 127;
@@ -30,15 +41,21 @@ const POLL: Duration = Duration::from_millis(100);
 /// [`GUARD_ARG`]. Never returns: exits with [`SPAWN_FAILED`] when it could not start the
 /// server; otherwise, when the server ends or the parent is gone, it kills the whole process
 /// group, itself included (what the server left running in the background must not hold
-/// its pipes open or outlive it).
+/// its pipes open or outlive it). With [`NEW_SESSION_FLAG`], when the program ends the guard
+/// kills the rest of the group and exits with the program's exit code (128 + the signal
+/// when a signal ended it), so a hook's answer gets through.
 pub fn guard_main() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(2).collect();
     std::process::exit(guard(&args))
 }
 
 fn guard(args: &[OsString]) -> i32 {
+    let (new_session, args) = match args {
+        [flag, rest @ ..] if flag == NEW_SESSION_FLAG => (true, rest),
+        _ => (false, args),
+    };
     let [parent, program, rest @ ..] = args else {
-        eprintln!("agent-mcp-guard: expected PARENT_PID COMMAND [ARGS...]");
+        eprintln!("agent-mcp-guard: expected [{NEW_SESSION_FLAG}] PARENT_PID COMMAND [ARGS...]");
         return 2;
     };
     let Some(parent) = parent.to_str().and_then(|pid| pid.parse::<i32>().ok()) else {
@@ -48,6 +65,11 @@ fn guard(args: &[OsString]) -> i32 {
     // The parent may already be gone (killed between spawning this and now).
     if nix::unistd::getppid().as_raw() != parent {
         return 137;
+    }
+    // Its own session (and process group, led by this process), before anything starts.
+    if new_session && let Err(error) = nix::unistd::setsid() {
+        eprintln!("{SPAWN_FAILED_PREFIX}could not start a new session: {error}");
+        return SPAWN_FAILED;
     }
     let mut child = match std::process::Command::new(program).args(rest).spawn() {
         Ok(child) => child,
@@ -85,7 +107,56 @@ fn guard(args: &[OsString]) -> i32 {
     };
     // The server is gone (a killed agent closed its stdin, or it crashed): what it started
     // in the background goes too, or it would keep the pipes open and outlive everything.
+    if new_session {
+        // A hook's exit code is its answer: everything else of the group goes, this
+        // process exits with the code.
+        kill_rest_of_group();
+        return code;
+    }
     // SIGKILL reaches this process as well, so the exit code is written by the signal.
     let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), nix::sys::signal::Signal::SIGKILL);
     code
+}
+
+/// SIGKILLs every live process of this process's group but this one, until none is left (a
+/// process forking while it is killed cannot complete the fork, so rounds end; at most 100).
+fn kill_rest_of_group() {
+    let me = nix::unistd::getpid().as_raw();
+    let group = nix::unistd::getpgrp().as_raw();
+    for _ in 0..100 {
+        let others: Vec<i32> = group_members(group)
+            .into_iter()
+            .filter(|pid| *pid != me)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        for pid in others {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The live (not zombie) processes whose process group is `group`, from `/proc`.
+fn group_members(group: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+            let (_, after) = stat.rsplit_once(')')?;
+            let mut fields = after.split_whitespace();
+            let state = fields.next()?;
+            let pgrp = fields.nth(1)?.parse::<i32>().ok()?;
+            (pgrp == group && state != "Z" && state != "X").then_some(pid)
+        })
+        .collect()
 }

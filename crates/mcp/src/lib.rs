@@ -4,7 +4,8 @@
 //!
 //! - [`config`]: the configuration in Claude Code's shapes, with `${VAR}` expansion.
 //! - [`Server`]: a connected server: stdio (rmcp's client over a child process in its own
-//!   process group, its stderr in a log file) or streamable HTTP ([`http::HyperClient`],
+//!   process group, its stderr in a log file, its environment only the MCP SDK's default
+//!   variables and its configuration's `env`: [`sandbox::env::mcp_server_env`]) or streamable HTTP ([`http::HyperClient`],
 //!   rmcp's transport on hyper + rustls), restarted or reconnected once if it goes away.
 //! - [`McpTool`]: one of its tools as an `executor::Tool`; results (text, images, embedded
 //!   resources) become tool_result content, `isError` an error result.

@@ -371,9 +371,12 @@ impl Server {
             }
             None => tokio::process::Command::new(command),
         };
+        // Not the agent's environment (its keys and tokens): the MCP SDK's default set and
+        // what the configuration names, as Claude Code starts servers.
         let mut child = command_line
             .args(args)
-            .envs(env)
+            .env_clear()
+            .envs(sandbox::env::mcp_server_env(std::env::vars_os(), env))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)

@@ -43,12 +43,11 @@ pub(crate) fn probe() -> Result<PathBuf, String> {
     }
 }
 
+/// `name` in an absolute `PATH` folder outside the workspace, or `/usr/bin`, `/bin`
+/// ([`crate::env::resolve_program`]): bubblewrap runs outside every sandbox, so an empty or
+/// relative `PATH` entry must not find the repository's own `bwrap`.
 fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/bin")])
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
+    crate::env::resolve_program(name).ok()
 }
 
 /// Descriptors opened for bubblewrap's `--ro-bind-fd`, each with the number it gets in

@@ -39,6 +39,7 @@
 //! ```
 
 mod bwrap;
+pub mod env;
 mod helper;
 mod landlock_rules;
 mod placeholder;

@@ -11,9 +11,13 @@
 //!   group survives the call (a process that left the group with `setsid` is its own).
 //! - The command runs in the OS sandbox with the profile the permission gate chose (see
 //!   [`crate::permissions`]), or unsandboxed when the sandbox is off or the user approved
-//!   `dangerouslyDisableSandbox`. `ANTHROPIC_API_KEY` and `ANTHROPIC_AUTH_TOKEN` are removed
-//!   from its environment. A sandboxed command whose output shows a refused write or network
-//!   access gets a note saying so, and how to ask for the command outside the sandbox.
+//!   `dangerouslyDisableSandbox`. A sandboxed command whose output shows a refused write or
+//!   network access gets a note saying so, and how to ask for the command outside the sandbox.
+//! - Its environment is not the agent's: only the variables of
+//!   [`sandbox::env::PASSED_VARIABLES`] the agent has, then the session's configured `env`
+//!   (settings' `env`), never the agent's credentials ([`sandbox::env::reset`]). `bash` itself
+//!   is the one [`sandbox::env::resolve_program`] found outside the workspace; an unsandboxed
+//!   command's `PATH` has no empty or relative entry.
 //! - The working directory persists between calls: an `EXIT` trap writes `pwd -P` to a file
 //!   in the session's private folder whose path is written into the script itself (nothing
 //!   the command sets can redirect it); when it lies inside the workspace the next
@@ -78,9 +82,6 @@ If a command fails because the sandbox refused it, you may call it again with `d
 /// Closes every descriptor above 2 the shell inherited: a descriptor the agent itself was
 /// started with (`agent 7<secret`) would otherwise reach outside any sandbox.
 const CLOSE_INHERITED_FDS: &str = "for __agent_fd in /proc/self/fd/*; do __agent_fd=${__agent_fd##*/}; [ \"$__agent_fd\" -gt 2 ] 2>/dev/null && eval \"exec $__agent_fd>&-\" 2>/dev/null; done; unset __agent_fd; ";
-
-/// Environment variables never passed to commands: the agent's own credentials.
-const CREDENTIAL_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"];
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -481,9 +482,14 @@ async fn run(
     let writer_for_stderr = writer
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
-    let (std_command, _placeholders, profile) = match how {
+    // Found once, outside the workspace: never the repository's own `bash`.
+    let shell = sandbox::env::resolve_program("bash")
+        .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
+    let (mut std_command, _placeholders, profile) = match how {
         BashRun::Unsandboxed => {
-            let mut bash = std::process::Command::new("bash");
+            let mut bash = std::process::Command::new(&shell);
+            // `$0` stays `bash`, as when it was found by name.
+            std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
             bash.arg("-c").arg(&script).current_dir(&cwd);
             (bash, None, None)
         }
@@ -498,7 +504,7 @@ async fn run(
             let prepared = sandbox::Sandbox::new(backend)
                 .command(
                     &policy,
-                    "bash".as_ref(),
+                    shell.as_os_str(),
                     &["-c".into(), script.clone().into()],
                     &cwd,
                 )
@@ -506,15 +512,16 @@ async fn run(
             (prepared.command, Some(prepared.guard), Some(profile))
         }
     };
+    let confinement = match profile {
+        Some(_) => sandbox::env::Confinement::Sandboxed,
+        None => sandbox::env::Confinement::Unsandboxed,
+    };
+    sandbox::env::reset(&mut std_command, confinement, &shared.env);
     let mut bash = Command::from(std_command);
-    bash.envs(shared.env.iter().map(|(key, value)| (key, value)))
-        .stdin(Stdio::null())
+    bash.stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer_for_stderr)
         .process_group(0);
-    for name in CREDENTIAL_VARS {
-        bash.env_remove(name);
-    }
     let spawned = bash.spawn();
     // Our copies of the pipe's write end must close, or the read end never sees EOF.
     drop(bash);

@@ -32,8 +32,10 @@ pub struct ToolSetConfig {
     pub readable: Vec<PathBuf>,
     /// Who answers "ask" verdicts; `None` is a headless session, where they are denied.
     pub prompter: Option<Arc<dyn Prompter>>,
-    /// Extra environment variables for every Bash command, on top of the process's own
-    /// (settings' `env`). Later pairs win over earlier ones.
+    /// Extra environment variables for every Bash command (settings' `env`), on top of the
+    /// variables of the process's own environment that commands receive
+    /// ([`sandbox::env::PASSED_VARIABLES`]; nothing else of it is passed). Later pairs win over
+    /// earlier ones; [`sandbox::env::AGENT_CREDENTIALS`] are removed even from here.
     pub env: Vec<(String, String)>,
     /// Folders Write and Edit refuse whatever the mode and the rules (the agent's own
     /// settings). A path is refused when, as written or resolved (the shell's working

@@ -136,6 +136,33 @@ async fn configured_environment_reaches_commands() {
     assert_eq!(text(&output), "hello from settings");
 }
 
+/// Attack (issue 44): the agent's own environment reached every command. Cargo runs this
+/// test with `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, variables no allow-list names:
+/// a command sees neither, while `PATH` and `HOME` (allow-listed) and settings' `env` reach
+/// it, and `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` are withheld even from settings' `env`.
+#[tokio::test]
+async fn the_agents_own_environment_does_not_reach_commands() {
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let env = Env::build("bash-env-allowlist", |config| {
+        config.env = vec![
+            ("AGENT_TEST_SETTING".into(), "from-settings".into()),
+            ("ANTHROPIC_API_KEY".into(), "sk-ant-settings".into()),
+            ("OPENAI_API_KEY".into(), "sk-openai-settings".into()),
+        ];
+    });
+    let output = env
+        .call(
+            "Bash",
+            json!({ "command": "printf 'manifest=%s pkg=%s setting=%s ant=%s oai=%s path=%s home=%s' \"$CARGO_MANIFEST_DIR\" \"$CARGO_PKG_NAME\" \"$AGENT_TEST_SETTING\" \"$ANTHROPIC_API_KEY\" \"$OPENAI_API_KEY\" \"${PATH:+set}\" \"${HOME:+set}\"" }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&output),
+        "manifest= pkg= setting=from-settings ant= oai= path=set home=set"
+    );
+}
+
 #[tokio::test]
 async fn non_zero_exit_is_a_result_not_a_failure() {
     let env = Env::new("bash-exit");
