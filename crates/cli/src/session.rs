@@ -2294,13 +2294,14 @@ fn mcp_servers(
 }
 
 /// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
-/// call; default none beyond the executor's), and how long the first request waits for
+/// call; default [`mcp::DEFAULT_TOOL_TIMEOUT`], 10 minutes; a value that is not a positive
+/// number is warned about and the default used), and how long the first request waits for
 /// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
 /// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
 /// would let a late server's tools join), all in milliseconds.
 pub(crate) struct McpLimits {
     pub(crate) startup: std::time::Duration,
-    tool_timeout: Option<std::time::Duration>,
+    tool_timeout: std::time::Duration,
     grace: std::time::Duration,
 }
 
@@ -2314,7 +2315,20 @@ pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits
     let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
     McpLimits {
         startup,
-        tool_timeout: millis("MCP_TOOL_TIMEOUT"),
+        tool_timeout: match std::env::var("MCP_TOOL_TIMEOUT") {
+            Err(_) => mcp::DEFAULT_TOOL_TIMEOUT,
+            Ok(value) => match value.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
+                _ => {
+                    eprintln!(
+                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
+                        crate::output::printable(&value, false),
+                        mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
+                    );
+                    mcp::DEFAULT_TOOL_TIMEOUT
+                }
+            },
+        },
         grace: millis("MCP_STARTUP_WAIT_MS")
             .or(setting_wait.map(std::time::Duration::from_millis))
             .unwrap_or(if headless {
@@ -2951,5 +2965,19 @@ mod tests {
             ),
             None
         );
+    }
+
+    #[test]
+    fn mcp_calls_have_a_default_limit() {
+        assert_eq!(
+            mcp::Options::new("/logs", std::time::Duration::from_secs(1)).tool_timeout,
+            mcp::DEFAULT_TOOL_TIMEOUT
+        );
+        if std::env::var_os("MCP_TOOL_TIMEOUT").is_none() {
+            assert_eq!(
+                mcp_limits(None, true).tool_timeout,
+                mcp::DEFAULT_TOOL_TIMEOUT
+            );
+        }
     }
 }
