@@ -14,11 +14,14 @@
 //! A server's `notifications/tools/list_changed` makes the client list its tools again;
 //! [`Pool::tools`] shows the new list. A call without an answer within
 //! [`Options::tool_timeout`] (`MCP_TOOL_TIMEOUT`, default [`DEFAULT_TOOL_TIMEOUT`]) is
-//! cancelled with an error naming the server, the tool and the limit ([`CallTimedOut`]). Not yet: OAuth for remote servers (a server that asks
+//! cancelled with an error naming the server, the tool and the limit ([`CallTimedOut`]); a
+//! server flooding the client with requests or notifications is held to bounded memory
+//! ([`flood`]). Not yet: OAuth for remote servers (a server that asks
 //! for it is reported as failed; a static `Authorization` header in the configuration works).
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod flood;
 pub mod guard;
 pub mod http;
 mod names;
