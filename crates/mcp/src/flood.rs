@@ -16,7 +16,7 @@
 //! - notifications the client does not act on (`notifications/message`, progress,
 //!   resource and prompt changes, ...) are dropped as they arrive;
 //!   `notifications/tools/list_changed` is passed on only when the previous one has been
-//!   taken up (a burst is folded into one listing, as [`crate::server`]'s watcher does
+//!   taken up (a burst is folded into one listing, as the client's tool-list watcher does
 //!   anyway), and `notifications/cancelled` only for a request being handled.
 //!
 //! Answers to the client's own requests always pass: rmcp holds state only for requests it
