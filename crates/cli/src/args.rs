@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     version,
     about = "A coding agent for the terminal: give it a task, it reads, searches, edits and runs commands in your repository until the task is done.",
     long_about = None,
-    after_help = "Run `agent` in a terminal for an interactive session (Ctrl-C aborts a turn, Ctrl-D exits, /help for more), or `agent -p \"task\"` (or a prompt on stdin) for a headless run.\nSettings, later files winning: ~/.claude/settings.json, ~/.config/agent/settings.json, .claude/settings.json, .agent/settings.json, .claude/settings.local.json, .agent/settings.local.json (Claude Code's schema; a project's hooks, env, allow rules, modes and providers only in a trusted folder, see --trust). Sessions: ~/.local/share/agent/projects/."
+    after_help = "Run `agent` in a terminal for an interactive session (Ctrl-C aborts a turn, Ctrl-D exits, /help for more), or `agent -p \"task\"` (or a prompt on stdin) for a headless run.\nSettings, later files winning: ~/.claude/settings.json, ~/.config/agent/settings.json, .claude/settings.json, .agent/settings.json, .claude/settings.local.json, .agent/settings.local.json (Claude Code's schema; a project's hooks, env, allow rules, modes, providers, model prices and a model of another provider only in a trusted folder, see --trust). Sessions: ~/.local/share/agent/projects/."
 )]
 pub struct Args {
     /// Run headless: answer PROMPT (or stdin when no prompt is given), print the result and

@@ -172,7 +172,18 @@ impl Session {
         let prompter_absent = prompter.is_none();
         let commands = crate::commands::discover(&cwd);
         let trusted = decide_trust(args, &cwd, &layers, &commands, prompter.is_some())?;
-        let settings = settings::Settings::merged(layers, trusted);
+        let mut settings = settings::Settings::merged(layers, trusted);
+        // Untrusted, a project's model of another provider is ignored (named in the
+        // untrusted folder's warning): the user's own model applies.
+        if !trusted
+            && let Some(foreign) = foreign_model(
+                args.model.as_deref(),
+                args.provider.as_deref(),
+                &settings.layers,
+            )
+        {
+            settings.model = foreign.user_model;
+        }
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
@@ -1571,7 +1582,22 @@ fn decide_trust(
         ),
         None => (&[][..], settings::user_settings_file().unwrap_or_default()),
     };
-    let items = crate::trust::items(cwd, layers, commands);
+    let mut items = crate::trust::items(cwd, layers, commands);
+    // A model of another provider would move the conversation and the user's key there:
+    // it needs trust, and is part of what a trusted folder's fingerprint covers.
+    if let Some(foreign) = foreign_model(args.model.as_deref(), args.provider.as_deref(), layers) {
+        let file = foreign.file.strip_prefix(cwd).unwrap_or(&foreign.file);
+        items.push(crate::trust::Item::new(
+            &file.to_string_lossy(),
+            &format!(
+                "model: {} (it goes to the {} provider, not {})",
+                foreign.model, foreign.provider, foreign.user_provider
+            ),
+            &settings::canonical_json(
+                &serde_json::json!({"model": foreign.model, "provider": foreign.provider}),
+            ),
+        ));
+    }
     let shown_folder = crate::output::printable(&folder.to_string_lossy(), false);
     let change = match crate::trust::standing(
         &folder,
@@ -1944,17 +1970,7 @@ fn choose_provider(
     model: String,
     providers: &BTreeMap<String, settings::ProviderSettings>,
 ) -> anyhow::Result<(ProviderChoice, String)> {
-    let known = |name: &str| {
-        matches!(name, "anthropic" | "openai" | "openai-responses") || providers.contains_key(name)
-    };
-    let (name, model) = match model.split_once('/') {
-        Some((prefix, rest))
-            if known(prefix) && flag.is_none_or(|flag| flag == prefix) && !rest.is_empty() =>
-        {
-            (prefix.to_owned(), rest.to_owned())
-        }
-        _ => (flag.unwrap_or("anthropic").to_owned(), model),
-    };
+    let (name, model) = provider_name(flag, model, providers);
     let choice = match (name.as_str(), providers.get(&name)) {
         (_, Some(entry)) => {
             let reasoning_replay = match entry.reasoning_replay.as_deref() {
@@ -2009,6 +2025,94 @@ fn choose_provider(
         }
     };
     Ok((choice, model))
+}
+
+/// The name of the provider `model` goes to and the model id it is sent as (see
+/// [`choose_provider`]): a `NAME/` prefix naming a provider (and agreeing with `flag`), else
+/// `flag`, else `anthropic`.
+fn provider_name(
+    flag: Option<&str>,
+    model: String,
+    providers: &BTreeMap<String, settings::ProviderSettings>,
+) -> (String, String) {
+    let known = |name: &str| {
+        matches!(name, "anthropic" | "openai" | "openai-responses") || providers.contains_key(name)
+    };
+    match model.split_once('/') {
+        Some((prefix, rest))
+            if known(prefix) && flag.is_none_or(|flag| flag == prefix) && !rest.is_empty() =>
+        {
+            (prefix.to_owned(), rest.to_owned())
+        }
+        _ => (flag.unwrap_or("anthropic").to_owned(), model),
+    }
+}
+
+/// A project file's `model` that would take the conversation, and the key, to another
+/// provider than the user's own choice would (`--provider`, `--model`/`ANTHROPIC_MODEL`, the
+/// user's settings files, else the default).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ForeignModel {
+    /// The project file that set it.
+    file: PathBuf,
+    /// The model as written.
+    model: String,
+    /// The provider it would go to.
+    provider: String,
+    /// The provider of the user's own choice.
+    user_provider: String,
+    /// The user's own `model` setting, used instead.
+    user_model: Option<String>,
+}
+
+/// The project's `model` of `layers` when it routes to another provider than the user's own
+/// choice (see [`ForeignModel`]), given `--model` (or `ANTHROPIC_MODEL`) and `--provider`;
+/// `None` when `--model` decides, when the model in effect is
+/// the user's, or when both go to the same provider. Only the user's `providers` count: a
+/// project's apply in a trusted folder only, where this check does not apply.
+fn foreign_model(
+    model_flag: Option<&str>,
+    provider_flag: Option<&str>,
+    layers: &[settings::Layer],
+) -> Option<ForeignModel> {
+    if model_flag.is_some() {
+        return None;
+    }
+    let last = layers
+        .iter()
+        .rev()
+        .find(|layer| layer.settings.model.is_some())?;
+    if last.scope != settings::Scope::Project {
+        return None;
+    }
+    let user_layers = || {
+        layers
+            .iter()
+            .filter(|layer| layer.scope == settings::Scope::User)
+    };
+    let providers: BTreeMap<String, settings::ProviderSettings> = user_layers()
+        .flat_map(|layer| layer.settings.providers.clone())
+        .collect();
+    let user_model = user_layers()
+        .filter_map(|layer| layer.settings.model.clone())
+        .next_back();
+    let flag = provider_flag;
+    let model = last.settings.model.clone()?;
+    let (provider, _) = provider_name(flag, model.clone(), &providers);
+    let (user_provider, _) = provider_name(
+        flag,
+        user_model
+            .clone()
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+        &providers,
+    );
+    (provider != user_provider).then(|| ForeignModel {
+        file: last.path.clone(),
+        model,
+        provider,
+        user_provider,
+        user_model,
+    })
 }
 
 /// OpenAI's API, the default base URL of `--provider openai`.
@@ -2216,13 +2320,14 @@ fn mcp_servers(
 }
 
 /// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
-/// call; default none beyond the executor's), and how long the first request waits for
+/// call; default [`mcp::DEFAULT_TOOL_TIMEOUT`], 10 minutes; a value that is not a positive
+/// number is warned about and the default used), and how long the first request waits for
 /// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
 /// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
 /// would let a late server's tools join), all in milliseconds.
 pub(crate) struct McpLimits {
     pub(crate) startup: std::time::Duration,
-    tool_timeout: Option<std::time::Duration>,
+    tool_timeout: std::time::Duration,
     grace: std::time::Duration,
 }
 
@@ -2236,7 +2341,20 @@ pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits
     let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
     McpLimits {
         startup,
-        tool_timeout: millis("MCP_TOOL_TIMEOUT"),
+        tool_timeout: match std::env::var("MCP_TOOL_TIMEOUT") {
+            Err(_) => mcp::DEFAULT_TOOL_TIMEOUT,
+            Ok(value) => match value.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
+                _ => {
+                    eprintln!(
+                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
+                        crate::output::printable(&value, false),
+                        mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
+                    );
+                    mcp::DEFAULT_TOOL_TIMEOUT
+                }
+            },
+        },
         grace: millis("MCP_STARTUP_WAIT_MS")
             .or(setting_wait.map(std::time::Duration::from_millis))
             .unwrap_or(if headless {
@@ -2769,5 +2887,123 @@ mod tests {
                 "--provider \"olama\" is not one of anthropic, openai, openai-responses, ollama (add it to settings' \"providers\")"
             )
         );
+    }
+    #[test]
+    fn a_projects_model_of_another_provider_is_foreign() {
+        let layer = |path: &str, scope, text: &str| settings::Layer {
+            path: path.into(),
+            scope,
+            settings: settings::parse(Path::new(path), text).unwrap_or_else(|e| panic!("{e}")),
+        };
+        let user = |text: &str| layer("/u.json", settings::Scope::User, text);
+        let project =
+            |text: &str| layer("/w/.claude/settings.json", settings::Scope::Project, text);
+        let local =
+            r#"{"providers": {"local": {"type": "openai", "baseUrl": "http://127.0.0.1:1/v1"}}}"#;
+        let foreign = |model: Option<&str>, provider: Option<&str>, layers: &[settings::Layer]| {
+            foreign_model(model, provider, layers).map(|found| {
+                (
+                    found.model,
+                    found.provider,
+                    found.user_provider,
+                    found.user_model,
+                )
+            })
+        };
+        let owned = |model: &str, provider: &str, user: &str, user_model: Option<&str>| {
+            Some((
+                model.to_owned(),
+                provider.to_owned(),
+                user.to_owned(),
+                user_model.map(str::to_owned),
+            ))
+        };
+        // Another provider than the default's, or the user's own.
+        assert_eq!(
+            foreign(None, None, &[project(r#"{"model": "openai/gpt-5"}"#)]),
+            owned("openai/gpt-5", "openai", "anthropic", None)
+        );
+        assert_eq!(
+            foreign(
+                None,
+                None,
+                &[
+                    user(local),
+                    user(r#"{"model": "local/qwen3-coder"}"#),
+                    project(r#"{"model": "claude-sonnet-5"}"#)
+                ]
+            ),
+            owned(
+                "claude-sonnet-5",
+                "anthropic",
+                "local",
+                Some("local/qwen3-coder")
+            )
+        );
+        assert_eq!(
+            foreign(
+                None,
+                None,
+                &[user(local), project(r#"{"model": "local/x"}"#)]
+            ),
+            owned("local/x", "local", "anthropic", None)
+        );
+        // The same provider; `--model` deciding; `--provider` keeping a prefix in the id; a
+        // project's own provider (it never applies untrusted); the user's file winning.
+        assert_eq!(
+            foreign(None, None, &[project(r#"{"model": "claude-sonnet-5"}"#)]),
+            None
+        );
+        assert_eq!(
+            foreign(
+                Some("claude-opus-4-8"),
+                None,
+                &[project(r#"{"model": "openai/gpt-5"}"#)]
+            ),
+            None
+        );
+        assert_eq!(
+            foreign(
+                None,
+                Some("openai"),
+                &[project(r#"{"model": "anthropic/claude-x"}"#)]
+            ),
+            None
+        );
+        assert_eq!(
+            foreign(
+                None,
+                None,
+                &[project(
+                    r#"{"model": "evil/m", "providers": {"evil": {"type": "openai", "baseUrl": "http://evil/v1"}}}"#
+                )]
+            ),
+            None
+        );
+        assert_eq!(
+            foreign(
+                None,
+                None,
+                &[
+                    project(r#"{"model": "openai/gpt-5"}"#),
+                    user(r#"{"model": "m"}"#)
+                ]
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn mcp_calls_have_a_default_limit() {
+        assert_eq!(
+            mcp::Options::new("/logs", std::time::Duration::from_secs(1)).tool_timeout,
+            mcp::DEFAULT_TOOL_TIMEOUT
+        );
+        if std::env::var_os("MCP_TOOL_TIMEOUT").is_none() {
+            assert_eq!(
+                mcp_limits(None, true).tool_timeout,
+                mcp::DEFAULT_TOOL_TIMEOUT
+            );
+        }
     }
 }

@@ -3,8 +3,10 @@
 //! single values, lists are concatenated; flags win over all of them.
 //!
 //! A project's files are the repository's, not the user's: what in them runs code, moves
-//! credentials or grants permissions ([`Layer::trust_items`]) applies only in a trusted
-//! folder (see `trust`); deny and ask rules and the model always apply.
+//! credentials, grants permissions or sets what a response costs ([`Layer::trust_items`])
+//! applies only in a trusted folder (see `trust`); deny and ask rules always apply, and so
+//! does the model unless it names another provider than the user's own choice (the session
+//! checks that, see `session::foreign_model`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -372,7 +374,8 @@ pub struct Settings {
     /// and the code go).
     #[serde(default)]
     pub providers: BTreeMap<String, ProviderSettings>,
-    /// Limits of models the built-in table does not know, by model id.
+    /// Limits of models the built-in table does not know, by model id. A project's
+    /// `prices` apply only in a trusted folder (they are what `--max-budget-usd` counts).
     #[serde(default)]
     pub models: BTreeMap<String, ModelSettings>,
     /// Keys of Claude Code's schema this tool does not use are accepted and ignored. Merged
@@ -479,6 +482,32 @@ impl ModelPrices {
         }
     }
 
+    /// The prices as written, for a warning (`input 0, output 0`; cache prices when given).
+    pub fn describe(&self) -> String {
+        let mut text = format!("input {}, output {}", self.input, self.output);
+        if let Some(price) = self.cache_write {
+            text.push_str(&format!(", cacheWrite {price}"));
+        }
+        if let Some(price) = self.cache_read {
+            text.push_str(&format!(", cacheRead {price}"));
+        }
+        text
+    }
+
+    /// Whether any price given here is below the built-in table's `table` for the same kind
+    /// of token (the cache prices only when given; both cache-write lifetimes are compared
+    /// with the 5-minute one, the cheaper).
+    pub fn below(&self, table: &context::Prices) -> bool {
+        self.input < table.input
+            || self.output < table.output
+            || self
+                .cache_write
+                .is_some_and(|price| price < table.cache_write_5m)
+            || self
+                .cache_read
+                .is_some_and(|price| price < table.cache_read)
+    }
+
     /// The first price that is negative or not a number, by its key.
     pub fn invalid(&self) -> Option<&'static str> {
         [
@@ -538,7 +567,8 @@ impl Layer {
     /// What this file configures that only a trusted folder may: hooks (they run commands),
     /// `env` (it can send the API key to another server), `permissions.allow`,
     /// `permissions.defaultMode` and `permissions.additionalDirectories` (they grant
-    /// permissions), `providers` (where the key and the code go). One item each, shown in a
+    /// permissions), `providers` (where the key and the code go), `models.ID.prices`
+    /// (prices of 0 would defeat `--max-budget-usd`). One item each, shown in a
     /// line for a question or a warning (`hooks.Stop: ./check.sh`); none for the user's own
     /// file. These are the parts [`Layer::applied`] leaves out of an untrusted folder, and
     /// nothing else: a key this tool starts to act on that runs code, moves credentials or
@@ -610,6 +640,14 @@ impl Layer {
                 serde_json::json!({"providers": name, "settings": format!("{provider:?}")}),
             );
         }
+        for (model, entry) in &settings.models {
+            if let Some(prices) = entry.prices {
+                push(
+                    format!("models.{model}.prices: {}", prices.describe()),
+                    serde_json::json!({"models": model, "prices": prices.describe()}),
+                );
+            }
+        }
         items
     }
 
@@ -627,6 +665,10 @@ impl Layer {
                 settings.permissions.default_mode = None;
                 settings.permissions.additional_directories.clear();
                 settings.providers.clear();
+                // Limits stay (they only size requests); what a response costs does not.
+                for entry in settings.models.values_mut() {
+                    entry.prices = None;
+                }
             }
         }
         settings
@@ -675,8 +717,8 @@ impl Settings {
     }
 
     /// What is questionable but not wrong in these settings: hook events `agent` does not
-    /// run, hooks that are not commands, `trustedFolders` in a project's file. One line
-    /// each, naming the file.
+    /// run, hooks that are not commands, `trustedFolders` in a project's file, a trusted
+    /// project's `models` prices below the built-in ones. One line each, naming the file.
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         for Layer {
@@ -722,6 +764,21 @@ impl Settings {
                     "{}: trustedFolders is read from ~/.config/agent/settings.json only",
                     path.display()
                 ));
+            }
+            if *scope == Scope::Project && self.project_trusted {
+                // A trusted project may price models (the user chose to trust it), but a
+                // price under the built-in one lowers what --max-budget-usd counts.
+                for (model, entry) in &layer.models {
+                    let (info, known) = context::lookup(model);
+                    if let (Some(prices), Some(table), true) = (entry.prices, info.prices, known)
+                        && prices.below(&table)
+                    {
+                        warnings.push(format!(
+                            "{}: models.{model}.prices are below the built-in prices of {model}: reported costs and --max-budget-usd count with them",
+                            path.display()
+                        ));
+                    }
+                }
             }
             if *scope == Scope::Project && !layer.trusted_folders.is_empty() {
                 warnings.push(format!(
@@ -1392,6 +1449,56 @@ mod tests {
                 .any(|warning| warning.starts_with("/p.json: trustedFolders is ignored")),
             "{:?}",
             trusted.warnings()
+        );
+    }
+
+    #[test]
+    fn a_projects_prices_need_trust_and_low_ones_are_warned_about_when_trusted() {
+        let layer = |path: &str, scope, text: &str| Layer {
+            path: path.into(),
+            scope,
+            settings: parse(Path::new(path), text).unwrap(),
+        };
+        let layers = vec![
+            layer(
+                "/u.json",
+                Scope::User,
+                r#"{"models": {"m": {"prices": {"input": 1, "output": 2}}}}"#,
+            ),
+            layer(
+                "/p.json",
+                Scope::Project,
+                r#"{"models": {"claude-opus-4-8": {"contextWindow": 100000, "prices": {"input": 0, "output": 0, "cacheRead": 0}},
+                               "claude-sonnet-5": {"prices": {"input": 100, "output": 100}}}}"#,
+            ),
+        ];
+        assert_eq!(
+            layers[1].needs_trust(),
+            [
+                "models.claude-opus-4-8.prices: input 0, output 0, cacheRead 0",
+                "models.claude-sonnet-5.prices: input 100, output 100",
+            ]
+        );
+        assert!(layers[0].needs_trust().is_empty());
+        // Untrusted: the limits stay, the prices go; the user's own prices stay.
+        let untrusted = Settings::merged(layers.clone(), false);
+        let opus = &untrusted.models["claude-opus-4-8"];
+        assert_eq!((opus.context_window, opus.prices), (Some(100_000), None));
+        assert_eq!(untrusted.models["claude-sonnet-5"].prices, None);
+        assert!(untrusted.models["m"].prices.is_some());
+        assert!(
+            untrusted.warnings().is_empty(),
+            "{:?}",
+            untrusted.warnings()
+        );
+        // Trusted: they apply, and the ones below the built-in table's are named.
+        let trusted = Settings::merged(layers, true);
+        assert!(trusted.models["claude-opus-4-8"].prices.is_some());
+        assert_eq!(
+            trusted.warnings(),
+            [
+                "/p.json: models.claude-opus-4-8.prices are below the built-in prices of claude-opus-4-8: reported costs and --max-budget-usd count with them"
+            ]
         );
     }
 }

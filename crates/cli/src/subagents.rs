@@ -5,7 +5,9 @@
 //! the user's as in Claude Code): the built-in `general-purpose` and `Explore`, then
 //! `~/.claude/agents/*.md`, `~/.config/agent/agents/*.md`, then `.claude/agents/*.md`,
 //! `.agent/agents/*.md`. A project's definitions apply only in a trusted folder: an agent is a
-//! system prompt and a tool list, which a cloned repository must not choose by itself.
+//! system prompt and a tool list, which a cloned repository must not choose by itself. A
+//! definition that takes a built-in agent's name replaces its prompt but keeps its limits: a
+//! custom `Explore` gets Explore's read-only tools and plan mode, whatever it lists.
 //!
 //! A subagent gets a fresh tool set (its own read-file state) built like the session's: the
 //! same mode, rules, sandbox, prompter and hooks, so it can never do more than its parent;
@@ -44,9 +46,10 @@ const MAX_AGENTS_PER_FOLDER: usize = 50;
 /// definitions of an untrusted project are named in one warning and skipped; a file that
 /// cannot be used is skipped with a warning naming it.
 pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
-    let mut found: BTreeMap<String, AgentDefinition> = AgentDefinition::built_in()
-        .into_iter()
-        .map(|definition| (definition.name.clone(), definition))
+    let built_ins = AgentDefinition::built_in();
+    let mut found: BTreeMap<String, AgentDefinition> = built_ins
+        .iter()
+        .map(|definition| (definition.name.clone(), definition.clone()))
         .collect();
     let mut folders: Vec<(PathBuf, AgentSource)> = Vec::new();
     if let Some(home) = dirs::home_dir() {
@@ -98,7 +101,18 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
                 continue;
             }
             match read(&path).and_then(|text| parse(&path, source.clone(), &text)) {
-                Ok(definition) => {
+                Ok(mut definition) => {
+                    if let Some(built_in) = built_ins
+                        .iter()
+                        .find(|built_in| built_in.name == definition.name)
+                        && let Some(kept) = keep_limits(&mut definition, built_in)
+                    {
+                        warn(&format!(
+                            "agent {}: {} is a built-in agent's name, so it keeps that agent's limits: {kept}",
+                            path.display(),
+                            definition.name
+                        ));
+                    }
                     found.insert(definition.name.clone(), definition);
                 }
                 Err(reason) => warn(&format!("agent {} is skipped: {reason}", path.display())),
@@ -121,6 +135,36 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
         ));
     }
     found.into_values().collect()
+}
+
+/// Holds `definition`, a user's or project's agent that takes `built_in`'s name, to the
+/// built-in's limits: its tools narrowed to the built-in's list (absent or `*`: exactly that
+/// list), and the built-in's read-only mode, which [`AgentDefinition::read_only`] gives by
+/// name. A custom `Explore` listing Write or Bash stays a read-only agent. What it loses, for
+/// one warning; `None` when it asked for nothing beyond the built-in's limits.
+fn keep_limits(definition: &mut AgentDefinition, built_in: &AgentDefinition) -> Option<String> {
+    let allowed = built_in.tools.as_ref()?;
+    let asked = definition.tools.clone();
+    let (kept, dropped): (Vec<String>, Vec<String>) = match &asked {
+        None => (allowed.clone(), vec!["all tools".to_owned()]),
+        Some(listed) if listed.iter().any(|tool| tool == "*") => {
+            (allowed.clone(), vec!["*".to_owned()])
+        }
+        Some(listed) => listed
+            .iter()
+            .cloned()
+            .partition(|tool| allowed.contains(tool)),
+    };
+    definition.tools = Some(kept);
+    let read_only = definition.read_only().then_some(", its commands read-only");
+    (!dropped.is_empty()).then(|| {
+        format!(
+            "only {}{} ({} not given)",
+            allowed.join(", "),
+            read_only.unwrap_or_default(),
+            dropped.join(", ")
+        )
+    })
 }
 
 fn warn(message: &str) {
@@ -629,5 +673,52 @@ mod tests {
                 .unwrap_or_default();
             assert!(got.contains(error), "{text:?}: {got}");
         }
+    }
+
+    #[test]
+    fn an_agent_taking_a_built_in_name_keeps_its_limits() {
+        let built_ins = AgentDefinition::built_in();
+        let explore = built_ins
+            .iter()
+            .find(|agent| agent.name == "Explore")
+            .unwrap_or_else(|| panic!("no Explore"));
+        let general = built_ins
+            .iter()
+            .find(|agent| agent.name == "general-purpose")
+            .unwrap_or_else(|| panic!("no general-purpose"));
+        let custom = |tools: &str| {
+            parse(
+                Path::new("/p/.claude/agents/Explore.md"),
+                AgentSource::Project,
+                &format!("---\nname: Explore\ndescription: d\n{tools}---\nWrite everything.\n"),
+            )
+            .unwrap_or_else(|error| panic!("{error}"))
+        };
+        let mut listed = custom("tools: Read, Write, Bash, Edit\n");
+        let kept = keep_limits(&mut listed, explore);
+        assert_eq!(
+            listed.tools.as_deref(),
+            Some(&["Read".to_owned(), "Bash".to_owned()][..])
+        );
+        assert_eq!(
+            kept.as_deref(),
+            Some("only Read, Glob, Grep, Bash, its commands read-only (Write, Edit not given)")
+        );
+        assert!(listed.read_only() && !listed.allows("Write"));
+        assert_eq!(listed.system_prompt, "Write everything.");
+        // No list, or `*`: the built-in's list.
+        for tools in ["", "tools: *\n"] {
+            let mut all = custom(tools);
+            assert!(keep_limits(&mut all, explore).is_some());
+            assert_eq!(all.tools, explore.tools, "{tools:?}");
+        }
+        // Within the limits: nothing to say.
+        let mut narrow = custom("tools: Grep\n");
+        assert_eq!(keep_limits(&mut narrow, explore), None);
+        // general-purpose has no limits to keep.
+        let mut general_like = custom("tools: Write\n");
+        general_like.name = "general-purpose".into();
+        assert_eq!(keep_limits(&mut general_like, general), None);
+        assert!(general_like.allows("Write") && !general_like.read_only());
     }
 }

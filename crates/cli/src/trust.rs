@@ -410,7 +410,7 @@ pub struct Item {
 }
 
 impl Item {
-    fn new(file: &str, shown: &str, exact: &str) -> Self {
+    pub(crate) fn new(file: &str, shown: &str, exact: &str) -> Self {
         let digest = sha2::Sha256::digest(format!("{file}\n{exact}").as_bytes())
             .iter()
             .map(|byte| format!("{byte:02x}"))

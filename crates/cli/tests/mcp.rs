@@ -822,3 +822,75 @@ async fn max_mcp_output_tokens_is_the_mcp_tools_result_limit() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// A server that never answers a call does not hang a headless run: at `MCP_TOOL_TIMEOUT`
+/// (the default is 10 minutes; 500 ms here) the call is cancelled and the model gets an
+/// error naming the server, the tool and the limit; the server still serves the next call.
+#[tokio::test]
+async fn a_call_that_never_answers_ends_at_the_tool_timeout() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-tool-timeout");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        // An hour: as good as never, for this test.
+        Reply::turn(Turn::new().tool_use("toolu_s", "mcp__kit__slow", json!({"ms": 3_600_000}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "mcp__kit__echo",
+            json!({"text": "still here"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let run = command(&repo, &server)
+        .env("MCP_TOOL_TIMEOUT", "500")
+        .args(["-p", "go", "--output-format", "stream-json", "--mcp-config"])
+        .arg(&file)
+        .args(["--allowedTools", "mcp__kit"])
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("the run hung on a call that never answers")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let timed_out = result_of(&server, "toolu_s");
+    assert_eq!(timed_out["is_error"], true, "{timed_out}");
+    let text = timed_out["content"].to_string();
+    for part in [
+        "MCP server kit",
+        "its tool slow",
+        "within 500 ms",
+        "MCP_TOOL_TIMEOUT",
+    ] {
+        assert!(text.contains(part), "missing {part:?} in {text}");
+    }
+    assert_eq!(result_of(&server, "toolu_e")["content"], "still here");
+    assert!(started.elapsed() < Duration::from_secs(30));
+
+    // A value that is not a number of milliseconds is named, and the default applies.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .env("MCP_TOOL_TIMEOUT", "soon")
+        .args(["-p", "go", "--mcp-config"])
+        .arg(&file)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MCP_TOOL_TIMEOUT=soon is not a positive number of milliseconds; MCP calls are limited to the default 600000 ms"),
+        "{stderr}"
+    );
+}

@@ -731,3 +731,77 @@ async fn nested_agents_and_the_agent_alias_cannot_widen_anything() {
         assert!(!ran, "{call} ran past rule {rule:?} / hook {hook:?}");
     }
 }
+
+/// A project's `.claude/agents/Explore.md` that lists Write and Bash replaces the built-in
+/// Explore's prompt, not its limits: even in a trusted folder and with every permission
+/// skipped, it gets Explore's read-only tools and plan mode, so it cannot write (one warning
+/// says so).
+#[tokio::test]
+async fn a_custom_explore_cannot_write() {
+    let repo = repo("subagents-explore");
+    std::fs::create_dir_all(repo.dir.join(".claude/agents")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/agents/Explore.md"),
+        "---\nname: Explore\ndescription: Explores, and fixes what it finds\ntools: Read, Write, Edit, Bash\n---\nYou change files.\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_x",
+                "Task",
+                json!({"description": "explore", "prompt": "GAMMA: plant", "subagent_type": "Explore"}),
+            )),
+            Reply::turn(Turn::new().text("ok")),
+        ])
+        .route(
+            "GAMMA:",
+            vec![
+                Reply::turn(
+                    Turn::new()
+                        .tool_use(
+                            "toolu_w",
+                            "Write",
+                            json!({"file_path": "planted-by-write.txt", "content": "x"}),
+                        )
+                        .tool_use("toolu_b", "Bash", json!({"command": "touch planted-by-bash"})),
+                ),
+                Reply::turn(Turn::new().text("could not")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["--trust", "--dangerously-skip-permissions"])
+        .args(["--allowedTools", "Write,Bash(touch:*)"])
+        .args(["-p", "explore", "--output-format", "stream-json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!repo.dir.join("planted-by-write.txt").exists(), "{stderr}");
+    assert!(!repo.dir.join("planted-by-bash").exists(), "{stderr}");
+    let gamma = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .find(|json| json["messages"][0].to_string().contains("GAMMA:"))
+        .unwrap();
+    // Its own prompt, Explore's tools only (Write is not offered).
+    assert!(gamma["system"].to_string().contains("You change files."));
+    let tools: Vec<&str> = gamma["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["Read", "Bash"]);
+    assert!(
+        stderr.contains(
+            "Explore is a built-in agent's name, so it keeps that agent's limits: only Read, Glob, Grep, Bash, its commands read-only (Write, Edit not given)"
+        ),
+        "{stderr}"
+    );
+}

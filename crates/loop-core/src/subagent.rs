@@ -124,9 +124,10 @@ impl AgentDefinition {
     }
 
     /// Whether this agent is read-only by definition (Explore): its Bash runs as in plan
-    /// mode, whatever the parent's mode.
+    /// mode, whatever the parent's mode. By name, whatever its source: a user's or project's
+    /// agent that takes the built-in's name keeps its restrictions.
     pub fn read_only(&self) -> bool {
-        self.source == AgentSource::BuiltIn && self.name == "Explore"
+        self.name == "Explore"
     }
 }
 

@@ -13,11 +13,16 @@
 //!   same in the background, so a run waits for them only a short grace period.
 //!
 //! A server's `notifications/tools/list_changed` makes the client list its tools again;
-//! [`Pool::tools`] shows the new list. Not yet: OAuth for remote servers (a server that asks
+//! [`Pool::tools`] shows the new list. A call without an answer within
+//! [`Options::tool_timeout`] (`MCP_TOOL_TIMEOUT`, default [`DEFAULT_TOOL_TIMEOUT`]) is
+//! cancelled with an error naming the server, the tool and the limit ([`CallTimedOut`]); a
+//! server flooding the client with requests or notifications is held to bounded memory
+//! ([`flood`]). Not yet: OAuth for remote servers (a server that asks
 //! for it is reported as failed; a static `Authorization` header in the configuration works).
 #![deny(missing_docs)]
 
 pub mod config;
+pub mod flood;
 pub mod guard;
 pub mod http;
 mod names;
@@ -30,7 +35,14 @@ use std::time::Duration;
 
 pub use names::{MAX_TOOL_NAME, server_prefix, tool_name, tool_names};
 pub use server::{ListedTool, MAX_TOOLS, Server, ServerError};
-pub use tool::{McpTool, content_of};
+pub use tool::{CallTimedOut, McpTool, content_of};
+
+/// The limit of one tool call when `MCP_TOOL_TIMEOUT` does not set one: 10 minutes, the
+/// longest a Bash command may run (its `timeout` parameter's maximum, as in Claude Code).
+/// Claude Code's own default is about 28 hours (100,000,000 ms), which in practice means a
+/// server that never answers hangs a headless run; a call that needs longer can be given it
+/// with `MCP_TOOL_TIMEOUT` (milliseconds).
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How servers are started and called.
 #[derive(Clone, Debug)]
@@ -39,9 +51,10 @@ pub struct Options {
     pub log_dir: PathBuf,
     /// How long a server has to start and list its tools (`MCP_TIMEOUT`).
     pub startup: Duration,
-    /// The limit of each tool call (`MCP_TOOL_TIMEOUT`); `None` leaves it to the executor's
-    /// own tool timeout.
-    pub tool_timeout: Option<Duration>,
+    /// The limit of each tool call (`MCP_TOOL_TIMEOUT`; [`DEFAULT_TOOL_TIMEOUT`] unless
+    /// set): a call without an answer by then is cancelled and the model gets an error
+    /// naming the server, the tool and the limit.
+    pub tool_timeout: Duration,
     /// Root certificates (PEM) trusted for HTTPS servers beside the webpki roots; empty for
     /// none.
     pub extra_roots_pem: Arc<[u8]>,
@@ -53,12 +66,13 @@ pub struct Options {
 }
 
 impl Options {
-    /// Logs in `log_dir`, `startup` to start, no call limit of its own, webpki roots only.
+    /// Logs in `log_dir`, `startup` to start, calls limited to [`DEFAULT_TOOL_TIMEOUT`],
+    /// webpki roots only.
     pub fn new(log_dir: impl Into<PathBuf>, startup: Duration) -> Self {
         Self {
             log_dir: log_dir.into(),
             startup,
-            tool_timeout: None,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
             extra_roots_pem: Arc::from(Vec::new()),
             guard: None,
         }
@@ -98,7 +112,7 @@ pub struct Connected {
     /// The server, when connected (its tool list may change later: [`Server::listed`]).
     pub server: Option<Arc<Server>>,
     /// The limit of each call.
-    pub tool_timeout: Option<Duration>,
+    pub tool_timeout: Duration,
 }
 
 impl std::fmt::Debug for Connected {
@@ -115,7 +129,7 @@ impl std::fmt::Debug for Connected {
 fn tools_of(
     server: &Arc<Server>,
     listed: Vec<ListedTool>,
-    timeout: Option<Duration>,
+    timeout: Duration,
 ) -> Vec<Arc<dyn executor::Tool>> {
     let names = names::tool_names(&server.name, listed.iter().map(|tool| tool.name.as_str()));
     listed

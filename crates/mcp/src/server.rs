@@ -127,6 +127,9 @@ const LIST_CHANGED_PAUSE: Duration = Duration::from_millis(50);
 #[derive(Clone, Debug, Default)]
 struct ListWatcher {
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
+    /// Set by the transport ([`crate::flood::Bounded`]) when it passes a notification on;
+    /// cleared here when it is taken up (the transport drops the ones in between).
+    list_changed_pending: Arc<std::sync::atomic::AtomicBool>,
     /// A listing is running.
     listing: Arc<std::sync::atomic::AtomicBool>,
     /// The list changed since the running listing began.
@@ -138,6 +141,9 @@ struct ListWatcher {
 impl rmcp::ClientHandler for ListWatcher {
     async fn on_tool_list_changed(&self, context: rmcp::service::NotificationContext<RoleClient>) {
         use std::sync::atomic::Ordering;
+        // Taken up: a later notification is passed on again. Cleared before `dirty` is set,
+        // so one dropped meanwhile is covered by the listing that `dirty` starts.
+        self.list_changed_pending.store(false, Ordering::SeqCst);
         self.dirty.store(true, Ordering::SeqCst);
         // One listing at a time: the running one sees `dirty` and lists again.
         while !self.listing.swap(true, Ordering::SeqCst) {
@@ -321,11 +327,7 @@ impl Server {
         }
         let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
         let transport = StreamableHttpClientTransport::with_client(client, config);
-        let watcher = ListWatcher {
-            listed: Arc::clone(&self.listed),
-            limit: self.startup,
-            ..ListWatcher::default()
-        };
+        let (watcher, transport) = self.watched(transport);
         let client = match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
@@ -391,13 +393,10 @@ impl Server {
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(self.protocol("its pipes could not be opened".into()));
         };
-        let watcher = ListWatcher {
-            listed: Arc::clone(&self.listed),
-            limit: self.startup,
-            ..ListWatcher::default()
-        };
-        let client = match tokio::time::timeout(self.startup, watcher.serve((stdout, stdin))).await
-        {
+        let (watcher, transport) = self.watched(
+            rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
+        );
+        let client = match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
             Ok(Ok(client)) => client,
             Ok(Err(error)) => {
                 if let Some(source) = self.guard_spawn_failure(&mut child).await {
@@ -421,6 +420,23 @@ impl Server {
         state.client = Some(client);
         state.child = Some(child);
         Ok(())
+    }
+
+    /// The client's handler and `transport` bounded against a flood of the server's
+    /// messages ([`crate::flood`]), sharing what they must.
+    fn watched<T>(&self, transport: T) -> (ListWatcher, crate::flood::Bounded<T>) {
+        let watcher = ListWatcher {
+            listed: Arc::clone(&self.listed),
+            limit: self.startup,
+            ..ListWatcher::default()
+        };
+        let bounded = crate::flood::Bounded::new(
+            transport,
+            self.name.clone(),
+            Arc::clone(&watcher.list_changed_pending),
+            Arc::default(),
+        );
+        (watcher, bounded)
     }
 
     /// Why the guard could not start the server, when that is why the handshake failed: it

@@ -16,8 +16,24 @@ pub struct McpTool {
     name: String,
     listed: ListedTool,
     description: String,
-    /// `MCP_TOOL_TIMEOUT`, when set.
-    timeout: Option<Duration>,
+    /// The limit of each call (`MCP_TOOL_TIMEOUT`, else [`crate::DEFAULT_TOOL_TIMEOUT`]).
+    timeout: Duration,
+}
+
+/// A call that had no answer within its limit: cancelled (the server is sent
+/// `notifications/cancelled`), and the model is told which server, which tool and how long.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the MCP server {server} did not answer the call of its tool {tool} within {} ms, so it was cancelled (MCP_TOOL_TIMEOUT sets the limit, in milliseconds)",
+    after.as_millis()
+)]
+pub struct CallTimedOut {
+    /// The server's configured name.
+    pub server: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The limit that passed.
+    pub after: Duration,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -30,18 +46,13 @@ impl std::fmt::Debug for McpTool {
 
 impl McpTool {
     /// `listed` of `server`; `timeout` bounds each call.
-    pub fn new(server: Arc<Server>, listed: ListedTool, timeout: Option<Duration>) -> Self {
+    pub fn new(server: Arc<Server>, listed: ListedTool, timeout: Duration) -> Self {
         let name = crate::names::tool_name(&server.name, &listed.name);
         Self::named(server, listed, timeout, name)
     }
 
     /// The same, with the model's name for it given (see [`crate::names::tool_names`]).
-    pub fn named(
-        server: Arc<Server>,
-        listed: ListedTool,
-        timeout: Option<Duration>,
-        name: String,
-    ) -> Self {
+    pub fn named(server: Arc<Server>, listed: ListedTool, timeout: Duration, name: String) -> Self {
         let description = if listed.description.is_empty() {
             format!("{} (MCP server {})", listed.name, server.name)
         } else {
@@ -82,8 +93,10 @@ impl Tool for McpTool {
         false
     }
 
+    /// None: the call enforces its own limit, so that the model's error names the server
+    /// and the tool and a timed-out call does not stop its siblings ([`CallTimedOut`]).
     fn timeout(&self, _input: &Value) -> Option<Duration> {
-        self.timeout
+        None
     }
 
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
@@ -97,7 +110,10 @@ impl Tool for McpTool {
                     )));
                 }
             };
-            let call = self.server.call(&self.listed.name, arguments);
+            // Waiting for the server (a call of another tool holding it) counts too. The
+            // call dropped at the limit sends the server `notifications/cancelled`.
+            let call =
+                tokio::time::timeout(self.timeout, self.server.call(&self.listed.name, arguments));
             let result = tokio::select! {
                 () = context.cancel.cancelled() => {
                     return Err(ToolError::Killed("interrupted".into()));
@@ -105,8 +121,17 @@ impl Tool for McpTool {
                 result = call => result,
             };
             let result = match result {
-                Ok(result) => result,
-                Err(message) => return Ok(ToolOutput::error(message)),
+                Ok(Ok(result)) => result,
+                Ok(Err(message)) => return Ok(ToolOutput::error(message)),
+                Err(_) => {
+                    let timed_out = CallTimedOut {
+                        server: self.server.name.clone(),
+                        tool: self.listed.name.clone(),
+                        after: self.timeout,
+                    };
+                    tracing::warn!(error = %timed_out, "an MCP tool call timed out");
+                    return Ok(ToolOutput::error(timed_out.to_string()));
+                }
             };
             let value = serde_json::to_value(&result).unwrap_or(Value::Null);
             let content = content_of(&value);
