@@ -669,7 +669,9 @@ pub fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The git folder the `.git` file of `root` names, resolved, when it is a real git folder
-/// ([`is_git_dir`]) that may be shown ([`shown_safely`]) and that names `root` back: a
+/// (a `HEAD` file, and an `objects` folder or a `commondir` file) that may be shown (not
+/// `/`, not `$HOME` or a folder holding it, not a folder holding `root`, owned by this
+/// user) and that names `root` back: a
 /// worktree's folder holds a `gitdir` file naming `root/.git`; a submodule's folder (under
 /// the superproject's `.git/modules/`) has `core.worktree` naming `root`. `None` when
 /// `.git` is not a regular file or any of that fails.
