@@ -1042,3 +1042,127 @@ fn a_checked_git_folder_swapped_for_a_link_shows_nothing_more() {
         );
     }
 }
+
+/// Set in the environment of the process [`system_v_ipc_is_refused_without_user_namespaces`]
+/// starts to be "a machine without user namespaces": `KEY` of the host's segment.
+const NO_USERNS_ENV: &str = "SANDBOX_ESCAPE_TEST_NO_USERNS";
+
+/// A host process's System V shared memory segment, holding `ipc-secret`, until dropped.
+struct HostSegment {
+    child: std::process::Child,
+}
+
+impl HostSegment {
+    fn create(key: u32) -> Self {
+        let script = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(int(sys.argv[1]), 4096, 0o1600)
+addr = libc.shmat(shmid, None, 0)
+ctypes.memmove(addr, b"ipc-secret\0", 11)
+print("ready", flush=True)
+sys.stdin.read()
+libc.shmctl(shmid, 0, None)
+"#;
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", script, &key.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("host python");
+        let mut ready = [0u8; 6];
+        child
+            .stdout
+            .as_mut()
+            .expect("stdout")
+            .read_exact(&mut ready)
+            .expect("the segment is made");
+        Self { child }
+    }
+}
+
+impl Drop for HostSegment {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take()); // the host removes its segment and exits
+        let _ = self.child.wait();
+    }
+}
+
+/// Issue 44, class 7: on a machine without user namespaces a normal user's Landlock helper
+/// runs the command with no IPC namespace of its own, so the user's System V IPC objects
+/// (shared memory of a database, a browser, an X server) were reachable from a read-only
+/// command. The seccomp filter refuses those calls there.
+///
+/// "Without user namespaces" is made for the helper alone: this test binary runs again
+/// with [`NO_USERNS_ENV`], refuses itself `unshare` with a seccomp filter, and starts the
+/// sandbox from there. Root never runs without namespaces (the helper refuses), so as root
+/// the test says so and checks only that refusal; CI runs it again as a normal user.
+#[test]
+fn system_v_ipc_is_refused_without_user_namespaces() {
+    if let Ok(key) = std::env::var(NO_USERNS_ENV) {
+        return read_host_segment_without_user_namespaces(&key);
+    }
+    let key = 0x5a00_0000 + std::process::id() % 0xffff;
+    let _segment = HostSegment::create(key);
+    let output = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "system_v_ipc_is_refused_without_user_namespaces",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(NO_USERNS_ENV, key.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the inner test runs");
+    let out = text(&output);
+    assert!(output.status.success(), "{out}");
+    assert!(
+        !out.contains("ipc-secret"),
+        "read the host's segment\n{out}"
+    );
+    if nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "NOTE: as root the helper refuses to run without user namespaces; the IPC check runs in CI's normal-user pass"
+        );
+        assert!(out.contains("helper-refused"), "{out}");
+    } else {
+        assert!(out.contains("shmget-refused"), "{out}");
+    }
+}
+
+/// The inner half: no `unshare` for this process and what it starts, then the Landlock
+/// helper runs a command that attaches the host's segment `key`.
+fn read_host_segment_without_user_namespaces(key: &str) {
+    use seccompiler::{SeccompAction, SeccompFilter, TargetArch};
+    let filter = SeccompFilter::new(
+        [(libc::SYS_unshare, Vec::new())].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::try_from(std::env::consts::ARCH).expect("architecture"),
+    )
+    .expect("filter");
+    let program: seccompiler::BpfProgram = filter.try_into().expect("compiled");
+    seccompiler::apply_filter(&program).expect("applied");
+    let layout = Layout::new("sysv");
+    let policy = layout.policy(Profile::ReadOnly);
+    let script = format!(
+        r#"/usr/bin/python3 - <<'PY'
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget({key}, 0, 0)
+if shmid < 0:
+    print("shmget-refused", ctypes.get_errno())
+else:
+    print("attached", ctypes.string_at(libc.shmat(shmid, None, 0)).decode())
+PY"#
+    );
+    let output = run(&Backend::Landlock(helper()), &policy, &script);
+    let out = text(&output);
+    if out.contains("cannot drop root's privileges") {
+        println!("helper-refused");
+    }
+    println!("{out}");
+}
