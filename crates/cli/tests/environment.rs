@@ -60,7 +60,13 @@ fn names(listing: &str) -> Vec<&str> {
 /// allow-listed basics (`PATH`, `HOME`) and settings' `env` do.
 #[tokio::test]
 async fn commands_and_hooks_never_get_the_agents_keys_and_tokens() {
-    let repo = repo("env-commands");
+    for backend in common::sandbox_backends() {
+        commands_and_hooks_never_get_the_agents_keys_and_tokens_under(backend).await;
+    }
+}
+
+async fn commands_and_hooks_never_get_the_agents_keys_and_tokens_under(backend: &str) {
+    let repo = repo(&format!("env-commands-{backend}"));
     std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
     let hook_env = repo.home.join("hook-env.txt");
     std::fs::write(
@@ -82,6 +88,7 @@ async fn commands_and_hooks_never_get_the_agents_keys_and_tokens() {
     .await
     .unwrap();
     let output = with_secrets(&mut command(&repo, &server))
+        .env("AGENT_SANDBOX_BACKEND", backend)
         .args([
             "-p",
             "show the environment",
@@ -104,10 +111,13 @@ async fn commands_and_hooks_never_get_the_agents_keys_and_tokens() {
     for (what, listing) in [("the command", &command_env), ("the hook", &hook_env)] {
         assert!(
             !listing.contains("LEAKED"),
-            "{what} got a secret: {listing}"
+            "{backend}: {what} got a secret: {listing}"
         );
-        assert!(listing.contains("LINT_LEVEL=strict"), "{what}: {listing}");
-        assert!(listing.contains("PATH=/"), "{what}: {listing}");
+        assert!(
+            listing.contains("LINT_LEVEL=strict"),
+            "{backend}: {what}: {listing}"
+        );
+        assert!(listing.contains("PATH=/"), "{backend}: {what}: {listing}");
         assert!(
             listing.contains(&format!("HOME={}", repo.home.display())),
             "{what}: {listing}"
@@ -242,7 +252,11 @@ async fn programs_are_never_found_through_the_repository() {
     )
     .unwrap();
     let path = format!(":.:{}", std::env::var("PATH").unwrap_or_default());
-    for sandbox in ["auto", "off"] {
+    let modes = common::sandbox_backends()
+        .into_iter()
+        .map(|backend| ("auto", backend))
+        .chain([("off", "none")]);
+    for (sandbox, backend) in modes {
         let server = Server::start_tls(Script::new(vec![
             Reply::turn(Turn::new().tool_use(
                 "toolu_git",
@@ -256,6 +270,7 @@ async fn programs_are_never_found_through_the_repository() {
         let output = command(&repo, &server)
             .current_dir(&repo.dir)
             .env("PATH", &path)
+            .env("AGENT_SANDBOX_BACKEND", backend)
             // Prefetch off: the first request waits for `git status`, so it surely ran.
             .env("AGENT_NO_PREFETCH", "1")
             .args([
@@ -274,13 +289,19 @@ async fn programs_are_never_found_through_the_repository() {
             .unwrap();
         assert!(
             output.status.success(),
-            "{sandbox}: {}",
+            "{sandbox} ({backend}): {}",
             String::from_utf8_lossy(&output.stderr)
         );
         let result = result_text(&server, "toolu_git");
-        assert!(result.contains("git version"), "{sandbox}: {result}");
+        assert!(
+            result.contains("git version"),
+            "{sandbox} ({backend}): {result}"
+        );
         let first = server.requests()[0].json()["messages"].to_string();
-        assert!(first.contains("Git status:"), "{sandbox}: {first}");
+        assert!(
+            first.contains("Git status:"),
+            "{sandbox} ({backend}): {first}"
+        );
         let ran: Vec<String> = planted
             .iter()
             .filter_map(|name| {
@@ -290,7 +311,7 @@ async fn programs_are_never_found_through_the_repository() {
             .collect();
         assert!(
             ran.is_empty(),
-            "{sandbox}: the repository's own programs ran: {ran:?}"
+            "{sandbox} ({backend}): the repository's own programs ran: {ran:?}"
         );
     }
 }

@@ -13,36 +13,6 @@ use common::{Repo, command, processes_running, repo, unique_sleep, wait_for_proc
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
-/// The back ends that work here, by the name `AGENT_SANDBOX_BACKEND` takes.
-fn backends() -> Vec<&'static str> {
-    use tools::sandbox::Backend;
-    let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
-    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_agent"));
-    let mut found = Vec::new();
-    for (name, backend) in [
-        ("bwrap", Backend::detect(None)),
-        ("landlock", Backend::Landlock(helper.to_path_buf())),
-    ] {
-        let works = match backend {
-            Backend::Bubblewrap(_) => true,
-            // The helper's own check that the kernel enforces Landlock.
-            Backend::Landlock(_) => std::process::Command::new(helper)
-                .args([tools::sandbox::HELPER_ARG, "probe"])
-                .output()
-                .is_ok_and(|output| output.status.success()),
-            _ => false,
-        };
-        if works {
-            found.push(name);
-        } else if in_ci {
-            panic!("CI needs the {name} sandbox back end");
-        } else {
-            eprintln!("NOTE: {name} sandbox tests skipped: it does not work here");
-        }
-    }
-    found
-}
-
 /// A model that makes each Bash call in its own turn, then says "Done.".
 async fn serve_bash(calls: &[(&str, Value)]) -> Server {
     let mut turns: Vec<Reply> = calls
@@ -86,7 +56,7 @@ fn tool_result(server: &Server, id: &str) -> String {
 
 #[tokio::test]
 async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let repo = repo(&format!("sbx-profiles-{backend}"));
         let server = serve_bash(&[
             (
@@ -145,7 +115,7 @@ async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
 async fn a_setsid_daemon_does_not_outlive_a_killed_agent() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    for (index, backend) in backends().into_iter().enumerate() {
+    for (index, backend) in common::sandbox_backends().into_iter().enumerate() {
         let repo = repo(&format!("sbx-daemon-{backend}"));
         let daemon = unique_sleep(28, 7 + index as u32);
         let server = serve_bash(&[(
@@ -231,7 +201,7 @@ async fn without_a_sandbox_allowed_commands_run_with_a_warning_and_others_are_re
 
 #[tokio::test]
 async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
-    let Some(backend) = backends().first().copied() else {
+    let Some(backend) = common::sandbox_backends().first().copied() else {
         return;
     };
     let repo = repo("sbx-hostile-repo");
@@ -273,7 +243,7 @@ async fn a_repository_cannot_turn_the_sandbox_off_or_run_code_at_start_up() {
 
 #[tokio::test]
 async fn git_is_read_only_in_the_sandbox_and_no_placeholder_shows_up() {
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let repo = repo(&format!("sbx-git-{backend}"));
         let server = serve_bash(&[("toolu_c", json!({"command": "echo more >> notes.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm more"}))]).await;
         let output = run(
@@ -316,7 +286,7 @@ async fn git_is_read_only_in_the_sandbox_and_no_placeholder_shows_up() {
 
 #[tokio::test]
 async fn descriptors_the_agent_inherited_do_not_reach_commands() {
-    let Some(backend) = backends().first().copied() else {
+    let Some(backend) = common::sandbox_backends().first().copied() else {
         return;
     };
     let repo = repo("sbx-fds");
@@ -382,7 +352,7 @@ async fn a_home_reached_through_a_link_keeps_its_credentials_hidden() {
     let link = base.join("homelink");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     let real = real.canonicalize().unwrap();
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let command = format!(
             "cat {0}/.ssh/id_test; cat {1}/.ssh/id_test; ls -a {0} | tr '\\n' ' '",
             real.display(),
@@ -417,7 +387,7 @@ async fn a_home_reached_through_a_link_keeps_its_credentials_hidden() {
 #[tokio::test]
 async fn toolchains_outside_home_run_in_the_sandbox() {
     use std::os::unix::fs::PermissionsExt as _;
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let repo = repo(&format!("sbx-toolchain-{backend}"));
         let base = repo.home.parent().unwrap().to_path_buf();
         let script = |path: &std::path::Path, body: &str| {
@@ -465,7 +435,7 @@ async fn toolchains_outside_home_run_in_the_sandbox() {
 /// with `..`): the folders are granted resolved, so the files are hidden where they are.
 #[tokio::test]
 async fn credentials_stay_hidden_behind_links() {
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let repo = repo(&format!("sbx-credlinks-{backend}"));
         let base = repo.home.parent().unwrap().to_path_buf();
         let data = base.join("data");
@@ -520,7 +490,7 @@ fn command_with_env(repo: &Repo, server: &Server, backend: &str) -> tokio::proce
 /// and Write cannot either.
 #[tokio::test]
 async fn the_sessions_data_is_read_only_to_the_model_even_inside_the_workspace() {
-    for backend in backends() {
+    for backend in common::sandbox_backends() {
         let repo = repo(&format!("sbx-data-{backend}"));
         let id = "7b1e2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b";
         let data = repo.dir.join(".local/share");

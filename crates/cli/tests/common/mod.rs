@@ -179,3 +179,33 @@ pub fn result_text(server: &Server, id: &str) -> String {
     }
     panic!("no result for {id}")
 }
+
+/// The back ends that work here, by the name `AGENT_SANDBOX_BACKEND` takes.
+pub fn sandbox_backends() -> Vec<&'static str> {
+    use tools::sandbox::Backend;
+    let in_ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
+    let helper = std::path::Path::new(env!("CARGO_BIN_EXE_agent"));
+    let mut found = Vec::new();
+    for (name, backend) in [
+        ("bwrap", Backend::detect(None)),
+        ("landlock", Backend::Landlock(helper.to_path_buf())),
+    ] {
+        let works = match backend {
+            Backend::Bubblewrap(_) => true,
+            // The helper's own check that the kernel enforces Landlock.
+            Backend::Landlock(_) => std::process::Command::new(helper)
+                .args([tools::sandbox::HELPER_ARG, "probe"])
+                .output()
+                .is_ok_and(|output| output.status.success()),
+            _ => false,
+        };
+        if works {
+            found.push(name);
+        } else if in_ci {
+            panic!("CI needs the {name} sandbox back end");
+        } else {
+            eprintln!("NOTE: {name} sandbox tests skipped: it does not work here");
+        }
+    }
+    found
+}
