@@ -162,8 +162,8 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>
 
 /// Runs one hook command with `input` on stdin.
 async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Value) -> Answer {
-    let bash = match tools::sandbox::env::resolve_program("bash") {
-        Ok(bash) => bash,
+    let line = match command_line(env, command) {
+        Ok(line) => line,
         Err(error) => {
             eprintln!(
                 "agent: hook `{}` could not start: {error}",
@@ -172,32 +172,6 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             return Answer::Go;
         }
     };
-    let mut line = match &env.guard {
-        Some(guard) => {
-            // Not in a group of its own: the guard's `setsid` makes its session and group.
-            let mut line = std::process::Command::new(guard);
-            line.arg(mcp::guard::GUARD_ARG)
-                .arg(mcp::guard::NEW_SESSION_FLAG)
-                .arg(std::process::id().to_string())
-                .arg(&bash);
-            line
-        }
-        None => {
-            let mut line = std::process::Command::new(&bash);
-            std::os::unix::process::CommandExt::arg0(&mut line, "bash");
-            std::os::unix::process::CommandExt::process_group(&mut line, 0);
-            line
-        }
-    };
-    line.arg("-c")
-        .arg(command)
-        .current_dir(&env.cwd)
-        .env("CLAUDE_PROJECT_DIR", &env.cwd);
-    tools::sandbox::env::reset(
-        &mut line,
-        tools::sandbox::env::Confinement::Unsandboxed,
-        &env.env,
-    );
     let child = tokio::process::Command::from(line)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -255,7 +229,8 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             return Answer::Go;
         }
     };
-    // It exited: what it started in the background may go on.
+    // It exited: the guard has ended what it left in the background (without a guard, as
+    // in unit tests, that goes on).
     group.disarm();
     let _ = tokio::time::timeout(PIPE_GRACE, async {
         for reader in &mut readers {
@@ -272,6 +247,48 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             .to_owned()
     };
     let (stdout, stderr) = (text(&stdout), text(&stderr));
+    answer(command, status, &stdout, stderr)
+}
+
+/// The command line of a hook: `bash -c COMMAND` (bash found outside the workspace), through
+/// the guard when there is one (a session and process group of its own, dying with the
+/// agent), in the working directory, with the allow-listed environment, settings' `env` and
+/// `CLAUDE_PROJECT_DIR`.
+fn command_line(env: &HookEnv, command: &str) -> Result<std::process::Command, String> {
+    let bash = tools::sandbox::env::resolve_program("bash").map_err(|error| error.to_string())?;
+    let mut line = match &env.guard {
+        Some(guard) => {
+            // Not in a group of its own: the guard's `setsid` makes its session and group.
+            let mut line = std::process::Command::new(guard);
+            line.arg(mcp::guard::GUARD_ARG)
+                .arg(mcp::guard::NEW_SESSION_FLAG)
+                .arg(std::process::id().to_string())
+                .arg(&bash);
+            line
+        }
+        None => {
+            let mut line = std::process::Command::new(&bash);
+            std::os::unix::process::CommandExt::arg0(&mut line, "bash");
+            std::os::unix::process::CommandExt::process_group(&mut line, 0);
+            line
+        }
+    };
+    line.arg("-c")
+        .arg(command)
+        .current_dir(&env.cwd)
+        .env("CLAUDE_PROJECT_DIR", &env.cwd);
+    tools::sandbox::env::reset(
+        &mut line,
+        tools::sandbox::env::Confinement::Unsandboxed,
+        &env.env,
+    );
+    Ok(line)
+}
+
+/// What a hook that exited with `status` answers: exit 2 blocks (with its stderr), exit 0
+/// answers with its stdout (JSON or nothing), anything else is reported and lets the call
+/// go on.
+fn answer(command: &str, status: std::process::ExitStatus, stdout: &str, stderr: String) -> Answer {
     match status.code() {
         Some(2) => Answer::Block(if stderr.is_empty() {
             format!("blocked by hook `{command}`")
@@ -282,14 +299,14 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             // Text is fine (it says nothing); something meant as JSON that does not parse is
             // a broken hook the user should hear about.
             let looks_like_json = stdout.starts_with('{') || stdout.starts_with('[');
-            if looks_like_json && serde_json::from_str::<Value>(&stdout).is_err() {
+            if looks_like_json && serde_json::from_str::<Value>(stdout).is_err() {
                 eprintln!(
                     "agent: hook `{}` printed invalid JSON, ignored: {}",
                     printable(command, false),
                     printable(&stdout.chars().take(200).collect::<String>(), false)
                 );
             }
-            json_answer(&stdout)
+            json_answer(stdout)
         }
         _ => {
             eprintln!("{}", failure_line(command, &status.to_string(), &stderr));
