@@ -23,6 +23,7 @@ mod bench_cache;
 mod bench_cli;
 mod bench_long;
 mod bench_render;
+mod tidy;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -46,6 +47,10 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
     (
         "bench-cache [--agent PATH]",
         "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
+    ),
+    (
+        "tidy",
+        "check the layering (docs/ARCHITECTURE.md), unused dependencies, #![deny(missing_docs)] and function lengths",
     ),
     ("help", "list the subcommands"),
 ];
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
                 })
             })
         }
+        Some("tidy") => tidy_metadata().and_then(|(root, metadata)| tidy::run(&root, &metadata)),
         Some("help" | "-h" | "--help") => {
             print!("{}", usage());
             Ok(())
@@ -107,6 +113,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The workspace root and `cargo metadata --no-deps` for `tidy`.
+fn tidy_metadata() -> Result<(PathBuf, Value)> {
+    let output = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("running cargo metadata")?;
+    ensure!(
+        output.status.success(),
+        "cargo metadata failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Value =
+        serde_json::from_slice(&output.stdout).context("parsing cargo metadata's output")?;
+    let root = PathBuf::from(metadata["workspace_root"].as_str().unwrap_or("."));
+    Ok((root, metadata))
 }
 
 fn usage() -> String {

@@ -18,6 +18,8 @@
 //! with SGR escape sequences (colours and styles) already in them. Writing them is the
 //! caller's business.
 
+#![deny(missing_docs)]
+
 pub mod diff;
 pub mod editor;
 mod highlight;

@@ -38,6 +38,8 @@
 //! # let _ = status; Ok(()) }
 //! ```
 
+#![deny(missing_docs)]
+
 mod bwrap;
 pub mod env;
 mod helper;
