@@ -215,10 +215,21 @@ pub fn is_passed(name: &OsStr) -> bool {
 }
 
 /// `path` (a `PATH` value) without its empty and relative entries, which name folders of
-/// whatever the current directory is (the workspace, usually).
+/// whatever the current directory is (the workspace, usually), and without the folders
+/// inside the workspace roots [`fix_program_folders`] fixed (a command could put programs
+/// there that a hook or server outside the sandbox would then run).
 pub fn absolute_path_entries(path: &OsStr) -> OsString {
+    let excluded = FOLDERS.get().map(|folders| folders.excluded.as_slice());
     let kept: Vec<PathBuf> = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
+        .filter(|dir| {
+            excluded.is_none_or(|roots| {
+                !inside(
+                    &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()),
+                    roots,
+                )
+            })
+        })
         .collect();
     // `join_paths` fails only on an entry holding `:`, and split entries hold none.
     std::env::join_paths(kept).unwrap_or_default()
