@@ -1632,7 +1632,12 @@ fn decide_trust(
         Standing::Changed(change) => Some(change),
         Standing::Untrusted => None,
     };
-    let parts: Vec<String> = items.iter().map(|item| item.shown.clone()).collect();
+    // Deny and ask rules need no trust: only what widens is asked about or ignored.
+    let parts: Vec<String> = items
+        .iter()
+        .filter(|item| !item.narrows())
+        .map(|item| item.shown.clone())
+        .collect();
     if parts.is_empty() && change.is_none() {
         return Ok(false);
     }

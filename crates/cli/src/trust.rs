@@ -405,21 +405,45 @@ pub struct Item {
     /// One line: the file (relative to the working directory) and what it sets
     /// (`.agent/settings.json: hooks.Stop: ./check.sh`).
     pub shown: String,
-    /// The hex SHA-256 of the file's name and all of the item.
+    /// The hex SHA-256 of the file's name and all of the item; a narrowing item's starts
+    /// with [`NARROWING`].
     digest: String,
 }
 
+/// The start of a narrowing item's digest in the record (see [`Item::narrowing`]).
+const NARROWING: &str = "n:";
+
 impl Item {
+    /// An item that widens what the session may do (a hook, an allow rule, a server).
     pub(crate) fn new(file: &str, shown: &str, exact: &str) -> Self {
-        let digest = sha2::Sha256::digest(format!("{file}\n{exact}").as_bytes())
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
         Self {
             shown: format!("{file}: {shown}"),
-            digest,
+            digest: digest(file, exact),
         }
     }
+
+    /// An item that narrows it (a deny or ask rule of a project that also widens): it needs
+    /// no trust, but a recorded one that is gone is a change, since taking it out widens
+    /// what the trusted rest allows.
+    pub(crate) fn narrowing(file: &str, shown: &str, exact: &str) -> Self {
+        Self {
+            shown: format!("{file}: {shown}"),
+            digest: format!("{NARROWING}{}", digest(file, exact)),
+        }
+    }
+
+    /// Whether it narrows (see [`Item::narrowing`]).
+    pub fn narrows(&self) -> bool {
+        self.digest.starts_with(NARROWING)
+    }
+}
+
+/// The hex SHA-256 of `file` and `exact`.
+fn digest(file: &str, exact: &str) -> String {
+    sha2::Sha256::digest(format!("{file}\n{exact}").as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// The digests of `items`.
@@ -484,14 +508,31 @@ pub fn items(
 }
 
 /// The items of one settings file of a session in `cwd`.
+///
+/// Its deny and ask rules are narrowing items ([`Item::narrowing`]) of a project file.
 fn layer_items(cwd: &Path, layer: &crate::settings::Layer) -> Vec<Item> {
     let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
     let file = file.to_string_lossy();
-    layer
+    let mut items: Vec<Item> = layer
         .trust_items()
         .into_iter()
         .map(|part| Item::new(&file, &part.shown, &part.exact))
-        .collect()
+        .collect();
+    if layer.scope != crate::settings::Scope::User {
+        let permissions = &layer.settings.permissions;
+        for (key, rules) in [("deny", &permissions.deny), ("ask", &permissions.ask)] {
+            for rule in rules {
+                items.push(Item::narrowing(
+                    &file,
+                    &format!("permissions.{key}: {rule}"),
+                    &crate::settings::canonical_json(
+                        &serde_json::json!({ format!("permissions.{key}"): rule }),
+                    ),
+                ));
+            }
+        }
+    }
+    items
 }
 
 /// The item of the `.mcp.json` server `name`.
@@ -633,6 +674,8 @@ pub struct Change {
     pub added: Vec<String>,
     /// How many recorded items are no longer there (or changed).
     pub removed: usize,
+    /// How many of those were deny or ask rules ([`Item::narrowing`]).
+    pub narrowing_removed: usize,
     /// Whether nothing was recorded for the working directory: its configuration is new
     /// (`sub/.claude/` made after the folder was trusted).
     pub new_folder: bool,
@@ -669,12 +712,18 @@ pub fn standing(
     };
     let recorded = store.recorded(&at, &rel);
     let current = digests(items);
-    // Nothing new: what was taken out (a hook, a rule) cannot do more than was trusted.
-    if current.is_subset(&recorded) {
+    let widening = items.iter().filter(|item| !item.narrows());
+    let narrowing_removed = recorded
+        .iter()
+        .filter(|digest| digest.starts_with(NARROWING) && !current.contains(*digest))
+        .count();
+    // Nothing new that widens, and no deny or ask rule gone: what was taken out (a hook, an
+    // allow rule) cannot do more than was trusted.
+    if widening.clone().all(|item| recorded.contains(&item.digest)) && narrowing_removed == 0 {
         return Ok(Standing::Trusted(source));
     }
     let mut added: Vec<String> = Vec::new();
-    for item in items {
+    for item in widening {
         if !recorded.contains(&item.digest) && !added.contains(&item.shown) {
             added.push(item.shown.clone());
         }
@@ -684,6 +733,7 @@ pub fn standing(
         recorded_at: at,
         added,
         removed: recorded.difference(&current).count(),
+        narrowing_removed,
         new_folder: recorded.is_empty(),
     }))
 }
@@ -756,6 +806,17 @@ pub fn change_lines(change: &Change) -> Vec<String> {
             "{} recorded item{} no longer there or changed",
             change.removed,
             if change.removed == 1 { "" } else { "s" }
+        ));
+    }
+    if change.narrowing_removed > 0 {
+        lines.push(format!(
+            "among them {} deny or ask rule{}: taking one out allows more",
+            change.narrowing_removed,
+            if change.narrowing_removed == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
     }
     lines

@@ -390,6 +390,10 @@ impl Server {
                 command: command.to_owned(),
                 source,
             })?;
+        // Until the state holds the child (and kills its group when dropped), a start dropped
+        // midway (the run ended while the server was still connecting) kills the group here:
+        // `kill_on_drop` alone would kill the guard and leave the server running.
+        let mut connecting = GroupOnDrop(child.id().and_then(|pid| i32::try_from(pid).ok()));
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(self.protocol("its pipes could not be opened".into()));
         };
@@ -419,6 +423,7 @@ impl Server {
         };
         state.client = Some(client);
         state.child = Some(child);
+        connecting.0 = None;
         Ok(())
     }
 
@@ -601,6 +606,17 @@ impl Drop for State {
         if let Some(child) = &self.child
             && let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok())
         {
+            let _ = nix_kill_group(pid);
+        }
+    }
+}
+
+/// SIGKILLs the process group it names when dropped, unless emptied first.
+struct GroupOnDrop(Option<i32>);
+
+impl Drop for GroupOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
             let _ = nix_kill_group(pid);
         }
     }

@@ -222,14 +222,7 @@ pub fn absolute_path_entries(path: &OsStr) -> OsString {
     let excluded = FOLDERS.get().map(|folders| folders.excluded.as_slice());
     let kept: Vec<PathBuf> = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
-        .filter(|dir| {
-            excluded.is_none_or(|roots| {
-                !inside(
-                    &std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone()),
-                    roots,
-                )
-            })
-        })
+        .filter(|dir| excluded.is_none_or(|roots| !inside(&resolved(dir), roots)))
         .collect();
     // `join_paths` fails only on an entry holding `:`, and split entries hold none.
     std::env::join_paths(kept).unwrap_or_default()
@@ -369,6 +362,29 @@ fn folders(workspace_roots: &[PathBuf]) -> Folders {
     Folders { search, excluded }
 }
 
+/// `dir` resolved as far as it exists, the rest appended: where a folder that does not
+/// exist yet (a command may make it) would be, whatever links its existing part goes
+/// through.
+fn resolved(dir: &Path) -> PathBuf {
+    let mut missing = Vec::new();
+    let mut existing = dir;
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            return missing
+                .iter()
+                .rev()
+                .fold(real, |path, part| path.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return dir.to_path_buf(),
+        }
+    }
+}
+
 fn inside(path: &Path, roots: &[PathBuf]) -> bool {
     roots.iter().any(|root| path.starts_with(root))
 }
@@ -422,6 +438,25 @@ fn search(name: &str, folders: &Folders) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_not_made_yet_is_placed_where_its_existing_part_really_is() {
+        let base = std::env::temp_dir().join(format!("env-resolved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("ws")).ok();
+        std::os::unix::fs::symlink(base.join("ws"), base.join("link")).ok();
+        let real = std::fs::canonicalize(base.join("ws")).unwrap_or_default();
+        // `link/bin/tools` does not exist: it would be `ws/bin/tools`, inside the workspace.
+        assert_eq!(
+            resolved(&base.join("link/bin/tools")),
+            real.join("bin/tools")
+        );
+        assert!(inside(
+            &resolved(&base.join("link/bin")),
+            std::slice::from_ref(&real)
+        ));
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     fn os(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs
