@@ -478,6 +478,27 @@ pub fn items(
             })),
         ));
     }
+    // A project's agents: prompts, tools and models a trusted folder's Task tool runs.
+    for folder in [".claude/agents", ".agent/agents"] {
+        let Ok(entries) = std::fs::read_dir(cwd.join(folder)) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+            .collect();
+        files.sort();
+        for path in files {
+            let file = path.strip_prefix(cwd).unwrap_or(&path).to_string_lossy();
+            let text = std::fs::read(&path).unwrap_or_default();
+            items.push(Item::new(
+                &file,
+                "agent definition",
+                &String::from_utf8_lossy(&text),
+            ));
+        }
+    }
     // A project's MCP servers are programs it would start.
     let file = ".mcp.json";
     match std::fs::read_to_string(cwd.join(file)) {
@@ -897,6 +918,38 @@ mod tests {
                 root.join("c")
             ]
         );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn agent_definitions_and_deny_rules_are_items() {
+        let base = std::env::temp_dir().join(format!("agent-trust-items-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join(".claude/agents")).unwrap();
+        std::fs::write(
+            base.join(".claude/agents/rev.md"),
+            "---\nname: rev\n---\nReview.",
+        )
+        .unwrap();
+        std::fs::write(
+            base.join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash"], "deny": ["Bash(rm:*)"]}}"#,
+        )
+        .unwrap();
+        let first = items_of(&base).unwrap();
+        let shown = |items: &[Item]| items.iter().map(|i| i.shown.clone()).collect::<Vec<_>>();
+        assert!(shown(&first).contains(&".claude/agents/rev.md: agent definition".to_owned()));
+        let deny: Vec<&Item> = first.iter().filter(|item| item.narrows()).collect();
+        assert_eq!(deny.len(), 1, "{:?}", shown(&first));
+        assert!(deny[0].shown.ends_with("permissions.deny: Bash(rm:*)"));
+        // A changed prompt is another item.
+        std::fs::write(
+            base.join(".claude/agents/rev.md"),
+            "---\nname: rev\nmodel: opus\n---\nReview.",
+        )
+        .unwrap();
+        let second = items_of(&base).unwrap();
+        assert_ne!(digests(&first), digests(&second));
         std::fs::remove_dir_all(&base).unwrap();
     }
 
