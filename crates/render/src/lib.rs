@@ -17,6 +17,24 @@
 //! Everything but [`tui`] is pure: functions of their input returning `String`s (or bytes)
 //! with SGR escape sequences (colours and styles) already in them. Writing them is the
 //! caller's business.
+//!
+//! A model's answer, streamed in pieces: nothing is drawn until a block is complete, and
+//! what a tool printed is made safe before it reaches the terminal.
+//!
+//! ```
+//! use render::{MarkdownStream, display_width, printable};
+//!
+//! let mut stream = MarkdownStream::new(40);
+//! assert!(stream.push("# Fix").is_empty(), "the heading may go on");
+//! let mut lines = stream.push("ed\n\nThe test **passes** now.\n");
+//! lines.extend(stream.finish());
+//! assert!(lines.iter().any(|line| line.contains("Fixed")));
+//! assert!(lines.iter().all(|line| display_width(line) <= 40));
+//!
+//! // A tool's output cannot move the cursor or retitle the window.
+//! let shown = printable("ok\x1b]0;pwned\x07", false);
+//! assert!(!shown.contains('\x1b'));
+//! ```
 
 #![deny(missing_docs)]
 
