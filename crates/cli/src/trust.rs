@@ -452,8 +452,8 @@ fn digests(items: &[Item]) -> BTreeSet<String> {
 }
 
 /// What a session in `cwd` reads that needs trust: each project settings file's
-/// [`crate::settings::Layer::trust_items`], each project command's `allowed-tools`
-/// (`commands`, as discovered; the user's own are left out), and each server of
+/// [`crate::settings::Layer::trust_items`], each project command's `allowed-tools` and
+/// `model` (`commands`, as discovered; the user's own are left out), each project agent file, and each server of
 /// `cwd/.mcp.json` (the programs it would start, their arguments, environment and URLs).
 pub fn items(
     cwd: &Path,
@@ -465,18 +465,28 @@ pub fn items(
         .flat_map(|layer| layer_items(cwd, layer))
         .collect();
     for command in commands.iter().filter(|command| command.scope == "project") {
-        if command.allowed_tools.is_empty() {
-            continue;
-        }
         let file = command.path.strip_prefix(cwd).unwrap_or(&command.path);
-        items.push(Item::new(
-            &file.to_string_lossy(),
-            &format!("allowed-tools: {}", command.allowed_tools.join(", ")),
-            &crate::settings::canonical_json(&serde_json::json!({
-                "command": command.name,
-                "allowed-tools": command.allowed_tools,
-            })),
-        ));
+        if !command.allowed_tools.is_empty() {
+            items.push(Item::new(
+                &file.to_string_lossy(),
+                &format!("allowed-tools: {}", command.allowed_tools.join(", ")),
+                &crate::settings::canonical_json(&serde_json::json!({
+                    "command": command.name,
+                    "allowed-tools": command.allowed_tools,
+                })),
+            ));
+        }
+        // A command's model may name another provider: where the conversation goes.
+        if let Some(model) = &command.model {
+            items.push(Item::new(
+                &file.to_string_lossy(),
+                &format!("model: {model}"),
+                &crate::settings::canonical_json(&serde_json::json!({
+                    "command": command.name,
+                    "model": model,
+                })),
+            ));
+        }
     }
     // A project's agents: prompts, tools and models a trusted folder's Task tool runs.
     for folder in [".claude/agents", ".agent/agents"] {
@@ -936,8 +946,19 @@ mod tests {
             r#"{"permissions": {"allow": ["Bash"], "deny": ["Bash(rm:*)"]}}"#,
         )
         .unwrap();
+        std::fs::create_dir_all(base.join(".claude/commands")).unwrap();
+        std::fs::write(
+            base.join(".claude/commands/ship.md"),
+            "---\nmodel: openai/gpt-5\n---\nShip it.",
+        )
+        .unwrap();
         let first = items_of(&base).unwrap();
         let shown = |items: &[Item]| items.iter().map(|i| i.shown.clone()).collect::<Vec<_>>();
+        assert!(
+            shown(&first).contains(&".claude/commands/ship.md: model: openai/gpt-5".to_owned()),
+            "{:?}",
+            shown(&first)
+        );
         assert!(shown(&first).contains(&".claude/agents/rev.md: agent definition".to_owned()));
         let deny: Vec<&Item> = first.iter().filter(|item| item.narrows()).collect();
         assert_eq!(deny.len(), 1, "{:?}", shown(&first));
