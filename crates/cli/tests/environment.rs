@@ -129,23 +129,8 @@ async fn commands_and_hooks_never_get_the_agents_keys_and_tokens_under(backend: 
     );
 }
 
-/// `testkit`, built beside `agent` by `cargo test --workspace`; `None` (with a note) when it
-/// is not built.
 fn testkit() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
-        "CI needs {} (cargo test --workspace builds it)",
-        path.display()
-    );
-    eprintln!(
-        "NOTE: the MCP environment test is skipped: {} is not built",
-        path.display()
-    );
-    None
+    common::testkit_binary("the MCP environment test is")
 }
 
 /// Attack: a stdio MCP server (a shell that writes its environment, then the testkit

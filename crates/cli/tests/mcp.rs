@@ -13,22 +13,8 @@ use common::{Repo, command, repo};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
-/// `testkit`, built beside `agent` by `cargo test --workspace` (its own tests need it).
 fn testkit() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
-        "CI needs {} (cargo test --workspace builds it)",
-        path.display()
-    );
-    eprintln!(
-        "NOTE: MCP end-to-end tests skipped: {} is not built (run cargo test --workspace)",
-        path.display()
-    );
-    None
+    common::testkit_binary("MCP end-to-end tests")
 }
 
 /// `agent -C REPO mcp ARGS...` with the repository's own home folders (and `env`, without

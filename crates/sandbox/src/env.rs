@@ -33,8 +33,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 /// needs, and nothing that authenticates anyone: the basics every POSIX shell session has
 /// (the MCP SDK's `getDefaultEnvironment` set: `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`,
 /// `USER`), locale and time zone, the temporary folder, colour preferences, the XDG base
-/// folders, the toolchain roots the sandbox also makes readable
-/// ([`crate::TOOLCHAIN_ROOT_VARIABLES`]) and the toolchains' own non-secret settings,
+/// folders, the toolchains' own non-secret settings (the toolchain roots the sandbox makes
+/// readable, [`crate::TOOLCHAIN_ROOT_VARIABLES`], pass too: [`is_passed`]),
 /// certificate bundles and proxies (the proxy URL is passed as set: a password written into
 /// it reaches commands too), and the git author identity.
 ///
@@ -74,22 +74,6 @@ pub const PASSED_VARIABLES: &[&str] = &[
     "XDG_RUNTIME_DIR",
     "XDG_CONFIG_DIRS",
     "XDG_DATA_DIRS",
-    // Toolchain roots (as `crate::TOOLCHAIN_ROOT_VARIABLES`).
-    "CARGO_HOME",
-    "RUSTUP_HOME",
-    "PYENV_ROOT",
-    "NVM_DIR",
-    "VOLTA_HOME",
-    "BUN_INSTALL",
-    "DENO_DIR",
-    "GOROOT",
-    "GOPATH",
-    "RBENV_ROOT",
-    "GEM_HOME",
-    "SDKMAN_DIR",
-    "ASDF_DIR",
-    "ASDF_DATA_DIR",
-    "JAVA_HOME",
     // Rust.
     "RUSTUP_TOOLCHAIN",
     "RUSTFLAGS",
@@ -209,6 +193,7 @@ pub fn is_passed(name: &OsStr) -> bool {
         return false;
     };
     PASSED_VARIABLES.contains(&name)
+        || crate::TOOLCHAIN_ROOT_VARIABLES.contains(&name)
         || PASSED_PREFIXES
             .iter()
             .any(|prefix| name.len() > prefix.len() && name.starts_with(prefix))

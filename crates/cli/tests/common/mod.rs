@@ -209,3 +209,22 @@ pub fn sandbox_backends() -> Vec<&'static str> {
     }
     found
 }
+
+/// `testkit`, built beside `agent` by `cargo test --workspace` (its own tests need it);
+/// `None`, with a note naming `what` is skipped, when it is not built (in CI a failure).
+pub fn testkit_binary(what: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+        "CI needs {} (cargo test --workspace builds it)",
+        path.display()
+    );
+    eprintln!(
+        "NOTE: {what} skipped: {} is not built (run cargo test --workspace)",
+        path.display()
+    );
+    None
+}
