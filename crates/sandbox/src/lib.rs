@@ -1183,7 +1183,9 @@ pub struct Sandbox {
 
 /// A sandboxed command, ready to spawn. Keep it (or its `guard`) alive until the process has
 /// exited: it holds the placeholders of absent protected paths, which are removed when the
-/// last command using them is done.
+/// last command using them is done. Spawn `command` once, as it is: under bubblewrap it
+/// carries descriptors (the seccomp filter, the folders of [`Policy::unlinked`]) mapped into
+/// the child alone, which a copy of its program and arguments would lack.
 #[derive(Debug)]
 pub struct Prepared {
     /// The command: `bwrap ...` or the helper. Add environment variables, stdio and a
