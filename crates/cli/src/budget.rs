@@ -48,8 +48,8 @@ impl loop_core::SpendGuard for DollarBudget {
                 if spent.1.insert(model.to_owned()) {
                     eprintln!(
                         "agent: warning: --max-budget-usd: {} has no known prices, so its responses count as $0 (give them in settings' models.{}.prices)",
-                        crate::output::printable(model, false),
-                        crate::output::printable(model, false)
+                        render::printable(model, false),
+                        render::printable(model, false)
                     );
                 }
             }

@@ -35,14 +35,12 @@ use protocol::MessageParam;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
-use crate::transcript::{self, Transcript};
+use crate::transcript::{self, TURN_SUBTYPE, Transcript};
 
 /// The largest file whose previous content is kept: 10 MiB. A bigger file is named in the
 /// rewind list as not saved, and a rewind leaves it as it is.
 pub const MAX_SAVED_BYTES: u64 = 10 << 20;
 
-/// `subtype` of the entry that begins a user turn.
-pub const TURN_SUBTYPE: &str = "agent_turn";
 /// `subtype` of a file's content before its first change in a turn (or in a rewind).
 pub const CHECKPOINT_SUBTYPE: &str = "agent_checkpoint";
 /// `subtype` of what a change left in a file.
@@ -1001,11 +999,11 @@ pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
                 .get(..16)
                 .unwrap_or(&turn.started)
                 .replace('T', " "),
-            crate::output::printable(&format!("{prompt:?}"), false),
+            render::printable(&format!("{prompt:?}"), false),
             if files.is_empty() {
                 "no file changes".to_owned()
             } else {
-                crate::output::printable(&files.join(", "), false)
+                render::printable(&files.join(", "), false)
             }
         );
     }
@@ -1025,7 +1023,7 @@ fn describe_rewind(mark: &RewindMark) -> String {
         (false, true) => "conversation",
         (false, false) => "nothing",
     };
-    let time = crate::sessions_cmd::short_time(&mark.at);
+    let time = crate::transcript::short_time(&mark.at);
     if mark.undo {
         format!(
             "      {time}  undid the rewind before ({what}; the end of turn {} again)",
@@ -1043,7 +1041,7 @@ fn describe_rewind(mark: &RewindMark) -> String {
 pub fn summarize(report: &Report, cwd: &Path) -> String {
     use std::fmt::Write as _;
     let shown = |path: &Path| {
-        crate::output::printable(
+        render::printable(
             &path.strip_prefix(cwd).unwrap_or(path).display().to_string(),
             false,
         )
@@ -1060,7 +1058,7 @@ pub fn summarize(report: &Report, cwd: &Path) -> String {
             text,
             "left {}: {}",
             shown(path),
-            crate::output::printable(reason, false)
+            render::printable(reason, false)
         );
     }
     if let Some(messages) = &report.conversation {
@@ -1317,11 +1315,11 @@ mod tests {
         assert!(report.left[0].1.contains("over 10 MiB"), "{report:?}");
         assert_eq!(fs::metadata(&big).unwrap().len(), MAX_SAVED_BYTES * 400);
         assert_eq!(
-            crate::sessions_cmd::short_time("2025-01-01T00:0\u{e9}\x1b]0;x\x07"),
+            crate::transcript::short_time("2025-01-01T00:0\u{e9}\x1b]0;x\x07"),
             "?"
         );
         assert_eq!(
-            crate::sessions_cmd::short_time("2026-12-01T21:06:18.123Z"),
+            crate::transcript::short_time("2026-12-01T21:06:18.123Z"),
             "2026-12-01 21:06"
         );
         fs::remove_dir_all(&dir).unwrap();

@@ -64,10 +64,7 @@ fn project_folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
 /// UTF-8 are skipped with a warning naming them.
 pub fn discover(cwd: &Path) -> Vec<Command> {
     read_folders(cwd, folders(cwd), &mut |warning| {
-        eprintln!(
-            "agent: warning: {}",
-            crate::output::printable(&warning, false)
-        );
+        eprintln!("agent: warning: {}", render::printable(&warning, false));
     })
 }
 
@@ -87,7 +84,7 @@ fn read_folders(
     let mut found = BTreeMap::new();
     // A project's commands folder must really be the project's: `.claude/commands` linked to
     // `~/notes` would send the user's notes as a prompt.
-    let boundary = std::fs::canonicalize(crate::trust::folder(cwd)).ok();
+    let boundary = std::fs::canonicalize(crate::settings::project_folder(cwd)).ok();
     for (folder, scope) in folders {
         if scope == "project"
             && std::fs::canonicalize(&folder).is_ok_and(|real| {

@@ -34,7 +34,7 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
     // The folder folder trust is keyed by: the repository root, else `cwd` (a repository
     // holding the home folder, a dotfiles one, does not count: its memory files and what
     // they link to are the user's, not the project's).
-    let top = crate::trust::folder(cwd);
+    let top = crate::settings::project_folder(cwd);
     // One group per folder, `cwd` first; reversed below so the root comes first.
     let mut groups: Vec<Vec<PathBuf>> = Vec::new();
     for dir in cwd.ancestors() {

@@ -30,8 +30,8 @@ use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::output::printable;
 use crate::settings::HookMatcher;
+use render::printable;
 
 /// How much of a hook's stdout and of its stderr is kept: 1 MiB each.
 const OUTPUT_CAP: usize = 1 << 20;

@@ -40,9 +40,10 @@ use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
-use crate::output::{self, Renderer, Status, printable, tool_label};
+use crate::output::{self, Renderer, Status, tool_label};
 use crate::session::Session;
 use crate::slash::{self, Input, Totals};
+use render::printable;
 
 const KEYS: &str = "\
 Type a task and press Enter (Shift+Enter, Alt+Enter or \\ then Enter: a new line).

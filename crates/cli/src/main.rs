@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             // Errors quote settings, paths and server messages: neutralised for the terminal.
-            eprintln!("agent: {}", output::printable(&format!("{error:#}"), true));
+            eprintln!("agent: {}", render::printable(&format!("{error:#}"), true));
             if error.downcast_ref::<UsageError>().is_some() {
                 return ExitCode::from(2);
             }

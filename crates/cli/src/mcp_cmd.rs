@@ -25,7 +25,9 @@ pub fn user_file() -> Option<PathBuf> {
 
 /// The key of `cwd` among the local servers (its canonical folder, as folder trust keys it).
 fn local_key(cwd: &Path) -> String {
-    crate::trust::folder(cwd).to_string_lossy().into_owned()
+    crate::settings::project_folder(cwd)
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
@@ -341,7 +343,7 @@ fn scope_name(scope: McpScope) -> &'static str {
 /// records nothing.
 fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
     use crate::trust::Standing;
-    let folder = crate::trust::folder(cwd);
+    let folder = crate::settings::project_folder(cwd);
     let file = crate::settings::user_settings_file().unwrap_or_default();
     let layers = crate::settings::load(cwd)?;
     let entries = crate::settings::agent_user_layer(&layers)
@@ -384,8 +386,8 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
             Ok(mut list) => servers.append(&mut list),
             Err(error) => println!(
                 "{}: {}",
-                crate::output::printable(name, false),
-                crate::output::printable(&error.to_string(), false)
+                render::printable(name, false),
+                render::printable(&error.to_string(), false)
             ),
         }
     }
@@ -440,9 +442,9 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
         };
         println!(
             "{}: {} ({scope}){note} - {}",
-            crate::output::printable(name, false),
-            crate::output::printable(&what, false),
-            crate::output::printable(&status, false)
+            render::printable(name, false),
+            render::printable(&what, false),
+            render::printable(&status, false)
         );
     }
     Ok(0)

@@ -1,5 +1,6 @@
 //! Rendering a run: text, json, or stream-json (Claude Code's shapes), plus the result object.
 
+use render::printable;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -217,13 +218,6 @@ impl Status {
             let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
         }
     }
-}
-
-/// `text` safe to print on a terminal (see [`render::printable`]): model text, tool results
-/// and approval questions all go through here; JSON output is escaped by construction
-/// instead.
-pub fn printable(text: &str, keep_newlines: bool) -> String {
-    render::printable(text, keep_newlines)
 }
 
 /// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at

@@ -187,10 +187,7 @@ impl Session {
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
-            eprintln!(
-                "agent: warning: {}",
-                crate::output::printable(&warning, false)
-            );
+            eprintln!("agent: warning: {}", render::printable(&warning, false));
         }
         // Settings' `env` applies to the whole session, as in Claude Code: the API client's
         // configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
@@ -227,8 +224,8 @@ impl Session {
         if !openai && let Some((prefix, _)) = named_model.split_once('/') {
             eprintln!(
                 "agent: warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
-                crate::output::printable(&named_model, false),
-                crate::output::printable(prefix, false),
+                render::printable(&named_model, false),
+                render::printable(prefix, false),
                 provider_choice.name
             );
         }
@@ -316,7 +313,7 @@ impl Session {
                         eprintln!(
                             "agent: warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
                             layer.path.display(),
-                            crate::output::printable(&dir.to_string_lossy(), false)
+                            render::printable(&dir.to_string_lossy(), false)
                         );
                         continue;
                     }
@@ -678,7 +675,7 @@ impl Session {
                     eprintln!(
                         "agent: warning: MCP server {} is still starting after {} ms; its tools \
                          join at the next request (MCP_STARTUP_WAIT_MS waits longer)",
-                        crate::output::printable(&name, false),
+                        render::printable(&name, false),
                         limits.grace.as_millis()
                     );
                 }
@@ -701,8 +698,8 @@ impl Session {
             }
             None => eprintln!(
                 "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
-                crate::output::printable(model, false),
-                crate::output::printable(model, false)
+                render::printable(model, false),
+                render::printable(model, false)
             ),
         }
     }
@@ -731,8 +728,8 @@ impl Session {
             if !applies && (!command.allowed_tools.is_empty() || command.model.is_some()) {
                 eprintln!(
                     "agent: warning: /{}: allowed-tools and model of a project command are ignored: {} is not a trusted folder",
-                    crate::output::printable(name, false),
-                    crate::output::printable(&self.cwd.display().to_string(), false)
+                    render::printable(name, false),
+                    render::printable(&self.cwd.display().to_string(), false)
                 );
             }
             return Some(Invocation {
@@ -757,8 +754,8 @@ impl Session {
             Err(reason) => {
                 eprintln!(
                     "agent: warning: skill {}: {}",
-                    crate::output::printable(name, false),
-                    crate::output::printable(&reason, false)
+                    render::printable(name, false),
+                    render::printable(&reason, false)
                 );
                 None
             }
@@ -837,7 +834,7 @@ impl Session {
             {
                 eprintln!(
                     "agent: warning: MCP server {}",
-                    crate::output::printable(&reason, false)
+                    render::printable(&reason, false)
                 );
             }
         }
@@ -1371,7 +1368,7 @@ impl Session {
         let transcript = self.transcript()?;
         transcript.append_entry(
             "system",
-            serde_json::json!({"subtype": crate::checkpoints::TURN_SUBTYPE, "turn": turn}),
+            serde_json::json!({"subtype": crate::transcript::TURN_SUBTYPE, "turn": turn}),
         )?;
         transcript.append_param(&user)?;
         self.turns = turn;
@@ -1573,7 +1570,7 @@ fn decide_trust(
     interactive: bool,
 ) -> anyhow::Result<bool> {
     use crate::trust::Standing;
-    let folder = crate::trust::folder(cwd);
+    let folder = crate::settings::project_folder(cwd);
     let user = settings::agent_user_layer(layers);
     let (entries, settings_file) = match user {
         Some(layer) => (
@@ -1598,7 +1595,7 @@ fn decide_trust(
             ),
         ));
     }
-    let shown_folder = crate::output::printable(&folder.to_string_lossy(), false);
+    let shown_folder = render::printable(&folder.to_string_lossy(), false);
     let change = match crate::trust::standing(
         &folder,
         cwd,
@@ -2353,7 +2350,7 @@ pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits
                 _ => {
                     eprintln!(
                         "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
-                        crate::output::printable(&value, false),
+                        render::printable(&value, false),
                         mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
                     );
                     mcp::DEFAULT_TOOL_TIMEOUT
@@ -2460,7 +2457,7 @@ fn resume(
             chosen.mode,
             chosen.turns,
             if chosen.turns == 1 { "" } else { "s" },
-            crate::output::printable(
+            render::printable(
                 &chosen.first_prompt.chars().take(60).collect::<String>(),
                 false
             )
@@ -2524,7 +2521,7 @@ fn resume(
     if !loaded.skipped.is_empty() {
         eprintln!(
             "agent: warning: {}",
-            crate::output::printable(&transcript::skipped_warning(&path, &loaded.skipped), false)
+            render::printable(&transcript::skipped_warning(&path, &loaded.skipped), false)
         );
     }
     // Our own session files are continued in place; other transcripts, and any session with

@@ -71,7 +71,7 @@ pub fn summarize(path: &Path) -> Option<Summary> {
             Some("sdk-cli" | "sdk-ts" | "sdk-py") => summary.mode = "headless",
             _ => {}
         }
-        if entry["subtype"] == crate::checkpoints::TURN_SUBTYPE {
+        if entry["subtype"] == crate::transcript::TURN_SUBTYPE {
             marked_turns += 1;
         }
         match entry["type"].as_str() {
@@ -141,7 +141,7 @@ fn numbered(sessions: &[Summary]) -> String {
     use std::fmt::Write as _;
     let mut text = String::new();
     for (index, s) in sessions.iter().enumerate() {
-        let started = short_time(&s.started);
+        let started = crate::transcript::short_time(&s.started);
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
@@ -153,7 +153,7 @@ fn numbered(sessions: &[Summary]) -> String {
             s.turns,
             if s.turns == 1 { " " } else { "s" },
             s.mode,
-            crate::output::printable(&prompt, false)
+            render::printable(&prompt, false)
         );
     }
     text
@@ -196,7 +196,7 @@ pub fn pick(
         Some(s) => Ok(Some(s.path.clone())),
         None => anyhow::bail!(
             "{:?} is not one of the numbers 1 to {}",
-            crate::output::printable(&answer, false),
+            render::printable(&answer, false),
             sessions.len()
         ),
     }
@@ -233,14 +233,14 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
     let _ = writeln!(
         out,
         "Sessions of {}:",
-        crate::output::printable(&cwd.display().to_string(), false)
+        render::printable(&cwd.display().to_string(), false)
     );
     let _ = writeln!(
         out,
         "ID                                    STARTED (UTC)     TURNS  COST     MODE         FIRST PROMPT"
     );
     for s in &sessions {
-        let started = short_time(&s.started);
+        let started = crate::transcript::short_time(&s.started);
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
@@ -248,26 +248,16 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
         let written = writeln!(
             out,
             "{:<37} {:<17} {:>5}  {:<8} {:<12} {}",
-            crate::output::printable(&s.id, false),
+            render::printable(&s.id, false),
             started,
             s.turns,
             cost,
             s.mode,
-            crate::output::printable(&prompt, false)
+            render::printable(&prompt, false)
         );
         if written.is_err() {
             break;
         }
     }
     Ok(0)
-}
-
-/// `YYYY-MM-DD HH:MM` of an RFC 3339 UTC time (the form every list of sessions and turns
-/// shows).
-/// Anything else (a damaged or hostile entry) shows as `?`.
-pub fn short_time(time: &str) -> String {
-    match crate::transcript::parse_timestamp(time) {
-        Some(_) => time.get(..16).unwrap_or("?").replace('T', " "),
-        None => "?".to_owned(),
-    }
 }

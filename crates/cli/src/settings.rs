@@ -1047,6 +1047,18 @@ pub fn agent_user_layer(layers: &[Layer]) -> Option<&Layer> {
         .find(|layer| layer.scope == Scope::User && layer.path == file)
 }
 
+/// The project a session in `cwd` (a canonical path) belongs to: the repository root
+/// enclosing it, else `cwd`. A repository holding the home folder (a dotfiles repository)
+/// does not count: trusting it would trust every project of the user. Trust is decided for
+/// this folder, and project files (commands, skills, agents, memory) are looked for up to it.
+pub fn project_folder(cwd: &Path) -> PathBuf {
+    cwd.ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+        .filter(|top| !tools::sandbox::holds_home(top))
+        .unwrap_or(cwd)
+        .to_path_buf()
+}
+
 /// Reads every settings file that exists, lowest precedence first (merge them with
 /// [`Settings::merged`] once trust is decided).
 ///

@@ -56,7 +56,7 @@ pub fn user_folders() -> Vec<PathBuf> {
 pub fn folders(cwd: &Path) -> Vec<SkillFolder> {
     let mut folders = Vec::new();
     // Without a resolvable project folder, nothing of the project's is read.
-    if let Ok(within) = std::fs::canonicalize(crate::trust::folder(cwd)) {
+    if let Ok(within) = std::fs::canonicalize(crate::settings::project_folder(cwd)) {
         for dot in [".claude", ".agent"] {
             folders.push(SkillFolder {
                 path: cwd.join(dot).join("skills"),
@@ -77,10 +77,7 @@ pub fn folders(cwd: &Path) -> Vec<SkillFolder> {
 pub fn discover(cwd: &Path) -> Vec<Skill> {
     let found = tools::skills::discover(&folders(cwd));
     for warning in &found.warnings {
-        eprintln!(
-            "agent: warning: {}",
-            crate::output::printable(warning, false)
-        );
+        eprintln!("agent: warning: {}", render::printable(warning, false));
     }
     found.skills
 }

@@ -2,7 +2,8 @@
 //! `/context`, `/cost`, `/status` and `/permissions` print. Pure functions of the figures
 //! given, so each report is tested as text.
 
-use crate::output::{compact_count, printable};
+use crate::output::compact_count;
+use render::printable;
 
 /// The built-in commands, with what each does (`/help` lists them in this order).
 pub const BUILT_IN: &[(&str, &str)] = &[

@@ -60,7 +60,7 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
     }
     folders.push((cwd.join(".claude").join("agents"), AgentSource::Project));
     folders.push((cwd.join(".agent").join("agents"), AgentSource::Project));
-    let boundary = std::fs::canonicalize(crate::trust::folder(cwd)).ok();
+    let boundary = std::fs::canonicalize(crate::settings::project_folder(cwd)).ok();
     let mut untrusted = Vec::new();
     for (folder, source) in folders {
         let Ok(entries) = std::fs::read_dir(&folder) else {
@@ -168,10 +168,7 @@ fn keep_limits(definition: &mut AgentDefinition, built_in: &AgentDefinition) -> 
 }
 
 fn warn(message: &str) {
-    eprintln!(
-        "agent: warning: {}",
-        crate::output::printable(message, false)
-    );
+    eprintln!("agent: warning: {}", render::printable(message, false));
 }
 
 fn read(path: &Path) -> Result<String, String> {

@@ -15,6 +15,9 @@ use loop_core::HistoryEvent;
 use protocol::{MessageParam, Role};
 use serde_json::{Value, json};
 
+/// `subtype` of the entry that begins a user turn.
+pub const TURN_SUBTYPE: &str = "agent_turn";
+
 /// Longest readable part of a project folder's name, in bytes (the hash and a dash follow).
 const SLUG_BYTES: usize = 180;
 
@@ -707,7 +710,7 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
                 }
                 continue;
             }
-            ("system", Some(crate::checkpoints::TURN_SUBTYPE)) => {
+            ("system", Some(TURN_SUBTYPE)) => {
                 turns += 1;
                 continue;
             }
@@ -805,6 +808,16 @@ pub fn session_files(dir: &Path) -> Vec<PathBuf> {
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
         .map(|entry| entry.path())
         .collect()
+}
+
+/// `YYYY-MM-DD HH:MM` of an RFC 3339 UTC time (the form every list of sessions and turns
+/// shows).
+/// Anything else (a damaged or hostile entry) shows as `?`.
+pub fn short_time(time: &str) -> String {
+    match parse_timestamp(time) {
+        Some(_) => time.get(..16).unwrap_or("?").replace('T', " "),
+        None => "?".to_owned(),
+    }
 }
 
 #[cfg(test)]

@@ -42,17 +42,6 @@ pub enum Source {
     Remembered(PathBuf),
 }
 
-/// The folder trust is decided for: the canonical repository root enclosing `cwd` (a
-/// canonical path), else `cwd`. A repository holding the home folder (a dotfiles repository)
-/// does not count: trusting it would trust every project of the user.
-pub fn folder(cwd: &Path) -> PathBuf {
-    cwd.ancestors()
-        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-        .filter(|top| !tools::sandbox::holds_home(top))
-        .unwrap_or(cwd)
-        .to_path_buf()
-}
-
 /// Whether `AGENT_TRUST` says yes (`1`, `true` or `yes`).
 pub fn env_trusts() -> bool {
     std::env::var("AGENT_TRUST").is_ok_and(|value| {
@@ -242,7 +231,7 @@ pub fn trusted_without_asking(
 ///
 /// Saying which, naming the folder.
 fn recordable(folder: &Path) -> anyhow::Result<()> {
-    let shown = crate::output::printable(&folder.to_string_lossy(), false);
+    let shown = render::printable(&folder.to_string_lossy(), false);
     if tools::sandbox::holds_home(folder)
         || folder.parent().is_none()
         || std::env::temp_dir()
@@ -268,7 +257,7 @@ fn recordable(folder: &Path) -> anyhow::Result<()> {
 /// folder or is `/` or the temporary folder (it would trust every project under it), when
 /// the config folder is unknown, or the file cannot be read, parsed or written.
 pub fn remember(folder: &Path, cwd: &Path, items: &[Item]) -> anyhow::Result<PathBuf> {
-    let shown = crate::output::printable(&folder.to_string_lossy(), false);
+    let shown = render::printable(&folder.to_string_lossy(), false);
     let Some(entry) = folder.to_str().map(str::to_owned) else {
         anyhow::bail!("{shown} is not valid UTF-8, so it cannot be remembered exactly");
     };
@@ -325,7 +314,7 @@ pub fn adopt(folder: &Path, cwd: &Path, items: &[Item]) -> anyhow::Result<Adopte
     let Some(key) = folder.to_str().map(str::to_owned) else {
         anyhow::bail!(
             "{} is not valid UTF-8, so it cannot be recorded exactly",
-            crate::output::printable(&folder.to_string_lossy(), false)
+            render::printable(&folder.to_string_lossy(), false)
         );
     };
     let file = remembered_file().context("no config folder (neither XDG_CONFIG_HOME nor HOME)")?;
@@ -712,7 +701,7 @@ pub struct Change {
     pub new_folder: bool,
 }
 
-/// Where the session in `cwd` (canonical) stands, `folder` being [`folder`] of it: not
+/// Where the session in `cwd` (canonical) stands, `folder` being [`crate::settings::project_folder`] of it: not
 /// trusted, trusted without a record, or trusted and then with `items` (its configuration,
 /// [`items`]) all recorded (a change that only takes items out asks nothing) or with new
 /// ones. `--trust` and `AGENT_TRUST` trust without a look at the record.
@@ -774,11 +763,11 @@ pub fn standing(
 pub fn untrusted_warning(folder: &Path, ignored: &[String]) -> String {
     let mut text = format!(
         "{} is not a trusted folder: these project settings are ignored (deny and ask rules still apply):",
-        crate::output::printable(&folder.to_string_lossy(), false)
+        render::printable(&folder.to_string_lossy(), false)
     );
     for part in ignored {
         text.push_str("\n  ");
-        text.push_str(&crate::output::printable(&shorten(part), false));
+        text.push_str(&render::printable(&shorten(part), false));
     }
     text.push_str(
         "\nTrust it with --trust, AGENT_TRUST=1, or \"trustedFolders\" in ~/.config/agent/settings.json.",
@@ -796,7 +785,7 @@ pub fn changed_warning(folder: &Path, cwd: &Path, change: &Change) -> String {
     );
     for line in change_lines(change) {
         text.push_str("\n  ");
-        text.push_str(&crate::output::printable(&shorten(&line), false));
+        text.push_str(&render::printable(&shorten(&line), false));
     }
     text.push_str(
         "\nTrust it again by answering yes when `agent` asks in a terminal there, or for one run with --trust or AGENT_TRUST=1.",
@@ -807,7 +796,7 @@ pub fn changed_warning(folder: &Path, cwd: &Path, change: &Change) -> String {
 /// The first words of the question and the warning about a changed configuration: whose
 /// configuration (the working directory's), since when, and whether it is new there.
 pub fn changed_heading(folder: &Path, cwd: &Path, change: &Change) -> String {
-    let shown = |path: &Path| crate::output::printable(&path.to_string_lossy(), false);
+    let shown = |path: &Path| render::printable(&path.to_string_lossy(), false);
     let since = if cwd == folder {
         "it".to_owned()
     } else {
@@ -860,11 +849,11 @@ pub fn describe(source: &Source) -> String {
         Source::Env => "AGENT_TRUST".to_owned(),
         Source::Setting(entry) => format!(
             "trustedFolders entry {}",
-            crate::output::printable(&entry.to_string_lossy(), false)
+            render::printable(&entry.to_string_lossy(), false)
         ),
         Source::Remembered(entry) => format!(
             "an earlier answer, remembered for {}",
-            crate::output::printable(&entry.to_string_lossy(), false)
+            render::printable(&entry.to_string_lossy(), false)
         ),
     }
 }
@@ -889,11 +878,11 @@ mod tests {
         let sub = repo.join("a/b");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::create_dir_all(repo.join(".git")).unwrap();
-        assert_eq!(folder(&sub), repo);
-        assert_eq!(folder(&repo), repo);
+        assert_eq!(crate::settings::project_folder(&sub), repo);
+        assert_eq!(crate::settings::project_folder(&repo), repo);
         let plain = base.join("plain");
         std::fs::create_dir_all(&plain).unwrap();
-        assert_eq!(folder(&plain), plain);
+        assert_eq!(crate::settings::project_folder(&plain), plain);
         std::fs::remove_dir_all(&base).unwrap();
     }
 
