@@ -43,6 +43,7 @@ use crate::interrupts::Interrupts;
 use crate::output::{self, Renderer, Status, tool_label};
 use crate::session::Session;
 use crate::slash::{self, Input, Totals};
+use crate::trust::TrustAnswer;
 use render::printable;
 
 const KEYS: &str = "\
@@ -1225,32 +1226,19 @@ fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
     text
 }
 
-/// The answer to the folder-trust question.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TrustAnswer {
-    /// Trust the folder and remember it.
-    Always,
-    /// Trust it for this session.
-    Once,
-    /// Do not trust it (also end of input).
-    No,
+/// The folder-trust question at the terminal (see [`crate::trust::TrustAsker`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TerminalTrust;
+
+impl crate::trust::TrustAsker for TerminalTrust {
+    fn ask(&self, heading: &str, parts: &[String]) -> TrustAnswer {
+        ask_trust_with(heading, parts)
+    }
 }
 
-/// Asks at the terminal whether to trust `folder`, listing what its settings configure that
-/// needs trust (`parts`, one per line). Anything but `y`, `a` or `o` is no.
-pub fn ask_trust(folder: &Path, parts: &[String]) -> TrustAnswer {
-    ask_trust_with(
-        &format!(
-            "{} is not a trusted folder. Its settings configure:",
-            printable(&folder.to_string_lossy(), false)
-        ),
-        parts,
-    )
-}
-
-/// [`ask_trust`] under another first line (`heading`, shown as written): for a trusted
-/// folder whose configuration changed, `parts` being what changed.
-pub fn ask_trust_with(heading: &str, parts: &[String]) -> TrustAnswer {
+/// Asks at the terminal whether to trust a folder: `heading` (shown as written), then
+/// `parts` one per line. Anything but `y`, `a` or `o` is no.
+fn ask_trust_with(heading: &str, parts: &[String]) -> TrustAnswer {
     let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
     {
         let mut stderr = std::io::stderr().lock();

@@ -356,7 +356,11 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     let prompter = terminal_prompter
         .clone()
         .map(|prompter| prompter as Arc<dyn tools::Prompter>);
-    let mut session = Session::open(&args, prompter)?;
+    // Only a person at the terminal can be asked whether to trust the folder.
+    let trust_asker = terminal_prompter
+        .as_ref()
+        .map(|_| &interactive::TerminalTrust as &dyn trust::TrustAsker);
+    let mut session = Session::open(&args, prompter, trust_asker)?;
     session.gather_context().await;
     match (task, terminal_prompter) {
         (Some(task), _) => headless(&args, session, &interrupts, task, status).await,

@@ -163,7 +163,11 @@ impl Session {
     ///
     /// Bad flags or settings (naming the flag or the file), no API key, an unreadable
     /// certificate or cassette, a session to resume that does not exist or does not load.
-    pub fn open(args: &Args, prompter: Option<Arc<dyn tools::Prompter>>) -> anyhow::Result<Self> {
+    pub fn open(
+        args: &Args,
+        prompter: Option<Arc<dyn tools::Prompter>>,
+        trust_asker: Option<&dyn crate::trust::TrustAsker>,
+    ) -> anyhow::Result<Self> {
         let cwd = working_dir(args)?;
         let mut layers = settings::load(&cwd)?;
         if let Some(extra) = &args.settings {
@@ -171,7 +175,7 @@ impl Session {
         }
         let prompter_absent = prompter.is_none();
         let commands = crate::commands::discover(&cwd);
-        let trusted = decide_trust(args, &cwd, &layers, &commands, prompter.is_some())?;
+        let trusted = decide_trust(args, &cwd, &layers, &commands, trust_asker)?;
         let mut settings = settings::Settings::merged(layers, trusted);
         // Untrusted, a project's model of another provider is ignored (named in the
         // untrusted folder's warning): the user's own model applies.
@@ -1558,16 +1562,16 @@ impl loop_core::AttachmentSource for SessionAttachments {
 /// `AGENT_TRUST`, the user's `trustedFolders` or a remembered answer, as long as what the
 /// session reads that needs trust is what was recorded when it was trusted (a folder trusted
 /// without a record yet is recorded now, with a note); otherwise, when its settings configure
-/// something that needs trust, asked at the terminal (`interactive`: the question shows what
-/// changed, for a trusted folder) or, headless, untrusted with one warning listing what is
-/// ignored; otherwise untrusted without a word (it then matters only where there is no
-/// sandbox: see `Session::gather_context`).
+/// something that needs trust, asked through `asker` when the front end has one (the
+/// question shows what changed, for a trusted folder) or, without one (headless), untrusted
+/// with one warning listing what is ignored; otherwise untrusted without a word (it then
+/// matters only where there is no sandbox: see `Session::gather_context`).
 fn decide_trust(
     args: &Args,
     cwd: &Path,
     layers: &[settings::Layer],
     commands: &[crate::commands::Command],
-    interactive: bool,
+    asker: Option<&dyn crate::trust::TrustAsker>,
 ) -> anyhow::Result<bool> {
     use crate::trust::Standing;
     let folder = crate::settings::project_folder(cwd);
@@ -1638,8 +1642,8 @@ fn decide_trust(
     if parts.is_empty() && change.is_none() {
         return Ok(false);
     }
-    if interactive {
-        use crate::interactive::TrustAnswer;
+    if let Some(asker) = asker {
+        use crate::trust::TrustAnswer;
         let answer = match &change {
             Some(change) => {
                 let heading = crate::trust::changed_heading(&folder, cwd, change);
@@ -1648,12 +1652,9 @@ fn decide_trust(
                     .next()
                     .map(|first| first.to_uppercase().chain(chars).collect())
                     .unwrap_or_default();
-                crate::interactive::ask_trust_with(
-                    &format!("{heading}:"),
-                    &crate::trust::change_lines(change),
-                )
+                asker.ask(&format!("{heading}:"), &crate::trust::change_lines(change))
             }
-            None => crate::interactive::ask_trust(&folder, &parts),
+            None => asker.ask(&crate::trust::untrusted_heading(&folder), &parts),
         };
         match answer {
             TrustAnswer::Always => {

@@ -42,6 +42,34 @@ pub enum Source {
     Remembered(PathBuf),
 }
 
+/// The answer to the folder-trust question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrustAnswer {
+    /// Trust the folder and remember it (with its configuration's fingerprint).
+    Always,
+    /// Trust it for this session.
+    Once,
+    /// Do not trust it (also end of input).
+    No,
+}
+
+/// Asks the person at a front end whether to trust a folder: the terminal asks at its
+/// prompt (`interactive::TerminalTrust`); a front end with nobody to ask has none, and the
+/// folder's configuration is then ignored with one warning.
+pub trait TrustAsker {
+    /// Asks under `heading` (one line, shown as written), listing `parts` (one line each:
+    /// what the folder configures that needs trust, or what changed since it was trusted).
+    fn ask(&self, heading: &str, parts: &[String]) -> TrustAnswer;
+}
+
+/// The heading of the question about a folder not trusted yet.
+pub fn untrusted_heading(folder: &Path) -> String {
+    format!(
+        "{} is not a trusted folder. Its settings configure:",
+        render::printable(&folder.to_string_lossy(), false)
+    )
+}
+
 /// Whether `AGENT_TRUST` says yes (`1`, `true` or `yes`).
 pub fn env_trusts() -> bool {
     std::env::var("AGENT_TRUST").is_ok_and(|value| {
