@@ -176,18 +176,7 @@ impl Session {
         let prompter_absent = prompter.is_none();
         let commands = crate::commands::discover(&cwd);
         let trusted = decide_trust(args, &cwd, &layers, &commands, trust_asker)?;
-        let mut settings = settings::Settings::merged(layers, trusted);
-        // Untrusted, a project's model of another provider is ignored (named in the
-        // untrusted folder's warning): the user's own model applies.
-        if !trusted
-            && let Some(foreign) = foreign_model(
-                args.model.as_deref(),
-                args.provider.as_deref(),
-                &settings.layers,
-            )
-        {
-            settings.model = foreign.user_model;
-        }
+        let settings = trusted_settings(args, layers, trusted);
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
@@ -1556,6 +1545,27 @@ impl loop_core::AttachmentSource for SessionAttachments {
             .reminders(),
         )
     }
+}
+
+/// The settings of a session from `layers`, as `trusted` allows: untrusted, a project's
+/// model of another provider is ignored too (named in the untrusted folder's warning), and
+/// the user's own model applies.
+fn trusted_settings(
+    args: &Args,
+    layers: Vec<settings::Layer>,
+    trusted: bool,
+) -> settings::Settings {
+    let mut settings = settings::Settings::merged(layers, trusted);
+    if !trusted
+        && let Some(foreign) = foreign_model(
+            args.model.as_deref(),
+            args.provider.as_deref(),
+            &settings.layers,
+        )
+    {
+        settings.model = foreign.user_model;
+    }
+    settings
 }
 
 /// Whether the folder is trusted (see `trust`): without a question by `--trust`,
