@@ -40,9 +40,9 @@ use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
-use crate::output::{self, Renderer, Status, tool_label};
+use crate::output::{self, Renderer, Status, Totals, tool_label};
 use crate::session::Session;
-use crate::slash::{self, Input, Totals};
+use crate::slash::{self, Input};
 use crate::trust::TrustAnswer;
 use render::printable;
 

@@ -393,7 +393,7 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     }
     // Kept after the listing: a failure names its server's stderr log.
     let logs = crate::transcript::project_dir(cwd)?.join("mcp-logs");
-    let startup = crate::session::mcp_limits(None, true).startup;
+    let startup = mcp_limits(None, true).startup;
     let mut options = mcp::Options::new(logs, startup);
     options.guard = std::env::current_exe().ok();
     if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
@@ -448,4 +448,50 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
+}
+
+/// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
+/// call; default [`mcp::DEFAULT_TOOL_TIMEOUT`], 10 minutes; a value that is not a positive
+/// number is warned about and the default used), and how long the first request waits for
+/// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
+/// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
+/// would let a late server's tools join), all in milliseconds.
+pub(crate) struct McpLimits {
+    pub(crate) startup: std::time::Duration,
+    pub(crate) tool_timeout: std::time::Duration,
+    pub(crate) grace: std::time::Duration,
+}
+
+pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
+    let millis = |key: &str| {
+        std::env::var(key)
+            .ok()
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .map(std::time::Duration::from_millis)
+    };
+    let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
+    McpLimits {
+        startup,
+        tool_timeout: match std::env::var("MCP_TOOL_TIMEOUT") {
+            Err(_) => mcp::DEFAULT_TOOL_TIMEOUT,
+            Ok(value) => match value.trim().parse::<u64>() {
+                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
+                _ => {
+                    eprintln!(
+                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
+                        render::printable(&value, false),
+                        mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
+                    );
+                    mcp::DEFAULT_TOOL_TIMEOUT
+                }
+            },
+        },
+        grace: millis("MCP_STARTUP_WAIT_MS")
+            .or(setting_wait.map(std::time::Duration::from_millis))
+            .unwrap_or(if headless {
+                startup
+            } else {
+                std::time::Duration::from_secs(2)
+            }),
+    }
 }

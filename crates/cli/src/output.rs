@@ -532,7 +532,7 @@ pub struct Renderer {
     /// Tokens the main agent's last completed request sent.
     context_tokens: Option<u64>,
     /// The session's figures before this turn, for a status line kept current during it.
-    live_totals: Option<(crate::slash::Totals, u64)>,
+    live_totals: Option<(Totals, u64)>,
     /// This turn's completed responses so far (the main loop's): their usage, their cost
     /// (`None` once one could not be priced) and their number, for the live status line
     /// (the loop reports usage for the cost only once a response's tools are done).
@@ -805,7 +805,7 @@ impl Renderer {
 
     /// Keeps the status line's figures current while the turn runs: the session's `totals`
     /// before it plus what the turn has used so far, against `autocompact_at` tokens.
-    pub fn with_live_totals(mut self, totals: crate::slash::Totals, autocompact_at: u64) -> Self {
+    pub fn with_live_totals(mut self, totals: Totals, autocompact_at: u64) -> Self {
         self.live_totals = Some((totals, autocompact_at));
         self
     }
@@ -1744,11 +1744,124 @@ pub fn compact_count(count: u64) -> String {
     }
 }
 
+/// The session's figures so far (this process).
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    /// Model requests.
+    pub requests: u64,
+    /// Input tokens, cache reads and writes included.
+    pub input: u64,
+    /// Cache reads among them.
+    pub cache_read: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// `None` once a response could not be priced.
+    pub cost: Option<f64>,
+    /// Whether any response was counted.
+    pub priced: bool,
+    /// Tokens the last request sent.
+    pub context: Option<u64>,
+}
+
+impl Totals {
+    /// Counts one turn's usage and cost (`None`: a response could not be priced).
+    pub fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
+        let read = usage.cache_read_input_tokens.unwrap_or(0);
+        self.input += usage.input_tokens + usage.cache_creation_input_tokens.unwrap_or(0) + read;
+        self.cache_read += read;
+        self.output += usage.output_tokens;
+        self.cost = match (self.priced, self.cost, cost) {
+            (false, _, cost) => cost,
+            (true, Some(total), Some(cost)) => Some(total + cost),
+            (true, _, _) => None,
+        };
+        self.priced = true;
+    }
+
+    fn cost_text(&self) -> String {
+        match self.cost {
+            Some(cost) => format!("${cost:.4}"),
+            None if self.priced => "$? (a model without a known price)".to_owned(),
+            None => "$0".to_owned(),
+        }
+    }
+
+    /// The status line's figures after the model and the mode: ` · context N% (used /
+    /// autocompact level) · K req · X in / Y out · $C`.
+    pub fn figures(&self, autocompact_at: u64) -> String {
+        let context = match self.context {
+            Some(tokens) if autocompact_at > 0 => format!(
+                " · context {}% ({}/{})",
+                tokens * 100 / autocompact_at,
+                compact_count(tokens),
+                compact_count(autocompact_at)
+            ),
+            _ => String::new(),
+        };
+        let cost = match self.cost {
+            Some(cost) => format!(" · ${cost:.4}"),
+            None if self.priced => " · $?".to_owned(),
+            None => String::new(),
+        };
+        format!(
+            "{context} · {} req · {} in / {} out{cost}",
+            self.requests,
+            compact_count(self.input),
+            compact_count(self.output),
+        )
+    }
+
+    /// `/cost`.
+    pub fn report(&self, elapsed: std::time::Duration) -> String {
+        let seconds = elapsed.as_secs();
+        format!(
+            "Cost: {}\nRequests: {}\nTokens: {} in ({} of them cache reads), {} out\nSession time: {}m {}s",
+            self.cost_text(),
+            self.requests,
+            compact_count(self.input),
+            compact_count(self.cache_read),
+            compact_count(self.output),
+            seconds / 60,
+            seconds % 60,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use loop_core::ModelError;
 
     use super::*;
+
+    #[test]
+    fn the_status_line_and_cost_add_up_the_session() {
+        let mut totals = Totals::default();
+        let usage = |input, output| protocol::Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_input_tokens: Some(500),
+            ..protocol::Usage::default()
+        };
+        totals.add(&usage(1_000, 200), Some(0.01));
+        totals.add(&usage(2_000, 300), Some(0.02));
+        totals.requests = 2;
+        totals.context = Some(41_000);
+        assert_eq!(
+            totals.figures(167_000),
+            " · context 24% (41.0k/167.0k) · 2 req · 4.0k in / 500 out · $0.0300"
+        );
+        assert_eq!(
+            totals.report(std::time::Duration::from_secs(125)),
+            "Cost: $0.0300\nRequests: 2\nTokens: 4.0k in (1.0k of them cache reads), 500 out\nSession time: 2m 5s"
+        );
+        totals.add(&usage(1, 1), None);
+        assert!(totals.figures(0).ends_with(" · $?"));
+        assert!(
+            totals
+                .report(std::time::Duration::ZERO)
+                .starts_with("Cost: $? ")
+        );
+    }
 
     #[test]
     fn every_reported_usage_is_priced_even_a_cut_response() {

@@ -651,7 +651,7 @@ impl Session {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
-            let limits = mcp_limits(self.mcp_wait, self.headless);
+            let limits = crate::mcp_cmd::mcp_limits(self.mcp_wait, self.headless);
             let options = mcp::Options {
                 tool_timeout: limits.tool_timeout,
                 extra_roots_pem: Arc::clone(&self.extra_roots_pem),
@@ -2332,52 +2332,6 @@ fn mcp_servers(
     Ok(mcp::config::merge(lists))
 }
 
-/// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
-/// call; default [`mcp::DEFAULT_TOOL_TIMEOUT`], 10 minutes; a value that is not a positive
-/// number is warned about and the default used), and how long the first request waits for
-/// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
-/// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
-/// would let a late server's tools join), all in milliseconds.
-pub(crate) struct McpLimits {
-    pub(crate) startup: std::time::Duration,
-    tool_timeout: std::time::Duration,
-    grace: std::time::Duration,
-}
-
-pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
-    let millis = |key: &str| {
-        std::env::var(key)
-            .ok()
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(std::time::Duration::from_millis)
-    };
-    let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
-    McpLimits {
-        startup,
-        tool_timeout: match std::env::var("MCP_TOOL_TIMEOUT") {
-            Err(_) => mcp::DEFAULT_TOOL_TIMEOUT,
-            Ok(value) => match value.trim().parse::<u64>() {
-                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
-                _ => {
-                    eprintln!(
-                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
-                        render::printable(&value, false),
-                        mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
-                    );
-                    mcp::DEFAULT_TOOL_TIMEOUT
-                }
-            },
-        },
-        grace: millis("MCP_STARTUP_WAIT_MS")
-            .or(setting_wait.map(std::time::Duration::from_millis))
-            .unwrap_or(if headless {
-                startup
-            } else {
-                std::time::Duration::from_secs(2)
-            }),
-    }
-}
-
 /// The variable `key` from settings' `env`, else the process environment, as Claude Code
 /// reads its variables; an empty value counts as unset.
 fn setting_or_env(settings_env: &BTreeMap<String, String>, key: &str) -> Option<String> {
@@ -3014,7 +2968,7 @@ mod tests {
         );
         if std::env::var_os("MCP_TOOL_TIMEOUT").is_none() {
             assert_eq!(
-                mcp_limits(None, true).tool_timeout,
+                crate::mcp_cmd::mcp_limits(None, true).tool_timeout,
                 mcp::DEFAULT_TOOL_TIMEOUT
             );
         }

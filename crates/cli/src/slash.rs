@@ -185,89 +185,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The session's figures so far (this process).
-#[derive(Clone, Debug, Default)]
-pub struct Totals {
-    /// Model requests.
-    pub requests: u64,
-    /// Input tokens, cache reads and writes included.
-    pub input: u64,
-    /// Cache reads among them.
-    pub cache_read: u64,
-    /// Output tokens.
-    pub output: u64,
-    /// `None` once a response could not be priced.
-    pub cost: Option<f64>,
-    /// Whether any response was counted.
-    pub priced: bool,
-    /// Tokens the last request sent.
-    pub context: Option<u64>,
-}
-
-impl Totals {
-    /// Counts one turn's usage and cost (`None`: a response could not be priced).
-    pub fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
-        let read = usage.cache_read_input_tokens.unwrap_or(0);
-        self.input += usage.input_tokens + usage.cache_creation_input_tokens.unwrap_or(0) + read;
-        self.cache_read += read;
-        self.output += usage.output_tokens;
-        self.cost = match (self.priced, self.cost, cost) {
-            (false, _, cost) => cost,
-            (true, Some(total), Some(cost)) => Some(total + cost),
-            (true, _, _) => None,
-        };
-        self.priced = true;
-    }
-
-    fn cost_text(&self) -> String {
-        match self.cost {
-            Some(cost) => format!("${cost:.4}"),
-            None if self.priced => "$? (a model without a known price)".to_owned(),
-            None => "$0".to_owned(),
-        }
-    }
-
-    /// The status line's figures after the model and the mode: ` · context N% (used /
-    /// autocompact level) · K req · X in / Y out · $C`.
-    pub fn figures(&self, autocompact_at: u64) -> String {
-        let context = match self.context {
-            Some(tokens) if autocompact_at > 0 => format!(
-                " · context {}% ({}/{})",
-                tokens * 100 / autocompact_at,
-                compact_count(tokens),
-                compact_count(autocompact_at)
-            ),
-            _ => String::new(),
-        };
-        let cost = match self.cost {
-            Some(cost) => format!(" · ${cost:.4}"),
-            None if self.priced => " · $?".to_owned(),
-            None => String::new(),
-        };
-        format!(
-            "{context} · {} req · {} in / {} out{cost}",
-            self.requests,
-            compact_count(self.input),
-            compact_count(self.output),
-        )
-    }
-
-    /// `/cost`.
-    pub fn report(&self, elapsed: std::time::Duration) -> String {
-        let seconds = elapsed.as_secs();
-        format!(
-            "Cost: {}\nRequests: {}\nTokens: {} in ({} of them cache reads), {} out\nSession time: {}m {}s",
-            self.cost_text(),
-            self.requests,
-            compact_count(self.input),
-            compact_count(self.cache_read),
-            compact_count(self.output),
-            seconds / 60,
-            seconds % 60,
-        )
-    }
-}
-
 /// `/context`: a bar of the window with the history's size (as the last request sent it)
 /// and the two levels marked, then the figures.
 pub fn context_report(used: Option<u64>, levels: &context::WaterLevels) -> String {
@@ -420,36 +337,6 @@ mod tests {
         );
         assert_eq!(nearest("xyzzy", []), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
-    }
-
-    #[test]
-    fn the_status_line_and_cost_add_up_the_session() {
-        let mut totals = Totals::default();
-        let usage = |input, output| protocol::Usage {
-            input_tokens: input,
-            output_tokens: output,
-            cache_read_input_tokens: Some(500),
-            ..protocol::Usage::default()
-        };
-        totals.add(&usage(1_000, 200), Some(0.01));
-        totals.add(&usage(2_000, 300), Some(0.02));
-        totals.requests = 2;
-        totals.context = Some(41_000);
-        assert_eq!(
-            totals.figures(167_000),
-            " · context 24% (41.0k/167.0k) · 2 req · 4.0k in / 500 out · $0.0300"
-        );
-        assert_eq!(
-            totals.report(std::time::Duration::from_secs(125)),
-            "Cost: $0.0300\nRequests: 2\nTokens: 4.0k in (1.0k of them cache reads), 500 out\nSession time: 2m 5s"
-        );
-        totals.add(&usage(1, 1), None);
-        assert!(totals.figures(0).ends_with(" · $?"));
-        assert!(
-            totals
-                .report(std::time::Duration::ZERO)
-                .starts_with("Cost: $? ")
-        );
     }
 
     #[test]
