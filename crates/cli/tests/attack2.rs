@@ -162,11 +162,7 @@ async fn a_stdio_mcp_server_still_connecting_when_the_run_ends_does_not_outlive_
         .output()
         .await
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let started = Instant::now();
     while !common::processes_running(&sleeper).is_empty()
         && started.elapsed() < Duration::from_secs(3)

@@ -101,11 +101,7 @@ async fn commands_and_hooks_never_get_the_agents_keys_and_tokens_under(backend: 
         .output()
         .await
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let command_env = result_text(&server, "toolu_env");
     let hook_env = std::fs::read_to_string(&hook_env).unwrap();
     for (what, listing) in [("the command", &command_env), ("the hook", &hook_env)] {
@@ -167,11 +163,7 @@ async fn mcp_servers_get_only_the_default_variables_and_their_configured_env() {
         .output()
         .await
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let listing = std::fs::read_to_string(&server_env).unwrap();
     assert!(!listing.contains("LEAKED"), "{listing}");
     assert!(listing.contains("KIT_LEVEL=info"), "{listing}");
@@ -272,11 +264,7 @@ async fn programs_are_never_found_through_the_repository() {
             .output()
             .await
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{sandbox} ({backend}): {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        common::assert_success(&output, &format!("{sandbox} ({backend}): "));
         let result = result_text(&server, "toolu_git");
         assert!(
             result.contains("git version"),
@@ -410,11 +398,7 @@ async fn what_a_hook_leaves_in_the_background_does_not_outlive_it() {
         .output()
         .await
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let left = wait_gone(&sleeper, Duration::from_secs(2)).await;
     assert!(
         left.is_empty(),

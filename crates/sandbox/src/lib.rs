@@ -584,19 +584,27 @@ pub fn protected_paths(root: &Path) -> Vec<PathBuf> {
 /// What the `.git` file of `root` names (`gitdir:`) and that folder's `commondir`,
 /// resolved, unchecked: for protecting, never for showing (see [`linked_git_dirs`]).
 fn named_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
-        return Vec::new();
-    };
-    let Some(named) = text.lines().find_map(|line| line.strip_prefix("gitdir:")) else {
-        return Vec::new();
-    };
-    let Ok(dir) = std::fs::canonicalize(root.join(named.trim())) else {
+    let Some(dir) = named_git_dir(root) else {
         return Vec::new();
     };
     let common = std::fs::read_to_string(dir.join("commondir"))
         .ok()
         .and_then(|common| std::fs::canonicalize(dir.join(common.trim())).ok());
     std::iter::once(dir).chain(common).collect()
+}
+
+/// The folder the `gitdir:` line of `root`'s `.git` file names, resolved (relative to
+/// `root`), when there is one and it exists.
+fn named_git_dir(root: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(root.join(".git")).ok()?;
+    let named = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?;
+    std::fs::canonicalize(root.join(named.trim())).ok()
+}
+
+/// Whether the file or folder at `path` (followed) belongs to this process's user.
+fn owned_by_user(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw())
 }
 
 /// The `.git` (and `.gitmodules`) of every submodule the `.gitmodules` of `repo` names,
@@ -682,9 +690,7 @@ pub fn explained_git_dir(root: &Path) -> Option<PathBuf> {
     if !std::fs::symlink_metadata(&git).is_ok_and(|meta| meta.is_file()) {
         return None;
     }
-    let text = std::fs::read_to_string(&git).ok()?;
-    let named = text.lines().find_map(|line| line.strip_prefix("gitdir:"))?;
-    let dir = std::fs::canonicalize(root.join(named.trim())).ok()?;
+    let dir = named_git_dir(root)?;
     if !is_git_dir(&dir) || !shown_safely(&dir, root) {
         return None;
     }
@@ -720,10 +726,8 @@ fn is_git_dir(dir: &Path) -> bool {
 /// (as git's `safe.directory` check asks: another user's folder in `/tmp` is theirs to
 /// fill).
 fn shown_safely(dir: &Path, root: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
     let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    let owned =
-        std::fs::metadata(dir).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw());
+    let owned = owned_by_user(dir);
     dir.parent().is_some() && !holds_home(dir) && !real_root.starts_with(dir) && owned
 }
 
@@ -752,10 +756,7 @@ pub fn enclosing_repository(root: &Path) -> Option<PathBuf> {
     let git = top.join(".git");
     let real_git_dir = std::fs::symlink_metadata(&git).is_ok_and(|meta| meta.is_dir())
         && is_git_dir(&git)
-        && std::fs::metadata(&git).is_ok_and(|meta| {
-            use std::os::unix::fs::MetadataExt as _;
-            meta.uid() == nix::unistd::geteuid().as_raw()
-        });
+        && owned_by_user(&git);
     let explained = real_git_dir || explained_git_dir(top).is_some();
     (explained && top.parent().is_some() && !holds_home(top)).then(|| top.to_path_buf())
 }

@@ -228,3 +228,13 @@ pub fn testkit_binary(what: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// Asserts that `output`'s process succeeded, showing `context` (empty, or what the run was,
+/// ending with `: `) and its stderr when it did not.
+pub fn assert_success(output: &std::process::Output, context: &str) {
+    assert!(
+        output.status.success(),
+        "{context}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
