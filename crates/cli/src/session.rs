@@ -1568,6 +1568,32 @@ fn trusted_settings(
     settings
 }
 
+/// What the session in `cwd` reads that needs trust ([`crate::trust::items`]), and a project
+/// model of another provider than the user's own choice: it would move the conversation and
+/// the user's key there, so it needs trust and is part of a trusted folder's fingerprint.
+fn trust_items(
+    args: &Args,
+    cwd: &Path,
+    layers: &[settings::Layer],
+    commands: &[crate::commands::Command],
+) -> Vec<crate::trust::Item> {
+    let mut items = crate::trust::items(cwd, layers, commands);
+    if let Some(foreign) = foreign_model(args.model.as_deref(), args.provider.as_deref(), layers) {
+        let file = foreign.file.strip_prefix(cwd).unwrap_or(&foreign.file);
+        items.push(crate::trust::Item::new(
+            &file.to_string_lossy(),
+            &format!(
+                "model: {} (it goes to the {} provider, not {})",
+                foreign.model, foreign.provider, foreign.user_provider
+            ),
+            &settings::canonical_json(
+                &serde_json::json!({"model": foreign.model, "provider": foreign.provider}),
+            ),
+        ));
+    }
+    items
+}
+
 /// Whether the folder is trusted (see `trust`): without a question by `--trust`,
 /// `AGENT_TRUST`, the user's `trustedFolders` or a remembered answer, as long as what the
 /// session reads that needs trust is what was recorded when it was trusted (a folder trusted
@@ -1593,22 +1619,7 @@ fn decide_trust(
         ),
         None => (&[][..], settings::user_settings_file().unwrap_or_default()),
     };
-    let mut items = crate::trust::items(cwd, layers, commands);
-    // A model of another provider would move the conversation and the user's key there:
-    // it needs trust, and is part of what a trusted folder's fingerprint covers.
-    if let Some(foreign) = foreign_model(args.model.as_deref(), args.provider.as_deref(), layers) {
-        let file = foreign.file.strip_prefix(cwd).unwrap_or(&foreign.file);
-        items.push(crate::trust::Item::new(
-            &file.to_string_lossy(),
-            &format!(
-                "model: {} (it goes to the {} provider, not {})",
-                foreign.model, foreign.provider, foreign.user_provider
-            ),
-            &settings::canonical_json(
-                &serde_json::json!({"model": foreign.model, "provider": foreign.provider}),
-            ),
-        ));
-    }
+    let items = trust_items(args, cwd, layers, commands);
     let shown_folder = render::printable(&folder.to_string_lossy(), false);
     let change = match crate::trust::standing(
         &folder,
@@ -1618,7 +1629,19 @@ fn decide_trust(
         &settings_file,
         &items,
     )? {
-        Standing::Trusted(_) => return Ok(true),
+        Standing::Trusted(source) => {
+            // `--trust` and `AGENT_TRUST` record nothing.
+            if matches!(
+                source,
+                crate::trust::Source::Setting(_) | crate::trust::Source::Remembered(_)
+            ) && let Err(error) = crate::trust::record_narrowing(cwd, &items)
+            {
+                eprintln!(
+                    "agent: warning: the deny and ask rules of {shown_folder} could not be recorded, so taking one out will not be noticed: {error:#}"
+                );
+            }
+            return Ok(true);
+        }
         Standing::Unrecorded(source) => {
             match crate::trust::adopt(&folder, cwd, &items) {
                 Ok(adopted) => eprintln!(

@@ -1047,6 +1047,10 @@ pub fn agent_user_layer(layers: &[Layer]) -> Option<&Layer> {
         .find(|layer| layer.scope == Scope::User && layer.path == file)
 }
 
+/// The largest agent file (`.claude/agents/*.md`) read, in bytes: by the loader and for a
+/// trusted folder's fingerprint alike.
+pub const MAX_AGENT_BYTES: u64 = 256 * 1024;
+
 /// The project a session in `cwd` (a canonical path) belongs to: the repository root
 /// enclosing it, else `cwd`. A repository holding the home folder (a dotfiles repository)
 /// does not count: trusting it would trust every project of the user. Trust is decided for

@@ -32,11 +32,9 @@ use tokio::sync::mpsc;
 use crate::args::PermissionModeArg;
 use crate::session::ModelSettings;
 use crate::settings::HookMatcher;
+use crate::settings::MAX_AGENT_BYTES;
 use crate::transcript::Transcript;
 use crate::{adapter, hooks, tooling};
-
-/// The largest agent file read, in bytes.
-const MAX_AGENT_BYTES: u64 = 256 * 1024;
 
 /// The most agent files one folder gives (every agent's description goes into every
 /// request, in the Task tool's description).

@@ -518,23 +518,17 @@ pub fn items(
         files.sort();
         for path in files {
             let file = path.strip_prefix(cwd).unwrap_or(&path).to_string_lossy();
-            let text = std::fs::read(&path).unwrap_or_default();
-            items.push(Item::new(
-                &file,
-                "agent definition",
-                &String::from_utf8_lossy(&text),
-            ));
+            let text =
+                bounded_text(&path, crate::settings::MAX_AGENT_BYTES).unwrap_or_else(|why| why);
+            items.push(Item::new(&file, "agent definition", &text));
         }
     }
     // A project's MCP servers are programs it would start.
     let file = ".mcp.json";
-    match std::fs::read_to_string(cwd.join(file)) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => items.push(Item::new(
-            file,
-            &format!("(cannot be read: {error})"),
-            "unreadable",
-        )),
+    let mcp_json = cwd.join(file);
+    match bounded_text(&mcp_json, MCP_JSON_LIMIT) {
+        Err(_) if std::fs::symlink_metadata(&mcp_json).is_err() => {}
+        Err(why) => items.push(Item::new(file, &format!("({why})"), &why)),
         Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
             Err(_) => items.push(Item::new(file, "(not valid JSON)", &text)),
             Ok(document) => match document.get("mcpServers") {
@@ -553,6 +547,24 @@ pub fn items(
         },
     }
     items
+}
+
+/// The most of `.mcp.json` read for its fingerprint.
+const MCP_JSON_LIMIT: u64 = 4 << 20;
+
+/// The text of the regular file at `path` (links followed, as the loaders do) when it holds
+/// at most `limit` bytes; otherwise why not, in a few words (a FIFO, a device or a huge file
+/// is never read: a committed `.mcp.json -> /dev/zero` must not stall or exhaust start-up).
+fn bounded_text(path: &Path, limit: u64) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|error| format!("cannot be read: {error}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_owned());
+    }
+    if meta.len() > limit {
+        return Err(format!("{} bytes, more than {limit}", meta.len()));
+    }
+    let bytes = std::fs::read(path).map_err(|error| format!("cannot be read: {error}"))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The items of one settings file of a session in `cwd`.
@@ -664,6 +676,34 @@ fn record_own(cwd: &Path, items: &[Item]) -> anyhow::Result<bool> {
     record.entry(rel).or_default().extend(digests(items));
     write_store(&file, &store)?;
     Ok(true)
+}
+
+/// Adds the deny and ask rules among `items` (the configuration of a session in `cwd`, which
+/// [`standing`] found trusted) that the record covering `cwd` lacks: a record written before
+/// they were fingerprinted, or a rule added since, then protects them too (taking one out
+/// is a change). Writes only when there is something to add; `Ok(false)` when nothing was.
+///
+/// # Errors
+///
+/// When the trust store cannot be read or written.
+pub fn record_narrowing(cwd: &Path, items: &[Item]) -> anyhow::Result<bool> {
+    let Some(file) = remembered_file() else {
+        return Ok(false);
+    };
+    let store = read_store(&file)?;
+    let Some((at, rel)) = store.record_for(cwd) else {
+        return Ok(false);
+    };
+    let recorded = store.recorded(&at, &rel);
+    let missing: Vec<Item> = items
+        .iter()
+        .filter(|item| item.narrows() && !recorded.contains(&item.digest))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Ok(false);
+    }
+    record_own(cwd, &missing)
 }
 
 /// An MCP server in one line: its URL, else its command and arguments.
@@ -988,6 +1028,33 @@ mod tests {
         .unwrap();
         let second = items_of(&base).unwrap();
         assert_ne!(digests(&first), digests(&second));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn devices_and_huge_files_are_not_read_for_the_fingerprint() {
+        let base = std::env::temp_dir().join(format!("agent-trust-dev-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join(".claude/agents")).unwrap();
+        // Read whole, either would never end (or exhaust memory) at start-up.
+        std::os::unix::fs::symlink("/dev/zero", base.join(".mcp.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", base.join(".claude/agents/zero.md")).unwrap();
+        let big = std::fs::File::create(base.join(".claude/agents/big.md")).unwrap();
+        big.set_len(crate::settings::MAX_AGENT_BYTES + 1).unwrap();
+        let found = items_of(&base).unwrap();
+        let shown: Vec<String> = found.iter().map(|item| item.shown.clone()).collect();
+        assert!(
+            shown.contains(&".mcp.json: (not a regular file)".to_owned()),
+            "{shown:?}"
+        );
+        assert_eq!(
+            shown
+                .iter()
+                .filter(|line| line.ends_with("agent definition"))
+                .count(),
+            2,
+            "{shown:?}"
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 

@@ -82,9 +82,17 @@ async fn a_hook_never_runs_a_program_the_model_wrote_into_a_workspace_path_folde
 /// (`deny` and `ask` rules are not fingerprinted, as they always apply). A `git pull`
 /// removes the deny rule: nothing recorded is new, so the folder stays trusted without a
 /// word, and the command the user saw denied now runs unasked.
+///
+/// The same from a record an earlier version wrote, without deny rules in it: a session that
+/// finds the folder trusted adds them to the record, so taking one out later is seen too.
 #[tokio::test]
 async fn removing_a_deny_rule_from_a_trusted_project_is_a_change() {
-    let repo = repo("attack2-deny");
+    deny_rule_removal(false).await;
+    deny_rule_removal(true).await;
+}
+
+async fn deny_rule_removal(old_record: bool) {
+    let repo = repo(&format!("attack2-deny-{old_record}"));
     std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
     let settings =
         |deny: &[&str]| json!({"permissions": {"allow": ["Bash"], "deny": deny}}).to_string();
@@ -118,6 +126,27 @@ async fn removing_a_deny_rule_from_a_trusted_project_is_a_change() {
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("is now recorded"), "{stderr}");
     assert!(!repo.dir.join("pwned").exists(), "{stderr}");
+    if old_record {
+        // As an earlier version recorded it: no deny or ask rules (digests `n:...`).
+        let store = user.join("trusted-folders.json");
+        let text = std::fs::read_to_string(&store).unwrap();
+        let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for record in value["fingerprints"].as_object_mut().unwrap().values_mut() {
+            for digests in record.as_object_mut().unwrap().values_mut() {
+                digests
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|digest| !digest.as_str().unwrap().starts_with("n:"));
+            }
+        }
+        assert_ne!(value.to_string(), text, "the record held deny rules");
+        std::fs::write(&store, value.to_string()).unwrap();
+        // A session in the unchanged folder: trusted, and its deny rule is recorded now.
+        let server = Server::start_tls(script()).await.unwrap();
+        let output = run(&server).output().await.unwrap();
+        common::assert_success(&output, "");
+        assert!(!repo.dir.join("pwned").exists());
+    }
 
     // The pull takes the deny rule out.
     std::fs::write(repo.dir.join(".claude/settings.json"), settings(&[])).unwrap();

@@ -410,10 +410,12 @@ impl Server {
                         source,
                     });
                 }
+                connecting.0 = None;
                 kill_group(&mut child).await;
                 return Err(self.protocol(format!("the MCP handshake failed: {error}")));
             }
             Err(_) => {
+                connecting.0 = None;
                 kill_group(&mut child).await;
                 return Err(ServerError::Timeout {
                     name: self.name.clone(),

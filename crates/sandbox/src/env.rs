@@ -202,12 +202,23 @@ pub fn is_passed(name: &OsStr) -> bool {
 /// `path` (a `PATH` value) without its empty and relative entries, which name folders of
 /// whatever the current directory is (the workspace, usually), and without the folders
 /// inside the workspace roots [`fix_program_folders`] fixed (a command could put programs
-/// there that a hook or server outside the sandbox would then run).
+/// there that a hook or server outside the sandbox would then run): inside as written or
+/// where it resolves now, or not resolvable at all (a `..` after a part that does not
+/// exist yet). Before the roots are fixed, the current directory stands for them.
 pub fn absolute_path_entries(path: &OsStr) -> OsString {
-    let excluded = FOLDERS.get().map(|folders| folders.excluded.as_slice());
+    let unfixed;
+    let excluded = match FOLDERS.get() {
+        Some(folders) => folders.excluded.as_slice(),
+        None => {
+            unfixed = folders(&[]).excluded;
+            unfixed.as_slice()
+        }
+    };
     let kept: Vec<PathBuf> = std::env::split_paths(path)
         .filter(|dir| dir.is_absolute())
-        .filter(|dir| excluded.is_none_or(|roots| !inside(&resolved(dir), roots)))
+        .filter(|dir| {
+            !inside(dir, excluded) && resolved(dir).is_some_and(|real| !inside(&real, excluded))
+        })
         .collect();
     // `join_paths` fails only on an entry holding `:`, and split entries hold none.
     std::env::join_paths(kept).unwrap_or_default()
@@ -349,23 +360,26 @@ fn folders(workspace_roots: &[PathBuf]) -> Folders {
 
 /// `dir` resolved as far as it exists, the rest appended: where a folder that does not
 /// exist yet (a command may make it) would be, whatever links its existing part goes
-/// through.
-fn resolved(dir: &Path) -> PathBuf {
+/// through. `None` when the missing part holds `..` (where it leads depends on what is
+/// made later) or nothing of it exists.
+fn resolved(dir: &Path) -> Option<PathBuf> {
     let mut missing = Vec::new();
     let mut existing = dir;
     loop {
         if let Ok(real) = std::fs::canonicalize(existing) {
-            return missing
-                .iter()
-                .rev()
-                .fold(real, |path, part| path.join(part));
+            return Some(
+                missing
+                    .iter()
+                    .rev()
+                    .fold(real, |path, part| path.join(part)),
+            );
         }
         match (existing.parent(), existing.file_name()) {
             (Some(parent), Some(name)) => {
                 missing.push(name.to_owned());
                 existing = parent;
             }
-            _ => return dir.to_path_buf(),
+            _ => return None,
         }
     }
 }
@@ -434,12 +448,16 @@ mod tests {
         // `link/bin/tools` does not exist: it would be `ws/bin/tools`, inside the workspace.
         assert_eq!(
             resolved(&base.join("link/bin/tools")),
-            real.join("bin/tools")
+            Some(real.join("bin/tools"))
         );
-        assert!(inside(
-            &resolved(&base.join("link/bin")),
-            std::slice::from_ref(&real)
-        ));
+        let roots = std::slice::from_ref(&real);
+        assert!(resolved(&base.join("link/bin")).is_some_and(|dir| inside(&dir, roots)));
+        // A `..` after a missing part cannot be placed: such an entry is dropped.
+        assert_eq!(resolved(&base.join("link/m/../bin")), None);
+        // Inside as written, though a link in the workspace leads elsewhere now.
+        std::os::unix::fs::symlink("/usr", real.join("tools")).ok();
+        assert!(inside(&real.join("tools/bin"), roots));
+        assert!(resolved(&real.join("tools/bin")).is_some_and(|dir| !inside(&dir, roots)));
         let _ = std::fs::remove_dir_all(&base);
     }
 
