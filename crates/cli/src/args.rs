@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use session::options::split_rules;
 
 /// A coding agent for the terminal: give it a task, it reads, searches, edits and runs
 /// commands in your repository until the task is done.
@@ -371,66 +372,65 @@ pub enum PermissionModeArg {
 }
 
 impl PermissionModeArg {
-    /// Parses Claude Code's spelling (settings' `defaultMode`).
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "default" => Some(Self::Default),
-            "acceptEdits" => Some(Self::AcceptEdits),
-            "bypassPermissions" => Some(Self::BypassPermissions),
-            "plan" => Some(Self::Plan),
-            _ => None,
+    /// The tools' mode of the same name.
+    pub fn mode(self) -> tools::PermissionMode {
+        match self {
+            Self::Default => tools::PermissionMode::Default,
+            Self::AcceptEdits => tools::PermissionMode::AcceptEdits,
+            Self::BypassPermissions => tools::PermissionMode::BypassPermissions,
+            Self::Plan => tools::PermissionMode::Plan,
         }
     }
 }
 
-/// Splits `--allowedTools` values: commas and spaces separate rules, except inside
-/// parentheses (`Bash(git diff:*)` stays whole).
-pub fn split_rules(values: &[String]) -> Vec<String> {
-    let mut rules = Vec::new();
-    for value in values {
-        let mut depth = 0usize;
-        let mut current = String::new();
-        for c in value.chars() {
-            match c {
-                '(' => {
-                    depth += 1;
-                    current.push(c);
-                }
-                ')' => {
-                    depth = depth.saturating_sub(1);
-                    current.push(c);
-                }
-                ',' | ' ' if depth == 0 => {
-                    if !current.trim().is_empty() {
-                        rules.push(current.trim().to_owned());
-                    }
-                    current.clear();
-                }
-                _ => current.push(c),
-            }
-        }
-        if !current.trim().is_empty() {
-            rules.push(current.trim().to_owned());
-        }
+impl Args {
+    /// What the session is opened with: the flags that belong to it, rule lists split as
+    /// [`split_rules`] splits them.
+    pub fn session_options(&self) -> session::Options {
+        let mut options = session::Options::default();
+        options.cwd.clone_from(&self.cwd);
+        options.settings.clone_from(&self.settings);
+        options.trust = self.trust;
+        let model = &mut options.model;
+        model.model.clone_from(&self.model);
+        model.provider.clone_from(&self.provider);
+        model.fallback_model.clone_from(&self.fallback_model);
+        model.base_url.clone_from(&self.base_url);
+        model.ca_cert.clone_from(&self.ca_cert);
+        let permissions = &mut options.permissions;
+        permissions.mode = self
+            .dangerously_skip_permissions
+            .then_some(tools::PermissionMode::BypassPermissions)
+            .or(self.permission_mode.map(PermissionModeArg::mode));
+        permissions.allowed_tools = split_rules(&self.allowed_tools);
+        permissions.disallowed_tools = split_rules(&self.disallowed_tools);
+        permissions.add_dirs.clone_from(&self.add_dir);
+        permissions.sandbox_off = self.sandbox.map(|choice| choice == SandboxArg::Off);
+        let resume = &mut options.resume;
+        resume.continue_latest = self.continue_session;
+        resume.resume.clone_from(&self.resume);
+        resume.session_id.clone_from(&self.session_id);
+        resume.fork = self.fork_session;
+        options.limits.max_turns = self.max_turns;
+        options.limits.max_tokens_budget = self.max_tokens_budget;
+        options.limits.max_budget_usd = self.max_budget_usd;
+        options.cassette.record.clone_from(&self.record);
+        options.cassette.replay.clone_from(&self.replay);
+        options.cassette.lenient = self.replay_lenient;
+        options.mcp.config_files.clone_from(&self.mcp_config);
+        options.mcp.strict = self.strict_mcp_config;
+        options.json_schema.clone_from(&self.json_schema);
+        options.system_prompt.clone_from(&self.system_prompt);
+        options
+            .append_system_prompt
+            .clone_from(&self.append_system_prompt);
+        options
     }
-    rules
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rules_split_outside_parentheses() {
-        let values = vec![
-            "Read,Bash(git diff:*) Edit".to_owned(),
-            "Bash(npm run test:*)".to_owned(),
-        ];
-        assert_eq!(
-            split_rules(&values),
-            ["Read", "Bash(git diff:*)", "Edit", "Bash(npm run test:*)"]
-        );
-    }
 
     #[test]
     fn clap_definition_is_valid() {

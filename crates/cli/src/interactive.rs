@@ -41,10 +41,10 @@ use tools::{PermissionRequest, Prompter};
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
 use crate::output::{self, Renderer, Status, Totals, tool_label};
-use crate::session::Session;
 use crate::slash::{self, Input};
-use crate::trust::TrustAnswer;
 use render::printable;
+use session::Session;
+use session::trust::TrustAnswer;
 
 const KEYS: &str = "\
 Type a task and press Enter (Shift+Enter, Alt+Enter or \\ then Enter: a new line).
@@ -279,7 +279,7 @@ pub async fn run(
     let terminal = tui::Tui::start(tui::Config {
         history,
         on_interrupt: Box::new(interrupts.key_handler()),
-        on_cycle_mode: Box::new(move || crate::session::cycle_mode(&gate).as_str().to_owned()),
+        on_cycle_mode: Box::new(move || session::cycle_mode(&gate).as_str().to_owned()),
         complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
     })
     .context("taking the terminal")?;
@@ -292,7 +292,7 @@ pub async fn run(
     let history = terminal.stop().await;
     if let Some(path) = &history_path {
         if let Some(parent) = path.parent() {
-            let _ = crate::transcript::private_dir(parent);
+            let _ = session::transcript::private_dir(parent);
         }
         if let Err(error) = render::editor::save_history(path, &history, HISTORY_LIMIT) {
             eprintln!(
@@ -492,7 +492,7 @@ async fn session_loop(
             }
             Input::Rewind(arguments) => rewind(session, ui, &arguments),
             Input::Resume => {
-                let sessions = crate::transcript::project_dir(session.cwd())?;
+                let sessions = session::transcript::project_dir(session.cwd())?;
                 let chosen = tokio::task::block_in_place(|| {
                     crate::sessions_cmd::pick(
                         &sessions,
@@ -579,9 +579,9 @@ async fn session_loop(
                                 &format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)),
                             );
                         }
-                        crate::session::Invocation::task(task)
+                        session::Invocation::task(task)
                     }
-                    Input::Init => crate::session::Invocation::task(slash::INIT_PROMPT.to_owned()),
+                    Input::Init => session::Invocation::task(slash::INIT_PROMPT.to_owned()),
                     _ => continue,
                 };
                 let mut renderer = Renderer::new(
@@ -751,7 +751,7 @@ pub fn ask_plain(question: &str) -> Option<String> {
 /// for one and what to restore; files changed since the session's last change to them are
 /// overwritten only after a yes naming them.
 fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
-    use crate::checkpoints::{Scope, Target};
+    use session::checkpoints::{Scope, Target};
     let timeline = match session.timeline() {
         Ok(Some(timeline)) => timeline,
         Ok(None) => {
@@ -769,7 +769,10 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
     };
     let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
-        say(ui, &crate::checkpoints::describe(&timeline, session.cwd()));
+        say(
+            ui,
+            &session::checkpoints::describe(&timeline, session.cwd()),
+        );
         let Some(answer) = ask_line(
             ui,
             "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
@@ -838,7 +841,7 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
         },
     };
     let cwd = session.cwd().to_path_buf();
-    let mut overwrite = |conflicts: &[&crate::checkpoints::FilePlan]| {
+    let mut overwrite = |conflicts: &[&session::checkpoints::FilePlan]| {
         say(
             ui,
             "These files changed since the session last changed them (by you, a formatter or a command):",
@@ -864,13 +867,13 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
         )
         .unwrap_or_default();
         if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
-            crate::checkpoints::Decision::Overwrite
+            session::checkpoints::Decision::Overwrite
         } else {
-            crate::checkpoints::Decision::Leave
+            session::checkpoints::Decision::Leave
         }
     };
     match session.rewind(target, scope, &mut overwrite) {
-        Ok(report) => say(ui, &crate::checkpoints::summarize(&report, &cwd)),
+        Ok(report) => say(ui, &session::checkpoints::summarize(&report, &cwd)),
         Err(error) => say_fmt!(
             ui,
             "agent: /rewind: {}",
@@ -950,7 +953,7 @@ impl TerminalPrompter {
         let line = match save_allow_rule(&path, rule) {
             Ok(()) => {
                 // The user's own rule is no change for folder trust to ask about.
-                let unrecorded = crate::trust::record_allow_rule(&path, rule)
+                let unrecorded = session::trust::record_allow_rule(&path, rule)
                     .err()
                     .map_or_else(String::new, |error| {
                         format!(
@@ -1226,11 +1229,11 @@ fn proposed_diff(change: Option<&tools::ProposedChange>) -> String {
     text
 }
 
-/// The folder-trust question at the terminal (see [`crate::trust::TrustAsker`]).
+/// The folder-trust question at the terminal (see [`session::trust::TrustAsker`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TerminalTrust;
 
-impl crate::trust::TrustAsker for TerminalTrust {
+impl session::trust::TrustAsker for TerminalTrust {
     fn ask(&self, heading: &str, parts: &[String]) -> TrustAnswer {
         ask_trust_with(heading, parts)
     }

@@ -4,31 +4,14 @@
 //! (loop-core), the model client (provider), the tools (tools, executor) and context
 //! management (context) are libraries this binary wires together.
 
-mod adapter;
 mod args;
-mod budget;
-mod checkpoints;
-mod commands;
-mod context_info;
 mod demo;
-#[cfg(test)]
-mod history_properties;
-mod hooks;
 mod interactive;
 mod interrupts;
 mod mcp_cmd;
 mod output;
-mod prefetch;
-mod session;
 mod sessions_cmd;
-mod settings;
-mod skills;
 mod slash;
-mod structured;
-mod subagents;
-mod tooling;
-mod transcript;
-mod trust;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -39,7 +22,7 @@ use anyhow::Context as _;
 use crate::args::{Args, Command, InputFormat, OutputFormat};
 use crate::interrupts::Interrupts;
 use crate::output::{Renderer, Status};
-use crate::session::Session;
+use session::{Session, UsageError};
 
 fn main() -> ExitCode {
     // The Landlock back end re-executes this binary as its sandbox helper.
@@ -101,12 +84,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// A mistake in how `agent` was called that clap cannot see (an empty prompt): exit code 2
-/// and no result object, like a bad flag.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct UsageError(pub(crate) String);
-
 /// Logs go to stderr, never stdout: `--verbose` turns them on (`AGENT_LOG` is the filter).
 /// The arguments. `--help` also names the sandbox back end in force here (detecting it
 /// starts a sandbox once, so only when help is asked for).
@@ -167,15 +144,15 @@ async fn run(args: Args) -> anyhow::Result<u8> {
                 None => std::env::current_dir().context("reading the current directory")?,
             };
             let target = match (turn, undo) {
-                (Some(turn), _) => Some(checkpoints::Target::Turn(*turn)),
-                (None, true) => Some(checkpoints::Target::UndoLast),
+                (Some(turn), _) => Some(session::checkpoints::Target::Turn(*turn)),
+                (None, true) => Some(session::checkpoints::Target::UndoLast),
                 (None, false) => None,
             };
-            let scope = (*code || *conversation || *both).then_some(checkpoints::Scope {
+            let scope = (*code || *conversation || *both).then_some(session::checkpoints::Scope {
                 code: !*conversation,
                 conversation: !*code,
             });
-            checkpoints::run_command(&cwd, session, target, scope, *force)
+            session::checkpoints::run_command(&cwd, session, target, scope, *force)
         }
         Some(Command::Mcp { action }) => {
             let cwd = match &args.cwd {
@@ -296,7 +273,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
         if !terminal {
             return sessions_cmd::run(&cwd, false);
         }
-        let dir = transcript::project_dir(&cwd)?;
+        let dir = session::transcript::project_dir(&cwd)?;
         match tokio::task::block_in_place(|| {
             sessions_cmd::pick(
                 &dir,
@@ -359,8 +336,8 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     // Only a person at the terminal can be asked whether to trust the folder.
     let trust_asker = terminal_prompter
         .as_ref()
-        .map(|_| &interactive::TerminalTrust as &dyn trust::TrustAsker);
-    let mut session = Session::open(&args, prompter, trust_asker)?;
+        .map(|_| &interactive::TerminalTrust as &dyn session::trust::TrustAsker);
+    let mut session = Session::open(&args.session_options(), prompter, trust_asker)?;
     session.gather_context().await;
     match (task, terminal_prompter) {
         (Some(task), _) => headless(&args, session, &interrupts, task, status).await,

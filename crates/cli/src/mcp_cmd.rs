@@ -16,29 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
 
+use session::mcp_config::{configured, local_key, read_json, user_file};
+
 use crate::args::{McpAction, McpScope};
-
-/// The user's MCP file, `~/.config/agent/mcp.json`.
-pub fn user_file() -> Option<PathBuf> {
-    dirs::config_dir().map(|config| config.join("agent").join("mcp.json"))
-}
-
-/// The key of `cwd` among the local servers (its canonical folder, as folder trust keys it).
-fn local_key(cwd: &Path) -> String {
-    crate::settings::project_folder(cwd)
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
-        }
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
-        Err(error) => Err(error).with_context(|| format!("reading {}", path.display())),
-    }
-}
 
 /// Writes `value` to `path` whole (a temporary file renamed over it); `private` files are
 /// 0600 in a 0700 folder (the user's own), others keep the usual modes (a project's file).
@@ -126,60 +106,6 @@ fn validate(name: &str, server: &Value, path: &Path) -> anyhow::Result<()> {
     let any = |_: &str| Some(String::new());
     mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &any)?;
     Ok(())
-}
-
-/// The servers of `cwd` by scope, each `(scope name, file, name, entry)`.
-pub fn configured(cwd: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf, String, Value)>> {
-    let mut found = Vec::new();
-    let mut push = |scope: &'static str, path: &Path, servers: Option<&Value>| {
-        for (name, server) in servers.and_then(Value::as_object).into_iter().flatten() {
-            found.push((scope, path.to_path_buf(), name.clone(), server.clone()));
-        }
-    };
-    if let Some(settings) = crate::settings::user_settings_file() {
-        let document = read_json(&settings)?;
-        push("user", &settings, document.get("mcpServers"));
-    }
-    if let Some(user) = user_file() {
-        let document = read_json(&user)?;
-        push("user", &user, document.get("mcpServers"));
-        push(
-            "local",
-            &user,
-            document
-                .get("projects")
-                .and_then(|projects| projects.get(local_key(cwd)))
-                .and_then(|project| project.get("mcpServers")),
-        );
-    }
-    let project = cwd.join(".mcp.json");
-    let document = read_json(&project)?;
-    push("project", &project, document.get("mcpServers"));
-    Ok(found)
-}
-
-/// The user-level servers for a run: `~/.config/agent/mcp.json`'s user servers, then this
-/// folder's local ones (the session adds settings', the project's and `--mcp-config`).
-///
-/// # Errors
-///
-/// A configuration that cannot be used, naming the file and server.
-pub fn user_servers(
-    cwd: &Path,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<Vec<Vec<mcp::config::Configured>>> {
-    let Some(user) = user_file() else {
-        return Ok(Vec::new());
-    };
-    let document = read_json(&user)?;
-    let mut lists = vec![mcp::config::servers(&document, &user, lookup)?];
-    if let Some(local) = document
-        .get("projects")
-        .and_then(|projects| projects.get(local_key(cwd)))
-    {
-        lists.push(mcp::config::servers(local, &user, lookup)?);
-    }
-    Ok(lists)
 }
 
 /// Runs `agent mcp ACTION` in `cwd`; returns the exit code.
@@ -287,7 +213,7 @@ fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result
     write_json(&path, &document, private)?;
     // The user's own server is no change for folder trust to ask about.
     if scope == McpScope::Project
-        && let Err(error) = crate::trust::record_mcp_server(cwd, name, &server)
+        && let Err(error) = session::trust::record_mcp_server(cwd, name, &server)
     {
         eprintln!(
             "agent: warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
@@ -342,21 +268,21 @@ fn scope_name(scope: McpScope) -> &'static str {
 /// (see `trust::standing`; a changed one is named in a warning): `mcp list` never asks and
 /// records nothing.
 fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
-    use crate::trust::Standing;
-    let folder = crate::settings::project_folder(cwd);
-    let file = crate::settings::user_settings_file().unwrap_or_default();
-    let layers = crate::settings::load(cwd)?;
-    let entries = crate::settings::agent_user_layer(&layers)
+    use session::trust::Standing;
+    let folder = session::settings::project_folder(cwd);
+    let file = session::settings::user_settings_file().unwrap_or_default();
+    let layers = session::settings::load(cwd)?;
+    let entries = session::settings::agent_user_layer(&layers)
         .map(|layer| layer.settings.trusted_folders.clone())
         .unwrap_or_default();
-    let items = crate::trust::items(cwd, &layers, &crate::commands::project_commands(cwd));
+    let items = session::trust::items(cwd, &layers, &session::commands::project_commands(cwd));
     Ok(
-        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
+        match session::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
             Standing::Trusted(_) | Standing::Unrecorded(_) => true,
             Standing::Changed(change) => {
                 eprintln!(
                     "agent: warning: {}",
-                    crate::trust::changed_warning(&folder, cwd, &change)
+                    session::trust::changed_warning(&folder, cwd, &change)
                 );
                 false
             }
@@ -392,8 +318,8 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
         }
     }
     // Kept after the listing: a failure names its server's stderr log.
-    let logs = crate::transcript::project_dir(cwd)?.join("mcp-logs");
-    let startup = mcp_limits(None, true).startup;
+    let logs = session::transcript::project_dir(cwd)?.join("mcp-logs");
+    let startup = session::mcp_config::mcp_limits(None, true).startup;
     let mut options = mcp::Options::new(logs, startup);
     options.guard = std::env::current_exe().ok();
     if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
@@ -448,50 +374,4 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
         );
     }
     Ok(0)
-}
-
-/// MCP's time limits: `MCP_TIMEOUT` (start-up, default 10 s), `MCP_TOOL_TIMEOUT` (each
-/// call; default [`mcp::DEFAULT_TOOL_TIMEOUT`], 10 minutes; a value that is not a positive
-/// number is warned about and the default used), and how long the first request waits for
-/// servers still starting (`MCP_STARTUP_WAIT_MS`, else the setting `mcpStartupWaitMs`,
-/// default 2 s in a terminal and the whole start-up limit headless, where no later prompt
-/// would let a late server's tools join), all in milliseconds.
-pub(crate) struct McpLimits {
-    pub(crate) startup: std::time::Duration,
-    pub(crate) tool_timeout: std::time::Duration,
-    pub(crate) grace: std::time::Duration,
-}
-
-pub(crate) fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
-    let millis = |key: &str| {
-        std::env::var(key)
-            .ok()
-            .and_then(|value| value.trim().parse::<u64>().ok())
-            .map(std::time::Duration::from_millis)
-    };
-    let startup = millis("MCP_TIMEOUT").unwrap_or(std::time::Duration::from_secs(10));
-    McpLimits {
-        startup,
-        tool_timeout: match std::env::var("MCP_TOOL_TIMEOUT") {
-            Err(_) => mcp::DEFAULT_TOOL_TIMEOUT,
-            Ok(value) => match value.trim().parse::<u64>() {
-                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
-                _ => {
-                    eprintln!(
-                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
-                        render::printable(&value, false),
-                        mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
-                    );
-                    mcp::DEFAULT_TOOL_TIMEOUT
-                }
-            },
-        },
-        grace: millis("MCP_STARTUP_WAIT_MS")
-            .or(setting_wait.map(std::time::Duration::from_millis))
-            .unwrap_or(if headless {
-                startup
-            } else {
-                std::time::Duration::from_secs(2)
-            }),
-    }
 }

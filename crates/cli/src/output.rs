@@ -570,7 +570,7 @@ pub struct Renderer {
     /// `--verbose`: each request and transition named on stderr.
     verbose: bool,
     /// `--json-schema`: the structured output, as far as it got.
-    structured: Option<crate::structured::Shared>,
+    structured: Option<session::structured::Shared>,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -761,7 +761,7 @@ impl Renderer {
 
     /// Reports `--json-schema`'s structured output in the result (`structured_output`, or
     /// the subtype `error_max_structured_output_retries`).
-    pub fn with_structured(mut self, structured: Option<crate::structured::Shared>) -> Self {
+    pub fn with_structured(mut self, structured: Option<session::structured::Shared>) -> Self {
         self.structured = structured;
         self
     }
@@ -770,7 +770,7 @@ impl Renderer {
     pub fn structured_failed(&self) -> bool {
         self.structured.as_ref().is_some_and(|shared| {
             let outcome = shared.lock().unwrap_or_else(PoisonError::into_inner);
-            outcome.value.is_none() && outcome.misses >= crate::structured::MAX_TRIES
+            outcome.value.is_none() && outcome.misses >= session::structured::MAX_TRIES
         })
     }
 
@@ -893,11 +893,6 @@ impl Renderer {
                 let _ = stdout.flush();
             }
         }
-    }
-
-    /// The spinner and output gate of a live run.
-    pub fn status(&self) -> Option<&Status> {
-        self.status.as_ref()
     }
 
     /// Draws what is held back (the Markdown of an unfinished block): a question is about to
@@ -1425,7 +1420,7 @@ impl Renderer {
     /// `parent_tool_use_id` (the Task call that started it), its usage in the totals and the
     /// cost (at its own model's prices), its refused calls among the denials, and in a live
     /// view one status line naming each running subagent and its current tool.
-    pub fn subagent(&mut self, event: &crate::subagents::SubagentEvent) {
+    pub fn subagent(&mut self, event: &session::SubagentEvent) {
         let parent = event.parent_tool_use_id.as_str();
         if matches!(event.event, LoopEvent::Request { .. }) {
             self.subagent_requests += 1;
@@ -1519,7 +1514,7 @@ impl Renderer {
                     "message": {"role": "user", "content": [block]},
                     "parent_tool_use_id": parent, "session_id": self.session_id,
                     "uuid": uuid::Uuid::new_v4().to_string(),
-                    "timestamp": crate::transcript::timestamp(std::time::SystemTime::now()),
+                    "timestamp": session::transcript::timestamp(std::time::SystemTime::now()),
                 }));
             }
         }
@@ -1824,6 +1819,33 @@ impl Totals {
             seconds / 60,
             seconds % 60,
         )
+    }
+}
+
+/// The session's view of a turn is the renderer's: each call goes to the method of the same
+/// name above; catch-up requests (a question about to be asked) reach it through the status
+/// line, which answers them between two events.
+impl session::Observer for Renderer {
+    fn event(&mut self, event: &LoopEvent) {
+        Renderer::event(self, event);
+    }
+
+    fn subagent(&mut self, event: &session::SubagentEvent) {
+        Renderer::subagent(self, event);
+    }
+
+    fn warn(&mut self, message: &str) {
+        Renderer::warn(self, message);
+    }
+
+    fn flush(&mut self) {
+        Renderer::flush(self);
+    }
+
+    fn set_catch_up(&self, catch_up: Option<session::CatchUp>) {
+        if let Some(status) = &self.status {
+            status.set_sync(catch_up);
+        }
     }
 }
 

@@ -64,7 +64,7 @@ pub enum Input {
     /// A task for the agent.
     Task(String),
     /// A custom command or skill, expanded.
-    Invoke(crate::session::Invocation),
+    Invoke(session::Invocation),
     /// `/help`.
     Help,
     /// `/clear`.

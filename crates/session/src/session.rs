@@ -20,8 +20,7 @@ use provider::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::{self, Args, split_rules};
-use crate::output::Renderer;
+use crate::options::Options;
 use crate::transcript::{self, Transcript};
 use crate::{adapter, context_info, hooks, settings, subagents, tooling};
 
@@ -164,21 +163,21 @@ impl Session {
     /// Bad flags or settings (naming the flag or the file), no API key, an unreadable
     /// certificate or cassette, a session to resume that does not exist or does not load.
     pub fn open(
-        args: &Args,
+        options: &Options,
         prompter: Option<Arc<dyn tools::Prompter>>,
         trust_asker: Option<&dyn crate::trust::TrustAsker>,
     ) -> anyhow::Result<Self> {
-        let cwd = working_dir(args)?;
+        let cwd = working_dir(options)?;
         let mut layers = settings::load(&cwd)?;
-        if let Some(extra) = &args.settings {
+        if let Some(extra) = &options.settings {
             layers.push(settings::flag_layer(extra)?);
         }
         let prompter_absent = prompter.is_none();
         let commands = crate::commands::discover(&cwd);
-        let trusted = decide_trust(args, &cwd, &layers, &commands, trust_asker)?;
-        let settings = trusted_settings(args, layers, trusted);
+        let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker)?;
+        let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
-        let mcp_servers = mcp_servers(args, &cwd, &settings, trusted)?;
+        let mcp_servers = mcp_servers(options, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
             eprintln!("agent: warning: {}", render::printable(&warning, false));
         }
@@ -200,8 +199,10 @@ impl Session {
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect();
         let (provider_choice, named_model) = choose_provider(
-            args.provider.as_deref(),
-            args.model
+            options.model.provider.as_deref(),
+            options
+                .model
+                .model
                 .clone()
                 .or_else(|| settings.model.clone())
                 .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
@@ -223,7 +224,7 @@ impl Session {
             );
         }
         let (client, extra_roots_pem, api_key_source) = model_client(
-            args,
+            options,
             &cwd,
             &settings.env,
             &provider_choice,
@@ -255,13 +256,10 @@ impl Session {
             user_context: saved_context,
             last_activity,
             turns,
-        } = resume(args, &sessions, legacy.as_deref(), !prompter_absent)?;
+        } = resume(options, &sessions, legacy.as_deref(), !prompter_absent)?;
         let journal = Arc::new(crate::checkpoints::Journal::default());
 
-        let flag_mode = args
-            .dangerously_skip_permissions
-            .then_some(args::PermissionModeArg::BypassPermissions)
-            .or(args.permission_mode);
+        let flag_mode = options.permissions.mode;
         let mode = match (flag_mode, settings.permissions.default_mode.as_deref()) {
             (Some(mode), _) => mode,
             // Claude Code's other modes: asking is the stricter answer to both.
@@ -272,9 +270,9 @@ impl Session {
                         .default_mode_origin()
                         .map_or_else(|| "settings".into(), |path| path.display().to_string())
                 );
-                args::PermissionModeArg::Default
+                tools::PermissionMode::Default
             }
-            (None, Some(name)) => args::PermissionModeArg::parse(name).with_context(|| {
+            (None, Some(name)) => name.parse::<tools::PermissionMode>().ok().with_context(|| {
                 format!(
                     "{}: invalid settings: permissions.defaultMode {name:?} is not default, acceptEdits, bypassPermissions or plan",
                     settings
@@ -282,11 +280,11 @@ impl Session {
                         .map_or_else(|| "settings".into(), |path| path.display().to_string())
                 )
             })?,
-            (None, None) => args::PermissionModeArg::Default,
+            (None, None) => tools::PermissionMode::Default,
         };
         let model = if !openai {
             let lookup = |key: &str| setting_or_env(&settings.env, key);
-            resolve_model(&named_model, mode == args::PermissionModeArg::Plan, &lookup)
+            resolve_model(&named_model, mode == tools::PermissionMode::Plan, &lookup)
         } else {
             named_model
         };
@@ -320,7 +318,7 @@ impl Session {
                 })?);
             }
         }
-        for dir in &args.add_dir {
+        for dir in &options.permissions.add_dirs {
             additional_dirs.push(absolute_dir(&cwd, dir).context("--add-dir")?);
         }
         let workspace = Arc::new(Workspace {
@@ -361,8 +359,12 @@ impl Session {
             ask: settings.permissions.ask.clone(),
             deny: settings.permissions.deny.clone(),
         };
-        rules.allow.extend(split_rules(&args.allowed_tools));
-        rules.deny.extend(split_rules(&args.disallowed_tools));
+        rules
+            .allow
+            .extend(options.permissions.allowed_tools.iter().cloned());
+        rules
+            .deny
+            .extend(options.permissions.disallowed_tools.iter().cloned());
         let mut rule_origins = Vec::new();
         for (kind, list) in [
             ("allow", &rules.allow),
@@ -381,7 +383,7 @@ impl Session {
             }
         }
         let denied = tooling::DeniedTools::new(&rules.deny);
-        let sandbox = sandbox_config(args, &settings)?;
+        let sandbox = sandbox_config(options, &settings)?;
         for root in std::iter::once(&workspace.cwd).chain(&workspace.additional_dirs) {
             for removed in tools::sandbox::sweep_placeholders(root) {
                 eprintln!(
@@ -397,7 +399,7 @@ impl Session {
                 transcript_path.clone(),
             ))),
             cwd: cwd.clone(),
-            permission_mode: tooling::permission_mode(mode).as_str().to_owned(),
+            permission_mode: mode.as_str().to_owned(),
             gate: Arc::default(),
             // Hooks start through this binary, which ties them to the agent's life.
             guard: std::env::current_exe().ok(),
@@ -438,7 +440,7 @@ impl Session {
         // ExitPlanMode where a plan can be approved (interactive) or must be refused with
         // how to go on (headless plan mode); never a subagent's (it comes before the count
         // of built-in tools, which subagents get fresh from the recipe).
-        if recipe.prompter.is_some() || mode == args::PermissionModeArg::Plan {
+        if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
             tools.push(recipe.wrap(tooling.permissions.exit_plan_mode_tool()));
         }
         tools.retain(|tool| denied.offers(tool.as_ref()));
@@ -453,7 +455,7 @@ impl Session {
         };
         // `--json-schema`: a StructuredOutput tool and a stop hook that requires its call.
         let structured =
-            match &args.json_schema {
+            match &options.json_schema {
                 Some(schema) => {
                     let schema = crate::structured::load_schema(schema)?;
                     let shared = crate::structured::Shared::default();
@@ -481,15 +483,15 @@ impl Session {
         // A fallback of another provider (`openai/gpt-5`, `ollama/qwen3-coder`) gets a
         // client of its own; the adapter sends the fallback model's requests there.
         let mut fallback_client = None;
-        if let Some(named) = &args.fallback_model {
+        if let Some(named) = &options.model.fallback_model {
             let (choice, id) = choose_provider(None, named.clone(), &settings.providers)?;
             let id = if choice.kind == settings::ProviderKind::Anthropic {
                 resolve_model(&id, false, &|key: &str| setting_or_env(&settings.env, key))
             } else {
                 id
             };
-            if choice.name != provider_choice.name && args.replay.is_none() {
-                let (client, _, _) = model_client(args, &cwd, &settings.env, &choice, true)
+            if choice.name != provider_choice.name && options.cassette.replay.is_none() {
+                let (client, _, _) = model_client(options, &cwd, &settings.env, &choice, true)
                     .with_context(|| format!("--fallback-model {named}"))?;
                 fallback_client = Some(adapter::Fallback {
                     model: id.clone(),
@@ -510,12 +512,12 @@ impl Session {
             ));
             config.fallback_model = Some(id);
         }
-        config.max_turns = args.max_turns;
-        if args.max_tokens_budget == Some(0) {
+        config.max_turns = options.limits.max_turns;
+        if options.limits.max_tokens_budget == Some(0) {
             bail!("--max-tokens-budget must be a positive number of output tokens");
         }
-        config.token_budget = args.max_tokens_budget;
-        let spend: Option<Arc<dyn loop_core::SpendGuard>> = match args.max_budget_usd {
+        config.token_budget = options.limits.max_tokens_budget;
+        let spend: Option<Arc<dyn loop_core::SpendGuard>> = match options.limits.max_budget_usd {
             None => None,
             Some(limit) if limit.is_finite() && limit > 0.0 => Some(Arc::new(
                 crate::budget::DollarBudget::new(limit, price_overrides(&settings.models)),
@@ -528,7 +530,7 @@ impl Session {
             models: settings.models.clone(),
             openai,
             env: settings.env.clone(),
-            plan: mode == args::PermissionModeArg::Plan,
+            plan: mode == tools::PermissionMode::Plan,
             compact_percent,
         };
         config.summaries = summaries(
@@ -536,13 +538,13 @@ impl Session {
             &model_settings,
             &model,
             prompter_absent,
-            args.replay.is_some(),
+            options.cassette.replay.is_some(),
         );
-        let mut system = args
+        let mut system = options
             .system_prompt
             .clone()
             .unwrap_or_else(|| context_info::SYSTEM_PROMPT.to_owned());
-        if let Some(extra) = &args.append_system_prompt {
+        if let Some(extra) = &options.append_system_prompt {
             system.push_str("\n\n");
             system.push_str(extra);
         }
@@ -651,7 +653,7 @@ impl Session {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp_servers.is_empty() {
-            let limits = crate::mcp_cmd::mcp_limits(self.mcp_wait, self.headless);
+            let limits = crate::mcp_config::mcp_limits(self.mcp_wait, self.headless);
             let options = mcp::Options {
                 tool_timeout: limits.tool_timeout,
                 extra_roots_pem: Arc::clone(&self.extra_roots_pem),
@@ -766,7 +768,7 @@ impl Session {
     pub async fn invoke(
         &mut self,
         invocation: Invocation,
-        renderer: &mut Renderer,
+        observer: &mut dyn crate::Observer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         let _grant = if invocation.allowed_tools.is_empty() {
@@ -779,7 +781,7 @@ impl Session {
             )
         };
         let Some(model) = &invocation.model else {
-            return self.turn(invocation.prompt, renderer, cancel).await;
+            return self.turn(invocation.prompt, observer, cancel).await;
         };
         let (id, info) = self
             .model_settings
@@ -792,7 +794,7 @@ impl Session {
             self.config.context.levels,
         );
         self.model_settings.apply(&mut self.config, id, &info);
-        let outcome = self.turn(invocation.prompt, renderer, cancel).await;
+        let outcome = self.turn(invocation.prompt, observer, cancel).await;
         (
             self.config.model,
             self.config.output_cap,
@@ -1246,7 +1248,7 @@ impl Session {
     fn deps(&self, subagent_events: mpsc::UnboundedSender<subagents::SubagentEvent>) -> Deps {
         // The mode the user chose last (Shift+Tab, an approved plan) for this turn's subagents.
         let mut recipe = self.recipe.clone();
-        recipe.mode = tooling::mode_arg(self.gate.mode());
+        recipe.mode = self.gate.mode();
         let host = subagents::Host::new(subagents::HostParts {
             recipe,
             client: self.client.clone(),
@@ -1300,7 +1302,7 @@ impl Session {
     }
 
     /// Runs one turn: `prompt` as the next user message, then the loop until it ends. Every
-    /// message is appended to the transcript as it completes; `renderer` sees every event.
+    /// message is appended to the transcript as it completes; `observer` sees every event.
     /// The history afterwards is the one the loop left (valid even after an abort).
     ///
     /// # Errors
@@ -1311,10 +1313,10 @@ impl Session {
     pub async fn turn(
         &mut self,
         prompt: String,
-        renderer: &mut Renderer,
+        observer: &mut dyn crate::Observer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
-        self.turn_message(MessageParam::user_text(prompt), renderer, cancel)
+        self.turn_message(MessageParam::user_text(prompt), observer, cancel)
             .await
     }
 
@@ -1327,7 +1329,7 @@ impl Session {
     pub async fn turn_message(
         &mut self,
         mut user: MessageParam,
-        renderer: &mut Renderer,
+        observer: &mut dyn crate::Observer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
@@ -1379,13 +1381,10 @@ impl Session {
             history,
             cancel,
         );
-        // Questions asked during the turn wait for the renderer to draw what came before
+        // Questions asked during the turn wait for the observer to draw what came before
         // them (the events are read first: `biased`).
         let (sync_sender, mut sync) = mpsc::unbounded_channel();
-        let status = renderer.status().cloned();
-        if let Some(status) = &status {
-            status.set_sync(Some(sync_sender));
-        }
+        observer.set_catch_up(Some(sync_sender));
         loop {
             tokio::select! {
                 biased;
@@ -1397,22 +1396,20 @@ impl Session {
                     if let LoopEvent::History(change) = &event
                         && let Err(error) = transcript.record(change)
                     {
-                        renderer.warn(&format!("transcript: {error:#}"));
+                        observer.warn(&format!("transcript: {error:#}"));
                     }
-                    renderer.event(&event);
+                    observer.event(&event);
                 }
-                Some(event) = subagent_events.recv() => renderer.subagent(&event),
+                Some(event) = subagent_events.recv() => observer.subagent(&event),
                 Some(done) = sync.recv() => {
-                    renderer.flush();
+                    observer.flush();
                     let _ = done.send(());
                 }
             }
         }
-        if let Some(status) = &status {
-            status.set_sync(None);
-        }
+        observer.set_catch_up(None);
         while let Ok(event) = subagent_events.try_recv() {
-            renderer.subagent(&event);
+            observer.subagent(&event);
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
         self.history = std::mem::take(&mut outcome.messages);
@@ -1551,15 +1548,15 @@ impl loop_core::AttachmentSource for SessionAttachments {
 /// model of another provider is ignored too (named in the untrusted folder's warning), and
 /// the user's own model applies.
 fn trusted_settings(
-    args: &Args,
+    options: &Options,
     layers: Vec<settings::Layer>,
     trusted: bool,
 ) -> settings::Settings {
     let mut settings = settings::Settings::merged(layers, trusted);
     if !trusted
         && let Some(foreign) = foreign_model(
-            args.model.as_deref(),
-            args.provider.as_deref(),
+            options.model.model.as_deref(),
+            options.model.provider.as_deref(),
             &settings.layers,
         )
     {
@@ -1572,13 +1569,17 @@ fn trusted_settings(
 /// model of another provider than the user's own choice: it would move the conversation and
 /// the user's key there, so it needs trust and is part of a trusted folder's fingerprint.
 fn trust_items(
-    args: &Args,
+    options: &Options,
     cwd: &Path,
     layers: &[settings::Layer],
     commands: &[crate::commands::Command],
 ) -> Vec<crate::trust::Item> {
     let mut items = crate::trust::items(cwd, layers, commands);
-    if let Some(foreign) = foreign_model(args.model.as_deref(), args.provider.as_deref(), layers) {
+    if let Some(foreign) = foreign_model(
+        options.model.model.as_deref(),
+        options.model.provider.as_deref(),
+        layers,
+    ) {
         let file = foreign.file.strip_prefix(cwd).unwrap_or(&foreign.file);
         items.push(crate::trust::Item::new(
             &file.to_string_lossy(),
@@ -1603,7 +1604,7 @@ fn trust_items(
 /// with one warning listing what is ignored; otherwise untrusted without a word (it then
 /// matters only where there is no sandbox: see `Session::gather_context`).
 fn decide_trust(
-    args: &Args,
+    options: &Options,
     cwd: &Path,
     layers: &[settings::Layer],
     commands: &[crate::commands::Command],
@@ -1619,12 +1620,12 @@ fn decide_trust(
         ),
         None => (&[][..], settings::user_settings_file().unwrap_or_default()),
     };
-    let items = trust_items(args, cwd, layers, commands);
+    let items = trust_items(options, cwd, layers, commands);
     let shown_folder = render::printable(&folder.to_string_lossy(), false);
     let change = match crate::trust::standing(
         &folder,
         cwd,
-        args.trust,
+        options.trust,
         entries,
         &settings_file,
         &items,
@@ -1715,8 +1716,8 @@ fn decide_trust(
 }
 
 /// The working directory, made absolute and resolved.
-fn working_dir(args: &Args) -> anyhow::Result<PathBuf> {
-    let dir = match &args.cwd {
+fn working_dir(options: &Options) -> anyhow::Result<PathBuf> {
+    let dir = match &options.cwd {
         Some(dir) => dir.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
@@ -2160,13 +2161,13 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// `fallback`: the client of a `--fallback-model` of another provider: `--base-url` (the
 /// primary server's) does not apply to it, and it has no fallback of its own.
 fn model_client(
-    args: &Args,
+    options: &Options,
     cwd: &Path,
     settings_env: &BTreeMap<String, String>,
     choice: &ProviderChoice,
     fallback: bool,
 ) -> anyhow::Result<(AnthropicClient, Arc<[u8]>, String)> {
-    let base_url_flag = args.base_url.as_ref().filter(|_| !fallback);
+    let base_url_flag = options.model.base_url.as_ref().filter(|_| !fallback);
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
         base_url_flag: base_url_flag.is_some(),
@@ -2216,7 +2217,7 @@ fn model_client(
         options.max_tokens_field = provider::chat::MaxTokensField::MaxCompletionTokens;
     }
     if openai
-        && args.replay.is_none()
+        && options.cassette.replay.is_none()
         && config.auth == provider::Auth::None
         && config.base_url == OPENAI_BASE_URL
     {
@@ -2224,13 +2225,13 @@ fn model_client(
             "no API key: set OPENAI_API_KEY, or point --base-url (OPENAI_BASE_URL) at an OpenAI-compatible server (a local one needs no key)"
         );
     }
-    if let Some(path) = &args.ca_cert {
+    if let Some(path) = &options.model.ca_cert {
         config.extra_roots_pem =
             std::fs::read(path).with_context(|| format!("--ca-cert {}", path.display()))?;
     }
-    config.fallback_model = args.fallback_model.is_some() && !fallback;
+    config.fallback_model = options.model.fallback_model.is_some() && !fallback;
     if !openai
-        && args.replay.is_none()
+        && options.cassette.replay.is_none()
         && config.auth == provider::Auth::None
         && config.base_url == provider::DEFAULT_BASE_URL
     {
@@ -2240,11 +2241,15 @@ fn model_client(
     }
     let workspace = Some(cwd.to_string_lossy().into_owned());
     config.workspace_root = workspace.clone();
-    let transport: Arc<dyn Transport> = if let Some(path) = &args.replay {
-        Arc::new(ReplayTransport::open(path, workspace, args.replay_lenient)?)
+    let transport: Arc<dyn Transport> = if let Some(path) = &options.cassette.replay {
+        Arc::new(ReplayTransport::open(
+            path,
+            workspace,
+            options.cassette.lenient,
+        )?)
     } else {
         let network = HyperTransport::with_proxy(&config.extra_roots_pem, &config.proxy)?;
-        match &args.record {
+        match &options.cassette.record {
             Some(path) => Arc::new(RecordingTransport::new(network, path, workspace)?),
             None => Arc::new(network),
         }
@@ -2320,7 +2325,7 @@ impl loop_core::ToolSource for McpTools {
 ///
 /// A configuration that cannot be used, naming its file and server.
 fn mcp_servers(
-    args: &Args,
+    options: &Options,
     cwd: &Path,
     settings: &settings::Settings,
     trusted: bool,
@@ -2328,7 +2333,7 @@ fn mcp_servers(
     let lookup = |name: &str| setting_or_env(&settings.env, name);
     // Lowest precedence first, as Claude Code orders them: user, project, local.
     let mut lists = Vec::new();
-    if !args.strict_mcp_config {
+    if !options.mcp.strict {
         for layer in &settings.layers {
             if layer.scope == settings::Scope::User
                 && let Some(servers) = layer.settings.other.get("mcpServers")
@@ -2337,7 +2342,7 @@ fn mcp_servers(
                 lists.push(mcp::config::servers(&document, &layer.path, &lookup)?);
             }
         }
-        let mut user = crate::mcp_cmd::user_servers(cwd, &lookup)?;
+        let mut user = crate::mcp_config::user_servers(cwd, &lookup)?;
         let local = (user.len() > 1).then(|| user.pop()).flatten();
         lists.extend(user);
         let project = cwd.join(".mcp.json");
@@ -2346,7 +2351,7 @@ fn mcp_servers(
         }
         lists.extend(local);
     }
-    for file in &args.mcp_config {
+    for file in &options.mcp.config_files {
         lists.push(
             mcp::config::read_file(file, &lookup)
                 .with_context(|| format!("--mcp-config {}", file.display()))?,
@@ -2409,12 +2414,12 @@ fn mcp_output_chars(settings_env: &BTreeMap<String, String>) -> anyhow::Result<u
 /// newest of this folder's sessions (an interactive session prefers the newest interactive
 /// one) and says which it took.
 fn resume(
-    args: &Args,
+    options: &Options,
     sessions: &Path,
     legacy: Option<&Path>,
     interactive: bool,
 ) -> anyhow::Result<Resumed> {
-    let found = if args.continue_session {
+    let found = if options.resume.continue_latest {
         // This folder's sessions and those of the folder earlier versions used, newest
         // first; an interactive run looks at the 20 newest for an interactive one.
         let mut paths: Vec<(std::time::SystemTime, PathBuf)> = std::iter::once(sessions)
@@ -2426,7 +2431,7 @@ fn resume(
         let summaries = paths
             .iter()
             .take(20)
-            .filter_map(|(_, path)| crate::sessions_cmd::summarize(path));
+            .filter_map(|(_, path)| crate::sessions::summarize(path));
         let mut newest = None;
         let mut chosen = None;
         for summary in summaries {
@@ -2451,7 +2456,7 @@ fn resume(
             )
         );
         Some(chosen.path)
-    } else if let Some(target) = &args.resume {
+    } else if let Some(target) = &options.resume.resume {
         Some(match (resume_target(target, sessions), legacy) {
             (Ok(path), _) => path,
             (Err(error), Some(legacy)) => resume_target(target, legacy).map_err(|_| error)?,
@@ -2462,7 +2467,7 @@ fn resume(
     };
     // `--session-id` names a new session (with `--resume`/`--continue`: only a fork).
     let new_id = || -> anyhow::Result<String> {
-        match &args.session_id {
+        match &options.resume.session_id {
             None => Ok(uuid::Uuid::new_v4().to_string()),
             Some(id) => {
                 let parsed = uuid::Uuid::parse_str(id)
@@ -2477,13 +2482,13 @@ fn resume(
             }
         }
     };
-    if found.is_some() && args.session_id.is_some() && !args.fork_session {
+    if found.is_some() && options.resume.session_id.is_some() && !options.resume.fork {
         return Err(crate::UsageError(
             "--session-id with --resume or --continue needs --fork-session (the resumed session keeps its own id)".into(),
         )
         .into());
     }
-    if found.is_none() && args.fork_session {
+    if found.is_none() && options.resume.fork {
         return Err(crate::UsageError(
             "--fork-session needs --resume or --continue (the session to fork)".into(),
         )
@@ -2515,7 +2520,7 @@ fn resume(
     // Our own session files are continued in place; other transcripts, and any session with
     // `--fork-session`, start a new session that begins with their history (the old file is
     // left as it was).
-    let own = !args.fork_session
+    let own = !options.resume.fork
         && match (path.canonicalize(), sessions.canonicalize()) {
             (Ok(path), Ok(sessions)) => path.parent() == Some(sessions.as_path()),
             _ => false,
@@ -2612,7 +2617,7 @@ fn resume_target(target: &str, sessions: &Path) -> anyhow::Result<PathBuf> {
 ///
 /// A `sandbox.mode` other than `auto` or `off`, naming the file.
 fn sandbox_config(
-    args: &Args,
+    options: &Options,
     settings: &settings::Settings,
 ) -> anyhow::Result<tools::SandboxConfig> {
     let (user, ignored) = settings.user_sandbox();
@@ -2623,10 +2628,10 @@ fn sandbox_config(
         );
     }
     let off = match (
-        args.sandbox,
+        options.permissions.sandbox_off,
         user.and_then(|sandbox| sandbox.mode.as_deref()),
     ) {
-        (Some(choice), _) => choice == args::SandboxArg::Off,
+        (Some(off), _) => off,
         (None, None | Some("auto")) => false,
         (None, Some("off")) => true,
         (None, Some(other)) => anyhow::bail!(
@@ -2991,7 +2996,7 @@ mod tests {
         );
         if std::env::var_os("MCP_TOOL_TIMEOUT").is_none() {
             assert_eq!(
-                crate::mcp_cmd::mcp_limits(None, true).tool_timeout,
+                crate::mcp_config::mcp_limits(None, true).tool_timeout,
                 mcp::DEFAULT_TOOL_TIMEOUT
             );
         }

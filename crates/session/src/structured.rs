@@ -67,7 +67,7 @@ pub fn load_schema(value: &str) -> anyhow::Result<Value> {
 
 /// The `StructuredOutput` tool.
 #[derive(Debug)]
-pub struct StructuredOutputTool {
+pub(crate) struct StructuredOutputTool {
     schema: Value,
     shared: Shared,
 }
@@ -110,7 +110,7 @@ impl Tool for StructuredOutputTool {
 
 /// The stop hook in front of the session's: no end without a valid structured output, at
 /// most [`MAX_TRIES`] misses.
-pub struct RequireOutput {
+pub(crate) struct RequireOutput {
     shared: Shared,
     inner: Arc<dyn StopHook>,
 }

@@ -29,7 +29,6 @@ use protocol::{MessageParam, ToolUseId};
 use provider::AnthropicClient;
 use tokio::sync::mpsc;
 
-use crate::args::PermissionModeArg;
 use crate::session::ModelSettings;
 use crate::settings::HookMatcher;
 use crate::settings::MAX_AGENT_BYTES;
@@ -270,7 +269,7 @@ pub struct Recipe {
     /// The workspace.
     pub workspace: Arc<Workspace>,
     /// The session's permission mode.
-    pub mode: PermissionModeArg,
+    pub mode: tools::PermissionMode,
     /// The session's rules (settings and flags).
     pub rules: tooling::Rules,
     /// Where oversized results go.
@@ -320,9 +319,9 @@ impl Recipe {
     /// # Errors
     ///
     /// [`tools::Error::InvalidRule`] for a rule that does not parse.
-    pub fn build(&self, mode: PermissionModeArg) -> Result<Built, tools::Error> {
-        let mode = if self.mode == PermissionModeArg::Plan {
-            PermissionModeArg::Plan
+    pub fn build(&self, mode: tools::PermissionMode) -> Result<Built, tools::Error> {
+        let mode = if self.mode == tools::PermissionMode::Plan {
+            tools::PermissionMode::Plan
         } else {
             mode
         };
@@ -491,7 +490,7 @@ impl SubagentHost for Host {
             }
         }
         let mode = if definition.read_only() {
-            PermissionModeArg::Plan
+            tools::PermissionMode::Plan
         } else {
             self.recipe.mode
         };

@@ -7,8 +7,6 @@ use context::{FileSource, ResultStore};
 use executor::{Tool, Workspace};
 use protocol::ToolUseId;
 
-use crate::args::PermissionModeArg;
-
 /// Permission rules in Claude Code's syntax, from settings and flags.
 #[derive(Clone, Debug, Default)]
 pub struct Rules {
@@ -176,26 +174,6 @@ impl FileSource for WorkspaceFiles {
     }
 }
 
-/// The tools' mode for `--permission-mode`.
-pub fn permission_mode(mode: PermissionModeArg) -> tools::PermissionMode {
-    match mode {
-        PermissionModeArg::Default => tools::PermissionMode::Default,
-        PermissionModeArg::AcceptEdits => tools::PermissionMode::AcceptEdits,
-        PermissionModeArg::BypassPermissions => tools::PermissionMode::BypassPermissions,
-        PermissionModeArg::Plan => tools::PermissionMode::Plan,
-    }
-}
-
-/// The command line's name for the gate's `mode`.
-pub fn mode_arg(mode: tools::PermissionMode) -> PermissionModeArg {
-    match mode {
-        tools::PermissionMode::AcceptEdits => PermissionModeArg::AcceptEdits,
-        tools::PermissionMode::BypassPermissions => PermissionModeArg::BypassPermissions,
-        tools::PermissionMode::Plan => PermissionModeArg::Plan,
-        _ => PermissionModeArg::Default,
-    }
-}
-
 /// The tools and gate `recipe` describes in `mode`: the built-in tools confined to its
 /// workspace, the mode and the `--allowedTools` / `--disallowedTools` rules. "Ask" verdicts
 /// go to its prompter; without one (headless) they are denied with a message. Its `env` is
@@ -207,11 +185,11 @@ pub fn mode_arg(mode: tools::PermissionMode) -> PermissionModeArg {
 /// [`tools::Error::InvalidRule`] when a permission rule does not parse.
 pub fn build(
     recipe: &crate::subagents::Recipe,
-    mode: PermissionModeArg,
+    mode: tools::PermissionMode,
 ) -> Result<Tooling, tools::Error> {
     let workspace = &recipe.workspace;
     let rules = recipe.rules.clone();
-    let default_mode = permission_mode(mode);
+    let default_mode = mode;
     let set = tools::ToolSet::new(tools::ToolSetConfig {
         workspace: Arc::clone(workspace),
         permissions: tools::PermissionConfig {

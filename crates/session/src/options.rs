@@ -1,0 +1,174 @@
+//! What a session is built from besides the settings files: the caller's choices, in the
+//! vocabulary of Claude Code's flags and of the Agent SDK's `Options`.
+//!
+//! Every field is optional or empty by default, and then the settings (or the built-in
+//! default) decide: `Options::default()` opens a session in the current folder with the
+//! settings' model and mode, as `agent` with no flags does.
+
+use std::path::PathBuf;
+
+/// The options of [`Session::open`](crate::Session::open).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// The working directory [default: the process's current directory].
+    pub cwd: Option<PathBuf>,
+    /// More settings above every settings file: a file's path or a JSON text
+    /// (`--settings`).
+    pub settings: Option<String>,
+    /// Trust the folder for this session (`--trust`): its project settings apply in full.
+    pub trust: bool,
+    /// The model and the server it is asked on.
+    pub model: ModelOptions,
+    /// The permission mode, rules, extra folders and sandbox.
+    pub permissions: PermissionOptions,
+    /// Which history the session starts from.
+    pub resume: ResumeOptions,
+    /// When a run stops early.
+    pub limits: Limits,
+    /// Where model exchanges are recorded or replayed from.
+    pub cassette: Cassette,
+    /// MCP servers besides the settings' and the project's.
+    pub mcp: McpOptions,
+    /// A JSON Schema (a JSON text or a file) the final answer must satisfy, given through
+    /// the `StructuredOutput` tool (`--json-schema`).
+    pub json_schema: Option<String>,
+    /// Replaces the built-in system prompt.
+    pub system_prompt: Option<String>,
+    /// Appended to the system prompt, after a blank line.
+    pub append_system_prompt: Option<String>,
+}
+
+/// The model and its server.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ModelOptions {
+    /// A model id or one of Claude Code's aliases (`opus`, `sonnet`, `haiku`, `opusplan`)
+    /// [default: the settings' `model`, else [`DEFAULT_MODEL`](crate::DEFAULT_MODEL)].
+    pub model: Option<String>,
+    /// `anthropic`, `openai`, `openai-responses`, or a name from the settings' `providers`
+    /// [default: anthropic, or the provider a `NAME/model` names].
+    pub provider: Option<String>,
+    /// The model switched to when the first one stays overloaded.
+    pub fallback_model: Option<String>,
+    /// The API's base URL [default: `ANTHROPIC_BASE_URL` or `OPENAI_BASE_URL`, else the
+    /// provider's public one].
+    pub base_url: Option<String>,
+    /// Extra trusted root certificates, PEM.
+    pub ca_cert: Option<PathBuf>,
+}
+
+/// The permission mode, rules, folders and sandbox.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct PermissionOptions {
+    /// The mode [default: the settings' `permissions.defaultMode`, else default].
+    pub mode: Option<tools::PermissionMode>,
+    /// Rules that allow without asking (`Read`, `Bash(git diff:*)`), one rule each.
+    pub allowed_tools: Vec<String>,
+    /// Rules that refuse, one rule each.
+    pub disallowed_tools: Vec<String>,
+    /// More folders the tools may read and write.
+    pub add_dirs: Vec<PathBuf>,
+    /// `Some(true)` turns the OS sandbox off for commands (`--sandbox off`), `Some(false)`
+    /// keeps it on [default: the user settings' `sandbox.mode`, else on].
+    pub sandbox_off: Option<bool>,
+}
+
+/// Which history a session starts from.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ResumeOptions {
+    /// Resume the most recent session of the folder (`--continue`).
+    pub continue_latest: bool,
+    /// Resume this session id, or load this transcript file (ours or Claude Code's).
+    pub resume: Option<String>,
+    /// The new session's id (a UUID); with a resumed history only together with `fork`.
+    pub session_id: Option<String>,
+    /// Start a new session from the resumed history, leaving the old file as it was.
+    pub fork: bool,
+}
+
+/// When a run stops early.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Model turns per run (`error_max_turns`).
+    pub max_turns: Option<u32>,
+    /// An output-token budget: a model that stops early is sent on while it lasts.
+    pub max_tokens_budget: Option<u64>,
+    /// US dollars per session, subagents included (`error_max_budget_usd`).
+    pub max_budget_usd: Option<f64>,
+}
+
+/// Model exchanges recorded to, or answered from, a cassette (JSON lines).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct Cassette {
+    /// Record every exchange to this file.
+    pub record: Option<PathBuf>,
+    /// Answer model requests from this file instead of the network.
+    pub replay: Option<PathBuf>,
+    /// With `replay`: match requests by position only.
+    pub lenient: bool,
+}
+
+/// MCP servers from files (`{"mcpServers": {...}}`, Claude Code's format).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct McpOptions {
+    /// Files of servers, on top of the settings' and a trusted project's.
+    pub config_files: Vec<PathBuf>,
+    /// Use only the servers of `config_files`.
+    pub strict: bool,
+}
+
+/// Splits rule lists as `--allowedTools` takes them: commas and spaces separate rules,
+/// except inside parentheses (`Bash(git diff:*)` stays whole).
+pub fn split_rules(values: &[String]) -> Vec<String> {
+    let mut rules = Vec::new();
+    for value in values {
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in value.chars() {
+            match c {
+                '(' => {
+                    depth += 1;
+                    current.push(c);
+                }
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    current.push(c);
+                }
+                ',' | ' ' if depth == 0 => {
+                    if !current.trim().is_empty() {
+                        rules.push(current.trim().to_owned());
+                    }
+                    current.clear();
+                }
+                _ => current.push(c),
+            }
+        }
+        if !current.trim().is_empty() {
+            rules.push(current.trim().to_owned());
+        }
+    }
+    rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_split_outside_parentheses() {
+        let values = vec![
+            "Read,Bash(git diff:*) Edit".to_owned(),
+            "Bash(npm run test:*)".to_owned(),
+        ];
+        assert_eq!(
+            split_rules(&values),
+            ["Read", "Bash(git diff:*)", "Edit", "Bash(npm run test:*)"]
+        );
+    }
+}

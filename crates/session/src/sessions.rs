@@ -1,0 +1,136 @@
+//! The sessions of a folder, newest first, summarized for a list or a picker.
+//!
+//! Each session file (`<sessions>/<id>.jsonl`, ours or Claude Code's) is read for: its id,
+//! when it started (its first entry's time), the folder it ran in, its first prompt, its
+//! turns (the user's prompts), its cost (each assistant entry's usage at its model's
+//! built-in prices; `null` when a model has none) and whether it was interactive (Claude
+//! Code's `entrypoint` of its last entry that has one: `cli` interactive, `sdk-cli` headless;
+//! `unknown` for files that do not say). Damaged lines are skipped.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// What `agent sessions` shows of one session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// The session id (the file's name without `.jsonl`).
+    pub id: String,
+    /// The file.
+    pub path: PathBuf,
+    /// Its first entry's time (RFC 3339), empty when none has one.
+    pub started: String,
+    /// The folder it ran in.
+    pub folder: String,
+    /// The first prompt, on one line.
+    pub first_prompt: String,
+    /// The user's prompts.
+    pub turns: usize,
+    /// US dollars; `None` when a response's model has no known prices.
+    pub cost: Option<f64>,
+    /// `interactive`, `headless` or `unknown`.
+    pub mode: &'static str,
+}
+
+/// The summary of one session file; `None` when it holds no entry at all.
+pub fn summarize(path: &Path) -> Option<Summary> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut summary = Summary {
+        id: path.file_stem()?.to_string_lossy().into_owned(),
+        path: path.to_path_buf(),
+        started: String::new(),
+        folder: String::new(),
+        first_prompt: String::new(),
+        turns: 0,
+        cost: Some(0.0),
+        mode: "unknown",
+    };
+    let mut any = false;
+    // Turns as `agent_turn` entries count them (a rewind writes earlier prompts again).
+    let mut marked_turns = 0;
+    for entry in text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+    {
+        any = true;
+        if summary.started.is_empty()
+            && let Some(time) = entry["timestamp"].as_str()
+        {
+            summary.started = time.to_owned();
+        }
+        if summary.folder.is_empty()
+            && let Some(cwd) = entry["cwd"].as_str()
+        {
+            summary.folder = cwd.to_owned();
+        }
+        // What it was used as last (a headless session continued in a terminal is
+        // interactive from then on).
+        match entry["entrypoint"].as_str() {
+            Some("cli") => summary.mode = "interactive",
+            Some("sdk-cli" | "sdk-ts" | "sdk-py") => summary.mode = "headless",
+            _ => {}
+        }
+        if entry["subtype"] == crate::transcript::TURN_SUBTYPE {
+            marked_turns += 1;
+        }
+        match entry["type"].as_str() {
+            Some("user") => {
+                if let Some(prompt) = prompt_text(&entry) {
+                    summary.turns += 1;
+                    if summary.first_prompt.is_empty() {
+                        summary.first_prompt = prompt;
+                    }
+                }
+            }
+            Some("assistant") => {
+                let model = entry["message"]["model"].as_str().unwrap_or_default();
+                let usage: Option<protocol::Usage> =
+                    serde_json::from_value(entry["message"]["usage"].clone()).ok();
+                if let Some(usage) = usage {
+                    let (info, known) = context::lookup(model);
+                    summary.cost = match (summary.cost, info.prices.filter(|_| known)) {
+                        (Some(total), Some(prices)) => Some(total + prices.cost(&usage)),
+                        _ => None,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    if marked_turns > 0 {
+        summary.turns = marked_turns;
+    }
+    any.then_some(summary)
+}
+
+/// The user's own text of a user entry (not tool results, not a compaction summary, not
+/// reminders), on one line.
+fn prompt_text(entry: &Value) -> Option<String> {
+    if entry["isCompactSummary"] == true || entry["isMeta"] == true {
+        return None;
+    }
+    let content = &entry["message"]["content"];
+    let text = match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|block| block["type"] == "text")
+            .filter_map(|block| block["text"].as_str())
+            .filter(|text| !text.starts_with("<system-reminder>"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => return None,
+    };
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    (!line.is_empty()).then_some(line)
+}
+
+/// Every session of `dir`, newest first (regular files only, links not followed).
+pub fn list(dir: &Path) -> Vec<Summary> {
+    let mut sessions: Vec<Summary> = crate::transcript::session_files(dir)
+        .iter()
+        .filter_map(|path| summarize(path))
+        .collect();
+    sessions.sort_by(|a, b| b.started.cmp(&a.started));
+    sessions
+}
