@@ -11,6 +11,11 @@
 //!    lines (from `fn` to its closing brace), except those listed in
 //!    [`LONG_FUNCTIONS`] with their current length. The list may only shrink: an entry whose
 //!    function grew, shrank, or is gone is an error that says what to write instead.
+//! 5. **No large structs.** No struct of the binary or the session library has more than
+//!    [`MAX_STRUCT_FIELDS`] named fields, except those in [`LARGE_STRUCTS`] (which, as the
+//!    functions' list, may only shrink).
+//! 6. **A thin binary.** The binary's sources stay under [`MAX_BINARY_LINES`] lines outside
+//!    tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +32,23 @@ pub(crate) const MAX_FUNCTION_LINES: usize = 120;
 /// `PATH NAME LINES` (`crates/cli/src/session.rs Session::open 441`); `#` starts a comment.
 pub(crate) const LONG_FUNCTIONS: &str = "xtask/tidy-long-functions.txt";
 
+/// The most named fields a struct of [`STRUCT_LIMITED`] may have (issue 43).
+pub(crate) const MAX_STRUCT_FIELDS: usize = 20;
+
+/// The packages whose structs [`MAX_STRUCT_FIELDS`] limits.
+const STRUCT_LIMITED: [&str; 2] = [BINARY, "agentloop-session"];
+
+/// The allow-list of larger structs, as [`LONG_FUNCTIONS`]: `PATH NAME FIELDS`.
+pub(crate) const LARGE_STRUCTS: &str = "xtask/tidy-large-structs.txt";
+
+/// The binary's package.
+const BINARY: &str = "agent";
+
+/// The most lines the binary's sources may have outside tests (issue 43): every line of its
+/// `.rs` files, comments and blank lines included, less the `#[cfg(test)]` and `#[test]`
+/// items.
+pub(crate) const MAX_BINARY_LINES: usize = 5_000;
+
 /// The file holding the dependency rules, relative to the workspace root.
 const ARCHITECTURE: &str = "docs/ARCHITECTURE.md";
 
@@ -40,10 +62,13 @@ pub(crate) fn run(root: &Path, metadata: &Value) -> Result<()> {
         problems.extend(unused_dependencies(package)?);
         problems.extend(missing_docs(package)?);
     }
-    problems.extend(long_functions(root, &packages)?);
+    let scanned = scan(root, &packages)?;
+    problems.extend(long_functions(root, &scanned)?);
+    problems.extend(large_structs(root, &scanned)?);
+    problems.extend(thin_binary(&scanned));
     if problems.is_empty() {
         println!(
-            "tidy: {} crates: layering, dependencies, docs and function lengths are in order",
+            "tidy: {} crates: layering, dependencies, docs, function lengths, struct sizes and the binary's size are in order",
             packages.len()
         );
         return Ok(());
@@ -299,8 +324,21 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn long_functions(root: &Path, packages: &[Package]) -> Result<Vec<String>> {
-    let mut long = BTreeMap::new();
+/// One source file of a package's library or binary, measured.
+struct Scanned {
+    /// The package's name.
+    package: String,
+    /// The path from the workspace root.
+    file: String,
+    /// Every line of the file.
+    lines: usize,
+    /// Its functions, structs and test lines.
+    lengths: Lengths,
+}
+
+/// Parses every file under each package's `src/`.
+fn scan(root: &Path, packages: &[Package]) -> Result<Vec<Scanned>> {
+    let mut scanned = Vec::new();
     for package in packages {
         for file in rust_files(&package.dir.join("src"))? {
             let relative = file
@@ -313,37 +351,112 @@ fn long_functions(root: &Path, packages: &[Package]) -> Result<Vec<String>> {
                 syn::parse_file(&text).with_context(|| format!("parsing {}", file.display()))?;
             let mut lengths = Lengths::default();
             lengths.visit_file(&parsed);
-            for (name, lines) in lengths.found {
-                if lines > MAX_FUNCTION_LINES {
-                    long.insert((relative.clone(), name), lines);
-                }
+            scanned.push(Scanned {
+                package: package.name.clone(),
+                file: relative,
+                lines: text.lines().count(),
+                lengths,
+            });
+        }
+    }
+    Ok(scanned)
+}
+
+/// The binary stays thin: at most [`MAX_BINARY_LINES`] lines outside tests in [`BINARY`].
+fn thin_binary(scanned: &[Scanned]) -> Vec<String> {
+    let lines: usize = scanned
+        .iter()
+        .filter(|file| file.package == BINARY)
+        .map(|file| file.lines - file.lengths.test_lines)
+        .sum();
+    if lines > MAX_BINARY_LINES {
+        vec![format!(
+            "{BINARY}: {lines} lines outside tests (at most {MAX_BINARY_LINES}): what a session is belongs in the session library"
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// No struct in the binary or the session library has more than [`MAX_STRUCT_FIELDS`]
+/// named fields, except those in [`LARGE_STRUCTS`], which may only shrink.
+fn large_structs(root: &Path, scanned: &[Scanned]) -> Result<Vec<String>> {
+    let found: BTreeMap<(String, String), usize> = scanned
+        .iter()
+        .filter(|file| STRUCT_LIMITED.contains(&file.package.as_str()))
+        .flat_map(|file| {
+            file.lengths
+                .structs
+                .iter()
+                .filter(|(_, fields)| *fields > MAX_STRUCT_FIELDS)
+                .map(|(name, fields)| ((file.file.clone(), name.clone()), *fields))
+        })
+        .collect();
+    let listed = allow_list(&root.join(LARGE_STRUCTS))?;
+    Ok(over_limit(
+        &found,
+        &listed,
+        LARGE_STRUCTS,
+        MAX_STRUCT_FIELDS,
+        "fields",
+        "split it into named parts",
+    ))
+}
+
+fn long_functions(root: &Path, scanned: &[Scanned]) -> Result<Vec<String>> {
+    let mut long = BTreeMap::new();
+    for file in scanned {
+        for (name, lines) in &file.lengths.found {
+            if *lines > MAX_FUNCTION_LINES {
+                long.insert((file.file.clone(), name.clone()), *lines);
             }
         }
     }
     let listed = allow_list(&root.join(LONG_FUNCTIONS))?;
+    Ok(over_limit(
+        &long,
+        &listed,
+        LONG_FUNCTIONS,
+        MAX_FUNCTION_LINES,
+        "lines",
+        "split it into named steps",
+    ))
+}
+
+/// The problems of `found` (each item over `limit`, in `unit`s) against the allow-list
+/// `listed` read from `list`: an item not listed, one that grew, one that shrank (the list
+/// must follow), and an entry whose item is no longer over the limit.
+fn over_limit(
+    found: &BTreeMap<(String, String), usize>,
+    listed: &BTreeMap<(String, String), usize>,
+    list: &str,
+    limit: usize,
+    unit: &str,
+    advice: &str,
+) -> Vec<String> {
     let mut problems = Vec::new();
-    for ((file, name), lines) in &long {
+    for ((file, name), size) in found {
         match listed.get(&(file.clone(), name.clone())) {
             None => problems.push(format!(
-                "{file}: {name} is {lines} lines (at most {MAX_FUNCTION_LINES}): split it into named steps"
+                "{file}: {name} has {size} {unit} (at most {limit}): {advice}"
             )),
-            Some(allowed) if lines > allowed => problems.push(format!(
-                "{file}: {name} grew to {lines} lines ({LONG_FUNCTIONS} allows {allowed}, and the list may only shrink)"
+            Some(allowed) if size > allowed => problems.push(format!(
+                "{file}: {name} grew to {size} {unit} ({list} allows {allowed}, and the list may only shrink)"
             )),
-            Some(allowed) if lines < allowed => problems.push(format!(
-                "{file}: {name} is {lines} lines now: write `{file} {name} {lines}` in {LONG_FUNCTIONS} (it was {allowed})"
+            Some(allowed) if size < allowed => problems.push(format!(
+                "{file}: {name} has {size} {unit} now: write `{file} {name} {size}` in {list} (it was {allowed})"
             )),
             Some(_) => {}
         }
     }
-    for ((file, name), allowed) in &listed {
-        if !long.contains_key(&(file.clone(), name.clone())) {
+    for ((file, name), allowed) in listed {
+        if !found.contains_key(&(file.clone(), name.clone())) {
             problems.push(format!(
-                "{LONG_FUNCTIONS}: {file} {name} {allowed} is no longer over {MAX_FUNCTION_LINES} lines (or gone): remove the entry"
+                "{list}: {file} {name} {allowed} is no longer over {limit} {unit} (or gone): remove the entry"
             ));
         }
     }
-    Ok(problems)
+    problems
 }
 
 /// The allow-list: `(file, name)` to the lines allowed.
@@ -376,12 +489,25 @@ fn allow_list(path: &Path) -> Result<BTreeMap<(String, String), usize>> {
     Ok(listed)
 }
 
-/// Collects the length of every function outside `#[cfg(test)]` and `#[test]` items.
+/// Collects the length of every function outside `#[cfg(test)]` and `#[test]` items, the
+/// named fields of every struct, and the lines test-only items take.
 #[derive(Default)]
 struct Lengths {
     /// The type of the `impl` being visited.
     self_type: Option<String>,
     found: Vec<(String, usize)>,
+    /// Each struct with named fields and how many it has.
+    structs: Vec<(String, usize)>,
+    /// The lines of test-only items (outermost ones: a test module counts once).
+    test_lines: usize,
+}
+
+/// The lines `item` spans, from its first attribute to its end.
+fn item_lines(attrs: &[syn::Attribute], item: &impl Spanned) -> usize {
+    let start = attrs
+        .first()
+        .map_or_else(|| item.span().start().line, |attr| attr.span().start().line);
+    item.span().end().line + 1 - start
 }
 
 impl Lengths {
@@ -414,13 +540,27 @@ fn test_only(attrs: &[syn::Attribute]) -> bool {
 
 impl<'ast> Visit<'ast> for Lengths {
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
-        if !test_only(&item.attrs) {
+        if test_only(&item.attrs) {
+            self.test_lines += item_lines(&item.attrs, item);
+        } else {
             syn::visit::visit_item_mod(self, item);
+        }
+    }
+
+    fn visit_item_struct(&mut self, item: &'ast syn::ItemStruct) {
+        if test_only(&item.attrs) {
+            self.test_lines += item_lines(&item.attrs, item);
+            return;
+        }
+        if let syn::Fields::Named(fields) = &item.fields {
+            self.structs
+                .push((item.ident.to_string(), fields.named.len()));
         }
     }
 
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
         if test_only(&item.attrs) {
+            self.test_lines += item_lines(&item.attrs, item);
             return;
         }
         let outer = self.self_type.take();
@@ -431,6 +571,7 @@ impl<'ast> Visit<'ast> for Lengths {
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
         if test_only(&item.attrs) {
+            self.test_lines += item_lines(&item.attrs, item);
             return;
         }
         let outer = self.self_type.take();

@@ -30,19 +30,6 @@ pub struct Args {
     #[arg(value_name = "PROMPT")]
     pub prompt: Option<String>,
 
-    /// Model to use: an id, or one of Claude Code's aliases `opus`, `sonnet`, `haiku`, `opusplan`
-    /// [default: settings' `model`, else claude-opus-4-8].
-    #[arg(long, env = "ANTHROPIC_MODEL")]
-    pub model: Option<String>,
-
-    /// Model to switch to when the first one stays overloaded.
-    #[arg(long, value_name = "MODEL")]
-    pub fallback_model: Option<String>,
-
-    /// Stop after this many model turns (exit code 3, `error_max_turns`); at least 1.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_turns: Option<u32>,
-
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -63,6 +50,82 @@ pub struct Args {
     #[arg(long)]
     pub verbose: bool,
 
+    /// Working directory (default: the current one).
+    #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
+    pub cwd: Option<PathBuf>,
+
+    /// Trust this folder for this run: its project settings' hooks, env, allow rules,
+    /// defaultMode and additionalDirectories apply (`AGENT_TRUST=1` too; the user setting
+    /// `trustedFolders` lists folders trusted for good). Untrusted, they are skipped with a
+    /// warning (headless) or asked about once (interactive). `agent mcp list --trust` starts
+    /// the project's `.mcp.json` servers to report them.
+    #[arg(long, global = true)]
+    pub trust: bool,
+
+    /// The model and its server.
+    #[command(flatten)]
+    pub model: ModelFlags,
+
+    /// Permissions, folders, sandbox and settings.
+    #[command(flatten)]
+    pub permissions: PermissionFlags,
+
+    /// The session: its history, prompt, limits and MCP servers.
+    #[command(flatten)]
+    pub session: SessionFlags,
+
+    /// Subcommand.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The model and its server.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Model")]
+pub struct ModelFlags {
+    /// Model to use: an id, or one of Claude Code's aliases `opus`, `sonnet`, `haiku`, `opusplan`
+    /// [default: settings' `model`, else claude-opus-4-8].
+    #[arg(long, env = "ANTHROPIC_MODEL")]
+    pub model: Option<String>,
+
+    /// Model to switch to when the first one stays overloaded.
+    #[arg(long, value_name = "MODEL")]
+    pub fallback_model: Option<String>,
+
+    /// The model server: `anthropic` (the Messages API, the default), `openai` (an
+    /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
+    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), `openai-responses` (OpenAI's
+    /// Responses API, same key and base URL), or a name from settings' `providers`. A model
+    /// written `NAME/model` chooses the provider NAME too.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+
+    /// API base URL (default `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`; with
+    /// `--provider openai`, `OPENAI_BASE_URL`, else `https://api.openai.com/v1`).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Extra trusted root certificates, PEM (`SSL_CERT_FILE` too).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// Record every model exchange to this cassette (JSONL).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+
+    /// Answer model requests from this cassette instead of the network.
+    #[arg(long, value_name = "FILE")]
+    pub replay: Option<PathBuf>,
+
+    /// With --replay: match recorded requests by position only.
+    #[arg(long, requires = "replay")]
+    pub replay_lenient: bool,
+}
+
+/// Permissions, folders, sandbox and settings.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Permissions")]
+pub struct PermissionFlags {
     /// Tools or rules to allow without asking, comma- or space-separated (`Read,Bash(git
     /// diff:*)`).
     #[arg(long = "allowedTools", alias = "allowed-tools", value_name = "RULES", num_args = 1..)]
@@ -81,6 +144,62 @@ pub struct Args {
     #[arg(long, conflicts_with = "permission_mode")]
     pub dangerously_skip_permissions: bool,
 
+    /// Another directory tools may read and write (repeatable).
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+
+    /// The OS sandbox for Bash commands: `auto` uses bubblewrap, else Landlock and seccomp;
+    /// `off` runs commands allowed by a rule (or bypassPermissions) unsandboxed and asks for
+    /// every other one [default: the user settings' `sandbox.mode`, else auto]. In the
+    /// sandbox, commands no rule allows run read-only; allowed ones, and every command in
+    /// acceptEdits or bypassPermissions, may write the workspace (not .git, .agent, .claude,
+    /// .mcp.json) and reach the network only when the user
+    /// setting `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock|none` forces
+    /// a back end.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxArg>,
+
+    /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
+    /// every settings file (they are yours: they apply in full, as your own file does).
+    #[arg(long, value_name = "FILE|JSON")]
+    pub settings: Option<String>,
+}
+
+/// The session: its history, prompt, limits and MCP servers.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Session")]
+pub struct SessionFlags {
+    /// Resume a session by id, or load a transcript file (ours or Claude Code's). Without
+    /// a value: pick one of this folder's sessions (on a terminal), or list them.
+    #[arg(long, value_name = "ID|FILE", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+
+    /// Resume the most recent session of this directory.
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_session: bool,
+
+    /// With `--resume` or `--continue`: start a new session from the old one's history (the
+    /// old session file is left as it was).
+    #[arg(long)]
+    pub fork_session: bool,
+
+    /// The id (a UUID) of the new session (with `--resume`/`--continue`, only together with
+    /// `--fork-session`).
+    #[arg(long, value_name = "UUID")]
+    pub session_id: Option<String>,
+
+    /// Replace the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
+
+    /// Append to the system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub append_system_prompt: Option<String>,
+
+    /// Stop after this many model turns (exit code 3, `error_max_turns`); at least 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+
     /// Stop before a request once the run's cost reaches this many US dollars (subagents
     /// included; result subtype `error_max_budget_usd`, exit code 3).
     #[arg(long, value_name = "USD")]
@@ -98,86 +217,6 @@ pub struct Args {
     #[arg(long, value_name = "SCHEMA")]
     pub json_schema: Option<String>,
 
-    /// With `--resume` or `--continue`: start a new session from the old one's history (the
-    /// old session file is left as it was).
-    #[arg(long)]
-    pub fork_session: bool,
-
-    /// The id (a UUID) of the new session (with `--resume`/`--continue`, only together with
-    /// `--fork-session`).
-    #[arg(long, value_name = "UUID")]
-    pub session_id: Option<String>,
-
-    /// More settings, as a file or a JSON text (`--settings '{"model": "sonnet"}'`), above
-    /// every settings file (they are yours: they apply in full, as your own file does).
-    #[arg(long, value_name = "FILE|JSON")]
-    pub settings: Option<String>,
-
-    /// Another directory tools may read and write (repeatable).
-    #[arg(long = "add-dir", value_name = "DIR")]
-    pub add_dir: Vec<PathBuf>,
-
-    /// Working directory (default: the current one).
-    #[arg(short = 'C', long = "cwd", value_name = "DIR", global = true)]
-    pub cwd: Option<PathBuf>,
-
-    /// Replace the system prompt.
-    #[arg(long, value_name = "TEXT")]
-    pub system_prompt: Option<String>,
-
-    /// Append to the system prompt.
-    #[arg(long, value_name = "TEXT")]
-    pub append_system_prompt: Option<String>,
-
-    /// Resume a session by id, or load a transcript file (ours or Claude Code's). Without
-    /// a value: pick one of this folder's sessions (on a terminal), or list them.
-    #[arg(long, value_name = "ID|FILE", num_args = 0..=1, default_missing_value = "")]
-    pub resume: Option<String>,
-
-    /// Resume the most recent session of this directory.
-    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
-    pub continue_session: bool,
-
-    /// Record every model exchange to this cassette (JSONL).
-    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
-    pub record: Option<PathBuf>,
-
-    /// Answer model requests from this cassette instead of the network.
-    #[arg(long, value_name = "FILE")]
-    pub replay: Option<PathBuf>,
-
-    /// With --replay: match recorded requests by position only.
-    #[arg(long, requires = "replay")]
-    pub replay_lenient: bool,
-
-    /// API base URL (default `ANTHROPIC_BASE_URL`, else `https://api.anthropic.com`; with
-    /// `--provider openai`, `OPENAI_BASE_URL`, else `https://api.openai.com/v1`).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-
-    /// The model server: `anthropic` (the Messages API, the default), `openai` (an
-    /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
-    /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), `openai-responses` (OpenAI's
-    /// Responses API, same key and base URL), or a name from settings' `providers`. A model
-    /// written `NAME/model` chooses the provider NAME too.
-    #[arg(long, value_name = "NAME")]
-    pub provider: Option<String>,
-
-    /// Extra trusted root certificates, PEM (`SSL_CERT_FILE` too).
-    #[arg(long, value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
-
-    /// The OS sandbox for Bash commands: `auto` uses bubblewrap, else Landlock and seccomp;
-    /// `off` runs commands allowed by a rule (or bypassPermissions) unsandboxed and asks for
-    /// every other one [default: the user settings' `sandbox.mode`, else auto]. In the
-    /// sandbox, commands no rule allows run read-only; allowed ones, and every command in
-    /// acceptEdits or bypassPermissions, may write the workspace (not .git, .agent, .claude,
-    /// .mcp.json) and reach the network only when the user
-    /// setting `sandbox.network` is true. `AGENT_SANDBOX_BACKEND=bwrap|landlock|none` forces
-    /// a back end.
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub sandbox: Option<SandboxArg>,
-
     /// MCP servers from these files (`{"mcpServers": {...}}`, Claude Code's format), on top
     /// of the user settings' `mcpServers` and a trusted folder's `.mcp.json`.
     #[arg(long = "mcp-config", value_name = "FILE", num_args = 1..)]
@@ -186,18 +225,6 @@ pub struct Args {
     /// Use only the servers of --mcp-config.
     #[arg(long = "strict-mcp-config")]
     pub strict_mcp_config: bool,
-
-    /// Trust this folder for this run: its project settings' hooks, env, allow rules,
-    /// defaultMode and additionalDirectories apply (`AGENT_TRUST=1` too; the user setting
-    /// `trustedFolders` lists folders trusted for good). Untrusted, they are skipped with a
-    /// warning (headless) or asked about once (interactive). `agent mcp list --trust` starts
-    /// the project's `.mcp.json` servers to report them.
-    #[arg(long, global = true)]
-    pub trust: bool,
-
-    /// Subcommand.
-    #[command(subcommand)]
-    pub command: Option<Command>,
 }
 
 /// `--sandbox`.
@@ -280,6 +307,16 @@ pub enum McpScope {
     Project,
     /// Yours, in every folder (`~/.config/agent/mcp.json`).
     User,
+}
+
+impl From<McpScope> for session::mcp_config::Scope {
+    fn from(scope: McpScope) -> Self {
+        match scope {
+            McpScope::Local => Self::Local,
+            McpScope::Project => Self::Project,
+            McpScope::User => Self::User,
+        }
+    }
 }
 
 /// `agent mcp ...`.
@@ -389,41 +426,53 @@ impl Args {
     pub fn session_options(&self) -> session::Options {
         let mut options = session::Options::default();
         options.cwd.clone_from(&self.cwd);
-        options.settings.clone_from(&self.settings);
+        options.settings.clone_from(&self.permissions.settings);
         options.trust = self.trust;
         let model = &mut options.model;
-        model.model.clone_from(&self.model);
-        model.provider.clone_from(&self.provider);
-        model.fallback_model.clone_from(&self.fallback_model);
-        model.base_url.clone_from(&self.base_url);
-        model.ca_cert.clone_from(&self.ca_cert);
+        model.model.clone_from(&self.model.model);
+        model.provider.clone_from(&self.model.provider);
+        model.fallback_model.clone_from(&self.model.fallback_model);
+        model.base_url.clone_from(&self.model.base_url);
+        model.ca_cert.clone_from(&self.model.ca_cert);
         let permissions = &mut options.permissions;
         permissions.mode = self
+            .permissions
             .dangerously_skip_permissions
             .then_some(tools::PermissionMode::BypassPermissions)
-            .or(self.permission_mode.map(PermissionModeArg::mode));
-        permissions.allowed_tools = split_rules(&self.allowed_tools);
-        permissions.disallowed_tools = split_rules(&self.disallowed_tools);
-        permissions.add_dirs.clone_from(&self.add_dir);
-        permissions.sandbox_off = self.sandbox.map(|choice| choice == SandboxArg::Off);
+            .or(self
+                .permissions
+                .permission_mode
+                .map(PermissionModeArg::mode));
+        permissions.allowed_tools = split_rules(&self.permissions.allowed_tools);
+        permissions.disallowed_tools = split_rules(&self.permissions.disallowed_tools);
+        permissions.add_dirs.clone_from(&self.permissions.add_dir);
+        permissions.sandbox_off = self
+            .permissions
+            .sandbox
+            .map(|choice| choice == SandboxArg::Off);
         let resume = &mut options.resume;
-        resume.continue_latest = self.continue_session;
-        resume.resume.clone_from(&self.resume);
-        resume.session_id.clone_from(&self.session_id);
-        resume.fork = self.fork_session;
-        options.limits.max_turns = self.max_turns;
-        options.limits.max_tokens_budget = self.max_tokens_budget;
-        options.limits.max_budget_usd = self.max_budget_usd;
-        options.cassette.record.clone_from(&self.record);
-        options.cassette.replay.clone_from(&self.replay);
-        options.cassette.lenient = self.replay_lenient;
-        options.mcp.config_files.clone_from(&self.mcp_config);
-        options.mcp.strict = self.strict_mcp_config;
-        options.json_schema.clone_from(&self.json_schema);
-        options.system_prompt.clone_from(&self.system_prompt);
+        resume.continue_latest = self.session.continue_session;
+        resume.resume.clone_from(&self.session.resume);
+        resume.session_id.clone_from(&self.session.session_id);
+        resume.fork = self.session.fork_session;
+        options.limits.max_turns = self.session.max_turns;
+        options.limits.max_tokens_budget = self.session.max_tokens_budget;
+        options.limits.max_budget_usd = self.session.max_budget_usd;
+        options.cassette.record.clone_from(&self.model.record);
+        options.cassette.replay.clone_from(&self.model.replay);
+        options.cassette.lenient = self.model.replay_lenient;
+        options
+            .mcp
+            .config_files
+            .clone_from(&self.session.mcp_config);
+        options.mcp.strict = self.session.strict_mcp_config;
+        options.json_schema.clone_from(&self.session.json_schema);
+        options
+            .system_prompt
+            .clone_from(&self.session.system_prompt);
         options
             .append_system_prompt
-            .clone_from(&self.append_system_prompt);
+            .clone_from(&self.session.append_system_prompt);
         options
     }
 }

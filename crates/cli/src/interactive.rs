@@ -40,11 +40,16 @@ use tools::{PermissionRequest, Prompter};
 
 use crate::args::OutputFormat;
 use crate::interrupts::Interrupts;
-use crate::output::{self, Renderer, Status, Totals, tool_label};
-use crate::slash::{self, Input};
+use crate::output::{self, Renderer, Status, tool_label};
+use crate::slash;
 use render::printable;
-use session::Session;
+use session::approvals::{
+    always_rule, approval_key, rule_is_exact, save_allow_rule, settings_rule,
+};
+use session::cost::Totals;
+use session::slash::{BUILT_IN, INIT_PROMPT, Input, nearest};
 use session::trust::TrustAnswer;
+use session::{Session, checkpoints};
 
 const KEYS: &str = "\
 Type a task and press Enter (Shift+Enter, Alt+Enter or \\ then Enter: a new line).
@@ -64,7 +69,7 @@ Commands:";
 /// `/help`: the keys, the built-in commands, then the custom commands and skills.
 fn help(session: &Session) -> String {
     let mut text = KEYS.to_owned();
-    for (name, about) in slash::BUILT_IN {
+    for (name, about) in BUILT_IN {
         text.push_str(&format!("\n  /{name:<12} {about}"));
     }
     for command in &session.commands {
@@ -385,7 +390,7 @@ async fn session_loop(
         };
         exit_pending = None;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
-        let input = match (slash::parse(&line), session.expand_command(&line)) {
+        let input = match (session::slash::parse(&line), session.expand_command(&line)) {
             // A line that starts with pasted text is never a command: a pasted `!rm …` or
             // `/clear` is text for the model.
             _ if pasted => match line.trim() {
@@ -449,8 +454,8 @@ async fn session_loop(
                             ui,
                             &format!(
                                 "\x1b[2m  ⋯ compacted: {} → {} tokens (the earlier conversation is summarized; Ctrl-O is not needed to see it, /context shows the room)\x1b[0m",
-                                output::compact_count(before),
-                                output::compact_count(after)
+                                session::cost::compact_count(before),
+                                session::cost::compact_count(after)
                             ),
                         );
                         show_status(ui, &totals, session);
@@ -538,7 +543,7 @@ async fn session_loop(
                     .iter()
                     .map(|command| command.name.as_str())
                     .chain(session.skills.iter().map(|skill| skill.name.as_str()));
-                let hint = match slash::nearest(&command, others) {
+                let hint = match nearest(&command, others) {
                     Some(name) => format!("did you mean /{}? ", printable(&name, false)),
                     None => String::new(),
                 };
@@ -581,7 +586,7 @@ async fn session_loop(
                         }
                         session::Invocation::task(task)
                     }
-                    Input::Init => session::Invocation::task(slash::INIT_PROMPT.to_owned()),
+                    Input::Init => session::Invocation::task(INIT_PROMPT.to_owned()),
                     _ => continue,
                 };
                 let mut renderer = Renderer::new(
@@ -751,7 +756,7 @@ pub fn ask_plain(question: &str) -> Option<String> {
 /// for one and what to restore; files changed since the session's last change to them are
 /// overwritten only after a yes naming them.
 fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
-    use session::checkpoints::{Scope, Target};
+    use checkpoints::{Scope, Target};
     let timeline = match session.timeline() {
         Ok(Some(timeline)) => timeline,
         Ok(None) => {
@@ -769,10 +774,7 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
     };
     let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
     if words.is_empty() {
-        say(
-            ui,
-            &session::checkpoints::describe(&timeline, session.cwd()),
-        );
+        say(ui, &checkpoints::describe(&timeline, session.cwd()));
         let Some(answer) = ask_line(
             ui,
             "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
@@ -841,7 +843,7 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
         },
     };
     let cwd = session.cwd().to_path_buf();
-    let mut overwrite = |conflicts: &[&session::checkpoints::FilePlan]| {
+    let mut overwrite = |conflicts: &[&checkpoints::FilePlan]| {
         say(
             ui,
             "These files changed since the session last changed them (by you, a formatter or a command):",
@@ -867,13 +869,13 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
         )
         .unwrap_or_default();
         if matches!(answer.to_ascii_lowercase().as_str(), "y" | "yes") {
-            session::checkpoints::Decision::Overwrite
+            checkpoints::Decision::Overwrite
         } else {
-            session::checkpoints::Decision::Leave
+            checkpoints::Decision::Leave
         }
     };
     match session.rewind(target, scope, &mut overwrite) {
-        Ok(report) => say(ui, &session::checkpoints::summarize(&report, &cwd)),
+        Ok(report) => say(ui, &checkpoints::summarize(&report, &cwd)),
         Err(error) => say_fmt!(
             ui,
             "agent: /rewind: {}",
@@ -984,146 +986,6 @@ impl TerminalPrompter {
             .map(|(_, rule)| rule.clone())
             .collect()
     }
-}
-
-/// Whether `rule` (from [`always_rule`]) reads back as exactly the call it was made for:
-/// `Bash(command)` with no `*`, parenthesis or line break in the command and not ending in
-/// `:*`; `Write(path)`/`Edit(path)` with no glob character; nothing else.
-fn rule_is_exact(rule: &str) -> bool {
-    let Some((tool, rest)) = rule.split_once('(') else {
-        return false;
-    };
-    let Some(inner) = rest.strip_suffix(')') else {
-        return false;
-    };
-    let plain = !inner.is_empty() && inner.trim() == inner && !inner.contains(['\n', '\r', '\\']);
-    match tool {
-        // Exact command rules also match the command with its quotes taken out, and `*`,
-        // `:*` and parentheses mean something: only plain words are saved.
-        "Bash" => plain && !inner.contains(['*', '(', ')', '"', '\'', '$', '`']),
-        // An absolute path (as the tool resolved it) of a file, no glob character.
-        "Write" | "Edit" => {
-            plain
-                && inner.starts_with('/')
-                && !inner.ends_with('/')
-                && !inner.contains(['*', '?', '[', ']', '{', '}', '!'])
-                && !Path::new(inner).is_dir()
-        }
-        _ => false,
-    }
-}
-
-/// `rule` (exact, see [`rule_is_exact`]) as a settings file must say it: a file tool's
-/// absolute path with Claude Code's `//` (a single `/` is the workspace's root there);
-/// Write's as Edit's (Edit rules cover both tools).
-fn settings_rule(rule: &str) -> String {
-    let Some((tool, rest)) = rule.split_once('(') else {
-        return rule.to_owned();
-    };
-    let path = rest.strip_suffix(')').unwrap_or(rest);
-    match tool {
-        "Write" | "Edit" => format!("Edit(/{path})"),
-        _ => rule.to_owned(),
-    }
-}
-
-/// Adds `rule` to `permissions.allow` of the settings file at `path` (made, with its folder,
-/// when missing), keeping everything else in it; written whole to a new file then renamed
-/// over the old.
-///
-/// # Errors
-///
-/// When the file is not a JSON object (it is then left as it was), or cannot be written.
-fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
-    let mut settings: serde_json::Value = match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).with_context(|| {
-            format!("{} is not valid JSON; it was left as it is", path.display())
-        })?,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(error) => return Err(error).with_context(|| format!("reading {}", path.display())),
-    };
-    let object = settings.as_object_mut().with_context(|| {
-        format!(
-            "{} is not a JSON object; it was left as it is",
-            path.display()
-        )
-    })?;
-    let permissions = object
-        .entry("permissions")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .with_context(|| format!("{}: permissions is not an object", path.display()))?;
-    let allow = permissions
-        .entry("allow")
-        .or_insert_with(|| serde_json::json!([]))
-        .as_array_mut()
-        .with_context(|| format!("{}: permissions.allow is not a list", path.display()))?;
-    if !allow.iter().any(|known| known.as_str() == Some(rule)) {
-        allow.push(serde_json::Value::from(rule));
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-    }
-    let staging = path.with_extension("json.tmp");
-    let mut text = serde_json::to_string_pretty(&settings)?;
-    text.push('\n');
-    std::fs::write(&staging, text).with_context(|| format!("writing {}", staging.display()))?;
-    std::fs::rename(&staging, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
-}
-
-/// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
-/// command or file (`Bash(cargo test)`, `Edit(src/lib.rs)`), or the tool alone.
-fn always_rule(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
-    let detail = match tool {
-        "Bash" => input.get("command").and_then(serde_json::Value::as_str),
-        "Write" | "Edit" => {
-            resolved.or_else(|| input.get("file_path").and_then(serde_json::Value::as_str))
-        }
-        // Another tool's "always" covers exactly the input it was given.
-        _ => return format!("{tool} with exactly {}", protocol::canonical_json(input)),
-    };
-    let outside = input
-        .get(tools::DISABLE_SANDBOX_FIELD)
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    match detail {
-        Some(detail) if outside => format!("{tool}({detail}) outside the sandbox"),
-        Some(detail) => format!("{tool}({detail})"),
-        None => tool.to_owned(),
-    }
-}
-
-/// What "always" remembers: the tool and the exact call: for Bash the whole command, for
-/// Write and Edit the file (later changes of the same file are covered), for any other tool
-/// its whole input (an MCP tool's `command` or `path` field says nothing of its other
-/// fields). Never the shortened label (two commands that share their first 80 characters
-/// or their first line are different commands).
-fn approval_key(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
-    let detail = match tool {
-        // Whether it asked to leave the sandbox is part of the call: "always" for the
-        // sandboxed command does not cover it unsandboxed.
-        "Bash" => input
-            .get("command")
-            .and_then(serde_json::Value::as_str)
-            .map(|command| {
-                let outside = input
-                    .get(tools::DISABLE_SANDBOX_FIELD)
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false);
-                format!("{command}\u{0}{outside}")
-            }),
-        "Write" | "Edit" => resolved.map(str::to_owned).or_else(|| {
-            input
-                .get("file_path")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        }),
-        _ => None,
-    };
-    let detail = detail.unwrap_or_else(|| protocol::canonical_json(input).to_string());
-    format!("{tool}\u{0}{detail}")
 }
 
 /// The call in full, for the question, when the label had to shorten it: a command's every

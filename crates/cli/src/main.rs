@@ -116,16 +116,21 @@ fn init_logging(verbose: bool) {
     }
 }
 
+/// `--cwd` resolved, else the current directory: where a subcommand works.
+fn working_dir(args: &Args) -> anyhow::Result<std::path::PathBuf> {
+    match &args.cwd {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("working directory {}", dir.display())),
+        None => std::env::current_dir().context("reading the current directory"),
+    }
+}
+
 async fn run(args: Args) -> anyhow::Result<u8> {
     match &args.command {
         Some(Command::Demo { live, keep }) => demo::run(*live, *keep).await,
         Some(Command::Sessions { json }) => {
-            let cwd = match &args.cwd {
-                Some(dir) => dir
-                    .canonicalize()
-                    .with_context(|| format!("working directory {}", dir.display()))?,
-                None => std::env::current_dir().context("reading the current directory")?,
-            };
+            let cwd = working_dir(&args)?;
             sessions_cmd::run(&cwd, *json)
         }
         Some(Command::Rewind {
@@ -137,12 +142,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             both,
             force,
         }) => {
-            let cwd = match &args.cwd {
-                Some(dir) => dir
-                    .canonicalize()
-                    .with_context(|| format!("working directory {}", dir.display()))?,
-                None => std::env::current_dir().context("reading the current directory")?,
-            };
+            let cwd = working_dir(&args)?;
             let target = match (turn, undo) {
                 (Some(turn), _) => Some(session::checkpoints::Target::Turn(*turn)),
                 (None, true) => Some(session::checkpoints::Target::UndoLast),
@@ -155,12 +155,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             session::checkpoints::run_command(&cwd, session, target, scope, *force)
         }
         Some(Command::Mcp { action }) => {
-            let cwd = match &args.cwd {
-                Some(dir) => dir
-                    .canonicalize()
-                    .with_context(|| format!("working directory {}", dir.display()))?,
-                None => std::env::current_dir().context("reading the current directory")?,
-            };
+            let cwd = working_dir(&args)?;
             mcp_cmd::run(action, &cwd, args.trust).await
         }
         None => start(args).await,
@@ -251,13 +246,8 @@ fn fenced(text: &str) -> String {
 
 async fn start(mut args: Args) -> anyhow::Result<u8> {
     // `--resume` without an id: a picker on a terminal, else the list.
-    if args.resume.as_deref() == Some("") {
-        let cwd = match &args.cwd {
-            Some(dir) => dir
-                .canonicalize()
-                .with_context(|| format!("working directory {}", dir.display()))?,
-            None => std::env::current_dir().context("reading the current directory")?,
-        };
+    if args.session.resume.as_deref() == Some("") {
+        let cwd = working_dir(&args)?;
         // A run that has a task cannot stop to pick: the id is needed.
         if args.print
             || args.prompt.is_some()
@@ -284,7 +274,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
         })
         .map_err(|error| UsageError(format!("--resume: {error:#}")))?
         {
-            Some(path) => args.resume = Some(path.to_string_lossy().into_owned()),
+            Some(path) => args.session.resume = Some(path.to_string_lossy().into_owned()),
             None => return Ok(0),
         }
     }
@@ -373,29 +363,22 @@ async fn headless(
         mcp_servers: session.mcp_status(),
         permission_mode: session.mode_name(),
         sandbox: &session.sandbox,
-        // Skills are slash commands too, as in Claude Code.
-        slash_commands: session
-            .commands
-            .iter()
-            .map(|command| command.name.clone())
-            .chain(session.skills.iter().map(|skill| skill.name.clone()))
-            .collect(),
-        skills: session
-            .skills
-            .iter()
-            .map(|skill| skill.name.clone())
-            .collect(),
+        slash_commands: session.slash_command_names(),
+        skills: session.skill_names(),
         api_key_source: &session.api_key_source,
     });
     if args.input_format == InputFormat::StreamJson {
         return stream_json_input(&mut session, &mut renderer, interrupts).await;
     }
     // `-p "/name arguments"` runs a custom command or a skill, as in Claude Code.
-    let invocation = session
-        .expand_command(&task)
-        .unwrap_or_else(|| session::Invocation::task(task));
     let cancel = interrupts.arm();
-    let outcome = session.invoke(invocation, &mut renderer, cancel).await?;
+    let outcome = session
+        .send(
+            protocol::MessageParam::user_text(task),
+            &mut renderer,
+            cancel,
+        )
+        .await?;
     interrupts.disarm();
     renderer.finish(&outcome);
     if renderer.structured_failed() {
@@ -436,15 +419,7 @@ async fn stream_json_input(
         };
         let cancel = interrupts.arm();
         // A text message may name a custom command, as a prompt does.
-        let outcome = match message.content.as_slice() {
-            [protocol::ContentBlock::Text(text)] => {
-                let invocation = session
-                    .expand_command(&text.text)
-                    .unwrap_or_else(|| session::Invocation::task(text.text.clone()));
-                session.invoke(invocation, renderer, cancel).await?
-            }
-            _ => session.turn_message(message, renderer, cancel).await?,
-        };
+        let outcome = session.send(message, renderer, cancel).await?;
         interrupts.disarm();
         renderer.finish(&outcome);
         code = match output::exit_code(&outcome.terminal).0 {

@@ -11,102 +11,14 @@
 //! `mcpServers` in `~/.config/agent/settings.json` counts as user scope too (read, never
 //! written here).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
 
-use session::mcp_config::{configured, local_key, read_json, user_file};
+use session::mcp_config::{self, configured};
 
 use crate::args::{McpAction, McpScope};
-
-/// Writes `value` to `path` whole (a temporary file renamed over it); `private` files are
-/// 0600 in a 0700 folder (the user's own), others keep the usual modes (a project's file).
-fn write_json(path: &Path, value: &Value, private: bool) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    let dir = path.parent().context("the file has no folder")?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(if private { 0o700 } else { 0o755 })
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
-    let temporary = dir.join(format!(".mcp-{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(if private { 0o600 } else { 0o644 })
-            .open(&temporary)?;
-        out.write_all(serde_json::to_string_pretty(value)?.as_bytes())?;
-        out.write_all(b"\n")?;
-        out.sync_all()?;
-        std::fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
-}
-
-/// The `mcpServers` object of `scope` inside `document`, created when missing.
-fn servers_mut<'a>(
-    document: &'a mut Value,
-    scope: McpScope,
-    cwd: &Path,
-) -> &'a mut Map<String, Value> {
-    if !document.is_object() {
-        *document = json!({});
-    }
-    let mut node = document;
-    if scope == McpScope::Local {
-        node = entry(node, "projects");
-        node = entry(node, &local_key(cwd));
-    }
-    let servers = entry(node, "mcpServers");
-    if !servers.is_object() {
-        *servers = json!({});
-    }
-    match servers {
-        Value::Object(map) => map,
-        // Made an object just above.
-        _ => unreachable!("mcpServers was made an object"),
-    }
-}
-
-/// `value[key]`, made an object when missing or not one.
-fn entry<'a>(value: &'a mut Value, key: &str) -> &'a mut Value {
-    if !value.is_object() {
-        *value = json!({});
-    }
-    let Value::Object(map) = value else {
-        unreachable!("made an object above")
-    };
-    let slot = map.entry(key.to_owned()).or_insert_with(|| json!({}));
-    if !slot.is_object() {
-        *slot = json!({});
-    }
-    slot
-}
-
-/// The file and whether it is the user's own.
-fn file_of(scope: McpScope, cwd: &Path) -> anyhow::Result<(PathBuf, bool)> {
-    Ok(match scope {
-        McpScope::Project => (cwd.join(".mcp.json"), false),
-        McpScope::Local | McpScope::User => (
-            user_file().context("no config folder (neither XDG_CONFIG_HOME nor HOME)")?,
-            true,
-        ),
-    })
-}
-
-/// Checks a server entry with Claude Code's rules (variables may be unset yet).
-fn validate(name: &str, server: &Value, path: &Path) -> anyhow::Result<()> {
-    let any = |_: &str| Some(String::new());
-    mcp::config::servers(&json!({"mcpServers": {name: server}}), path, &any)?;
-    Ok(())
-}
 
 /// Runs `agent mcp ACTION` in `cwd`; returns the exit code.
 ///
@@ -202,100 +114,33 @@ pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Re
 }
 
 fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result<u8> {
-    if name.is_empty() || name.contains(char::is_whitespace) {
-        bail!("the server's name {name:?} must be a non-empty word");
-    }
-    let (path, private) = file_of(scope, cwd)?;
-    validate(name, &server, &path)?;
-    let mut document = read_json(&path)?;
-    let servers = servers_mut(&mut document, scope, cwd);
-    let replaced = servers.insert(name.to_owned(), server.clone()).is_some();
-    write_json(&path, &document, private)?;
-    // The user's own server is no change for folder trust to ask about.
-    if scope == McpScope::Project
-        && let Err(error) = session::trust::record_mcp_server(cwd, name, &server)
-    {
-        eprintln!(
-            "agent: warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
-        );
-    }
+    let (path, replaced) = mcp_config::add_server(scope.into(), name, &server, cwd)?;
     println!(
         "{} MCP server {name} ({}) in {}",
         if replaced { "Replaced" } else { "Added" },
-        scope_name(scope),
+        mcp_config::Scope::from(scope).name(),
         path.display()
     );
     Ok(0)
 }
 
 fn remove(scope: Option<McpScope>, name: &str, cwd: &Path) -> anyhow::Result<u8> {
-    let scopes = match scope {
-        Some(scope) => vec![scope],
-        None => vec![McpScope::Local, McpScope::Project, McpScope::User],
+    let Some((scope, path)) = mcp_config::remove_server(scope.map(Into::into), name, cwd)? else {
+        bail!("no MCP server named {name:?} to remove")
     };
-    for scope in scopes {
-        let (path, private) = file_of(scope, cwd)?;
-        if !path.is_file() {
-            continue;
-        }
-        let mut document = read_json(&path)?;
-        if servers_mut(&mut document, scope, cwd)
-            .remove(name)
-            .is_some()
-        {
-            write_json(&path, &document, private)?;
-            println!(
-                "Removed MCP server {name} ({}) from {}",
-                scope_name(scope),
-                path.display()
-            );
-            return Ok(0);
-        }
-    }
-    bail!("no MCP server named {name:?} to remove")
-}
-
-fn scope_name(scope: McpScope) -> &'static str {
-    match scope {
-        McpScope::Local => "local",
-        McpScope::Project => "project",
-        McpScope::User => "user",
-    }
-}
-
-/// Whether the folder of `cwd` is trusted without asking (`--trust`, `AGENT_TRUST`, the
-/// user's `trustedFolders`, a remembered answer) with the configuration it was trusted with
-/// (see `trust::standing`; a changed one is named in a warning): `mcp list` never asks and
-/// records nothing.
-fn trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
-    use session::trust::Standing;
-    let folder = session::settings::project_folder(cwd);
-    let file = session::settings::user_settings_file().unwrap_or_default();
-    let layers = session::settings::load(cwd)?;
-    let entries = session::settings::agent_user_layer(&layers)
-        .map(|layer| layer.settings.trusted_folders.clone())
-        .unwrap_or_default();
-    let items = session::trust::items(cwd, &layers, &session::commands::project_commands(cwd));
-    Ok(
-        match session::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
-            Standing::Trusted(_) | Standing::Unrecorded(_) => true,
-            Standing::Changed(change) => {
-                eprintln!(
-                    "agent: warning: {}",
-                    session::trust::changed_warning(&folder, cwd, &change)
-                );
-                false
-            }
-            Standing::Untrusted => false,
-        },
-    )
+    println!(
+        "Removed MCP server {name} ({}) from {}",
+        scope.name(),
+        path.display()
+    );
+    Ok(0)
 }
 
 /// Lists the servers and starts each once to say whether it works; a project's servers
 /// only where the folder is trusted (they are programs the repository names).
 async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     let found = configured(cwd)?;
-    let trusted = trusted(cwd, trust_flag)?;
+    let trusted = mcp_config::folder_trusted(cwd, trust_flag)?;
     if found.is_empty() {
         println!(
             "No MCP servers configured. Add one with `agent mcp add NAME -- COMMAND ARGS...`."

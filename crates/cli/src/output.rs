@@ -13,6 +13,7 @@ use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, Usage};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
+use session::cost::{Totals, compact_count};
 
 /// The exit code and result subtype of a terminal reason.
 pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
@@ -509,11 +510,25 @@ pub struct Renderer {
     format: OutputFormat,
     session_id: String,
     model: String,
+    /// `--include-partial-messages`: a `stream_event` line for every stream event.
+    partial_messages: bool,
+    /// `--verbose`: each request and transition named on stderr.
+    verbose: bool,
+    /// `--json-schema`: the structured output, as far as it got.
+    structured: Option<session::structured::Shared>,
+    /// The whole run's figures: time, cost, usage by model, denials.
+    run: RunFigures,
+    /// The turn's figures: the response streaming now and the responses so far.
+    turn: TurnFigures,
+    /// What the terminal shows while the turn runs.
+    view: LiveView,
+}
+
+/// The whole run's figures: time, cost, usage by model, denials.
+#[derive(Debug)]
+struct RunFigures {
     started: Instant,
     api_time: Duration,
-    request_started: Option<Instant>,
-    message_id: String,
-    message_model: String,
     /// Prices from the settings, by model id, before the built-in table.
     price_overrides: Arc<BTreeMap<String, context::Prices>>,
     /// The model the last request asked for (a server may answer with another name, such
@@ -521,6 +536,42 @@ pub struct Renderer {
     requested_model: String,
     denials: Vec<Value>,
     cost: Option<f64>,
+    /// Usage and cost by model, of every response (main agent, subagents, summaries).
+    model_usage: BTreeMap<String, ModelTotals>,
+    /// Usage of every subagent's responses.
+    subagent_usage: Usage,
+    /// Model requests of subagents.
+    subagent_requests: u32,
+    /// The session's figures before this turn, for a status line kept current during it.
+    live_totals: Option<(Totals, u64)>,
+}
+
+/// The turn's figures: the response streaming now and the responses so far.
+#[derive(Debug)]
+struct TurnFigures {
+    request_started: Option<Instant>,
+    message_id: String,
+    message_model: String,
+    /// The usage of the response streaming now, as its `message_start` gave it.
+    message_usage: Usage,
+    /// The stop_reason of the main agent's last response, as the API gave it.
+    last_stop_reason: Option<String>,
+    /// Tokens the main agent's last completed request sent.
+    context_tokens: Option<u64>,
+    /// This turn's completed responses so far (the main loop's): their usage, their cost
+    /// (`None` once one could not be priced) and their number, for the live status line
+    /// (the loop reports usage for the cost only once a response's tools are done).
+    turn_usage: Usage,
+    turn_cost: Option<f64>,
+    turn_responses: u64,
+    /// Output tokens of the responses finished so far, and of the one streaming.
+    tokens_done: u64,
+    tokens_streaming: u64,
+}
+
+/// What the terminal shows while the turn runs.
+#[derive(Debug)]
+struct LiveView {
     live_text: bool,
     wrote_text: bool,
     /// The spinner (live runs only).
@@ -529,16 +580,6 @@ pub struct Renderer {
     markdown: Option<render::MarkdownStream>,
     /// When the open Markdown block's tail was last drawn in the live rows.
     preview_at: Option<Instant>,
-    /// Tokens the main agent's last completed request sent.
-    context_tokens: Option<u64>,
-    /// The session's figures before this turn, for a status line kept current during it.
-    live_totals: Option<(Totals, u64)>,
-    /// This turn's completed responses so far (the main loop's): their usage, their cost
-    /// (`None` once one could not be priced) and their number, for the live status line
-    /// (the loop reports usage for the cost only once a response's tools are done).
-    turn_usage: Usage,
-    turn_cost: Option<f64>,
-    turn_responses: u64,
     /// Inputs of the tool_use blocks seen, by id, for the tool lines.
     tool_inputs: HashMap<String, Value>,
     /// Tools running now, by id, with their labels.
@@ -547,30 +588,11 @@ pub struct Renderer {
     /// written with its own result under it, in that order (a later call that finishes
     /// first waits for the ones before it).
     calls: CallQueue,
-    /// Output tokens of the responses finished so far, and of the one streaming.
-    tokens_done: u64,
-    tokens_streaming: u64,
     /// Subagents seen, by id: (requested model, answering model, message id, description,
     /// current tool).
     agents: BTreeMap<String, AgentView>,
-    /// Usage of every subagent's responses.
-    subagent_usage: Usage,
     /// The last progress summary (live view).
     progress: Option<String>,
-    /// Model requests of subagents.
-    subagent_requests: u32,
-    /// Usage and cost by model, of every response (main agent, subagents, summaries).
-    model_usage: BTreeMap<String, ModelTotals>,
-    /// The stop_reason of the main agent's last response, as the API gave it.
-    last_stop_reason: Option<String>,
-    /// The usage of the response streaming now, as its `message_start` gave it.
-    message_usage: Usage,
-    /// `--include-partial-messages`: a `stream_event` line for every stream event.
-    partial_messages: bool,
-    /// `--verbose`: each request and transition named on stderr.
-    verbose: bool,
-    /// `--json-schema`: the structured output, as far as it got.
-    structured: Option<session::structured::Shared>,
 }
 
 /// One model's totals (Claude Code's `ModelUsage`).
@@ -722,40 +744,46 @@ impl Renderer {
             format,
             session_id: session_id.to_owned(),
             model: model.to_owned(),
-            started: Instant::now(),
-            api_time: Duration::ZERO,
-            request_started: None,
-            message_id: String::new(),
-            message_model: model.to_owned(),
-            price_overrides: Arc::default(),
-            requested_model: model.to_owned(),
-            agents: BTreeMap::new(),
-            subagent_usage: Usage::default(),
-            progress: None,
-            subagent_requests: 0,
-            model_usage: BTreeMap::new(),
-            last_stop_reason: None,
-            message_usage: Usage::default(),
             partial_messages: false,
             verbose: false,
             structured: None,
-            denials: Vec::new(),
-            cost: Some(0.0),
-            live_text,
-            wrote_text: false,
-            status: None,
-            markdown: None,
-            preview_at: None,
-            context_tokens: None,
-            live_totals: None,
-            turn_usage: Usage::default(),
-            turn_cost: Some(0.0),
-            turn_responses: 0,
-            tool_inputs: HashMap::new(),
-            running: Vec::new(),
-            calls: CallQueue::default(),
-            tokens_done: 0,
-            tokens_streaming: 0,
+            run: RunFigures {
+                started: Instant::now(),
+                api_time: Duration::ZERO,
+                price_overrides: Arc::default(),
+                requested_model: model.to_owned(),
+                denials: Vec::new(),
+                cost: Some(0.0),
+                model_usage: BTreeMap::new(),
+                subagent_usage: Usage::default(),
+                subagent_requests: 0,
+                live_totals: None,
+            },
+            turn: TurnFigures {
+                request_started: None,
+                message_id: String::new(),
+                message_model: model.to_owned(),
+                message_usage: Usage::default(),
+                last_stop_reason: None,
+                context_tokens: None,
+                turn_usage: Usage::default(),
+                turn_cost: Some(0.0),
+                turn_responses: 0,
+                tokens_done: 0,
+                tokens_streaming: 0,
+            },
+            view: LiveView {
+                live_text,
+                wrote_text: false,
+                status: None,
+                markdown: None,
+                preview_at: None,
+                tool_inputs: HashMap::new(),
+                running: Vec::new(),
+                calls: CallQueue::default(),
+                agents: BTreeMap::new(),
+                progress: None,
+            },
         }
     }
 
@@ -790,15 +818,15 @@ impl Renderer {
 
     /// Prices models with `overrides` (settings' `models` entries) before the built-in table.
     pub fn with_prices(mut self, overrides: Arc<BTreeMap<String, context::Prices>>) -> Self {
-        self.price_overrides = overrides;
+        self.run.price_overrides = overrides;
         self
     }
 
     /// Shows a spinner and tool activity on stderr (live text runs on a terminal).
     pub fn with_status(mut self, status: Status) -> Self {
-        if self.live_text {
-            self.calls.in_place = status.tui().is_some();
-            self.status = Some(status);
+        if self.view.live_text {
+            self.view.calls.in_place = status.tui().is_some();
+            self.view.status = Some(status);
         }
         self
     }
@@ -806,24 +834,26 @@ impl Renderer {
     /// Keeps the status line's figures current while the turn runs: the session's `totals`
     /// before it plus what the turn has used so far, against `autocompact_at` tokens.
     pub fn with_live_totals(mut self, totals: Totals, autocompact_at: u64) -> Self {
-        self.live_totals = Some((totals, autocompact_at));
+        self.run.live_totals = Some((totals, autocompact_at));
         self
     }
 
     /// Sends the status line its figures now (see [`Renderer::with_live_totals`]).
     fn update_figures(&self) {
-        let (Some((base, autocompact_at)), Some(status)) = (&self.live_totals, &self.status) else {
+        let (Some((base, autocompact_at)), Some(status)) =
+            (&self.run.live_totals, &self.view.status)
+        else {
             return;
         };
         let Some(tui) = status.tui() else {
             return;
         };
         let mut totals = base.clone();
-        let mut usage = self.turn_usage.clone();
-        add_usage(&mut usage, &self.subagent_usage);
-        totals.add(&usage, self.turn_cost);
-        totals.requests += self.turn_responses;
-        if let Some(tokens) = self.context_tokens {
+        let mut usage = self.turn.turn_usage.clone();
+        add_usage(&mut usage, &self.run.subagent_usage);
+        totals.add(&usage, self.turn.turn_cost);
+        totals.requests += self.turn.turn_responses;
+        if let Some(tokens) = self.turn.context_tokens {
             totals.context = Some(tokens);
         }
         tui.set_figures(totals.figures(*autocompact_at));
@@ -834,14 +864,14 @@ impl Renderer {
     /// calls in flight.
     fn update_calls(&mut self) {
         const PREVIEW_ROWS: usize = 6;
-        if !self.calls.in_place {
+        if !self.view.calls.in_place {
             return;
         }
-        let Some(status) = &self.status else {
+        let Some(status) = &self.view.status else {
             return;
         };
         let mut rows = Vec::new();
-        if let Some(markdown) = &self.markdown {
+        if let Some(markdown) = &self.view.markdown {
             let width = markdown.width().saturating_sub(2).max(10);
             let mut wrapped: Vec<String> = Vec::new();
             // The tail only: the cost stays the same however long the block grows.
@@ -864,26 +894,26 @@ impl Renderer {
             let skip = wrapped.len().saturating_sub(PREVIEW_ROWS);
             rows.extend(wrapped[skip..].iter().map(|row| dim(row)));
         }
-        rows.extend(self.calls.live_rows());
+        rows.extend(self.view.calls.live_rows());
         status.set_turn_rows(rows);
-        self.preview_at = Some(Instant::now());
+        self.view.preview_at = Some(Instant::now());
     }
 
     /// Renders the answer's Markdown for the terminal (headings, lists, tables, coloured
     /// code) instead of writing it raw; live text runs only.
     pub fn with_markdown(mut self, on: bool) -> Self {
-        if on && self.live_text {
+        if on && self.view.live_text {
             let width = console::Term::stdout()
                 .size_checked()
                 .map_or(80, |(_, columns)| usize::from(columns));
-            self.markdown = Some(render::MarkdownStream::new(width.saturating_sub(1)));
+            self.view.markdown = Some(render::MarkdownStream::new(width.saturating_sub(1)));
         }
         self
     }
 
     /// Writes lines already rendered to stdout, around the spinner.
     fn print_rendered(&self, lines: &[String]) {
-        match &self.status {
+        match &self.view.status {
             Some(status) => status.print_lines(lines),
             None => {
                 let mut stdout = std::io::stdout().lock();
@@ -903,21 +933,21 @@ impl Renderer {
 
     /// Reports a problem on stderr without breaking the spinner.
     pub fn warn(&self, message: &str) {
-        match &self.status {
+        match &self.view.status {
             Some(status) => status.println(&format!("agent: {message}")),
             None => eprintln!("agent: {message}"),
         }
     }
 
     fn show(&self, activity: &str) {
-        if let Some(status) = &self.status {
+        if let Some(status) = &self.view.status {
             // The last progress summary, when there is one: "Fixing the test · Running …".
-            let activity = match &self.progress {
+            let activity = match &self.view.progress {
                 Some(progress) => format!("{progress} · {activity}"),
                 None => activity.to_owned(),
             };
             let activity = activity.as_str();
-            let tokens = self.tokens_done + self.tokens_streaming;
+            let tokens = self.turn.tokens_done + self.turn.tokens_streaming;
             let message = if tokens == 0 {
                 format!("{activity}…")
             } else {
@@ -930,17 +960,17 @@ impl Renderer {
     /// Ends the text line being streamed, if any, before something else is written (with
     /// Markdown, the last block is rendered).
     fn end_text(&mut self) {
-        if let Some(markdown) = &mut self.markdown {
+        if let Some(markdown) = &mut self.view.markdown {
             let lines = markdown.finish();
             self.print_rendered(&lines);
             self.update_calls();
         }
-        if self.wrote_text {
-            match &self.status {
+        if self.view.wrote_text {
+            match &self.view.status {
                 Some(status) => status.print_text("\n"),
                 None => println!(),
             }
-            self.wrote_text = false;
+            self.view.wrote_text = false;
         }
     }
 
@@ -954,7 +984,7 @@ impl Renderer {
     /// The spinner's activity: the running tools (the first, and how many more), else
     /// thinking.
     fn show_running(&self) {
-        match self.running.as_slice() {
+        match self.view.running.as_slice() {
             [] => self.show("Thinking"),
             [(_, label)] => self.show(&format!("Running {label}")),
             [(_, label), rest @ ..] => {
@@ -963,18 +993,94 @@ impl Renderer {
         }
     }
 
+    /// A tool call's progress in the live view: its `⏺` line when it starts, its result
+    /// under it when it ends, the preview of a finished call, the spinner's label.
+    fn live_tool(&mut self, event: &ExecutorEvent) {
+        match event {
+            ExecutorEvent::Started {
+                tool_use_id, name, ..
+            } => {
+                self.end_text();
+                let input = self
+                    .view
+                    .tool_inputs
+                    .get(tool_use_id.as_str())
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let label = tool_label(name, &input);
+                let lines = self.view.calls.start(tool_use_id.as_str(), label.clone());
+                self.write_lines(&lines);
+                self.update_calls();
+                self.view.running.push((tool_use_id.to_string(), label));
+                self.show_running();
+            }
+            ExecutorEvent::Completed(done) => {
+                let id = done.result.tool_use_id.as_str();
+                let input = self
+                    .view
+                    .tool_inputs
+                    .get(id)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                if !self.view.calls.knows(id) {
+                    // Answered without running (refused, unknown, cut off): named too.
+                    self.end_text();
+                    let lines = self.view.calls.start(id, tool_label(&done.name, &input));
+                    self.write_lines(&lines);
+                }
+                let mut lines = result_lines(done, &input);
+                lines.extend(
+                    done.notes
+                        .iter()
+                        .map(|note| dim(&format!("     {}", one_line(note)))),
+                );
+                if let Some(status) = &self.view.status {
+                    status.record_detail(detail_lines(done, &input));
+                }
+                let lines = self.view.calls.finish(id, lines);
+                self.write_lines(&lines);
+                self.update_calls();
+                self.view
+                    .running
+                    .retain(|(running, _)| running.as_str() != id);
+                self.show_running();
+            }
+            ExecutorEvent::Finished {
+                tool_use_id,
+                is_error,
+                preview,
+                ..
+            } => {
+                let text = printable(preview, false);
+                let line = if *is_error {
+                    format!("  ⎿  {}", red(&text))
+                } else {
+                    format!("  ⎿  {text}")
+                };
+                self.view.calls.preview(tool_use_id.as_str(), line);
+                self.update_calls();
+                self.view
+                    .running
+                    .retain(|(running, _)| running.as_str() != tool_use_id.as_str());
+                self.show_running();
+            }
+            // Nothing to draw for the others (permission denials come as results too).
+            _ => {}
+        }
+    }
+
     /// Live rendering on a terminal: the spinner, tool lines, retries.
     fn live(&mut self, event: &LoopEvent) {
         match event {
             LoopEvent::Request { .. } => {
-                self.tokens_streaming = 0;
+                self.turn.tokens_streaming = 0;
                 self.show("Thinking");
             }
             LoopEvent::Stream(StreamEvent::MessageDelta(delta)) => {
                 if let Some(tokens) = delta.usage.as_ref().and_then(|usage| usage.output_tokens) {
-                    self.tokens_streaming = tokens;
-                    let label = self.running.last().map(|(_, label)| label.clone());
-                    if self.status.is_some() && !self.wrote_text {
+                    self.turn.tokens_streaming = tokens;
+                    let label = self.view.running.last().map(|(_, label)| label.clone());
+                    if self.view.status.is_some() && !self.view.wrote_text {
                         self.show(&label.map_or_else(
                             || "Thinking".to_owned(),
                             |label| format!("Running {label}"),
@@ -985,86 +1091,31 @@ impl Renderer {
             LoopEvent::Block(block) => {
                 match &block.block {
                     ContentBlock::ToolUse(tool_use) => {
-                        self.tool_inputs
+                        self.view
+                            .tool_inputs
                             .insert(tool_use.id.to_string(), tool_use.input.clone());
                     }
                     // A text block is complete: its last Markdown block is drawn now, before
                     // any question about the tool calls after it.
-                    ContentBlock::Text(_) if self.markdown.is_some() => self.end_text(),
+                    ContentBlock::Text(_) if self.view.markdown.is_some() => self.end_text(),
                     _ => {}
                 }
             }
             LoopEvent::Assistant(message) => {
-                self.tokens_done += message.usage.output_tokens;
-                self.tokens_streaming = 0;
+                self.turn.tokens_done += message.usage.output_tokens;
+                self.turn.tokens_streaming = 0;
                 // The status line counts the response as soon as it is complete.
-                let prices = self.prices([&message.model, &self.requested_model]);
-                self.turn_cost = self
+                let prices = self.prices([&message.model, &self.run.requested_model]);
+                self.turn.turn_cost = self
+                    .turn
                     .turn_cost
                     .zip(prices.map(|prices| prices.cost(&message.usage)))
                     .map(|(total, cost)| total + cost);
-                add_usage(&mut self.turn_usage, &message.usage);
-                self.turn_responses += 1;
+                add_usage(&mut self.turn.turn_usage, &message.usage);
+                self.turn.turn_responses += 1;
                 self.update_figures();
             }
-            LoopEvent::Tool(ExecutorEvent::Started {
-                tool_use_id, name, ..
-            }) => {
-                self.end_text();
-                let input = self
-                    .tool_inputs
-                    .get(tool_use_id.as_str())
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let label = tool_label(name, &input);
-                let lines = self.calls.start(tool_use_id.as_str(), label.clone());
-                self.write_lines(&lines);
-                self.update_calls();
-                self.running.push((tool_use_id.to_string(), label));
-                self.show_running();
-            }
-            LoopEvent::Tool(ExecutorEvent::Completed(done)) => {
-                let id = done.result.tool_use_id.as_str();
-                let input = self.tool_inputs.get(id).cloned().unwrap_or(Value::Null);
-                if !self.calls.knows(id) {
-                    // Answered without running (refused, unknown, cut off): named too.
-                    self.end_text();
-                    let lines = self.calls.start(id, tool_label(&done.name, &input));
-                    self.write_lines(&lines);
-                }
-                let mut lines = result_lines(done, &input);
-                lines.extend(
-                    done.notes
-                        .iter()
-                        .map(|note| dim(&format!("     {}", one_line(note)))),
-                );
-                if let Some(status) = &self.status {
-                    status.record_detail(detail_lines(done, &input));
-                }
-                let lines = self.calls.finish(id, lines);
-                self.write_lines(&lines);
-                self.update_calls();
-                self.running.retain(|(running, _)| running.as_str() != id);
-                self.show_running();
-            }
-            LoopEvent::Tool(ExecutorEvent::Finished {
-                tool_use_id,
-                is_error,
-                preview,
-                ..
-            }) => {
-                let text = printable(preview, false);
-                let line = if *is_error {
-                    format!("  ⎿  {}", red(&text))
-                } else {
-                    format!("  ⎿  {text}")
-                };
-                self.calls.preview(tool_use_id.as_str(), line);
-                self.update_calls();
-                self.running
-                    .retain(|(running, _)| running.as_str() != tool_use_id.as_str());
-                self.show_running();
-            }
+            LoopEvent::Tool(event) => self.live_tool(event),
             LoopEvent::Retry {
                 attempt, reason, ..
             } => {
@@ -1091,10 +1142,10 @@ impl Renderer {
             }
             // The progress summary names what the spinner waits on.
             LoopEvent::ProgressSummary { text, .. } => {
-                self.progress = Some(printable(&one_line(text), false));
+                self.view.progress = Some(printable(&one_line(text), false));
                 // Streaming text owns the line until it ends.
-                if !self.wrote_text {
-                    let activity = self.running.last().map_or_else(
+                if !self.view.wrote_text {
+                    let activity = self.view.running.last().map_or_else(
                         || "Thinking".to_owned(),
                         |(_, label)| format!("Running {label}"),
                     );
@@ -1107,7 +1158,6 @@ impl Renderer {
             }
             // Nothing to draw for these (a new kind of event must be decided on here).
             LoopEvent::Stream(_)
-            | LoopEvent::Tool(_)
             | LoopEvent::ToolResults(_)
             | LoopEvent::PartialAssistant(_)
             | LoopEvent::Idle { .. }
@@ -1119,7 +1169,7 @@ impl Renderer {
     }
 
     fn stderr_line(&self, line: &str) {
-        match &self.status {
+        match &self.view.status {
             Some(status) => status.println(line),
             None => eprintln!("{line}"),
         }
@@ -1159,26 +1209,81 @@ impl Renderer {
         }
     }
 
+    /// `--verbose`: each request and each transition of the loop on stderr.
+    fn verbose_line(&self, event: &LoopEvent) {
+        match event {
+            LoopEvent::Request {
+                turn,
+                request,
+                model,
+            } => self.stderr_line(&format!(
+                "agent: request {request} (turn {turn}) to {}",
+                printable(model, false)
+            )),
+            LoopEvent::Transition(transition) => {
+                self.stderr_line(&format!("agent: transition: {}", transition.as_str()));
+            }
+            _ => {}
+        }
+    }
+
+    /// A live run's text delta: Markdown rendered block by block (interactive), else the
+    /// text as it comes.
+    fn text_delta(&mut self, text: &str) {
+        if let Some(markdown) = &mut self.view.markdown {
+            // Complete blocks only: the cursor stays at a line's start, the spinner keeps
+            // its line.
+            let lines = markdown.push(text);
+            self.print_rendered(&lines);
+            // The open block's tail, at most 10 times a second.
+            if !lines.is_empty()
+                || self
+                    .view
+                    .preview_at
+                    .is_none_or(|at| at.elapsed() >= Duration::from_millis(100))
+            {
+                self.update_calls();
+            }
+            return;
+        }
+        match &self.view.status {
+            Some(status) => status.print_text(text),
+            None => {
+                let mut stdout = std::io::stdout().lock();
+                let _ = write!(stdout, "{}", printable(text, true));
+                let _ = stdout.flush();
+            }
+        }
+        self.view.wrote_text = true;
+    }
+
+    /// A response completed: its time, the context its request sent, its model and
+    /// stop_reason.
+    fn response_done(&mut self, message: &protocol::Message) {
+        if let Some(started) = self.turn.request_started.take() {
+            self.run.api_time += started.elapsed();
+        }
+        // What the request sent, as the completed response counts it (Chat Completions and
+        // the Responses API report usage only at the end).
+        self.turn.context_tokens = Some(
+            message.usage.input_tokens
+                + message.usage.cache_creation_input_tokens.unwrap_or(0)
+                + message.usage.cache_read_input_tokens.unwrap_or(0),
+        );
+        self.turn.message_model = message.model.clone();
+        self.turn.last_stop_reason = message
+            .stop_reason
+            .as_ref()
+            .map(|reason| reason.as_str().to_owned());
+    }
+
     /// Renders one loop event.
     pub fn event(&mut self, event: &LoopEvent) {
-        if self.live_text {
+        if self.view.live_text {
             self.live(event);
         }
         if self.verbose {
-            match event {
-                LoopEvent::Request {
-                    turn,
-                    request,
-                    model,
-                } => self.stderr_line(&format!(
-                    "agent: request {request} (turn {turn}) to {}",
-                    printable(model, false)
-                )),
-                LoopEvent::Transition(transition) => {
-                    self.stderr_line(&format!("agent: transition: {}", transition.as_str()));
-                }
-                _ => {}
-            }
+            self.verbose_line(event);
         }
         if self.partial_messages
             && let LoopEvent::Stream(stream) = event
@@ -1190,78 +1295,37 @@ impl Renderer {
         }
         match event {
             LoopEvent::Request { model, .. } => {
-                self.request_started = Some(Instant::now());
-                self.requested_model.clone_from(model);
+                self.turn.request_started = Some(Instant::now());
+                self.run.requested_model.clone_from(model);
             }
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
-                self.message_id = message.id.to_string();
-                self.message_model = message.model.clone();
-                self.message_usage = message.usage.clone();
+                self.turn.message_id = message.id.to_string();
+                self.turn.message_model = message.model.clone();
+                self.turn.message_usage = message.usage.clone();
             }
             LoopEvent::Stream(StreamEvent::ContentBlockDelta {
                 delta: ContentDelta::Text { text },
                 ..
-            }) if self.live_text => {
-                if let Some(markdown) = &mut self.markdown {
-                    // Complete blocks only: the cursor stays at a line's start, the spinner
-                    // keeps its line.
-                    let lines = markdown.push(text);
-                    self.print_rendered(&lines);
-                    // The open block's tail, at most 10 times a second.
-                    if !lines.is_empty()
-                        || self
-                            .preview_at
-                            .is_none_or(|at| at.elapsed() >= Duration::from_millis(100))
-                    {
-                        self.update_calls();
-                    }
-                    return;
-                }
-                match &self.status {
-                    Some(status) => status.print_text(text),
-                    None => {
-                        let mut stdout = std::io::stdout().lock();
-                        let _ = write!(stdout, "{}", printable(text, true));
-                        let _ = stdout.flush();
-                    }
-                }
-                self.wrote_text = true;
-            }
+            }) if self.view.live_text => self.text_delta(text),
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
                 self.assistant_line(
-                    &self.message_id,
-                    &self.message_model,
+                    &self.turn.message_id,
+                    &self.turn.message_model,
                     &block.block,
                     None,
-                    Some(&self.message_usage),
+                    Some(&self.turn.message_usage),
                 );
             }
-            LoopEvent::Assistant(message) => {
-                if let Some(started) = self.request_started.take() {
-                    self.api_time += started.elapsed();
-                }
-                // What the request sent, as the completed response counts it (Chat
-                // Completions and the Responses API report usage only at the end).
-                self.context_tokens = Some(
-                    message.usage.input_tokens
-                        + message.usage.cache_creation_input_tokens.unwrap_or(0)
-                        + message.usage.cache_read_input_tokens.unwrap_or(0),
-                );
-                self.message_model = message.model.clone();
-                self.last_stop_reason = message
-                    .stop_reason
-                    .as_ref()
-                    .map(|reason| reason.as_str().to_owned());
-            }
+            LoopEvent::Assistant(message) => self.response_done(message),
             // Every usage the loop reports is priced: completed responses (kept or not) and
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => {
-                let prices = self.prices([&self.message_model, &self.requested_model]);
-                let model = if self.message_model.is_empty() {
-                    self.requested_model.clone()
+                let prices = self.prices([&self.turn.message_model, &self.run.requested_model]);
+                let model = if self.turn.message_model.is_empty() {
+                    self.run.requested_model.clone()
                 } else {
-                    self.message_model.clone()
+                    self.turn.message_model.clone()
                 };
                 self.add_cost(&model, prices, usage);
             }
@@ -1276,14 +1340,19 @@ impl Renderer {
                 input,
                 ..
             }) => {
-                self.denials.push(
+                self.run.denials.push(
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
             // A Task call's result: its subagent is done, however it ended.
-            LoopEvent::Tool(ExecutorEvent::Completed(done)) if !self.agents.is_empty() => {
+            LoopEvent::Tool(ExecutorEvent::Completed(done)) if !self.view.agents.is_empty() => {
                 let id = done.result.tool_use_id.as_str();
-                for view in self.agents.values_mut().filter(|view| view.parent == id) {
+                for view in self
+                    .view
+                    .agents
+                    .values_mut()
+                    .filter(|view| view.parent == id)
+                {
                     view.done = true;
                 }
             }
@@ -1293,7 +1362,7 @@ impl Renderer {
                 attempt,
                 delay,
                 reason,
-            } if !self.live_text => {
+            } if !self.view.live_text => {
                 eprintln!(
                     "agent: retrying in {:.1} s (attempt {attempt}): {}",
                     delay.as_secs_f64(),
@@ -1364,7 +1433,7 @@ impl Renderer {
     fn prices(&self, names: [&String; 2]) -> Option<context::Prices> {
         names
             .iter()
-            .find_map(|name| self.price_overrides.get(*name).copied())
+            .find_map(|name| self.run.price_overrides.get(*name).copied())
             .or_else(|| {
                 names.iter().find_map(|name| {
                     let (info, known) = context::lookup(name);
@@ -1378,11 +1447,12 @@ impl Renderer {
     /// without prices) and to the model's totals (`modelUsage`).
     fn add_cost(&mut self, model: &str, prices: Option<context::Prices>, usage: &Usage) {
         let cost = prices.map(|prices| prices.cost(usage));
-        self.cost = match (self.cost, cost) {
+        self.run.cost = match (self.run.cost, cost) {
             (Some(total), Some(cost)) => Some(total + cost),
             _ => None,
         };
         let totals = self
+            .run
             .model_usage
             .entry(model.to_owned())
             .or_insert_with(|| ModelTotals {
@@ -1423,9 +1493,9 @@ impl Renderer {
     pub fn subagent(&mut self, event: &session::SubagentEvent) {
         let parent = event.parent_tool_use_id.as_str();
         if matches!(event.event, LoopEvent::Request { .. }) {
-            self.subagent_requests += 1;
+            self.run.subagent_requests += 1;
         }
-        let view = self.agents.entry(event.agent_id.clone()).or_default();
+        let view = self.view.agents.entry(event.agent_id.clone()).or_default();
         if view.description.is_empty() {
             view.description.clone_from(&event.description);
             view.parent = parent.to_owned();
@@ -1454,11 +1524,12 @@ impl Renderer {
                     &names[0]
                 };
                 self.add_cost(model, prices, usage);
-                self.turn_cost = self
+                self.turn.turn_cost = self
+                    .turn
                     .turn_cost
                     .zip(prices.map(|prices| prices.cost(usage)))
                     .map(|(total, cost)| total + cost);
-                add_usage(&mut self.subagent_usage, usage);
+                add_usage(&mut self.run.subagent_usage, usage);
                 self.update_figures();
             }
             LoopEvent::Tool(ExecutorEvent::Started { name, .. }) => {
@@ -1475,7 +1546,7 @@ impl Renderer {
                 input,
                 ..
             }) => {
-                self.denials.push(
+                self.run.denials.push(
                     json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
                 );
             }
@@ -1486,10 +1557,11 @@ impl Renderer {
 
     /// The live status line while subagents run: each with its current tool.
     fn show_agents(&self) {
-        if self.status.is_none() {
+        if self.view.status.is_none() {
             return;
         }
         let running: Vec<String> = self
+            .view
             .agents
             .values()
             .filter(|view| !view.done)
@@ -1537,6 +1609,7 @@ impl Renderer {
         // The main agent's, as Claude Code's `usage`; every model's in `modelUsage`.
         let usage = &outcome.usage;
         let model_usage: serde_json::Map<String, Value> = self
+            .run
             .model_usage
             .iter()
             .map(|(model, totals)| {
@@ -1561,12 +1634,12 @@ impl Renderer {
             "type": "result",
             "subtype": subtype,
             "is_error": subtype != "success",
-            "duration_ms": self.started.elapsed().as_millis() as u64,
-            "duration_api_ms": self.api_time.as_millis() as u64,
+            "duration_ms": self.run.started.elapsed().as_millis() as u64,
+            "duration_api_ms": self.run.api_time.as_millis() as u64,
             "num_turns": outcome.turns,
             "result": outcome.result,
             // The API's, as Claude Code reports it; the loop's own reason is below.
-            "stop_reason": self.last_stop_reason,
+            "stop_reason": self.turn.last_stop_reason,
             // Claude Code's name when --json-schema's tries ran out.
             "terminal_reason": if self.structured_failed() {
                 "structured_output_retry_exhausted"
@@ -1575,7 +1648,7 @@ impl Renderer {
             },
             "terminal_detail": outcome.terminal.to_string(),
             "session_id": self.session_id,
-            "total_cost_usd": self.cost,
+            "total_cost_usd": self.run.cost,
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
@@ -1583,8 +1656,8 @@ impl Renderer {
                 "cache_read_input_tokens": usage.cache_read_input_tokens.unwrap_or(0),
             },
             "modelUsage": model_usage,
-            "num_requests": outcome.requests + self.subagent_requests,
-            "permission_denials": self.denials,
+            "num_requests": outcome.requests + self.run.subagent_requests,
+            "permission_denials": self.run.denials,
         });
         if let Some(value) = structured_output {
             result["structured_output"] = value;
@@ -1595,7 +1668,7 @@ impl Renderer {
     /// The usage of the run: the main agent's (`outcome`) and every subagent's.
     pub fn total_usage(&self, outcome: &LoopOutcome) -> Usage {
         let mut usage = outcome.usage.clone();
-        add_usage(&mut usage, &self.subagent_usage);
+        add_usage(&mut usage, &self.run.subagent_usage);
         usage
     }
 
@@ -1603,28 +1676,28 @@ impl Renderer {
     /// completed response counted them): how full the context is; `None` before the first
     /// response.
     pub fn context_tokens(&self) -> Option<u64> {
-        self.context_tokens
+        self.turn.context_tokens
     }
 
     /// The cost of the run in USD so far; `None` when a model without a known price answered.
     pub fn cost(&self) -> Option<f64> {
-        self.cost
+        self.run.cost
     }
 
     /// Writes the end of one interactive turn: the answer's last line ended (or the answer,
     /// when it was not streamed), and why the turn stopped when it did not complete.
     pub fn finish_interactive(&mut self, outcome: &LoopOutcome) {
-        if let Some(status) = &self.status {
+        if let Some(status) = &self.view.status {
             status.hide();
         }
-        let streamed = self.wrote_text || self.markdown.is_some();
+        let streamed = self.view.wrote_text || self.view.markdown.is_some();
         self.end_text();
-        if !streamed && !self.live_text && !outcome.result.is_empty() {
+        if !streamed && !self.view.live_text && !outcome.result.is_empty() {
             println!("{}", printable(&outcome.result, true));
         }
         if outcome.terminal != Terminal::Completed {
             let line = format!("agent: {}", stop_sentence(&outcome.terminal));
-            match &self.status {
+            match &self.view.status {
                 Some(status) => status.println(&red(&line)),
                 None => eprintln!("{line}"),
             }
@@ -1633,26 +1706,27 @@ impl Renderer {
 
     /// Writes the end of the run.
     pub fn finish(&self, outcome: &LoopOutcome) {
-        if let Some(status) = &self.status {
+        if let Some(status) = &self.view.status {
             status.hide();
         }
         match self.format {
             OutputFormat::Text => {
-                if self.wrote_text {
+                if self.view.wrote_text {
                     println!();
                 } else if !outcome.result.is_empty() {
                     let mut stdout = std::io::stdout().lock();
                     let _ = writeln!(stdout, "{}", printable(&outcome.result, true));
                 }
                 // A run whose calls were refused is not a silent success.
-                if !self.denials.is_empty() {
+                if !self.run.denials.is_empty() {
                     let mut names: Vec<&str> = self
+                        .run
                         .denials
                         .iter()
                         .filter_map(|denial| denial["tool_name"].as_str())
                         .collect();
                     names.dedup();
-                    let count = self.denials.len();
+                    let count = self.run.denials.len();
                     eprintln!(
                         "agent: {count} tool {} refused ({}); each refusal told the model why and which rule or mode would allow it (--allowedTools, --permission-mode)",
                         if count == 1 { "call was" } else { "calls were" },
@@ -1730,98 +1804,6 @@ pub fn print_failure(message: &str) {
     Renderer::line(&failure_result(message));
 }
 
-/// `1234` as `1.2k`, `2_500_000` as `2.5M`.
-pub fn compact_count(count: u64) -> String {
-    match count {
-        0..1_000 => count.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", count as f64 / 1_000.0),
-        _ => format!("{:.1}M", count as f64 / 1_000_000.0),
-    }
-}
-
-/// The session's figures so far (this process).
-#[derive(Clone, Debug, Default)]
-pub struct Totals {
-    /// Model requests.
-    pub requests: u64,
-    /// Input tokens, cache reads and writes included.
-    pub input: u64,
-    /// Cache reads among them.
-    pub cache_read: u64,
-    /// Output tokens.
-    pub output: u64,
-    /// `None` once a response could not be priced.
-    pub cost: Option<f64>,
-    /// Whether any response was counted.
-    pub priced: bool,
-    /// Tokens the last request sent.
-    pub context: Option<u64>,
-}
-
-impl Totals {
-    /// Counts one turn's usage and cost (`None`: a response could not be priced).
-    pub fn add(&mut self, usage: &protocol::Usage, cost: Option<f64>) {
-        let read = usage.cache_read_input_tokens.unwrap_or(0);
-        self.input += usage.input_tokens + usage.cache_creation_input_tokens.unwrap_or(0) + read;
-        self.cache_read += read;
-        self.output += usage.output_tokens;
-        self.cost = match (self.priced, self.cost, cost) {
-            (false, _, cost) => cost,
-            (true, Some(total), Some(cost)) => Some(total + cost),
-            (true, _, _) => None,
-        };
-        self.priced = true;
-    }
-
-    fn cost_text(&self) -> String {
-        match self.cost {
-            Some(cost) => format!("${cost:.4}"),
-            None if self.priced => "$? (a model without a known price)".to_owned(),
-            None => "$0".to_owned(),
-        }
-    }
-
-    /// The status line's figures after the model and the mode: ` · context N% (used /
-    /// autocompact level) · K req · X in / Y out · $C`.
-    pub fn figures(&self, autocompact_at: u64) -> String {
-        let context = match self.context {
-            Some(tokens) if autocompact_at > 0 => format!(
-                " · context {}% ({}/{})",
-                tokens * 100 / autocompact_at,
-                compact_count(tokens),
-                compact_count(autocompact_at)
-            ),
-            _ => String::new(),
-        };
-        let cost = match self.cost {
-            Some(cost) => format!(" · ${cost:.4}"),
-            None if self.priced => " · $?".to_owned(),
-            None => String::new(),
-        };
-        format!(
-            "{context} · {} req · {} in / {} out{cost}",
-            self.requests,
-            compact_count(self.input),
-            compact_count(self.output),
-        )
-    }
-
-    /// `/cost`.
-    pub fn report(&self, elapsed: std::time::Duration) -> String {
-        let seconds = elapsed.as_secs();
-        format!(
-            "Cost: {}\nRequests: {}\nTokens: {} in ({} of them cache reads), {} out\nSession time: {}m {}s",
-            self.cost_text(),
-            self.requests,
-            compact_count(self.input),
-            compact_count(self.cache_read),
-            compact_count(self.output),
-            seconds / 60,
-            seconds % 60,
-        )
-    }
-}
-
 /// The session's view of a turn is the renderer's: each call goes to the method of the same
 /// name above; catch-up requests (a question about to be asked) reach it through the status
 /// line, which answers them between two events.
@@ -1843,7 +1825,7 @@ impl session::Observer for Renderer {
     }
 
     fn set_catch_up(&self, catch_up: Option<session::CatchUp>) {
-        if let Some(status) = &self.status {
+        if let Some(status) = &self.view.status {
             status.set_sync(catch_up);
         }
     }

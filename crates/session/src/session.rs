@@ -54,43 +54,56 @@ pub struct Session {
     pub sandbox: tools::SandboxConfig,
     /// Whether the folder is trusted (see `trust`).
     pub trusted: bool,
-    /// The MCP servers to start (see `mcp_servers`).
-    mcp_servers: Vec<mcp::config::Configured>,
-    /// The MCP servers, once started.
-    pub mcp: Option<Arc<mcp::Pool>>,
-    /// PostToolUse hooks, for MCP tools that join later.
-    post_hooks: Vec<settings::HookMatcher>,
-    /// `mcpStartupWaitMs` from the settings.
-    mcp_wait: Option<u64>,
-    /// Root certificates HTTPS MCP servers are trusted with beside the webpki roots.
-    extra_roots_pem: Arc<[u8]>,
-    /// Headless (no prompter): the first request waits for every MCP server, as there is
-    /// no next prompt for a late server's tools to join.
-    headless: bool,
-    /// MCP servers whose failure was reported.
-    reported_mcp_failures: std::collections::HashSet<String>,
     /// The names of the tools the model may call.
     pub tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
     pub commands: Vec<crate::commands::Command>,
     /// `--json-schema`: the structured output, as far as it got.
     pub structured: Option<crate::structured::Shared>,
-    /// `--max-budget-usd`, shared by the session's runs and their subagents.
-    spend: Option<Arc<dyn loop_core::SpendGuard>>,
     /// Where the API key came from (`system/init`'s `apiKeySource`).
     pub api_key_source: String,
     /// The skills (`.claude/skills/`, ...), found while the context is gathered.
     pub skills: Vec<tools::skills::Skill>,
-    /// The permission gate under the hooks: a command's `allowed-tools` are granted there.
-    gate: Arc<tools::PermissionGate>,
     /// The agents the Task tool offers (built-in, the user's, a trusted project's).
     pub agents: Arc<[loop_core::subagent::AgentDefinition]>,
+    /// The loop's settings for the next run (model, system prompt, limits, levels).
+    config: LoopConfig,
+    /// The model clients.
+    llm: ModelClients,
+    /// The tools, their gate and what they are built from.
+    tooling: ToolState,
+    /// The MCP servers.
+    mcp: McpState,
+    /// The history and where it is written.
+    record: Record,
+    /// What waits for the next request or prompt.
+    pending: Pending,
+}
+
+/// The clients a session asks models through.
+struct ModelClients {
+    client: AnthropicClient,
+    /// The `--fallback-model`, when it is another provider's.
+    fallback: Option<adapter::Fallback>,
+    /// The model's window is an assumption: the server is asked for it before the first
+    /// turn.
+    window_assumed: bool,
+    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`, kept for a window that changes.
+    compact_percent: Option<u8>,
+    /// What a command's `model` is resolved and sized with: the settings' `models`, whether
+    /// the provider is OpenAI-compatible, the settings' `env` (alias overrides), plan mode.
+    settings: ModelSettings,
+}
+
+/// The session's tools and what decides on their calls.
+struct ToolState {
+    tools: Vec<Arc<dyn executor::Tool>>,
+    permissions: Arc<dyn CanUseTool>,
+    stop_hook: Arc<dyn StopHook>,
+    /// The permission gate under the hooks: a command's `allowed-tools` are granted there.
+    gate: Arc<tools::PermissionGate>,
     /// What a subagent's tools and gate are built from.
     recipe: subagents::Recipe,
-    /// Which files the session's tools read changed on disk since (attachments).
-    watch: tools::FileWatch,
-    /// What the start-up gathering left for later (`git status` of a large repository).
-    late: Arc<crate::prefetch::Late>,
     /// The tools a blanket deny rule removes from what the model is offered.
     denied: tooling::DeniedTools,
     /// Whether the Task tool is offered (no blanket rule denies `Task` or `Agent`).
@@ -98,29 +111,45 @@ pub struct Session {
     /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
     /// MCP tools and Skill, are shared).
     builtin_tools: usize,
-    /// What a command's `model` is resolved and sized with: the settings' `models`, whether
-    /// the provider is OpenAI-compatible, the settings' `env` (alias overrides), plan mode.
-    model_settings: ModelSettings,
-    sessions: PathBuf,
+    /// Which files the session's tools read changed on disk since (attachments).
+    watch: tools::FileWatch,
     /// Where oversized tool results go: the first session's `tool-results/` folder, for
     /// every session of this process (the tools may always read it).
     results_dir: PathBuf,
-    config: LoopConfig,
-    client: AnthropicClient,
-    /// The `--fallback-model`, when it is another provider's.
-    fallback_client: Option<adapter::Fallback>,
-    /// The model's window is an assumption: the server is asked for it before the first
-    /// turn.
-    window_assumed: bool,
-    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`, kept for a window that changes.
-    compact_percent: Option<u8>,
-    tools: Vec<Arc<dyn executor::Tool>>,
-    permissions: Arc<dyn CanUseTool>,
-    stop_hook: Arc<dyn StopHook>,
+    /// `--max-budget-usd`, shared by the session's runs and their subagents.
+    spend: Option<Arc<dyn loop_core::SpendGuard>>,
+    /// The permission rules and where each came from (see [`Session::rules`]).
+    rule_origins: Vec<(&'static str, String, String)>,
     workspace: Arc<Workspace>,
     hook_env: hooks::HookEnv,
+}
+
+/// The MCP servers: configured, started, and what their tools join the session with.
+struct McpState {
+    /// The servers to start (see `mcp_servers`).
+    servers: Vec<mcp::config::Configured>,
+    /// The servers, once started.
+    pool: Option<Arc<mcp::Pool>>,
+    /// PostToolUse hooks, for MCP tools that join later.
+    post_hooks: Vec<settings::HookMatcher>,
+    /// `mcpStartupWaitMs` from the settings.
+    wait: Option<u64>,
+    /// Root certificates HTTPS MCP servers are trusted with beside the webpki roots.
+    extra_roots_pem: Arc<[u8]>,
+    /// Headless (no prompter): the first request waits for every MCP server, as there is
+    /// no next prompt for a late server's tools to join.
+    headless: bool,
+    /// Servers whose failure was reported.
+    reported_failures: std::collections::HashSet<String>,
+}
+
+/// The history and its transcript.
+struct Record {
     history: Vec<MessageParam>,
-    transcript_path: PathBuf,
+    /// This project's sessions folder.
+    sessions: PathBuf,
+    /// The transcript's file.
+    path: PathBuf,
     transcript: Option<Transcript>,
     /// Where Write and Edit record their changes (checkpoints), writing into the transcript.
     journal: Arc<crate::checkpoints::Journal>,
@@ -134,12 +163,16 @@ pub struct Session {
     saved_context: Option<String>,
     /// Whether the transcript holds the user context this session sends.
     context_saved: bool,
-    /// The permission rules and where each came from (see [`Session::rules`]).
-    rule_origins: Vec<(&'static str, String, String)>,
+}
+
+/// What waits for the next request or prompt.
+struct Pending {
     /// Lines the user enters while a turn runs (interactive), sent with its next request.
     steering: Option<Steering>,
     /// What goes before the next prompt in its message: `!command` runs, `@file` reads.
-    pending_context: Vec<String>,
+    context: Vec<String>,
+    /// What the start-up gathering left for later (`git status` of a large repository).
+    late: Arc<crate::prefetch::Late>,
 }
 
 impl std::fmt::Debug for Session {
@@ -148,7 +181,7 @@ impl std::fmt::Debug for Session {
             .field("cwd", &self.cwd)
             .field("session_id", &self.session_id)
             .field("model", &self.model)
-            .field("messages", &self.history.len())
+            .field("messages", &self.record.history.len())
             .finish_non_exhaustive()
     }
 }
@@ -181,351 +214,36 @@ impl Session {
         for warning in settings.warnings() {
             eprintln!("agent: warning: {}", render::printable(&warning, false));
         }
-        // Settings' `env` applies to the whole session, as in Claude Code: the API client's
-        // configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
-        // over the process environment, of which commands and hooks get only an allow-list
-        // (`sandbox::env`). The variables model keys are read from stay the client's: the
-        // Anthropic and OpenAI ones (`sandbox::env::AGENT_CREDENTIALS`, withheld by every
-        // command's start) and each provider entry's `apiKeyEnv`, withheld here.
-        let provider_keys: Vec<&str> = settings
-            .providers
-            .values()
-            .filter_map(|entry| entry.api_key_env.as_deref())
-            .collect();
-        let env: Vec<(String, String)> = settings
-            .env
-            .iter()
-            .filter(|(key, _)| !provider_keys.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect();
-        let (provider_choice, named_model) = choose_provider(
-            options.model.provider.as_deref(),
-            options
-                .model
-                .model
-                .clone()
-                .or_else(|| settings.model.clone())
-                .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
-            &settings.providers,
-        )?;
+        let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
-        if openai && named_model == DEFAULT_MODEL {
-            bail!(
-                "the {} provider needs a model: name one with --model (or settings' \"model\"); the default {DEFAULT_MODEL} is Anthropic's",
-                provider_choice.name
-            );
-        }
-        if !openai && let Some((prefix, _)) = named_model.split_once('/') {
-            eprintln!(
-                "agent: warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
-                render::printable(&named_model, false),
-                render::printable(prefix, false),
-                provider_choice.name
-            );
-        }
-        let (client, extra_roots_pem, api_key_source) = model_client(
-            options,
-            &cwd,
-            &settings.env,
-            &provider_choice,
-            false,
-        )
-        .with_context(|| {
-            // Name the file when settings' env took part in the client's configuration.
-            let files: Vec<String> = settings
-                .applied_layers()
-                .filter(|(_, layer)| layer.env.keys().any(|key| key.starts_with("ANTHROPIC_")))
-                .map(|(path, _)| path.display().to_string())
-                .collect();
-            if files.is_empty() {
-                "configuring the API client".to_owned()
-            } else {
-                format!(
-                    "configuring the API client (with ANTHROPIC_* variables from the env of {})",
-                    files.join(", ")
-                )
-            }
-        })?;
-        let sessions = transcript::project_dir(&cwd)?;
-        let legacy = transcript::legacy_project_dir(&cwd)?;
-        let Resumed {
-            history,
-            session_id,
-            path: transcript_path,
-            copy_history,
-            user_context: saved_context,
-            last_activity,
-            turns,
-        } = resume(options, &sessions, legacy.as_deref(), !prompter_absent)?;
-        let journal = Arc::new(crate::checkpoints::Journal::default());
+        let (client, extra_roots_pem, api_key_source) =
+            model_client(options, &cwd, &settings.env, &provider_choice, false)
+                .with_context(|| client_context(&settings))?;
+        let (record, session_id, last_activity) = Record::open(options, &cwd, !prompter_absent)?;
 
-        let flag_mode = options.permissions.mode;
-        let mode = match (flag_mode, settings.permissions.default_mode.as_deref()) {
-            (Some(mode), _) => mode,
-            // Claude Code's other modes: asking is the stricter answer to both.
-            (None, Some(name @ ("dontAsk" | "auto"))) => {
-                eprintln!(
-                    "agent: warning: {}: permissions.defaultMode {name:?} (a Claude Code mode) is not supported by agent: default is used (calls without a rule are asked, or refused headless)",
-                    settings
-                        .default_mode_origin()
-                        .map_or_else(|| "settings".into(), |path| path.display().to_string())
-                );
-                tools::PermissionMode::Default
-            }
-            (None, Some(name)) => name.parse::<tools::PermissionMode>().ok().with_context(|| {
-                format!(
-                    "{}: invalid settings: permissions.defaultMode {name:?} is not default, acceptEdits, bypassPermissions or plan",
-                    settings
-                        .default_mode_origin()
-                        .map_or_else(|| "settings".into(), |path| path.display().to_string())
-                )
-            })?,
-            (None, None) => tools::PermissionMode::Default,
-        };
+        let mode = permission_mode(options, &settings)?;
         let model = if !openai {
             let lookup = |key: &str| setting_or_env(&settings.env, key);
             resolve_model(&named_model, mode == tools::PermissionMode::Plan, &lookup)
         } else {
             named_model
         };
-        let mut additional_dirs = Vec::new();
-        for layer in &settings.layers {
-            let applied = layer.applied(settings.project_trusted);
-            for dir in &applied.permissions.additional_directories {
-                // The user's own file names folders of the user's: `~/` is their home, and
-                // a relative entry would be resolved inside each project (whose links the
-                // project chooses), so it is skipped.
-                let dir = match (layer.scope, dir.strip_prefix("~")) {
-                    (settings::Scope::User, Ok(rest)) => match dirs::home_dir() {
-                        Some(home) => home.join(rest),
-                        None => dir.clone(),
-                    },
-                    (settings::Scope::User, Err(_)) if dir.is_relative() => {
-                        eprintln!(
-                            "agent: warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
-                            layer.path.display(),
-                            render::printable(&dir.to_string_lossy(), false)
-                        );
-                        continue;
-                    }
-                    _ => dir.clone(),
-                };
-                additional_dirs.push(absolute_dir(&cwd, &dir).with_context(|| {
-                    format!(
-                        "{}: invalid settings: permissions.additionalDirectories",
-                        layer.path.display()
-                    )
-                })?);
-            }
-        }
-        for dir in &options.permissions.add_dirs {
-            additional_dirs.push(absolute_dir(&cwd, dir).context("--add-dir")?);
-        }
-        let workspace = Arc::new(Workspace {
-            cwd: cwd.clone(),
-            additional_dirs,
-        });
-        // The programs the agent runs itself (bash, git, bwrap) are looked up from here on,
-        // never inside these roots.
-        let roots: Vec<PathBuf> = std::iter::once(&workspace.cwd)
-            .chain(&workspace.additional_dirs)
-            .cloned()
-            .collect();
-        tools::sandbox::env::fix_program_folders(&roots);
-        let results_dir = sessions.join(&session_id).join("tool-results");
-        // An allow rule a settings file holds that does not parse is left out with a warning
-        // (the session only asks more); a bad deny or ask rule stops the start below, as
-        // leaving it out would let run what the user meant to stop.
-        let allow = settings
-            .permissions
-            .allow
-            .iter()
-            .filter(|rule| match tools::PermissionGate::check_rule(rule, &cwd) {
-                Ok(()) => true,
-                Err(error) => {
-                    let origin = settings
-                        .rule_origin(rule)
-                        .map_or_else(|| "settings".to_owned(), |path| path.display().to_string());
-                    eprintln!(
-                        "agent: warning: {origin}: permissions.allow: {error}; the rule is ignored"
-                    );
-                    false
-                }
-            })
-            .cloned()
-            .collect();
-        let mut rules = tooling::Rules {
-            allow,
-            ask: settings.permissions.ask.clone(),
-            deny: settings.permissions.deny.clone(),
-        };
-        rules
-            .allow
-            .extend(options.permissions.allowed_tools.iter().cloned());
-        rules
-            .deny
-            .extend(options.permissions.disallowed_tools.iter().cloned());
-        let mut rule_origins = Vec::new();
-        for (kind, list) in [
-            ("allow", &rules.allow),
-            ("ask", &rules.ask),
-            ("deny", &rules.deny),
-        ] {
-            for rule in list {
-                let origin = settings.rule_origin(rule).map_or_else(
-                    || match kind {
-                        "deny" => "--disallowedTools".to_owned(),
-                        _ => "--allowedTools".to_owned(),
-                    },
-                    |path| path.display().to_string(),
-                );
-                rule_origins.push((kind, rule.clone(), origin));
-            }
-        }
-        let denied = tooling::DeniedTools::new(&rules.deny);
+        // First: the programs the agent runs itself are looked up outside the workspace
+        // from here on (the sandbox's among them).
+        let workspace = workspace(options, &settings, &cwd)?;
         let sandbox = sandbox_config(options, &settings)?;
-        for root in std::iter::once(&workspace.cwd).chain(&workspace.additional_dirs) {
-            for removed in tools::sandbox::sweep_placeholders(root) {
-                eprintln!(
-                    "agent: removed {}, an empty sandbox placeholder left by a killed run",
-                    removed.display()
-                );
-            }
-        }
-        let hook_env = hooks::HookEnv {
-            env: env.clone(),
-            session: Arc::new(std::sync::Mutex::new((
-                session_id.clone(),
-                transcript_path.clone(),
-            ))),
-            cwd: cwd.clone(),
-            permission_mode: mode.as_str().to_owned(),
-            gate: Arc::default(),
-            // Hooks start through this binary, which ties them to the agent's life.
-            guard: std::env::current_exe().ok(),
-        };
-        let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
-        let post_hooks = hooks_of("PostToolUse");
-        // The session's tools and every subagent's are built from one recipe.
-        let recipe = subagents::Recipe {
-            workspace: Arc::clone(&workspace),
+        let (mut tooling, structured) = ToolState::build(
+            (options, &settings, workspace),
+            (&session_id, &record),
             mode,
-            rules,
-            results_dir: results_dir.clone(),
-            env,
-            sandbox: sandbox.clone(),
             prompter,
-            hook_env: hook_env.clone(),
-            pre_hooks: hooks_of("PreToolUse"),
-            post_hooks: post_hooks.clone(),
-            stop_hooks: hooks_of("SubagentStop"),
-            denied: denied.clone(),
-            journal: Some(Arc::clone(&journal) as Arc<dyn tools::WriteJournal>),
-            session_mode: None,
-        };
-        let tooling = recipe.build(mode).map_err(|error| match &error {
-            tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
-                Some(path) => {
-                    anyhow::anyhow!("{}: invalid settings: {error}", path.display())
-                }
-                None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
-            },
-            _ => anyhow::Error::new(error),
-        })?;
-        let permissions = Arc::clone(&tooling.gate);
-        let _ = hook_env.gate.set(Arc::clone(&tooling.permissions));
-        let mut recipe = recipe;
-        recipe.session_mode = Some(tooling.permissions.mode_handle());
-        let mut tools = tooling.tools.clone();
-        // ExitPlanMode where a plan can be approved (interactive) or must be refused with
-        // how to go on (headless plan mode); never a subagent's (it comes before the count
-        // of built-in tools, which subagents get fresh from the recipe).
-        if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
-            tools.push(recipe.wrap(tooling.permissions.exit_plan_mode_tool()));
-        }
-        tools.retain(|tool| denied.offers(tool.as_ref()));
+            sandbox.clone(),
+        )?;
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
             subagents::definitions(&cwd, folder_trusted).into();
-        let mut stop_hook: Arc<dyn StopHook> = match settings.hooks.get("Stop") {
-            Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
-                hook_env.clone(),
-                matchers.clone(),
-            )),
-            _ => Arc::new(NoStopHook),
-        };
-        // `--json-schema`: a StructuredOutput tool and a stop hook that requires its call.
-        let structured =
-            match &options.json_schema {
-                Some(schema) => {
-                    let schema = crate::structured::load_schema(schema)?;
-                    let shared = crate::structured::Shared::default();
-                    tools.push(recipe.wrap(Arc::new(
-                        crate::structured::StructuredOutputTool::new(schema, Arc::clone(&shared)),
-                    )));
-                    stop_hook = Arc::new(crate::structured::RequireOutput::new(
-                        Arc::clone(&shared),
-                        stop_hook,
-                    ));
-                    Some(shared)
-                }
-                None => None,
-            };
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
-        let mut config = LoopConfig::for_model_info(&model, &info);
-        config.last_request = last_activity;
         let compact_percent = autocompact_percent(&settings.env)?;
-        set_window(&mut config, &info, compact_percent);
-        config.context.budget.tool_limits = vec![context::ToolLimit {
-            name_prefix: "mcp__".to_owned(),
-            chars: mcp_output_chars(&settings.env)?,
-        }];
-        // A fallback of another provider (`openai/gpt-5`, `ollama/qwen3-coder`) gets a
-        // client of its own; the adapter sends the fallback model's requests there.
-        let mut fallback_client = None;
-        if let Some(named) = &options.model.fallback_model {
-            let (choice, id) = choose_provider(None, named.clone(), &settings.providers)?;
-            let id = if choice.kind == settings::ProviderKind::Anthropic {
-                resolve_model(&id, false, &|key: &str| setting_or_env(&settings.env, key))
-            } else {
-                id
-            };
-            if choice.name != provider_choice.name && options.cassette.replay.is_none() {
-                let (client, _, _) = model_client(options, &cwd, &settings.env, &choice, true)
-                    .with_context(|| format!("--fallback-model {named}"))?;
-                fallback_client = Some(adapter::Fallback {
-                    model: id.clone(),
-                    client,
-                });
-            }
-            // Any fallback asks for what it can give, whichever provider serves it.
-            let (info, _) = model_info(&id, &settings.models, choice.kind.is_openai())?;
-            config.fallback_output_cap =
-                Some(u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX));
-            config.fallback_levels = Some(context::WaterLevels::with_overrides(
-                info.context_window,
-                info.max_output,
-                context::LevelOverrides {
-                    autocompact_percent: compact_percent,
-                    autocompact_disabled: false,
-                },
-            ));
-            config.fallback_model = Some(id);
-        }
-        config.max_turns = options.limits.max_turns;
-        if options.limits.max_tokens_budget == Some(0) {
-            bail!("--max-tokens-budget must be a positive number of output tokens");
-        }
-        config.token_budget = options.limits.max_tokens_budget;
-        let spend: Option<Arc<dyn loop_core::SpendGuard>> = match options.limits.max_budget_usd {
-            None => None,
-            Some(limit) if limit.is_finite() && limit > 0.0 => Some(Arc::new(
-                crate::budget::DollarBudget::new(limit, price_overrides(&settings.models)),
-            )),
-            Some(limit) => {
-                bail!("--max-budget-usd must be a positive number of US dollars, got {limit}")
-            }
-        };
         let model_settings = ModelSettings {
             models: settings.models.clone(),
             openai,
@@ -533,94 +251,61 @@ impl Session {
             plan: mode == tools::PermissionMode::Plan,
             compact_percent,
         };
-        config.summaries = summaries(
+        let mut config = loop_config(
+            options,
             &settings,
+            (&model, &info),
             &model_settings,
-            &model,
             prompter_absent,
-            options.cassette.replay.is_some(),
-        );
-        let mut system = options
-            .system_prompt
-            .clone()
-            .unwrap_or_else(|| context_info::SYSTEM_PROMPT.to_owned());
-        if let Some(extra) = &options.append_system_prompt {
-            system.push_str("\n\n");
-            system.push_str(extra);
-        }
-        if structured.is_some() {
-            system.push_str("\n\n");
-            system.push_str(crate::structured::INSTRUCTION);
-        }
-        config.system = vec![system];
+            structured.is_some(),
+        )?;
+        config.last_request = last_activity;
+        let fallback_client = fallback(
+            options,
+            &settings,
+            &cwd,
+            &provider_choice,
+            compact_percent,
+            &mut config,
+        )?;
+        tooling.spend = limits(options, &settings, &mut config)?;
 
-        let builtin_tools = tools.len();
-        let task_offered = denied.offers_named("Task", &["Agent"]);
-        let tool_names = tools
-            .iter()
-            .map(|tool| tool.name().to_owned())
-            .chain(task_offered.then(|| loop_core::subagent::TASK_TOOL.to_owned()))
-            .collect();
+        let tool_names = tooling.offered_names();
+        let post_hooks = tooling.recipe.post_hooks.clone();
         let mut session = Self {
             cwd,
             session_id,
             model,
             sandbox,
+            trusted: folder_trusted,
             tool_names,
             commands,
-            skills: Vec::new(),
             structured,
-            spend,
             api_key_source,
-            gate: Arc::clone(&tooling.permissions),
+            skills: Vec::new(),
             agents,
-            recipe,
-            builtin_tools,
-            denied,
-            task_offered,
-            watch: tooling.watch.clone(),
-            late: Arc::new(crate::prefetch::Late::none()),
-            model_settings,
-            sessions,
-            results_dir,
             config,
-            client,
-            tools,
-            permissions,
-            stop_hook,
-            workspace,
-            hook_env,
-            history,
-            transcript_path,
-            transcript: None,
-            journal,
-            turns,
-            copy_history,
-            trusted: folder_trusted,
-            mcp_servers,
-            mcp: None,
-            post_hooks,
-            reported_mcp_failures: std::collections::HashSet::new(),
-            mcp_wait: settings
-                .other
-                .get("mcpStartupWaitMs")
-                .and_then(serde_json::Value::as_u64),
-            headless: prompter_absent,
-            fallback_client,
-            window_assumed,
-            compact_percent,
-            extra_roots_pem,
-            // A copied history (a fork, another tool's transcript) starts a file of its own,
-            // which gets the context when its first turn writes it.
-            context_saved: saved_context.is_some() && !copy_history,
-            rule_origins,
-            steering: None,
-            pending_context: Vec::new(),
-            saved_context,
+            llm: ModelClients {
+                client,
+                fallback: fallback_client,
+                window_assumed,
+                compact_percent,
+                settings: model_settings,
+            },
+            tooling,
+            mcp: McpState::new(
+                mcp_servers,
+                post_hooks,
+                &settings,
+                extra_roots_pem,
+                prompter_absent,
+            ),
+            record,
+            pending: Pending::default(),
         };
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
-        if !session.copy_history && session.transcript_path.is_file() {
+        if !session.record.copy_history && session.record.path.is_file() {
             session.transcript()?;
         }
         Ok(session)
@@ -631,8 +316,8 @@ impl Session {
     /// runs in the read-only sandbox, or unsandboxed only in a trusted folder.
     pub async fn gather_context(&mut self) {
         // The window of a model nothing configured is asked of its server meanwhile.
-        let probe = self.window_assumed.then(|| {
-            let client = self.client.clone();
+        let probe = self.llm.window_assumed.then(|| {
+            let client = self.llm.client.clone();
             let model = self.config.model.clone();
             async move { client.reported_context_window(&model).await }
         });
@@ -652,16 +337,16 @@ impl Session {
     async fn gather_servers_and_context(&mut self) {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
-        if !self.mcp_servers.is_empty() {
-            let limits = crate::mcp_config::mcp_limits(self.mcp_wait, self.headless);
+        if !self.mcp.servers.is_empty() {
+            let limits = crate::mcp_config::mcp_limits(self.mcp.wait, self.mcp.headless);
             let options = mcp::Options {
                 tool_timeout: limits.tool_timeout,
-                extra_roots_pem: Arc::clone(&self.extra_roots_pem),
+                extra_roots_pem: Arc::clone(&self.mcp.extra_roots_pem),
                 guard: std::env::current_exe().ok(),
-                ..mcp::Options::new(self.sessions.join("mcp-logs"), limits.startup)
+                ..mcp::Options::new(self.record.sessions.join("mcp-logs"), limits.startup)
             };
-            let pool = mcp::Pool::start(std::mem::take(&mut self.mcp_servers), &options);
-            self.mcp = Some(Arc::clone(&pool));
+            let pool = mcp::Pool::start(std::mem::take(&mut self.mcp.servers), &options);
+            self.mcp.pool = Some(Arc::clone(&pool));
             self.gather_user_context().await;
             pool.settle(limits.grace).await;
             self.join_mcp_tools();
@@ -684,12 +369,16 @@ impl Session {
     /// vLLM's `/v1/models`, llama.cpp's `/props`, Ollama's `/api/show`), else the
     /// assumption, with one warning.
     fn settle_window(&mut self, reported: Option<u64>) {
-        self.window_assumed = false;
+        self.llm.window_assumed = false;
         let model = &self.config.model;
         match reported {
             Some(window) => {
                 tracing::info!(window, "the server reports the model's context window");
-                set_window(&mut self.config, &window_info(window), self.compact_percent);
+                set_window(
+                    &mut self.config,
+                    &window_info(window),
+                    self.llm.compact_percent,
+                );
             }
             None => eprintln!(
                 "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
@@ -702,7 +391,7 @@ impl Session {
     /// The prices settings' `models` entries give, by model id: they win over the built-in
     /// table when the cost is reported.
     pub fn price_overrides(&self) -> Arc<BTreeMap<String, context::Prices>> {
-        price_overrides(&self.model_settings.models)
+        price_overrides(&self.llm.settings.models)
     }
 
     /// The custom command or skill `line` (`/name arguments`) invokes, when it names one;
@@ -775,7 +464,8 @@ impl Session {
             None
         } else {
             Some(
-                self.gate
+                self.tooling
+                    .gate
                     .grant_for_turn(&invocation.allowed_tools)
                     .with_context(|| format!("/{}: allowed-tools", invocation.name))?,
             )
@@ -784,7 +474,8 @@ impl Session {
             return self.turn(invocation.prompt, observer, cancel).await;
         };
         let (id, info) = self
-            .model_settings
+            .llm
+            .settings
             .resolve(model)
             .with_context(|| format!("/{}: model", invocation.name))?;
         let before = (
@@ -793,7 +484,7 @@ impl Session {
             self.config.escalated_output_cap,
             self.config.context.levels,
         );
-        self.model_settings.apply(&mut self.config, id, &info);
+        self.llm.settings.apply(&mut self.config, id, &info);
         let outcome = self.turn(invocation.prompt, observer, cancel).await;
         (
             self.config.model,
@@ -807,25 +498,25 @@ impl Session {
     /// Adds the tools of MCP servers that connected since the last call (their tools join at
     /// the next turn of a session).
     pub fn join_mcp_tools(&mut self) {
-        let Some(pool) = &self.mcp else {
+        let Some(pool) = &self.mcp.pool else {
             return;
         };
         for tool in pool.tools() {
             if self.tool_names.iter().any(|name| name == tool.name())
-                || !self.denied.offers(tool.as_ref())
+                || !self.tooling.denied.offers(tool.as_ref())
             {
                 continue;
             }
             self.tool_names.push(tool.name().to_owned());
-            self.tools.push(hooks::PostToolUse::wrap(
-                &self.hook_env,
-                &self.post_hooks,
+            self.tooling.tools.push(hooks::PostToolUse::wrap(
+                &self.tooling.hook_env,
+                &self.mcp.post_hooks,
                 tool,
             ));
         }
         for (name, status) in pool.status() {
             if let mcp::Status::Failed(reason) = status
-                && self.reported_mcp_failures.insert(name)
+                && self.mcp.reported_failures.insert(name)
             {
                 eprintln!(
                     "agent: warning: MCP server {}",
@@ -837,7 +528,7 @@ impl Session {
 
     /// The MCP servers and their state (`system/init`'s `mcp_servers`).
     pub fn mcp_status(&self) -> Vec<(String, &'static str)> {
-        self.mcp.as_ref().map_or_else(Vec::new, |pool| {
+        self.mcp.pool.as_ref().map_or_else(Vec::new, |pool| {
             pool.status()
                 .into_iter()
                 .map(|(name, status)| (name, status.as_str()))
@@ -852,7 +543,7 @@ impl Session {
     /// request prefix (the prompt cache), the same facts the conversation was built on.
     async fn gather_user_context(&mut self) {
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
-        let resumed = self.saved_context.is_some();
+        let resumed = self.record.saved_context.is_some();
         let (cwd, sandbox, trusted) = (self.cwd.clone(), self.sandbox.clone(), self.trusted);
         let status = async move {
             if resumed {
@@ -888,11 +579,11 @@ impl Session {
                 crate::prefetch::GIT_STATUS_GRACE,
             )
             .await;
-            self.late = Arc::new(late);
+            self.pending.late = Arc::new(late);
             (needed, status)
         };
         self.skills = skills;
-        let context = match &self.saved_context {
+        let context = match &self.record.saved_context {
             Some(saved) => saved.clone(),
             None => format!(
                 "{}{}{memory}{}",
@@ -902,12 +593,12 @@ impl Session {
             ),
         };
         self.config.user_context = Some(context);
-        if !self.skills.is_empty() && self.denied.offers_named("Skill", &[]) {
+        if !self.skills.is_empty() && self.tooling.denied.offers_named("Skill", &[]) {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
             self.tool_names.push("Skill".to_owned());
-            self.tools.push(hooks::PostToolUse::wrap(
-                &self.hook_env,
-                &self.post_hooks,
+            self.tooling.tools.push(hooks::PostToolUse::wrap(
+                &self.tooling.hook_env,
+                &self.mcp.post_hooks,
                 tool,
             ));
         }
@@ -915,28 +606,32 @@ impl Session {
 
     /// Whether this session has a transcript file (it is created by the first turn).
     pub fn has_transcript(&self) -> bool {
-        self.transcript.is_some() || self.transcript_path.is_file()
+        self.record.transcript.is_some() || self.record.path.is_file()
     }
 
     /// The history so far.
     pub fn history(&self) -> &[MessageParam] {
-        &self.history
+        &self.record.history
     }
 
     /// Leaves this session's history behind and starts a new, empty session (the
     /// interactive `/clear`). The old session file stays where it is.
     pub fn clear(&mut self) {
         self.session_id = uuid::Uuid::new_v4().to_string();
-        self.transcript_path = self.sessions.join(format!("{}.jsonl", self.session_id));
-        self.transcript = None;
-        self.journal.detach();
-        self.turns = 0;
-        self.copy_history = false;
-        self.context_saved = false;
-        self.history.clear();
-        self.pending_context.clear();
-        self.hook_env
-            .set_session(self.session_id.clone(), self.transcript_path.clone());
+        self.record.path = self
+            .record
+            .sessions
+            .join(format!("{}.jsonl", self.session_id));
+        self.record.transcript = None;
+        self.record.journal.detach();
+        self.record.turns = 0;
+        self.record.copy_history = false;
+        self.record.context_saved = false;
+        self.record.history.clear();
+        self.pending.context.clear();
+        self.tooling
+            .hook_env
+            .set_session(self.session_id.clone(), self.record.path.clone());
     }
 
     /// The session's turns and rewinds as its file records them (`None` before its first
@@ -949,7 +644,7 @@ impl Session {
         if !self.has_transcript() {
             return Ok(None);
         }
-        crate::checkpoints::Timeline::read(&self.transcript_path).map(Some)
+        crate::checkpoints::Timeline::read(&self.record.path).map(Some)
     }
 
     /// Rewinds the session ([`crate::checkpoints::rewind`]); a rewound conversation is the
@@ -967,7 +662,7 @@ impl Session {
         let transcript = self.transcript()?.clone();
         let report = crate::checkpoints::rewind(&transcript, target, scope, overwrite)?;
         if let Some(messages) = &report.conversation {
-            self.history.clone_from(messages);
+            self.record.history.clone_from(messages);
         }
         Ok(report)
     }
@@ -988,21 +683,22 @@ impl Session {
             .to_owned();
         // Taken before anything changes: another agent writing it refuses the switch.
         let transcript = Transcript::open(path.to_path_buf(), id.clone(), &self.cwd)?;
-        transcript.set_entrypoint(if self.headless { "sdk-cli" } else { "cli" });
+        transcript.set_entrypoint(if self.mcp.headless { "sdk-cli" } else { "cli" });
         self.session_id = id;
-        self.transcript_path = path.to_path_buf();
-        self.journal.attach(transcript.clone());
-        self.transcript = Some(transcript);
-        self.turns = loaded.turns;
-        self.copy_history = false;
-        self.history = loaded.messages;
-        self.context_saved = loaded.user_context.is_some();
+        self.record.path = path.to_path_buf();
+        self.record.journal.attach(transcript.clone());
+        self.record.transcript = Some(transcript);
+        self.record.turns = loaded.turns;
+        self.record.copy_history = false;
+        self.record.history = loaded.messages;
+        self.record.context_saved = loaded.user_context.is_some();
         if let Some(context) = loaded.user_context {
             self.config.user_context = Some(context);
         }
         self.config.last_request = loaded.last_activity;
-        self.hook_env
-            .set_session(self.session_id.clone(), self.transcript_path.clone());
+        self.tooling
+            .hook_env
+            .set_session(self.session_id.clone(), self.record.path.clone());
         Ok(())
     }
 
@@ -1013,7 +709,7 @@ impl Session {
 
     /// The permission mode in force, as Claude Code spells it.
     pub fn mode_name(&self) -> &'static str {
-        self.gate.mode().as_str()
+        self.tooling.gate.mode().as_str()
     }
 
     /// Runs a command the user typed (`!command`): sandboxed as an approved Bash call would
@@ -1036,11 +732,14 @@ impl Session {
             RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let tool = self
+            .tooling
             .gate
             .user_command(&id, command)
             .map_err(|reason| anyhow::anyhow!("{reason}"))?;
-        let mut context =
-            executor::ToolContext::detached(id.as_str().into(), Arc::clone(&self.workspace));
+        let mut context = executor::ToolContext::detached(
+            id.as_str().into(),
+            Arc::clone(&self.tooling.workspace),
+        );
         context.cancel = cancel.child_token();
         let input = serde_json::json!({ "command": command });
         let (text, stdout, stderr, failed) = match tool.call(input, context).await {
@@ -1063,11 +762,11 @@ impl Session {
                 (text.clone(), String::new(), text, true)
             }
         };
-        self.pending_context.push(format!(
+        self.pending.context.push(format!(
             "<bash-input>{}</bash-input>",
             neutralize_tags(command)
         ));
-        self.pending_context.push(format!(
+        self.pending.context.push(format!(
             "<bash-stdout>{}</bash-stdout><bash-stderr>{}</bash-stderr>",
             neutralize_tags(&stdout),
             neutralize_tags(&stderr)
@@ -1097,7 +796,7 @@ impl Session {
                 continue;
             }
             let path = path.to_string_lossy().into_owned();
-            let tool = match self.gate.user_read(&path) {
+            let tool = match self.tooling.gate.user_read(&path) {
                 Ok(tool) => tool,
                 Err(reason) => {
                     notes.push(format!("@{mention}: not attached: {reason}"));
@@ -1107,15 +806,15 @@ impl Session {
             let input = serde_json::json!({ "file_path": path });
             let context = executor::ToolContext::detached(
                 format!("user_read_{}", notes.len()).as_str().into(),
-                Arc::clone(&self.workspace),
+                Arc::clone(&self.tooling.workspace),
             );
             match tool.call(input.clone(), context).await {
                 Ok(output) => {
                     let text = output.content.text();
-                    self.pending_context.push(format!(
+                    self.pending.context.push(format!(
                         "<system-reminder>\nCalled the Read tool with the following input: {input}\n</system-reminder>"
                     ));
-                    self.pending_context.push(format!(
+                    self.pending.context.push(format!(
                         "<system-reminder>\nResult of calling the Read tool: {}\n</system-reminder>",
                         serde_json::Value::String(neutralize_tags(&text))
                     ));
@@ -1130,12 +829,12 @@ impl Session {
     /// Where lines the user enters during a turn come from: each is sent with the turn's
     /// next request (after a tool batch), or, when the turn ends first, as the next prompt.
     pub fn set_steering(&mut self, steering: Steering) {
-        self.steering = Some(steering);
+        self.pending.steering = Some(steering);
     }
 
     /// The session's permission gate (its mode can be switched while a turn runs).
     pub fn permission_gate(&self) -> Arc<tools::PermissionGate> {
-        Arc::clone(&self.gate)
+        Arc::clone(&self.tooling.gate)
     }
 
     /// The water levels of the model in use (window, autocompact and blocking levels).
@@ -1146,7 +845,7 @@ impl Session {
     /// The permission rules in force, each with where it came from: `(kind, rule, origin)`,
     /// kind `allow`, `ask` or `deny`; origin a settings file or the flag.
     pub fn rules(&self) -> &[(&'static str, String, String)] {
-        &self.rule_origins
+        &self.tooling.rule_origins
     }
 
     /// Switches the model for the next requests (`/model NAME`): resolved as `--model` is
@@ -1157,9 +856,8 @@ impl Session {
     ///
     /// When the name does not resolve to a model of this provider.
     pub fn set_model(&mut self, name: &str) -> anyhow::Result<String> {
-        let (id, info) = self.model_settings.resolve(name)?;
-        self.model_settings
-            .apply(&mut self.config, id.clone(), &info);
+        let (id, info) = self.llm.settings.resolve(name)?;
+        self.llm.settings.apply(&mut self.config, id.clone(), &info);
         self.model.clone_from(&id);
         Ok(id)
     }
@@ -1179,10 +877,11 @@ impl Session {
         cancel: &CancellationToken,
     ) -> anyhow::Result<(u64, u64)> {
         let mut manager = context::ContextManager::new(self.config.context.clone());
-        let summarizer = adapter::ProviderSummarizer::new(self.client.clone(), self.model.clone())
-            .with_focus(focus);
-        let files = tooling::WorkspaceFiles::new(Arc::clone(&self.workspace));
-        let mut messages = self.history.clone();
+        let summarizer =
+            adapter::ProviderSummarizer::new(self.llm.client.clone(), self.model.clone())
+                .with_focus(focus);
+        let files = tooling::WorkspaceFiles::new(Arc::clone(&self.tooling.workspace));
+        let mut messages = self.record.history.clone();
         let prepared = tokio::select! {
             biased;
             () = cancel.cancelled() => anyhow::bail!("interrupted; nothing was compacted"),
@@ -1208,7 +907,7 @@ impl Session {
                 messages: messages.clone(),
             })
             .context("writing the compaction to the transcript")?;
-        self.history = messages;
+        self.record.history = messages;
         Ok((before, prepared.tokens.0))
     }
 
@@ -1219,86 +918,123 @@ impl Session {
 
     /// The transcript, opened (and seeded with a foreign history) on first use.
     fn transcript(&mut self) -> anyhow::Result<&mut Transcript> {
-        let transcript = match self.transcript.take() {
+        let transcript = match self.record.transcript.take() {
             Some(transcript) => transcript,
             None => {
-                let transcript = Transcript::open(
-                    self.transcript_path.clone(),
-                    self.session_id.clone(),
-                    &self.cwd,
-                )?;
-                transcript.set_entrypoint(if self.headless { "sdk-cli" } else { "cli" });
-                if !self.context_saved
+                let transcript =
+                    Transcript::open(self.record.path.clone(), self.session_id.clone(), &self.cwd)?;
+                transcript.set_entrypoint(if self.mcp.headless { "sdk-cli" } else { "cli" });
+                if !self.record.context_saved
                     && let Some(context) = &self.config.user_context
                 {
                     transcript.append_user_context(context)?;
-                    self.context_saved = true;
+                    self.record.context_saved = true;
                 }
-                if std::mem::take(&mut self.copy_history) {
-                    transcript.append_history(&self.history)?;
+                if std::mem::take(&mut self.record.copy_history) {
+                    transcript.append_history(&self.record.history)?;
                 }
-                self.journal.attach(transcript.clone());
+                self.record.journal.attach(transcript.clone());
                 transcript
             }
         };
-        Ok(self.transcript.insert(transcript))
+        Ok(self.record.transcript.insert(transcript))
     }
 
     /// The loop's collaborators for one turn; subagents' events go to `subagent_events`.
     fn deps(&self, subagent_events: mpsc::UnboundedSender<subagents::SubagentEvent>) -> Deps {
         // The mode the user chose last (Shift+Tab, an approved plan) for this turn's subagents.
-        let mut recipe = self.recipe.clone();
-        recipe.mode = self.gate.mode();
+        let mut recipe = self.tooling.recipe.clone();
+        recipe.mode = self.tooling.gate.mode();
         let host = subagents::Host::new(subagents::HostParts {
             recipe,
-            client: self.client.clone(),
-            fallback: self.fallback_client.clone(),
-            models: self.model_settings.clone(),
+            client: self.llm.client.clone(),
+            fallback: self.llm.fallback.clone(),
+            models: self.llm.settings.clone(),
             definitions: Arc::clone(&self.agents),
-            extra_tools: self.tools[self.builtin_tools.min(self.tools.len())..].to_vec(),
+            extra_tools: self.tooling.tools
+                [self.tooling.builtin_tools.min(self.tooling.tools.len())..]
+                .to_vec(),
             events: subagent_events,
-            transcripts: self.transcript_path.with_extension("").join("subagents"),
+            transcripts: self.record.path.with_extension("").join("subagents"),
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
             skills_context: crate::skills::context_list(&self.skills),
-            spend: self.spend.clone(),
+            spend: self.tooling.spend.clone(),
         });
         let fork_point = Arc::new(loop_core::subagent::ForkPoint::new());
-        let mut tools = self.tools.clone();
-        if self.task_offered {
+        let mut tools = self.tooling.tools.clone();
+        if self.tooling.task_offered {
             tools.extend(host.task_tool(self.config.clone(), Arc::clone(&fork_point)));
         }
         Deps {
             model: Arc::new(adapter::ProviderModel::with_fallback(
-                self.client.clone(),
-                self.fallback_client.clone(),
+                self.llm.client.clone(),
+                self.llm.fallback.clone(),
             )),
             tools,
-            permissions: Arc::clone(&self.permissions),
+            permissions: Arc::clone(&self.tooling.permissions),
             summarizer: Arc::new(adapter::ProviderSummarizer::new(
-                self.client.clone(),
+                self.llm.client.clone(),
                 self.model.clone(),
             )),
-            result_store: Box::new(tooling::DirStore::new(self.results_dir.clone())),
-            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(&self.workspace))),
-            stop_hook: Arc::clone(&self.stop_hook),
-            workspace: Arc::clone(&self.workspace),
-            tool_source: self.mcp.as_ref().map(|pool| {
+            result_store: Box::new(tooling::DirStore::new(self.tooling.results_dir.clone())),
+            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(
+                &self.tooling.workspace,
+            ))),
+            stop_hook: Arc::clone(&self.tooling.stop_hook),
+            workspace: Arc::clone(&self.tooling.workspace),
+            tool_source: self.mcp.pool.as_ref().map(|pool| {
                 Arc::new(McpTools {
                     pool: Arc::clone(pool),
-                    post_hooks: self.post_hooks.clone(),
-                    hook_env: self.hook_env.clone(),
-                    denied: self.denied.clone(),
+                    post_hooks: self.mcp.post_hooks.clone(),
+                    hook_env: self.tooling.hook_env.clone(),
+                    denied: self.tooling.denied.clone(),
                 }) as Arc<dyn loop_core::ToolSource>
             }),
             fork_point: Some(fork_point),
             attachments: Some(Arc::new(SessionAttachments {
-                watch: self.watch.clone(),
-                late: Arc::clone(&self.late),
-                steering: self.steering.clone(),
+                watch: self.tooling.watch.clone(),
+                late: Arc::clone(&self.pending.late),
+                steering: self.pending.steering.clone(),
             })),
-            spend: self.spend.clone(),
+            spend: self.tooling.spend.clone(),
         }
+    }
+
+    /// Sends `message` as a user would: a message of one text block naming a custom
+    /// command or skill (`/name arguments`) runs it ([`Session::invoke`]), anything else is
+    /// the next user message ([`Session::turn_message`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::invoke`] and [`Session::turn_message`].
+    pub async fn send(
+        &mut self,
+        message: MessageParam,
+        observer: &mut dyn crate::Observer,
+        cancel: CancellationToken,
+    ) -> anyhow::Result<LoopOutcome> {
+        if let [protocol::ContentBlock::Text(text)] = message.content.as_slice()
+            && let Some(invocation) = self.expand_command(&text.text)
+        {
+            return self.invoke(invocation, observer, cancel).await;
+        }
+        self.turn_message(message, observer, cancel).await
+    }
+
+    /// The names the user may type after `/` besides the built-in commands: the custom
+    /// commands, then the skills (skills are slash commands too, as in Claude Code).
+    pub fn slash_command_names(&self) -> Vec<String> {
+        self.commands
+            .iter()
+            .map(|command| command.name.clone())
+            .chain(self.skill_names())
+            .collect()
+    }
+
+    /// The skills' names.
+    pub fn skill_names(&self) -> Vec<String> {
+        self.skills.iter().map(|skill| skill.name.clone()).collect()
     }
 
     /// Runs one turn: `prompt` as the next user message, then the loop until it ends. Every
@@ -1335,9 +1071,9 @@ impl Session {
         self.join_mcp_tools();
         // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
         // first, as Claude Code sends it.
-        if !self.pending_context.is_empty() {
+        if !self.pending.context.is_empty() {
             let mut content: Vec<protocol::ContentBlock> =
-                std::mem::take(&mut self.pending_context)
+                std::mem::take(&mut self.pending.context)
                     .into_iter()
                     .map(protocol::ContentBlock::text)
                     .collect();
@@ -1348,8 +1084,8 @@ impl Session {
         // with the prompt: part of the new message, the cache prefix stays as it was.
         user.content.extend(
             SessionAttachments {
-                watch: self.watch.clone(),
-                late: Arc::clone(&self.late),
+                watch: self.tooling.watch.clone(),
+                late: Arc::clone(&self.pending.late),
                 steering: None,
             }
             .reminders()
@@ -1359,20 +1095,21 @@ impl Session {
         );
         // The turn begins in the file before its prompt: the point a rewind to the turn
         // before comes back to.
-        let turn = self.turns + 1;
+        let turn = self.record.turns + 1;
         let transcript = self.transcript()?;
         transcript.append_entry(
             "system",
             serde_json::json!({"subtype": crate::transcript::TURN_SUBTYPE, "turn": turn}),
         )?;
         transcript.append_param(&user)?;
-        self.turns = turn;
-        self.journal.begin_turn(turn);
-        self.history.push(user);
+        self.record.turns = turn;
+        self.record.journal.begin_turn(turn);
+        self.record.history.push(user);
         // A resumed history may end with a user message: merge, keep alternation.
         let mut repairs = Vec::new();
-        let history = context::normalize_messages(std::mem::take(&mut self.history), &mut repairs);
-        self.history = history.clone();
+        let history =
+            context::normalize_messages(std::mem::take(&mut self.record.history), &mut repairs);
+        self.record.history = history.clone();
 
         let (subagent_sender, mut subagent_events) = mpsc::unbounded_channel();
         let (handle, mut events) = spawn_loop(
@@ -1412,10 +1149,618 @@ impl Session {
             observer.subagent(&event);
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
-        self.history = std::mem::take(&mut outcome.messages);
+        self.record.history = std::mem::take(&mut outcome.messages);
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
     }
+}
+
+impl Record {
+    /// The history a session starts from (a new one, or the one `options` resume) and its
+    /// transcript's place; also the session id and when its last request was answered.
+    ///
+    /// # Errors
+    ///
+    /// A session to resume that does not exist or does not load.
+    fn open(
+        options: &Options,
+        cwd: &Path,
+        interactive: bool,
+    ) -> anyhow::Result<(Self, String, Option<std::time::SystemTime>)> {
+        let sessions = transcript::project_dir(cwd)?;
+        let legacy = transcript::legacy_project_dir(cwd)?;
+        let resumed = resume(options, &sessions, legacy.as_deref(), interactive)?;
+        let record = Self {
+            history: resumed.history,
+            sessions,
+            path: resumed.path,
+            transcript: None,
+            journal: Arc::default(),
+            turns: resumed.turns,
+            copy_history: resumed.copy_history,
+            // A copied history (a fork, another tool's transcript) starts a file of its own,
+            // which gets the context when its first turn writes it.
+            context_saved: resumed.user_context.is_some() && !resumed.copy_history,
+            saved_context: resumed.user_context,
+        };
+        Ok((record, resumed.session_id, resumed.last_activity))
+    }
+}
+
+impl McpState {
+    /// The servers to start, none started yet.
+    fn new(
+        servers: Vec<mcp::config::Configured>,
+        post_hooks: Vec<settings::HookMatcher>,
+        settings: &settings::Settings,
+        extra_roots_pem: Arc<[u8]>,
+        headless: bool,
+    ) -> Self {
+        Self {
+            servers,
+            pool: None,
+            post_hooks,
+            wait: settings
+                .other
+                .get("mcpStartupWaitMs")
+                .and_then(serde_json::Value::as_u64),
+            extra_roots_pem,
+            headless,
+            reported_failures: std::collections::HashSet::new(),
+        }
+    }
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Self {
+            steering: None,
+            context: Vec::new(),
+            late: Arc::new(crate::prefetch::Late::none()),
+        }
+    }
+}
+
+impl ToolState {
+    /// The session's tools and gate, built from one recipe that every subagent's are built
+    /// from too: the built-in tools confined to the workspace, the permission rules, the
+    /// hooks around them, ExitPlanMode where a plan can be approved (interactive) or must be
+    /// refused with how to go on (headless plan mode), and `--json-schema`'s tool. The
+    /// dollar budget (`spend`) is set by the caller. Also returns the structured output, as
+    /// it will be shared.
+    ///
+    /// # Errors
+    ///
+    /// A folder or rule that is not valid, or a schema that does not load, each named.
+    fn build(
+        (options, settings, workspace): (&Options, &settings::Settings, Arc<Workspace>),
+        (session_id, record): (&str, &Record),
+        mode: tools::PermissionMode,
+        prompter: Option<Arc<dyn tools::Prompter>>,
+        sandbox: tools::SandboxConfig,
+    ) -> anyhow::Result<(Self, Option<crate::structured::Shared>)> {
+        let cwd = workspace.cwd.as_path();
+        let results_dir = record.sessions.join(session_id).join("tool-results");
+        let (rules, rule_origins) = permission_rules(options, settings, cwd);
+        let denied = tooling::DeniedTools::new(&rules.deny);
+        let env = command_env(settings);
+        let hook_env = hook_env(&env, session_id, &record.path, cwd, mode);
+        let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
+        let mut recipe = subagents::Recipe {
+            workspace: Arc::clone(&workspace),
+            mode,
+            rules,
+            results_dir: results_dir.clone(),
+            env,
+            sandbox,
+            prompter,
+            hook_env: hook_env.clone(),
+            pre_hooks: hooks_of("PreToolUse"),
+            post_hooks: hooks_of("PostToolUse"),
+            stop_hooks: hooks_of("SubagentStop"),
+            denied: denied.clone(),
+            journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
+            session_mode: None,
+        };
+        let built = build_tools(&recipe, mode, settings)?;
+        let _ = hook_env.gate.set(Arc::clone(&built.permissions));
+        recipe.session_mode = Some(built.permissions.mode_handle());
+        let mut tools = built.tools.clone();
+        // Never a subagent's ExitPlanMode: it comes before the count of built-in tools,
+        // which subagents get fresh from the recipe.
+        if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
+            tools.push(recipe.wrap(built.permissions.exit_plan_mode_tool()));
+        }
+        tools.retain(|tool| denied.offers(tool.as_ref()));
+        let mut stop_hook = stop_hook(settings, &hook_env);
+        let structured = structured_output(options, &recipe, &mut tools, &mut stop_hook)?;
+        let state = Self {
+            builtin_tools: tools.len(),
+            task_offered: denied.offers_named("Task", &["Agent"]),
+            gate: Arc::clone(&built.permissions),
+            watch: built.watch.clone(),
+            permissions: Arc::clone(&built.gate),
+            tools,
+            stop_hook,
+            recipe,
+            denied,
+            results_dir,
+            spend: None,
+            rule_origins,
+            workspace,
+            hook_env,
+        };
+        Ok((state, structured))
+    }
+
+    /// The names of the tools the model is offered: the tools, then Task where offered.
+    fn offered_names(&self) -> Vec<String> {
+        self.tools
+            .iter()
+            .map(|tool| tool.name().to_owned())
+            .chain(
+                self.task_offered
+                    .then(|| loop_core::subagent::TASK_TOOL.to_owned()),
+            )
+            .collect()
+    }
+}
+
+/// The workspace: `cwd` and the additional folders. The programs the agent runs itself
+/// (bash, git, bwrap) are looked up outside its roots from here on, and the empty sandbox
+/// placeholders a killed run left in them are removed.
+///
+/// # Errors
+///
+/// An additional folder that does not exist, naming where it was given.
+fn workspace(
+    options: &Options,
+    settings: &settings::Settings,
+    cwd: &Path,
+) -> anyhow::Result<Arc<Workspace>> {
+    let workspace = Workspace {
+        cwd: cwd.to_path_buf(),
+        additional_dirs: additional_dirs(options, settings, cwd)?,
+    };
+    let roots: Vec<PathBuf> = std::iter::once(&workspace.cwd)
+        .chain(&workspace.additional_dirs)
+        .cloned()
+        .collect();
+    tools::sandbox::env::fix_program_folders(&roots);
+    for root in &roots {
+        for removed in tools::sandbox::sweep_placeholders(root) {
+            eprintln!(
+                "agent: removed {}, an empty sandbox placeholder left by a killed run",
+                removed.display()
+            );
+        }
+    }
+    Ok(Arc::new(workspace))
+}
+
+/// The tools and gate `recipe` gives in `mode`.
+///
+/// # Errors
+///
+/// A rule that does not parse, naming the settings file or the flags it came from.
+fn build_tools(
+    recipe: &subagents::Recipe,
+    mode: tools::PermissionMode,
+    settings: &settings::Settings,
+) -> anyhow::Result<subagents::Built> {
+    recipe.build(mode).map_err(|error| match &error {
+        tools::Error::InvalidRule { rule, .. } => match settings.rule_origin(rule) {
+            Some(path) => anyhow::anyhow!("{}: invalid settings: {error}", path.display()),
+            None => anyhow::anyhow!("--allowedTools/--disallowedTools: {error}"),
+        },
+        _ => anyhow::Error::new(error),
+    })
+}
+
+/// The settings' Stop hooks, or none.
+fn stop_hook(settings: &settings::Settings, hook_env: &hooks::HookEnv) -> Arc<dyn StopHook> {
+    match settings.hooks.get("Stop") {
+        Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
+            hook_env.clone(),
+            matchers.clone(),
+        )),
+        _ => Arc::new(NoStopHook),
+    }
+}
+
+/// `--json-schema`: a StructuredOutput tool among `tools` and a stop hook in front of
+/// `stop_hook` that requires its call; the output as it will be shared.
+///
+/// # Errors
+///
+/// A schema that does not load.
+fn structured_output(
+    options: &Options,
+    recipe: &subagents::Recipe,
+    tools: &mut Vec<Arc<dyn executor::Tool>>,
+    stop_hook: &mut Arc<dyn StopHook>,
+) -> anyhow::Result<Option<crate::structured::Shared>> {
+    let Some(schema) = &options.json_schema else {
+        return Ok(None);
+    };
+    let schema = crate::structured::load_schema(schema)?;
+    let shared = crate::structured::Shared::default();
+    tools.push(
+        recipe.wrap(Arc::new(crate::structured::StructuredOutputTool::new(
+            schema,
+            Arc::clone(&shared),
+        ))),
+    );
+    *stop_hook = Arc::new(crate::structured::RequireOutput::new(
+        Arc::clone(&shared),
+        Arc::clone(stop_hook),
+    ));
+    Ok(Some(shared))
+}
+
+/// What hooks are told of the session (its id and transcript, folder, mode) and run with.
+fn hook_env(
+    env: &[(String, String)],
+    session_id: &str,
+    transcript: &Path,
+    cwd: &Path,
+    mode: tools::PermissionMode,
+) -> hooks::HookEnv {
+    hooks::HookEnv {
+        env: env.to_vec(),
+        session: Arc::new(std::sync::Mutex::new((
+            session_id.to_owned(),
+            transcript.to_path_buf(),
+        ))),
+        cwd: cwd.to_path_buf(),
+        permission_mode: mode.as_str().to_owned(),
+        gate: Arc::default(),
+        // Hooks start through this binary, which ties them to the agent's life.
+        guard: std::env::current_exe().ok(),
+    }
+}
+
+/// The loop's settings for `model` (its id and what is known of it): its window and
+/// levels, MCP results' size limit, the background summaries, the system prompt.
+///
+/// # Errors
+///
+/// A settings `env` value that is not a number where one is needed, naming it.
+fn loop_config(
+    options: &Options,
+    settings: &settings::Settings,
+    (model, info): (&str, &context::ModelInfo),
+    model_settings: &ModelSettings,
+    headless: bool,
+    structured: bool,
+) -> anyhow::Result<LoopConfig> {
+    let mut config = LoopConfig::for_model_info(model, info);
+    set_window(&mut config, info, model_settings.compact_percent);
+    config.context.budget.tool_limits = vec![context::ToolLimit {
+        name_prefix: "mcp__".to_owned(),
+        chars: mcp_output_chars(&settings.env)?,
+    }];
+    config.summaries = summaries(
+        settings,
+        model_settings,
+        model,
+        headless,
+        options.cassette.replay.is_some(),
+    );
+    config.system = vec![system_prompt(options, structured)];
+    Ok(config)
+}
+
+/// The settings' `env` for commands and hooks.
+///
+/// Settings' `env` applies to the whole session, as in Claude Code: the API client's
+/// configuration (ANTHROPIC_BASE_URL, ...), every Bash command and every hook; it wins
+/// over the process environment, of which commands and hooks get only an allow-list
+/// (`sandbox::env`). The variables model keys are read from stay the client's: the
+/// Anthropic and OpenAI ones (`sandbox::env::AGENT_CREDENTIALS`, withheld by every
+/// command's start) and each provider entry's `apiKeyEnv`, withheld here.
+fn command_env(settings: &settings::Settings) -> Vec<(String, String)> {
+    let provider_keys: Vec<&str> = settings
+        .providers
+        .values()
+        .filter_map(|entry| entry.api_key_env.as_deref())
+        .collect();
+    settings
+        .env
+        .iter()
+        .filter(|(key, _)| !provider_keys.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// The provider and the model as named (`--model`, else settings' `model`, else
+/// [`DEFAULT_MODEL`]), before aliases are resolved; warns of a `NAME/model` whose NAME is not
+/// a provider.
+///
+/// # Errors
+///
+/// An unknown provider, or an OpenAI-compatible one with no model named.
+fn named_model(
+    options: &Options,
+    settings: &settings::Settings,
+) -> anyhow::Result<(ProviderChoice, String)> {
+    let (provider_choice, named_model) = choose_provider(
+        options.model.provider.as_deref(),
+        options
+            .model
+            .model
+            .clone()
+            .or_else(|| settings.model.clone())
+            .unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+        &settings.providers,
+    )?;
+    let openai = provider_choice.kind.is_openai();
+    if openai && named_model == DEFAULT_MODEL {
+        bail!(
+            "the {} provider needs a model: name one with --model (or settings' \"model\"); the default {DEFAULT_MODEL} is Anthropic's",
+            provider_choice.name
+        );
+    }
+    if !openai && let Some((prefix, _)) = named_model.split_once('/') {
+        eprintln!(
+            "agent: warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
+            render::printable(&named_model, false),
+            render::printable(prefix, false),
+            provider_choice.name
+        );
+    }
+    Ok((provider_choice, named_model))
+}
+
+/// What a client that cannot be configured is reported with: the files whose `env` set
+/// `ANTHROPIC_*` variables, when any did.
+fn client_context(settings: &settings::Settings) -> String {
+    // Name the file when settings' env took part in the client's configuration.
+    let files: Vec<String> = settings
+        .applied_layers()
+        .filter(|(_, layer)| layer.env.keys().any(|key| key.starts_with("ANTHROPIC_")))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    if files.is_empty() {
+        "configuring the API client".to_owned()
+    } else {
+        format!(
+            "configuring the API client (with ANTHROPIC_* variables from the env of {})",
+            files.join(", ")
+        )
+    }
+}
+
+/// The permission mode: the caller's, else settings' `defaultMode` (Claude Code's
+/// `dontAsk` and `auto` read as default, with a warning), else default.
+///
+/// # Errors
+///
+/// A `defaultMode` that is no mode, naming its file.
+fn permission_mode(
+    options: &Options,
+    settings: &settings::Settings,
+) -> anyhow::Result<tools::PermissionMode> {
+    Ok(match (options.permissions.mode, settings.permissions.default_mode.as_deref()) {
+        (Some(mode), _) => mode,
+        // Claude Code's other modes: asking is the stricter answer to both.
+        (None, Some(name @ ("dontAsk" | "auto"))) => {
+            eprintln!(
+                "agent: warning: {}: permissions.defaultMode {name:?} (a Claude Code mode) is not supported by agent: default is used (calls without a rule are asked, or refused headless)",
+                settings
+                    .default_mode_origin()
+                    .map_or_else(|| "settings".into(), |path| path.display().to_string())
+            );
+            tools::PermissionMode::Default
+        }
+        (None, Some(name)) => name.parse::<tools::PermissionMode>().ok().with_context(|| {
+            format!(
+                "{}: invalid settings: permissions.defaultMode {name:?} is not default, acceptEdits, bypassPermissions or plan",
+                settings
+                    .default_mode_origin()
+                    .map_or_else(|| "settings".into(), |path| path.display().to_string())
+            )
+        })?,
+        (None, None) => tools::PermissionMode::Default,
+    })
+}
+
+/// The folders besides `cwd` the tools may use: settings' `additionalDirectories` (a
+/// user file's `~/` is the home folder; its relative entries are skipped with a warning),
+/// then the caller's.
+///
+/// # Errors
+///
+/// A folder that does not exist, naming its file or `--add-dir`.
+fn additional_dirs(
+    options: &Options,
+    settings: &settings::Settings,
+    cwd: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut additional_dirs = Vec::new();
+    for layer in &settings.layers {
+        let applied = layer.applied(settings.project_trusted);
+        for dir in &applied.permissions.additional_directories {
+            // The user's own file names folders of the user's: `~/` is their home, and
+            // a relative entry would be resolved inside each project (whose links the
+            // project chooses), so it is skipped.
+            let dir = match (layer.scope, dir.strip_prefix("~")) {
+                (settings::Scope::User, Ok(rest)) => match dirs::home_dir() {
+                    Some(home) => home.join(rest),
+                    None => dir.clone(),
+                },
+                (settings::Scope::User, Err(_)) if dir.is_relative() => {
+                    eprintln!(
+                        "agent: warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
+                        layer.path.display(),
+                        render::printable(&dir.to_string_lossy(), false)
+                    );
+                    continue;
+                }
+                _ => dir.clone(),
+            };
+            additional_dirs.push(absolute_dir(cwd, &dir).with_context(|| {
+                format!(
+                    "{}: invalid settings: permissions.additionalDirectories",
+                    layer.path.display()
+                )
+            })?);
+        }
+    }
+    for dir in &options.permissions.add_dirs {
+        additional_dirs.push(absolute_dir(cwd, dir).context("--add-dir")?);
+    }
+    Ok(additional_dirs)
+}
+
+/// The permission rules (settings' then the caller's) and where each came from. An allow
+/// rule a settings file holds that does not parse is left out with a warning (the session
+/// only asks more); a bad deny or ask rule stops the start when the gate is built, as
+/// leaving it out would let run what the user meant to stop.
+fn permission_rules(
+    options: &Options,
+    settings: &settings::Settings,
+    cwd: &Path,
+) -> (tooling::Rules, Vec<(&'static str, String, String)>) {
+    let allow = settings
+        .permissions
+        .allow
+        .iter()
+        .filter(|rule| match tools::PermissionGate::check_rule(rule, cwd) {
+            Ok(()) => true,
+            Err(error) => {
+                let origin = settings
+                    .rule_origin(rule)
+                    .map_or_else(|| "settings".to_owned(), |path| path.display().to_string());
+                eprintln!(
+                    "agent: warning: {origin}: permissions.allow: {error}; the rule is ignored"
+                );
+                false
+            }
+        })
+        .cloned()
+        .collect();
+    let mut rules = tooling::Rules {
+        allow,
+        ask: settings.permissions.ask.clone(),
+        deny: settings.permissions.deny.clone(),
+    };
+    rules
+        .allow
+        .extend(options.permissions.allowed_tools.iter().cloned());
+    rules
+        .deny
+        .extend(options.permissions.disallowed_tools.iter().cloned());
+    let mut rule_origins = Vec::new();
+    for (kind, list) in [
+        ("allow", &rules.allow),
+        ("ask", &rules.ask),
+        ("deny", &rules.deny),
+    ] {
+        for rule in list {
+            let origin = settings.rule_origin(rule).map_or_else(
+                || match kind {
+                    "deny" => "--disallowedTools".to_owned(),
+                    _ => "--allowedTools".to_owned(),
+                },
+                |path| path.display().to_string(),
+            );
+            rule_origins.push((kind, rule.clone(), origin));
+        }
+    }
+    (rules, rule_origins)
+}
+
+/// `--fallback-model`: its id, window and output cap in `config`, and a client of its own
+/// when another provider serves it (`openai/gpt-5`, `ollama/qwen3-coder`: the adapter sends
+/// the fallback model's requests there).
+///
+/// # Errors
+///
+/// An unknown provider or model entry, or a client that cannot be configured.
+fn fallback(
+    options: &Options,
+    settings: &settings::Settings,
+    cwd: &Path,
+    provider_choice: &ProviderChoice,
+    compact_percent: Option<u8>,
+    config: &mut LoopConfig,
+) -> anyhow::Result<Option<adapter::Fallback>> {
+    let mut fallback_client = None;
+    if let Some(named) = &options.model.fallback_model {
+        let (choice, id) = choose_provider(None, named.clone(), &settings.providers)?;
+        let id = if choice.kind == settings::ProviderKind::Anthropic {
+            resolve_model(&id, false, &|key: &str| setting_or_env(&settings.env, key))
+        } else {
+            id
+        };
+        if choice.name != provider_choice.name && options.cassette.replay.is_none() {
+            let (client, _, _) = model_client(options, cwd, &settings.env, &choice, true)
+                .with_context(|| format!("--fallback-model {named}"))?;
+            fallback_client = Some(adapter::Fallback {
+                model: id.clone(),
+                client,
+            });
+        }
+        // Any fallback asks for what it can give, whichever provider serves it.
+        let (info, _) = model_info(&id, &settings.models, choice.kind.is_openai())?;
+        config.fallback_output_cap =
+            Some(u32::try_from(info.default_output_cap.0).unwrap_or(u32::MAX));
+        config.fallback_levels = Some(context::WaterLevels::with_overrides(
+            info.context_window,
+            info.max_output,
+            context::LevelOverrides {
+                autocompact_percent: compact_percent,
+                autocompact_disabled: false,
+            },
+        ));
+        config.fallback_model = Some(id);
+    }
+    Ok(fallback_client)
+}
+
+/// The run's limits in `config` (turns, output-token budget) and the dollar budget's guard.
+///
+/// # Errors
+///
+/// A budget that is not a positive number.
+fn limits(
+    options: &Options,
+    settings: &settings::Settings,
+    config: &mut LoopConfig,
+) -> anyhow::Result<Option<Arc<dyn loop_core::SpendGuard>>> {
+    config.max_turns = options.limits.max_turns;
+    if options.limits.max_tokens_budget == Some(0) {
+        bail!("--max-tokens-budget must be a positive number of output tokens");
+    }
+    config.token_budget = options.limits.max_tokens_budget;
+    Ok(match options.limits.max_budget_usd {
+        None => None,
+        Some(limit) if limit.is_finite() && limit > 0.0 => Some(Arc::new(
+            crate::budget::DollarBudget::new(limit, price_overrides(&settings.models)),
+        )),
+        Some(limit) => {
+            bail!("--max-budget-usd must be a positive number of US dollars, got {limit}")
+        }
+    })
+}
+
+/// The system prompt: the caller's or the built-in one, the caller's addition, and the
+/// structured output's instruction when `structured`.
+fn system_prompt(options: &Options, structured: bool) -> String {
+    let mut system = options
+        .system_prompt
+        .clone()
+        .unwrap_or_else(|| context_info::SYSTEM_PROMPT.to_owned());
+    if let Some(extra) = &options.append_system_prompt {
+        system.push_str("\n\n");
+        system.push_str(extra);
+    }
+    if structured {
+        system.push_str("\n\n");
+        system.push_str(crate::structured::INSTRUCTION);
+    }
+    system
 }
 
 /// The prices settings' `models` entries give, by model id.

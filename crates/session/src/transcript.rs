@@ -376,7 +376,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn append_history(&self, messages: &[MessageParam]) -> anyhow::Result<()> {
         let mut writer = self.writer();
         for message in messages {
@@ -389,7 +389,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn append(&self, role: Role, message: &Value) -> anyhow::Result<()> {
         self.append_entry(role_name(role), json!({ "message": message }))
     }
@@ -398,7 +398,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn append_param(&self, message: &MessageParam) -> anyhow::Result<()> {
         self.append(message.role, &serde_json::to_value(message)?)
     }
@@ -407,7 +407,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn record(&self, change: &HistoryEvent) -> anyhow::Result<()> {
         match change {
             HistoryEvent::Response(message) => {
@@ -454,7 +454,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn append_compaction(
         &self,
         trigger: &str,
@@ -488,7 +488,7 @@ impl Transcript {
     ///
     /// # Errors
     ///
-    /// As [`Transcript::append_entry`].
+    /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn append_user_context(&self, text: &str) -> anyhow::Result<()> {
         self.append_entry(
             "system",

@@ -427,7 +427,7 @@ pub struct Item {
     digest: String,
 }
 
-/// The start of a narrowing item's digest in the record (see [`Item::narrowing`]).
+/// The start of a narrowing item's digest in the record (a deny or ask rule: see `Item::narrowing`).
 const NARROWING: &str = "n:";
 
 impl Item {
@@ -449,7 +449,7 @@ impl Item {
         }
     }
 
-    /// Whether it narrows (see [`Item::narrowing`]).
+    /// Whether it narrows (a deny or ask rule: see `Item::narrowing`).
     pub fn narrows(&self) -> bool {
         self.digest.starts_with(NARROWING)
     }
@@ -569,7 +569,7 @@ fn bounded_text(path: &Path, limit: u64) -> Result<String, String> {
 
 /// The items of one settings file of a session in `cwd`.
 ///
-/// Its deny and ask rules are narrowing items ([`Item::narrowing`]) of a project file.
+/// Its deny and ask rules are narrowing items (see `Item::narrowing`) of a project file.
 fn layer_items(cwd: &Path, layer: &crate::settings::Layer) -> Vec<Item> {
     let file = layer.path.strip_prefix(cwd).unwrap_or(&layer.path);
     let file = file.to_string_lossy();
@@ -607,7 +607,7 @@ fn mcp_item(name: &str, server: &serde_json::Value) -> Item {
 }
 
 /// Adds the `.mcp.json` server `name` of `cwd`, as the user's own `agent mcp add --scope
-/// project` wrote it, to the record covering `cwd`, if one does (see [`record_own`]).
+/// project` wrote it, to the record covering `cwd`, if one does (as the user's own change).
 ///
 /// # Errors
 ///
@@ -622,7 +622,7 @@ pub fn record_mcp_server(
 
 /// Adds the allow rule `rule`, as the user's own "also allow in later sessions" saved it in
 /// the project settings file `file` (`<cwd>/.agent/settings.local.json`), to the record
-/// covering that folder, if one does (see [`record_own`]). Nothing for a file outside a
+/// covering that folder, if one does (as the user's own change). Nothing for a file outside a
 /// project's `.agent/` or `.claude/`.
 ///
 /// # Errors
@@ -762,7 +762,7 @@ pub struct Change {
     pub added: Vec<String>,
     /// How many recorded items are no longer there (or changed).
     pub removed: usize,
-    /// How many of those were deny or ask rules ([`Item::narrowing`]).
+    /// How many of those were deny or ask rules (see `Item::narrowing`).
     pub narrowing_removed: usize,
     /// Whether nothing was recorded for the working directory: its configuration is new
     /// (`sub/.claude/` made after the folder was trusted).

@@ -1,0 +1,231 @@
+//! The slash commands every front end shares: the built-in ones and what each does, what a
+//! typed line asks for ([`parse`]), and the nearest known command to a mistyped one. What
+//! each command shows is the front end's.
+
+/// The built-in commands, with what each does (`/help` lists them in this order).
+pub const BUILT_IN: &[(&str, &str)] = &[
+    ("help", "the keys and commands"),
+    (
+        "clear",
+        "start a new session (the old one stays resumable with --resume)",
+    ),
+    (
+        "compact",
+        "[focus] summarize the conversation now, to free the context",
+    ),
+    (
+        "context",
+        "how full the context is: used, autocompact level, blocking limit",
+    ),
+    ("cost", "this session's requests, tokens and cost"),
+    (
+        "model",
+        "[name] the model, or switch to another for the next requests",
+    ),
+    (
+        "permissions",
+        "the permission mode and rules in force, and where each came from",
+    ),
+    (
+        "status",
+        "model, mode, folder, session, sandbox, MCP servers",
+    ),
+    (
+        "init",
+        "ask the model to write an AGENTS.md for this project",
+    ),
+    (
+        "rewind",
+        "[N [code|conversation|both] | undo] go back to the end of a turn",
+    ),
+    (
+        "resume",
+        "pick an earlier session of this folder and continue it",
+    ),
+    ("mcp", "the MCP servers, their status and tools"),
+    (
+        "agents",
+        "the subagents the model can start (built-in, yours, the project's)",
+    ),
+    ("exit", "exit (also /quit)"),
+];
+
+/// The prompt `/init` sends.
+pub const INIT_PROMPT: &str = "Please analyze this codebase and create an AGENTS.md file at its root, which will be given to future coding agents working in this repository.\n\nWhat to add:\n1. The commands that will be commonly used: how to build, lint and run the tests, including how to run a single test.\n2. The high-level architecture and structure of the code, the \"big picture\" that takes reading several files to understand, so that future agents can be productive more quickly.\n\nUsage notes:\n- If there is already an AGENTS.md (or a CLAUDE.md), suggest improvements to it instead of starting over.\n- Do not list every component or file structure that can be easily discovered, and do not repeat yourself.\n- Include the important parts of a README, of .cursor/rules, .cursorrules or .github/copilot-instructions.md if they exist.\n- Do not make up information that is not backed by the project's files.\n- Begin the file with:\n\n```\n# AGENTS.md\n\nThis file provides guidance to coding agents working with code in this repository.\n```";
+
+/// What a line typed at the prompt asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Nothing (blank line).
+    Nothing,
+    /// A task for the agent.
+    Task(String),
+    /// A custom command or skill, expanded.
+    Invoke(crate::Invocation),
+    /// `/help`.
+    Help,
+    /// `/clear`.
+    Clear,
+    /// `/compact [focus]`.
+    Compact(Option<String>),
+    /// `/context`.
+    Context,
+    /// `/cost`.
+    Cost,
+    /// `/model [name]`.
+    Model(Option<String>),
+    /// `/permissions`.
+    Permissions,
+    /// `/status`.
+    Status,
+    /// `/init`.
+    Init,
+    /// `/mcp`.
+    Mcp,
+    /// `/agents`.
+    Agents,
+    /// `/rewind [arguments]`.
+    Rewind(String),
+    /// `/resume`.
+    Resume,
+    /// `/exit` or `/quit`.
+    Exit,
+    /// `/something` else.
+    Unknown(String),
+    /// `!command`: run it (bash mode).
+    Shell(String),
+}
+
+/// Reads a line typed at the prompt. `/word [arguments]` is a command (letters, digits, `-`,
+/// `_` and `:` in the word); anything else, a path such as `/usr/bin is slow` included, is
+/// a task.
+pub fn parse(line: &str) -> Input {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Input::Nothing;
+    }
+    if let Some(command) = trimmed.strip_prefix('!') {
+        return match command.trim() {
+            "" => Input::Nothing,
+            command => Input::Shell(command.to_owned()),
+        };
+    }
+    let Some(rest) = trimmed.strip_prefix('/') else {
+        return Input::Task(trimmed.to_owned());
+    };
+    let command = rest.split_whitespace().next().unwrap_or_default();
+    if !command
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
+    {
+        return Input::Task(trimmed.to_owned());
+    }
+    let argument = rest[command.len()..].trim();
+    let optional = || (!argument.is_empty()).then(|| argument.to_owned());
+    match command {
+        "help" => Input::Help,
+        "clear" => Input::Clear,
+        "compact" => Input::Compact(optional()),
+        "context" => Input::Context,
+        "cost" => Input::Cost,
+        "model" => Input::Model(optional()),
+        "permissions" => Input::Permissions,
+        "status" => Input::Status,
+        "init" => Input::Init,
+        "mcp" => Input::Mcp,
+        "agents" => Input::Agents,
+        "rewind" => Input::Rewind(argument.to_owned()),
+        "resume" => Input::Resume,
+        "exit" | "quit" => Input::Exit,
+        other => Input::Unknown(other.to_owned()),
+    }
+}
+
+/// The known command nearest to `typed` (at most 2 edits away, or one it starts), for
+/// "did you mean": among the built-in commands and `others` (custom commands, skills).
+pub fn nearest<'a>(typed: &str, others: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let typed = typed.to_ascii_lowercase();
+    let names = BUILT_IN
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(["quit"])
+        .chain(others);
+    let mut best: Option<(usize, &str)> = None;
+    for name in names {
+        let distance = if !typed.is_empty() && name.starts_with(&typed) {
+            0
+        } else {
+            edit_distance(&typed, name)
+        };
+        if distance <= 2 && best.is_none_or(|(best, _)| distance < best) {
+            best = Some((distance, name));
+        }
+    }
+    best.map(|(_, name)| name.to_owned())
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_into_commands_and_tasks() {
+        assert_eq!(parse("   "), Input::Nothing);
+        assert_eq!(parse("/help"), Input::Help);
+        assert_eq!(parse(" /exit "), Input::Exit);
+        assert_eq!(parse("/quit"), Input::Exit);
+        assert_eq!(parse("/clear"), Input::Clear);
+        assert_eq!(parse("/mcp"), Input::Mcp);
+        assert_eq!(parse("/frob"), Input::Unknown("frob".into()));
+        assert_eq!(parse("/exit now"), Input::Exit);
+        assert_eq!(parse("/model"), Input::Model(None));
+        assert_eq!(
+            parse("/model  sonnet "),
+            Input::Model(Some("sonnet".into()))
+        );
+        assert_eq!(
+            parse("/compact keep the API notes"),
+            Input::Compact(Some("keep the API notes".into()))
+        );
+        assert_eq!(parse("/compact"), Input::Compact(None));
+        assert_eq!(parse("/"), Input::Unknown(String::new()));
+        assert_eq!(
+            parse("/usr/bin is slow, why?"),
+            Input::Task("/usr/bin is slow, why?".into())
+        );
+        assert_eq!(parse("fix the bug\n"), Input::Task("fix the bug".into()));
+        assert_eq!(parse("!ls -la"), Input::Shell("ls -la".into()));
+        assert_eq!(parse("! "), Input::Nothing);
+    }
+
+    #[test]
+    fn unknown_commands_suggest_the_nearest() {
+        assert_eq!(nearest("modle", []), Some("model".into()));
+        assert_eq!(nearest("comp", []), Some("compact".into()));
+        assert_eq!(nearest("stauts", []), Some("status".into()));
+        assert_eq!(
+            nearest("deploy", ["deploy-staging"]),
+            Some("deploy-staging".into())
+        );
+        assert_eq!(nearest("xyzzy", []), None);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+}
