@@ -7,7 +7,7 @@
 //! deltas, then tool calls whose arguments arrive in many small fragments, a finish chunk, a
 //! usage chunk, `[DONE]`), built here; `corpus`, the shared corpus's `openai/*.sse` streams
 //! that end normally (one `ChatStream` per stream), skipped with a note when it is missing.
-//! Run with `cargo bench -p provider --bench chat` (also part of `cargo xtask bench`).
+//! Run with `cargo bench -p agentloop-provider --bench chat` (also part of `cargo xtask bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::convert::Infallible;

@@ -8,7 +8,7 @@
 //! `response.output_text.delta`s, then function calls whose arguments arrive in many small
 //! `response.function_call_arguments.delta`s, each item added and done, then
 //! `response.completed`). No real Responses capture is in the shared corpus. Run with
-//! `cargo bench -p provider --bench responses` (also part of `cargo xtask bench`).
+//! `cargo bench -p agentloop-provider --bench responses` (also part of `cargo xtask bench`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::convert::Infallible;

@@ -1,8 +1,8 @@
 //! Inspect a captured Messages API stream.
 //!
 //! ```text
-//! cargo run -p sse-parser --example accumulate -- FILE.sse            # each final message, one JSON line each
-//! cargo run -p sse-parser --example accumulate -- --events FILE.sse   # each decoded event, one JSON line each
+//! cargo run -p agentloop-sse-parser --example accumulate -- FILE.sse            # each final message, one JSON line each
+//! cargo run -p agentloop-sse-parser --example accumulate -- --events FILE.sse   # each decoded event, one JSON line each
 //! ```
 //!
 //! `-` reads standard input; `--` ends the options (for a file whose name starts with `-`).
