@@ -249,13 +249,17 @@ fn unused_dependencies(package: &Package) -> Result<Vec<String>> {
             Kind::Normal | Kind::Build => &library,
             Kind::Dev => &everything,
         };
-        if !names(text, &dependency.ident) {
+        // A dev-dependency may be used by a doctest: doc comments count for those.
+        let doctests = dependency.kind == Kind::Dev;
+        if !names(text, &dependency.ident, doctests) {
             let kind = match dependency.kind {
                 Kind::Normal => "dependency",
                 Kind::Dev => "dev-dependency",
                 Kind::Build => "build-dependency",
             };
-            let hint = if dependency.kind == Kind::Normal && names(&everything, &dependency.ident) {
+            let hint = if dependency.kind == Kind::Normal
+                && names(&everything, &dependency.ident, false)
+            {
                 " outside its tests, benches and examples (make it a dev-dependency)"
             } else {
                 ""
@@ -270,14 +274,19 @@ fn unused_dependencies(package: &Package) -> Result<Vec<String>> {
 }
 
 /// Whether Rust source `text` names the crate `ident` as code does: `ident::`, `use ident`,
-/// `extern crate ident`, or in a derive or attribute path.
-fn names(text: &str, ident: &str) -> bool {
+/// `extern crate ident`, or in a derive or attribute path; with `doctests`, also in the
+/// code of doc comments (`///`, `//!`), which doctests compile.
+fn names(text: &str, ident: &str, doctests: bool) -> bool {
     text.match_indices(ident).any(|(at, _)| {
         let before = text[..at].chars().next_back();
         let after = &text[at + ident.len()..];
         let starts = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'));
         let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let in_comment = text[line_start..at].contains("//");
+        let before_on_line = &text[line_start..at];
+        let doc = ["///", "//!"]
+            .iter()
+            .any(|marker| before_on_line.trim_start().starts_with(marker));
+        let in_comment = before_on_line.contains("//") && !(doctests && doc);
         starts
             && !in_comment
             && (after.starts_with("::")
@@ -607,12 +616,32 @@ mod tests {
 
     #[test]
     fn crate_names_are_found_as_code_names_them() {
-        assert!(names("use sse_parser::Framer;", "sse_parser"));
-        assert!(names("let x = thiserror::Error;", "thiserror"));
-        assert!(names("extern crate libc;", "libc"));
-        assert!(!names("// sse_parser::Framer in a comment", "sse_parser"));
-        assert!(!names("my_sse_parser::x", "sse_parser"));
-        assert!(!names("let sse_parser = 1;", "sse_parser"));
+        assert!(names("use sse_parser::Framer;", "sse_parser", false));
+        assert!(names("let x = thiserror::Error;", "thiserror", false));
+        assert!(names("extern crate libc;", "libc", false));
+        assert!(!names(
+            "// sse_parser::Framer in a comment",
+            "sse_parser",
+            false
+        ));
+        assert!(!names("my_sse_parser::x", "sse_parser", false));
+        assert!(!names("let sse_parser = 1;", "sse_parser", false));
+        // A doctest's code counts for a dev-dependency only.
+        assert!(names(
+            "//! let s = testkit::Server::start();",
+            "testkit",
+            true
+        ));
+        assert!(!names(
+            "//! let s = testkit::Server::start();",
+            "testkit",
+            false
+        ));
+        assert!(!names(
+            "// let s = testkit::Server::start();",
+            "testkit",
+            true
+        ));
     }
 
     #[test]

@@ -330,67 +330,130 @@ async fn session_loop(
     prompter: Option<Arc<TerminalPrompter>>,
     first: Option<String>,
 ) -> anyhow::Result<u8> {
-    let started = std::time::Instant::now();
-    say(
+    let mut repl = Repl {
+        session,
+        interrupts,
+        status,
         ui,
-        &format!(
-            "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
-            env!("CARGO_PKG_VERSION"),
-            printable(&session.model, false),
-            printable(&session.cwd.to_string_lossy(), false),
-            session.mode_name(),
-            session.sandbox.describe(),
-            // A resumed session rewound to its start has no messages, and is still resumed.
-            if session.history().is_empty() && !session.has_transcript() {
-                format!("New session {}", session.session_id)
-            } else {
-                format!(
-                    "Resumed session {} ({} messages)",
-                    session.session_id,
-                    session.history().len()
-                )
-            },
-        ),
-    );
-    say(ui, &condensed(session.history()));
-    let live = true;
-    // When the last Ctrl-C that counts as a first of two was pressed.
-    let mut exit_pending: Option<std::time::Instant> = None;
+        prompter,
+        started: std::time::Instant::now(),
+        exit_pending: None,
+        totals: Totals::default(),
+    };
+    repl.greet();
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
-    let mut totals = Totals::default();
-    show_status(ui, &totals, session);
     loop {
-        let (line, pasted) = if let Some(line) = first.take() {
-            say(ui, &format!("› {}", printable(&line, false)));
-            (line, false)
-        } else {
-            match ui.read_line().await {
-                ReadOutcome::Line(line) => (line, false),
-                ReadOutcome::Pasted(line) => (line, true),
-                ReadOutcome::Interrupted => {
-                    // Twice within a second on an empty line exits; a line typed (and
-                    // cleared) in between starts over.
-                    if exit_pending.is_some_and(|at| at.elapsed() <= EXIT_WINDOW) {
-                        return Ok(0);
-                    }
-                    say(
-                        ui,
-                        "\x1b[2m(Ctrl-C again within a second, or Ctrl-D, to exit)\x1b[0m",
-                    );
-                    exit_pending = Some(std::time::Instant::now());
-                    continue;
-                }
-                ReadOutcome::Cleared => {
-                    exit_pending = None;
-                    continue;
-                }
-                ReadOutcome::Eof => return Ok(0),
+        let (line, pasted) = match first.take() {
+            Some(line) => {
+                say(ui, &format!("› {}", printable(&line, false)));
+                (line, false)
             }
+            None => match repl.read().await {
+                Read::Line(line, pasted) => (line, pasted),
+                Read::Again => continue,
+                Read::Exit => return Ok(0),
+            },
         };
-        exit_pending = None;
+        repl.exit_pending = None;
+        if let Some(code) = repl.handle(&line, pasted).await? {
+            return Ok(code);
+        }
+    }
+}
+
+/// What reading the next line gave.
+enum Read {
+    /// A line, and whether it starts with pasted text.
+    Line(String, bool),
+    /// Nothing to do: read again.
+    Again,
+    /// End the session.
+    Exit,
+}
+
+/// The interactive session between two prompts: the session, the terminal, and what the
+/// status line counts.
+struct Repl<'a> {
+    session: &'a mut Session,
+    interrupts: &'a Interrupts,
+    status: &'a Status,
+    ui: &'a tui::Handle,
+    prompter: Option<Arc<TerminalPrompter>>,
+    started: std::time::Instant,
+    /// When the last Ctrl-C that counts as a first of two was pressed.
+    exit_pending: Option<std::time::Instant>,
+    totals: Totals,
+}
+
+impl Repl<'_> {
+    /// The first lines: version, model, folder, mode, sandbox, the session, and a resumed
+    /// conversation condensed.
+    fn greet(&self) {
+        let session = &*self.session;
+        say(
+            self.ui,
+            &format!(
+                "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
+                env!("CARGO_PKG_VERSION"),
+                printable(&session.model, false),
+                printable(&session.cwd.to_string_lossy(), false),
+                session.mode_name(),
+                session.sandbox.describe(),
+                // A resumed session rewound to its start has no messages, and is still resumed.
+                if session.history().is_empty() && !session.has_transcript() {
+                    format!("New session {}", session.session_id)
+                } else {
+                    format!(
+                        "Resumed session {} ({} messages)",
+                        session.session_id,
+                        session.history().len()
+                    )
+                },
+            ),
+        );
+        say(self.ui, &condensed(session.history()));
+        self.show_status();
+    }
+
+    fn show_status(&self) {
+        show_status(self.ui, &self.totals, self.session);
+    }
+
+    fn say(&self, text: &str) {
+        say(self.ui, text);
+    }
+
+    /// Reads a line. Ctrl-C twice within a second on an empty line exits; a line typed (and
+    /// cleared) in between starts over.
+    async fn read(&mut self) -> Read {
+        match self.ui.read_line().await {
+            ReadOutcome::Line(line) => Read::Line(line, false),
+            ReadOutcome::Pasted(line) => Read::Line(line, true),
+            ReadOutcome::Interrupted => {
+                if self
+                    .exit_pending
+                    .is_some_and(|at| at.elapsed() <= EXIT_WINDOW)
+                {
+                    return Read::Exit;
+                }
+                self.say("\x1b[2m(Ctrl-C again within a second, or Ctrl-D, to exit)\x1b[0m");
+                self.exit_pending = Some(std::time::Instant::now());
+                Read::Again
+            }
+            ReadOutcome::Cleared => {
+                self.exit_pending = None;
+                Read::Again
+            }
+            ReadOutcome::Eof => Read::Exit,
+        }
+    }
+
+    /// Does what `line` asks; `Some(code)` ends the session with that exit code.
+    async fn handle(&mut self, line: &str, pasted: bool) -> anyhow::Result<Option<u8>> {
+        let session = &mut *self.session;
         // A custom command (`/frontend:lint src`) becomes its prompt; built-ins come first.
-        let input = match (session::slash::parse(&line), session.expand_command(&line)) {
+        let input = match (session::slash::parse(line), session.expand_command(line)) {
             // A line that starts with pasted text is never a command: a pasted `!rm …` or
             // `/clear` is text for the model.
             _ if pasted => match line.trim() {
@@ -402,249 +465,250 @@ async fn session_loop(
         };
         match input {
             Input::Nothing => {}
-            Input::Help => say(ui, &help(session)),
-            Input::Cost => say(ui, &totals.report(started.elapsed())),
-            Input::Status => say(ui, &status_report(session)),
-            Input::Context => say(
-                ui,
-                &slash::context_report(totals.context, &session.levels()),
-            ),
+            Input::Help => self.say(&help(self.session)),
+            Input::Cost => self.say(&self.totals.report(self.started.elapsed())),
+            Input::Status => self.say(&status_report(self.session)),
+            Input::Context => self.say(&slash::context_report(
+                self.totals.context,
+                &self.session.levels(),
+            )),
             Input::Permissions => {
-                let always = prompter
+                let always = self
+                    .prompter
                     .as_ref()
                     .map(|prompter| prompter.always_labels())
                     .unwrap_or_default();
-                say(
-                    ui,
-                    &slash::permissions_report(session.mode_name(), session.rules(), &always),
-                );
+                self.say(&slash::permissions_report(
+                    self.session.mode_name(),
+                    self.session.rules(),
+                    &always,
+                ));
             }
-            Input::Model(None) => say(
-                ui,
-                &format!(
-                    "Model: {}. `/model NAME` switches for the next requests (an alias such as sonnet, opus or haiku, or a model id).",
-                    printable(&session.model, false)
-                ),
-            ),
-            Input::Model(Some(name)) => match session.set_model(&name) {
-                Ok(id) => {
-                    say(
-                        ui,
-                        &format!("Model: {} from the next request on.", printable(&id, false)),
-                    );
-                    show_status(ui, &totals, session);
-                }
-                Err(error) => say(
-                    ui,
-                    &format!("agent: /model: {}", printable(&format!("{error:#}"), false)),
-                ),
-            },
-            Input::Compact(focus) => {
-                ui.set_activity(Some("Compacting the conversation…".to_owned()));
-                ui.set_busy(true);
-                let cancel = interrupts.arm();
-                let compacted = session.compact(focus, &cancel).await;
-                interrupts.disarm();
-                ui.set_busy(false);
-                ui.set_activity(None);
-                match compacted {
-                    Ok((before, after)) => {
-                        totals.context = Some(after);
-                        say(
-                            ui,
-                            &format!(
-                                "\x1b[2m  ⋯ compacted: {} → {} tokens (the earlier conversation is summarized; Ctrl-O is not needed to see it, /context shows the room)\x1b[0m",
-                                session::cost::compact_count(before),
-                                session::cost::compact_count(after)
-                            ),
-                        );
-                        show_status(ui, &totals, session);
-                    }
-                    Err(error) => say(
-                        ui,
-                        &format!(
-                            "agent: /compact: {}",
-                            printable(&format!("{error:#}"), false)
-                        ),
-                    ),
-                }
-            }
-            Input::Agents => say(ui, &slash::agents_report(&session.agents)),
+            Input::Model(name) => self.model(name),
+            Input::Compact(focus) => self.compact(focus).await,
+            Input::Agents => self.say(&slash::agents_report(&self.session.agents)),
             Input::Mcp => {
-                session.join_mcp_tools();
-                say(ui, &mcp_report(session));
+                self.session.join_mcp_tools();
+                self.say(&mcp_report(self.session));
             }
-            Input::Exit => return Ok(0),
-            Input::Shell(command) => {
-                ui.set_activity(Some(format!("Running !{}", printable(&command, false))));
-                ui.set_busy(true);
-                let cancel = interrupts.arm();
-                let ran = session.run_user_command(&command, &cancel).await;
-                interrupts.disarm();
-                ui.set_busy(false);
-                ui.set_activity(None);
-                match ran {
-                    Ok((output, failed)) => say(ui, &command_output(&output, failed)),
-                    Err(error) => say(
-                        ui,
-                        &format!(
-                            "agent: !{}: {}",
-                            printable(&command, false),
-                            printable(&format!("{error:#}"), false)
-                        ),
-                    ),
+            Input::Exit => return Ok(Some(0)),
+            Input::Shell(command) => self.shell(&command).await,
+            Input::Rewind(arguments) => rewind(self.session, self.ui, &arguments),
+            Input::Resume => self.resume()?,
+            Input::Unknown(command) => self.unknown(&command),
+            Input::Clear => self.clear(),
+            Input::Task(task) => {
+                for note in self.session.attach_mentions(&task).await {
+                    self.say(&format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)));
                 }
+                return self.turn(session::Invocation::task(task)).await;
             }
-            Input::Rewind(arguments) => rewind(session, ui, &arguments),
-            Input::Resume => {
-                let sessions = session::transcript::project_dir(session.cwd())?;
-                let chosen = tokio::task::block_in_place(|| {
-                    crate::sessions_cmd::pick(
-                        &sessions,
-                        Some(&session.session_id),
-                        &mut |text| say(ui, text),
-                        &mut |question| ask_line(ui, question),
-                    )
-                });
-                match chosen {
-                    Ok(Some(path)) => match session.switch_to(&path) {
-                        Ok(()) => {
-                            say(
-                                ui,
-                                &format!(
-                                    "Resumed session {} ({} messages)",
-                                    session.session_id,
-                                    session.history().len()
-                                ),
-                            );
-                            say(ui, &condensed(session.history()));
-                        }
-                        Err(error) => say(
-                            ui,
-                            &format!(
-                                "agent: /resume: {}",
-                                printable(&format!("{error:#}"), false)
-                            ),
-                        ),
-                    },
-                    Ok(None) => say(ui, "(no session chosen)"),
-                    Err(error) => say(
-                        ui,
-                        &format!(
-                            "agent: /resume: {}",
-                            printable(&format!("{error:#}"), false)
-                        ),
-                    ),
-                }
-            }
-            Input::Unknown(command) => {
-                let others = session
-                    .commands
-                    .iter()
-                    .map(|command| command.name.as_str())
-                    .chain(session.skills.iter().map(|skill| skill.name.as_str()));
-                let hint = match nearest(&command, others) {
-                    Some(name) => format!("did you mean /{}? ", printable(&name, false)),
-                    None => String::new(),
-                };
-                say(
-                    ui,
-                    &format!(
-                        "agent: unknown command /{}; {hint}/help lists the commands",
-                        printable(&command, false)
-                    ),
-                );
-            }
-            Input::Clear => {
-                let old = session.session_id.clone();
-                let had_file = session.has_transcript();
-                session.clear();
-                // The status line counts the new session.
-                totals = Totals::default();
-                show_status(ui, &totals, session);
-                if had_file {
-                    say(
-                        ui,
-                        &format!(
-                            "Started session {} (the previous one can be resumed with --resume {old})",
-                            session.session_id
-                        ),
-                    );
-                } else {
-                    say(ui, &format!("Started session {}", session.session_id));
-                }
-            }
-            input @ (Input::Task(_) | Input::Invoke(_) | Input::Init) => {
-                let invocation = match input {
-                    Input::Invoke(invocation) => invocation,
-                    Input::Task(task) => {
-                        for note in session.attach_mentions(&task).await {
-                            say(
-                                ui,
-                                &format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)),
-                            );
-                        }
-                        session::Invocation::task(task)
-                    }
-                    Input::Init => session::Invocation::task(INIT_PROMPT.to_owned()),
-                    _ => continue,
-                };
-                let mut renderer = Renderer::new(
-                    OutputFormat::Text,
-                    &session.session_id,
-                    &session.model,
-                    live,
-                )
-                .with_status(status.clone())
-                .with_markdown(true)
-                .with_prices(session.price_overrides())
-                .with_live_totals(totals.clone(), session.autocompact_at());
-                let cancel = interrupts.arm();
-                ui.set_busy(true);
-                let outcome = session.invoke(invocation, &mut renderer, cancel).await;
-                ui.set_busy(false);
-                interrupts.disarm();
-                status.hide();
-                status.set_turn_rows(Vec::new());
-                let outcome = match outcome {
-                    Ok(outcome) => outcome,
-                    Err(error) => {
-                        // The session goes on: the next prompt may work (a full disk freed).
-                        say(
-                            ui,
-                            &format!(
-                                "agent: the turn failed: {}",
-                                printable(&format!("{error:#}"), false)
-                            ),
-                        );
-                        continue;
-                    }
-                };
-                renderer.finish_interactive(&outcome);
-                // A blank row between a turn and the next prompt.
-                ui.commit(vec![String::new()]);
-                let usage = renderer.total_usage(&outcome);
-                totals.add(&usage, renderer.cost());
-                totals.requests += u64::from(outcome.turns);
-                if let Some(tokens) = renderer.context_tokens() {
-                    totals.context = Some(tokens);
-                }
-                show_status(ui, &totals, session);
-                if interrupts.quit_requested() {
-                    // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the
-                    // session ends.
-                    return Ok(interrupts.aborted_exit_code());
-                }
-                if output::exit_code(&outcome.terminal).0 == 130 {
-                    // The Ctrl-C that stopped the turn counts as the first of two.
-                    say(
-                        ui,
-                        "\x1b[2m  (interrupted; the session goes on: type the next task, or Ctrl-C again within a second to exit)\x1b[0m",
-                    );
-                    exit_pending = Some(std::time::Instant::now());
-                }
+            Input::Invoke(invocation) => return self.turn(invocation).await,
+            Input::Init => {
+                return self
+                    .turn(session::Invocation::task(INIT_PROMPT.to_owned()))
+                    .await;
             }
         }
+        Ok(None)
+    }
+
+    /// `/model [name]`: the model, or a switch for the next requests.
+    fn model(&mut self, name: Option<String>) {
+        let Some(name) = name else {
+            return self.say(&format!(
+                "Model: {}. `/model NAME` switches for the next requests (an alias such as sonnet, opus or haiku, or a model id).",
+                printable(&self.session.model, false)
+            ));
+        };
+        match self.session.set_model(&name) {
+            Ok(id) => {
+                self.say(&format!(
+                    "Model: {} from the next request on.",
+                    printable(&id, false)
+                ));
+                self.show_status();
+            }
+            Err(error) => self.say(&format!(
+                "agent: /model: {}",
+                printable(&format!("{error:#}"), false)
+            )),
+        }
+    }
+
+    /// `/compact [focus]`.
+    async fn compact(&mut self, focus: Option<String>) {
+        self.ui
+            .set_activity(Some("Compacting the conversation…".to_owned()));
+        self.ui.set_busy(true);
+        let cancel = self.interrupts.arm();
+        let compacted = self.session.compact(focus, &cancel).await;
+        self.interrupts.disarm();
+        self.ui.set_busy(false);
+        self.ui.set_activity(None);
+        match compacted {
+            Ok((before, after)) => {
+                self.totals.context = Some(after);
+                self.say(&format!(
+                    "\x1b[2m  ⋯ compacted: {} → {} tokens (the earlier conversation is summarized; Ctrl-O is not needed to see it, /context shows the room)\x1b[0m",
+                    session::cost::compact_count(before),
+                    session::cost::compact_count(after)
+                ));
+                self.show_status();
+            }
+            Err(error) => self.say(&format!(
+                "agent: /compact: {}",
+                printable(&format!("{error:#}"), false)
+            )),
+        }
+    }
+
+    /// `!command`: runs it as the user's own.
+    async fn shell(&mut self, command: &str) {
+        self.ui
+            .set_activity(Some(format!("Running !{}", printable(command, false))));
+        self.ui.set_busy(true);
+        let cancel = self.interrupts.arm();
+        let ran = self.session.run_user_command(command, &cancel).await;
+        self.interrupts.disarm();
+        self.ui.set_busy(false);
+        self.ui.set_activity(None);
+        match ran {
+            Ok((output, failed)) => self.say(&command_output(&output, failed)),
+            Err(error) => self.say(&format!(
+                "agent: !{}: {}",
+                printable(command, false),
+                printable(&format!("{error:#}"), false)
+            )),
+        }
+    }
+
+    /// `/resume`: picks an earlier session of this folder and switches to it.
+    fn resume(&mut self) -> anyhow::Result<()> {
+        let sessions = session::transcript::project_dir(self.session.cwd())?;
+        let ui = self.ui;
+        let chosen = tokio::task::block_in_place(|| {
+            crate::sessions_cmd::pick(
+                &sessions,
+                Some(&self.session.session_id),
+                &mut |text| say(ui, text),
+                &mut |question| ask_line(ui, question),
+            )
+        });
+        let failed = |error: anyhow::Error| {
+            format!(
+                "agent: /resume: {}",
+                printable(&format!("{error:#}"), false)
+            )
+        };
+        match chosen {
+            Ok(Some(path)) => match self.session.switch_to(&path) {
+                Ok(()) => {
+                    self.say(&format!(
+                        "Resumed session {} ({} messages)",
+                        self.session.session_id,
+                        self.session.history().len()
+                    ));
+                    self.say(&condensed(self.session.history()));
+                }
+                Err(error) => self.say(&failed(error)),
+            },
+            Ok(None) => self.say("(no session chosen)"),
+            Err(error) => self.say(&failed(error)),
+        }
+        Ok(())
+    }
+
+    /// `/something` that is no command: the nearest one, if any.
+    fn unknown(&self, command: &str) {
+        let others = self
+            .session
+            .commands
+            .iter()
+            .map(|command| command.name.as_str())
+            .chain(self.session.skills.iter().map(|skill| skill.name.as_str()));
+        let hint = match nearest(command, others) {
+            Some(name) => format!("did you mean /{}? ", printable(&name, false)),
+            None => String::new(),
+        };
+        self.say(&format!(
+            "agent: unknown command /{}; {hint}/help lists the commands",
+            printable(command, false)
+        ));
+    }
+
+    /// `/clear`: a new session; the old one stays resumable.
+    fn clear(&mut self) {
+        let old = self.session.session_id.clone();
+        let had_file = self.session.has_transcript();
+        self.session.clear();
+        // The status line counts the new session.
+        self.totals = Totals::default();
+        self.show_status();
+        if had_file {
+            self.say(&format!(
+                "Started session {} (the previous one can be resumed with --resume {old})",
+                self.session.session_id
+            ));
+        } else {
+            self.say(&format!("Started session {}", self.session.session_id));
+        }
+    }
+
+    /// Runs one turn, live; `Some(code)` when a signal ended the session meanwhile.
+    async fn turn(&mut self, invocation: session::Invocation) -> anyhow::Result<Option<u8>> {
+        let session = &mut *self.session;
+        let mut renderer = Renderer::new(
+            OutputFormat::Text,
+            &session.session_id,
+            &session.model,
+            true,
+        )
+        .with_status(self.status.clone())
+        .with_markdown(true)
+        .with_prices(session.price_overrides())
+        .with_live_totals(self.totals.clone(), session.autocompact_at());
+        let cancel = self.interrupts.arm();
+        self.ui.set_busy(true);
+        let outcome = session.invoke(invocation, &mut renderer, cancel).await;
+        self.ui.set_busy(false);
+        self.interrupts.disarm();
+        self.status.hide();
+        self.status.set_turn_rows(Vec::new());
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                // The session goes on: the next prompt may work (a full disk freed).
+                self.say(&format!(
+                    "agent: the turn failed: {}",
+                    printable(&format!("{error:#}"), false)
+                ));
+                return Ok(None);
+            }
+        };
+        renderer.finish_interactive(&outcome);
+        // A blank row between a turn and the next prompt.
+        self.ui.commit(vec![String::new()]);
+        let usage = renderer.total_usage(&outcome);
+        self.totals.add(&usage, renderer.cost());
+        self.totals.requests += u64::from(outcome.turns);
+        if let Some(tokens) = renderer.context_tokens() {
+            self.totals.context = Some(tokens);
+        }
+        self.show_status();
+        if self.interrupts.quit_requested() {
+            // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the session
+            // ends.
+            return Ok(Some(self.interrupts.aborted_exit_code()));
+        }
+        if output::exit_code(&outcome.terminal).0 == 130 {
+            // The Ctrl-C that stopped the turn counts as the first of two.
+            self.say(
+                "\x1b[2m  (interrupted; the session goes on: type the next task, or Ctrl-C again within a second to exit)\x1b[0m",
+            );
+            self.exit_pending = Some(std::time::Instant::now());
+        }
+        Ok(None)
     }
 }
 
@@ -752,74 +816,56 @@ pub fn ask_plain(question: &str) -> Option<String> {
     answer.map(|answer| answer.trim().to_owned())
 }
 
-/// `/rewind [N [code|conversation|both] | undo]`: without arguments, lists the turns and asks
-/// for one and what to restore; files changed since the session's last change to them are
-/// overwritten only after a yes naming them.
-fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
-    use checkpoints::{Scope, Target};
-    let timeline = match session.timeline() {
-        Ok(Some(timeline)) => timeline,
-        Ok(None) => {
-            say(ui, "Nothing to rewind yet: this session has no turns.");
-            return;
-        }
-        Err(error) => {
-            say_fmt!(
-                ui,
-                "agent: /rewind: {}",
-                printable(&format!("{error:#}"), false)
-            );
-            return;
-        }
+/// `/rewind` without arguments: lists the turns and asks for one and what to restore,
+/// pushed onto `words` as if typed; `false` when the user cancelled (or mistyped).
+fn ask_rewind(
+    ui: &tui::Handle,
+    timeline: &checkpoints::Timeline,
+    cwd: &Path,
+    words: &mut Vec<String>,
+) -> bool {
+    say(ui, &checkpoints::describe(timeline, cwd));
+    let Some(answer) = ask_line(
+        ui,
+        "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
+    )
+    .filter(|answer| !answer.is_empty()) else {
+        say(ui, "(nothing rewound)");
+        return false;
     };
-    let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
-    if words.is_empty() {
-        say(ui, &checkpoints::describe(&timeline, session.cwd()));
-        let Some(answer) = ask_line(
+    if answer != "undo" && answer.parse::<u64>().is_err() {
+        say_fmt!(
             ui,
-            "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
-        )
-        .filter(|answer| !answer.is_empty()) else {
-            say(ui, "(nothing rewound)");
-            return;
-        };
-        if answer != "undo" && answer.parse::<u64>().is_err() {
-            say_fmt!(
-                ui,
-                "agent: /rewind: {:?} is not a turn number (or `undo`); nothing rewound",
-                printable(&answer, false)
-            );
-            return;
-        }
-        words.push(answer);
-        if words[0] != "undo" {
-            // Enter is both; Ctrl-D cancels.
-            let Some(what) = ask_line(
-                ui,
-                "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
-            ) else {
-                say(ui, "(nothing rewound)");
-                return;
-            };
-            words.push(what);
-        }
+            "agent: /rewind: {:?} is not a turn number (or `undo`); nothing rewound",
+            printable(&answer, false)
+        );
+        return false;
     }
-    let target = match words[0].as_str() {
-        "undo" => Target::UndoLast,
-        number => match number.parse::<u64>() {
-            Ok(turn) => Target::Turn(turn),
-            Err(_) => {
-                say_fmt!(
-                    ui,
-                    "agent: /rewind: {:?} is not a turn number (or `undo`)",
-                    printable(number, false)
-                );
-                return;
-            }
-        },
-    };
-    // Undo restores what the rewind it undoes restored, unless told otherwise.
-    let scope = match words.get(1).map(|word| word.to_ascii_lowercase()) {
+    words.push(answer);
+    if words[0] != "undo" {
+        // Enter is both; Ctrl-D cancels.
+        let Some(what) = ask_line(
+            ui,
+            "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
+        ) else {
+            say(ui, "(nothing rewound)");
+            return false;
+        };
+        words.push(what);
+    }
+    true
+}
+
+/// What a rewind restores, from the word after the target (`None` word: both, or for an
+/// undo what the rewind it undoes restored). The outer `None`: a word that says nothing
+/// known (reported).
+fn rewind_scope(
+    ui: &tui::Handle,
+    target: checkpoints::Target,
+    word: Option<&String>,
+) -> Option<Option<checkpoints::Scope>> {
+    use checkpoints::{Scope, Target};
+    Some(match word.map(|word| word.to_ascii_lowercase()) {
         None if target == Target::UndoLast => None,
         None => Some(Scope::BOTH),
         Some(word) => match word.as_str() {
@@ -838,9 +884,52 @@ fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
                     "agent: /rewind: {:?}: say code, conversation or both",
                     printable(other, false)
                 );
+                return None;
+            }
+        },
+    })
+}
+
+/// `/rewind [N [code|conversation|both] | undo]`: without arguments, lists the turns and asks
+/// for one and what to restore; files changed since the session's last change to them are
+/// overwritten only after a yes naming them.
+fn rewind(session: &mut Session, ui: &tui::Handle, arguments: &str) {
+    use checkpoints::Target;
+    let timeline = match session.timeline() {
+        Ok(Some(timeline)) => timeline,
+        Ok(None) => {
+            say(ui, "Nothing to rewind yet: this session has no turns.");
+            return;
+        }
+        Err(error) => {
+            say_fmt!(
+                ui,
+                "agent: /rewind: {}",
+                printable(&format!("{error:#}"), false)
+            );
+            return;
+        }
+    };
+    let mut words: Vec<String> = arguments.split_whitespace().map(str::to_owned).collect();
+    if words.is_empty() && !ask_rewind(ui, &timeline, session.cwd(), &mut words) {
+        return;
+    }
+    let target = match words[0].as_str() {
+        "undo" => Target::UndoLast,
+        number => match number.parse::<u64>() {
+            Ok(turn) => Target::Turn(turn),
+            Err(_) => {
+                say_fmt!(
+                    ui,
+                    "agent: /rewind: {:?} is not a turn number (or `undo`)",
+                    printable(number, false)
+                );
                 return;
             }
         },
+    };
+    let Some(scope) = rewind_scope(ui, target, words.get(1)) else {
+        return;
     };
     let cwd = session.cwd().to_path_buf();
     let mut overwrite = |conflicts: &[&checkpoints::FilePlan]| {

@@ -1209,6 +1209,58 @@ impl Renderer {
         }
     }
 
+    /// A stream-json `system` line: the type, `fields`, the session id and a new uuid.
+    fn system_line(&self, fields: Value) {
+        let mut line = json!({"type": "system"});
+        if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
+            line.extend(fields);
+            line.insert("session_id".to_owned(), json!(self.session_id));
+            line.insert("uuid".to_owned(), json!(uuid::Uuid::new_v4().to_string()));
+        }
+        Self::line(&line);
+    }
+
+    /// A completed content block as its stream-json `assistant` line.
+    fn block_line(&self, block: &ContentBlock) {
+        self.assistant_line(
+            &self.turn.message_id,
+            &self.turn.message_model,
+            block,
+            None,
+            Some(&self.turn.message_usage),
+        );
+    }
+
+    /// `--include-partial-messages`: a stream event as its `stream_event` line.
+    fn stream_event_line(&self, stream: &StreamEvent) {
+        Self::line(&json!({
+            "type": "stream_event", "event": stream, "parent_tool_use_id": null,
+            "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
+        }));
+    }
+
+    /// A response's usage, priced at the prices of the model that answered (else the one
+    /// asked).
+    fn usage(&mut self, usage: &Usage) {
+        let prices = self.prices([&self.turn.message_model, &self.run.requested_model]);
+        let model = if self.turn.message_model.is_empty() {
+            self.run.requested_model.clone()
+        } else {
+            self.turn.message_model.clone()
+        };
+        self.add_cost(&model, prices, usage);
+    }
+
+    /// A background summary: its cost at `model`'s prices, and in stream-json its line.
+    fn background_summary(&mut self, model: &str, usage: &Usage, fields: Value) {
+        let model = model.to_owned();
+        let prices = self.prices([&model, &model]);
+        self.add_cost(&model, prices, usage);
+        if self.format == OutputFormat::StreamJson {
+            self.system_line(fields);
+        }
+    }
+
     /// `--verbose`: each request and each transition of the loop on stderr.
     fn verbose_line(&self, event: &LoopEvent) {
         match event {
@@ -1288,10 +1340,7 @@ impl Renderer {
         if self.partial_messages
             && let LoopEvent::Stream(stream) = event
         {
-            Self::line(&json!({
-                "type": "stream_event", "event": stream, "parent_tool_use_id": null,
-                "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
-            }));
+            self.stream_event_line(stream);
         }
         match event {
             LoopEvent::Request { model, .. } => {
@@ -1308,27 +1357,13 @@ impl Renderer {
                 ..
             }) if self.view.live_text => self.text_delta(text),
             LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
-                self.assistant_line(
-                    &self.turn.message_id,
-                    &self.turn.message_model,
-                    &block.block,
-                    None,
-                    Some(&self.turn.message_usage),
-                );
+                self.block_line(&block.block);
             }
             LoopEvent::Assistant(message) => self.response_done(message),
             // Every usage the loop reports is priced: completed responses (kept or not) and
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
-            LoopEvent::Usage(usage) => {
-                let prices = self.prices([&self.turn.message_model, &self.run.requested_model]);
-                let model = if self.turn.message_model.is_empty() {
-                    self.run.requested_model.clone()
-                } else {
-                    self.turn.message_model.clone()
-                };
-                self.add_cost(&model, prices, usage);
-            }
+            LoopEvent::Usage(usage) => self.usage(usage),
             LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
                 if self.format == OutputFormat::StreamJson =>
             {
@@ -1347,14 +1382,11 @@ impl Renderer {
             // A Task call's result: its subagent is done, however it ended.
             LoopEvent::Tool(ExecutorEvent::Completed(done)) if !self.view.agents.is_empty() => {
                 let id = done.result.tool_use_id.as_str();
-                for view in self
-                    .view
+                self.view
                     .agents
                     .values_mut()
                     .filter(|view| view.parent == id)
-                {
-                    view.done = true;
-                }
+                    .for_each(|view| view.done = true);
             }
             // A live run shows retries in its own way; every other run says on stderr why
             // it is waiting (a run with the network down would otherwise sit silent).
@@ -1374,43 +1406,29 @@ impl Renderer {
                 trigger,
                 pre_tokens,
                 ..
-            }) if self.format == OutputFormat::StreamJson => {
-                Self::line(&json!({
-                    "type": "system", "subtype": "compact_boundary",
-                    "compact_metadata": {"trigger": trigger.as_str(), "pre_tokens": pre_tokens},
-                    "session_id": self.session_id,
-                    "uuid": uuid::Uuid::new_v4().to_string(),
-                }));
-            }
+            }) if self.format == OutputFormat::StreamJson => self.system_line(json!({
+                "subtype": "compact_boundary",
+                "compact_metadata": {"trigger": trigger.as_str(), "pre_tokens": pre_tokens},
+            })),
             // Background summaries: priced at the fast model's rates; stream-json lines.
-            LoopEvent::ProgressSummary { text, model, usage } => {
-                let prices = self.prices([model, model]);
-                self.add_cost(model, prices, usage);
-                if self.format == OutputFormat::StreamJson {
-                    Self::line(&json!({
-                        "type": "system", "subtype": "progress_summary", "summary": text,
-                        "session_id": self.session_id,
-                        "uuid": uuid::Uuid::new_v4().to_string(),
-                    }));
-                }
-            }
+            LoopEvent::ProgressSummary { text, model, usage } => self.background_summary(
+                model,
+                usage,
+                json!({"subtype": "progress_summary", "summary": text}),
+            ),
             LoopEvent::ToolUseSummary {
                 text,
                 tool_use_ids,
                 model,
                 usage,
-            } => {
-                let prices = self.prices([model, model]);
-                self.add_cost(model, prices, usage);
-                if self.format == OutputFormat::StreamJson {
-                    Self::line(&json!({
-                        "type": "system", "subtype": "tool_use_summary", "summary": text,
-                        "preceding_tool_use_ids": tool_use_ids,
-                        "session_id": self.session_id,
-                        "uuid": uuid::Uuid::new_v4().to_string(),
-                    }));
-                }
-            }
+            } => self.background_summary(
+                model,
+                usage,
+                json!({
+                    "subtype": "tool_use_summary", "summary": text,
+                    "preceding_tool_use_ids": tool_use_ids,
+                }),
+            ),
             // Nothing to write for these in this format (a new kind of event must be decided
             // on here).
             LoopEvent::Stream(_)

@@ -217,7 +217,7 @@ async fn a_four_turn_session_over_chat_completions() {
     assert_eq!(result["usage"]["input_tokens"], 400);
 }
 
-/// The README's recipe for a local model, against a scripted stand-in of Ollama's
+/// The user guide's recipe for a local model (docs/user-guide.md, Models), against a scripted stand-in of Ollama's
 /// OpenAI-compatible endpoint: a `providers` entry in the user's settings and a
 /// `NAME/model` model choose the server; the `models` entry sets the window.
 #[tokio::test]

@@ -1206,7 +1206,7 @@ async fn the_screen_shows_rendered_markdown_and_diffs() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     let shown = terminal.text();
-    // `AGENT_SCREEN_CAPTURE=FILE` keeps the screen at the prompt after the turn (README's
+    // `AGENT_SCREEN_CAPTURE=FILE` keeps the screen at the prompt after the turn (the user guide's
     // tour is one).
     if let Ok(path) = std::env::var("AGENT_SCREEN_CAPTURE") {
         std::fs::write(path, &status).unwrap();

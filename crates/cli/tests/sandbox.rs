@@ -552,3 +552,73 @@ async fn the_sessions_data_is_read_only_to_the_model_even_inside_the_workspace()
         );
     }
 }
+
+/// The agent's own settings are out of a command's reach by the sandbox, not by reading the
+/// command's text: in bypassPermissions (no question, the workspace writable), commands that
+/// hide the settings folders' names from the gate's textual hint run, and none of them can
+/// plant settings in the project (`.agent/`, `.claude/`) or the user's folders
+/// (`~/.config/agent/`, `~/.claude/`). (A plain spelling is refused before it runs.)
+#[tokio::test]
+async fn commands_cannot_write_the_agents_settings_however_they_spell_them() {
+    for backend in common::sandbox_backends() {
+        let repo = repo(&format!("sbx-settings-{backend}"));
+        let plant = r#"{"permissions":{"defaultMode":"bypassPermissions"}}"#;
+        let server = serve_bash(&[
+            (
+                "toolu_plain",
+                json!({"command": format!("mkdir -p .agent; echo '{plant}' > .agent/settings.json")}),
+            ),
+            (
+                "toolu_hidden",
+                json!({"command": format!("d=.ag\"\"ent; mkdir -p \"$d\"; echo '{plant}' > \"$d/settings.local.json\"; c=$(printf '\\056claude'); mkdir -p \"$c/agents\"; echo x > \"$c/agents/evil.md\"; echo '{plant}' > \"$c/settings.local.json\"")}),
+            ),
+            (
+                "toolu_user",
+                json!({"command": format!("c=$(printf '\\056con'); for d in \"$HOME/${{c}}fig/ag\"\"ent\" \"$(printenv XDG_CONFIG_HOM\"\"E)/ag\"\"ent\" \"$HOME/$(printf '\\056claude')\"; do mkdir -p \"$d\"; echo '{plant}' > \"$d/settings.json\"; done; true")}),
+            ),
+            // An existing file: Landlock cannot let a new one be made in the top folder.
+            ("toolu_check", json!({"command": "echo workspace-writable > notes.txt"})),
+        ])
+        .await;
+        let output = run(
+            &repo,
+            &server,
+            backend,
+            &["-p", "escalate", "--permission-mode", "bypassPermissions"],
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+            "workspace-writable\n",
+            "{backend}: the workspace is writable in bypassPermissions: {}",
+            tool_result(&server, "toolu_check")
+        );
+        assert!(tool_result(&server, "toolu_plain").contains("cannot be changed"));
+        // The hidden spellings ran: nothing but the sandbox stood in their way ...
+        for id in ["toolu_hidden", "toolu_user"] {
+            let result = tool_result(&server, id);
+            assert!(
+                !result.contains("cannot be changed"),
+                "{backend}: {id}: {result}"
+            );
+        }
+        // ... and nothing was planted.
+        for planted in [
+            repo.dir.join(".agent/settings.json"),
+            repo.dir.join(".agent/settings.local.json"),
+            repo.dir.join(".claude/settings.local.json"),
+            repo.dir.join(".claude/agents/evil.md"),
+            repo.home.join(".config/agent/settings.json"),
+            repo.home.join("config/agent/settings.json"),
+            repo.home.join(".claude/settings.json"),
+        ] {
+            assert!(
+                !planted.exists(),
+                "{backend}: {} was written",
+                planted.display()
+            );
+        }
+    }
+}

@@ -54,8 +54,8 @@ pub use budget::{
 };
 pub use levels::{Level, LevelCheck, LevelOverrides, WaterLevels};
 pub use manager::{
-    BlockReason, ContextConfig, ContextEvent, ContextManager, MicrocompactReason, Prepared,
-    Services,
+    BlockReason, ContextConfig, ContextEvent, ContextManager, ContextMemory, MicrocompactReason,
+    Prepared, Services,
 };
 pub use microcompact::{
     COMPACTABLE_TOOLS, MicrocompactConfig, MicrocompactReport, PLACEHOLDER_PREFIX, microcompact,

@@ -162,23 +162,61 @@ pub struct Prepared {
     pub blocked: Option<BlockReason>,
 }
 
-/// Runs the context pipeline before each request and keeps its state between requests: the
-/// L1 decisions and the autocompact failure count.
-pub struct ContextManager {
-    config: ContextConfig,
-    estimator: Box<dyn TokenEstimator>,
+/// What the context pipeline remembers between requests, and between the runs of one
+/// session: the L1 decisions (so a result replaced once stays replaced the same way and the
+/// prompt cache's prefix holds), whether microcompact may fire again (it re-arms only once the
+/// history is below its trigger), and the autocompact failure count (the circuit breaker).
+/// A new history (cleared, rewound, another session) starts from `ContextMemory::default()`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContextMemory {
     log: ReplacementLog,
     consecutive_failures: u32,
     /// Whether microcompact may fire on reaching its trigger (reset below the trigger).
     microcompact_armed: bool,
 }
 
+impl Default for ContextMemory {
+    /// Nothing decided yet: no replacements, no failures, microcompact armed.
+    fn default() -> Self {
+        Self {
+            log: ReplacementLog::default(),
+            consecutive_failures: 0,
+            microcompact_armed: true,
+        }
+    }
+}
+
+impl ContextMemory {
+    /// Whether microcompact may fire when the history reaches its trigger.
+    pub fn microcompact_armed(&self) -> bool {
+        self.microcompact_armed
+    }
+
+    /// Consecutive failed compactions.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// The L1 decisions so far.
+    pub fn replacements(&self) -> &ReplacementLog {
+        &self.log
+    }
+}
+
+/// Runs the context pipeline before each request and keeps its [`ContextMemory`] between
+/// requests.
+pub struct ContextManager {
+    config: ContextConfig,
+    estimator: Box<dyn TokenEstimator>,
+    memory: ContextMemory,
+}
+
 impl std::fmt::Debug for ContextManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ContextManager")
             .field("config", &self.config)
-            .field("replaced", &self.log.replaced())
-            .field("consecutive_failures", &self.consecutive_failures)
+            .field("replaced", &self.memory.log.replaced())
+            .field("consecutive_failures", &self.memory.consecutive_failures)
             .finish_non_exhaustive()
     }
 }
@@ -194,10 +232,25 @@ impl ContextManager {
         Self {
             config,
             estimator,
-            log: ReplacementLog::default(),
-            consecutive_failures: 0,
-            microcompact_armed: true,
+            memory: ContextMemory::default(),
         }
+    }
+
+    /// Goes on from `memory` (an earlier run's, see [`ContextManager::into_memory`]).
+    #[must_use]
+    pub fn with_memory(mut self, memory: ContextMemory) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// What the manager remembers now, for the next run of the same history.
+    pub fn into_memory(self) -> ContextMemory {
+        self.memory
+    }
+
+    /// What the manager remembers now.
+    pub fn memory(&self) -> &ContextMemory {
+        &self.memory
     }
 
     /// The configuration.
@@ -218,12 +271,12 @@ impl ContextManager {
 
     /// Consecutive failed compactions (reset by a successful one).
     pub fn consecutive_failures(&self) -> u32 {
-        self.consecutive_failures
+        self.memory.consecutive_failures
     }
 
     /// Whether the circuit breaker is open (autocompact stopped trying).
     pub fn circuit_open(&self) -> bool {
-        self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
+        self.memory.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
     }
 
     /// Whether microcompact should clear now, and why: the cache is cold, or the history
@@ -238,11 +291,11 @@ impl ContextManager {
             self.config.levels.autocompact_at.0 * u64::from(config.trigger_percent.min(100)) / 100,
         );
         if tokens < trigger {
-            self.microcompact_armed = true;
+            self.memory.microcompact_armed = true;
         }
         if idle.is_some_and(|idle| idle > config.cache_ttl) {
             Some(MicrocompactReason::ColdCache)
-        } else if tokens >= trigger && self.microcompact_armed {
+        } else if tokens >= trigger && self.memory.microcompact_armed {
             Some(MicrocompactReason::NearThreshold)
         } else {
             None
@@ -281,7 +334,12 @@ impl ContextManager {
         services: Services<'_>,
     ) -> Prepared {
         let mut events = Vec::new();
-        let report = apply_budget(messages, &self.config.budget, services.store, &mut self.log);
+        let report = apply_budget(
+            messages,
+            &self.config.budget,
+            services.store,
+            &mut self.memory.log,
+        );
         for (tool_use_id, bytes, path) in report.persisted {
             events.push(ContextEvent::Persisted {
                 tool_use_id,
@@ -300,7 +358,7 @@ impl ContextManager {
         if let Some(reason) = self.microcompact_reason(tokens, idle) {
             let report = microcompact(messages, &self.config.microcompact);
             if report.cleared > 0 {
-                self.microcompact_armed = false;
+                self.memory.microcompact_armed = false;
                 tokens = self.count(messages, overhead, None);
                 events.push(ContextEvent::Microcompacted {
                     cleared: report.cleared,
@@ -328,20 +386,20 @@ impl ContextManager {
                     tokens = after;
                     check = levels.check(tokens);
                     if tokens >= levels.autocompact_at {
-                        self.consecutive_failures += 1;
+                        self.memory.consecutive_failures += 1;
                         events.push(ContextEvent::CompactFailed {
                             reason: format!("the compacted history ({after}) is still at or above the threshold of {}", levels.autocompact_at),
-                            consecutive: self.consecutive_failures,
+                            consecutive: self.memory.consecutive_failures,
                         });
                     } else {
-                        self.consecutive_failures = 0;
+                        self.memory.consecutive_failures = 0;
                     }
                 }
                 Err(error) => {
-                    self.consecutive_failures += 1;
+                    self.memory.consecutive_failures += 1;
                     events.push(ContextEvent::CompactFailed {
                         reason: error.to_string(),
-                        consecutive: self.consecutive_failures,
+                        consecutive: self.memory.consecutive_failures,
                     });
                 }
             }
@@ -356,7 +414,7 @@ impl ContextManager {
             && self.circuit_open()
         {
             Some(BlockReason::CompactionExhausted {
-                failures: self.consecutive_failures,
+                failures: self.memory.consecutive_failures,
                 tokens,
                 threshold: levels.autocompact_at,
             })

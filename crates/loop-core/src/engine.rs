@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use context::{
-    ContextConfig, ContextEvent, ContextManager, FileSource, ResultStore, Services, Summarizer,
-    Tokens,
+    ContextConfig, ContextEvent, ContextManager, ContextMemory, FileSource, ResultStore, Services,
+    Summarizer, Tokens,
 };
 use executor::{CanUseTool, CompletedTool, ExecutorConfig, Tool, Workspace};
 use protocol::{
@@ -192,23 +192,44 @@ impl std::fmt::Debug for Deps {
     }
 }
 
+/// A history to run the loop on: its messages, ending with the user's new message, and what
+/// the context pipeline remembers of them (an earlier run's [`LoopOutcome::memory`]; a plain
+/// `Vec<MessageParam>` starts from nothing remembered).
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// The messages.
+    pub messages: Vec<MessageParam>,
+    /// The context pipeline's memory of them.
+    pub memory: ContextMemory,
+}
+
+impl From<Vec<MessageParam>> for History {
+    fn from(messages: Vec<MessageParam>) -> Self {
+        Self {
+            messages,
+            memory: ContextMemory::default(),
+        }
+    }
+}
+
 /// Runs the loop on a new task; returns its handle and the event stream.
 pub fn spawn_loop(
     config: LoopConfig,
     deps: Deps,
-    messages: Vec<MessageParam>,
+    history: impl Into<History>,
     cancel: CancellationToken,
 ) -> (
     tokio::task::JoinHandle<LoopOutcome>,
     mpsc::UnboundedReceiver<LoopEvent>,
 ) {
     let (sender, receiver) = mpsc::unbounded_channel();
-    let handle = tokio::spawn(run_loop(config, deps, messages, sender, cancel));
+    let history: History = history.into();
+    let handle = tokio::spawn(run_loop(config, deps, history, sender, cancel));
     (handle, receiver)
 }
 
-/// Runs the loop until a terminal reason. `messages` is the history so far, ending with the
-/// user's new message. Events go to `events` (a closed receiver is fine).
+/// Runs the loop until a terminal reason. `history` is the history so far, ending with the
+/// user's new message (see [`History`]). Events go to `events` (a closed receiver is fine).
 ///
 /// # Cancellation safety
 ///
@@ -218,11 +239,12 @@ pub fn spawn_loop(
 pub async fn run_loop(
     config: LoopConfig,
     mut deps: Deps,
-    messages: Vec<MessageParam>,
+    history: impl Into<History>,
     events: mpsc::UnboundedSender<LoopEvent>,
     cancel: CancellationToken,
 ) -> LoopOutcome {
-    let mut run = Run::new(&config, &mut deps, events, cancel);
+    let History { messages, memory } = history.into();
+    let mut run = Run::new(&config, &mut deps, events, cancel, memory);
     let mut state = State::new(messages, &config.model);
     let terminal = loop {
         let span = tracing::info_span!(
@@ -287,8 +309,9 @@ impl<'a> Run<'a> {
         deps: &'a mut Deps,
         events: mpsc::UnboundedSender<LoopEvent>,
         cancel: CancellationToken,
+        memory: ContextMemory,
     ) -> Self {
-        let manager = ContextManager::new(config.context.clone());
+        let manager = ContextManager::new(config.context.clone()).with_memory(memory);
         let own_tools = deps.tools.len();
         let background = cancel.child_token();
         let progress = config
@@ -818,6 +841,7 @@ impl<'a> Run<'a> {
             usage: self.usage,
             result: self.last_text,
             last_request: self.last_request,
+            memory: self.manager.into_memory(),
         }
     }
 }

@@ -305,4 +305,8 @@ pub struct LoopOutcome {
     pub result: String,
     /// When the last request was sent (the next run's [`crate::LoopConfig::last_request`]).
     pub last_request: Option<std::time::SystemTime>,
+    /// What the context pipeline remembers of `messages` (the next run's
+    /// [`crate::History::memory`], so that its L1 decisions, microcompact arming and
+    /// compaction breaker carry over).
+    pub memory: context::ContextMemory,
 }

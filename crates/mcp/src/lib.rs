@@ -19,6 +19,33 @@
 //! server flooding the client with requests or notifications is held to bounded memory
 //! ([`flood`]). Not yet: OAuth for remote servers (a server that asks
 //! for it is reported as failed; a static `Authorization` header in the configuration works).
+//!
+//! A server configured as Claude Code's `.mcp.json` writes it, connected, its tools listed
+//! under their `mcp__` names and one called (against `testkit`'s scripted server):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = testkit::mcp::McpHttpServer::start(0, None).await?;
+//! let file = serde_json::json!({"mcpServers": {"notes": {"type": "http", "url": server.url()}}});
+//! let configured = mcp::config::servers(&file, ".mcp.json".as_ref(), &|_| None)?;
+//! let options = mcp::Options::new(std::env::temp_dir(), Duration::from_secs(10));
+//! let connected = mcp::connect_all(configured, &options).await;
+//! assert!(matches!(connected[0].status, mcp::Status::Connected));
+//! let echo = connected[0]
+//!     .tools
+//!     .iter()
+//!     .find(|tool| tool.name() == "mcp__notes__echo")
+//!     .expect("the server's echo tool");
+//! let workspace = Arc::new(executor::Workspace::default());
+//! let context = executor::ToolContext::detached("toolu_1".into(), workspace);
+//! let output = echo.call(serde_json::json!({"text": "hello"}), context).await?;
+//! assert!(!output.is_error);
+//! println!("{:?}", output.content);
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
 
 pub mod config;

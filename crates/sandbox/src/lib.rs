@@ -28,14 +28,34 @@
 //! With neither, [`Backend::detect`] says why, and the caller decides (the agent asks before
 //! running anything unsandboxed).
 //!
-//! ```no_run
+//! A read-only command cannot write its root, whatever it runs (the example runs where
+//! bubblewrap works; the Landlock back end needs [`helper_main`] in the program that embeds
+//! this crate, which a doctest is not):
+//!
+//! ```
 //! use sandbox::{Backend, Policy, Profile, Sandbox};
-//! # fn main() -> Result<(), sandbox::Error> {
-//! let sandbox = Sandbox::new(Backend::detect(None));
-//! let policy = Policy::new(Profile::ReadOnly, vec!["/srv/app".into()], "/tmp/agent-1".into());
-//! let mut prepared = sandbox.command(&policy, "bash".as_ref(), &["-c".into(), "ls".into()], "/srv/app".as_ref())?;
-//! let status = prepared.command.status();
-//! # let _ = status; Ok(()) }
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let backend = Backend::detect(None);
+//! let Backend::Bubblewrap(_) = backend else {
+//!     println!("no bubblewrap here: {}", backend.name());
+//!     return Ok(());
+//! };
+//! let root = std::env::temp_dir().join(format!("sandbox-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&root)?;
+//! let temp = root.with_extension("tmp");
+//! let policy = Policy::new(Profile::ReadOnly, vec![root.clone()], temp.clone());
+//! let attack = format!("echo planted > {}/planted", root.display());
+//! let mut prepared = Sandbox::new(backend).command(
+//!     &policy,
+//!     "bash".as_ref(),
+//!     &["-c".into(), attack.into()],
+//!     &root,
+//! )?;
+//! let status = prepared.command.status()?;
+//! assert!(!status.success(), "the write was refused");
+//! assert!(!root.join("planted").exists());
+//! # drop(prepared); std::fs::remove_dir_all(&root)?; let _ = std::fs::remove_dir_all(&temp);
+//! # Ok(()) }
 //! ```
 
 #![deny(missing_docs)]

@@ -684,7 +684,7 @@ impl Tool for PostToolUse {
 /// the user's data directory). No tool may change them: the
 /// file tools refuse writes there after resolving the path exactly
 /// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
-/// [`SettingsGuard`] refuses Bash commands that name them.
+/// the OS sandbox keeps every command out of them (no command's text is read for them).
 pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|name| cwd.join(name)).collect();
     dirs.extend(user_settings_dir());
@@ -708,80 +708,6 @@ fn claude_user_dir() -> Option<PathBuf> {
 /// `agent/` in the user's config directory.
 fn user_settings_dir() -> Option<PathBuf> {
     dirs::config_dir().map(|config| config.join("agent"))
-}
-
-/// Refuses Bash commands that name the agent's own settings folders, before any other rule:
-/// a model must not grant itself permissions or hooks for the next run, whatever the
-/// permission mode. (Write and Edit there are refused by the tools themselves.)
-pub struct SettingsGuard {
-    user_settings: Option<PathBuf>,
-    claude_user: Option<PathBuf>,
-    inner: Arc<dyn CanUseTool>,
-}
-
-impl std::fmt::Debug for SettingsGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SettingsGuard")
-            .field("user_settings", &self.user_settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SettingsGuard {
-    /// Guards the settings folders in front of `inner`.
-    pub fn new(inner: Arc<dyn CanUseTool>) -> Self {
-        Self {
-            user_settings: user_settings_dir(),
-            claude_user: claude_user_dir(),
-            inner,
-        }
-    }
-
-    fn touches_settings(&self, call: &ToolCall) -> bool {
-        call.name == "Bash"
-            && call
-                .input
-                .get("command")
-                .and_then(Value::as_str)
-                .is_some_and(|command| self.command_names_settings(command))
-    }
-
-    /// Whether a shell command names a settings folder: a word that is `.agent` or has it
-    /// as a path component, or the user's agent config folder spelled out. Lexical, so a
-    /// determined command can hide the path (`cd .ag""ent`); this catches the plain spellings
-    /// a model writes, and the permission rules remain the real boundary for Bash.
-    fn command_names_settings(&self, command: &str) -> bool {
-        let words = command.split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '='
-                )
-        });
-        let names_project = words.filter(|word| !word.is_empty()).any(|word| {
-            word.split('/')
-                .any(|component| PROTECTED_NAMES.contains(&component))
-        });
-        let names_user = command.contains("/.config/agent")
-            || command.contains("XDG_CONFIG_HOME")
-            || command.contains("agent/settings")
-            || [&self.user_settings, &self.claude_user]
-                .into_iter()
-                .flatten()
-                .any(|dir| command.contains(&*dir.to_string_lossy()));
-        names_project || names_user
-    }
-}
-
-impl CanUseTool for SettingsGuard {
-    fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
-        if self.touches_settings(call) {
-            return Box::pin(std::future::ready(PermissionDecision::deny(
-                "the agent's settings (.agent/, .claude/, ~/.config/agent/, ~/.claude/) cannot be changed or used by the agent's tools; ask the user to edit them",
-            )));
-        }
-        self.inner.check(call, tool)
-    }
 }
 
 #[cfg(test)]
@@ -912,29 +838,5 @@ mod tests {
             })
         });
         assert!(!alive, "the hook's child survived");
-    }
-
-    #[test]
-    fn shell_commands_naming_the_settings_folders_are_caught() {
-        let guard = SettingsGuard::new(Arc::new(executor::AllowAll));
-        for command in [
-            "echo '{}' > .agent/settings.json",
-            "cp x.json ./.agent/settings.local.json",
-            "mkdir -p .agent && tee .agent/settings.json < x",
-            "cd .agent; rm settings.json",
-            "sed -i s/a/b/ ~/.config/agent/settings.json",
-            "cat \"$HOME/.config/agent/settings.json\"",
-            "ln -s /tmp/evil /work/repo/.agent",
-        ] {
-            assert!(guard.command_names_settings(command), "{command}");
-        }
-        for command in [
-            "cargo test",
-            "echo agent > notes.txt",
-            "ls .agents/ .agent-old",
-            "grep -r 'agent' src/",
-        ] {
-            assert!(!guard.command_names_settings(command), "{command}");
-        }
     }
 }

@@ -104,8 +104,6 @@ struct ToolState {
     gate: Arc<tools::PermissionGate>,
     /// What a subagent's tools and gate are built from.
     recipe: subagents::Recipe,
-    /// The tools a blanket deny rule removes from what the model is offered.
-    denied: tooling::DeniedTools,
     /// Whether the Task tool is offered (no blanket rule denies `Task` or `Agent`).
     task_offered: bool,
     /// How many of `tools` are the built-in ones (a subagent gets fresh ones; the rest,
@@ -146,6 +144,9 @@ struct McpState {
 /// The history and its transcript.
 struct Record {
     history: Vec<MessageParam>,
+    /// What the context pipeline remembers of `history`, lent to each run and kept across
+    /// prompts (its L1 decisions, microcompact arming, compaction breaker).
+    memory: context::ContextMemory,
     /// This project's sessions folder.
     sessions: PathBuf,
     /// The transcript's file.
@@ -498,23 +499,17 @@ impl Session {
     /// Adds the tools of MCP servers that connected since the last call (their tools join at
     /// the next turn of a session).
     pub fn join_mcp_tools(&mut self) {
-        let Some(pool) = &self.mcp.pool else {
+        let Some(source) = self.mcp_tools() else {
             return;
         };
-        for tool in pool.tools() {
-            if self.tool_names.iter().any(|name| name == tool.name())
-                || !self.tooling.denied.offers(tool.as_ref())
-            {
-                continue;
+        use loop_core::ToolSource as _;
+        for tool in source.tools() {
+            if !self.tool_names.iter().any(|name| name == tool.name()) {
+                self.tool_names.push(tool.name().to_owned());
+                self.tooling.tools.push(tool);
             }
-            self.tool_names.push(tool.name().to_owned());
-            self.tooling.tools.push(hooks::PostToolUse::wrap(
-                &self.tooling.hook_env,
-                &self.mcp.post_hooks,
-                tool,
-            ));
         }
-        for (name, status) in pool.status() {
+        for (name, status) in source.pool.status() {
             if let mcp::Status::Failed(reason) = status
                 && self.mcp.reported_failures.insert(name)
             {
@@ -524,6 +519,18 @@ impl Session {
                 );
             }
         }
+    }
+
+    /// The one way MCP tools join the session, between turns ([`Session::join_mcp_tools`])
+    /// and during a run (the loop's tool source): the tools the gate offers, behind the
+    /// PostToolUse hooks. `None` before the servers are started.
+    fn mcp_tools(&self) -> Option<McpTools> {
+        Some(McpTools {
+            pool: Arc::clone(self.mcp.pool.as_ref()?),
+            post_hooks: self.mcp.post_hooks.clone(),
+            hook_env: self.tooling.hook_env.clone(),
+            gate: Arc::clone(&self.tooling.gate),
+        })
     }
 
     /// The MCP servers and their state (`system/init`'s `mcp_servers`).
@@ -593,7 +600,7 @@ impl Session {
             ),
         };
         self.config.user_context = Some(context);
-        if !self.skills.is_empty() && self.tooling.denied.offers_named("Skill", &[]) {
+        if !self.skills.is_empty() && self.tooling.gate.offers("Skill", &[]) {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
             self.tool_names.push("Skill".to_owned());
             self.tooling.tools.push(hooks::PostToolUse::wrap(
@@ -627,7 +634,7 @@ impl Session {
         self.record.turns = 0;
         self.record.copy_history = false;
         self.record.context_saved = false;
-        self.record.history.clear();
+        self.record.replace(Vec::new());
         self.pending.context.clear();
         self.tooling
             .hook_env
@@ -662,7 +669,7 @@ impl Session {
         let transcript = self.transcript()?.clone();
         let report = crate::checkpoints::rewind(&transcript, target, scope, overwrite)?;
         if let Some(messages) = &report.conversation {
-            self.record.history.clone_from(messages);
+            self.record.replace(messages.clone());
         }
         Ok(report)
     }
@@ -690,7 +697,7 @@ impl Session {
         self.record.transcript = Some(transcript);
         self.record.turns = loaded.turns;
         self.record.copy_history = false;
-        self.record.history = loaded.messages;
+        self.record.replace(loaded.messages);
         self.record.context_saved = loaded.user_context.is_some();
         if let Some(context) = loaded.user_context {
             self.config.user_context = Some(context);
@@ -907,7 +914,7 @@ impl Session {
                 messages: messages.clone(),
             })
             .context("writing the compaction to the transcript")?;
-        self.record.history = messages;
+        self.record.replace(messages);
         Ok((before, prepared.tokens.0))
     }
 
@@ -983,14 +990,9 @@ impl Session {
             ))),
             stop_hook: Arc::clone(&self.tooling.stop_hook),
             workspace: Arc::clone(&self.tooling.workspace),
-            tool_source: self.mcp.pool.as_ref().map(|pool| {
-                Arc::new(McpTools {
-                    pool: Arc::clone(pool),
-                    post_hooks: self.mcp.post_hooks.clone(),
-                    hook_env: self.tooling.hook_env.clone(),
-                    denied: self.tooling.denied.clone(),
-                }) as Arc<dyn loop_core::ToolSource>
-            }),
+            tool_source: self
+                .mcp_tools()
+                .map(|source| Arc::new(source) as Arc<dyn loop_core::ToolSource>),
             fork_point: Some(fork_point),
             attachments: Some(Arc::new(SessionAttachments {
                 watch: self.tooling.watch.clone(),
@@ -1115,7 +1117,10 @@ impl Session {
         let (handle, mut events) = spawn_loop(
             self.config.clone(),
             self.deps(subagent_sender),
-            history,
+            loop_core::History {
+                messages: history,
+                memory: self.record.memory.clone(),
+            },
             cancel,
         );
         // Questions asked during the turn wait for the observer to draw what came before
@@ -1150,6 +1155,7 @@ impl Session {
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
         self.record.history = std::mem::take(&mut outcome.messages);
+        self.record.memory = outcome.memory.clone();
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
     }
@@ -1172,6 +1178,7 @@ impl Record {
         let resumed = resume(options, &sessions, legacy.as_deref(), interactive)?;
         let record = Self {
             history: resumed.history,
+            memory: context::ContextMemory::default(),
             sessions,
             path: resumed.path,
             transcript: None,
@@ -1184,6 +1191,15 @@ impl Record {
             saved_context: resumed.user_context,
         };
         Ok((record, resumed.session_id, resumed.last_activity))
+    }
+}
+
+impl Record {
+    /// A history that is not the one the context memory is of (cleared, rewound, compacted
+    /// by hand, another session's): the memory starts afresh.
+    fn replace(&mut self, messages: Vec<MessageParam>) {
+        self.history = messages;
+        self.memory = context::ContextMemory::default();
     }
 }
 
@@ -1242,7 +1258,6 @@ impl ToolState {
         let cwd = workspace.cwd.as_path();
         let results_dir = record.sessions.join(session_id).join("tool-results");
         let (rules, rule_origins) = permission_rules(options, settings, cwd);
-        let denied = tooling::DeniedTools::new(&rules.deny);
         let env = command_env(settings);
         let hook_env = hook_env(&env, session_id, &record.path, cwd, mode);
         let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
@@ -1258,7 +1273,6 @@ impl ToolState {
             pre_hooks: hooks_of("PreToolUse"),
             post_hooks: hooks_of("PostToolUse"),
             stop_hooks: hooks_of("SubagentStop"),
-            denied: denied.clone(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
             session_mode: None,
         };
@@ -1271,19 +1285,18 @@ impl ToolState {
         if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
             tools.push(recipe.wrap(built.permissions.exit_plan_mode_tool()));
         }
-        tools.retain(|tool| denied.offers(tool.as_ref()));
+        tools.retain(|tool| offered(&built.permissions, tool.as_ref()));
         let mut stop_hook = stop_hook(settings, &hook_env);
         let structured = structured_output(options, &recipe, &mut tools, &mut stop_hook)?;
         let state = Self {
             builtin_tools: tools.len(),
-            task_offered: denied.offers_named("Task", &["Agent"]),
+            task_offered: built.permissions.offers("Task", &["Agent"]),
             gate: Arc::clone(&built.permissions),
             watch: built.watch.clone(),
             permissions: Arc::clone(&built.gate),
             tools,
             stop_hook,
             recipe,
-            denied,
             results_dir,
             spend: None,
             rule_origins,
@@ -2640,13 +2653,19 @@ impl ConfigSource for SettingsEnv<'_> {
     }
 }
 
+/// Whether `gate` offers `tool` to the model (no deny rule covers all of its calls).
+fn offered(gate: &tools::PermissionGate, tool: &dyn executor::Tool) -> bool {
+    gate.offers(tool.name(), tool.aliases())
+}
+
 /// The tools of MCP servers that connect while a run goes on: they join at its next request
 /// (behind the PostToolUse hooks, like every tool).
 struct McpTools {
     pool: Arc<mcp::Pool>,
     post_hooks: Vec<settings::HookMatcher>,
     hook_env: hooks::HookEnv,
-    denied: tooling::DeniedTools,
+    /// The session's gate: what it offers.
+    gate: Arc<tools::PermissionGate>,
 }
 
 impl loop_core::ToolSource for McpTools {
@@ -2654,7 +2673,7 @@ impl loop_core::ToolSource for McpTools {
         self.pool
             .tools()
             .into_iter()
-            .filter(|tool| self.denied.offers(tool.as_ref()))
+            .filter(|tool| offered(&self.gate, tool.as_ref()))
             .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
             .collect()
     }
@@ -2764,69 +2783,8 @@ fn resume(
     legacy: Option<&Path>,
     interactive: bool,
 ) -> anyhow::Result<Resumed> {
-    let found = if options.resume.continue_latest {
-        // This folder's sessions and those of the folder earlier versions used, newest
-        // first; an interactive run looks at the 20 newest for an interactive one.
-        let mut paths: Vec<(std::time::SystemTime, PathBuf)> = std::iter::once(sessions)
-            .chain(legacy)
-            .flat_map(transcript::session_files)
-            .filter_map(|path| Some((std::fs::metadata(&path).ok()?.modified().ok()?, path)))
-            .collect();
-        paths.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
-        let summaries = paths
-            .iter()
-            .take(20)
-            .filter_map(|(_, path)| crate::sessions::summarize(path));
-        let mut newest = None;
-        let mut chosen = None;
-        for summary in summaries {
-            if !interactive || summary.mode == "interactive" {
-                chosen = Some(summary);
-                break;
-            }
-            newest.get_or_insert(summary);
-        }
-        let chosen = chosen
-            .or(newest)
-            .context("--continue: no earlier session in this directory")?;
-        eprintln!(
-            "agent: continuing session {} ({}, {} turn{}, first prompt: {})",
-            chosen.id,
-            chosen.mode,
-            chosen.turns,
-            if chosen.turns == 1 { "" } else { "s" },
-            render::printable(
-                &chosen.first_prompt.chars().take(60).collect::<String>(),
-                false
-            )
-        );
-        Some(chosen.path)
-    } else if let Some(target) = &options.resume.resume {
-        Some(match (resume_target(target, sessions), legacy) {
-            (Ok(path), _) => path,
-            (Err(error), Some(legacy)) => resume_target(target, legacy).map_err(|_| error)?,
-            (Err(error), None) => return Err(error),
-        })
-    } else {
-        None
-    };
-    // `--session-id` names a new session (with `--resume`/`--continue`: only a fork).
-    let new_id = || -> anyhow::Result<String> {
-        match &options.resume.session_id {
-            None => Ok(uuid::Uuid::new_v4().to_string()),
-            Some(id) => {
-                let parsed = uuid::Uuid::parse_str(id)
-                    .map_err(|_| crate::UsageError(format!("--session-id {id}: not a UUID")))?;
-                let id = parsed.hyphenated().to_string();
-                if sessions.join(format!("{id}.jsonl")).exists() {
-                    bail!(
-                        "--session-id {id}: a session with this id exists already (--resume {id} continues it)"
-                    );
-                }
-                Ok(id)
-            }
-        }
-    };
+    let found = resumed_path(options, sessions, legacy, interactive)?;
+    let new_id = || new_session_id(options, sessions);
     if found.is_some() && options.resume.session_id.is_some() && !options.resume.fork {
         return Err(crate::UsageError(
             "--session-id with --resume or --continue needs --fork-session (the resumed session keeps its own id)".into(),
@@ -2929,6 +2887,95 @@ struct Resumed {
     last_activity: Option<std::time::SystemTime>,
     /// The user turns its file has begun (a new file, a fork: 0).
     turns: u64,
+}
+
+/// The transcript a session resumes: `--continue`'s latest, `--resume`'s target, or none.
+///
+/// # Errors
+///
+/// No earlier session, or a target that is not one.
+fn resumed_path(
+    options: &Options,
+    sessions: &Path,
+    legacy: Option<&Path>,
+    interactive: bool,
+) -> anyhow::Result<Option<PathBuf>> {
+    Ok(if options.resume.continue_latest {
+        Some(latest(sessions, legacy, interactive)?)
+    } else if let Some(target) = &options.resume.resume {
+        Some(match (resume_target(target, sessions), legacy) {
+            (Ok(path), _) => path,
+            (Err(error), Some(legacy)) => resume_target(target, legacy).map_err(|_| error)?,
+            (Err(error), None) => return Err(error),
+        })
+    } else {
+        None
+    })
+}
+
+/// `--continue`: this folder's sessions and those of the folder earlier versions used,
+/// newest first; an interactive run looks at the 20 newest for an interactive one.
+///
+/// # Errors
+///
+/// When there is none.
+fn latest(sessions: &Path, legacy: Option<&Path>, interactive: bool) -> anyhow::Result<PathBuf> {
+    let mut paths: Vec<(std::time::SystemTime, PathBuf)> = std::iter::once(sessions)
+        .chain(legacy)
+        .flat_map(transcript::session_files)
+        .filter_map(|path| Some((std::fs::metadata(&path).ok()?.modified().ok()?, path)))
+        .collect();
+    paths.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+    let summaries = paths
+        .iter()
+        .take(20)
+        .filter_map(|(_, path)| crate::sessions::summarize(path));
+    let mut newest = None;
+    let mut chosen = None;
+    for summary in summaries {
+        if !interactive || summary.mode == "interactive" {
+            chosen = Some(summary);
+            break;
+        }
+        newest.get_or_insert(summary);
+    }
+    let chosen = chosen
+        .or(newest)
+        .context("--continue: no earlier session in this directory")?;
+    eprintln!(
+        "agent: continuing session {} ({}, {} turn{}, first prompt: {})",
+        chosen.id,
+        chosen.mode,
+        chosen.turns,
+        if chosen.turns == 1 { "" } else { "s" },
+        render::printable(
+            &chosen.first_prompt.chars().take(60).collect::<String>(),
+            false
+        )
+    );
+    Ok(chosen.path)
+}
+
+/// The new session's id: `--session-id` (a UUID no session of `sessions` has), else a new one.
+///
+/// # Errors
+///
+/// An id that is not a UUID ([`crate::UsageError`]), or one a session has already.
+fn new_session_id(options: &Options, sessions: &Path) -> anyhow::Result<String> {
+    match &options.resume.session_id {
+        None => Ok(uuid::Uuid::new_v4().to_string()),
+        Some(id) => {
+            let parsed = uuid::Uuid::parse_str(id)
+                .map_err(|_| crate::UsageError(format!("--session-id {id}: not a UUID")))?;
+            let id = parsed.hyphenated().to_string();
+            if sessions.join(format!("{id}.jsonl")).exists() {
+                bail!(
+                    "--session-id {id}: a session with this id exists already (--resume {id} continues it)"
+                );
+            }
+            Ok(id)
+        }
+    }
 }
 
 /// `--resume ID|FILE`: an existing file, or the id of a session of this directory (a bare

@@ -288,8 +288,6 @@ pub struct Recipe {
     pub post_hooks: Vec<HookMatcher>,
     /// SubagentStop hooks.
     pub stop_hooks: Vec<HookMatcher>,
-    /// The tools a blanket deny rule removes from what the model is offered.
-    pub denied: tooling::DeniedTools,
     /// Where Write and Edit record their changes (the session's checkpoints, shared by
     /// every subagent: a rewind undoes theirs too).
     pub journal: Option<Arc<dyn tools::WriteJournal>>,
@@ -335,7 +333,6 @@ impl Recipe {
                 built.permissions.clone(),
             ))
         };
-        let gate: Arc<dyn CanUseTool> = Arc::new(hooks::SettingsGuard::new(gate));
         let tools = built
             .tools
             .into_iter()
@@ -463,13 +460,11 @@ impl std::fmt::Debug for Host {
     }
 }
 
-impl SubagentHost for Host {
-    fn start(
-        &self,
-        spawn: &Spawn,
-        parent: &LoopConfig,
-        messages: &[MessageParam],
-    ) -> Result<ChildRun, String> {
+impl Host {
+    /// The loop settings of a subagent: the parent's, without its turn limit, background
+    /// summaries and output-token budget; a new conversation (not a fork) gets its
+    /// definition's system prompt and model, and no warm cache.
+    fn child_config(&self, spawn: &Spawn, parent: &LoopConfig) -> Result<LoopConfig, String> {
         let definition = &spawn.definition;
         let mut config = parent.clone();
         config.max_turns = None;
@@ -489,6 +484,39 @@ impl SubagentHost for Host {
                 self.models.apply(&mut config, id, &info);
             }
         }
+        Ok(config)
+    }
+
+    /// Opens the subagent's transcript with `messages` in it and keeps it open; returns its
+    /// path (a transcript that cannot be opened is warned about: the subagent runs anyway).
+    fn open_transcript(&self, spawn: &Spawn, messages: &[MessageParam]) -> PathBuf {
+        let transcript_path = self.transcript_path(&spawn.agent_id);
+        match Transcript::open(transcript_path.clone(), self.session_id.clone(), &self.cwd)
+            .and_then(|transcript| {
+                transcript.append_history(messages)?;
+                Ok(transcript)
+            }) {
+            Ok(transcript) => {
+                self.open
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(spawn.agent_id.clone(), transcript);
+            }
+            Err(error) => warn(&format!("subagent transcript: {error:#}")),
+        }
+        transcript_path
+    }
+}
+
+impl SubagentHost for Host {
+    fn start(
+        &self,
+        spawn: &Spawn,
+        parent: &LoopConfig,
+        messages: &[MessageParam],
+    ) -> Result<ChildRun, String> {
+        let definition = &spawn.definition;
+        let mut config = self.child_config(spawn, parent)?;
         let mode = if definition.read_only() {
             tools::PermissionMode::Plan
         } else {
@@ -507,7 +535,9 @@ impl SubagentHost for Host {
         let mut tools: Vec<Arc<dyn Tool>> = tools
             .into_iter()
             .chain(self.extra_tools.iter().cloned())
-            .filter(|tool| spawn.allows(tool.name()) && self.recipe.denied.offers(tool.as_ref()))
+            .filter(|tool| {
+                spawn.allows(tool.name()) && permissions.offers(tool.name(), tool.aliases())
+            })
             .collect();
         if !tools.iter().any(|tool| tool.name() == "Skill")
             && let Some(context) = &mut config.user_context
@@ -518,7 +548,7 @@ impl SubagentHost for Host {
         let fork_point = Arc::new(ForkPoint::new());
         let nested = spawn.depth < MAX_DEPTH
             && spawn.allows(TASK_TOOL)
-            && self.recipe.denied.offers_named(TASK_TOOL, &["Agent"]);
+            && permissions.offers(TASK_TOOL, &["Agent"]);
         if nested && let Some(host) = self.me.upgrade() {
             let mut names: Vec<String> = tools.iter().map(|tool| tool.name().to_owned()).collect();
             names.push(TASK_TOOL.to_owned());
@@ -534,20 +564,7 @@ impl SubagentHost for Host {
                 },
             ))));
         }
-        let transcript_path = self.transcript_path(&spawn.agent_id);
-        match Transcript::open(transcript_path.clone(), self.session_id.clone(), &self.cwd)
-            .and_then(|transcript| {
-                transcript.append_history(messages)?;
-                Ok(transcript)
-            }) {
-            Ok(transcript) => {
-                self.open
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(spawn.agent_id.clone(), transcript);
-            }
-            Err(error) => warn(&format!("subagent transcript: {error:#}")),
-        }
+        let transcript_path = self.open_transcript(spawn, messages);
         let stop_hook: Arc<dyn StopHook> = if self.recipe.stop_hooks.is_empty() {
             Arc::new(NoStopHook)
         } else {

@@ -28,48 +28,6 @@ pub struct Tooling {
     pub watch: tools::FileWatch,
 }
 
-/// The tools a blanket deny rule removes from what the model is offered (`--disallowedTools
-/// Write`, settings' `"deny": ["WebFetch"]`, `mcp__server` for all of a server's tools), as
-/// Claude Code leaves them out: a tool the model cannot use is not offered, so no turn is
-/// spent calling it. The gate still refuses them (a rule with a pattern, `Bash(rm:*)`, only
-/// refuses).
-#[derive(Clone, Debug, Default)]
-pub struct DeniedTools(Vec<String>);
-
-impl DeniedTools {
-    /// The blanket rules among `deny` (a tool name without a pattern).
-    pub fn new(deny: &[String]) -> Self {
-        Self(
-            deny.iter()
-                .map(|rule| rule.trim())
-                .filter(|rule| !rule.is_empty() && !rule.contains('('))
-                .map(str::to_owned)
-                .collect(),
-        )
-    }
-
-    /// Whether `tool` is offered: no blanket rule names it or one of its aliases (or, for an
-    /// MCP tool, its server).
-    pub fn offers(&self, tool: &dyn Tool) -> bool {
-        self.offers_named(tool.name(), tool.aliases())
-    }
-
-    /// [`DeniedTools::offers`] for a tool known by its name and aliases.
-    pub fn offers_named(&self, name: &str, aliases: &[&str]) -> bool {
-        !std::iter::once(name)
-            .chain(aliases.iter().copied())
-            .any(|name| self.0.iter().any(|rule| Self::covers(rule, name)))
-    }
-
-    fn covers(rule: &str, name: &str) -> bool {
-        rule == name
-            || (rule.starts_with("mcp__")
-                && name
-                    .strip_prefix(rule)
-                    .is_some_and(|rest| rest.starts_with("__")))
-    }
-}
-
 /// A tool set's file watch as loop-core's attachment source: a `<system-reminder>` with the
 /// diff of each file read earlier that changed on disk since.
 #[derive(Debug)]
@@ -208,6 +166,10 @@ pub fn build(
         protected_names: crate::hooks::PROTECTED_NAMES
             .iter()
             .chain(&[".git"])
+            .map(|name| (*name).to_owned())
+            .collect(),
+        settings_names: crate::hooks::PROTECTED_NAMES
+            .iter()
             .map(|name| (*name).to_owned())
             .collect(),
         sandbox: recipe.sandbox.clone(),

@@ -642,134 +642,159 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
     // middle of a character): that message is lost, the rest stands.
     let cut_last_line = !bytes.is_empty() && !bytes.ends_with(b"\n");
     let line_count = bytes.split(|byte| *byte == b'\n').count() - usize::from(!cut_last_line);
-    let mut items = Vec::new();
-    // The history before the last boundary, in case nothing was written after it.
-    let mut before_boundary = Vec::new();
-    let mut user_context = None;
-    let mut last_activity = None;
-    let mut skipped = Vec::new();
-    let mut entries = 0;
-    // Message entries the last boundary announced (ours; 0 for Claude Code's), and those
-    // seen after it (counted as `drop_incomplete_compaction` counts them: every user or
-    // assistant entry, whatever its content).
-    let mut awaited = 0;
-    let mut after_boundary = 0;
-    let mut emptied = false;
-    let mut turns = 0;
+    let mut replay = Replay::default();
     for (number, line) in bytes.split(|byte| *byte == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let entry: Value = match serde_json::from_slice(line) {
-            Ok(entry) => entry,
+        match serde_json::from_slice::<Value>(line) {
+            Ok(entry) => replay.entry(number + 1, &entry),
             Err(_) if cut_last_line && number + 1 == line_count => break,
-            Err(_) => {
-                skipped.push(number + 1);
-                continue;
-            }
-        };
-        entries += 1;
+            Err(_) => replay.skipped.push(number + 1),
+        }
+    }
+    replay.finish(path)
+}
+
+/// A transcript read entry by entry: the history items so far and what the file says
+/// beside them.
+#[derive(Default)]
+struct Replay {
+    items: Vec<HistoryItem>,
+    /// The history before the last boundary, in case nothing was written after it.
+    before_boundary: Vec<HistoryItem>,
+    user_context: Option<String>,
+    last_activity: Option<SystemTime>,
+    /// Lines that are not entries, or entries that do not read (1-based).
+    skipped: Vec<usize>,
+    entries: usize,
+    /// Message entries the last boundary announced (ours; 0 for Claude Code's), and those
+    /// seen after it (counted as `drop_incomplete_compaction` counts them: every user or
+    /// assistant entry, whatever its content).
+    awaited: usize,
+    after_boundary: usize,
+    /// The last boundary was a rewind to an empty history.
+    emptied: bool,
+    turns: u64,
+}
+
+impl Replay {
+    /// Takes the entry of line `number`.
+    fn entry(&mut self, number: usize, entry: &Value) {
+        self.entries += 1;
         let kind = entry
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let subtype = entry.get("subtype").and_then(Value::as_str);
-        match (kind, subtype) {
-            ("system", subtype) if is_boundary(subtype) => {
-                before_boundary = std::mem::take(&mut items);
-                after_boundary = 0;
-                emptied = subtype == Some(REWOUND_SUBTYPE);
-                awaited = entry
+        match (kind, entry.get("subtype").and_then(Value::as_str)) {
+            ("system", subtype) => self.system(number, subtype, entry),
+            ("user" | "assistant", _) => {
+                self.after_boundary += 1;
+                self.message(number, kind, entry);
+            }
+            _ => {}
+        }
+    }
+
+    /// A `system` entry: a boundary (compaction, rewind), rewritten tool results, a turn's
+    /// start, the user context; others are not the history's.
+    fn system(&mut self, number: usize, subtype: Option<&str>, entry: &Value) {
+        match subtype {
+            subtype if is_boundary(subtype) => {
+                self.before_boundary = std::mem::take(&mut self.items);
+                self.after_boundary = 0;
+                self.emptied = subtype == Some(REWOUND_SUBTYPE);
+                self.awaited = entry
                     .get(HISTORY_MESSAGES)
                     .and_then(Value::as_u64)
                     .and_then(|count| usize::try_from(count).ok())
                     .unwrap_or(0);
-                continue;
             }
-            ("system", Some(REWRITTEN_SUBTYPE)) => {
-                let results: Option<Vec<(protocol::ToolUseId, protocol::ToolResultContent)>> =
-                    entry
-                        .get("results")
-                        .and_then(Value::as_array)
-                        .map(|results| {
-                            results
-                                .iter()
-                                .filter_map(|result| {
-                                    Some((
-                                        serde_json::from_value(result.get("tool_use_id")?.clone())
-                                            .ok()?,
-                                        serde_json::from_value(result.get("content")?.clone())
-                                            .ok()?,
-                                    ))
-                                })
-                                .collect()
-                        });
-                match results {
-                    Some(results) => rewrite_items(&mut items, &results),
-                    None => skipped.push(number + 1),
-                }
-                continue;
-            }
-            ("system", Some(TURN_SUBTYPE)) => {
-                turns += 1;
-                continue;
-            }
-            ("system", Some(USER_CONTEXT_SUBTYPE)) => {
-                user_context = entry
+            Some(REWRITTEN_SUBTYPE) => match rewritten_results(entry) {
+                Some(results) => rewrite_items(&mut self.items, &results),
+                None => self.skipped.push(number),
+            },
+            Some(TURN_SUBTYPE) => self.turns += 1,
+            Some(USER_CONTEXT_SUBTYPE) => {
+                self.user_context = entry
                     .get("content")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                continue;
             }
-            ("user" | "assistant", _) => after_boundary += 1,
-            _ => continue,
+            _ => {}
         }
+    }
+
+    /// A user or assistant entry: its message, unless it has no content.
+    fn message(&mut self, number: usize, kind: &str, entry: &Value) {
         let Some(message) = entry.get("message") else {
-            continue;
+            return;
         };
         let param = json!({"role": kind, "content": message.get("content").cloned().unwrap_or(Value::Null)});
         let Ok(param) = serde_json::from_value::<MessageParam>(param) else {
-            skipped.push(number + 1);
-            continue;
+            self.skipped.push(number);
+            return;
         };
         if param.content.is_empty() {
-            continue;
+            return;
         }
         if let Some(at) = entry
             .get("timestamp")
             .and_then(Value::as_str)
             .and_then(parse_timestamp)
         {
-            last_activity = Some(at);
+            self.last_activity = Some(at);
         }
-        items.push(HistoryItem::Message(param));
+        self.items.push(HistoryItem::Message(param));
     }
-    if entries == 0
-        && let Some(first) = skipped.first()
-    {
-        bail!(
-            "{}:{first}: not a JSON entry: not a transcript",
-            path.display()
-        );
-    }
-    // A boundary cut short (a crash while it was written), or a compaction with nothing
-    // after it: the history before it stands. A rewind to an empty history is kept.
-    if after_boundary < awaited || (items.is_empty() && !emptied) {
-        items = before_boundary;
-        emptied = false;
-    }
-    let (messages, repairs) = normalize(items);
-    Ok((
-        Loaded {
+
+    /// The history the file leaves, and whether a rewind emptied it.
+    fn finish(mut self, path: &Path) -> anyhow::Result<(Loaded, bool)> {
+        if self.entries == 0
+            && let Some(first) = self.skipped.first()
+        {
+            bail!(
+                "{}:{first}: not a JSON entry: not a transcript",
+                path.display()
+            );
+        }
+        // A boundary cut short (a crash while it was written), or a compaction with nothing
+        // after it: the history before it stands. A rewind to an empty history is kept.
+        if self.after_boundary < self.awaited || (self.items.is_empty() && !self.emptied) {
+            self.items = self.before_boundary;
+            self.emptied = false;
+        }
+        let (messages, repairs) = normalize(self.items);
+        let loaded = Loaded {
             messages,
             repairs,
-            skipped,
-            user_context,
-            last_activity,
-            turns,
-        },
-        emptied,
-    ))
+            skipped: self.skipped,
+            user_context: self.user_context,
+            last_activity: self.last_activity,
+            turns: self.turns,
+        };
+        Ok((loaded, self.emptied))
+    }
+}
+
+/// The results a `rewritten` entry holds, `None` when it does not read.
+fn rewritten_results(
+    entry: &Value,
+) -> Option<Vec<(protocol::ToolUseId, protocol::ToolResultContent)>> {
+    entry
+        .get("results")
+        .and_then(Value::as_array)
+        .map(|results| {
+            results
+                .iter()
+                .filter_map(|result| {
+                    Some((
+                        serde_json::from_value(result.get("tool_use_id")?.clone()).ok()?,
+                        serde_json::from_value(result.get("content")?.clone()).ok()?,
+                    ))
+                })
+                .collect()
+        })
 }
 
 /// Applies a rewrite of tool results to the messages loaded so far.

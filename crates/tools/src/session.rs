@@ -46,6 +46,11 @@ pub struct ToolSetConfig {
     /// Folder names whose contents Write and Edit refuse wherever they are (`.agent`: a
     /// nested one would be the settings of a session started there), ignoring case.
     pub protected_names: Vec<String>,
+    /// The names of the agent's settings folders (`.agent`, `.claude`): a Bash command
+    /// whose words name one as a path component, or that spells out one of `protected`, is
+    /// refused before it runs. A textual hint for the plain spellings a model writes; the
+    /// sandbox is what keeps a command out of the folders.
+    pub settings_names: Vec<String>,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
     /// Told of every file Write and Edit change, before and after (the session's
@@ -109,6 +114,7 @@ impl fmt::Debug for ToolSetConfig {
             )
             .field("protected", &self.protected)
             .field("protected_names", &self.protected_names)
+            .field("settings_names", &self.settings_names)
             .field("sandbox", &self.sandbox)
             .field("journal", &self.journal.is_some())
             .finish()
@@ -187,6 +193,11 @@ impl ToolSet {
                 .collect(),
             protected_names: config
                 .protected_names
+                .iter()
+                .map(|name| name.to_lowercase())
+                .collect(),
+            settings_names: config
+                .settings_names
                 .iter()
                 .map(|name| name.to_lowercase())
                 .collect(),
@@ -334,6 +345,8 @@ pub(crate) struct Shared {
     pub(crate) protected: Vec<PathBuf>,
     /// Folder names Write and Edit refuse anywhere (lowercase).
     pub(crate) protected_names: Vec<String>,
+    /// The settings folders' names Bash commands may not name (lowercase).
+    pub(crate) settings_names: Vec<String>,
     /// How Bash commands are sandboxed.
     pub(crate) sandbox: SandboxConfig,
     /// Told of every change Write and Edit make.
@@ -350,6 +363,39 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Whether a shell command names one of the agent's settings folders: a word that is a
+    /// settings folder's name (`.agent`, `.claude`) or has one as a path component, or a protected
+    /// folder (the user's `~/.config/agent/`, `~/.claude/`) spelled out. Lexical, so a
+    /// determined command can hide the path (`cd .ag""ent`): a hint that refuses the plain
+    /// spellings a model writes before they run. What keeps commands out of these folders
+    /// is the sandbox (the workspace's top-level ones and everything outside the workspace),
+    /// and for a settings folder a command creates deeper in the workspace, the folder
+    /// trust record, which asks again about settings it has not seen.
+    pub(crate) fn names_settings(&self, command: &str) -> bool {
+        let words = command.split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '='
+                )
+        });
+        let names_project = words.filter(|word| !word.is_empty()).any(|word| {
+            word.split('/').any(|component| {
+                self.settings_names
+                    .iter()
+                    .any(|name| component.eq_ignore_ascii_case(name))
+            })
+        });
+        let names_user = command.contains("/.config/agent")
+            || command.contains("XDG_CONFIG_HOME")
+            || command.contains("agent/settings")
+            || self
+                .protected
+                .iter()
+                .any(|dir| command.contains(&*dir.to_string_lossy()));
+        names_project || names_user
+    }
+
     /// Whether an allow rule, of the settings or of the running turn, satisfies `covers`.
     pub(crate) fn allows(&self, covers: impl Fn(&Rule) -> bool) -> bool {
         self.rules.allow.iter().any(&covers)

@@ -1086,3 +1086,54 @@ fn a_following_gate_decides_in_the_stricter_mode() {
         .follow_mode(session.set.gate().mode_handle());
     assert_eq!(explore.set.gate().mode(), PermissionMode::Plan);
 }
+
+/// Commands naming the settings folders plainly are refused before they run, whatever the
+/// mode (a hint: the sandbox is what keeps a command that hides the name out of them).
+#[tokio::test]
+async fn shell_commands_naming_the_settings_folders_are_refused() {
+    let env = Env::build("settings-names", |config| {
+        config.permissions.default_mode = PermissionMode::BypassPermissions;
+        config.protected_names = vec![".agent".into(), ".claude".into(), ".git".into()];
+        config.settings_names = vec![".agent".into(), ".claude".into()];
+        config.protected = vec![std::path::PathBuf::from("/home/u/.config/agent")];
+    });
+    let gate = env.set.gate();
+    let bash = env.set.tool("Bash").unwrap();
+    let decide = |command: &str| {
+        let call = executor::ToolCall::new("t", "Bash", json!({ "command": command }));
+        let gate = Arc::clone(&gate);
+        let bash = Arc::clone(&bash);
+        async move { executor::CanUseTool::check(gate.as_ref(), &call, bash.as_ref()).await }
+    };
+    for command in [
+        "echo '{}' > .agent/settings.json",
+        "cp x.json ./.agent/settings.local.json",
+        "mkdir -p .agent && tee .agent/settings.json < x",
+        "cd .agent; rm settings.json",
+        "mkdir -p sub/.claude && echo x > sub/.claude/settings.local.json",
+        "sed -i s/a/b/ ~/.config/agent/settings.json",
+        "cat \"$HOME/.config/agent/settings.json\"",
+        "cat /home/u/.config/agent/trusted-folders.json",
+        "ln -s /tmp/evil /work/repo/.agent",
+    ] {
+        match decide(command).await {
+            PermissionDecision::Deny { reason } => {
+                assert!(reason.contains("cannot be changed"), "{command}: {reason}");
+            }
+            other => panic!("{command}: {other:?}"),
+        }
+    }
+    for command in [
+        "cargo test",
+        "echo agent > notes.txt",
+        "ls .agents/ .agent-old",
+        "grep -r 'agent' src/",
+        // A protected name that is no settings folder: commands may read `.git`.
+        "cat .git/HEAD",
+    ] {
+        assert!(
+            matches!(decide(command).await, PermissionDecision::Allow { .. }),
+            "{command}"
+        );
+    }
+}

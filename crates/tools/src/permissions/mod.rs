@@ -185,6 +185,9 @@ pub struct PermissionConfig {
     pub deny: Vec<String>,
 }
 
+/// Why a command naming the agent's settings folders is refused.
+const SETTINGS_REFUSAL: &str = "the agent's settings (.agent/, .claude/, ~/.config/agent/, ~/.claude/) cannot be changed or used by the agent's tools; ask the user to edit them";
+
 /// What the rules and the mode say about one call, before anyone is asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -424,6 +427,22 @@ impl PermissionGate {
         }
     }
 
+    /// Whether the model is offered the tool `name` (Claude Code's other names for it in
+    /// `aliases`): no deny rule covers every call of it (`Write`, `Bash(*)`, `mcp__server`
+    /// for all of a server's tools), as Claude Code leaves such tools out of a request. A
+    /// rule with a pattern (`Bash(rm:*)`) only refuses matching calls, so the tool is offered.
+    pub fn offers(&self, name: &str, aliases: &[&str]) -> bool {
+        !std::iter::once(name)
+            .chain(aliases.iter().copied())
+            .any(|name| {
+                self.shared
+                    .rules
+                    .deny
+                    .iter()
+                    .any(|rule| rule.matches_tool(name))
+            })
+    }
+
     /// Extra allow rules while one turn runs (a custom command's `allowed-tools`), in the
     /// syntax of settings' `permissions.allow`; they apply until the returned guard drops.
     /// Deny and ask rules still win over them, and the mode still applies (plan mode stays
@@ -552,6 +571,19 @@ impl PermissionGate {
             // The schema check answers first.
             return (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly));
         };
+        if self.shared.names_settings(command) {
+            let reason = SETTINGS_REFUSAL.to_owned();
+            return (
+                Verdict::Deny { reason },
+                BashRun::Sandboxed(Profile::ReadOnly),
+            );
+        }
+        self.bash_rules(command, input, mode)
+    }
+
+    /// [`PermissionGate::bash_decision`] for a `command` that names no settings folder: the
+    /// rules, the mode and the sandbox.
+    fn bash_rules(&self, command: &str, input: &Value, mode: PermissionMode) -> (Verdict, BashRun) {
         let sandboxed = self.shared.sandbox.is_active();
         let writable = if sandboxed {
             BashRun::Sandboxed(Profile::WorkspaceWrite)
