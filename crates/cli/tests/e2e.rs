@@ -5,24 +5,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::{Repo, command, processes_running, repo, result_text, unique_sleep, wait_for_process};
+use common::{
+    command, lines, processes_running, repo, result_text, run as agent, unique_sleep,
+    wait_for_process,
+};
 
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
-
-/// Runs the binary in `repo` against `server`; returns the output.
-async fn agent(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
-    command(repo, server).args(extra).output().await.unwrap()
-}
-
-fn lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
-        .collect()
-}
 
 /// Every request's tool_results answer exactly the previous request's tool_uses... checked as:
 /// the last user message's tool_result ids equal the previous assistant message's tool_use ids.

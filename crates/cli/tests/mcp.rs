@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{Repo, command, repo};
+use common::{Repo, command, lines, repo};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
@@ -54,13 +54,6 @@ async fn run(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
         .output()
         .await
         .unwrap()
-}
-
-fn lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 fn result_of(server: &Server, id: &str) -> Value {

@@ -9,15 +9,11 @@ mod common;
 
 use std::process::Output;
 
-use common::{Repo, command, repo};
+use common::{Repo, repo, run as agent};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
 const ID: &str = "5a1e2b3c-4d5e-4f60-8a7b-9c0d1e2f3a4b";
-
-async fn agent(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
-    command(repo, server).args(extra).output().await.unwrap()
-}
 
 fn ok(output: &Output) -> String {
     assert!(

@@ -9,7 +9,7 @@ mod common;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{Repo, command, processes_running, repo, unique_sleep, wait_for_process};
+use common::{Repo, command, lines, processes_running, repo, unique_sleep, wait_for_process};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
@@ -31,13 +31,6 @@ async fn run(repo: &Repo, server: &Server, backend: &str, extra: &[&str]) -> Out
         .output()
         .await
         .unwrap()
-}
-
-fn lines(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
-        .collect()
 }
 
 /// The text of the tool_result the model got for `id`.

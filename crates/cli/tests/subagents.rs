@@ -8,16 +8,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Repo, command, repo};
+use common::{Repo, command, lines, repo};
 use serde_json::{Value, json};
 use testkit::{Faults, Reply, Script, Server, Turn};
-
-fn lines(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
 
 /// The tool_results of the last request that has any, as (id, text).
 fn results(request: &Value) -> Vec<(String, String)> {
@@ -155,7 +148,7 @@ async fn parallel_subagents_report_in_model_order() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let lines = lines(&output.stdout);
+    let lines = lines(&output);
     let requests = server.requests();
     assert_eq!(requests.len(), 5, "{stderr}");
     // The main agent's second request: results in model order, A (slower) first.

@@ -683,6 +683,21 @@ pub struct Report {
     pub left: Vec<(PathBuf, String)>,
     /// The conversation after, when it was rewound.
     pub conversation: Option<Vec<MessageParam>>,
+    /// The user turn whose end the conversation is back at (0: before the first), when it
+    /// was rewound: with `conversation`, the [`loop_core::HistoryEvent::Rewound`] recorded.
+    pub to_turn: u64,
+}
+
+impl Report {
+    /// The history change the rewind recorded, when it rewound the conversation.
+    pub fn history_event(&self) -> Option<loop_core::HistoryEvent> {
+        self.conversation
+            .as_ref()
+            .map(|messages| loop_core::HistoryEvent::Rewound {
+                turn: self.to_turn,
+                messages: messages.clone(),
+            })
+    }
 }
 
 /// Where a rewind goes.
@@ -834,6 +849,7 @@ pub fn rewind(
             messages: messages.clone(),
         })?;
         report.conversation = Some(messages);
+        report.to_turn = to_turn;
     }
     Ok(report)
 }

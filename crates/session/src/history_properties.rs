@@ -384,3 +384,148 @@ proptest! {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A step of an interactive session: a prompt and the loop's run, or a command between runs.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A prompt answered by these scripted answers.
+    Run(Vec<Answer>),
+    /// `/compact`: the history replaced by a summary.
+    Compact,
+    /// A rewind of the conversation to the end of an earlier turn (0: before the first).
+    Rewind(prop::sample::Index),
+    /// `--fork-session`: a new file that begins with the history.
+    Fork,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => proptest::collection::vec(answer(), 1..5).prop_map(Step::Run),
+        1 => Just(Step::Compact),
+        1 => any::<prop::sample::Index>().prop_map(Step::Rewind),
+        1 => Just(Step::Fork),
+    ]
+}
+
+/// A transcript and the history the session holds, changed only by applying events.
+struct Session {
+    dir: std::path::PathBuf,
+    transcript: Transcript,
+    history: Vec<MessageParam>,
+    /// The history at the end of each turn (index 0: before the first).
+    ends: Vec<Vec<MessageParam>>,
+}
+
+impl Session {
+    fn open(dir: &std::path::Path, name: &str) -> Transcript {
+        let transcript = Transcript::open(dir.join(name), "s".into(), dir).unwrap();
+        transcript
+            .append_user_context("Working directory: /w")
+            .unwrap();
+        transcript
+    }
+
+    /// Records `event` and applies it: what the session does with a command's change.
+    fn change(&mut self, event: &loop_core::HistoryEvent) {
+        self.transcript.record(event).unwrap();
+        event.apply(&mut self.history);
+    }
+
+    async fn step(&mut self, number: usize, step: &Step) {
+        match step {
+            Step::Run(script) => {
+                // As a turn starts: the prompt written, then the history normalized.
+                let prompt = MessageParam::user_text(format!("prompt {number}"));
+                self.transcript.append_param(&prompt).unwrap();
+                self.history.push(prompt);
+                self.history = normalized(&self.history);
+                let (events, kept, _) = run(150_000, script.clone(), self.history.clone()).await;
+                for event in &events {
+                    if let LoopEvent::History(change) = event {
+                        self.transcript.record(change).unwrap();
+                        change.apply(&mut self.history);
+                    }
+                }
+                assert_eq!(
+                    self.history, kept,
+                    "the events replay to what the loop kept"
+                );
+                self.ends.push(self.history.clone());
+            }
+            Step::Compact => self.change(&loop_core::HistoryEvent::Compacted {
+                trigger: loop_core::CompactTrigger::Manual,
+                pre_tokens: 1_000,
+                messages: vec![MessageParam::user_text(format!(
+                    "Summary of {} messages",
+                    self.history.len()
+                ))],
+            }),
+            Step::Rewind(index) => {
+                let turn = index.index(self.ends.len());
+                let messages = self.ends[turn].clone();
+                self.change(&loop_core::HistoryEvent::Rewound {
+                    turn: turn as u64,
+                    messages,
+                });
+            }
+            Step::Fork => {
+                let name = format!("fork-{number}.jsonl");
+                let fork = Self::open(&self.dir, &name);
+                fork.append_history(&self.history).unwrap();
+                match load(&self.dir.join(name)) {
+                    Ok(loaded) => {
+                        assert_eq!(loaded.messages, normalized(&self.history), "the fork");
+                    }
+                    // Nothing to fork: the file holds no message, and says so.
+                    Err(error) => assert!(
+                        self.history.is_empty() && error.to_string().contains("not a transcript"),
+                        "{error}"
+                    ),
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Prompts, `/compact`, rewinds and forks in any order: the session's history changes
+    /// only by applying history events, the transcript records each, and loading it (one
+    /// replay of the same events) gives the session's history after every step.
+    #[test]
+    fn session_commands_replay_through_one_apply(
+        steps in proptest::collection::vec(step(), 1..8),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "agent-history-steps-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut session = Session {
+            transcript: Session::open(&dir, "s.jsonl"),
+            dir: dir.clone(),
+            history: Vec::new(),
+            ends: vec![Vec::new()],
+        };
+        for (number, step) in steps.iter().enumerate() {
+            runtime.block_on(session.step(number, step));
+            let loaded = load(&dir.join("s.jsonl"));
+            match loaded {
+                Ok(loaded) => prop_assert_eq!(
+                    &loaded.messages,
+                    &normalized(&session.history),
+                    "after step {} ({:?})", number, step
+                ),
+                // Nothing but the user context written yet (a fork or a rewind first).
+                Err(error) => prop_assert!(
+                    session.history.is_empty(),
+                    "after step {} ({:?}): {}", number, step, error
+                ),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -668,8 +668,8 @@ impl Session {
     ) -> anyhow::Result<crate::checkpoints::Report> {
         let transcript = self.transcript()?.clone();
         let report = crate::checkpoints::rewind(&transcript, target, scope, overwrite)?;
-        if let Some(messages) = &report.conversation {
-            self.record.replace(messages.clone());
+        if let Some(event) = report.history_event() {
+            self.record.apply(&event);
         }
         Ok(report)
     }
@@ -907,14 +907,15 @@ impl Session {
                 _ => None,
             })
             .unwrap_or_default();
+        let event = loop_core::HistoryEvent::Compacted {
+            trigger: loop_core::CompactTrigger::Manual,
+            pre_tokens: before,
+            messages,
+        };
         self.transcript()?
-            .record(&loop_core::HistoryEvent::Compacted {
-                trigger: loop_core::CompactTrigger::Manual,
-                pre_tokens: before,
-                messages: messages.clone(),
-            })
+            .record(&event)
             .context("writing the compaction to the transcript")?;
-        self.record.replace(messages);
+        self.record.apply(&event);
         Ok((before, prepared.tokens.0))
     }
 
@@ -1195,8 +1196,21 @@ impl Record {
 }
 
 impl Record {
-    /// A history that is not the one the context memory is of (cleared, rewound, compacted
-    /// by hand, another session's): the memory starts afresh.
+    /// Applies a change the session makes to its history between runs (`/compact`, a
+    /// rewind), as the loop applies its own and a transcript's replay applies both: one
+    /// [`loop_core::HistoryEvent::apply`]. A history replaced whole is not the one the
+    /// context memory is of: the memory starts afresh.
+    fn apply(&mut self, event: &loop_core::HistoryEvent) {
+        event.apply(&mut self.history);
+        if matches!(
+            event,
+            loop_core::HistoryEvent::Compacted { .. } | loop_core::HistoryEvent::Rewound { .. }
+        ) {
+            self.memory = context::ContextMemory::default();
+        }
+    }
+
+    /// Another history altogether (`/clear`, `/resume`): nothing of the old one is kept.
     fn replace(&mut self, messages: Vec<MessageParam>) {
         self.history = messages;
         self.memory = context::ContextMemory::default();

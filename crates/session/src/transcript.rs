@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
-use context::{HistoryItem, Repair, normalize};
+use context::Repair;
 use loop_core::HistoryEvent;
 use protocol::{MessageParam, Role};
 use serde_json::{Value, json};
@@ -656,13 +656,14 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
     replay.finish(path)
 }
 
-/// A transcript read entry by entry: the history items so far and what the file says
-/// beside them.
+/// A transcript read entry by entry: each entry that changes the history is decoded into the
+/// [`loop_core::HistoryEvent`] that wrote it and applied as the session applies it (one
+/// replay: [`loop_core::HistoryEvent::apply`]); the rest is what the file says beside.
 #[derive(Default)]
 struct Replay {
-    items: Vec<HistoryItem>,
+    history: Vec<MessageParam>,
     /// The history before the last boundary, in case nothing was written after it.
-    before_boundary: Vec<HistoryItem>,
+    before_boundary: Vec<MessageParam>,
     user_context: Option<String>,
     last_activity: Option<SystemTime>,
     /// Lines that are not entries, or entries that do not read (1-based).
@@ -701,9 +702,23 @@ impl Replay {
     fn system(&mut self, number: usize, subtype: Option<&str>, entry: &Value) {
         match subtype {
             subtype if is_boundary(subtype) => {
-                self.before_boundary = std::mem::take(&mut self.items);
+                self.before_boundary = self.history.clone();
                 self.after_boundary = 0;
                 self.emptied = subtype == Some(REWOUND_SUBTYPE);
+                // The messages of the history after it are the entries that follow.
+                let event = if self.emptied {
+                    HistoryEvent::Rewound {
+                        turn: 0,
+                        messages: Vec::new(),
+                    }
+                } else {
+                    HistoryEvent::Compacted {
+                        trigger: loop_core::CompactTrigger::Auto,
+                        pre_tokens: 0,
+                        messages: Vec::new(),
+                    }
+                };
+                event.apply(&mut self.history);
                 self.awaited = entry
                     .get(HISTORY_MESSAGES)
                     .and_then(Value::as_u64)
@@ -711,7 +726,7 @@ impl Replay {
                     .unwrap_or(0);
             }
             Some(REWRITTEN_SUBTYPE) => match rewritten_results(entry) {
-                Some(results) => rewrite_items(&mut self.items, &results),
+                Some(results) => HistoryEvent::Rewritten(results).apply(&mut self.history),
                 None => self.skipped.push(number),
             },
             Some(TURN_SUBTYPE) => self.turns += 1,
@@ -745,7 +760,7 @@ impl Replay {
         {
             self.last_activity = Some(at);
         }
-        self.items.push(HistoryItem::Message(param));
+        HistoryEvent::Appended(param).apply(&mut self.history);
     }
 
     /// The history the file leaves, and whether a rewind emptied it.
@@ -760,11 +775,12 @@ impl Replay {
         }
         // A boundary cut short (a crash while it was written), or a compaction with nothing
         // after it: the history before it stands. A rewind to an empty history is kept.
-        if self.after_boundary < self.awaited || (self.items.is_empty() && !self.emptied) {
-            self.items = self.before_boundary;
+        if self.after_boundary < self.awaited || (self.history.is_empty() && !self.emptied) {
+            self.history = self.before_boundary;
             self.emptied = false;
         }
-        let (messages, repairs) = normalize(self.items);
+        let mut repairs = Vec::new();
+        let messages = context::normalize_messages(self.history, &mut repairs);
         let loaded = Loaded {
             messages,
             repairs,
@@ -795,18 +811,6 @@ fn rewritten_results(
                 })
                 .collect()
         })
-}
-
-/// Applies a rewrite of tool results to the messages loaded so far.
-fn rewrite_items(
-    items: &mut [HistoryItem],
-    results: &[(protocol::ToolUseId, protocol::ToolResultContent)],
-) {
-    for item in items.iter_mut() {
-        if let HistoryItem::Message(message) = item {
-            loop_core::rewrite_results(std::slice::from_mut(message), results);
-        }
-    }
 }
 
 /// The warning for damaged lines skipped while loading `path`: the file and every line.

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::path::PathBuf;
+use std::process::Output;
 
+use serde_json::Value;
 use testkit::Server;
 
 /// A temporary repository (`dir`) and home folder (`home`: sessions, settings, the
@@ -57,6 +59,20 @@ pub fn command(repo: &Repo, server: &Server) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
     Launch::new(repo, server).apply(&mut command);
     command
+}
+
+/// Runs [`command`] with `extra` arguments to the end; its output.
+pub async fn run(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
+    command(repo, server).args(extra).output().await.unwrap()
+}
+
+/// The JSON lines of a run's stdout (stream-json, or json's one object), each parsed; a line
+/// that is not JSON fails the test naming it.
+pub fn lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect()
 }
 
 /// What [`command`] gives the agent, for tests that start it another way (through a shell,
