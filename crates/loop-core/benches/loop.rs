@@ -2,17 +2,14 @@
 //! the request body the loop writes for every call, from a history of about 150,000 tokens.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Probe, Reply, ScriptedModel, deps};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use loop_core::{LoopConfig, Terminal, run_loop};
 use protocol::{MessageParam, StopReason};
 use serde_json::json;
+use testkit::model::{Client, Probe, Reply, ScriptedModel, deps};
 use tokio_util::sync::CancellationToken;
 
 const TURNS: usize = 100;
@@ -53,7 +50,7 @@ async fn model_only() {
     use futures_util::StreamExt as _;
     use loop_core::{ModelClient as _, ModelRequest};
     let model = hundred_turns();
-    let client = common::Client(model);
+    let client = Client(model);
     let messages = vec![MessageParam::user_text("go")];
     for _ in 0..TURNS {
         let request = ModelRequest {

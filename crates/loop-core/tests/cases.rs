@@ -2,13 +2,10 @@
 // Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use context::validate_pairing;
 use loop_core::{
     ApiFailure, LoopConfig, LoopEvent, LoopOutcome, ModelError, StopDecision, StopFuture, StopHook,
@@ -16,6 +13,7 @@ use loop_core::{
 };
 use protocol::{ContentBlock, MessageParam, StopReason};
 use serde_json::json;
+use testkit::model::*;
 use tokio_util::sync::CancellationToken;
 
 fn config() -> LoopConfig {

@@ -2,17 +2,15 @@
 //! a host that builds each subagent from the test's definitions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::{Arc, Mutex, Weak};
 
-use common::*;
 use loop_core::subagent::{
     AgentDefinition, AgentSource, ChildRun, Spawn, SubagentHost, TASK_TOOL, TaskScope, TaskTool,
 };
 use loop_core::{LoopConfig, LoopEvent, LoopOutcome, Terminal};
 use protocol::{MessageParam, StopReason};
 use serde_json::json;
+use testkit::model::*;
 
 /// Picks each subagent's model by the marker in its prompt; adds a Task tool whenever the
 /// definition lists it (depth is left to the tool, so its own limit is what is tested).

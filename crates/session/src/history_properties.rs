@@ -5,23 +5,17 @@
 //! transcript of a run resumes to the same next request an uninterrupted session would send.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use context::{
-    NoFiles, ResultStore, Summarizer, SummarizerError, SummaryFuture, SummaryRequest, Tokens,
-    WaterLevels,
-};
-use executor::{AllowAll, Tool, ToolContext, ToolFuture, ToolOutput, Workspace};
+use context::{NoFiles, Tokens, WaterLevels};
+use executor::{AllowAll, Workspace};
 use loop_core::{
-    ApiFailure, Deps, LoopConfig, LoopEvent, ModelClient, ModelError, ModelEvent, ModelRequest,
-    ModelStream, NoStopHook, run_loop,
+    ApiFailure, Deps, LoopConfig, LoopEvent, ModelError, ModelEvent, NoStopHook, run_loop,
 };
 use proptest::prelude::*;
-use protocol::{
-    BlockStatus, CompletedBlock, ContentBlock, CreateMessageRequest, Message, MessageDelta,
-    MessageParam, StopReason, StreamEvent, ToolUseBlock, ToolUseId, Usage,
-};
-use serde_json::{Value, json};
+use protocol::{MessageParam, StopReason};
+use serde_json::json;
+use testkit::model::{Client, NoSummary, NullStore, Probe, Reply, ScriptedModel};
 use tokio_util::sync::CancellationToken;
 
 use crate::transcript::{Transcript, load};
@@ -50,168 +44,45 @@ fn answer() -> impl Strategy<Value = Answer> {
     ]
 }
 
-/// A response's events: message_start, each block started and completed, message_delta, the
-/// message. `usage_input` is reported as the API would (the request's size).
-fn response(content: Vec<ContentBlock>, stop: StopReason, usage_input: u64) -> Vec<ModelEvent> {
-    let message = |content: Vec<ContentBlock>, stop_reason| Message {
-        id: "msg_prop".into(),
-        kind: "message".into(),
-        role: protocol::Role::Assistant,
-        model: "claude-test".into(),
-        content,
-        stop_reason,
-        stop_sequence: None,
-        stop_details: None,
-        usage: Usage {
-            input_tokens: usage_input,
-            output_tokens: 20,
-            ..Usage::default()
-        },
-        extra: Default::default(),
+/// The scripted answer to request `n`: [`Answer`] as a [`testkit::model::Reply`].
+fn reply(n: usize, answer: Answer) -> Reply {
+    let tools = |count: usize| {
+        (0..count)
+            .fold(Reply::new(), |reply, k| {
+                reply.tool(&format!("toolu_{n}_{k}"), "Probe", json!({}))
+            })
+            .end(StopReason::ToolUse)
     };
-    let mut events = vec![ModelEvent::Stream(StreamEvent::MessageStart {
-        message: Box::new(message(Vec::new(), None)),
-    })];
-    for (index, block) in content.iter().enumerate() {
-        events.push(ModelEvent::Stream(StreamEvent::ContentBlockStart {
-            index,
-            content_block: Box::new(block.clone()),
-        }));
-        events.push(ModelEvent::Stream(StreamEvent::ContentBlockStop { index }));
-        events.push(ModelEvent::BlockComplete(CompletedBlock {
-            index,
-            block: block.clone(),
-            status: BlockStatus::Complete,
-        }));
-    }
-    events.push(ModelEvent::Stream(StreamEvent::MessageDelta(Box::new(
-        MessageDelta {
-            stop_reason: Some(stop.clone()),
-            ..MessageDelta::default()
-        },
-    ))));
-    events.push(ModelEvent::Done {
-        block_status: vec![BlockStatus::Complete; content.len()],
-        message: message(content, Some(stop)),
-    });
-    events
-}
-
-fn probe_call(id: String) -> ContentBlock {
-    ContentBlock::ToolUse(ToolUseBlock {
-        id: id.into(),
-        name: "Probe".into(),
-        input: json!({}),
-        cache_control: None,
-        extra: Default::default(),
-    })
-}
-
-/// Answers request N with `script[N]` (then `Done`), and records every request.
-struct Scripted {
-    script: Vec<Answer>,
-    requests: Mutex<Vec<CreateMessageRequest>>,
-}
-
-impl ModelClient for Scripted {
-    fn stream(&self, request: &ModelRequest<'_>, _cancel: CancellationToken) -> ModelStream {
-        let request = request.to_owned_request();
-        let usage_input = serde_json::to_string(&request).map_or(0, |json| json.len() as u64 / 4);
-        let n = {
-            let mut requests = self.requests.lock().unwrap();
-            requests.push(request);
-            requests.len() - 1
-        };
-        let tools = |count: usize| {
-            let calls = (0..count)
-                .map(|k| probe_call(format!("toolu_{n}_{k}")))
-                .collect();
-            response(calls, StopReason::ToolUse, usage_input)
-        };
-        let events: Vec<Result<ModelEvent, ModelError>> =
-            match self.script.get(n).cloned().unwrap_or(Answer::Done) {
-                Answer::Tools(count) => tools(count).into_iter().map(Ok).collect(),
-                Answer::Cut => response(
-                    vec![ContentBlock::text(format!("cut {n}"))],
-                    StopReason::MaxTokens,
-                    usage_input,
-                )
-                .into_iter()
-                .map(Ok)
-                .collect(),
-                Answer::TooLong => vec![Err(ModelError::PromptTooLong(ApiFailure::new(
-                    "prompt is too long",
-                )))],
-                Answer::Restarted => {
-                    let mut events = response(
-                        vec![ContentBlock::text("lost")],
-                        StopReason::EndTurn,
-                        usage_input,
-                    );
-                    events.truncate(3);
-                    events.push(ModelEvent::Restart {
-                        reason: "stream broken".into(),
-                        non_streaming: false,
-                    });
-                    events.extend(tools(1));
-                    events.into_iter().map(Ok).collect()
-                }
-                Answer::Done => response(
-                    vec![ContentBlock::text(format!("done {n}"))],
-                    StopReason::EndTurn,
-                    usage_input,
-                )
-                .into_iter()
-                .map(Ok)
-                .collect(),
-            };
-        Box::pin(futures_util::stream::iter(events))
+    match answer {
+        Answer::Tools(count) => tools(count),
+        Answer::Cut => Reply::new()
+            .text(&format!("cut {n}"))
+            .end(StopReason::MaxTokens),
+        Answer::TooLong => Reply::error(ModelError::PromptTooLong(ApiFailure::new(
+            "prompt is too long",
+        ))),
+        Answer::Restarted => {
+            // A text block started, then the stream breaks and the request is made again.
+            let mut reply = Reply::new().text("lost");
+            reply.steps.truncate(2);
+            reply
+                .steps
+                .push(testkit::model::Step::Event(ModelEvent::Restart {
+                    reason: "stream broken".into(),
+                    non_streaming: false,
+                }));
+            reply.steps.extend(tools(1).steps);
+            reply
+        }
+        Answer::Done => Reply::new()
+            .text(&format!("done {n}"))
+            .end(StopReason::EndTurn),
     }
 }
 
-/// A tool that answers with its id.
-struct Probe(Value);
-
-impl Tool for Probe {
-    fn name(&self) -> &str {
-        "Probe"
-    }
-    fn description(&self) -> &str {
-        "probe"
-    }
-    fn input_schema(&self) -> &Value {
-        &self.0
-    }
-    fn is_concurrency_safe(&self, _: &Value) -> bool {
-        true
-    }
-    fn call(&self, _input: Value, context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            Ok(ToolOutput::text(format!(
-                "probe {} says {}",
-                context.tool_use_id,
-                "x".repeat(400)
-            )))
-        })
-    }
-}
-
-struct Summary;
-
-impl Summarizer for Summary {
-    fn summarize(&self, _request: SummaryRequest) -> SummaryFuture<'_> {
-        Box::pin(std::future::ready(Ok::<_, SummarizerError>(
-            "the summary".to_owned(),
-        )))
-    }
-}
-
-struct Store;
-
-impl ResultStore for Store {
-    fn persist(&mut self, id: &ToolUseId, _text: &str) -> Result<String, String> {
-        Ok(format!("/results/{id}.txt"))
-    }
+/// Answers request N with `script[N]` (then `Done`), recording every request.
+fn scripted(script: Vec<Answer>) -> Arc<ScriptedModel> {
+    ScriptedModel::new(move |n, _request| reply(n, script.get(n).cloned().unwrap_or(Answer::Done)))
 }
 
 fn config(autocompact_at: u64) -> LoopConfig {
@@ -231,17 +102,14 @@ async fn run(
     autocompact_at: u64,
     script: Vec<Answer>,
     messages: Vec<MessageParam>,
-) -> (Vec<LoopEvent>, Vec<MessageParam>, Arc<Scripted>) {
-    let model = Arc::new(Scripted {
-        script,
-        requests: Mutex::new(Vec::new()),
-    });
+) -> (Vec<LoopEvent>, Vec<MessageParam>, Arc<ScriptedModel>) {
+    let model = scripted(script);
     let deps = Deps {
-        model: Arc::clone(&model) as Arc<dyn ModelClient>,
-        tools: vec![Arc::new(Probe(json!({"type": "object"})))],
+        model: Arc::new(Client(Arc::clone(&model))),
+        tools: vec![Probe::padded("Probe", 400)],
         permissions: Arc::new(AllowAll),
-        summarizer: Arc::new(Summary),
-        result_store: Box::new(Store),
+        summarizer: Arc::new(NoSummary),
+        result_store: Box::new(NullStore),
         files: Arc::new(NoFiles),
         stop_hook: Arc::new(NoStopHook),
         workspace: Arc::new(Workspace::default()),
@@ -375,8 +243,8 @@ proptest! {
         let (_, _, from_file) = runtime.block_on(run(autocompact_at, Vec::new(), normalized(&resumed)));
         let (_, _, from_memory) =
             runtime.block_on(run(autocompact_at, Vec::new(), normalized(&uninterrupted)));
-        let from_file = from_file.requests.lock().unwrap()[0].clone();
-        let from_memory = from_memory.requests.lock().unwrap()[0].clone();
+        let from_file = from_file.request(0);
+        let from_memory = from_memory.request(0);
         prop_assert_eq!(
             serde_json::to_value(&from_file).unwrap(),
             serde_json::to_value(&from_memory).unwrap()

@@ -1,4 +1,5 @@
-//! A local Messages API server for tests and benchmarks (dev-only).
+//! A local Messages API server for tests and benchmarks (dev-only), and the scripted
+//! model client the loop's and the session's tests share ([`model`]).
 //!
 //! [`Server`] binds `127.0.0.1:0` (plain HTTP, or TLS with a self-signed certificate made per
 //! server with rcgen), answers `POST /v1/messages` from a [`Script`] of [`Reply`]s in order,
@@ -21,6 +22,7 @@ mod script;
 mod server;
 
 pub mod mcp;
+pub mod model;
 pub use proxy::ConnectProxy;
 pub use script::{Endless, Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};

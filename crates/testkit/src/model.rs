@@ -1,10 +1,11 @@
-//! A scripted model, probe tools and a deps builder for the loop tests.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::large_enum_variant
-)]
+//! A scripted model for `loop_core` ([`ScriptedModel`] answering each request with a
+//! [`Reply`] built step by step: stream events, sleeps, failures), probe tools that log when
+//! each call starts and ends ([`Probe`]), no-op collaborators and a [`Deps`] builder: what the
+//! loop's tests, its benchmark and the session's history properties share.
+//!
+//! Test support: a lock poisoned by a panicking test is that test's failure, so locks are
+//! taken with `unwrap` here.
+#![allow(clippy::unwrap_used, clippy::large_enum_variant)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,20 +30,25 @@ pub type ProbeLog = Arc<Mutex<Vec<(String, Instant, Option<Instant>)>>>;
 /// One step of a scripted response.
 #[derive(Clone, Debug)]
 pub enum Step {
+    /// A model event.
     Event(ModelEvent),
+    /// A pause.
     Sleep(Duration),
+    /// The stream fails with this error.
     Fail(ModelError),
 }
 
 /// A scripted response.
 #[derive(Clone, Debug, Default)]
 pub struct Reply {
+    /// The steps, in order.
     pub steps: Vec<Step>,
     content: Vec<ContentBlock>,
     statuses: Vec<BlockStatus>,
 }
 
 impl Reply {
+    /// A reply that has started (`message_start`), with no block yet.
     pub fn new() -> Self {
         let message = message(Vec::new(), None);
         Self {
@@ -53,6 +59,7 @@ impl Reply {
         }
     }
 
+    /// A reply that fails at once with `error`.
     pub fn error(error: ModelError) -> Self {
         Self {
             steps: vec![Step::Fail(error)],
@@ -60,6 +67,7 @@ impl Reply {
         }
     }
 
+    /// Pauses `ms` milliseconds.
     pub fn sleep(mut self, ms: u64) -> Self {
         self.steps.push(Step::Sleep(Duration::from_millis(ms)));
         self
@@ -90,6 +98,7 @@ impl Reply {
         self.statuses.push(BlockStatus::Complete);
     }
 
+    /// A complete text block, its text in one delta.
     pub fn text(mut self, text: &str) -> Self {
         let index = self.start(ContentBlock::text(""));
         self.steps.push(Step::Event(ModelEvent::Stream(
@@ -169,6 +178,7 @@ impl Reply {
         self
     }
 
+    /// Ends the message with `reason` (`message_delta`, `message_stop`, done).
     pub fn end(mut self, reason: StopReason) -> Self {
         self.steps
             .push(Step::Event(ModelEvent::Stream(StreamEvent::MessageDelta(
@@ -188,6 +198,7 @@ impl Reply {
     }
 }
 
+/// A tool_use block.
 pub fn tool_use(id: &str, name: &str, input: Value) -> ContentBlock {
     ContentBlock::ToolUse(ToolUseBlock {
         id: id.into(),
@@ -198,6 +209,7 @@ pub fn tool_use(id: &str, name: &str, input: Value) -> ContentBlock {
     })
 }
 
+/// A complete assistant message with `content`, as a response ends.
 pub fn message(content: Vec<ContentBlock>, stop_reason: Option<StopReason>) -> Message {
     Message {
         id: "msg_scripted".into(),
@@ -225,11 +237,22 @@ pub struct ScriptedModel {
     /// Skip the realistic usage (serializing each request): for benchmarks, where the model's
     /// own cost must not count as loop overhead.
     fast: bool,
+    /// Every request received, and when.
     pub requests: Mutex<Vec<(CreateMessageRequest, Instant)>>,
+    /// When each response's stream ended.
     pub stream_done: Mutex<Vec<Instant>>,
 }
 
+impl std::fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("requests", &self.request_count())
+            .finish_non_exhaustive()
+    }
+}
+
 impl ScriptedModel {
+    /// A model answering request N (from 0) with `script(N, request)`.
     pub fn new(
         script: impl Fn(usize, &CreateMessageRequest) -> Reply + Send + Sync + 'static,
     ) -> Arc<Self> {
@@ -241,6 +264,7 @@ impl ScriptedModel {
         })
     }
 
+    /// [`ScriptedModel::new`] without the realistic usage: for benchmarks.
     pub fn fast(
         script: impl Fn(usize, &CreateMessageRequest) -> Reply + Send + Sync + 'static,
     ) -> Arc<Self> {
@@ -251,6 +275,7 @@ impl ScriptedModel {
         model
     }
 
+    /// A model answering with `replies` in order (and failing past the end).
     pub fn from_list(replies: Vec<Reply>) -> Arc<Self> {
         Self::new(move |n, _| {
             replies
@@ -260,16 +285,19 @@ impl ScriptedModel {
         })
     }
 
+    /// How many requests it has received.
     pub fn request_count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 
+    /// Request `n` (from 0).
     pub fn request(&self, n: usize) -> CreateMessageRequest {
         self.requests.lock().unwrap()[n].0.clone()
     }
 }
 
 /// The [`ModelClient`] face of a [`ScriptedModel`].
+#[derive(Debug)]
 pub struct Client(pub Arc<ScriptedModel>);
 
 impl ModelClient for Client {
@@ -344,19 +372,48 @@ fn tokio_stream_from<T: Send + 'static>(
 
 /// A tool that records (id, start, end) and sleeps `ms` from its input.
 pub struct Probe {
+    /// Its name.
     pub name: &'static str,
+    /// Whether calls may run together.
     pub safe: bool,
+    /// Its input schema.
     pub schema: Value,
+    /// Where calls are logged.
     pub log: ProbeLog,
+    /// Bytes of filler after the answer (a result large enough to count in the context).
+    pub padding: usize,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("name", &self.name)
+            .field("safe", &self.safe)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Probe {
+    /// A probe named `name` logging to `log`.
     pub fn tool(name: &'static str, safe: bool, log: &ProbeLog) -> Arc<dyn Tool> {
         Arc::new(Self {
             name,
             safe,
             schema: json!({"type": "object"}),
             log: Arc::clone(log),
+            padding: 0,
+        })
+    }
+
+    /// A concurrency-safe probe named `name` whose answers carry `padding` bytes of filler,
+    /// logging nowhere anyone reads.
+    pub fn padded(name: &'static str, padding: usize) -> Arc<dyn Tool> {
+        Arc::new(Self {
+            name,
+            safe: true,
+            schema: json!({"type": "object"}),
+            log: log(),
+            padding,
         })
     }
 }
@@ -391,13 +448,17 @@ impl Tool for Probe {
             }
             self.log.lock().unwrap()[slot].2 = Some(Instant::now());
             Ok(ToolOutput::text(format!(
-                "{} {} ok",
-                self.name, context.tool_use_id
+                "{} {} ok{}",
+                self.name,
+                context.tool_use_id,
+                " x".repeat(self.padding / 2)
             )))
         })
     }
 }
 
+/// A summarizer that answers at once with a fixed summary.
+#[derive(Debug)]
 pub struct NoSummary;
 impl Summarizer for NoSummary {
     fn summarize(&self, _request: SummaryRequest) -> SummaryFuture<'_> {
@@ -407,7 +468,8 @@ impl Summarizer for NoSummary {
     }
 }
 
-#[derive(Default)]
+/// A summarizer that counts its calls.
+#[derive(Debug, Default)]
 pub struct CountingSummarizer(pub AtomicUsize);
 impl Summarizer for CountingSummarizer {
     fn summarize(&self, _request: SummaryRequest) -> SummaryFuture<'_> {
@@ -418,7 +480,8 @@ impl Summarizer for CountingSummarizer {
     }
 }
 
-#[derive(Default)]
+/// A result store that says it stored each result (and keeps nothing).
+#[derive(Debug, Default)]
 pub struct NullStore;
 impl ResultStore for NullStore {
     fn persist(&mut self, id: &ToolUseId, _text: &str) -> Result<String, String> {
@@ -426,10 +489,12 @@ impl ResultStore for NullStore {
     }
 }
 
+/// The loop's collaborators around `model` and `tools`: everything allowed, no stop hook.
 pub fn deps(model: Arc<ScriptedModel>, tools: Vec<Arc<dyn Tool>>) -> Deps {
     deps_with(model, tools, Arc::new(NoStopHook), Arc::new(NoSummary))
 }
 
+/// [`deps`] with a stop hook and a summarizer.
 pub fn deps_with(
     model: Arc<ScriptedModel>,
     tools: Vec<Arc<dyn Tool>>,
@@ -470,6 +535,7 @@ pub fn last_results(request: &protocol::CreateMessageRequest) -> Vec<(String, St
         .collect()
 }
 
+/// An empty probe log.
 pub fn log() -> ProbeLog {
     Arc::new(Mutex::new(Vec::new()))
 }
