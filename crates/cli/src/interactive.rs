@@ -72,7 +72,7 @@ fn help(session: &Session) -> String {
     for (name, about) in BUILT_IN {
         text.push_str(&format!("\n  /{name:<12} {about}"));
     }
-    for command in &session.commands {
+    for command in session.commands() {
         // Every part comes from a file the repository may have written.
         let hint = command
             .argument_hint
@@ -86,7 +86,7 @@ fn help(session: &Session) -> String {
             command.scope
         ));
     }
-    for skill in &session.skills {
+    for skill in session.skills() {
         text.push_str(&format!(
             "\n  /{}  {} ({} skill)",
             printable(&skill.name, false),
@@ -160,7 +160,7 @@ fn complete_path(cwd: &Path, partial: &str) -> Vec<String> {
 /// The status line under the input: the session's model and mode, and `totals`.
 fn show_status(ui: &tui::Handle, totals: &Totals, session: &Session) {
     ui.set_status(
-        printable(&session.model, false),
+        printable(session.model(), false),
         session.mode_name().to_owned(),
         totals.figures(session.autocompact_at()),
     );
@@ -175,24 +175,24 @@ fn status_report(session: &Session) -> String {
         .count();
     format!(
         "Model: {}\nPermission mode: {}\nFolder: {} ({})\nSession: {}{}\nSandbox: {}\nMCP servers: {} ({} connected)\nTools: {}",
-        printable(&session.model, false),
+        printable(session.model(), false),
         session.mode_name(),
-        printable(&session.cwd.to_string_lossy(), false),
-        if session.trusted {
+        printable(&session.cwd().to_string_lossy(), false),
+        if session.trusted() {
             "trusted"
         } else {
             "not trusted: its hooks, env and allow rules are ignored"
         },
-        session.session_id,
+        session.session_id(),
         if session.has_transcript() {
             ""
         } else {
             " (nothing saved yet)"
         },
-        session.sandbox.describe(),
+        session.sandbox().describe(),
         servers.len(),
         connected,
-        session.tool_names.len(),
+        session.tool_names().len(),
     )
 }
 
@@ -211,7 +211,7 @@ fn mcp_report(session: &Session) -> String {
     for (name, status) in servers {
         let prefix = format!("{}__", mcp::server_prefix(&name));
         let tools: Vec<&str> = session
-            .tool_names
+            .tool_names()
             .iter()
             .filter_map(|tool| tool.strip_prefix(&prefix))
             .collect();
@@ -270,7 +270,7 @@ pub async fn run(
         .unwrap_or_default();
     if let Some(prompter) = &prompter {
         // Project rules where the project's settings count, the user's otherwise.
-        let file = if session.trusted {
+        let file = if session.trusted() {
             Some(session.cwd().join(".agent").join("settings.local.json"))
         } else {
             dirs::config_dir().map(|dir| dir.join("agent").join("settings.json"))
@@ -315,7 +315,7 @@ pub async fn run(
     if session.has_transcript() {
         eprintln!(
             "Session {id} saved; `agent --resume {id}` resumes it.",
-            id = session.session_id
+            id = session.session_id()
         );
     }
     Ok(code)
@@ -396,17 +396,17 @@ impl Repl<'_> {
             &format!(
                 "agent {} · {} · {} · {} mode · sandbox {}\n{}\nType /help for the keys and commands.",
                 env!("CARGO_PKG_VERSION"),
-                printable(&session.model, false),
-                printable(&session.cwd.to_string_lossy(), false),
+                printable(session.model(), false),
+                printable(&session.cwd().to_string_lossy(), false),
                 session.mode_name(),
-                session.sandbox.describe(),
+                session.sandbox().describe(),
                 // A resumed session rewound to its start has no messages, and is still resumed.
                 if session.history().is_empty() && !session.has_transcript() {
-                    format!("New session {}", session.session_id)
+                    format!("New session {}", session.session_id())
                 } else {
                     format!(
                         "Resumed session {} ({} messages)",
-                        session.session_id,
+                        session.session_id(),
                         session.history().len()
                     )
                 },
@@ -486,7 +486,7 @@ impl Repl<'_> {
             }
             Input::Model(name) => self.model(name),
             Input::Compact(focus) => self.compact(focus).await,
-            Input::Agents => self.say(&slash::agents_report(&self.session.agents)),
+            Input::Agents => self.say(&slash::agents_report(self.session.agents())),
             Input::Mcp => {
                 self.session.join_mcp_tools();
                 self.say(&mcp_report(self.session));
@@ -518,7 +518,7 @@ impl Repl<'_> {
         let Some(name) = name else {
             return self.say(&format!(
                 "Model: {}. `/model NAME` switches for the next requests (an alias such as sonnet, opus or haiku, or a model id).",
-                printable(&self.session.model, false)
+                printable(self.session.model(), false)
             ));
         };
         match self.session.set_model(&name) {
@@ -590,7 +590,7 @@ impl Repl<'_> {
         let chosen = tokio::task::block_in_place(|| {
             crate::sessions_cmd::pick(
                 &sessions,
-                Some(&self.session.session_id),
+                Some(self.session.session_id()),
                 &mut |text| say(ui, text),
                 &mut |question| ask_line(ui, question),
             )
@@ -606,7 +606,7 @@ impl Repl<'_> {
                 Ok(()) => {
                     self.say(&format!(
                         "Resumed session {} ({} messages)",
-                        self.session.session_id,
+                        self.session.session_id(),
                         self.session.history().len()
                     ));
                     self.say(&condensed(self.session.history()));
@@ -623,10 +623,15 @@ impl Repl<'_> {
     fn unknown(&self, command: &str) {
         let others = self
             .session
-            .commands
+            .commands()
             .iter()
             .map(|command| command.name.as_str())
-            .chain(self.session.skills.iter().map(|skill| skill.name.as_str()));
+            .chain(
+                self.session
+                    .skills()
+                    .iter()
+                    .map(|skill| skill.name.as_str()),
+            );
         let hint = match nearest(command, others) {
             Some(name) => format!("did you mean /{}? ", printable(&name, false)),
             None => String::new(),
@@ -639,7 +644,7 @@ impl Repl<'_> {
 
     /// `/clear`: a new session; the old one stays resumable.
     fn clear(&mut self) {
-        let old = self.session.session_id.clone();
+        let old = self.session.session_id().to_owned();
         let had_file = self.session.has_transcript();
         self.session.clear();
         // The status line counts the new session.
@@ -648,10 +653,10 @@ impl Repl<'_> {
         if had_file {
             self.say(&format!(
                 "Started session {} (the previous one can be resumed with --resume {old})",
-                self.session.session_id
+                self.session.session_id()
             ));
         } else {
-            self.say(&format!("Started session {}", self.session.session_id));
+            self.say(&format!("Started session {}", self.session.session_id()));
         }
     }
 
@@ -660,8 +665,8 @@ impl Repl<'_> {
         let session = &mut *self.session;
         let mut renderer = Renderer::new(
             OutputFormat::Text,
-            &session.session_id,
-            &session.model,
+            session.session_id(),
+            session.model(),
             true,
         )
         .with_status(self.status.clone())

@@ -152,7 +152,10 @@ async fn run(args: Args) -> anyhow::Result<u8> {
                 code: !*conversation,
                 conversation: !*code,
             });
-            session::checkpoints::run_command(&cwd, session, target, scope, *force)
+            let text = session::checkpoints::run_command(&cwd, session, target, scope, *force)?;
+            // A closed stdout (`| head`) is no failure of the rewind.
+            let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+            Ok(0)
         }
         Some(Command::Mcp { action }) => {
             let cwd = working_dir(&args)?;
@@ -327,7 +330,12 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     let trust_asker = terminal_prompter
         .as_ref()
         .map(|_| &interactive::TerminalTrust as &dyn session::trust::TrustAsker);
-    let mut session = Session::open(&args.session_options(), prompter, trust_asker)?;
+    // The session's warnings go where the terminal's lines go (above the live region).
+    let mut options = args.session_options();
+    let notice_status = status.clone();
+    options.notices =
+        session::Notices::new(move |text| notice_status.println(&format!("agent: {text}")));
+    let mut session = Session::open(&options, prompter, trust_asker)?;
     session.gather_context().await;
     match (task, terminal_prompter) {
         (Some(task), _) => headless(&args, session, &interrupts, task, status).await,
@@ -347,25 +355,25 @@ async fn headless(
     let live = args.output_format == OutputFormat::Text && std::io::stdout().is_terminal();
     let mut renderer = Renderer::new(
         args.output_format,
-        &session.session_id,
-        &session.model,
+        session.session_id(),
+        session.model(),
         live,
     )
     .with_status(status)
     .with_prices(session.price_overrides())
     .with_partial_messages(args.include_partial_messages)
     .with_verbose(args.verbose)
-    .with_structured(session.structured.clone());
-    let cwd = session.cwd.to_string_lossy().into_owned();
+    .with_structured(session.structured().cloned());
+    let cwd = session.cwd().to_string_lossy().into_owned();
     renderer.init(&output::Init {
         cwd: &cwd,
-        tools: &session.tool_names,
+        tools: session.tool_names(),
         mcp_servers: session.mcp_status(),
         permission_mode: session.mode_name(),
-        sandbox: &session.sandbox,
+        sandbox: session.sandbox(),
         slash_commands: session.slash_command_names(),
         skills: session.skill_names(),
-        api_key_source: &session.api_key_source,
+        api_key_source: session.api_key_source(),
     });
     if args.input_format == InputFormat::StreamJson {
         return stream_json_input(&mut session, &mut renderer, interrupts).await;

@@ -114,7 +114,13 @@ pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Re
 }
 
 fn add(scope: McpScope, name: &str, server: Value, cwd: &Path) -> anyhow::Result<u8> {
-    let (path, replaced) = mcp_config::add_server(scope.into(), name, &server, cwd)?;
+    let (path, replaced) = mcp_config::add_server(
+        scope.into(),
+        name,
+        &server,
+        cwd,
+        &session::Notices::stderr(),
+    )?;
     println!(
         "{} MCP server {name} ({}) in {}",
         if replaced { "Replaced" } else { "Added" },
@@ -140,7 +146,7 @@ fn remove(scope: Option<McpScope>, name: &str, cwd: &Path) -> anyhow::Result<u8>
 /// only where the folder is trusted (they are programs the repository names).
 async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     let found = configured(cwd)?;
-    let trusted = mcp_config::folder_trusted(cwd, trust_flag)?;
+    let trusted = mcp_config::folder_trusted(cwd, trust_flag, &session::Notices::stderr())?;
     if found.is_empty() {
         println!(
             "No MCP servers configured. Add one with `agent mcp add NAME -- COMMAND ARGS...`."
@@ -164,7 +170,8 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
     }
     // Kept after the listing: a failure names its server's stderr log.
     let logs = session::transcript::project_dir(cwd)?.join("mcp-logs");
-    let startup = session::mcp_config::mcp_limits(None, true).startup;
+    let notices = session::Notices::stderr();
+    let startup = session::mcp_config::mcp_limits(None, true, &notices).startup;
     let mut options = mcp::Options::new(logs, startup);
     options.guard = std::env::current_exe().ok();
     if let Some(path) = std::env::var_os("SSL_CERT_FILE") {

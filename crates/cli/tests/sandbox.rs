@@ -615,3 +615,75 @@ async fn commands_cannot_write_the_agents_settings_however_they_spell_them() {
         }
     }
 }
+
+/// Attack: the user's settings folders are links into the folder the session works in (a
+/// dotfiles checkout managed with stow: `~/.claude -> repo/claude`, the config folder ->
+/// `repo/xdg`). Protected by the path as written, the real folders would be writable from
+/// the sandbox, and a hook planted there would run at the next start anywhere, unasked. The
+/// sandbox protects what each protected path resolves to: nothing is planted, and the next
+/// run in another folder runs no hook.
+#[tokio::test]
+async fn a_settings_folder_reached_through_a_link_stays_protected() {
+    for backend in common::sandbox_backends() {
+        let repo = repo(&format!("sbx-linked-settings-{backend}"));
+        std::fs::create_dir_all(repo.dir.join("claude")).unwrap();
+        std::fs::create_dir_all(repo.dir.join("xdg/agent")).unwrap();
+        std::fs::write(repo.dir.join("claude/CLAUDE.md"), "notes\n").unwrap();
+        std::os::unix::fs::symlink(repo.dir.join("claude"), repo.home.join(".claude")).unwrap();
+        std::os::unix::fs::symlink(repo.dir.join("xdg"), repo.home.join("config")).unwrap();
+        let marker = repo.home.join("hook-ran");
+        let hook = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": format!("touch {}", marker.display())}]}]}}).to_string();
+        let server = serve_bash(&[
+            (
+                "toolu_claude",
+                json!({"command": format!("echo '{hook}' > claude/settings.json")}),
+            ),
+            (
+                "toolu_agent",
+                json!({"command": format!("cd xdg/agent && echo '{hook}' > settings.json")}),
+            ),
+        ])
+        .await;
+        let output = run(
+            &repo,
+            &server,
+            backend,
+            &["-p", "tidy my dotfiles", "--permission-mode", "acceptEdits"],
+        )
+        .await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{backend}: {stderr}");
+        for (id, planted) in [
+            ("toolu_claude", repo.dir.join("claude/settings.json")),
+            ("toolu_agent", repo.dir.join("xdg/agent/settings.json")),
+        ] {
+            assert!(
+                !planted.exists(),
+                "{backend}: {} was written: {}",
+                planted.display(),
+                tool_result(&server, id)
+            );
+        }
+        // The next run, in another folder, runs no planted hook.
+        let elsewhere = repo.home.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let answer = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        let mut next = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+        common::Launch::new(&repo, &answer)
+            .in_dir(&elsewhere)
+            .apply(&mut next);
+        let output = next
+            .env("AGENT_SANDBOX_BACKEND", backend)
+            .args(["-p", "hi"])
+            .output()
+            .await
+            .unwrap();
+        common::assert_success(&output, "the next run");
+        assert!(!marker.exists(), "{backend}: a planted hook ran");
+        // The links go before the folders are removed.
+        let _ = std::fs::remove_file(repo.home.join(".claude"));
+        let _ = std::fs::remove_file(repo.home.join("config"));
+    }
+}

@@ -628,3 +628,36 @@ async fn the_users_own_project_server_is_recorded_and_a_pulled_one_is_not() {
     );
     assert!(!stderr.contains("MCP server tool"), "{stderr}");
 }
+
+/// Attack: a trusted project's `.mcp.json` over the 4 MiB its fingerprint reads is
+/// fingerprinted by its size alone, so a pull that swaps its server for another at the same
+/// size would start unasked. Such a file is not loaded: the run stops, naming it, and no
+/// server of it starts, before and after the swap.
+#[tokio::test]
+async fn a_project_mcp_configuration_too_large_to_fingerprint_is_not_started() {
+    let repo = repo("trust-huge-mcp");
+    let marker = repo.home.join("mcp-ran");
+    let size = 5 << 20;
+    let document = |command: &str| {
+        let servers = json!({"a": {"command": "sh", "args": ["-c", command]}});
+        let head = format!("{{\"mcpServers\":{servers},\"pad\":\"");
+        format!("{head}{}\"}}", "x".repeat(size - head.len() - 2))
+    };
+    user_settings(&repo, &json!({"trustedFolders": [repo.dir]}));
+    for command in ["true".to_owned(), format!("touch {}", marker.display())] {
+        let text = document(&command);
+        assert_eq!(text.len(), size);
+        std::fs::write(repo.dir.join(".mcp.json"), text).unwrap();
+        let server = Server::start(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        let output = run(&repo, &server, &[], &[]).await;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(".mcp.json: 5242880 bytes, more than the 4194304"),
+            "{stderr}"
+        );
+        assert!(!marker.exists(), "the swapped server started");
+    }
+}

@@ -1249,6 +1249,7 @@ impl Sandbox {
         cwd: &Path,
     ) -> Result<Prepared, Error> {
         check_absolute(policy)?;
+        let policy = &policy.with_resolved_links();
         match &self.backend {
             Backend::Bubblewrap(bwrap) => {
                 let mut placeholders = Placeholders::default();
@@ -1354,6 +1355,42 @@ fn pass_descriptors(
         .fd_mappings(mappings)
         .map_err(|e| Error::Seccomp(e.to_string()))?;
     Ok(())
+}
+
+impl Policy {
+    /// This policy with each protected and hidden path also named as it resolves, its links
+    /// followed. What is kept from commands must be kept however it is reached: a link
+    /// (`~/.claude` to a dotfiles checkout in the workspace, a home folder given as
+    /// `/home/u` that is `/var/home/u`) would otherwise leave the real folder writable, or
+    /// readable, inside a root. A path that does not exist resolves through its nearest
+    /// existing folder.
+    fn with_resolved_links(&self) -> Policy {
+        let mut policy = self.clone();
+        for list in [&mut policy.protected, &mut policy.hidden] {
+            let resolved: Vec<PathBuf> = list.iter().filter_map(|path| resolved(path)).collect();
+            for path in resolved {
+                if !list.contains(&path) {
+                    list.push(path);
+                }
+            }
+        }
+        policy
+    }
+}
+
+/// `path` with its nearest existing ancestor resolved (links followed) and the rest
+/// appended; `None` when that is `path` itself or nothing resolves.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut current = path;
+    loop {
+        if let Ok(real) = current.canonicalize() {
+            let full = rest.iter().rev().fold(real, |full, part| full.join(part));
+            return (full != path).then_some(full);
+        }
+        rest.push(current.file_name()?.to_owned());
+        current = current.parent()?;
+    }
 }
 
 fn check_absolute(policy: &Policy) -> Result<(), Error> {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context as _, ensure};
 use session::{
-    CancellationToken, ExecutorEvent, LoopEvent, MessageParam, Observer, Options,
+    CancellationToken, ExecutorEvent, LoopEvent, MessageParam, Notices, Observer, Options,
     PermissionDecision, PermissionFuture, PermissionRequest, Prompter, Session, SubagentEvent,
     Terminal,
 };
@@ -79,12 +79,15 @@ async fn main() -> anyhow::Result<()> {
             serde_json::json!({"file_path": target, "content": "hello from a session\n"}),
         )),
         Reply::turn(Turn::new().text("I wrote hello.txt.")),
+        Reply::turn(Turn::new().text("It says hello.")),
     ]))
     .await?;
 
     let mut options = Options::default();
     options.cwd = Some(folder.clone());
     options.model.base_url = Some(server.base_url());
+    // Warnings and notes (a setting ignored, no sandbox on this machine) come here.
+    options.notices = Notices::new(|text| println!("notice: {text}"));
     let approver = Arc::new(Approver::default());
     let mut session = Session::open(&options, Some(approver.clone() as Arc<dyn Prompter>), None)?;
     let mut printer = Printer::default();
@@ -113,10 +116,32 @@ async fn main() -> anyhow::Result<()> {
         .filter(|body| body["model"] == session::DEFAULT_MODEL)
         .count();
     ensure!(turn_requests == 2, "{turn_requests} turn requests, not 2");
+    let requests = outcome.requests;
+    // Fork: a new session that begins with this history; the next turn writes it to its file.
+    let first = session.session_id().to_owned();
+    session.fork();
+    ensure!(session.session_id() != first, "a fork is a new session");
+    session
+        .send(
+            MessageParam::user_text("What does it say?".to_owned()),
+            &mut printer,
+            CancellationToken::new(),
+        )
+        .await?;
+    let forked = session::transcript::load(session.transcript_path())?;
+    ensure!(
+        forked.messages.len() == 6,
+        "{} messages in the fork",
+        forked.messages.len()
+    );
+    ensure!(
+        forked.messages == session.history(),
+        "the fork's file holds its history"
+    );
     println!(
         "done: {} requests, session {}, {} messages",
-        outcome.requests,
-        session.session_id,
+        requests,
+        session.session_id(),
         session.history().len()
     );
     std::fs::remove_dir_all(&folder)?;

@@ -13,15 +13,23 @@ pub struct DollarBudget {
     prices: Arc<BTreeMap<String, context::Prices>>,
     /// Dollars spent so far, and the models that could not be priced (warned about once).
     spent: Mutex<(f64, BTreeSet<String>)>,
+    /// Where the warning about a model without prices goes.
+    notices: crate::Notices,
 }
 
 impl DollarBudget {
-    /// A limit of `limit` US dollars, pricing with `prices` (settings) before the table.
-    pub fn new(limit: f64, prices: Arc<BTreeMap<String, context::Prices>>) -> Self {
+    /// A limit of `limit` US dollars, pricing with `prices` (settings) before the table;
+    /// a model without prices is told of once to `notices`.
+    pub fn new(
+        limit: f64,
+        prices: Arc<BTreeMap<String, context::Prices>>,
+        notices: crate::Notices,
+    ) -> Self {
         Self {
             limit,
             prices,
             spent: Mutex::new((0.0, BTreeSet::new())),
+            notices,
         }
     }
 }
@@ -46,11 +54,11 @@ impl loop_core::SpendGuard for DollarBudget {
             Some(prices) => spent.0 += prices.cost(usage),
             None => {
                 if spent.1.insert(model.to_owned()) {
-                    eprintln!(
-                        "agent: warning: --max-budget-usd: {} has no known prices, so its responses count as $0 (give them in settings' models.{}.prices)",
+                    self.notices.say(&format!(
+                        "warning: --max-budget-usd: {} has no known prices, so its responses count as $0 (give them in settings' models.{}.prices)",
                         render::printable(model, false),
                         render::printable(model, false)
-                    );
+                    ));
                 }
             }
         }
@@ -79,7 +87,7 @@ mod tests {
             "m".to_owned(),
             context::Prices::standard(1.0, 2.0),
         )]));
-        let budget = DollarBudget::new(0.01, prices);
+        let budget = DollarBudget::new(0.01, prices, crate::Notices::default());
         let usage = Usage {
             input_tokens: 4_000,
             output_tokens: 1_000,

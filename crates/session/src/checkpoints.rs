@@ -1092,9 +1092,9 @@ pub fn summarize(report: &Report, cwd: &Path) -> String {
 }
 
 /// `agent rewind --session ID [--turn N | --undo] [--code | --conversation | --both]
-/// [--force]`: without a target, lists the session's turns on stdout; with one, rewinds
-/// (files changed since the session last changed them refuse the rewind unless `force`)
-/// and says what it did. `scope` `None`: both for a turn, the undone rewind's for `--undo`.
+/// [--force]`: without a target, the session's turns; with one, rewinds (files changed
+/// since the session last changed them refuse the rewind unless `force`) and says what it
+/// did. Returns the text to show. `scope` `None`: both for a turn, the undone rewind's for `--undo`.
 ///
 /// # Errors
 ///
@@ -1106,7 +1106,7 @@ pub fn run_command(
     target: Option<Target>,
     scope: Option<Scope>,
     force: bool,
-) -> anyhow::Result<u8> {
+) -> anyhow::Result<String> {
     // A bare id: no path may lead to another folder's sessions.
     if id.is_empty()
         || id.len() > 64
@@ -1132,12 +1132,7 @@ pub fn run_command(
         );
     };
     let Some(target) = target else {
-        let _ = write!(
-            std::io::stdout().lock(),
-            "{}",
-            describe(&Timeline::read(&path)?, cwd)
-        );
-        return Ok(0);
+        return Ok(describe(&Timeline::read(&path)?, cwd));
     };
     let transcript = Transcript::open(path, id.to_owned(), cwd)?;
     let report = rewind(&transcript, target, scope, &mut |_| {
@@ -1147,8 +1142,7 @@ pub fn run_command(
             Decision::Cancel
         }
     })?;
-    let _ = write!(std::io::stdout().lock(), "{}", summarize(&report, cwd));
-    Ok(0)
+    Ok(summarize(&report, cwd))
 }
 
 #[cfg(test)]

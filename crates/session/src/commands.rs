@@ -62,9 +62,9 @@ fn project_folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
 
 /// Every command of `cwd`, by name. Files that cannot be read, are too large or are not
 /// UTF-8 are skipped with a warning naming them.
-pub fn discover(cwd: &Path) -> Vec<Command> {
+pub fn discover(cwd: &Path, notices: &crate::Notices) -> Vec<Command> {
     read_folders(cwd, folders(cwd), &mut |warning| {
-        eprintln!("agent: warning: {}", render::printable(&warning, false));
+        notices.say(&format!("warning: {}", render::printable(&warning, false)));
     })
 }
 
@@ -259,7 +259,7 @@ mod tests {
         std::fs::write(cwd.join(".claude/commands/ship.md"), "From claude.").ok();
         std::fs::write(cwd.join(".agent/commands/ship.md"), "From agent.").ok();
         std::fs::write(cwd.join(".agent/commands/notes.txt"), "not a command").ok();
-        let found: Vec<(String, String)> = discover(&cwd)
+        let found: Vec<(String, String)> = discover(&cwd, &crate::Notices::default())
             .into_iter()
             .filter(|command| command.scope == "project")
             .map(|command| (command.name, command.body))
@@ -278,7 +278,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(cwd.join(".claude/commands"));
         std::os::unix::fs::symlink(&notes, cwd.join(".claude/commands")).ok();
         assert!(
-            discover(&cwd)
+            discover(&cwd, &crate::Notices::default())
                 .iter()
                 .all(|command| command.name != "deploy"),
             "a linked commands folder was read"

@@ -30,7 +30,7 @@ pub const MEMORY_CAP_BYTES: usize = 40_000;
 /// A project's memory file must resolve inside the folder that holds the search (the
 /// repository root, or `cwd` outside a repository or in one that holds the home folder): a committed `CLAUDE.md` that is a link to
 /// `~/.ssh/id_rsa` would otherwise be sent to the API. The user's own files may be links.
-pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
+pub fn memory_files(cwd: &Path, notices: &crate::Notices) -> Vec<PathBuf> {
     // The folder folder trust is keyed by: the repository root, else `cwd` (a repository
     // holding the home folder, a dotfiles one, does not count: its memory files and what
     // they link to are the user's, not the project's).
@@ -55,11 +55,11 @@ pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
     project.retain(|path| {
         let inside = std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(&boundary));
         if !inside {
-            eprintln!(
-                "agent: warning: {} is skipped: it leads outside {}",
+            notices.say(&format!(
+                "warning: {} is skipped: it leads outside {}",
                 path.display(),
                 boundary.display()
-            );
+            ));
         }
         inside
     });
@@ -166,10 +166,10 @@ pub async fn git_status_section(
 
 /// The memory files' part of the user context (see [`memory_files`]), capped at
 /// [`MEMORY_CAP_BYTES`]. Blocking: run it off the async threads.
-pub fn memory_section(cwd: &Path) -> String {
+pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> String {
     let mut text = String::new();
     let mut used = 0;
-    for path in memory_files(cwd) {
+    for path in memory_files(cwd, notices) {
         let room = MEMORY_CAP_BYTES.saturating_sub(used);
         if room == 0 {
             text.push_str(&format!(
@@ -248,7 +248,7 @@ mod memory_tests {
         std::fs::write(repo.join("AGENTS.md"), "be kind").unwrap();
         std::os::unix::fs::symlink(base.join("secret"), repo.join("sub/CLAUDE.md")).unwrap();
         std::os::unix::fs::symlink("AGENTS.md", repo.join("CLAUDE.md")).unwrap();
-        let files = memory_files(&repo.join("sub"));
+        let files = memory_files(&repo.join("sub"), &crate::Notices::default());
         assert!(files.contains(&repo.join("AGENTS.md")));
         assert!(
             files.contains(&repo.join("CLAUDE.md")),
@@ -276,7 +276,7 @@ mod memory_tests {
         ] {
             std::fs::write(repo.join(file), file).unwrap();
         }
-        let files: Vec<PathBuf> = memory_files(&repo.join("app"))
+        let files: Vec<PathBuf> = memory_files(&repo.join("app"), &crate::Notices::default())
             .into_iter()
             .filter(|path| path.starts_with(&repo))
             .collect();

@@ -91,6 +91,8 @@ pub struct HookEnv {
     /// them directly in a process group of their own (tests of this module, whose binary has
     /// no guard).
     pub guard: Option<PathBuf>,
+    /// Where a hook's failures are told (one that could not start, failed or timed out).
+    pub notices: crate::Notices,
 }
 
 impl HookEnv {
@@ -165,10 +167,10 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
     let line = match command_line(env, command) {
         Ok(line) => line,
         Err(error) => {
-            eprintln!(
-                "agent: hook `{}` could not start: {error}",
+            env.notices.say(&format!(
+                "hook `{}` could not start: {error}",
                 printable(command, false)
-            );
+            ));
             return Answer::Go;
         }
     };
@@ -181,10 +183,10 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
     let mut child = match child {
         Ok(child) => child,
         Err(error) => {
-            eprintln!(
-                "agent: hook `{}` could not start: {error}",
+            env.notices.say(&format!(
+                "hook `{}` could not start: {error}",
                 printable(command, false)
-            );
+            ));
             return Answer::Go;
         }
     };
@@ -213,19 +215,19 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
     let status = match status {
         Ok(Ok(status)) => status,
         Ok(Err(error)) => {
-            eprintln!(
-                "agent: hook `{}` failed: {error}",
+            env.notices.say(&format!(
+                "hook `{}` failed: {error}",
                 printable(command, false)
-            );
+            ));
             return Answer::Go;
         }
         Err(_) => {
             // `group` kills the hook and everything it started on the way out.
-            eprintln!(
-                "agent: hook `{}` timed out after {} s",
+            env.notices.say(&format!(
+                "hook `{}` timed out after {} s",
                 printable(command, false),
                 timeout.as_secs()
-            );
+            ));
             return Answer::Go;
         }
     };
@@ -247,7 +249,7 @@ async fn run_command(env: &HookEnv, command: &str, timeout: Duration, input: &Va
             .to_owned()
     };
     let (stdout, stderr) = (text(&stdout), text(&stderr));
-    answer(command, status, &stdout, stderr)
+    answer(&env.notices, command, status, &stdout, stderr)
 }
 
 /// The command line of a hook: `bash -c COMMAND` (bash found outside the workspace), through
@@ -288,7 +290,13 @@ fn command_line(env: &HookEnv, command: &str) -> Result<std::process::Command, S
 /// What a hook that exited with `status` answers: exit 2 blocks (with its stderr), exit 0
 /// answers with its stdout (JSON or nothing), anything else is reported and lets the call
 /// go on.
-fn answer(command: &str, status: std::process::ExitStatus, stdout: &str, stderr: String) -> Answer {
+fn answer(
+    notices: &crate::Notices,
+    command: &str,
+    status: std::process::ExitStatus,
+    stdout: &str,
+    stderr: String,
+) -> Answer {
     match status.code() {
         Some(2) => Answer::Block(if stderr.is_empty() {
             format!("blocked by hook `{command}`")
@@ -300,16 +308,16 @@ fn answer(command: &str, status: std::process::ExitStatus, stdout: &str, stderr:
             // a broken hook the user should hear about.
             let looks_like_json = stdout.starts_with('{') || stdout.starts_with('[');
             if looks_like_json && serde_json::from_str::<Value>(stdout).is_err() {
-                eprintln!(
-                    "agent: hook `{}` printed invalid JSON, ignored: {}",
+                notices.say(&format!(
+                    "hook `{}` printed invalid JSON, ignored: {}",
                     printable(command, false),
                     printable(&stdout.chars().take(200).collect::<String>(), false)
-                );
+                ));
             }
             json_answer(stdout)
         }
         _ => {
-            eprintln!("{}", failure_line(command, &status.to_string(), &stderr));
+            notices.say(&failure_line(command, &status.to_string(), &stderr));
             Answer::Go
         }
     }
@@ -319,7 +327,7 @@ fn answer(command: &str, status: std::process::ExitStatus, stdout: &str, stderr:
 /// sequences neutralised (a hook's output must not drive the terminal).
 fn failure_line(command: &str, status: &str, stderr: &str) -> String {
     format!(
-        "agent: hook `{}` failed ({status}): {}",
+        "hook `{}` failed ({status}): {}",
         printable(command, false),
         printable(stderr, true)
     )
@@ -723,10 +731,8 @@ mod tests {
         );
         assert!(!line.contains('\x1b') && !line.contains('\x07'), "{line:?}");
         assert!(line.contains("second line"), "{line:?}");
-        assert!(
-            line.starts_with("agent: hook `lint\\u{1b}]0;title"),
-            "{line:?}"
-        );
+        // Shown as `agent: hook ...` by the stderr notice sink.
+        assert!(line.starts_with("hook `lint\\u{1b}]0;title"), "{line:?}");
     }
 
     #[test]
@@ -766,6 +772,7 @@ mod tests {
 
     fn env(dir: &Path) -> HookEnv {
         HookEnv {
+            notices: crate::Notices::default(),
             session: Arc::new(Mutex::new(("s".into(), dir.join("t.jsonl")))),
             cwd: dir.to_path_buf(),
             permission_mode: "default".into(),

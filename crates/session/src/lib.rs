@@ -22,7 +22,9 @@
 //! **Ask.** What needs a person goes through traits the front end implements: a
 //! [`Prompter`] answers permission questions (without one, calls that need approval are
 //! refused with a message, as headless runs do), a [`trust::TrustAsker`] decides whether to
-//! trust a folder. The terminal, headless mode and programmatic hosts are peers.
+//! trust a folder. What only informs (a setting ignored, a hook that failed, an MCP server
+//! that did not start) goes to the [`Notices`] sink of [`Options`]: stderr unless the front
+//! end gives its own. The terminal, headless mode and programmatic hosts are peers.
 //!
 //! **Keep.** Each turn's history changes are appended to the session's transcript
 //! ([`transcript`], Claude Code's JSON lines) as they complete; Write and Edit record their
@@ -88,6 +90,7 @@ pub mod cost;
 mod history_properties;
 mod hooks;
 pub mod mcp_config;
+mod notices;
 mod observer;
 pub mod options;
 mod prefetch;
@@ -102,6 +105,7 @@ mod tooling;
 pub mod transcript;
 pub mod trust;
 
+pub use notices::Notices;
 pub use observer::{CatchUp, Observer};
 pub use options::Options;
 pub use session::*;

@@ -105,8 +105,13 @@ pub struct McpLimits {
     pub grace: std::time::Duration,
 }
 
-/// The limits from the environment and the setting `mcpStartupWaitMs` (see [`McpLimits`]).
-pub fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
+/// The limits from the environment and the setting `mcpStartupWaitMs` (see [`McpLimits`]);
+/// a `MCP_TOOL_TIMEOUT` that is no number is told of to `notices`.
+pub fn mcp_limits(
+    setting_wait: Option<u64>,
+    headless: bool,
+    notices: &crate::Notices,
+) -> McpLimits {
     let millis = |key: &str| {
         std::env::var(key)
             .ok()
@@ -121,11 +126,11 @@ pub fn mcp_limits(setting_wait: Option<u64>, headless: bool) -> McpLimits {
             Ok(value) => match value.trim().parse::<u64>() {
                 Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms),
                 _ => {
-                    eprintln!(
-                        "agent: warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
+                    notices.say(&format!(
+                        "warning: MCP_TOOL_TIMEOUT={} is not a positive number of milliseconds; MCP calls are limited to the default {} ms",
                         render::printable(&value, false),
                         mcp::DEFAULT_TOOL_TIMEOUT.as_millis()
-                    );
+                    ));
                     mcp::DEFAULT_TOOL_TIMEOUT
                 }
             },
@@ -176,6 +181,7 @@ pub fn add_server(
     name: &str,
     server: &Value,
     cwd: &Path,
+    notices: &crate::Notices,
 ) -> anyhow::Result<(PathBuf, bool)> {
     if name.is_empty() || name.contains(char::is_whitespace) {
         anyhow::bail!("the server's name {name:?} must be a non-empty word");
@@ -190,9 +196,9 @@ pub fn add_server(
     if scope == Scope::Project
         && let Err(error) = crate::trust::record_mcp_server(cwd, name, server)
     {
-        eprintln!(
-            "agent: warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
-        );
+        notices.say(&format!(
+            "warning: the server is not recorded as trusted, so the next session may ask about it: {error:#}"
+        ));
     }
     Ok((path, replaced))
 }
@@ -325,7 +331,7 @@ fn validate(name: &str, server: &Value, path: &Path) -> anyhow::Result<()> {
 /// # Errors
 ///
 /// Settings or a trust record that cannot be read, named.
-pub fn folder_trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
+pub fn folder_trusted(cwd: &Path, flag: bool, notices: &crate::Notices) -> anyhow::Result<bool> {
     use crate::trust::Standing;
     let folder = crate::settings::project_folder(cwd);
     let file = crate::settings::user_settings_file().unwrap_or_default();
@@ -335,13 +341,13 @@ pub fn folder_trusted(cwd: &Path, flag: bool) -> anyhow::Result<bool> {
         .unwrap_or_default();
     let items = crate::trust::items(cwd, &layers, &crate::commands::project_commands(cwd));
     Ok(
-        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items)? {
+        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items, notices)? {
             Standing::Trusted(_) | Standing::Unrecorded(_) => true,
             Standing::Changed(change) => {
-                eprintln!(
-                    "agent: warning: {}",
+                notices.say(&format!(
+                    "warning: {}",
                     crate::trust::changed_warning(&folder, cwd, &change)
-                );
+                ));
                 false
             }
             Standing::Untrusted => false,

@@ -37,6 +37,8 @@ pub struct Options {
     pub system_prompt: Option<String>,
     /// Appended to the system prompt, after a blank line.
     pub append_system_prompt: Option<String>,
+    /// Where the session's warnings and notes go [default: stderr, `agent: TEXT`].
+    pub notices: crate::Notices,
 }
 
 /// The model and its server.

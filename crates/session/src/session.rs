@@ -45,27 +45,27 @@ pub const DEFAULT_MODEL: &str = "claude-opus-4-8";
 /// A configured session, ready for turns.
 pub struct Session {
     /// The working directory, absolute and resolved.
-    pub cwd: PathBuf,
+    cwd: PathBuf,
     /// The session id (the transcript's file name without `.jsonl`).
-    pub session_id: String,
+    session_id: String,
     /// The model asked first.
-    pub model: String,
+    model: String,
     /// How Bash commands are sandboxed.
-    pub sandbox: tools::SandboxConfig,
+    sandbox: tools::SandboxConfig,
     /// Whether the folder is trusted (see `trust`).
-    pub trusted: bool,
+    trusted: bool,
     /// The names of the tools the model may call.
-    pub tool_names: Vec<String>,
+    tool_names: Vec<String>,
     /// The custom slash commands (`.claude/commands/`, ...).
-    pub commands: Vec<crate::commands::Command>,
+    commands: Vec<crate::commands::Command>,
     /// `--json-schema`: the structured output, as far as it got.
-    pub structured: Option<crate::structured::Shared>,
+    structured: Option<crate::structured::Shared>,
     /// Where the API key came from (`system/init`'s `apiKeySource`).
-    pub api_key_source: String,
+    api_key_source: String,
     /// The skills (`.claude/skills/`, ...), found while the context is gathered.
-    pub skills: Vec<tools::skills::Skill>,
+    skills: Vec<tools::skills::Skill>,
     /// The agents the Task tool offers (built-in, the user's, a trusted project's).
-    pub agents: Arc<[loop_core::subagent::AgentDefinition]>,
+    agents: Arc<[loop_core::subagent::AgentDefinition]>,
     /// The loop's settings for the next run (model, system prompt, limits, levels).
     config: LoopConfig,
     /// The model clients.
@@ -78,6 +78,8 @@ pub struct Session {
     record: Record,
     /// What waits for the next request or prompt.
     pending: Pending,
+    /// Where warnings and notes go.
+    notices: crate::Notices,
 }
 
 /// The clients a session asks models through.
@@ -207,13 +209,15 @@ impl Session {
             layers.push(settings::flag_layer(extra)?);
         }
         let prompter_absent = prompter.is_none();
-        let commands = crate::commands::discover(&cwd);
+        let commands = crate::commands::discover(&cwd, &options.notices);
         let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker)?;
         let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(options, &cwd, &settings, trusted)?;
         for warning in settings.warnings() {
-            eprintln!("agent: warning: {}", render::printable(&warning, false));
+            options
+                .notices
+                .say(&format!("warning: {}", render::printable(&warning, false)));
         }
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
@@ -241,7 +245,7 @@ impl Session {
             sandbox.clone(),
         )?;
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
-            subagents::definitions(&cwd, folder_trusted).into();
+            subagents::definitions(&cwd, folder_trusted, &options.notices).into();
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let compact_percent = autocompact_percent(&settings.env)?;
@@ -303,6 +307,7 @@ impl Session {
             ),
             record,
             pending: Pending::default(),
+            notices: options.notices.clone(),
         };
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
@@ -339,7 +344,8 @@ impl Session {
         // MCP servers connect while the context is gathered; the run waits for them at most
         // the grace period (`mcpStartupWaitMs`).
         if !self.mcp.servers.is_empty() {
-            let limits = crate::mcp_config::mcp_limits(self.mcp.wait, self.mcp.headless);
+            let limits =
+                crate::mcp_config::mcp_limits(self.mcp.wait, self.mcp.headless, &self.notices);
             let options = mcp::Options {
                 tool_timeout: limits.tool_timeout,
                 extra_roots_pem: Arc::clone(&self.mcp.extra_roots_pem),
@@ -353,12 +359,12 @@ impl Session {
             self.join_mcp_tools();
             for (name, status) in pool.status() {
                 if matches!(status, mcp::Status::Pending) {
-                    eprintln!(
-                        "agent: warning: MCP server {} is still starting after {} ms; its tools \
+                    self.notices.say(&format!(
+                        "warning: MCP server {} is still starting after {} ms; its tools \
                          join at the next request (MCP_STARTUP_WAIT_MS waits longer)",
                         render::printable(&name, false),
                         limits.grace.as_millis()
-                    );
+                    ));
                 }
             }
             return;
@@ -381,11 +387,11 @@ impl Session {
                     self.llm.compact_percent,
                 );
             }
-            None => eprintln!(
-                "agent: warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
+            None => self.notices.say(&format!(
+                "warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
                 render::printable(model, false),
                 render::printable(model, false)
-            ),
+            )),
         }
     }
 
@@ -411,11 +417,11 @@ impl Session {
         if let Some(command) = command {
             let applies = command.scope == "user" || self.trusted;
             if !applies && (!command.allowed_tools.is_empty() || command.model.is_some()) {
-                eprintln!(
-                    "agent: warning: /{}: allowed-tools and model of a project command are ignored: {} is not a trusted folder",
+                self.notices.say(&format!(
+                    "warning: /{}: allowed-tools and model of a project command are ignored: {} is not a trusted folder",
                     render::printable(name, false),
                     render::printable(&self.cwd.display().to_string(), false)
-                );
+                ));
             }
             return Some(Invocation {
                 name: name.to_owned(),
@@ -437,11 +443,11 @@ impl Session {
                 model: None,
             }),
             Err(reason) => {
-                eprintln!(
-                    "agent: warning: skill {}: {}",
+                self.notices.say(&format!(
+                    "warning: skill {}: {}",
                     render::printable(name, false),
                     render::printable(&reason, false)
-                );
+                ));
                 None
             }
         }
@@ -513,10 +519,10 @@ impl Session {
             if let mcp::Status::Failed(reason) = status
                 && self.mcp.reported_failures.insert(name)
             {
-                eprintln!(
-                    "agent: warning: MCP server {}",
+                self.notices.say(&format!(
+                    "warning: MCP server {}",
                     render::printable(&reason, false)
-                );
+                ));
             }
         }
     }
@@ -559,18 +565,21 @@ impl Session {
                 context_info::git_status_section(&cwd, &sandbox, trusted).await
             }
         };
-        let blocking = |work: fn(&Path) -> String, cwd: PathBuf| async move {
-            tokio::task::spawn_blocking(move || work(&cwd))
-                .await
-                .unwrap_or_default()
+        let (memory_cwd, memory_notices) = (self.cwd.clone(), self.notices.clone());
+        let memory = async move {
+            tokio::task::spawn_blocking(move || {
+                context_info::memory_section(&memory_cwd, &memory_notices)
+            })
+            .await
+            .unwrap_or_default()
         };
-        let memory = blocking(context_info::memory_section, self.cwd.clone());
-        let skills_cwd = self.cwd.clone();
+        let (skills_cwd, notices) = (self.cwd.clone(), self.notices.clone());
         let skills = async move {
-            tokio::task::spawn_blocking(move || crate::skills::discover(&skills_cwd))
+            let found = notices.clone();
+            tokio::task::spawn_blocking(move || crate::skills::discover(&skills_cwd, &found))
                 .await
                 .unwrap_or_else(|error| {
-                    eprintln!("agent: warning: skills were not read: {error}");
+                    notices.say(&format!("warning: skills were not read: {error}"));
                     Vec::new()
                 })
         };
@@ -624,6 +633,27 @@ impl Session {
     /// Leaves this session's history behind and starts a new, empty session (the
     /// interactive `/clear`). The old session file stays where it is.
     pub fn clear(&mut self) {
+        self.new_file();
+        self.record.replace(Vec::new());
+        self.pending.context.clear();
+    }
+
+    /// Goes on in a new session that begins with this one's history, as `--fork-session`
+    /// starts one: a new id and transcript file, which gets the history when its first turn
+    /// starts; the old file stays as it was. The context memory carries over (the same
+    /// history, the same prompt-cache prefix).
+    pub fn fork(&mut self) {
+        self.new_file();
+        self.record.copy_history = !self.record.history.is_empty();
+    }
+
+    /// The transcript file (written once the first turn starts).
+    pub fn transcript_path(&self) -> &Path {
+        &self.record.path
+    }
+
+    /// A new session id and transcript file, nothing written yet.
+    fn new_file(&mut self) {
         self.session_id = uuid::Uuid::new_v4().to_string();
         self.record.path = self
             .record
@@ -634,8 +664,6 @@ impl Session {
         self.record.turns = 0;
         self.record.copy_history = false;
         self.record.context_saved = false;
-        self.record.replace(Vec::new());
-        self.pending.context.clear();
         self.tooling
             .hook_env
             .set_session(self.session_id.clone(), self.record.path.clone());
@@ -917,6 +945,56 @@ impl Session {
             .context("writing the compaction to the transcript")?;
         self.record.apply(&event);
         Ok((before, prepared.tokens.0))
+    }
+
+    /// The session id (the transcript's file name without `.jsonl`).
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The model asked first (an id, aliases resolved).
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// How Bash commands are sandboxed.
+    pub fn sandbox(&self) -> &tools::SandboxConfig {
+        &self.sandbox
+    }
+
+    /// Whether the folder is trusted (its project settings apply in full).
+    pub fn trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// The names of the tools the model may call.
+    pub fn tool_names(&self) -> &[String] {
+        &self.tool_names
+    }
+
+    /// The custom slash commands (`.claude/commands/`, ...).
+    pub fn commands(&self) -> &[crate::commands::Command] {
+        &self.commands
+    }
+
+    /// `--json-schema`'s structured output, as far as it got.
+    pub fn structured(&self) -> Option<&crate::structured::Shared> {
+        self.structured.as_ref()
+    }
+
+    /// Where the API key came from (`system/init`'s `apiKeySource`).
+    pub fn api_key_source(&self) -> &str {
+        &self.api_key_source
+    }
+
+    /// The skills, once the context is gathered.
+    pub fn skills(&self) -> &[tools::skills::Skill] {
+        &self.skills
+    }
+
+    /// The agents the Task tool offers.
+    pub fn agents(&self) -> &[loop_core::subagent::AgentDefinition] {
+        &self.agents
     }
 
     /// The working directory.
@@ -1273,7 +1351,7 @@ impl ToolState {
         let results_dir = record.sessions.join(session_id).join("tool-results");
         let (rules, rule_origins) = permission_rules(options, settings, cwd);
         let env = command_env(settings);
-        let hook_env = hook_env(&env, session_id, &record.path, cwd, mode);
+        let hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
         let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
         let mut recipe = subagents::Recipe {
             workspace: Arc::clone(&workspace),
@@ -1356,10 +1434,10 @@ fn workspace(
     tools::sandbox::env::fix_program_folders(&roots);
     for root in &roots {
         for removed in tools::sandbox::sweep_placeholders(root) {
-            eprintln!(
-                "agent: removed {}, an empty sandbox placeholder left by a killed run",
+            options.notices.say(&format!(
+                "removed {}, an empty sandbox placeholder left by a killed run",
                 removed.display()
-            );
+            ));
         }
     }
     Ok(Arc::new(workspace))
@@ -1432,8 +1510,10 @@ fn hook_env(
     transcript: &Path,
     cwd: &Path,
     mode: tools::PermissionMode,
+    notices: &crate::Notices,
 ) -> hooks::HookEnv {
     hooks::HookEnv {
+        notices: notices.clone(),
         env: env.to_vec(),
         session: Arc::new(std::sync::Mutex::new((
             session_id.to_owned(),
@@ -1529,12 +1609,12 @@ fn named_model(
         );
     }
     if !openai && let Some((prefix, _)) = named_model.split_once('/') {
-        eprintln!(
-            "agent: warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
+        options.notices.say(&format!(
+            "warning: model {}: {} is not a provider (anthropic, openai, or an entry of settings' \"providers\"), so the whole name goes to the {} server as the model id",
             render::printable(&named_model, false),
             render::printable(prefix, false),
             provider_choice.name
-        );
+        ));
     }
     Ok((provider_choice, named_model))
 }
@@ -1572,12 +1652,12 @@ fn permission_mode(
         (Some(mode), _) => mode,
         // Claude Code's other modes: asking is the stricter answer to both.
         (None, Some(name @ ("dontAsk" | "auto"))) => {
-            eprintln!(
-                "agent: warning: {}: permissions.defaultMode {name:?} (a Claude Code mode) is not supported by agent: default is used (calls without a rule are asked, or refused headless)",
+            options.notices.say(&format!(
+                "warning: {}: permissions.defaultMode {name:?} (a Claude Code mode) is not supported by agent: default is used (calls without a rule are asked, or refused headless)",
                 settings
                     .default_mode_origin()
                     .map_or_else(|| "settings".into(), |path| path.display().to_string())
-            );
+            ));
             tools::PermissionMode::Default
         }
         (None, Some(name)) => name.parse::<tools::PermissionMode>().ok().with_context(|| {
@@ -1617,11 +1697,11 @@ fn additional_dirs(
                     None => dir.clone(),
                 },
                 (settings::Scope::User, Err(_)) if dir.is_relative() => {
-                    eprintln!(
-                        "agent: warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
+                    options.notices.say(&format!(
+                        "warning: {}: permissions.additionalDirectories entry {} is relative: it is skipped (write it absolute, or ~/...)",
                         layer.path.display(),
                         render::printable(&dir.to_string_lossy(), false)
-                    );
+                    ));
                     continue;
                 }
                 _ => dir.clone(),
@@ -1659,9 +1739,9 @@ fn permission_rules(
                 let origin = settings
                     .rule_origin(rule)
                     .map_or_else(|| "settings".to_owned(), |path| path.display().to_string());
-                eprintln!(
-                    "agent: warning: {origin}: permissions.allow: {error}; the rule is ignored"
-                );
+                options.notices.say(&format!(
+                    "warning: {origin}: permissions.allow: {error}; the rule is ignored"
+                ));
                 false
             }
         })
@@ -1763,9 +1843,13 @@ fn limits(
     config.token_budget = options.limits.max_tokens_budget;
     Ok(match options.limits.max_budget_usd {
         None => None,
-        Some(limit) if limit.is_finite() && limit > 0.0 => Some(Arc::new(
-            crate::budget::DollarBudget::new(limit, price_overrides(&settings.models)),
-        )),
+        Some(limit) if limit.is_finite() && limit > 0.0 => {
+            Some(Arc::new(crate::budget::DollarBudget::new(
+                limit,
+                price_overrides(&settings.models),
+                options.notices.clone(),
+            )))
+        }
         Some(limit) => {
             bail!("--max-budget-usd must be a positive number of US dollars, got {limit}")
         }
@@ -2001,6 +2085,7 @@ fn decide_trust(
         entries,
         &settings_file,
         &items,
+        &options.notices,
     )? {
         Standing::Trusted(source) => {
             // `--trust` and `AGENT_TRUST` record nothing.
@@ -2009,16 +2094,16 @@ fn decide_trust(
                 crate::trust::Source::Setting(_) | crate::trust::Source::Remembered(_)
             ) && let Err(error) = crate::trust::record_narrowing(cwd, &items)
             {
-                eprintln!(
-                    "agent: warning: the deny and ask rules of {shown_folder} could not be recorded, so taking one out will not be noticed: {error:#}"
-                );
+                options.notices.say(&format!(
+                    "warning: the deny and ask rules of {shown_folder} could not be recorded, so taking one out will not be noticed: {error:#}"
+                ));
             }
             return Ok(true);
         }
         Standing::Unrecorded(source) => {
             match crate::trust::adopt(&folder, cwd, &items) {
-                Ok(adopted) => eprintln!(
-                    "agent: note: {shown_folder} is trusted by {}; its configuration ({} configured folder{}) is now recorded in {}: a change to its hooks, MCP servers, env or allow rules will ask before it applies{}",
+                Ok(adopted) => options.notices.say(&format!(
+                    "note: {shown_folder} is trusted by {}; its configuration ({} configured folder{}) is now recorded in {}: a change to its hooks, MCP servers, env or allow rules will ask before it applies{}",
                     crate::trust::describe(&source),
                     adopted.folders,
                     if adopted.folders == 1 { "" } else { "s" },
@@ -2028,11 +2113,11 @@ fn decide_trust(
                     } else {
                         " (the folder is too large to look at whole: a configured folder not recorded asks when a session starts in it)"
                     }
-                ),
-                Err(error) => eprintln!(
-                    "agent: warning: {shown_folder} is trusted by {}, but its configuration could not be recorded, so a change to it will not be noticed: {error:#}",
+                )),
+                Err(error) => options.notices.say(&format!(
+                    "warning: {shown_folder} is trusted by {}, but its configuration could not be recorded, so a change to it will not be noticed: {error:#}",
                     crate::trust::describe(&source)
-                ),
+                )),
             }
             return Ok(true);
         }
@@ -2065,13 +2150,13 @@ fn decide_trust(
         match answer {
             TrustAnswer::Always => {
                 match crate::trust::remember(&folder, cwd, &items) {
-                    Ok(file) => eprintln!(
-                        "agent: trusted {shown_folder} (remembered in {})",
+                    Ok(file) => options.notices.say(&format!(
+                        "trusted {shown_folder} (remembered in {})",
                         file.display()
-                    ),
-                    Err(error) => {
-                        eprintln!("agent: warning: trusted for this session only: {error:#}")
-                    }
+                    )),
+                    Err(error) => options.notices.say(&format!(
+                        "warning: trusted for this session only: {error:#}"
+                    )),
                 }
                 return Ok(true);
             }
@@ -2083,7 +2168,7 @@ fn decide_trust(
         Some(change) => crate::trust::changed_warning(&folder, cwd, change),
         None => crate::trust::untrusted_warning(&folder, &parts),
     };
-    eprintln!("agent: warning: {warning}");
+    options.notices.say(&format!("warning: {warning}"));
     Ok(false)
 }
 
@@ -2725,6 +2810,16 @@ fn mcp_servers(
         lists.extend(user);
         let project = cwd.join(".mcp.json");
         if trusted && project.is_file() {
+            // Only what folder trust fingerprinted whole is started: a larger file's
+            // fingerprint is its size alone.
+            let bytes = std::fs::metadata(&project).map_or(0, |meta| meta.len());
+            if bytes > crate::trust::MCP_JSON_LIMIT {
+                bail!(
+                    "{}: {bytes} bytes, more than the {} a project's MCP configuration may hold",
+                    project.display(),
+                    crate::trust::MCP_JSON_LIMIT
+                );
+            }
             lists.push(mcp::config::read_file(&project, &lookup)?);
         }
         lists.extend(local);
@@ -2829,10 +2924,10 @@ fn resume(
         tracing::info!(?repair, "resumed history repaired");
     }
     if !loaded.skipped.is_empty() {
-        eprintln!(
-            "agent: warning: {}",
+        options.notices.say(&format!(
+            "warning: {}",
             render::printable(&transcript::skipped_warning(&path, &loaded.skipped), false)
-        );
+        ));
     }
     // Our own session files are continued in place; other transcripts, and any session with
     // `--fork-session`, start a new session that begins with their history (the old file is
@@ -2915,7 +3010,7 @@ fn resumed_path(
     interactive: bool,
 ) -> anyhow::Result<Option<PathBuf>> {
     Ok(if options.resume.continue_latest {
-        Some(latest(sessions, legacy, interactive)?)
+        Some(latest(sessions, legacy, interactive, &options.notices)?)
     } else if let Some(target) = &options.resume.resume {
         Some(match (resume_target(target, sessions), legacy) {
             (Ok(path), _) => path,
@@ -2933,7 +3028,12 @@ fn resumed_path(
 /// # Errors
 ///
 /// When there is none.
-fn latest(sessions: &Path, legacy: Option<&Path>, interactive: bool) -> anyhow::Result<PathBuf> {
+fn latest(
+    sessions: &Path,
+    legacy: Option<&Path>,
+    interactive: bool,
+    notices: &crate::Notices,
+) -> anyhow::Result<PathBuf> {
     let mut paths: Vec<(std::time::SystemTime, PathBuf)> = std::iter::once(sessions)
         .chain(legacy)
         .flat_map(transcript::session_files)
@@ -2956,8 +3056,8 @@ fn latest(sessions: &Path, legacy: Option<&Path>, interactive: bool) -> anyhow::
     let chosen = chosen
         .or(newest)
         .context("--continue: no earlier session in this directory")?;
-    eprintln!(
-        "agent: continuing session {} ({}, {} turn{}, first prompt: {})",
+    notices.say(&format!(
+        "continuing session {} ({}, {} turn{}, first prompt: {})",
         chosen.id,
         chosen.mode,
         chosen.turns,
@@ -2966,7 +3066,7 @@ fn latest(sessions: &Path, legacy: Option<&Path>, interactive: bool) -> anyhow::
             &chosen.first_prompt.chars().take(60).collect::<String>(),
             false
         )
-    );
+    ));
     Ok(chosen.path)
 }
 
@@ -3028,10 +3128,10 @@ fn sandbox_config(
 ) -> anyhow::Result<tools::SandboxConfig> {
     let (user, ignored) = settings.user_sandbox();
     for path in ignored {
-        eprintln!(
-            "agent: warning: {}: `sandbox` is ignored in project settings (only ~/.config/agent/settings.json may loosen the sandbox)",
+        options.notices.say(&format!(
+            "warning: {}: `sandbox` is ignored in project settings (only ~/.config/agent/settings.json may loosen the sandbox)",
             path.display()
-        );
+        ));
     }
     let off = match (
         options.permissions.sandbox_off,
@@ -3049,8 +3149,8 @@ fn sandbox_config(
     let network = user.is_some_and(settings::SandboxSettings::network);
     if let Some(user) = user {
         if user.other.contains_key("enabled") {
-            eprintln!(
-                "agent: warning: sandbox.enabled (Claude Code's switch) is ignored: the sandbox is on unless sandbox.mode is \"off\" or --sandbox off"
+            options.notices.say(
+                "warning: sandbox.enabled (Claude Code's switch) is ignored: the sandbox is on unless sandbox.mode is \"off\" or --sandbox off",
             );
         }
         if user
@@ -3058,15 +3158,11 @@ fn sandbox_config(
             .as_ref()
             .is_some_and(|value| !value.is_boolean())
         {
-            eprintln!(
-                "agent: warning: sandbox.network is not true or false (Claude Code's proxy settings are not supported): sandboxed commands get no network"
-            );
+            options.notices.say("warning: sandbox.network is not true or false (Claude Code's proxy settings are not supported): sandboxed commands get no network");
         }
     }
     if off {
-        eprintln!(
-            "agent: warning: the sandbox is off: Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless)"
-        );
+        options.notices.say("warning: the sandbox is off: Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless)");
         return Ok(tools::SandboxConfig {
             backend: None,
             network,
@@ -3076,9 +3172,9 @@ fn sandbox_config(
     let helper = std::env::current_exe().ok();
     let backend = tools::sandbox::Backend::detect(helper.as_deref());
     if let tools::sandbox::Backend::Unavailable(reason) = &backend {
-        eprintln!(
-            "agent: warning: no sandbox is available ({reason}): Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless); install bubblewrap to sandbox them"
-        );
+        options.notices.say(&format!(
+            "warning: no sandbox is available ({reason}): Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless); install bubblewrap to sandbox them"
+        ));
     }
     Ok(tools::SandboxConfig {
         backend: Some(backend),
@@ -3402,7 +3498,7 @@ mod tests {
         );
         if std::env::var_os("MCP_TOOL_TIMEOUT").is_none() {
             assert_eq!(
-                crate::mcp_config::mcp_limits(None, true).tool_timeout,
+                crate::mcp_config::mcp_limits(None, true, &crate::Notices::default()).tool_timeout,
                 mcp::DEFAULT_TOOL_TIMEOUT
             );
         }

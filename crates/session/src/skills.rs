@@ -73,11 +73,11 @@ pub fn folders(cwd: &Path) -> Vec<SkillFolder> {
     folders
 }
 
-/// The skills of `cwd`, with one warning on stderr for each one skipped. Blocking.
-pub fn discover(cwd: &Path) -> Vec<Skill> {
+/// The skills of `cwd`, with one warning for each one skipped. Blocking.
+pub fn discover(cwd: &Path, notices: &crate::Notices) -> Vec<Skill> {
     let found = tools::skills::discover(&folders(cwd));
     for warning in &found.warnings {
-        eprintln!("agent: warning: {}", render::printable(warning, false));
+        notices.say(&format!("warning: {}", render::printable(warning, false)));
     }
     found.skills
 }

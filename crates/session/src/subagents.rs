@@ -42,7 +42,7 @@ const MAX_AGENTS_PER_FOLDER: usize = 50;
 /// Every agent a session offers: the built-in ones, the user's, and a trusted project's. The
 /// definitions of an untrusted project are named in one warning and skipped; a file that
 /// cannot be used is skipped with a warning naming it.
-pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
+pub fn definitions(cwd: &Path, trusted: bool, notices: &crate::Notices) -> Vec<AgentDefinition> {
     let built_ins = AgentDefinition::built_in();
     let mut found: BTreeMap<String, AgentDefinition> = built_ins
         .iter()
@@ -69,10 +69,13 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
                 .zip(boundary.as_ref())
                 .is_some_and(|(real, boundary)| real.starts_with(boundary));
             if !inside {
-                warn(&format!(
-                    "{} is skipped: it leads outside the project",
-                    folder.display()
-                ));
+                warn(
+                    notices,
+                    &format!(
+                        "{} is skipped: it leads outside the project",
+                        folder.display()
+                    ),
+                );
                 continue;
             }
         }
@@ -85,11 +88,14 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
             .collect();
         files.sort();
         if files.len() > MAX_AGENTS_PER_FOLDER {
-            warn(&format!(
-                "{}: {} agent files, only the first {MAX_AGENTS_PER_FOLDER} are read",
-                folder.display(),
-                files.len()
-            ));
+            warn(
+                notices,
+                &format!(
+                    "{}: {} agent files, only the first {MAX_AGENTS_PER_FOLDER} are read",
+                    folder.display(),
+                    files.len()
+                ),
+            );
             files.truncate(MAX_AGENTS_PER_FOLDER);
         }
         for path in files {
@@ -104,15 +110,21 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
                         .find(|built_in| built_in.name == definition.name)
                         && let Some(kept) = keep_limits(&mut definition, built_in)
                     {
-                        warn(&format!(
-                            "agent {}: {} is a built-in agent's name, so it keeps that agent's limits: {kept}",
-                            path.display(),
-                            definition.name
-                        ));
+                        warn(
+                            notices,
+                            &format!(
+                                "agent {}: {} is a built-in agent's name, so it keeps that agent's limits: {kept}",
+                                path.display(),
+                                definition.name
+                            ),
+                        );
                     }
                     found.insert(definition.name.clone(), definition);
                 }
-                Err(reason) => warn(&format!("agent {} is skipped: {reason}", path.display())),
+                Err(reason) => warn(
+                    notices,
+                    &format!("agent {} is skipped: {reason}", path.display()),
+                ),
             }
         }
     }
@@ -125,11 +137,14 @@ pub fn definitions(cwd: &Path, trusted: bool) -> Vec<AgentDefinition> {
         if untrusted.len() > names.len() {
             names.push(format!("and {} more", untrusted.len() - names.len()));
         }
-        warn(&format!(
-            "the project's agent definitions are ignored: {} is not a trusted folder ({})",
-            cwd.display(),
-            names.join(", ")
-        ));
+        warn(
+            notices,
+            &format!(
+                "the project's agent definitions are ignored: {} is not a trusted folder ({})",
+                cwd.display(),
+                names.join(", ")
+            ),
+        );
     }
     found.into_values().collect()
 }
@@ -164,8 +179,8 @@ fn keep_limits(definition: &mut AgentDefinition, built_in: &AgentDefinition) -> 
     })
 }
 
-fn warn(message: &str) {
-    eprintln!("agent: warning: {}", render::printable(message, false));
+fn warn(notices: &crate::Notices, message: &str) {
+    notices.say(&format!("warning: {}", render::printable(message, false)));
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -502,7 +517,10 @@ impl Host {
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(spawn.agent_id.clone(), transcript);
             }
-            Err(error) => warn(&format!("subagent transcript: {error:#}")),
+            Err(error) => warn(
+                &self.recipe.hook_env.notices,
+                &format!("subagent transcript: {error:#}"),
+            ),
         }
         transcript_path
     }
@@ -613,7 +631,10 @@ impl SubagentHost for Host {
                 .get_mut(&spawn.agent_id)
             && let Err(error) = transcript.record(change)
         {
-            warn(&format!("subagent transcript: {error:#}"));
+            warn(
+                &self.recipe.hook_env.notices,
+                &format!("subagent transcript: {error:#}"),
+            );
         }
         // Deltas are for a live view of the main agent's text only.
         if matches!(

@@ -98,13 +98,18 @@ fn expand(entry: &str) -> Option<PathBuf> {
 /// The first of `entries` at or above `folder`: compared resolved (an entry that does not
 /// exist is compared as written). Relative entries are skipped with a warning naming
 /// `origin`.
-fn covering(entries: &[String], folder: &Path, origin: &Path) -> Option<PathBuf> {
+fn covering(
+    entries: &[String],
+    folder: &Path,
+    origin: &Path,
+    notices: &crate::Notices,
+) -> Option<PathBuf> {
     entries.iter().find_map(|entry| {
         let Some(path) = expand(entry) else {
-            eprintln!(
-                "agent: warning: {}: trustedFolders entry {entry:?} is not an absolute path (or ~/...); it is ignored",
+            notices.say(&format!(
+                "warning: {}: trustedFolders entry {entry:?} is not an absolute path (or ~/...); it is ignored",
                 origin.display()
-            );
+            ));
             return None;
         };
         let resolved = path.canonicalize().unwrap_or(path);
@@ -234,6 +239,7 @@ pub fn trusted_without_asking(
     flag: bool,
     setting_entries: &[String],
     settings_file: &Path,
+    notices: &crate::Notices,
 ) -> anyhow::Result<Option<Source>> {
     if flag {
         return Ok(Some(Source::Flag));
@@ -241,11 +247,11 @@ pub fn trusted_without_asking(
     if env_trusts() {
         return Ok(Some(Source::Env));
     }
-    if let Some(entry) = covering(setting_entries, folder, settings_file) {
+    if let Some(entry) = covering(setting_entries, folder, settings_file, notices) {
         return Ok(Some(Source::Setting(entry)));
     }
     if let Some(file) = remembered_file()
-        && let Some(entry) = covering(&remembered(&file)?, folder, &file)
+        && let Some(entry) = covering(&remembered(&file)?, folder, &file, notices)
     {
         return Ok(Some(Source::Remembered(entry)));
     }
@@ -549,8 +555,9 @@ pub fn items(
     items
 }
 
-/// The most of `.mcp.json` read for its fingerprint.
-const MCP_JSON_LIMIT: u64 = 4 << 20;
+/// The most of `.mcp.json` read for its fingerprint, in bytes (4 MiB); a larger one is not
+/// loaded either.
+pub(crate) const MCP_JSON_LIMIT: u64 = 4 << 20;
 
 /// The text of the regular file at `path` (links followed, as the loaders do) when it holds
 /// at most `limit` bytes; otherwise why not, in a few words (a FIFO, a device or a huge file
@@ -784,8 +791,11 @@ pub fn standing(
     setting_entries: &[String],
     settings_file: &Path,
     items: &[Item],
+    notices: &crate::Notices,
 ) -> anyhow::Result<Standing> {
-    let Some(source) = trusted_without_asking(folder, flag, setting_entries, settings_file)? else {
+    let Some(source) =
+        trusted_without_asking(folder, flag, setting_entries, settings_file, notices)?
+    else {
         return Ok(Standing::Untrusted);
     };
     if matches!(source, Source::Flag | Source::Env) {
@@ -1095,16 +1105,42 @@ mod tests {
         let origin = Path::new("/u.json");
         let entries = vec!["relative/path".to_owned(), "/srv/work".to_owned()];
         assert_eq!(
-            covering(&entries, Path::new("/srv/work/repo"), origin),
+            covering(
+                &entries,
+                Path::new("/srv/work/repo"),
+                origin,
+                &crate::Notices::default()
+            ),
             Some(PathBuf::from("/srv/work"))
         );
         assert_eq!(
-            covering(&entries, Path::new("/srv/work"), origin),
+            covering(
+                &entries,
+                Path::new("/srv/work"),
+                origin,
+                &crate::Notices::default()
+            ),
             Some(PathBuf::from("/srv/work"))
         );
         // A sibling sharing a prefix is not covered.
-        assert_eq!(covering(&entries, Path::new("/srv/workshop"), origin), None);
-        assert_eq!(covering(&entries, Path::new("/srv"), origin), None);
+        assert_eq!(
+            covering(
+                &entries,
+                Path::new("/srv/workshop"),
+                origin,
+                &crate::Notices::default()
+            ),
+            None
+        );
+        assert_eq!(
+            covering(
+                &entries,
+                Path::new("/srv"),
+                origin,
+                &crate::Notices::default()
+            ),
+            None
+        );
     }
 
     #[test]
