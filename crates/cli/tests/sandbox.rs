@@ -9,7 +9,9 @@ mod common;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use common::{Repo, command, lines, processes_running, repo, unique_sleep, wait_for_process};
+use common::{
+    Repo, command, lines, processes_running, repo, result_text, unique_sleep, wait_for_process,
+};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
@@ -31,20 +33,6 @@ async fn run(repo: &Repo, server: &Server, backend: &str, extra: &[&str]) -> Out
         .output()
         .await
         .unwrap()
-}
-
-/// The text of the tool_result the model got for `id`.
-fn tool_result(server: &Server, id: &str) -> String {
-    for request in server.requests() {
-        for message in request.json()["messages"].as_array().unwrap() {
-            for block in message["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block["content"].to_string();
-                }
-            }
-        }
-    }
-    panic!("no tool_result for {id}")
 }
 
 #[tokio::test]
@@ -75,7 +63,7 @@ async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
         assert_eq!(init["subtype"], "init");
         assert_eq!(init["sandbox"]["backend"], backend, "{init}");
         // Default mode, no rule: it ran (no question), read-only.
-        let read_only = tool_result(&server, "toolu_ro");
+        let read_only = result_text(&server, "toolu_ro");
         assert!(
             read_only.contains("remember the milk"),
             "{backend}: {read_only}"
@@ -92,7 +80,7 @@ async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
         // Allowed by a rule: the workspace is writable, git's configuration is not. (Under
         // Landlock a new file at the top of the workspace cannot be created: the limit the
         // docs name.)
-        let written = tool_result(&server, "toolu_rw");
+        let written = result_text(&server, "toolu_rw");
         if backend == "bwrap" {
             assert!(repo.dir.join("made").exists(), "{backend}: {written}");
         }
@@ -167,7 +155,7 @@ async fn without_a_sandbox_allowed_commands_run_with_a_warning_and_others_are_re
     assert_eq!(lines(&output)[0]["sandbox"]["backend"], "none");
     assert_eq!(lines(&output)[0]["sandbox"]["network"], true);
     assert!(
-        tool_result(&server, "toolu_ls").contains("no sandbox is available to run it read-only")
+        result_text(&server, "toolu_ls").contains("no sandbox is available to run it read-only")
     );
     assert!(repo.dir.join("made").exists());
 
@@ -251,7 +239,7 @@ async fn git_is_read_only_in_the_sandbox_and_no_placeholder_shows_up() {
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let result = tool_result(&server, "toolu_c");
+        let result = result_text(&server, "toolu_c");
         assert!(result.contains("index.lock"), "{backend}: {result}");
         assert!(
             result.contains("not .git"),
@@ -303,7 +291,7 @@ async fn descriptors_the_agent_inherited_do_not_reach_commands() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let result = tool_result(&server, "toolu_fd");
+    let result = result_text(&server, "toolu_fd");
     assert!(!result.contains("INHERITED-SECRET"), "{result}");
 }
 
@@ -365,7 +353,7 @@ async fn a_home_reached_through_a_link_keeps_its_credentials_hidden() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{backend}: {stderr}");
-        let result = tool_result(&server, "toolu_k");
+        let result = result_text(&server, "toolu_k");
         assert!(!result.contains("SECRET-KEY"), "{backend}: {result}");
         assert!(
             !result.contains(" .ssh "),
@@ -416,9 +404,9 @@ async fn toolchains_outside_home_run_in_the_sandbox() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{backend}: {stderr}");
-        let shim = tool_result(&server, "toolu_shim");
+        let shim = result_text(&server, "toolu_shim");
         assert!(shim.contains("shim-root-ran"), "{backend}: {shim}");
-        let root = tool_result(&server, "toolu_root");
+        let root = result_text(&server, "toolu_root");
         assert!(root.contains("goroot-ran"), "{backend}: {root}");
     }
 }
@@ -456,7 +444,7 @@ async fn credentials_stay_hidden_behind_links() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{backend}: {stderr}");
-        let result = tool_result(&server, "toolu_c");
+        let result = result_text(&server, "toolu_c");
         for secret in ["CARGO-HOME-SECRET", "GEM-SECRET", "CARGO-VAR-SECRET"] {
             assert!(
                 !result.contains(secret),
@@ -538,7 +526,7 @@ async fn the_sessions_data_is_read_only_to_the_model_even_inside_the_workspace()
             !project.join("x").exists(),
             "{backend}: Write reached the data"
         );
-        let refused = tool_result(&server, "toolu_w");
+        let refused = result_text(&server, "toolu_w");
         assert!(
             refused.contains("protected") || refused.contains("denied"),
             "{backend}: {refused}"
@@ -586,12 +574,12 @@ async fn commands_cannot_write_the_agents_settings_however_they_spell_them() {
             std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
             "workspace-writable\n",
             "{backend}: the workspace is writable in bypassPermissions: {}",
-            tool_result(&server, "toolu_check")
+            result_text(&server, "toolu_check")
         );
-        assert!(tool_result(&server, "toolu_plain").contains("cannot be changed"));
+        assert!(result_text(&server, "toolu_plain").contains("cannot be changed"));
         // The hidden spellings ran: nothing but the sandbox stood in their way ...
         for id in ["toolu_hidden", "toolu_user"] {
-            let result = tool_result(&server, id);
+            let result = result_text(&server, id);
             assert!(
                 !result.contains("cannot be changed"),
                 "{backend}: {id}: {result}"
@@ -661,7 +649,7 @@ async fn a_settings_folder_reached_through_a_link_stays_protected() {
                 !planted.exists(),
                 "{backend}: {} was written: {}",
                 planted.display(),
-                tool_result(&server, id)
+                result_text(&server, id)
             );
         }
         // The next run, in another folder, runs no planted hook.
