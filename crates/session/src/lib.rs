@@ -17,7 +17,9 @@
 //! happens; a [`CancellationToken`] interrupts it. Between turns a front end may change the
 //! mode ([`cycle_mode`]) or the model ([`Session::set_model`]), compact
 //! ([`Session::compact`]), rewind ([`Session::rewind`], [`checkpoints`]), clear
-//! ([`Session::clear`]) or switch to another transcript ([`Session::switch_to`]).
+//! ([`Session::clear`]), fork into a new session file ([`Session::fork`]) or switch to
+//! another transcript ([`Session::switch_to`]); dropping the session closes it (its MCP
+//! servers and their process groups end with it).
 //!
 //! **Ask.** What needs a person goes through traits the front end implements: a
 //! [`Prompter`] answers permission questions (without one, calls that need approval are
