@@ -86,6 +86,9 @@ async fn main() -> anyhow::Result<()> {
     let mut options = Options::default();
     options.cwd = Some(folder.clone());
     options.model.base_url = Some(server.base_url());
+    // The scripted server answers requests in the order they come: no background summaries
+    // (their requests to the small model would take the turn's replies).
+    options.settings = Some(r#"{"progressSummaries": false}"#.to_owned());
     // Warnings and notes (a setting ignored, no sandbox on this machine) come here.
     options.notices = Notices::new(|text| println!("notice: {text}"));
     let approver = Arc::new(Approver::default());
@@ -108,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
         outcome.terminal
     );
     ensure!(printer.text == "I wrote hello.txt.", "{:?}", printer.text);
-    // The turn's own requests (background summaries go to the small fast model).
+    // The turn's own requests.
     let turn_requests = server
         .requests()
         .iter()
