@@ -172,6 +172,7 @@ pub fn build(
             .iter()
             .map(|name| (*name).to_owned())
             .collect(),
+        settings_dirs: crate::hooks::user_settings_dirs(),
         sandbox: recipe.sandbox.clone(),
         journal: recipe.journal.clone(),
     })?;

@@ -47,10 +47,13 @@ pub struct ToolSetConfig {
     /// nested one would be the settings of a session started there), ignoring case.
     pub protected_names: Vec<String>,
     /// The names of the agent's settings folders (`.agent`, `.claude`): a Bash command
-    /// whose words name one as a path component, or that spells out one of `protected`, is
-    /// refused before it runs. A textual hint for the plain spellings a model writes; the
-    /// sandbox is what keeps a command out of the folders.
+    /// whose words name one as a path component, or that spells out one of
+    /// `settings_dirs`, is refused before it runs. A textual hint for the plain spellings a
+    /// model writes; the sandbox is what keeps a command out of the folders.
     pub settings_names: Vec<String>,
+    /// The user's settings folders (`~/.config/agent/`, `~/.claude/`), absolute, for the
+    /// same hint.
+    pub settings_dirs: Vec<PathBuf>,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
     /// Told of every file Write and Edit change, before and after (the session's
@@ -115,6 +118,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("protected", &self.protected)
             .field("protected_names", &self.protected_names)
             .field("settings_names", &self.settings_names)
+            .field("settings_dirs", &self.settings_dirs)
             .field("sandbox", &self.sandbox)
             .field("journal", &self.journal.is_some())
             .finish()
@@ -201,6 +205,7 @@ impl ToolSet {
                 .iter()
                 .map(|name| name.to_lowercase())
                 .collect(),
+            settings_dirs: config.settings_dirs,
         });
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
@@ -347,6 +352,8 @@ pub(crate) struct Shared {
     pub(crate) protected_names: Vec<String>,
     /// The settings folders' names Bash commands may not name (lowercase).
     pub(crate) settings_names: Vec<String>,
+    /// The user's settings folders Bash commands may not spell out.
+    pub(crate) settings_dirs: Vec<PathBuf>,
     /// How Bash commands are sandboxed.
     pub(crate) sandbox: SandboxConfig,
     /// Told of every change Write and Edit make.
@@ -364,13 +371,14 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// Whether a shell command names one of the agent's settings folders: a word that is a
-    /// settings folder's name (`.agent`, `.claude`) or has one as a path component, or a protected
-    /// folder (the user's `~/.config/agent/`, `~/.claude/`) spelled out. Lexical, so a
-    /// determined command can hide the path (`cd .ag""ent`): a hint that refuses the plain
-    /// spellings a model writes before they run. What keeps commands out of these folders
-    /// is the sandbox (the workspace's top-level ones and everything outside the workspace),
-    /// and for a settings folder a command creates deeper in the workspace, the folder
-    /// trust record, which asks again about settings it has not seen.
+    /// settings folder's name (`.agent`, `.claude`) or has one as a path component, or one
+    /// of the user's settings folders (`settings_dirs`: `~/.config/agent/`, `~/.claude/`)
+    /// spelled out. Lexical, so a determined command can hide the path (`cd .ag""ent`): a
+    /// hint that refuses the plain spellings a model writes before they run. What keeps
+    /// commands out of these folders is the sandbox (the workspace's top-level ones and
+    /// everything outside the workspace), and for a settings folder a command creates
+    /// deeper in the workspace, the folder trust record, which asks again about settings it
+    /// has not seen.
     pub(crate) fn names_settings(&self, command: &str) -> bool {
         let words = command.split(|c: char| {
             c.is_whitespace()
@@ -390,7 +398,7 @@ impl Shared {
             || command.contains("XDG_CONFIG_HOME")
             || command.contains("agent/settings")
             || self
-                .protected
+                .settings_dirs
                 .iter()
                 .any(|dir| command.contains(&*dir.to_string_lossy()));
         names_project || names_user

@@ -1095,7 +1095,9 @@ async fn shell_commands_naming_the_settings_folders_are_refused() {
         config.permissions.default_mode = PermissionMode::BypassPermissions;
         config.protected_names = vec![".agent".into(), ".claude".into(), ".git".into()];
         config.settings_names = vec![".agent".into(), ".claude".into()];
-        config.protected = vec![std::path::PathBuf::from("/home/u/.config/agent")];
+        config.settings_dirs = vec![std::path::PathBuf::from("/home/u/.config/agent")];
+        // Protected, not a settings folder: its path may be named (the sessions' folder).
+        config.protected = vec![std::path::PathBuf::from("/home/u/.local/share/agent")];
     });
     let gate = env.set.gate();
     let bash = env.set.tool("Bash").unwrap();
@@ -1130,6 +1132,7 @@ async fn shell_commands_naming_the_settings_folders_are_refused() {
         "grep -r 'agent' src/",
         // A protected name that is no settings folder: commands may read `.git`.
         "cat .git/HEAD",
+        "ls /home/u/.local/share/agent/projects",
     ] {
         assert!(
             matches!(decide(command).await, PermissionDecision::Allow { .. }),
