@@ -931,14 +931,6 @@ impl Renderer {
         self.end_text();
     }
 
-    /// Reports a problem on stderr without breaking the spinner.
-    pub fn warn(&self, message: &str) {
-        match &self.view.status {
-            Some(status) => status.println(&format!("agent: {message}")),
-            None => eprintln!("agent: {message}"),
-        }
-    }
-
     fn show(&self, activity: &str) {
         if let Some(status) = &self.view.status {
             // The last progress summary, when there is one: "Fixing the test · Running …".
@@ -1832,10 +1824,6 @@ impl session::Observer for Renderer {
 
     fn subagent(&mut self, event: &session::SubagentEvent) {
         Renderer::subagent(self, event);
-    }
-
-    fn warn(&mut self, message: &str) {
-        Renderer::warn(self, message);
     }
 
     fn flush(&mut self) {

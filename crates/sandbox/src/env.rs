@@ -362,7 +362,7 @@ fn folders(workspace_roots: &[PathBuf]) -> Folders {
 /// exist yet (a command may make it) would be, whatever links its existing part goes
 /// through. `None` when the missing part holds `..` (where it leads depends on what is
 /// made later) or nothing of it exists.
-fn resolved(dir: &Path) -> Option<PathBuf> {
+pub(crate) fn resolved(dir: &Path) -> Option<PathBuf> {
     let mut missing = Vec::new();
     let mut existing = dir;
     loop {

@@ -1367,7 +1367,10 @@ impl Policy {
     fn with_resolved_links(&self) -> Policy {
         let mut policy = self.clone();
         for list in [&mut policy.protected, &mut policy.hidden] {
-            let resolved: Vec<PathBuf> = list.iter().filter_map(|path| resolved(path)).collect();
+            let resolved: Vec<PathBuf> = list
+                .iter()
+                .filter_map(|path| env::resolved(path).filter(|real| real != path))
+                .collect();
             for path in resolved {
                 if !list.contains(&path) {
                     list.push(path);
@@ -1375,21 +1378,6 @@ impl Policy {
             }
         }
         policy
-    }
-}
-
-/// `path` with its nearest existing ancestor resolved (links followed) and the rest
-/// appended; `None` when that is `path` itself or nothing resolves.
-fn resolved(path: &Path) -> Option<PathBuf> {
-    let mut rest = Vec::new();
-    let mut current = path;
-    loop {
-        if let Ok(real) = current.canonicalize() {
-            let full = rest.iter().rev().fold(real, |full, part| full.join(part));
-            return (full != path).then_some(full);
-        }
-        rest.push(current.file_name()?.to_owned());
-        current = current.parent()?;
     }
 }
 

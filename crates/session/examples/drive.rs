@@ -61,10 +61,6 @@ impl Observer for Printer {
     }
 
     fn subagent(&mut self, _event: &SubagentEvent) {}
-
-    fn warn(&mut self, message: &str) {
-        eprintln!("warning: {message}");
-    }
 }
 
 #[tokio::main]

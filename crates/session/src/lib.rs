@@ -59,9 +59,6 @@
 //!         }
 //!     }
 //!     fn subagent(&mut self, _event: &SubagentEvent) {}
-//!     fn warn(&mut self, message: &str) {
-//!         eprintln!("{message}");
-//!     }
 //! }
 //!
 //! # async fn run() -> anyhow::Result<()> {

@@ -9,16 +9,14 @@ use crate::subagents::SubagentEvent;
 /// A question to the user waits for that, so it appears after the text that led to it.
 pub type CatchUp = tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>;
 
-/// A front end's view of a turn: every loop event in order, every subagent's events, and
-/// the session's warnings. The terminal renders them; a headless run prints JSON lines; a
-/// host may forward them.
+/// A front end's view of a turn: every loop event in order and every subagent's events
+/// (the session's warnings go to its [`Notices`](crate::Notices)). The terminal renders
+/// them; a headless run prints JSON lines; a host may forward them.
 pub trait Observer: Send {
     /// An event of the main loop (a text delta, a finished tool call, a history change).
     fn event(&mut self, event: &LoopEvent);
     /// An event of a subagent, tagged with the Task call that runs it.
     fn subagent(&mut self, event: &SubagentEvent);
-    /// Something went wrong that does not end the turn (a transcript write failed).
-    fn warn(&mut self, message: &str);
     /// Show everything received so far: a question is about to be asked.
     fn flush(&mut self) {}
     /// Takes the channel catch-up requests come through while a turn runs (`None` when it

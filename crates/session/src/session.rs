@@ -1217,7 +1217,7 @@ impl Session {
                     if let LoopEvent::History(change) = &event
                         && let Err(error) = transcript.record(change)
                     {
-                        observer.warn(&format!("transcript: {error:#}"));
+                        self.notices.say(&format!("transcript: {error:#}"));
                     }
                     observer.event(&event);
                 }
