@@ -1230,11 +1230,23 @@ async fn the_model_cannot_rewrite_the_agents_own_settings() {
 
 /// Attack: the model plants Claude Code settings for a later run, in a subfolder's
 /// `.claude/` (a session started there reads them) and in the user's `~/.claude/` (every
-/// session reads them), by Write and by Bash. Every attempt is refused.
+/// session reads them), by Write and by Bash, in a folder the user trusts. Write refuses both
+/// (exact path resolution). Bash is not read for them: the command runs in the sandbox,
+/// which lets it create the nested folder (only the workspace's top-level settings folders
+/// are closed to it), and folder trust is what stops it: a later session started in that
+/// subfolder finds settings its record has not seen, ignores them with a warning and runs
+/// no planted hook.
 #[tokio::test]
 async fn the_model_cannot_plant_claude_code_settings() {
     let repo = repo("claude-guard");
     std::fs::create_dir_all(repo.dir.join("sub")).unwrap();
+    let user = repo.home.join("config/agent");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("settings.json"),
+        json!({"trustedFolders": [repo.dir]}).to_string(),
+    )
+    .unwrap();
     let home_settings = repo.home.join(".claude/settings.json");
     let hook =
         "{\"hooks\":{\"Stop\":[{\"hooks\":[{\"type\":\"command\",\"command\":\"touch pwned\"}]}]}}";
@@ -1276,21 +1288,45 @@ async fn the_model_cannot_plant_claude_code_settings() {
         ],
     )
     .await;
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "stderr: {stderr}");
+    assert!(stderr.contains("is now recorded"), "{stderr}");
     assert!(!repo.dir.join("sub/.claude/settings.json").exists());
-    assert!(!repo.dir.join("sub/.claude/settings.local.json").exists());
     assert!(!home_settings.exists());
-    for id in ["toolu_w", "toolu_h", "toolu_b"] {
+    for id in ["toolu_w", "toolu_h"] {
         let text = result_text(&server, id);
         assert!(
             text.contains("protected") || text.contains("cannot be changed"),
             "{id}: {text}"
         );
     }
+    assert!(
+        repo.dir.join("sub/.claude/settings.local.json").exists(),
+        "the sandbox lets a command create a nested folder: {}",
+        result_text(&server, "toolu_b")
+    );
+
+    // The next session, started in the subfolder the folder's trust covers.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let mut later = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    common::Launch::new(&repo, &server)
+        .in_dir(&repo.dir.join("sub"))
+        .apply(&mut later);
+    let output = later
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("these project settings are ignored") && stderr.contains("Stop"),
+        "{stderr}"
+    );
+    assert!(!repo.dir.join("sub/pwned").exists(), "{stderr}");
+    assert!(!repo.dir.join("pwned").exists(), "{stderr}");
 }
 
 /// Attack (issue 44): the model plants a `.git` in a subfolder for a later session or git

@@ -1883,6 +1883,74 @@ async fn bang_commands_and_file_mentions() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
+/// `!command` is the user's own shell: it runs outside the sandbox (`git stash` writes
+/// `.git`, which no sandbox profile may), with the user's environment less the API keys.
+/// The user's setting `sandbox.userCommands: "sandboxed"` puts it back in the sandbox.
+#[tokio::test]
+async fn bang_commands_run_in_the_users_shell() {
+    let repo = repo("interactive-bang-shell");
+    std::fs::write(repo.dir.join("notes.txt"), "changed\n").unwrap();
+    let user = repo.home.join("config/agent");
+    std::fs::create_dir_all(&user).unwrap();
+    let provider =
+        json!({"type": "openai", "baseUrl": "http://127.0.0.1:9/v1", "apiKeyEnv": "OTHER_KEY"});
+    std::fs::write(
+        user.join("settings.json"),
+        json!({"providers": {"other": provider}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![])).await.unwrap();
+    let mut launch = command(&repo, &server);
+    for (name, value) in [
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@t"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@t"),
+        ("USER_MARK", "seen"),
+        ("OTHER_KEY", "sk-other"),
+    ] {
+        launch.env(name, value);
+    }
+    let mut terminal = Terminal::spawn(launch);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("!echo \"[$USER_MARK][$ANTHROPIC_API_KEY][$OTHER_KEY]\"\r");
+    terminal.wait_for("⎿  [seen][][]", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("!git stash\r");
+    terminal.wait_for("Saved working directory", 1).await;
+    terminal.wait_prompt(3).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the milk\n",
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+
+    // Back in the sandbox by the user's choice: `.git` cannot be written.
+    if common::sandbox_backends().is_empty() {
+        return;
+    }
+    std::fs::write(
+        user.join("settings.json"),
+        json!({"sandbox": {"userCommands": "sandboxed"}}).to_string(),
+    )
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("!touch .git/planted; echo \"exit=$?\"\r");
+    terminal.wait_for("exit=", 1).await;
+    terminal.wait_prompt(2).await;
+    assert!(
+        !repo.dir.join(".git/planted").exists(),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
 /// Ctrl-R searches the prompts typed before: the match goes into the line, Enter sends it.
 #[tokio::test]
 async fn ctrl_r_finds_an_earlier_prompt() {

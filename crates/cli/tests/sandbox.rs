@@ -536,9 +536,9 @@ async fn the_sessions_data_is_read_only_to_the_model_even_inside_the_workspace()
 
 /// The agent's own settings are out of a command's reach by the sandbox, not by reading the
 /// command's text: in bypassPermissions (no question, the workspace writable), commands that
-/// hide the settings folders' names from the gate's textual hint run, and none of them can
-/// plant settings in the project (`.agent/`, `.claude/`) or the user's folders
-/// (`~/.config/agent/`, `~/.claude/`). (A plain spelling is refused before it runs.)
+/// name the settings folders plainly or hide their names run, and none of them can plant
+/// settings in the project (`.agent/`, `.claude/`) or the user's folders
+/// (`~/.config/agent/`, `~/.claude/`).
 #[tokio::test]
 async fn commands_cannot_write_the_agents_settings_however_they_spell_them() {
     for backend in common::sandbox_backends() {
@@ -576,9 +576,8 @@ async fn commands_cannot_write_the_agents_settings_however_they_spell_them() {
             "{backend}: the workspace is writable in bypassPermissions: {}",
             result_text(&server, "toolu_check")
         );
-        assert!(result_text(&server, "toolu_plain").contains("cannot be changed"));
-        // The hidden spellings ran: nothing but the sandbox stood in their way ...
-        for id in ["toolu_hidden", "toolu_user"] {
+        // Every spelling ran: nothing but the sandbox stood in their way ...
+        for id in ["toolu_plain", "toolu_hidden", "toolu_user"] {
             let result = result_text(&server, id);
             assert!(
                 !result.contains("cannot be changed"),

@@ -263,6 +263,20 @@ pub fn reset(command: &mut Command, confinement: Confinement, settings: &[(Strin
     }
 }
 
+/// Gives `command` the environment of the user's own shell (a command the user typed): the
+/// agent's whole environment, then `settings` (settings' `env`, which wins), without
+/// [`AGENT_CREDENTIALS`] and the `withheld` variables (the names of other keys the agent
+/// reads).
+pub fn user_shell(command: &mut Command, settings: &[(String, String)], withheld: &[String]) {
+    command.envs(settings.iter().map(|(name, value)| (name, value)));
+    for name in AGENT_CREDENTIALS {
+        command.env_remove(name);
+    }
+    for name in withheld {
+        command.env_remove(name);
+    }
+}
+
 /// The environment of a stdio MCP server: [`MCP_SERVER_VARIABLES`] from `from` (an
 /// environment, such as [`std::env::vars_os`]; `PATH` without empty or relative entries, as
 /// the server runs outside any sandbox), then `configured` (its configuration's `env`, which

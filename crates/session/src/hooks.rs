@@ -708,14 +708,6 @@ pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
 /// the settings of a session started there (`sub/.claude/settings.json`).
 pub const PROTECTED_NAMES: [&str; 2] = [".agent", ".claude"];
 
-/// The user's settings folders: `agent/` in the config directory and `~/.claude/`.
-pub fn user_settings_dirs() -> Vec<PathBuf> {
-    user_settings_dir()
-        .into_iter()
-        .chain(claude_user_dir())
-        .collect()
-}
-
 /// `~/.claude/`, Claude Code's user folder (its settings, memory and commands apply here).
 fn claude_user_dir() -> Option<PathBuf> {
     dirs::home_dir().map(|home| home.join(".claude"))

@@ -747,8 +747,10 @@ impl Session {
         self.tooling.gate.mode().as_str()
     }
 
-    /// Runs a command the user typed (`!command`): sandboxed as an approved Bash call would
-    /// be (a deny rule still refuses it), with no question. Its input and output go to the
+    /// Runs a command the user typed (`!command`), with no question: as in the user's own
+    /// shell (unsandboxed, their environment less the API keys), or in the sandbox an
+    /// approved Bash call gets when the user's settings say `sandbox.userCommands:
+    /// "sandboxed"`; a deny rule still refuses it. Its input and output go to the
     /// model with the next prompt, as Claude Code's bash mode sends them (`<bash-input>`,
     /// `<bash-stdout>`, `<bash-stderr>`). Returns the output as the Bash tool gives it and
     /// whether it failed.
@@ -1359,6 +1361,7 @@ impl ToolState {
             rules,
             results_dir: results_dir.clone(),
             env,
+            withheld_env: provider_key_variables(settings),
             sandbox,
             prompter,
             hook_env: hook_env.clone(),
@@ -1567,16 +1570,21 @@ fn loop_config(
 /// Anthropic and OpenAI ones (`sandbox::env::AGENT_CREDENTIALS`, withheld by every
 /// command's start) and each provider entry's `apiKeyEnv`, withheld here.
 fn command_env(settings: &settings::Settings) -> Vec<(String, String)> {
-    let provider_keys: Vec<&str> = settings
-        .providers
-        .values()
-        .filter_map(|entry| entry.api_key_env.as_deref())
-        .collect();
+    let provider_keys = provider_key_variables(settings);
     settings
         .env
         .iter()
-        .filter(|(key, _)| !provider_keys.contains(&key.as_str()))
+        .filter(|(key, _)| !provider_keys.contains(key))
         .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+/// The variables the providers' keys are read from (each provider entry's `apiKeyEnv`).
+fn provider_key_variables(settings: &settings::Settings) -> Vec<String> {
+    settings
+        .providers
+        .values()
+        .filter_map(|entry| entry.api_key_env.clone())
         .collect()
 }
 
@@ -3147,6 +3155,15 @@ fn sandbox_config(
         ),
     };
     let network = user.is_some_and(settings::SandboxSettings::network);
+    let user_commands = match user.and_then(|sandbox| sandbox.user_commands.as_deref()) {
+        None | Some("unsandboxed") => false,
+        Some("sandboxed") => true,
+        Some(other) => anyhow::bail!(
+            "{}: invalid settings: sandbox.userCommands {other:?} is not \"sandboxed\" or \"unsandboxed\"",
+            settings::user_settings_file()
+                .map_or_else(|| "settings".into(), |p| p.display().to_string())
+        ),
+    };
     if let Some(user) = user {
         if user.other.contains_key("enabled") {
             options.notices.say(
@@ -3166,6 +3183,7 @@ fn sandbox_config(
         return Ok(tools::SandboxConfig {
             backend: None,
             network,
+            user_commands,
         });
     }
     tools::sandbox::forced_backend().map_err(anyhow::Error::msg)?;
@@ -3179,6 +3197,7 @@ fn sandbox_config(
     Ok(tools::SandboxConfig {
         backend: Some(backend),
         network,
+        user_commands,
     })
 }
 

@@ -332,6 +332,10 @@ pub struct SandboxSettings {
     /// ignored: no network).
     #[serde(default)]
     pub network: Option<serde_json::Value>,
+    /// `"unsandboxed"` (default: a command the user types after `!` runs as in their own
+    /// shell) or `"sandboxed"` (it runs in the sandbox an approved Bash call gets).
+    #[serde(default)]
+    pub user_commands: Option<String>,
     /// Other keys, kept and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,

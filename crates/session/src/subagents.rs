@@ -291,6 +291,8 @@ pub struct Recipe {
     pub results_dir: PathBuf,
     /// Settings' `env` for Bash.
     pub env: Vec<(String, String)>,
+    /// The variables holding provider keys (`apiKeyEnv`), kept from commands the user types.
+    pub withheld_env: Vec<String>,
     /// The sandbox.
     pub sandbox: tools::SandboxConfig,
     /// Who answers questions (interactive), shared with the session.

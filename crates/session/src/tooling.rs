@@ -160,6 +160,7 @@ pub fn build(
         readable: crate::skills::readable(),
         prompter: recipe.prompter.clone(),
         env: recipe.env.clone(),
+        withheld_env: recipe.withheld_env.clone(),
         protected: crate::hooks::protected_dirs(&workspace.cwd),
         // `.git` too: a `.git` file or folder planted in a subfolder would be the repository
         // (its configuration, hooks, `gitdir`) of a session or a git command started there.
@@ -168,11 +169,6 @@ pub fn build(
             .chain(&[".git"])
             .map(|name| (*name).to_owned())
             .collect(),
-        settings_names: crate::hooks::PROTECTED_NAMES
-            .iter()
-            .map(|name| (*name).to_owned())
-            .collect(),
-        settings_dirs: crate::hooks::user_settings_dirs(),
         sandbox: recipe.sandbox.clone(),
         journal: recipe.journal.clone(),
     })?;

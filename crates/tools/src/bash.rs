@@ -486,7 +486,7 @@ async fn run(
     let shell = sandbox::env::resolve_program("bash")
         .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
     let (mut std_command, _placeholders, profile) = match how {
-        BashRun::Unsandboxed => {
+        BashRun::Unsandboxed | BashRun::UserShell => {
             let mut bash = std::process::Command::new(&shell);
             // `$0` stays `bash`, as when it was found by name.
             std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
@@ -516,7 +516,11 @@ async fn run(
         Some(_) => sandbox::env::Confinement::Sandboxed,
         None => sandbox::env::Confinement::Unsandboxed,
     };
-    sandbox::env::reset(&mut std_command, confinement, &shared.env);
+    if how == BashRun::UserShell {
+        sandbox::env::user_shell(&mut std_command, &shared.env, &shared.withheld_env);
+    } else {
+        sandbox::env::reset(&mut std_command, confinement, &shared.env);
+    }
     let mut bash = Command::from(std_command);
     bash.stdin(Stdio::null())
         .stdout(writer)

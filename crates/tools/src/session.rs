@@ -37,6 +37,11 @@ pub struct ToolSetConfig {
     /// ([`sandbox::env::PASSED_VARIABLES`]; nothing else of it is passed). Later pairs win over
     /// earlier ones; [`sandbox::env::AGENT_CREDENTIALS`] are removed even from here.
     pub env: Vec<(String, String)>,
+    /// Variables of the process's environment that hold the agent's own keys beyond
+    /// [`sandbox::env::AGENT_CREDENTIALS`] (each provider's `apiKeyEnv`): removed from the
+    /// environment of a command the user types ([`crate::BashRun::UserShell`]), which gets
+    /// the rest of the agent's environment. Other commands get only the passed variables.
+    pub withheld_env: Vec<String>,
     /// Folders Write and Edit refuse whatever the mode and the rules (the agent's own
     /// settings). A path is refused when, as written or resolved (the shell's working
     /// directory, `~`, `..`, symbolic links), it lies under one of them as they are now
@@ -46,14 +51,6 @@ pub struct ToolSetConfig {
     /// Folder names whose contents Write and Edit refuse wherever they are (`.agent`: a
     /// nested one would be the settings of a session started there), ignoring case.
     pub protected_names: Vec<String>,
-    /// The names of the agent's settings folders (`.agent`, `.claude`): a Bash command
-    /// whose words name one as a path component, or that spells out one of
-    /// `settings_dirs`, is refused before it runs. A textual hint for the plain spellings a
-    /// model writes; the sandbox is what keeps a command out of the folders.
-    pub settings_names: Vec<String>,
-    /// The user's settings folders (`~/.config/agent/`, `~/.claude/`), absolute, for the
-    /// same hint.
-    pub settings_dirs: Vec<PathBuf>,
     /// How Bash commands are sandboxed.
     pub sandbox: SandboxConfig,
     /// Told of every file Write and Edit change, before and after (the session's
@@ -72,6 +69,10 @@ pub struct SandboxConfig {
     /// Whether sandboxed commands may use the network in the workspace-write profile
     /// (setting `sandbox.network`); the read-only profile never has network.
     pub network: bool,
+    /// Whether commands the user types (`!command`) run in the sandbox as an approved call
+    /// would (setting `sandbox.userCommands: "sandboxed"`); by default they run as in the
+    /// user's own shell ([`crate::BashRun::UserShell`]).
+    pub user_commands: bool,
 }
 
 impl Default for SandboxConfig {
@@ -81,6 +82,7 @@ impl Default for SandboxConfig {
         Self {
             backend: Some(sandbox::Backend::detect(None)),
             network: false,
+            user_commands: false,
         }
     }
 }
@@ -115,10 +117,9 @@ impl fmt::Debug for ToolSetConfig {
                 "env",
                 &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
             )
+            .field("withheld_env", &self.withheld_env)
             .field("protected", &self.protected)
             .field("protected_names", &self.protected_names)
-            .field("settings_names", &self.settings_names)
-            .field("settings_dirs", &self.settings_dirs)
             .field("sandbox", &self.sandbox)
             .field("journal", &self.journal.is_some())
             .finish()
@@ -190,6 +191,7 @@ impl ToolSet {
             snapshots: DashMap::new(),
             shell_cwd: Mutex::new(None),
             env: config.env,
+            withheld_env: config.withheld_env,
             protected: config
                 .protected
                 .into_iter()
@@ -200,12 +202,6 @@ impl ToolSet {
                 .iter()
                 .map(|name| name.to_lowercase())
                 .collect(),
-            settings_names: config
-                .settings_names
-                .iter()
-                .map(|name| name.to_lowercase())
-                .collect(),
-            settings_dirs: config.settings_dirs,
         });
         let tools: Vec<Arc<dyn Tool>> = vec![
             Arc::new(crate::read::ReadTool::new(Arc::clone(&shared))),
@@ -346,14 +342,12 @@ pub(crate) struct Shared {
     shell_cwd: Mutex<Option<PathBuf>>,
     /// Extra environment of Bash commands.
     pub(crate) env: Vec<(String, String)>,
+    /// What a command the user types does not get of the agent's environment.
+    pub(crate) withheld_env: Vec<String>,
     /// Folders Write and Edit refuse (absolute, as configured).
     pub(crate) protected: Vec<PathBuf>,
     /// Folder names Write and Edit refuse anywhere (lowercase).
     pub(crate) protected_names: Vec<String>,
-    /// The settings folders' names Bash commands may not name (lowercase).
-    pub(crate) settings_names: Vec<String>,
-    /// The user's settings folders Bash commands may not spell out.
-    pub(crate) settings_dirs: Vec<PathBuf>,
     /// How Bash commands are sandboxed.
     pub(crate) sandbox: SandboxConfig,
     /// Told of every change Write and Edit make.
@@ -370,40 +364,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Whether a shell command names one of the agent's settings folders: a word that is a
-    /// settings folder's name (`.agent`, `.claude`) or has one as a path component, or one
-    /// of the user's settings folders (`settings_dirs`: `~/.config/agent/`, `~/.claude/`)
-    /// spelled out. Lexical, so a determined command can hide the path (`cd .ag""ent`): a
-    /// hint that refuses the plain spellings a model writes before they run. What keeps
-    /// commands out of these folders is the sandbox (the workspace's top-level ones and
-    /// everything outside the workspace), and for a settings folder a command creates
-    /// deeper in the workspace, the folder trust record, which asks again about settings it
-    /// has not seen.
-    pub(crate) fn names_settings(&self, command: &str) -> bool {
-        let words = command.split(|c: char| {
-            c.is_whitespace()
-                || matches!(
-                    c,
-                    ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\'' | '"' | '`' | '='
-                )
-        });
-        let names_project = words.filter(|word| !word.is_empty()).any(|word| {
-            word.split('/').any(|component| {
-                self.settings_names
-                    .iter()
-                    .any(|name| component.eq_ignore_ascii_case(name))
-            })
-        });
-        let names_user = command.contains("/.config/agent")
-            || command.contains("XDG_CONFIG_HOME")
-            || command.contains("agent/settings")
-            || self
-                .settings_dirs
-                .iter()
-                .any(|dir| command.contains(&*dir.to_string_lossy()));
-        names_project || names_user
-    }
-
     /// Whether an allow rule, of the settings or of the running turn, satisfies `covers`.
     pub(crate) fn allows(&self, covers: impl Fn(&Rule) -> bool) -> bool {
         self.rules.allow.iter().any(&covers)

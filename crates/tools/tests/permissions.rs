@@ -1087,17 +1087,17 @@ fn a_following_gate_decides_in_the_stricter_mode() {
     assert_eq!(explore.set.gate().mode(), PermissionMode::Plan);
 }
 
-/// Commands naming the settings folders plainly are refused before they run, whatever the
-/// mode (a hint: the sandbox is what keeps a command that hides the name out of them).
+/// The gate reads no command text for the settings folders: a command naming them is decided
+/// by the rules and the mode like any other (allowed in bypassPermissions). The sandbox is
+/// what keeps it out of them (`crates/cli/tests/sandbox.rs`:
+/// `commands_cannot_write_the_agents_settings_however_they_spell_them`).
 #[tokio::test]
-async fn shell_commands_naming_the_settings_folders_are_refused() {
+async fn shell_commands_naming_the_settings_folders_are_decided_by_the_rules() {
     let env = Env::build("settings-names", |config| {
         config.permissions.default_mode = PermissionMode::BypassPermissions;
+        config.permissions.deny = vec!["Bash(rm:*)".into()];
         config.protected_names = vec![".agent".into(), ".claude".into(), ".git".into()];
-        config.settings_names = vec![".agent".into(), ".claude".into()];
-        config.settings_dirs = vec![std::path::PathBuf::from("/home/u/.config/agent")];
-        // Protected, not a settings folder: its path may be named (the sessions' folder).
-        config.protected = vec![std::path::PathBuf::from("/home/u/.local/share/agent")];
+        config.protected = vec![std::path::PathBuf::from("/home/u/.config/agent")];
     });
     let gate = env.set.gate();
     let bash = env.set.tool("Bash").unwrap();
@@ -1107,32 +1107,17 @@ async fn shell_commands_naming_the_settings_folders_are_refused() {
         let bash = Arc::clone(&bash);
         async move { executor::CanUseTool::check(gate.as_ref(), &call, bash.as_ref()).await }
     };
-    for command in [
-        "echo '{}' > .agent/settings.json",
-        "cp x.json ./.agent/settings.local.json",
-        "mkdir -p .agent && tee .agent/settings.json < x",
-        "cd .agent; rm settings.json",
-        "mkdir -p sub/.claude && echo x > sub/.claude/settings.local.json",
-        "sed -i s/a/b/ ~/.config/agent/settings.json",
-        "cat \"$HOME/.config/agent/settings.json\"",
-        "cat /home/u/.config/agent/trusted-folders.json",
-        "ln -s /tmp/evil /work/repo/.agent",
-    ] {
-        match decide(command).await {
-            PermissionDecision::Deny { reason } => {
-                assert!(reason.contains("cannot be changed"), "{command}: {reason}");
-            }
-            other => panic!("{command}: {other:?}"),
-        }
+    match decide("cd .agent; rm settings.json").await {
+        PermissionDecision::Deny { reason } => assert!(reason.contains("rm:*"), "{reason}"),
+        other => panic!("the deny rule decides: {other:?}"),
     }
     for command in [
+        "echo '{}' > .agent/settings.json",
+        "mkdir -p sub/.claude && echo x > sub/.claude/settings.local.json",
+        "sed -i s/a/b/ ~/.config/agent/settings.json",
+        "cat /home/u/.config/agent/trusted-folders.json",
         "cargo test",
-        "echo agent > notes.txt",
-        "ls .agents/ .agent-old",
-        "grep -r 'agent' src/",
-        // A protected name that is no settings folder: commands may read `.git`.
         "cat .git/HEAD",
-        "ls /home/u/.local/share/agent/projects",
     ] {
         assert!(
             matches!(decide(command).await, PermissionDecision::Allow { .. }),

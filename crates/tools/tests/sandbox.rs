@@ -255,6 +255,7 @@ async fn the_cwd_file_cannot_be_steered() {
                 config.sandbox = tools::SandboxConfig {
                     backend: None,
                     network: false,
+                    user_commands: false,
                 };
             }
         }) else {
@@ -411,6 +412,7 @@ fn backends() -> Vec<(&'static str, tools::SandboxConfig)> {
     let config = |backend| tools::SandboxConfig {
         backend: Some(backend),
         network: false,
+        user_commands: false,
     };
     match Backend::detect(None) {
         backend @ Backend::Bubblewrap(_) => found.push(("bwrap", config(backend))),
@@ -460,6 +462,7 @@ fn main() -> ExitCode {
     let none = tools::SandboxConfig {
         backend: Some(tools::sandbox::Backend::Unavailable("test".into())),
         network: false,
+        user_commands: false,
     };
     runs.push((
         "none",

@@ -185,9 +185,6 @@ pub struct PermissionConfig {
     pub deny: Vec<String>,
 }
 
-/// Why a command naming the agent's settings folders is refused.
-const SETTINGS_REFUSAL: &str = "the agent's settings (.agent/, .claude/, ~/.config/agent/, ~/.claude/) cannot be changed or used by the agent's tools; ask the user to edit them";
-
 /// What the rules and the mode say about one call, before anyone is asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -320,14 +317,17 @@ impl PermissionGate {
         self.shared.mode.set(mode);
     }
 
-    /// A command the user typed (`!command` at the interactive prompt): it runs as an
-    /// approved Bash call would (in the sandbox the mode and rules give such a call; no
-    /// question, the user typed it), unless a deny rule names it. Returns the Bash tool to
-    /// call with the tool_use id `id`, or the deny rule's reason.
+    /// A command the user typed (`!command` at the interactive prompt), asked no question
+    /// (the user typed it), unless a deny rule names it. It runs as the user's own shell
+    /// would ([`BashRun::UserShell`]: outside the sandbox, with the agent's environment less
+    /// its credentials), or, when [`crate::SandboxConfig::user_commands`] says so, as an
+    /// approved Bash call would (the sandbox the mode and rules give such a call,
+    /// workspace-write outside plan mode). Returns the
+    /// Bash tool to call with the tool_use id `id`.
     ///
     /// # Errors
     ///
-    /// The reason, when a deny rule refuses the command.
+    /// The reason, when a deny rule refuses the command or cannot be checked against it.
     pub fn user_command(&self, id: &str, command: &str) -> Result<Arc<dyn Tool>, String> {
         let input = serde_json::json!({ "command": command });
         let mode = self.shared.mode.get();
@@ -341,8 +341,9 @@ impl PermissionGate {
                     "{reason}; a command typed after `!` is not run when a deny or ask rule cannot be checked against it"
                 ));
             }
-            // The user's own command may write the workspace (still in the sandbox), as an
-            // approved call may; read-only while planning.
+            (_, _) if !self.shared.sandbox.user_commands => BashRun::UserShell,
+            // In the sandbox, the user's own command may write the workspace, as an approved
+            // call may; read-only while planning.
             (_, BashRun::Sandboxed(Profile::ReadOnly))
                 if mode != PermissionMode::Plan && self.shared.sandbox.is_active() =>
             {
@@ -571,18 +572,11 @@ impl PermissionGate {
             // The schema check answers first.
             return (Verdict::Allow, BashRun::Sandboxed(Profile::ReadOnly));
         };
-        if self.shared.names_settings(command) {
-            let reason = SETTINGS_REFUSAL.to_owned();
-            return (
-                Verdict::Deny { reason },
-                BashRun::Sandboxed(Profile::ReadOnly),
-            );
-        }
         self.bash_rules(command, input, mode)
     }
 
-    /// [`PermissionGate::bash_decision`] for a `command` that names no settings folder: the
-    /// rules, the mode and the sandbox.
+    /// [`PermissionGate::bash_decision`] for a `command`: the rules, the mode and the
+    /// sandbox.
     fn bash_rules(&self, command: &str, input: &Value, mode: PermissionMode) -> (Verdict, BashRun) {
         let sandboxed = self.shared.sandbox.is_active();
         let writable = if sandboxed {
@@ -924,8 +918,13 @@ pub enum BashRun {
     /// In the sandbox, with this profile.
     Sandboxed(Profile),
     /// Outside any sandbox (sandbox off or unavailable, or approved
-    /// `dangerouslyDisableSandbox`).
+    /// `dangerouslyDisableSandbox`), with the passed variables of the agent's environment
+    /// only (`sandbox::env::reset`).
     Unsandboxed,
+    /// A command the user typed ([`PermissionGate::user_command`]): outside any sandbox, with
+    /// the agent's whole environment less its credentials (`sandbox::env::AGENT_CREDENTIALS`)
+    /// and with the settings' `env`, as in the user's own shell.
+    UserShell,
 }
 
 fn plan_denial(name: &str) -> Verdict {

@@ -53,6 +53,7 @@ pub fn declared_sandbox() -> tools::SandboxConfig {
     tools::SandboxConfig {
         backend: Some(tools::sandbox::Backend::Bubblewrap("/usr/bin/bwrap".into())),
         network: false,
+        user_commands: false,
     }
 }
 
@@ -64,6 +65,7 @@ pub fn real_sandbox() -> Option<tools::SandboxConfig> {
         return Some(tools::SandboxConfig {
             backend: Some(backend),
             network: false,
+            user_commands: false,
         });
     }
     assert!(
@@ -114,6 +116,7 @@ impl Env {
             sandbox: tools::SandboxConfig {
                 backend: None,
                 network: false,
+                user_commands: false,
             },
             ..ToolSetConfig::default()
         };
