@@ -2436,7 +2436,7 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
         Reply::turn(Turn::new().tool_use(
             "toolu_e",
             "Edit",
-            json!({"file_path": "greet.py", "old_string": "helo", "new_string": "hello"}),
+            json!({"file_path": "new.py", "old_string": "", "new_string": "print()\n"}),
         )),
         Reply::turn(Turn::new().text("Could not edit.")),
     ]))

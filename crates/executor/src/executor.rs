@@ -1062,6 +1062,7 @@ async fn run_call(
     };
     let input = match decision {
         PermissionDecision::Allow { updated_input } => updated_input.unwrap_or(call.input),
+        PermissionDecision::Fail { error } => return TaskOutcome::Ran(Err(error)),
         PermissionDecision::Deny { reason } => {
             return TaskOutcome::Denied {
                 reason,

@@ -87,5 +87,5 @@ pub use executor::{
 pub use permission::{AllowAll, CanUseTool, PermissionDecision, PermissionFuture};
 pub use tool::{
     InputProblem, Tool, ToolCall, ToolContext, ToolError, ToolFuture, ToolOutput, ToolProgress,
-    Workspace,
+    ValidateFuture, Workspace,
 };

@@ -5,7 +5,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use crate::tool::{Tool, ToolCall};
+use crate::tool::{Tool, ToolCall, ToolError};
 
 /// The answer of a [`CanUseTool`] gate.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +21,13 @@ pub enum PermissionDecision {
     Deny {
         /// Why, for the model and for the permission denial event.
         reason: String,
+    },
+    /// Do not run it, and it was not refused: the call cannot do its job, found before
+    /// anyone was asked ([`crate::Tool::validate`]). The model gets `error` as the call's
+    /// result, exactly as if the tool had run and failed; no permission denial is counted.
+    Fail {
+        /// The tool's error.
+        error: ToolError,
     },
 }
 

@@ -14,6 +14,9 @@ use tokio_util::sync::CancellationToken;
 /// The boxed future a [`Tool::call`] returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
 
+/// The boxed future a [`Tool::validate`] returns.
+pub type ValidateFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ToolError>> + Send + 'a>>;
+
 /// A tool the model can call.
 ///
 /// Implementations must watch [`ToolContext::cancel`]: when it fires they stop promptly and
@@ -54,6 +57,22 @@ pub trait Tool: Send + Sync + 'static {
     fn timeout(&self, input: &Value) -> Option<Duration> {
         let _ = input;
         None
+    }
+
+    /// Checks that the call can do its job, for a permission gate to call before it asks the
+    /// user about it (a failure then becomes the call's result,
+    /// [`crate::PermissionDecision::Fail`]: no question, no run). For checks that need the
+    /// world as it is (a file tool's file read first and unchanged, an edit's text present
+    /// once), so a question is never put for a call that would fail. [`Tool::call`] must
+    /// still check everything again: the world can change between the two. The default
+    /// accepts every input.
+    ///
+    /// # Errors
+    ///
+    /// [`ToolError`] saying why the call cannot run, as [`Tool::call`] would.
+    fn validate<'a>(&'a self, input: &'a Value, context: &'a ToolContext) -> ValidateFuture<'a> {
+        let _ = (input, context);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     /// Runs the tool.

@@ -635,6 +635,14 @@ impl Tool for PostToolUse {
         self.inner.timeout(input)
     }
 
+    fn validate<'a>(
+        &'a self,
+        input: &'a Value,
+        context: &'a ToolContext,
+    ) -> executor::ValidateFuture<'a> {
+        self.inner.validate(input, context)
+    }
+
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         if self.matchers.is_empty() {
             return self.inner.call(input, context);

@@ -148,7 +148,8 @@ pub(crate) fn numbered(text: &str, first: usize, last: usize) -> String {
 ///
 /// - `file_tool!(T, "Read", run)`: concurrency-safe and read-only; `run` also gets the
 ///   call's cancellation token and stops when it fires.
-/// - `file_tool!(T, "Write", run, writes)`: runs alone and, once started, to completion
+/// - `file_tool!(T, "Write", run, writes(prepare))`: `prepare` is its validation (see
+///   `executor::Tool::validate`); runs alone and, once started, to completion
 ///   (reporting "interrupted" for a file written anyway would mislead the model).
 macro_rules! file_tool {
     ($tool:ident, $name:literal, $run:path) => {
@@ -186,7 +187,7 @@ macro_rules! file_tool {
             }
         }
     };
-    ($tool:ident, $name:literal, $run:path, writes) => {
+    ($tool:ident, $name:literal, $run:path, writes($prepare:path)) => {
         impl Tool for $tool {
             fn name(&self) -> &str {
                 $name
@@ -198,6 +199,22 @@ macro_rules! file_tool {
 
             fn input_schema(&self) -> &Value {
                 &self.schema
+            }
+
+            /// Everything but the write: the file read first and unchanged, the change
+            /// possible (see [`executor::Tool::validate`]).
+            fn validate<'a>(
+                &'a self,
+                input: &'a Value,
+                context: &'a ToolContext,
+            ) -> executor::ValidateFuture<'a> {
+                Box::pin(async move {
+                    let input: Input = parse_input($name, input.clone())?;
+                    let shared = Arc::clone(&self.shared);
+                    let workspace = Arc::clone(&context.workspace);
+                    run_to_completion(move || $prepare(&shared, &workspace, &input).map(|_| ()))
+                        .await
+                })
             }
 
             fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {

@@ -66,9 +66,31 @@ impl EditTool {
     }
 }
 
-crate::common::file_tool!(EditTool, "Edit", edit, writes);
+crate::common::file_tool!(EditTool, "Edit", edit, writes(prepare));
+
+/// An edit worked out and not yet written: the file, its bytes now (`None`: it does not
+/// exist), its bytes after, and the result to give once they are written.
+struct Prepared {
+    path: std::path::PathBuf,
+    previous: Option<Vec<u8>>,
+    bytes: Vec<u8>,
+    output: ToolOutput,
+}
 
 fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    let prepared = prepare(shared, workspace, input)?;
+    write_and_record(
+        shared,
+        &prepared.path,
+        prepared.previous.as_deref(),
+        &prepared.bytes,
+    )?;
+    Ok(prepared.output)
+}
+
+/// Every check of an Edit and the change it makes, without writing: the path confined, the
+/// file read first and unchanged since, `old_string` present once (or `replace_all`).
+fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
     let path = shared.confine(workspace, "Edit", &input.file_path)?;
     let shown = path.display();
     if input.old_string == input.new_string {
@@ -78,8 +100,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     }
     let Some(previous) = current_content(shared, &path)? else {
         if input.old_string.is_empty() {
-            write_and_record(shared, &path, None, input.new_string.as_bytes())?;
-            return Ok(ToolOutput::text(format!(
+            let output = ToolOutput::text(format!(
                 "Created {shown} ({} lines).",
                 input.new_string.lines().count()
             ))
@@ -91,7 +112,13 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
                 "structuredPatch": text::structured_patch("", &input.new_string),
                 "userModified": false,
                 "replaceAll": false,
-            })));
+            }));
+            return Ok(Prepared {
+                bytes: input.new_string.as_bytes().to_vec(),
+                path,
+                previous: None,
+                output,
+            });
         }
         return Err(ToolError::InvalidInput(format!(
             "File does not exist: {shown}. Create it with Write, or with Edit and an empty old_string"
@@ -106,12 +133,17 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
                 "old_string is empty but {shown} is not; give the exact text to replace, or use Write to replace the whole file"
             )));
         }
-        let bytes = encode_for(encoding, &input.new_string, &path)?;
-        write_and_record(shared, &path, Some(&previous), &bytes)?;
-        return Ok(ToolOutput::text(format!(
+        let bytes = encode_for(encoding, &input.new_string, &path)?.into_owned();
+        let output = ToolOutput::text(format!(
             "Edited {shown}: it was empty and now holds new_string ({} lines).",
             input.new_string.lines().count()
-        )));
+        ));
+        return Ok(Prepared {
+            path,
+            previous: Some(previous),
+            bytes,
+            output,
+        });
     }
 
     // Matched whatever the line endings; each replaced line keeps the file's ending there.
@@ -129,8 +161,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     }
     let start = first.start;
     let (updated, new) = replace(&content, &found, input);
-    let bytes = encode_for(encoding, &updated, &path)?;
-    write_and_record(shared, &path, Some(&previous), &bytes)?;
+    let bytes = encode_for(encoding, &updated, &path)?.into_owned();
 
     let first_line = content[..start].matches('\n').count() + 1;
     let last_line = first_line + new.matches('\n').count();
@@ -144,7 +175,7 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
     } else {
         ("1 occurrence".to_owned(), "edit")
     };
-    Ok(ToolOutput::text(format!(
+    let output = ToolOutput::text(format!(
         "Edited {shown}: replaced {replaced}. The result around the {which}:\n{snippet}"
     ))
     .with_structured(json!({
@@ -155,7 +186,13 @@ fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOut
         "structuredPatch": text::structured_patch(&content, &updated),
         "userModified": false,
         "replaceAll": input.replace_all,
-    })))
+    }));
+    Ok(Prepared {
+        path,
+        previous: Some(previous),
+        bytes,
+        output,
+    })
 }
 
 /// `content` with the matches `found` of `input.old_string` replaced by `input.new_string`

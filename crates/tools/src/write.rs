@@ -50,9 +50,32 @@ impl WriteTool {
     }
 }
 
-crate::common::file_tool!(WriteTool, "Write", write, writes);
+crate::common::file_tool!(WriteTool, "Write", write, writes(prepare));
+
+/// A write worked out and not yet done: the file, its bytes now (`None`: it does not
+/// exist), its bytes after, and the result to give once they are written.
+struct Prepared {
+    path: std::path::PathBuf,
+    existing: Option<Vec<u8>>,
+    bytes: Vec<u8>,
+    output: ToolOutput,
+}
 
 fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    let prepared = prepare(shared, workspace, input)?;
+    write_and_record(
+        shared,
+        &prepared.path,
+        prepared.existing.as_deref(),
+        &prepared.bytes,
+    )?;
+    Ok(prepared.output)
+}
+
+/// Every check of a Write and the bytes it writes, without writing: the path confined and
+/// not a folder, an existing file read first and unchanged since, the text encodable in the
+/// file's encoding.
+fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
     // `dir/` names a directory: writing it would create a file called `dir`.
     if input.file_path.ends_with('/') || input.file_path.ends_with("/.") {
         return Err(ToolError::InvalidInput(format!(
@@ -68,15 +91,14 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
         .map(|bytes| Encoding::of(bytes).decode(bytes).into_owned());
     // An existing file keeps its encoding (see `text`); a new one is UTF-8.
     let encoding = existing.as_deref().map_or(Encoding::Utf8, Encoding::of);
-    let bytes = encode_for(encoding, &input.content, &path)?;
-    write_and_record(shared, &path, existing.as_deref(), &bytes)?;
+    let bytes = encode_for(encoding, &input.content, &path)?.into_owned();
     let lines = input.content.lines().count();
     let verb = if existed { "Updated" } else { "Created" };
     let kept = match encoding {
         Encoding::Utf8 => String::new(),
         other => format!(", kept as {}", other.name()),
     };
-    Ok(ToolOutput::text(format!(
+    let output = ToolOutput::text(format!(
         "{verb} {} ({lines} lines, {} bytes{kept}).",
         path.display(),
         bytes.len()
@@ -87,5 +109,11 @@ fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOu
         "content": input.content,
         "structuredPatch": crate::text::structured_patch(original.as_deref().unwrap_or(""), &input.content),
         "originalFile": original,
-    })))
+    }));
+    Ok(Prepared {
+        path,
+        existing,
+        bytes,
+        output,
+    })
 }

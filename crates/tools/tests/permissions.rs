@@ -935,6 +935,69 @@ async fn interactive_sessions_ask_the_prompter() {
     }
 }
 
+/// A Write or Edit that cannot apply fails at once with the tool's own error, and the user
+/// is never asked about it: an Edit whose text is not in the file, an Edit of a file never
+/// read, a Write over a file changed since it was read. No permission denial is counted.
+#[tokio::test]
+async fn calls_that_cannot_apply_fail_without_a_question() {
+    let recorder = Arc::new(Recorder {
+        asked: Mutex::new(Vec::new()),
+        allow: true,
+    });
+    let prompter: Arc<dyn Prompter> = Arc::clone(&recorder) as Arc<dyn Prompter>;
+    let env = Env::build("validate-first", |config| config.prompter = Some(prompter));
+    std::fs::write(env.workspace.cwd.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(env.workspace.cwd.join("b.txt"), "beta\n").unwrap();
+    let (completed, _) = env
+        .run(vec![
+            ("Read", json!({"file_path": "a.txt"})),
+            (
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "gamma", "new_string": "delta"}),
+            ),
+            (
+                "Edit",
+                json!({"file_path": "b.txt", "old_string": "beta", "new_string": "delta"}),
+            ),
+        ])
+        .await;
+    assert!(recorder.asked.lock().unwrap().is_empty());
+    assert_eq!(completed[1].outcome, Outcome::InvalidInput, "{completed:?}");
+    assert!(
+        result_text(&completed[1]).contains("old_string was not found"),
+        "{}",
+        result_text(&completed[1])
+    );
+    assert_eq!(completed[2].outcome, Outcome::InvalidInput);
+    assert!(result_text(&completed[2]).contains("has not been read"));
+    // Changed on disk after the Read: the Write is not put to the user.
+    std::fs::write(env.workspace.cwd.join("a.txt"), "changed by the user\n").unwrap();
+    let (completed, _) = env
+        .run(vec![(
+            "Write",
+            json!({"file_path": "a.txt", "content": "x"}),
+        )])
+        .await;
+    assert!(recorder.asked.lock().unwrap().is_empty());
+    assert!(result_text(&completed[0]).contains("has changed on disk"));
+    assert_eq!(
+        std::fs::read_to_string(env.workspace.cwd.join("a.txt")).unwrap(),
+        "changed by the user\n"
+    );
+    // One that applies is asked about, and runs.
+    let (completed, _) = env
+        .run(vec![
+            ("Read", json!({"file_path": "a.txt"})),
+            (
+                "Edit",
+                json!({"file_path": "a.txt", "old_string": "user", "new_string": "model"}),
+            ),
+        ])
+        .await;
+    assert_eq!(recorder.asked.lock().unwrap().len(), 1);
+    assert_eq!(completed[1].outcome, Outcome::Success);
+}
+
 #[test]
 fn configuration() {
     let settings: PermissionConfig = serde_json::from_value(json!({

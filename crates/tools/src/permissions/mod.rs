@@ -2,7 +2,10 @@
 //!
 //! [`PermissionGate::evaluate`] answers, for one call, with a [`Verdict`]; the
 //! [`CanUseTool`] implementation turns `Ask` into a question to the [`Prompter`] or, when
-//! there is none (headless), into a denial that says how to allow the call.
+//! there is none (headless), into a denial that says how to allow the call. Before either,
+//! the tool validates the call ([`executor::Tool::validate`]: an Edit's text present once,
+//! the file read first and unchanged): a call that cannot apply fails with the tool's own
+//! error ([`PermissionDecision::Fail`]), unasked and not counted as refused.
 //!
 //! Order of decision, first match wins:
 //!
@@ -1042,7 +1045,17 @@ impl PermissionGate {
                 tracing::debug!(tool = %call.name, %reason, "permission denied");
                 PermissionDecision::deny(reason)
             }
-            Verdict::Ask { reason } => self.ask(call, reason).await,
+            Verdict::Ask { reason } => {
+                // A call that cannot do its job fails now, unasked.
+                let context = executor::ToolContext::detached(
+                    call.id.clone(),
+                    Arc::clone(&self.shared.workspace),
+                );
+                match tool.validate(&call.input, &context).await {
+                    Ok(()) => self.ask(call, reason).await,
+                    Err(error) => PermissionDecision::Fail { error },
+                }
+            }
         };
         if let (PermissionDecision::Allow { .. }, Some(run)) = (&decision, run) {
             self.shared.grants.insert(call.id.as_str().to_owned(), run);
