@@ -434,8 +434,7 @@ async fn keys_typed_ahead_never_answer_an_approval_question() {
     terminal.wait_for("⏺ Bash(sleep 1)", 1).await;
     // Typed while `sleep 1` runs, before the question about `cp` exists.
     terminal.type_keys("y\r");
-    let question =
-        "Allow? [y]es / [a]lways this session / [n]o (or type what to do instead), then Enter: ";
+    let question = "Allow? Your choice, then Enter: ";
     terminal.wait_for(question, 1).await;
     // Keys that come right as the question appears were typed before the user saw it
     // (read late by a busy terminal): they do not answer it either.
@@ -1987,10 +1986,12 @@ async fn ctrl_r_finds_an_earlier_prompt() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
-/// "Always" says the rule it adds and, asked, saves it for later sessions: in a trusted
-/// folder, in its `.agent/settings.local.json`; `/permissions` lists it.
+/// "Always" for an edit is Claude Code's "allow all edits this session": the mode becomes
+/// acceptEdits, so the next Write runs unasked. `p` also keeps the rule `Edit` in the
+/// project's local settings (`.agent/settings.local.json` here: the project has no
+/// `.claude/`), named in the question; `/permissions` shows the mode.
 #[tokio::test]
-async fn always_saves_the_rule_when_asked() {
+async fn always_for_an_edit_allows_every_edit_and_p_keeps_it_for_the_project() {
     let repo = repo("interactive-always");
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().tool_use(
@@ -1999,6 +2000,12 @@ async fn always_saves_the_rule_when_asked() {
             json!({"file_path": "new.txt", "content": "hello\n"}),
         )),
         Reply::turn(Turn::new().text("Written.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w2",
+            "Write",
+            json!({"file_path": "other.txt", "content": "again\n"}),
+        )),
+        Reply::turn(Turn::new().text("Also written.")),
     ]))
     .await
     .unwrap();
@@ -2008,36 +2015,239 @@ async fn always_saves_the_rule_when_asked() {
     terminal.wait_prompt(1).await;
     terminal.type_keys("write it\r");
     terminal.wait_for("Allow?", 1).await;
-    terminal.answer("a\r").await;
-    let file = repo.dir.canonicalize().unwrap().join("new.txt");
-    let file = file.display();
+    let local = repo
+        .dir
+        .canonicalize()
+        .unwrap()
+        .join(".agent/settings.local.json");
     terminal
         .wait_for(
-            &format!("Allowed for the rest of this session: Write({file})"),
+            "[a]lways: all edits in the workspace (acceptEdits), this session",
             1,
         )
         .await;
     terminal
-        .wait_for(&format!("Also allow Edit(/{file}) in later sessions"), 1)
+        .wait_for("[p]: always, and keep `Edit` for this project in ", 1)
         .await;
-    terminal.answer("y\r").await;
+    let shown = terminal.text().replace('\n', "");
+    assert!(shown.contains(&local.display().to_string()), "{shown}");
+    terminal.answer("p\r").await;
     terminal.wait_for("Written.", 1).await;
     terminal.wait_prompt(2).await;
-    let saved: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo.dir.join(".agent/settings.local.json")).unwrap(),
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&local).unwrap()).unwrap();
+    assert_eq!(saved["permissions"]["allow"], json!(["Edit"]));
+    terminal.type_keys("and the other\r");
+    terminal.wait_for("Also written.", 1).await;
+    assert_eq!(terminal.text().matches("Allow?").count(), 1, "asked again");
+    assert!(repo.dir.join("other.txt").exists());
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("/permissions\r");
+    terminal.wait_for("Permission mode: acceptEdits", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Escalation without the model: a command the read-only sandbox refused a workspace write
+/// is put to the user (no failed call reaches the model) and runs again with the workspace
+/// writable; `u` allows its prefix for the session and keeps `Bash(cp:*)` in the user's
+/// settings (an untrusted folder offers no project file). The next `cp` runs unasked.
+#[tokio::test]
+async fn a_refused_workspace_write_is_asked_about_and_always_allows_the_prefix() {
+    if common::sandbox_backends().is_empty() {
+        return;
+    }
+    let repo = repo("interactive-escalate");
+    std::fs::create_dir_all(repo.dir.join("out")).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_cp",
+            "Bash",
+            json!({"command": "cp notes.txt out/copy.txt"}),
+        )),
+        Reply::turn(Turn::new().text("Copied.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_cp2",
+            "Bash",
+            json!({"command": "cp notes.txt out/copy2.txt"}),
+        )),
+        Reply::turn(Turn::new().text("Copied again.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("copy the notes\r");
+    terminal
+        .wait_for("needs approval: it needs to write the workspace", 1)
+        .await;
+    let user = repo.home.join("config/agent/settings.json");
+    terminal
+        .wait_for(
+            "[a]lways: `Bash(cp:*)` commands, in the sandbox, this session",
+            1,
+        )
+        .await;
+    terminal
+        .wait_for("[u]: always, and keep `Bash(cp:*)` for you in ", 1)
+        .await;
+    let shown = terminal.text().replace('\n', "");
+    assert!(shown.contains(&user.display().to_string()), "{shown}");
+    assert!(!terminal.text().contains("[p]:"), "{}", terminal.text());
+    terminal.answer("u\r").await;
+    terminal.wait_for("Copied.", 1).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("out/copy.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    let result = messages(&server, 1).last().unwrap()["content"][0].to_string();
+    assert!(
+        result.contains("ran again with the workspace writable"),
+        "{result}"
+    );
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&user).unwrap()).unwrap();
+    assert_eq!(saved["permissions"]["allow"], json!(["Bash(cp:*)"]));
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("once more\r");
+    terminal.wait_for("Copied again.", 1).await;
+    assert!(repo.dir.join("out/copy2.txt").exists());
+    assert_eq!(terminal.text().matches("Allow?").count(), 1, "asked again");
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// "Always" for an MCP tool allows the tool, whatever its input, for the session.
+#[tokio::test]
+async fn always_for_an_mcp_tool_allows_the_tool() {
+    let kit = std::path::PathBuf::from(env!("CARGO_BIN_EXE_agent")).with_file_name("testkit");
+    if !kit.is_file() {
+        assert!(
+            !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+            "CI builds {}",
+            kit.display()
+        );
+        eprintln!(
+            "NOTE: MCP always test skipped: {} is not built",
+            kit.display()
+        );
+        return;
+    }
+    let repo = repo("interactive-always-mcp");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
     )
     .unwrap();
-    assert_eq!(
-        saved["permissions"]["allow"],
-        json!([format!("Edit(/{file})")])
-    );
+    let first = repo.home.join("first.txt");
+    let second = repo.home.join("second.txt");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m1",
+            "mcp__kit__write",
+            json!({"path": first, "text": "one"}),
+        )),
+        Reply::turn(Turn::new().text("One.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m2",
+            "mcp__kit__write",
+            json!({"path": second, "text": "two"}),
+        )),
+        Reply::turn(Turn::new().text("Two.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args(["--mcp-config", file.to_str().unwrap()]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("write one\r");
+    terminal
+        .wait_for("[a]lways: the tool mcp__kit__write, this session", 1)
+        .await;
+    terminal.answer("a\r").await;
+    terminal.wait_for("One.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("write two\r");
+    terminal.wait_for("Two.", 1).await;
+    assert_eq!(terminal.text().matches("Allow?").count(), 1, "asked again");
+    assert!(first.exists() && second.exists());
+    terminal.wait_prompt(3).await;
     terminal.type_keys("/permissions\r");
     terminal
         .wait_for(
-            &format!("allow Write({file})  (answered \"always\" in this session)"),
+            "allow mcp__kit__write  (answered \"always\" in this session)",
             1,
         )
         .await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Esc at an approval stops the turn: the call gets the rejection as its result, the model
+/// is not called again, and the prompt is back; the next prompt carries the rejection.
+#[tokio::test]
+async fn esc_at_an_approval_stops_the_turn() {
+    let repo = repo("interactive-esc-approval");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("I will write it.").tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "new.txt", "content": "hello\n"}),
+        )),
+        Reply::turn(Turn::new().text("Waiting for you.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("write it\r");
+    terminal.wait_for("Allow?", 1).await;
+    terminal.answer("\u{1b}").await;
+    terminal.wait_prompt(2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.request_count(), 1, "the model was called again");
+    assert!(!repo.dir.join("new.txt").exists());
+    terminal.type_keys("what now?\r");
+    terminal.wait_for("Waiting for you.", 1).await;
+    let sent = messages(&server, 1);
+    let result = sent[sent.len() - 1]["content"].to_string();
+    assert!(
+        result.contains("rejected this tool use and stopped the turn"),
+        "{sent:#?}"
+    );
+    assert!(result.contains("what now?"), "{sent:#?}");
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// An edit that cannot apply (its text is not in the file) fails at once with the tool's
+/// error: no question is put.
+#[tokio::test]
+async fn an_edit_that_cannot_apply_fails_without_a_question() {
+    let repo = repo("interactive-validate");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "eggs", "new_string": "tea"}),
+        )),
+        Reply::turn(Turn::new().text("It is not there.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("swap eggs for tea\r");
+    terminal.wait_for("It is not there.", 1).await;
+    assert!(!terminal.text().contains("Allow?"), "{}", terminal.text());
+    let result = messages(&server, 2).last().unwrap()["content"][0].to_string();
+    assert!(result.contains("old_string was not found"), "{result}");
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
@@ -2074,9 +2284,7 @@ async fn a_saved_rule_is_no_change_for_folder_trust() {
     );
     terminal.type_keys("write it\r");
     terminal.wait_for("Allow?", 1).await;
-    terminal.answer("a\r").await;
-    terminal.wait_for("in later sessions", 1).await;
-    terminal.answer("y\r").await;
+    terminal.answer("p\r").await;
     terminal.wait_for("Written.", 1).await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");

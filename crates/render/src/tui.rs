@@ -942,8 +942,9 @@ impl State {
             KeyCode::Char('c') if control => self.interrupt(),
             KeyCode::Char('d') if control => {
                 if let Some(question) = &self.question {
+                    // An empty answer, as Enter would give: the turn goes on.
                     if question.editor.is_empty() {
-                        self.answer(None);
+                        self.answer(Some(String::new()));
                         return;
                     }
                 } else if self.editor.is_empty() {
@@ -966,10 +967,9 @@ impl State {
                         .push(dim("── summary view (Ctrl-O: the turn in full) ──"));
                 }
             }
-            // Esc at a question refuses the call (the turn goes on); during a turn it
-            // interrupts.
-            KeyCode::Esc if self.question.is_some() => self.answer(None),
-            KeyCode::Esc if self.busy => (self.on_interrupt)(),
+            // Esc, as Ctrl-C: no answer to a question (see `interrupt`), else the turn
+            // interrupted.
+            KeyCode::Esc if self.question.is_some() || self.busy => self.interrupt(),
             KeyCode::BackTab if self.question.is_none() => {
                 let mode = (self.on_cycle_mode)();
                 if let Some((_, shown, _)) = &mut self.status {
@@ -1023,11 +1023,10 @@ impl State {
     }
 
     fn interrupt(&mut self) {
+        // At a question, the one who asked hears "no answer" and decides what it stops (a
+        // permission question stops the turn itself, after the call's refusal is recorded).
         if self.question.is_some() {
             self.answer(None);
-            if self.busy {
-                (self.on_interrupt)();
-            }
             return;
         }
         if self.busy {

@@ -373,6 +373,28 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether a command under this policy may write `path` (absolute): resolved, inside a
+    /// root of a workspace-write policy or in the temporary folder, and neither as written
+    /// nor resolved under a protected or hidden path. The answer the sandbox enforces; a guess
+    /// only when `path` or its folders change in the meantime.
+    pub fn writes(&self, path: &Path) -> bool {
+        let Some(resolved) = env::resolved(path) else {
+            return false;
+        };
+        let forms = [path, resolved.as_path()];
+        let under = |dirs: &[PathBuf]| {
+            forms
+                .iter()
+                .any(|form| dirs.iter().any(|dir| form.starts_with(dir)))
+        };
+        if under(&self.protected) || under(&self.hidden) {
+            return false;
+        }
+        let inside = |dir: &PathBuf| resolved.starts_with(dir);
+        (self.profile == Profile::WorkspaceWrite && self.roots.iter().any(inside))
+            || inside(&self.temp_dir)
+    }
+
     /// The readable paths that are not inside a root. One inside a root is visible through
     /// the root anyway, and a command that may write the root could have made it a link to
     /// somewhere else.

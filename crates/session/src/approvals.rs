@@ -1,52 +1,82 @@
-//! What an "always" answer to a permission question remembers: for the rest of the session
-//! the exact call ([`approval_key`]), and in the user's settings the rule it amounts to
-//! ([`always_rule`]), saved only when that rule reads back as exactly that call
-//! ([`rule_is_exact`]). Any front end that offers "always" uses these, so a rule saved from
-//! one means the same in every other.
+//! Where an "always" answer to a permission question is kept for later sessions.
+//!
+//! The permission gate decides what "always" grants for the rest of the session
+//! ([`tools::Always`]: every edit, a command prefix such as `Bash(npm test:*)`, an MCP tool)
+//! and grants it; a front end may also offer to keep its rule ([`tools::Always::rule`]) in a
+//! settings file, as Claude Code saves them: [`rule_files`] names the files it may offer,
+//! [`keep_rule`] writes one. Any front end uses these, so a rule kept from one means the
+//! same in every other.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-/// Whether `rule` (from [`always_rule`]) reads back as exactly the call it was made for:
-/// `Bash(command)` with no `*`, parenthesis or line break in the command and not ending in
-/// `:*`; `Write(path)`/`Edit(path)` with no glob character; nothing else.
-pub fn rule_is_exact(rule: &str) -> bool {
-    let Some((tool, rest)) = rule.split_once('(') else {
-        return false;
-    };
-    let Some(inner) = rest.strip_suffix(')') else {
-        return false;
-    };
-    let plain = !inner.is_empty() && inner.trim() == inner && !inner.contains(['\n', '\r', '\\']);
-    match tool {
-        // Exact command rules also match the command with its quotes taken out, and `*`,
-        // `:*` and parentheses mean something: only plain words are saved.
-        "Bash" => plain && !inner.contains(['*', '(', ')', '"', '\'', '$', '`']),
-        // An absolute path (as the tool resolved it) of a file, no glob character.
-        "Write" | "Edit" => {
-            plain
-                && inner.starts_with('/')
-                && !inner.ends_with('/')
-                && !inner.contains(['*', '?', '[', ']', '{', '}', '!'])
-                && !Path::new(inner).is_dir()
-        }
-        _ => false,
-    }
+/// Whose settings file a kept rule goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleScope {
+    /// The project's local settings: this folder only, not committed.
+    Project,
+    /// The user's settings: every folder.
+    User,
 }
 
-/// `rule` (exact, see [`rule_is_exact`]) as a settings file must say it: a file tool's
-/// absolute path with Claude Code's `//` (a single `/` is the workspace's root there);
-/// Write's as Edit's (Edit rules cover both tools).
-pub fn settings_rule(rule: &str) -> String {
-    let Some((tool, rest)) = rule.split_once('(') else {
-        return rule.to_owned();
-    };
-    let path = rest.strip_suffix(')').unwrap_or(rest);
-    match tool {
-        "Write" | "Edit" => format!("Edit(/{path})"),
-        _ => rule.to_owned(),
+/// A settings file an "always" rule may be kept in ([`rule_files`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleFile {
+    /// Whose it is.
+    pub scope: RuleScope,
+    /// The file (it may not exist yet).
+    pub path: PathBuf,
+}
+
+/// The settings files an "always" rule may be kept in, project first: the project's local
+/// settings of `cwd` when its folder is `trusted` (an untrusted project's allow rules do not
+/// apply): `.claude/settings.local.json` when the project has a `.claude/` folder, else
+/// `.agent/settings.local.json`; then the user's: `~/.claude/settings.json` when `~/.claude/`
+/// exists, else `~/.config/agent/settings.json` (where `dirs::config_dir` puts it).
+pub fn rule_files(cwd: &Path, trusted: bool) -> Vec<RuleFile> {
+    let mut files = Vec::new();
+    if trusted {
+        let folder = if cwd.join(".claude").is_dir() {
+            ".claude"
+        } else {
+            ".agent"
+        };
+        files.push(RuleFile {
+            scope: RuleScope::Project,
+            path: cwd.join(folder).join("settings.local.json"),
+        });
     }
+    let claude = dirs::home_dir().map(|home| home.join(".claude"));
+    let user = match claude {
+        Some(claude) if claude.is_dir() => Some(claude.join("settings.json")),
+        _ => dirs::config_dir().map(|config| config.join("agent").join("settings.json")),
+    };
+    files.extend(user.map(|path| RuleFile {
+        scope: RuleScope::User,
+        path,
+    }));
+    files
+}
+
+/// Keeps `rule` for later sessions: adds it to `permissions.allow` of `file` (see
+/// [`save_allow_rule`]) and, for a project file, records it in the folder's trust record
+/// (the user's own rule is no change for folder trust to ask about). Returns a line for the
+/// user saying what was saved where, and what could not be recorded.
+///
+/// # Errors
+///
+/// When the rule does not parse, or the file is not a JSON object or cannot be written.
+pub fn keep_rule(file: &Path, rule: &str) -> anyhow::Result<String> {
+    tools::PermissionGate::check_rule(rule, file.parent().unwrap_or(file))
+        .with_context(|| format!("the rule {rule} was not saved"))?;
+    save_allow_rule(file, rule)?;
+    let unrecorded = crate::trust::record_allow_rule(file, rule)
+        .err()
+        .map_or_else(String::new, |error| {
+            format!(" (not recorded as trusted, so the next session may ask about it: {error:#})")
+        });
+    Ok(format!("Saved: {rule} in {}{unrecorded}", file.display()))
 }
 
 /// Adds `rule` to `permissions.allow` of the settings file at `path` (made, with its folder,
@@ -95,55 +125,56 @@ pub fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The rule an "always" amounts to, in Claude Code's rule syntax: the tool and the exact
-/// command or file (`Bash(cargo test)`, `Edit(src/lib.rs)`), or the tool alone.
-pub fn always_rule(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
-    let detail = match tool {
-        "Bash" => input.get("command").and_then(serde_json::Value::as_str),
-        "Write" | "Edit" => {
-            resolved.or_else(|| input.get("file_path").and_then(serde_json::Value::as_str))
-        }
-        // Another tool's "always" covers exactly the input it was given.
-        _ => return format!("{tool} with exactly {}", protocol::canonical_json(input)),
-    };
-    let outside = input
-        .get(tools::DISABLE_SANDBOX_FIELD)
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
-    match detail {
-        Some(detail) if outside => format!("{tool}({detail}) outside the sandbox"),
-        Some(detail) => format!("{tool}({detail})"),
-        None => tool.to_owned(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// What "always" remembers: the tool and the exact call: for Bash the whole command, for
-/// Write and Edit the file (later changes of the same file are covered), for any other tool
-/// its whole input (an MCP tool's `command` or `path` field says nothing of its other
-/// fields). Never the shortened label (two commands that share their first 80 characters
-/// or their first line are different commands).
-pub fn approval_key(tool: &str, input: &serde_json::Value, resolved: Option<&str>) -> String {
-    let detail = match tool {
-        // Whether it asked to leave the sandbox is part of the call: "always" for the
-        // sandboxed command does not cover it unsandboxed.
-        "Bash" => input
-            .get("command")
-            .and_then(serde_json::Value::as_str)
-            .map(|command| {
-                let outside = input
-                    .get(tools::DISABLE_SANDBOX_FIELD)
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false);
-                format!("{command}\u{0}{outside}")
-            }),
-        "Write" | "Edit" => resolved.map(str::to_owned).or_else(|| {
-            input
-                .get("file_path")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        }),
-        _ => None,
-    };
-    let detail = detail.unwrap_or_else(|| protocol::canonical_json(input).to_string());
-    format!("{tool}\u{0}{detail}")
+    /// A fresh folder of its own for one test.
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("agent-approvals-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_project_file_is_claude_codes_when_the_project_has_a_claude_folder() {
+        let dir = scratch("files");
+        let files = rule_files(&dir, true);
+        assert_eq!(files[0].scope, RuleScope::Project);
+        assert_eq!(files[0].path, dir.join(".agent/settings.local.json"));
+        std::fs::create_dir(dir.join(".claude")).unwrap();
+        let files = rule_files(&dir, true);
+        assert_eq!(files[0].path, dir.join(".claude/settings.local.json"));
+        // Untrusted: the project's allow rules would not apply, so none is offered.
+        let files = rule_files(&dir, false);
+        assert!(files.iter().all(|file| file.scope == RuleScope::User));
+    }
+
+    #[test]
+    fn a_kept_rule_joins_the_others_and_a_broken_file_is_left_alone() {
+        let dir = scratch("keep");
+        let file = dir.join(".agent/settings.local.json");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            r#"{"model": "m", "permissions": {"allow": ["Read"]}}"#,
+        )
+        .unwrap();
+        save_allow_rule(&file, "Bash(npm test:*)").unwrap();
+        save_allow_rule(&file, "Bash(npm test:*)").unwrap();
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(saved["model"], "m");
+        assert_eq!(
+            saved["permissions"]["allow"],
+            serde_json::json!(["Read", "Bash(npm test:*)"])
+        );
+        std::fs::write(&file, "{not json").unwrap();
+        let error = save_allow_rule(&file, "Edit").unwrap_err();
+        assert!(format!("{error:#}").contains("not valid JSON"), "{error:#}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{not json");
+        assert!(keep_rule(&file, "Bash(rm:*").is_err());
+    }
 }

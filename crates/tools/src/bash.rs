@@ -38,7 +38,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolProgress};
+use executor::{
+    PermissionDecision, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolProgress,
+    Workspace,
+};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Value, json};
@@ -48,7 +51,9 @@ use tokio::process::{Child, Command};
 
 use crate::common::{parse_input, truncate_middle};
 use crate::paths;
-use crate::permissions::{BashRun, DISABLE_SANDBOX_FIELD, PermissionGate, readonly, shell};
+use crate::permissions::{
+    BashRun, DISABLE_SANDBOX_FIELD, PermissionGate, PermissionRequest, Prompter, readonly, shell,
+};
 use crate::sandboxing;
 use crate::session::Shared;
 use sandbox::Profile;
@@ -77,7 +82,8 @@ Times out after `timeout` milliseconds (default 120000, at most 600000); on time
 Output over 30000 characters is cut in the middle. stdin is closed, so interactive commands fail instead of waiting: pass flags such as `-y` or `--no-edit`. \
 Quote paths containing spaces. Chain dependent commands with `&&`. Prefer the Read, Glob, Grep, Edit and Write tools over cat, find, grep, sed and echo redirection for files. \
 Commands run in an OS sandbox: read-only unless an allow rule or the permission mode lets them write the workspace; `.git`, `.agent`, `.claude` and `.mcp.json` stay read-only (so `git commit` needs the user's approval), files outside the workspace are not visible or not writable, and there is no network unless the user enabled it. \
-If a command fails because the sandbox refused it, you may call it again with `dangerouslyDisableSandbox: true`; the user is always asked to approve that.";
+When the read-only sandbox refuses a write to the workspace, the user is asked (in an interactive session) and the command runs again with the workspace writable. \
+Only if a command needs what the workspace-write sandbox refuses (the network, files outside the workspace, .git), call it again with `dangerouslyDisableSandbox: true`; the user is always asked to approve that.";
 
 /// Closes every descriptor above 2 the shell inherited: a descriptor the agent itself was
 /// started with (`agent 7<secret`) would otherwise reach outside any sandbox.
@@ -100,10 +106,13 @@ struct Input {
 pub(crate) struct BashTool {
     shared: Arc<Shared>,
     schema: Value,
+    /// Who is asked when the read-only sandbox refused a write to the workspace (see
+    /// [`BashTool::escalate`]); `None`: headless, or a command the user typed.
+    prompter: Option<Arc<dyn Prompter>>,
 }
 
 impl BashTool {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, prompter: Option<Arc<dyn Prompter>>) -> Self {
         let schema = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -127,7 +136,11 @@ impl BashTool {
             "required": ["command"],
             "additionalProperties": false
         });
-        Self { shared, schema }
+        Self {
+            shared,
+            schema,
+            prompter,
+        }
     }
 }
 
@@ -186,14 +199,81 @@ impl Tool for BashTool {
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
             let how = self.how_to_run(&input, &context);
+            let raw = input.clone();
             let input: Input = parse_input("Bash", input)?;
             let timeout = timeout_of(input.timeout);
-            run(&self.shared, &input.command, timeout, how, &context).await
+            let output = run(&self.shared, &input.command, timeout, how, &context).await?;
+            if how != BashRun::Sandboxed(Profile::ReadOnly) {
+                return Ok(output);
+            }
+            self.escalate(output, &raw, &context, |profile| {
+                run(
+                    &self.shared,
+                    &input.command,
+                    timeout,
+                    BashRun::Sandboxed(profile),
+                    &context,
+                )
+            })
+            .await
         })
     }
 }
 
 impl BashTool {
+    /// Escalation without the model: when the read-only sandbox refused a write that the
+    /// workspace-write sandbox would allow ([`refused_writes_in_workspace`]), the user is
+    /// asked, with the command and why; on yes it runs again with the workspace writable
+    /// (the read-only run left nothing behind but its private temporary folder), and
+    /// "always" allows the command's prefix for the session. Headless, in plan mode or
+    /// declined, `output` (the refusal, with the sandbox's note) is the result. Never more
+    /// than workspace-write: no network unless the settings give it, no protected path.
+    async fn escalate<F, Fut>(
+        &self,
+        output: ToolOutput,
+        input: &Value,
+        context: &ToolContext,
+        rerun: F,
+    ) -> Result<ToolOutput, ToolError>
+    where
+        F: FnOnce(Profile) -> Fut,
+        Fut: std::future::Future<Output = Result<ToolOutput, ToolError>>,
+    {
+        let Some(prompter) = &self.prompter else {
+            return Ok(output);
+        };
+        if self.shared.mode.get() == crate::PermissionMode::Plan
+            || !refused_writes_in_workspace(&self.shared, &context.workspace, &output)
+        {
+            return Ok(output);
+        }
+        let gate = PermissionGate::new(Arc::clone(&self.shared), None);
+        let request = PermissionRequest {
+            tool: "Bash",
+            input,
+            reason: ESCALATION_REASON,
+            change: None,
+            always: gate.always_for("Bash", input),
+        };
+        let decision = tokio::select! {
+            biased;
+            () = context.cancel.cancelled() => return Ok(output),
+            decision = prompter.ask(request) => decision,
+        };
+        match decision {
+            PermissionDecision::Allow { .. } => {
+                let again = rerun(Profile::WorkspaceWrite).await?;
+                Ok(with_note(again, RERUN_NOTE))
+            }
+            PermissionDecision::Deny { reason } => Ok(with_note(
+                output,
+                &format!("The user was asked to let it write the workspace and declined: {reason}"),
+            )),
+            PermissionDecision::Fail { error } => Err(error),
+            _ => Ok(output),
+        }
+    }
+
     /// How the gate let this call run; for a call that did not go through the gate (a
     /// direct call), how it would run if allowed, without `dangerouslyDisableSandbox`, and
     /// read-only when the gate would not have allowed it outright.
@@ -655,6 +735,90 @@ fn refused_by_sandbox(output: &ToolOutput) -> bool {
     REFUSALS.iter().any(|refusal| text.contains(refusal))
 }
 
+/// Why the user is asked about a command the read-only sandbox refused.
+const ESCALATION_REASON: &str = "it needs to write the workspace: the read-only sandbox refused a write. Yes runs it again with the workspace writable (still sandboxed: no network, .git and settings read-only)";
+
+/// Said after the result of a command run again with the workspace writable.
+const RERUN_NOTE: &str = "(The read-only sandbox refused a write, so this command ran again with the workspace writable, as the user allowed.)";
+
+/// Whether a read-only run's `output` shows a refused write that the workspace-write
+/// profile would allow: a line with the operating system's refusal ("Read-only file
+/// system" under bubblewrap, "Permission denied" or "Operation not permitted" under
+/// Landlock) naming a path the workspace-write policy may write, or naming none it can be
+/// told from. A line naming only paths it may not write (outside the workspace, `.git`)
+/// does not count: writing the workspace would not help. Read from the command's output to
+/// decide whether to ask, never to allow: the user's answer allows.
+fn refused_writes_in_workspace(
+    shared: &Shared,
+    workspace: &Workspace,
+    output: &ToolOutput,
+) -> bool {
+    const WRITE_REFUSALS: [&str; 3] = [
+        "Read-only file system",
+        "Permission denied",
+        "Operation not permitted",
+    ];
+    let protocol::ToolResultContent::Text(text) = &output.content else {
+        return false;
+    };
+    let Ok(policy) = sandboxing::policy(shared, workspace, Profile::WorkspaceWrite) else {
+        return false;
+    };
+    let cwd = shared.cwd(workspace);
+    text.lines()
+        .filter(|line| WRITE_REFUSALS.iter().any(|refusal| line.contains(refusal)))
+        .any(|line| {
+            let named = named_paths(line);
+            named.is_empty()
+                || named
+                    .iter()
+                    .any(|path| policy.writes(&paths::lexical(path, &cwd)))
+        })
+}
+
+/// The paths a refusal line names, as tools print them: quoted (`touch: cannot touch
+/// 'out.txt': ...`, npm's `open '/w/x'`, `"x"`, `‘x’`), or the field before the refusal
+/// (`bash: out.txt: Read-only file system`).
+fn named_paths(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (open, close) in [('\'', '\''), ('"', '"'), ('‘', '’'), ('`', '\'')] {
+        let mut rest = line;
+        while let Some(start) = rest.find(open) {
+            let after = &rest[start + open.len_utf8()..];
+            let Some(end) = after.find(close) else { break };
+            let quoted = &after[..end];
+            if !quoted.is_empty() && (!quoted.contains(' ') || quoted.contains('/')) {
+                found.push(quoted.to_owned());
+            }
+            rest = &after[end + close.len_utf8()..];
+        }
+    }
+    if found.is_empty() {
+        let fields: Vec<&str> = line.split(": ").collect();
+        if let Some(at) = fields.iter().position(|field| {
+            field.starts_with("Read-only file system")
+                || field.starts_with("Permission denied")
+                || field.starts_with("Operation not permitted")
+        }) && at >= 1
+        {
+            let field = fields[at - 1].trim();
+            if !field.is_empty() && !field.contains(' ') {
+                found.push(field.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// `output` with `note` after its text, a blank line between.
+fn with_note(mut output: ToolOutput, note: &str) -> ToolOutput {
+    if let protocol::ToolResultContent::Text(text) = &mut output.content {
+        text.push_str("\n\n");
+        text.push_str(note);
+    }
+    output
+}
+
 /// Adds to a result that shows a refusal what the sandbox allowed, so the model can tell a refusal from a
 /// bug and knows how to ask for more.
 fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> ToolOutput {
@@ -679,9 +843,15 @@ fn with_sandbox_note(output: ToolOutput, profile: Profile, shared: &Shared) -> T
     } else {
         ", and there is no network"
     };
-    let note = format!(
-        "\n\nThis command ran in the {profile} sandbox: {allowed}{network}. If it failed because the sandbox refused something it needs, call Bash again with {DISABLE_SANDBOX_FIELD}: true; the user will be asked to approve it."
-    );
+    let how = match profile {
+        Profile::ReadOnly => format!(
+            "If it failed because it needs to write the workspace, the user must allow that (an allow rule such as `Bash(npm install:*)`, or acceptEdits mode); only if it needs the network or files outside the workspace, call Bash again with {DISABLE_SANDBOX_FIELD}: true; the user will be asked to approve it."
+        ),
+        Profile::WorkspaceWrite => format!(
+            "If it failed because the sandbox refused something it needs, call Bash again with {DISABLE_SANDBOX_FIELD}: true; the user will be asked to approve it."
+        ),
+    };
+    let note = format!("\n\nThis command ran in the {profile} sandbox: {allowed}{network}. {how}");
     let mut output = output;
     if let protocol::ToolResultContent::Text(text) = &mut output.content {
         text.push_str(&note);

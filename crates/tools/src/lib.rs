@@ -98,8 +98,8 @@ pub use error::Error;
 pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{
-    BashRun, DISABLE_SANDBOX_FIELD, HookDecision, ModeHandle, PermissionConfig, PermissionGate,
-    PermissionMode, PermissionRequest, Prompter, ProposedChange, Verdict,
+    Always, BashRun, DISABLE_SANDBOX_FIELD, HookDecision, ModeHandle, PermissionConfig,
+    PermissionGate, PermissionMode, PermissionRequest, Prompter, ProposedChange, Verdict,
 };
 pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};

@@ -175,6 +175,7 @@ impl ToolSet {
             grants: DashMap::new(),
             turn_allow: RwLock::new(Vec::new()),
             next_grant: AtomicU64::new(0),
+            session_allow: RwLock::new(Vec::new()),
             sandbox: config.sandbox,
             journal: config.journal,
             workspace: Arc::clone(&config.workspace),
@@ -209,7 +210,10 @@ impl ToolSet {
             Arc::new(crate::edit::EditTool::new(Arc::clone(&shared))),
             Arc::new(crate::glob::GlobTool::new(Arc::clone(&shared))),
             Arc::new(crate::grep::GrepTool::new(Arc::clone(&shared))),
-            Arc::new(crate::bash::BashTool::new(Arc::clone(&shared))),
+            Arc::new(crate::bash::BashTool::new(
+                Arc::clone(&shared),
+                config.prompter.clone(),
+            )),
         ];
         let gate = Arc::new(PermissionGate::new(shared, config.prompter));
         Ok(Self { tools, gate })
@@ -361,12 +365,22 @@ pub(crate) struct Shared {
     pub(crate) turn_allow: RwLock<Vec<(u64, Rule)>>,
     /// The id of the next turn grant.
     pub(crate) next_grant: AtomicU64,
+    /// Allow rules granted by an "always" answer, for the rest of the session, with their
+    /// text ([`crate::Always::grant`]).
+    pub(crate) session_allow: RwLock<Vec<(String, Rule)>>,
 }
 
 impl Shared {
-    /// Whether an allow rule, of the settings or of the running turn, satisfies `covers`.
+    /// Whether an allow rule, of the settings, of the session or of the running turn,
+    /// satisfies `covers`.
     pub(crate) fn allows(&self, covers: impl Fn(&Rule) -> bool) -> bool {
         self.rules.allow.iter().any(&covers)
+            || self
+                .session_allow
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .any(|(_, rule)| covers(rule))
             || self
                 .turn_allow
                 .read()

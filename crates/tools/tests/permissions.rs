@@ -998,6 +998,77 @@ async fn calls_that_cannot_apply_fail_without_a_question() {
     assert_eq!(completed[1].outcome, Outcome::Success);
 }
 
+/// What "always" offers, as Claude Code does: every edit (acceptEdits) for Write and Edit,
+/// the command's prefix for Bash, the tool for another tool; nothing for a command asked to
+/// leave the sandbox, for one an ask rule names, or in plan mode; the exact command where a
+/// prefix would allow any code.
+#[tokio::test]
+async fn always_offers_an_edit_switch_a_prefix_or_a_tool() {
+    let env = Env::build("always-offers", |config| {
+        config.sandbox = common::declared_sandbox();
+        config.permissions.ask = vec!["Bash(git push:*)".into()];
+    });
+    let gate = env.set.gate();
+    let offer = |tool: &str, input: Value| gate.always_for(tool, &input);
+    let edit = offer("Write", json!({"file_path": "a.txt", "content": "x"})).unwrap();
+    assert_eq!(edit.rule(), "Edit");
+    assert!(
+        edit.describe().contains("acceptEdits"),
+        "{}",
+        edit.describe()
+    );
+    let rule = |command: &str| {
+        offer("Bash", json!({ "command": command })).map(|always| always.rule().to_owned())
+    };
+    assert_eq!(
+        rule("npm test -- --watch").as_deref(),
+        Some("Bash(npm test:*)")
+    );
+    assert_eq!(
+        rule("cargo build && ls").as_deref(),
+        Some("Bash(cargo build:*)")
+    );
+    assert_eq!(
+        rule("python3 -m pytest -q").as_deref(),
+        Some("Bash(python3 -m pytest:*)")
+    );
+    // A prefix that would allow any code: the exact command, or nothing.
+    assert_eq!(rule("sh build.sh").as_deref(), Some("Bash(sh build.sh)"));
+    assert_eq!(
+        rule("bash script.sh").as_deref(),
+        Some("Bash(bash script.sh)")
+    );
+    assert_eq!(rule("eval \"$x\""), None);
+    // Code given to a shell is its own command: its prefix is offered.
+    assert_eq!(
+        rule("bash -c 'rm -rf build'").as_deref(),
+        Some("Bash(rm:*)")
+    );
+    assert_eq!(rule("env X=1 make").as_deref(), Some("Bash(env X=1 make)"));
+    assert_eq!(rule("$cmd build"), None);
+    // Asked by a rule: "always" would change nothing.
+    assert_eq!(rule("git push origin main"), None);
+    assert!(
+        offer(
+            "Bash",
+            json!({"command": "curl example.com", "dangerouslyDisableSandbox": true})
+        )
+        .is_none()
+    );
+    // Granted: the mode switches, and the prefix allows the next command.
+    edit.grant();
+    assert_eq!(gate.mode(), PermissionMode::AcceptEdits);
+    offer("Bash", json!({"command": "npm test"}))
+        .unwrap()
+        .grant();
+    assert_eq!(gate.session_rules(), ["Bash(npm test:*)"]);
+    let (verdict, run) = gate.evaluate_bash(&json!({"command": "npm test -- -u"}));
+    assert_eq!(verdict, Verdict::Allow);
+    assert_eq!(run, BashRun::Sandboxed(Profile::WorkspaceWrite));
+    gate.set_mode(PermissionMode::Plan);
+    assert!(offer("Write", json!({"file_path": "b.txt", "content": "x"})).is_none());
+}
+
 #[test]
 fn configuration() {
     let settings: PermissionConfig = serde_json::from_value(json!({

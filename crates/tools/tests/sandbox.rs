@@ -303,6 +303,105 @@ impl tools::Prompter for Yes {
     }
 }
 
+/// Answers questions from a script (`y`, `n`, `a` for always), recording each question's
+/// reason and what "always" offered.
+struct Scripted {
+    answers: Mutex<Vec<char>>,
+    asked: Mutex<Vec<(String, Option<String>)>>,
+}
+
+impl Scripted {
+    fn new(answers: &str) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            answers: Mutex::new(answers.chars().rev().collect()),
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl tools::Prompter for Scripted {
+    fn ask<'a>(&'a self, request: tools::PermissionRequest<'a>) -> executor::PermissionFuture<'a> {
+        self.asked.lock().unwrap().push((
+            request.reason.to_owned(),
+            request
+                .always
+                .as_ref()
+                .map(|always| always.rule().to_owned()),
+        ));
+        let answer = self
+            .answers
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("a question too many");
+        let decision = match answer {
+            'y' => executor::PermissionDecision::allow(),
+            'a' => {
+                request.always.as_ref().expect("always offered").grant();
+                executor::PermissionDecision::allow()
+            }
+            _ => executor::PermissionDecision::deny("not now"),
+        };
+        Box::pin(std::future::ready(decision))
+    }
+}
+
+/// Escalation without the model: a command the read-only sandbox refused a workspace write is
+/// put to the user, and run again with the workspace writable on yes; "always" allows its
+/// prefix for the session (the next one runs writable unasked). A refused write that
+/// workspace-write would refuse too (`.git`, outside the workspace) is not asked about, and
+/// what a yes grants is workspace-write only: the protected paths stay closed.
+async fn a_refused_workspace_write_is_asked_about_and_run_again_writable() {
+    let prompter = Scripted::new("yna");
+    let answers: std::sync::Arc<dyn tools::Prompter> = prompter.clone();
+    let Some(env) = session("sbx-escalate", |config| config.prompter = Some(answers)) else {
+        return;
+    };
+    let results = bash(
+        &env,
+        &[
+            "echo one > src/one.txt",
+            "echo two > src/two.txt",
+            "echo x > .git/evil; echo y > ../outside/evil",
+            "cp README.md src/t1",
+            "cp README.md src/t2; cp README.md .git/evil2",
+        ],
+    )
+    .await;
+    assert_eq!(env.read("src/one.txt"), "one\n");
+    assert!(
+        results[0]
+            .1
+            .contains("ran again with the workspace writable"),
+        "{results:?}"
+    );
+    assert!(!env.ws().join("src/two.txt").exists());
+    assert!(results[1].1.contains("declined: not now"), "{results:?}");
+    // Nothing workspace-write allows: not asked, nothing written.
+    assert!(!env.ws().join(".git/evil").exists());
+    assert!(!env.root.path().join("outside/evil").exists());
+    assert!(env.ws().join("src/t1").exists());
+    // Allowed for the session by "always": run writable at once, and still not `.git`.
+    assert!(env.ws().join("src/t2").exists(), "{results:?}");
+    assert!(!env.ws().join(".git/evil2").exists());
+    let asked = prompter.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(
+        asked[0].0.contains("needs to write the workspace"),
+        "{asked:?}"
+    );
+    assert_eq!(asked[2].1.as_deref(), Some("Bash(cp:*)"), "{asked:?}");
+    assert_eq!(env.set.gate().session_rules(), ["Bash(cp:*)"]);
+
+    // Headless: the refusal, with the reason; nothing asked, nothing written.
+    let Some(headless) = session("sbx-escalate-headless", |_| {}) else {
+        return;
+    };
+    let results = bash(&headless, &["echo h > src/h.txt"]).await;
+    assert!(!headless.ws().join("src/h.txt").exists());
+    assert!(results[0].1.contains("read-only sandbox"), "{results:?}");
+}
+
 async fn earlier_sandboxed_commands_cannot_steer_a_later_approved_unsandboxed_one() {
     let Some(env) = session("sbx-steer", |config| {
         config.permissions.default_mode = PermissionMode::BypassPermissions;
@@ -373,7 +472,11 @@ static CURRENT: Mutex<Option<tools::SandboxConfig>> = Mutex::new(None);
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 
-const SANDBOXED: [(&str, Test); 7] = [
+const SANDBOXED: [(&str, Test); 8] = [
+    (
+        "a_refused_workspace_write_is_asked_about_and_run_again_writable",
+        || Box::pin(a_refused_workspace_write_is_asked_about_and_run_again_writable()),
+    ),
     (
         "default_mode_commands_run_read_only_without_a_question",
         || Box::pin(default_mode_commands_run_read_only_without_a_question()),

@@ -32,6 +32,7 @@
 //! the workspace, nor one with variables assigned before it (`GIT_EXTERNAL_DIFF=x git
 //! diff`); an exact rule naming the whole text does.
 
+pub(crate) mod always;
 pub(crate) mod readonly;
 pub(crate) mod rules;
 pub(crate) mod shell;
@@ -47,6 +48,7 @@ use serde_json::Value;
 use crate::Error;
 use crate::paths;
 use crate::session::{Shared, TurnGrant};
+pub use always::Always;
 use rules::Rule;
 use sandbox::Profile;
 use shell::Part;
@@ -218,6 +220,9 @@ pub struct PermissionRequest<'a> {
     /// For Write and Edit, the change they would make, when it can be worked out (the file
     /// is readable text of at most [`ProposedChange::MAX_BYTES`] and the edit applies).
     pub change: Option<ProposedChange>,
+    /// What an "always" answer grants for the rest of the session, when anything may be
+    /// offered ([`Always`]); the prompter calls [`Always::grant`] when the user picks it.
+    pub always: Option<Always>,
 }
 
 /// The change a Write or Edit call would make to one file, for the question to show as a
@@ -355,9 +360,10 @@ impl PermissionGate {
             (_, run) => run,
         };
         self.shared.grants.insert(id.to_owned(), run);
-        Ok(Arc::new(crate::bash::BashTool::new(Arc::clone(
-            &self.shared,
-        ))))
+        Ok(Arc::new(crate::bash::BashTool::new(
+            Arc::clone(&self.shared),
+            None,
+        )))
     }
 
     /// Checks that `rule` parses as a permission rule (what a settings file may hold), paths
@@ -423,7 +429,7 @@ impl PermissionGate {
         }
     }
 
-    fn rule_list(&self, verdict: RuleKind) -> &[Rule] {
+    pub(crate) fn rule_list(&self, verdict: RuleKind) -> &[Rule] {
         let rules = &self.shared.rules;
         match verdict {
             RuleKind::Ask => &rules.ask,
@@ -736,7 +742,7 @@ impl PermissionGate {
     }
 
     /// Why no allow rule covers `part`, or `None` when one does.
-    fn part_unallowed(&self, part: &Part) -> Option<String> {
+    pub(crate) fn part_unallowed(&self, part: &Part) -> Option<String> {
         if part.carrier {
             return None;
         }
@@ -802,7 +808,7 @@ impl PermissionGate {
 }
 
 #[derive(Clone, Copy)]
-enum RuleKind {
+pub(crate) enum RuleKind {
     Ask,
     Deny,
 }
@@ -828,7 +834,7 @@ fn asked_by_reason(subject: &str, rule: &Rule) -> String {
 
 /// Whether the command name of `part` is only known at run time (`$x`, `$(echo rm)`,
 /// `{rm,x}`, `$'\x72m'`), also behind wrappers such as `sudo` or `env`.
-fn name_is_dynamic(part: &Part) -> bool {
+pub(crate) fn name_is_dynamic(part: &Part) -> bool {
     if part.carrier {
         return false;
     }
@@ -943,7 +949,7 @@ fn plan_denial(name: &str) -> Verdict {
 /// `npm test`). With `for_refusal`, also without every wrapper (`sudo`, `env`, `xargs`, ...)
 /// and with the command's directory dropped (`/bin/rm` -> `rm`): more forms only ever make
 /// deny and ask rules match more.
-fn match_forms(part: &Part, for_refusal: bool) -> Vec<String> {
+pub(crate) fn match_forms(part: &Part, for_refusal: bool) -> Vec<String> {
     let mut forms = vec![part.raw.clone(), Part::joined(&part.words)];
     let transparent = shell::strip_wrappers(&part.words, false);
     forms.push(Part::joined(transparent));
@@ -1076,6 +1082,7 @@ impl PermissionGate {
                         input: &call.input,
                         reason: &reason,
                         change,
+                        always: self.always_for(&call.name, &call.input),
                     })
                     .await
             }
@@ -1155,7 +1162,7 @@ impl PermissionGate {
 
 /// A prefix rule for `part`: its command and, when the next word looks like a subcommand
 /// (`git push`, `npm run`), that word too.
-fn rule_example(part: &Part) -> Option<String> {
+pub(crate) fn rule_example(part: &Part) -> Option<String> {
     let words = shell::strip_wrappers(&part.words, false);
     let first = words.first().filter(|word| !word.dynamic)?;
     // An interpreter running a module (`python3 -m unittest`): the module is the command.

@@ -1,0 +1,199 @@
+//! What "always" grants when the user is asked about a call, as Claude Code offers it: for
+//! Write and Edit, every edit in the workspace for the rest of the session (the acceptEdits
+//! switch); for Bash, the command's prefix (`Bash(npm test:*)`), which still runs in the
+//! workspace-write sandbox; for any other tool (an MCP tool), the tool. A grant lasts for the
+//! session; keeping it for later sessions is the front end's offer, saved as
+//! [`Always::rule`] in a settings file.
+//!
+//! Nothing is offered for what "always" must not cover: a command asked to run outside the
+//! sandbox (`dangerouslyDisableSandbox`, always asked), a call an ask rule names (the rule
+//! would ask again whatever was granted), a command whose prefix would grant arbitrary code
+//! (`bash -c`, `python -c`, `eval`, a computed command name: only the exact command is
+//! offered, when it reads back exactly), and anything in plan mode.
+
+use std::fmt;
+use std::sync::{Arc, PoisonError};
+
+use serde_json::Value;
+
+use super::rules::Rule;
+use super::shell::{self, Part};
+use super::{DISABLE_SANDBOX_FIELD, PermissionGate, PermissionMode, RuleKind, match_forms};
+use crate::session::Shared;
+
+/// What "always" would grant for one call ([`crate::PermissionRequest::always`]), and the way
+/// to grant it ([`Always::grant`]).
+#[derive(Clone)]
+pub struct Always {
+    grant: Grant,
+    rule: String,
+    shared: Arc<Shared>,
+}
+
+/// The session-wide effect of an [`Always`].
+#[derive(Clone, Debug)]
+enum Grant {
+    /// The session's mode becomes acceptEdits.
+    AcceptEdits,
+    /// The rule allows calls for the rest of the session.
+    Rule(Rule),
+}
+
+impl fmt::Debug for Always {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Always")
+            .field("grant", &self.grant)
+            .field("rule", &self.rule)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Always {
+    /// The allow rule that keeps this for later sessions, as a settings file writes it:
+    /// `Edit` (every edit: Write too), `Bash(npm test:*)`, `mcp__github__create_issue`.
+    pub fn rule(&self) -> &str {
+        &self.rule
+    }
+
+    /// What it grants, for the question: "all edits in the workspace (acceptEdits)",
+    /// "`Bash(npm test:*)` commands", "the tool mcp__github__create_issue".
+    pub fn describe(&self) -> String {
+        match &self.grant {
+            Grant::AcceptEdits => "all edits in the workspace (acceptEdits)".to_owned(),
+            Grant::Rule(_) if self.rule.starts_with("Bash(") => {
+                format!("`{}` commands, in the sandbox", self.rule)
+            }
+            Grant::Rule(_) => format!("the tool {}", self.rule),
+        }
+    }
+
+    /// Grants it for the rest of the session: switches the mode to acceptEdits (from
+    /// default), or adds the rule to the session's allow rules. Deny and ask rules still
+    /// come first.
+    pub fn grant(&self) {
+        match &self.grant {
+            Grant::AcceptEdits => {
+                if self.shared.mode.get() == PermissionMode::Default {
+                    self.shared.mode.set(PermissionMode::AcceptEdits);
+                }
+            }
+            Grant::Rule(rule) => {
+                let mut rules = self
+                    .shared
+                    .session_allow
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if !rules.iter().any(|(known, _)| *known == self.rule) {
+                    rules.push((self.rule.clone(), rule.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl PermissionGate {
+    /// What "always" would grant for a call of `tool` with `input` asked about now (see the
+    /// module docs); `None` when nothing may be offered. The gate puts it in every
+    /// [`crate::PermissionRequest`]; a front end asking by other means may call it.
+    pub fn always_for(&self, tool: &str, input: &Value) -> Option<Always> {
+        if self.shared.mode.get() == PermissionMode::Plan || tool == crate::plan::EXIT_PLAN_MODE {
+            return None;
+        }
+        let (grant, rule) = match tool {
+            "Write" | "Edit" => (Grant::AcceptEdits, "Edit".to_owned()),
+            "Bash" => {
+                let outside =
+                    input.get(DISABLE_SANDBOX_FIELD).and_then(Value::as_bool) == Some(true);
+                if outside && self.shared.sandbox.is_active() {
+                    return None;
+                }
+                let command = input.get("command").and_then(Value::as_str)?;
+                let rule = self.bash_always(command)?;
+                (Grant::Rule(self.parse(&rule)?), rule)
+            }
+            "Read" | "Glob" | "Grep" => return None,
+            name => {
+                if self
+                    .rule_list(RuleKind::Ask)
+                    .iter()
+                    .any(|rule| rule.matches_tool(name))
+                {
+                    return None;
+                }
+                (Grant::Rule(self.parse(name)?), name.to_owned())
+            }
+        };
+        Some(Always {
+            grant,
+            rule,
+            shared: Arc::clone(&self.shared),
+        })
+    }
+
+    /// The rules granted "always" this session, as written (`Bash(npm test:*)`), oldest
+    /// first.
+    pub fn session_rules(&self) -> Vec<String> {
+        self.shared
+            .session_allow
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(text, _)| text.clone())
+            .collect()
+    }
+
+    fn parse(&self, rule: &str) -> Option<Rule> {
+        let base = crate::paths::real_path(&self.shared.workspace.cwd).ok()?;
+        Rule::parse(rule, &base).ok()
+    }
+
+    /// The Bash rule "always" grants for `command`: the prefix of its first part no rule
+    /// allows, or the exact command where a prefix would grant arbitrary code; `None` when
+    /// an ask rule names a part, or nothing fits.
+    fn bash_always(&self, command: &str) -> Option<String> {
+        let analysis = shell::analyze(command).ok()?;
+        let asked = analysis.parts.iter().any(|part| {
+            let forms = match_forms(part, true);
+            self.rule_list(RuleKind::Ask)
+                .iter()
+                .any(|rule| rule.matches_command(&forms, true))
+        });
+        if asked {
+            return None;
+        }
+        let part = analysis
+            .parts
+            .iter()
+            .find(|part| self.part_unallowed(part).is_some())?;
+        if grants_any_code(part) {
+            return exact_rule(command);
+        }
+        super::rule_example(part)
+    }
+}
+
+/// Whether a prefix rule for `part` would allow arbitrary code: a shell or interpreter
+/// running code it is given, code evaluated at run time, a computed command name, or a
+/// command behind a wrapper (`env`, `sudo`, `xargs`).
+fn grants_any_code(part: &Part) -> bool {
+    shell::runs_unseen_code(part)
+        || shell::evaluates_code(part)
+        || super::name_is_dynamic(part)
+        || shell::strip_wrappers(&part.words, true).len() != part.words.len()
+        || part.words.first().is_some_and(|word| {
+            matches!(
+                word.text.as_str(),
+                "sh" | "bash" | "zsh" | "dash" | "fish" | "eval" | "exec" | "source" | "."
+            )
+        })
+}
+
+/// `Bash(command)`, when the command reads back as exactly itself in a rule (plain words: no
+/// quote, `$`, backquote, glob or parenthesis, one line).
+fn exact_rule(command: &str) -> Option<String> {
+    let command = command.trim();
+    let plain = !command.is_empty()
+        && !command.contains(['\n', '\r', '\\', '*', '(', ')', '"', '\'', '$', '`'])
+        && !command.ends_with(":*");
+    plain.then(|| format!("Bash({command})"))
+}
