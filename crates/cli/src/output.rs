@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use executor::ExecutorEvent;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use loop_core::{LoopEvent, LoopOutcome, Terminal};
+use loop_core::{LoopEvent, LoopOutcome, Terminal, Transition};
 use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, Usage};
 use serde_json::{Value, json};
 
@@ -567,6 +567,8 @@ struct TurnFigures {
     /// Output tokens of the responses finished so far, and of the one streaming.
     tokens_done: u64,
     tokens_streaming: u64,
+    /// Text of the response streaming now was drawn: a restart of its stream discards it.
+    response_text_shown: bool,
 }
 
 /// What the terminal shows while the turn runs.
@@ -771,6 +773,7 @@ impl Renderer {
                 turn_responses: 0,
                 tokens_done: 0,
                 tokens_streaming: 0,
+                response_text_shown: false,
             },
             view: LiveView {
                 live_text,
@@ -1066,7 +1069,18 @@ impl Renderer {
         match event {
             LoopEvent::Request { .. } => {
                 self.turn.tokens_streaming = 0;
+                self.turn.response_text_shown = false;
                 self.show("Thinking");
+            }
+            // The stream broke and is asked again: what it had drawn will not be kept.
+            LoopEvent::Transition(Transition::StreamRetry | Transition::NonStreamingFallback)
+                if self.turn.response_text_shown =>
+            {
+                self.end_text();
+                self.turn.response_text_shown = false;
+                self.stderr_line(&dim(
+                    "  ⋯ the answer above was cut off (the stream broke) and is discarded; retrying",
+                ));
             }
             LoopEvent::Stream(StreamEvent::MessageDelta(delta)) => {
                 if let Some(tokens) = delta.usage.as_ref().and_then(|usage| usage.output_tokens) {
@@ -1274,6 +1288,7 @@ impl Renderer {
     /// A live run's text delta: Markdown rendered block by block (interactive), else the
     /// text as it comes.
     fn text_delta(&mut self, text: &str) {
+        self.turn.response_text_shown = true;
         if let Some(markdown) = &mut self.view.markdown {
             // Complete blocks only: the cursor stays at a line's start, the spinner keeps
             // its line.
@@ -1329,10 +1344,20 @@ impl Renderer {
         if self.verbose {
             self.verbose_line(event);
         }
-        if self.partial_messages
-            && let LoopEvent::Stream(stream) = event
-        {
-            self.stream_event_line(stream);
+        if self.partial_messages {
+            match event {
+                LoopEvent::Stream(stream) => self.stream_event_line(stream),
+                // The partial message its stream events built is withdrawn (the seeds'
+                // tombstone): the stream is asked again from the start.
+                LoopEvent::Transition(
+                    transition @ (Transition::StreamRetry | Transition::NonStreamingFallback),
+                ) => Self::line(&json!({
+                    "type": "system", "subtype": "message_withdrawn",
+                    "message_id": self.turn.message_id, "reason": transition.as_str(),
+                    "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
+                })),
+                _ => {}
+            }
         }
         match event {
             LoopEvent::Request { model, .. } => {

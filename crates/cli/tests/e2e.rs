@@ -3153,3 +3153,66 @@ async fn a_bad_allow_rule_is_ignored_and_a_bad_deny_rule_stops() {
     let output = agent(&repo, &server, &["-p", "hi"]).await;
     assert_ne!(output.status.code(), Some(0));
 }
+
+/// A stream that breaks mid-answer is asked again; a `--include-partial-messages` reader,
+/// who saw the first attempt's text arrive, is told that partial message was withdrawn (the
+/// seeds' tombstone) before the new one starts, and the result holds only the new answer.
+#[tokio::test]
+async fn a_retried_stream_withdraws_the_partial_message() {
+    let repo = repo("withdrawn");
+    let turn = Turn::new()
+        .id("msg_first")
+        .text("The whole answer, in three parts.");
+    let bytes = turn.sse();
+    let text = String::from_utf8_lossy(&bytes);
+    let first = text.find("text_delta").unwrap();
+    let cut = text[first..].find("\n\n").unwrap() + first + 2;
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(turn).faults(testkit::Faults {
+            reset_after: Some(cut),
+            ..testkit::Faults::default()
+        }),
+        Reply::turn(
+            Turn::new()
+                .id("msg_second")
+                .text("The whole answer, in three parts."),
+        ),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "answer",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = lines(&output);
+    let withdrawn = lines
+        .iter()
+        .position(|line| line["subtype"] == "message_withdrawn")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(lines[withdrawn]["message_id"], "msg_first");
+    assert_eq!(lines[withdrawn]["reason"], "stream_retry");
+    // The first attempt's text had been streamed to the reader before it was withdrawn.
+    assert!(lines[..withdrawn].iter().any(|line| {
+        line["type"] == "stream_event" && line["event"]["type"] == "content_block_delta"
+    }));
+    assert!(lines[withdrawn..].iter().any(|line| {
+        line["type"] == "stream_event" && line["event"]["message"]["id"] == "msg_second"
+    }));
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "The whole answer, in three parts.");
+    assert_eq!(server.request_count(), 2);
+}

@@ -2218,8 +2218,88 @@ async fn esc_at_an_approval_stops_the_turn() {
         result.contains("rejected this tool use and stopped the turn"),
         "{sent:#?}"
     );
+    assert!(
+        result.contains("[Request interrupted by user for tool use]"),
+        "{sent:#?}"
+    );
     assert!(result.contains("what now?"), "{sent:#?}");
     terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Esc mid-answer keeps what the model had said, followed by Claude Code's interruption
+/// marker: the next request carries both before the next prompt, so "go on" is not
+/// ambiguous to the model.
+#[tokio::test]
+async fn esc_mid_answer_keeps_the_partial_answer_and_marks_the_interruption() {
+    let repo = repo("interactive-esc-answer");
+    let turn = Turn::new().text("The first half is here. Then the rest.");
+    let bytes = turn.sse();
+    let text = String::from_utf8_lossy(&bytes);
+    let first = text.find("text_delta").unwrap();
+    let stall = text[first..].find("\n\n").unwrap() + first + 2;
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(turn).faults(testkit::Faults {
+            stall_after: Some(stall),
+            ..testkit::Faults::default()
+        }),
+        Reply::turn(Turn::new().text("Going on.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("explain\r");
+    while server.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    terminal.type_keys("\u{1b}");
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("go on\r");
+    terminal.wait_for("Going on.", 1).await;
+    let sent = messages(&server, 1);
+    assert_eq!(sent[1]["role"], "assistant", "{sent:#?}");
+    assert_eq!(sent[1]["content"][0]["text"], "The first hal", "{sent:#?}");
+    let next = sent[2]["content"].to_string();
+    assert!(next.contains("[Request interrupted by user]"), "{next}");
+    assert!(next.contains("go on"), "{next}");
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// A stream that breaks after part of the answer was drawn is asked again: the drawn part is
+/// marked discarded on the screen, and the new answer follows it.
+#[tokio::test]
+async fn text_of_a_broken_stream_is_marked_discarded() {
+    let repo = repo("interactive-discarded");
+    let turn = Turn::new().text("Lost words that never finish.\n\nMore of it.");
+    let bytes = turn.sse();
+    let text = String::from_utf8_lossy(&bytes);
+    let second = text.match_indices("text_delta").nth(1).unwrap().0;
+    let cut = text[second..].find("\n\n").unwrap() + second + 2;
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(turn).faults(testkit::Faults {
+            reset_after: Some(cut),
+            ..testkit::Faults::default()
+        }),
+        Reply::turn(Turn::new().text("Kept answer.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("answer\r");
+    terminal.wait_for("Kept answer.", 1).await;
+    let screen = terminal.text();
+    let marked = screen
+        .find("is discarded; retrying")
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(screen[..marked].contains("Lost words"), "{screen}");
+    assert!(screen[marked..].contains("Kept answer."), "{screen}");
+    terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }

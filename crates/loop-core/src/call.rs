@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use executor::{CompletedTool, ExecutorEvent, InputProblem, StreamingToolExecutor, ToolCall};
 use futures_util::StreamExt as _;
-use protocol::{BlockStatus, CompletedBlock, Message, StopReason, StreamEvent, ToolUseId, Usage};
+use protocol::{
+    BlockStatus, CompletedBlock, ContentDelta, Message, StopReason, StreamEvent, ToolUseId, Usage,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +111,9 @@ struct Call<'a> {
     done: Option<Message>,
     partial_usage: Option<Usage>,
     guard: RepeatGuard<'a>,
+    /// The text block streaming now (its index and text so far): kept if the user aborts
+    /// before it completes.
+    partial_text: Option<(usize, String)>,
 }
 
 /// Streams one model call and runs its tools.
@@ -129,6 +134,7 @@ pub(crate) async fn call_model(
             Arc::clone(&deps.workspace),
         ),
         handoff: Handoff::default(),
+        partial_text: None,
         blocks: Vec::new(),
         added: Vec::new(),
         results: Vec::new(),
@@ -192,6 +198,13 @@ impl Call<'_> {
                 emit(LoopEvent::Stream(event));
             }
             ModelEvent::BlockComplete(block) => {
+                if self
+                    .partial_text
+                    .as_ref()
+                    .is_some_and(|(index, _)| *index == block.index)
+                {
+                    self.partial_text = None;
+                }
                 emit(LoopEvent::Block(block.clone()));
                 if let Some(previous) = self.handoff.release() {
                     self.start(&previous, false);
@@ -207,6 +220,7 @@ impl Call<'_> {
             } => {
                 tracing::warn!(%reason, non_streaming, "model stream restarted");
                 report_discarded(&self.executor.discard(), emit);
+                self.partial_text = None;
                 self.blocks.clear();
                 self.partial_usage = None;
                 self.handoff = Handoff::default();
@@ -253,10 +267,26 @@ impl Call<'_> {
             StreamEvent::MessageStart { message } => {
                 self.partial_usage = Some(message.usage.clone());
             }
-            StreamEvent::ContentBlockStart { index, .. } => {
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
                 // A later block started: the held tool_use was not the last.
                 if let Some(block) = self.handoff.release_before(*index) {
                     self.start(&block, false);
+                }
+                self.partial_text = content_block
+                    .as_text()
+                    .map(|text| (*index, text.to_owned()));
+            }
+            StreamEvent::ContentBlockDelta {
+                index,
+                delta: ContentDelta::Text { text },
+            } => {
+                if let Some((at, partial)) = &mut self.partial_text
+                    && *at == *index
+                {
+                    partial.push_str(text);
                 }
             }
             StreamEvent::MessageDelta(delta) => {
@@ -317,6 +347,17 @@ impl Call<'_> {
         // The executor's parent token is cancelled: unfinished calls end as interrupted.
         for event in self.executor.drain().await {
             self.on_tool_event(event, emit);
+        }
+        // The text streaming when the user stopped it is kept, as far as it got.
+        if self.done.is_none()
+            && let Some((index, text)) = self.partial_text.take()
+            && !text.trim().is_empty()
+        {
+            self.blocks.push(CompletedBlock {
+                index,
+                block: protocol::ContentBlock::text(text.trim_end()),
+                status: BlockStatus::Truncated { raw_input: None },
+            });
         }
         // Keep only blocks whose tool_uses (if any) have results.
         let added = &self.added;

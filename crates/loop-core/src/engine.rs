@@ -26,6 +26,14 @@ use crate::state::{Limits, Outcome, Response, State, Step, decide};
 /// The user message that asks the model to go on after a max_tokens cut.
 pub const RESUME_PROMPT: &str = "Output token limit hit. Resume directly where you stopped, without apology or recap. If you were in the middle of a tool call, split the work into smaller steps.";
 
+/// The user message that follows what the model had said when the user stopped it mid-answer
+/// (Esc, Ctrl-C), as Claude Code writes it.
+pub const INTERRUPTED_MARKER: &str = "[Request interrupted by user]";
+
+/// The user message that follows the tool results of calls the user stopped (Esc, Ctrl-C,
+/// or declining a question that stops the turn), as Claude Code writes it.
+pub const INTERRUPTED_FOR_TOOL_USE_MARKER: &str = "[Request interrupted by user for tool use]";
+
 /// Settings of one run.
 #[derive(Clone, Debug)]
 pub struct LoopConfig {
@@ -624,8 +632,16 @@ impl<'a> Run<'a> {
     }
 
     /// Keeps what an aborted call leaves: the response if it completed, else its completed
-    /// blocks, with the results of the tools that ran.
+    /// blocks and the text streaming when it stopped, with the results of the tools that
+    /// ran; then Claude Code's interruption marker as a user message
+    /// ([`INTERRUPTED_MARKER`], [`INTERRUPTED_FOR_TOOL_USE_MARKER`] when tools were running),
+    /// so the model knows the user stopped it and the next prompt reads as theirs.
     fn keep_aborted(&mut self, state: &mut State, aborted: Aborted) {
+        let marker = protocol::ContentBlock::text(if aborted.during_tools {
+            INTERRUPTED_FOR_TOOL_USE_MARKER
+        } else {
+            INTERRUPTED_MARKER
+        });
         // A response cut short was billed for what it had used.
         if let Some(usage) = &aborted.partial_usage {
             let model = state.run.model.clone();
@@ -651,16 +667,25 @@ impl<'a> Run<'a> {
                 self.emit(LoopEvent::PartialAssistant(partial.clone()));
                 Some(partial)
             }
-            None => return,
+            None => None,
         };
         if let Some(assistant) = assistant {
             self.append(state, assistant);
         }
-        if !aborted.results.is_empty() {
+        // The marker follows the results in their message (one user message, as the API
+        // wants), or comes alone.
+        let mut user = if aborted.results.is_empty() {
+            MessageParam {
+                role: Role::User,
+                content: Vec::new(),
+            }
+        } else {
             let results = results_message(&aborted.results, &[]);
             self.emit(LoopEvent::ToolResults(results.clone()));
-            self.append(state, results);
-        }
+            results
+        };
+        user.content.push(marker);
+        self.append(state, user);
     }
 
     /// Phases 3, 5 and 6: decides on `outcome`, carries out the steps that are effects

@@ -119,8 +119,8 @@ mod state;
 pub mod subagent;
 
 pub use engine::{
-    AttachmentFuture, AttachmentSource, Deps, History, LoopConfig, RESUME_PROMPT, SpendGuard,
-    ToolSource, run_loop, spawn_loop,
+    AttachmentFuture, AttachmentSource, Deps, History, INTERRUPTED_FOR_TOOL_USE_MARKER,
+    INTERRUPTED_MARKER, LoopConfig, RESUME_PROMPT, SpendGuard, ToolSource, run_loop, spawn_loop,
 };
 pub use events::{
     CompactTrigger, HistoryEvent, LoopEvent, LoopOutcome, Terminal, Transition, rewrite_results,

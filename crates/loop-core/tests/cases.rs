@@ -466,6 +466,12 @@ async fn abort_while_tools_run_leaves_a_valid_history_and_sends_nothing_more() {
         })
         .collect();
     assert_eq!(results, ["t1:Some(true)", "t2:Some(true)", "t3:Some(true)"]);
+    // Claude Code's marker closes the results' message: the model knows it was stopped.
+    let last = outcome.messages.last().unwrap().content.last().unwrap();
+    assert_eq!(
+        last.as_text(),
+        Some(loop_core::INTERRUPTED_FOR_TOOL_USE_MARKER)
+    );
 }
 
 #[tokio::test(start_paused = true)]
