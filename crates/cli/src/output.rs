@@ -224,6 +224,23 @@ impl Status {
 /// `Name(short input)` for a tool line: the command, path or pattern, cut to one line of at
 /// most 80 characters, control characters escaped.
 pub fn tool_label(name: &str, input: &Value) -> String {
+    let field = |key: &str| input.get(key).and_then(Value::as_str);
+    if matches!(name, "Task" | "Agent") {
+        let kind = field("subagent_type").unwrap_or("general-purpose");
+        let description = field("description").unwrap_or_default();
+        return format!("Task({})", shorten(&format!("{kind}: {description}")));
+    }
+    if let Some((server, tool)) = name
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.split_once("__"))
+    {
+        return format!(
+            "{} - {}({}) (MCP)",
+            printable(server, false),
+            printable(tool, false),
+            shorten(&mcp_arguments(input))
+        );
+    }
     let key = match name {
         "Bash" => "command",
         "Read" | "Write" | "Edit" => "file_path",
@@ -231,15 +248,33 @@ pub fn tool_label(name: &str, input: &Value) -> String {
         _ => "",
     };
     let name = printable(name, false);
-    let Some(detail) = input.get(key).and_then(Value::as_str) else {
+    let Some(detail) = field(key) else {
         return name;
     };
+    format!("{name}({})", shorten(detail))
+}
+
+/// `detail`'s first line, cut to 80 characters (`…` when anything was left out),
+/// neutralised.
+fn shorten(detail: &str) -> String {
     let line = detail.lines().next().unwrap_or_default();
     let mut short: String = line.chars().take(80).collect();
     if short.len() < detail.len() {
         short.push('…');
     }
-    format!("{name}({})", printable(&short, false))
+    printable(&short, false)
+}
+
+/// An MCP call's input as Claude Code shows it: `key: value` pairs, values as JSON.
+fn mcp_arguments(input: &Value) -> String {
+    match input.as_object() {
+        Some(fields) => fields
+            .iter()
+            .map(|(key, value)| format!("{key}: {value}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => input.to_string(),
+    }
 }
 
 /// `text` dim (SGR 2), for lines that are about the run rather than its work.
@@ -316,7 +351,8 @@ fn red(text: &str) -> String {
 /// The lines under a finished tool's `⏺` line: for an applied Edit or Write, what changed
 /// (`Updated PATH with N additions and M removals` and the diff, collapsed after 20 lines; a
 /// new file's first 10 lines); for a failed command, its exit status in red and its last 5
-/// lines of output; any other error in red, once; else the result's first line.
+/// lines of output; any other error in red, in full up to 10 lines; for a subagent, `Done
+/// (N tool uses · tokens · time)`; else the result's first line.
 fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
     const DIFF_LINES: usize = 20;
     const NEW_FILE_LINES: usize = 10;
@@ -375,7 +411,9 @@ fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
         };
         if !status.is_empty() {
             let mut lines = vec![format!("  ⎿  {}", red(&printable(status, false)))];
-            let tail: Vec<&str> = body.lines().collect();
+            // What the command printed, in its colours, when the result keeps it.
+            let body = command_output(done).unwrap_or(body);
+            let tail: Vec<&str> = body.trim_end().lines().collect();
             let shown = &tail[tail.len().saturating_sub(5)..];
             if tail.len() > shown.len() {
                 lines.push(format!(
@@ -384,22 +422,121 @@ fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
                 ));
             }
             for line in shown {
-                lines.push(format!("{INDENT}{}", printable(line, false)));
+                lines.push(format!(
+                    "{INDENT}{}",
+                    render::printable_colored(line, false)
+                ));
             }
             return lines;
         }
     }
-    let summary = result_summary(&done.result);
     if failed {
-        // One "Error:" whatever the message starts with.
-        let message = ["Error: ", "error: ", "Error ", "error "]
-            .iter()
-            .find_map(|prefix| summary.strip_prefix(prefix))
-            .unwrap_or(&summary);
-        vec![format!("  ⎿  {}", red(&format!("Error: {message}")))]
-    } else {
-        vec![format!("  ⎿  {summary}")]
+        return error_lines(&text);
     }
+    if matches!(done.name.as_str(), "Task" | "Agent")
+        && let Some(done_line) = done.structured.as_ref().and_then(subagent_done)
+    {
+        return vec![format!("  ⎿  {done_line}")];
+    }
+    if done.name == "Bash"
+        && let Some(line) = command_output(done).and_then(colored_first_line)
+    {
+        return vec![format!("  ⎿  {line}")];
+    }
+    vec![format!("  ⎿  {}", result_summary(&done.result))]
+}
+
+/// What a Bash command printed, escape sequences and all (its structured `stdout`), when
+/// it printed any.
+fn command_output(done: &executor::CompletedTool) -> Option<&str> {
+    done.structured
+        .as_ref()?
+        .get("stdout")?
+        .as_str()
+        .filter(|stdout| !stdout.trim().is_empty())
+}
+
+/// The first line of a command's output in its colours, with `(+N lines)`, when it has
+/// colours and fits the row (100 characters of text); `None` sends the caller to the plain
+/// summary.
+fn colored_first_line(stdout: &str) -> Option<String> {
+    if !stdout.contains('\x1b') {
+        return None;
+    }
+    let count = stdout.trim_end().lines().count();
+    let first = stdout.lines().find(|line| !line.trim().is_empty())?;
+    let shown = render::printable_colored(first.trim(), false);
+    let width = console::measure_text_width(&shown);
+    if width > 100 {
+        return None;
+    }
+    Some(if count > 1 {
+        format!("{shown} (+{} lines)", count - 1)
+    } else {
+        shown
+    })
+}
+
+/// A failed call's error in full, as far as 10 lines (the reason is often on the second:
+/// a hook's message, the exact mismatch), red, under one "Error:" whatever the message
+/// starts with; the terminal wraps long lines.
+fn error_lines(text: &str) -> Vec<String> {
+    const ERROR_LINES: usize = 10;
+    const INDENT: &str = "     ";
+    let text = text.trim();
+    let message = ["Error: ", "error: ", "Error ", "error "]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix))
+        .unwrap_or(text);
+    let all: Vec<&str> = message
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    let mut lines = Vec::new();
+    for (index, line) in all.iter().take(ERROR_LINES).enumerate() {
+        let line = printable(line.trim_end(), false);
+        lines.push(if index == 0 {
+            format!("  ⎿  {}", red(&format!("Error: {line}")))
+        } else {
+            format!("{INDENT}{}", red(&line))
+        });
+    }
+    if lines.is_empty() {
+        lines.push(format!("  ⎿  {}", red("Error")));
+    }
+    if all.len() > ERROR_LINES {
+        lines.push(format!(
+            "{INDENT}{}",
+            dim(&format!(
+                "… +{} lines (Ctrl-O shows all)",
+                all.len() - ERROR_LINES
+            ))
+        ));
+    }
+    lines
+}
+
+/// A finished subagent's line, from its Task result: `Done (12 tool uses · 35.2k tokens ·
+/// 1m 2s)`, as Claude Code shows it.
+fn subagent_done(structured: &Value) -> Option<String> {
+    let uses = structured.get("totalToolUseCount")?.as_u64()?;
+    let tokens = structured.get("totalTokens")?.as_u64()?;
+    let millis = structured.get("totalDurationMs")?.as_u64()?;
+    let tokens = if tokens >= 1000 {
+        format!("{:.1}k tokens", tokens as f64 / 1000.0)
+    } else {
+        format!("{tokens} tokens")
+    };
+    let seconds = millis / 1000;
+    let time = if seconds >= 60 {
+        format!("{}m {}s", seconds / 60, seconds % 60)
+    } else {
+        format!("{:.1}s", millis as f64 / 1000.0)
+    };
+    Some(format!(
+        "Done ({uses} tool use{} · {tokens} · {time})",
+        if uses == 1 { "" } else { "s" }
+    ))
 }
 
 /// Why a turn stopped short, as a sentence for the terminal (the stable names are for JSON).

@@ -878,6 +878,9 @@ async fn a_running_subagent_shows_with_its_tool() {
         .wait_for("Running 1 agent: check things (Bash)", 1)
         .await;
     terminal.wait_for("All checked.", 1).await;
+    // The row names the agent's type and task, and ends with what it did.
+    terminal.wait_for("⏺ Task(Explore: check things)", 1).await;
+    terminal.wait_for("⎿  Done (1 tool use · ", 1).await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
@@ -2169,6 +2172,8 @@ async fn always_for_an_mcp_tool_allows_the_tool() {
         .await;
     terminal.answer("a\r").await;
     terminal.wait_for("One.", 1).await;
+    terminal.wait_for("⏺ kit - write(path: \"", 1).await;
+    assert!(terminal.text().contains("(MCP)"), "{}", terminal.text());
     terminal.wait_prompt(2).await;
     terminal.type_keys("write two\r");
     terminal.wait_for("Two.", 1).await;
@@ -2304,6 +2309,40 @@ async fn text_of_a_broken_stream_is_marked_discarded() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
+/// A command's colours show on the terminal; the model reads its output without them.
+#[tokio::test]
+async fn command_colours_show_on_the_terminal_not_for_the_model() {
+    let repo = repo("interactive-colour");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_c",
+            "Bash",
+            json!({"command": "printf '\\033[31mFAILED\\033[0m one test\\n'; exit 1"}),
+        )),
+        Reply::turn(Turn::new().text("One test failed.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash(printf:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("run it\r");
+    terminal.wait_for("One test failed.", 1).await;
+    assert!(
+        terminal.raw().contains("\x1b[31mFAILED\x1b[0m one test"),
+        "{:?}",
+        terminal.raw()
+    );
+    let result = messages(&server, 1).last().unwrap()["content"][0].clone();
+    let text = result["content"].to_string();
+    assert!(text.contains("FAILED one test"), "{text}");
+    assert!(!text.contains("\\u001b"), "{text}");
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
 /// An edit that cannot apply (its text is not in the file) fails at once with the tool's
 /// error: no question is put.
 #[tokio::test]
@@ -2327,6 +2366,12 @@ async fn an_edit_that_cannot_apply_fails_without_a_question() {
     assert!(!terminal.text().contains("Allow?"), "{}", terminal.text());
     let result = messages(&server, 2).last().unwrap()["content"][0].to_string();
     assert!(result.contains("old_string was not found"), "{result}");
+    // The error in full on the row, wrapped, not cut at 100 characters.
+    let shown = terminal.text().replace('\n', "");
+    assert!(
+        shown.contains("Read the file again to see its current text"),
+        "{shown}"
+    );
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());

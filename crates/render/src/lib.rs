@@ -67,6 +67,108 @@ pub fn printable(text: &str, keep_newlines: bool) -> String {
     out
 }
 
+/// [`printable`], but colour and text style (SGR: `ESC [ ... m`) pass through, limited to
+/// what cannot hide text: colours (8, 16, 256 and true colour, foreground and background),
+/// bold, dim, italic, underline, reverse and their resets. Every other escape sequence
+/// (cursor moves, erasing, concealed or blinking text, titles, hyperlinks) is dropped,
+/// neither shown nor obeyed, and so is an SGR sequence holding anything else. When colour
+/// was set, the text ends with a reset, so it does not leak into what follows. For command
+/// output shown in colour (`ls --color=always`, `cargo --color=always`).
+pub fn printable_colored(text: &str, keep_newlines: bool) -> String {
+    if !text.contains('\x1b') {
+        return printable(text, keep_newlines);
+    }
+    let mut out = Colored {
+        out: String::with_capacity(text.len()),
+        keep_newlines,
+        colored: false,
+    };
+    let mut parser = vte::Parser::new();
+    parser.advance(&mut out, text.as_bytes());
+    if out.colored {
+        out.out.push_str("\x1b[0m");
+    }
+    out.out
+}
+
+/// The [`vte::Perform`] of [`printable_colored`].
+struct Colored {
+    out: String,
+    keep_newlines: bool,
+    colored: bool,
+}
+
+impl vte::Perform for Colored {
+    fn print(&mut self, c: char) {
+        if is_bidi_control(c) {
+            self.out.extend(c.escape_default());
+        } else {
+            self.out.push(c);
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        match byte {
+            b'\n' if self.keep_newlines => self.out.push('\n'),
+            b'\t' => self.out.push('\t'),
+            // Other controls are shown, as `printable` shows them.
+            byte => self.out.extend(char::from(byte).escape_default()),
+        }
+    }
+
+    fn csi_dispatch(
+        &mut self,
+        params: &vte::Params,
+        intermediates: &[u8],
+        ignore: bool,
+        action: char,
+    ) {
+        if action != 'm' || ignore || !intermediates.is_empty() {
+            return;
+        }
+        let mut codes: Vec<Vec<u16>> = params.iter().map(<[u16]>::to_vec).collect();
+        if codes.is_empty() {
+            codes.push(vec![0]);
+        }
+        if !harmless_sgr(&codes) {
+            return;
+        }
+        let text: Vec<String> = codes
+            .iter()
+            .map(|code| {
+                code.iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(":")
+            })
+            .collect();
+        self.out.push_str(&format!("\x1b[{}m", text.join(";")));
+        self.colored = true;
+    }
+}
+
+/// Whether every code of an SGR sequence only colours or styles text (see
+/// [`printable_colored`]); `38;5;N`, `38;2;R;G;B` and their `48` forms may take the codes
+/// after them.
+fn harmless_sgr(codes: &[Vec<u16>]) -> bool {
+    let mut index = 0;
+    while index < codes.len() {
+        let code = &codes[index];
+        match code.first().copied().unwrap_or(0) {
+            0..=4 | 7 | 22..=24 | 27 | 30..=37 | 39..=47 | 49 | 90..=97 | 100..=107 => {}
+            38 | 48 if code.len() > 1 => {}
+            38 | 48 => match codes.get(index + 1).and_then(|next| next.first()) {
+                Some(5) => index += 2,
+                Some(2) => index += 4,
+                _ => return false,
+            },
+            _ => return false,
+        }
+        index += 1;
+    }
+    true
+}
+
 /// Unicode's explicit directional formatting characters (UAX #9).
 fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
@@ -75,6 +177,25 @@ fn is_bidi_control(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colours_pass_and_every_other_sequence_is_dropped() {
+        assert_eq!(
+            printable_colored("\x1b[1;31merror\x1b[0m: x\x1b[K\r", false),
+            "\x1b[1;31merror\x1b[0m: x\\r\x1b[0m"
+        );
+        assert_eq!(
+            printable_colored("\x1b[38;5;208mo\x1b[48;2;1;2;3mb\x1b[m", false),
+            "\x1b[38;5;208mo\x1b[48;2;1;2;3mb\x1b[0m\x1b[0m"
+        );
+        // Concealed or blinking text, titles, hyperlinks, cursor moves: gone.
+        assert_eq!(
+            printable_colored("a\x1b[8mhidden\x1b]0;title\x07b\x1b[2Ac\x1b[5;31md", false),
+            "ahiddenbcd"
+        );
+        assert_eq!(printable_colored("plain\n", true), "plain\n");
+        assert_eq!(printable_colored("x\u{202E}y", false), "x\\u{202e}y");
+    }
 
     #[test]
     fn escapes_and_bidi_controls_are_shown_not_obeyed() {

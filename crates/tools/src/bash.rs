@@ -667,7 +667,10 @@ async fn run(
     stop_group(group, &mut child).await;
     drain(&mut pipe, &mut buffer, &mut output).await;
     guard.disarm();
-    let text = output.finish();
+    // Colours and other escape sequences are for a terminal: the model gets the text, the
+    // structured result (the terminal's rows, hooks) keeps what the command printed.
+    let raw = output.finish();
+    let text = crate::text::strip_escapes(&raw).into_owned();
     let elapsed = started.elapsed();
     match end {
         End::Cancelled => {
@@ -699,7 +702,7 @@ async fn run(
             // Claude Code's BashOutput: stdout and stderr come merged through one pipe here,
             // so all of it is `stdout`.
             let structured = json!({
-                "stdout": text,
+                "stdout": raw,
                 "stderr": "",
                 "interrupted": false,
                 "isImage": false,

@@ -318,3 +318,49 @@ mod tests {
         );
     }
 }
+
+/// `text` without terminal escape sequences (colours, cursor moves, titles, hyperlinks) and
+/// without control characters other than line breaks, carriage returns and tabs: what a
+/// command printed for a terminal, as the model should read it. Parsed with `vte`
+/// (alacritty's parser), so a sequence split oddly is still recognised. Borrowed when there
+/// is nothing to strip.
+pub(crate) fn strip_escapes(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.bytes().any(|byte| {
+        byte == 0x1b || (byte < 0x20 && !matches!(byte, b'\n' | b'\r' | b'\t')) || byte == 0x7f
+    }) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    struct Plain(String);
+    impl vte::Perform for Plain {
+        fn print(&mut self, c: char) {
+            self.0.push(c);
+        }
+        fn execute(&mut self, byte: u8) {
+            if matches!(byte, b'\n' | b'\r' | b'\t') {
+                self.0.push(char::from(byte));
+            }
+        }
+    }
+    let mut plain = Plain(String::with_capacity(text.len()));
+    vte::Parser::new().advance(&mut plain, text.as_bytes());
+    std::borrow::Cow::Owned(plain.0)
+}
+
+#[cfg(test)]
+mod strip_tests {
+    #[test]
+    fn escape_sequences_are_stripped_for_the_model() {
+        use super::strip_escapes;
+        assert_eq!(
+            strip_escapes(
+                "\x1b[1;31merror\x1b[0m: x\x1b[K\r\n\x1b]8;;http://e\x07link\x1b]8;;\x07\x07"
+            ),
+            "error: x\r\nlink"
+        );
+        assert!(matches!(
+            strip_escapes("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(strip_escapes("caf\u{e9} \t ok"), "caf\u{e9} \t ok");
+    }
+}
