@@ -1069,6 +1069,32 @@ async fn always_offers_an_edit_switch_a_prefix_or_a_tool() {
     assert!(offer("Write", json!({"file_path": "b.txt", "content": "x"})).is_none());
 }
 
+/// Whole-tool rules name the tool families as Claude Code's do: `Edit` every tool that edits
+/// files (Write too), `Read` every one that reads them (Grep, Glob). A denied family is not
+/// offered; an allowed one (what "always" keeps for edits) runs unasked.
+#[tokio::test]
+async fn edit_and_read_rules_name_their_families() {
+    let denied = Env::build("families-deny", |config| {
+        config.permissions.deny = vec!["Edit".into(), "Read".into()];
+    });
+    let gate = denied.set.gate();
+    for tool in ["Edit", "Write", "Read", "Grep", "Glob"] {
+        assert!(!gate.offers(tool, &[]), "{tool} is offered");
+    }
+    assert!(gate.offers("Bash", &[]));
+    let allowed = Env::build("families-allow", |config| {
+        config.permissions.allow = vec!["Edit".into()];
+    });
+    let write = allowed.set.tool("Write").unwrap();
+    assert_eq!(
+        allowed.set.gate().evaluate(
+            write.as_ref(),
+            &json!({"file_path": "new.txt", "content": "x"})
+        ),
+        Verdict::Allow
+    );
+}
+
 #[test]
 fn configuration() {
     let settings: PermissionConfig = serde_json::from_value(json!({

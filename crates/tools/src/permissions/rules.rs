@@ -113,7 +113,9 @@ impl Rule {
 
     /// Whether the rule names `tool` (by name, whatever its specifier).
     fn names(&self, tool: &str) -> bool {
-        if self.tool == tool {
+        // `Edit` names every tool that edits files, `Read` every one that reads them, as in
+        // Claude Code (for path rules and whole-tool rules alike).
+        if covers(&self.tool, tool) {
             return true;
         }
         if let Some(prefix) = self.tool.strip_suffix('*') {
@@ -356,7 +358,11 @@ mod tests {
     #[test]
     fn tool_names() {
         assert!(rule("Read").matches_tool("Read"));
-        assert!(!rule("Read").matches_tool("Grep"));
+        // The families: `Read` names the tools that read files, `Edit` the ones that edit.
+        assert!(rule("Read").matches_tool("Grep") && rule("Read").matches_tool("Glob"));
+        assert!(rule("Edit").matches_tool("Write"));
+        assert!(!rule("Write").matches_tool("Edit"));
+        assert!(!rule("Grep").matches_tool("Read"));
         assert!(rule("mcp__github").matches_tool("mcp__github__create_issue"));
         assert!(!rule("mcp__github").matches_tool("mcp__githubx__y"));
         assert!(rule("mcp__github__*").matches_tool("mcp__github__create_issue"));
