@@ -336,6 +336,8 @@ async fn session_loop(
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     loop {
+        // The todo list as the history now has it (a turn, a resume, a rewind, /clear).
+        ui.set_checklist(output::checklist(&repl.session.todos(), true));
         let (line, pasted) = match first.take() {
             Some(line) => {
                 say(ui, &format!("› {}", printable(&line, false)));
@@ -474,6 +476,16 @@ impl Repl<'_> {
             Input::Model(name) => self.model(name),
             Input::Compact(focus) => self.compact(focus).await,
             Input::Agents => self.say(&slash::agents_report(self.session.agents())),
+            Input::Todos => {
+                let todos = self.session.todos();
+                if todos.is_empty() {
+                    self.say("No todo list: the model has not written one in this session.");
+                } else {
+                    let mut lines = vec!["The model's todo list:".to_owned()];
+                    lines.extend(output::checklist(&todos, false));
+                    self.ui.commit(lines);
+                }
+            }
             Input::Mcp => {
                 self.session.join_mcp_tools();
                 self.say(&mcp_report(self.session));
@@ -1235,6 +1247,18 @@ impl Prompter for TerminalPrompter {
                     "{label} needs approval and there is no terminal to ask on"
                 ));
             };
+            let special = match request.tool {
+                tools::ask::ASK_USER_QUESTION => Some(ask_questions(&ui, request.input).await),
+                tools::plan::ENTER_PLAN_MODE => Some(ask_enter_plan(&ui).await),
+                _ => None,
+            };
+            if let Some(answer) = special {
+                let Some(decision) = answer else {
+                    self.stop_turn();
+                    return PermissionDecision::deny(STOPPED);
+                };
+                return decision;
+            }
             if request.tool == tools::plan::EXIT_PLAN_MODE {
                 let Some(decision) = ask_plan(&ui, request.input).await else {
                     self.stop_turn();
@@ -1322,6 +1346,105 @@ impl Prompter for TerminalPrompter {
             PermissionDecision::allow()
         })
     }
+}
+
+/// `AskUserQuestion`: each question with its numbered options and a last one for the
+/// user's own words; the answers go into the call's input (`answers`: question text to the
+/// chosen labels, joined with ", ", or the typed text). `None`: no answer (Esc, Ctrl-C).
+async fn ask_questions(ui: &tui::Handle, input: &serde_json::Value) -> Option<PermissionDecision> {
+    let questions = match tools::ask::Question::parse_all(input) {
+        Ok(questions) => questions,
+        Err(problem) => return Some(PermissionDecision::deny(problem)),
+    };
+    let mut answers = serde_json::Map::new();
+    for question in &questions {
+        let mut lines = vec![
+            String::new(),
+            format!(
+                "⏺ [{}] {}",
+                printable(&question.header, false),
+                printable(&question.question, false)
+            ),
+        ];
+        for (number, option) in question.options.iter().enumerate() {
+            let description = if option.description.is_empty() {
+                String::new()
+            } else {
+                format!(" \x1b[2m— {}\x1b[0m", printable(&option.description, false))
+            };
+            lines.push(format!(
+                "    {}. {}{description}",
+                number + 1,
+                printable(&option.label, false)
+            ));
+        }
+        lines.push(format!(
+            "    {}. Other: type your own answer",
+            question.options.len() + 1
+        ));
+        let prompt = if question.multi_select {
+            "  Your choices (numbers separated by commas), or your own answer, then Enter: "
+        } else {
+            "  Your choice (a number), or your own answer, then Enter: "
+        };
+        let answer = ui.ask(lines, prompt.to_owned()).await?;
+        let answer = answer.trim();
+        if answer.is_empty() {
+            continue;
+        }
+        let picked: Option<Vec<&str>> = answer
+            .split(',')
+            .map(|part| {
+                part.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|number| number.checked_sub(1))
+                    .and_then(|index| question.options.get(index))
+                    .map(|option| option.label.as_str())
+            })
+            .collect();
+        let text = match picked {
+            Some(labels) if question.multi_select || labels.len() == 1 => labels.join(", "),
+            _ => answer.to_owned(),
+        };
+        answers.insert(question.question.clone(), serde_json::Value::from(text));
+    }
+    if answers.is_empty() {
+        return Some(PermissionDecision::deny(
+            "the user did not answer; go on with your own best judgment and say which choice you made",
+        ));
+    }
+    let mut input = input.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.insert("answers".to_owned(), serde_json::Value::Object(answers));
+    }
+    Some(PermissionDecision::Allow {
+        updated_input: Some(input),
+    })
+}
+
+/// `EnterPlanMode`: whether to switch to plan mode. `None`: no answer (Esc, Ctrl-C).
+async fn ask_enter_plan(ui: &tui::Handle) -> Option<PermissionDecision> {
+    let question = vec![
+        String::new(),
+        "⏺ The model asks to plan first: in plan mode it only reads and plans, and changes nothing until you approve its plan.".to_owned(),
+    ];
+    let answer = ui
+        .ask(
+            question,
+            "  Switch to plan mode? [y]es / [n]o, go on without, then Enter: ".to_owned(),
+        )
+        .await?;
+    Some(match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => {
+            // The tool switches the mode as it runs, right after this answer.
+            ui.set_mode_shown("plan".to_owned());
+            PermissionDecision::allow()
+        }
+        _ => PermissionDecision::deny(
+            "the user wants you to go on without plan mode; carry on with the task",
+        ),
+    })
 }
 
 /// `ExitPlanMode`: the plan, rendered, and the choice of the mode to go on in. The mode is

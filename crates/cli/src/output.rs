@@ -433,6 +433,16 @@ fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String> {
     if failed {
         return error_lines(&text);
     }
+    if done.name == tools::todo::TODO_WRITE
+        && let Some(todos) = new_todos(done)
+    {
+        let mut lines = checklist(&todos, false);
+        match lines.first_mut() {
+            Some(first) => *first = format!("  ⎿  {}", first.trim_start()),
+            None => lines.push("  ⎿  (the todo list is empty)".to_owned()),
+        }
+        return lines;
+    }
     if matches!(done.name.as_str(), "Task" | "Agent")
         && let Some(done_line) = done.structured.as_ref().and_then(subagent_done)
     {
@@ -475,6 +485,42 @@ fn colored_first_line(stdout: &str) -> Option<String> {
     } else {
         shown
     })
+}
+
+/// The list a finished TodoWrite call wrote (its structured `newTodos`).
+fn new_todos(done: &executor::CompletedTool) -> Option<Vec<tools::todo::Todo>> {
+    let todos = done.structured.as_ref()?.get("newTodos")?;
+    serde_json::from_value(todos.clone()).ok()
+}
+
+/// The todo list as rows: `☐` pending, `◐` in progress (bold, its `activeForm`), `☒`
+/// completed (dim, struck through), each indented by three spaces (the first row's start is
+/// where a caller may put `⎿`). `live`: for the rows under the status line, which a list
+/// with nothing left to do (every item completed, or none) leaves empty.
+pub fn checklist(todos: &[tools::todo::Todo], live: bool) -> Vec<String> {
+    use tools::todo::TodoStatus;
+    if live
+        && todos
+            .iter()
+            .all(|todo| todo.status == TodoStatus::Completed)
+    {
+        return Vec::new();
+    }
+    todos
+        .iter()
+        .map(|todo| match todo.status {
+            TodoStatus::Pending => format!("     ☐ {}", printable(&todo.content, false)),
+            TodoStatus::InProgress => {
+                format!(
+                    "     \x1b[1m◐ {}\x1b[0m",
+                    printable(&todo.active_form, false)
+                )
+            }
+            TodoStatus::Completed => {
+                format!("     \x1b[2;9m☒ {}\x1b[0m", printable(&todo.content, false))
+            }
+        })
+        .collect()
 }
 
 /// A failed call's error in full, as far as 10 lines (the reason is often on the second:
@@ -706,6 +752,9 @@ struct TurnFigures {
     tokens_streaming: u64,
     /// Text of the response streaming now was drawn: a restart of its stream discards it.
     response_text_shown: bool,
+    /// Finished calls' structured results by tool_use id, until their `user` line (stream-json's
+    /// `tool_use_result`) is written.
+    tool_use_results: HashMap<String, Value>,
 }
 
 /// What the terminal shows while the turn runs.
@@ -911,6 +960,7 @@ impl Renderer {
                 tokens_done: 0,
                 tokens_streaming: 0,
                 response_text_shown: false,
+                tool_use_results: HashMap::new(),
             },
             view: LiveView {
                 live_text,
@@ -1159,6 +1209,13 @@ impl Renderer {
                     self.end_text();
                     let lines = self.view.calls.start(id, tool_label(&done.name, &input));
                     self.write_lines(&lines);
+                }
+                if done.name == tools::todo::TODO_WRITE
+                    && done.result.is_error != Some(true)
+                    && let Some(todos) = new_todos(done)
+                    && let Some(tui) = self.view.status.as_ref().and_then(Status::tui)
+                {
+                    tui.set_checklist(checklist(&todos, true));
                 }
                 let mut lines = result_lines(done, &input);
                 lines.extend(
@@ -1518,6 +1575,16 @@ impl Renderer {
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => self.usage(usage),
+            LoopEvent::Tool(ExecutorEvent::Completed(done))
+                if self.format == OutputFormat::StreamJson =>
+            {
+                if let Some(structured) = &done.structured {
+                    self.turn.tool_use_results.insert(
+                        done.result.tool_use_id.as_str().to_owned(),
+                        structured.clone(),
+                    );
+                }
+            }
             LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
                 if self.format == OutputFormat::StreamJson =>
             {
@@ -1750,16 +1817,27 @@ impl Renderer {
         }
     }
 
-    fn user_lines(&self, message: &MessageParam, parent: Option<&str>) {
+    /// A `user` line per tool_result of `message`, with the call's structured result as
+    /// `tool_use_result` where it gave one (Claude Code's shapes: `{oldTodos, newTodos}`,
+    /// `BashOutput`, ...).
+    fn user_lines(&mut self, message: &MessageParam, parent: Option<&str>) {
         for block in &message.content {
-            if let ContentBlock::ToolResult(_) = block {
-                Self::line(&json!({
+            if let ContentBlock::ToolResult(result) = block {
+                let mut line = json!({
                     "type": "user",
                     "message": {"role": "user", "content": [block]},
                     "parent_tool_use_id": parent, "session_id": self.session_id,
                     "uuid": uuid::Uuid::new_v4().to_string(),
                     "timestamp": session::transcript::timestamp(std::time::SystemTime::now()),
-                }));
+                });
+                if let Some(structured) = self
+                    .turn
+                    .tool_use_results
+                    .remove(result.tool_use_id.as_str())
+                {
+                    line["tool_use_result"] = structured;
+                }
+                Self::line(&line);
             }
         }
     }

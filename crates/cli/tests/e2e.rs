@@ -437,10 +437,12 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             ]}),
             Some(4096),
         ),
+        // (An 8,192-token window cannot hold the tools, the system prompt and Claude Code's
+        // buffers: the first request would be blocked.)
         (
             "/props",
-            json!({"default_generation_settings": {"n_ctx": 8192}}),
-            Some(2048),
+            json!({"default_generation_settings": {"n_ctx": 10240}}),
+            Some(2560),
         ),
         // Ollama: only a num_ctx of the model's parameters counts.
         (
@@ -2460,7 +2462,18 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(offered, ["Read", "Edit", "Glob", "Grep", "Bash"]);
+    assert_eq!(
+        offered,
+        [
+            "Read",
+            "Edit",
+            "Glob",
+            "Grep",
+            "Bash",
+            "TodoWrite",
+            "AskUserQuestion"
+        ]
+    );
 
     let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
         .await
@@ -3215,4 +3228,48 @@ async fn a_retried_stream_withdraws_the_partial_message() {
     let result = lines.last().unwrap();
     assert_eq!(result["result"], "The whole answer, in three parts.");
     assert_eq!(server.request_count(), 2);
+}
+
+/// Headless: TodoWrite works and stream-json carries Claude Code's `{oldTodos, newTodos}`;
+/// AskUserQuestion is refused with a result that sends the model on with its own judgment.
+#[tokio::test]
+async fn headless_todos_and_questions() {
+    let repo = repo("headless-todo-ask");
+    let todos = json!([{"content": "Fix it", "status": "in_progress", "activeForm": "Fixing it"}]);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_todo", "TodoWrite", json!({"todos": todos}))
+                .tool_use(
+                    "toolu_q",
+                    "AskUserQuestion",
+                    json!({"questions": [{"question": "Which one?", "header": "Pick",
+                        "multiSelect": false, "options": [
+                            {"label": "a", "description": "x"},
+                            {"label": "b", "description": "y"}]}]}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Went with a.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--output-format", "stream-json", "--verbose"],
+    )
+    .await;
+    assert!(output.status.success());
+    let lines = lines(&output);
+    let todo_result = lines
+        .iter()
+        .find(|line| line["type"] == "user" && line["tool_use_result"]["newTodos"].is_array())
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(todo_result["tool_use_result"]["newTodos"], todos);
+    assert_eq!(todo_result["tool_use_result"]["oldTodos"], json!([]));
+    let asked = result_text(&server, "toolu_q");
+    assert!(
+        asked.contains("cannot ask the user") && asked.contains("own best judgment"),
+        "{asked}"
+    );
 }

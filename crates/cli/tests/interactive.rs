@@ -2343,6 +2343,149 @@ async fn command_colours_show_on_the_terminal_not_for_the_model() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
+/// The model's todo list: TodoWrite's result is Claude Code's `{oldTodos, newTodos}`; the
+/// list shows under the status line (Ctrl-T hides and shows it) and in the call's row;
+/// `/todos` prints it; a resumed session has it back.
+#[tokio::test]
+async fn the_todo_list_shows_under_the_status_line_and_survives_a_resume() {
+    let repo = repo("interactive-todos");
+    let todos = json!([
+        {"content": "Read the code", "status": "completed", "activeForm": "Reading the code"},
+        {"content": "Run the build", "status": "in_progress", "activeForm": "Running the build"},
+        {"content": "Write the tests", "status": "pending", "activeForm": "Writing the tests"},
+    ]);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_todo", "TodoWrite", json!({"todos": todos}))),
+        Reply::turn(Turn::new().text("Planned.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("plan the work\r");
+    terminal.wait_for("Planned.", 1).await;
+    terminal.wait_prompt(2).await;
+    // The row, then the live list under the status line.
+    terminal.wait_for("⏺ TodoWrite", 1).await;
+    terminal.wait_for("◐ Running the build", 2).await;
+    terminal.wait_for("☐ Write the tests", 2).await;
+    let screen = terminal.text();
+    let status = screen.rfind("─ claude-opus-4-8").unwrap();
+    assert!(screen[status..].contains("☐ Write the tests"), "{screen}");
+    let result = messages(&server, 1).last().unwrap()["content"][0].to_string();
+    assert!(
+        result.contains("1 completed, 1 in progress, 1 pending"),
+        "{result}"
+    );
+    // Ctrl-T hides it.
+    terminal.type_keys("\u{14}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let screen = terminal.text();
+    let status = screen.rfind("─ claude-opus-4-8").unwrap();
+    assert!(!screen[status..].contains("Write the tests"), "{screen}");
+    terminal.type_keys("/todos\r");
+    terminal.wait_for("The model's todo list:", 1).await;
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+
+    // Resumed: the list is back.
+    let server = Server::start_tls(Script::new(vec![])).await.unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--continue");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.wait_for("◐ Running the build", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// AskUserQuestion: the questions with numbered options and "Other"; the picked label (or
+/// the user's own words) is the answer the model receives.
+#[tokio::test]
+async fn ask_user_question_shows_the_options_and_returns_the_answers() {
+    let repo = repo("interactive-ask");
+    let questions = json!([
+        {"question": "Which date library should we use?", "header": "Library", "multiSelect": false,
+         "options": [
+            {"label": "chrono (Recommended)", "description": "the usual choice"},
+            {"label": "time", "description": "smaller"}]},
+        {"question": "Which targets matter?", "header": "Targets", "multiSelect": true,
+         "options": [
+            {"label": "Linux", "description": ""},
+            {"label": "macOS", "description": ""},
+            {"label": "Windows", "description": ""}]},
+    ]);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_q",
+            "AskUserQuestion",
+            json!({"questions": questions}),
+        )),
+        Reply::turn(Turn::new().text("Noted.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("set it up\r");
+    terminal
+        .wait_for("⏺ [Library] Which date library should we use?", 1)
+        .await;
+    terminal.wait_for("1. chrono (Recommended)", 1).await;
+    terminal.wait_for("3. Other: type your own answer", 1).await;
+    terminal.answer("2\r").await;
+    terminal
+        .wait_for("⏺ [Targets] Which targets matter?", 1)
+        .await;
+    terminal.answer("1, 3\r").await;
+    terminal.wait_for("Noted.", 1).await;
+    let result = messages(&server, 1).last().unwrap()["content"][0].to_string();
+    assert!(
+        result.contains("\\\"Which date library should we use?\\\": time"),
+        "{result}"
+    );
+    assert!(
+        result.contains("\\\"Which targets matter?\\\": Linux, Windows"),
+        "{result}"
+    );
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// EnterPlanMode: the model asks to plan first; approved, the session is in plan mode (a
+/// Write is then refused).
+#[tokio::test]
+async fn enter_plan_mode_asks_and_switches_the_mode() {
+    let repo = repo("interactive-enter-plan");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_p", "EnterPlanMode", json!({}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "x.txt", "content": "x"}),
+        )),
+        Reply::turn(Turn::new().text("I will plan.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("refactor everything\r");
+    terminal.wait_for("Switch to plan mode?", 1).await;
+    terminal.answer("y\r").await;
+    terminal.wait_for("I will plan.", 1).await;
+    assert!(!repo.dir.join("x.txt").exists());
+    let refused = messages(&server, 2).last().unwrap()["content"][0].to_string();
+    assert!(refused.contains("plan mode"), "{refused}");
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("/permissions\r");
+    terminal.wait_for("Permission mode: plan", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
 /// An edit that cannot apply (its text is not in the file) fails at once with the tool's
 /// error: no question is put.
 #[tokio::test]

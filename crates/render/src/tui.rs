@@ -118,6 +118,7 @@ enum Message {
         figures: String,
     },
     Busy(bool),
+    Checklist(Vec<String>),
     ModeShown(String),
     Figures(String),
     Read(oneshot::Sender<ReadOutcome>),
@@ -188,6 +189,12 @@ impl Handle {
     /// during a turn).
     pub fn set_figures(&self, figures: String) {
         self.send(Message::Figures(figures));
+    }
+
+    /// Rows shown under the status line until replaced (the model's todo list), when shown:
+    /// Ctrl-T hides and shows them. Empty: none. Text already safe to print.
+    pub fn set_checklist(&self, rows: Vec<String>) {
+        self.send(Message::Checklist(rows));
     }
 
     /// The permission mode the status line shows (it changed during a turn: a plan was
@@ -414,6 +421,7 @@ impl Tui {
             on_interrupt: config.on_interrupt,
             detail,
             turn_rows: Vec::new(),
+            checklist: (Vec::new(), true),
             activity: None,
             status: None,
             on_cycle_mode: config.on_cycle_mode,
@@ -601,6 +609,8 @@ struct State {
     on_interrupt: Box<dyn Fn() + Send + Sync>,
     detail: Arc<AtomicBool>,
     turn_rows: Vec<String>,
+    /// The rows under the status line ([`Handle::set_checklist`]), and whether they show.
+    checklist: (Vec<String>, bool),
     /// The spinner's message and when it appeared.
     activity: Option<(String, Instant)>,
     /// The status line's model, mode and figures.
@@ -700,6 +710,7 @@ impl State {
                 };
             }
             Message::TurnRows(rows) => self.turn_rows = rows,
+            Message::Checklist(rows) => self.checklist.0 = rows,
             Message::Status {
                 model,
                 mode,
@@ -955,6 +966,7 @@ impl State {
                 }
                 self.editing().apply(Edit::Delete);
             }
+            KeyCode::Char('t') if control => self.checklist.1 = !self.checklist.1,
             KeyCode::Char('o') if control => {
                 let on = !self.detail.load(Ordering::Relaxed);
                 self.detail.store(on, Ordering::Relaxed);
@@ -1162,6 +1174,9 @@ impl State {
         }
         if let Some((model, mode, figures)) = &self.status {
             rows.push(dim(&format!("  ─ {model} · {mode}{figures}")));
+        }
+        if self.checklist.1 {
+            rows.extend(self.checklist.0.iter().cloned());
         }
         Live { rows, cursor }
     }

@@ -314,6 +314,7 @@ impl Session {
         if !session.record.copy_history && session.record.path.is_file() {
             session.transcript()?;
         }
+        session.restore_todos();
         Ok(session)
     }
 
@@ -636,6 +637,40 @@ impl Session {
         self.new_file();
         self.record.replace(Vec::new());
         self.pending.context.clear();
+        self.restore_todos();
+    }
+
+    /// The model's todo list now (its last TodoWrite; a resumed session's as it left it).
+    pub fn todos(&self) -> Vec<tools::todo::Todo> {
+        self.tooling.gate.todo_list().items()
+    }
+
+    /// Sets the todo list to what the history's last successful TodoWrite wrote (none:
+    /// empty), after the history was replaced (resume, rewind, `/clear`).
+    fn restore_todos(&self) {
+        let history = &self.record.history;
+        let succeeded = |id: &protocol::ToolUseId| {
+            history.iter().any(|message| {
+                message.content.iter().any(|block| match block {
+                    protocol::ContentBlock::ToolResult(result) => {
+                        result.tool_use_id == *id && result.is_error != Some(true)
+                    }
+                    _ => false,
+                })
+            })
+        };
+        let last = history
+            .iter()
+            .rev()
+            .flat_map(|message| message.content.iter().rev())
+            .filter_map(protocol::ContentBlock::as_tool_use)
+            .filter(|tool_use| tool_use.name == tools::todo::TODO_WRITE)
+            .find(|tool_use| succeeded(&tool_use.id))
+            .and_then(|tool_use| tools::todo::TodoList::parse_input(&tool_use.input));
+        self.tooling
+            .gate
+            .todo_list()
+            .replace(last.unwrap_or_default());
     }
 
     /// Goes on in a new session that begins with this one's history, as `--fork-session`
@@ -698,6 +733,7 @@ impl Session {
         let report = crate::checkpoints::rewind(&transcript, target, scope, overwrite)?;
         if let Some(event) = report.history_event() {
             self.record.apply(&event);
+            self.restore_todos();
         }
         Ok(report)
     }
@@ -734,6 +770,7 @@ impl Session {
         self.tooling
             .hook_env
             .set_session(self.session_id.clone(), self.record.path.clone());
+        self.restore_todos();
         Ok(())
     }
 
@@ -1375,10 +1412,16 @@ impl ToolState {
         let _ = hook_env.gate.set(Arc::clone(&built.permissions));
         recipe.session_mode = Some(built.permissions.mode_handle());
         let mut tools = built.tools.clone();
-        // Never a subagent's ExitPlanMode: it comes before the count of built-in tools,
-        // which subagents get fresh from the recipe.
+        // Never a subagent's ExitPlanMode, EnterPlanMode or AskUserQuestion: they come before
+        // the count of built-in tools, which subagents get fresh from the recipe.
         if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
             tools.push(recipe.wrap(built.permissions.exit_plan_mode_tool()));
+        }
+        // The user's own questions: headless, AskUserQuestion is refused with a result that
+        // sends the model on with its own judgment.
+        tools.push(recipe.wrap(built.permissions.ask_user_question_tool()));
+        if recipe.prompter.is_some() {
+            tools.push(recipe.wrap(built.permissions.enter_plan_mode_tool()));
         }
         tools.retain(|tool| offered(&built.permissions, tool.as_ref()));
         let mut stop_hook = stop_hook(settings, &hook_env);

@@ -44,6 +44,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     ("mcp", "the MCP servers, their status and tools"),
     (
+        "todos",
+        "the model's todo list (Ctrl-T shows or hides it under the status line)",
+    ),
+    (
         "agents",
         "the subagents the model can start (built-in, yours, the project's)",
     ),
@@ -84,6 +88,8 @@ pub enum Input {
     Mcp,
     /// `/agents`.
     Agents,
+    /// `/todos`.
+    Todos,
     /// `/rewind [arguments]`.
     Rewind(String),
     /// `/resume`.
@@ -134,6 +140,7 @@ pub fn parse(line: &str) -> Input {
         "init" => Input::Init,
         "mcp" => Input::Mcp,
         "agents" => Input::Agents,
+        "todos" => Input::Todos,
         "rewind" => Input::Rewind(argument.to_owned()),
         "resume" => Input::Resume,
         "exit" | "quit" => Input::Exit,

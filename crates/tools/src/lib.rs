@@ -70,6 +70,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod ask;
 mod bash;
 mod common;
 mod edit;
@@ -89,6 +90,7 @@ pub mod skills;
 #[cfg(test)]
 mod testutil;
 mod text;
+pub mod todo;
 mod walk;
 pub mod watch;
 mod write;

@@ -17,6 +17,9 @@ use crate::session::Shared;
 /// The tool's name, as Claude Code spells it.
 pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";
 
+/// The name of the tool with which the model asks to plan first, as Claude Code spells it.
+pub const ENTER_PLAN_MODE: &str = "EnterPlanMode";
+
 /// The result an approved plan gets, as Claude Code words it.
 pub const APPROVED: &str = "User has approved your plan. You can now start coding. Start with updating your todo list if applicable";
 
@@ -75,6 +78,52 @@ impl Tool for ExitPlanModeTool {
             Ok(ToolOutput::text(format!(
                 "{APPROVED} (the session is now in {mode} mode)."
             )))
+        })
+    }
+}
+
+/// `EnterPlanMode {}`: the model asks to plan before it changes anything. The gate asks the
+/// user (the switch is theirs); approved, the session is in plan mode when the call runs.
+/// Headless it is refused.
+pub(crate) struct EnterPlanModeTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl EnterPlanModeTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {},
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for EnterPlanModeTool {
+    fn name(&self) -> &str {
+        ENTER_PLAN_MODE
+    }
+
+    fn description(&self) -> &str {
+        "Asks the user to switch to plan mode before you start a task that is large, risky or          unclear: in plan mode you only read and search, then present a plan with ExitPlanMode          for approval before changing anything. Use it when several approaches are possible or          the change touches many files; not for small, clear tasks."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, _input: Value, _context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            self.shared.mode.set(PermissionMode::Plan);
+            let message = "The session is now in plan mode: read and search to understand the task, change nothing, then present your plan with ExitPlanMode for the user to approve.";
+            Ok(ToolOutput::text(message).with_structured(json!({ "message": message })))
         })
     }
 }

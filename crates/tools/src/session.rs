@@ -176,6 +176,7 @@ impl ToolSet {
             turn_allow: RwLock::new(Vec::new()),
             next_grant: AtomicU64::new(0),
             session_allow: RwLock::new(Vec::new()),
+            todos: crate::todo::TodoList::default(),
             sandbox: config.sandbox,
             journal: config.journal,
             workspace: Arc::clone(&config.workspace),
@@ -214,6 +215,7 @@ impl ToolSet {
                 Arc::clone(&shared),
                 config.prompter.clone(),
             )),
+            Arc::new(crate::todo::TodoWriteTool::new(Arc::clone(&shared))),
         ];
         let gate = Arc::new(PermissionGate::new(shared, config.prompter));
         Ok(Self { tools, gate })
@@ -368,6 +370,8 @@ pub(crate) struct Shared {
     /// Allow rules granted by an "always" answer, for the rest of the session, with their
     /// text ([`crate::Always::grant`]).
     pub(crate) session_allow: RwLock<Vec<(String, Rule)>>,
+    /// The todo list of this tool set (TodoWrite's).
+    pub(crate) todos: crate::todo::TodoList,
 }
 
 impl Shared {

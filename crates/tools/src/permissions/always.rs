@@ -96,7 +96,14 @@ impl PermissionGate {
     /// module docs); `None` when nothing may be offered. The gate puts it in every
     /// [`crate::PermissionRequest`]; a front end asking by other means may call it.
     pub fn always_for(&self, tool: &str, input: &Value) -> Option<Always> {
-        if self.shared.mode.get() == PermissionMode::Plan || tool == crate::plan::EXIT_PLAN_MODE {
+        if self.shared.mode.get() == PermissionMode::Plan
+            || matches!(
+                tool,
+                crate::plan::EXIT_PLAN_MODE
+                    | crate::plan::ENTER_PLAN_MODE
+                    | crate::ask::ASK_USER_QUESTION
+            )
+        {
             return None;
         }
         let (grant, rule) = match tool {

@@ -413,6 +413,26 @@ impl PermissionGate {
         Arc::new(crate::plan::ExitPlanModeTool::new(Arc::clone(&self.shared)))
     }
 
+    /// The `AskUserQuestion` tool of this session (Claude Code's name and input): always
+    /// asked about, the prompter writing the user's answers into its input (see
+    /// [`crate::ask`]); refused headless with a result that tells the model to go on.
+    pub fn ask_user_question_tool(&self) -> Arc<dyn Tool> {
+        Arc::new(crate::ask::AskUserQuestionTool::new())
+    }
+
+    /// The `EnterPlanMode` tool of this session: asked about outside plan mode; approved, it
+    /// switches the session to plan mode.
+    pub fn enter_plan_mode_tool(&self) -> Arc<dyn Tool> {
+        Arc::new(crate::plan::EnterPlanModeTool::new(Arc::clone(
+            &self.shared,
+        )))
+    }
+
+    /// This tool set's todo list (TodoWrite's), to show it or restore a resumed session's.
+    pub fn todo_list(&self) -> crate::todo::TodoList {
+        self.shared.todos.clone()
+    }
+
     /// Decides on a call of `tool` with `input` by the rules and the mode (see the module
     /// docs), without asking anyone.
     pub fn evaluate(&self, tool: &dyn Tool, input: &Value) -> Verdict {
@@ -424,6 +444,14 @@ impl PermissionGate {
         match tool.name() {
             "Bash" => self.bash(input, mode),
             crate::plan::EXIT_PLAN_MODE => self.exit_plan(mode),
+            crate::ask::ASK_USER_QUESTION => {
+                self.always_asked(crate::ask::ASK_USER_QUESTION, "the model has questions for you")
+            }
+            crate::plan::ENTER_PLAN_MODE if mode == PermissionMode::Plan => Verdict::Allow,
+            crate::plan::ENTER_PLAN_MODE => self.always_asked(
+                crate::plan::ENTER_PLAN_MODE,
+                "the model asks to plan first: in plan mode it only reads, and changes nothing until you approve its plan",
+            ),
             name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input, mode),
             name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
@@ -468,6 +496,21 @@ impl PermissionGate {
             .map(|rule| Rule::parse(rule, &base))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.shared.grant(parsed))
+    }
+
+    /// A tool whose every call is a question to the user: a deny rule refuses it, and no
+    /// rule or mode skips the question.
+    fn always_asked(&self, name: &str, reason: &str) -> Verdict {
+        if let Some(rule) = self
+            .rule_list(RuleKind::Deny)
+            .iter()
+            .find(|rule| rule.matches_tool(name))
+        {
+            return denied_by(name, rule);
+        }
+        Verdict::Ask {
+            reason: reason.to_owned(),
+        }
     }
 
     /// `ExitPlanMode`: a deny rule refuses it; in plan mode the user is always asked (no
@@ -1107,6 +1150,12 @@ impl PermissionGate {
     fn headless_denial(&self, tool: &str, reason: &str, input: &Value) -> String {
         let headless =
             "This session cannot ask the user (headless), so calls that need approval are refused";
+        if tool == crate::ask::ASK_USER_QUESTION {
+            return crate::ask::HEADLESS_ANSWER.to_owned();
+        }
+        if tool == crate::plan::ENTER_PLAN_MODE {
+            return "this session cannot ask the user (headless), so it cannot switch to plan mode; go on with the task, planning as you go".to_owned();
+        }
         if tool == crate::plan::EXIT_PLAN_MODE {
             return format!(
                 "{reason}, and this session cannot ask the user (headless). Give the plan as your final answer instead; to carry it out, the user can run again with --permission-mode default or acceptEdits"
