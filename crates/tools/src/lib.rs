@@ -79,6 +79,7 @@ mod files;
 mod glob;
 mod grep;
 mod journal;
+pub mod media;
 mod paths;
 mod permissions;
 pub mod plan;

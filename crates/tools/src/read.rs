@@ -106,6 +106,7 @@ const BINARY_PROBE: usize = 8 * 1024;
 const DESCRIPTION: &str = "Reads a text file and returns its lines numbered from 1, one per line as `N<TAB>line` (the number and tab are not part of the file; never include them in Edit's old_string). \
 By default returns up to 2000 lines from the start; for long files pass `offset` (the first line number to show, from 1) and `limit` (how many lines). Lines longer than 2000 characters are cut with a marker. \
 `file_path` may be absolute or relative to the working directory; it must be inside the workspace. \
+Images (PNG, JPEG, GIF, WebP) come back as an image you can see, scaled down when large. \
 Reading a file is required before Write or Edit may change it. Reports an empty, missing, binary or directory path instead of content. Use Glob to find files and Grep to search in them.";
 
 #[derive(serde::Deserialize)]
@@ -188,6 +189,9 @@ fn read(
     let head = reader
         .fill_buf()
         .map_err(|error| io_error("read", &path, &error))?;
+    if let Some(format) = crate::media::format_of(head) {
+        return crate::media::read(&path, format);
+    }
     if head[..head.len().min(BINARY_PROBE)].contains(&0) {
         return Err(ToolError::InvalidInput(format!(
             "{} is a binary file ({} bytes); Read shows text files only",
