@@ -1333,7 +1333,9 @@ impl Prompter for TerminalPrompter {
                 "\x1b[2m  Allowed {} for the rest of this session (/permissions lists it)\x1b[0m",
                 printable(&always.describe(), false)
             )];
-            if let Some(file) = keep.and_then(|scope| self.rule_file(scope)) {
+            if let Some(file) =
+                keep.and_then(|scope| self.rule_file(scope).map(|path| RuleFile { scope, path }))
+            {
                 lines.push(match session::approvals::keep_rule(&file, always.rule()) {
                     Ok(saved) => format!("\x1b[2m  {}\x1b[0m", printable(&saved, false)),
                     Err(error) => format!(

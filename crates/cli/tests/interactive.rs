@@ -1953,6 +1953,57 @@ async fn bang_commands_run_in_the_users_shell() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
+/// Attack (review of issue 35): the model plants `sub/.git/config` with an fsmonitor program
+/// and `cd`s there; the user's `!git status` runs unsandboxed, but in the folder the session
+/// started in, so the planted program does not run.
+#[tokio::test]
+async fn a_bang_command_does_not_start_where_the_model_went() {
+    if common::sandbox_backends().is_empty() {
+        return;
+    }
+    let repo = repo("interactive-bang-planted");
+    let marker = repo.home.join("PWNED-by-model");
+    let plant = format!(
+        "mkdir -p sub/.git/objects sub/.git/refs && echo 'ref: refs/heads/main' > sub/.git/HEAD && printf '[core]\\n\\tfsmonitor = \"id > {} ; false\"\\n' > sub/.git/config && cd sub",
+        marker.display()
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({ "command": plant }))),
+        Reply::turn(Turn::new().text("Set up.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--permission-mode", "acceptEdits"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("set things up\r");
+    terminal.wait_for("Set up.", 1).await;
+    terminal.wait_prompt(2).await;
+    assert!(
+        repo.dir.join("sub/.git/config").exists(),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("!git status; pwd\r");
+    terminal.wait_prompt(3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !marker.exists(),
+        "the model's program ran: {}",
+        terminal.text()
+    );
+    assert!(
+        !terminal
+            .text()
+            .contains(&format!("{}/sub", repo.dir.display())),
+        "{}",
+        terminal.text()
+    );
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
 /// Ctrl-R searches the prompts typed before: the match goes into the line, Enter sends it.
 #[tokio::test]
 async fn ctrl_r_finds_an_earlier_prompt() {
@@ -2025,7 +2076,7 @@ async fn always_for_an_edit_allows_every_edit_and_p_keeps_it_for_the_project() {
         .join(".agent/settings.local.json");
     terminal
         .wait_for(
-            "[a]lways: all edits in the workspace (acceptEdits), this session",
+            "[a]lways: acceptEdits mode: file edits, and commands writing the workspace in the sandbox, this session",
             1,
         )
         .await;

@@ -59,29 +59,71 @@ pub fn rule_files(cwd: &Path, trusted: bool) -> Vec<RuleFile> {
     files
 }
 
-/// Keeps `rule` for later sessions: adds it to `permissions.allow` of `file` (see
+/// Keeps `rule` for later sessions in `file`: adds it to `permissions.allow` (see
 /// [`save_allow_rule`]) and, for a project file, records it in the folder's trust record
-/// (the user's own rule is no change for folder trust to ask about). Returns a line for the
+/// (the user's own rule is no change for folder trust to ask about). A project file is
+/// written only where the project cannot redirect the write: its folder must be a real
+/// folder and the file a regular file (or absent), not links a repository could ship
+/// (`.agent/settings.local.json -> ~/.config/agent/settings.json`). Returns a line for the
 /// user saying what was saved where, and what could not be recorded.
 ///
 /// # Errors
 ///
-/// When the rule does not parse, or the file is not a JSON object or cannot be written.
-pub fn keep_rule(file: &Path, rule: &str) -> anyhow::Result<String> {
-    tools::PermissionGate::check_rule(rule, file.parent().unwrap_or(file))
+/// When the rule does not parse, a project file or its folder is a link or not a regular
+/// file, or the file is not a JSON object or cannot be written.
+pub fn keep_rule(file: &RuleFile, rule: &str) -> anyhow::Result<String> {
+    let path = &file.path;
+    tools::PermissionGate::check_rule(rule, path.parent().unwrap_or(path))
         .with_context(|| format!("the rule {rule} was not saved"))?;
-    save_allow_rule(file, rule)?;
-    let unrecorded = crate::trust::record_allow_rule(file, rule)
-        .err()
-        .map_or_else(String::new, |error| {
-            format!(" (not recorded as trusted, so the next session may ask about it: {error:#})")
-        });
-    Ok(format!("Saved: {rule} in {}{unrecorded}", file.display()))
+    if file.scope == RuleScope::Project {
+        refuse_links(path)?;
+    }
+    save_allow_rule(path, rule)?;
+    let unrecorded = if file.scope == RuleScope::Project {
+        crate::trust::record_allow_rule(path, rule)
+            .err()
+            .map_or_else(String::new, |error| {
+                format!(
+                    " (not recorded as trusted, so the next session may ask about it: {error:#})"
+                )
+            })
+    } else {
+        String::new()
+    };
+    Ok(format!("Saved: {rule} in {}{unrecorded}", path.display()))
+}
+
+/// Refuses a project settings file that is, or lies in a folder that is, a link (or not a
+/// regular file): the write would land wherever the repository pointed it.
+fn refuse_links(path: &Path) -> anyhow::Result<()> {
+    let check = |path: &Path, folder: bool| -> anyhow::Result<()> {
+        match std::fs::symlink_metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(error).with_context(|| format!("inspecting {}", path.display())),
+            Ok(meta) if meta.file_type().is_symlink() => anyhow::bail!(
+                "{} is a link; the rule was not saved there (a repository's link could send the write anywhere)",
+                path.display()
+            ),
+            Ok(meta) if folder && !meta.is_dir() => {
+                anyhow::bail!("{} is not a folder; the rule was not saved", path.display())
+            }
+            Ok(meta) if !folder && !meta.is_file() => anyhow::bail!(
+                "{} is not a regular file; the rule was not saved",
+                path.display()
+            ),
+            Ok(_) => Ok(()),
+        }
+    };
+    if let Some(folder) = path.parent() {
+        check(folder, true)?;
+    }
+    check(path, false)
 }
 
 /// Adds `rule` to `permissions.allow` of the settings file at `path` (made, with its folder,
-/// when missing), keeping everything else in it; written whole to a new file then renamed
-/// over the old.
+/// when missing), keeping everything else in it; written whole to a new file of a name no
+/// one could have guessed (made with `O_EXCL`, so never through a link planted in its place),
+/// then renamed over the old.
 ///
 /// # Errors
 ///
@@ -117,11 +159,26 @@ pub fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    let staging = path.with_extension("json.tmp");
     let mut text = serde_json::to_string_pretty(&settings)?;
     text.push('\n');
-    std::fs::write(&staging, text).with_context(|| format!("writing {}", staging.display()))?;
-    std::fs::rename(&staging, path).with_context(|| format!("writing {}", path.display()))?;
+    let staging = path.with_extension(format!("json.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = (|| {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&staging)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&staging, path)
+    })();
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&staging);
+        return Err(error).with_context(|| format!("writing {}", path.display()));
+    }
     Ok(())
 }
 
@@ -175,6 +232,51 @@ mod tests {
         let error = save_allow_rule(&file, "Edit").unwrap_err();
         assert!(format!("{error:#}").contains("not valid JSON"), "{error:#}");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "{not json");
-        assert!(keep_rule(&file, "Bash(rm:*").is_err());
+        let project = RuleFile {
+            scope: RuleScope::Project,
+            path: file.clone(),
+        };
+        assert!(keep_rule(&project, "Bash(rm:*").is_err());
+    }
+
+    /// Attack: a repository ships its local settings file (or the folder) as a link to the
+    /// user's settings, or the old fixed staging name as one; "keep for this project" must
+    /// not write through any of them.
+    #[test]
+    fn a_kept_project_rule_never_writes_through_a_planted_link() {
+        let dir = scratch("links");
+        let user = dir.join("user-settings.json");
+        std::fs::write(&user, r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#).unwrap();
+        let project = dir.join("repo/.agent");
+        std::fs::create_dir_all(&project).unwrap();
+        let file = project.join("settings.local.json");
+        std::os::unix::fs::symlink(&user, project.join("settings.local.json.tmp")).unwrap();
+        let keep = |path: &Path| {
+            keep_rule(
+                &RuleFile {
+                    scope: RuleScope::Project,
+                    path: path.to_path_buf(),
+                },
+                "Edit",
+            )
+        };
+        keep(&file).unwrap();
+        let saved = std::fs::read_to_string(&file).unwrap();
+        assert!(saved.contains("\"Edit\""), "{saved}");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink(&user, &file).unwrap();
+        let refused = keep(&file).unwrap_err();
+        assert!(format!("{refused:#}").contains("is a link"), "{refused:#}");
+        let linked = dir.join("repo2/.agent");
+        std::fs::create_dir_all(dir.join("repo2")).unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), &linked).unwrap();
+        assert!(keep(&linked.join("settings.local.json")).is_err());
+        assert!(!dir.join("elsewhere/settings.local.json").exists());
+        assert_eq!(
+            std::fs::read_to_string(&user).unwrap(),
+            r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#,
+            "the user's settings were written"
+        );
     }
 }

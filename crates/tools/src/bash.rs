@@ -546,7 +546,13 @@ async fn run(
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     let workspace = &context.workspace;
-    let cwd = shared.cwd(workspace);
+    // A command the user typed starts where the session started, never where the model's
+    // commands `cd`'d to (a folder the model prepared: its `.git/config`, its `.envrc`).
+    let cwd = if how == BashRun::UserShell {
+        workspace.cwd.clone()
+    } else {
+        shared.cwd(workspace)
+    };
     if !cwd.is_dir() {
         return Err(ToolError::CouldNotRun(format!(
             "the working directory {} does not exist",
@@ -698,7 +704,12 @@ async fn run(
                     .await
                     .map_err(|error| could_not_run("wait for bash", error))?,
             };
-            let note = follow_cwd(shared, workspace, &cwd_file);
+            // The user's own `cd` is theirs: the model's commands keep their directory.
+            let note = if how == BashRun::UserShell {
+                None
+            } else {
+                follow_cwd(shared, workspace, &cwd_file)
+            };
             // Claude Code's BashOutput: stdout and stderr come merged through one pipe here,
             // so all of it is `stdout`.
             let structured = json!({

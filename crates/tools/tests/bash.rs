@@ -408,7 +408,11 @@ fn schemas_list_exactly_claude_codes_fields() {
         .iter()
         .map(|tool| tool.name().to_owned())
         .collect();
-    assert_eq!(names, ["Read", "Write", "Edit", "Glob", "Grep", "Bash"]);
+    assert_eq!(
+        names,
+        ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "TodoWrite"]
+    );
+    assert_eq!(fields("TodoWrite"), sorted(&["todos"]));
 }
 
 /// Carriage-return progress frames come back as the terminal would show them: the reported

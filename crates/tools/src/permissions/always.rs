@@ -8,8 +8,10 @@
 //! Nothing is offered for what "always" must not cover: a command asked to run outside the
 //! sandbox (`dangerouslyDisableSandbox`, always asked), a call an ask rule names (the rule
 //! would ask again whatever was granted), a command whose prefix would grant arbitrary code
-//! (`bash -c`, `python -c`, `eval`, a computed command name: only the exact command is
-//! offered, when it reads back exactly), and anything in plan mode.
+//! (`bash -c`, `eval`, a computed command name: only the exact command is offered, when it
+//! reads back exactly; for an interpreter, the script is part of the prefix,
+//! `Bash(python3 setup.py:*)`, never `Bash(python3:*)`, which would allow `python3 -c`),
+//! a rule for every command (an empty program name), and anything in plan mode.
 
 use std::fmt;
 use std::sync::{Arc, PoisonError};
@@ -55,11 +57,15 @@ impl Always {
         &self.rule
     }
 
-    /// What it grants, for the question: "all edits in the workspace (acceptEdits)",
+    /// What it grants, for the question: "acceptEdits mode: file edits, and commands writing
+    /// the workspace in the sandbox" (what that mode means here),
     /// "`Bash(npm test:*)` commands", "the tool mcp__github__create_issue".
     pub fn describe(&self) -> String {
         match &self.grant {
-            Grant::AcceptEdits => "all edits in the workspace (acceptEdits)".to_owned(),
+            Grant::AcceptEdits => {
+                "acceptEdits mode: file edits, and commands writing the workspace in the sandbox"
+                    .to_owned()
+            }
             Grant::Rule(_) if self.rule.starts_with("Bash(") => {
                 format!("`{}` commands, in the sandbox", self.rule)
             }
@@ -116,7 +122,12 @@ impl PermissionGate {
                 }
                 let command = input.get("command").and_then(Value::as_str)?;
                 let rule = self.bash_always(command)?;
-                (Grant::Rule(self.parse(&rule)?), rule)
+                let parsed = self.parse(&rule)?;
+                // Never a rule for every command, however it came to be written.
+                if parsed.matches_tool("Bash") {
+                    return None;
+                }
+                (Grant::Rule(parsed), rule)
             }
             "Read" | "Glob" | "Grep" => return None,
             name => {
@@ -174,6 +185,24 @@ impl PermissionGate {
             .find(|part| self.part_unallowed(part).is_some())?;
         if grants_any_code(part) {
             return exact_rule(command);
+        }
+        let words = shell::strip_wrappers(&part.words, false);
+        let first = words.first()?;
+        if shell::is_interpreter(&first.text) {
+            // `python3:*` would allow `python3 -c ANY`: the script (or the module) is part of
+            // the prefix.
+            return match words.get(1) {
+                Some(flag) if flag.text == "-m" => super::rule_example(part),
+                Some(script)
+                    if !script.dynamic
+                        && !script.text.starts_with('-')
+                        && super::plain_word(&script.text)
+                        && super::plain_word(&first.text) =>
+                {
+                    Some(format!("Bash({} {}:*)", first.text, script.text))
+                }
+                _ => exact_rule(command),
+            };
         }
         super::rule_example(part)
     }

@@ -1209,11 +1209,24 @@ impl PermissionGate {
     }
 }
 
+/// Whether `word` is a plain program name or path: letters, digits and `._+/@-`, at least
+/// one of them a letter or digit.
+pub(crate) fn plain_word(word: &str) -> bool {
+    word.chars().any(|c| c.is_ascii_alphanumeric())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '/' | '@' | '-'))
+}
+
 /// A prefix rule for `part`: its command and, when the next word looks like a subcommand
 /// (`git push`, `npm run`), that word too.
 pub(crate) fn rule_example(part: &Part) -> Option<String> {
     let words = shell::strip_wrappers(&part.words, false);
-    let first = words.first().filter(|word| !word.dynamic)?;
+    // A plain program name: never an empty or blank one (`'' x` would make `Bash(:*)`, a
+    // rule for every command) nor one with characters rules give a meaning to.
+    let first = words
+        .first()
+        .filter(|word| !word.dynamic && plain_word(&word.text))?;
     // An interpreter running a module (`python3 -m unittest`): the module is the command.
     if let (Some(flag), Some(module)) = (words.get(1), words.get(2))
         && flag.text == "-m"

@@ -412,6 +412,19 @@ pub(crate) fn is_wrapper(name: &str) -> bool {
 /// Interpreters that take code as an argument (`python3 -c`, `perl -e`, `node -e`, ...).
 const INTERPRETERS: [&str; 6] = ["python", "perl", "ruby", "node", "php", "lua"];
 
+/// Whether the program `name` (a path or a bare name) is an interpreter that also runs code
+/// given on its command line (`python3`, `perl`, `node`, ...).
+pub(crate) fn is_interpreter(name: &str) -> bool {
+    let name = basename(name);
+    INTERPRETERS
+        .iter()
+        .any(|interpreter| name.starts_with(interpreter))
+        || matches!(
+            name,
+            "deno" | "bun" | "Rscript" | "julia" | "tclsh" | "awk" | "gawk"
+        )
+}
+
 /// Strips wrappers that run their arguments as a command: `time`, `nice`, `nohup`,
 /// `timeout`, `stdbuf` always (they do not change what runs); with `all`, also `sudo`,
 /// `doas`, `env`, `command`, `builtin`, `exec` and `xargs` (used to find commands for deny
