@@ -378,6 +378,13 @@ async fn headless(
     if args.input_format == InputFormat::StreamJson {
         return stream_json_input(&mut session, &mut renderer, interrupts).await;
     }
+    // `@path` in the prompt attaches the file (an image as the model sees it), as at the
+    // interactive prompt; one that cannot be attached is said on stderr.
+    for note in session.attach_mentions(&task).await {
+        if note.contains("not attached") {
+            eprintln!("agent: {}", render::printable(&note, false));
+        }
+    }
     // `-p "/name arguments"` runs a custom command or a skill, as in Claude Code.
     let cancel = interrupts.arm();
     let outcome = session

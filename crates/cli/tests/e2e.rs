@@ -3273,3 +3273,47 @@ async fn headless_todos_and_questions() {
         "{asked}"
     );
 }
+
+/// A 1x1 PNG (the Messages API documentation's example image).
+const TINY_PNG: [u8; 69] = [
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0,
+    0, 0, 144, 119, 83, 222, 0, 0, 0, 12, 73, 68, 65, 84, 120, 156, 99, 248, 207, 192, 0, 0, 3, 1,
+    1, 0, 201, 254, 146, 239, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+
+/// Images reach the model: `@shot.png` in a headless prompt attaches the image block, and a
+/// Read of an image answers with one (the tool_result holds the image).
+#[tokio::test]
+async fn images_reach_the_model_by_mention_and_by_read() {
+    let repo = repo("images");
+    std::fs::write(repo.dir.join("shot.png"), TINY_PNG).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "shot.png"}))),
+        Reply::turn(Turn::new().text("A single pixel.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "what is in @shot.png?"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let first = server.requests()[0].json();
+    let prompt = first["messages"].as_array().unwrap().last().unwrap()["content"].clone();
+    let image = prompt
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|block| block["type"] == "image")
+        .unwrap_or_else(|| panic!("{prompt:#}"));
+    assert_eq!(image["source"]["media_type"], "image/png");
+    assert_eq!(
+        image["source"]["data"],
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+    );
+    let second = server.requests()[1].json();
+    let result = second["messages"].as_array().unwrap().last().unwrap()["content"][0].clone();
+    assert_eq!(result["tool_use_id"], "toolu_r");
+    assert_eq!(result["content"][1]["type"], "image", "{result:#}");
+}

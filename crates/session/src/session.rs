@@ -172,8 +172,9 @@ struct Record {
 struct Pending {
     /// Lines the user enters while a turn runs (interactive), sent with its next request.
     steering: Option<Steering>,
-    /// What goes before the next prompt in its message: `!command` runs, `@file` reads.
-    context: Vec<String>,
+    /// What goes before the next prompt in its message: `!command` runs, `@file` reads
+    /// (an image's as its image block).
+    context: Vec<protocol::ContentBlock>,
     /// What the start-up gathering left for later (`git status` of a large repository).
     late: Arc<crate::prefetch::Late>,
 }
@@ -836,15 +837,19 @@ impl Session {
                 (text.clone(), String::new(), text, true)
             }
         };
-        self.pending.context.push(format!(
-            "<bash-input>{}</bash-input>",
-            neutralize_tags(command)
-        ));
-        self.pending.context.push(format!(
-            "<bash-stdout>{}</bash-stdout><bash-stderr>{}</bash-stderr>",
-            neutralize_tags(&stdout),
-            neutralize_tags(&stderr)
-        ));
+        self.pending
+            .context
+            .push(protocol::ContentBlock::text(format!(
+                "<bash-input>{}</bash-input>",
+                neutralize_tags(command)
+            )));
+        self.pending
+            .context
+            .push(protocol::ContentBlock::text(format!(
+                "<bash-stdout>{}</bash-stdout><bash-stderr>{}</bash-stderr>",
+                neutralize_tags(&stdout),
+                neutralize_tags(&stderr)
+            )));
         Ok((text, failed))
     }
 
@@ -861,11 +866,18 @@ impl Session {
             if !path.is_file() {
                 continue;
             }
-            // A mention reads a file whole: a big one is the model's to read in parts.
+            // A mention reads a file whole: a big one is the model's to read in parts (an
+            // image is scaled to fit, so it may be larger).
             let size = path.metadata().map_or(0, |meta| meta.len());
-            if size > MENTION_MAX_BYTES {
+            let image = is_image(&path);
+            let limit = if image {
+                tools::media::MAX_FILE_BYTES
+            } else {
+                MENTION_MAX_BYTES
+            };
+            if size > limit {
                 notes.push(format!(
-                    "@{mention}: not attached: {size} bytes (at most {MENTION_MAX_BYTES}); ask the model to read the part you need"
+                    "@{mention}: not attached: {size} bytes (at most {limit}); ask the model to read the part you need"
                 ));
                 continue;
             }
@@ -885,13 +897,25 @@ impl Session {
             match tool.call(input.clone(), context).await {
                 Ok(output) => {
                     let text = output.content.text();
-                    self.pending.context.push(format!(
-                        "<system-reminder>\nCalled the Read tool with the following input: {input}\n</system-reminder>"
-                    ));
-                    self.pending.context.push(format!(
-                        "<system-reminder>\nResult of calling the Read tool: {}\n</system-reminder>",
-                        serde_json::Value::String(neutralize_tags(&text))
-                    ));
+                    self.pending
+                        .context
+                        .push(protocol::ContentBlock::text(format!(
+                            "<system-reminder>\nCalled the Read tool with the following input: {input}\n</system-reminder>"
+                        )));
+                    self.pending
+                        .context
+                        .push(protocol::ContentBlock::text(format!(
+                            "<system-reminder>\nResult of calling the Read tool: {}\n</system-reminder>",
+                            serde_json::Value::String(neutralize_tags(&text))
+                        )));
+                    // An image's own block follows, as the model sees a pasted image.
+                    if let protocol::ToolResultContent::Blocks(blocks) = output.content {
+                        self.pending.context.extend(
+                            blocks
+                                .into_iter()
+                                .filter(|block| matches!(block, protocol::ContentBlock::Image(_))),
+                        );
+                    }
                     notes.push(format!("@{mention}: attached"));
                 }
                 Err(error) => notes.push(format!("@{mention}: not attached: {error}")),
@@ -1192,11 +1216,7 @@ impl Session {
         // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
         // first, as Claude Code sends it.
         if !self.pending.context.is_empty() {
-            let mut content: Vec<protocol::ContentBlock> =
-                std::mem::take(&mut self.pending.context)
-                    .into_iter()
-                    .map(protocol::ContentBlock::text)
-                    .collect();
+            let mut content = std::mem::take(&mut self.pending.context);
             content.append(&mut user.content);
             user.content = content;
         }
@@ -1947,6 +1967,15 @@ struct SessionAttachments {
 
 /// The largest file an `@path` mention attaches, in bytes (256 KiB).
 const MENTION_MAX_BYTES: u64 = 256 * 1024;
+
+/// Whether the file at `path` starts as an image the model can see (PNG, JPEG, GIF, WebP).
+fn is_image(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 32];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read(&mut head))
+        .is_ok_and(|read| tools::media::is_image(&head[..read]))
+}
 
 /// `text` from a file or a command, with the tags the session frames such text in
 /// (`<system-reminder>`, `<bash-stdout>`, ...) made inert (`&lt;` for their `<`): a file

@@ -43,6 +43,11 @@ pub(crate) fn format_of(head: &[u8]) -> Option<ImageFormat> {
     }
 }
 
+/// Whether `head`, a file's first bytes, announces an image the model can see.
+pub fn is_image(head: &[u8]) -> bool {
+    format_of(head).is_some()
+}
+
 /// The MIME type the API names `format` by.
 fn media_type(format: ImageFormat) -> &'static str {
     match format {
