@@ -244,6 +244,7 @@ pub fn tool_label(name: &str, input: &Value) -> String {
     let key = match name {
         "Bash" => "command",
         "Read" | "Write" | "Edit" => "file_path",
+        "NotebookEdit" => "notebook_path",
         "Glob" | "Grep" => "pattern",
         _ => "",
     };

@@ -2470,6 +2470,7 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "Glob",
             "Grep",
             "Bash",
+            "NotebookEdit",
             "TodoWrite",
             "AskUserQuestion"
         ]

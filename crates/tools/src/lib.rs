@@ -80,6 +80,7 @@ mod glob;
 mod grep;
 mod journal;
 pub mod media;
+pub mod notebook;
 mod paths;
 mod permissions;
 pub mod plan;

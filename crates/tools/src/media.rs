@@ -58,25 +58,21 @@ fn media_type(format: ImageFormat) -> &'static str {
     }
 }
 
-/// Reads the image at `path` (already confined) in `format`: its image block, with a line of
-/// text saying what was sent, and Claude Code's structured `{type: "image", file}`.
+/// The image `bytes` (the file at `path`, already confined and read whole, at most
+/// [`MAX_FILE_BYTES`]) in `format`: its image block, with a line of text saying what was
+/// sent, and Claude Code's structured `{type: "image", file}`.
 ///
 /// # Errors
 ///
-/// A file over [`MAX_FILE_BYTES`], one that does not decode (corrupt, truncated), or one
-/// that would decode to more than [`MAX_DECODED_BYTES`].
-pub(crate) fn read(path: &Path, format: ImageFormat) -> Result<ToolOutput, ToolError> {
+/// An image that does not decode (corrupt, truncated), or one that would decode to more than
+/// [`MAX_DECODED_BYTES`].
+pub(crate) fn read(
+    path: &Path,
+    bytes: &[u8],
+    format: ImageFormat,
+) -> Result<ToolOutput, ToolError> {
     let shown = path.display();
-    let size = std::fs::metadata(path)
-        .map_err(|error| crate::common::io_error("read", path, &error))?
-        .len();
-    if size > MAX_FILE_BYTES {
-        return Err(ToolError::InvalidInput(format!(
-            "{shown} is an image of {size} bytes; images of at most {MAX_FILE_BYTES} bytes are read"
-        )));
-    }
-    let bytes =
-        std::fs::read(path).map_err(|error| crate::common::io_error("read", path, &error))?;
+    let size = bytes.len();
     let corrupt = |error: image::ImageError| {
         ToolError::InvalidInput(format!(
             "{shown} could not be read as {}: {error}",
@@ -84,7 +80,7 @@ pub(crate) fn read(path: &Path, format: ImageFormat) -> Result<ToolOutput, ToolE
         ))
     };
     let reader = || {
-        let mut reader = ImageReader::with_format(Cursor::new(&bytes[..]), format);
+        let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
         let mut limits = Limits::default();
         limits.max_alloc = Some(MAX_DECODED_BYTES);
         reader.limits(limits);
@@ -96,7 +92,7 @@ pub(crate) fn read(path: &Path, format: ImageFormat) -> Result<ToolOutput, ToolE
             // Within the limits: the file itself, checked whole first (a truncated file
             // would be rejected by the API).
             reader().decode().map_err(corrupt)?;
-            (bytes.clone(), format, (width, height))
+            (bytes.to_vec(), format, (width, height))
         } else {
             let decoded = reader().decode().map_err(corrupt)?;
             shrink(&decoded, format)?

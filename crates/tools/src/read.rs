@@ -106,7 +106,7 @@ const BINARY_PROBE: usize = 8 * 1024;
 const DESCRIPTION: &str = "Reads a text file and returns its lines numbered from 1, one per line as `N<TAB>line` (the number and tab are not part of the file; never include them in Edit's old_string). \
 By default returns up to 2000 lines from the start; for long files pass `offset` (the first line number to show, from 1) and `limit` (how many lines). Lines longer than 2000 characters are cut with a marker. \
 `file_path` may be absolute or relative to the working directory; it must be inside the workspace. \
-Images (PNG, JPEG, GIF, WebP) come back as an image you can see, scaled down when large. \
+Images (PNG, JPEG, GIF, WebP) come back as an image you can see, scaled down when large; a Jupyter notebook (.ipynb) as its cells with their outputs. \
 Reading a file is required before Write or Edit may change it. Reports an empty, missing, binary or directory path instead of content. Use Glob to find files and Grep to search in them.";
 
 #[derive(serde::Deserialize)]
@@ -189,8 +189,26 @@ fn read(
     let head = reader
         .fill_buf()
         .map_err(|error| io_error("read", &path, &error))?;
-    if let Some(format) = crate::media::format_of(head) {
-        return crate::media::read(&path, format);
+    let image = crate::media::format_of(head);
+    let notebook = path.extension().and_then(|ext| ext.to_str()) == Some("ipynb");
+    if image.is_some() || notebook {
+        // Read whole (bounded), and counted as read, so a Write or NotebookEdit may follow.
+        if metadata.len() > crate::media::MAX_FILE_BYTES {
+            return Err(ToolError::InvalidInput(format!(
+                "{} has {} bytes; images and notebooks of at most {} bytes are read",
+                path.display(),
+                metadata.len(),
+                crate::media::MAX_FILE_BYTES
+            )));
+        }
+        let bytes = std::fs::read(&path).map_err(|error| io_error("read", &path, &error))?;
+        let output = match image {
+            Some(format) => crate::media::read(&path, &bytes, format)?,
+            None => crate::notebook::read(&path, &bytes)?,
+        };
+        let stamp = crate::session::FileStamp::of(&bytes, metadata.modified().ok());
+        shared.read_state.insert(path.clone(), stamp);
+        return Ok(output);
     }
     if head[..head.len().min(BINARY_PROBE)].contains(&0) {
         return Err(ToolError::InvalidInput(format!(

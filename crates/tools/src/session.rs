@@ -215,6 +215,7 @@ impl ToolSet {
                 Arc::clone(&shared),
                 config.prompter.clone(),
             )),
+            Arc::new(crate::notebook::NotebookEditTool::new(Arc::clone(&shared))),
             Arc::new(crate::todo::TodoWriteTool::new(Arc::clone(&shared))),
         ];
         let gate = Arc::new(PermissionGate::new(shared, config.prompter));
@@ -450,7 +451,9 @@ impl Shared {
     ) -> Result<PathBuf, Error> {
         let cwd = self.cwd(workspace);
         let path = paths::resolve(raw, &cwd)?;
-        if matches!(tool, "Write" | "Edit") && self.is_protected(workspace, raw, &cwd, &path) {
+        if matches!(tool, "Write" | "Edit" | "NotebookEdit")
+            && self.is_protected(workspace, raw, &cwd, &path)
+        {
             return Err(Error::Protected { path });
         }
         self.check_confined(workspace, tool, &path)?;

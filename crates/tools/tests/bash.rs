@@ -410,7 +410,16 @@ fn schemas_list_exactly_claude_codes_fields() {
         .collect();
     assert_eq!(
         names,
-        ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "TodoWrite"]
+        [
+            "Read",
+            "Write",
+            "Edit",
+            "Glob",
+            "Grep",
+            "Bash",
+            "NotebookEdit",
+            "TodoWrite"
+        ]
     );
     assert_eq!(fields("TodoWrite"), sorted(&["todos"]));
 }

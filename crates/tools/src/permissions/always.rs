@@ -113,7 +113,7 @@ impl PermissionGate {
             return None;
         }
         let (grant, rule) = match tool {
-            "Write" | "Edit" => (Grant::AcceptEdits, "Edit".to_owned()),
+            "Write" | "Edit" | "NotebookEdit" => (Grant::AcceptEdits, "Edit".to_owned()),
             "Bash" => {
                 let outside =
                     input.get(DISABLE_SANDBOX_FIELD).and_then(Value::as_bool) == Some(true);

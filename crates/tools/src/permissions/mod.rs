@@ -305,6 +305,7 @@ impl fmt::Debug for PermissionGate {
 fn path_field(tool: &str) -> &'static str {
     match tool {
         "Read" | "Write" | "Edit" => "file_path",
+        "NotebookEdit" => "notebook_path",
         _ => "path",
     }
 }
@@ -452,7 +453,9 @@ impl PermissionGate {
                 crate::plan::ENTER_PLAN_MODE,
                 "the model asks to plan first: in plan mode it only reads, and changes nothing until you approve its plan",
             ),
-            name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit") => self.file(name, input, mode),
+            name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit" | "NotebookEdit") => {
+                self.file(name, input, mode)
+            }
             name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
     }
@@ -1165,7 +1168,7 @@ impl PermissionGate {
         let mode_now = self.shared.mode.get();
         if tool != "Bash" {
             let mode = match mode_now {
-                PermissionMode::Default if matches!(tool, "Write" | "Edit") => {
+                PermissionMode::Default if matches!(tool, "Write" | "Edit" | "NotebookEdit") => {
                     " or run with --permission-mode acceptEdits"
                 }
                 PermissionMode::Default | PermissionMode::AcceptEdits => {

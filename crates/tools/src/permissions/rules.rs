@@ -50,7 +50,7 @@ enum CommandPattern {
 fn covers(rule_tool: &str, tool: &str) -> bool {
     match rule_tool {
         "Read" => matches!(tool, "Read" | "Grep" | "Glob"),
-        "Edit" => matches!(tool, "Edit" | "Write"),
+        "Edit" => matches!(tool, "Edit" | "Write" | "NotebookEdit"),
         other => other == tool,
     }
 }

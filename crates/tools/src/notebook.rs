@@ -1,0 +1,416 @@
+//! Jupyter notebooks (`.ipynb`): Read shows their cells with outputs, `NotebookEdit
+//! {notebook_path, cell_id?, new_source, cell_type?, edit_mode?}` replaces, inserts or deletes
+//! one cell, as Claude Code's tools do.
+//!
+//! A notebook is written back as Jupyter writes it (nbformat 4: keys sorted, one space of
+//! indent, non-ASCII kept, a final line break), so an edit changes only the cell it names. A
+//! cell is named by its `id` (nbformat 4.5), or by its position: `cell-N` or `N`, from 0.
+//! Replacing a code cell's source clears its outputs and execution count (they belonged to
+//! the old code). NotebookEdit follows Edit's rules: the notebook read first and unchanged
+//! since, the protected folders, Edit's permission rules; checkpoints record it.
+
+use std::sync::Arc;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
+use protocol::{ContentBlock, ToolResultContent};
+use serde_json::{Map, Value, json};
+
+use crate::common::{parse_input, run_to_completion};
+use crate::files::{current_content, write_and_record};
+use crate::session::Shared;
+
+/// The tool's name, as Claude Code spells it.
+pub const NOTEBOOK_EDIT: &str = "NotebookEdit";
+
+const DESCRIPTION: &str = "Changes one cell of a Jupyter notebook (.ipynb): `edit_mode` replace (the default: the cell's source becomes new_source; a code cell's outputs are cleared), insert (a new cell of `cell_type` after cell_id, or at the start without one) or delete. Name the cell by the id Read shows (or cell-N, from 0). The notebook must have been read with Read and not changed since; the rest of it is written back as Jupyter writes it.";
+
+/// Characters of one cell's outputs shown by Read before they are cut.
+const OUTPUT_CHARS: usize = 10_000;
+
+/// A notebook parsed: its cells apart from the rest.
+struct Notebook {
+    /// Everything but `cells`.
+    json: Value,
+    cells: Vec<Value>,
+}
+
+impl Notebook {
+    fn parse(bytes: &[u8], path: &std::path::Path) -> Result<Self, ToolError> {
+        let mut json: Value = serde_json::from_slice(bytes).map_err(|error| {
+            ToolError::InvalidInput(format!(
+                "{} is not a valid notebook (its JSON does not parse: {error}); it was not changed",
+                path.display()
+            ))
+        })?;
+        let cells = match json.get_mut("cells").map(Value::take) {
+            Some(Value::Array(cells)) => cells,
+            _ => {
+                return Err(ToolError::InvalidInput(format!(
+                    "{} is not a Jupyter notebook (no `cells` list); it was not changed",
+                    path.display()
+                )));
+            }
+        };
+        Ok(Self { json, cells })
+    }
+
+    fn cells(&self) -> &[Value] {
+        &self.cells
+    }
+
+    fn cells_mut(&mut self) -> &mut Vec<Value> {
+        &mut self.cells
+    }
+
+    /// The language of its code cells.
+    fn language(&self) -> String {
+        self.json["metadata"]["language_info"]["name"]
+            .as_str()
+            .or_else(|| self.json["metadata"]["kernelspec"]["language"].as_str())
+            .unwrap_or("python")
+            .to_owned()
+    }
+
+    /// Whether its cells carry ids (nbformat 4.5 and later).
+    fn has_ids(&self) -> bool {
+        let minor = self.json["nbformat_minor"].as_u64().unwrap_or(0);
+        self.json["nbformat"].as_u64().unwrap_or(0) > 4 || minor >= 5
+    }
+
+    /// The position of the cell `name` names: its id, or `cell-N`/`N`.
+    fn find(&self, name: &str) -> Option<usize> {
+        if let Some(at) = self
+            .cells
+            .iter()
+            .position(|cell| cell["id"].as_str() == Some(name))
+        {
+            return Some(at);
+        }
+        let index: usize = name.strip_prefix("cell-").unwrap_or(name).parse().ok()?;
+        (index < self.cells.len()).then_some(index)
+    }
+
+    /// The notebook as Jupyter writes it: keys sorted (maps keep insertion order in this
+    /// build), one space of indent, a final line break.
+    fn into_bytes(self) -> Result<Vec<u8>, ToolError> {
+        let mut json = self.json;
+        json["cells"] = Value::Array(self.cells);
+        let mut out = Vec::new();
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+        let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+        serde::Serialize::serialize(&sorted(&json), &mut serializer).map_err(|error| {
+            ToolError::CouldNotRun(format!("could not write the notebook: {error}"))
+        })?;
+        out.push(b'\n');
+        Ok(out)
+    }
+}
+
+/// `value` with every object's keys in sorted order, as Python's `sort_keys` writes them.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|key| (key.clone(), sorted(&fields[key])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A cell's `source` (a string or a list of lines) as one string.
+fn joined(source: &Value) -> String {
+    match source {
+        Value::String(text) => text.clone(),
+        Value::Array(lines) => lines.iter().filter_map(Value::as_str).collect(),
+        _ => String::new(),
+    }
+}
+
+/// `text` as Jupyter stores a source: its lines, each with its line break but the last.
+fn split(text: &str) -> Value {
+    Value::Array(
+        text.split_inclusive('\n')
+            .map(|line| Value::from(line.to_owned()))
+            .collect(),
+    )
+}
+
+/// Read of a notebook: each cell as `<cell id="..." type="...">source</cell>`, then its
+/// outputs (text, and `image/png`/`image/jpeg` data as image blocks), with Claude Code's
+/// structured `{type: "notebook", file: {filePath, cells}}`.
+pub(crate) fn read(path: &std::path::Path, bytes: &[u8]) -> Result<ToolOutput, ToolError> {
+    let notebook = Notebook::parse(bytes, path)?;
+    let language = notebook.language();
+    let mut blocks: Vec<ContentBlock> = Vec::new();
+    let mut text = format!(
+        "Notebook {} ({} cells, {language}):\n",
+        path.display(),
+        notebook.cells().len()
+    );
+    for (index, cell) in notebook.cells().iter().enumerate() {
+        let id = cell["id"]
+            .as_str()
+            .map_or_else(|| format!("cell-{index}"), str::to_owned);
+        let kind = cell["cell_type"].as_str().unwrap_or("code");
+        text.push_str(&format!(
+            "<cell id=\"{id}\" type=\"{kind}\">{}</cell>\n",
+            joined(&cell["source"])
+        ));
+        let mut shown = String::new();
+        let mut images: Vec<ContentBlock> = Vec::new();
+        for output in cell["outputs"].as_array().map_or(&[][..], Vec::as_slice) {
+            match output["output_type"].as_str() {
+                Some("stream") => shown.push_str(&joined(&output["text"])),
+                Some("error") => shown.push_str(&format!(
+                    "{}: {}\n",
+                    output["ename"].as_str().unwrap_or("Error"),
+                    output["evalue"].as_str().unwrap_or_default()
+                )),
+                _ => {
+                    let data = &output["data"];
+                    for (media, key) in [("image/png", "image/png"), ("image/jpeg", "image/jpeg")] {
+                        if let Some(encoded) = data[key].as_str() {
+                            // What Jupyter stores: base64, sometimes with line breaks.
+                            let encoded: String =
+                                encoded.chars().filter(|c| !c.is_whitespace()).collect();
+                            images.push(ContentBlock::Image(protocol::ImageBlock {
+                                source: json!({"type": "base64", "media_type": media, "data": encoded}),
+                                cache_control: None,
+                                extra: Map::new(),
+                            }));
+                        }
+                    }
+                    if let Some(plain) = data.get("text/plain") {
+                        shown.push_str(&joined(plain));
+                        shown.push('\n');
+                    }
+                }
+            }
+        }
+        if !shown.is_empty() {
+            let cut: String = shown.chars().take(OUTPUT_CHARS).collect();
+            let more = shown.chars().count().saturating_sub(OUTPUT_CHARS);
+            text.push_str(&format!("<outputs of=\"{id}\">{cut}"));
+            if more > 0 {
+                text.push_str(&format!("… ({more} more characters)"));
+            }
+            text.push_str("</outputs>\n");
+        }
+        // The cell's images follow its text outputs.
+        if !images.is_empty() {
+            blocks.push(ContentBlock::text(std::mem::take(&mut text)));
+            blocks.append(&mut images);
+        }
+    }
+    blocks.push(ContentBlock::text(text));
+    blocks.retain(|block| block.as_text() != Some(""));
+    let structured = json!({
+        "type": "notebook",
+        "file": {"filePath": path.to_string_lossy(), "cells": notebook.cells()},
+    });
+    let mut output = ToolOutput::text(String::new());
+    output.content = if blocks.len() == 1
+        && let Some(text) = blocks[0].as_text()
+    {
+        ToolResultContent::Text(text.to_owned())
+    } else {
+        ToolResultContent::Blocks(blocks)
+    };
+    Ok(output.with_structured(structured))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    notebook_path: String,
+    #[serde(default)]
+    cell_id: Option<String>,
+    new_source: String,
+    #[serde(default)]
+    cell_type: Option<String>,
+    #[serde(default)]
+    edit_mode: Option<String>,
+}
+
+/// The NotebookEdit tool.
+pub(crate) struct NotebookEditTool {
+    shared: Arc<Shared>,
+    schema: Value,
+}
+
+impl NotebookEditTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "notebook_path": {"type": "string", "description": "The notebook (.ipynb) to change"},
+                "cell_id": {"type": "string", "description": "The cell's id as Read shows it (or cell-N); for insert, the new cell goes after it (at the start without one)"},
+                "new_source": {"type": "string", "description": "The cell's new source"},
+                "cell_type": {"type": "string", "enum": ["code", "markdown"], "description": "Required for insert"},
+                "edit_mode": {"type": "string", "enum": ["replace", "insert", "delete"], "description": "Default replace"}
+            },
+            "required": ["notebook_path", "new_source"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+crate::common::file_tool!(NotebookEditTool, "NotebookEdit", edit, writes(prepare));
+
+/// An edit worked out and not yet written.
+struct Prepared {
+    path: std::path::PathBuf,
+    previous: Vec<u8>,
+    bytes: Vec<u8>,
+    output: ToolOutput,
+}
+
+fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
+    let prepared = prepare(shared, workspace, input)?;
+    write_and_record(
+        shared,
+        &prepared.path,
+        Some(&prepared.previous),
+        &prepared.bytes,
+    )?;
+    Ok(prepared.output)
+}
+
+/// Every check of a NotebookEdit and the notebook it writes, without writing.
+fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
+    let path = shared.confine(workspace, NOTEBOOK_EDIT, &input.notebook_path)?;
+    if path.extension().and_then(|ext| ext.to_str()) != Some("ipynb") {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a notebook (.ipynb); use Edit for other files",
+            path.display()
+        )));
+    }
+    let Some(previous) = current_content(shared, &path)? else {
+        return Err(ToolError::InvalidInput(format!(
+            "Notebook does not exist: {}",
+            path.display()
+        )));
+    };
+    let mut notebook = Notebook::parse(&previous, &path)?;
+    let mode = input.edit_mode.as_deref().unwrap_or("replace");
+    let found = input.cell_id.as_deref().map(|id| (id, notebook.find(id)));
+    if let Some((id, None)) = found {
+        return Err(ToolError::InvalidInput(format!(
+            "no cell {id} in {}; Read the notebook to see its cells' ids",
+            path.display()
+        )));
+    }
+    let at = found.and_then(|(_, at)| at);
+    let language = notebook.language();
+    let (cell_id, cell_type) = match mode {
+        "replace" | "delete" => {
+            let Some(at) = at else {
+                return Err(ToolError::InvalidInput(format!(
+                    "{mode} needs the cell_id of the cell to {mode}"
+                )));
+            };
+            let id = cell_name(&notebook.cells()[at], at);
+            let kind = notebook.cells()[at]["cell_type"]
+                .as_str()
+                .unwrap_or("code")
+                .to_owned();
+            if mode == "delete" {
+                notebook.cells_mut().remove(at);
+                (id, kind)
+            } else {
+                let kind = input.cell_type.clone().unwrap_or(kind);
+                let cell = &mut notebook.cells_mut()[at];
+                cell["source"] = split(&input.new_source);
+                cell["cell_type"] = Value::from(kind.clone());
+                if kind == "code" {
+                    cell["outputs"] = json!([]);
+                    cell["execution_count"] = Value::Null;
+                } else if let Some(fields) = cell.as_object_mut() {
+                    fields.remove("outputs");
+                    fields.remove("execution_count");
+                }
+                (id, kind)
+            }
+        }
+        "insert" => {
+            let Some(kind) = input.cell_type.clone() else {
+                return Err(ToolError::InvalidInput(
+                    "insert needs cell_type: code or markdown".into(),
+                ));
+            };
+            let mut cell = json!({
+                "cell_type": kind,
+                "metadata": {},
+                "source": split(&input.new_source),
+            });
+            if kind == "code" {
+                cell["outputs"] = json!([]);
+                cell["execution_count"] = Value::Null;
+            }
+            let id = if notebook.has_ids() {
+                let id = format!("{:08x}", rand_u32());
+                cell["id"] = Value::from(id.clone());
+                id
+            } else {
+                format!("cell-{}", at.map_or(0, |at| at + 1))
+            };
+            let position = at.map_or(0, |at| at + 1);
+            notebook.cells_mut().insert(position, cell);
+            (id, kind)
+        }
+        other => {
+            return Err(ToolError::InvalidInput(format!(
+                "edit_mode {other:?} is not replace, insert or delete"
+            )));
+        }
+    };
+    let bytes = notebook.into_bytes()?;
+    let done = match mode {
+        "insert" => "Inserted",
+        "delete" => "Deleted",
+        _ => "Replaced",
+    };
+    let output = ToolOutput::text(format!(
+        "{done} cell {cell_id} ({cell_type}) of {}.",
+        path.display()
+    ))
+    .with_structured(json!({
+        "new_source": input.new_source,
+        "cell_id": cell_id,
+        "cell_type": cell_type,
+        "language": language,
+        "edit_mode": mode,
+        "notebook_path": path.to_string_lossy(),
+        "original_file": String::from_utf8_lossy(&previous),
+        "updated_file": String::from_utf8_lossy(&bytes),
+    }));
+    Ok(Prepared {
+        path,
+        previous,
+        bytes,
+        output,
+    })
+}
+
+/// How a cell is named: its id, or `cell-N`.
+fn cell_name(cell: &Value, index: usize) -> String {
+    cell["id"]
+        .as_str()
+        .map_or_else(|| format!("cell-{index}"), str::to_owned)
+}
+
+/// 32 random bits (std's hasher keys come from the operating system).
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(0);
+    hasher.finish() as u32
+}

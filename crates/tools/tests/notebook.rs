@@ -1,0 +1,179 @@
+//! Notebooks: Read shows cells and outputs (images as image blocks); NotebookEdit replaces,
+//! inserts and deletes cells, writing the notebook back as Jupyter writes it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Env;
+use protocol::{ContentBlock, ToolResultContent};
+use serde_json::{Value, json};
+
+/// A notebook as Jupyter writes it (`json.dumps(nb, sort_keys=True, indent=1)` and a line
+/// break): a markdown cell and a code cell with a text and an image output.
+const NOTEBOOK: &str = r##"{
+ "cells": [
+  {
+   "cell_type": "markdown",
+   "id": "intro",
+   "metadata": {},
+   "source": [
+    "# Title\n",
+    "Some text"
+   ]
+  },
+  {
+   "cell_type": "code",
+   "execution_count": 1,
+   "id": "calc",
+   "metadata": {},
+   "outputs": [
+    {
+     "name": "stdout",
+     "output_type": "stream",
+     "text": [
+      "42\n"
+     ]
+    },
+    {
+     "data": {
+      "image/png": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC",
+      "text/plain": [
+       "<Figure>"
+      ]
+     },
+     "metadata": {},
+     "output_type": "display_data"
+    }
+   ],
+   "source": [
+    "print(6 * 7)\n",
+    "plot()"
+   ]
+  }
+ ],
+ "metadata": {
+  "kernelspec": {
+   "display_name": "Python 3",
+   "language": "python",
+   "name": "python3"
+  },
+  "language_info": {
+   "name": "python"
+  }
+ },
+ "nbformat": 4,
+ "nbformat_minor": 5
+}
+"##;
+
+fn setup(name: &str) -> Env {
+    let env = Env::new(name);
+    std::fs::write(env.ws().join("nb.ipynb"), NOTEBOOK).unwrap();
+    env
+}
+
+#[tokio::test]
+async fn read_shows_cells_outputs_and_images() {
+    let env = setup("nb-read");
+    let output = env
+        .call("Read", json!({"file_path": "nb.ipynb"}))
+        .await
+        .unwrap();
+    let ToolResultContent::Blocks(blocks) = &output.content else {
+        panic!("{:?}", output.content);
+    };
+    let text: String = blocks.iter().filter_map(ContentBlock::as_text).collect();
+    assert!(
+        text.contains("<cell id=\"intro\" type=\"markdown\"># Title\nSome text</cell>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("<cell id=\"calc\" type=\"code\">print(6 * 7)\nplot()</cell>"),
+        "{text}"
+    );
+    assert!(text.contains("<outputs of=\"calc\">42\n<Figure>"), "{text}");
+    assert!(
+        blocks
+            .iter()
+            .any(|block| matches!(block, ContentBlock::Image(_)))
+    );
+    assert_eq!(output.structured.unwrap()["type"], "notebook");
+}
+
+#[tokio::test]
+async fn notebook_edit_replaces_inserts_and_deletes_cells() {
+    let env = setup("nb-edit");
+    // Not read yet: refused, unchanged.
+    let refused = env
+        .err(
+            "NotebookEdit",
+            json!({"notebook_path": "nb.ipynb", "cell_id": "calc", "new_source": "x = 1"}),
+        )
+        .await;
+    assert!(refused.contains("has not been read"), "{refused}");
+    env.call("Read", json!({"file_path": "nb.ipynb"}))
+        .await
+        .unwrap();
+    env.ok(
+        "NotebookEdit",
+        json!({"notebook_path": "nb.ipynb", "cell_id": "calc", "new_source": "x = 6 * 7\nprint(x)"}),
+    )
+    .await;
+    let written = std::fs::read_to_string(env.ws().join("nb.ipynb")).unwrap();
+    // Jupyter's format: the untouched cell and the metadata as they were, byte for byte.
+    let intro_end = NOTEBOOK.find("\"id\": \"calc\"").unwrap();
+    let calc_at = NOTEBOOK[..intro_end].rfind("  {").unwrap();
+    assert_eq!(&written[..calc_at], &NOTEBOOK[..calc_at]);
+    let tail = &NOTEBOOK[NOTEBOOK.find(" \"metadata\": {\n  \"kernelspec\"").unwrap()..];
+    assert!(written.ends_with(tail), "{written}");
+    let notebook: Value = serde_json::from_str(&written).unwrap();
+    let calc = &notebook["cells"][1];
+    assert_eq!(calc["source"], json!(["x = 6 * 7\n", "print(x)"]));
+    assert_eq!(calc["outputs"], json!([]));
+    assert_eq!(calc["execution_count"], Value::Null);
+
+    env.ok(
+        "NotebookEdit",
+        json!({"notebook_path": "nb.ipynb", "cell_id": "intro", "new_source": "## Setup", "cell_type": "markdown", "edit_mode": "insert"}),
+    )
+    .await;
+    env.ok(
+        "NotebookEdit",
+        json!({"notebook_path": "nb.ipynb", "cell_id": "cell-0", "new_source": "", "edit_mode": "delete"}),
+    )
+    .await;
+    let written = std::fs::read_to_string(env.ws().join("nb.ipynb")).unwrap();
+    let notebook: Value = serde_json::from_str(&written).unwrap();
+    let cells = notebook["cells"].as_array().unwrap();
+    // The new cell's keys in Jupyter's (sorted) order.
+    let keys: Vec<&String> = cells[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["cell_type", "id", "metadata", "source"], "{written}");
+    assert_eq!(cells.len(), 2);
+    assert_eq!(cells[0]["source"], json!(["## Setup"]));
+    assert_eq!(cells[0]["id"].as_str().unwrap().len(), 8);
+    assert_eq!(cells[1]["id"], "calc");
+}
+
+#[tokio::test]
+async fn a_broken_notebook_or_a_protected_one_is_refused_unchanged() {
+    let env = Env::new("nb-broken");
+    std::fs::write(env.ws().join("bad.ipynb"), "{ not json").unwrap();
+    let error = env.err("Read", json!({"file_path": "bad.ipynb"})).await;
+    assert!(error.contains("is not a valid notebook"), "{error}");
+    std::fs::create_dir_all(env.ws().join(".claude")).unwrap();
+    std::fs::write(env.ws().join(".claude/x.ipynb"), NOTEBOOK).unwrap();
+    env.call("Read", json!({"file_path": ".claude/x.ipynb"}))
+        .await
+        .unwrap();
+    let refused = env
+        .err(
+            "NotebookEdit",
+            json!({"notebook_path": ".claude/x.ipynb", "cell_id": "calc", "new_source": "x"}),
+        )
+        .await;
+    assert!(refused.contains("protected"), "{refused}");
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join(".claude/x.ipynb")).unwrap(),
+        NOTEBOOK
+    );
+}
