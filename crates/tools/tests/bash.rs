@@ -422,6 +422,16 @@ fn schemas_list_exactly_claude_codes_fields() {
         ]
     );
     assert_eq!(fields("TodoWrite"), sorted(&["todos"]));
+    assert_eq!(
+        fields("NotebookEdit"),
+        sorted(&[
+            "notebook_path",
+            "cell_id",
+            "new_source",
+            "cell_type",
+            "edit_mode"
+        ])
+    );
 }
 
 /// Carriage-return progress frames come back as the terminal would show them: the reported
