@@ -873,3 +873,71 @@ async fn a_call_that_never_answers_ends_at_the_tool_timeout() {
         "{stderr}"
     );
 }
+
+/// MCP resources, as Claude Code offers them: ListMcpResourcesTool lists every connected
+/// server's resources with its server, ReadMcpResourceTool reads one (text as text, an image
+/// blob as an image block); both run without a question, an unknown server is named.
+#[tokio::test]
+async fn mcp_resources_are_listed_and_read() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-resources");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_l", "ListMcpResourcesTool", json!({}))
+                .tool_use(
+                    "toolu_t",
+                    "ReadMcpResourceTool",
+                    json!({"server": "kit", "uri": "notes://todo"}),
+                )
+                .tool_use(
+                    "toolu_i",
+                    "ReadMcpResourceTool",
+                    json!({"server": "kit", "uri": "image://pixel"}),
+                )
+                .tool_use(
+                    "toolu_x",
+                    "ReadMcpResourceTool",
+                    json!({"server": "nope", "uri": "notes://todo"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Read them.")),
+    ]))
+    .await
+    .unwrap();
+    let output = run(&repo, &server, &["--mcp-config", file.to_str().unwrap()]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let offered: Vec<String> = server.requests()[0].json()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        offered.contains(&"ListMcpResourcesTool".to_owned())
+            && offered.contains(&"ReadMcpResourceTool".to_owned()),
+        "{offered:?}"
+    );
+    let listed = result_of(&server, "toolu_l").to_string();
+    assert!(
+        listed.contains("notes://todo") && listed.contains("\\\"server\\\": \\\"kit\\\""),
+        "{listed}"
+    );
+    let text = result_of(&server, "toolu_t");
+    assert!(text.to_string().contains("1. write the tests"), "{text:#}");
+    let image = result_of(&server, "toolu_i");
+    assert_eq!(image["content"][0]["type"], "image", "{image:#}");
+    let unknown = result_of(&server, "toolu_x");
+    assert_eq!(unknown["is_error"], true);
+    assert!(
+        unknown.to_string().contains("the connected ones: kit"),
+        "{unknown:#}"
+    );
+}

@@ -53,6 +53,7 @@ pub mod flood;
 pub mod guard;
 pub mod http;
 mod names;
+pub mod resources;
 mod server;
 mod tool;
 
@@ -61,7 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use names::{MAX_TOOL_NAME, server_prefix, tool_name, tool_names};
-pub use server::{ListedTool, MAX_TOOLS, Server, ServerError};
+pub use server::{ListedTool, MAX_RESOURCE_PAGES, MAX_TOOLS, Server, ServerError};
 pub use tool::{CallTimedOut, McpTool, content_of};
 
 /// The limit of one tool call when `MCP_TOOL_TIMEOUT` does not set one: 10 minutes, the
@@ -296,6 +297,16 @@ impl Pool {
             .flat_map(|(server, timeout)| tools_of(&server, server.listed(), timeout))
             // Two servers whose names sanitize alike (`a.b`, `a_b`): the first keeps them.
             .filter(|tool| seen.insert(tool.name().to_owned()))
+            .collect()
+    }
+
+    /// The servers connected now, in configuration order.
+    pub fn connected(&self) -> Vec<Arc<Server>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter_map(|(_, connected)| connected.as_ref()?.server.clone())
             .collect()
     }
 }

@@ -203,6 +203,10 @@ fn listed(tool: rmcp::model::Tool) -> ListedTool {
     }
 }
 
+/// The most pages of `resources/list` read from one server (a server whose every page names
+/// a next one is stopped there).
+pub const MAX_RESOURCE_PAGES: usize = 20;
+
 /// A connected server; restarted once when its process died.
 pub struct Server {
     /// Its configured name.
@@ -539,6 +543,67 @@ impl Server {
             )),
             Err(error) => Err(error),
         }
+    }
+
+    /// The resources it lists (every page, at most [`MAX_RESOURCE_PAGES`]), each as MCP's
+    /// wire shape (`uri`, `name`, `mimeType`, `description`, ...).
+    ///
+    /// # Errors
+    ///
+    /// A message for the model: the server is gone, or the request failed.
+    pub async fn list_resources(&self) -> Result<Vec<serde_json::Value>, String> {
+        let state = self.state.lock().await;
+        let Some(client) = &state.client else {
+            return Err(format!("the MCP server {} is not connected", self.name));
+        };
+        let mut resources = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_RESOURCE_PAGES {
+            let params = cursor.take().map(|cursor| {
+                let mut params = rmcp::model::PaginatedRequestParams::default();
+                params.cursor = Some(cursor);
+                params
+            });
+            let page = client
+                .peer()
+                .list_resources(params)
+                .await
+                .map_err(|error| {
+                    format!(
+                        "the MCP server {} did not list its resources: {error}",
+                        self.name
+                    )
+                })?;
+            resources.extend(
+                page.resources
+                    .iter()
+                    .filter_map(|resource| serde_json::to_value(resource).ok()),
+            );
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        Ok(resources)
+    }
+
+    /// The contents of the resource `uri`, as MCP's wire shape (`{contents: [{uri,
+    /// mimeType, text | blob}]}`).
+    ///
+    /// # Errors
+    ///
+    /// A message for the model: the server is gone, or the request failed.
+    pub async fn read_resource(&self, uri: &str) -> Result<serde_json::Value, String> {
+        let state = self.state.lock().await;
+        let Some(client) = &state.client else {
+            return Err(format!("the MCP server {} is not connected", self.name));
+        };
+        let result = client
+            .peer()
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.to_owned()))
+            .await
+            .map_err(|error| format!("the MCP server {} did not read {uri}: {error}", self.name))?;
+        serde_json::to_value(&result).map_err(|error| error.to_string())
     }
 
     /// Starts the server again, once per session.

@@ -93,6 +93,7 @@ mod notices;
 mod observer;
 pub mod options;
 mod prefetch;
+pub mod rows;
 mod session;
 pub mod sessions;
 pub mod settings;

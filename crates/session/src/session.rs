@@ -2849,9 +2849,16 @@ struct McpTools {
 
 impl loop_core::ToolSource for McpTools {
     fn tools(&self) -> Vec<Arc<dyn executor::Tool>> {
+        // Claude Code's resource tools join with the first connected server.
+        let resources = if self.pool.connected().is_empty() {
+            Vec::new()
+        } else {
+            mcp::resources::tools(&self.pool)
+        };
         self.pool
             .tools()
             .into_iter()
+            .chain(resources)
             .filter(|tool| offered(&self.gate, tool.as_ref()))
             .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
             .collect()

@@ -20,8 +20,9 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -82,6 +83,7 @@ impl ServerHandler for ScriptedMcp {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
                 .build(),
         )
     }
@@ -100,6 +102,43 @@ impl ServerHandler for ScriptedMcp {
             page["nextCursor"] = json!("more");
         }
         serde_json::from_value(page)
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    /// Two resources: `notes://todo` (text) and `image://pixel` (a PNG blob).
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        serde_json::from_value(json!({"resources": [
+            {"uri": "notes://todo", "name": "todo", "mimeType": "text/plain", "description": "What is left to do"},
+            {"uri": "image://pixel", "name": "pixel", "mimeType": "image/png"},
+        ]}))
+        .map_err(|error| ErrorData::internal_error(error.to_string(), None))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents = match request.uri.as_str() {
+            "notes://todo" => {
+                json!([{"uri": "notes://todo", "mimeType": "text/plain", "text": "1. write the tests\n2. ship"}])
+            }
+            "image://pixel" => {
+                json!([{"uri": "image://pixel", "mimeType": "image/png", "blob": PNG}])
+            }
+            other => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        serde_json::from_value::<ReadResourceResult>(json!({ "contents": contents }))
+            .map(ReadResourceResponse::from)
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))
     }
 

@@ -568,45 +568,7 @@ async fn run(
     let writer_for_stderr = writer
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
-    // Found once, outside the workspace: never the repository's own `bash`.
-    let shell = sandbox::env::resolve_program("bash")
-        .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
-    let (mut std_command, _placeholders, profile) = match how {
-        BashRun::Unsandboxed | BashRun::UserShell => {
-            let mut bash = std::process::Command::new(&shell);
-            // `$0` stays `bash`, as when it was found by name.
-            std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
-            bash.arg("-c").arg(&script).current_dir(&cwd);
-            (bash, None, None)
-        }
-        BashRun::Sandboxed(profile) => {
-            let Some(backend) = shared.sandbox.backend.clone() else {
-                return Err(ToolError::CouldNotRun(
-                    "the sandbox is off, but this call was allowed only in the sandbox".into(),
-                ));
-            };
-            let policy =
-                sandboxing::policy(shared, workspace, profile).map_err(ToolError::CouldNotRun)?;
-            let prepared = sandbox::Sandbox::new(backend)
-                .command(
-                    &policy,
-                    shell.as_os_str(),
-                    &["-c".into(), script.clone().into()],
-                    &cwd,
-                )
-                .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
-            (prepared.command, Some(prepared.guard), Some(profile))
-        }
-    };
-    let confinement = match profile {
-        Some(_) => sandbox::env::Confinement::Sandboxed,
-        None => sandbox::env::Confinement::Unsandboxed,
-    };
-    if how == BashRun::UserShell {
-        sandbox::env::user_shell(&mut std_command, &shared.env, &shared.withheld_env);
-    } else {
-        sandbox::env::reset(&mut std_command, confinement, &shared.env);
-    }
+    let (std_command, _placeholders, profile) = prepare(shared, workspace, how, &script, &cwd)?;
     let mut bash = Command::from(std_command);
     bash.stdin(Stdio::null())
         .stdout(writer)
@@ -728,6 +690,66 @@ async fn run(
             Ok(output.with_structured(structured))
         }
     }
+}
+
+/// A command ready to start, the placeholders to remove when it ends (sandboxed), and the
+/// sandbox profile it runs in (`None`: unsandboxed).
+type Prepared = (
+    std::process::Command,
+    Option<sandbox::PlaceholderGuard>,
+    Option<Profile>,
+);
+
+/// The `bash -c script` command for `how`: the sandbox's (with the placeholders to remove
+/// when it ends, and its profile) or a plain one, with the environment it gets
+/// ([`sandbox::env::reset`], or the user's shell's for a command the user typed).
+fn prepare(
+    shared: &Shared,
+    workspace: &Workspace,
+    how: BashRun,
+    script: &str,
+    cwd: &std::path::Path,
+) -> Result<Prepared, ToolError> {
+    // Found once, outside the workspace: never the repository's own `bash`.
+    let shell = sandbox::env::resolve_program("bash")
+        .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
+    let (mut std_command, placeholders, profile) = match how {
+        BashRun::Unsandboxed | BashRun::UserShell => {
+            let mut bash = std::process::Command::new(&shell);
+            // `$0` stays `bash`, as when it was found by name.
+            std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
+            bash.arg("-c").arg(script).current_dir(cwd);
+            (bash, None, None)
+        }
+        BashRun::Sandboxed(profile) => {
+            let Some(backend) = shared.sandbox.backend.clone() else {
+                return Err(ToolError::CouldNotRun(
+                    "the sandbox is off, but this call was allowed only in the sandbox".into(),
+                ));
+            };
+            let policy =
+                sandboxing::policy(shared, workspace, profile).map_err(ToolError::CouldNotRun)?;
+            let prepared = sandbox::Sandbox::new(backend)
+                .command(
+                    &policy,
+                    shell.as_os_str(),
+                    &["-c".into(), script.into()],
+                    cwd,
+                )
+                .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
+            (prepared.command, Some(prepared.guard), Some(profile))
+        }
+    };
+    let confinement = match profile {
+        Some(_) => sandbox::env::Confinement::Sandboxed,
+        None => sandbox::env::Confinement::Unsandboxed,
+    };
+    if how == BashRun::UserShell {
+        sandbox::env::user_shell(&mut std_command, &shared.env, &shared.withheld_env);
+    } else {
+        sandbox::env::reset(&mut std_command, confinement, &shared.env);
+    }
+    Ok((std_command, placeholders, profile))
 }
 
 /// Messages with which the operating system refuses what a sandbox does not allow.

@@ -171,44 +171,15 @@ fn read(
         }
         Err(error) => return Err(io_error("read", &path, &error)),
     };
-    if metadata.is_dir() {
-        return Err(ToolError::InvalidInput(format!(
-            "{} is a directory, not a file; list it with Glob, or with `ls` in Bash",
-            path.display()
-        )));
-    }
-    if !metadata.is_file() {
-        // A FIFO, socket or device would block or never end.
-        return Err(ToolError::InvalidInput(format!(
-            "{} is not a regular file (a pipe, socket or device); it was not read",
-            path.display()
-        )));
-    }
+    check_kind(&path, &metadata)?;
     let file = File::open(&path).map_err(|error| io_error("open", &path, &error))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let head = reader
         .fill_buf()
         .map_err(|error| io_error("read", &path, &error))?;
     let image = crate::media::format_of(head);
-    let notebook = path.extension().and_then(|ext| ext.to_str()) == Some("ipynb");
-    if image.is_some() || notebook {
-        // Read whole (bounded), and counted as read, so a Write or NotebookEdit may follow.
-        if metadata.len() > crate::media::MAX_FILE_BYTES {
-            return Err(ToolError::InvalidInput(format!(
-                "{} has {} bytes; images and notebooks of at most {} bytes are read",
-                path.display(),
-                metadata.len(),
-                crate::media::MAX_FILE_BYTES
-            )));
-        }
-        let bytes = std::fs::read(&path).map_err(|error| io_error("read", &path, &error))?;
-        let output = match image {
-            Some(format) => crate::media::read(&path, &bytes, format)?,
-            None => crate::notebook::read(&path, &bytes)?,
-        };
-        let stamp = crate::session::FileStamp::of(&bytes, metadata.modified().ok());
-        shared.read_state.insert(path.clone(), stamp);
-        return Ok(output);
+    if image.is_some() || path.extension().and_then(|ext| ext.to_str()) == Some("ipynb") {
+        return read_whole(shared, &path, &metadata, image);
     }
     if head[..head.len().min(BINARY_PROBE)].contains(&0) {
         return Err(ToolError::InvalidInput(format!(
@@ -327,6 +298,50 @@ fn read(
         output.push_str(&note);
     }
     Ok(ToolOutput::text(output))
+}
+
+/// Refuses a folder, and a FIFO, socket or device (which would block or never end).
+fn check_kind(path: &std::path::Path, metadata: &std::fs::Metadata) -> Result<(), ToolError> {
+    if metadata.is_dir() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is a directory, not a file; list it with Glob, or with `ls` in Bash",
+            path.display()
+        )));
+    }
+    if !metadata.is_file() {
+        return Err(ToolError::InvalidInput(format!(
+            "{} is not a regular file (a pipe, socket or device); it was not read",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// An image (`image`: its format) or a notebook: read whole (at most
+/// [`crate::media::MAX_FILE_BYTES`]) and counted as read, so a Write or NotebookEdit may
+/// follow.
+fn read_whole(
+    shared: &Shared,
+    path: &std::path::Path,
+    metadata: &std::fs::Metadata,
+    image: Option<image::ImageFormat>,
+) -> Result<ToolOutput, ToolError> {
+    if metadata.len() > crate::media::MAX_FILE_BYTES {
+        return Err(ToolError::InvalidInput(format!(
+            "{} has {} bytes; images and notebooks of at most {} bytes are read",
+            path.display(),
+            metadata.len(),
+            crate::media::MAX_FILE_BYTES
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|error| io_error("read", path, &error))?;
+    let output = match image {
+        Some(format) => crate::media::read(path, &bytes, format)?,
+        None => crate::notebook::read(path, &bytes)?,
+    };
+    let stamp = crate::session::FileStamp::of(&bytes, metadata.modified().ok());
+    shared.read_state.insert(path.to_path_buf(), stamp);
+    Ok(output)
 }
 
 #[cfg(test)]

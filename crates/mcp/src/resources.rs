@@ -1,0 +1,230 @@
+//! MCP resources as Claude Code's two tools: `ListMcpResourcesTool {server?}` lists what the
+//! connected servers offer, `ReadMcpResourceTool {server, uri}` reads one. Both only read
+//! (they run without a question). Text comes back as text, images as image blocks, other
+//! binary content as a line saying what it is; a resource's text is cut at
+//! [`MAX_RESOURCE_CHARS`] characters, with a marker.
+
+use std::sync::Arc;
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use protocol::{ContentBlock, ToolResultContent};
+use serde_json::{Value, json};
+
+use crate::Pool;
+use crate::server::Server;
+
+/// The tool that lists resources, as Claude Code names it.
+pub const LIST_RESOURCES: &str = "ListMcpResourcesTool";
+
+/// The tool that reads one, as Claude Code names it.
+pub const READ_RESOURCE: &str = "ReadMcpResourceTool";
+
+/// Characters of one resource's text returned (100,000); the rest is cut.
+pub const MAX_RESOURCE_CHARS: usize = 100_000;
+
+/// Lists the connected servers' resources.
+pub struct ListResourcesTool {
+    pool: Arc<Pool>,
+    schema: Value,
+}
+
+/// Reads one resource of a connected server.
+pub struct ReadResourceTool {
+    pool: Arc<Pool>,
+    schema: Value,
+}
+
+impl std::fmt::Debug for ListResourcesTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListResourcesTool").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ReadResourceTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadResourceTool").finish_non_exhaustive()
+    }
+}
+
+/// The two resource tools over `pool`'s servers (those connected when a call runs).
+pub fn tools(pool: &Arc<Pool>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ListResourcesTool {
+            pool: Arc::clone(pool),
+            schema: json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "Only this server's resources"}
+                },
+                "additionalProperties": false
+            }),
+        }),
+        Arc::new(ReadResourceTool {
+            pool: Arc::clone(pool),
+            schema: json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "The server's name"},
+                    "uri": {"type": "string", "description": "The resource's URI"}
+                },
+                "required": ["server", "uri"],
+                "additionalProperties": false
+            }),
+        }),
+    ]
+}
+
+/// The server called `name`, or an error naming the ones there are.
+fn find<'a>(servers: &'a [Arc<Server>], name: &str) -> Result<&'a Arc<Server>, ToolError> {
+    servers
+        .iter()
+        .find(|server| server.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = servers.iter().map(|server| server.name.as_str()).collect();
+            ToolError::InvalidInput(format!(
+                "no connected MCP server is called {name:?}; the connected ones: {}",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        })
+}
+
+impl Tool for ListResourcesTool {
+    fn name(&self) -> &str {
+        LIST_RESOURCES
+    }
+
+    fn description(&self) -> &str {
+        "Lists the resources (files, documents, records) the connected MCP servers offer, each with its server and URI, to read with ReadMcpResourceTool. `server` limits it to one server."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let only = input.get("server").and_then(Value::as_str);
+            let connected = self.pool.connected();
+            let servers: Vec<&Arc<Server>> = match only {
+                Some(name) => vec![find(&connected, name)?],
+                None => connected.iter().collect(),
+            };
+            let mut listed = Vec::new();
+            let mut failures = Vec::new();
+            for server in servers {
+                match server.list_resources().await {
+                    Ok(resources) => listed.extend(resources.into_iter().map(|mut resource| {
+                        resource["server"] = Value::from(server.name.clone());
+                        resource
+                    })),
+                    Err(error) => failures.push(error),
+                }
+            }
+            let mut text = if listed.is_empty() {
+                "No resources.".to_owned()
+            } else {
+                serde_json::to_string_pretty(&listed).unwrap_or_default()
+            };
+            for failure in &failures {
+                text.push_str(&format!("\n({failure})"));
+            }
+            Ok(ToolOutput::text(text).with_structured(Value::Array(listed)))
+        })
+    }
+}
+
+impl Tool for ReadResourceTool {
+    fn name(&self) -> &str {
+        READ_RESOURCE
+    }
+
+    fn description(&self) -> &str {
+        "Reads a resource of a connected MCP server by its URI (as ListMcpResourcesTool gives it): text as text, images as images."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let field = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+            let (name, uri) = (field("server"), field("uri"));
+            let connected = self.pool.connected();
+            let server = find(&connected, name)?;
+            let result = match server.read_resource(uri).await {
+                Ok(result) => result,
+                Err(message) => return Ok(ToolOutput::error(message)),
+            };
+            Ok(resource_output(&result))
+        })
+    }
+}
+
+/// A `resources/read` result as a tool result: each content's text (cut at
+/// [`MAX_RESOURCE_CHARS`]), an image blob as an image block, another blob as a line; and
+/// Claude Code's structured `{contents: [{uri, mimeType, text}]}`.
+pub fn resource_output(result: &Value) -> ToolOutput {
+    let contents = result["contents"].as_array().map_or(&[][..], Vec::as_slice);
+    let mut blocks = Vec::new();
+    let mut structured = Vec::new();
+    for content in contents {
+        let uri = content["uri"].as_str().unwrap_or_default();
+        let mime = content["mimeType"].as_str().unwrap_or_default();
+        if let Some(text) = content["text"].as_str() {
+            let cut: String = text.chars().take(MAX_RESOURCE_CHARS).collect();
+            let more = text.chars().count().saturating_sub(MAX_RESOURCE_CHARS);
+            let mut shown = format!("{uri}:\n{cut}");
+            if more > 0 {
+                shown.push_str(&format!("\n… ({more} more characters cut)"));
+            }
+            blocks.push(ContentBlock::text(shown));
+            structured.push(json!({"uri": uri, "mimeType": mime, "text": cut}));
+        } else if let Some(blob) = content["blob"].as_str() {
+            if matches!(
+                mime,
+                "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+            ) {
+                blocks.push(ContentBlock::Image(protocol::ImageBlock {
+                    source: json!({"type": "base64", "media_type": mime, "data": blob}),
+                    cache_control: None,
+                    extra: serde_json::Map::new(),
+                }));
+            } else {
+                blocks.push(ContentBlock::text(format!(
+                    "{uri}: binary content ({mime}, {} bytes of base64), not shown",
+                    blob.len()
+                )));
+            }
+            structured.push(json!({"uri": uri, "mimeType": mime}));
+        }
+    }
+    if blocks.is_empty() {
+        blocks.push(ContentBlock::text("The resource is empty."));
+    }
+    let mut output = ToolOutput::text(String::new());
+    output.content = ToolResultContent::Blocks(blocks);
+    output.with_structured(json!({ "contents": structured }))
+}
