@@ -56,19 +56,6 @@ async fn run(repo: &Repo, server: &Server, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-fn result_of(server: &Server, id: &str) -> Value {
-    for request in server.requests() {
-        for message in request.json()["messages"].as_array().unwrap() {
-            for block in message["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block.clone();
-                }
-            }
-        }
-    }
-    panic!("no result for {id}")
-}
-
 #[tokio::test]
 async fn a_trusted_projects_servers_give_the_model_their_tools() {
     let Some(kit) = testkit() else { return };
@@ -129,12 +116,12 @@ async fn a_trusted_projects_servers_give_the_model_their_tools() {
         .clone();
     assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
     // Allowed: ran. Not allowed: refused headless, nothing written.
-    assert_eq!(result_of(&server, "toolu_e")["content"], "marker-7");
-    let refused = result_of(&server, "toolu_w");
+    assert_eq!(common::result_block(&server, "toolu_e")["content"], "marker-7");
+    let refused = common::result_block(&server, "toolu_w");
     assert_eq!(refused["is_error"], true, "{refused}");
     assert!(!planted.exists());
     // A result over the budget is never cut silently: it goes to a file, with a preview.
-    let huge = result_of(&server, "toolu_h")["content"].to_string();
+    let huge = common::result_block(&server, "toolu_h")["content"].to_string();
     assert!(
         huge.contains("<persisted-output>") && huge.contains("Output too large (300000 bytes"),
         "{}",
@@ -268,20 +255,20 @@ async fn real_npm_servers_work_as_in_claude_code() {
         "{stderr}"
     );
     assert!(
-        result_of(&server, "toolu_r")
+        common::result_block(&server, "toolu_r")
             .to_string()
             .contains("npm-marker-31"),
         "{}",
-        result_of(&server, "toolu_r")
+        common::result_block(&server, "toolu_r")
     );
     assert!(
-        result_of(&server, "toolu_g")
+        common::result_block(&server, "toolu_g")
             .to_string()
             .contains("npm-marker-32"),
         "{}",
-        result_of(&server, "toolu_g")
+        common::result_block(&server, "toolu_g")
     );
-    assert_eq!(result_of(&server, "toolu_w")["is_error"], true);
+    assert_eq!(common::result_block(&server, "toolu_w")["is_error"], true);
     assert!(!repo.dir.join("written.txt").exists());
 }
 
@@ -464,7 +451,7 @@ async fn a_slow_server_is_pending_then_joins_mid_run() {
             .to_string()
             .contains("mcp__slow__echo")
     );
-    assert_eq!(result_of(&server, "toolu_e")["content"], "late-marker");
+    assert_eq!(common::result_block(&server, "toolu_e")["content"], "late-marker");
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
 }
 
@@ -502,7 +489,7 @@ async fn headless_runs_wait_for_slow_servers() {
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "slow", "status": "connected"}])
     );
-    assert_eq!(result_of(&server, "toolu_e")["content"], "waited");
+    assert_eq!(common::result_block(&server, "toolu_e")["content"], "waited");
 }
 
 /// A server that changes its tool list mid-run (`notifications/tools/list_changed`): the
@@ -551,7 +538,7 @@ async fn a_tool_added_mid_run_is_offered_at_the_next_request() {
             .to_string()
             .contains("mcp__kit__bonus")
     );
-    assert_eq!(result_of(&server, "toolu_b")["content"], "bonus!");
+    assert_eq!(common::result_block(&server, "toolu_b")["content"], "bonus!");
 }
 
 /// A streamable HTTP server as Claude Code configures one: `agent mcp add --transport http`
@@ -616,7 +603,7 @@ async fn an_http_server_added_with_a_token_serves_a_run() {
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "remote", "status": "connected"}])
     );
-    assert_eq!(result_of(&server, "toolu_h")["content"], "from-afar");
+    assert_eq!(common::result_block(&server, "toolu_h")["content"], "from-afar");
 
     // A wrong token: the server refuses, and the run says why and goes on.
     let output = command(&repo, &server)
@@ -771,7 +758,7 @@ async fn max_mcp_output_tokens_is_the_mcp_tools_result_limit() {
             "{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        let content = result_of(&server, "toolu_h")["content"].clone();
+        let content = common::result_block(&server, "toolu_h")["content"].clone();
         if saved {
             let text = content.as_str().unwrap_or_default();
             assert!(
@@ -841,7 +828,7 @@ async fn a_call_that_never_answers_ends_at_the_tool_timeout() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let timed_out = result_of(&server, "toolu_s");
+    let timed_out = common::result_block(&server, "toolu_s");
     assert_eq!(timed_out["is_error"], true, "{timed_out}");
     let text = timed_out["content"].to_string();
     for part in [
@@ -852,7 +839,7 @@ async fn a_call_that_never_answers_ends_at_the_tool_timeout() {
     ] {
         assert!(text.contains(part), "missing {part:?} in {text}");
     }
-    assert_eq!(result_of(&server, "toolu_e")["content"], "still here");
+    assert_eq!(common::result_block(&server, "toolu_e")["content"], "still here");
     assert!(started.elapsed() < Duration::from_secs(30));
 
     // A value that is not a number of milliseconds is named, and the default applies.
@@ -925,16 +912,16 @@ async fn mcp_resources_are_listed_and_read() {
             && offered.contains(&"ReadMcpResourceTool".to_owned()),
         "{offered:?}"
     );
-    let listed = result_of(&server, "toolu_l").to_string();
+    let listed = common::result_block(&server, "toolu_l").to_string();
     assert!(
         listed.contains("notes://todo") && listed.contains("\\\"server\\\": \\\"kit\\\""),
         "{listed}"
     );
-    let text = result_of(&server, "toolu_t");
+    let text = common::result_block(&server, "toolu_t");
     assert!(text.to_string().contains("1. write the tests"), "{text:#}");
-    let image = result_of(&server, "toolu_i");
+    let image = common::result_block(&server, "toolu_i");
     assert_eq!(image["content"][0]["type"], "image", "{image:#}");
-    let unknown = result_of(&server, "toolu_x");
+    let unknown = common::result_block(&server, "toolu_x");
     assert_eq!(unknown["is_error"], true);
     assert!(
         unknown.to_string().contains("the connected ones: kit"),

@@ -184,11 +184,16 @@ pub async fn wait_for_process(command: &str) -> i32 {
 
 /// The text (as JSON) of the tool_result for `id`, as the first request that has it sent it.
 pub fn result_text(server: &Server, id: &str) -> String {
+    result_block(server, id)["content"].to_string()
+}
+
+/// The whole tool_result block answering `id` in the requests `server` received.
+pub fn result_block(server: &Server, id: &str) -> serde_json::Value {
     for request in server.requests() {
         for message in request.json()["messages"].as_array().into_iter().flatten() {
             for block in message["content"].as_array().into_iter().flatten() {
                 if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                    return block["content"].to_string();
+                    return block.clone();
                 }
             }
         }
