@@ -284,6 +284,7 @@ pub async fn run(
     .context("taking the terminal")?;
     let ui = terminal.handle();
     status.attach(ui.clone());
+    status.set_todo_list(session.todo_list());
     let queue = ui.clone();
     session.set_steering(Arc::new(move || queue.take_queued()));
     let code = session_loop(&mut session, interrupts, &status, &ui, first).await;
@@ -336,8 +337,8 @@ async fn session_loop(
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     loop {
-        // The todo list as the history now has it (a turn, a resume, a rewind, /clear).
-        ui.set_checklist(output::checklist(&repl.session.todos(), true));
+        // The task list as the history now has it (a turn, a resume, a rewind, /clear).
+        status.show_checklist();
         let (line, pasted) = match first.take() {
             Some(line) => {
                 say(ui, &format!("› {}", printable(&line, false)));
@@ -479,9 +480,9 @@ impl Repl<'_> {
             Input::Todos => {
                 let todos = self.session.todos();
                 if todos.is_empty() {
-                    self.say("No todo list: the model has not written one in this session.");
+                    self.say("No task list: the model has not made one in this session.");
                 } else {
-                    let mut lines = vec!["The model's todo list:".to_owned()];
+                    let mut lines = vec!["The model's task list:".to_owned()];
                     lines.extend(output::checklist(&todos, false));
                     self.ui.commit(lines);
                 }

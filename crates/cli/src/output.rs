@@ -15,9 +15,7 @@ use serde_json::{Value, json};
 use crate::args::OutputFormat;
 use session::cost::{Totals, compact_count};
 pub use session::rows::{checklist, tool_label};
-use session::rows::{
-    context_line, detail_lines, dim, new_todos, one_line, red, result_lines, stop_sentence,
-};
+use session::rows::{context_line, detail_lines, dim, one_line, red, result_lines, stop_sentence};
 
 /// The exit code and result subtype of a terminal reason.
 pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
@@ -65,6 +63,8 @@ struct StatusInner {
     bar: Option<ProgressBar>,
     /// The last message shown.
     message: Option<String>,
+    /// The task list shown under the status line (interactive).
+    todos: Option<tools::todo::TodoList>,
 }
 
 impl Status {
@@ -89,6 +89,23 @@ impl Status {
     /// The terminal's task, when attached.
     pub fn tui(&self) -> Option<render::tui::Handle> {
         self.lock().tui.clone()
+    }
+
+    /// The task list the status line shows under it (the interactive session's).
+    pub fn set_todo_list(&self, list: tools::todo::TodoList) {
+        self.lock().todos = Some(list);
+    }
+
+    /// Draws the task list under the status line as it is now (only with the terminal's
+    /// task and a list).
+    pub fn show_checklist(&self) {
+        let (tui, list) = {
+            let inner = self.lock();
+            (inner.tui.clone(), inner.todos.clone())
+        };
+        if let (Some(tui), Some(list)) = (tui, list) {
+            tui.set_checklist(checklist(&list.items(), true));
+        }
     }
 
     /// The turn's rows redrawn in place (the calls in flight); only with the terminal's task.
@@ -748,12 +765,10 @@ impl Renderer {
                     let lines = self.view.calls.start(id, tool_label(&done.name, &input));
                     self.write_lines(&lines);
                 }
-                if done.name == tools::todo::TODO_WRITE
-                    && done.result.is_error != Some(true)
-                    && let Some(todos) = new_todos(done)
-                    && let Some(tui) = self.view.status.as_ref().and_then(Status::tui)
+                if tools::todo::changes_the_list(&done.name)
+                    && let Some(status) = &self.view.status
                 {
-                    tui.set_checklist(checklist(&todos, true));
+                    status.show_checklist();
                 }
                 let mut lines = result_lines(done, &input);
                 lines.extend(

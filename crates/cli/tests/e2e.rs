@@ -2471,7 +2471,10 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "Grep",
             "Bash",
             "NotebookEdit",
-            "TodoWrite",
+            "TaskCreate",
+            "TaskGet",
+            "TaskUpdate",
+            "TaskList",
             "AskUserQuestion"
         ]
     );
@@ -3231,7 +3234,8 @@ async fn a_retried_stream_withdraws_the_partial_message() {
     assert_eq!(server.request_count(), 2);
 }
 
-/// Headless: TodoWrite works and stream-json carries Claude Code's `{oldTodos, newTodos}`;
+/// Headless: TodoWrite (accepted, not offered) works and stream-json carries Claude Code's
+/// `{oldTodos, newTodos}`;
 /// AskUserQuestion is refused with a result that sends the model on with its own judgment.
 #[tokio::test]
 async fn headless_todos_and_questions() {
@@ -3261,6 +3265,9 @@ async fn headless_todos_and_questions() {
     )
     .await;
     assert!(output.status.success());
+    // Claude Code 2.1's task tools are offered; TodoWrite, its earlier form, is accepted only.
+    let offered = server.requests()[0].json()["tools"].to_string();
+    assert!(offered.contains("\"TaskCreate\"") && !offered.contains("\"TodoWrite\""));
     let lines = lines(&output);
     let todo_result = lines
         .iter()

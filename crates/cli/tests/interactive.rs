@@ -2394,19 +2394,41 @@ async fn command_colours_show_on_the_terminal_not_for_the_model() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
-/// The model's todo list: TodoWrite's result is Claude Code's `{oldTodos, newTodos}`; the
-/// list shows under the status line (Ctrl-T hides and shows it) and in the call's row;
-/// `/todos` prints it; a resumed session has it back.
+/// The model's task list (Claude Code 2.1's TaskCreate and TaskUpdate): it shows under the
+/// status line (Ctrl-T hides and shows it); `/todos` prints it; a resumed session has it
+/// back.
 #[tokio::test]
 async fn the_todo_list_shows_under_the_status_line_and_survives_a_resume() {
     let repo = repo("interactive-todos");
-    let todos = json!([
-        {"content": "Read the code", "status": "completed", "activeForm": "Reading the code"},
-        {"content": "Run the build", "status": "in_progress", "activeForm": "Running the build"},
-        {"content": "Write the tests", "status": "pending", "activeForm": "Writing the tests"},
-    ]);
+    let create = |id: &str, subject: &str, active: &str| {
+        (
+            id.to_owned(),
+            json!({"subject": subject, "description": subject, "activeForm": active}),
+        )
+    };
+    let mut turn = Turn::new();
+    for (id, input) in [
+        create("toolu_c1", "Read the code", "Reading the code"),
+        create("toolu_c2", "Run the build", "Running the build"),
+        create("toolu_c3", "Write the tests", "Writing the tests"),
+    ] {
+        turn = turn.tool_use(&id, "TaskCreate", input);
+    }
     let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use("toolu_todo", "TodoWrite", json!({"todos": todos}))),
+        Reply::turn(turn),
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_u1",
+                    "TaskUpdate",
+                    json!({"taskId": "1", "status": "completed"}),
+                )
+                .tool_use(
+                    "toolu_u2",
+                    "TaskUpdate",
+                    json!({"taskId": "2", "status": "in_progress"}),
+                ),
+        ),
         Reply::turn(Turn::new().text("Planned.")),
     ]))
     .await
@@ -2416,17 +2438,18 @@ async fn the_todo_list_shows_under_the_status_line_and_survives_a_resume() {
     terminal.type_keys("plan the work\r");
     terminal.wait_for("Planned.", 1).await;
     terminal.wait_prompt(2).await;
-    // The row, then the live list under the status line.
-    terminal.wait_for("⏺ TodoWrite", 1).await;
-    terminal.wait_for("◐ Running the build", 2).await;
-    terminal.wait_for("☐ Write the tests", 2).await;
+    // The rows, then the live list under the status line.
+    terminal.wait_for("⏺ TaskCreate", 1).await;
+    terminal.wait_for("◐ Running the build", 1).await;
+    terminal.wait_for("☐ Write the tests", 1).await;
     let screen = terminal.text();
     let status = screen.rfind("─ claude-opus-4-8").unwrap();
     assert!(screen[status..].contains("☐ Write the tests"), "{screen}");
-    let result = messages(&server, 1).last().unwrap()["content"][0].to_string();
+    assert!(screen[status..].contains("☒ Read the code"), "{screen}");
+    let created = messages(&server, 1).last().unwrap()["content"][0].to_string();
     assert!(
-        result.contains("1 completed, 1 in progress, 1 pending"),
-        "{result}"
+        created.contains("Task #1 created: Read the code"),
+        "{created}"
     );
     // Ctrl-T hides it.
     terminal.type_keys("\u{14}");
@@ -2435,12 +2458,12 @@ async fn the_todo_list_shows_under_the_status_line_and_survives_a_resume() {
     let status = screen.rfind("─ claude-opus-4-8").unwrap();
     assert!(!screen[status..].contains("Write the tests"), "{screen}");
     terminal.type_keys("/todos\r");
-    terminal.wait_for("The model's todo list:", 1).await;
+    terminal.wait_for("The model's task list:", 1).await;
     terminal.wait_prompt(3).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 
-    // Resumed: the list is back.
+    // Resumed: the list is back, rebuilt from the history.
     let server = Server::start_tls(Script::new(vec![])).await.unwrap();
     let mut command = command(&repo, &server);
     command.arg("--continue");

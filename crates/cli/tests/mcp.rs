@@ -116,7 +116,10 @@ async fn a_trusted_projects_servers_give_the_model_their_tools() {
         .clone();
     assert_eq!(echo["input_schema"]["properties"]["text"]["type"], "string");
     // Allowed: ran. Not allowed: refused headless, nothing written.
-    assert_eq!(common::result_block(&server, "toolu_e")["content"], "marker-7");
+    assert_eq!(
+        common::result_block(&server, "toolu_e")["content"],
+        "marker-7"
+    );
     let refused = common::result_block(&server, "toolu_w");
     assert_eq!(refused["is_error"], true, "{refused}");
     assert!(!planted.exists());
@@ -451,7 +454,10 @@ async fn a_slow_server_is_pending_then_joins_mid_run() {
             .to_string()
             .contains("mcp__slow__echo")
     );
-    assert_eq!(common::result_block(&server, "toolu_e")["content"], "late-marker");
+    assert_eq!(
+        common::result_block(&server, "toolu_e")["content"],
+        "late-marker"
+    );
     assert!(started.elapsed() < std::time::Duration::from_secs(8));
 }
 
@@ -489,7 +495,10 @@ async fn headless_runs_wait_for_slow_servers() {
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "slow", "status": "connected"}])
     );
-    assert_eq!(common::result_block(&server, "toolu_e")["content"], "waited");
+    assert_eq!(
+        common::result_block(&server, "toolu_e")["content"],
+        "waited"
+    );
 }
 
 /// A server that changes its tool list mid-run (`notifications/tools/list_changed`): the
@@ -538,7 +547,10 @@ async fn a_tool_added_mid_run_is_offered_at_the_next_request() {
             .to_string()
             .contains("mcp__kit__bonus")
     );
-    assert_eq!(common::result_block(&server, "toolu_b")["content"], "bonus!");
+    assert_eq!(
+        common::result_block(&server, "toolu_b")["content"],
+        "bonus!"
+    );
 }
 
 /// A streamable HTTP server as Claude Code configures one: `agent mcp add --transport http`
@@ -603,7 +615,10 @@ async fn an_http_server_added_with_a_token_serves_a_run() {
         lines(&output)[0]["mcp_servers"],
         json!([{"name": "remote", "status": "connected"}])
     );
-    assert_eq!(common::result_block(&server, "toolu_h")["content"], "from-afar");
+    assert_eq!(
+        common::result_block(&server, "toolu_h")["content"],
+        "from-afar"
+    );
 
     // A wrong token: the server refuses, and the run says why and goes on.
     let output = command(&repo, &server)
@@ -839,7 +854,10 @@ async fn a_call_that_never_answers_ends_at_the_tool_timeout() {
     ] {
         assert!(text.contains(part), "missing {part:?} in {text}");
     }
-    assert_eq!(common::result_block(&server, "toolu_e")["content"], "still here");
+    assert_eq!(
+        common::result_block(&server, "toolu_e")["content"],
+        "still here"
+    );
     assert!(started.elapsed() < Duration::from_secs(30));
 
     // A value that is not a number of milliseconds is named, and the default applies.

@@ -32,6 +32,14 @@ pub trait Tool: Send + Sync + 'static {
         &[]
     }
 
+    /// Whether the tool is accepted but never offered: the legacy form of a tool a model
+    /// trained on another version may still call (Claude Code's TodoWrite beside its task
+    /// tools). A request's tool list leaves it out; a call of it runs. The default is
+    /// `false`.
+    fn hidden(&self) -> bool {
+        false
+    }
+
     /// What the tool does, for the model.
     fn description(&self) -> &str;
 

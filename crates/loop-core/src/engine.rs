@@ -883,6 +883,7 @@ fn budget_nudge(used: u64, budget: u64) -> String {
 fn definitions(tools: &[Arc<dyn Tool>]) -> Vec<ToolDefinition> {
     tools
         .iter()
+        .filter(|tool| !tool.hidden())
         .map(|tool| ToolDefinition {
             name: tool.name().to_owned(),
             description: Some(tool.description().to_owned()),

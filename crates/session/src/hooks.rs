@@ -619,6 +619,10 @@ impl Tool for PostToolUse {
         self.inner.description()
     }
 
+    fn hidden(&self) -> bool {
+        self.inner.hidden()
+    }
+
     fn input_schema(&self) -> &Value {
         self.inner.input_schema()
     }

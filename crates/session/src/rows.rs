@@ -222,16 +222,6 @@ pub fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String
     if failed {
         return error_lines(&text);
     }
-    if done.name == tools::todo::TODO_WRITE
-        && let Some(todos) = new_todos(done)
-    {
-        let mut lines = checklist(&todos, false);
-        match lines.first_mut() {
-            Some(first) => *first = format!("  ⎿  {}", first.trim_start()),
-            None => lines.push("  ⎿  (the todo list is empty)".to_owned()),
-        }
-        return lines;
-    }
     if matches!(done.name.as_str(), "Task" | "Agent")
         && let Some(done_line) = done.structured.as_ref().and_then(subagent_done)
     {
@@ -280,37 +270,29 @@ pub fn colored_first_line(stdout: &str, plain: &str) -> Option<String> {
     })
 }
 
-/// The list a finished TodoWrite call wrote (its structured `newTodos`).
-pub fn new_todos(done: &executor::CompletedTool) -> Option<Vec<tools::todo::Todo>> {
-    let todos = done.structured.as_ref()?.get("newTodos")?;
-    serde_json::from_value(todos.clone()).ok()
-}
-
-/// The todo list as rows: `☐` pending, `◐` in progress (bold, its `activeForm`), `☒`
-/// completed (dim, struck through), each indented by three spaces (the first row's start is
-/// where a caller may put `⎿`). `live`: for the rows under the status line, which a list
-/// with nothing left to do (every item completed, or none) leaves empty.
-pub fn checklist(todos: &[tools::todo::Todo], live: bool) -> Vec<String> {
+/// The task list as rows: `☐` pending, `◐` in progress (bold, its `activeForm`), `☒`
+/// completed (dim, struck through), each indented by five spaces. `live`: for the rows
+/// under the status line, which a list with nothing left to do (every task completed, or
+/// none) leaves empty.
+pub fn checklist(tasks: &[tools::todo::Task], live: bool) -> Vec<String> {
     use tools::todo::TodoStatus;
     if live
-        && todos
+        && tasks
             .iter()
-            .all(|todo| todo.status == TodoStatus::Completed)
+            .all(|task| task.status == TodoStatus::Completed)
     {
         return Vec::new();
     }
-    todos
+    tasks
         .iter()
-        .map(|todo| match todo.status {
-            TodoStatus::Pending => format!("     ☐ {}", printable(&todo.content, false)),
-            TodoStatus::InProgress => {
-                format!(
-                    "     \x1b[1m◐ {}\x1b[0m",
-                    printable(&todo.active_form, false)
-                )
-            }
+        .map(|task| match task.status {
+            TodoStatus::Pending => format!("     ☐ {}", printable(&task.subject, false)),
+            TodoStatus::InProgress => format!(
+                "     \x1b[1m◐ {}\x1b[0m",
+                printable(task.active_form.as_deref().unwrap_or(&task.subject), false)
+            ),
             TodoStatus::Completed => {
-                format!("     \x1b[2;9m☒ {}\x1b[0m", printable(&todo.content, false))
+                format!("     \x1b[2;9m☒ {}\x1b[0m", printable(&task.subject, false))
             }
         })
         .collect()

@@ -641,15 +641,22 @@ impl Session {
         self.restore_todos();
     }
 
-    /// The model's todo list now (its last TodoWrite; a resumed session's as it left it).
-    pub fn todos(&self) -> Vec<tools::todo::Todo> {
+    /// The model's task list now (a resumed session's as it left it).
+    pub fn todos(&self) -> Vec<tools::todo::Task> {
         self.tooling.gate.todo_list().items()
     }
 
-    /// Sets the todo list to what the history's last successful TodoWrite wrote (none:
-    /// empty), after the history was replaced (resume, rewind, `/clear`).
+    /// The model's task list itself, to show it as it changes during a turn.
+    pub fn todo_list(&self) -> tools::todo::TodoList {
+        self.tooling.gate.todo_list()
+    }
+
+    /// Rebuilds the task list from the history (after it was replaced: resume, rewind,
+    /// `/clear`): the successful calls of the list's tools, replayed in order.
     fn restore_todos(&self) {
         let history = &self.record.history;
+        let list = self.tooling.gate.todo_list();
+        list.clear();
         let succeeded = |id: &protocol::ToolUseId| {
             history.iter().any(|message| {
                 message.content.iter().any(|block| match block {
@@ -660,18 +667,15 @@ impl Session {
                 })
             })
         };
-        let last = history
+        for tool_use in history
             .iter()
-            .rev()
-            .flat_map(|message| message.content.iter().rev())
+            .flat_map(|message| message.content.iter())
             .filter_map(protocol::ContentBlock::as_tool_use)
-            .filter(|tool_use| tool_use.name == tools::todo::TODO_WRITE)
-            .find(|tool_use| succeeded(&tool_use.id))
-            .and_then(|tool_use| tools::todo::TodoList::parse_input(&tool_use.input));
-        self.tooling
-            .gate
-            .todo_list()
-            .replace(last.unwrap_or_default());
+            .filter(|tool_use| tools::todo::changes_the_list(&tool_use.name))
+            .filter(|tool_use| succeeded(&tool_use.id))
+        {
+            list.replay(&tool_use.name, &tool_use.input);
+        }
     }
 
     /// Goes on in a new session that begins with this one's history, as `--fork-session`
@@ -1468,6 +1472,7 @@ impl ToolState {
     fn offered_names(&self) -> Vec<String> {
         self.tools
             .iter()
+            .filter(|tool| !tool.hidden())
             .map(|tool| tool.name().to_owned())
             .chain(
                 self.task_offered

@@ -216,8 +216,13 @@ impl ToolSet {
                 config.prompter.clone(),
             )),
             Arc::new(crate::notebook::NotebookEditTool::new(Arc::clone(&shared))),
-            Arc::new(crate::todo::TodoWriteTool::new(Arc::clone(&shared))),
         ];
+        let mut tools = tools;
+        tools.extend(
+            crate::todo::TaskTool::all(&shared.todos)
+                .into_iter()
+                .map(|tool| Arc::new(tool) as Arc<dyn Tool>),
+        );
         let gate = Arc::new(PermissionGate::new(shared, config.prompter));
         Ok(Self { tools, gate })
     }

@@ -418,8 +418,30 @@ fn schemas_list_exactly_claude_codes_fields() {
             "Grep",
             "Bash",
             "NotebookEdit",
+            "TaskCreate",
+            "TaskGet",
+            "TaskUpdate",
+            "TaskList",
             "TodoWrite"
         ]
+    );
+    assert_eq!(
+        fields("TaskUpdate"),
+        sorted(&[
+            "taskId",
+            "subject",
+            "description",
+            "activeForm",
+            "status",
+            "addBlocks",
+            "addBlockedBy",
+            "owner",
+            "metadata"
+        ])
+    );
+    assert_eq!(
+        fields("TaskCreate"),
+        sorted(&["subject", "description", "activeForm", "metadata"])
     );
     assert_eq!(fields("TodoWrite"), sorted(&["todos"]));
     assert_eq!(

@@ -1330,3 +1330,70 @@ async fn shell_commands_naming_the_settings_folders_are_decided_by_the_rules() {
         );
     }
 }
+
+/// The task list as Claude Code 2.1 keeps it: tasks made with ids from 1, updated (status,
+/// dependencies on both sides), listed, fetched and deleted; TodoWrite, its earlier form,
+/// replaces the list and is accepted but not offered.
+#[tokio::test]
+async fn the_task_tools_keep_one_list() {
+    let env = Env::new("tasks");
+    let call = |tool: &'static str, input: Value| {
+        let env = &env;
+        async move { env.call(tool, input).await.unwrap() }
+    };
+    let made = call(
+        "TaskCreate",
+        json!({"subject": "Build", "description": "cargo build", "activeForm": "Building"}),
+    )
+    .await;
+    assert_eq!(
+        made.structured.unwrap(),
+        json!({"task": {"id": "1", "subject": "Build"}})
+    );
+    call(
+        "TaskCreate",
+        json!({"subject": "Test", "description": "cargo test"}),
+    )
+    .await;
+    let updated = call(
+        "TaskUpdate",
+        json!({"taskId": "2", "addBlockedBy": ["1"], "status": "in_progress"}),
+    )
+    .await
+    .structured
+    .unwrap();
+    assert_eq!(
+        updated["statusChange"],
+        json!({"from": "pending", "to": "in_progress"})
+    );
+    let first = call("TaskGet", json!({"taskId": "1"}))
+        .await
+        .structured
+        .unwrap();
+    assert_eq!(first["task"]["blocks"], json!(["2"]));
+    let listed = call("TaskList", json!({})).await.structured.unwrap();
+    assert_eq!(listed["tasks"][1]["blockedBy"], json!(["1"]));
+    let error = env
+        .err("TaskUpdate", json!({"taskId": "9", "status": "completed"}))
+        .await;
+    assert!(error.contains("no task #9"), "{error}");
+    call("TaskUpdate", json!({"taskId": "1", "status": "deleted"})).await;
+    let listed = call("TaskList", json!({})).await.structured.unwrap();
+    assert_eq!(
+        listed["tasks"],
+        json!([{"id": "2", "subject": "Test", "status": "in_progress", "blockedBy": []}])
+    );
+    let todo = env.set.tool("TodoWrite").unwrap();
+    assert!(todo.hidden());
+    call(
+        "TodoWrite",
+        json!({"todos": [{"content": "Ship", "status": "pending", "activeForm": "Shipping"}]}),
+    )
+    .await;
+    let listed = env.set.gate().todo_list().items();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].id.as_str(), listed[0].subject.as_str()),
+        ("1", "Ship")
+    );
+}
