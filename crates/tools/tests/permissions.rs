@@ -1055,6 +1055,23 @@ async fn always_offers_an_edit_switch_a_prefix_or_a_tool() {
         )
         .is_none()
     );
+    let npm = offer("Bash", json!({"command": "npm test"})).unwrap();
+    assert!(
+        npm.describe().ends_with("in the sandbox"),
+        "{}",
+        npm.describe()
+    );
+    let unsandboxed = Env::new("always-no-sandbox");
+    let without = unsandboxed
+        .set
+        .gate()
+        .always_for("Bash", &json!({"command": "npm test"}))
+        .unwrap();
+    assert!(
+        without.describe().contains("unsandboxed"),
+        "{}",
+        without.describe()
+    );
     // Granted: the mode switches, and the prefix allows the next command.
     edit.grant();
     assert_eq!(gate.mode(), PermissionMode::AcceptEdits);

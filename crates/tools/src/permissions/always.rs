@@ -59,7 +59,8 @@ impl Always {
 
     /// What it grants, for the question: "acceptEdits mode: file edits, and commands writing
     /// the workspace in the sandbox" (what that mode means here),
-    /// "`Bash(npm test:*)` commands", "the tool mcp__github__create_issue".
+    /// "`Bash(npm test:*)` commands, in the sandbox" (or "unsandboxed" without a sandbox),
+    /// "the tool mcp__github__create_issue".
     pub fn describe(&self) -> String {
         match &self.grant {
             Grant::AcceptEdits => {
@@ -67,7 +68,14 @@ impl Always {
                     .to_owned()
             }
             Grant::Rule(_) if self.rule.starts_with("Bash(") => {
-                format!("`{}` commands, in the sandbox", self.rule)
+                if self.shared.sandbox.is_active() {
+                    format!("`{}` commands, in the sandbox", self.rule)
+                } else {
+                    format!(
+                        "`{}` commands, unsandboxed (there is no sandbox)",
+                        self.rule
+                    )
+                }
             }
             Grant::Rule(_) => format!("the tool {}", self.rule),
         }
