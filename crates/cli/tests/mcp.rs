@@ -946,3 +946,50 @@ async fn mcp_resources_are_listed_and_read() {
         "{unknown:#}"
     );
 }
+
+/// `@server:uri` in a prompt attaches the MCP resource, as Claude Code does: its text goes
+/// with the prompt; a mention naming no server stays text.
+#[tokio::test]
+async fn a_resource_mention_attaches_it_to_the_prompt() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-resource-mention");
+    let file = repo.home.join("mcp.json");
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("Two items."),
+    )]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args([
+            "-p",
+            "summarize @kit:notes://todo and @nobody:x://y",
+            "--mcp-config",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let prompt = server.requests()[0].json()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        prompt.contains("The user attached the MCP resource kit:notes://todo")
+            && prompt.contains("1. write the tests"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("@nobody:x://y"), "{prompt}");
+}

@@ -858,7 +858,8 @@ impl Session {
     }
 
     /// Reads the files the prompt mentions (`@path`, `@"a path with spaces"`, relative to
-    /// the working directory) with the Read tool, as the user's own reads: each goes into
+    /// the working directory) with the Read tool, as the user's own reads (and attaches the
+    /// MCP resources `@server:uri` names, their text in a reminder): each goes into
     /// the prompt's message as Claude Code sends one (a `<system-reminder>` saying the Read
     /// tool was called with the file, then one with its result), and counts as read, so an
     /// Edit of it may follow. A mention that is not a file is left as text. Returns a line
@@ -868,6 +869,9 @@ impl Session {
         for mention in mentions(prompt) {
             let path = self.cwd.join(&mention);
             if !path.is_file() {
+                if let Some(note) = self.attach_resource(&mention).await {
+                    notes.push(note);
+                }
                 continue;
             }
             // A mention reads a file whole: a big one is the model's to read in parts (an
@@ -926,6 +930,48 @@ impl Session {
             }
         }
         notes
+    }
+
+    /// `@server:uri` in a prompt: the MCP resource `uri` of the connected server `server`,
+    /// attached as Claude Code attaches one (its text in a reminder, an image as itself).
+    /// `None` when the mention names no connected server (it stays text); else a line for
+    /// the screen.
+    async fn attach_resource(&mut self, mention: &str) -> Option<String> {
+        let (name, uri) = mention.split_once(':')?;
+        let server = self
+            .mcp
+            .pool
+            .as_ref()?
+            .connected()
+            .into_iter()
+            .find(|server| server.name == name)?;
+        let result = match server.read_resource(uri).await {
+            Ok(result) => result,
+            Err(error) => {
+                return Some(format!(
+                    "@{mention}: not attached: {}",
+                    render::printable(&error, false)
+                ));
+            }
+        };
+        let output = mcp::resources::resource_output(&result);
+        let protocol::ToolResultContent::Blocks(blocks) = output.content else {
+            return None;
+        };
+        for block in blocks {
+            match block {
+                protocol::ContentBlock::Text(text) => {
+                    self.pending
+                        .context
+                        .push(protocol::ContentBlock::text(format!(
+                            "<system-reminder>\nThe user attached the MCP resource {name}:{uri}:\n{}\n</system-reminder>",
+                            neutralize_tags(&text.text)
+                        )));
+                }
+                image => self.pending.context.push(image),
+            }
+        }
+        Some(format!("@{mention}: attached"))
     }
 
     /// Where lines the user enters during a turn come from: each is sent with the turn's
