@@ -22,34 +22,35 @@ pub const READ_RESOURCE: &str = "ReadMcpResourceTool";
 /// Characters of one resource's text returned (100,000); the rest is cut.
 pub const MAX_RESOURCE_CHARS: usize = 100_000;
 
-/// Lists the connected servers' resources.
-pub struct ListResourcesTool {
+/// One of the two resource tools: which one, and the servers it works over.
+pub struct ResourceTool {
+    kind: Kind,
     pool: Arc<Pool>,
     schema: Value,
 }
 
-/// Reads one resource of a connected server.
-pub struct ReadResourceTool {
-    pool: Arc<Pool>,
-    schema: Value,
+/// Which resource tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// ListMcpResourcesTool.
+    List,
+    /// ReadMcpResourceTool.
+    Read,
 }
 
-impl std::fmt::Debug for ListResourcesTool {
+impl std::fmt::Debug for ResourceTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ListResourcesTool").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for ReadResourceTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadResourceTool").finish_non_exhaustive()
+        f.debug_struct("ResourceTool")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
     }
 }
 
 /// The two resource tools over `pool`'s servers (those connected when a call runs).
 pub fn tools(pool: &Arc<Pool>) -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(ListResourcesTool {
+        Arc::new(ResourceTool {
+            kind: Kind::List,
             pool: Arc::clone(pool),
             schema: json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -60,7 +61,8 @@ pub fn tools(pool: &Arc<Pool>) -> Vec<Arc<dyn Tool>> {
                 "additionalProperties": false
             }),
         }),
-        Arc::new(ReadResourceTool {
+        Arc::new(ResourceTool {
+            kind: Kind::Read,
             pool: Arc::clone(pool),
             schema: json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -94,13 +96,23 @@ fn find<'a>(servers: &'a [Arc<Server>], name: &str) -> Result<&'a Arc<Server>, T
         })
 }
 
-impl Tool for ListResourcesTool {
+impl Tool for ResourceTool {
     fn name(&self) -> &str {
-        LIST_RESOURCES
+        match self.kind {
+            Kind::List => LIST_RESOURCES,
+            Kind::Read => READ_RESOURCE,
+        }
     }
 
     fn description(&self) -> &str {
-        "Lists the resources (files, documents, records) the connected MCP servers offer, each with its server and URI, to read with ReadMcpResourceTool. `server` limits it to one server."
+        match self.kind {
+            Kind::List => {
+                "Lists the resources (files, documents, records) the connected MCP servers offer, each with its server and URI, to read with ReadMcpResourceTool. `server` limits it to one server."
+            }
+            Kind::Read => {
+                "Reads a resource of a connected MCP server by its URI (as ListMcpResourcesTool gives it): text as text, images as images."
+            }
+        }
     }
 
     fn input_schema(&self) -> &Value {
@@ -117,70 +129,51 @@ impl Tool for ListResourcesTool {
 
     fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
-            let only = input.get("server").and_then(Value::as_str);
-            let connected = self.pool.connected();
-            let servers: Vec<&Arc<Server>> = match only {
-                Some(name) => vec![find(&connected, name)?],
-                None => connected.iter().collect(),
-            };
-            let mut listed = Vec::new();
-            let mut failures = Vec::new();
-            for server in servers {
-                match server.list_resources().await {
-                    Ok(resources) => listed.extend(resources.into_iter().map(|mut resource| {
-                        resource["server"] = Value::from(server.name.clone());
-                        resource
-                    })),
-                    Err(error) => failures.push(error),
+            match self.kind {
+                Kind::List => list(&self.pool, input.get("server").and_then(Value::as_str)).await,
+                Kind::Read => {
+                    let field =
+                        |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+                    let connected = self.pool.connected();
+                    let server = find(&connected, field("server"))?;
+                    Ok(match server.read_resource(field("uri")).await {
+                        Ok(result) => resource_output(&result),
+                        Err(message) => ToolOutput::error(message),
+                    })
                 }
             }
-            let mut text = if listed.is_empty() {
-                "No resources.".to_owned()
-            } else {
-                serde_json::to_string_pretty(&listed).unwrap_or_default()
-            };
-            for failure in &failures {
-                text.push_str(&format!("\n({failure})"));
-            }
-            Ok(ToolOutput::text(text).with_structured(Value::Array(listed)))
         })
     }
 }
 
-impl Tool for ReadResourceTool {
-    fn name(&self) -> &str {
-        READ_RESOURCE
+/// ListMcpResourcesTool: every connected server's resources (or `only` one's), each with
+/// its server; a server that fails says so in a line.
+async fn list(pool: &Pool, only: Option<&str>) -> Result<ToolOutput, ToolError> {
+    let connected = pool.connected();
+    let servers: Vec<&Arc<Server>> = match only {
+        Some(name) => vec![find(&connected, name)?],
+        None => connected.iter().collect(),
+    };
+    let mut listed = Vec::new();
+    let mut failures = Vec::new();
+    for server in servers {
+        match server.list_resources().await {
+            Ok(resources) => listed.extend(resources.into_iter().map(|mut resource| {
+                resource["server"] = Value::from(server.name.clone());
+                resource
+            })),
+            Err(error) => failures.push(error),
+        }
     }
-
-    fn description(&self) -> &str {
-        "Reads a resource of a connected MCP server by its URI (as ListMcpResourcesTool gives it): text as text, images as images."
+    let mut text = if listed.is_empty() {
+        "No resources.".to_owned()
+    } else {
+        serde_json::to_string_pretty(&listed).unwrap_or_default()
+    };
+    for failure in &failures {
+        text.push_str(&format!("\n({failure})"));
     }
-
-    fn input_schema(&self) -> &Value {
-        &self.schema
-    }
-
-    fn is_concurrency_safe(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn is_read_only(&self, _input: &Value) -> bool {
-        true
-    }
-
-    fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
-        Box::pin(async move {
-            let field = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-            let (name, uri) = (field("server"), field("uri"));
-            let connected = self.pool.connected();
-            let server = find(&connected, name)?;
-            let result = match server.read_resource(uri).await {
-                Ok(result) => result,
-                Err(message) => return Ok(ToolOutput::error(message)),
-            };
-            Ok(resource_output(&result))
-        })
-    }
+    Ok(ToolOutput::text(text).with_structured(Value::Array(listed)))
 }
 
 /// A `resources/read` result as a tool result: each content's text (cut at

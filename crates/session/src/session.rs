@@ -657,22 +657,22 @@ impl Session {
         let history = &self.record.history;
         let list = self.tooling.gate.todo_list();
         list.clear();
-        let succeeded = |id: &protocol::ToolUseId| {
-            history.iter().any(|message| {
-                message.content.iter().any(|block| match block {
-                    protocol::ContentBlock::ToolResult(result) => {
-                        result.tool_use_id == *id && result.is_error != Some(true)
-                    }
-                    _ => false,
-                })
+        let succeeded: std::collections::HashSet<&protocol::ToolUseId> = history
+            .iter()
+            .flat_map(|message| message.content.iter())
+            .filter_map(|block| match block {
+                protocol::ContentBlock::ToolResult(result) if result.is_error != Some(true) => {
+                    Some(&result.tool_use_id)
+                }
+                _ => None,
             })
-        };
+            .collect();
         for tool_use in history
             .iter()
             .flat_map(|message| message.content.iter())
             .filter_map(protocol::ContentBlock::as_tool_use)
             .filter(|tool_use| tools::todo::changes_the_list(&tool_use.name))
-            .filter(|tool_use| succeeded(&tool_use.id))
+            .filter(|tool_use| succeeded.contains(&tool_use.id))
         {
             list.replay(&tool_use.name, &tool_use.input);
         }

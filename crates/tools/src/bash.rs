@@ -316,7 +316,7 @@ impl CwdFile {
         Self(private.join(format!(
             ".cwd-{}-{:016x}",
             COUNTER.fetch_add(1, Ordering::Relaxed),
-            random_u64()
+            crate::common::random_u64()
         )))
     }
 
@@ -354,14 +354,6 @@ impl Drop for CwdFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-/// 64 random bits from the operating system (std's hasher keys come from `getrandom`).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(0);
-    hasher.finish()
 }
 
 /// The process groups of the commands running now, for [`kill_running_commands`].

@@ -148,10 +148,55 @@ pub(crate) fn numbered(text: &str, first: usize, last: usize) -> String {
 ///
 /// - `file_tool!(T, "Read", run)`: concurrency-safe and read-only; `run` also gets the
 ///   call's cancellation token and stops when it fires.
-/// - `file_tool!(T, "Write", run, writes(prepare))`: `prepare` is its validation (see
-///   `executor::Tool::validate`); runs alone and, once started, to completion
+/// - `file_tool!(T, "Write", writes(prepare))`: `prepare` makes every check and works the
+///   write out (`crate::files::PreparedWrite`): alone, it is the validation (see
+///   `executor::Tool::validate`); the call commits what it returns. Runs alone and, once
+///   started, to completion
 ///   (reporting "interrupted" for a file written anyway would mislead the model).
 macro_rules! file_tool {
+    ($tool:ident, $name:literal, writes($prepare:path)) => {
+        impl Tool for $tool {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn description(&self) -> &str {
+                DESCRIPTION
+            }
+
+            fn input_schema(&self) -> &Value {
+                &self.schema
+            }
+
+            /// Everything but the write: the file read first and unchanged, the change
+            /// possible (see [`executor::Tool::validate`]).
+            fn validate<'a>(
+                &'a self,
+                input: &'a Value,
+                context: &'a ToolContext,
+            ) -> executor::ValidateFuture<'a> {
+                Box::pin(async move {
+                    let input: Input = parse_input($name, input.clone())?;
+                    let shared = Arc::clone(&self.shared);
+                    let workspace = Arc::clone(&context.workspace);
+                    run_to_completion(move || $prepare(&shared, &workspace, &input).map(|_| ()))
+                        .await
+                })
+            }
+
+            fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+                Box::pin(async move {
+                    let input: Input = parse_input($name, input)?;
+                    let shared = Arc::clone(&self.shared);
+                    let workspace = Arc::clone(&context.workspace);
+                    run_to_completion(move || {
+                        $prepare(&shared, &workspace, &input)?.commit(&shared)
+                    })
+                    .await
+                })
+            }
+        }
+    };
     ($tool:ident, $name:literal, $run:path) => {
         impl Tool for $tool {
             fn name(&self) -> &str {
@@ -187,48 +232,16 @@ macro_rules! file_tool {
             }
         }
     };
-    ($tool:ident, $name:literal, $run:path, writes($prepare:path)) => {
-        impl Tool for $tool {
-            fn name(&self) -> &str {
-                $name
-            }
-
-            fn description(&self) -> &str {
-                DESCRIPTION
-            }
-
-            fn input_schema(&self) -> &Value {
-                &self.schema
-            }
-
-            /// Everything but the write: the file read first and unchanged, the change
-            /// possible (see [`executor::Tool::validate`]).
-            fn validate<'a>(
-                &'a self,
-                input: &'a Value,
-                context: &'a ToolContext,
-            ) -> executor::ValidateFuture<'a> {
-                Box::pin(async move {
-                    let input: Input = parse_input($name, input.clone())?;
-                    let shared = Arc::clone(&self.shared);
-                    let workspace = Arc::clone(&context.workspace);
-                    run_to_completion(move || $prepare(&shared, &workspace, &input).map(|_| ()))
-                        .await
-                })
-            }
-
-            fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
-                Box::pin(async move {
-                    let input: Input = parse_input($name, input)?;
-                    let shared = Arc::clone(&self.shared);
-                    let workspace = Arc::clone(&context.workspace);
-                    run_to_completion(move || $run(&shared, &workspace, &input)).await
-                })
-            }
-        }
-    };
 }
 pub(crate) use file_tool;
+
+/// 64 random bits from the operating system (std's hasher keys come from `getrandom`).
+pub(crate) fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(0);
+    hasher.finish()
+}
 
 #[cfg(test)]
 mod tests {

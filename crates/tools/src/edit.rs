@@ -6,7 +6,7 @@ use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
 use serde_json::{Value, json};
 
 use crate::common::{numbered, parse_input, run_to_completion};
-use crate::files::{current_content, write_and_record};
+use crate::files::{PreparedWrite, current_content};
 use crate::session::Shared;
 use crate::text::{self, Encoding, encode_for};
 
@@ -66,31 +66,15 @@ impl EditTool {
     }
 }
 
-crate::common::file_tool!(EditTool, "Edit", edit, writes(prepare));
-
-/// An edit worked out and not yet written: the file, its bytes now (`None`: it does not
-/// exist), its bytes after, and the result to give once they are written.
-struct Prepared {
-    path: std::path::PathBuf,
-    previous: Option<Vec<u8>>,
-    bytes: Vec<u8>,
-    output: ToolOutput,
-}
-
-fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
-    let prepared = prepare(shared, workspace, input)?;
-    write_and_record(
-        shared,
-        &prepared.path,
-        prepared.previous.as_deref(),
-        &prepared.bytes,
-    )?;
-    Ok(prepared.output)
-}
+crate::common::file_tool!(EditTool, "Edit", writes(prepare));
 
 /// Every check of an Edit and the change it makes, without writing: the path confined, the
 /// file read first and unchanged since, `old_string` present once (or `replace_all`).
-fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
+fn prepare(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+) -> Result<PreparedWrite, ToolError> {
     let path = shared.confine(workspace, "Edit", &input.file_path)?;
     let shown = path.display();
     if input.old_string == input.new_string {
@@ -113,7 +97,7 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
                 "userModified": false,
                 "replaceAll": false,
             }));
-            return Ok(Prepared {
+            return Ok(PreparedWrite {
                 bytes: input.new_string.as_bytes().to_vec(),
                 path,
                 previous: None,
@@ -138,7 +122,7 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
             "Edited {shown}: it was empty and now holds new_string ({} lines).",
             input.new_string.lines().count()
         ));
-        return Ok(Prepared {
+        return Ok(PreparedWrite {
             path,
             previous: Some(previous),
             bytes,
@@ -187,7 +171,7 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
         "userModified": false,
         "replaceAll": input.replace_all,
     }));
-    Ok(Prepared {
+    Ok(PreparedWrite {
         path,
         previous: Some(previous),
         bytes,

@@ -58,6 +58,24 @@ pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec
     }
 }
 
+/// A write worked out and checked, not yet done: the file, its bytes now (`None`: it does
+/// not exist), its bytes after, and the result to give once they are written. What a
+/// writing tool's `prepare` returns, so its validation and its call share every check.
+pub(crate) struct PreparedWrite {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) previous: Option<Vec<u8>>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) output: executor::ToolOutput,
+}
+
+impl PreparedWrite {
+    /// Writes it ([`write_and_record`]) and returns the call's result.
+    pub(crate) fn commit(self, shared: &Shared) -> Result<executor::ToolOutput, ToolError> {
+        write_and_record(shared, &self.path, self.previous.as_deref(), &self.bytes)?;
+        Ok(self.output)
+    }
+}
+
 /// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename),
 /// creating missing parent directories, keeping an existing file's permissions, and records
 /// the new content as read. `previous` is the content being replaced (`None`: no file):

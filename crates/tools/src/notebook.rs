@@ -16,7 +16,7 @@ use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Map, Value, json};
 
 use crate::common::{parse_input, run_to_completion};
-use crate::files::{current_content, write_and_record};
+use crate::files::{PreparedWrite, current_content};
 use crate::session::Shared;
 
 /// The tool's name, as Claude Code spells it.
@@ -263,29 +263,14 @@ impl NotebookEditTool {
     }
 }
 
-crate::common::file_tool!(NotebookEditTool, "NotebookEdit", edit, writes(prepare));
-
-/// An edit worked out and not yet written.
-struct Prepared {
-    path: std::path::PathBuf,
-    previous: Vec<u8>,
-    bytes: Vec<u8>,
-    output: ToolOutput,
-}
-
-fn edit(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
-    let prepared = prepare(shared, workspace, input)?;
-    write_and_record(
-        shared,
-        &prepared.path,
-        Some(&prepared.previous),
-        &prepared.bytes,
-    )?;
-    Ok(prepared.output)
-}
+crate::common::file_tool!(NotebookEditTool, "NotebookEdit", writes(prepare));
 
 /// Every check of a NotebookEdit and the notebook it writes, without writing.
-fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
+fn prepare(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+) -> Result<PreparedWrite, ToolError> {
     let path = shared.confine(workspace, NOTEBOOK_EDIT, &input.notebook_path)?;
     if path.extension().and_then(|ext| ext.to_str()) != Some("ipynb") {
         return Err(ToolError::InvalidInput(format!(
@@ -356,7 +341,7 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
                 cell["execution_count"] = Value::Null;
             }
             let id = if notebook.has_ids() {
-                let id = format!("{:08x}", rand_u32());
+                let id = format!("{:08x}", crate::common::random_u64() as u32);
                 cell["id"] = Value::from(id.clone());
                 id
             } else {
@@ -392,9 +377,9 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
         "original_file": String::from_utf8_lossy(&previous),
         "updated_file": String::from_utf8_lossy(&bytes),
     }));
-    Ok(Prepared {
+    Ok(PreparedWrite {
         path,
-        previous,
+        previous: Some(previous),
         bytes,
         output,
     })
@@ -405,12 +390,4 @@ fn cell_name(cell: &Value, index: usize) -> String {
     cell["id"]
         .as_str()
         .map_or_else(|| format!("cell-{index}"), str::to_owned)
-}
-
-/// 32 random bits (std's hasher keys come from the operating system).
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(0);
-    hasher.finish() as u32
 }

@@ -6,7 +6,7 @@ use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
 use serde_json::{Value, json};
 
 use crate::common::{parse_input, run_to_completion};
-use crate::files::{current_content, write_and_record};
+use crate::files::{PreparedWrite, current_content};
 use crate::session::Shared;
 use crate::text::{Encoding, encode_for};
 
@@ -50,32 +50,16 @@ impl WriteTool {
     }
 }
 
-crate::common::file_tool!(WriteTool, "Write", write, writes(prepare));
-
-/// A write worked out and not yet done: the file, its bytes now (`None`: it does not
-/// exist), its bytes after, and the result to give once they are written.
-struct Prepared {
-    path: std::path::PathBuf,
-    existing: Option<Vec<u8>>,
-    bytes: Vec<u8>,
-    output: ToolOutput,
-}
-
-fn write(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<ToolOutput, ToolError> {
-    let prepared = prepare(shared, workspace, input)?;
-    write_and_record(
-        shared,
-        &prepared.path,
-        prepared.existing.as_deref(),
-        &prepared.bytes,
-    )?;
-    Ok(prepared.output)
-}
+crate::common::file_tool!(WriteTool, "Write", writes(prepare));
 
 /// Every check of a Write and the bytes it writes, without writing: the path confined and
 /// not a folder, an existing file read first and unchanged since, the text encodable in the
 /// file's encoding.
-fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prepared, ToolError> {
+fn prepare(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+) -> Result<PreparedWrite, ToolError> {
     // `dir/` names a directory: writing it would create a file called `dir`.
     if input.file_path.ends_with('/') || input.file_path.ends_with("/.") {
         return Err(ToolError::InvalidInput(format!(
@@ -110,9 +94,9 @@ fn prepare(shared: &Shared, workspace: &Workspace, input: &Input) -> Result<Prep
         "structuredPatch": crate::text::structured_patch(original.as_deref().unwrap_or(""), &input.content),
         "originalFile": original,
     }));
-    Ok(Prepared {
+    Ok(PreparedWrite {
         path,
-        existing,
+        previous: existing,
         bytes,
         output,
     })
