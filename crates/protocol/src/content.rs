@@ -43,6 +43,8 @@ pub enum ContentBlock {
     Text(TextBlock),
     /// `image`: an image sent by the user or a tool.
     Image(ImageBlock),
+    /// `document`: a PDF or plain-text document sent by the user or a tool.
+    Document(DocumentBlock),
     /// `tool_use`: the model asks the client to run a tool.
     ToolUse(ToolUseBlock),
     /// `tool_result`: the client's answer to one tool_use.
@@ -71,6 +73,7 @@ impl ContentBlock {
         match self {
             Self::Text(_) => "text",
             Self::Image(_) => "image",
+            Self::Document(_) => "document",
             Self::ToolUse(_) => "tool_use",
             Self::ToolResult(_) => "tool_result",
             Self::Thinking(_) => "thinking",
@@ -112,6 +115,7 @@ impl ContentBlock {
         let slot = match self {
             Self::Text(block) => &mut block.cache_control,
             Self::Image(block) => &mut block.cache_control,
+            Self::Document(block) => &mut block.cache_control,
             Self::ToolUse(block) => &mut block.cache_control,
             Self::ToolResult(block) => &mut block.cache_control,
             _ => return false,
@@ -127,6 +131,7 @@ impl Serialize for ContentBlock {
         match self {
             Self::Text(block) => serialize_tagged(ty, block, serializer),
             Self::Image(block) => serialize_tagged(ty, block, serializer),
+            Self::Document(block) => serialize_tagged(ty, block, serializer),
             Self::ToolUse(block) | Self::ServerToolUse(block) | Self::McpToolUse(block) => {
                 serialize_tagged(ty, block, serializer)
             }
@@ -148,6 +153,7 @@ impl<'de> Deserialize<'de> for ContentBlock {
         Ok(match ty.as_str() {
             "text" => Self::Text(from_object(map, &ty)?),
             "image" => Self::Image(from_object(map, &ty)?),
+            "document" => Self::Document(from_object(map, &ty)?),
             "tool_use" => Self::ToolUse(from_object(map, &ty)?),
             "tool_result" => Self::ToolResult(from_object(map, &ty)?),
             "thinking" => Self::Thinking(from_object(map, &ty)?),
@@ -338,6 +344,22 @@ pub struct ImageBlock {
     #[serde(default, skip_serializing_if = "skip_none")]
     pub cache_control: Option<CacheControl>,
     /// Fields this crate does not model, kept in arrival order.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// `document` block: a PDF (`source` `{"type":"base64","media_type":"application/pdf",
+/// "data":"…"}`), plain text (`{"type":"text","media_type":"text/plain","data":"…"}`) or a
+/// URL, kept as the API defines it. `title`, `context` and `citations` stay in `extra`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DocumentBlock {
+    /// Where the document's bytes are, as the API defines `source`.
+    pub source: Value,
+    /// Prompt-caching breakpoint on this block.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Fields this crate does not model (`title`, `context`, `citations`), kept in arrival
+    /// order.
     #[serde(flatten)]
     pub extra: JsonObject,
 }
@@ -675,6 +697,19 @@ mod tests {
         let block =
             roundtrip(r#"{"type":"thinking","thinking":"Let me check.","signature":"SIG_ABC"}"#);
         assert_eq!(block.block_type(), "thinking");
+    }
+
+    #[test]
+    fn document_round_trips_with_its_title_and_cache_breakpoint() {
+        let block = roundtrip(
+            r#"{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="},"cache_control":{"type":"ephemeral"},"title":"a.pdf"}"#,
+        );
+        let ContentBlock::Document(document) = &block else {
+            panic!("not a document: {block:?}")
+        };
+        assert_eq!(document.source["media_type"], "application/pdf");
+        assert_eq!(document.extra["title"], "a.pdf");
+        assert!(document.cache_control.is_some());
     }
 
     #[test]

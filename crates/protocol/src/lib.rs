@@ -45,9 +45,9 @@ mod tagged;
 
 pub use canonical::canonical_json;
 pub use content::{
-    CacheControl, Citation, CompactionBlock, ContentBlock, FallbackBlock, ImageBlock, OtherBlock,
-    RedactedThinkingBlock, ServerToolResultBlock, TextBlock, ThinkingBlock, ToolResultBlock,
-    ToolResultContent, ToolUseBlock,
+    CacheControl, Citation, CompactionBlock, ContentBlock, DocumentBlock, FallbackBlock,
+    ImageBlock, OtherBlock, RedactedThinkingBlock, ServerToolResultBlock, TextBlock, ThinkingBlock,
+    ToolResultBlock, ToolResultContent, ToolUseBlock,
 };
 pub use error::{ApiErrorBody, ApiErrorDetail, ErrorKind};
 pub use ids::{MessageId, ToolUseId};

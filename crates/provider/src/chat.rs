@@ -163,12 +163,27 @@ pub(crate) fn image_url(source: &Value) -> Option<String> {
     }
 }
 
-/// Text and image blocks as content parts.
+/// What stands for a document block on the OpenAI-style APIs, which take none: a model
+/// told it was left out does not answer as if it had read it.
+pub(crate) const DOCUMENT_NOTE: &str = "[A PDF document was attached here but not sent: this model's API takes no documents. Extract its text with a command (such as `pdftotext`) if you need it, or ask the user.]";
+
+/// A tool result block's text as the OpenAI-style APIs take it: a text block's text, or
+/// [`DOCUMENT_NOTE`] for a document (images go on separately).
+pub(crate) fn result_text(block: &ContentBlock) -> Option<&str> {
+    match block {
+        ContentBlock::Text(text) => Some(&text.text),
+        ContentBlock::Document(_) => Some(DOCUMENT_NOTE),
+        _ => None,
+    }
+}
+
+/// Text and image blocks as content parts (a document as [`DOCUMENT_NOTE`]).
 fn parts(blocks: &[ContentBlock]) -> Vec<Value> {
     blocks
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(json!({"type": "text", "text": text.text})),
+            ContentBlock::Document(_) => Some(json!({"type": "text", "text": DOCUMENT_NOTE})),
             ContentBlock::Image(image) => image_url(&image.source)
                 .map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
             _ => None,
@@ -190,7 +205,7 @@ fn user_messages(message: &MessageParam, out: &mut Vec<Value>) {
                     ToolResultContent::Blocks(blocks) => (
                         blocks
                             .iter()
-                            .filter_map(ContentBlock::as_text)
+                            .filter_map(result_text)
                             .collect::<Vec<_>>()
                             .join("\n"),
                         blocks
@@ -893,6 +908,7 @@ mod tests {
                     {"type": "tool_result", "tool_use_id": "t1", "content": [
                         {"type": "text", "text": "one"},
                         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}},
                     ]},
                     {"type": "text", "text": "go on"},
                 ]},
@@ -920,7 +936,7 @@ mod tests {
         );
         assert_eq!(
             messages[3],
-            json!({"role": "tool", "tool_call_id": "t1", "content": "one"})
+            json!({"role": "tool", "tool_call_id": "t1", "content": format!("one\n{DOCUMENT_NOTE}")})
         );
         assert_eq!(
             messages[4],

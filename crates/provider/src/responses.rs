@@ -126,12 +126,16 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
     Value::Object(body)
 }
 
-/// Text and images as a user message's content parts.
+/// Text and images as a user message's content parts (a document as a note:
+/// [`crate::chat::DOCUMENT_NOTE`]).
 fn input_parts(blocks: &[ContentBlock]) -> Vec<Value> {
     blocks
         .iter()
         .filter_map(|block| match block {
             ContentBlock::Text(text) => Some(json!({"type": "input_text", "text": text.text})),
+            ContentBlock::Document(_) => {
+                Some(json!({"type": "input_text", "text": crate::chat::DOCUMENT_NOTE}))
+            }
             ContentBlock::Image(image) => crate::chat::image_url(&image.source)
                 .map(|url| json!({"type": "input_image", "image_url": url, "detail": "auto"})),
             _ => None,
@@ -158,7 +162,7 @@ fn user_items(message: &MessageParam, out: &mut Vec<Value>) {
                         );
                         blocks
                             .iter()
-                            .filter_map(ContentBlock::as_text)
+                            .filter_map(crate::chat::result_text)
                             .collect::<Vec<_>>()
                             .join("\n")
                     }
@@ -905,6 +909,7 @@ mod tests {
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "call_1", "content": "one", "is_error": true},
                     {"type": "text", "text": "go on"},
+                    {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}},
                 ]},
             ],
         }))
@@ -926,7 +931,10 @@ mod tests {
                 {"role": "assistant", "content": "Reading."},
                 {"type": "function_call", "call_id": "call_1", "name": "Read", "arguments": "{\"file_path\":\"a\"}"},
                 {"type": "function_call_output", "call_id": "call_1", "output": "Error: one"},
-                {"role": "user", "content": [{"type": "input_text", "text": "go on"}]},
+                {"role": "user", "content": [
+                    {"type": "input_text", "text": "go on"},
+                    {"type": "input_text", "text": crate::chat::DOCUMENT_NOTE},
+                ]},
             ])
         );
     }

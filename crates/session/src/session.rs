@@ -916,13 +916,17 @@ impl Session {
                             "<system-reminder>\nResult of calling the Read tool: {}\n</system-reminder>",
                             serde_json::Value::String(neutralize_tags(&text))
                         )));
-                    // An image's own block follows, as the model sees a pasted image.
+                    // An image's or a PDF's own block follows, as the model sees a pasted one.
                     if let protocol::ToolResultContent::Blocks(blocks) = output.content {
-                        self.pending.context.extend(
-                            blocks
-                                .into_iter()
-                                .filter(|block| matches!(block, protocol::ContentBlock::Image(_))),
-                        );
+                        self.pending
+                            .context
+                            .extend(blocks.into_iter().filter(|block| {
+                                matches!(
+                                    block,
+                                    protocol::ContentBlock::Image(_)
+                                        | protocol::ContentBlock::Document(_)
+                                )
+                            }));
                     }
                     notes.push(format!("@{mention}: attached"));
                 }

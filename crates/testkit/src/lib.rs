@@ -23,6 +23,7 @@ mod server;
 
 pub mod mcp;
 pub mod model;
+pub mod pdf;
 pub use proxy::ConnectProxy;
 pub use script::{Endless, Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};

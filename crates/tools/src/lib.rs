@@ -82,6 +82,7 @@ mod journal;
 pub mod media;
 pub mod notebook;
 mod paths;
+pub mod pdf;
 mod permissions;
 pub mod plan;
 pub mod prompt;

@@ -106,7 +106,7 @@ const BINARY_PROBE: usize = 8 * 1024;
 const DESCRIPTION: &str = "Reads a text file and returns its lines numbered from 1, one per line as `N<TAB>line` (the number and tab are not part of the file; never include them in Edit's old_string). \
 By default returns up to 2000 lines from the start; for long files pass `offset` (the first line number to show, from 1) and `limit` (how many lines). Lines longer than 2000 characters are cut with a marker. \
 `file_path` may be absolute or relative to the working directory; it must be inside the workspace. \
-Images (PNG, JPEG, GIF, WebP) come back as an image you can see, scaled down when large; a Jupyter notebook (.ipynb) as its cells with their outputs. \
+Images (PNG, JPEG, GIF, WebP) come back as an image you can see, scaled down when large; a PDF as a document you can read (a PDF of more than 10 pages needs `pages`, at most 20 pages per Read); a Jupyter notebook (.ipynb) as its cells with their outputs. \
 Reading a file is required before Write or Edit may change it. Reports an empty, missing, binary or directory path instead of content. Use Glob to find files and Grep to search in them.";
 
 #[derive(serde::Deserialize)]
@@ -115,6 +115,7 @@ struct Input {
     file_path: String,
     offset: Option<u64>,
     limit: Option<u64>,
+    pages: Option<String>,
 }
 
 /// The Read tool.
@@ -142,6 +143,10 @@ impl ReadTool {
                     "type": "integer",
                     "minimum": 1,
                     "description": "How many lines to read. Only for files too long to read at once"
+                },
+                "pages": {
+                    "type": "string",
+                    "description": "PDFs only: the pages to read, such as \"3\" or \"1-5\" (at most 20)"
                 }
             },
             "required": ["file_path"],
@@ -177,9 +182,9 @@ fn read(
     let head = reader
         .fill_buf()
         .map_err(|error| io_error("read", &path, &error))?;
-    let image = crate::media::format_of(head);
-    if image.is_some() || path.extension().and_then(|ext| ext.to_str()) == Some("ipynb") {
-        return read_whole(shared, &path, &metadata, image);
+    let kind = Whole::of(head, &path, input.pages.as_deref())?;
+    if let Some(kind) = kind {
+        return read_whole(shared, &path, &metadata, kind);
     }
     if head[..head.len().min(BINARY_PROBE)].contains(&0) {
         return Err(ToolError::InvalidInput(format!(
@@ -317,27 +322,72 @@ fn check_kind(path: &std::path::Path, metadata: &std::fs::Metadata) -> Result<()
     Ok(())
 }
 
-/// An image (`image`: its format) or a notebook: read whole (at most
-/// [`crate::media::MAX_FILE_BYTES`]) and counted as read, so a Write or NotebookEdit may
-/// follow.
+/// A file Read takes whole rather than as lines.
+enum Whole<'a> {
+    /// An image in this format.
+    Image(image::ImageFormat),
+    /// A PDF, with the `pages` asked for.
+    Pdf(Option<&'a str>),
+    /// A Jupyter notebook.
+    Notebook,
+}
+
+impl<'a> Whole<'a> {
+    /// What the file at `path`, whose first bytes are `head`, is read as; `None` for lines.
+    ///
+    /// # Errors
+    ///
+    /// `pages` given for a file that is not a PDF.
+    fn of(
+        head: &[u8],
+        path: &std::path::Path,
+        pages: Option<&'a str>,
+    ) -> Result<Option<Self>, ToolError> {
+        let kind = if let Some(format) = crate::media::format_of(head) {
+            Some(Whole::Image(format))
+        } else if crate::pdf::is_pdf(head) {
+            Some(Whole::Pdf(pages))
+        } else if path.extension().and_then(|ext| ext.to_str()) == Some("ipynb") {
+            Some(Whole::Notebook)
+        } else {
+            None
+        };
+        if pages.is_some() && !matches!(kind, Some(Whole::Pdf(_))) {
+            return Err(ToolError::InvalidInput(format!(
+                "pages is for PDF files only, and {} is not a PDF; use offset and limit for lines",
+                path.display()
+            )));
+        }
+        Ok(kind)
+    }
+}
+
+/// An image, PDF or notebook: read whole (at most [`crate::media::MAX_FILE_BYTES`], or
+/// [`crate::pdf::MAX_FILE_BYTES`] for a PDF) and counted as read, so a Write or
+/// NotebookEdit may follow.
 fn read_whole(
     shared: &Shared,
     path: &std::path::Path,
     metadata: &std::fs::Metadata,
-    image: Option<image::ImageFormat>,
+    kind: Whole<'_>,
 ) -> Result<ToolOutput, ToolError> {
-    if metadata.len() > crate::media::MAX_FILE_BYTES {
+    let (limit, what) = match kind {
+        Whole::Pdf(_) => (crate::pdf::MAX_FILE_BYTES, "PDFs"),
+        Whole::Image(_) => (crate::media::MAX_FILE_BYTES, "images"),
+        Whole::Notebook => (crate::media::MAX_FILE_BYTES, "notebooks"),
+    };
+    if metadata.len() > limit {
         return Err(ToolError::InvalidInput(format!(
-            "{} has {} bytes; images and notebooks of at most {} bytes are read",
+            "{} has {} bytes; {what} of at most {limit} bytes are read",
             path.display(),
             metadata.len(),
-            crate::media::MAX_FILE_BYTES
         )));
     }
     let bytes = std::fs::read(path).map_err(|error| io_error("read", path, &error))?;
-    let output = match image {
-        Some(format) => crate::media::read(path, &bytes, format)?,
-        None => crate::notebook::read(path, &bytes)?,
+    let output = match kind {
+        Whole::Image(format) => crate::media::read(path, &bytes, format)?,
+        Whole::Pdf(pages) => crate::pdf::read(path, &bytes, pages)?,
+        Whole::Notebook => crate::notebook::read(path, &bytes)?,
     };
     let stamp = crate::session::FileStamp::of(&bytes, metadata.modified().ok());
     shared.read_state.insert(path.to_path_buf(), stamp);

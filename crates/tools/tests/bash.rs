@@ -367,7 +367,10 @@ fn schemas_list_exactly_claude_codes_fields() {
         names.sort();
         names
     };
-    assert_eq!(fields("Read"), sorted(&["file_path", "offset", "limit"]));
+    assert_eq!(
+        fields("Read"),
+        sorted(&["file_path", "offset", "limit", "pages"])
+    );
     assert_eq!(fields("Write"), sorted(&["file_path", "content"]));
     assert_eq!(
         fields("Edit"),
