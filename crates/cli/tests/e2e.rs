@@ -3326,6 +3326,143 @@ async fn images_reach_the_model_by_mention_and_by_read() {
     assert_eq!(result["content"][1]["type"], "image", "{result:#}");
 }
 
+/// The last message of request `n` of `server`, as the model received it.
+fn last_message(server: &Server, n: usize) -> Value {
+    let request = server.requests()[n].json();
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone()
+}
+
+/// A PDF reaches the model as a document block: whole by `@` mention, a page range by Read's
+/// `pages`, which is cut out as a document of its own.
+#[tokio::test]
+async fn pdfs_reach_the_model_by_mention_and_by_read() {
+    use base64::Engine as _;
+    let repo = repo("pdfs");
+    let pdf = testkit::pdf::document(3, 100).unwrap();
+    std::fs::write(repo.dir.join("report.pdf"), &pdf).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_p",
+            "Read",
+            json!({"file_path": "report.pdf", "pages": "2"}),
+        )),
+        Reply::turn(Turn::new().text("Three pages.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "summarize @report.pdf"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let prompt = last_message(&server, 0);
+    let document = prompt["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|block| block["type"] == "document")
+        .unwrap_or_else(|| panic!("{prompt:#}"))
+        .clone();
+    let decode = |block: &Value| {
+        base64::engine::general_purpose::STANDARD
+            .decode(block["source"]["data"].as_str().unwrap())
+            .unwrap()
+    };
+    assert_eq!(document["source"]["media_type"], "application/pdf");
+    assert_eq!(decode(&document), pdf);
+    let result = last_message(&server, 1)["content"][0].clone();
+    assert_eq!(result["tool_use_id"], "toolu_p");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("pages 2-2 of 3"),
+        "{result:#}"
+    );
+    let page = decode(&result["content"][1]);
+    let cut = lopdf::Document::load_mem(&page).unwrap();
+    assert_eq!(cut.get_pages().len(), 1);
+    assert_eq!(cut.extract_text(&[1]).unwrap().trim(), "Page 2 of 3");
+}
+
+/// A model that takes no images never gets one: marked `"vision": false` in settings, its
+/// requests carry a note instead; unmarked, a server's refusal of an image sends the request
+/// again with notes, and the run goes on rather than stopping on a 400.
+#[tokio::test]
+async fn text_only_models_get_notes_in_place_of_images() {
+    let repo = repo("text-only");
+    std::fs::write(repo.dir.join("shot.png"), TINY_PNG).unwrap();
+    let kinds = |message: &Value| -> Vec<String> {
+        message["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|block| block["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let server = Server::start_tls(Script::new(vec![
+        Reply::error(
+            400,
+            "invalid_request_error",
+            "messages.0.content.3.image.source.base64: Could not process image",
+        ),
+        Reply::turn(Turn::new().text("I cannot see images.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "what is in @shot.png?"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("I cannot see images."));
+    assert_eq!(server.requests().len(), 2);
+    assert!(kinds(&last_message(&server, 0)).contains(&"image".to_owned()));
+    let retried = last_message(&server, 1);
+    assert!(
+        !kinds(&retried).contains(&"image".to_owned()),
+        "{retried:#}"
+    );
+    assert!(
+        retried.to_string().contains("this model takes no images"),
+        "{retried:#}"
+    );
+
+    // Marked in settings: the note from the first request on.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Noted."))]))
+        .await
+        .unwrap();
+    let settings = json!({"models": {"claude-sonnet-4-5": {"vision": false}}}).to_string();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "--model",
+            "claude-sonnet-4-5",
+            "--settings",
+            &settings,
+            "-p",
+            "what is in @shot.png?",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let sent = last_message(&server, server.requests().len() - 1);
+    assert!(!kinds(&sent).contains(&"image".to_owned()), "{sent:#}");
+    assert!(sent.to_string().contains("this model takes no images"));
+}
+
 /// Only the user's own prompt is read for `@` mentions: a file's text piped beside `-p`
 /// (which may come from anywhere) attaches nothing.
 #[tokio::test]

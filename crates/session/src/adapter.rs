@@ -1,5 +1,8 @@
 //! The provider's client as loop-core's model port, and as the compaction summarizer.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
 use bytes::Bytes;
 use context::{Summarizer, SummarizerError, SummaryFuture, SummaryRequest};
 use futures_util::StreamExt as _;
@@ -14,6 +17,92 @@ pub struct ProviderModel {
     client: AnthropicClient,
     /// A fallback model served by another provider.
     fallback: Option<Fallback>,
+    /// The models sent notes in place of images and documents.
+    text_only: TextOnlyModels,
+}
+
+/// The models that take no images or documents: those the settings mark `"vision": false`,
+/// and those whose server refused an image during this session. Their requests carry a note
+/// where the history holds an image or a document (the history keeps them, for a model that
+/// can see them). Shared by the session's turns and its subagents.
+#[derive(Clone, Debug, Default)]
+pub struct TextOnlyModels(Arc<Mutex<BTreeSet<String>>>);
+
+impl TextOnlyModels {
+    /// The models the settings mark as taking no images.
+    pub fn new(configured: impl IntoIterator<Item = String>) -> Self {
+        Self(Arc::new(Mutex::new(configured.into_iter().collect())))
+    }
+
+    /// Whether `model` is sent notes in place of images and documents.
+    pub fn contains(&self, model: &str) -> bool {
+        self.lock().contains(model)
+    }
+
+    /// `model` takes no images from now on.
+    pub fn insert(&self, model: &str) {
+        self.lock().insert(model.to_owned());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        // A panic while the set was held leaves a set of strings, still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What stands for an image in a request to a model that takes none.
+const IMAGE_NOTE: &str = "[An image was attached here but not sent: this model takes no images. Say so if you need what it shows.]";
+
+/// What stands for a document in a request to a model that takes none.
+const DOCUMENT_NOTE: &str = "[A document was attached here but not sent: this model takes no documents. Extract its text with a command (such as `pdftotext`) if you need it, or ask the user.]";
+
+/// Whether `request` holds an image or a document anywhere (tool results included).
+fn has_media(request: &ModelRequest<'_>) -> bool {
+    fn media(block: &protocol::ContentBlock) -> bool {
+        match block {
+            protocol::ContentBlock::Image(_) | protocol::ContentBlock::Document(_) => true,
+            protocol::ContentBlock::ToolResult(result) => match &result.content {
+                protocol::ToolResultContent::Blocks(blocks) => blocks.iter().any(media),
+                protocol::ToolResultContent::Text(_) => false,
+            },
+            _ => false,
+        }
+    }
+    request
+        .messages
+        .iter()
+        .flat_map(|message| &message.content)
+        .any(media)
+}
+
+/// `body` (a Messages API request) with a text note in place of each image and document
+/// block, in messages and in tool results.
+fn without_media(body: &[u8]) -> Option<Vec<u8>> {
+    fn replace(blocks: &mut [serde_json::Value]) {
+        for block in blocks {
+            let note = match block.get("type").and_then(serde_json::Value::as_str) {
+                Some("image") => IMAGE_NOTE,
+                Some("document") => DOCUMENT_NOTE,
+                Some("tool_result") => {
+                    if let Some(content) = block.get_mut("content").and_then(|c| c.as_array_mut()) {
+                        replace(content);
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            *block = serde_json::json!({"type": "text", "text": note});
+        }
+    }
+    let mut request: serde_json::Value = serde_json::from_slice(body).ok()?;
+    for message in request.get_mut("messages")?.as_array_mut()? {
+        if let Some(content) = message.get_mut("content").and_then(|c| c.as_array_mut()) {
+            replace(content);
+        }
+    }
+    serde_json::to_vec(&request).ok()
 }
 
 /// A `--fallback-model` of another provider.
@@ -30,7 +119,18 @@ impl ProviderModel {
     /// the thinking blocks the first provider wrote (another provider cannot check their
     /// signatures, or has none to check).
     pub fn with_fallback(client: AnthropicClient, fallback: Option<Fallback>) -> Self {
-        Self { client, fallback }
+        Self {
+            client,
+            fallback,
+            text_only: TextOnlyModels::default(),
+        }
+    }
+
+    /// Sends `text_only`'s models notes in place of images and documents, and adds a model
+    /// whose server refuses an image (the request is then sent again with notes, once).
+    pub fn with_text_only(mut self, text_only: TextOnlyModels) -> Self {
+        self.text_only = text_only;
+        self
     }
 }
 
@@ -201,7 +301,53 @@ impl ModelClient for ProviderModel {
         } else {
             body
         };
-        forward(client.stream(body, cancel))
+        if !has_media(request) {
+            return forward(client.stream(body, cancel));
+        }
+        if self.text_only.contains(request.model) {
+            let body = without_media(&body).map_or(body, Bytes::from);
+            return forward(client.stream(body, cancel));
+        }
+        // The first answer tells whether the server takes images: a refusal (before any
+        // event) makes the model text-only and sends the request again with notes.
+        let first_try = client.stream(body.clone(), cancel.clone());
+        let (client, text_only, model) = (
+            client.clone(),
+            self.text_only.clone(),
+            request.model.to_owned(),
+        );
+        Box::pin(
+            futures_util::stream::once(async move {
+                let mut first_try = first_try;
+                match first_try.next().await {
+                    Some(Err(error)) if error.kind == ErrorKind::ImageRejected => {
+                        text_only.insert(&model);
+                        let notice = ModelEvent::Retry {
+                            attempt: 1,
+                            delay: std::time::Duration::ZERO,
+                            reason: format!(
+                                "the server refused an image ({}); {model} is sent notes in place of images and documents from now on",
+                                error.message
+                            ),
+                        };
+                        let body = without_media(&body).map_or(body, Bytes::from);
+                        Box::pin(
+                            futures_util::stream::iter([Ok(notice)])
+                                .chain(forward(client.stream(body, cancel))),
+                        ) as ModelStream
+                    }
+                    first => Box::pin(
+                        futures_util::stream::iter(first.map(|item| match item {
+                            Ok(event) => model_event(event).map(Ok),
+                            Err(error) => Some(Err(model_error(error))),
+                        }))
+                        .filter_map(std::future::ready)
+                        .chain(forward(first_try)),
+                    ),
+                }
+            })
+            .flatten(),
+        )
     }
 }
 

@@ -250,13 +250,12 @@ impl Session {
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let compact_percent = autocompact_percent(&settings.env)?;
-        let model_settings = ModelSettings {
-            models: settings.models.clone(),
+        let model_settings = ModelSettings::new(
+            &settings,
             openai,
-            env: settings.env.clone(),
-            plan: mode == tools::PermissionMode::Plan,
+            mode == tools::PermissionMode::Plan,
             compact_percent,
-        };
+        );
         let mut config = loop_config(
             options,
             &settings,
@@ -1170,10 +1169,13 @@ impl Session {
             tools.extend(host.task_tool(self.config.clone(), Arc::clone(&fork_point)));
         }
         Deps {
-            model: Arc::new(adapter::ProviderModel::with_fallback(
-                self.llm.client.clone(),
-                self.llm.fallback.clone(),
-            )),
+            model: Arc::new(
+                adapter::ProviderModel::with_fallback(
+                    self.llm.client.clone(),
+                    self.llm.fallback.clone(),
+                )
+                .with_text_only(self.llm.settings.text_only.clone()),
+            ),
             tools,
             permissions: Arc::clone(&self.tooling.permissions),
             summarizer: Arc::new(adapter::ProviderSummarizer::new(
@@ -2462,6 +2464,9 @@ fn set_window(config: &mut LoopConfig, info: &context::ModelInfo, compact_percen
 #[derive(Clone, Debug)]
 pub(crate) struct ModelSettings {
     models: BTreeMap<String, settings::ModelSettings>,
+    /// The models sent notes in place of images and documents (shared: one the server
+    /// refused an image for stays so in every turn and subagent).
+    pub(crate) text_only: adapter::TextOnlyModels,
     openai: bool,
     env: BTreeMap<String, String>,
     plan: bool,
@@ -2470,6 +2475,30 @@ pub(crate) struct ModelSettings {
 }
 
 impl ModelSettings {
+    /// From the session's settings (`models` and `env`), the provider's kind, plan mode and
+    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`.
+    fn new(
+        settings: &settings::Settings,
+        openai: bool,
+        plan: bool,
+        compact_percent: Option<u8>,
+    ) -> Self {
+        Self {
+            text_only: adapter::TextOnlyModels::new(
+                settings
+                    .models
+                    .iter()
+                    .filter(|(_, entry)| entry.vision == Some(false))
+                    .map(|(id, _)| id.clone()),
+            ),
+            models: settings.models.clone(),
+            openai,
+            env: settings.env.clone(),
+            plan,
+            compact_percent,
+        }
+    }
+
     /// The id `name` resolves to (Claude Code's aliases on the Anthropic provider) and its
     /// limits.
     ///
@@ -3399,6 +3428,7 @@ mod tests {
                     context_window: window,
                     max_output: output,
                     prices: None,
+                    vision: None,
                 },
             )])
         };
@@ -3414,6 +3444,7 @@ mod tests {
                 context_window: Some(200_000),
                 max_output: None,
                 prices: None,
+                vision: None,
             },
         )]);
         let (info, _) =

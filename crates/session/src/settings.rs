@@ -455,6 +455,11 @@ pub struct ModelSettings {
     /// prices left out are the input price (no discount assumed).
     #[serde(default)]
     pub prices: Option<ModelPrices>,
+    /// `false` for a model that takes no images or documents (many local models): its
+    /// requests carry a note where the history holds one. Default: it takes them (a server
+    /// that refuses an image makes the model text-only for the rest of the session anyway).
+    #[serde(default)]
+    pub vision: Option<bool>,
 }
 
 /// A `models` entry's `prices`, US dollars per million tokens.

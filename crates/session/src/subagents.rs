@@ -597,10 +597,10 @@ impl SubagentHost for Host {
             ))
         };
         let deps = Deps {
-            model: Arc::new(adapter::ProviderModel::with_fallback(
-                self.client.clone(),
-                self.fallback.clone(),
-            )),
+            model: Arc::new(
+                adapter::ProviderModel::with_fallback(self.client.clone(), self.fallback.clone())
+                    .with_text_only(self.models.text_only.clone()),
+            ),
             tools,
             permissions: gate,
             summarizer: Arc::new(adapter::ProviderSummarizer::new(
