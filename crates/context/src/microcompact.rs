@@ -173,6 +173,44 @@ mod tests {
         ]
     }
 
+    /// An old screenshot or PDF read is cleared like an old text result; the recent one stays.
+    #[test]
+    fn clears_old_images_and_documents() {
+        let media = |id: &str| {
+            let blocks: Vec<ContentBlock> = serde_json::from_value(json!([
+                {"type": "text", "text": "Image shot.png: 800x600 px."},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo".repeat(100)}},
+                {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x".repeat(100)}},
+            ]))
+            .unwrap_or_else(|error| panic!("{error}"));
+            let [call, mut result] = turn(id, "Read", "");
+            if let ContentBlock::ToolResult(block) = &mut result.content[0] {
+                block.content = ToolResultContent::Blocks(blocks);
+            }
+            [call, result]
+        };
+        let mut messages = vec![MessageParam::user_text("look")];
+        messages.extend(media("old"));
+        messages.extend(media("new"));
+        let config = MicrocompactConfig {
+            keep_recent: 1,
+            ..MicrocompactConfig::default()
+        };
+        let report = microcompact(&mut messages, &config);
+        assert_eq!(report.tool_use_ids, vec![ToolUseId::from("old")]);
+        let content = |index: usize| match &messages[index].content[0] {
+            ContentBlock::ToolResult(result) => result.content.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            matches!(content(2), ToolResultContent::Text(text) if text.starts_with("[Old tool result cleared: Read output,"))
+        );
+        assert!(
+            matches!(content(4), ToolResultContent::Blocks(blocks) if blocks.len() == 3),
+            "the recent read keeps its image and document"
+        );
+    }
+
     #[test]
     fn clears_old_compactable_results_only() {
         let mut messages = vec![MessageParam::user_text("task")];

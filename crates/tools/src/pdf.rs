@@ -105,24 +105,16 @@ pub(crate) fn read(
 ) -> Result<ToolOutput, ToolError> {
     let shown = path.display();
     let invalid = |why: String| ToolError::InvalidInput(format!("{shown}: {why}"));
-    let mut document = Document::load_mem(bytes)
-        .map_err(|error| invalid(format!("could not be read as a PDF: {error}")))?;
-    if document.is_encrypted() {
+    let unreadable = |error: lopdf::Error| invalid(format!("could not be read as a PDF: {error}"));
+    // The page count first, from the cross-reference table and the page tree only: a long
+    // PDF asked for whole is refused without loading every object.
+    let metadata = Document::load_metadata_mem(bytes).map_err(unreadable)?;
+    if metadata.encrypted {
         return Err(invalid(
             "the PDF is encrypted; only unencrypted PDFs can be read".into(),
         ));
     }
-    // An offset corrected is everyday damage every viewer repairs; a table rebuilt by
-    // scanning means objects may be missing or stale (a file cut short, most often).
-    if matches!(
-        document.xref_recovery,
-        Some(lopdf::xref::XrefRecovery::Reconstructed)
-    ) {
-        return Err(invalid(
-            "the PDF is damaged (cut short, or its cross-reference table is unreadable), so pages may be missing; it was not sent".into(),
-        ));
-    }
-    let count = u32::try_from(document.get_pages().len()).unwrap_or(u32::MAX);
+    let count = metadata.page_count;
     if count == 0 {
         return Err(invalid("the PDF has no pages".into()));
     }
@@ -132,7 +124,7 @@ pub(crate) fn read(
             MAX_PAGES_PER_READ.min(count)
         ))
     };
-    let (sent, note) = match pages {
+    let range = match pages {
         None if count > WHOLE_PAGES => {
             return Err(ask_for_pages(format!(
                 "the PDF has {count} pages, more than the {WHOLE_PAGES} read at once"
@@ -144,12 +136,34 @@ pub(crate) fn read(
                 bytes.len()
             )));
         }
+        None => None,
+        Some(text) => Some((text, Pages::parse(text, count).map_err(invalid)?)),
+    };
+    // Loaded whole: every object must parse before anything is sent.
+    let mut document = Document::load_mem(bytes).map_err(unreadable)?;
+    // An offset corrected is everyday damage every viewer repairs; a table rebuilt by
+    // scanning means objects may be missing or stale (a file cut short, most often).
+    if matches!(
+        document.xref_recovery,
+        Some(lopdf::xref::XrefRecovery::Reconstructed)
+    ) {
+        return Err(invalid(
+            "the PDF is damaged (cut short, or its cross-reference table is unreadable), so pages may be missing; it was not sent".into(),
+        ));
+    }
+    // The count the pages were checked against must be the pages there are.
+    let held = u32::try_from(document.get_pages().len()).unwrap_or(u32::MAX);
+    if held != count {
+        return Err(invalid(format!(
+            "the PDF is damaged: its page tree counts {count} pages but holds {held}; it was not sent"
+        )));
+    }
+    let (sent, note) = match range {
         None => (
             bytes.to_vec(),
             format!("PDF {shown}: {count} pages, {} bytes.", bytes.len()),
         ),
-        Some(text) => {
-            let range = Pages::parse(text, count).map_err(invalid)?;
+        Some((text, range)) => {
             let cut = cut(&mut document, range, count).map_err(|error| {
                 invalid(format!("pages {text:?} could not be cut out: {error}"))
             })?;

@@ -1,3 +1,6 @@
+//! `testkit pdf PAGES OUT [FILLER]`: write a PDF of PAGES pages (each content stream padded
+//! to FILLER bytes, default 2,000) to OUT, for benchmarks.
+//!
 //! `testkit serve FILE [--port N] [--tls] [--requests LOG]`: serve a captured `.sse` body, or
 //! a JSON list of turns, as a Messages API on 127.0.0.1 until Ctrl-C. The last reply repeats.
 //! `--requests LOG` appends each request's body to LOG as one line (JSON), as it arrives;
@@ -10,7 +13,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)\n       testkit pdf PAGES OUT [FILLER]   (writes a PDF of PAGES pages)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -36,6 +39,9 @@ fn main() -> std::process::ExitCode {
     }
     if args.first().map(String::as_str) == Some("mcp-http-server") {
         return mcp_http_server(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("pdf") {
+        return pdf(&args[1..]);
     }
     // `--help` anywhere (`testkit serve --help` too) is a question, not a file name.
     if args.iter().any(|arg| arg == "--help" || arg == "-h") {
@@ -210,6 +216,33 @@ fn mcp_http_server(args: &[String]) -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("testkit mcp-http-server: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `testkit pdf PAGES OUT [FILLER]`.
+fn pdf(args: &[String]) -> std::process::ExitCode {
+    let parsed = match args {
+        [pages, out] => pages.parse().ok().map(|pages| (pages, out, 2_000)),
+        [pages, out, filler] => pages
+            .parse()
+            .ok()
+            .zip(filler.parse().ok())
+            .map(|(pages, filler)| (pages, out, filler)),
+        _ => None,
+    };
+    let Some((pages, out, filler)) = parsed else {
+        eprintln!("testkit: {}", usage());
+        return std::process::ExitCode::from(2);
+    };
+    match testkit::pdf::document(pages, filler)
+        .map_err(anyhow::Error::from)
+        .and_then(|bytes| std::fs::write(out, bytes).map_err(anyhow::Error::from))
+    {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("testkit pdf: {error:#}");
             std::process::ExitCode::FAILURE
         }
     }
