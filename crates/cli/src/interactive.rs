@@ -498,6 +498,10 @@ impl Repl<'_> {
             Input::Unknown(command) => self.unknown(&command),
             Input::Clear => self.clear(),
             Input::Task(task) => {
+                for (placeholder, path) in self.ui.take_images(&task) {
+                    let note = self.session.attach_image_file(&placeholder, &path);
+                    self.say(&format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)));
+                }
                 for note in self.session.attach_mentions(&task).await {
                     self.say(&format!("\x1b[2m  ⎿  {}\x1b[0m", printable(&note, false)));
                 }

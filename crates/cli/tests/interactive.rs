@@ -2651,3 +2651,53 @@ async fn a_saved_rule_is_no_change_for_folder_trust() {
     assert!(!stderr.contains("changed since"), "{stderr}");
     assert!(!stderr.contains("not a trusted folder"), "{stderr}");
 }
+
+/// A 1x1 PNG.
+const ONE_PIXEL_PNG: [u8; 69] = [
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0xc9, 0xfe, 0x92, 0xef, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// A file dropped on the terminal (its path pasted, quoted as file managers paste it, from
+/// outside the workspace) becomes `[Image #1]` in the line, and the image itself goes with
+/// the prompt.
+#[tokio::test]
+async fn a_pasted_image_path_attaches_the_image() {
+    let repo = repo("interactive-pasted-image");
+    let desktop = repo.home.join("My Shots");
+    std::fs::create_dir_all(&desktop).unwrap();
+    std::fs::write(desktop.join("screen shot.png"), ONE_PIXEL_PNG).unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("One red pixel."),
+    )]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("what is in ");
+    let pasted = format!("'{}'", desktop.join("screen shot.png").display());
+    terminal.type_keys(&format!("\u{1b}[200~{pasted}\u{1b}[201~"));
+    terminal.wait_for("what is in [Image #1]", 1).await;
+    terminal.type_keys("?\r");
+    terminal.wait_for("One red pixel.", 1).await;
+    terminal.wait_for("[Image #1]: attached", 1).await;
+    let content = messages(&server, 0).last().unwrap()["content"].clone();
+    let blocks = content.as_array().unwrap();
+    let image = blocks
+        .iter()
+        .find(|block| block["type"] == "image")
+        .unwrap_or_else(|| panic!("{content:#}"));
+    assert_eq!(image["source"]["media_type"], "image/png");
+    assert!(
+        blocks
+            .iter()
+            .any(|block| block["text"] == "what is in [Image #1] ?"),
+        "{content:#}"
+    );
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

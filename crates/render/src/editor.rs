@@ -65,6 +65,73 @@ pub struct LineEditor {
     pastes: Vec<(String, String)>,
     /// Whether the line starts with pasted text (a paste into an empty line).
     pasted_start: bool,
+    /// Pasted image files: each placeholder (`[Image #1]`) and the path it stands for.
+    images: Vec<(String, String)>,
+    /// The images pasted so far (their placeholders stay unique for the session).
+    images_pasted: usize,
+    /// Images whose placeholder was in the last line submitted.
+    submitted_images: Vec<(String, String)>,
+}
+
+/// The image file a paste names, as terminals and file managers paste a dropped file: one
+/// absolute path, `~/` path or `file://` URL, maybe in quotes or with backslash-escaped
+/// spaces, ending in `.png`, `.jpg`, `.jpeg`, `.gif` or `.webp` (any case). Only the text is
+/// looked at: whether the file exists and is an image is for whoever attaches it.
+pub fn pasted_image_path(text: &str) -> Option<String> {
+    let text = text.trim();
+    if text.contains('\n') {
+        return None;
+    }
+    let unquoted = ["'", "\""]
+        .iter()
+        .find_map(|quote| text.strip_prefix(quote)?.strip_suffix(quote))
+        .map(str::to_owned);
+    let path = match unquoted {
+        Some(path) => path,
+        None => {
+            // Backslash escapes (`My\ Shots/a\ b.png`) as shells and terminals write them.
+            let mut path = String::with_capacity(text.len());
+            let mut chars = text.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => path.extend(chars.next()),
+                    c if c.is_whitespace() => return None,
+                    c => path.push(c),
+                }
+            }
+            path
+        }
+    };
+    let path = match path.strip_prefix("file://") {
+        Some(rest) => percent_decoded(rest)?,
+        None => path,
+    };
+    if !(path.starts_with('/') || path.starts_with("~/")) {
+        return None;
+    }
+    let extension = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    matches!(extension.as_str(), "png" | "jpg" | "jpeg" | "gif" | "webp").then_some(path)
+}
+
+/// `text` with its `%XX` escapes decoded, `None` when they do not make UTF-8.
+fn percent_decoded(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%'
+            && let Some(byte) = text
+                .get(at + 1..at + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            out.push(byte);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 impl LineEditor {
@@ -96,6 +163,13 @@ impl LineEditor {
             Edit::Paste(text) => {
                 if self.text.trim().is_empty() {
                     self.pasted_start = true;
+                }
+                if let Some(path) = pasted_image_path(&text) {
+                    self.images_pasted += 1;
+                    let placeholder = format!("[Image #{}]", self.images_pasted);
+                    self.apply(Edit::Insert(format!("{placeholder} ")));
+                    self.images.push((placeholder, path));
+                    return;
                 }
                 let lines = text.lines().count();
                 if lines <= PASTE_LINES && text.len() <= PASTE_BYTES {
@@ -185,6 +259,10 @@ impl LineEditor {
                 line.replace_range(at..at + placeholder.len(), &text);
             }
         }
+        self.submitted_images = std::mem::take(&mut self.images)
+            .into_iter()
+            .filter(|(placeholder, _)| line.contains(placeholder.as_str()))
+            .collect();
         self.cursor = 0;
         self.browsing = None;
         self.draft.clear();
@@ -213,10 +291,18 @@ impl LineEditor {
         self.cursor = start + text.len();
     }
 
+    /// The image files pasted into the line last submitted whose placeholder it still
+    /// holds: each placeholder (`[Image #1]`) and the path pasted (see
+    /// [`pasted_image_path`]). Empty after the first call.
+    pub fn take_images(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.submitted_images)
+    }
+
     /// Empties the line (the history is kept).
     pub fn clear(&mut self) {
         self.text.clear();
         self.pastes.clear();
+        self.images.clear();
         self.pasted_start = false;
         self.cursor = 0;
         self.browsing = None;
@@ -401,6 +487,43 @@ mod tests {
         assert_eq!(editor.text(), " ");
         assert_eq!(editor.submit(), " ");
         assert!(editor.history().is_empty(), "a blank line is not history");
+    }
+
+    #[test]
+    fn a_pasted_image_path_is_a_placeholder_for_the_image() {
+        for (pasted, path) in [
+            ("/home/me/shot.png", Some("/home/me/shot.png")),
+            ("  '/tmp/My Shots/a b.JPG'\n", Some("/tmp/My Shots/a b.JPG")),
+            ("/tmp/My\\ Shots/a\\ b.webp", Some("/tmp/My Shots/a b.webp")),
+            (
+                "file:///tmp/Screen%20Shot.png",
+                Some("/tmp/Screen Shot.png"),
+            ),
+            ("~/Desktop/x.gif", Some("~/Desktop/x.gif")),
+            ("shot.png", None),
+            ("/tmp/notes.txt", None),
+            ("look at /tmp/a.png", None),
+            ("/tmp/a.png\n/tmp/b.png", None),
+        ] {
+            assert_eq!(pasted_image_path(pasted).as_deref(), path, "{pasted:?}");
+        }
+        let mut editor = LineEditor::default();
+        editor.apply(Edit::Insert("what is in ".into()));
+        editor.apply(Edit::Paste("/tmp/one.png".into()));
+        editor.apply(Edit::Paste("/tmp/two.png".into()));
+        assert_eq!(editor.text(), "what is in [Image #1] [Image #2] ");
+        // The user deleted the second: only the first goes.
+        for _ in 0.."[Image #2] ".len() {
+            editor.apply(Edit::Backspace);
+        }
+        assert_eq!(editor.submit(), "what is in [Image #1] ");
+        assert_eq!(
+            editor.take_images(),
+            [("[Image #1]".to_owned(), "/tmp/one.png".to_owned())]
+        );
+        assert!(editor.take_images().is_empty());
+        editor.apply(Edit::Paste("/tmp/three.png".into()));
+        assert_eq!(editor.text(), "[Image #3] ", "numbers stay unique");
     }
 
     #[test]

@@ -142,12 +142,22 @@ pub struct Handle {
     sender: mpsc::UnboundedSender<Message>,
     detail: Arc<AtomicBool>,
     questions: Arc<std::sync::atomic::AtomicU64>,
-    /// Lines entered during a turn, not sent yet.
-    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
+    /// What was entered and not taken yet.
+    queued: Arc<std::sync::Mutex<Entered>>,
 }
 
 /// A line entered during a turn, and whether it starts with pasted text.
 type Queued = (String, bool);
+
+/// What the user entered that the session has not taken yet, shared by the terminal's task
+/// and its [`Handle`].
+#[derive(Debug, Default)]
+struct Entered {
+    /// Lines entered during a turn, not sent yet.
+    lines: Vec<Queued>,
+    /// Image files pasted into lines sent: each placeholder (`[Image #1]`) and its path.
+    images: Vec<(String, String)>,
+}
 
 impl Handle {
     fn send(&self, message: Message) {
@@ -275,6 +285,21 @@ impl Handle {
         self.detail.load(Ordering::Relaxed)
     }
 
+    /// Takes the image files pasted into `line` (a line read from the user): each
+    /// placeholder it holds (`[Image #1]`) and the path pasted, `~/` not expanded (see
+    /// [`crate::editor::pasted_image_path`]).
+    pub fn take_images(&self, line: &str) -> Vec<(String, String)> {
+        let mut entered = self
+            .queued
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (taken, kept) = std::mem::take(&mut entered.images)
+            .into_iter()
+            .partition(|(placeholder, _)| line.contains(placeholder.as_str()));
+        entered.images = kept;
+        taken
+    }
+
     /// Takes the lines the user entered while the turn runs (oldest first), for the next
     /// request; they are shown as sent at this point of the turn. Lines that are commands
     /// (`/…`, `!…`) stay queued for the prompt. Empty when there are none.
@@ -285,13 +310,14 @@ impl Handle {
                 .queued
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (commands, messages): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut *queued)
-                .into_iter()
-                .partition(|(line, pasted)| {
-                    let line = line.trim_start();
-                    !pasted && (line.starts_with('/') || line.starts_with('!'))
-                });
-            *queued = commands;
+            let (commands, messages): (Vec<Queued>, Vec<Queued>) =
+                std::mem::take(&mut queued.lines)
+                    .into_iter()
+                    .partition(|(line, pasted)| {
+                        let line = line.trim_start();
+                        !pasted && (line.starts_with('/') || line.starts_with('!'))
+                    });
+            queued.lines = commands;
             messages.into_iter().map(|(line, _)| line).collect()
         };
         if !lines.is_empty() {
@@ -407,7 +433,7 @@ impl Tui {
         drop(writer);
         spawn_stderr_reader(reader, sender.clone());
         let detail = Arc::new(AtomicBool::new(false));
-        let queued: Arc<std::sync::Mutex<Vec<Queued>>> = Arc::default();
+        let queued: Arc<std::sync::Mutex<Entered>> = Arc::default();
         let handle = Handle {
             sender,
             detail: Arc::clone(&detail),
@@ -625,8 +651,8 @@ struct State {
     choices: Vec<String>,
     search: Option<Search>,
     busy: bool,
-    /// Lines entered during a turn, for the next reads.
-    queued: Arc<std::sync::Mutex<Vec<Queued>>>,
+    /// Lines entered during a turn, for the next reads, and pasted images.
+    queued: Arc<std::sync::Mutex<Entered>>,
     read: Option<oneshot::Sender<ReadOutcome>>,
     question: Option<Question>,
     /// The turn's details (Ctrl-O).
@@ -743,7 +769,7 @@ impl State {
             Message::Read(reply) => {
                 let next = {
                     let mut queued = self.queue();
-                    (!queued.is_empty()).then(|| queued.remove(0))
+                    (!queued.lines.is_empty()).then(|| queued.lines.remove(0))
                 };
                 match next {
                     Some((line, pasted)) => {
@@ -805,7 +831,7 @@ impl State {
         Step::Go
     }
 
-    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Entered> {
         self.queued
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1088,6 +1114,8 @@ impl State {
         match self.read.take() {
             Some(read) => {
                 let line = self.editor.submit();
+                let images = self.editor.take_images();
+                self.queue().images.extend(images);
                 self.pending.push(echo(&line));
                 let _ = read.send(if pasted {
                     ReadOutcome::Pasted(line)
@@ -1097,7 +1125,10 @@ impl State {
             }
             None if !self.editor.is_empty() => {
                 let line = self.editor.submit();
-                self.queue().push((line, pasted));
+                let images = self.editor.take_images();
+                let mut entered = self.queue();
+                entered.images.extend(images);
+                entered.lines.push((line, pasted));
             }
             None => {}
         }
@@ -1121,7 +1152,7 @@ impl State {
             ));
         }
         let mut cursor = None;
-        for (line, _) in self.queue().iter() {
+        for (line, _) in self.queue().lines.iter() {
             rows.push(dim(&format!(
                 "› {} (queued: sent with the next request)",
                 crate::printable(line, false)

@@ -977,6 +977,40 @@ impl Session {
         Some(format!("@{mention}: attached"))
     }
 
+    /// An image file the user pasted into the prompt (`placeholder`, such as `[Image #1]`,
+    /// stands for it in the text): attached to the prompt's message as the image itself,
+    /// after a line naming it, wherever the file is (the user chose it; a model's read
+    /// stays within the workspace). `path` may start with `~/`. Returns a line for the
+    /// screen.
+    pub fn attach_image_file(&mut self, placeholder: &str, path: &str) -> String {
+        let file = match path.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME").map_or_else(
+                || PathBuf::from(path),
+                |home| PathBuf::from(home).join(rest),
+            ),
+            None => PathBuf::from(path),
+        };
+        match tools::media::read_file(&file) {
+            Ok(output) => {
+                self.pending
+                    .context
+                    .push(protocol::ContentBlock::text(format!(
+                        "{placeholder} is the image file {}",
+                        file.display()
+                    )));
+                if let protocol::ToolResultContent::Blocks(blocks) = output.content {
+                    self.pending.context.extend(
+                        blocks
+                            .into_iter()
+                            .filter(|block| matches!(block, protocol::ContentBlock::Image(_))),
+                    );
+                }
+                format!("{placeholder}: attached {}", file.display())
+            }
+            Err(error) => format!("{placeholder}: not attached: {error}"),
+        }
+    }
+
     /// Where lines the user enters during a turn come from: each is sent with the turn's
     /// next request (after a tool batch), or, when the turn ends first, as the next prompt.
     pub fn set_steering(&mut self, steering: Steering) {

@@ -48,6 +48,35 @@ pub fn is_image(head: &[u8]) -> bool {
     format_of(head).is_some()
 }
 
+/// The image file at `path`, which the user named themselves (a file pasted into the
+/// prompt, wherever it is): read as Read reads an image, without the workspace's bounds
+/// (the user chose it) and without counting as read. At most [`MAX_FILE_BYTES`].
+///
+/// # Errors
+///
+/// A file that cannot be read, is larger than [`MAX_FILE_BYTES`], is not a PNG, JPEG, GIF
+/// or WebP by its first bytes, or does not decode.
+pub fn read_file(path: &Path) -> Result<ToolOutput, ToolError> {
+    let shown = path.display();
+    let metadata = std::fs::metadata(path)
+        .map_err(|error| ToolError::InvalidInput(format!("{shown}: {error}")))?;
+    if !metadata.is_file() {
+        return Err(ToolError::InvalidInput(format!("{shown} is not a file")));
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(ToolError::InvalidInput(format!(
+            "{shown} has {} bytes; images of at most {MAX_FILE_BYTES} bytes are read",
+            metadata.len()
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|error| ToolError::InvalidInput(format!("{shown}: {error}")))?;
+    let format = format_of(&bytes[..bytes.len().min(64)]).ok_or_else(|| {
+        ToolError::InvalidInput(format!("{shown} is not a PNG, JPEG, GIF or WebP image"))
+    })?;
+    read(path, &bytes, format)
+}
+
 /// The MIME type the API names `format` by.
 fn media_type(format: ImageFormat) -> &'static str {
     match format {
