@@ -3235,8 +3235,8 @@ async fn a_retried_stream_withdraws_the_partial_message() {
 }
 
 /// Headless: TodoWrite (accepted, not offered) works and stream-json carries Claude Code's
-/// `{oldTodos, newTodos}`;
-/// AskUserQuestion is refused with a result that sends the model on with its own judgment.
+/// `{oldTodos, newTodos}`; AskUserQuestion (not offered either, as in Claude Code, with
+/// nobody to ask) is refused with a result that sends the model on with its own judgment.
 #[tokio::test]
 async fn headless_todos_and_questions() {
     let repo = repo("headless-todo-ask");
@@ -3268,6 +3268,7 @@ async fn headless_todos_and_questions() {
     // Claude Code 2.1's task tools are offered; TodoWrite, its earlier form, is accepted only.
     let offered = server.requests()[0].json()["tools"].to_string();
     assert!(offered.contains("\"TaskCreate\"") && !offered.contains("\"TodoWrite\""));
+    assert!(!offered.contains("\"AskUserQuestion\""), "{offered}");
     let lines = lines(&output);
     let todo_result = lines
         .iter()

@@ -1527,9 +1527,15 @@ impl ToolState {
         if recipe.prompter.is_some() || mode == tools::PermissionMode::Plan {
             tools.push(recipe.wrap(built.permissions.exit_plan_mode_tool()));
         }
-        // The user's own questions: headless, AskUserQuestion is refused with a result that
-        // sends the model on with its own judgment.
-        tools.push(recipe.wrap(built.permissions.ask_user_question_tool()));
+        // The user's own questions: headless, AskUserQuestion is not offered, and a call of it
+        // is refused with a result that sends the model on with its own judgment.
+        tools.push(
+            recipe.wrap(
+                built
+                    .permissions
+                    .ask_user_question_tool(recipe.prompter.is_some()),
+            ),
+        );
         if recipe.prompter.is_some() {
             tools.push(recipe.wrap(built.permissions.enter_plan_mode_tool()));
         }

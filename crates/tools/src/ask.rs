@@ -102,10 +102,13 @@ fn check(questions: &[Question]) -> Result<(), String> {
 /// See the module docs.
 pub(crate) struct AskUserQuestionTool {
     schema: Value,
+    /// Left out of requests (with nobody to ask, as headless): a model that calls it anyway
+    /// is told to go on with its own judgment.
+    hidden: bool,
 }
 
 impl AskUserQuestionTool {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(hidden: bool) -> Self {
         let option = json!({
             "type": "object",
             "properties": {
@@ -137,13 +140,17 @@ impl AskUserQuestionTool {
             },
             "required": ["questions"]
         });
-        Self { schema }
+        Self { schema, hidden }
     }
 }
 
 impl Tool for AskUserQuestionTool {
     fn name(&self) -> &str {
         ASK_USER_QUESTION
+    }
+
+    fn hidden(&self) -> bool {
+        self.hidden
     }
 
     fn description(&self) -> &str {

@@ -417,8 +417,12 @@ impl PermissionGate {
     /// The `AskUserQuestion` tool of this session (Claude Code's name and input): always
     /// asked about, the prompter writing the user's answers into its input (see
     /// [`crate::ask`]); refused headless with a result that tells the model to go on.
-    pub fn ask_user_question_tool(&self) -> Arc<dyn Tool> {
-        Arc::new(crate::ask::AskUserQuestionTool::new())
+    ///
+    /// `offered`: whether requests list it (someone can answer: a terminal or a front end);
+    /// when not, a call of it still gets the answer that sends the model on with its own
+    /// judgment (Claude Code offers it in interactive sessions only).
+    pub fn ask_user_question_tool(&self, offered: bool) -> Arc<dyn Tool> {
+        Arc::new(crate::ask::AskUserQuestionTool::new(!offered))
     }
 
     /// The `EnterPlanMode` tool of this session: asked about outside plan mode; approved, it
