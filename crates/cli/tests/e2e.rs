@@ -3390,6 +3390,20 @@ async fn pdfs_reach_the_model_by_mention_and_by_read() {
     let cut = lopdf::Document::load_mem(&page).unwrap();
     assert_eq!(cut.get_pages().len(), 1);
     assert_eq!(cut.extract_text(&[1]).unwrap().trim(), "Page 2 of 3");
+
+    // The transcript keeps both documents: a resumed session sends them again.
+    let output = agent(&repo, &server, &["--continue", "-p", "and the last page?"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let resumed = server.requests()[2].json()["messages"].to_string();
+    assert_eq!(
+        resumed.matches("\"type\":\"document\"").count(),
+        2,
+        "{resumed}"
+    );
 }
 
 /// A model that takes no images never gets one: marked `"vision": false` in settings, its
