@@ -2475,7 +2475,6 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "TaskGet",
             "TaskUpdate",
             "TaskList",
-            "AskUserQuestion"
         ]
     );
 
