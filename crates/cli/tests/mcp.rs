@@ -993,3 +993,107 @@ async fn a_resource_mention_attaches_it_to_the_prompt() {
     );
     assert!(prompt.contains("@nobody:x://y"), "{prompt}");
 }
+
+/// A Claude Code setup carries over: the servers `claude mcp add` keeps in `~/.claude.json`
+/// (user scope, and this folder's local scope) start beside ours, `agent mcp list` shows
+/// their scopes, the folder Claude Code's trust dialog accepted is trusted here (its Stop
+/// hook runs), a server entry that cannot be used is one warning, and a `~/.claude.json`
+/// that is not JSON is one warning while the run goes on.
+#[tokio::test]
+async fn a_claude_code_setup_carries_over() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-claude-code");
+    let state = json!({
+        "numStartups": 12,
+        "mcpServers": {
+            "ccuser": {"type": "stdio", "command": kit, "args": ["mcp-server"], "env": {}},
+            "odd": {"type": "carrier-pigeon", "command": "coo"},
+        },
+        "projects": {
+            repo.dir.to_str().unwrap(): {
+                "hasTrustDialogAccepted": true,
+                "allowedTools": [],
+                "mcpServers": {
+                    "cclocal": {"type": "stdio", "command": kit, "args": ["mcp-server"], "env": {}},
+                },
+            },
+        },
+    });
+    std::fs::write(repo.home.join(".claude.json"), state.to_string()).unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "touch stop-hook-ran"}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+
+    let (code, stdout, _) = agent_mcp(&repo, &["list"], &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    for (name, scope) in [("ccuser", "user"), ("cclocal", "local")] {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.contains(name) && line.contains(scope)),
+            "{name} ({scope}): {stdout}"
+        );
+    }
+
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_u", "mcp__ccuser__echo", json!({"text": "from-user"}))
+                .tool_use(
+                    "toolu_l",
+                    "mcp__cclocal__echo",
+                    json!({"text": "from-local"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = run(
+        &repo,
+        &server,
+        &["--allowedTools", "mcp__ccuser,mcp__cclocal"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let offered = server.requests()[0].json()["tools"].to_string();
+    assert!(
+        offered.contains("mcp__ccuser__echo") && offered.contains("mcp__cclocal__echo"),
+        "{offered}"
+    );
+    let results = server.requests()[1].json()["messages"].to_string();
+    assert!(
+        results.contains("from-user") && results.contains("from-local"),
+        "{results}"
+    );
+    assert!(
+        repo.dir.join("stop-hook-ran").exists(),
+        "the folder Claude Code trusts is trusted: {stderr}"
+    );
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("odd"), "{stderr}");
+
+    // Not JSON: one warning, and the run goes on (untrusted: the hook does not run).
+    std::fs::remove_file(repo.dir.join("stop-hook-ran")).unwrap();
+    std::fs::write(repo.home.join(".claude.json"), "{\"projects\": ").unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(&repo, &server, &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(".claude.json is not JSON (line 1"),
+        "{stderr}"
+    );
+    assert!(!repo.dir.join("stop-hook-ran").exists());
+}

@@ -82,6 +82,7 @@ mod adapter;
 pub mod approvals;
 mod budget;
 pub mod checkpoints;
+pub mod claude_code;
 pub mod commands;
 mod context_info;
 pub mod cost;

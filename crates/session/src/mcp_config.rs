@@ -43,6 +43,9 @@ pub fn configured(cwd: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf, Stri
             found.push((scope, path.to_path_buf(), name.clone(), server.clone()));
         }
     };
+    // Claude Code's own file, as Claude Code reads it (a broken one is named by the run).
+    let claude = crate::claude_code::State::read(&|_| {});
+    push("user", &claude.path, claude.document.get("mcpServers"));
     if let Some(settings) = crate::settings::user_settings_file() {
         let document = read_json(&settings)?;
         push("user", &settings, document.get("mcpServers"));
@@ -62,6 +65,9 @@ pub fn configured(cwd: &Path) -> anyhow::Result<Vec<(&'static str, PathBuf, Stri
     let project = cwd.join(".mcp.json");
     let document = read_json(&project)?;
     push("project", &project, document.get("mcpServers"));
+    if let Some(local) = claude.local_servers(cwd) {
+        push("local", &claude.path, local.get("mcpServers"));
+    }
     Ok(found)
 }
 

@@ -2268,7 +2268,9 @@ fn decide_trust(
             // `--trust` and `AGENT_TRUST` record nothing.
             if matches!(
                 source,
-                crate::trust::Source::Setting(_) | crate::trust::Source::Remembered(_)
+                crate::trust::Source::Setting(_)
+                    | crate::trust::Source::Remembered(_)
+                    | crate::trust::Source::ClaudeCode(_)
             ) && let Err(error) = crate::trust::record_narrowing(cwd, &items)
             {
                 options.notices.say(&format!(
@@ -2990,10 +2992,12 @@ impl loop_core::ToolSource for McpTools {
 }
 
 /// The MCP servers of this run: `--mcp-config` files only with `--strict-mcp-config`; else
-/// the user settings' `mcpServers`, then `~/.config/agent/mcp.json` (user, then this
-/// folder's local servers; `agent mcp add` writes there), then the project's `.mcp.json` (a
-/// trusted folder's only: its servers run programs), then `--mcp-config` files; a later
-/// server of the same name replaces an earlier one.
+/// Claude Code's user servers (`~/.claude.json`), the user settings' `mcpServers`, then
+/// `~/.config/agent/mcp.json`'s user servers, then the project's `.mcp.json` (a trusted
+/// folder's only: its servers run programs), then this folder's local servers (Claude
+/// Code's, then `~/.config/agent/mcp.json`'s; `agent mcp add` writes there), then
+/// `--mcp-config` files; a later server of the same name replaces an earlier one. A server
+/// of Claude Code's file that cannot be used is one warning and is left out.
 ///
 /// # Errors
 ///
@@ -3005,9 +3009,20 @@ fn mcp_servers(
     trusted: bool,
 ) -> anyhow::Result<Vec<mcp::config::Configured>> {
     let lookup = |name: &str| setting_or_env(&settings.env, name);
+    let warn = |line: &str| options.notices.say(line);
     // Lowest precedence first, as Claude Code orders them: user, project, local.
     let mut lists = Vec::new();
     if !options.mcp.strict {
+        // Claude Code's own (`claude mcp add`), each scope below ours of the same scope.
+        let claude = crate::claude_code::State::read(&warn);
+        if let Some(document) = claude.user_servers() {
+            lists.push(crate::claude_code::servers_leniently(
+                &document,
+                &claude.path,
+                &lookup,
+                &warn,
+            ));
+        }
         for layer in &settings.layers {
             if layer.scope == settings::Scope::User
                 && let Some(servers) = layer.settings.other.get("mcpServers")
@@ -3032,6 +3047,14 @@ fn mcp_servers(
                 );
             }
             lists.push(mcp::config::read_file(&project, &lookup)?);
+        }
+        if let Some(document) = claude.local_servers(cwd) {
+            lists.push(crate::claude_code::servers_leniently(
+                &document,
+                &claude.path,
+                &lookup,
+                &warn,
+            ));
         }
         lists.extend(local);
     }

@@ -4,8 +4,10 @@
 //! A folder is keyed by its canonical repository root (the nearest folder at or above the
 //! working directory holding `.git`, unless that folder holds the home folder), else by the
 //! working directory itself. It is trusted by `--trust`, by `AGENT_TRUST=1`, by an entry of
-//! the user setting `trustedFolders` at or above it, or by an earlier "yes" to the
-//! interactive question, remembered in `~/.config/agent/trusted-folders.json`
+//! the user setting `trustedFolders` at or above it, by Claude Code's trust dialog accepted
+//! for it or a folder above it (`~/.claude.json`, see [`crate::claude_code`]), or by an
+//! earlier "yes" to the interactive question, remembered in
+//! `~/.config/agent/trusted-folders.json`
 //! (`{"trustedFolders": ["/path", ...], "fingerprints": {...}}`, mode 0600). Nothing else
 //! can trust a folder: a project's own files cannot, and the agent's tools cannot write the
 //! user's config folder.
@@ -40,6 +42,9 @@ pub enum Source {
     Setting(PathBuf),
     /// A "yes" remembered in [`remembered_file`].
     Remembered(PathBuf),
+    /// Claude Code's trust dialog, accepted for this folder (or one above it) as
+    /// `~/.claude.json` records it (`projects.<folder>.hasTrustDialogAccepted`).
+    ClaudeCode(PathBuf),
 }
 
 /// The answer to the folder-trust question.
@@ -254,6 +259,15 @@ pub fn trusted_without_asking(
         && let Some(entry) = covering(&remembered(&file)?, folder, &file, notices)
     {
         return Ok(Some(Source::Remembered(entry)));
+    }
+    // Claude Code's answer counts as ours, except for a folder that would trust every
+    // project under it (the home folder, `/`, the temporary folder). Its file is read
+    // quietly here: the MCP servers' reading of it warns about a broken one.
+    let claude = crate::claude_code::State::read(&|_| {});
+    if let Some(entry) = claude.trusted_folder(folder)
+        && recordable(&entry).is_ok()
+    {
+        return Ok(Some(Source::ClaudeCode(entry)));
     }
     Ok(None)
 }
@@ -931,6 +945,10 @@ pub fn describe(source: &Source) -> String {
         ),
         Source::Remembered(entry) => format!(
             "an earlier answer, remembered for {}",
+            render::printable(&entry.to_string_lossy(), false)
+        ),
+        Source::ClaudeCode(entry) => format!(
+            "Claude Code's trust dialog, accepted for {}",
             render::printable(&entry.to_string_lossy(), false)
         ),
     }
