@@ -379,9 +379,10 @@ async fn headless(
         return stream_json_input(&mut session, &mut renderer, interrupts).await;
     }
     // `@path` in the prompt attaches the file (an image as the model sees it), as at the
-    // interactive prompt; one that cannot be attached is said on stderr. Only the user's own
-    // prompt is read for mentions, not input piped beside it (a file's text is not theirs).
-    let typed = args.prompt.as_deref().unwrap_or(&task);
+    // interactive prompt; one that cannot be attached is said on stderr. Only the prompt
+    // written on the command line is read for mentions, never piped input, beside it or in
+    // its place (`cat untrusted.md | agent -p` must not attach what the file names).
+    let typed = args.prompt.as_deref().unwrap_or_default();
     for note in session.attach_mentions(typed).await {
         if note.contains("not attached") {
             eprintln!("agent: {}", render::printable(&note, false));

@@ -3484,35 +3484,38 @@ async fn mentions_in_piped_input_attach_nothing() {
     use tokio::io::AsyncWriteExt as _;
     let repo = repo("piped-mention");
     std::fs::write(repo.dir.join("shot.png"), TINY_PNG).unwrap();
-    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Ok."))]))
-        .await
-        .unwrap();
-    let mut child = command(&repo, &server)
-        .args(["-p", "summarize this log"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"error: see @shot.png and @notes.txt\n")
-        .await
-        .unwrap();
-    drop(stdin);
-    let output = child.wait_with_output().await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let prompt = server.requests()[0].json()["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()["content"]
-        .to_string();
-    assert!(prompt.contains("see @shot.png"), "{prompt}");
-    assert!(!prompt.contains("\"image\""), "{prompt}");
-    assert!(!prompt.contains("Called the Read tool"), "{prompt}");
+    // Beside a prompt, and in its place: piped text is never the user's own.
+    for args in [&["-p", "summarize this log"][..], &["-p"][..]] {
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Ok."))]))
+            .await
+            .unwrap();
+        let mut child = command(&repo, &server)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"error: see @shot.png and @notes.txt\n")
+            .await
+            .unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().await.unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let prompt = server.requests()[0].json()["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .to_string();
+        assert!(prompt.contains("see @shot.png"), "{prompt}");
+        assert!(!prompt.contains("\"image\""), "{prompt}");
+        assert!(!prompt.contains("Called the Read tool"), "{prompt}");
+    }
 }

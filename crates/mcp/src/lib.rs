@@ -52,6 +52,7 @@ pub mod config;
 pub mod flood;
 pub mod guard;
 pub mod http;
+pub mod image;
 mod names;
 pub mod resources;
 mod server;

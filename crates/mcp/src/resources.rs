@@ -146,6 +146,23 @@ impl Tool for ResourceTool {
     }
 }
 
+/// Characters of a resource's name or description listed (the rest is cut).
+const LISTED_CHARS: usize = 300;
+
+/// What is listed of `resource` (of the server `server`): Claude Code's fields (`uri`,
+/// `name`, `mimeType`, `description`, `server`), each string cut at [`LISTED_CHARS`].
+fn summary(resource: &Value, server: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    for key in ["uri", "name", "mimeType", "description"] {
+        if let Some(text) = resource.get(key).and_then(Value::as_str) {
+            let cut: String = text.chars().take(LISTED_CHARS).collect();
+            out.insert(key.to_owned(), Value::from(cut));
+        }
+    }
+    out.insert("server".to_owned(), Value::from(server));
+    Value::Object(out)
+}
+
 /// ListMcpResourcesTool: every connected server's resources (or `only` one's), each with
 /// its server; a server that fails says so in a line.
 async fn list(pool: &Pool, only: Option<&str>) -> Result<ToolOutput, ToolError> {
@@ -158,10 +175,20 @@ async fn list(pool: &Pool, only: Option<&str>) -> Result<ToolOutput, ToolError> 
     let mut failures = Vec::new();
     for server in servers {
         match server.list_resources().await {
-            Ok(resources) => listed.extend(resources.into_iter().map(|mut resource| {
-                resource["server"] = Value::from(server.name.clone());
-                resource
-            })),
+            Ok(resources) => {
+                if resources.len() >= crate::server::MAX_RESOURCES {
+                    failures.push(format!(
+                        "{} lists more resources; only its first {} are shown",
+                        server.name,
+                        crate::server::MAX_RESOURCES
+                    ));
+                }
+                listed.extend(
+                    resources
+                        .iter()
+                        .map(|resource| summary(resource, &server.name)),
+                );
+            }
             Err(error) => failures.push(error),
         }
     }
@@ -183,6 +210,7 @@ pub fn resource_output(result: &Value) -> ToolOutput {
     let contents = result["contents"].as_array().map_or(&[][..], Vec::as_slice);
     let mut blocks = Vec::new();
     let mut structured = Vec::new();
+    let mut images = 0usize;
     for content in contents {
         let uri = content["uri"].as_str().unwrap_or_default();
         let mime = content["mimeType"].as_str().unwrap_or_default();
@@ -196,15 +224,18 @@ pub fn resource_output(result: &Value) -> ToolOutput {
             blocks.push(ContentBlock::text(shown));
             structured.push(json!({"uri": uri, "mimeType": mime, "text": cut}));
         } else if let Some(blob) = content["blob"].as_str() {
-            if matches!(
-                mime,
-                "image/png" | "image/jpeg" | "image/gif" | "image/webp"
-            ) {
-                blocks.push(ContentBlock::Image(protocol::ImageBlock {
-                    source: json!({"type": "base64", "media_type": mime, "data": blob}),
-                    cache_control: None,
-                    extra: serde_json::Map::new(),
-                }));
+            if mime.starts_with("image/") {
+                images += 1;
+                blocks.push(if images > crate::image::MAX_PER_RESULT {
+                    ContentBlock::text(format!(
+                        "{uri}: an image, not shown (at most {} are sent at once)",
+                        crate::image::MAX_PER_RESULT
+                    ))
+                } else {
+                    crate::image::checked(blob).unwrap_or_else(|why| {
+                        ContentBlock::text(format!("{uri}: an image, not shown: {why}"))
+                    })
+                });
             } else {
                 blocks.push(ContentBlock::text(format!(
                     "{uri}: binary content ({mime}, {} bytes of base64), not shown",

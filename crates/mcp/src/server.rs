@@ -207,6 +207,15 @@ fn listed(tool: rmcp::model::Tool) -> ListedTool {
 /// a next one is stopped there).
 pub const MAX_RESOURCE_PAGES: usize = 20;
 
+/// The most resources listed from one server (1,000): past it the listing stops, and says
+/// so.
+pub const MAX_RESOURCES: usize = 1_000;
+
+/// How long one resource request (a page of the list, a read) may take: 60 s. A resource
+/// is data the server has at hand; a server that does not answer must not hang the turn (or
+/// a prompt that mentions it).
+pub const RESOURCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A connected server; restarted once when its process died.
 pub struct Server {
     /// Its configured name.
@@ -545,17 +554,15 @@ impl Server {
         }
     }
 
-    /// The resources it lists (every page, at most [`MAX_RESOURCE_PAGES`]), each as MCP's
+    /// The resources it lists (every page, at most [`MAX_RESOURCE_PAGES`] and
+    /// [`MAX_RESOURCES`], each page within [`RESOURCE_TIMEOUT`]), each as MCP's
     /// wire shape (`uri`, `name`, `mimeType`, `description`, ...).
     ///
     /// # Errors
     ///
     /// A message for the model: the server is gone, or the request failed.
     pub async fn list_resources(&self) -> Result<Vec<serde_json::Value>, String> {
-        let state = self.state.lock().await;
-        let Some(client) = &state.client else {
-            return Err(format!("the MCP server {} is not connected", self.name));
-        };
+        let peer = self.peer().await?;
         let mut resources = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_RESOURCE_PAGES {
@@ -564,10 +571,15 @@ impl Server {
                 params.cursor = Some(cursor);
                 params
             });
-            let page = client
-                .peer()
-                .list_resources(params)
+            let page = tokio::time::timeout(RESOURCE_TIMEOUT, peer.list_resources(params))
                 .await
+                .map_err(|_| {
+                    format!(
+                        "the MCP server {} did not list its resources within {} s",
+                        self.name,
+                        RESOURCE_TIMEOUT.as_secs()
+                    )
+                })?
                 .map_err(|error| {
                     format!(
                         "the MCP server {} did not list its resources: {error}",
@@ -577,14 +589,25 @@ impl Server {
             resources.extend(
                 page.resources
                     .iter()
+                    .take(MAX_RESOURCES.saturating_sub(resources.len()))
                     .filter_map(|resource| serde_json::to_value(resource).ok()),
             );
             match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
+                Some(next) if resources.len() < MAX_RESOURCES => cursor = Some(next),
+                _ => break,
             }
         }
         Ok(resources)
+    }
+
+    /// A handle to send requests with, taken without holding the server's state while they
+    /// wait (a slow request must not queue every other call behind it).
+    async fn peer(&self) -> Result<rmcp::Peer<rmcp::RoleClient>, String> {
+        let state = self.state.lock().await;
+        match &state.client {
+            Some(client) => Ok(client.peer().clone()),
+            None => Err(format!("the MCP server {} is not connected", self.name)),
+        }
     }
 
     /// The contents of the resource `uri`, as MCP's wire shape (`{contents: [{uri,
@@ -594,14 +617,18 @@ impl Server {
     ///
     /// A message for the model: the server is gone, or the request failed.
     pub async fn read_resource(&self, uri: &str) -> Result<serde_json::Value, String> {
-        let state = self.state.lock().await;
-        let Some(client) = &state.client else {
-            return Err(format!("the MCP server {} is not connected", self.name));
-        };
-        let result = client
-            .peer()
-            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.to_owned()))
+        let peer = self.peer().await?;
+        let request =
+            peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.to_owned()));
+        let result = tokio::time::timeout(RESOURCE_TIMEOUT, request)
             .await
+            .map_err(|_| {
+                format!(
+                    "the MCP server {} did not read {uri} within {} s",
+                    self.name,
+                    RESOURCE_TIMEOUT.as_secs()
+                )
+            })?
             .map_err(|error| format!("the MCP server {} did not read {uri}: {error}", self.name))?;
         serde_json::to_value(&result).map_err(|error| error.to_string())
     }

@@ -167,14 +167,23 @@ pub fn content_of(result: &Value) -> ToolResultContent {
             .to_owned()
     };
     let mut blocks = Vec::new();
+    let mut images = 0usize;
     for item in &items {
         let block = match item.get("type").and_then(Value::as_str) {
             Some("text") => ContentBlock::text(text(item, "text")),
-            Some("image") => serde_json::from_value(serde_json::json!({
-                "type": "image",
-                "source": {"type": "base64", "media_type": text(item, "mimeType"), "data": text(item, "data")},
-            }))
-            .unwrap_or_else(|_| ContentBlock::text("[an image the agent could not read]")),
+            Some("image") => {
+                images += 1;
+                if images > crate::image::MAX_PER_RESULT {
+                    ContentBlock::text(format!(
+                        "[an image, not shown: at most {} are sent at once]",
+                        crate::image::MAX_PER_RESULT
+                    ))
+                } else {
+                    crate::image::checked(&text(item, "data")).unwrap_or_else(|why| {
+                        ContentBlock::text(format!("[an image, not shown: {why}]"))
+                    })
+                }
+            }
             Some("resource") => {
                 let resource = item.get("resource").cloned().unwrap_or(Value::Null);
                 let uri = text(&resource, "uri");
@@ -221,7 +230,7 @@ mod tests {
         );
         let mixed = content_of(&json!({"content": [
             {"type": "text", "text": "a"},
-            {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+            {"type": "image", "data": "R0lGODlhAQABAAAAACw=", "mimeType": "image/png"},
             {"type": "resource", "resource": {"uri": "file:///x", "text": "body"}},
             {"type": "resource", "resource": {"uri": "file:///y", "blob": "AA==", "mimeType": "application/zip"}},
         ]}));

@@ -30,8 +30,23 @@ pub const MAX_SENT_BYTES: usize = 3_750_000;
 /// The largest image file read, in bytes (64 MiB).
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
-/// The most memory an image may decode to, in bytes (512 MiB: about 130 megapixels of RGBA).
-pub const MAX_DECODED_BYTES: u64 = 512 << 20;
+/// The most memory an image may decode to, in bytes (256 MiB: 64 megapixels of RGBA, such
+/// as 8000x8000, the largest image the API takes whole).
+pub const MAX_DECODED_BYTES: u64 = 256 << 20;
+
+/// Held while an image file is read, decoded and shrunk: one image at a time in the
+/// process, so many Reads of large images at once (the executor runs Reads in parallel) never
+/// hold more than one image's file and pixels.
+static DECODING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The turn to read and decode an image: held by whoever reads an image file or decodes
+/// one, until its block is made (see [`DECODING`]).
+pub(crate) fn turn() -> std::sync::MutexGuard<'static, ()> {
+    // A poisoned lock guarded nothing but the turn itself.
+    DECODING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The image format a file's first bytes announce, when it is one the API takes.
 pub(crate) fn format_of(head: &[u8]) -> Option<ImageFormat> {
@@ -69,12 +84,51 @@ pub fn read_file(path: &Path) -> Result<ToolOutput, ToolError> {
             metadata.len()
         )));
     }
+    let _turn = turn();
     let bytes = std::fs::read(path)
         .map_err(|error| ToolError::InvalidInput(format!("{shown}: {error}")))?;
     let format = format_of(&bytes[..bytes.len().min(64)]).ok_or_else(|| {
         ToolError::InvalidInput(format!("{shown} is not a PNG, JPEG, GIF or WebP image"))
     })?;
     read(path, &bytes, format)
+}
+
+/// The most images one result carries (a notebook's outputs): past it, a line says how many
+/// more there were. Each image costs up to about 1,600 tokens.
+pub const MAX_IMAGES_PER_RESULT: usize = 20;
+
+/// An image given as base64 (a notebook's output, named `label`), checked as a file is: its
+/// first bytes must announce a PNG, JPEG, GIF or WebP whatever it was labelled, it must
+/// decode, and it is scaled within the API's limits. The caller holds [`turn`].
+///
+/// # Errors
+///
+/// Data that is not base64, larger than [`MAX_FILE_BYTES`], not an image the API takes, or
+/// that does not decode.
+pub(crate) fn block_from_base64(label: &str, data: &str) -> Result<ContentBlock, ToolError> {
+    let data: String = data.chars().filter(|c| !c.is_whitespace()).collect();
+    if data.len() as u64 > MAX_FILE_BYTES / 3 * 4 {
+        return Err(ToolError::InvalidInput(format!(
+            "{label}: {} characters of base64, more than an image is read with",
+            data.len()
+        )));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.as_bytes())
+        .map_err(|error| ToolError::InvalidInput(format!("{label}: not base64 ({error})")))?;
+    let format = format_of(&bytes[..bytes.len().min(64)]).ok_or_else(|| {
+        ToolError::InvalidInput(format!("{label}: not a PNG, JPEG, GIF or WebP image"))
+    })?;
+    let output = read(Path::new(label), &bytes, format)?;
+    match output.content {
+        ToolResultContent::Blocks(blocks) => blocks
+            .into_iter()
+            .find(|block| matches!(block, ContentBlock::Image(_)))
+            .ok_or_else(|| ToolError::CouldNotRun(format!("{label}: no image was made"))),
+        ToolResultContent::Text(_) => Err(ToolError::CouldNotRun(format!(
+            "{label}: no image was made"
+        ))),
+    }
 }
 
 /// The MIME type the API names `format` by.
@@ -88,7 +142,7 @@ fn media_type(format: ImageFormat) -> &'static str {
 }
 
 /// The image `bytes` (the file at `path`, already confined and read whole, at most
-/// [`MAX_FILE_BYTES`]) in `format`: its image block, with a line of text saying what was
+/// [`MAX_FILE_BYTES`], by a caller holding [`turn`]) in `format`: its image block, with a line of text saying what was
 /// sent, and Claude Code's structured `{type: "image", file}`.
 ///
 /// # Errors

@@ -2,8 +2,9 @@
 //! {notebook_path, cell_id?, new_source, cell_type?, edit_mode?}` replaces, inserts or deletes
 //! one cell, as Claude Code's tools do.
 //!
-//! A notebook is written back as Jupyter writes it (nbformat 4: keys sorted, one space of
-//! indent, non-ASCII kept, a final line break), so an edit changes only the cell it names. A
+//! An edit changes only the cell it names: the rest of the file keeps its exact bytes (cells,
+//! metadata, numbers as written), and the new or replaced cell is written as Jupyter writes
+//! one (keys sorted, the file's indent, non-ASCII kept). A
 //! cell is named by its `id` (nbformat 4.5), or by its position: `cell-N` or `N`, from 0.
 //! Replacing a code cell's source clears its outputs and execution count (they belonged to
 //! the old code). NotebookEdit follows Edit's rules: the notebook read first and unchanged
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, Workspace};
 use protocol::{ContentBlock, ToolResultContent};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::common::{parse_input, run_to_completion};
 use crate::files::{PreparedWrite, current_content};
@@ -34,8 +35,50 @@ struct Notebook {
     cells: Vec<Value>,
 }
 
+/// The most JSON values (objects, arrays, strings, numbers...) a notebook may hold: 1
+/// million, some 100 MB parsed. Past it a notebook is refused before it is parsed, so a file
+/// of tiny values (`[0,0,0,…]`) cannot take gigabytes.
+const MAX_VALUES: usize = 1_000_000;
+
+/// The most cells a notebook may have.
+const MAX_CELLS: usize = 10_000;
+
+/// Whether `bytes` (JSON) holds more than `limit` values, counted without parsing: each
+/// `,`, `[` and `{` outside strings starts one more.
+fn more_values_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &byte in bytes {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => {
+                count += 1;
+                if count > limit {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 impl Notebook {
     fn parse(bytes: &[u8], path: &std::path::Path) -> Result<Self, ToolError> {
+        if more_values_than(bytes, MAX_VALUES) {
+            return Err(ToolError::InvalidInput(format!(
+                "{} holds more than {MAX_VALUES} JSON values, more than a notebook is read with; it was not read or changed",
+                path.display()
+            )));
+        }
         let mut json: Value = serde_json::from_slice(bytes).map_err(|error| {
             ToolError::InvalidInput(format!(
                 "{} is not a valid notebook (its JSON does not parse: {error}); it was not changed",
@@ -51,15 +94,24 @@ impl Notebook {
                 )));
             }
         };
+        if cells.len() > MAX_CELLS {
+            return Err(ToolError::InvalidInput(format!(
+                "{} has {} cells, more than the {MAX_CELLS} a notebook is read with; it was not changed",
+                path.display(),
+                cells.len()
+            )));
+        }
+        if let Some(at) = cells.iter().position(|cell| !cell.is_object()) {
+            return Err(ToolError::InvalidInput(format!(
+                "{} is not a valid notebook: cell {at} is not an object; it was not changed",
+                path.display()
+            )));
+        }
         Ok(Self { json, cells })
     }
 
     fn cells(&self) -> &[Value] {
         &self.cells
-    }
-
-    fn cells_mut(&mut self) -> &mut Vec<Value> {
-        &mut self.cells
     }
 
     /// The language of its code cells.
@@ -89,21 +141,93 @@ impl Notebook {
         let index: usize = name.strip_prefix("cell-").unwrap_or(name).parse().ok()?;
         (index < self.cells.len()).then_some(index)
     }
+}
 
-    /// The notebook as Jupyter writes it: keys sorted (maps keep insertion order in this
-    /// build), one space of indent, a final line break.
-    fn into_bytes(self) -> Result<Vec<u8>, ToolError> {
-        let mut json = self.json;
-        json["cells"] = Value::Array(self.cells);
-        let mut out = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
-        let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-        serde::Serialize::serialize(&sorted(&json), &mut serializer).map_err(|error| {
-            ToolError::CouldNotRun(format!("could not write the notebook: {error}"))
-        })?;
-        out.push(b'\n');
-        Ok(out)
+/// One change to a notebook's list of cells.
+enum Change {
+    /// Cell `at` becomes the cell given.
+    Replace(usize, Value),
+    /// The cell given goes at position `at` (0: first; the count: last).
+    Insert(usize, Value),
+    /// Cell `at` goes.
+    Delete(usize),
+}
+
+/// `text` (a notebook that parsed) with `change` made to its cells, every other byte as it
+/// was: cells and metadata not named keep their exact text (numbers Jupyter wrote, key order,
+/// spacing). A new or replaced cell is written as Jupyter writes one (keys sorted, the
+/// file's indent).
+fn spliced(text: &str, change: &Change) -> Result<Vec<u8>, ToolError> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        cells: &'a serde_json::value::RawValue,
     }
+    let failed =
+        |error: String| ToolError::CouldNotRun(format!("could not write the notebook: {error}"));
+    let top: Top<'_> = serde_json::from_str(text).map_err(|error| failed(error.to_string()))?;
+    let list = top.cells.get();
+    let cells: Vec<&serde_json::value::RawValue> =
+        serde_json::from_str(list).map_err(|error| failed(error.to_string()))?;
+    // Byte offsets in `text`: the raw values borrow from it.
+    let offset = |part: &str| part.as_ptr() as usize - text.as_ptr() as usize;
+    let span = |at: usize| {
+        let start = offset(cells[at].get());
+        (start, start + cells[at].get().len())
+    };
+    let list_start = offset(list);
+    // The indent of a cell: what precedes it on its line, else two units of one space.
+    let indent = match cells.first() {
+        Some(first) => {
+            let start = offset(first.get());
+            let line = text[..start].rfind('\n').map_or(0, |at| at + 1);
+            text[line..start].to_owned()
+        }
+        None => "  ".to_owned(),
+    };
+    let unit = " ".repeat((indent.len() / 2).max(1));
+    let written = |cell: &Value| -> Result<String, ToolError> {
+        let mut out = Vec::new();
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
+        let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+        serde::Serialize::serialize(&sorted(cell), &mut serializer)
+            .map_err(|error| failed(error.to_string()))?;
+        let out = String::from_utf8(out).map_err(|error| failed(error.to_string()))?;
+        Ok(out.replace('\n', &format!("\n{indent}")))
+    };
+    let mut out = text.to_owned();
+    match change {
+        Change::Replace(at, cell) => {
+            let (start, end) = span(*at);
+            out.replace_range(start..end, &written(cell)?);
+        }
+        Change::Delete(at) => {
+            let (start, end) = span(*at);
+            let range = if at + 1 < cells.len() {
+                start..span(at + 1).0
+            } else if *at > 0 {
+                span(at - 1).1..end
+            } else {
+                start..end
+            };
+            out.replace_range(range, "");
+        }
+        Change::Insert(at, cell) => {
+            let cell = written(cell)?;
+            if *at < cells.len() {
+                out.insert_str(span(*at).0, &format!("{cell},\n{indent}"));
+            } else if let Some(last) = cells.len().checked_sub(1) {
+                out.insert_str(span(last).1, &format!(",\n{indent}{cell}"));
+            } else {
+                let outer = &indent[..indent.len() - unit.len().min(indent.len())];
+                out.replace_range(
+                    list_start..list_start + list.len(),
+                    &format!("[\n{indent}{cell}\n{outer}]"),
+                );
+            }
+        }
+    }
+    Ok(out.into_bytes())
 }
 
 /// `value` with every object's keys in sorted order, as Python's `sort_keys` writes them.
@@ -148,6 +272,7 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8]) -> Result<ToolOutput, T
     let notebook = Notebook::parse(bytes, path)?;
     let language = notebook.language();
     let mut blocks: Vec<ContentBlock> = Vec::new();
+    let mut sent_images = 0usize;
     let mut text = format!(
         "Notebook {} ({} cells, {language}):\n",
         path.display(),
@@ -174,16 +299,22 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8]) -> Result<ToolOutput, T
                 )),
                 _ => {
                     let data = &output["data"];
-                    for (media, key) in [("image/png", "image/png"), ("image/jpeg", "image/jpeg")] {
-                        if let Some(encoded) = data[key].as_str() {
-                            // What Jupyter stores: base64, sometimes with line breaks.
-                            let encoded: String =
-                                encoded.chars().filter(|c| !c.is_whitespace()).collect();
-                            images.push(ContentBlock::Image(protocol::ImageBlock {
-                                source: json!({"type": "base64", "media_type": media, "data": encoded}),
-                                cache_control: None,
-                                extra: Map::new(),
-                            }));
+                    for key in ["image/png", "image/jpeg"] {
+                        let Some(encoded) = data[key].as_str() else {
+                            continue;
+                        };
+                        sent_images += 1;
+                        if sent_images > crate::media::MAX_IMAGES_PER_RESULT {
+                            continue;
+                        }
+                        // What Jupyter stores: base64, sometimes with line breaks; checked,
+                        // and scaled, as an image file is.
+                        match crate::media::block_from_base64(
+                            &format!("an output of {id}"),
+                            encoded,
+                        ) {
+                            Ok(image) => images.push(image),
+                            Err(error) => shown.push_str(&format!("[image not shown: {error}]\n")),
                         }
                     }
                     if let Some(plain) = data.get("text/plain") {
@@ -207,6 +338,13 @@ pub(crate) fn read(path: &std::path::Path, bytes: &[u8]) -> Result<ToolOutput, T
             blocks.push(ContentBlock::text(std::mem::take(&mut text)));
             blocks.append(&mut images);
         }
+    }
+    if sent_images > crate::media::MAX_IMAGES_PER_RESULT {
+        text.push_str(&format!(
+            "[{} more images in outputs not shown: at most {} are sent at once]\n",
+            sent_images - crate::media::MAX_IMAGES_PER_RESULT,
+            crate::media::MAX_IMAGES_PER_RESULT
+        ));
     }
     blocks.push(ContentBlock::text(text));
     blocks.retain(|block| block.as_text() != Some(""));
@@ -284,7 +422,7 @@ fn prepare(
             path.display()
         )));
     };
-    let mut notebook = Notebook::parse(&previous, &path)?;
+    let notebook = Notebook::parse(&previous, &path)?;
     let mode = input.edit_mode.as_deref().unwrap_or("replace");
     let found = input.cell_id.as_deref().map(|id| (id, notebook.find(id)));
     if let Some((id, None)) = found {
@@ -295,7 +433,7 @@ fn prepare(
     }
     let at = found.and_then(|(_, at)| at);
     let language = notebook.language();
-    let (cell_id, cell_type) = match mode {
+    let (cell_id, cell_type, change) = match mode {
         "replace" | "delete" => {
             let Some(at) = at else {
                 return Err(ToolError::InvalidInput(format!(
@@ -308,11 +446,10 @@ fn prepare(
                 .unwrap_or("code")
                 .to_owned();
             if mode == "delete" {
-                notebook.cells_mut().remove(at);
-                (id, kind)
+                (id, kind, Change::Delete(at))
             } else {
                 let kind = input.cell_type.clone().unwrap_or(kind);
-                let cell = &mut notebook.cells_mut()[at];
+                let mut cell = notebook.cells()[at].clone();
                 cell["source"] = split(&input.new_source);
                 cell["cell_type"] = Value::from(kind.clone());
                 if kind == "code" {
@@ -322,7 +459,7 @@ fn prepare(
                     fields.remove("outputs");
                     fields.remove("execution_count");
                 }
-                (id, kind)
+                (id, kind, Change::Replace(at, cell))
             }
         }
         "insert" => {
@@ -348,8 +485,7 @@ fn prepare(
                 format!("cell-{}", at.map_or(0, |at| at + 1))
             };
             let position = at.map_or(0, |at| at + 1);
-            notebook.cells_mut().insert(position, cell);
-            (id, kind)
+            (id, kind, Change::Insert(position, cell))
         }
         other => {
             return Err(ToolError::InvalidInput(format!(
@@ -357,7 +493,9 @@ fn prepare(
             )));
         }
     };
-    let bytes = notebook.into_bytes()?;
+    // `Notebook::parse` read it as JSON, which is UTF-8.
+    let text = String::from_utf8_lossy(&previous);
+    let bytes = spliced(&text, &change)?;
     let done = match mode {
         "insert" => "Inserted",
         "delete" => "Deleted",

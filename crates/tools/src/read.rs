@@ -383,6 +383,9 @@ fn read_whole(
             metadata.len(),
         )));
     }
+    // One whole read at a time in the process: images, PDFs and notebooks are the largest
+    // things a Read holds, and the executor runs Reads in parallel.
+    let _turn = crate::media::turn();
     let bytes = std::fs::read(path).map_err(|error| io_error("read", path, &error))?;
     let output = match kind {
         Whole::Image(format) => crate::media::read(path, &bytes, format)?,

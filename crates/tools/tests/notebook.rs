@@ -177,3 +177,116 @@ async fn a_broken_notebook_or_a_protected_one_is_refused_unchanged() {
         NOTEBOOK
     );
 }
+
+/// What another tool wrote (big integers, a float as Python spells it, two-space indent,
+/// unsorted keys) stays byte for byte outside the cell an edit names; inserts and deletes
+/// at either end keep the file valid.
+#[tokio::test]
+async fn an_edit_keeps_every_other_byte() {
+    let env = Env::new("nb-bytes");
+    let original = "{\n  \"metadata\": {\"big\": 123456789012345678901234567890, \"max\": 18446744073709551616, \"rate\": 1e-05},\n  \"nbformat\": 4,\n  \"nbformat_minor\": 4,\n  \"cells\": [\n    {\"source\": [\"a = 1\"], \"cell_type\": \"code\", \"metadata\": {\"n\": 1.0E+3}, \"outputs\": [], \"execution_count\": null},\n    {\"cell_type\": \"markdown\", \"metadata\": {}, \"source\": \"notes\"}\n  ]\n}\n";
+    std::fs::write(env.ws().join("nb.ipynb"), original).unwrap();
+    let edit = |input: Value| {
+        let env = &env;
+        async move {
+            env.call("Read", json!({"file_path": "nb.ipynb"}))
+                .await
+                .unwrap();
+            env.call("NotebookEdit", input).await.unwrap();
+            std::fs::read_to_string(env.ws().join("nb.ipynb")).unwrap()
+        }
+    };
+    let written =
+        edit(json!({"notebook_path": "nb.ipynb", "cell_id": "cell-1", "new_source": "more notes"}))
+            .await;
+    // Everything before and after the replaced cell is the original's, byte for byte.
+    let cell = "{\"cell_type\": \"markdown\", \"metadata\": {}, \"source\": \"notes\"}";
+    let at = original.find(cell).unwrap();
+    let (before, after) = (&original[..at], &original[at + cell.len()..]);
+    assert!(written.starts_with(before), "{written}");
+    assert!(written.ends_with(after), "{written}");
+    assert!(
+        written.contains("123456789012345678901234567890")
+            && written.contains("18446744073709551616")
+            && written.contains("1e-05")
+            && written.contains("1.0E+3"),
+        "{written}"
+    );
+    let parsed: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(parsed["cells"][1]["source"], json!(["more notes"]));
+    assert_eq!(parsed["cells"][0]["source"], json!(["a = 1"]));
+
+    // Delete the last cell, then the only one, then insert into the empty list.
+    let written = edit(json!({"notebook_path": "nb.ipynb", "cell_id": "cell-1", "new_source": "", "edit_mode": "delete"})).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&written).unwrap()["cells"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let written = edit(json!({"notebook_path": "nb.ipynb", "cell_id": "cell-0", "new_source": "", "edit_mode": "delete"})).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&written).unwrap()["cells"],
+        json!([])
+    );
+    let written = edit(json!({"notebook_path": "nb.ipynb", "new_source": "x = 2", "edit_mode": "insert", "cell_type": "code"})).await;
+    let parsed: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(parsed["cells"][0]["source"], json!(["x = 2"]));
+    assert!(
+        written.contains("123456789012345678901234567890"),
+        "{written}"
+    );
+}
+
+/// Hostile notebooks are refused before they cost memory or reach a panic: a cell that is not
+/// an object, and a file of a million tiny values.
+#[tokio::test]
+async fn hostile_notebooks_are_refused() {
+    let env = Env::new("nb-hostile");
+    std::fs::write(
+        env.ws().join("odd.ipynb"),
+        r#"{"cells": [{"cell_type": "code", "source": "x", "metadata": {}}, "str", 7], "metadata": {}, "nbformat": 4, "nbformat_minor": 4}"#,
+    )
+    .unwrap();
+    let error = env.err("Read", json!({"file_path": "odd.ipynb"})).await;
+    assert!(error.contains("cell 1 is not an object"), "{error}");
+    let error = env
+        .err(
+            "NotebookEdit",
+            json!({"notebook_path": "odd.ipynb", "cell_id": "cell-1", "new_source": "y"}),
+        )
+        .await;
+    assert!(
+        error.contains("cell 1 is not an object") || error.contains("has not been read"),
+        "{error}"
+    );
+    // Output images are checked as image files are: junk is a line, not an image block.
+    std::fs::write(
+        env.ws().join("junk.ipynb"),
+        json!({"cells": [{"cell_type": "code", "id": "c", "metadata": {}, "source": "plot()", "outputs": [
+            {"output_type": "display_data", "metadata": {}, "data": {"image/png": "not base64 <>!!"}},
+            {"output_type": "display_data", "metadata": {}, "data": {"image/jpeg": "R0lGODlhAQABAAAAACw="}},
+        ]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+        .to_string(),
+    )
+    .unwrap();
+    let output = env
+        .call("Read", json!({"file_path": "junk.ipynb"}))
+        .await
+        .unwrap();
+    let text = output.content.text();
+    assert!(
+        text.contains("[image not shown: an output of c: not base64"),
+        "{text}"
+    );
+    assert!(text.contains("[image not shown: an output of c:"), "{text}");
+    assert!(
+        !matches!(&output.content, ToolResultContent::Blocks(blocks) if blocks.iter().any(|b| matches!(b, ContentBlock::Image(_)))),
+        "{text}"
+    );
+    let zeros = format!("{{\"cells\": [{}0]}}", "0,".repeat(1_100_000));
+    std::fs::write(env.ws().join("zeros.ipynb"), zeros).unwrap();
+    let error = env.err("Read", json!({"file_path": "zeros.ipynb"})).await;
+    assert!(error.contains("more than 1000000 JSON values"), "{error}");
+}
