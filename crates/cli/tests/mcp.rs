@@ -945,6 +945,48 @@ async fn mcp_resources_are_listed_and_read() {
         unknown.to_string().contains("the connected ones: kit"),
         "{unknown:#}"
     );
+
+    // A deny rule on the whole server refuses its resources too, by tool and by mention.
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_d",
+            "ReadMcpResourceTool",
+            json!({"server": "kit", "uri": "notes://todo"}),
+        )),
+        Reply::turn(Turn::new().text("Refused.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .env("MCP_STARTUP_WAIT_MS", "10000")
+        .args([
+            "-p",
+            "read @kit:notes://todo",
+            "--mcp-config",
+            file.to_str().unwrap(),
+            "--disallowedTools",
+            "mcp__kit",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("@kit:notes://todo: not attached: a deny rule refuses the MCP server kit"),
+        "{stderr}"
+    );
+    let denied = common::result_block(&server, "toolu_d");
+    assert_eq!(denied["is_error"], true, "{denied:#}");
+    assert!(
+        !denied.to_string().contains("write the tests"),
+        "{denied:#}"
+    );
+    assert!(
+        !server.requests()[0].json()["messages"]
+            .to_string()
+            .contains("write the tests")
+    );
 }
 
 /// `@server:uri` in a prompt attaches the MCP resource, as Claude Code does: its text goes

@@ -22,10 +22,15 @@ pub const READ_RESOURCE: &str = "ReadMcpResourceTool";
 /// Characters of one resource's text returned (100,000); the rest is cut.
 pub const MAX_RESOURCE_CHARS: usize = 100_000;
 
+/// Whether the resources of the server named so may be read (a deny rule on the whole
+/// server says no).
+pub type Readable = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// One of the two resource tools: which one, and the servers it works over.
 pub struct ResourceTool {
     kind: Kind,
     pool: Arc<Pool>,
+    readable: Readable,
     schema: Value,
 }
 
@@ -46,12 +51,14 @@ impl std::fmt::Debug for ResourceTool {
     }
 }
 
-/// The two resource tools over `pool`'s servers (those connected when a call runs).
-pub fn tools(pool: &Arc<Pool>) -> Vec<Arc<dyn Tool>> {
+/// The two resource tools over `pool`'s servers (those connected when a call runs, and
+/// `readable`).
+pub fn tools(pool: &Arc<Pool>, readable: &Readable) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(ResourceTool {
             kind: Kind::List,
             pool: Arc::clone(pool),
+            readable: Arc::clone(readable),
             schema: json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
@@ -64,6 +71,7 @@ pub fn tools(pool: &Arc<Pool>) -> Vec<Arc<dyn Tool>> {
         Arc::new(ResourceTool {
             kind: Kind::Read,
             pool: Arc::clone(pool),
+            readable: Arc::clone(readable),
             schema: json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
@@ -130,11 +138,17 @@ impl Tool for ResourceTool {
     fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
             match self.kind {
-                Kind::List => list(&self.pool, input.get("server").and_then(Value::as_str)).await,
+                Kind::List => {
+                    list(
+                        &self.connected(),
+                        input.get("server").and_then(Value::as_str),
+                    )
+                    .await
+                }
                 Kind::Read => {
                     let field =
                         |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-                    let connected = self.pool.connected();
+                    let connected = self.connected();
                     let server = find(&connected, field("server"))?;
                     Ok(match server.read_resource(field("uri")).await {
                         Ok(result) => resource_output(&result),
@@ -163,12 +177,20 @@ fn summary(resource: &Value, server: &str) -> Value {
     Value::Object(out)
 }
 
-/// ListMcpResourcesTool: every connected server's resources (or `only` one's), each with
-/// its server; a server that fails says so in a line.
-async fn list(pool: &Pool, only: Option<&str>) -> Result<ToolOutput, ToolError> {
-    let connected = pool.connected();
+impl ResourceTool {
+    /// The servers connected now whose resources may be read.
+    fn connected(&self) -> Vec<Arc<Server>> {
+        let mut connected = self.pool.connected();
+        connected.retain(|server| (self.readable)(&server.name));
+        connected
+    }
+}
+
+/// ListMcpResourcesTool: every server's resources (or `only` one's), each with its server; a
+/// server that fails says so in a line.
+async fn list(connected: &[Arc<Server>], only: Option<&str>) -> Result<ToolOutput, ToolError> {
     let servers: Vec<&Arc<Server>> = match only {
-        Some(name) => vec![find(&connected, name)?],
+        Some(name) => vec![find(connected, name)?],
         None => connected.iter().collect(),
     };
     let mut listed = Vec::new();

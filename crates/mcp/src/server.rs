@@ -211,9 +211,10 @@ pub const MAX_RESOURCE_PAGES: usize = 20;
 /// so.
 pub const MAX_RESOURCES: usize = 1_000;
 
-/// How long one resource request (a page of the list, a read) may take: 60 s. A resource
-/// is data the server has at hand; a server that does not answer must not hang the turn (or
-/// a prompt that mentions it).
+/// How long one resource request (a page of the list, a read) may take: 60 s, or the tool
+/// calls' limit (`MCP_TOOL_TIMEOUT`) when shorter. A resource is data the server has at
+/// hand; a server that does not answer must not hang the turn (or a prompt that mentions
+/// it).
 pub const RESOURCE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A connected server; restarted once when its process died.
@@ -223,6 +224,9 @@ pub struct Server {
     config: Configured,
     log: PathBuf,
     startup: Duration,
+    /// The limit of one resource request: [`RESOURCE_TIMEOUT`], or the tool calls' limit
+    /// when that is shorter (`MCP_TOOL_TIMEOUT`).
+    resource_timeout: Duration,
     extra_roots_pem: Arc<[u8]>,
     /// The program that runs [`crate::guard::guard_main`] (see [`crate::Options::guard`]).
     guard: Option<PathBuf>,
@@ -268,6 +272,7 @@ impl Server {
             config: configured,
             log,
             startup: options.startup,
+            resource_timeout: RESOURCE_TIMEOUT.min(options.tool_timeout),
             extra_roots_pem: Arc::clone(&options.extra_roots_pem),
             guard: options.guard.clone(),
             state: Mutex::new(State {
@@ -571,13 +576,13 @@ impl Server {
                 params.cursor = Some(cursor);
                 params
             });
-            let page = tokio::time::timeout(RESOURCE_TIMEOUT, peer.list_resources(params))
+            let page = tokio::time::timeout(self.resource_timeout, peer.list_resources(params))
                 .await
                 .map_err(|_| {
                     format!(
-                        "the MCP server {} did not list its resources within {} s",
+                        "the MCP server {} did not list its resources within {:.1} s",
                         self.name,
-                        RESOURCE_TIMEOUT.as_secs()
+                        self.resource_timeout.as_secs_f64()
                     )
                 })?
                 .map_err(|error| {
@@ -620,13 +625,13 @@ impl Server {
         let peer = self.peer().await?;
         let request =
             peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.to_owned()));
-        let result = tokio::time::timeout(RESOURCE_TIMEOUT, request)
+        let result = tokio::time::timeout(self.resource_timeout, request)
             .await
             .map_err(|_| {
                 format!(
-                    "the MCP server {} did not read {uri} within {} s",
+                    "the MCP server {} did not read {uri} within {:.1} s",
                     self.name,
-                    RESOURCE_TIMEOUT.as_secs()
+                    self.resource_timeout.as_secs_f64()
                 )
             })?
             .map_err(|error| format!("the MCP server {} did not read {uri}: {error}", self.name))?;

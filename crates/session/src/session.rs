@@ -948,6 +948,16 @@ impl Session {
             .connected()
             .into_iter()
             .find(|server| server.name == name)?;
+        if self
+            .tooling
+            .gate
+            .denies_whole_server(&mcp::server_prefix(name))
+        {
+            return Some(format!(
+                "@{mention}: not attached: a deny rule refuses the MCP server {}",
+                render::printable(name, false)
+            ));
+        }
         let result = match server.read_resource(uri).await {
             Ok(result) => result,
             Err(error) => {
@@ -2979,7 +2989,11 @@ impl loop_core::ToolSource for McpTools {
         let resources = if self.pool.connected().is_empty() {
             Vec::new()
         } else {
-            mcp::resources::tools(&self.pool)
+            let gate = Arc::clone(&self.gate);
+            let readable: mcp::resources::Readable = Arc::new(move |server: &str| {
+                !gate.denies_whole_server(&mcp::server_prefix(server))
+            });
+            mcp::resources::tools(&self.pool, &readable)
         };
         self.pool
             .tools()

@@ -472,6 +472,15 @@ impl PermissionGate {
         }
     }
 
+    /// Whether a deny rule refuses every tool of the MCP server whose tools start with
+    /// `prefix` (`mcp__kit`, as `mcp::server_prefix` gives it): then its resources are not
+    /// read either (ListMcpResourcesTool, ReadMcpResourceTool, `@kit:uri`).
+    pub fn denies_whole_server(&self, prefix: &str) -> bool {
+        // A name no tool has, under the prefix: only a rule naming the server (`mcp__kit`),
+        // its every tool (`mcp__kit__*`) or every server (`mcp__*`) matches it.
+        !self.offers(&format!("{prefix}__*"), &[])
+    }
+
     /// Whether the model is offered the tool `name` (Claude Code's other names for it in
     /// `aliases`): no deny rule covers every call of it (`Write`, `Bash(*)`, `mcp__server`
     /// for all of a server's tools), as Claude Code leaves such tools out of a request. A
