@@ -220,6 +220,14 @@ impl Session {
                 .notices
                 .say(&format!("warning: {}", render::printable(&warning, false)));
         }
+        for (name, file) in settings.unused() {
+            tracing::info!(setting = %name, file = %file.display(), "a Claude Code setting not used here");
+        }
+        if let Some(line) = settings.unused_line() {
+            options
+                .notices
+                .say(&format!("note: {}", render::printable(&line, false)));
+        }
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
         let (client, extra_roots_pem, api_key_source) =

@@ -265,6 +265,46 @@ const CLAUDE_CODE_KEYS: &[&str] = &[
     "wslInheritsWindowsSettings",
 ];
 
+/// Claude Code settings whose absence here changes what happens (a key that moves credentials,
+/// runs a program, changes permissions, the model or what is written): not used by `agent`
+/// yet, each is counted in the one start-up line about unused settings. Every other key of
+/// [`CLAUDE_CODE_KEYS`] that `agent` does not read is about Claude Code's own screens or
+/// services and is ignored silently.
+const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
+    "allowManagedHooksOnly",
+    "allowManagedMcpServersOnly",
+    "allowManagedPermissionRulesOnly",
+    "allowedMcpServers",
+    "alwaysThinkingEnabled",
+    "apiKeyHelper",
+    "attribution",
+    "autoCompactEnabled",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "cleanupPeriodDays",
+    "defaultShell",
+    "deniedMcpServers",
+    "disableAllHooks",
+    "disabledMcpjsonServers",
+    "effortLevel",
+    "enableAllProjectMcpServers",
+    "enabledMcpjsonServers",
+    "fallbackModel",
+    "forceLoginMethod",
+    "gcpAuthRefresh",
+    "includeCoAuthoredBy",
+    "includeGitInstructions",
+    "language",
+    "maxEffortLevel",
+    "otelHeadersHelper",
+    "outputStyle",
+    "plansDirectory",
+    "processWrapper",
+    "proxyAuthHelper",
+    "respectGitignore",
+    "statusLine",
+];
+
 /// One hook. `agent` runs `command` hooks; other types (Claude Code's `prompt`) are accepted
 /// with a warning so a shared settings file stays valid.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -741,10 +781,7 @@ impl Settings {
                     continue;
                 }
                 if CLAUDE_CODE_KEYS.contains(&key.as_str()) {
-                    warnings.push(format!(
-                        "{}: {key} (a Claude Code setting) is ignored by agent",
-                        path.display()
-                    ));
+                    // Counted by `unused` or silent.
                 } else {
                     warnings.push(format!(
                         "{}: unknown setting {key:?} is ignored (a typo? settings are Claude Code's schema)",
@@ -754,10 +791,7 @@ impl Settings {
             }
             for key in layer.permissions.other.keys() {
                 if CLAUDE_CODE_PERMISSION_KEYS.contains(&key.as_str()) {
-                    warnings.push(format!(
-                        "{}: permissions.{key} (a Claude Code setting) is ignored by agent",
-                        path.display()
-                    ));
+                    // Counted by `unused`.
                 } else {
                     warnings.push(format!(
                         "{}: unknown setting \"permissions.{key}\" is ignored (a typo?)",
@@ -795,32 +829,81 @@ impl Settings {
                     path.display()
                 ));
             }
-            for (event, matchers) in &layer.hooks {
+            for event in layer.hooks.keys() {
                 if !HOOK_EVENTS.contains(&event.as_str()) {
                     warnings.push(format!(
                         "{}: hooks.{event}: unknown hook event (known: {}); its hooks never run",
                         path.display(),
                         HOOK_EVENTS.join(", ")
                     ));
-                } else if !RUN_HOOK_EVENTS.contains(&event.as_str()) {
-                    warnings.push(format!(
-                        "{}: hooks.{event}: agent does not run {event} hooks (only {})",
-                        path.display(),
-                        RUN_HOOK_EVENTS.join(", ")
-                    ));
-                }
-                for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
-                    if hook.kind != "command" {
-                        warnings.push(format!(
-                            "{}: hooks.{event}: hook type {:?} is not run (only \"command\")",
-                            path.display(),
-                            hook.kind
-                        ));
-                    }
                 }
             }
         }
         warnings
+    }
+
+    /// The one start-up line about [`Settings::unused`]: how many, and the first few names
+    /// (`agent --verbose` logs each with its file). `None` when nothing is unused.
+    pub fn unused_line(&self) -> Option<String> {
+        const SHOWN: usize = 5;
+        let mut names: Vec<String> = Vec::new();
+        for (name, _) in self.unused() {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        if names.is_empty() {
+            return None;
+        }
+        let count = names.len();
+        let mut listed = names[..count.min(SHOWN)].join(", ");
+        if count > SHOWN {
+            listed.push_str(&format!(" and {} more", count - SHOWN));
+        }
+        Some(format!(
+            "{count} Claude Code setting{} not used here: {listed} (agent --verbose names the files)",
+            if count == 1 { " is" } else { "s are" }
+        ))
+    }
+
+    /// What Claude Code would do with these settings that `agent` does not: the keys whose
+    /// absence changes behaviour ([`CLAUDE_CODE_UNUSED_BEHAVIOUR`], `permissions` keys beyond
+    /// the rules and the mode), hooks of events not run here, hooks of other types than
+    /// `command`. Each `(short name, file)`, in order. Keys about Claude Code's own screens
+    /// are left out: they change nothing here.
+    pub fn unused(&self) -> Vec<(String, PathBuf)> {
+        let mut unused = Vec::new();
+        for Layer {
+            path,
+            settings: layer,
+            ..
+        } in &self.layers
+        {
+            let mut push = |name: String| unused.push((name, path.clone()));
+            for key in layer.other.keys() {
+                if CLAUDE_CODE_UNUSED_BEHAVIOUR.contains(&key.as_str()) {
+                    push(key.clone());
+                }
+            }
+            for key in layer.permissions.other.keys() {
+                if CLAUDE_CODE_PERMISSION_KEYS.contains(&key.as_str()) {
+                    push(format!("permissions.{key}"));
+                }
+            }
+            for (event, matchers) in &layer.hooks {
+                if HOOK_EVENTS.contains(&event.as_str())
+                    && !RUN_HOOK_EVENTS.contains(&event.as_str())
+                {
+                    push(format!("hooks.{event}"));
+                }
+                for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
+                    if hook.kind != "command" {
+                        push(format!("hooks.{event} ({} hooks)", hook.kind));
+                    }
+                }
+            }
+        }
+        unused
     }
 
     fn merge(&mut self, later: Settings) {
@@ -1309,10 +1392,24 @@ mod tests {
         );
         assert_eq!(settings.rule_origin("Read"), None);
         let warnings = settings.warnings();
-        assert_eq!(warnings.len(), 3, "{warnings:?}");
-        assert!(warnings[0].starts_with("/p.json: hooks.Notification: agent does not run"));
-        assert!(warnings[1].starts_with("/p.json: hooks.Notification: hook type \"prompt\""));
-        assert!(warnings[2].starts_with("/p.json: hooks.Stopp: unknown hook event"));
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("/p.json: hooks.Stopp: unknown hook event"));
+        // The hooks that will not run are counted in the one line about unused settings.
+        let unused: Vec<String> = settings
+            .unused()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(
+            unused,
+            ["hooks.Notification", "hooks.Notification (prompt hooks)"]
+        );
+        assert_eq!(
+            settings.unused_line().as_deref(),
+            Some(
+                "2 Claude Code settings are not used here: hooks.Notification, hooks.Notification (prompt hooks) (agent --verbose names the files)"
+            )
+        );
     }
 
     #[test]
@@ -1351,14 +1448,21 @@ mod tests {
             .unwrap(),
         };
         let settings = Settings::merged(vec![layer], true);
+        // Typos are warned about; `theme` (Claude Code's own screen) is silent; a permission
+        // key that changes behaviour is counted in the one line.
         assert_eq!(
             settings.warnings(),
             [
                 "/w/.claude/settings.json: unknown setting \"permisions\" is ignored (a typo? settings are Claude Code's schema)",
-                "/w/.claude/settings.json: theme (a Claude Code setting) is ignored by agent",
                 "/w/.claude/settings.json: unknown setting \"permissions.alow\" is ignored (a typo?)",
-                "/w/.claude/settings.json: permissions.disableBypassPermissionsMode (a Claude Code setting) is ignored by agent",
             ]
+        );
+        assert_eq!(
+            settings.unused(),
+            [(
+                "permissions.disableBypassPermissionsMode".to_owned(),
+                PathBuf::from("/w/.claude/settings.json")
+            )]
         );
         assert_eq!(settings.permissions.allow, ["Read"]);
     }
