@@ -215,19 +215,7 @@ impl Session {
         let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
         let mcp_servers = mcp_servers(options, &cwd, &settings, trusted)?;
-        for warning in settings.warnings() {
-            options
-                .notices
-                .say(&format!("warning: {}", render::printable(&warning, false)));
-        }
-        for (name, file) in settings.unused() {
-            tracing::info!(setting = %name, file = %file.display(), "a Claude Code setting not used here");
-        }
-        if let Some(line) = settings.unused_line() {
-            options
-                .notices
-                .say(&format!("note: {}", render::printable(&line, false)));
-        }
+        report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
         let (client, extra_roots_pem, api_key_source) =
@@ -3010,6 +2998,21 @@ impl loop_core::ToolSource for McpTools {
             .filter(|tool| offered(&self.gate, tool.as_ref()))
             .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
             .collect()
+    }
+}
+
+/// What start-up says about the settings: each problem (a typo, a hook event that does not
+/// exist) as a warning, and the Claude Code settings not used here as one line (each logged
+/// with its file for `--verbose`).
+fn report_settings(settings: &settings::Settings, notices: &crate::Notices) {
+    for warning in settings.warnings() {
+        notices.say(&format!("warning: {}", render::printable(&warning, false)));
+    }
+    for (name, file) in settings.unused() {
+        tracing::info!(setting = %name, file = %file.display(), "a Claude Code setting not used here");
+    }
+    if let Some(line) = settings.unused_line() {
+        notices.say(&format!("note: {}", render::printable(&line, false)));
     }
 }
 
