@@ -63,7 +63,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use names::{MAX_TOOL_NAME, server_prefix, tool_name, tool_names};
-pub use server::{ListedTool, MAX_RESOURCE_PAGES, MAX_TOOLS, Server, ServerError};
+pub use server::{
+    ListedTool, MAX_RESOURCE_PAGES, MAX_RESOURCES, MAX_TOOLS, RESOURCE_TIMEOUT, Server, ServerError,
+};
 pub use tool::{CallTimedOut, McpTool, content_of};
 
 /// The limit of one tool call when `MCP_TOOL_TIMEOUT` does not set one: 10 minutes, the

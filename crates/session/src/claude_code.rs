@@ -36,7 +36,7 @@ pub struct State {
 }
 
 impl State {
-    /// Reads [`file`]; a file that cannot be read or is not a JSON object is one warning
+    /// Reads [`file()`]; a file that cannot be read or is not a JSON object is one warning
     /// through `warn` and an empty state.
     pub fn read(warn: &dyn Fn(&str)) -> Self {
         let Some(path) = file() else {

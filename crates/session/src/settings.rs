@@ -867,8 +867,8 @@ impl Settings {
     }
 
     /// What Claude Code would do with these settings that `agent` does not: the keys whose
-    /// absence changes behaviour ([`CLAUDE_CODE_UNUSED_BEHAVIOUR`], `permissions` keys beyond
-    /// the rules and the mode), hooks of events not run here, hooks of other types than
+    /// absence changes behaviour (such as `apiKeyHelper` or `statusLine`), `permissions` keys
+    /// beyond the rules and the mode, hooks of events not run here, hooks of other types than
     /// `command`. Each `(short name, file)`, in order. Keys about Claude Code's own screens
     /// are left out: they change nothing here.
     pub fn unused(&self) -> Vec<(String, PathBuf)> {
