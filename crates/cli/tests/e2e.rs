@@ -3517,3 +3517,37 @@ async fn mentions_in_piped_input_attach_nothing() {
         assert!(!prompt.contains("Called the Read tool"), "{prompt}");
     }
 }
+
+/// A settings `additionalDirectories` folder that is not there (another machine's path) is
+/// one warning and is skipped; the run goes on, as in Claude Code. `--add-dir` of a missing
+/// folder stays an error.
+#[tokio::test]
+async fn a_missing_additional_directory_is_skipped_with_a_warning() {
+    let repo = repo("missing-add-dir");
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"permissions": {"additionalDirectories": ["/nonexistent/shared-libs"]}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["-p", "hi"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("permissions.additionalDirectories entry skipped")
+            && stderr.contains("/nonexistent/shared-libs"),
+        "{stderr}"
+    );
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "hi", "--add-dir", "/nonexistent/other"],
+    )
+    .await;
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--add-dir"));
+}

@@ -1852,7 +1852,7 @@ fn permission_mode(
 ///
 /// # Errors
 ///
-/// A folder that does not exist, naming its file or `--add-dir`.
+/// An `--add-dir` folder that does not exist (a settings entry's is skipped with a warning).
 fn additional_dirs(
     options: &Options,
     settings: &settings::Settings,
@@ -1880,12 +1880,16 @@ fn additional_dirs(
                 }
                 _ => dir.clone(),
             };
-            additional_dirs.push(absolute_dir(cwd, &dir).with_context(|| {
-                format!(
-                    "{}: invalid settings: permissions.additionalDirectories",
-                    layer.path.display()
-                )
-            })?);
+            // A folder that is not there (another machine's path, a folder removed) is
+            // skipped with a warning, as Claude Code goes on; `--add-dir` stays an error.
+            match absolute_dir(cwd, &dir) {
+                Ok(dir) => additional_dirs.push(dir),
+                Err(error) => options.notices.say(&format!(
+                    "warning: {}: permissions.additionalDirectories entry skipped: {}",
+                    layer.path.display(),
+                    render::printable(&format!("{error:#}"), false)
+                )),
+            }
         }
     }
     for dir in &options.permissions.add_dirs {
