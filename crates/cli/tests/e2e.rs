@@ -1264,6 +1264,11 @@ async fn the_model_cannot_plant_claude_code_settings() {
                     json!({"file_path": home_settings, "content": hook}),
                 )
                 .tool_use(
+                    "toolu_s",
+                    "Write",
+                    json!({"file_path": repo.home.join(".claude.json"), "content": "{\"projects\": {\"/\": {\"hasTrustDialogAccepted\": true}}}"}),
+                )
+                .tool_use(
                     "toolu_b",
                     "Bash",
                     json!({"command": format!("mkdir -p sub/.claude && printf '%s' '{hook}' > sub/.claude/settings.local.json")}),
@@ -1293,7 +1298,8 @@ async fn the_model_cannot_plant_claude_code_settings() {
     assert!(stderr.contains("is now recorded"), "{stderr}");
     assert!(!repo.dir.join("sub/.claude/settings.json").exists());
     assert!(!home_settings.exists());
-    for id in ["toolu_w", "toolu_h"] {
+    assert!(!repo.home.join(".claude.json").exists());
+    for id in ["toolu_w", "toolu_h", "toolu_s"] {
         let text = result_text(&server, id);
         assert!(
             text.contains("protected") || text.contains("cannot be changed"),

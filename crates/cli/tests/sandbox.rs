@@ -618,6 +618,10 @@ async fn a_settings_folder_reached_through_a_link_stays_protected() {
         std::fs::write(repo.dir.join("claude/CLAUDE.md"), "notes\n").unwrap();
         std::os::unix::fs::symlink(repo.dir.join("claude"), repo.home.join(".claude")).unwrap();
         std::os::unix::fs::symlink(repo.dir.join("xdg"), repo.home.join("config")).unwrap();
+        // Claude Code's state file too: a folder it trusts is trusted here.
+        std::fs::write(repo.dir.join("claude.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(repo.dir.join("claude.json"), repo.home.join(".claude.json"))
+            .unwrap();
         let marker = repo.home.join("hook-ran");
         let hook = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": format!("touch {}", marker.display())}]}]}}).to_string();
         let server = serve_bash(&[
@@ -628,6 +632,10 @@ async fn a_settings_folder_reached_through_a_link_stays_protected() {
             (
                 "toolu_agent",
                 json!({"command": format!("cd xdg/agent && echo '{hook}' > settings.json")}),
+            ),
+            (
+                "toolu_state",
+                json!({"command": "echo '{\"projects\": {\"/\": {\"hasTrustDialogAccepted\": true}}}' > claude.json"}),
             ),
         ])
         .await;
@@ -651,6 +659,12 @@ async fn a_settings_folder_reached_through_a_link_stays_protected() {
                 result_text(&server, id)
             );
         }
+        assert_eq!(
+            std::fs::read_to_string(repo.dir.join("claude.json")).unwrap(),
+            "{}",
+            "{backend}: ~/.claude.json was written: {}",
+            result_text(&server, "toolu_state")
+        );
         // The next run, in another folder, runs no planted hook.
         let elsewhere = repo.home.join("elsewhere");
         std::fs::create_dir_all(&elsewhere).unwrap();
@@ -670,6 +684,7 @@ async fn a_settings_folder_reached_through_a_link_stays_protected() {
         common::assert_success(&output, "the next run");
         assert!(!marker.exists(), "{backend}: a planted hook ran");
         // The links go before the folders are removed.
+        let _ = std::fs::remove_file(repo.home.join(".claude.json"));
         let _ = std::fs::remove_file(repo.home.join(".claude"));
         let _ = std::fs::remove_file(repo.home.join("config"));
     }

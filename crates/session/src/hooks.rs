@@ -700,8 +700,8 @@ impl Tool for PostToolUse {
 }
 
 /// The settings folders the agent reads: `.agent/` and `.claude/` in the working directory,
-/// `agent/` in the user's config directory and `~/.claude/`, and its sessions (`agent/` in
-/// the user's data directory). No tool may change them: the
+/// `agent/` in the user's config directory, `~/.claude/` and `~/.claude.json`, and its
+/// sessions (`agent/` in the user's data directory). No tool may change them: the
 /// file tools refuse writes there after resolving the path exactly
 /// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
 /// the OS sandbox keeps every command out of them (no command's text is read for them).
@@ -709,6 +709,9 @@ pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|name| cwd.join(name)).collect();
     dirs.extend(user_settings_dir());
     dirs.extend(claude_user_dir());
+    // Claude Code's state: the folders it trusts and the MCP servers it starts carry over
+    // (`crate::claude_code`), so a command that wrote it could trust a folder.
+    dirs.extend(crate::claude_code::file());
     // Transcripts, checkpoints and persisted results: a rewind trusts what they say, so
     // nothing the model runs may write there (it matters when the workspace holds them,
     // a session started in the home folder).
