@@ -1139,3 +1139,42 @@ async fn a_claude_code_setup_carries_over() {
     );
     assert!(!repo.dir.join("stop-hook-ran").exists());
 }
+
+/// A project's `.mcp.json` servers start as Claude Code's answers say: one approved
+/// (`enabledMcpjsonServers`), one rejected (`disabledMcpjsonServers`), one never answered
+/// while others were; only the approved one starts, and one line names the others.
+#[tokio::test]
+async fn mcpjson_servers_start_as_claude_code_approved_them() {
+    let Some(kit) = testkit() else { return };
+    let repo = repo("mcp-approvals");
+    let server = |_: &str| json!({"command": kit, "args": ["mcp-server"]});
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {"approved": server("a"), "rejected": server("r"), "unlisted": server("u")}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/settings.local.json"),
+        json!({"enabledMcpjsonServers": ["approved"], "disabledMcpjsonServers": ["rejected"]})
+            .to_string(),
+    )
+    .unwrap();
+    let model = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = run(&repo, &model, &["--trust"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let offered = model.requests()[0].json()["tools"].to_string();
+    assert!(offered.contains("mcp__approved__echo"), "{offered}");
+    assert!(
+        !offered.contains("mcp__rejected__") && !offered.contains("mcp__unlisted__"),
+        "{offered}"
+    );
+    assert!(
+        stderr.contains(".mcp.json servers rejected, unlisted not started: not approved"),
+        "{stderr}"
+    );
+}

@@ -127,6 +127,89 @@ impl State {
     }
 }
 
+/// Which of a project's `.mcp.json` servers may start, as Claude Code records its answers:
+/// `enabledMcpjsonServers`, `disabledMcpjsonServers` and `enableAllProjectMcpServers` in any
+/// settings file, and in `~/.claude.json` under the folder (where earlier versions kept them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McpjsonApprovals {
+    /// `enableAllProjectMcpServers: true` somewhere.
+    pub enable_all: bool,
+    /// The servers named enabled, when any list names them.
+    pub enabled: Option<std::collections::BTreeSet<String>>,
+    /// The servers named disabled (always honoured: a refusal only narrows).
+    pub disabled: std::collections::BTreeSet<String>,
+}
+
+impl McpjsonApprovals {
+    /// The approvals of `sources` (settings documents, or `~/.claude.json`'s entry for the
+    /// folder), merged: lists add up, `enableAllProjectMcpServers` holds if any says so.
+    pub fn gather<'a>(
+        sources: impl IntoIterator<Item = &'a std::collections::BTreeMap<String, Value>>,
+    ) -> Self {
+        let mut approvals = Self::default();
+        let names = |value: Option<&Value>| -> Vec<String> {
+            value
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        };
+        for source in sources {
+            if source
+                .get("enableAllProjectMcpServers")
+                .and_then(Value::as_bool)
+                == Some(true)
+            {
+                approvals.enable_all = true;
+            }
+            if let Some(list) = source.get("enabledMcpjsonServers") {
+                approvals
+                    .enabled
+                    .get_or_insert_with(Default::default)
+                    .extend(names(Some(list)));
+            }
+            approvals
+                .disabled
+                .extend(names(source.get("disabledMcpjsonServers")));
+        }
+        approvals
+    }
+
+    /// Whether the `.mcp.json` server `name` of a trusted folder starts: not when a list
+    /// disables it; when an enabled list exists and `enableAllProjectMcpServers` is not set,
+    /// only if that list names it; otherwise yes (the folder's trust approved what it showed).
+    pub fn allows(&self, name: &str) -> bool {
+        if self.disabled.contains(name) {
+            return false;
+        }
+        self.enable_all
+            || self
+                .enabled
+                .as_ref()
+                .is_none_or(|enabled| enabled.contains(name))
+    }
+
+    /// The approvals `state` keeps under `cwd` (`projects.<cwd>`), as a source for
+    /// [`Self::gather`] (empty when it keeps none).
+    pub fn project_entry(state: &State, cwd: &Path) -> std::collections::BTreeMap<String, Value> {
+        let canonical = cwd.canonicalize().ok();
+        let entry = [Some(cwd), canonical.as_deref()]
+            .into_iter()
+            .flatten()
+            .find_map(|folder| state.project(folder)?.as_object());
+        [
+            "enabledMcpjsonServers",
+            "disabledMcpjsonServers",
+            "enableAllProjectMcpServers",
+        ]
+        .into_iter()
+        .filter_map(|key| Some((key.to_owned(), entry?.get(key)?.clone())))
+        .collect()
+    }
+}
+
 /// The servers of `document` (`{"mcpServers": …}`, from `origin`), each parsed on its own: a
 /// server that cannot be used (an unknown `type`, a missing `command`) is one warning
 /// through `warn`, naming the file and the server, and is left out; the others start.
@@ -183,6 +266,28 @@ mod tests {
         );
         assert!(state.local_servers(Path::new("/work/app/src")).is_none());
         assert!(state.user_servers().unwrap()["mcpServers"]["docs"].is_object());
+    }
+
+    #[test]
+    fn mcpjson_approvals_follow_claude_codes_answers() {
+        let object = |value: Value| -> std::collections::BTreeMap<String, Value> {
+            value
+                .as_object()
+                .map(|map| map.clone().into_iter().collect())
+                .unwrap_or_default()
+        };
+        let local =
+            object(json!({"enabledMcpjsonServers": ["db"], "disabledMcpjsonServers": ["shell"]}));
+        let state = object(json!({"enabledMcpjsonServers": ["docs"]}));
+        let approvals = McpjsonApprovals::gather([&local, &state]);
+        assert!(approvals.allows("db") && approvals.allows("docs"));
+        assert!(!approvals.allows("shell"), "disabled");
+        assert!(!approvals.allows("other"), "not in the enabled lists");
+        let all = object(json!({"enableAllProjectMcpServers": true}));
+        let approvals = McpjsonApprovals::gather([&local, &all]);
+        assert!(approvals.allows("other") && !approvals.allows("shell"));
+        // Nothing recorded: the folder's trust approved what it showed.
+        assert!(McpjsonApprovals::gather([]).allows("anything"));
     }
 
     #[test]

@@ -3075,7 +3075,29 @@ fn mcp_servers(
                     crate::trust::MCP_JSON_LIMIT
                 );
             }
-            lists.push(mcp::config::read_file(&project, &lookup)?);
+            let mut servers = mcp::config::read_file(&project, &lookup)?;
+            let recorded = crate::claude_code::McpjsonApprovals::project_entry(&claude, cwd);
+            let approvals = crate::claude_code::McpjsonApprovals::gather(
+                settings
+                    .layers
+                    .iter()
+                    .map(|layer| &layer.settings.other)
+                    .chain([&recorded]),
+            );
+            let refused: Vec<String> = servers
+                .iter()
+                .filter(|server| !approvals.allows(&server.name))
+                .map(|server| server.name.clone())
+                .collect();
+            if !refused.is_empty() {
+                servers.retain(|server| approvals.allows(&server.name));
+                warn(&format!(
+                    "note: .mcp.json server{} {} not started: not approved (add to enabledMcpjsonServers in .claude/settings.local.json to start)",
+                    if refused.len() == 1 { "" } else { "s" },
+                    render::printable(&refused.join(", "), false)
+                ));
+            }
+            lists.push(servers);
         }
         if let Some(document) = claude.local_servers(cwd) {
             lists.push(crate::claude_code::servers_leniently(
