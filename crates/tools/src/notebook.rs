@@ -176,17 +176,26 @@ fn spliced(text: &str, change: &Change) -> Result<Vec<u8>, ToolError> {
         (start, start + cells[at].get().len())
     };
     let list_start = offset(list);
-    // The indent of a cell: what precedes it on its line, else two units of one space.
+    // The indent of a cell: what precedes it on its line, else two units of one space. A
+    // cell that shares its line with other text (a notebook written on one line) makes the
+    // new cell compact too, and the separators bare commas.
     let indent = match cells.first() {
         Some(first) => {
             let start = offset(first.get());
             let line = text[..start].rfind('\n').map_or(0, |at| at + 1);
-            text[line..start].to_owned()
+            let before = &text[line..start];
+            before
+                .chars()
+                .all(char::is_whitespace)
+                .then(|| before.to_owned())
         }
-        None => "  ".to_owned(),
+        None => Some("  ".to_owned()),
     };
-    let unit = " ".repeat((indent.len() / 2).max(1));
     let written = |cell: &Value| -> Result<String, ToolError> {
+        let Some(indent) = &indent else {
+            return serde_json::to_string(&sorted(cell)).map_err(|error| failed(error.to_string()));
+        };
+        let unit = " ".repeat((indent.len() / 2).max(1));
         let mut out = Vec::new();
         let formatter = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
         let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
@@ -194,6 +203,10 @@ fn spliced(text: &str, change: &Change) -> Result<Vec<u8>, ToolError> {
             .map_err(|error| failed(error.to_string()))?;
         let out = String::from_utf8(out).map_err(|error| failed(error.to_string()))?;
         Ok(out.replace('\n', &format!("\n{indent}")))
+    };
+    let separator = match &indent {
+        Some(indent) => format!(",\n{indent}"),
+        None => ",".to_owned(),
     };
     let mut out = text.to_owned();
     match change {
@@ -215,11 +228,13 @@ fn spliced(text: &str, change: &Change) -> Result<Vec<u8>, ToolError> {
         Change::Insert(at, cell) => {
             let cell = written(cell)?;
             if *at < cells.len() {
-                out.insert_str(span(*at).0, &format!("{cell},\n{indent}"));
+                out.insert_str(span(*at).0, &format!("{cell}{separator}"));
             } else if let Some(last) = cells.len().checked_sub(1) {
-                out.insert_str(span(last).1, &format!(",\n{indent}{cell}"));
+                out.insert_str(span(last).1, &format!("{separator}{cell}"));
             } else {
-                let outer = &indent[..indent.len() - unit.len().min(indent.len())];
+                // An empty list: Jupyter's layout (the list's key at one unit of indent).
+                let indent = indent.as_deref().unwrap_or("  ");
+                let outer = &indent[..indent.len() / 2];
                 out.replace_range(
                     list_start..list_start + list.len(),
                     &format!("[\n{indent}{cell}\n{outer}]"),

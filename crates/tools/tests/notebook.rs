@@ -290,3 +290,37 @@ async fn hostile_notebooks_are_refused() {
     let error = env.err("Read", json!({"file_path": "zeros.ipynb"})).await;
     assert!(error.contains("more than 1000000 JSON values"), "{error}");
 }
+
+/// A notebook written on one line (not Jupyter's layout) stays valid JSON through every edit,
+/// its new cells compact like the rest.
+#[tokio::test]
+async fn a_one_line_notebook_stays_valid() {
+    let env = Env::new("nb-compact");
+    let original = r#"{"cells":[{"cell_type":"code","source":"a","metadata":{},"outputs":[],"execution_count":null},{"cell_type":"markdown","source":"b","metadata":{}}],"metadata":{},"nbformat":4,"nbformat_minor":4}"#;
+    std::fs::write(env.ws().join("one.ipynb"), original).unwrap();
+    for input in [
+        json!({"notebook_path": "one.ipynb", "cell_id": "cell-0", "new_source": "a = 1"}),
+        json!({"notebook_path": "one.ipynb", "cell_id": "cell-1", "new_source": "c", "edit_mode": "insert", "cell_type": "markdown"}),
+        json!({"notebook_path": "one.ipynb", "cell_id": "cell-1", "new_source": "", "edit_mode": "delete"}),
+    ] {
+        env.call("Read", json!({"file_path": "one.ipynb"}))
+            .await
+            .unwrap();
+        env.call("NotebookEdit", input).await.unwrap();
+        let written = std::fs::read_to_string(env.ws().join("one.ipynb")).unwrap();
+        assert!(!written.contains('\n'), "{written}");
+        serde_json::from_str::<Value>(&written)
+            .unwrap_or_else(|error| panic!("{error}: {written}"));
+    }
+    let parsed: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.ws().join("one.ipynb")).unwrap())
+            .unwrap();
+    let sources: Vec<Value> = parsed["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cell| cell["source"].clone())
+        .collect();
+    // "c" went in after "b", then "b" went.
+    assert_eq!(sources, [json!(["a = 1"]), json!(["c"])]);
+}
