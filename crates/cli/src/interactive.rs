@@ -45,7 +45,7 @@ use crate::slash;
 use render::printable;
 use session::approvals::{RuleFile, RuleScope};
 use session::cost::Totals;
-use session::slash::{BUILT_IN, INIT_PROMPT, Input, nearest};
+use session::slash::{BUILT_IN, Input, nearest};
 use session::trust::TrustAnswer;
 use session::{Session, checkpoints};
 
@@ -510,7 +510,9 @@ impl Repl<'_> {
             Input::Invoke(invocation) => return self.turn(invocation).await,
             Input::Init => {
                 return self
-                    .turn(session::Invocation::task(INIT_PROMPT.to_owned()))
+                    .turn(session::Invocation::task(session::slash::init_prompt(
+                        self.session.cwd(),
+                    )))
                     .await;
             }
         }

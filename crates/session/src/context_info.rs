@@ -164,6 +164,26 @@ pub async fn git_status_section(
     Some(format!("Git status:\n{status}\n"))
 }
 
+/// What a memory file is, as Claude Code labels it for the model: the user's own files
+/// (`~/.claude/CLAUDE.md`, `~/.config/agent/AGENTS.md`) apply to every project, a
+/// `CLAUDE.local.md` is the user's and not checked in, the rest is the project's.
+fn memory_label(path: &Path) -> &'static str {
+    let users = [
+        dirs::home_dir().map(|home| home.join(".claude").join("CLAUDE.md")),
+        dirs::config_dir().map(|config| config.join("agent").join("AGENTS.md")),
+    ];
+    if users.iter().flatten().any(|user| user == path) {
+        "the user's private global instructions for all projects"
+    } else if path
+        .file_name()
+        .is_some_and(|name| name == "CLAUDE.local.md")
+    {
+        "the user's private instructions for this project, not checked in"
+    } else {
+        "instructions for this project, checked into the codebase"
+    }
+}
+
 /// The memory files' part of the user context (see [`memory_files`]), capped at
 /// [`MEMORY_CAP_BYTES`]. Blocking: run it off the async threads.
 pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> String {
@@ -184,8 +204,9 @@ pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> String {
         };
         let cut = content.len();
         text.push_str(&format!(
-            "\nContents of {} (instructions for this project):\n{content}\n",
+            "\nContents of {} ({}):\n{content}\n",
             path.display(),
+            memory_label(&path),
         ));
         if (cut as u64) < total {
             text.push_str(&format!("(cut: {cut} of {total} bytes shown)\n"));
@@ -219,6 +240,24 @@ fn read_prefix(path: &Path, room: usize) -> Option<(String, u64)> {
 #[cfg(test)]
 mod memory_tests {
     #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn memory_files_are_labelled_as_claude_code_labels_them() {
+        if let Some(home) = dirs::home_dir() {
+            assert_eq!(
+                memory_label(&home.join(".claude/CLAUDE.md")),
+                "the user's private global instructions for all projects"
+            );
+        }
+        assert_eq!(
+            memory_label(Path::new("/w/CLAUDE.local.md")),
+            "the user's private instructions for this project, not checked in"
+        );
+        assert_eq!(
+            memory_label(Path::new("/w/AGENTS.md")),
+            "instructions for this project, checked into the codebase"
+        );
+    }
 
     use super::*;
 

@@ -55,7 +55,26 @@ pub const BUILT_IN: &[(&str, &str)] = &[
 ];
 
 /// The prompt `/init` sends.
-pub const INIT_PROMPT: &str = "Please analyze this codebase and create an AGENTS.md file at its root, which will be given to future coding agents working in this repository.\n\nWhat to add:\n1. The commands that will be commonly used: how to build, lint and run the tests, including how to run a single test.\n2. The high-level architecture and structure of the code, the \"big picture\" that takes reading several files to understand, so that future agents can be productive more quickly.\n\nUsage notes:\n- If there is already an AGENTS.md (or a CLAUDE.md), suggest improvements to it instead of starting over.\n- Do not list every component or file structure that can be easily discovered, and do not repeat yourself.\n- Include the important parts of a README, of .cursor/rules, .cursorrules or .github/copilot-instructions.md if they exist.\n- Do not make up information that is not backed by the project's files.\n- Begin the file with:\n\n```\n# AGENTS.md\n\nThis file provides guidance to coding agents working with code in this repository.\n```";
+const INIT_PROMPT: &str = "Please analyze this codebase and create an AGENTS.md file at its root, which will be given to future coding agents working in this repository.\n\nWhat to add:\n1. The commands that will be commonly used: how to build, lint and run the tests, including how to run a single test.\n2. The high-level architecture and structure of the code, the \"big picture\" that takes reading several files to understand, so that future agents can be productive more quickly.\n\nUsage notes:\n- If there is already an AGENTS.md (or a CLAUDE.md), suggest improvements to it instead of starting over.\n- Do not list every component or file structure that can be easily discovered, and do not repeat yourself.\n- Include the important parts of a README, of .cursor/rules, .cursorrules or .github/copilot-instructions.md if they exist.\n- Do not make up information that is not backed by the project's files.\n- Begin the file with:\n\n```\n# AGENTS.md\n\nThis file provides guidance to coding agents working with code in this repository.\n```";
+
+/// What `/init` asks the model for: its `AGENTS.md`, or `CLAUDE.md` in a project that uses
+/// Claude Code's files (a `.claude/` folder or a `CLAUDE.md`, and no `AGENTS.md`), as Claude
+/// Code's `/init` writes it there.
+pub fn init_prompt(cwd: &std::path::Path) -> String {
+    let claude = (cwd.join(".claude").is_dir() || cwd.join("CLAUDE.md").is_file())
+        && !cwd.join("AGENTS.md").exists();
+    if claude {
+        INIT_PROMPT
+            .replace("an AGENTS.md file", "a CLAUDE.md file")
+            .replace(
+                "If there is already an AGENTS.md (or a CLAUDE.md)",
+                "If there is already a CLAUDE.md (or an AGENTS.md)",
+            )
+            .replace("# AGENTS.md", "# CLAUDE.md")
+    } else {
+        INIT_PROMPT.to_owned()
+    }
+}
 
 /// What a line typed at the prompt asks for.
 #[derive(Debug, PartialEq, Eq)]
@@ -191,6 +210,25 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn init_writes_claude_md_where_the_project_uses_claude_codes_files() {
+        let base = std::env::temp_dir().join(format!("agent-init-prompt-{}", std::process::id()));
+        let plain = base.join("plain");
+        let claude = base.join("claude");
+        std::fs::create_dir_all(&plain).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(claude.join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+        let prompt = init_prompt(&plain);
+        assert!(prompt.contains("create an AGENTS.md file") && prompt.contains("# AGENTS.md"));
+        let prompt = init_prompt(&claude);
+        assert!(prompt.contains("create a CLAUDE.md file"), "{prompt}");
+        assert!(prompt.contains("# CLAUDE.md") && !prompt.contains("# AGENTS.md"));
+        // A project with both keeps its AGENTS.md.
+        std::fs::write(claude.join("AGENTS.md"), "x").unwrap_or_else(|e| panic!("{e}"));
+        assert!(init_prompt(&claude).contains("# AGENTS.md"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
     use super::*;
 
     #[test]
