@@ -35,6 +35,27 @@ pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
     }
 }
 
+/// `line` wrapped at the terminal's width on word boundaries when stderr is a terminal and
+/// the line is longer (the terminal would cut it mid-word); as it is otherwise, and when it
+/// holds escape sequences or line breaks of its own.
+fn fit_to_terminal(line: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal as _;
+    if line.contains(['\x1b', '\n']) || !std::io::stderr().is_terminal() {
+        return line.into();
+    }
+    match render::tui::terminal_width() {
+        Some(width) if render::display_width(line) >= width => {
+            fill(line, width.saturating_sub(1)).into()
+        }
+        _ => line.into(),
+    }
+}
+
+/// `line` (plain text) filled into lines of at most `width` columns, on word boundaries.
+fn fill(line: &str, width: usize) -> String {
+    render::wrap(&[render::Span::new(line, render::Style::default())], width).join("\n")
+}
+
 /// The spinner and output gate of a live run on a terminal, shared (cheap clones) between the
 /// renderer and the permission prompter.
 ///
@@ -165,6 +186,7 @@ impl Status {
             tui.commit(line.split('\n').map(str::to_owned).collect());
             return;
         }
+        let line = fit_to_terminal(line);
         match inner.bar.as_ref() {
             Some(bar) => bar.suspend(|| eprintln!("{line}")),
             None => eprintln!("{line}"),
@@ -1646,6 +1668,19 @@ mod tests {
 
     use super::*;
     use session::rows::result_summary;
+
+    #[test]
+    fn long_notices_wrap_between_words() {
+        let line = "agent: warning: /home/user/project/.claude/settings.json: unknown setting \"permisions\" is ignored (a typo?)";
+        let filled = fill(line, 50);
+        for row in filled.lines() {
+            assert!(render::display_width(row) <= 50, "{row:?}");
+        }
+        assert!(filled.lines().count() > 1, "{filled}");
+        // Every word comes through whole, in order (none is longer than a line here).
+        let words: Vec<&str> = filled.split_whitespace().collect();
+        assert_eq!(words, line.split_whitespace().collect::<Vec<_>>());
+    }
 
     #[test]
     fn the_status_line_and_cost_add_up_the_session() {

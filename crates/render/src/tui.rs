@@ -52,6 +52,14 @@ const TICK: Duration = Duration::from_millis(100);
 /// without running destructors (a second Ctrl-C during a turn).
 static EMERGENCY: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
 
+/// The terminal's width in columns, when there is one to ask.
+pub fn terminal_width() -> Option<usize> {
+    crossterm::terminal::size()
+        .ok()
+        .map(|(width, _)| usize::from(width))
+        .filter(|width| *width > 0)
+}
+
 /// The bytes that erase the live region and restore the cursor and paste mode now (empty
 /// when the terminal's task does not own the terminal). Write them to stdout before
 /// `std::process::exit`.
