@@ -336,14 +336,8 @@ impl ModelClient for ProviderModel {
                                 .chain(forward(client.stream(body, cancel))),
                         ) as ModelStream
                     }
-                    first => Box::pin(
-                        futures_util::stream::iter(first.map(|item| match item {
-                            Ok(event) => model_event(event).map(Ok),
-                            Err(error) => Some(Err(model_error(error))),
-                        }))
-                        .filter_map(std::future::ready)
-                        .chain(forward(first_try)),
-                    ),
+                    // Not a refusal: the first answer, then the rest, as usual.
+                    first => forward(Box::pin(futures_util::stream::iter(first).chain(first_try))),
                 }
             })
             .flatten(),

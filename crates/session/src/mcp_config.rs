@@ -347,7 +347,18 @@ pub fn folder_trusted(cwd: &Path, flag: bool, notices: &crate::Notices) -> anyho
         .unwrap_or_default();
     let items = crate::trust::items(cwd, &layers, &crate::commands::project_commands(cwd));
     Ok(
-        match crate::trust::standing(&folder, cwd, flag, &entries, &file, &items, notices)? {
+        match crate::trust::standing(
+            &folder,
+            cwd,
+            &crate::trust::Grants {
+                flag,
+                setting_entries: &entries,
+                settings_file: &file,
+                claude: &crate::claude_code::State::read(&|line| notices.say(line)),
+            },
+            &items,
+            notices,
+        )? {
             Standing::Trusted(_) | Standing::Unrecorded(_) => true,
             Standing::Changed(change) => {
                 notices.say(&format!(

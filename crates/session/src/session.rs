@@ -211,10 +211,12 @@ impl Session {
         }
         let prompter_absent = prompter.is_none();
         let commands = crate::commands::discover(&cwd, &options.notices);
-        let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker)?;
+        // Claude Code's state, read once: the folders it trusts, the servers it starts.
+        let claude = crate::claude_code::State::read(&|line| options.notices.say(line));
+        let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
         let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
-        let mcp_servers = mcp_servers(options, &cwd, &settings, trusted)?;
+        let mcp_servers = mcp_servers(options, &cwd, &settings, trusted, &claude)?;
         report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
@@ -2252,6 +2254,7 @@ fn decide_trust(
     layers: &[settings::Layer],
     commands: &[crate::commands::Command],
     asker: Option<&dyn crate::trust::TrustAsker>,
+    claude: &crate::claude_code::State,
 ) -> anyhow::Result<bool> {
     use crate::trust::Standing;
     let folder = crate::settings::project_folder(cwd);
@@ -2265,15 +2268,13 @@ fn decide_trust(
     };
     let items = trust_items(options, cwd, layers, commands);
     let shown_folder = render::printable(&folder.to_string_lossy(), false);
-    let change = match crate::trust::standing(
-        &folder,
-        cwd,
-        options.trust,
-        entries,
-        &settings_file,
-        &items,
-        &options.notices,
-    )? {
+    let grants = crate::trust::Grants {
+        flag: options.trust,
+        setting_entries: entries,
+        settings_file: &settings_file,
+        claude,
+    };
+    let change = match crate::trust::standing(&folder, cwd, &grants, &items, &options.notices)? {
         Standing::Trusted(source) => {
             // `--trust` and `AGENT_TRUST` record nothing.
             if matches!(
@@ -3036,6 +3037,7 @@ fn mcp_servers(
     cwd: &Path,
     settings: &settings::Settings,
     trusted: bool,
+    claude: &crate::claude_code::State,
 ) -> anyhow::Result<Vec<mcp::config::Configured>> {
     let lookup = |name: &str| setting_or_env(&settings.env, name);
     let warn = |line: &str| options.notices.say(line);
@@ -3043,7 +3045,6 @@ fn mcp_servers(
     let mut lists = Vec::new();
     if !options.mcp.strict {
         // Claude Code's own (`claude mcp add`), each scope below ours of the same scope.
-        let claude = crate::claude_code::State::read(&warn);
         if let Some(document) = claude.user_servers() {
             lists.push(crate::claude_code::servers_leniently(
                 &document,
@@ -3075,8 +3076,7 @@ fn mcp_servers(
                     crate::trust::MCP_JSON_LIMIT
                 );
             }
-            let mut servers = mcp::config::read_file(&project, &lookup)?;
-            let recorded = crate::claude_code::McpjsonApprovals::project_entry(&claude, cwd);
+            let recorded = crate::claude_code::McpjsonApprovals::project_entry(claude, cwd);
             let approvals = crate::claude_code::McpjsonApprovals::gather(
                 settings
                     .layers
@@ -3084,13 +3084,11 @@ fn mcp_servers(
                     .map(|layer| &layer.settings.other)
                     .chain([&recorded]),
             );
-            let refused: Vec<String> = servers
-                .iter()
-                .filter(|server| !approvals.allows(&server.name))
-                .map(|server| server.name.clone())
-                .collect();
+            let (servers, refused): (Vec<_>, Vec<_>) = mcp::config::read_file(&project, &lookup)?
+                .into_iter()
+                .partition(|server| approvals.allows(&server.name));
             if !refused.is_empty() {
-                servers.retain(|server| approvals.allows(&server.name));
+                let refused: Vec<String> = refused.into_iter().map(|server| server.name).collect();
                 warn(&format!(
                     "note: .mcp.json server{} {} not started: not approved (add to enabledMcpjsonServers in .claude/settings.local.json to start)",
                     if refused.len() == 1 { "" } else { "s" },

@@ -232,27 +232,44 @@ fn remembered(file: &Path) -> anyhow::Result<Vec<String>> {
     Ok(read_store(file)?.trusted_folders)
 }
 
-/// Why `folder` is trusted without asking, if it is: `flag` (`--trust`), then
-/// `AGENT_TRUST`, then the user setting `trustedFolders` (`setting_entries`, read from
-/// `settings_file`), then the remembered answers.
+/// What may trust a folder without a question, besides `AGENT_TRUST` and the remembered
+/// answers: `--trust`, the user setting `trustedFolders`, Claude Code's trust dialog.
+#[derive(Clone, Copy, Debug)]
+pub struct Grants<'a> {
+    /// `--trust`.
+    pub flag: bool,
+    /// The user setting `trustedFolders`.
+    pub setting_entries: &'a [String],
+    /// The file those entries were read from.
+    pub settings_file: &'a Path,
+    /// Claude Code's state (`~/.claude.json`), read once at start.
+    pub claude: &'a crate::claude_code::State,
+}
+
+/// Why `folder` is trusted without asking, if it is: `--trust`, then `AGENT_TRUST`, then
+/// the user setting `trustedFolders`, then the remembered answers, then Claude Code's trust
+/// dialog (see [`Grants`]).
 ///
 /// # Errors
 ///
 /// When the remembered-answers file exists but does not parse (named in the error).
 pub fn trusted_without_asking(
     folder: &Path,
-    flag: bool,
-    setting_entries: &[String],
-    settings_file: &Path,
+    grants: &Grants<'_>,
     notices: &crate::Notices,
 ) -> anyhow::Result<Option<Source>> {
-    if flag {
+    if grants.flag {
         return Ok(Some(Source::Flag));
     }
     if env_trusts() {
         return Ok(Some(Source::Env));
     }
-    if let Some(entry) = covering(setting_entries, folder, settings_file, notices) {
+    if let Some(entry) = covering(
+        grants.setting_entries,
+        folder,
+        grants.settings_file,
+        notices,
+    ) {
         return Ok(Some(Source::Setting(entry)));
     }
     if let Some(file) = remembered_file()
@@ -261,10 +278,8 @@ pub fn trusted_without_asking(
         return Ok(Some(Source::Remembered(entry)));
     }
     // Claude Code's answer counts as ours, except for a folder that would trust every
-    // project under it (the home folder, `/`, the temporary folder). Its file is read
-    // quietly here: the MCP servers' reading of it warns about a broken one.
-    let claude = crate::claude_code::State::read(&|_| {});
-    if let Some(entry) = claude.trusted_folder(folder)
+    // project under it (the home folder, `/`, the temporary folder).
+    if let Some(entry) = grants.claude.trusted_folder(folder)
         && recordable(&entry).is_ok()
     {
         return Ok(Some(Source::ClaudeCode(entry)));
@@ -801,15 +816,11 @@ pub struct Change {
 pub fn standing(
     folder: &Path,
     cwd: &Path,
-    flag: bool,
-    setting_entries: &[String],
-    settings_file: &Path,
+    grants: &Grants<'_>,
     items: &[Item],
     notices: &crate::Notices,
 ) -> anyhow::Result<Standing> {
-    let Some(source) =
-        trusted_without_asking(folder, flag, setting_entries, settings_file, notices)?
-    else {
+    let Some(source) = trusted_without_asking(folder, grants, notices)? else {
         return Ok(Standing::Untrusted);
     };
     if matches!(source, Source::Flag | Source::Env) {
