@@ -288,6 +288,7 @@ pub async fn run(
     let queue = ui.clone();
     session.set_steering(Arc::new(move || queue.take_queued()));
     let code = session_loop(&mut session, interrupts, &status, &ui, first).await;
+    session.end(session::EndReason::PromptInputExit).await;
     status.detach();
     let history = terminal.stop().await;
     if let Some(path) = &history_path {
@@ -496,7 +497,7 @@ impl Repl<'_> {
             Input::Rewind(arguments) => rewind(self.session, self.ui, &arguments),
             Input::Resume => self.resume()?,
             Input::Unknown(command) => self.unknown(&command),
-            Input::Clear => self.clear(),
+            Input::Clear => self.clear().await,
             Input::Task(task) => {
                 for (placeholder, path) in self.ui.take_images(&task) {
                     let note = self.session.attach_image_file(&placeholder, &path);
@@ -649,10 +650,12 @@ impl Repl<'_> {
     }
 
     /// `/clear`: a new session; the old one stays resumable.
-    fn clear(&mut self) {
+    async fn clear(&mut self) {
         let old = self.session.session_id().to_owned();
         let had_file = self.session.has_transcript();
+        self.session.end(session::EndReason::Clear).await;
         self.session.clear();
+        self.session.start_hooks("clear").await;
         // The status line counts the new session.
         self.totals = Totals::default();
         self.show_status();
@@ -688,6 +691,10 @@ impl Repl<'_> {
         self.status.set_turn_rows(Vec::new());
         let outcome = match outcome {
             Ok(outcome) => outcome,
+            Err(error) if error.downcast_ref::<session::PromptBlocked>().is_some() => {
+                self.say(&format!("agent: {}", printable(&error.to_string(), false)));
+                return Ok(None);
+            }
             Err(error) => {
                 // The session goes on: the next prompt may work (a full disk freed).
                 self.say(&format!(

@@ -338,7 +338,11 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     let mut session = Session::open(&options, prompter, trust_asker)?;
     session.gather_context().await;
     match (task, terminal_prompter) {
-        (Some(task), _) => headless(&args, session, &interrupts, task, status).await,
+        (Some(task), _) => {
+            let code = headless(&args, &mut session, &interrupts, task, status).await;
+            session.end(session::EndReason::Other).await;
+            code
+        }
         (None, prompter) => {
             interactive::run(session, &interrupts, status, prompter, args.prompt.clone()).await
         }
@@ -347,7 +351,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
 
 async fn headless(
     args: &Args,
-    mut session: Session,
+    session: &mut Session,
     interrupts: &Interrupts,
     task: String,
     status: Status,
@@ -376,7 +380,7 @@ async fn headless(
         api_key_source: session.api_key_source(),
     });
     if args.input_format == InputFormat::StreamJson {
-        return stream_json_input(&mut session, &mut renderer, interrupts).await;
+        return stream_json_input(session, &mut renderer, interrupts).await;
     }
     // `@path` in the prompt attaches the file (an image as the model sees it), as at the
     // interactive prompt; one that cannot be attached is said on stderr. Only the prompt

@@ -1928,7 +1928,7 @@ async fn hooks_get_claude_codes_shapes_and_their_failures_are_reported() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     for expected in [
-        "hook `echo boom >&2; exit 1` failed (exit status: 1): boom",
+        "PreToolUse hook `echo boom >&2; exit 1` failed (exit status 1): boom",
         "hook `sleep 5` timed out after 1 s",
         "hook `echo '{not json'` printed invalid JSON, ignored: {not json",
     ] {

@@ -111,6 +111,10 @@ pub enum SummarizerError {
     /// The call ended without an answer.
     #[error("the summary call ended without an answer")]
     NoAnswer,
+    /// A hook of the caller's refused the compaction (Claude Code's PreCompact hooks): the
+    /// history stays as it was.
+    #[error("compaction blocked by a hook: {0}")]
+    Blocked(String),
 }
 
 /// The model call that writes summaries, injected by the caller.

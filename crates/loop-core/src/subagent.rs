@@ -215,6 +215,10 @@ pub struct ChildRun {
     pub deps: Deps,
 }
 
+/// The future [`SubagentHost::starting`] returns.
+pub type StartingFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Vec<String>> + Send + 'a>>;
+
 /// What the Task tool needs from the application.
 pub trait SubagentHost: Send + Sync + 'static {
     /// The configuration and collaborators of `spawn`, given the parent's configuration
@@ -231,6 +235,18 @@ pub trait SubagentHost: Send + Sync + 'static {
         parent: &LoopConfig,
         messages: &[MessageParam],
     ) -> Result<ChildRun, String>;
+
+    /// Context for `spawn`'s first message, gathered before it starts (Claude Code's
+    /// SubagentStart hooks): each text is added as a text block to the last message of
+    /// those it starts with when that is the user's. The default adds nothing.
+    ///
+    /// # Cancellation safety
+    ///
+    /// The future is dropped when the Task call is cancelled.
+    fn starting<'a>(&'a self, spawn: &'a Spawn) -> StartingFuture<'a> {
+        let _ = spawn;
+        Box::pin(std::future::ready(Vec::new()))
+    }
 
     /// One event of the subagent's run, in order.
     fn event(&self, spawn: &Spawn, event: &LoopEvent);
@@ -399,7 +415,7 @@ impl Tool for TaskTool {
                 .as_deref()
                 .filter(|kind| !kind.is_empty())
                 .unwrap_or("general-purpose");
-            let (definition, messages, fork) = if kind == FORK {
+            let (definition, mut messages, fork) = if kind == FORK {
                 let Some(point) = &self.scope.fork_point else {
                     return Err(ToolError::InvalidInput(
                         "subagent_type \"fork\" is not available here".to_owned(),
@@ -460,6 +476,16 @@ impl Tool for TaskTool {
                 },
                 None => None,
             };
+            let context_texts = tokio::select! {
+                texts = self.host.starting(&spawn) => texts,
+                () = context.cancel.cancelled() => {
+                    return Err(ToolError::Killed("interrupted before the subagent started".to_owned()));
+                }
+            };
+            if let Some(last) = messages.last_mut().filter(|last| last.role == Role::User) {
+                last.content
+                    .extend(context_texts.into_iter().map(ContentBlock::text));
+            }
             let ChildRun { mut config, deps } = self
                 .host
                 .start(&spawn, &self.scope.parent, &messages)

@@ -88,7 +88,7 @@ mod context_info;
 pub mod cost;
 #[cfg(test)]
 mod history_properties;
-mod hooks;
+pub mod hooks;
 pub mod mcp_config;
 mod notices;
 mod observer;

@@ -121,7 +121,7 @@ struct ToolState {
     /// The permission rules and where each came from (see [`Session::rules`]).
     rule_origins: Vec<(&'static str, String, String)>,
     workspace: Arc<Workspace>,
-    hook_env: hooks::HookEnv,
+    hooks: hooks::Hooks,
 }
 
 /// The MCP servers: configured, started, and what their tools join the session with.
@@ -130,8 +130,6 @@ struct McpState {
     servers: Vec<mcp::config::Configured>,
     /// The servers, once started.
     pool: Option<Arc<mcp::Pool>>,
-    /// PostToolUse hooks, for MCP tools that join later.
-    post_hooks: Vec<settings::HookMatcher>,
     /// `mcpStartupWaitMs` from the settings.
     wait: Option<u64>,
     /// Root certificates HTTPS MCP servers are trusted with beside the webpki roots.
@@ -274,7 +272,6 @@ impl Session {
         tooling.spend = limits(options, &settings, &mut config)?;
 
         let tool_names = tooling.offered_names();
-        let post_hooks = tooling.recipe.post_hooks.clone();
         let mut session = Self {
             cwd,
             session_id,
@@ -296,13 +293,7 @@ impl Session {
                 settings: model_settings,
             },
             tooling,
-            mcp: McpState::new(
-                mcp_servers,
-                post_hooks,
-                &settings,
-                extra_roots_pem,
-                prompter_absent,
-            ),
+            mcp: McpState::new(mcp_servers, &settings, extra_roots_pem, prompter_absent),
             record,
             pending: Pending::default(),
             notices: options.notices.clone(),
@@ -336,6 +327,49 @@ impl Session {
         if let Some(reported) = reported {
             self.settle_window(reported);
         }
+        let source = if self.record.history.is_empty() {
+            "startup"
+        } else {
+            "resume"
+        };
+        self.start_hooks(source).await;
+    }
+
+    /// Runs the SessionStart hooks with `source` (`startup`, `resume`, `clear`; `compact`
+    /// runs with a compaction): what they give the model (`additionalContext`, or plain
+    /// stdout) goes with the next prompt. [`Session::gather_context`] runs them for
+    /// `startup` and `resume`; a front end runs them for `clear` after [`Session::clear`].
+    pub async fn start_hooks(&mut self, source: &str) {
+        let verdict = self
+            .tooling
+            .hooks
+            .run(
+                hooks::Event::SessionStart,
+                &[source],
+                serde_json::json!({"source": source, "model": self.model}),
+            )
+            .await;
+        self.pending.context.extend(
+            verdict
+                .context
+                .iter()
+                .map(|context| hook_context(hooks::Event::SessionStart, context)),
+        );
+    }
+
+    /// Runs the SessionEnd hooks with `reason`, for at most
+    /// [`hooks::SESSION_END_TIMEOUT`] unless they ask for more. A front end calls it when
+    /// the user leaves (`prompt_input_exit`), before [`Session::clear`] (`clear`), and at
+    /// the end of a headless run (`other`).
+    pub async fn end(&mut self, reason: EndReason) {
+        self.tooling
+            .hooks
+            .run(
+                hooks::Event::SessionEnd,
+                &[reason.as_str()],
+                serde_json::json!({"reason": reason.as_str()}),
+            )
+            .await;
     }
 
     /// MCP servers and the user context, both part of [`Session::gather_context`].
@@ -532,8 +566,7 @@ impl Session {
     fn mcp_tools(&self) -> Option<McpTools> {
         Some(McpTools {
             pool: Arc::clone(self.mcp.pool.as_ref()?),
-            post_hooks: self.mcp.post_hooks.clone(),
-            hook_env: self.tooling.hook_env.clone(),
+            hooks: self.tooling.hooks.clone(),
             gate: Arc::clone(&self.tooling.gate),
         })
     }
@@ -611,11 +644,9 @@ impl Session {
         if !self.skills.is_empty() && self.tooling.gate.offers("Skill", &[]) {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
             self.tool_names.push("Skill".to_owned());
-            self.tooling.tools.push(hooks::PostToolUse::wrap(
-                &self.tooling.hook_env,
-                &self.mcp.post_hooks,
-                tool,
-            ));
+            self.tooling
+                .tools
+                .push(hooks::ToolHooks::wrap(&self.tooling.hooks, tool));
         }
     }
 
@@ -702,7 +733,8 @@ impl Session {
         self.record.copy_history = false;
         self.record.context_saved = false;
         self.tooling
-            .hook_env
+            .hooks
+            .env()
             .set_session(self.session_id.clone(), self.record.path.clone());
     }
 
@@ -770,7 +802,8 @@ impl Session {
         }
         self.config.last_request = loaded.last_activity;
         self.tooling
-            .hook_env
+            .hooks
+            .env()
             .set_session(self.session_id.clone(), self.record.path.clone());
         self.restore_todos();
         Ok(())
@@ -1070,9 +1103,16 @@ impl Session {
         cancel: &CancellationToken,
     ) -> anyhow::Result<(u64, u64)> {
         let mut manager = context::ContextManager::new(self.config.context.clone());
-        let summarizer =
-            adapter::ProviderSummarizer::new(self.llm.client.clone(), self.model.clone())
-                .with_focus(focus);
+        let summarizer = hooks::HookedSummarizer::wrap(
+            Arc::new(
+                adapter::ProviderSummarizer::new(self.llm.client.clone(), self.model.clone())
+                    .with_focus(focus.clone()),
+            ),
+            &self.tooling.hooks,
+            true,
+            focus,
+            &self.model,
+        );
         let files = tooling::WorkspaceFiles::new(Arc::clone(&self.tooling.workspace));
         let mut messages = self.record.history.clone();
         let prepared = tokio::select! {
@@ -1081,7 +1121,7 @@ impl Session {
             prepared = manager.reactive_compact(
                 &mut messages,
                 context::Tokens::ZERO,
-                &summarizer,
+                summarizer.as_ref(),
                 &files,
             ) => prepared.map_err(|error| anyhow::anyhow!("{error}"))?,
         };
@@ -1220,10 +1260,16 @@ impl Session {
             ),
             tools,
             permissions: Arc::clone(&self.tooling.permissions),
-            summarizer: Arc::new(adapter::ProviderSummarizer::new(
-                self.llm.client.clone(),
-                self.model.clone(),
-            )),
+            summarizer: hooks::HookedSummarizer::wrap(
+                Arc::new(adapter::ProviderSummarizer::new(
+                    self.llm.client.clone(),
+                    self.model.clone(),
+                )),
+                &self.tooling.hooks,
+                false,
+                None,
+                &self.model,
+            ),
             result_store: Box::new(tooling::DirStore::new(self.tooling.results_dir.clone())),
             files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(
                 &self.tooling.workspace,
@@ -1311,6 +1357,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
+        self.prompt_hooks(&mut user).await?;
         // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
         // first, as Claude Code sends it.
         if !self.pending.context.is_empty() {
@@ -1390,10 +1437,129 @@ impl Session {
             observer.subagent(&event);
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
+        if let loop_core::Terminal::ModelError(error) = &outcome.terminal {
+            self.tooling
+                .hooks
+                .run(
+                    hooks::Event::StopFailure,
+                    &[],
+                    serde_json::json!({
+                        "error": stop_failure_kind(error),
+                        "error_details": error.to_string(),
+                    }),
+                )
+                .await;
+        }
         self.record.history = std::mem::take(&mut outcome.messages);
         self.record.memory = outcome.memory.clone();
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
+    }
+}
+
+impl Session {
+    /// The UserPromptSubmit hooks on `user` (its text as `prompt`): a block or a
+    /// `continue: false` refuses it ([`PromptBlocked`]); their context joins it.
+    ///
+    /// # Errors
+    ///
+    /// [`PromptBlocked`] when a hook refused the prompt.
+    async fn prompt_hooks(&self, user: &mut MessageParam) -> Result<(), PromptBlocked> {
+        if !self.tooling.hooks.has(hooks::Event::UserPromptSubmit) {
+            return Ok(());
+        }
+        let prompt: Vec<&str> = user
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                protocol::ContentBlock::Text(text) => Some(text.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let verdict = self
+            .tooling
+            .hooks
+            .run(
+                hooks::Event::UserPromptSubmit,
+                &[],
+                serde_json::json!({"prompt": prompt.join("\n")}),
+            )
+            .await;
+        let refusals = verdict.refusals();
+        if !refusals.is_empty() {
+            return Err(PromptBlocked {
+                reason: refusals.join("\n"),
+            });
+        }
+        user.content.extend(
+            verdict
+                .context
+                .iter()
+                .map(|context| hook_context(hooks::Event::UserPromptSubmit, context)),
+        );
+        Ok(())
+    }
+}
+
+/// Why a session ends, as its SessionEnd hooks are told (`reason`, one of Claude Code's
+/// `EXIT_REASONS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// `/clear` started a new session.
+    Clear,
+    /// The user left the interactive session (`/exit`, Ctrl-D, Ctrl-C twice).
+    PromptInputExit,
+    /// Anything else: a headless run ended.
+    Other,
+}
+
+impl EndReason {
+    /// The name hooks get: `clear`, `prompt_input_exit`, `other`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Clear => "clear",
+            Self::PromptInputExit => "prompt_input_exit",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// A UserPromptSubmit hook refused the prompt: nothing was sent or recorded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a UserPromptSubmit hook blocked the prompt: {reason}")]
+pub struct PromptBlocked {
+    /// The hooks' reasons, one per line.
+    pub reason: String,
+}
+
+/// A hook's context for the model, as the text block Claude Code gives it.
+fn hook_context(event: hooks::Event, context: &str) -> protocol::ContentBlock {
+    protocol::ContentBlock::text(format!(
+        "<system-reminder>\n{} hook additional context: {context}\n</system-reminder>",
+        event.name()
+    ))
+}
+
+/// The `error` of a StopFailure hook's input: Claude Code's `SDKAssistantMessageError`
+/// kind of `error`.
+fn stop_failure_kind(error: &loop_core::ModelError) -> &'static str {
+    use loop_core::ModelError;
+    let status = match error {
+        ModelError::PromptTooLong(_) | ModelError::Image(_) => return "invalid_request",
+        ModelError::Overloaded(_) => return "overloaded",
+        ModelError::MaxTokensExhausted(_) => return "max_output_tokens",
+        ModelError::Api(failure) => failure.status,
+        _ => return "unknown",
+    };
+    match status {
+        Some(401 | 403) => "authentication_failed",
+        Some(402) => "billing_error",
+        Some(404) => "model_not_found",
+        Some(429) => "rate_limit",
+        Some(529) => "overloaded",
+        Some(400 | 413 | 422) => "invalid_request",
+        Some(500..=599) => "server_error",
+        _ => "unknown",
     }
 }
 
@@ -1456,7 +1622,6 @@ impl McpState {
     /// The servers to start, none started yet.
     fn new(
         servers: Vec<mcp::config::Configured>,
-        post_hooks: Vec<settings::HookMatcher>,
         settings: &settings::Settings,
         extra_roots_pem: Arc<[u8]>,
         headless: bool,
@@ -1464,7 +1629,6 @@ impl McpState {
         Self {
             servers,
             pool: None,
-            post_hooks,
             wait: settings
                 .other
                 .get("mcpStartupWaitMs")
@@ -1508,8 +1672,10 @@ impl ToolState {
         let results_dir = record.sessions.join(session_id).join("tool-results");
         let (rules, rule_origins) = permission_rules(options, settings, cwd);
         let env = command_env(settings);
-        let hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
-        let hooks_of = |event: &str| settings.hooks.get(event).cloned().unwrap_or_default();
+        let hooks = hooks::Hooks::new(
+            hook_env(&env, session_id, &record.path, cwd, mode, &options.notices),
+            &settings.hooks,
+        );
         let mut recipe = subagents::Recipe {
             workspace: Arc::clone(&workspace),
             mode,
@@ -1519,15 +1685,12 @@ impl ToolState {
             withheld_env: provider_key_variables(settings),
             sandbox,
             prompter,
-            hook_env: hook_env.clone(),
-            pre_hooks: hooks_of("PreToolUse"),
-            post_hooks: hooks_of("PostToolUse"),
-            stop_hooks: hooks_of("SubagentStop"),
+            hooks: hooks.clone(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
             session_mode: None,
         };
         let built = build_tools(&recipe, mode, settings)?;
-        let _ = hook_env.gate.set(Arc::clone(&built.permissions));
+        let _ = hooks.env().gate.set(Arc::clone(&built.permissions));
         recipe.session_mode = Some(built.permissions.mode_handle());
         let mut tools = built.tools.clone();
         // Never a subagent's ExitPlanMode, EnterPlanMode or AskUserQuestion: they come before
@@ -1548,7 +1711,11 @@ impl ToolState {
             tools.push(recipe.wrap(built.permissions.enter_plan_mode_tool()));
         }
         tools.retain(|tool| offered(&built.permissions, tool.as_ref()));
-        let mut stop_hook = stop_hook(settings, &hook_env);
+        let mut stop_hook: Arc<dyn StopHook> = if hooks.has(hooks::Event::Stop) {
+            Arc::new(hooks::CommandStopHook::new(hooks.clone()))
+        } else {
+            Arc::new(NoStopHook)
+        };
         let structured = structured_output(options, &recipe, &mut tools, &mut stop_hook)?;
         let state = Self {
             builtin_tools: tools.len(),
@@ -1563,7 +1730,7 @@ impl ToolState {
             spend: None,
             rule_origins,
             workspace,
-            hook_env,
+            hooks,
         };
         Ok((state, structured))
     }
@@ -1631,17 +1798,6 @@ fn build_tools(
         },
         _ => anyhow::Error::new(error),
     })
-}
-
-/// The settings' Stop hooks, or none.
-fn stop_hook(settings: &settings::Settings, hook_env: &hooks::HookEnv) -> Arc<dyn StopHook> {
-    match settings.hooks.get("Stop") {
-        Some(matchers) if !matchers.is_empty() => Arc::new(hooks::CommandStopHook::new(
-            hook_env.clone(),
-            matchers.clone(),
-        )),
-        _ => Arc::new(NoStopHook),
-    }
 }
 
 /// `--json-schema`: a StructuredOutput tool among `tools` and a stop hook in front of
@@ -2978,8 +3134,7 @@ fn offered(gate: &tools::PermissionGate, tool: &dyn executor::Tool) -> bool {
 /// (behind the PostToolUse hooks, like every tool).
 struct McpTools {
     pool: Arc<mcp::Pool>,
-    post_hooks: Vec<settings::HookMatcher>,
-    hook_env: hooks::HookEnv,
+    hooks: hooks::Hooks,
     /// The session's gate: what it offers.
     gate: Arc<tools::PermissionGate>,
 }
@@ -3001,7 +3156,7 @@ impl loop_core::ToolSource for McpTools {
             .into_iter()
             .chain(resources)
             .filter(|tool| offered(&self.gate, tool.as_ref()))
-            .map(|tool| hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool))
+            .map(|tool| hooks::ToolHooks::wrap(&self.hooks, tool))
             .collect()
     }
 }

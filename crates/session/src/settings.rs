@@ -302,8 +302,9 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "statusLine",
 ];
 
-/// One hook. `agent` runs `command` hooks; other types (Claude Code's `prompt`) are accepted
-/// with a warning so a shared settings file stays valid.
+/// One hook. `agent` runs `command` hooks; other types (Claude Code's `http`, `prompt`,
+/// `agent`, `mcp_tool`) are accepted, counted among the settings not used here, so a shared
+/// settings file stays valid.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct HookCommand {
     /// `command` (or another type, not run).
@@ -312,17 +313,27 @@ pub struct HookCommand {
     /// Run with `bash -c`; required for `command` hooks.
     #[serde(default)]
     pub command: Option<String>,
-    /// Seconds before the hook is abandoned (default 60, at least 1).
+    /// Seconds before the hook is stopped, at least 1. Claude Code's default: 600 for a
+    /// command (`pp=600000` in 2.1.197's bundle); SessionEnd hooks together get at most
+    /// 1.5 s unless one of them asks for more (up to 60 s).
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// `"async": true`: the hook runs in the background; nothing waits for it and its
+    /// answer is not read (its failure is still told).
+    #[serde(default, rename = "async")]
+    pub background: bool,
     /// The other fields of other hook types, kept and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
 
-/// Hooks for the tools a matcher names. As in Claude Code, the matcher is a regular
-/// expression over the whole tool name (`Edit|Write`, `Notebook.*`, or a plain name, which
-/// matches only itself); `*`, an empty string or no matcher matches every tool.
+/// Hooks for the events a matcher names. As in Claude Code 2.1.197: `*`, an empty string or
+/// no matcher matches everything; a matcher of letters, digits, `_` and `|` only is a list
+/// of exact names (`Edit|Write`; `Bash` never matches `BashOutput`); anything else is a
+/// regular expression searched for anywhere in the name (`Notebook.*`, `mcp__github__.*`).
+/// What a matcher is matched against depends on the event: the tool's name (tool events),
+/// `source` (SessionStart), `reason` (SessionEnd), `trigger` (PreCompact, PostCompact),
+/// `notification_type` (Notification), `agent_type` (SubagentStart, SubagentStop).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HookMatcher {
@@ -334,27 +345,39 @@ pub struct HookMatcher {
 }
 
 impl HookMatcher {
-    /// The matcher as an anchored regular expression; `None` matches everything.
+    /// The matcher as a regular expression, when it is one; `None` when it matches
+    /// everything or is a list of names.
     ///
     /// # Errors
     ///
     /// The regex syntax error of a pattern that does not compile.
     pub fn pattern(&self) -> Result<Option<regex::Regex>, regex::Error> {
         match self.matcher.as_deref().map(str::trim) {
-            None | Some("") | Some("*") => Ok(None),
-            Some(pattern) => regex::Regex::new(&format!("^(?:{pattern})$")).map(Some),
+            None | Some("" | "*") => Ok(None),
+            Some(names) if is_name_list(names) => Ok(None),
+            Some(pattern) => regex::Regex::new(pattern).map(Some),
         }
     }
 
-    /// Whether this matcher applies to `tool` (a pattern that does not compile matches
+    /// Whether this matcher applies to `subject` (a pattern that does not compile matches
     /// nothing; [`parse`] refuses such files).
-    pub fn matches(&self, tool: &str) -> bool {
-        match self.pattern() {
-            Ok(None) => true,
-            Ok(Some(pattern)) => pattern.is_match(tool),
-            Err(_) => false,
+    pub fn matches(&self, subject: &str) -> bool {
+        match self.matcher.as_deref().map(str::trim) {
+            None | Some("" | "*") => true,
+            Some(names) if is_name_list(names) => names.split('|').any(|name| name == subject),
+            Some(_) => match self.pattern() {
+                Ok(Some(pattern)) => pattern.is_match(subject),
+                Ok(None) | Err(_) => false,
+            },
         }
     }
+}
+
+/// Whether a matcher is a list of exact names (`Edit|Write`).
+fn is_name_list(matcher: &str) -> bool {
+    matcher
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
 }
 
 /// `sandbox` in settings. Claude Code's own keys (`enabled`, `excludedCommands`, a
@@ -721,23 +744,42 @@ impl Layer {
     }
 }
 
-/// Hook events Claude Code defines. `agent` runs PreToolUse, PostToolUse and Stop; the
-/// others are accepted (a settings file shared with Claude Code stays valid) with a warning.
-pub const HOOK_EVENTS: [&str; 10] = [
+/// Hook events Claude Code 2.1.197 defines (`HOOK_EVENTS` in `sdk.d.ts` of
+/// `@anthropic-ai/claude-agent-sdk` 0.3.197). `agent` runs those of
+/// [`crate::hooks::Event`]; the others are accepted (a settings file shared with Claude Code
+/// stays valid) and counted among the settings not used here.
+pub const HOOK_EVENTS: [&str; 30] = [
     "PreToolUse",
     "PostToolUse",
-    "Stop",
+    "PostToolUseFailure",
+    "PostToolBatch",
     "Notification",
     "UserPromptSubmit",
-    "SubagentStop",
-    "PreCompact",
+    "UserPromptExpansion",
     "SessionStart",
     "SessionEnd",
+    "Stop",
+    "StopFailure",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
     "PermissionRequest",
+    "PermissionDenied",
+    "Setup",
+    "TeammateIdle",
+    "TaskCreated",
+    "TaskCompleted",
+    "Elicitation",
+    "ElicitationResult",
+    "ConfigChange",
+    "WorktreeCreate",
+    "WorktreeRemove",
+    "InstructionsLoaded",
+    "CwdChanged",
+    "FileChanged",
+    "MessageDisplay",
 ];
-
-/// The hook events `agent` runs.
-pub const RUN_HOOK_EVENTS: [&str; 4] = ["PreToolUse", "PostToolUse", "Stop", "SubagentStop"];
 
 impl Settings {
     /// The file that set `permissions.defaultMode` last (the one in effect).
@@ -889,7 +931,7 @@ impl Settings {
             }
             for (event, matchers) in &layer.hooks {
                 if HOOK_EVENTS.contains(&event.as_str())
-                    && !RUN_HOOK_EVENTS.contains(&event.as_str())
+                    && crate::hooks::Event::from_name(event).is_none()
                 {
                     push(format!("hooks.{event}"));
                 }
@@ -1273,13 +1315,14 @@ mod tests {
     }
 
     #[test]
-    fn matchers_are_anchored_regular_expressions() {
+    fn matchers_match_as_claude_code_matches_them() {
         let matcher = |pattern: Option<&str>| HookMatcher {
             matcher: pattern.map(str::to_owned),
             hooks: Vec::new(),
         };
         assert!(matcher(None).matches("Bash"));
         assert!(matcher(Some("*")).matches("Bash"));
+        assert!(matcher(Some("")).matches("startup"));
         assert!(matcher(Some(".*")).matches("Bash"));
         assert!(matcher(Some("Bas.*")).matches("Bash"));
         assert!(matcher(Some("Edit|Write")).matches("Write"));
@@ -1288,6 +1331,11 @@ mod tests {
             !matcher(Some("Bash")).matches("BashOutput"),
             "a plain name matches itself only"
         );
+        // A regular expression is searched for, not anchored (2.1.197's `new RegExp(t).test`).
+        assert!(matcher(Some("mcp__github__.*")).matches("mcp__github__create_issue"));
+        assert!(matcher(Some("Notebook.*")).matches("NotebookEdit"));
+        assert!(matcher(Some("^Write$|Edit.")).matches("MultiEdit2"));
+        assert!(!matcher(Some("^Write$")).matches("WriteX"));
         let error = parse(
             Path::new("/p/s.json"),
             r#"{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}}"#,
@@ -1360,7 +1408,8 @@ mod tests {
             Path::new("/p.json"),
             r#"{"permissions": {"deny": ["Bash(rm:*"], "defaultMode": "yolo"},
                 "hooks": {"Stopp": [{"hooks": [{"type": "command", "command": "x"}]}],
-                          "Notification": [{"hooks": [{"type": "prompt", "command": "y"}]}]}}"#,
+                          "Notification": [{"hooks": [{"type": "prompt", "command": "y"}]}],
+                          "TeammateIdle": [{"hooks": [{"type": "command", "command": "z"}]}]}}"#,
         )
         .unwrap();
         let settings = Settings::merged(
@@ -1399,12 +1448,12 @@ mod tests {
             .collect();
         assert_eq!(
             unused,
-            ["hooks.Notification", "hooks.Notification (prompt hooks)"]
+            ["hooks.Notification (prompt hooks)", "hooks.TeammateIdle"]
         );
         assert_eq!(
             settings.unused_line().as_deref(),
             Some(
-                "2 Claude Code settings are not used here: hooks.Notification, hooks.Notification (prompt hooks) (agent --verbose names the files)"
+                "2 Claude Code settings are not used here: hooks.Notification (prompt hooks), hooks.TeammateIdle (agent --verbose names the files)"
             )
         );
     }

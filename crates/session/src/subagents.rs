@@ -30,7 +30,6 @@ use provider::AnthropicClient;
 use tokio::sync::mpsc;
 
 use crate::session::ModelSettings;
-use crate::settings::HookMatcher;
 use crate::settings::MAX_AGENT_BYTES;
 use crate::transcript::Transcript;
 use crate::{adapter, hooks, tooling};
@@ -297,14 +296,8 @@ pub struct Recipe {
     pub sandbox: tools::SandboxConfig,
     /// Who answers questions (interactive), shared with the session.
     pub prompter: Option<Arc<dyn tools::Prompter>>,
-    /// Facts for hooks.
-    pub hook_env: hooks::HookEnv,
-    /// PreToolUse hooks.
-    pub pre_hooks: Vec<HookMatcher>,
-    /// PostToolUse hooks.
-    pub post_hooks: Vec<HookMatcher>,
-    /// SubagentStop hooks.
-    pub stop_hooks: Vec<HookMatcher>,
+    /// The settings' hooks.
+    pub hooks: hooks::Hooks,
     /// Where Write and Edit record their changes (the session's checkpoints, shared by
     /// every subagent: a rewind undoes theirs too).
     pub journal: Option<Arc<dyn tools::WriteJournal>>,
@@ -341,14 +334,13 @@ impl Recipe {
             mode
         };
         let built = tooling::build(self, mode)?;
-        let gate: Arc<dyn CanUseTool> = if self.pre_hooks.is_empty() {
-            built.permissions.clone()
-        } else {
+        let gate: Arc<dyn CanUseTool> = if self.hooks.has(hooks::Event::PreToolUse) {
             Arc::new(hooks::HookedGate::new(
-                self.hook_env.clone(),
-                self.pre_hooks.clone(),
+                self.hooks.clone(),
                 built.permissions.clone(),
             ))
+        } else {
+            built.permissions.clone()
         };
         let tools = built
             .tools
@@ -365,7 +357,7 @@ impl Recipe {
 
     /// `tool` wrapped in the PostToolUse hooks.
     pub fn wrap(&self, tool: Arc<dyn Tool>) -> Arc<dyn Tool> {
-        hooks::PostToolUse::wrap(&self.hook_env, &self.post_hooks, tool)
+        hooks::ToolHooks::wrap(&self.hooks, tool)
     }
 }
 
@@ -520,7 +512,7 @@ impl Host {
                     .insert(spawn.agent_id.clone(), transcript);
             }
             Err(error) => warn(
-                &self.recipe.hook_env.notices,
+                &self.recipe.hooks.env().notices,
                 &format!("subagent transcript: {error:#}"),
             ),
         }
@@ -542,12 +534,20 @@ impl SubagentHost for Host {
         } else {
             self.recipe.mode
         };
+        // Its hooks name it in every event's input (`agent_id`, `agent_type`).
+        let recipe = Recipe {
+            hooks: self
+                .recipe
+                .hooks
+                .in_subagent(&spawn.agent_id, &definition.name),
+            ..self.recipe.clone()
+        };
         let Built {
             tools,
             gate,
             watch,
             permissions,
-        } = self.recipe.build(mode).map_err(|error| error.to_string())?;
+        } = recipe.build(mode).map_err(|error| error.to_string())?;
         if let Some(session) = &self.recipe.session_mode {
             permissions.follow_mode(session.clone());
         }
@@ -585,16 +585,15 @@ impl SubagentHost for Host {
             ))));
         }
         let transcript_path = self.open_transcript(spawn, messages);
-        let stop_hook: Arc<dyn StopHook> = if self.recipe.stop_hooks.is_empty() {
-            Arc::new(NoStopHook)
-        } else {
+        let stop_hook: Arc<dyn StopHook> = if self.recipe.hooks.has(hooks::Event::SubagentStop) {
             Arc::new(hooks::CommandStopHook::subagent(
-                self.recipe.hook_env.clone(),
-                self.recipe.stop_hooks.clone(),
+                recipe.hooks.clone(),
                 &spawn.agent_id,
                 &definition.name,
                 &transcript_path,
             ))
+        } else {
+            Arc::new(NoStopHook)
         };
         let deps = Deps {
             model: Arc::new(
@@ -603,10 +602,16 @@ impl SubagentHost for Host {
             ),
             tools,
             permissions: gate,
-            summarizer: Arc::new(adapter::ProviderSummarizer::new(
-                self.client.clone(),
-                config.model.clone(),
-            )),
+            summarizer: hooks::HookedSummarizer::wrap(
+                Arc::new(adapter::ProviderSummarizer::new(
+                    self.client.clone(),
+                    config.model.clone(),
+                )),
+                &recipe.hooks,
+                false,
+                None,
+                &config.model,
+            ),
             // Its own folder: ids a model chooses cannot overwrite another agent's results.
             result_store: Box::new(tooling::DirStore::new(
                 self.recipe.results_dir.join(&spawn.agent_id),
@@ -624,6 +629,22 @@ impl SubagentHost for Host {
         Ok(ChildRun { config, deps })
     }
 
+    fn starting<'a>(&'a self, spawn: &'a Spawn) -> loop_core::subagent::StartingFuture<'a> {
+        Box::pin(async move {
+            let name = spawn.definition.name.as_str();
+            self.recipe
+                .hooks
+                .in_subagent(&spawn.agent_id, name)
+                .run(
+                    hooks::Event::SubagentStart,
+                    &[name],
+                    serde_json::json!({"agent_id": spawn.agent_id, "agent_type": name}),
+                )
+                .await
+                .context
+        })
+    }
+
     fn event(&self, spawn: &Spawn, event: &LoopEvent) {
         if let LoopEvent::History(change) = event
             && let Some(transcript) = self
@@ -634,7 +655,7 @@ impl SubagentHost for Host {
             && let Err(error) = transcript.record(change)
         {
             warn(
-                &self.recipe.hook_env.notices,
+                &self.recipe.hooks.env().notices,
                 &format!("subagent transcript: {error:#}"),
             );
         }

@@ -247,7 +247,7 @@ impl BashTool {
         {
             return Ok(output);
         }
-        let gate = PermissionGate::new(Arc::clone(&self.shared), None);
+        let gate = PermissionGate::new(Arc::clone(&self.shared), None, None);
         let request = PermissionRequest {
             tool: "Bash",
             input,
@@ -285,7 +285,7 @@ impl BashTool {
         if let Some(fields) = input.as_object_mut() {
             fields.remove(DISABLE_SANDBOX_FIELD);
         }
-        let gate = PermissionGate::new(Arc::clone(&self.shared), None);
+        let gate = PermissionGate::new(Arc::clone(&self.shared), None, None);
         match gate.bash_decision(&input, self.shared.mode.get()) {
             (crate::Verdict::Allow, run) => run,
             (_, _) if self.shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),

@@ -104,7 +104,8 @@ pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{
     Always, BashRun, DISABLE_SANDBOX_FIELD, HookDecision, ModeHandle, PermissionConfig,
-    PermissionGate, PermissionMode, PermissionRequest, Prompter, ProposedChange, Verdict,
+    PermissionGate, PermissionMode, PermissionRequest, PreAsk, PreAskFuture, Prompter,
+    ProposedChange, Verdict,
 };
 pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};

@@ -32,6 +32,9 @@ pub struct ToolSetConfig {
     pub readable: Vec<PathBuf>,
     /// Who answers "ask" verdicts; `None` is a headless session, where they are denied.
     pub prompter: Option<Arc<dyn Prompter>>,
+    /// Decides questions before the prompter (or the headless refusal) sees them: Claude
+    /// Code's PermissionRequest hooks. `None`: nothing does.
+    pub pre_ask: Option<Arc<dyn crate::PreAsk>>,
     /// Extra environment variables for every Bash command (settings' `env`), on top of the
     /// variables of the process's own environment that commands receive
     /// ([`sandbox::env::PASSED_VARIABLES`]; nothing else of it is passed). Later pairs win over
@@ -113,6 +116,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("tool_results_dir", &self.tool_results_dir)
             .field("readable", &self.readable)
             .field("interactive", &self.prompter.is_some())
+            .field("pre_ask", &self.pre_ask.is_some())
             .field(
                 "env",
                 &self.env.iter().map(|(key, _)| key).collect::<Vec<_>>(),
@@ -223,7 +227,7 @@ impl ToolSet {
                 .into_iter()
                 .map(|tool| Arc::new(tool) as Arc<dyn Tool>),
         );
-        let gate = Arc::new(PermissionGate::new(shared, config.prompter));
+        let gate = Arc::new(PermissionGate::new(shared, config.prompter, config.pre_ask));
         Ok(Self { tools, gate })
     }
 

@@ -284,12 +284,33 @@ pub trait Prompter: Send + Sync + 'static {
     fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a>;
 }
 
+/// The future a [`PreAsk`] returns: a decision, or `None` to let the question go on.
+pub type PreAskFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<PermissionDecision>> + Send + 'a>>;
+
+/// Answers a question before anyone is asked (Claude Code's PermissionRequest hooks): in an
+/// interactive session before the [`Prompter`], in a headless one before the refusal.
+pub trait PreAsk: Send + Sync + 'static {
+    /// Decides `request`, or returns `None` to let the user (or, headless, the refusal)
+    /// decide. `interactive` tells which of the two comes next.
+    ///
+    /// # Cancellation safety
+    ///
+    /// As [`Prompter::ask`].
+    fn answer<'a>(
+        &'a self,
+        request: &'a PermissionRequest<'a>,
+        interactive: bool,
+    ) -> PreAskFuture<'a>;
+}
+
 /// The permission gate of a [`crate::ToolSet`]: implements [`CanUseTool`] with the session's
 /// mode and rules.
 #[derive(Clone)]
 pub struct PermissionGate {
     pub(crate) shared: Arc<Shared>,
     prompter: Option<Arc<dyn Prompter>>,
+    pre_ask: Option<Arc<dyn PreAsk>>,
 }
 
 impl fmt::Debug for PermissionGate {
@@ -311,8 +332,16 @@ fn path_field(tool: &str) -> &'static str {
 }
 
 impl PermissionGate {
-    pub(crate) fn new(shared: Arc<Shared>, prompter: Option<Arc<dyn Prompter>>) -> Self {
-        Self { shared, prompter }
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        prompter: Option<Arc<dyn Prompter>>,
+        pre_ask: Option<Arc<dyn PreAsk>>,
+    ) -> Self {
+        Self {
+            shared,
+            prompter,
+            pre_ask,
+        }
     }
 
     /// The session's approval mode now.
@@ -1117,7 +1146,13 @@ impl PermissionGate {
                     Arc::clone(&self.shared.workspace),
                 );
                 match tool.validate(&call.input, &context).await {
-                    Ok(()) => self.ask(call, reason).await,
+                    Ok(()) => match self.ask(call, reason).await {
+                        // A PreAsk gave another input: that input is what is decided on.
+                        PermissionDecision::Allow {
+                            updated_input: Some(input),
+                        } => return self.decide_updated(call, tool, mode, input),
+                        decision => decision,
+                    },
                     Err(error) => PermissionDecision::Fail { error },
                 }
             }
@@ -1128,23 +1163,68 @@ impl PermissionGate {
         decision
     }
 
-    /// Asks the prompter, or refuses with a message when there is none (headless).
-    async fn ask(&self, call: &ToolCall, reason: String) -> PermissionDecision {
-        match &self.prompter {
-            Some(prompter) => {
-                let change = matches!(call.name.as_str(), "Write" | "Edit")
-                    .then(|| ProposedChange::of(&self.shared, call))
-                    .flatten();
-                prompter
-                    .ask(PermissionRequest {
-                        tool: &call.name,
-                        input: &call.input,
-                        reason: &reason,
-                        change,
-                        always: self.always_for(&call.name, &call.input),
-                    })
-                    .await
+    /// The decision on `call` with the input a [`PreAsk`] allowed it with: the input must
+    /// fit the tool's schema and pass the rules in `mode` without a question (a deny or an
+    /// ask there refuses the call, as Claude Code refuses a PermissionRequest hook's
+    /// `updatedInput` that a deny or ask rule matches); an allowed Bash command runs as the
+    /// rules decide for the new command.
+    fn decide_updated(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        mode: PermissionMode,
+        input: Value,
+    ) -> PermissionDecision {
+        let problems = executor::schema::validate(tool.input_schema(), &input);
+        if !problems.is_empty() {
+            return PermissionDecision::deny(format!(
+                "the input a permission hook gave is not a valid input of {}: {}",
+                tool.name(),
+                problems.join("; ")
+            ));
+        }
+        let (verdict, run) = if tool.name() == "Bash" {
+            let (verdict, run) = self.bash_decision(&input, mode);
+            (verdict, Some(run))
+        } else {
+            (self.evaluate_in(tool, &input, mode), None)
+        };
+        match verdict {
+            Verdict::Allow => {
+                if let Some(run) = run {
+                    self.shared.grants.insert(call.id.as_str().to_owned(), run);
+                }
+                PermissionDecision::Allow {
+                    updated_input: Some(input),
+                }
             }
+            Verdict::Deny { reason } => PermissionDecision::deny(reason),
+            Verdict::Ask { reason } => PermissionDecision::deny(format!(
+                "the input a permission hook gave needs approval itself ({reason}), so it was not run"
+            )),
+        }
+    }
+
+    /// Asks the [`PreAsk`] first, then the prompter, or refuses with a message when there
+    /// is none (headless).
+    async fn ask(&self, call: &ToolCall, reason: String) -> PermissionDecision {
+        let change = (self.prompter.is_some() && matches!(call.name.as_str(), "Write" | "Edit"))
+            .then(|| ProposedChange::of(&self.shared, call))
+            .flatten();
+        let request = PermissionRequest {
+            tool: &call.name,
+            input: &call.input,
+            reason: &reason,
+            change,
+            always: self.always_for(&call.name, &call.input),
+        };
+        if let Some(pre_ask) = &self.pre_ask
+            && let Some(decision) = pre_ask.answer(&request, self.prompter.is_some()).await
+        {
+            return decision;
+        }
+        match &self.prompter {
+            Some(prompter) => prompter.ask(request).await,
             None => {
                 tracing::debug!(tool = %call.name, %reason, "approval needed, headless");
                 PermissionDecision::deny(self.headless_denial(&call.name, &reason, &call.input))

@@ -1,0 +1,179 @@
+//! The hooks of a turn's end (Stop, SubagentStop) and of a compaction (PreCompact,
+//! PostCompact, and SessionStart with `source` `compact`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use context::{Summarizer, SummarizerError, SummaryFuture, SummaryRequest};
+use loop_core::{StopDecision, StopFuture, StopHook, StopHookInput};
+use serde_json::{Value, json};
+
+use super::{Event, Hooks};
+
+/// The Stop hooks of the settings, as loop-core's stop hook; or a subagent's SubagentStop
+/// hooks ([`CommandStopHook::subagent`]). A block makes the model go on with the reasons; a
+/// `continue: false` ends the run.
+#[derive(Debug)]
+pub struct CommandStopHook {
+    hooks: Hooks,
+    /// `Stop` or `SubagentStop`.
+    event: Event,
+    /// The fields a SubagentStop event adds (`agent_id`, `agent_type`,
+    /// `agent_transcript_path`).
+    fields: serde_json::Map<String, Value>,
+    /// What matchers are matched against (a subagent's type).
+    subject: Vec<String>,
+}
+
+impl CommandStopHook {
+    /// The Stop hooks of `hooks`.
+    pub fn new(hooks: Hooks) -> Self {
+        Self {
+            hooks,
+            event: Event::Stop,
+            fields: serde_json::Map::new(),
+            subject: Vec::new(),
+        }
+    }
+
+    /// The SubagentStop hooks of `hooks` for one subagent, with Claude Code's payload:
+    /// `agent_id`, `agent_type` (also what a matcher is matched against) and
+    /// `agent_transcript_path`, besides `stop_hook_active` and `last_assistant_message`. A
+    /// hook that blocks makes the subagent go on with the reason, as a Stop hook does.
+    pub fn subagent(hooks: Hooks, agent_id: &str, agent_type: &str, transcript: &Path) -> Self {
+        let mut fields = serde_json::Map::new();
+        fields.insert("agent_id".to_owned(), json!(agent_id));
+        fields.insert("agent_type".to_owned(), json!(agent_type));
+        fields.insert("agent_transcript_path".to_owned(), json!(transcript));
+        Self {
+            hooks,
+            event: Event::SubagentStop,
+            fields,
+            subject: vec![agent_type.to_owned()],
+        }
+    }
+}
+
+impl StopHook for CommandStopHook {
+    fn on_stop(&self, input: StopHookInput) -> StopFuture<'_> {
+        Box::pin(async move {
+            let mut fields = self.fields.clone();
+            fields.insert("stop_hook_active".to_owned(), json!(input.stop_hook_active));
+            fields.insert(
+                "last_assistant_message".to_owned(),
+                json!(input.last_assistant_message.text()),
+            );
+            let subjects: Vec<&str> = self.subject.iter().map(String::as_str).collect();
+            let verdict = self
+                .hooks
+                .run(self.event, &subjects, Value::Object(fields))
+                .await;
+            if let Some(reason) = verdict.end {
+                StopDecision::Prevent { reason }
+            } else if verdict.blocks.is_empty() {
+                StopDecision::Allow
+            } else {
+                StopDecision::Block {
+                    reasons: verdict.blocks,
+                }
+            }
+        })
+    }
+}
+
+/// A summarizer with the compaction hooks around it, as Claude Code runs them around a
+/// compaction: PreCompact first (`trigger` `auto` or `manual`, `custom_instructions`), whose
+/// block keeps the history as it is ([`SummarizerError::Blocked`]) and whose output is added
+/// to the summary's instructions; then the summary; then PostCompact (`compact_summary`)
+/// and SessionStart with `source` `compact`, whose context is kept after the summary (the
+/// model sees it from then on, as it would see it after Claude Code's compaction).
+pub struct HookedSummarizer {
+    inner: Arc<dyn Summarizer>,
+    hooks: Hooks,
+    trigger: &'static str,
+    instructions: Option<String>,
+    model: String,
+}
+
+impl std::fmt::Debug for HookedSummarizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookedSummarizer")
+            .field("trigger", &self.trigger)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HookedSummarizer {
+    /// `inner` with the compaction hooks of `hooks` around it, or `inner` itself when none
+    /// is configured. `manual` is `/compact`; `instructions` the user's focus given with it;
+    /// `model` the session's (SessionStart's `model`).
+    pub fn wrap(
+        inner: Arc<dyn Summarizer>,
+        hooks: &Hooks,
+        manual: bool,
+        instructions: Option<String>,
+        model: &str,
+    ) -> Arc<dyn Summarizer> {
+        if ![Event::PreCompact, Event::PostCompact, Event::SessionStart]
+            .iter()
+            .any(|event| hooks.has(*event))
+        {
+            return inner;
+        }
+        Arc::new(Self {
+            inner,
+            hooks: hooks.clone(),
+            trigger: if manual { "manual" } else { "auto" },
+            instructions,
+            model: model.to_owned(),
+        })
+    }
+}
+
+impl Summarizer for HookedSummarizer {
+    fn summarize(&self, mut request: SummaryRequest) -> SummaryFuture<'_> {
+        Box::pin(async move {
+            let pre = self
+                .hooks
+                .run(
+                    Event::PreCompact,
+                    &[self.trigger],
+                    json!({"trigger": self.trigger, "custom_instructions": self.instructions}),
+                )
+                .await;
+            let refusals = pre.refusals();
+            if !refusals.is_empty() {
+                return Err(SummarizerError::Blocked(refusals.join("\n")));
+            }
+            if !pre.context.is_empty()
+                && let Some(last) = request.messages.last_mut()
+            {
+                last.content.push(protocol::ContentBlock::text(format!(
+                    "Additional instructions from PreCompact hooks for this summary:\n{}",
+                    pre.context.join("\n")
+                )));
+            }
+            let mut summary = self.inner.summarize(request).await?;
+            self.hooks
+                .run(
+                    Event::PostCompact,
+                    &[self.trigger],
+                    json!({"trigger": self.trigger, "compact_summary": summary}),
+                )
+                .await;
+            let start = self
+                .hooks
+                .run(
+                    Event::SessionStart,
+                    &["compact"],
+                    json!({"source": "compact", "model": self.model}),
+                )
+                .await;
+            if !start.context.is_empty() {
+                summary.push_str("\n\nSessionStart hook additional context:\n");
+                summary.push_str(&start.context.join("\n"));
+            }
+            Ok(summary)
+        })
+    }
+}

@@ -1,0 +1,676 @@
+//! Hooks with Claude Code's protocol (2.1.197): the settings' `hooks` run at the moments of
+//! [`Event`], each hook getting the event as JSON on stdin (`BaseHookInput` and the event's
+//! own fields, as `sdk.d.ts` of `@anthropic-ai/claude-agent-sdk` 0.3.197 defines them).
+//!
+//! A hook answers with its exit status and stdout ([`reply::read`]): exit 0 goes on, and its
+//! stdout may hold a JSON answer (`continue`, `stopReason`, `decision`, `reason`,
+//! `systemMessage`, `hookSpecificOutput`); exit 2 blocks with stderr as the reason; any
+//! other exit is a failure told to the user that changes nothing. What a block means is the
+//! event's: a PreToolUse block refuses the call, a Stop block makes the model go on, a
+//! UserPromptSubmit block drops the prompt, a PreCompact block keeps the history as it is;
+//! the events that cannot be blocked (SessionStart, SessionEnd, Notification, PostCompact,
+//! SubagentStart) ignore it. The hooks an event matches run at the same time, an identical
+//! command once; their answers are read in the settings' order.
+//!
+//! Hooks run with `bash -c` in the working directory, with `CLAUDE_PROJECT_DIR` set to it
+//! and settings' `env` applied over the variables commands receive from the agent's
+//! environment (`sandbox::env::PASSED_VARIABLES`: never its keys and tokens, and a `PATH`
+//! without empty or relative entries); `bash` is the one found once outside the workspace.
+//! See [`process`] for how a hook process is kept from outliving the agent. A hook that
+//! fails or times out never ends the session.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::settings::{HookCommand, HookMatcher};
+use render::printable;
+
+mod lifecycle;
+pub mod process;
+pub mod reply;
+mod tool_hooks;
+
+pub use lifecycle::{CommandStopHook, HookedSummarizer};
+pub use reply::{Permission, Reply, RequestDecision};
+pub use tool_hooks::{HookedGate, PermissionRequestHooks, ToolHooks};
+
+/// The default timeout of a command hook: 600 s (Claude Code 2.1.197's `pp=600000`).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// SessionEnd hooks together get this long, unless one asks for more (2.1.197: 1500 ms).
+pub const SESSION_END_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// The most SessionEnd hooks together may ask for (2.1.197: 60 000 ms).
+pub const SESSION_END_TIMEOUT_MAX: Duration = Duration::from_secs(60);
+
+/// The variable that sets the SessionEnd hooks' time in milliseconds, as in Claude Code.
+pub const SESSION_END_TIMEOUT_VARIABLE: &str = "CLAUDE_CODE_SESSIONEND_HOOKS_TIMEOUT_MS";
+
+/// The hook events `agent` runs: those of Claude Code's that have a meaning here.
+///
+/// Claude Code's other events are accepted in settings and counted among the settings not
+/// used (`PostToolBatch`, `UserPromptExpansion`, `PermissionDenied` (its auto mode),
+/// `Setup`, `TeammateIdle`, `TaskCreated`, `TaskCompleted`, `Elicitation`,
+/// `ElicitationResult`, `ConfigChange`, `WorktreeCreate`, `WorktreeRemove`,
+/// `InstructionsLoaded`, `CwdChanged`, `FileChanged`, `MessageDisplay`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Event {
+    /// A session starts: `source` is `startup`, `resume`, `clear` or `compact`. Context
+    /// (plain stdout too) goes to the model with the next prompt.
+    SessionStart,
+    /// The session ends: `reason` (`clear`, `prompt_input_exit`, `other`). Bounded by
+    /// [`SESSION_END_TIMEOUT`].
+    SessionEnd,
+    /// The user sent a prompt (`prompt`): a block drops it; context (plain stdout too) goes
+    /// with it.
+    UserPromptSubmit,
+    /// Before a tool call's permission check: allow, ask, deny, a new input, context.
+    PreToolUse,
+    /// After a tool call succeeded (`tool_response`): feedback and context for the model, or
+    /// a replaced result.
+    PostToolUse,
+    /// After a tool call failed (`error`, `is_interrupt`): feedback and context.
+    PostToolUseFailure,
+    /// Before the user is asked about a call (or, headless, before the refusal): allow or
+    /// deny in their place.
+    PermissionRequest,
+    /// The agent needs the user (`notification_type` `permission_prompt`): a desktop
+    /// notification, a sound. Nothing waits for it.
+    Notification,
+    /// The model wants to end the turn: a block makes it go on with the reason.
+    Stop,
+    /// A turn ended on an API error (`error`, `error_details`). Its answer is not read.
+    StopFailure,
+    /// A subagent starts (`agent_id`, `agent_type`): context goes to the subagent.
+    SubagentStart,
+    /// A subagent wants to end: as Stop, for the subagent.
+    SubagentStop,
+    /// Before a compaction (`trigger`, `custom_instructions`): a block keeps the history;
+    /// stdout adds to the summary's instructions.
+    PreCompact,
+    /// After a compaction (`trigger`, `compact_summary`).
+    PostCompact,
+}
+
+impl Event {
+    /// Every event, in `sdk.d.ts`'s order.
+    pub const ALL: [Self; 14] = [
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::PostToolUseFailure,
+        Self::Notification,
+        Self::UserPromptSubmit,
+        Self::SessionStart,
+        Self::SessionEnd,
+        Self::Stop,
+        Self::StopFailure,
+        Self::SubagentStart,
+        Self::SubagentStop,
+        Self::PreCompact,
+        Self::PostCompact,
+        Self::PermissionRequest,
+    ];
+
+    /// Its name in settings and in `hook_event_name`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SessionStart => "SessionStart",
+            Self::SessionEnd => "SessionEnd",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::PermissionRequest => "PermissionRequest",
+            Self::Notification => "Notification",
+            Self::Stop => "Stop",
+            Self::StopFailure => "StopFailure",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
+            Self::PreCompact => "PreCompact",
+            Self::PostCompact => "PostCompact",
+        }
+    }
+
+    /// The event named `name`, if `agent` runs it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|event| event.name() == name)
+    }
+
+    /// Whether its matchers are read (UserPromptSubmit, Stop and StopFailure hooks all run,
+    /// whatever their matcher says, as in Claude Code).
+    fn has_matchers(self) -> bool {
+        !matches!(
+            self,
+            Self::UserPromptSubmit | Self::Stop | Self::StopFailure
+        )
+    }
+
+    /// Whether plain stdout of exit 0 is context for the model (PreCompact: instructions for
+    /// the summary, as Claude Code adds them); it is shown nowhere for the other events.
+    fn stdout_is_context(self) -> bool {
+        matches!(
+            self,
+            Self::SessionStart | Self::UserPromptSubmit | Self::PreCompact
+        )
+    }
+}
+
+/// What every hook of an event answered, together ([`Reply`] each, in the settings' order).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Verdict {
+    /// The first `continue: false`'s reason.
+    pub end: Option<String>,
+    /// Every block's reason.
+    pub blocks: Vec<String>,
+    /// The strongest `permissionDecision` (deny, then ask, then allow), with its reason.
+    pub permission: Option<(Permission, Option<String>)>,
+    /// A PermissionRequest decision: a deny wins over an allow.
+    pub request: Option<RequestDecision>,
+    /// The last `updatedInput`.
+    pub updated_input: Option<Value>,
+    /// The last `updatedToolOutput`.
+    pub updated_output: Option<Value>,
+    /// Every piece of context for the model.
+    pub context: Vec<String>,
+}
+
+impl Verdict {
+    fn gather(replies: impl IntoIterator<Item = Reply>) -> Self {
+        let mut verdict = Self::default();
+        for reply in replies {
+            if verdict.end.is_none() {
+                verdict.end = reply.end;
+            }
+            verdict.blocks.extend(reply.block);
+            if let Some(permission) = reply.permission
+                && verdict
+                    .permission
+                    .as_ref()
+                    .is_none_or(|(held, _)| permission.0 > *held)
+            {
+                verdict.permission = Some(permission);
+            }
+            match (&verdict.request, reply.request) {
+                (Some(RequestDecision::Deny { .. }), _) | (_, None) => {}
+                (_, Some(request)) => verdict.request = Some(request),
+            }
+            if reply.updated_input.is_some() {
+                verdict.updated_input = reply.updated_input;
+            }
+            if reply.updated_output.is_some() {
+                verdict.updated_output = reply.updated_output;
+            }
+            verdict.context.extend(reply.context);
+        }
+        verdict
+    }
+
+    /// The reasons of `continue: false` and of every block, in that order.
+    pub fn refusals(&self) -> Vec<String> {
+        self.end.iter().chain(&self.blocks).cloned().collect()
+    }
+}
+
+/// Facts every hook event carries. Clones share the session part, so a new session (the
+/// interactive `/clear`) reaches every hook at once.
+#[derive(Clone, Debug)]
+pub struct HookEnv {
+    /// The session id and its transcript file.
+    pub session: Arc<Mutex<(String, PathBuf)>>,
+    /// The working directory (hooks run there).
+    pub cwd: PathBuf,
+    /// The permission mode's name at start.
+    pub permission_mode: String,
+    /// The session's gate once built: the mode hooks are told is the one in force when they
+    /// run (the user may switch it: Shift+Tab, an approved plan).
+    pub gate: Arc<std::sync::OnceLock<Arc<tools::PermissionGate>>>,
+    /// Extra environment of every hook (settings' `env`).
+    pub env: Vec<(String, String)>,
+    /// The program that runs [`mcp::guard::guard_main`] (the agent binary): hooks start
+    /// through it, in a session of their own and tied to the agent's life. `None` starts
+    /// them directly in a process group of their own (tests of this module, whose binary has
+    /// no guard).
+    pub guard: Option<PathBuf>,
+    /// Where a hook's failures are told (one that could not start, failed or timed out).
+    pub notices: crate::Notices,
+}
+
+impl HookEnv {
+    /// Points every hook at a new session.
+    pub fn set_session(&self, session_id: String, transcript_path: PathBuf) {
+        *self.session.lock().unwrap_or_else(PoisonError::into_inner) =
+            (session_id, transcript_path);
+    }
+
+    fn event(&self, name: &str, mut fields: Value) -> Value {
+        let (session_id, transcript_path) = self
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut event = json!({
+            "session_id": session_id,
+            "transcript_path": transcript_path,
+            "cwd": self.cwd,
+            "permission_mode": self
+                .gate
+                .get()
+                .map_or(self.permission_mode.as_str(), |gate| gate.mode().as_str()),
+            "hook_event_name": name,
+        });
+        if let (Some(event), Some(fields)) = (event.as_object_mut(), fields.as_object_mut()) {
+            event.append(fields);
+        }
+        event
+    }
+}
+
+/// The hooks of a session: the settings' matchers by event, and what they run with. Cheap to
+/// clone (the matchers are shared).
+#[derive(Clone, Debug)]
+pub struct Hooks {
+    env: HookEnv,
+    matchers: Arc<BTreeMap<Event, Vec<HookMatcher>>>,
+    /// Inside a subagent: its `agent_id` and `agent_type`, in every event's input.
+    agent: Option<(String, String)>,
+    /// PreToolUse context waiting for its call's result.
+    pending: tool_hooks::PendingContext,
+}
+
+impl Hooks {
+    /// The hooks of `configured` (settings' `hooks`, by event name) that `agent` runs.
+    pub fn new(env: HookEnv, configured: &BTreeMap<String, Vec<HookMatcher>>) -> Self {
+        let matchers = configured
+            .iter()
+            .filter_map(|(name, matchers)| Some((Event::from_name(name)?, matchers.clone())))
+            .filter(|(_, matchers)| !matchers.is_empty())
+            .collect();
+        Self {
+            env,
+            matchers: Arc::new(matchers),
+            agent: None,
+            pending: tool_hooks::PendingContext::default(),
+        }
+    }
+
+    /// What the hooks run with.
+    pub fn env(&self) -> &HookEnv {
+        &self.env
+    }
+
+    /// Whether any hook is configured for `event`.
+    pub fn has(&self, event: Event) -> bool {
+        self.matchers.contains_key(&event)
+    }
+
+    /// These hooks as a subagent's: every event's input names it (`agent_id`,
+    /// `agent_type`), as Claude Code's do for hooks that fire inside a subagent.
+    #[must_use]
+    pub fn in_subagent(&self, agent_id: &str, agent_type: &str) -> Self {
+        Self {
+            agent: Some((agent_id.to_owned(), agent_type.to_owned())),
+            ..self.clone()
+        }
+    }
+
+    /// The hooks of `event` whose matcher matches one of `subjects` (every hook when the
+    /// event has no matchers or `subjects` is empty), an identical one once.
+    fn selected(&self, event: Event, subjects: &[&str]) -> Vec<&HookCommand> {
+        let mut seen = HashSet::new();
+        self.matchers
+            .get(&event)
+            .into_iter()
+            .flatten()
+            .filter(|matcher| {
+                !event.has_matchers()
+                    || subjects.is_empty()
+                    || subjects.iter().any(|subject| matcher.matches(subject))
+            })
+            .flat_map(|matcher| &matcher.hooks)
+            .filter(|hook| hook.kind == "command" && hook.command.is_some())
+            .filter(|hook| seen.insert((hook.command.clone(), hook.timeout, hook.background)))
+            .collect()
+    }
+
+    /// The input of `event`: the session's facts, the subagent's when inside one, and
+    /// `fields`.
+    pub fn input(&self, event: Event, fields: Value) -> Value {
+        let mut input = self.env.event(event.name(), fields);
+        if let (Some((id, kind)), Some(object)) = (&self.agent, input.as_object_mut()) {
+            object.entry("agent_id").or_insert_with(|| json!(id));
+            object.entry("agent_type").or_insert_with(|| json!(kind));
+        }
+        input
+    }
+
+    /// Runs the hooks of `event` that match one of `subjects` with `fields` added to the
+    /// event's input, all at once, and gathers their answers. Their `systemMessage`s and
+    /// failures are told to the user here.
+    pub async fn run(&self, event: Event, subjects: &[&str], fields: Value) -> Verdict {
+        let hooks = self.selected(event, subjects);
+        if hooks.is_empty() {
+            return Verdict::default();
+        }
+        let input = self.input(event, fields);
+        let limit = (event == Event::SessionEnd).then(|| session_end_limit(&hooks));
+        let runs = hooks
+            .iter()
+            .map(|hook| self.run_one(event, hook, &input, limit));
+        let replies = futures_util::future::join_all(runs).await;
+        Verdict::gather(replies)
+    }
+
+    /// Starts the hooks of `event` and returns at once (Notification: nothing waits for a
+    /// desktop notification).
+    pub fn spawn(&self, event: Event, subjects: &[&str], fields: Value) {
+        if self.selected(event, subjects).is_empty() {
+            return;
+        }
+        let hooks = self.clone();
+        let subjects: Vec<String> = subjects.iter().map(|&subject| subject.to_owned()).collect();
+        tokio::spawn(async move {
+            let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+            hooks.run(event, &subjects, fields).await;
+        });
+    }
+
+    /// Runs one hook; a failure is told and answers nothing. `limit` bounds its time
+    /// (SessionEnd).
+    async fn run_one(
+        &self,
+        event: Event,
+        hook: &HookCommand,
+        input: &Value,
+        limit: Option<Duration>,
+    ) -> Reply {
+        let Some(command) = hook.command.as_deref() else {
+            return Reply::default();
+        };
+        let asked = hook.timeout.map(Duration::from_secs);
+        let timeout = match (asked, limit) {
+            (Some(asked), Some(limit)) => asked.min(limit),
+            (asked, limit) => asked.or(limit).unwrap_or(COMMAND_TIMEOUT),
+        };
+        if hook.background {
+            let (env, command, input) = (self.env.clone(), command.to_owned(), input.clone());
+            tokio::spawn(async move {
+                if let Err(error) = process::run(&env, &command, timeout, &input).await {
+                    env.notices.say(&failure(event, &command, &error));
+                }
+            });
+            return Reply::default();
+        }
+        let said = match process::run(&self.env, command, timeout, input).await {
+            Ok(exit) => reply::read(event, exit.code, &exit.stdout, &exit.stderr),
+            Err(error) => Err(error),
+        };
+        match said {
+            Ok(reply) => {
+                if let Some(message) = &reply.system_message {
+                    self.env.notices.say(&format!(
+                        "{} hook: {}",
+                        event.name(),
+                        printable(message, true)
+                    ));
+                }
+                reply
+            }
+            Err(error) => {
+                self.env.notices.say(&failure(event, command, &error));
+                Reply::default()
+            }
+        }
+    }
+}
+
+/// The line telling a hook's failure, its command and output with control and escape
+/// sequences neutralised (a hook's output must not drive the terminal).
+fn failure(event: Event, command: &str, error: &str) -> String {
+    format!(
+        "{} hook `{}` {}",
+        event.name(),
+        printable(command, false),
+        printable(error, true)
+    )
+}
+
+/// How long SessionEnd hooks may take together: [`SESSION_END_TIMEOUT_VARIABLE`] when set
+/// to a positive number of milliseconds, else the longest `timeout` they ask for, between
+/// [`SESSION_END_TIMEOUT`] and [`SESSION_END_TIMEOUT_MAX`] (Claude Code 2.1.197's rule).
+fn session_end_limit(hooks: &[&HookCommand]) -> Duration {
+    if let Some(millis) = std::env::var(SESSION_END_TIMEOUT_VARIABLE)
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .filter(|millis| *millis > 0)
+    {
+        return Duration::from_millis(millis);
+    }
+    let asked = hooks
+        .iter()
+        .filter_map(|hook| hook.timeout)
+        .max()
+        .map_or(Duration::ZERO, Duration::from_secs);
+    asked.clamp(SESSION_END_TIMEOUT, SESSION_END_TIMEOUT_MAX)
+}
+
+/// The settings folders the agent reads: `.agent/` and `.claude/` in the working directory,
+/// `agent/` in the user's config directory, `~/.claude/` and `~/.claude.json`, and its
+/// sessions (`agent/` in the user's data directory). No tool may change them: the
+/// file tools refuse writes there after resolving the path exactly
+/// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
+/// the OS sandbox keeps every command out of them (no command's text is read for them).
+pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|name| cwd.join(name)).collect();
+    dirs.extend(user_settings_dir());
+    dirs.extend(claude_user_dir());
+    // Claude Code's state: the folders it trusts and the MCP servers it starts carry over
+    // (`crate::claude_code`), so a command that wrote it could trust a folder.
+    dirs.extend(crate::claude_code::file());
+    // Transcripts, checkpoints and persisted results: a rewind trusts what they say, so
+    // nothing the model runs may write there (it matters when the workspace holds them,
+    // a session started in the home folder).
+    dirs.extend(dirs::data_dir().map(|data| data.join("agent")));
+    dirs
+}
+
+/// Folder names whose contents no file tool may change wherever they are: a nested one is
+/// the settings of a session started there (`sub/.claude/settings.json`).
+pub const PROTECTED_NAMES: [&str; 2] = [".agent", ".claude"];
+
+/// `~/.claude/`, Claude Code's user folder (its settings, memory and commands apply here).
+fn claude_user_dir() -> Option<PathBuf> {
+    dirs::home_dir().map(|home| home.join(".claude"))
+}
+
+/// `agent/` in the user's config directory.
+fn user_settings_dir() -> Option<PathBuf> {
+    dirs::config_dir().map(|config| config.join("agent"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn hooks(dir: &Path, notices: crate::Notices, configured: Value) -> Hooks {
+        let env = HookEnv {
+            notices,
+            ..process::tests::env(dir)
+        };
+        let configured: BTreeMap<String, Vec<HookMatcher>> =
+            serde_json::from_value(configured).unwrap();
+        Hooks::new(env, &configured)
+    }
+
+    fn collect() -> (crate::Notices, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&lines);
+        let notices = crate::Notices::new(move |line| kept.lock().unwrap().push(line.to_owned()));
+        (notices, lines)
+    }
+
+    #[test]
+    fn every_hook_sees_a_new_session() {
+        let dir = std::env::temp_dir();
+        let shared = process::tests::env(&dir);
+        let held_by_a_hook = shared.clone();
+        shared.set_session("second".into(), dir.join("second.jsonl"));
+        let event = held_by_a_hook.event("Stop", json!({}));
+        assert_eq!(event["session_id"], "second");
+        assert_eq!(event["transcript_path"], json!(dir.join("second.jsonl")));
+    }
+
+    #[test]
+    fn the_events_are_claude_codes() {
+        for event in Event::ALL {
+            assert_eq!(Event::from_name(event.name()), Some(event));
+            assert!(crate::settings::HOOK_EVENTS.contains(&event.name()));
+        }
+        assert_eq!(Event::from_name("TeammateIdle"), None);
+    }
+
+    /// The hooks an event matches run at once (three 1-second sleeps take about one), an
+    /// identical one once; answers are read in the settings' order; a failure is a line.
+    #[tokio::test]
+    async fn hooks_run_together_and_answer_in_order() {
+        let dir = tempdir("together");
+        let (notices, lines) = collect();
+        let hooks = hooks(
+            &dir,
+            notices,
+            json!({
+                "PreToolUse": [
+                    {"matcher": "Bash", "hooks": [
+                        {"type": "command", "command": "sleep 1; echo ran >> count; echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"allow\", \"additionalContext\": \"first\"}}'"},
+                        {"type": "command", "command": "sleep 1; echo '{\"systemMessage\": \"careful\", \"hookSpecificOutput\": {\"permissionDecision\": \"ask\", \"additionalContext\": \"second\"}}'"},
+                    ]},
+                    {"matcher": "Ba.*", "hooks": [
+                        {"type": "command", "command": "sleep 1; echo ran >> count; echo '{\"hookSpecificOutput\": {\"permissionDecision\": \"allow\", \"additionalContext\": \"first\"}}'"},
+                        {"type": "command", "command": "sleep 1; exit 3"},
+                    ]},
+                    {"matcher": "Read", "hooks": [{"type": "command", "command": "echo never >> count"}]},
+                ],
+            }),
+        );
+        let started = std::time::Instant::now();
+        let verdict = hooks
+            .run(Event::PreToolUse, &["Bash"], json!({"tool_name": "Bash"}))
+            .await;
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            verdict,
+            Verdict {
+                permission: Some((Permission::Ask, None)),
+                context: vec!["first".into(), "second".into()],
+                ..Verdict::default()
+            }
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("count")).unwrap(), "ran\n");
+        assert_eq!(
+            *lines.lock().unwrap(),
+            [
+                "PreToolUse hook: careful",
+                "PreToolUse hook `sleep 1; exit 3` failed (exit status 3)"
+            ]
+        );
+    }
+
+    /// What an event's matchers are matched against, and the events whose matchers are
+    /// not read.
+    #[tokio::test]
+    async fn matchers_see_each_events_subject() {
+        let dir = tempdir("subjects");
+        let (notices, _) = collect();
+        let hooks = hooks(
+            &dir,
+            notices,
+            json!({
+                "SessionStart": [{"matcher": "resume", "hooks": [{"type": "command", "command": "echo resumed"}]},
+                                 {"matcher": "startup|clear", "hooks": [{"type": "command", "command": "echo fresh"}]}],
+                "UserPromptSubmit": [{"matcher": "nothing matches this", "hooks": [{"type": "command", "command": "cat > input.json; echo seen"}]}],
+            }),
+        );
+        let start = hooks
+            .run(Event::SessionStart, &["clear"], json!({"source": "clear"}))
+            .await;
+        assert_eq!(start.context, ["fresh"]);
+        let prompt = hooks
+            .run(Event::UserPromptSubmit, &[], json!({"prompt": "hello"}))
+            .await;
+        assert_eq!(prompt.context, ["seen"]);
+        let read = || -> Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.join("input.json")).unwrap()).unwrap()
+        };
+        let input = read();
+        assert_eq!(input["hook_event_name"], "UserPromptSubmit");
+        assert_eq!(input["prompt"], "hello");
+        assert_eq!(input["session_id"], "s");
+        assert!(input.get("agent_id").is_none());
+        let inside = hooks.in_subagent("a1", "reviewer");
+        inside
+            .run(Event::UserPromptSubmit, &[], json!({"prompt": "x"}))
+            .await;
+        let input = read();
+        assert_eq!(
+            (input["agent_id"].as_str(), input["agent_type"].as_str()),
+            (Some("a1"), Some("reviewer"))
+        );
+    }
+
+    /// SessionEnd hooks get 1.5 s together unless one asks for more; a hook that hangs is
+    /// stopped and told about.
+    #[tokio::test]
+    async fn session_end_hooks_are_bounded() {
+        let dir = tempdir("end");
+        let (notices, lines) = collect();
+        let hooks = hooks(
+            &dir,
+            notices,
+            json!({"SessionEnd": [{"hooks": [{"type": "command", "command": "echo bye > said; sleep 30"}]}]}),
+        );
+        let started = std::time::Instant::now();
+        let verdict = hooks
+            .run(Event::SessionEnd, &["other"], json!({"reason": "other"}))
+            .await;
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        assert_eq!(verdict, Verdict::default());
+        assert_eq!(std::fs::read_to_string(dir.join("said")).unwrap(), "bye\n");
+        assert_eq!(
+            lines.lock().unwrap().as_slice(),
+            ["SessionEnd hook `echo bye > said; sleep 30` timed out after 1.5 s"]
+        );
+        let asked = HookCommand {
+            kind: "command".into(),
+            command: Some("x".into()),
+            timeout: Some(5),
+            background: false,
+            other: BTreeMap::new(),
+        };
+        let long = HookCommand {
+            timeout: Some(600),
+            ..asked.clone()
+        };
+        assert_eq!(session_end_limit(&[&asked]), Duration::from_secs(5));
+        assert_eq!(session_end_limit(&[&asked, &long]), SESSION_END_TIMEOUT_MAX);
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("agent-hooks-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

@@ -1,0 +1,276 @@
+//! Running one command hook: `bash -c COMMAND` in the working directory with the event on
+//! stdin, through the MCP guard (`mcp::guard`, the agent binary re-executed) in a session
+//! and process group of its own, with no controlling terminal, dying with the agent however
+//! it ends. The first 1 MiB of each of stdout and stderr is kept. The hook is done when its
+//! process exits; what it left running in the background is killed then (as the Bash tool
+//! does). On timeout or cancellation the whole process group is killed.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::HookEnv;
+
+/// How much of a hook's stdout and of its stderr is kept: 1 MiB each.
+pub const OUTPUT_CAP: usize = 1 << 20;
+
+/// How long the pipes may stay open after the hook exited (a background child holding them).
+const PIPE_GRACE: Duration = Duration::from_millis(250);
+
+/// How a command hook ended.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Exit {
+    /// Its exit code; `None` when a signal ended it.
+    pub code: Option<i32>,
+    /// Its stdout, trimmed, at most [`OUTPUT_CAP`] bytes.
+    pub stdout: String,
+    /// Its stderr, trimmed, at most [`OUTPUT_CAP`] bytes.
+    pub stderr: String,
+}
+
+/// Kills a process group when dropped, unless disarmed: a hook that times out or whose
+/// caller is cancelled leaves nothing running. The group is the hook's pid; the process
+/// itself is killed first (the guard may not have made its group yet, and then dies before
+/// it starts anything).
+struct GroupKill(Option<i32>);
+
+impl GroupKill {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            let pid = nix::unistd::Pid::from_raw(group);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// Reads `pipe` to its end, keeping the first [`OUTPUT_CAP`] bytes in `kept`.
+async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => {
+                let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+                let room = OUTPUT_CAP.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..read.min(room)]);
+            }
+        }
+    }
+}
+
+/// Runs one hook command with `input` on stdin. `Err` says what went wrong, for a line
+/// after the hook's command: it could not start, or it timed out (and was killed).
+pub async fn run(
+    env: &HookEnv,
+    command: &str,
+    timeout: Duration,
+    input: &Value,
+) -> Result<Exit, String> {
+    let line = command_line(env, command).map_err(|error| format!("could not start: {error}"))?;
+    let child = tokio::process::Command::from(line)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = child.map_err(|error| format!("could not start: {error}"))?;
+    let mut group = GroupKill(child.id().and_then(|pid| i32::try_from(pid).ok()));
+    let stdout = Arc::new(Mutex::new(Vec::new()));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let mut readers = Vec::new();
+    if let Some(pipe) = child.stdout.take() {
+        readers.push(tokio::spawn(read_capped(pipe, Arc::clone(&stdout))));
+    }
+    if let Some(pipe) = child.stderr.take() {
+        readers.push(tokio::spawn(read_capped(pipe, Arc::clone(&stderr))));
+    }
+    // Writing the event counts against the timeout too, but does not hold the hook up: a
+    // hook that never reads its stdin is done when it exits.
+    let feed = child.stdin.take().map(|mut stdin| {
+        let payload = input.to_string();
+        tokio::spawn(async move {
+            let _ = stdin.write_all(payload.as_bytes()).await;
+        })
+    });
+    let status = tokio::time::timeout(timeout, child.wait()).await;
+    if let Some(feed) = feed {
+        feed.abort();
+    }
+    let status = match status {
+        Ok(Ok(status)) => status,
+        Ok(Err(error)) => return Err(format!("failed: {error}")),
+        // `group` kills the hook and everything it started on the way out.
+        Err(_) => return Err(format!("timed out after {}", seconds(timeout))),
+    };
+    // It exited: the guard has ended what it left in the background (without a guard, as
+    // in unit tests, that goes on).
+    group.disarm();
+    let _ = tokio::time::timeout(PIPE_GRACE, async {
+        for reader in &mut readers {
+            let _ = reader.await;
+        }
+    })
+    .await;
+    for reader in &readers {
+        reader.abort();
+    }
+    let text = |kept: &Arc<Mutex<Vec<u8>>>| {
+        String::from_utf8_lossy(&kept.lock().unwrap_or_else(PoisonError::into_inner))
+            .trim()
+            .to_owned()
+    };
+    Ok(Exit {
+        code: status.code(),
+        stdout: text(&stdout),
+        stderr: text(&stderr),
+    })
+}
+
+/// `1.5 s`, `600 s`.
+fn seconds(duration: Duration) -> String {
+    let millis = duration.as_millis();
+    if millis.is_multiple_of(1000) {
+        format!("{} s", millis / 1000)
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+/// The command line of a hook: `bash -c COMMAND` (bash found outside the workspace), through
+/// the guard when there is one (a session and process group of its own, dying with the
+/// agent), in the working directory, with the allow-listed environment, settings' `env` and
+/// `CLAUDE_PROJECT_DIR`.
+pub(super) fn command_line(env: &HookEnv, command: &str) -> Result<std::process::Command, String> {
+    let bash = tools::sandbox::env::resolve_program("bash").map_err(|error| error.to_string())?;
+    let mut line = match &env.guard {
+        Some(guard) => {
+            // Not in a group of its own: the guard's `setsid` makes its session and group.
+            let mut line = std::process::Command::new(guard);
+            line.arg(mcp::guard::GUARD_ARG)
+                .arg(mcp::guard::NEW_SESSION_FLAG)
+                .arg(std::process::id().to_string())
+                .arg(&bash);
+            line
+        }
+        None => {
+            let mut line = std::process::Command::new(&bash);
+            std::os::unix::process::CommandExt::arg0(&mut line, "bash");
+            std::os::unix::process::CommandExt::process_group(&mut line, 0);
+            line
+        }
+    };
+    line.arg("-c")
+        .arg(command)
+        .current_dir(&env.cwd)
+        .env("CLAUDE_PROJECT_DIR", &env.cwd);
+    tools::sandbox::env::reset(
+        &mut line,
+        tools::sandbox::env::Confinement::Unsandboxed,
+        &env.env,
+    );
+    Ok(line)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    pub(crate) fn env(dir: &Path) -> HookEnv {
+        HookEnv {
+            notices: crate::Notices::default(),
+            session: Arc::new(Mutex::new(("s".into(), dir.join("t.jsonl")))),
+            cwd: dir.to_path_buf(),
+            permission_mode: "default".into(),
+            gate: Arc::default(),
+            env: vec![("HOOK_GREETING".into(), "hi".into())],
+            guard: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hook_is_done_when_it_exits_and_its_output_is_capped() {
+        let dir = std::env::temp_dir();
+        let env = env(&dir);
+        // A background child keeps the pipes open for 20 s: the answer comes at once anyway.
+        let started = std::time::Instant::now();
+        let exit = run(
+            &env,
+            "(sleep 20 &) ; echo \"no $HOOK_GREETING in $CLAUDE_PROJECT_DIR\" >&2; exit 2",
+            Duration::from_secs(10),
+            &json!({}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            exit,
+            Exit {
+                code: Some(2),
+                stdout: String::new(),
+                stderr: format!("no hi in {}", dir.display()),
+            }
+        );
+        // Endless output: the first MiB is kept, the hook is stopped by its timeout.
+        assert_eq!(
+            run(&env, "yes", Duration::from_secs(1), &json!({})).await,
+            Err("timed out after 1 s".to_owned())
+        );
+        let exit = run(
+            &env,
+            "head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 2",
+            Duration::from_secs(10),
+            &json!({}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(exit.stderr.len(), OUTPUT_CAP);
+        // The event arrives on stdin.
+        let exit = run(&env, "cat", Duration::from_secs(10), &json!({"a": 1}))
+            .await
+            .unwrap();
+        assert_eq!(exit.stdout, r#"{"a":1}"#);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_hook_leaves_no_process() {
+        let dir = std::env::temp_dir();
+        let env = env(&dir);
+        let marker = format!("sleep 97.{}", std::process::id());
+        let command = format!("{marker}; true");
+        let event = json!({});
+        let running = run(&env, &command, Duration::from_secs(60), &event);
+        // Dropped after 300 ms, as a cancelled turn drops it.
+        let _ = tokio::time::timeout(Duration::from_millis(300), running).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmdline| {
+                String::from_utf8_lossy(&cmdline).replace('\0', " ").trim() == marker
+            })
+        });
+        assert!(!alive, "the hook's child survived");
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(seconds(Duration::from_secs(600)), "600 s");
+        assert_eq!(seconds(Duration::from_millis(1500)), "1.5 s");
+    }
+}

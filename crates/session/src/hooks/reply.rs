@@ -1,0 +1,288 @@
+//! What one hook said, read as Claude Code reads it (`SyncHookJSONOutput` in `sdk.d.ts` of
+//! `@anthropic-ai/claude-agent-sdk` 0.3.197): the exit status first, then a JSON object on
+//! stdout when the hook exited 0.
+
+use serde_json::Value;
+
+use super::Event;
+
+/// A PreToolUse hook's `permissionDecision`, strongest last (`deny` beats `ask` beats
+/// `allow`, as in Claude Code).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Permission {
+    /// Run without asking (also the older `"decision": "approve"`).
+    Allow,
+    /// Ask the user even where the rules allow it.
+    Ask,
+    /// Refuse.
+    Deny,
+}
+
+/// A PermissionRequest hook's `decision`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RequestDecision {
+    /// `{"behavior": "allow"}`, with the input to run instead when given.
+    Allow {
+        /// `updatedInput`.
+        updated_input: Option<Value>,
+    },
+    /// `{"behavior": "deny"}`, with the message for the model.
+    Deny {
+        /// `message`.
+        message: Option<String>,
+    },
+}
+
+/// What one hook said. Each field is what Claude Code reads from the JSON answer, or from
+/// the exit status (exit 2: `block` with stderr as the reason).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reply {
+    /// `"continue": false`, with `stopReason`.
+    pub end: Option<String>,
+    /// Exit 2 (its stderr) or `"decision": "block"` (its `reason`).
+    pub block: Option<String>,
+    /// `permissionDecision` (PreToolUse), with its reason.
+    pub permission: Option<(Permission, Option<String>)>,
+    /// `decision` of a PermissionRequest hook.
+    pub request: Option<RequestDecision>,
+    /// `updatedInput` (PreToolUse).
+    pub updated_input: Option<Value>,
+    /// `updatedToolOutput`, or the older `updatedMCPToolOutput` (PostToolUse).
+    pub updated_output: Option<Value>,
+    /// `additionalContext`, or plain stdout where Claude Code gives that to the model
+    /// (SessionStart, UserPromptSubmit).
+    pub context: Option<String>,
+    /// `systemMessage`: a line for the user.
+    pub system_message: Option<String>,
+}
+
+/// What a hook that exited with `code` (`None`: killed by a signal) answers for `event`.
+/// `Err` is a line for the user: the hook failed (any exit but 0 and 2) or printed
+/// something meant as JSON that does not parse; the session goes on either way.
+pub fn read(event: Event, code: Option<i32>, stdout: &str, stderr: &str) -> Result<Reply, String> {
+    match code {
+        Some(2) => Ok(Reply {
+            block: Some(if stderr.is_empty() {
+                "blocked by a hook (exit 2)".to_owned()
+            } else {
+                stderr.to_owned()
+            }),
+            ..Reply::default()
+        }),
+        Some(0) => {
+            let looks_like_json = stdout.starts_with('{');
+            match serde_json::from_str::<Value>(stdout) {
+                Ok(Value::Object(answer)) => Ok(json(event, &Value::Object(answer))),
+                _ if looks_like_json => Err(format!(
+                    "printed invalid JSON, ignored: {}",
+                    stdout.chars().take(200).collect::<String>()
+                )),
+                // Plain text: the model sees it only where Claude Code gives it the model.
+                _ if !stdout.is_empty() && event.stdout_is_context() => Ok(Reply {
+                    context: Some(stdout.to_owned()),
+                    ..Reply::default()
+                }),
+                _ => Ok(Reply::default()),
+            }
+        }
+        Some(code) => Err(failure("exit status", &code.to_string(), stderr)),
+        None => Err(failure("status", "killed by a signal", stderr)),
+    }
+}
+
+fn failure(what: &str, status: &str, stderr: &str) -> String {
+    if stderr.is_empty() {
+        format!("failed ({what} {status})")
+    } else {
+        format!("failed ({what} {status}): {stderr}")
+    }
+}
+
+/// The fields of a JSON answer `event` has a meaning for. A `hookSpecificOutput` that
+/// names another event is ignored, as Claude Code ignores it.
+fn json(event: Event, answer: &Value) -> Reply {
+    let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let mut reply = Reply {
+        system_message: text(answer, "systemMessage"),
+        ..Reply::default()
+    };
+    if answer.get("continue") == Some(&Value::Bool(false)) {
+        reply.end = Some(text(answer, "stopReason").unwrap_or_else(|| "stopped by a hook".into()));
+    }
+    match answer.get("decision").and_then(Value::as_str) {
+        Some("block") => {
+            reply.block =
+                Some(text(answer, "reason").unwrap_or_else(|| "blocked by a hook".into()));
+        }
+        Some("approve") => reply.permission = Some((Permission::Allow, text(answer, "reason"))),
+        _ => {}
+    }
+    let Some(specific) = answer.get("hookSpecificOutput").filter(|specific| {
+        specific
+            .get("hookEventName")
+            .and_then(Value::as_str)
+            .is_none_or(|name| name == event.name())
+    }) else {
+        return reply;
+    };
+    reply.context = text(specific, "additionalContext");
+    let reason = text(specific, "permissionDecisionReason");
+    reply.permission = match specific.get("permissionDecision").and_then(Value::as_str) {
+        Some("allow") => Some((Permission::Allow, reason)),
+        Some("ask") => Some((Permission::Ask, reason)),
+        Some("deny") => Some((Permission::Deny, reason)),
+        _ => reply.permission,
+    };
+    reply.updated_input = specific
+        .get("updatedInput")
+        .filter(|input| input.is_object())
+        .cloned();
+    reply.updated_output = specific
+        .get("updatedToolOutput")
+        .or_else(|| specific.get("updatedMCPToolOutput"))
+        .cloned();
+    if let Some(decision) = specific.get("decision") {
+        reply.request = match decision.get("behavior").and_then(Value::as_str) {
+            Some("allow") => Some(RequestDecision::Allow {
+                updated_input: decision
+                    .get("updatedInput")
+                    .filter(|input| input.is_object())
+                    .cloned(),
+            }),
+            Some("deny") => Some(RequestDecision::Deny {
+                message: text(decision, "message"),
+            }),
+            _ => None,
+        };
+    }
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ok(event: Event, stdout: &str) -> Reply {
+        read(event, Some(0), stdout, "").unwrap()
+    }
+
+    #[test]
+    fn exit_codes_decide_first() {
+        assert_eq!(
+            read(
+                Event::PreToolUse,
+                Some(2),
+                "{\"decision\":\"approve\"}",
+                "no rm"
+            )
+            .unwrap(),
+            Reply {
+                block: Some("no rm".into()),
+                ..Reply::default()
+            }
+        );
+        assert_eq!(
+            read(Event::Stop, Some(1), "", "boom").unwrap_err(),
+            "failed (exit status 1): boom"
+        );
+        assert_eq!(
+            read(Event::Stop, None, "", "").unwrap_err(),
+            "failed (status killed by a signal)"
+        );
+        assert_eq!(
+            read(Event::Stop, Some(0), "{not json", "").unwrap_err(),
+            "printed invalid JSON, ignored: {not json"
+        );
+    }
+
+    #[test]
+    fn plain_stdout_is_context_only_where_claude_code_gives_it_the_model() {
+        assert_eq!(
+            ok(Event::SessionStart, "branch main").context.as_deref(),
+            Some("branch main")
+        );
+        assert_eq!(
+            ok(Event::UserPromptSubmit, "it is Friday")
+                .context
+                .as_deref(),
+            Some("it is Friday")
+        );
+        assert_eq!(ok(Event::PostToolUse, "lint ok"), Reply::default());
+        assert_eq!(ok(Event::Stop, ""), Reply::default());
+    }
+
+    #[test]
+    fn json_answers_in_every_spelling() {
+        assert_eq!(
+            ok(
+                Event::Stop,
+                r#"{"continue": false, "stopReason": "enough", "systemMessage": "bye"}"#
+            ),
+            Reply {
+                end: Some("enough".into()),
+                system_message: Some("bye".into()),
+                ..Reply::default()
+            }
+        );
+        assert_eq!(
+            ok(
+                Event::Stop,
+                r#"{"decision": "block", "reason": "tests first"}"#
+            )
+            .block,
+            Some("tests first".into())
+        );
+        assert_eq!(
+            ok(Event::PreToolUse, r#"{"decision": "approve"}"#).permission,
+            Some((Permission::Allow, None))
+        );
+        let pre = ok(
+            Event::PreToolUse,
+            r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                "permissionDecisionReason": "no rm", "updatedInput": {"command": "ls"},
+                "additionalContext": "on main"}}"#,
+        );
+        assert_eq!(
+            pre.permission,
+            Some((Permission::Deny, Some("no rm".into())))
+        );
+        assert_eq!(pre.updated_input, Some(json!({"command": "ls"})));
+        assert_eq!(pre.context.as_deref(), Some("on main"));
+        // Another event's output says nothing here.
+        assert_eq!(
+            ok(
+                Event::PreToolUse,
+                r#"{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "x"}}"#
+            ),
+            Reply::default()
+        );
+        let post = ok(
+            Event::PostToolUse,
+            r#"{"hookSpecificOutput": {"updatedMCPToolOutput": "short"}}"#,
+        );
+        assert_eq!(post.updated_output, Some(json!("short")));
+        let request = ok(
+            Event::PermissionRequest,
+            r#"{"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow", "updatedInput": {"command": "ls -a"}}}}"#,
+        );
+        assert_eq!(
+            request.request,
+            Some(RequestDecision::Allow {
+                updated_input: Some(json!({"command": "ls -a"}))
+            })
+        );
+        let denied = ok(
+            Event::PermissionRequest,
+            r#"{"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "not on Fridays"}}}"#,
+        );
+        assert_eq!(
+            denied.request,
+            Some(RequestDecision::Deny {
+                message: Some("not on Fridays".into())
+            })
+        );
+    }
+}
