@@ -177,3 +177,101 @@ impl Summarizer for HookedSummarizer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use context::Tokens;
+    use protocol::MessageParam;
+
+    use super::*;
+    use crate::settings::HookMatcher;
+
+    /// Answers every request with "SUMMARY" and keeps the last message it was sent.
+    #[derive(Default)]
+    struct Fixed(Mutex<Option<MessageParam>>);
+
+    impl Summarizer for Fixed {
+        fn summarize(&self, request: SummaryRequest) -> SummaryFuture<'_> {
+            *self.0.lock().unwrap() = request.messages.last().cloned();
+            Box::pin(std::future::ready(Ok("SUMMARY".to_owned())))
+        }
+    }
+
+    fn hooks(dir: &Path, configured: Value) -> Hooks {
+        let configured: BTreeMap<String, Vec<HookMatcher>> =
+            serde_json::from_value(configured).unwrap();
+        Hooks::new(super::super::process::tests::env(dir), &configured)
+    }
+
+    fn request() -> SummaryRequest {
+        SummaryRequest {
+            system: "s".into(),
+            messages: vec![MessageParam::user_text("summarize")],
+            max_output: Tokens(100),
+        }
+    }
+
+    #[tokio::test]
+    async fn compaction_hooks_run_around_the_summary() {
+        let dir = std::env::temp_dir().join(format!("agent-compact-hooks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let hooks = hooks(
+            &dir,
+            json!({
+                "PreCompact": [{"matcher": "manual", "hooks": [{"type": "command", "command": "cat > pre.json; echo 'Keep the API names.'"}]}],
+                "PostCompact": [{"hooks": [{"type": "command", "command": "cat > post.json"}]}],
+                "SessionStart": [{"matcher": "compact", "hooks": [{"type": "command", "command": "echo 'Branch: main'"}]}],
+            }),
+        );
+        let inner = Arc::new(Fixed::default());
+        let summarizer = HookedSummarizer::wrap(
+            Arc::clone(&inner) as Arc<dyn Summarizer>,
+            &hooks,
+            true,
+            Some("the parser".into()),
+            "m",
+        );
+        let summary = summarizer.summarize(request()).await.unwrap();
+        assert_eq!(
+            summary,
+            "SUMMARY\n\nSessionStart hook additional context:\nBranch: main"
+        );
+        let sent = inner.0.lock().unwrap().clone().unwrap();
+        assert!(
+            serde_json::to_string(&sent).unwrap().contains("Additional instructions from PreCompact hooks for this summary:\\nKeep the API names."),
+            "{sent:?}"
+        );
+        let read = |name: &str| -> Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+        };
+        let pre = read("pre.json");
+        assert_eq!(
+            (pre["trigger"].as_str(), pre["custom_instructions"].as_str()),
+            (Some("manual"), Some("the parser"))
+        );
+        let post = read("post.json");
+        assert_eq!(post["compact_summary"], "SUMMARY");
+        assert_eq!(post["hook_event_name"], "PostCompact");
+
+        // An automatic compaction: the manual-only PreCompact hook does not run; one that
+        // blocks keeps the history.
+        let blocking = Hooks::new(
+            super::super::process::tests::env(&dir),
+            &serde_json::from_value(json!({
+                "PreCompact": [{"matcher": "auto", "hooks": [{"type": "command", "command": "echo 'not now' >&2; exit 2"}]}],
+            }))
+            .unwrap(),
+        );
+        let summarizer =
+            HookedSummarizer::wrap(Arc::new(Fixed::default()), &blocking, false, None, "m");
+        assert_eq!(
+            summarizer.summarize(request()).await,
+            Err(SummarizerError::Blocked("not now".into()))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
