@@ -1146,12 +1146,13 @@ impl PermissionGate {
                     Arc::clone(&self.shared.workspace),
                 );
                 match tool.validate(&call.input, &context).await {
-                    Ok(()) => match self.ask(call, reason).await {
+                    Ok(()) => match self.pre_ask(call, &reason).await {
                         // A PreAsk gave another input: that input is what is decided on.
-                        PermissionDecision::Allow {
+                        Some(PermissionDecision::Allow {
                             updated_input: Some(input),
-                        } => return self.decide_updated(call, tool, mode, input),
-                        decision => decision,
+                        }) => return self.decide_updated(call, tool, mode, input),
+                        Some(decision) => decision,
+                        None => self.ask(call, reason).await,
                     },
                     Err(error) => PermissionDecision::Fail { error },
                 }
@@ -1205,8 +1206,20 @@ impl PermissionGate {
         }
     }
 
-    /// Asks the [`PreAsk`] first, then the prompter, or refuses with a message when there
-    /// is none (headless).
+    /// The [`PreAsk`]'s decision on `call`, if there is one and it decides.
+    async fn pre_ask(&self, call: &ToolCall, reason: &str) -> Option<PermissionDecision> {
+        let pre_ask = self.pre_ask.as_ref()?;
+        let request = PermissionRequest {
+            tool: &call.name,
+            input: &call.input,
+            reason,
+            change: None,
+            always: None,
+        };
+        pre_ask.answer(&request, self.prompter.is_some()).await
+    }
+
+    /// Asks the prompter, or refuses with a message when there is none (headless).
     async fn ask(&self, call: &ToolCall, reason: String) -> PermissionDecision {
         let change = (self.prompter.is_some() && matches!(call.name.as_str(), "Write" | "Edit"))
             .then(|| ProposedChange::of(&self.shared, call))
@@ -1218,11 +1231,6 @@ impl PermissionGate {
             change,
             always: self.always_for(&call.name, &call.input),
         };
-        if let Some(pre_ask) = &self.pre_ask
-            && let Some(decision) = pre_ask.answer(&request, self.prompter.is_some()).await
-        {
-            return decision;
-        }
         match &self.prompter {
             Some(prompter) => prompter.ask(request).await,
             None => {
