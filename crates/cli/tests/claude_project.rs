@@ -356,3 +356,74 @@ async fn hostile_skill_files_and_shadowing_commands_are_contained() {
     let reference = result_text(&server, "toolu_ref");
     assert!(reference.contains("linked-skill-marker"), "{reference}");
 }
+
+/// Claude Code's `apiKeyHelper`: its output is the key (sent as `x-api-key` and as a bearer
+/// token, as Claude Code sends it), kept between requests, fetched again after a 401; a
+/// project's runs only in a trusted folder.
+#[tokio::test]
+async fn the_api_key_helpers_output_is_the_key() {
+    let repo = repo("key-helper");
+    std::fs::create_dir_all(repo.home.join(".claude")).unwrap();
+    let counter = repo.home.join("count");
+    std::fs::write(
+        repo.home.join(".claude/settings.json"),
+        json!({"apiKeyHelper": format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; echo sk-helper-$n",
+            c = counter.display()
+        )})
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::error(401, "authentication_error", "invalid x-api-key"),
+        Reply::turn(Turn::new().text("Hello.")),
+        Reply::turn(Turn::new().text("Again.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "hi", "--output-format", "stream-json", "--verbose"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["apiKeySource"], "apiKeyHelper");
+    assert_eq!(lines.last().unwrap()["result"], "Hello.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-helper-1"));
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-helper-1")
+    );
+    // The 401 made it run again; the new key went with the same request.
+    assert_eq!(requests[1].header("x-api-key"), Some("sk-helper-2"));
+    assert_eq!(requests[0].body, requests[1].body);
+
+    // A project's helper in a folder nobody trusted never runs.
+    let untrusted = common::repo("key-helper-project");
+    std::fs::create_dir_all(untrusted.dir.join(".claude")).unwrap();
+    let marker = untrusted.home.join("ran");
+    std::fs::write(
+        untrusted.dir.join(".claude/settings.json"),
+        json!({"apiKeyHelper": format!("touch {}; echo sk-project", marker.display())}).to_string(),
+    )
+    .unwrap();
+    let output = command(&untrusted, &server)
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!marker.exists(), "an untrusted project's apiKeyHelper ran");
+    assert_eq!(server.requests()[2].header("x-api-key"), None);
+}

@@ -259,7 +259,8 @@ impl AnthropicClient {
     /// else `None` (within 5 s, at most 1 MiB).
     async fn json(&self, method: Method, url: &str, body: Bytes) -> Option<serde_json::Value> {
         let empty = body.is_empty();
-        let mut request = self.request(body);
+        let key = self.source_key().await.ok()?;
+        let mut request = self.request(body, key.as_deref());
         request.method = method;
         request.uri = url.parse().ok()?;
         if empty {
@@ -300,7 +301,23 @@ impl AnthropicClient {
         Ok(Bytes::from(translated.to_string()))
     }
 
-    fn request(&self, body: Bytes) -> HttpRequest {
+    /// The key of an [`Auth::Source`] for the next request; `None` for other credentials.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Authentication`] naming why the source has no key.
+    async fn source_key(&self) -> Result<Option<String>, ProviderError> {
+        match &self.inner.config.auth {
+            Auth::Source(source) => source.key().await.map(Some).map_err(|error| {
+                ProviderError::new(ErrorKind::Authentication, format!("no API key: {error}"))
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    /// The HTTP request for `body`, with `source_key` as the credential of an
+    /// [`Auth::Source`].
+    fn request(&self, body: Bytes, source_key: Option<&str>) -> HttpRequest {
         let config = &self.inner.config;
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
@@ -328,6 +345,18 @@ impl AnthropicClient {
             Auth::Bearer(token) => {
                 if let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}")) {
                     headers.insert("authorization", value);
+                }
+            }
+            Auth::Source(_) => {
+                if let Some(key) = source_key {
+                    if config.api == Api::Messages
+                        && let Ok(value) = HeaderValue::from_str(key)
+                    {
+                        headers.insert("x-api-key", value);
+                    }
+                    if let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) {
+                        headers.insert("authorization", value);
+                    }
                 }
             }
             Auth::None => {}
@@ -365,12 +394,24 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
     let mut retries = 0;
     let mut overloaded_in_a_row = 0;
     let mut handed_out = false;
+    let mut fresh_key = false;
     loop {
         let failure = match attempt(&client, body.clone(), sender, &mut handed_out).await {
             Ok(()) => return Ok(()),
             Err(failure) => failure,
         };
         let error = failure.error;
+        // A key from a source that the server refused: once more, with a fresh key.
+        if let Auth::Source(source) = &config.auth
+            && error.kind == ErrorKind::Authentication
+            && error.status == Some(401)
+            && !fresh_key
+            && !handed_out
+        {
+            fresh_key = true;
+            source.invalidate();
+            continue;
+        }
         if error.kind == ErrorKind::Overloaded {
             overloaded_in_a_row += 1;
             if config.fallback_model && overloaded_in_a_row >= 3 {
@@ -1005,9 +1046,13 @@ async fn send_request(
 ) -> Result<HttpResponse, ProviderError> {
     let config = &client.inner.config;
     let host = client.inner.uri.host().unwrap_or("the server").to_owned();
+    let key = client.source_key().await?;
     tokio::time::timeout(
         config.headers_timeout,
-        client.inner.transport.send(client.request(body)),
+        client
+            .inner
+            .transport
+            .send(client.request(body, key.as_deref())),
     )
     .await
     .unwrap_or_else(|_| {

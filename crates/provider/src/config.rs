@@ -45,15 +45,34 @@ impl ConfigSource for MapSource {
 }
 
 /// How requests are authenticated.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum Auth {
     /// `x-api-key: KEY` (`ANTHROPIC_API_KEY`).
     ApiKey(String),
     /// `authorization: Bearer TOKEN` (`ANTHROPIC_AUTH_TOKEN`, for gateways).
     Bearer(String),
+    /// A key that comes from somewhere else when a request is made (Claude Code's
+    /// `apiKeyHelper`): sent as both `x-api-key` and `authorization: Bearer` on the Messages
+    /// API, as Claude Code sends it, and as `authorization: Bearer` elsewhere. A 401 makes
+    /// the source forget it ([`KeySource::invalidate`]) and the request is sent once more with
+    /// a fresh one.
+    Source(std::sync::Arc<dyn KeySource>),
     /// No credentials (local gateways, tests).
     None,
 }
+
+impl PartialEq for Auth {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::ApiKey(a), Self::ApiKey(b)) | (Self::Bearer(a), Self::Bearer(b)) => a == b,
+            (Self::Source(a), Self::Source(b)) => std::sync::Arc::ptr_eq(a, b),
+            (Self::None, Self::None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Auth {}
 
 impl std::fmt::Debug for Auth {
     // Never print secrets.
@@ -61,9 +80,28 @@ impl std::fmt::Debug for Auth {
         f.write_str(match self {
             Self::ApiKey(_) => "ApiKey(***)",
             Self::Bearer(_) => "Bearer(***)",
+            Self::Source(_) => "Source(***)",
             Self::None => "None",
         })
     }
+}
+
+/// The future a [`KeySource`] returns: the key, or why there is none (for the user).
+pub type KeyFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 'a>>;
+
+/// Where [`Auth::Source`] gets its key, each time a request is made (it caches as it sees
+/// fit).
+pub trait KeySource: Send + Sync {
+    /// The key to send now.
+    ///
+    /// # Errors
+    ///
+    /// Why no key could be had; the request then fails as an authentication error naming it.
+    fn key(&self) -> KeyFuture<'_>;
+
+    /// The server refused the last key (401): the next [`KeySource::key`] gets a new one.
+    fn invalidate(&self);
 }
 
 /// Default API base URL.

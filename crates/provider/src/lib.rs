@@ -46,7 +46,7 @@ mod vcr;
 pub use client::{AnthropicClient, ProviderEvent, ProviderStream};
 pub use config::{
     ANTHROPIC_VERSION, Api, Auth, ClientConfig, ConfigSource, DEFAULT_BASE_URL, EnvSource,
-    MapSource,
+    KeyFuture, KeySource, MapSource,
 };
 pub use error::{ErrorKind, ProviderError};
 pub use retry::{Sleeper, TokioSleeper, backoff, retry_after};

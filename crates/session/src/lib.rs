@@ -89,6 +89,7 @@ pub mod cost;
 #[cfg(test)]
 mod history_properties;
 pub mod hooks;
+pub mod key_helper;
 pub mod mcp_config;
 mod notices;
 mod observer;

@@ -219,7 +219,7 @@ impl Session {
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
         let (client, extra_roots_pem, api_key_source) =
-            model_client(options, &cwd, &settings.env, &provider_choice, false)
+            model_client(options, &cwd, &settings, &provider_choice, false)
                 .with_context(|| client_context(&settings))?;
         let (record, session_id, last_activity) = Record::open(options, &cwd, !prompter_absent)?;
 
@@ -1830,6 +1830,91 @@ fn structured_output(
     Ok(Some(shared))
 }
 
+/// Where `choice` is and what it is authenticated with: an OpenAI-style server's URL and
+/// key, a named Messages API server's, or Anthropic's with the settings' `apiKeyHelper`
+/// when the environment has no key.
+///
+/// # Errors
+///
+/// A `CLAUDE_CODE_API_KEY_HELPER_TTL_MS` that is not a number.
+fn endpoint(
+    config: &mut ClientConfig,
+    choice: &ProviderChoice,
+    settings: &settings::Settings,
+    cwd: &Path,
+    notices: &crate::Notices,
+) -> anyhow::Result<()> {
+    let lookup = |key: &str| setting_or_env(&settings.env, key);
+    if choice.kind.is_openai() {
+        config.api = if choice.kind == settings::ProviderKind::OpenaiResponses {
+            provider::Api::Responses
+        } else {
+            provider::Api::ChatCompletions(choice.options.clone())
+        };
+        config.betas.clear();
+        config.base_url = choice
+            .base_url
+            .clone()
+            .or_else(|| {
+                lookup("OPENAI_BASE_URL")
+                    .filter(|_| matches!(choice.name.as_str(), "openai" | "openai-responses"))
+            })
+            .unwrap_or_else(|| OPENAI_BASE_URL.to_owned())
+            .trim_end_matches('/')
+            .to_owned();
+        let key_env = choice.key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+        config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
+    } else if choice.name != "anthropic" {
+        // A named Messages API server: its own URL and key.
+        if let Some(base_url) = &choice.base_url {
+            config.base_url = base_url.trim_end_matches('/').to_owned();
+        }
+        if let Some(key_env) = &choice.key_env {
+            config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
+        }
+    } else if config.auth == provider::Auth::None
+        && let Some(helper) = key_helper(settings, cwd, notices)?
+    {
+        // Claude Code's order: a key or token in the environment first, then the helper.
+        config.auth = provider::Auth::Source(helper);
+    }
+    Ok(())
+}
+
+/// The settings' `apiKeyHelper` as a key source, when one applies (a project's only in a
+/// trusted folder: [`settings::Layer::applied`]).
+///
+/// # Errors
+///
+/// A `CLAUDE_CODE_API_KEY_HELPER_TTL_MS` that is not a number of milliseconds.
+fn key_helper(
+    settings: &settings::Settings,
+    cwd: &Path,
+    notices: &crate::Notices,
+) -> anyhow::Result<Option<Arc<dyn provider::KeySource>>> {
+    let Some(command) = &settings.api_key_helper else {
+        return Ok(None);
+    };
+    let ttl = crate::key_helper::KeyHelper::ttl(
+        setting_or_env(&settings.env, crate::key_helper::TTL_VARIABLE).as_deref(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    let env = hooks::HookEnv {
+        notices: notices.clone(),
+        env: command_env(settings),
+        session: Arc::default(),
+        cwd: cwd.to_path_buf(),
+        permission_mode: String::new(),
+        gate: Arc::default(),
+        guard: std::env::current_exe().ok(),
+    };
+    Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
+        command.clone(),
+        env,
+        ttl,
+    ))))
+}
+
 /// What hooks are told of the session (its id and transcript, folder, mode) and run with.
 fn hook_env(
     env: &[(String, String)],
@@ -2138,7 +2223,7 @@ fn fallback(
             id
         };
         if choice.name != provider_choice.name && options.cassette.replay.is_none() {
-            let (client, _, _) = model_client(options, cwd, &settings.env, &choice, true)
+            let (client, _, _) = model_client(options, cwd, settings, &choice, true)
                 .with_context(|| format!("--fallback-model {named}"))?;
             fallback_client = Some(adapter::Fallback {
                 model: id.clone(),
@@ -2993,45 +3078,18 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 fn model_client(
     options: &Options,
     cwd: &Path,
-    settings_env: &BTreeMap<String, String>,
+    settings: &settings::Settings,
     choice: &ProviderChoice,
     fallback: bool,
 ) -> anyhow::Result<(AnthropicClient, Arc<[u8]>, String)> {
+    let settings_env = &settings.env;
     let base_url_flag = options.model.base_url.as_ref().filter(|_| !fallback);
     let mut config = ClientConfig::from_source(&SettingsEnv {
         settings: settings_env,
         base_url_flag: base_url_flag.is_some(),
     })?;
-    let lookup = |key: &str| setting_or_env(settings_env, key);
     let openai = choice.kind.is_openai();
-    if openai {
-        config.api = if choice.kind == settings::ProviderKind::OpenaiResponses {
-            provider::Api::Responses
-        } else {
-            provider::Api::ChatCompletions(choice.options.clone())
-        };
-        config.betas.clear();
-        config.base_url = choice
-            .base_url
-            .clone()
-            .or_else(|| {
-                lookup("OPENAI_BASE_URL")
-                    .filter(|_| matches!(choice.name.as_str(), "openai" | "openai-responses"))
-            })
-            .unwrap_or_else(|| OPENAI_BASE_URL.to_owned())
-            .trim_end_matches('/')
-            .to_owned();
-        let key_env = choice.key_env.as_deref().unwrap_or("OPENAI_API_KEY");
-        config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
-    } else if choice.name != "anthropic" {
-        // A named Messages API server: its own URL and key.
-        if let Some(base_url) = &choice.base_url {
-            config.base_url = base_url.trim_end_matches('/').to_owned();
-        }
-        if let Some(key_env) = &choice.key_env {
-            config.auth = lookup(key_env).map_or(provider::Auth::None, provider::Auth::ApiKey);
-        }
-    }
+    endpoint(&mut config, choice, settings, cwd, &options.notices)?;
     if let Some(base_url) = base_url_flag {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             bail!("--base-url must start with http:// or https://, got {base_url:?}");
@@ -3096,6 +3154,7 @@ fn model_client(
             .key_env
             .clone()
             .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_owned()),
+        provider::Auth::Source(_) => "apiKeyHelper".to_owned(),
         provider::Auth::Bearer(_) | provider::Auth::None => "none".to_owned(),
     };
     Ok((

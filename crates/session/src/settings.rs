@@ -276,7 +276,6 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "allowManagedPermissionRulesOnly",
     "allowedMcpServers",
     "alwaysThinkingEnabled",
-    "apiKeyHelper",
     "attribution",
     "autoCompactEnabled",
     "awsAuthRefresh",
@@ -299,7 +298,6 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "processWrapper",
     "proxyAuthHelper",
     "respectGitignore",
-    "statusLine",
 ];
 
 /// One hook. `agent` runs `command` hooks; other types (Claude Code's `http`, `prompt`,
@@ -380,6 +378,20 @@ fn is_name_list(matcher: &str) -> bool {
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
 }
 
+/// `statusLine` in settings, as Claude Code reads it.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct StatusLineSettings {
+    /// `command` (the only type Claude Code has).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Run with `bash -c`, Claude Code's status JSON on stdin; its first line of output is
+    /// the status line.
+    pub command: String,
+    /// Columns of space before it (Claude Code's `padding`).
+    #[serde(default)]
+    pub padding: Option<u16>,
+}
+
 /// `sandbox` in settings. Claude Code's own keys (`enabled`, `excludedCommands`, a
 /// `network` object, ...) are accepted and ignored.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -442,6 +454,15 @@ pub struct Settings {
     /// `prices` apply only in a trusted folder (they are what `--max-budget-usd` counts).
     #[serde(default)]
     pub models: BTreeMap<String, ModelSettings>,
+    /// Claude Code's `apiKeyHelper`: a command (run with `bash -c`) whose output is the API
+    /// key, when no `ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN` is set. A project's applies
+    /// only in a trusted folder (it runs a command).
+    #[serde(default)]
+    pub api_key_helper: Option<String>,
+    /// Claude Code's `statusLine`: `{"type": "command", "command": ..., "padding": N}`, whose
+    /// output is the interactive status line. A project's applies only in a trusted folder.
+    #[serde(default)]
+    pub status_line: Option<StatusLineSettings>,
     /// Keys of Claude Code's schema this tool does not use are accepted and ignored. Merged
     /// key by key, later files first.
     #[serde(flatten)]
@@ -663,14 +684,22 @@ impl Layer {
                             "hooks.{event}: {}",
                             hook.command.as_deref().unwrap_or(&hook.kind)
                         ),
-                        serde_json::json!({
-                            "hooks": event,
-                            "matcher": matcher.matcher,
-                            "type": hook.kind,
-                            "command": hook.command,
-                            "timeout": hook.timeout,
-                            "other": hook.other,
-                        }),
+                        {
+                            let mut exact = serde_json::json!({
+                                "hooks": event,
+                                "matcher": matcher.matcher,
+                                "type": hook.kind,
+                                "command": hook.command,
+                                "timeout": hook.timeout,
+                                "other": hook.other,
+                            });
+                            // Only when set: a folder trusted before the field was read
+                            // keeps its fingerprint.
+                            if hook.background {
+                                exact["async"] = serde_json::Value::Bool(true);
+                            }
+                            exact
+                        },
                     );
                 }
             }
@@ -709,6 +738,18 @@ impl Layer {
                 serde_json::json!({"providers": name, "settings": format!("{provider:?}")}),
             );
         }
+        if let Some(helper) = &settings.api_key_helper {
+            push(
+                format!("apiKeyHelper: {helper}"),
+                serde_json::json!({"apiKeyHelper": helper}),
+            );
+        }
+        if let Some(status_line) = &settings.status_line {
+            push(
+                format!("statusLine: {}", status_line.command),
+                serde_json::json!({"statusLine": status_line.command, "type": status_line.kind}),
+            );
+        }
         for (model, entry) in &settings.models {
             if let Some(prices) = entry.prices {
                 push(
@@ -734,6 +775,8 @@ impl Layer {
                 settings.permissions.default_mode = None;
                 settings.permissions.additional_directories.clear();
                 settings.providers.clear();
+                settings.api_key_helper = None;
+                settings.status_line = None;
                 // Limits stay (they only size requests); what a response costs does not.
                 for entry in settings.models.values_mut() {
                     entry.prices = None;
@@ -965,6 +1008,12 @@ impl Settings {
         self.trusted_folders.extend(later.trusted_folders);
         self.providers.extend(later.providers);
         self.models.extend(later.models);
+        if later.api_key_helper.is_some() {
+            self.api_key_helper = later.api_key_helper;
+        }
+        if later.status_line.is_some() {
+            self.status_line = later.status_line;
+        }
         self.other.extend(later.other);
         // `sandbox` is read from the user's layer only (see `Settings::user_sandbox`).
     }

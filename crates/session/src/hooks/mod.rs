@@ -398,13 +398,13 @@ impl Hooks {
         if hook.background {
             let (env, command, input) = (self.env.clone(), command.to_owned(), input.clone());
             tokio::spawn(async move {
-                if let Err(error) = process::run(&env, &command, timeout, &input).await {
+                if let Err(error) = process::run(&env, &command, timeout, Some(&input)).await {
                     env.notices.say(&failure(event, &command, &error));
                 }
             });
             return Reply::default();
         }
-        let said = match process::run(&self.env, command, timeout, input).await {
+        let said = match process::run(&self.env, command, timeout, Some(input)).await {
             Ok(exit) => reply::read(event, exit.code, &exit.stdout, &exit.stderr),
             Err(error) => Err(error),
         };

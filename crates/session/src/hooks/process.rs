@@ -68,17 +68,22 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>
     }
 }
 
-/// Runs one hook command with `input` on stdin. `Err` says what went wrong, for a line
-/// after the hook's command: it could not start, or it timed out (and was killed).
+/// Runs one hook command with `input` on stdin (`None`: nothing, stdin is closed). `Err`
+/// says what went wrong, for a line after the hook's command: it could not start, or it
+/// timed out (and was killed).
 pub async fn run(
     env: &HookEnv,
     command: &str,
     timeout: Duration,
-    input: &Value,
+    input: Option<&Value>,
 ) -> Result<Exit, String> {
     let line = command_line(env, command).map_err(|error| format!("could not start: {error}"))?;
     let child = tokio::process::Command::from(line)
-        .stdin(Stdio::piped())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -97,7 +102,7 @@ pub async fn run(
     // Writing the event counts against the timeout too, but does not hold the hook up: a
     // hook that never reads its stdin is done when it exits.
     let feed = child.stdin.take().map(|mut stdin| {
-        let payload = input.to_string();
+        let payload = input.map(Value::to_string).unwrap_or_default();
         tokio::spawn(async move {
             let _ = stdin.write_all(payload.as_bytes()).await;
         })
@@ -182,7 +187,7 @@ pub(super) fn command_line(env: &HookEnv, command: &str) -> Result<std::process:
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use serde_json::json;
@@ -211,7 +216,7 @@ pub(super) mod tests {
             &env,
             "(sleep 20 &) ; echo \"no $HOOK_GREETING in $CLAUDE_PROJECT_DIR\" >&2; exit 2",
             Duration::from_secs(10),
-            &json!({}),
+            Some(&json!({})),
         )
         .await
         .unwrap();
@@ -230,20 +235,20 @@ pub(super) mod tests {
         );
         // Endless output: the first MiB is kept, the hook is stopped by its timeout.
         assert_eq!(
-            run(&env, "yes", Duration::from_secs(1), &json!({})).await,
+            run(&env, "yes", Duration::from_secs(1), Some(&json!({}))).await,
             Err("timed out after 1 s".to_owned())
         );
         let exit = run(
             &env,
             "head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 2",
             Duration::from_secs(10),
-            &json!({}),
+            Some(&json!({})),
         )
         .await
         .unwrap();
         assert_eq!(exit.stderr.len(), OUTPUT_CAP);
         // The event arrives on stdin.
-        let exit = run(&env, "cat", Duration::from_secs(10), &json!({"a": 1}))
+        let exit = run(&env, "cat", Duration::from_secs(10), Some(&json!({"a": 1})))
             .await
             .unwrap();
         assert_eq!(exit.stdout, r#"{"a":1}"#);
@@ -256,7 +261,7 @@ pub(super) mod tests {
         let marker = format!("sleep 97.{}", std::process::id());
         let command = format!("{marker}; true");
         let event = json!({});
-        let running = run(&env, &command, Duration::from_secs(60), &event);
+        let running = run(&env, &command, Duration::from_secs(60), Some(&event));
         // Dropped after 300 ms, as a cancelled turn drops it.
         let _ = tokio::time::timeout(Duration::from_millis(300), running).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
