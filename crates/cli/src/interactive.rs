@@ -335,6 +335,7 @@ async fn session_loop(
         totals: Totals::default(),
     };
     repl.greet();
+    repl.refresh_status_line().await;
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     loop {
@@ -355,6 +356,7 @@ async fn session_loop(
         if let Some(code) = repl.handle(&line, pasted).await? {
             return Ok(code);
         }
+        repl.refresh_status_line().await;
     }
 }
 
@@ -413,6 +415,18 @@ impl Repl<'_> {
 
     fn show_status(&self) {
         show_status(self.ui, &self.totals, self.session);
+    }
+
+    /// Runs the settings' `statusLine` command and shows its rows in place of the status
+    /// line (at the start, after each turn and each command; the last rows stay while it
+    /// fails).
+    async fn refresh_status_line(&self) {
+        let counted = self
+            .totals
+            .status_json(self.session.context_window(), self.started);
+        if let Some(rows) = self.session.status_line(counted).await {
+            self.ui.set_custom_status(Some(rows));
+        }
     }
 
     fn say(&self, text: &str) {

@@ -2701,3 +2701,62 @@ async fn a_pasted_image_path_attaches_the_image() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// A Claude Code user's interactive setup: the `statusLine` command's output replaces the
+/// status line (it gets Claude Code's status JSON), a Notification hook hears of each
+/// question, `/clear` ends the session and starts another for the hooks, and leaving ends it.
+#[tokio::test]
+async fn status_line_and_session_hooks_at_the_terminal() {
+    let repo = repo("interactive-status-line");
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    let record = "python3 -c 'import json,sys; e=json.load(sys.stdin); open(\".events\",\"a\").write(e[\"hook_event_name\"]+\" \"+str(e.get(\"source\") or e.get(\"reason\") or e.get(\"notification_type\"))+\"\\n\")'";
+    let status = "python3 -c 'import json,sys; e=json.load(sys.stdin); print(\"\\033[32mSL \"+e[\"model\"][\"id\"]+\" \"+e[\"permission_mode\"]+\" \"+str(e[\"context_window\"][\"context_window_size\"])+\"\\033[0m\")'";
+    let hook = json!([{"hooks": [{"type": "command", "command": record}]}]);
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({
+            "statusLine": {"type": "command", "command": status},
+            "hooks": {"SessionStart": hook, "SessionEnd": hook, "Notification": hook},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "made.txt", "content": "made\n"}),
+        )),
+        Reply::turn(Turn::new().text("Written.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--trust", "--model", "claude-sonnet-4-5"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal
+        .wait_for("SL claude-sonnet-4-5 default 200000", 1)
+        .await;
+    terminal.type_keys("write it\r");
+    terminal.wait_for("needs approval", 1).await;
+    terminal.answer("y\r").await;
+    terminal.wait_for("Written.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("/clear\r");
+    terminal.wait_for("Started session", 1).await;
+    terminal.wait_prompt(3).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    // The status line keeps its colour; the built-in one is not drawn.
+    let screen = terminal.raw();
+    assert!(
+        screen.contains("\u{1b}[32mSL claude-sonnet-4-5 default 200000\u{1b}[0m"),
+        "{screen}"
+    );
+    assert!(!terminal.text().contains("─ claude-sonnet-4-5 · default"));
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join(".events")).unwrap(),
+        "SessionStart startup\nNotification permission_prompt\nSessionEnd clear\nSessionStart clear\nSessionEnd prompt_input_exit\n"
+    );
+}

@@ -126,6 +126,7 @@ enum Message {
         figures: String,
     },
     Busy(bool),
+    CustomStatus(Option<Vec<String>>),
     Checklist(Vec<String>),
     ModeShown(String),
     Figures(String),
@@ -201,6 +202,12 @@ impl Handle {
             mode,
             figures,
         });
+    }
+
+    /// Rows shown in place of the status line (a `statusLine` command's output), or the
+    /// status line again (`None`). Text already safe to print (colours allowed).
+    pub fn set_custom_status(&self, rows: Option<Vec<String>>) {
+        self.send(Message::CustomStatus(rows));
     }
 
     /// The status line's figures only (the session's requests, tokens and cost so far,
@@ -458,6 +465,7 @@ impl Tui {
             checklist: (Vec::new(), true),
             activity: None,
             status: None,
+            custom_status: None,
             on_cycle_mode: config.on_cycle_mode,
             raw: raw.clone(),
             kitty_keys: capabilities.kitty_keys,
@@ -649,6 +657,8 @@ struct State {
     activity: Option<(String, Instant)>,
     /// The status line's model, mode and figures.
     status: Option<(String, String, String)>,
+    /// Rows shown in place of the status line.
+    custom_status: Option<Vec<String>>,
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
     /// The terminal's raw settings, put back after each turn.
     raw: nix::sys::termios::Termios,
@@ -745,6 +755,7 @@ impl State {
             }
             Message::TurnRows(rows) => self.turn_rows = rows,
             Message::Checklist(rows) => self.checklist.0 = rows,
+            Message::CustomStatus(rows) => self.custom_status = rows,
             Message::Status {
                 model,
                 mode,
@@ -1211,7 +1222,9 @@ impl State {
                 rows.push(dim(&line));
             }
         }
-        if let Some((model, mode, figures)) = &self.status {
+        if let Some(custom) = &self.custom_status {
+            rows.extend(custom.iter().map(|row| crate::term::fit(row, width)));
+        } else if let Some((model, mode, figures)) = &self.status {
             rows.push(dim(&format!("  ─ {model} · {mode}{figures}")));
         }
         if self.checklist.1 {

@@ -44,6 +44,37 @@ impl Totals {
         self.priced = true;
     }
 
+    /// What a `statusLine` command is told of these totals, in Claude Code's shape:
+    /// `cost` (`total_cost_usd`, `total_duration_ms` since `started`) and `context_window`
+    /// (`total_input_tokens`, `total_output_tokens`, `context_window_size` = `window`,
+    /// `used_percentage` and `remaining_percentage` of the last request), and
+    /// `exceeds_200k_tokens`. What is not counted here (API time, lines changed) is left out.
+    pub fn status_json(&self, window: u64, started: std::time::Instant) -> serde_json::Value {
+        let context = self.context.unwrap_or(0);
+        let used = if window == 0 {
+            0.0
+        } else {
+            // Token counts are far below 2^52: exact as f64.
+            #[allow(clippy::cast_precision_loss)]
+            let share = context as f64 / window as f64 * 100.0;
+            share.min(100.0)
+        };
+        serde_json::json!({
+            "cost": {
+                "total_cost_usd": self.cost.unwrap_or(0.0),
+                "total_duration_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            },
+            "context_window": {
+                "total_input_tokens": self.input,
+                "total_output_tokens": self.output,
+                "context_window_size": window,
+                "used_percentage": used,
+                "remaining_percentage": 100.0 - used,
+            },
+            "exceeds_200k_tokens": context > 200_000,
+        })
+    }
+
     fn cost_text(&self) -> String {
         match self.cost {
             Some(cost) => format!("${cost:.4}"),

@@ -122,6 +122,10 @@ struct ToolState {
     rule_origins: Vec<(&'static str, String, String)>,
     workspace: Arc<Workspace>,
     hooks: hooks::Hooks,
+    /// The settings' `statusLine` command.
+    status_line: Option<settings::StatusLineSettings>,
+    /// Whether its failure was told.
+    status_line_failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The MCP servers: configured, started, and what their tools join the session with.
@@ -355,6 +359,79 @@ impl Session {
                 .iter()
                 .map(|context| hook_context(hooks::Event::SessionStart, context)),
         );
+    }
+
+    /// The rows of the settings' `statusLine` command, as Claude Code shows them under the
+    /// prompt: the command gets Claude Code's status JSON on stdin (the session's id,
+    /// transcript, folder and mode, `model`, `workspace`, `version`, `output_style`, and what
+    /// the front end counted: `counted`'s keys, such as `cost` and `context_window`), and each
+    /// line it prints is a row (at most [`STATUS_LINE_ROWS`], colours kept, other escape
+    /// sequences dropped, `padding` spaces before each). `None` when there is no command or
+    /// it failed (the first failure is told) or printed nothing; at most
+    /// [`STATUS_LINE_TIMEOUT`].
+    pub async fn status_line(&self, counted: serde_json::Value) -> Option<Vec<String>> {
+        let status_line = self.tooling.status_line.as_ref()?;
+        let hooks = &self.tooling.hooks;
+        let mut input = hooks.input(hooks::Event::Notification, serde_json::json!({}));
+        if let Some(object) = input.as_object_mut() {
+            object.remove("hook_event_name");
+            object.insert(
+                "model".into(),
+                serde_json::json!({"id": self.model, "display_name": self.model}),
+            );
+            object.insert(
+                "workspace".into(),
+                serde_json::json!({
+                    "current_dir": self.cwd,
+                    "project_dir": self.cwd,
+                    "added_dirs": self.tooling.workspace.additional_dirs,
+                }),
+            );
+            object.insert(
+                "version".into(),
+                serde_json::json!(env!("CARGO_PKG_VERSION")),
+            );
+            object.insert(
+                "output_style".into(),
+                serde_json::json!({"name": "default"}),
+            );
+            if let serde_json::Value::Object(counted) = counted {
+                object.extend(counted);
+            }
+        }
+        let exit = hooks::process::run(
+            hooks.env(),
+            &status_line.command,
+            STATUS_LINE_TIMEOUT,
+            Some(&input),
+        )
+        .await;
+        let failure = match exit {
+            Ok(exit) if exit.code == Some(0) => {
+                let pad = " ".repeat(usize::from(status_line.padding.unwrap_or(2)));
+                let rows: Vec<String> = exit
+                    .stdout
+                    .lines()
+                    .take(STATUS_LINE_ROWS)
+                    .map(|line| format!("{pad}{}", render::printable_colored(line, false)))
+                    .collect();
+                return (!rows.is_empty()).then_some(rows);
+            }
+            Ok(exit) => format!("exited with {:?}: {}", exit.code, exit.stderr),
+            Err(error) => error,
+        };
+        if !self
+            .tooling
+            .status_line_failed
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.notices.say(&format!(
+                "statusLine command `{}` {}",
+                render::printable(&status_line.command, false),
+                render::printable(&failure, false)
+            ));
+        }
+        None
     }
 
     /// Runs the SessionEnd hooks with `reason`, for at most
@@ -807,6 +884,11 @@ impl Session {
             .set_session(self.session_id.clone(), self.record.path.clone());
         self.restore_todos();
         Ok(())
+    }
+
+    /// The model's context window, in tokens.
+    pub fn context_window(&self) -> u64 {
+        self.config.context.levels.context_window.0
     }
 
     /// The history's size at which it is compacted (L3), in tokens.
@@ -1501,6 +1583,12 @@ impl Session {
     }
 }
 
+/// How long a `statusLine` command may take: 5 s (ours; a slow one leaves the last rows).
+pub const STATUS_LINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The most rows a `statusLine` command's output is shown in.
+pub const STATUS_LINE_ROWS: usize = 3;
+
 /// Why a session ends, as its SessionEnd hooks are told (`reason`, one of Claude Code's
 /// `EXIT_REASONS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1731,6 +1819,11 @@ impl ToolState {
             rule_origins,
             workspace,
             hooks,
+            status_line: settings
+                .status_line
+                .clone()
+                .filter(|status_line| status_line.kind == "command"),
+            status_line_failed: Arc::default(),
         };
         Ok((state, structured))
     }

@@ -159,14 +159,13 @@ pub fn build(
         tool_results_dir: Some(recipe.results_dir.clone()),
         readable: crate::skills::readable(),
         prompter: recipe.prompter.clone(),
-        pre_ask: recipe
-            .hooks
-            .has(crate::hooks::Event::PermissionRequest)
-            .then(|| {
-                Arc::new(crate::hooks::PermissionRequestHooks::new(
-                    recipe.hooks.clone(),
-                )) as Arc<dyn tools::PreAsk>
-            }),
+        pre_ask: (recipe.hooks.has(crate::hooks::Event::PermissionRequest)
+            || recipe.hooks.has(crate::hooks::Event::Notification))
+        .then(|| {
+            Arc::new(crate::hooks::PermissionRequestHooks::new(
+                recipe.hooks.clone(),
+            )) as Arc<dyn tools::PreAsk>
+        }),
         env: recipe.env.clone(),
         withheld_env: recipe.withheld_env.clone(),
         protected: crate::hooks::protected_dirs(&workspace.cwd),
