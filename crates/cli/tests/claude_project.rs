@@ -427,3 +427,68 @@ async fn the_api_key_helpers_output_is_the_key() {
     assert!(!marker.exists(), "an untrusted project's apiKeyHelper ran");
     assert_eq!(server.requests()[2].header("x-api-key"), None);
 }
+
+/// `outputStyle` names a style (a project's `.claude/output-styles/*.md` here) whose text
+/// goes into the system prompt in place of the coding instructions, as in Claude Code; a
+/// name that is no style is one warning and the built-in prompt.
+#[tokio::test]
+async fn an_output_style_shapes_the_system_prompt() {
+    let repo = repo("output-style");
+    std::fs::create_dir_all(repo.dir.join(".claude/output-styles")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/output-styles/terse.md"),
+        "---\ndescription: Few words\n---\nAnswer in one line, no lists.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"outputStyle": "terse"}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("outputStyle"), "{stderr}");
+    let system = server.requests()[0].json()["system"].to_string();
+    assert!(
+        system.contains("# Output Style: terse\\nAnswer in one line, no lists."),
+        "{system}"
+    );
+    assert!(
+        !system.contains("Read files before editing them"),
+        "{system}"
+    );
+
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"outputStyle": "Shakespearean"}).to_string(),
+    )
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "hi", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("outputStyle \"Shakespearean\" is not an output style here (there are: default, Explanatory, Learning, terse); the default is used"),
+        "{stderr}"
+    );
+    let system = server.requests()[1].json()["system"].to_string();
+    assert!(
+        system.contains("Read files before editing them"),
+        "{system}"
+    );
+    assert!(!system.contains("Output Style"), "{system}");
+}

@@ -3,12 +3,46 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+macro_rules! intro {
+    () => {
+        "You are agent, a coding agent working in the user's repository from the terminal."
+    };
+}
+
+macro_rules! coding_instructions {
+    () => {
+        "Work on the task until it is done, using the tools: Read files before editing them, search with Grep and Glob instead of guessing, make small exact edits with Edit, and run commands (tests, builds) with Bash to check your work. Prefer the repository's own conventions, tools and tests."
+    };
+}
+
+macro_rules! habits {
+    () => {
+        "Be concise: say what you found and what you changed, not what you are about to do. Never invent file contents, command output or test results: run the tool. When something fails, read the error and fix the cause. Stay inside the working directory unless told otherwise. When the task is done, answer with a short summary of the change and how you verified it."
+    };
+}
+
 /// The static system prompt: byte-stable across runs so it stays in the prompt cache.
-pub const SYSTEM_PROMPT: &str = "You are agent, a coding agent working in the user's repository from the terminal.
+pub const SYSTEM_PROMPT: &str =
+    concat!(intro!(), "\n\n", coding_instructions!(), "\n\n", habits!());
 
-Work on the task until it is done, using the tools: Read files before editing them, search with Grep and Glob instead of guessing, make small exact edits with Edit, and run commands (tests, builds) with Bash to check your work. Prefer the repository's own conventions, tools and tests.
+/// The paragraph of [`SYSTEM_PROMPT`] about how to do coding work: an output style without
+/// `keep-coding-instructions` replaces it (as in Claude Code).
+pub const CODING_INSTRUCTIONS: &str = coding_instructions!();
 
-Be concise: say what you found and what you changed, not what you are about to do. Never invent file contents, command output or test results: run the tool. When something fails, read the error and fix the cause. Stay inside the working directory unless told otherwise. When the task is done, answer with a short summary of the change and how you verified it.";
+/// [`SYSTEM_PROMPT`] with `style` applied: its text as a section of its own at the end
+/// (`# Output Style: NAME`), and without [`CODING_INSTRUCTIONS`] unless the style keeps
+/// them. The `default` style changes nothing.
+pub fn system_prompt_with(style: Option<&crate::output_styles::OutputStyle>) -> String {
+    let Some(style) = style.filter(|style| !style.prompt.is_empty()) else {
+        return SYSTEM_PROMPT.to_owned();
+    };
+    let base = if style.keep_coding_instructions {
+        SYSTEM_PROMPT.to_owned()
+    } else {
+        SYSTEM_PROMPT.replacen(&format!("{CODING_INSTRUCTIONS}\n\n"), "", 1)
+    };
+    format!("{base}\n\n# Output Style: {}\n{}", style.name, style.prompt)
+}
 
 /// A folder's memory files, in the order they are read: the shared ones, Claude Code's,
 /// then the user's private `CLAUDE.local.md` (not committed).

@@ -94,6 +94,7 @@ pub mod mcp_config;
 mod notices;
 mod observer;
 pub mod options;
+pub mod output_styles;
 mod prefetch;
 pub mod rows;
 mod session;

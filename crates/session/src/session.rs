@@ -2059,8 +2059,35 @@ fn loop_config(
         headless,
         options.cassette.replay.is_some(),
     );
-    config.system = vec![system_prompt(options, structured)];
+    config.system = vec![system_prompt(
+        options,
+        structured,
+        output_style(settings, &working_dir(options)?, &options.notices).as_ref(),
+    )];
     Ok(config)
+}
+
+/// The output style the settings name (`outputStyle`), when it is not `default`; one that
+/// is not found is warned about and the built-in prompt is used.
+fn output_style(
+    settings: &settings::Settings,
+    cwd: &Path,
+    notices: &crate::Notices,
+) -> Option<crate::output_styles::OutputStyle> {
+    let name = settings
+        .output_style
+        .as_deref()
+        .filter(|name| !name.eq_ignore_ascii_case(crate::output_styles::DEFAULT))?;
+    let styles = crate::output_styles::discover(cwd, &settings::project_folder(cwd), notices);
+    let found = crate::output_styles::find(&styles, name).cloned();
+    if found.is_none() {
+        let names: Vec<&str> = styles.iter().map(|style| style.name.as_str()).collect();
+        notices.say(&format!(
+            "warning: outputStyle {name:?} is not an output style here (there are: {}); the default is used",
+            names.join(", ")
+        ));
+    }
+    found
 }
 
 /// The settings' `env` for commands and hooks.
@@ -2370,13 +2397,17 @@ fn limits(
     })
 }
 
-/// The system prompt: the caller's or the built-in one, the caller's addition, and the
-/// structured output's instruction when `structured`.
-fn system_prompt(options: &Options, structured: bool) -> String {
+/// The system prompt: the caller's or the built-in one (with `style` applied), the caller's
+/// addition, and the structured output's instruction when `structured`.
+fn system_prompt(
+    options: &Options,
+    structured: bool,
+    style: Option<&crate::output_styles::OutputStyle>,
+) -> String {
     let mut system = options
         .system_prompt
         .clone()
-        .unwrap_or_else(|| context_info::SYSTEM_PROMPT.to_owned());
+        .unwrap_or_else(|| context_info::system_prompt_with(style));
     if let Some(extra) = &options.append_system_prompt {
         system.push_str("\n\n");
         system.push_str(extra);

@@ -293,7 +293,6 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "language",
     "maxEffortLevel",
     "otelHeadersHelper",
-    "outputStyle",
     "plansDirectory",
     "processWrapper",
     "proxyAuthHelper",
@@ -463,6 +462,10 @@ pub struct Settings {
     /// output is the interactive status line. A project's applies only in a trusted folder.
     #[serde(default)]
     pub status_line: Option<StatusLineSettings>,
+    /// Claude Code's `outputStyle`: the name of the output style whose text goes into the
+    /// system prompt ([`crate::output_styles`]).
+    #[serde(default)]
+    pub output_style: Option<String>,
     /// Keys of Claude Code's schema this tool does not use are accepted and ignored. Merged
     /// key by key, later files first.
     #[serde(flatten)]
@@ -1013,6 +1016,9 @@ impl Settings {
         }
         if later.status_line.is_some() {
             self.status_line = later.status_line;
+        }
+        if later.output_style.is_some() {
+            self.output_style = later.output_style;
         }
         self.other.extend(later.other);
         // `sandbox` is read from the user's layer only (see `Settings::user_sandbox`).
