@@ -1210,6 +1210,36 @@ impl session::trust::TrustAsker for TerminalTrust {
     fn ask(&self, heading: &str, parts: &[String]) -> TrustAnswer {
         ask_trust_with(heading, parts)
     }
+
+    fn ask_mcp_server(
+        &self,
+        name: &str,
+        detail: &str,
+    ) -> Option<session::approvals::McpjsonAnswer> {
+        use session::approvals::McpjsonAnswer;
+        let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
+        {
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(
+                stderr,
+                "\n⏺ This project's .mcp.json has a new MCP server: {}\n    {}",
+                printable(name, false),
+                printable(detail, false)
+            );
+            let _ = write!(
+                stderr,
+                "  Start it? [y]es / [a]ll of this project's servers / [n]o, then Enter (kept in .claude/settings.local.json): "
+            );
+            let _ = stderr.flush();
+        }
+        let never = AtomicBool::new(false);
+        let answer = tokio::task::block_in_place(|| read_answer(&never)).unwrap_or_default();
+        Some(match answer.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => McpjsonAnswer::Yes,
+            "a" | "all" => McpjsonAnswer::YesAll,
+            _ => McpjsonAnswer::No,
+        })
+    }
 }
 
 /// Asks at the terminal whether to trust a folder: `heading` (shown as written), then

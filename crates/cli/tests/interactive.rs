@@ -2760,3 +2760,60 @@ async fn status_line_and_session_hooks_at_the_terminal() {
         "SessionStart startup\nNotification permission_prompt\nSessionEnd clear\nSessionStart clear\nSessionEnd prompt_input_exit\n"
     );
 }
+
+/// A `.mcp.json` server that no setting approved yet (the project's local settings name
+/// another) is asked about once at start-up, as Claude Code asks; the answer is kept in
+/// `.claude/settings.local.json`, so the next session does not ask.
+#[tokio::test]
+async fn a_new_mcpjson_server_is_asked_about_once() {
+    let repo = repo("interactive-mcpjson");
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {
+            "known": {"command": "true"},
+            "fresh": {"command": "true", "args": ["--fresh"]},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let local = repo.dir.join(".claude/settings.local.json");
+    std::fs::write(
+        &local,
+        json!({"enabledMcpjsonServers": ["known"]}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(Vec::new())).await.unwrap();
+    let mut first = command(&repo, &server);
+    first.arg("--trust");
+    let mut terminal = Terminal::spawn(first);
+    terminal
+        .wait_for("This project's .mcp.json has a new MCP server: fresh", 1)
+        .await;
+    assert!(
+        terminal.text().contains("true --fresh"),
+        "{}",
+        terminal.text()
+    );
+    terminal.answer("n\r").await;
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(&local).unwrap()).unwrap();
+    assert_eq!(
+        kept,
+        json!({"enabledMcpjsonServers": ["known"], "disabledMcpjsonServers": ["fresh"]})
+    );
+
+    let mut second = command(&repo, &server);
+    second.arg("--trust");
+    let mut terminal = Terminal::spawn(second);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert!(
+        !terminal.text().contains("new MCP server"),
+        "{}",
+        terminal.text()
+    );
+}

@@ -121,14 +121,94 @@ fn refuse_links(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Adds `rule` to `permissions.allow` of the settings file at `path` (made, with its folder,
-/// when missing), keeping everything else in it; written whole to a new file of a name no
-/// one could have guessed (made with `O_EXCL`, so never through a link planted in its place),
-/// then renamed over the old.
+/// when missing), keeping everything else in it; written as [`edit_settings`] writes.
 ///
 /// # Errors
 ///
 /// When the file is not a JSON object (it is then left as it was), or cannot be written.
 pub fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
+    edit_settings(path, |object| {
+        let permissions = object
+            .entry("permissions")
+            .or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+            .with_context(|| format!("{}: permissions is not an object", path.display()))?;
+        add_to_list(permissions, "allow", rule)
+            .with_context(|| format!("{}: permissions.allow is not a list", path.display()))
+    })
+}
+
+/// The answer to the question whether to start a project's `.mcp.json` server that no
+/// setting approved yet, as Claude Code asks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McpjsonAnswer {
+    /// Start it, and from now on (`enabledMcpjsonServers`).
+    Yes,
+    /// Start it and every server of the project's `.mcp.json` (`enableAllProjectMcpServers`
+    /// too).
+    YesAll,
+    /// Do not start it, and do not ask again (`disabledMcpjsonServers`).
+    No,
+}
+
+/// Keeps `answer` about the `.mcp.json` server `name` in the settings file at `path` (the
+/// project's `.claude/settings.local.json`, where Claude Code keeps it), as
+/// [`edit_settings`] writes.
+///
+/// # Errors
+///
+/// When the file or its folder is a link, the file is not a JSON object (it is then left as
+/// it was), or it cannot be written.
+pub fn save_mcpjson_answer(path: &Path, name: &str, answer: McpjsonAnswer) -> anyhow::Result<()> {
+    refuse_links(path)?;
+    edit_settings(path, |object| {
+        let list = match answer {
+            McpjsonAnswer::Yes | McpjsonAnswer::YesAll => "enabledMcpjsonServers",
+            McpjsonAnswer::No => "disabledMcpjsonServers",
+        };
+        add_to_list(object, list, name)
+            .with_context(|| format!("{}: {list} is not a list", path.display()))?;
+        if answer == McpjsonAnswer::YesAll {
+            object.insert(
+                "enableAllProjectMcpServers".to_owned(),
+                serde_json::Value::Bool(true),
+            );
+        }
+        Ok(())
+    })
+}
+
+/// Adds `value` to the list `key` of `object` (made when missing) unless it holds it;
+/// `None` when `key` is not a list.
+fn add_to_list(
+    object: &mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    value: &str,
+) -> Option<()> {
+    let list = object
+        .entry(key)
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()?;
+    if !list.iter().any(|known| known.as_str() == Some(value)) {
+        list.push(serde_json::Value::from(value));
+    }
+    Some(())
+}
+
+/// Changes the settings file at `path` with `change` (made, with its folder, when
+/// missing), keeping everything else in it; written whole to a new file of a name no one
+/// could have guessed (made with `O_EXCL`, so never through a link planted in its place),
+/// then renamed over the old. (A project's file is checked with `refuse_links` first by
+/// its caller: the user's own may be a link, a dotfiles manager's.)
+///
+/// # Errors
+///
+/// When the file is not a JSON object, `change` fails (the file is then left as it was), or
+/// it cannot be written.
+pub fn edit_settings(
+    path: &Path,
+    change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut settings: serde_json::Value = match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text).with_context(|| {
             format!("{} is not valid JSON; it was left as it is", path.display())
@@ -142,19 +222,7 @@ pub fn save_allow_rule(path: &Path, rule: &str) -> anyhow::Result<()> {
             path.display()
         )
     })?;
-    let permissions = object
-        .entry("permissions")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .with_context(|| format!("{}: permissions is not an object", path.display()))?;
-    let allow = permissions
-        .entry("allow")
-        .or_insert_with(|| serde_json::json!([]))
-        .as_array_mut()
-        .with_context(|| format!("{}: permissions.allow is not a list", path.display()))?;
-    if !allow.iter().any(|known| known.as_str() == Some(rule)) {
-        allow.push(serde_json::Value::from(rule));
-    }
+    change(object)?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;

@@ -218,7 +218,7 @@ impl Session {
         let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
         let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
-        let mcp_servers = mcp_servers(options, &cwd, &settings, trusted, &claude)?;
+        let mcp_servers = mcp_servers(options, &cwd, &settings, (trusted, trust_asker), &claude)?;
         report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
@@ -3374,7 +3374,7 @@ fn mcp_servers(
     options: &Options,
     cwd: &Path,
     settings: &settings::Settings,
-    trusted: bool,
+    (trusted, asker): (bool, Option<&dyn crate::trust::TrustAsker>),
     claude: &crate::claude_code::State,
 ) -> anyhow::Result<Vec<mcp::config::Configured>> {
     let lookup = |name: &str| setting_or_env(&settings.env, name);
@@ -3422,15 +3422,22 @@ fn mcp_servers(
                     .map(|layer| &layer.settings.other)
                     .chain([&recorded]),
             );
-            let (servers, refused): (Vec<_>, Vec<_>) = mcp::config::read_file(&project, &lookup)?
+            let (mut servers, refused): (Vec<_>, Vec<_>) =
+                mcp::config::read_file(&project, &lookup)?
+                    .into_iter()
+                    .partition(|server| approvals.allows(&server.name));
+            // Refused by name stays refused; the others are asked about (once: the answer is
+            // kept), or named in one line.
+            let pending: Vec<_> = refused
                 .into_iter()
-                .partition(|server| approvals.allows(&server.name));
-            if !refused.is_empty() {
-                let refused: Vec<String> = refused.into_iter().map(|server| server.name).collect();
+                .filter(|server| !approvals.disabled.contains(&server.name))
+                .collect();
+            let unasked = ask_mcpjson(cwd, pending, asker, &mut servers, &warn);
+            if !unasked.is_empty() {
                 warn(&format!(
                     "note: .mcp.json server{} {} not started: not approved (add to enabledMcpjsonServers in .claude/settings.local.json to start)",
-                    if refused.len() == 1 { "" } else { "s" },
-                    render::printable(&refused.join(", "), false)
+                    if unasked.len() == 1 { "" } else { "s" },
+                    render::printable(&unasked.join(", "), false)
                 ));
             }
             lists.push(servers);
@@ -3452,6 +3459,57 @@ fn mcp_servers(
         );
     }
     Ok(mcp::config::merge(lists))
+}
+
+/// Asks `asker` about each of a trusted project's `.mcp.json` servers in `pending` (no
+/// setting approved or refused them), as Claude Code asks: yes starts it (joins `servers`),
+/// all starts it and the rest, no leaves it; each answer is kept in the project's
+/// `.claude/settings.local.json`, so it is asked once. Returns the names not asked (no
+/// `asker`, or one that cannot ask).
+fn ask_mcpjson(
+    cwd: &Path,
+    pending: Vec<mcp::config::Configured>,
+    asker: Option<&dyn crate::trust::TrustAsker>,
+    servers: &mut Vec<mcp::config::Configured>,
+    warn: &dyn Fn(&str),
+) -> Vec<String> {
+    use crate::approvals::McpjsonAnswer;
+    let file = cwd.join(".claude").join("settings.local.json");
+    let mut unasked = Vec::new();
+    let mut all = false;
+    for server in pending {
+        let answer = if all {
+            Some(McpjsonAnswer::Yes)
+        } else {
+            let detail = match &server.config {
+                mcp::config::ServerConfig::Stdio { command, args, .. } => {
+                    std::iter::once(command.as_str())
+                        .chain(args.iter().map(String::as_str))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+                mcp::config::ServerConfig::Http { url, .. } => url.clone(),
+                mcp::config::ServerConfig::Incomplete { problem } => problem.clone(),
+            };
+            asker.and_then(|asker| asker.ask_mcp_server(&server.name, &detail))
+        };
+        let Some(answer) = answer else {
+            unasked.push(server.name);
+            continue;
+        };
+        if let Err(error) = crate::approvals::save_mcpjson_answer(&file, &server.name, answer) {
+            warn(&format!("warning: the answer was not kept: {error:#}"));
+        }
+        match answer {
+            McpjsonAnswer::No => {}
+            McpjsonAnswer::Yes => servers.push(server),
+            McpjsonAnswer::YesAll => {
+                all = true;
+                servers.push(server);
+            }
+        }
+    }
+    unasked
 }
 
 /// The variable `key` from settings' `env`, else the process environment, as Claude Code

@@ -65,6 +65,14 @@ pub trait TrustAsker {
     /// Asks under `heading` (one line, shown as written), listing `parts` (one line each:
     /// what the folder configures that needs trust, or what changed since it was trusted).
     fn ask(&self, heading: &str, parts: &[String]) -> TrustAnswer;
+
+    /// Asks whether to start the project's `.mcp.json` server `name` (`detail`: what it
+    /// runs or where it connects), which no setting approved yet, as Claude Code asks at
+    /// start-up. `None`: not asked (a front end that cannot ask); the server does not start.
+    fn ask_mcp_server(&self, name: &str, detail: &str) -> Option<crate::approvals::McpjsonAnswer> {
+        let _ = (name, detail);
+        None
+    }
 }
 
 /// The heading of the question about a folder not trusted yet.
