@@ -400,8 +400,18 @@ async fn headless(
             &mut renderer,
             cancel,
         )
-        .await?;
+        .await;
     interrupts.disarm();
+    let outcome = match outcome {
+        Err(error) if error.downcast_ref::<session::PromptBlocked>().is_some() => {
+            return Ok(report_blocked(
+                args.output_format,
+                session.session_id(),
+                &error,
+            ));
+        }
+        other => other?,
+    };
     renderer.finish(&outcome);
     if renderer.structured_failed() {
         return Ok(3);
@@ -411,6 +421,17 @@ async fn headless(
         130 => interrupts.aborted_exit_code(),
         code => code,
     })
+}
+
+/// A prompt a UserPromptSubmit hook refused (`error` holds the [`session::PromptBlocked`]):
+/// its result line (json, stream-json) and a line on stderr; exit code 1.
+fn report_blocked(format: OutputFormat, session_id: &str, error: &anyhow::Error) -> u8 {
+    let message = error.to_string();
+    eprintln!("agent: {}", render::printable(&message, false));
+    if format != OutputFormat::Text {
+        output::print_blocked(&message, session_id);
+    }
+    1
 }
 
 /// `--input-format stream-json`: each JSON line of stdin is a user message (Claude Code's
@@ -441,8 +462,16 @@ async fn stream_json_input(
         };
         let cancel = interrupts.arm();
         // A text message may name a custom command, as a prompt does.
-        let outcome = session.send(message, renderer, cancel).await?;
+        let outcome = session.send(message, renderer, cancel).await;
         interrupts.disarm();
+        // A prompt a hook refused has its result line, and the next message is read.
+        let outcome = match outcome {
+            Err(error) if error.downcast_ref::<session::PromptBlocked>().is_some() => {
+                code = report_blocked(OutputFormat::StreamJson, session.session_id(), &error);
+                continue;
+            }
+            other => other?,
+        };
         renderer.finish(&outcome);
         code = match output::exit_code(&outcome.terminal).0 {
             130 => return Ok(interrupts.aborted_exit_code()),

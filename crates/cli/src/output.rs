@@ -1634,6 +1634,15 @@ pub fn failure_result(message: &str) -> Value {
     })
 }
 
+/// Writes the result of a prompt a UserPromptSubmit hook refused (nothing was sent) as one
+/// line on stdout: [`failure_result`] with `terminal_reason` `prompt_blocked`.
+pub fn print_blocked(message: &str, session_id: &str) {
+    let mut result = failure_result(message);
+    (result["terminal_reason"], result["session_id"]) =
+        (json!("prompt_blocked"), json!(session_id));
+    Renderer::line(&result);
+}
+
 /// Writes [`failure_result`] as one line on stdout.
 pub fn print_failure(message: &str) {
     Renderer::line(&failure_result(message));

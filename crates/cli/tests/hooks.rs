@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{repo, run as agent};
+use common::{lines, repo, run as agent};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 
@@ -285,4 +285,251 @@ async fn a_blocked_prompt_is_never_sent() {
         .map(|event| event["hook_event_name"].clone())
         .collect();
     assert_eq!(names, [json!("UserPromptSubmit"), json!("SessionEnd")]);
+}
+
+/// Writes `settings` (the `hooks` object and anything else) as the project's settings, and
+/// the recording hook beside them.
+fn project_settings(repo: &common::Repo, settings: &Value) {
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::fs::write(repo.dir.join(".claude/hook.py"), HOOK).unwrap();
+    std::fs::write(repo.dir.join(".claude/settings.json"), settings.to_string()).unwrap();
+}
+
+/// A hook's `if` (Claude Code's permission-rule filter) scopes it: the hook runs for calls
+/// its rule covers as a refusal would (any part of a command), and what it approves counts
+/// only for calls the rule allows as a whole; the exec form (`args`) runs the program with
+/// no shell, so the event on its stdin is never shell input.
+#[tokio::test]
+async fn a_hooks_if_scopes_what_it_approves_and_args_run_without_a_shell() {
+    let repo = repo("hooks-if");
+    let approve = json!({"type": "command", "command": "python3", "args": [".claude/hook.py"]});
+    let mut scoped_request = approve.clone();
+    scoped_request["if"] = json!("Write(notes/**)");
+    let mut scoped_pre = approve.clone();
+    scoped_pre["if"] = json!("Bash(npm test*)");
+    project_settings(
+        &repo,
+        &json!({"hooks": {
+            "PermissionRequest": [{"hooks": [scoped_request]}],
+            "PreToolUse": [{"matcher": "Bash", "hooks": [scoped_pre]}],
+        }}),
+    );
+    // The recording hook approves every PermissionRequest; PreToolUse it answers with an
+    // allow only for `echo original` (rewritten), so a scoped PreToolUse that approves is
+    // made here with a second script.
+    std::fs::write(
+        repo.dir.join(".claude/hook.py"),
+        HOOK.replace(
+            "elif name == \"PreToolUse\" and tool_input.get(\"command\") == \"echo original\":",
+            "elif name == \"PreToolUse\":\n    answer({\"permissionDecision\": \"allow\"})\nelif False:",
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.dir.join("notes")).unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_in",
+                    "Write",
+                    json!({"file_path": "notes/in.txt", "content": "in\n"}),
+                )
+                .tool_use(
+                    "toolu_out",
+                    "Write",
+                    json!({"file_path": "out.txt", "content": "out\n"}),
+                ),
+        ),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_mixed",
+            "Bash",
+            json!({"command": "echo $(touch pwned) && npm test", "dangerouslyDisableSandbox": true}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // Within its `if`: approved. Outside: the hook did not run, and headless refused it.
+    assert!(repo.dir.join("notes/in.txt").exists(), "{stderr}");
+    assert!(!repo.dir.join("out.txt").exists());
+    // The Bash call has a part the rule covers, so the hook ran; not every part, so its
+    // approval did not count (headless: refused). No shell ever read the event.
+    assert!(
+        stderr.contains("PreToolUse hook `python3`: its approval is ignored: the call is not within its `if` (Bash(npm test*))"),
+        "{stderr}"
+    );
+    assert!(!repo.dir.join("pwned").exists());
+    let names: Vec<String> = events(&repo.dir)
+        .iter()
+        .map(|event| {
+            format!(
+                "{} {}",
+                event["hook_event_name"].as_str().unwrap(),
+                event["tool_input"]["file_path"]
+                    .as_str()
+                    .or(event["tool_input"]["command"].as_str())
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "PermissionRequest notes/in.txt",
+            "PreToolUse echo $(touch pwned) && npm test"
+        ]
+    );
+}
+
+/// The user's `disableAllHooks` turns every hook off, a project's included; a hook after a
+/// call does not eat into the call's own time limit; a Stop hook's `additionalContext`
+/// sends the model on with it.
+#[tokio::test]
+async fn disable_all_hooks_time_limits_and_stop_context() {
+    let repo = repo("hooks-disabled");
+    project_settings(
+        &repo,
+        &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch started"}]}]}}),
+    );
+    std::fs::create_dir_all(repo.home.join(".claude")).unwrap();
+    std::fs::write(
+        repo.home.join(".claude/settings.json"),
+        json!({"disableAllHooks": true}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_b",
+            "Bash",
+            json!({"command": "echo fast", "timeout": 1000}),
+        )),
+        Reply::turn(Turn::new().text("Stopping.")),
+        Reply::turn(Turn::new().text("Went on.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !repo.dir.join("started").exists(),
+        "a hook ran despite disableAllHooks"
+    );
+
+    std::fs::remove_file(repo.home.join(".claude/settings.json")).unwrap();
+    let stop_once = "if [ -e stopped ]; then exit 0; fi; touch stopped; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"Stop\", \"additionalContext\": \"the changelog is not updated\"}}'";
+    project_settings(
+        &repo,
+        &json!({"hooks": {
+            "PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "sleep 3; echo checked >&2; exit 2", "timeout": 10}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": stop_once}]}],
+        }}),
+    );
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--allowedTools",
+            "Bash(echo:*)",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = server.requests();
+    let result = requests[2].json()["messages"][2]["content"][0].clone();
+    let text = result["content"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        text.starts_with("fast") && text.ends_with("PostToolUse hook feedback:\nchecked"),
+        "{result}"
+    );
+    assert_eq!(requests.len(), 4);
+    let last = requests[3].json()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last.to_string()
+            .contains("Stop hook additional context: the changelog is not updated"),
+        "{last}"
+    );
+    assert_eq!(lines(&output)[0]["result"], "Went on.");
+}
+
+/// With `--input-format stream-json`, a prompt a hook refuses gets its result line and the
+/// next message is answered.
+#[tokio::test]
+async fn a_blocked_message_of_a_stream_does_not_end_it() {
+    let repo = hooked_repo("hooks-stream", &["UserPromptSubmit"]);
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("Answered."),
+    )]))
+    .await
+    .unwrap();
+    let mut command = common::command(&repo, &server);
+    command
+        .args([
+            "-p",
+            "--trust",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        for text in ["a forbidden thing", "a fine thing"] {
+            let line = json!({"type": "user", "message": {"role": "user", "content": text}});
+            stdin
+                .write_all(format!("{line}\n").as_bytes())
+                .await
+                .unwrap();
+        }
+    }
+    let output = child.wait_with_output().await.unwrap();
+    let results: Vec<Value> = lines(&output)
+        .into_iter()
+        .filter(|line| line["type"] == "result")
+        .collect();
+    assert_eq!(
+        results.len(),
+        2,
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(results[0]["terminal_reason"], "prompt_blocked");
+    assert_eq!(results[0]["is_error"], true);
+    assert!(results[0]["session_id"].is_string());
+    assert_eq!(results[1]["result"], "Answered.");
+    assert_eq!(server.request_count(), 1);
 }

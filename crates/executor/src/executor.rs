@@ -860,6 +860,15 @@ impl StreamingToolExecutor {
                     notes: output.notes,
                 };
             }
+            TaskOutcome::Ran(Err(ToolError::TimedOut { after, note })) => (
+                Outcome::TimedOut { after },
+                Text(format!(
+                    "Error: {} timed out after {} ms and was stopped.{note}",
+                    name,
+                    after.as_millis()
+                )),
+                true,
+            ),
             TaskOutcome::Ran(Err(error)) => {
                 let outcome = match &error {
                     ToolError::InvalidInput(_) => Outcome::InvalidInput,

@@ -235,6 +235,16 @@ pub enum ToolError {
     /// The tool's work was killed (by a signal, or because it was cancelled).
     #[error("{0}")]
     Killed(String),
+    /// The tool enforced a deadline itself and its work was stopped (a wrapper that runs
+    /// more after the work, such as hooks, keeps the work to its own limit this way): the
+    /// executor reports it as a timeout of the call, with `note` after its message.
+    #[error("timed out after {} ms{note}", after.as_millis())]
+    TimedOut {
+        /// The limit that passed.
+        after: std::time::Duration,
+        /// Text added after the timeout's message (empty, or starting with a line break).
+        note: String,
+    },
 }
 
 /// One tool_use handed to the executor.

@@ -247,7 +247,10 @@ where
 /// Gives `command` its environment in place of the agent's: the passed variables of the
 /// agent's environment ([`passed_from`]), then the variables already set on `command` (a
 /// sandbox's `TMPDIR`), then `settings` (settings' `env`, which wins), without
-/// [`AGENT_CREDENTIALS`]. Nothing else of the agent's environment is inherited.
+/// [`AGENT_CREDENTIALS`]. Nothing else of the agent's environment is inherited. Outside a
+/// sandbox a `PATH` from `settings` keeps only its absolute entries outside the workspace,
+/// as the agent's own does ([`absolute_path_entries`]): a program the sandboxed model
+/// wrote into `node_modules/.bin` must not be what an unsandboxed hook runs.
 pub fn reset(command: &mut Command, confinement: Confinement, settings: &[(String, String)]) {
     let explicit: Vec<(OsString, OsString)> = command
         .get_envs()
@@ -257,7 +260,14 @@ pub fn reset(command: &mut Command, confinement: Confinement, settings: &[(Strin
         .env_clear()
         .envs(passed_from(std::env::vars_os(), confinement))
         .envs(explicit)
-        .envs(settings.iter().map(|(name, value)| (name, value)));
+        .envs(settings.iter().map(|(name, value)| {
+            let value = if confinement == Confinement::Unsandboxed && name == "PATH" {
+                absolute_path_entries(OsStr::new(value))
+            } else {
+                OsString::from(value)
+            };
+            (OsString::from(name), value)
+        }));
     for name in AGENT_CREDENTIALS {
         command.env_remove(name);
     }
@@ -513,6 +523,32 @@ mod tests {
         );
         let unsandboxed = passed_from(agent, Confinement::Unsandboxed);
         assert_eq!(unsandboxed[0].1, OsString::from("/usr/local/bin:/usr/bin"));
+    }
+
+    /// A settings `PATH` is cleaned as the agent's own is outside a sandbox: a folder the
+    /// sandboxed model can write (`node_modules/.bin`) never leads an unsandboxed hook.
+    #[test]
+    fn a_settings_path_outside_the_sandbox_loses_relative_entries() {
+        let path_of = |confinement| {
+            let mut command = Command::new("true");
+            reset(
+                &mut command,
+                confinement,
+                &[("PATH".into(), "node_modules/.bin:/usr/bin::./x".into())],
+            );
+            command
+                .get_envs()
+                .find(|(name, _)| *name == "PATH")
+                .and_then(|(_, value)| value.map(OsStr::to_owned))
+        };
+        assert_eq!(
+            path_of(Confinement::Unsandboxed),
+            Some(OsString::from("/usr/bin"))
+        );
+        assert_eq!(
+            path_of(Confinement::Sandboxed),
+            Some(OsString::from("node_modules/.bin:/usr/bin::./x"))
+        );
     }
 
     #[test]

@@ -81,7 +81,13 @@ impl KeyHelper {
 
     /// Runs the command: its trimmed stdout, or why there is none.
     async fn run(&self) -> Result<String, String> {
-        let exit = process::run(&self.env, &self.command, TIMEOUT, None).await?;
+        let exit = process::run(
+            &self.env,
+            &process::Launch::shell(&self.command),
+            TIMEOUT,
+            None,
+        )
+        .await?;
         match exit.code {
             Some(0) if exit.stdout.is_empty() => Err("it printed nothing".to_owned()),
             // The first line: a key never holds a line break, and a header must not.

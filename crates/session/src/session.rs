@@ -401,7 +401,7 @@ impl Session {
         }
         let exit = hooks::process::run(
             hooks.env(),
-            &status_line.command,
+            &hooks::process::Launch::shell(&status_line.command),
             STATUS_LINE_TIMEOUT,
             Some(&input),
         )
@@ -1439,7 +1439,18 @@ impl Session {
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
-        self.prompt_hooks(&mut user).await?;
+        // Ctrl-C while the hooks run stops them (their process groups are killed) and the
+        // prompt is not sent.
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => {
+                return Err(PromptBlocked {
+                    reason: "interrupted while the hooks ran; the prompt was not sent".to_owned(),
+                }
+                .into());
+            }
+            checked = self.prompt_hooks(&mut user) => checked?,
+        }
         // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
         // first, as Claude Code sends it.
         if !self.pending.context.is_empty() {
@@ -1760,9 +1771,14 @@ impl ToolState {
         let results_dir = record.sessions.join(session_id).join("tool-results");
         let (rules, rule_origins) = permission_rules(options, settings, cwd);
         let env = command_env(settings);
+        let no_hooks = BTreeMap::new();
         let hooks = hooks::Hooks::new(
             hook_env(&env, session_id, &record.path, cwd, mode, &options.notices),
-            &settings.hooks,
+            if settings.hooks_disabled() {
+                &no_hooks
+            } else {
+                &settings.hooks
+            },
         );
         let mut recipe = subagents::Recipe {
             workspace: Arc::clone(&workspace),
@@ -1822,7 +1838,7 @@ impl ToolState {
             status_line: settings
                 .status_line
                 .clone()
-                .filter(|status_line| status_line.kind == "command"),
+                .filter(|status_line| status_line.kind == "command" && !settings.hooks_disabled()),
             status_line_failed: Arc::default(),
         };
         Ok((state, structured))

@@ -283,7 +283,6 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "cleanupPeriodDays",
     "defaultShell",
     "deniedMcpServers",
-    "disableAllHooks",
     "effortLevel",
     "fallbackModel",
     "forceLoginMethod",
@@ -299,29 +298,182 @@ const CLAUDE_CODE_UNUSED_BEHAVIOUR: &[&str] = &[
     "respectGitignore",
 ];
 
-/// One hook. `agent` runs `command` hooks; other types (Claude Code's `http`, `prompt`,
-/// `agent`, `mcp_tool`) are accepted, counted among the settings not used here, so a shared
-/// settings file stays valid.
+/// One hook, with the fields of Claude Code 2.1.197's command hook. `agent` runs `command`
+/// hooks; other types (Claude Code's `http`, `prompt`, `agent`, `mcp_tool`) are accepted,
+/// counted among the settings not used here, so a shared settings file stays valid.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct HookCommand {
     /// `command` (or another type, not run).
     #[serde(rename = "type")]
     pub kind: String,
-    /// Run with `bash -c`; required for `command` hooks.
+    /// Run with `bash -c`; required for `command` hooks. With [`HookCommand::args`], the
+    /// program to run.
     #[serde(default)]
     pub command: Option<String>,
-    /// Seconds before the hook is stopped, at least 1. Claude Code's default: 600 for a
-    /// command (`pp=600000` in 2.1.197's bundle); SessionEnd hooks together get at most
-    /// 1.5 s unless one of them asks for more (up to 60 s).
+    /// Claude Code's exec form: `command` is run directly (no shell) with these arguments.
     #[serde(default)]
-    pub timeout: Option<u64>,
-    /// `"async": true`: the hook runs in the background; nothing waits for it and its
-    /// answer is not read (its failure is still told).
+    pub args: Option<Vec<String>>,
+    /// Permission rule syntax (`Bash(git *)`): for tool events, the hook runs only for calls
+    /// the rule covers, and what it approves only counts for calls the rule allows
+    /// ([`tools::PermissionGate::rule_covers`]).
+    #[serde(default, rename = "if")]
+    pub if_rule: Option<String>,
+    /// `bash` (the default); a hook asking for `powershell` is not run.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Seconds before the hook is stopped (a positive number, fractions allowed). Claude
+    /// Code's default: 600 for a command (`pp=600000` in 2.1.197's bundle); SessionEnd hooks
+    /// together get at most 1.5 s unless one of them asks for more (up to 60 s).
+    #[serde(default)]
+    pub timeout: Option<serde_json::Number>,
+    /// `"async": true` (or `asyncRewake`): the hook runs in the background; nothing waits
+    /// for it and its answer is not read (its failure is still told).
     #[serde(default, rename = "async")]
     pub background: bool,
+    /// Claude Code's `asyncRewake`: run in the background (its waking the model on exit 2
+    /// is not done here).
+    #[serde(default, rename = "asyncRewake")]
+    pub async_rewake: bool,
+    /// `once: true`: the hook runs once in a session.
+    #[serde(default)]
+    pub once: bool,
+    /// The spinner's text while it runs, in Claude Code (not shown here).
+    #[serde(default, rename = "statusMessage")]
+    pub status_message: Option<String>,
     /// The other fields of other hook types, kept and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl HookCommand {
+    /// Its `timeout`, when one is given.
+    pub fn timeout(&self) -> Option<std::time::Duration> {
+        self.timeout
+            .as_ref()
+            .and_then(serde_json::Number::as_f64)
+            .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+            .map(|seconds| std::time::Duration::from_secs_f64(seconds.min(1e9)))
+    }
+
+    /// Whether it runs in the background (`async` or `asyncRewake`).
+    pub fn in_background(&self) -> bool {
+        self.background || self.async_rewake
+    }
+
+    /// Why `agent` cannot run it as its settings ask, when it cannot: a type other than
+    /// `command`, a shell other than bash, no command.
+    pub fn unsupported(&self) -> Option<String> {
+        if self.kind != "command" {
+            return Some(format!("{} hooks", self.kind));
+        }
+        if let Some(shell) = self.shell.as_deref().filter(|shell| *shell != "bash") {
+            return Some(format!("{shell} hooks"));
+        }
+        None
+    }
+}
+
+/// Settings' `hooks` read leniently: a matcher or hook that is not valid (a matcher that is
+/// not a regular expression, a timeout that is not a positive number, a command hook without
+/// a command, a field of the wrong type) is skipped with a line naming it, and the rest
+/// stays. Returns the matchers by event, and the lines.
+pub fn lenient_hooks(
+    value: &serde_json::Value,
+) -> (BTreeMap<String, Vec<HookMatcher>>, Vec<String>) {
+    let mut hooks = BTreeMap::new();
+    let mut problems = Vec::new();
+    let Some(events) = value.as_object() else {
+        if !value.is_null() {
+            problems.push("hooks is not an object; no hook of this file runs".to_owned());
+        }
+        return (hooks, problems);
+    };
+    for (event, matchers) in events {
+        let Some(matchers) = matchers.as_array() else {
+            problems.push(format!("hooks.{event} is not a list; its hooks do not run"));
+            continue;
+        };
+        let mut kept = Vec::new();
+        for (at, matcher) in matchers.iter().enumerate() {
+            let place = format!("hooks.{event}[{at}]");
+            // The matcher first, then each hook on its own: one hook of the wrong shape
+            // does not take its neighbours with it.
+            let entries = matcher
+                .get("hooks")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let mut bare = matcher.clone();
+            if let Some(object) = bare.as_object_mut() {
+                object.insert("hooks".to_owned(), serde_json::json!([]));
+            }
+            let mut matcher = match serde_json::from_value::<HookMatcher>(bare) {
+                Ok(matcher) => matcher,
+                Err(error) => {
+                    problems.push(format!("{place}: {error}; it is skipped"));
+                    continue;
+                }
+            };
+            if let Err(error) = matcher.pattern() {
+                problems.push(format!(
+                    "{place}: matcher {:?} is not a valid regular expression ({}); it is skipped",
+                    matcher.matcher.as_deref().unwrap_or_default(),
+                    error.to_string().lines().last().unwrap_or_default().trim()
+                ));
+                continue;
+            }
+            for (index, entry) in entries.into_iter().enumerate() {
+                match serde_json::from_value::<HookCommand>(entry) {
+                    Err(error) => problems.push(format!(
+                        "{place}.hooks[{index}]: {error}; that hook is skipped"
+                    )),
+                    Ok(hook) => match hook_problem(&hook) {
+                        Some(problem) => problems.push(format!(
+                            "{place}.hooks[{index}]: {problem}; that hook is skipped"
+                        )),
+                        None => matcher.hooks.push(hook),
+                    },
+                }
+            }
+            kept.push(matcher);
+        }
+        hooks.insert(event.clone(), kept);
+    }
+    (hooks, problems)
+}
+
+/// What makes `hook` unusable, if anything.
+fn hook_problem(hook: &HookCommand) -> Option<String> {
+    if hook.timeout.is_some() && hook.timeout().is_none() {
+        return Some(format!(
+            "timeout {} is not a positive number of seconds",
+            hook.timeout
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        ));
+    }
+    if hook.kind == "command"
+        && hook
+            .command
+            .as_deref()
+            .is_none_or(|command| command.trim().is_empty())
+    {
+        return Some("a hook of type \"command\" needs a non-empty \"command\"".to_owned());
+    }
+    None
+}
+
+/// Deserializes `hooks` with [`lenient_hooks`] (its lines are gathered again by
+/// [`parse`]).
+fn deserialize_hooks<'de, D>(
+    deserializer: D,
+) -> Result<BTreeMap<String, Vec<HookMatcher>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let value = <serde_json::Value as serde::Deserialize>::deserialize(deserializer)?;
+    Ok(lenient_hooks(&value).0)
 }
 
 /// Hooks for the events a matcher names. As in Claude Code 2.1.197: `*`, an empty string or
@@ -426,9 +578,13 @@ pub struct Settings {
     /// Permission rules and mode.
     #[serde(default)]
     pub permissions: PermissionSettings,
-    /// Hooks by event (`Stop`, `PreToolUse`, `PostToolUse`, ...).
-    #[serde(default)]
+    /// Hooks by event (`Stop`, `PreToolUse`, `PostToolUse`, ...), read leniently
+    /// ([`lenient_hooks`]).
+    #[serde(default, deserialize_with = "deserialize_hooks")]
     pub hooks: BTreeMap<String, Vec<HookMatcher>>,
+    /// What of `hooks` was skipped as invalid, one line each ([`Settings::warnings`]).
+    #[serde(skip)]
+    pub hook_problems: Vec<String>,
     /// Default model.
     #[serde(default)]
     pub model: Option<String>,
@@ -696,10 +852,32 @@ impl Layer {
                                 "timeout": hook.timeout,
                                 "other": hook.other,
                             });
-                            // Only when set: a folder trusted before the field was read
-                            // keeps its fingerprint.
-                            if hook.background {
-                                exact["async"] = serde_json::Value::Bool(true);
+                            // Only when set: a folder trusted before these fields were
+                            // read keeps its fingerprint.
+                            let extra = [
+                                ("async", hook.background.then(|| serde_json::json!(true))),
+                                (
+                                    "asyncRewake",
+                                    hook.async_rewake.then(|| serde_json::json!(true)),
+                                ),
+                                ("once", hook.once.then(|| serde_json::json!(true))),
+                                (
+                                    "args",
+                                    hook.args.as_ref().map(|args| serde_json::json!(args)),
+                                ),
+                                (
+                                    "if",
+                                    hook.if_rule.as_ref().map(|rule| serde_json::json!(rule)),
+                                ),
+                                (
+                                    "shell",
+                                    hook.shell.as_ref().map(|shell| serde_json::json!(shell)),
+                                ),
+                            ];
+                            for (key, value) in extra {
+                                if let Some(value) = value {
+                                    exact[key] = value;
+                                }
                             }
                             exact
                         },
@@ -828,6 +1006,14 @@ pub const HOOK_EVENTS: [&str; 30] = [
 ];
 
 impl Settings {
+    /// Whether any of the files says `"disableAllHooks": true` (Claude Code's switch: no
+    /// hook and no `statusLine` runs). Any file: a project cannot turn the user's back on.
+    pub fn hooks_disabled(&self) -> bool {
+        self.layers.iter().any(|layer| {
+            layer.settings.other.get("disableAllHooks") == Some(&serde_json::Value::Bool(true))
+        })
+    }
+
     /// The file that set `permissions.defaultMode` last (the one in effect).
     pub fn default_mode_origin(&self) -> Option<&Path> {
         self.layers
@@ -873,6 +1059,9 @@ impl Settings {
                         path.display()
                     ));
                 }
+            }
+            for problem in &layer.hook_problems {
+                warnings.push(format!("{}: {problem}", path.display()));
             }
             for key in layer.permissions.other.keys() {
                 if CLAUDE_CODE_PERMISSION_KEYS.contains(&key.as_str()) {
@@ -982,8 +1171,8 @@ impl Settings {
                     push(format!("hooks.{event}"));
                 }
                 for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
-                    if hook.kind != "command" {
-                        push(format!("hooks.{event} ({} hooks)", hook.kind));
+                    if let Some(unsupported) = hook.unsupported() {
+                        push(format!("hooks.{event} ({unsupported})"));
                     }
                 }
             }
@@ -1095,7 +1284,7 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
     // Code would not see it either once the file is read as UTF-8 text.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let settings: Settings =
+    let mut settings: Settings =
         serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
             let field = error.path().to_string();
             let inner = error.inner();
@@ -1156,33 +1345,10 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Settings> {
             )));
         }
     }
-    for (event, matchers) in &settings.hooks {
-        for matcher in matchers {
-            if let Err(error) = matcher.pattern() {
-                return Err(invalid(format!(
-                    "hooks.{event}: matcher {:?} is not a valid regular expression: {error}",
-                    matcher.matcher.as_deref().unwrap_or_default()
-                )));
-            }
-            for hook in &matcher.hooks {
-                if hook.timeout == Some(0) {
-                    return Err(invalid(format!(
-                        "hooks.{event}: timeout must be at least 1 second (hook `{}`)",
-                        hook.command.as_deref().unwrap_or_default()
-                    )));
-                }
-                if hook.kind == "command"
-                    && hook
-                        .command
-                        .as_deref()
-                        .is_none_or(|command| command.trim().is_empty())
-                {
-                    return Err(invalid(format!(
-                        "hooks.{event}: a hook of type \"command\" needs a non-empty \"command\""
-                    )));
-                }
-            }
-        }
+    if let Ok(document) = serde_json::from_str::<serde_json::Value>(text)
+        && let Some(hooks) = document.get("hooks")
+    {
+        settings.hook_problems = lenient_hooks(hooks).1;
     }
     for (key, value) in &settings.env {
         if key.is_empty() || key.contains(['=', '\0']) {
@@ -1315,7 +1481,10 @@ mod tests {
             settings.permissions.default_mode.as_deref(),
             Some("acceptEdits")
         );
-        assert_eq!(settings.hooks["Stop"][0].hooks[0].timeout, Some(30));
+        assert_eq!(
+            settings.hooks["Stop"][0].hooks[0].timeout(),
+            Some(std::time::Duration::from_secs(30))
+        );
         assert!(settings.hooks["PreToolUse"][0].matches("Write"));
         assert!(!settings.hooks["PreToolUse"][0].matches("Read"));
     }
@@ -1391,15 +1560,18 @@ mod tests {
         assert!(matcher(Some("Notebook.*")).matches("NotebookEdit"));
         assert!(matcher(Some("^Write$|Edit.")).matches("MultiEdit2"));
         assert!(!matcher(Some("^Write$")).matches("WriteX"));
-        let error = parse(
+        // A matcher that is no regular expression is skipped with a line; the rest stays.
+        let settings = parse(
             Path::new("/p/s.json"),
-            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}]}}"#,
+            r#"{"hooks": {"PreToolUse": [{"matcher": "Bash(", "hooks": []}, {"matcher": "Read", "hooks": []}]}}"#,
         )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            error.starts_with("/p/s.json: invalid settings: hooks.PreToolUse: matcher \"Bash(\" is not a valid regular expression"),
-            "{error}"
+        .unwrap();
+        assert_eq!(settings.hooks["PreToolUse"].len(), 1);
+        assert_eq!(
+            settings.hook_problems,
+            [
+                "hooks.PreToolUse[0]: matcher \"Bash(\" is not a valid regular expression (error: unclosed group); it is skipped"
+            ]
         );
     }
 
@@ -1411,13 +1583,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(settings.hooks["Stop"][0].hooks[0].kind, "prompt");
-        let error = parse(
+        let settings = parse(
             Path::new("s.json"),
-            r#"{"hooks": {"Stop": [{"hooks": [{"type": "command"}]}]}}"#,
+            r#"{"hooks": {"Stop": [{"hooks": [{"type": "command"}, {"type": "command", "command": "ok"}]}]}}"#,
         )
-        .unwrap_err()
-        .to_string();
-        assert!(error.contains("needs a non-empty \"command\""), "{error}");
+        .unwrap();
+        assert_eq!(settings.hooks["Stop"][0].hooks.len(), 1);
+        assert_eq!(
+            settings.hook_problems,
+            [
+                "hooks.Stop[0].hooks[0]: a hook of type \"command\" needs a non-empty \"command\"; that hook is skipped"
+            ]
+        );
     }
 
     #[test]
@@ -1442,13 +1619,33 @@ mod tests {
     }
 
     #[test]
-    fn zero_hook_timeout_is_an_error_naming_the_file() {
-        let text = r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "x", "timeout": 0}]}]}}"#;
-        let error = parse(Path::new("/p/s.json"), text).unwrap_err().to_string();
+    fn hook_timeouts_are_positive_numbers_of_seconds() {
+        let text = r#"{"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": "zero", "timeout": 0},
+            {"type": "command", "command": "text", "timeout": "30"},
+            {"type": "command", "command": "half", "timeout": 1.5}]}]}}"#;
+        let settings = parse(Path::new("/p/s.json"), text).unwrap();
+        let hooks = &settings.hooks["Stop"][0].hooks;
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(
+            hooks[0].timeout(),
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(
+            settings.hook_problems.len(),
+            2,
+            "{:?}",
+            settings.hook_problems
+        );
+        assert_eq!(
+            settings.hook_problems[0],
+            "hooks.Stop[0].hooks[0]: timeout 0 is not a positive number of seconds; that hook is skipped"
+        );
         assert!(
-            error
-                .starts_with("/p/s.json: invalid settings: hooks.Stop: timeout must be at least 1"),
-            "{error}"
+            settings.hook_problems[1]
+                .starts_with("hooks.Stop[0].hooks[1]: invalid type: string \"30\""),
+            "{:?}",
+            settings.hook_problems
         );
     }
 

@@ -105,7 +105,7 @@ pub use paths::real_path;
 pub use permissions::{
     Always, BashRun, DISABLE_SANDBOX_FIELD, HookDecision, ModeHandle, PermissionConfig,
     PermissionGate, PermissionMode, PermissionRequest, PreAsk, PreAskFuture, Prompter,
-    ProposedChange, Verdict,
+    ProposedChange, RuleSense, Verdict,
 };
 pub use sandbox;
 pub use session::{SandboxConfig, ToolSet, ToolSetConfig, TurnGrant, builtin};

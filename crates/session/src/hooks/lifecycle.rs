@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::{Event, Hooks};
 
 /// The Stop hooks of the settings, as loop-core's stop hook; or a subagent's SubagentStop
-/// hooks ([`CommandStopHook::subagent`]). A block makes the model go on with the reasons; a
-/// `continue: false` ends the run.
+/// hooks ([`CommandStopHook::subagent`]). A block or `additionalContext` makes the model go
+/// on with them; a `continue: false` ends the run.
 #[derive(Debug)]
 pub struct CommandStopHook {
     hooks: Hooks,
@@ -68,14 +68,18 @@ impl StopHook for CommandStopHook {
                 .hooks
                 .run(self.event, &subjects, Value::Object(fields))
                 .await;
+            // Context, as a block, sends the model on with it (Claude Code 2.1.197 gives a
+            // Stop hook's additionalContext to the model and the turn goes on).
+            let mut reasons = verdict.blocks;
+            reasons.extend(verdict.context.into_iter().map(|context| {
+                format!("{} hook additional context: {context}", self.event.name())
+            }));
             if let Some(reason) = verdict.end {
                 StopDecision::Prevent { reason }
-            } else if verdict.blocks.is_empty() {
+            } else if reasons.is_empty() {
                 StopDecision::Allow
             } else {
-                StopDecision::Block {
-                    reasons: verdict.blocks,
-                }
+                StopDecision::Block { reasons }
             }
         })
     }

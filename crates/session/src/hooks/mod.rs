@@ -279,6 +279,8 @@ pub struct Hooks {
     agent: Option<(String, String)>,
     /// PreToolUse context waiting for its call's result.
     pending: tool_hooks::PendingContext,
+    /// The `once` hooks that ran.
+    ran_once: Arc<Mutex<HashSet<String>>>,
 }
 
 impl Hooks {
@@ -294,12 +296,27 @@ impl Hooks {
             matchers: Arc::new(matchers),
             agent: None,
             pending: tool_hooks::PendingContext::default(),
+            ran_once: Arc::default(),
         }
     }
 
     /// What the hooks run with.
     pub fn env(&self) -> &HookEnv {
         &self.env
+    }
+
+    /// The longest any one hook of `events` may run (hooks of one event run at the same
+    /// time); zero when there are none.
+    pub fn longest(&self, events: &[Event]) -> Duration {
+        events
+            .iter()
+            .filter_map(|event| self.matchers.get(event))
+            .flatten()
+            .flat_map(|matcher| &matcher.hooks)
+            .filter(|hook| !hook.in_background())
+            .map(|hook| hook.timeout().unwrap_or(COMMAND_TIMEOUT))
+            .max()
+            .unwrap_or(Duration::ZERO)
     }
 
     /// Whether any hook is configured for `event`.
@@ -318,9 +335,11 @@ impl Hooks {
     }
 
     /// The hooks of `event` whose matcher matches one of `subjects` (every hook when the
-    /// event has no matchers or `subjects` is empty), an identical one once.
+    /// event has no matchers or `subjects` is empty) and that can run here, an identical one
+    /// once, a `once` hook only the first time.
     fn selected(&self, event: Event, subjects: &[&str]) -> Vec<&HookCommand> {
         let mut seen = HashSet::new();
+        let mut ran_once = self.ran_once.lock().unwrap_or_else(PoisonError::into_inner);
         self.matchers
             .get(&event)
             .into_iter()
@@ -331,8 +350,11 @@ impl Hooks {
                     || subjects.iter().any(|subject| matcher.matches(subject))
             })
             .flat_map(|matcher| &matcher.hooks)
-            .filter(|hook| hook.kind == "command" && hook.command.is_some())
-            .filter(|hook| seen.insert((hook.command.clone(), hook.timeout, hook.background)))
+            .filter(|hook| hook.command.is_some() && hook.unsupported().is_none())
+            .filter(|hook| seen.insert(identity(hook)))
+            .filter(|hook| {
+                !hook.once || ran_once.insert(format!("{}:{}", event.name(), identity(hook)))
+            })
             .collect()
     }
 
@@ -351,17 +373,101 @@ impl Hooks {
     /// event's input, all at once, and gathers their answers. Their `systemMessage`s and
     /// failures are told to the user here.
     pub async fn run(&self, event: Event, subjects: &[&str], fields: Value) -> Verdict {
-        let hooks = self.selected(event, subjects);
+        self.run_about(event, subjects, None, fields).await
+    }
+
+    /// [`Hooks::run`] for an event about a call of `tool` with `input` (PreToolUse,
+    /// PermissionRequest, PostToolUse, PostToolUseFailure): a hook with an `if` rule runs only
+    /// when the rule covers the call as a refusal would (any part of a command), and what it
+    /// approves counts only when the rule covers the call as an allowance would (every
+    /// part): a hook scoped to `Bash(npm test*)` never approves `npm test && rm -rf ~`.
+    pub async fn run_for_call(
+        &self,
+        event: Event,
+        tool: &dyn executor::Tool,
+        input: &Value,
+        fields: Value,
+    ) -> Verdict {
+        let names: Vec<&str> = std::iter::once(tool.name())
+            .chain(tool.aliases().iter().copied())
+            .collect();
+        self.run_about(event, &names, Some((tool, input)), fields)
+            .await
+    }
+
+    async fn run_about(
+        &self,
+        event: Event,
+        subjects: &[&str],
+        call: Option<(&dyn executor::Tool, &Value)>,
+        fields: Value,
+    ) -> Verdict {
+        let mut hooks = self.selected(event, subjects);
+        if let Some((tool, input)) = call {
+            hooks.retain(|hook| {
+                self.covers(hook, tool, input, tools::RuleSense::Refusal) != Some(false)
+            });
+        }
         if hooks.is_empty() {
             return Verdict::default();
         }
-        let input = self.input(event, fields);
+        let event_input = self.input(event, fields);
         let limit = (event == Event::SessionEnd).then(|| session_end_limit(&hooks));
         let runs = hooks
             .iter()
-            .map(|hook| self.run_one(event, hook, &input, limit));
-        let replies = futures_util::future::join_all(runs).await;
+            .map(|hook| self.run_one(event, hook, &event_input, limit));
+        let mut replies = futures_util::future::join_all(runs).await;
+        if let Some((tool, input)) = call {
+            for (hook, reply) in hooks.iter().zip(&mut replies) {
+                let approves = matches!(reply.permission, Some((Permission::Allow, _)))
+                    || matches!(reply.request, Some(RequestDecision::Allow { .. }));
+                if approves
+                    && let Some(rule) = &hook.if_rule
+                    && self.covers(hook, tool, input, tools::RuleSense::Allowance) != Some(true)
+                {
+                    self.env.notices.say(&format!(
+                        "{} hook `{}`: its approval is ignored: the call is not within its `if` ({})",
+                        event.name(),
+                        printable(hook.command.as_deref().unwrap_or_default(), false),
+                        printable(rule, false)
+                    ));
+                    if matches!(reply.permission, Some((Permission::Allow, _))) {
+                        reply.permission = None;
+                    }
+                    if matches!(reply.request, Some(RequestDecision::Allow { .. })) {
+                        reply.request = None;
+                    }
+                    reply.updated_input = None;
+                }
+            }
+        }
         Verdict::gather(replies)
+    }
+
+    /// Whether `hook`'s `if` rule covers the call in `sense`: `None` when it has no rule,
+    /// or the rule cannot be read (told; the hook then runs, and approves nothing).
+    fn covers(
+        &self,
+        hook: &HookCommand,
+        tool: &dyn executor::Tool,
+        input: &Value,
+        sense: tools::RuleSense,
+    ) -> Option<bool> {
+        let rule = hook.if_rule.as_deref()?;
+        let gate = self.env.gate.get()?;
+        match gate.rule_covers(rule, tool, input, sense) {
+            Ok(covers) => Some(covers),
+            Err(error) => {
+                if sense == tools::RuleSense::Refusal {
+                    self.env.notices.say(&format!(
+                        "hook `{}`: its `if` {} is not a rule ({error}); the hook runs for every call and approves none",
+                        printable(hook.command.as_deref().unwrap_or_default(), false),
+                        printable(rule, false)
+                    ));
+                }
+                None
+            }
+        }
     }
 
     /// Starts the hooks of `event` and returns at once (Notification: nothing waits for a
@@ -390,26 +496,34 @@ impl Hooks {
         let Some(command) = hook.command.as_deref() else {
             return Reply::default();
         };
-        let asked = hook.timeout.map(Duration::from_secs);
-        let timeout = match (asked, limit) {
+        let timeout = match (hook.timeout(), limit) {
             (Some(asked), Some(limit)) => asked.min(limit),
             (asked, limit) => asked.or(limit).unwrap_or(COMMAND_TIMEOUT),
         };
-        if hook.background {
-            let (env, command, input) = (self.env.clone(), command.to_owned(), input.clone());
+        let launch = process::Launch {
+            command: command.to_owned(),
+            args: hook.args.clone(),
+        };
+        if hook.in_background() {
+            let (env, input) = (self.env.clone(), input.clone());
             tokio::spawn(async move {
-                if let Err(error) = process::run(&env, &command, timeout, Some(&input)).await {
-                    env.notices.say(&failure(event, &command, &error));
+                if let Err(error) = process::run(&env, &launch, timeout, Some(&input)).await {
+                    env.notices.say(&failure(event, &launch.command, &error));
                 }
             });
             return Reply::default();
         }
-        let said = match process::run(&self.env, command, timeout, Some(input)).await {
+        let said = match process::run(&self.env, &launch, timeout, Some(input)).await {
             Ok(exit) => reply::read(event, exit.code, &exit.stdout, &exit.stderr),
             Err(error) => Err(error),
         };
         match said {
             Ok(reply) => {
+                for problem in &reply.problems {
+                    self.env
+                        .notices
+                        .say(&failure(event, command, &format!("answered {problem}")));
+                }
                 if let Some(message) = &reply.system_message {
                     self.env.notices.say(&format!(
                         "{} hook: {}",
@@ -425,6 +539,18 @@ impl Hooks {
             }
         }
     }
+}
+
+/// What makes two hooks the same one (run once when both match).
+fn identity(hook: &HookCommand) -> String {
+    json!([
+        hook.command,
+        hook.args,
+        hook.timeout,
+        hook.in_background(),
+        hook.if_rule
+    ])
+    .to_string()
 }
 
 /// The line telling a hook's failure, its command and output with control and escape
@@ -451,9 +577,9 @@ fn session_end_limit(hooks: &[&HookCommand]) -> Duration {
     }
     let asked = hooks
         .iter()
-        .filter_map(|hook| hook.timeout)
+        .filter_map(|hook| hook.timeout())
         .max()
-        .map_or(Duration::ZERO, Duration::from_secs);
+        .unwrap_or(Duration::ZERO);
     asked.clamp(SESSION_END_TIMEOUT, SESSION_END_TIMEOUT_MAX)
 }
 
@@ -652,17 +778,11 @@ mod tests {
             lines.lock().unwrap().as_slice(),
             ["SessionEnd hook `echo bye > said; sleep 30` timed out after 1.5 s"]
         );
-        let asked = HookCommand {
-            kind: "command".into(),
-            command: Some("x".into()),
-            timeout: Some(5),
-            background: false,
-            other: BTreeMap::new(),
+        let hook = |timeout: u64| -> HookCommand {
+            serde_json::from_value(json!({"type": "command", "command": "x", "timeout": timeout}))
+                .unwrap()
         };
-        let long = HookCommand {
-            timeout: Some(600),
-            ..asked.clone()
-        };
+        let (asked, long) = (hook(5), hook(600));
         assert_eq!(session_end_limit(&[&asked]), Duration::from_secs(5));
         assert_eq!(session_end_limit(&[&asked, &long]), SESSION_END_TIMEOUT_MAX);
     }

@@ -68,16 +68,16 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>
     }
 }
 
-/// Runs one hook command with `input` on stdin (`None`: nothing, stdin is closed). `Err`
+/// Runs one hook (`launch`) with `input` on stdin (`None`: nothing, stdin is closed). `Err`
 /// says what went wrong, for a line after the hook's command: it could not start, or it
 /// timed out (and was killed).
 pub async fn run(
     env: &HookEnv,
-    command: &str,
+    launch: &Launch,
     timeout: Duration,
     input: Option<&Value>,
 ) -> Result<Exit, String> {
-    let line = command_line(env, command).map_err(|error| format!("could not start: {error}"))?;
+    let line = command_line(env, launch).map_err(|error| format!("could not start: {error}"))?;
     let child = tokio::process::Command::from(line)
         .stdin(if input.is_some() {
             Stdio::piped()
@@ -151,12 +151,50 @@ fn seconds(duration: Duration) -> String {
     }
 }
 
-/// The command line of a hook: `bash -c COMMAND` (bash found outside the workspace), through
-/// the guard when there is one (a session and process group of its own, dying with the
-/// agent), in the working directory, with the allow-listed environment, settings' `env` and
-/// `CLAUDE_PROJECT_DIR`.
-pub(super) fn command_line(env: &HookEnv, command: &str) -> Result<std::process::Command, String> {
-    let bash = tools::sandbox::env::resolve_program("bash").map_err(|error| error.to_string())?;
+/// What a hook runs: a shell command, or (Claude Code's exec form) a program and its
+/// arguments, with no shell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The shell command, or the program when `args` is given.
+    pub command: String,
+    /// The program's arguments: `Some` runs `command` directly, never through a shell.
+    pub args: Option<Vec<String>>,
+}
+
+impl Launch {
+    /// A shell command.
+    pub fn shell(command: &str) -> Self {
+        Self {
+            command: command.to_owned(),
+            args: None,
+        }
+    }
+}
+
+/// The command line of a hook: `bash -c COMMAND` (bash found outside the workspace), or the
+/// exec form's program (a name found outside the workspace, a relative path taken from the
+/// working directory) with its arguments; through the guard when there is one (a session
+/// and process group of its own, dying with the agent), in the working directory, with the
+/// allow-listed environment, settings' `env` and `CLAUDE_PROJECT_DIR`.
+pub(super) fn command_line(
+    env: &HookEnv,
+    launch: &Launch,
+) -> Result<std::process::Command, String> {
+    let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match &launch.args {
+        None => (
+            tools::sandbox::env::resolve_program("bash").map_err(|error| error.to_string())?,
+            vec!["-c".into(), launch.command.clone().into()],
+        ),
+        Some(args) => {
+            let program = if launch.command.contains('/') {
+                env.cwd.join(&launch.command)
+            } else {
+                tools::sandbox::env::resolve_program(&launch.command)
+                    .map_err(|error| error.to_string())?
+            };
+            (program, args.iter().map(Into::into).collect())
+        }
+    };
     let mut line = match &env.guard {
         Some(guard) => {
             // Not in a group of its own: the guard's `setsid` makes its session and group.
@@ -164,18 +202,16 @@ pub(super) fn command_line(env: &HookEnv, command: &str) -> Result<std::process:
             line.arg(mcp::guard::GUARD_ARG)
                 .arg(mcp::guard::NEW_SESSION_FLAG)
                 .arg(std::process::id().to_string())
-                .arg(&bash);
+                .arg(&program);
             line
         }
         None => {
-            let mut line = std::process::Command::new(&bash);
-            std::os::unix::process::CommandExt::arg0(&mut line, "bash");
+            let mut line = std::process::Command::new(&program);
             std::os::unix::process::CommandExt::process_group(&mut line, 0);
             line
         }
     };
-    line.arg("-c")
-        .arg(command)
+    line.args(args)
         .current_dir(&env.cwd)
         .env("CLAUDE_PROJECT_DIR", &env.cwd);
     tools::sandbox::env::reset(
@@ -214,7 +250,9 @@ pub(crate) mod tests {
         let started = std::time::Instant::now();
         let exit = run(
             &env,
-            "(sleep 20 &) ; echo \"no $HOOK_GREETING in $CLAUDE_PROJECT_DIR\" >&2; exit 2",
+            &Launch::shell(
+                "(sleep 20 &) ; echo \"no $HOOK_GREETING in $CLAUDE_PROJECT_DIR\" >&2; exit 2",
+            ),
             Duration::from_secs(10),
             Some(&json!({})),
         )
@@ -235,12 +273,18 @@ pub(crate) mod tests {
         );
         // Endless output: the first MiB is kept, the hook is stopped by its timeout.
         assert_eq!(
-            run(&env, "yes", Duration::from_secs(1), Some(&json!({}))).await,
+            run(
+                &env,
+                &Launch::shell("yes"),
+                Duration::from_secs(1),
+                Some(&json!({}))
+            )
+            .await,
             Err("timed out after 1 s".to_owned())
         );
         let exit = run(
             &env,
-            "head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 2",
+            &Launch::shell("head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 2"),
             Duration::from_secs(10),
             Some(&json!({})),
         )
@@ -248,9 +292,14 @@ pub(crate) mod tests {
         .unwrap();
         assert_eq!(exit.stderr.len(), OUTPUT_CAP);
         // The event arrives on stdin.
-        let exit = run(&env, "cat", Duration::from_secs(10), Some(&json!({"a": 1})))
-            .await
-            .unwrap();
+        let exit = run(
+            &env,
+            &Launch::shell("cat"),
+            Duration::from_secs(10),
+            Some(&json!({"a": 1})),
+        )
+        .await
+        .unwrap();
         assert_eq!(exit.stdout, r#"{"a":1}"#);
     }
 
@@ -261,7 +310,8 @@ pub(crate) mod tests {
         let marker = format!("sleep 97.{}", std::process::id());
         let command = format!("{marker}; true");
         let event = json!({});
-        let running = run(&env, &command, Duration::from_secs(60), Some(&event));
+        let launch = Launch::shell(&command);
+        let running = run(&env, &launch, Duration::from_secs(60), Some(&event));
         // Dropped after 300 ms, as a cancelled turn drops it.
         let _ = tokio::time::timeout(Duration::from_millis(300), running).await;
         tokio::time::sleep(Duration::from_millis(200)).await;

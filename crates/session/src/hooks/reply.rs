@@ -54,6 +54,10 @@ pub struct Reply {
     pub context: Option<String>,
     /// `systemMessage`: a line for the user.
     pub system_message: Option<String>,
+    /// Fields of the answer that are not what Claude Code's types allow (each ignored, and
+    /// told: a guard whose `"continue": "false"` was meant to stop the run must not go
+    /// unnoticed).
+    pub problems: Vec<String>,
 }
 
 /// What a hook that exited with `code` (`None`: killed by a signal) answers for `event`.
@@ -98,12 +102,97 @@ fn failure(what: &str, status: &str, stderr: &str) -> String {
     }
 }
 
+/// The fields of the answer whose type is not the one `SyncHookJSONOutput` gives them, as
+/// `field: what it is` lines.
+fn type_problems(answer: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut expect = |value: Option<&Value>, field: &str, ok: fn(&Value) -> bool, wanted: &str| {
+        if let Some(value) = value
+            && !ok(value)
+        {
+            problems.push(format!("{field} {value} (wanted {wanted})"));
+        }
+    };
+    expect(
+        answer.get("continue"),
+        "continue",
+        Value::is_boolean,
+        "true or false",
+    );
+    expect(
+        answer.get("suppressOutput"),
+        "suppressOutput",
+        Value::is_boolean,
+        "true or false",
+    );
+    expect(
+        answer.get("stopReason"),
+        "stopReason",
+        Value::is_string,
+        "text",
+    );
+    expect(
+        answer.get("systemMessage"),
+        "systemMessage",
+        Value::is_string,
+        "text",
+    );
+    expect(answer.get("reason"), "reason", Value::is_string, "text");
+    expect(
+        answer.get("decision"),
+        "decision",
+        |value| matches!(value.as_str(), Some("approve" | "block")),
+        "\"approve\" or \"block\"",
+    );
+    let specific = answer.get("hookSpecificOutput");
+    expect(
+        specific,
+        "hookSpecificOutput",
+        Value::is_object,
+        "an object",
+    );
+    if let Some(specific) = specific.filter(|specific| specific.is_object()) {
+        expect(
+            specific.get("permissionDecision"),
+            "hookSpecificOutput.permissionDecision",
+            |value| matches!(value.as_str(), Some("allow" | "deny" | "ask")),
+            "\"allow\", \"deny\" or \"ask\"",
+        );
+        expect(
+            specific.get("additionalContext"),
+            "hookSpecificOutput.additionalContext",
+            Value::is_string,
+            "text",
+        );
+        expect(
+            specific.get("updatedInput"),
+            "hookSpecificOutput.updatedInput",
+            Value::is_object,
+            "an object",
+        );
+        expect(
+            specific.get("decision"),
+            "hookSpecificOutput.decision",
+            |value| {
+                matches!(
+                    value.get("behavior").and_then(Value::as_str),
+                    Some("allow" | "deny")
+                )
+            },
+            "{\"behavior\": \"allow\" or \"deny\"}",
+        );
+    }
+    problems
+}
+
 /// The fields of a JSON answer `event` has a meaning for. A `hookSpecificOutput` that
-/// names another event is ignored, as Claude Code ignores it.
+/// names another event is ignored, as Claude Code ignores it; a field of the wrong type is
+/// ignored and named in [`Reply::problems`].
 fn json(event: Event, answer: &Value) -> Reply {
     let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let mut reply = Reply {
         system_message: text(answer, "systemMessage"),
+        problems: type_problems(answer),
         ..Reply::default()
     };
     if answer.get("continue") == Some(&Value::Bool(false)) {
@@ -194,6 +283,33 @@ mod tests {
         assert_eq!(
             read(Event::Stop, Some(0), "{not json", "").unwrap_err(),
             "printed invalid JSON, ignored: {not json"
+        );
+    }
+
+    #[test]
+    fn answers_of_the_wrong_type_are_named() {
+        let reply = ok(
+            Event::PreToolUse,
+            r#"{"continue": "false", "decision": "deny", "hookSpecificOutput": {"permissionDecision": "DENY"}}"#,
+        );
+        assert_eq!(reply.end, None);
+        assert_eq!(reply.permission, None);
+        assert_eq!(
+            reply.problems,
+            [
+                "continue \"false\" (wanted true or false)",
+                "decision \"deny\" (wanted \"approve\" or \"block\")",
+                "hookSpecificOutput.permissionDecision \"DENY\" (wanted \"allow\", \"deny\" or \"ask\")",
+            ]
+        );
+        assert_eq!(
+            ok(Event::PreToolUse, r#"{"hookSpecificOutput": []}"#).problems,
+            ["hookSpecificOutput [] (wanted an object)"]
+        );
+        assert!(
+            ok(Event::Stop, r#"{"continue": false, "decision": "block"}"#)
+                .problems
+                .is_empty()
         );
     }
 

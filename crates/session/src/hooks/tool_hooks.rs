@@ -39,14 +39,6 @@ impl PendingContext {
     }
 }
 
-/// The names a tool's matchers are matched against: its own and its aliases (`Agent` for
-/// `Task`), so a hook cannot be dodged by calling a tool by another name.
-fn names(tool: &dyn Tool) -> Vec<&str> {
-    std::iter::once(tool.name())
-        .chain(tool.aliases().iter().copied())
-        .collect()
-}
-
 /// `input` checked against `tool`'s schema: a hook's `updatedInput` is what runs, so it must
 /// be an input the tool accepts.
 fn checked_input(tool: &dyn Tool, input: Value, event: Event) -> Result<Value, String> {
@@ -92,9 +84,10 @@ impl CanUseTool for HookedGate {
         Box::pin(async move {
             let verdict = self
                 .hooks
-                .run(
+                .run_for_call(
                     Event::PreToolUse,
-                    &names(tool),
+                    tool,
+                    &call.input,
                     json!({"tool_name": tool.name(), "tool_input": call.input, "tool_use_id": call.id}),
                 )
                 .await;
@@ -176,14 +169,16 @@ impl tools::PreAsk for PermissionRequestHooks {
     fn answer<'a>(
         &'a self,
         request: &'a tools::PermissionRequest<'a>,
+        tool: &'a dyn Tool,
         interactive: bool,
     ) -> tools::PreAskFuture<'a> {
         Box::pin(async move {
             let verdict = self
                 .hooks
-                .run(
+                .run_for_call(
                     Event::PermissionRequest,
-                    &[request.tool],
+                    tool,
+                    request.input,
                     json!({"tool_name": request.tool, "tool_input": request.input}),
                 )
                 .await;
@@ -274,7 +269,7 @@ impl ToolHooks {
         took: Duration,
     ) -> (Vec<String>, Option<Value>) {
         let duration_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        let names = names(self.inner.as_ref());
+        let input_for_rules = &input.clone();
         let (event, fields) = match ended {
             Ok(output) if !output.is_error => (
                 Event::PostToolUse,
@@ -307,13 +302,49 @@ impl ToolHooks {
                 )
             }
         };
-        let verdict = self.hooks.run(event, &names, fields).await;
+        let verdict = self
+            .hooks
+            .run_for_call(event, self.inner.as_ref(), input_for_rules, fields)
+            .await;
         let mut feedback = verdict.refusals();
         feedback.extend(verdict.context);
         let replaced = (event == Event::PostToolUse)
             .then_some(verdict.updated_output)
             .flatten();
         (feedback, replaced)
+    }
+}
+
+/// How long a tool that passed its limit is given to stop before it is dropped (the
+/// executor's default grace).
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+impl ToolHooks {
+    /// The tool's call, held to the tool's own limit here (the executor's limit for this
+    /// wrapper is longer by the hooks' time): past it, the call is cancelled, given
+    /// [`STOP_GRACE`] to stop, and reported as timed out.
+    async fn call_within_limit(
+        &self,
+        input: Value,
+        mut context: ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(limit) = self.inner.timeout(&input) else {
+            return self.inner.call(input, context).await;
+        };
+        let stop = context.cancel.child_token();
+        context.cancel = stop.clone();
+        let mut call = self.inner.call(input, context);
+        match tokio::time::timeout(limit, &mut call).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                stop.cancel();
+                let _ = tokio::time::timeout(STOP_GRACE, &mut call).await;
+                Err(ToolError::TimedOut {
+                    after: limit,
+                    note: String::new(),
+                })
+            }
+        }
     }
 }
 
@@ -369,8 +400,16 @@ impl Tool for ToolHooks {
         self.inner.is_read_only(input)
     }
 
+    /// The tool's own limit (which [`ToolHooks`] enforces on the tool itself), then time for
+    /// the tool to stop and for the hooks after it: they never eat into the tool's time.
     fn timeout(&self, input: &Value) -> Option<Duration> {
-        self.inner.timeout(input)
+        self.inner.timeout(input).map(|limit| {
+            limit
+                + STOP_GRACE
+                + self
+                    .hooks
+                    .longest(&[Event::PostToolUse, Event::PostToolUseFailure])
+        })
     }
 
     fn validate<'a>(
@@ -387,7 +426,7 @@ impl Tool for ToolHooks {
             let before = self.hooks.pending.take(&tool_use_id);
             let tool_input = input.clone();
             let started = Instant::now();
-            let ended = self.inner.call(input, context).await;
+            let ended = self.call_within_limit(input, context).await;
             let took = started.elapsed();
             let (after, replaced) = self
                 .after(&tool_use_id, tool_input, ended.as_ref(), took)
@@ -420,6 +459,13 @@ impl Tool for ToolHooks {
                         ToolError::InvalidInput(text) => ToolError::InvalidInput(text + &note),
                         ToolError::CouldNotRun(text) => ToolError::CouldNotRun(text + &note),
                         ToolError::Killed(text) => ToolError::Killed(text + &note),
+                        ToolError::TimedOut {
+                            after,
+                            note: earlier,
+                        } => ToolError::TimedOut {
+                            after,
+                            note: earlier + &note,
+                        },
                         other => other,
                     })
                 }

@@ -284,6 +284,15 @@ pub trait Prompter: Send + Sync + 'static {
     fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a>;
 }
 
+/// How [`PermissionGate::rule_covers`] reads a rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleSense {
+    /// As a deny rule: it covers a call when any part matches (more calls).
+    Refusal,
+    /// As an allow rule: it covers a call when every part matches (fewer calls).
+    Allowance,
+}
+
 /// The future a [`PreAsk`] returns: a decision, or `None` to let the question go on.
 pub type PreAskFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Option<PermissionDecision>> + Send + 'a>>;
@@ -291,8 +300,8 @@ pub type PreAskFuture<'a> =
 /// Answers a question before anyone is asked (Claude Code's PermissionRequest hooks): in an
 /// interactive session before the [`Prompter`], in a headless one before the refusal.
 pub trait PreAsk: Send + Sync + 'static {
-    /// Decides `request`, or returns `None` to let the user (or, headless, the refusal)
-    /// decide. `interactive` tells which of the two comes next.
+    /// Decides `request` (a call of `tool`), or returns `None` to let the user (or,
+    /// headless, the refusal) decide. `interactive` tells which of the two comes next.
     ///
     /// # Cancellation safety
     ///
@@ -300,6 +309,7 @@ pub trait PreAsk: Send + Sync + 'static {
     fn answer<'a>(
         &'a self,
         request: &'a PermissionRequest<'a>,
+        tool: &'a dyn Tool,
         interactive: bool,
     ) -> PreAskFuture<'a>;
 }
@@ -491,6 +501,43 @@ impl PermissionGate {
             }
             name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
+    }
+
+    /// Whether `rule` (permission rule syntax, `Bash(git *)`, `Edit(src/**)`) covers the
+    /// call of `tool` with `input` in this gate's workspace, read in `sense`: as a deny rule
+    /// reads it (any part of a command, every wrapper stripped; also every call the
+    /// workspace refuses) or as an allow rule does (every part of a command; also what is
+    /// allowed without a rule, a read-only call). For Claude Code's hooks' `if`: a hook
+    /// runs when its rule covers the call as a refusal, and its approval counts only where
+    /// the rule covers the call as an allowance.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRule`] when `rule` does not parse.
+    pub fn rule_covers(
+        &self,
+        rule: &str,
+        tool: &dyn Tool,
+        input: &Value,
+        sense: RuleSense,
+    ) -> Result<bool, Error> {
+        let mut permissions = PermissionConfig {
+            default_mode: PermissionMode::Default,
+            allow: Vec::new(),
+            ask: Vec::new(),
+            deny: Vec::new(),
+        };
+        match sense {
+            RuleSense::Refusal => permissions.deny.push(rule.to_owned()),
+            RuleSense::Allowance => permissions.allow.push(rule.to_owned()),
+        }
+        // No sandbox: a command is allowed by the rule or not at all.
+        let set = crate::builtin(Arc::clone(&self.shared.workspace), permissions)?;
+        let verdict = set.gate().evaluate_in(tool, input, PermissionMode::Default);
+        Ok(match sense {
+            RuleSense::Refusal => matches!(verdict, Verdict::Deny { .. }),
+            RuleSense::Allowance => matches!(verdict, Verdict::Allow),
+        })
     }
 
     pub(crate) fn rule_list(&self, verdict: RuleKind) -> &[Rule] {
@@ -1146,7 +1193,7 @@ impl PermissionGate {
                     Arc::clone(&self.shared.workspace),
                 );
                 match tool.validate(&call.input, &context).await {
-                    Ok(()) => match self.pre_ask(call, &reason).await {
+                    Ok(()) => match self.pre_ask(call, tool, &reason).await {
                         // A PreAsk gave another input: that input is what is decided on.
                         Some(PermissionDecision::Allow {
                             updated_input: Some(input),
@@ -1207,7 +1254,12 @@ impl PermissionGate {
     }
 
     /// The [`PreAsk`]'s decision on `call`, if there is one and it decides.
-    async fn pre_ask(&self, call: &ToolCall, reason: &str) -> Option<PermissionDecision> {
+    async fn pre_ask(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        reason: &str,
+    ) -> Option<PermissionDecision> {
         let pre_ask = self.pre_ask.as_ref()?;
         let request = PermissionRequest {
             tool: &call.name,
@@ -1216,7 +1268,9 @@ impl PermissionGate {
             change: None,
             always: None,
         };
-        pre_ask.answer(&request, self.prompter.is_some()).await
+        pre_ask
+            .answer(&request, tool, self.prompter.is_some())
+            .await
     }
 
     /// Asks the prompter, or refuses with a message when there is none (headless).
