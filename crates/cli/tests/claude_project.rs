@@ -492,3 +492,345 @@ async fn an_output_style_shapes_the_system_prompt() {
     );
     assert!(!system.contains("Output Style"), "{system}");
 }
+
+/// Claude Code 2.1.197 as `.ci/run` installs it (`AGENT_CLAUDE_CODE_DIR`, else
+/// `~/.cache/agent-ci/claude-code`); `None` with a loud note elsewhere, a failure in CI.
+fn claude_code() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("AGENT_CLAUDE_CODE_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|home| std::path::PathBuf::from(home).join(".cache/agent-ci/claude-code"))
+        })?;
+    let binary = dir.join("node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    if binary.is_file() {
+        return Some(binary);
+    }
+    assert!(
+        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+        "CI needs Claude Code in {} (.ci/run installs it)",
+        dir.display()
+    );
+    eprintln!(
+        "NOTE: the Claude Code setup test is skipped: {} is not there (.ci/run installs it)",
+        binary.display()
+    );
+    None
+}
+
+/// What a terminal showed, without escape sequences and white space (Claude Code draws its
+/// words apart with cursor moves).
+fn squeezed(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' => match chars.next() {
+                Some('[') => {
+                    for next in chars.by_ref() {
+                        if ('\x40'..='\x7e').contains(&next) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    for next in chars.by_ref() {
+                        if next == '\x07' {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            c if c.is_whitespace() || c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Runs `program` in `cwd` on a pseudo-terminal (120 columns) with `env`, and for each step
+/// waits (up to 90 s) until the screen shows its text (white space ignored), then types its
+/// keys. The program is killed after the last step. `Err` names the text that never came,
+/// with the end of the screen.
+fn on_terminal(
+    program: &Path,
+    cwd: &Path,
+    env: &[(&str, std::ffi::OsString)],
+    steps: &[(&str, &str)],
+) -> Result<(), String> {
+    use std::io::{Read as _, Write as _};
+    let size = nix::pty::Winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap();
+    let slave = pty.slave;
+    let mut command = std::process::Command::new(program);
+    command
+        .current_dir(cwd)
+        .env_remove("CI")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut keyboard = std::fs::File::from(pty.master);
+    let mut reader = keyboard.try_clone().unwrap();
+    let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&screen);
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(read) = reader.read(&mut chunk) {
+            if read == 0 {
+                break;
+            }
+            kept.lock().unwrap().extend_from_slice(&chunk[..read]);
+        }
+    });
+    let mut outcome = Ok(());
+    for (text, keys) in steps {
+        let wanted: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        loop {
+            let shown = squeezed(&screen.lock().unwrap());
+            if shown.contains(&wanted) {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                let tail: String = shown
+                    .chars()
+                    .rev()
+                    .take(1500)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                outcome = Err(format!(
+                    "{text:?} never came; the screen ended with: {tail}"
+                ));
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        if outcome.is_err() {
+            break;
+        }
+        for key in keys.split('|').filter(|key| !key.is_empty()) {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            keyboard.write_all(key.as_bytes()).unwrap();
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
+}
+
+/// A Claude Code user's setup, written by Claude Code 2.1.197 itself: servers added with
+/// `claude mcp add` in user and local scope, the folder trusted in its trust dialog, one of
+/// the project's `.mcp.json` servers approved and one rejected in its dialog, and a
+/// realistic `.claude/settings.json` (hooks that record what they receive, allow rules, a
+/// few keys about Claude Code's own screens). `agent` starts the same servers, trusts the
+/// same folder (its allow rules and hooks apply, no `--trust`), runs the hooks with the
+/// inputs Claude Code gave them, and prints at most one warning line.
+#[tokio::test]
+async fn a_setup_written_by_claude_code_carries_over() {
+    let Some(claude) = claude_code() else { return };
+    let Some(kit) = common::testkit_binary("the Claude Code setup test") else {
+        return;
+    };
+    let repo = repo("claude-code-setup");
+    let mcp_server = json!({"command": kit, "args": ["mcp-server"]});
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {"approved-one": mcp_server, "rejected-one": mcp_server}}).to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    let record = r#"python3 -c 'import json,os,sys; e=json.load(sys.stdin); open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"],".events.jsonl"),"a").write(json.dumps(e)+"\n")'"#;
+    let hook = json!([{"hooks": [{"type": "command", "command": record}]}]);
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({
+            "$schema": "https://json.schemastore.org/claude-code-settings.json",
+            "permissions": {"allow": ["Bash(echo:*)"], "deny": ["Read(./.env)"]},
+            "hooks": {
+                "SessionStart": hook, "UserPromptSubmit": hook, "PreToolUse": hook,
+                "PostToolUse": hook, "Stop": hook, "SessionEnd": hook,
+            },
+            "includeCoAuthoredBy": false,
+            "cleanupPeriodDays": 30,
+            "spinnerTipsEnabled": false,
+            "alwaysThinkingEnabled": true,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let env: Vec<(&str, std::ffi::OsString)> = vec![
+        ("HOME", repo.home.clone().into()),
+        ("TERM", "xterm-256color".into()),
+        (
+            "ANTHROPIC_API_KEY",
+            "sk-ant-api03-fixture-00000000000000000000".into(),
+        ),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9".into()),
+    ];
+    for (scope, name) in [("user", "user-srv"), ("local", "local-srv")] {
+        let added = std::process::Command::new(&claude)
+            .args(["mcp", "add", "--scope", scope, name, "--"])
+            .arg(&kit)
+            .arg("mcp-server")
+            .current_dir(&repo.dir)
+            .env_remove("CI")
+            .envs(env.iter().map(|(key, value)| (key, value)))
+            .output()
+            .unwrap();
+        assert!(
+            added.status.success(),
+            "claude mcp add: {}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+    }
+    // Claude Code's first-run screens (theme, login) are not part of the setup: marked seen,
+    // as a user who went through them has them. Everything else it writes itself.
+    let state_path = repo.home.join(".claude.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    state["hasCompletedOnboarding"] = json!(true);
+    state["lastOnboardingVersion"] = json!("2.1.197");
+    state["customApiKeyResponses"] = json!({"approved": ["00000000000000000000"], "rejected": []});
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    let steps = [
+        ("Yes, I trust this folder", "\r"),
+        ("new MCP servers found in this project", "\x1b[B| |\r"),
+        ("for shortcuts", ""),
+    ];
+    let cwd = repo.dir.clone();
+    let claude_run = claude.clone();
+    tokio::task::spawn_blocking(move || on_terminal(&claude_run, &cwd, &env, &steps))
+        .await
+        .unwrap()
+        .unwrap_or_else(|problem| panic!("driving Claude Code: {problem}"));
+    // What Claude Code wrote.
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    let project = &state["projects"][repo.dir.to_str().unwrap()];
+    assert_eq!(project["hasTrustDialogAccepted"], true, "{state:#}");
+    assert!(state["mcpServers"]["user-srv"].is_object(), "{state:#}");
+    assert!(project["mcpServers"]["local-srv"].is_object(), "{state:#}");
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.dir.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        local,
+        json!({"enabledMcpjsonServers": ["approved-one"], "disabledMcpjsonServers": ["rejected-one"]})
+    );
+    // The inputs Claude Code's own hooks got, kept apart from ours.
+    let cc_events = std::fs::read_to_string(repo.dir.join(".events.jsonl")).unwrap_or_default();
+    std::fs::remove_file(repo.dir.join(".events.jsonl")).ok();
+
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "Bash", json!({"command": "echo hi"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "go", "--output-format", "stream-json", "--verbose"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let servers: Vec<String> = lines[0]["mcp_servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|server| {
+            format!(
+                "{} {}",
+                server["name"].as_str().unwrap(),
+                server["status"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut servers = servers;
+    servers.sort();
+    assert_eq!(
+        servers,
+        [
+            "approved-one connected",
+            "local-srv connected",
+            "user-srv connected"
+        ],
+        "{stderr}"
+    );
+    // Trusted as Claude Code trusted it: the project's allow rule ran the command.
+    assert_eq!(common::result_block(&server, "toolu_1")["content"], "hi");
+    assert_eq!(lines.last().unwrap()["result"], "Done.");
+    // One line at most about the settings (the one key whose absence changes something).
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("agent:"))
+        .filter(|line| line.contains("warning") || line.contains("not used here"))
+        .collect();
+    assert!(warnings.len() <= 1, "{stderr}");
+    // Every hook ran at its moment, with Claude Code's input.
+    let ours: Vec<Value> = std::fs::read_to_string(repo.dir.join(".events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let names: Vec<&str> = ours
+        .iter()
+        .map(|event| event["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "Stop",
+            "SessionEnd"
+        ]
+    );
+    for theirs in cc_events
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+    {
+        let name = theirs["hook_event_name"].as_str().unwrap();
+        let mine = ours
+            .iter()
+            .find(|event| event["hook_event_name"] == name)
+            .unwrap();
+        let missing: Vec<&String> = theirs
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|key| mine.get(key.as_str()).is_none())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{name}: Claude Code's input has {missing:?}, ours not: {theirs} / {mine}"
+        );
+    }
+    assert!(
+        cc_events.contains("SessionStart"),
+        "Claude Code ran no hook: {cc_events}"
+    );
+}
