@@ -533,3 +533,138 @@ async fn a_blocked_message_of_a_stream_does_not_end_it() {
     assert_eq!(results[1]["result"], "Answered.");
     assert_eq!(server.request_count(), 1);
 }
+
+/// Claude Code's `http` hooks: the event is POSTed as JSON with the hook's headers (a
+/// variable only where `allowedEnvVars` names it), and the answer's body is read as a
+/// command hook's stdout; a server that fails is one line and changes nothing.
+#[tokio::test]
+async fn http_hooks_post_the_event_and_their_answer_counts() {
+    let repo = repo("hooks-http");
+    let answer = |status: u16, body: Value| testkit::Reply {
+        status,
+        headers: Vec::new(),
+        body: testkit::ReplyBody::Raw {
+            content_type: "application/json".into(),
+            bytes: body.to_string().into_bytes(),
+        },
+        faults: testkit::Faults::default(),
+    };
+    let endpoint = Server::start(Script::new(vec![
+        answer(200, json!({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "FROM-HTTP"}})),
+        answer(500, json!({"error": "down"})),
+    ]))
+    .await
+    .unwrap();
+    project_settings(
+        &repo,
+        &json!({
+            "env": {"HOOK_TOKEN": "tok-123", "OTHER_SECRET": "nope"},
+            "hooks": {
+                "UserPromptSubmit": [{"hooks": [{
+                    "type": "http",
+                    "url": format!("{}/v1/messages", endpoint.base_url()),
+                    "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Other": "[${OTHER_SECRET}]"},
+                    "allowedEnvVars": ["HOOK_TOKEN"],
+                }]}],
+                "Stop": [{"hooks": [{"type": "http", "url": format!("{}/v1/messages?stop", endpoint.base_url())}]}],
+            },
+        }),
+    );
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let posted = endpoint.requests();
+    assert_eq!(posted.len(), 2, "{stderr}");
+    assert_eq!(posted[0].header("authorization"), Some("Bearer tok-123"));
+    assert_eq!(posted[0].header("x-other"), Some("[]"));
+    assert_eq!(posted[0].header("content-type"), Some("application/json"));
+    let event = posted[0].json();
+    assert_eq!(event["hook_event_name"], "UserPromptSubmit");
+    assert_eq!(event["prompt"], "go");
+    let prompt = server.requests()[0].json()["messages"][0].to_string();
+    assert!(
+        prompt.contains("UserPromptSubmit hook additional context: FROM-HTTP"),
+        "{prompt}"
+    );
+    assert!(
+        stderr.contains("/v1/messages?stop` failed: the server answered 500 Internal Server Error"),
+        "{stderr}"
+    );
+}
+
+/// Claude Code's `prompt` hooks: the small fast model judges the hook's condition with the
+/// event's JSON in place of `$ARGUMENTS`; `ok: false` blocks as exit 2 does (a Stop hook
+/// sends the model back to work with the reason), `ok: true` lets it be.
+#[tokio::test]
+async fn prompt_hooks_ask_the_fast_model() {
+    let repo = repo("hooks-prompt");
+    project_settings(
+        &repo,
+        &json!({"hooks": {"Stop": [{"hooks": [{
+            "type": "prompt",
+            "prompt": "JUDGE: were the tests run? The event: $ARGUMENTS",
+        }]}]}}),
+    );
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().text("Done without tests.")),
+            Reply::turn(Turn::new().text("Ran the tests: all pass.")),
+        ])
+        .route(
+            "JUDGE:",
+            vec![
+                Reply::turn(
+                    Turn::new().text("{\"ok\": false, \"reason\": \"run the tests first\"}"),
+                ),
+                Reply::turn(Turn::new().text("{\"ok\": true}")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(lines(&output)[0]["result"], "Ran the tests: all pass.");
+    let requests: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .collect();
+    let judged: Vec<&Value> = requests
+        .iter()
+        .filter(|request| request.to_string().contains("JUDGE:"))
+        .collect();
+    assert_eq!(judged.len(), 2);
+    // The fast model, the event's JSON in the prompt.
+    assert_eq!(judged[0]["model"], "claude-haiku-4-5-20251001");
+    let asked = judged[0]["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(asked.contains("\"hook_event_name\":\"Stop\""), "{asked}");
+    assert!(asked.contains("Done without tests."), "{asked}");
+    let main: Vec<&Value> = requests
+        .iter()
+        .filter(|request| !request.to_string().contains("JUDGE:"))
+        .collect();
+    assert!(
+        main[1]["messages"]
+            .to_string()
+            .contains("run the tests first"),
+        "{}",
+        main[1]
+    );
+}

@@ -293,12 +293,7 @@ impl ClientConfig {
                 )
             })?;
         }
-        config.proxy.https = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
-            .iter()
-            .find_map(|key| source.get(key));
-        config.proxy.no_proxy = ["NO_PROXY", "no_proxy"]
-            .iter()
-            .find_map(|key| source.get(key));
+        config.proxy = crate::transport::ProxyConfig::from_source(source);
         if let Some(path) = source.get("SSL_CERT_FILE") {
             config.extra_roots_pem = std::fs::read(&path).map_err(|error| {
                 ProviderError::new(ErrorKind::Config, format!("SSL_CERT_FILE {path}: {error}"))

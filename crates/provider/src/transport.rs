@@ -95,6 +95,21 @@ pub struct ProxyConfig {
     pub no_proxy: Option<String>,
 }
 
+impl ProxyConfig {
+    /// The proxy settings `source` gives: `HTTPS_PROXY` (or `https_proxy`, `ALL_PROXY`,
+    /// `all_proxy`) and `NO_PROXY` (or `no_proxy`), as curl reads them.
+    pub fn from_source(source: &dyn crate::ConfigSource) -> Self {
+        Self {
+            https: ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
+                .iter()
+                .find_map(|key| source.get(key)),
+            no_proxy: ["NO_PROXY", "no_proxy"]
+                .iter()
+                .find_map(|key| source.get(key)),
+        }
+    }
+}
+
 impl std::fmt::Debug for HyperTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HyperTransport").finish_non_exhaustive()

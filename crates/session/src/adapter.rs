@@ -355,6 +355,56 @@ fn forward(stream: provider::ProviderStream) -> ModelStream {
     }))
 }
 
+/// What `prompt` hooks ask: one streamed request through the session's client, to the
+/// hook's model or the session's small fast model.
+#[derive(Clone, Debug)]
+pub struct ProviderHookModel {
+    client: AnthropicClient,
+    fast: String,
+}
+
+impl ProviderHookModel {
+    /// Requests through `client`; `fast` for hooks that name no model.
+    pub fn new(client: AnthropicClient, fast: String) -> Self {
+        Self { client, fast }
+    }
+}
+
+impl crate::hooks::prompt::HookModel for ProviderHookModel {
+    fn ask<'a>(
+        &'a self,
+        model: Option<&'a str>,
+        system: &'a str,
+        prompt: String,
+    ) -> crate::hooks::prompt::HookModelFuture<'a> {
+        Box::pin(async move {
+            let model = model.map_or_else(|| self.fast.clone(), str::to_owned);
+            let mut body = CreateMessageRequest::new(
+                model,
+                1024,
+                vec![protocol::MessageParam::user_text(prompt)],
+            );
+            body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
+                system.to_owned(),
+                None,
+            )]));
+            body.stream = Some(true);
+            let bytes = serde_json::to_vec(&body).map_err(|error| error.to_string())?;
+            let mut stream = self
+                .client
+                .stream(Bytes::from(bytes), CancellationToken::new());
+            while let Some(item) = stream.next().await {
+                if let ProviderEvent::Done { message, .. } =
+                    item.map_err(|error| error.to_string())?
+                {
+                    return Ok(message.text());
+                }
+            }
+            Err("the model gave no answer".to_owned())
+        })
+    }
+}
+
 /// The compaction summarizer: one model call with the summary request.
 #[derive(Clone, Debug)]
 pub struct ProviderSummarizer {

@@ -302,6 +302,15 @@ impl Session {
             pending: Pending::default(),
             notices: options.notices.clone(),
         };
+        let _ = session
+            .tooling
+            .hooks
+            .env()
+            .model
+            .set(Arc::new(adapter::ProviderHookModel::new(
+                session.llm.client.clone(),
+                fast_model(&settings, &session.llm.settings, &session.model),
+            )));
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
         if !session.record.copy_history && session.record.path.is_file() {
@@ -1772,8 +1781,10 @@ impl ToolState {
         let (rules, rule_origins) = permission_rules(options, settings, cwd);
         let env = command_env(settings);
         let no_hooks = BTreeMap::new();
+        let mut hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
+        hook_env.http = hooks_transport(options, settings);
         let hooks = hooks::Hooks::new(
-            hook_env(&env, session_id, &record.path, cwd, mode, &options.notices),
+            hook_env,
             if settings.hooks_disabled() {
                 &no_hooks
             } else {
@@ -2016,6 +2027,8 @@ fn key_helper(
         permission_mode: String::new(),
         gate: Arc::default(),
         guard: std::env::current_exe().ok(),
+        http: None,
+        model: Arc::default(),
     };
     Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
         command.clone(),
@@ -2045,6 +2058,58 @@ fn hook_env(
         gate: Arc::default(),
         // Hooks start through this binary, which ties them to the agent's life.
         guard: std::env::current_exe().ok(),
+        http: None,
+        model: Arc::default(),
+    }
+}
+
+/// What `http` hooks are sent with, when the settings have any: the model's HTTPS stack
+/// (`--ca-cert` or `SSL_CERT_FILE` beside the webpki roots, `HTTPS_PROXY` and `NO_PROXY`).
+/// One that cannot be set up is told; its hooks then fail with a line each.
+fn hooks_transport(
+    options: &Options,
+    settings: &settings::Settings,
+) -> Option<Arc<dyn provider::Transport>> {
+    let any = settings
+        .hooks
+        .values()
+        .flatten()
+        .flat_map(|matcher| &matcher.hooks)
+        .any(|hook| hook.kind == "http");
+    if !any {
+        return None;
+    }
+    let source = SettingsEnv {
+        settings: &settings.env,
+        base_url_flag: false,
+    };
+    let roots = match options
+        .model
+        .ca_cert
+        .clone()
+        .or_else(|| source.get("SSL_CERT_FILE").map(PathBuf::from))
+    {
+        Some(path) => match std::fs::read(&path) {
+            Ok(pem) => pem,
+            Err(error) => {
+                options.notices.say(&format!(
+                    "warning: http hooks cannot be sent: {}: {error}",
+                    path.display()
+                ));
+                return None;
+            }
+        },
+        None => Vec::new(),
+    };
+    let proxy = provider::ProxyConfig::from_source(&source);
+    match provider::HyperTransport::with_proxy(&roots, &proxy) {
+        Ok(transport) => Some(Arc::new(transport)),
+        Err(error) => {
+            options
+                .notices
+                .say(&format!("warning: http hooks cannot be sent: {error}"));
+            None
+        }
     }
 }
 
@@ -3009,19 +3074,7 @@ fn summaries(
     if !wanted.unwrap_or(!headless) {
         return None;
     }
-    let named = settings
-        .other
-        .get("smallFastModel")
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| setting_or_env(&settings.env, "ANTHROPIC_SMALL_FAST_MODEL"));
-    let fast = match named {
-        Some(name) => models.resolve(&name).map(|(id, _)| id).unwrap_or(name),
-        None if models.openai => model.to_owned(),
-        None => models
-            .resolve("haiku")
-            .map_or_else(|_| model.to_owned(), |(id, _)| id),
-    };
+    let fast = fast_model(settings, models, model);
     let every = setting_or_env(&settings.env, "AGENT_PROGRESS_INTERVAL_MS")
         .and_then(|ms| ms.parse::<u64>().ok())
         .filter(|ms| *ms > 0)
@@ -3034,6 +3087,24 @@ fn summaries(
         progress_every: Some(every),
         tool_use: true,
     })
+}
+
+/// The small fast model: the setting `smallFastModel`, else `ANTHROPIC_SMALL_FAST_MODEL`,
+/// else Claude Code's `haiku` on the Anthropic provider and `model` on another.
+fn fast_model(settings: &settings::Settings, models: &ModelSettings, model: &str) -> String {
+    let named = settings
+        .other
+        .get("smallFastModel")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| setting_or_env(&settings.env, "ANTHROPIC_SMALL_FAST_MODEL"));
+    match named {
+        Some(name) => models.resolve(&name).map(|(id, _)| id).unwrap_or(name),
+        None if models.openai => model.to_owned(),
+        None => models
+            .resolve("haiku")
+            .map_or_else(|_| model.to_owned(), |(id, _)| id),
+    }
 }
 
 /// The model server a session talks to (see [`choose_provider`]).

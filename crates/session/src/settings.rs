@@ -340,6 +340,22 @@ pub struct HookCommand {
     /// The spinner's text while it runs, in Claude Code (not shown here).
     #[serde(default, rename = "statusMessage")]
     pub status_message: Option<String>,
+    /// An `http` hook's endpoint: the event is POSTed there as JSON.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// An `http` hook's request headers; `$NAME` and `${NAME}` in a value are replaced by
+    /// the variable when `allowedEnvVars` names it, by nothing otherwise (Claude Code's rule).
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// The variables an `http` hook's headers may use.
+    #[serde(default, rename = "allowedEnvVars")]
+    pub allowed_env_vars: Option<Vec<String>>,
+    /// A `prompt` hook's condition for the model (`$ARGUMENTS`: the event's JSON).
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// The model a `prompt` hook asks (else the session's small fast model).
+    #[serde(default)]
+    pub model: Option<String>,
     /// The other fields of other hook types, kept and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -363,6 +379,9 @@ impl HookCommand {
     /// Why `agent` cannot run it as its settings ask, when it cannot: a type other than
     /// `command`, a shell other than bash, no command.
     pub fn unsupported(&self) -> Option<String> {
+        if matches!(self.kind.as_str(), "http" | "prompt") {
+            return None;
+        }
         if self.kind != "command" {
             return Some(format!("{} hooks", self.kind));
         }
@@ -371,6 +390,84 @@ impl HookCommand {
         }
         None
     }
+}
+
+/// The trust item of one hook: a line for a question (`hooks.Stop: ./check.sh`) and what is
+/// fingerprinted exactly (every field that changes what runs, the ones added since only when
+/// set, so a folder trusted before keeps its fingerprint).
+fn hook_item(
+    event: &str,
+    matcher: &HookMatcher,
+    hook: &HookCommand,
+) -> (String, serde_json::Value) {
+    let shown = format!(
+        "hooks.{event}: {}",
+        hook.command
+            .as_deref()
+            .or(hook.url.as_deref())
+            .or(hook.prompt.as_deref())
+            .unwrap_or(&hook.kind)
+    );
+    let exact = {
+        let mut exact = serde_json::json!({
+            "hooks": event,
+            "matcher": matcher.matcher,
+            "type": hook.kind,
+            "command": hook.command,
+            "timeout": hook.timeout,
+            "other": hook.other,
+        });
+        // Only when set: a folder trusted before these fields were
+        // read keeps its fingerprint.
+        let extra = [
+            ("async", hook.background.then(|| serde_json::json!(true))),
+            (
+                "asyncRewake",
+                hook.async_rewake.then(|| serde_json::json!(true)),
+            ),
+            ("once", hook.once.then(|| serde_json::json!(true))),
+            (
+                "args",
+                hook.args.as_ref().map(|args| serde_json::json!(args)),
+            ),
+            (
+                "if",
+                hook.if_rule.as_ref().map(|rule| serde_json::json!(rule)),
+            ),
+            (
+                "shell",
+                hook.shell.as_ref().map(|shell| serde_json::json!(shell)),
+            ),
+            ("url", hook.url.as_ref().map(|url| serde_json::json!(url))),
+            (
+                "prompt",
+                hook.prompt.as_ref().map(|prompt| serde_json::json!(prompt)),
+            ),
+            (
+                "model",
+                hook.model.as_ref().map(|model| serde_json::json!(model)),
+            ),
+            (
+                "headers",
+                hook.headers
+                    .as_ref()
+                    .map(|headers| serde_json::json!(headers)),
+            ),
+            (
+                "allowedEnvVars",
+                hook.allowed_env_vars
+                    .as_ref()
+                    .map(|vars| serde_json::json!(vars)),
+            ),
+        ];
+        for (key, value) in extra {
+            if let Some(value) = value {
+                exact[key] = value;
+            }
+        }
+        exact
+    };
+    (shown, exact)
 }
 
 /// Settings' `hooks` read leniently: a matcher or hook that is not valid (a matcher that is
@@ -460,6 +557,24 @@ fn hook_problem(hook: &HookCommand) -> Option<String> {
             .is_none_or(|command| command.trim().is_empty())
     {
         return Some("a hook of type \"command\" needs a non-empty \"command\"".to_owned());
+    }
+    if hook.kind == "prompt"
+        && hook
+            .prompt
+            .as_deref()
+            .is_none_or(|prompt| prompt.trim().is_empty())
+    {
+        return Some("a hook of type \"prompt\" needs a non-empty \"prompt\"".to_owned());
+    }
+    if hook.kind == "http"
+        && !hook
+            .url
+            .as_deref()
+            .is_some_and(|url| url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Some(
+            "a hook of type \"http\" needs a \"url\" starting with http:// or https://".to_owned(),
+        );
     }
     None
 }
@@ -838,50 +953,8 @@ impl Layer {
         for (event, matchers) in &settings.hooks {
             for matcher in matchers {
                 for hook in &matcher.hooks {
-                    push(
-                        format!(
-                            "hooks.{event}: {}",
-                            hook.command.as_deref().unwrap_or(&hook.kind)
-                        ),
-                        {
-                            let mut exact = serde_json::json!({
-                                "hooks": event,
-                                "matcher": matcher.matcher,
-                                "type": hook.kind,
-                                "command": hook.command,
-                                "timeout": hook.timeout,
-                                "other": hook.other,
-                            });
-                            // Only when set: a folder trusted before these fields were
-                            // read keeps its fingerprint.
-                            let extra = [
-                                ("async", hook.background.then(|| serde_json::json!(true))),
-                                (
-                                    "asyncRewake",
-                                    hook.async_rewake.then(|| serde_json::json!(true)),
-                                ),
-                                ("once", hook.once.then(|| serde_json::json!(true))),
-                                (
-                                    "args",
-                                    hook.args.as_ref().map(|args| serde_json::json!(args)),
-                                ),
-                                (
-                                    "if",
-                                    hook.if_rule.as_ref().map(|rule| serde_json::json!(rule)),
-                                ),
-                                (
-                                    "shell",
-                                    hook.shell.as_ref().map(|shell| serde_json::json!(shell)),
-                                ),
-                            ];
-                            for (key, value) in extra {
-                                if let Some(value) = value {
-                                    exact[key] = value;
-                                }
-                            }
-                            exact
-                        },
-                    );
+                    let (shown, exact) = hook_item(event, matcher, hook);
+                    push(shown, exact);
                 }
             }
         }

@@ -29,8 +29,10 @@ use serde_json::{Value, json};
 use crate::settings::{HookCommand, HookMatcher};
 use render::printable;
 
+pub mod http;
 mod lifecycle;
 pub mod process;
+pub mod prompt;
 pub mod reply;
 mod tool_hooks;
 
@@ -217,7 +219,7 @@ impl Verdict {
 
 /// Facts every hook event carries. Clones share the session part, so a new session (the
 /// interactive `/clear`) reaches every hook at once.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HookEnv {
     /// The session id and its transcript file.
     pub session: Arc<Mutex<(String, PathBuf)>>,
@@ -237,6 +239,23 @@ pub struct HookEnv {
     pub guard: Option<PathBuf>,
     /// Where a hook's failures are told (one that could not start, failed or timed out).
     pub notices: crate::Notices,
+    /// What `http` hooks are sent with (the model's HTTPS stack: its roots and proxy);
+    /// `None`: such hooks fail with a line.
+    pub http: Option<Arc<dyn provider::Transport>>,
+    /// The model `prompt` hooks ask, once the session's clients exist (unset: such hooks
+    /// fail with a line).
+    pub model: Arc<std::sync::OnceLock<Arc<dyn prompt::HookModel>>>,
+}
+
+impl std::fmt::Debug for HookEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookEnv")
+            .field("cwd", &self.cwd)
+            .field("permission_mode", &self.permission_mode)
+            .field("guard", &self.guard)
+            .field("http", &self.http.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HookEnv {
@@ -350,7 +369,10 @@ impl Hooks {
                     || subjects.iter().any(|subject| matcher.matches(subject))
             })
             .flat_map(|matcher| &matcher.hooks)
-            .filter(|hook| hook.command.is_some() && hook.unsupported().is_none())
+            .filter(|hook| {
+                (hook.command.is_some() || hook.url.is_some() || hook.prompt.is_some())
+                    && hook.unsupported().is_none()
+            })
             .filter(|hook| seen.insert(identity(hook)))
             .filter(|hook| {
                 !hook.once || ran_once.insert(format!("{}:{}", event.name(), identity(hook)))
@@ -493,9 +515,25 @@ impl Hooks {
         input: &Value,
         limit: Option<Duration>,
     ) -> Reply {
-        let Some(command) = hook.command.as_deref() else {
+        let Some(command) = hook
+            .command
+            .as_deref()
+            .or(hook.url.as_deref())
+            .or(hook.prompt.as_deref().map(|_| "prompt"))
+        else {
             return Reply::default();
         };
+        if hook.kind == "prompt" {
+            let timeout = hook.timeout().unwrap_or(prompt::TIMEOUT);
+            let model = self.env.model.get().map(|model| model.as_ref());
+            return match prompt::run(model, hook, timeout, input).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.env.notices.say(&failure(event, command, &error));
+                    Reply::default()
+                }
+            };
+        }
         let timeout = match (hook.timeout(), limit) {
             (Some(asked), Some(limit)) => asked.min(limit),
             (asked, limit) => asked.or(limit).unwrap_or(COMMAND_TIMEOUT),
@@ -505,15 +543,27 @@ impl Hooks {
             args: hook.args.clone(),
         };
         if hook.in_background() {
-            let (env, input) = (self.env.clone(), input.clone());
+            let (env, input, hook) = (self.env.clone(), input.clone(), hook.clone());
             tokio::spawn(async move {
-                if let Err(error) = process::run(&env, &launch, timeout, Some(&input)).await {
+                let ran = if hook.kind == "http" {
+                    http::run(&env, &hook, timeout, &input).await.map(drop)
+                } else {
+                    process::run(&env, &launch, timeout, Some(&input))
+                        .await
+                        .map(drop)
+                };
+                if let Err(error) = ran {
                     env.notices.say(&failure(event, &launch.command, &error));
                 }
             });
             return Reply::default();
         }
-        let said = match process::run(&self.env, &launch, timeout, Some(input)).await {
+        let ran = if hook.kind == "http" {
+            http::run(&self.env, hook, timeout, input).await
+        } else {
+            process::run(&self.env, &launch, timeout, Some(input)).await
+        };
+        let said = match ran {
             Ok(exit) => reply::read(event, exit.code, &exit.stdout, &exit.stderr),
             Err(error) => Err(error),
         };
@@ -545,6 +595,8 @@ impl Hooks {
 fn identity(hook: &HookCommand) -> String {
     json!([
         hook.command,
+        hook.url,
+        hook.prompt,
         hook.args,
         hook.timeout,
         hook.in_background(),

@@ -239,6 +239,8 @@ pub(crate) mod tests {
             gate: Arc::default(),
             env: vec![("HOOK_GREETING".into(), "hi".into())],
             guard: None,
+            http: None,
+            model: Arc::default(),
         }
     }
 

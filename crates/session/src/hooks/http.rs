@@ -1,0 +1,156 @@
+//! Claude Code's `http` hooks: the event is POSTed as JSON to the hook's `url`, with its
+//! `headers`; a 2xx answer's body is read as a command hook's stdout would be (a JSON answer,
+//! or plain text), anything else is a failure told to the user that changes nothing. The
+//! request goes through the same HTTPS stack as the model's (its roots, `HTTPS_PROXY` and
+//! `NO_PROXY`). At most [`BODY_CAP`] of the answer is read.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use serde_json::Value;
+
+use super::HookEnv;
+use super::process::Exit;
+use crate::settings::HookCommand;
+
+/// The most of an answer read: 1 MiB, as a command hook's stdout.
+pub const BODY_CAP: usize = super::process::OUTPUT_CAP;
+
+/// POSTs `input` to `hook`'s URL. `Ok` for a 2xx answer (its body as `stdout`, exit code 0);
+/// `Err` says what went wrong, for a line after the hook's URL.
+pub async fn run(
+    env: &HookEnv,
+    hook: &HookCommand,
+    timeout: Duration,
+    input: &Value,
+) -> Result<Exit, String> {
+    let transport = env
+        .http
+        .as_ref()
+        .ok_or_else(|| "cannot be sent: no HTTP client here".to_owned())?;
+    let url = hook.url.as_deref().unwrap_or_default();
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|error| format!("cannot be sent: {url:?} is not a URL ({error})"))?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    let allowed = hook.allowed_env_vars.as_deref().unwrap_or_default();
+    for (name, value) in hook.headers.iter().flatten() {
+        let value = interpolate(value, allowed, &|key| variable(env, key));
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("cannot be sent: {name:?} is not a header name"))?;
+        let value = http::HeaderValue::from_str(&value)
+            .map_err(|_| format!("cannot be sent: the value of header {name} is not valid"))?;
+        headers.insert(name, value);
+    }
+    let request = provider::HttpRequest {
+        method: http::Method::POST,
+        uri,
+        headers,
+        body: Bytes::from(input.to_string()),
+    };
+    let exchange = async {
+        let response = transport
+            .send(request)
+            .await
+            .map_err(|error| format!("failed: {error}"))?;
+        let mut body = Vec::new();
+        let mut stream = response.body;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|error| format!("failed: {error}"))?;
+            let room = BODY_CAP.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if room == 0 {
+                break;
+            }
+        }
+        let text = String::from_utf8_lossy(&body).trim().to_owned();
+        if response.status.is_success() {
+            Ok(Exit {
+                code: Some(0),
+                stdout: text,
+                stderr: String::new(),
+            })
+        } else {
+            Err(format!(
+                "failed: the server answered {} {}",
+                response.status,
+                text.chars().take(200).collect::<String>()
+            ))
+        }
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or_else(|_| Err(format!("timed out after {} s", timeout.as_secs_f64())))
+}
+
+/// The variable `key` as hooks see it: settings' `env`, else the agent's environment.
+fn variable(env: &HookEnv, key: &str) -> Option<String> {
+    env.env
+        .iter()
+        .rev()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var(key).ok())
+}
+
+/// `value` with each `$NAME` and `${NAME}` replaced by the variable when `allowed` names it,
+/// by nothing otherwise (a header never carries a variable the hook was not given).
+fn interpolate(value: &str, allowed: &[String], lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, consumed) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], end)
+        };
+        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+            out.push('$');
+            rest = after;
+            continue;
+        }
+        if allowed.iter().any(|allowed| allowed == name) {
+            out.push_str(&lookup(name).unwrap_or_default());
+        }
+        rest = &after[consumed..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_get_only_the_variables_they_are_allowed() {
+        let lookup = |key: &str| Some(format!("<{key}>"));
+        let allowed = vec!["TOKEN".to_owned()];
+        assert_eq!(
+            interpolate("Bearer $TOKEN and ${TOKEN}!", &allowed, &lookup),
+            "Bearer <TOKEN> and <TOKEN>!"
+        );
+        assert_eq!(
+            interpolate("x $SECRET y ${SECRET}", &allowed, &lookup),
+            "x  y "
+        );
+        assert_eq!(
+            interpolate("costs $5 or $", &allowed, &lookup),
+            "costs $5 or $"
+        );
+        assert_eq!(interpolate("${unclosed", &allowed, &lookup), "${unclosed");
+    }
+}
