@@ -1733,7 +1733,7 @@ mod tests {
             Path::new("/p.json"),
             r#"{"permissions": {"deny": ["Bash(rm:*"], "defaultMode": "yolo"},
                 "hooks": {"Stopp": [{"hooks": [{"type": "command", "command": "x"}]}],
-                          "Notification": [{"hooks": [{"type": "prompt", "command": "y"}]}],
+                          "Notification": [{"hooks": [{"type": "agent", "prompt": "y"}]}],
                           "TeammateIdle": [{"hooks": [{"type": "command", "command": "z"}]}]}}"#,
         )
         .unwrap();
@@ -1773,12 +1773,12 @@ mod tests {
             .collect();
         assert_eq!(
             unused,
-            ["hooks.Notification (prompt hooks)", "hooks.TeammateIdle"]
+            ["hooks.Notification (agent hooks)", "hooks.TeammateIdle"]
         );
         assert_eq!(
             settings.unused_line().as_deref(),
             Some(
-                "2 Claude Code settings are not used here: hooks.Notification (prompt hooks), hooks.TeammateIdle (agent --verbose names the files)"
+                "2 Claude Code settings are not used here: hooks.Notification (agent hooks), hooks.TeammateIdle (agent --verbose names the files)"
             )
         );
     }
