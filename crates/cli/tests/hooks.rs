@@ -228,6 +228,26 @@ async fn every_hook_runs_at_its_moment_with_claude_codes_input() {
         json!({"command": "echo rewritten"})
     );
     assert_eq!(post_bash["tool_response"]["stdout"], "rewritten");
+    // Read's result in Claude Code's `FileReadOutput` shape.
+    let post_read = events
+        .iter()
+        .find(|event| event["hook_event_name"] == "PostToolUse" && event["tool_name"] == "Read")
+        .unwrap();
+    let file = &post_read["tool_response"]["file"];
+    assert_eq!(post_read["tool_response"]["type"], "text");
+    assert_eq!(file["content"], "remember the milk");
+    assert_eq!(
+        (
+            file["numLines"].as_u64(),
+            file["startLine"].as_u64(),
+            file["totalLines"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    assert!(
+        file["filePath"].as_str().unwrap().ends_with("/notes.txt"),
+        "{file}"
+    );
 
     // What the hooks answered reached the model.
     let requests = server.requests();

@@ -128,6 +128,7 @@ fn glob(
     input: &Input,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
+    let started = std::time::Instant::now();
     let root = shared.search_root(workspace, "Glob", input.path.as_deref())?;
     if !root.is_dir() {
         return Err(ToolError::InvalidInput(format!(
@@ -186,7 +187,17 @@ fn glob(
         return Err(ToolError::Killed("interrupted while searching".into()));
     }
     if !found.is_empty() {
-        return Ok(ToolOutput::text(render(found)));
+        let (text, filenames, total) = render(found);
+        // Claude Code's `GlobOutput` (sdk-tools.d.ts): what hooks and SDK programs get.
+        let structured = json!({
+            "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "numFiles": filenames.len(),
+            "filenames": filenames,
+            "truncated": total > MAX_RESULTS,
+            "totalMatches": total,
+            "countIsComplete": true,
+        });
+        return Ok(ToolOutput::text(text).with_structured(structured));
     }
     // Nothing: say whether the ignore rules are why.
     let ignored = search(true).len();
@@ -236,25 +247,28 @@ impl ModifiedTimes {
 }
 
 /// Newest first (ties by path), at most [`MAX_RESULTS`], with a note when cut.
-fn render(mut found: Vec<(PathBuf, Option<SystemTime>)>) -> String {
+/// The text for the model, the files shown (newest first, at most [`MAX_RESULTS`]) and how
+/// many were found.
+fn render(mut found: Vec<(PathBuf, Option<SystemTime>)>) -> (String, Vec<String>, usize) {
     if found.is_empty() {
-        return "No files found".to_owned();
+        return ("No files found".to_owned(), Vec::new(), 0);
     }
     found.sort_unstable_by(|(a_path, a_time), (b_path, b_time)| {
         b_time.cmp(a_time).then_with(|| a_path.cmp(b_path))
     });
     let total = found.len();
-    let mut lines: Vec<String> = found
+    let files: Vec<String> = found
         .iter()
         .take(MAX_RESULTS)
         .map(|(path, _)| path.display().to_string())
         .collect();
+    let mut text = files.join("\n");
     if total > MAX_RESULTS {
-        lines.push(format!(
-            "(Results are truncated: showing the {MAX_RESULTS} most recently modified of {total} files. Use a more specific pattern or path.)"
+        text.push_str(&format!(
+            "\n(Results are truncated: showing the {MAX_RESULTS} most recently modified of {total} files. Use a more specific pattern or path.)"
         ));
     }
-    lines.join("\n")
+    (text, files, total)
 }
 
 #[cfg(test)]
@@ -317,11 +331,14 @@ mod tests {
             (PathBuf::from("/w/b"), at(2)),
             (PathBuf::from("/w/a"), at(2)),
         ];
-        assert_eq!(render(found), "/w/new\n/w/a\n/w/b\n/w/old");
+        let (text, files, total) = render(found);
+        assert_eq!(text, "/w/new\n/w/a\n/w/b\n/w/old");
+        assert_eq!((files.len(), total), (4, 4));
         let many = (0..150)
             .map(|i| (PathBuf::from(format!("/w/{i:03}")), at(i)))
             .collect();
-        let text = render(many);
+        let (text, files, total) = render(many);
+        assert_eq!((files.len(), total), (MAX_RESULTS, 150));
         assert_eq!(text.lines().count(), MAX_RESULTS + 1);
         assert!(text.starts_with("/w/149\n"));
         assert!(text.ends_with("showing the 100 most recently modified of 150 files. Use a more specific pattern or path.)"));

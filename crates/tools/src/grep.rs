@@ -296,11 +296,50 @@ fn grep(
         Some(limit) => limit,
     };
     let page = Page { offset, limit };
-    Ok(ToolOutput::text(match mode {
+    let text = match mode {
         OutputMode::FilesWithMatches => render_files(&mut results, page),
         OutputMode::Count => render_counts(&mut results, page),
         OutputMode::Content => render_content(&mut results, page, before + after > 0),
-    }))
+    };
+    // Claude Code's `GrepOutput` (sdk-tools.d.ts): what hooks and SDK programs get (the
+    // files in the order shown).
+    let filenames: Vec<String> = results
+        .iter()
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    let mut structured = json!({
+        "mode": match mode {
+            OutputMode::FilesWithMatches => "files_with_matches",
+            OutputMode::Count => "count",
+            OutputMode::Content => "content",
+        },
+        "numFiles": filenames.len(),
+        "filenames": filenames,
+    });
+    match mode {
+        OutputMode::Content => {
+            structured["content"] = json!(text);
+            structured["numLines"] = json!(text.lines().count());
+        }
+        OutputMode::Count => {
+            let matches: u64 = results
+                .iter()
+                .map(|(_, found)| match found {
+                    Found::Count(count) => *count,
+                    _ => 0,
+                })
+                .sum();
+            structured["numMatches"] = json!(matches);
+        }
+        OutputMode::FilesWithMatches => {}
+    }
+    if limit != usize::MAX {
+        structured["appliedLimit"] = json!(limit);
+    }
+    if offset > 0 {
+        structured["appliedOffset"] = json!(offset);
+    }
+    Ok(ToolOutput::text(text).with_structured(structured))
 }
 
 fn build_matcher(input: &Input) -> Result<RegexMatcher, ToolError> {

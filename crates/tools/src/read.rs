@@ -258,11 +258,16 @@ fn read(
         Encoding::Windows1252
     };
     let mut output = String::with_capacity(shown_bytes);
+    // Claude Code's `content`: the lines as read, without numbers.
+    let mut content = String::with_capacity(shown_bytes);
     for (number, bytes) in &shown {
         let text = encoding.decode(bytes);
         let text = truncate_line(&text, MAX_LINE_CHARS);
         output.push_str(&format!("{number}\t{text}\n"));
+        content.push_str(&text);
+        content.push('\n');
     }
+    content.pop();
     let stamp = hasher.stamp(metadata.modified().ok());
     match snapshot.filter(|snapshot| snapshot.len() as u64 == stamp.len) {
         Some(snapshot) => {
@@ -302,7 +307,17 @@ fn read(
         output.push_str("\n\n");
         output.push_str(&note);
     }
-    Ok(ToolOutput::text(output))
+    // Claude Code's `FileReadOutput` (sdk-tools.d.ts): what hooks and SDK programs get.
+    Ok(ToolOutput::text(output).with_structured(json!({
+        "type": "text",
+        "file": {
+            "filePath": path,
+            "content": content,
+            "numLines": shown.len(),
+            "startLine": first,
+            "totalLines": number,
+        },
+    })))
 }
 
 /// Refuses a folder, and a FIFO, socket or device (which would block or never end).
