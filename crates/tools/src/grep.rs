@@ -301,8 +301,13 @@ fn grep(
         OutputMode::Count => render_counts(&mut results, page),
         OutputMode::Content => render_content(&mut results, page, before + after > 0),
     };
-    // Claude Code's `GrepOutput` (sdk-tools.d.ts): what hooks and SDK programs get (the
-    // files in the order shown).
+    let structured = structured(mode, &results, &text, page);
+    Ok(ToolOutput::text(text).with_structured(structured))
+}
+
+/// Claude Code's `GrepOutput` (sdk-tools.d.ts) of a search: what hooks and SDK programs get
+/// (the files in the order shown).
+fn structured(mode: OutputMode, results: &[(PathBuf, Found)], text: &str, page: Page) -> Value {
     let filenames: Vec<String> = results
         .iter()
         .map(|(path, _)| path.display().to_string())
@@ -333,13 +338,13 @@ fn grep(
         }
         OutputMode::FilesWithMatches => {}
     }
-    if limit != usize::MAX {
-        structured["appliedLimit"] = json!(limit);
+    if page.limit != usize::MAX {
+        structured["appliedLimit"] = json!(page.limit);
     }
-    if offset > 0 {
-        structured["appliedOffset"] = json!(offset);
+    if page.offset > 0 {
+        structured["appliedOffset"] = json!(page.offset);
     }
-    Ok(ToolOutput::text(text).with_structured(structured))
+    structured
 }
 
 fn build_matcher(input: &Input) -> Result<RegexMatcher, ToolError> {

@@ -279,28 +279,70 @@ fn read(
     }
     shared.read_state.insert(path.clone(), stamp);
 
-    if number == 0 {
+    answer(
+        &path,
+        output,
+        content,
+        Span {
+            first,
+            last_shown,
+            shown: shown.len(),
+            total: number,
+            stopped_early,
+        },
+        encoding,
+    )
+}
+
+/// Which lines a read showed.
+struct Span {
+    /// The first line asked for (from 1).
+    first: usize,
+    /// The last line shown.
+    last_shown: usize,
+    /// How many lines were shown.
+    shown: usize,
+    /// The file's lines.
+    total: usize,
+    /// Whether the output cap stopped the read before the limit.
+    stopped_early: bool,
+}
+
+/// The answer of a read of `path`: `output` (numbered lines) with its notes, and Claude
+/// Code's `FileReadOutput` around `content` (the lines as read).
+fn answer(
+    path: &std::path::Path,
+    mut output: String,
+    content: String,
+    span: Span,
+    encoding: Encoding,
+) -> Result<ToolOutput, ToolError> {
+    let first = span.first;
+    if span.total == 0 {
         return Ok(ToolOutput::text(format!(
             "The file {} exists but is empty.",
             path.display()
         )));
     }
-    if first > number {
+    if first > span.total {
         return Err(ToolError::InvalidInput(format!(
-            "{} has {number} lines; offset {first} is past the end",
-            path.display()
+            "{} has {} lines; offset {first} is past the end",
+            path.display(),
+            span.total
         )));
     }
     output.pop(); // the last newline
-    if last_shown < number {
-        let why = if stopped_early {
+    if span.last_shown < span.total {
+        let why = if span.stopped_early {
             format!(" (output capped at {} KiB)", MAX_OUTPUT_BYTES / 1024)
         } else {
             String::new()
         };
         output.push_str(&format!(
-            "\n\n[Showing lines {first}-{last_shown} of {number}{why}. Continue with offset={}.]",
-            last_shown + 1
+            "\n\n[Showing lines {first}-{} of {}{why}. Continue with offset={}.]",
+            span.last_shown,
+            span.total,
+            span.last_shown + 1
         ));
     }
     if let Some(note) = encoding.read_note() {
@@ -313,9 +355,9 @@ fn read(
         "file": {
             "filePath": path,
             "content": content,
-            "numLines": shown.len(),
+            "numLines": span.shown,
             "startLine": first,
-            "totalLines": number,
+            "totalLines": span.total,
         },
     })))
 }
