@@ -164,68 +164,11 @@ fn show_status(ui: &tui::Handle, totals: &Totals, session: &Session) {
     );
 }
 
-/// `/status`.
-fn status_report(session: &Session) -> String {
-    let servers = session.mcp_status();
-    let connected = servers
-        .iter()
-        .filter(|(_, status)| *status == "connected")
-        .count();
-    format!(
-        "Model: {}\nPermission mode: {}\nFolder: {} ({})\nSession: {}{}\nSandbox: {}\nMCP servers: {} ({} connected)\nTools: {}",
-        printable(session.model(), false),
-        session.mode_name(),
-        printable(&session.cwd().to_string_lossy(), false),
-        if session.trusted() {
-            "trusted"
-        } else {
-            "not trusted: its hooks, env and allow rules are ignored"
-        },
-        session.session_id(),
-        if session.has_transcript() {
-            ""
-        } else {
-            " (nothing saved yet)"
-        },
-        session.sandbox().describe(),
-        servers.len(),
-        connected,
-        session.tool_names().len(),
-    )
-}
-
 /// How soon a second Ctrl-C at an empty prompt must follow the first to exit.
 const EXIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How many prompts the history file keeps.
 const HISTORY_LIMIT: usize = 1000;
-/// `/mcp`: each server with its status and tools.
-fn mcp_report(session: &Session) -> String {
-    let servers = session.mcp_status();
-    if servers.is_empty() {
-        return "No MCP servers. Add one with `agent mcp add NAME -- COMMAND ARGS...`, or in .mcp.json (trusted folders).".to_owned();
-    }
-    let mut lines = Vec::new();
-    for (name, status) in servers {
-        let prefix = format!("{}__", mcp::server_prefix(&name));
-        let tools: Vec<&str> = session
-            .tool_names()
-            .iter()
-            .filter_map(|tool| tool.strip_prefix(&prefix))
-            .collect();
-        lines.push(format!(
-            "{}: {status}{}",
-            printable(&name, false),
-            if tools.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", printable(&tools.join(", "), false))
-            }
-        ));
-    }
-    lines.join("\n")
-}
-
 /// The history file of the input line.
 fn history_file() -> Option<PathBuf> {
     dirs::data_dir().map(|dir| dir.join("agent").join("history"))
@@ -476,7 +419,7 @@ impl Repl<'_> {
             Input::Nothing => {}
             Input::Help => self.say(&help(self.session)),
             Input::Cost => self.say(&self.totals.report(self.started.elapsed())),
-            Input::Status => self.say(&status_report(self.session)),
+            Input::Status => self.say(&self.session.status_report()),
             Input::Context => self.say(&slash::context_report(
                 self.totals.context,
                 &self.session.levels(),
@@ -504,7 +447,7 @@ impl Repl<'_> {
             }
             Input::Mcp => {
                 self.session.join_mcp_tools();
-                self.say(&mcp_report(self.session));
+                self.say(&self.session.mcp_report());
             }
             Input::Exit => return Ok(Some(0)),
             Input::Shell(command) => self.shell(&command).await,

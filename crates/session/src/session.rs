@@ -895,6 +895,65 @@ impl Session {
         Ok(())
     }
 
+    /// The `/status` report: model, mode, folder and whether it is trusted, session,
+    /// sandbox, MCP servers and tools, a line each (safe to print).
+    pub fn status_report(&self) -> String {
+        let servers = self.mcp_status();
+        let connected = servers
+            .iter()
+            .filter(|(_, status)| *status == "connected")
+            .count();
+        format!(
+            "Model: {}\nPermission mode: {}\nFolder: {} ({})\nSession: {}{}\nSandbox: {}\nMCP servers: {} ({} connected)\nTools: {}",
+            render::printable(self.model(), false),
+            self.mode_name(),
+            render::printable(&self.cwd().to_string_lossy(), false),
+            if self.trusted() {
+                "trusted"
+            } else {
+                "not trusted: its hooks, env and allow rules are ignored"
+            },
+            self.session_id(),
+            if self.has_transcript() {
+                ""
+            } else {
+                " (nothing saved yet)"
+            },
+            self.sandbox().describe(),
+            servers.len(),
+            connected,
+            self.tool_names().len(),
+        )
+    }
+
+    /// The `/mcp` report: each MCP server with its status and tools, a line each (safe to
+    /// print).
+    pub fn mcp_report(&self) -> String {
+        let servers = self.mcp_status();
+        if servers.is_empty() {
+            return "No MCP servers. Add one with `agent mcp add NAME -- COMMAND ARGS...`, or in .mcp.json (trusted folders).".to_owned();
+        }
+        let mut lines = Vec::new();
+        for (name, status) in servers {
+            let prefix = format!("{}__", mcp::server_prefix(&name));
+            let tools: Vec<&str> = self
+                .tool_names()
+                .iter()
+                .filter_map(|tool| tool.strip_prefix(&prefix))
+                .collect();
+            lines.push(format!(
+                "{}: {status}{}",
+                render::printable(&name, false),
+                if tools.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", render::printable(&tools.join(", "), false))
+                }
+            ));
+        }
+        lines.join("\n")
+    }
+
     /// The model's context window, in tokens.
     pub fn context_window(&self) -> u64 {
         self.config.context.levels.context_window.0
