@@ -372,17 +372,20 @@ async fn a_hook_runs_in_its_own_session_and_dies_with_a_killed_agent() {
     );
 }
 
-/// A hook that leaves a process in the background: it is killed when the hook exits, so
-/// nothing a hook started outlives the agent.
+/// A hook that leaves a process in the background, in its group or out of it (`setsid`): it
+/// is killed when the hook exits, so nothing a hook started outlives the agent.
 #[tokio::test]
 async fn what_a_hook_leaves_in_the_background_does_not_outlive_it() {
     let repo = repo("env-hook-background");
     let sleeper = unique_sleep(29, 44);
+    let escaper = unique_sleep(29, 45);
     std::fs::create_dir_all(repo.dir.join(".agent")).unwrap();
     std::fs::write(
         repo.dir.join(".agent/settings.json"),
         json!({"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [
-            {"type": "command", "command": format!("{sleeper} </dev/null >/dev/null 2>&1 & exit 0")}
+            {"type": "command", "command": format!("{sleeper} </dev/null >/dev/null 2>&1 & exit 0")},
+            // One that leaves the hook's process group and session (a daemon's `setsid`).
+            {"type": "command", "command": format!("setsid {escaper} </dev/null >/dev/null 2>&1 & exit 0")}
         ]}]}})
         .to_string(),
     )
@@ -403,5 +406,10 @@ async fn what_a_hook_leaves_in_the_background_does_not_outlive_it() {
     assert!(
         left.is_empty(),
         "the hook's background process outlived the agent"
+    );
+    let left = wait_gone(&escaper, Duration::from_secs(2)).await;
+    assert!(
+        left.is_empty(),
+        "the hook's background process that left its session outlived the agent"
     );
 }

@@ -71,6 +71,14 @@ fn guard(args: &[OsString]) -> i32 {
         eprintln!("{SPAWN_FAILED_PREFIX}could not start a new session: {error}");
         return SPAWN_FAILED;
     }
+    // A hook's (short-lived) guard: what the program starts and then leaves (a daemon that
+    // `setsid`s out of the group and whose parent exits) comes back to this process instead
+    // of init, so it is still found and killed below. Not for a long-lived server's guard,
+    // which would collect the zombies of its orphans (nothing here reaps them). Without it
+    // (an old kernel) the group alone is killed.
+    if new_session {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    }
     let mut child = match std::process::Command::new(program).args(rest).spawn() {
         Ok(child) => child,
         Err(error) => {
@@ -83,7 +91,9 @@ fn guard(args: &[OsString]) -> i32 {
             std::thread::sleep(POLL);
             if nix::unistd::getppid().as_raw() != parent {
                 // The agent is gone: the server and everything it started go too (this
-                // process is the group's leader, so the group is ours).
+                // process is the group's leader, so the group is ours; what left it is
+                // among this process's descendants).
+                kill_rest_of_group();
                 let _ = nix::sys::signal::killpg(
                     nix::unistd::getpgrp(),
                     nix::sys::signal::Signal::SIGKILL,
@@ -114,20 +124,34 @@ fn guard(args: &[OsString]) -> i32 {
         return code;
     }
     // SIGKILL reaches this process as well, so the exit code is written by the signal.
+    kill_rest_of_group();
     let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), nix::sys::signal::Signal::SIGKILL);
     code
 }
 
-/// SIGKILLs every live process of this process's group but this one, until none is left (a
-/// process forking while it is killed cannot complete the fork, so rounds end; at most 100).
+/// SIGKILLs every live process of this process's group and every descendant of this
+/// process (one that left the group with `setsid` is still a descendant: this process is
+/// their subreaper), but this one, until none is left (a process forking while it is killed
+/// cannot complete the fork, so rounds end; at most 100).
 fn kill_rest_of_group() {
     let me = nix::unistd::getpid().as_raw();
     let group = nix::unistd::getpgrp().as_raw();
     for _ in 0..100 {
-        let others: Vec<i32> = group_members(group)
-            .into_iter()
-            .filter(|pid| *pid != me)
+        let processes = processes();
+        let mut others: Vec<i32> = processes
+            .iter()
+            .filter(|process| process.group == group && process.pid != me)
+            .map(|process| process.pid)
             .collect();
+        let mut parents = vec![me];
+        while let Some(parent) = parents.pop() {
+            for child in processes.iter().filter(|process| process.parent == parent) {
+                if !others.contains(&child.pid) {
+                    others.push(child.pid);
+                }
+                parents.push(child.pid);
+            }
+        }
         if others.is_empty() {
             return;
         }
@@ -141,8 +165,15 @@ fn kill_rest_of_group() {
     }
 }
 
-/// The live (not zombie) processes whose process group is `group`, from `/proc`.
-fn group_members(group: i32) -> Vec<i32> {
+/// A live process, as `/proc/PID/stat` gives it.
+struct Process {
+    pid: i32,
+    parent: i32,
+    group: i32,
+}
+
+/// The live (not zombie) processes, from `/proc`.
+fn processes() -> Vec<Process> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -155,8 +186,9 @@ fn group_members(group: i32) -> Vec<i32> {
             let (_, after) = stat.rsplit_once(')')?;
             let mut fields = after.split_whitespace();
             let state = fields.next()?;
-            let pgrp = fields.nth(1)?.parse::<i32>().ok()?;
-            (pgrp == group && state != "Z" && state != "X").then_some(pid)
+            let parent = fields.next()?.parse::<i32>().ok()?;
+            let group = fields.next()?.parse::<i32>().ok()?;
+            (state != "Z" && state != "X").then_some(Process { pid, parent, group })
         })
         .collect()
 }
