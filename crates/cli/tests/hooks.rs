@@ -688,3 +688,47 @@ async fn prompt_hooks_ask_the_fast_model() {
         main[1]
     );
 }
+
+/// A PermissionRequest hook's `updatedPermissions` apply to the session as Claude Code's
+/// permission updates: an `addRules` allow rule means the next such call is not asked about.
+#[tokio::test]
+async fn a_permission_request_hook_can_grant_for_the_session() {
+    let repo = repo("hooks-updated-permissions");
+    let grant = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); open(".asked","a").write(e["tool_input"]["file_path"]+"\n"); print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow", "updatedPermissions": [{"type": "addRules", "rules": [{"toolName": "Write"}], "behavior": "allow", "destination": "session"}]}}}))'"#;
+    project_settings(
+        &repo,
+        &json!({"hooks": {"PermissionRequest": [{"hooks": [{"type": "command", "command": grant}]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_1",
+            "Write",
+            json!({"file_path": "one.txt", "content": "1\n"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_2",
+            "Write",
+            json!({"file_path": "two.txt", "content": "2\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        repo.dir.join("one.txt").exists() && repo.dir.join("two.txt").exists(),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join(".asked")).unwrap(),
+        "one.txt\n",
+        "the second Write was asked about"
+    );
+}

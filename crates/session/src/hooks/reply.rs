@@ -25,6 +25,8 @@ pub enum RequestDecision {
     Allow {
         /// `updatedInput`.
         updated_input: Option<Value>,
+        /// `updatedPermissions`: Claude Code's `PermissionUpdate` objects, as given.
+        updated_permissions: Vec<Value>,
     },
     /// `{"behavior": "deny"}`, with the message for the model.
     Deny {
@@ -237,6 +239,11 @@ fn json(event: Event, answer: &Value) -> Reply {
                     .get("updatedInput")
                     .filter(|input| input.is_object())
                     .cloned(),
+                updated_permissions: decision
+                    .get("updatedPermissions")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
             }),
             Some("deny") => Some(RequestDecision::Deny {
                 message: text(decision, "message"),
@@ -387,7 +394,8 @@ mod tests {
         assert_eq!(
             request.request,
             Some(RequestDecision::Allow {
-                updated_input: Some(json!({"command": "ls -a"}))
+                updated_input: Some(json!({"command": "ls -a"})),
+                updated_permissions: Vec::new(),
             })
         );
         let denied = ok(

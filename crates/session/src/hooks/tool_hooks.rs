@@ -145,8 +145,8 @@ impl CanUseTool for HookedGate {
 /// decides an `updatedInput` again ([`tools::PreAsk`]): it must fit the schema and pass the
 /// rules without a question. With no
 /// decision the question goes on, and in an interactive session the Notification hooks hear
-/// of it (`notification_type` `permission_prompt`). `updatedPermissions` (rules to add) and
-/// `interrupt` are not applied: the call alone is decided.
+/// of it (`notification_type` `permission_prompt`). `updatedPermissions` apply to the
+/// session ([`PermissionRequestHooks::apply_updates`]); `interrupt` is not applied.
 pub struct PermissionRequestHooks {
     hooks: Hooks,
 }
@@ -197,7 +197,11 @@ impl tools::PreAsk for PermissionRequestHooks {
                     )));
                 }
                 // The gate checks the new input against the schema and the rules.
-                Some(RequestDecision::Allow { updated_input }) => {
+                Some(RequestDecision::Allow {
+                    updated_input,
+                    updated_permissions,
+                }) => {
+                    self.apply_updates(&updated_permissions);
                     return Some(PermissionDecision::Allow { updated_input });
                 }
                 None => {}
@@ -215,6 +219,62 @@ impl tools::PreAsk for PermissionRequestHooks {
             }
             None
         })
+    }
+}
+
+impl PermissionRequestHooks {
+    /// Applies a PermissionRequest hook's `updatedPermissions` to the session, as Claude
+    /// Code's `PermissionUpdate`s: `addRules` of allow rules join the session's allow rules
+    /// (whatever the destination: nothing is written to a settings file), `setMode` switches
+    /// the mode (never to bypassPermissions). The others are told and not applied.
+    fn apply_updates(&self, updates: &[Value]) {
+        let Some(gate) = self.hooks.env().gate.get() else {
+            return;
+        };
+        let notices = &self.hooks.env().notices;
+        for update in updates {
+            let kind = update
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match kind {
+                "addRules" if update.get("behavior").and_then(Value::as_str) == Some("allow") => {
+                    for rule in update.get("rules").and_then(Value::as_array).into_iter().flatten() {
+                        let Some(tool) = rule.get("toolName").and_then(Value::as_str) else {
+                            continue;
+                        };
+                        let text = match rule.get("ruleContent").and_then(Value::as_str) {
+                            Some(content) => format!("{tool}({content})"),
+                            None => tool.to_owned(),
+                        };
+                        if let Err(error) = gate.allow_for_session(&text) {
+                            notices.say(&format!(
+                                "a PermissionRequest hook's rule {} is not applied: {error}",
+                                render::printable(&text, false)
+                            ));
+                        }
+                    }
+                }
+                "setMode" => {
+                    let mode = update
+                        .get("mode")
+                        .and_then(Value::as_str)
+                        .and_then(|mode| mode.parse::<tools::PermissionMode>().ok())
+                        .filter(|mode| *mode != tools::PermissionMode::BypassPermissions);
+                    match mode {
+                        Some(mode) => gate.set_mode(mode),
+                        None => notices.say(&format!(
+                            "a PermissionRequest hook's mode {} is not applied",
+                            update.get("mode").unwrap_or(&Value::Null)
+                        )),
+                    }
+                }
+                _ => notices.say(&format!(
+                    "a PermissionRequest hook's permission update {} is not applied (only addRules of allow rules and setMode are)",
+                    render::printable(&update.to_string(), false)
+                )),
+            }
+        }
     }
 }
 

@@ -156,6 +156,27 @@ impl PermissionGate {
         })
     }
 
+    /// Adds `rule` (an allow rule as a settings file writes it) to the session's allow rules,
+    /// as an "always" answer does (Claude Code's `addRules` permission update for the
+    /// session). Deny and ask rules still come first.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidRule`] when `rule` does not parse.
+    pub fn allow_for_session(&self, rule: &str) -> Result<(), crate::Error> {
+        let base = crate::paths::real_path(&self.shared.workspace.cwd)?;
+        let parsed = Rule::parse(rule, &base)?;
+        let mut rules = self
+            .shared
+            .session_allow
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !rules.iter().any(|(known, _)| known == rule) {
+            rules.push((rule.to_owned(), parsed));
+        }
+        Ok(())
+    }
+
     /// The rules granted "always" this session, as written (`Bash(npm test:*)`), oldest
     /// first.
     pub fn session_rules(&self) -> Vec<String> {
