@@ -146,7 +146,8 @@ impl CanUseTool for HookedGate {
 /// rules without a question. With no
 /// decision the question goes on, and in an interactive session the Notification hooks hear
 /// of it (`notification_type` `permission_prompt`). `updatedPermissions` apply to the
-/// session ([`PermissionRequestHooks::apply_updates`]); `interrupt` is not applied.
+/// session (`addRules` of allow rules, `setMode` but never to bypassPermissions);
+/// `interrupt` is not applied.
 pub struct PermissionRequestHooks {
     hooks: Hooks,
 }
