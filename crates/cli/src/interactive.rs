@@ -289,11 +289,24 @@ async fn session_loop(
                 say(ui, &format!("› {}", printable(&line, false)));
                 (line, false)
             }
-            None => match repl.read().await {
-                Read::Line(line, pasted) => (line, pasted),
-                Read::Again => continue,
-                Read::Exit => return Ok(0),
-            },
+            None => {
+                // A minute at the prompt: the Notification hooks hear the agent waits.
+                let (after, idle) = repl.session.idle_notifier();
+                let read = repl.read();
+                tokio::pin!(read);
+                let outcome = tokio::select! {
+                    outcome = &mut read => outcome,
+                    () = tokio::time::sleep(after) => {
+                        idle();
+                        read.await
+                    }
+                };
+                match outcome {
+                    Read::Line(line, pasted) => (line, pasted),
+                    Read::Again => continue,
+                    Read::Exit => return Ok(0),
+                }
+            }
         };
         repl.exit_pending = None;
         if let Some(code) = repl.handle(&line, pasted).await? {

@@ -2817,3 +2817,35 @@ async fn a_new_mcpjson_server_is_asked_about_once() {
         terminal.text()
     );
 }
+
+/// A while at the prompt (Claude Code's `messageIdleNotifThresholdMs`, here half a second)
+/// and the Notification hooks hear that the agent waits for the user (`idle_prompt`).
+#[tokio::test]
+async fn an_idle_prompt_is_a_notification() {
+    let repo = repo("interactive-idle");
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    let record = "python3 -c 'import json,sys; e=json.load(sys.stdin); open(\".events\",\"a\").write(e[\"notification_type\"]+\" \"+e[\"message\"]+\"\\n\")'";
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"hooks": {"Notification": [{"matcher": "idle_prompt", "hooks": [{"type": "command", "command": record}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.home.join(".claude.json"),
+        json!({"messageIdleNotifThresholdMs": 500}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(Vec::new())).await.unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--trust");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join(".events")).unwrap_or_default(),
+        "idle_prompt agent is waiting for your input\n"
+    );
+}

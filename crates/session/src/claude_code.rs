@@ -109,6 +109,18 @@ impl State {
             .map(Path::to_path_buf)
     }
 
+    /// How long the prompt waits before telling the Notification hooks the agent is idle:
+    /// Claude Code's `messageIdleNotifThresholdMs`, else 60 s (its default).
+    pub fn idle_threshold(&self) -> std::time::Duration {
+        self.document
+            .get("messageIdleNotifThresholdMs")
+            .and_then(Value::as_u64)
+            .map_or(
+                crate::IDLE_NOTIFICATION_AFTER,
+                std::time::Duration::from_millis,
+            )
+    }
+
     /// The user-scope servers (`mcpServers`), as a `{"mcpServers": …}` document.
     pub fn user_servers(&self) -> Option<Value> {
         let servers = self.document.get("mcpServers")?;

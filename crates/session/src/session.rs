@@ -122,6 +122,8 @@ struct ToolState {
     rule_origins: Vec<(&'static str, String, String)>,
     workspace: Arc<Workspace>,
     hooks: hooks::Hooks,
+    /// How long the prompt waits before the Notification hooks hear the agent is idle.
+    idle_after: std::time::Duration,
     /// The settings' `statusLine` command.
     status_line: Option<settings::StatusLineSettings>,
     /// Whether its failure was told.
@@ -302,6 +304,7 @@ impl Session {
             pending: Pending::default(),
             notices: options.notices.clone(),
         };
+        session.tooling.idle_after = claude.idle_threshold();
         let _ = session
             .tooling
             .hooks
@@ -441,6 +444,30 @@ impl Session {
             ));
         }
         None
+    }
+
+    /// How long the prompt waits (Claude Code's `messageIdleNotifThresholdMs` in
+    /// `~/.claude.json`, else [`IDLE_NOTIFICATION_AFTER`]) before a front end calls the
+    /// function given with it, which tells the Notification hooks the agent waits for the
+    /// user (`notification_type` `idle_prompt`, as Claude Code does): it starts them and
+    /// returns at once.
+    pub fn idle_notifier(&self) -> (std::time::Duration, impl Fn() + Send + Sync + 'static) {
+        (self.tooling.idle_after, self.idle_hook())
+    }
+
+    /// The function of [`Session::idle_notifier`].
+    fn idle_hook(&self) -> impl Fn() + Send + Sync + 'static {
+        let hooks = self.tooling.hooks.clone();
+        move || {
+            hooks.spawn(
+                hooks::Event::Notification,
+                &["idle_prompt"],
+                serde_json::json!({
+                    "message": "agent is waiting for your input",
+                    "notification_type": "idle_prompt",
+                }),
+            );
+        }
     }
 
     /// Runs the SessionEnd hooks with `reason`, for at most
@@ -1662,6 +1689,10 @@ impl Session {
     }
 }
 
+/// How long the prompt waits before the Notification hooks hear that the agent waits for
+/// the user: 60 s (Claude Code's `messageIdleNotifThresholdMs` default).
+pub const IDLE_NOTIFICATION_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// How long a `statusLine` command may take: 5 s (ours; a slow one leaves the last rows).
 pub const STATUS_LINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -1910,6 +1941,7 @@ impl ToolState {
                 .clone()
                 .filter(|status_line| status_line.kind == "command" && !settings.hooks_disabled()),
             status_line_failed: Arc::default(),
+            idle_after: IDLE_NOTIFICATION_AFTER,
         };
         Ok((state, structured))
     }
