@@ -732,3 +732,44 @@ async fn a_permission_request_hook_can_grant_for_the_session() {
         "the second Write was asked about"
     );
 }
+
+/// `CLAUDE_ENV_FILE`, as Claude Code gives SessionStart hooks: the `export` lines a hook
+/// writes there run before every command of the model (in its sandbox), so a project's
+/// environment (a toolchain's PATH, a virtualenv) is set once.
+#[tokio::test]
+async fn session_start_hooks_set_the_commands_environment() {
+    let repo = repo("hooks-env-file");
+    project_settings(
+        &repo,
+        &json!({"hooks": {"SessionStart": [{"hooks": [{
+            "type": "command",
+            "command": "echo 'export GREETING=from-the-env-file' >> \"$CLAUDE_ENV_FILE\"",
+        }]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "Bash", json!({"command": "echo $GREETING"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--allowedTools",
+            "Bash(echo:*)",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        common::result_block(&server, "toolu_1")["content"],
+        "from-the-env-file"
+    );
+}

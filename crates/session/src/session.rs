@@ -356,6 +356,16 @@ impl Session {
     /// stdout) goes with the next prompt. [`Session::gather_context`] runs them for
     /// `startup` and `resume`; a front end runs them for `clear` after [`Session::clear`].
     pub async fn start_hooks(&mut self, source: &str) {
+        let env_file = self.tooling.hooks.env().env_file.clone();
+        if let Some(file) = env_file
+            .as_ref()
+            .filter(|_| self.tooling.hooks.has(hooks::Event::SessionStart))
+            && let Some(folder) = file.parent()
+            && crate::transcript::private_dir(folder).is_ok()
+        {
+            // Empty for the hooks to fill, as Claude Code gives it them.
+            let _ = std::fs::write(file, "");
+        }
         let verdict = self
             .tooling
             .hooks
@@ -371,6 +381,10 @@ impl Session {
                 .iter()
                 .map(|context| hook_context(hooks::Event::SessionStart, context)),
         );
+        if let Some(prelude) = env_file.as_deref().and_then(read_env_file) {
+            self.tooling.gate.set_command_prelude(&prelude);
+            self.tooling.recipe.prelude = prelude;
+        }
     }
 
     /// The rows of the settings' `statusLine` command, as Claude Code shows them under the
@@ -1693,6 +1707,26 @@ impl Session {
 /// the user: 60 s (Claude Code's `messageIdleNotifThresholdMs` default).
 pub const IDLE_NOTIFICATION_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The name of the file SessionStart hooks get as `CLAUDE_ENV_FILE`, in the session's
+/// folder.
+const ENV_FILE: &str = "env-file.sh";
+
+/// The most of `CLAUDE_ENV_FILE` read: 64 KiB.
+const ENV_FILE_CAP: u64 = 64 * 1024;
+
+/// What SessionStart hooks left in `CLAUDE_ENV_FILE` (`export NAME=value` lines, as Claude
+/// Code's hooks write them), for every model command to run first; `None` when it is empty,
+/// missing, not a regular file, or larger than [`ENV_FILE_CAP`].
+fn read_env_file(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > ENV_FILE_CAP {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
 /// How long a `statusLine` command may take: 5 s (ours; a slow one leaves the last rows).
 pub const STATUS_LINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -1873,6 +1907,7 @@ impl ToolState {
         let no_hooks = BTreeMap::new();
         let mut hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
         hook_env.http = hooks_transport(options, settings);
+        hook_env.env_file = Some(record.sessions.join(session_id).join(ENV_FILE));
         let hooks = hooks::Hooks::new(
             hook_env,
             if settings.hooks_disabled() {
@@ -1891,6 +1926,7 @@ impl ToolState {
             sandbox,
             prompter,
             hooks: hooks.clone(),
+            prelude: String::new(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
             session_mode: None,
         };
@@ -2120,6 +2156,7 @@ fn key_helper(
         guard: std::env::current_exe().ok(),
         http: None,
         model: Arc::default(),
+        env_file: None,
     };
     Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
         command.clone(),
@@ -2151,6 +2188,7 @@ fn hook_env(
         guard: std::env::current_exe().ok(),
         http: None,
         model: Arc::default(),
+        env_file: None,
     }
 }
 

@@ -298,6 +298,9 @@ pub struct Recipe {
     pub prompter: Option<Arc<dyn tools::Prompter>>,
     /// The settings' hooks.
     pub hooks: hooks::Hooks,
+    /// Shell lines every model command runs first (what SessionStart hooks wrote to
+    /// `CLAUDE_ENV_FILE`).
+    pub prelude: String,
     /// Where Write and Edit record their changes (the session's checkpoints, shared by
     /// every subagent: a rewind undoes theirs too).
     pub journal: Option<Arc<dyn tools::WriteJournal>>,

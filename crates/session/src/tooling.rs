@@ -179,9 +179,11 @@ pub fn build(
         sandbox: recipe.sandbox.clone(),
         journal: recipe.journal.clone(),
     })?;
+    let permissions = set.gate();
+    permissions.set_command_prelude(&recipe.prelude);
     Ok(Tooling {
         tools: set.tools(),
-        permissions: set.gate(),
+        permissions,
         watch: set.file_watch(),
     })
 }

@@ -552,7 +552,25 @@ async fn run(
         )));
     }
     let cwd_file = CwdFile::new(shared.private.path());
-    let script = format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap());
+    // The session's prelude (Claude Code's CLAUDE_ENV_FILE) runs before the model's command,
+    // in its shell (in its sandbox); never before a command the user typed.
+    let prelude = if how == BashRun::UserShell {
+        String::new()
+    } else {
+        shared
+            .prelude
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    };
+    let script = if prelude.is_empty() {
+        format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap())
+    } else {
+        format!(
+            "{CLOSE_INHERITED_FDS}{}\n{prelude}\n{command}",
+            cwd_file.trap()
+        )
+    };
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
     };

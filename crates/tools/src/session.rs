@@ -197,6 +197,7 @@ impl ToolSet {
             snapshots: DashMap::new(),
             shell_cwd: Mutex::new(None),
             env: config.env,
+            prelude: RwLock::new(String::new()),
             withheld_env: config.withheld_env,
             protected: config
                 .protected
@@ -358,6 +359,9 @@ pub(crate) struct Shared {
     shell_cwd: Mutex<Option<PathBuf>>,
     /// Extra environment of Bash commands.
     pub(crate) env: Vec<(String, String)>,
+    /// Shell lines every model command runs first, in its shell (Claude Code's
+    /// `CLAUDE_ENV_FILE`: what SessionStart hooks left there).
+    pub(crate) prelude: RwLock<String>,
     /// What a command the user types does not get of the agent's environment.
     pub(crate) withheld_env: Vec<String>,
     /// Folders Write and Edit refuse (absolute, as configured).

@@ -245,6 +245,9 @@ pub struct HookEnv {
     /// The model `prompt` hooks ask, once the session's clients exist (unset: such hooks
     /// fail with a line).
     pub model: Arc<std::sync::OnceLock<Arc<dyn prompt::HookModel>>>,
+    /// The file SessionStart hooks get as `CLAUDE_ENV_FILE` (in the session's private
+    /// folder); `None`: they get none.
+    pub env_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -541,6 +544,9 @@ impl Hooks {
         let launch = process::Launch {
             command: command.to_owned(),
             args: hook.args.clone(),
+            env_file: (event == Event::SessionStart)
+                .then(|| self.env.env_file.clone())
+                .flatten(),
         };
         if hook.in_background() {
             let (env, input, hook) = (self.env.clone(), input.clone(), hook.clone());

@@ -159,6 +159,8 @@ pub struct Launch {
     pub command: String,
     /// The program's arguments: `Some` runs `command` directly, never through a shell.
     pub args: Option<Vec<String>>,
+    /// `CLAUDE_ENV_FILE` for it (SessionStart hooks): where its `export` lines go.
+    pub env_file: Option<std::path::PathBuf>,
 }
 
 impl Launch {
@@ -167,6 +169,7 @@ impl Launch {
         Self {
             command: command.to_owned(),
             args: None,
+            env_file: None,
         }
     }
 }
@@ -214,6 +217,9 @@ pub(super) fn command_line(
     line.args(args)
         .current_dir(&env.cwd)
         .env("CLAUDE_PROJECT_DIR", &env.cwd);
+    if let Some(file) = &launch.env_file {
+        line.env("CLAUDE_ENV_FILE", file);
+    }
     tools::sandbox::env::reset(
         &mut line,
         tools::sandbox::env::Confinement::Unsandboxed,
@@ -241,6 +247,7 @@ pub(crate) mod tests {
             guard: None,
             http: None,
             model: Arc::default(),
+            env_file: None,
         }
     }
 

@@ -177,6 +177,17 @@ impl PermissionGate {
         Ok(())
     }
 
+    /// Sets the shell lines every model command of the session runs first, in its own
+    /// shell and sandbox (Claude Code's `CLAUDE_ENV_FILE`: the `export` lines SessionStart
+    /// hooks write there); empty for none. Commands the user types are not given them.
+    pub fn set_command_prelude(&self, prelude: &str) {
+        *self
+            .shared
+            .prelude
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = prelude.to_owned();
+    }
+
     /// The rules granted "always" this session, as written (`Bash(npm test:*)`), oldest
     /// first.
     pub fn session_rules(&self) -> Vec<String> {
