@@ -530,6 +530,30 @@ enum End {
     TimedOut,
 }
 
+/// The script `bash -c` runs for `command`: the inherited descriptors closed, the trap that
+/// keeps the shell's directory, the session's prelude (Claude Code's `CLAUDE_ENV_FILE`),
+/// then the command. The prelude runs before the model's commands, in their shell (in their
+/// sandbox); never before a command the user typed.
+fn script(shared: &Shared, how: BashRun, cwd_file: &CwdFile, command: &str) -> String {
+    let prelude = if how == BashRun::UserShell {
+        String::new()
+    } else {
+        shared
+            .prelude
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    };
+    if prelude.is_empty() {
+        format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap())
+    } else {
+        format!(
+            "{CLOSE_INHERITED_FDS}{}\n{prelude}\n{command}",
+            cwd_file.trap()
+        )
+    }
+}
+
 async fn run(
     shared: &Shared,
     command: &str,
@@ -552,25 +576,7 @@ async fn run(
         )));
     }
     let cwd_file = CwdFile::new(shared.private.path());
-    // The session's prelude (Claude Code's CLAUDE_ENV_FILE) runs before the model's command,
-    // in its shell (in its sandbox); never before a command the user typed.
-    let prelude = if how == BashRun::UserShell {
-        String::new()
-    } else {
-        shared
-            .prelude
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    };
-    let script = if prelude.is_empty() {
-        format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap())
-    } else {
-        format!(
-            "{CLOSE_INHERITED_FDS}{}\n{prelude}\n{command}",
-            cwd_file.trap()
-        )
-    };
+    let script = script(shared, how, &cwd_file, command);
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
     };
