@@ -773,3 +773,47 @@ async fn session_start_hooks_set_the_commands_environment() {
         "from-the-env-file"
     );
 }
+
+/// Claude Code's `mcp_tool` hooks: a connected server's tool is called with the hook's
+/// `input`, `${path}` filled from the event; its text answer counts as a command's stdout,
+/// an error answer is one line.
+#[tokio::test]
+async fn mcp_tool_hooks_call_a_servers_tool() {
+    let Some(kit) = common::testkit_binary("the mcp_tool hook test") else {
+        return;
+    };
+    let repo = repo("hooks-mcp-tool");
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    project_settings(
+        &repo,
+        &json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+            {"type": "mcp_tool", "server": "kit", "tool": "echo", "input": {"text": "the server heard: ${prompt}"}},
+            {"type": "mcp_tool", "server": "kit", "tool": "fail"},
+        ]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go on", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let prompt = server.requests()[0].json()["messages"][0].to_string();
+    assert!(
+        prompt.contains("UserPromptSubmit hook additional context: the server heard: go on"),
+        "{prompt}"
+    );
+    assert!(
+        stderr
+            .contains("UserPromptSubmit hook `fail` failed: the tool answered an error: it failed"),
+        "{stderr}"
+    );
+}

@@ -514,6 +514,7 @@ impl Session {
             };
             let pool = mcp::Pool::start(std::mem::take(&mut self.mcp.servers), &options);
             self.mcp.pool = Some(Arc::clone(&pool));
+            let _ = self.tooling.hooks.env().mcp.set(Arc::clone(&pool));
             self.gather_user_context().await;
             pool.settle(limits.grace).await;
             self.join_mcp_tools();
@@ -2157,6 +2158,7 @@ fn key_helper(
         http: None,
         model: Arc::default(),
         env_file: None,
+        mcp: Arc::default(),
     };
     Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
         command.clone(),
@@ -2189,6 +2191,7 @@ fn hook_env(
         http: None,
         model: Arc::default(),
         env_file: None,
+        mcp: Arc::default(),
     }
 }
 

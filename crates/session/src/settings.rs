@@ -356,6 +356,15 @@ pub struct HookCommand {
     /// The model a `prompt` hook asks (else the session's small fast model).
     #[serde(default)]
     pub model: Option<String>,
+    /// An `mcp_tool` hook's server (one of the session's, connected).
+    #[serde(default)]
+    pub server: Option<String>,
+    /// An `mcp_tool` hook's tool on that server.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// An `mcp_tool` hook's arguments (`${path}` in strings: from the event's JSON).
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
     /// The other fields of other hook types, kept and ignored.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -379,7 +388,7 @@ impl HookCommand {
     /// Why `agent` cannot run it as its settings ask, when it cannot: a type other than
     /// `command`, a shell other than bash, no command.
     pub fn unsupported(&self) -> Option<String> {
-        if matches!(self.kind.as_str(), "http" | "prompt") {
+        if matches!(self.kind.as_str(), "http" | "prompt" | "mcp_tool") {
             return None;
         }
         if self.kind != "command" {
@@ -406,6 +415,7 @@ fn hook_item(
             .as_deref()
             .or(hook.url.as_deref())
             .or(hook.prompt.as_deref())
+            .or(hook.tool.as_deref())
             .unwrap_or(&hook.kind)
     );
     let exact = {
@@ -447,6 +457,15 @@ fn hook_item(
                 "model",
                 hook.model.as_ref().map(|model| serde_json::json!(model)),
             ),
+            (
+                "server",
+                hook.server.as_ref().map(|server| serde_json::json!(server)),
+            ),
+            (
+                "tool",
+                hook.tool.as_ref().map(|tool| serde_json::json!(tool)),
+            ),
+            ("input", hook.input.clone()),
             (
                 "headers",
                 hook.headers
@@ -565,6 +584,9 @@ fn hook_problem(hook: &HookCommand) -> Option<String> {
             .is_none_or(|prompt| prompt.trim().is_empty())
     {
         return Some("a hook of type \"prompt\" needs a non-empty \"prompt\"".to_owned());
+    }
+    if hook.kind == "mcp_tool" && (hook.server.is_none() || hook.tool.is_none()) {
+        return Some("a hook of type \"mcp_tool\" needs a \"server\" and a \"tool\"".to_owned());
     }
     if hook.kind == "http"
         && !hook

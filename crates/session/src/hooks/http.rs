@@ -113,11 +113,16 @@ fn interpolate(value: &str, allowed: &[String], lookup: &dyn Fn(&str) -> Option<
             }
         } else {
             let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
                 .unwrap_or(after.len());
             (&after[..end], end)
         };
-        if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        // Claude Code's names: capitals, digits and `_`, not starting with a digit.
+        let is_name = name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+        if !is_name {
             out.push('$');
             rest = after;
             continue;
@@ -128,6 +133,8 @@ fn interpolate(value: &str, allowed: &[String], lookup: &dyn Fn(&str) -> Option<
         rest = &after[consumed..];
     }
     out.push_str(rest);
+    // As Claude Code: no line break or NUL from a variable may split the header.
+    out.retain(|c| !matches!(c, '\r' | '\n' | '\0'));
     out
 }
 
@@ -152,5 +159,9 @@ mod tests {
             "costs $5 or $"
         );
         assert_eq!(interpolate("${unclosed", &allowed, &lookup), "${unclosed");
+        // Lower-case names are not variables, as in Claude Code; a value's line breaks go.
+        assert_eq!(interpolate("$token", &allowed, &lookup), "$token");
+        let multiline = |_: &str| Some("a\r\nb".to_owned());
+        assert_eq!(interpolate("$TOKEN", &allowed, &multiline), "ab");
     }
 }

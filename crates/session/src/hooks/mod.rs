@@ -31,6 +31,7 @@ use render::printable;
 
 pub mod http;
 mod lifecycle;
+pub mod mcp_tool;
 pub mod process;
 pub mod prompt;
 pub mod reply;
@@ -248,6 +249,8 @@ pub struct HookEnv {
     /// The file SessionStart hooks get as `CLAUDE_ENV_FILE` (in the session's private
     /// folder); `None`: they get none.
     pub env_file: Option<PathBuf>,
+    /// The session's MCP servers, once started (`mcp_tool` hooks call their tools).
+    pub mcp: Arc<std::sync::OnceLock<Arc<mcp::Pool>>>,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -373,7 +376,10 @@ impl Hooks {
             })
             .flat_map(|matcher| &matcher.hooks)
             .filter(|hook| {
-                (hook.command.is_some() || hook.url.is_some() || hook.prompt.is_some())
+                (hook.command.is_some()
+                    || hook.url.is_some()
+                    || hook.prompt.is_some()
+                    || hook.tool.is_some())
                     && hook.unsupported().is_none()
             })
             .filter(|hook| seen.insert(identity(hook)))
@@ -523,6 +529,7 @@ impl Hooks {
             .as_deref()
             .or(hook.url.as_deref())
             .or(hook.prompt.as_deref().map(|_| "prompt"))
+            .or(hook.tool.as_deref())
         else {
             return Reply::default();
         };
@@ -553,6 +560,8 @@ impl Hooks {
             tokio::spawn(async move {
                 let ran = if hook.kind == "http" {
                     http::run(&env, &hook, timeout, &input).await.map(drop)
+                } else if hook.kind == "mcp_tool" {
+                    mcp_tool::run(&env, &hook, timeout, &input).await.map(drop)
                 } else {
                     process::run(&env, &launch, timeout, Some(&input))
                         .await
@@ -566,6 +575,8 @@ impl Hooks {
         }
         let ran = if hook.kind == "http" {
             http::run(&self.env, hook, timeout, input).await
+        } else if hook.kind == "mcp_tool" {
+            mcp_tool::run(&self.env, hook, timeout, input).await
         } else {
             process::run(&self.env, &launch, timeout, Some(input)).await
         };
@@ -603,6 +614,9 @@ fn identity(hook: &HookCommand) -> String {
         hook.command,
         hook.url,
         hook.prompt,
+        hook.server,
+        hook.tool,
+        hook.input,
         hook.args,
         hook.timeout,
         hook.in_background(),
@@ -759,11 +773,14 @@ mod tests {
             }
         );
         assert_eq!(std::fs::read_to_string(dir.join("count")).unwrap(), "ran\n");
+        // Told as each hook ends: in either order.
+        let mut told = lines.lock().unwrap().clone();
+        told.sort();
         assert_eq!(
-            *lines.lock().unwrap(),
+            told,
             [
+                "PreToolUse hook `sleep 1; exit 3` failed (exit status 3)",
                 "PreToolUse hook: careful",
-                "PreToolUse hook `sleep 1; exit 3` failed (exit status 3)"
             ]
         );
     }

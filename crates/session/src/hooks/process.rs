@@ -248,6 +248,7 @@ pub(crate) mod tests {
             http: None,
             model: Arc::default(),
             env_file: None,
+            mcp: Arc::default(),
         }
     }
 
