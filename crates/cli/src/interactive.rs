@@ -278,7 +278,7 @@ async fn session_loop(
         totals: Totals::default(),
     };
     repl.greet();
-    repl.refresh_status_line().await;
+    repl.refresh_status_line();
     // `agent "task"`: the first prompt is given, as if typed.
     let mut first = first;
     loop {
@@ -312,7 +312,7 @@ async fn session_loop(
         if let Some(code) = repl.handle(&line, pasted).await? {
             return Ok(code);
         }
-        repl.refresh_status_line().await;
+        repl.refresh_status_line();
     }
 }
 
@@ -373,15 +373,21 @@ impl Repl<'_> {
         show_status(self.ui, &self.totals, self.session);
     }
 
-    /// Runs the settings' `statusLine` command and shows its rows in place of the status
-    /// line (at the start, after each turn and each command; the last rows stay while it
-    /// fails).
-    async fn refresh_status_line(&self) {
+    /// Starts the settings' `statusLine` command, whose rows then show in place of the
+    /// status line (at the start, after each turn and each command; the last rows stay while
+    /// it fails).
+    fn refresh_status_line(&self) {
         let counted = self
             .totals
             .status_json(self.session.context_window(), self.started);
-        if let Some(rows) = self.session.status_line(counted).await {
-            self.ui.set_custom_status(Some(rows));
+        if let Some(job) = self.session.status_line(counted) {
+            // Beside the prompt: a slow command must not hold it up.
+            let ui = self.ui.clone();
+            tokio::spawn(async move {
+                if let Some(rows) = job.await {
+                    ui.set_custom_status(Some(rows));
+                }
+            });
         }
     }
 

@@ -834,3 +834,39 @@ async fn a_setup_written_by_claude_code_carries_over() {
         "Claude Code ran no hook: {cc_events}"
     );
 }
+
+/// A folder trusted in Claude Code's dialog (which lists no MCP server): a `.mcp.json`
+/// server no setting approved does not start by that trust alone, as Claude Code asks about
+/// it first (headless: one line says how to approve it).
+#[tokio::test]
+async fn claude_codes_trust_alone_starts_no_mcpjson_server() {
+    let repo = repo("claude-trust-mcpjson");
+    let marker = repo.home.join("started");
+    std::fs::write(
+        repo.dir.join(".mcp.json"),
+        json!({"mcpServers": {"helper": {"command": "sh", "args": ["-c", format!("touch {}", marker.display())]}}})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        repo.home.join(".claude.json"),
+        json!({"projects": {repo.dir.to_str().unwrap(): {"hasTrustDialogAccepted": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = command(&repo, &server)
+        .args(["-p", "go", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(".mcp.json server helper not started: not approved"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the server started");
+}

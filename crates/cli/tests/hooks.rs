@@ -578,13 +578,14 @@ async fn http_hooks_post_the_event_and_their_answer_counts() {
     project_settings(
         &repo,
         &json!({
-            "env": {"HOOK_TOKEN": "tok-123", "OTHER_SECRET": "nope"},
+            "env": {"HOOK_TOKEN": "tok-123", "OTHER_SECRET": "nope", "ANTHROPIC_API_KEY": "sk-ant-secret"},
             "hooks": {
                 "UserPromptSubmit": [{"hooks": [{
                     "type": "http",
                     "url": format!("{}/v1/messages", endpoint.base_url()),
-                    "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Other": "[${OTHER_SECRET}]"},
-                    "allowedEnvVars": ["HOOK_TOKEN"],
+                    "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Other": "[${OTHER_SECRET}]", "X-Key": "[$ANTHROPIC_API_KEY]"},
+                    // The agent's own key is never a hook's, allowed or not.
+                    "allowedEnvVars": ["HOOK_TOKEN", "ANTHROPIC_API_KEY"],
                 }]}],
                 "Stop": [{"hooks": [{"type": "http", "url": format!("{}/v1/messages?stop", endpoint.base_url())}]}],
             },
@@ -605,6 +606,7 @@ async fn http_hooks_post_the_event_and_their_answer_counts() {
     assert_eq!(posted.len(), 2, "{stderr}");
     assert_eq!(posted[0].header("authorization"), Some("Bearer tok-123"));
     assert_eq!(posted[0].header("x-other"), Some("[]"));
+    assert_eq!(posted[0].header("x-key"), Some("[]"));
     assert_eq!(posted[0].header("content-type"), Some("application/json"));
     let event = posted[0].json();
     assert_eq!(event["hook_event_name"], "UserPromptSubmit");

@@ -100,7 +100,8 @@ struct Colored {
 
 impl vte::Perform for Colored {
     fn print(&mut self, c: char) {
-        if is_bidi_control(c) {
+        // A C1 control (U+0080..U+009F: CSI, OSC in their 8-bit forms) is shown, never sent.
+        if is_bidi_control(c) || c.is_control() {
             self.out.extend(c.escape_default());
         } else {
             self.out.push(c);
@@ -195,6 +196,13 @@ mod tests {
         );
         assert_eq!(printable_colored("plain\n", true), "plain\n");
         assert_eq!(printable_colored("x\u{202E}y", false), "x\\u{202e}y");
+        // 8-bit CSI and OSC (C1 controls, as UTF-8) beside a colour: shown, not obeyed.
+        let shown = printable_colored("\x1b[32mok\x1b[0m \u{9b}2J \u{9d}0;T\u{9c}", false);
+        assert!(
+            !shown.contains('\u{9b}') && !shown.contains('\u{9d}'),
+            "{shown:?}"
+        );
+        assert!(shown.contains("\\u{9b}2J"), "{shown:?}");
     }
 
     #[test]

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 /// The largest style file read: 64 KiB.
 pub const MAX_BYTES: u64 = 64 * 1024;
 
+/// The most style files read from one folder (in name order): 100.
+pub const MAX_FILES: usize = 100;
+
 /// The style used when `outputStyle` is not set.
 pub const DEFAULT: &str = "default";
 
@@ -94,14 +97,23 @@ fn read_dir(dir: &Path, boundary: Option<&Path>, notices: &crate::Notices) -> Ve
         .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
         .collect();
     paths.sort();
+    if paths.len() > MAX_FILES {
+        notices.say(&format!(
+            "warning: {} holds {} output styles; the first {MAX_FILES} are read",
+            render::printable(&dir.to_string_lossy(), false),
+            paths.len()
+        ));
+        paths.truncate(MAX_FILES);
+    }
     paths
         .into_iter()
         .filter_map(|path| match read(&path, boundary) {
             Ok(style) => Some(style),
             Err(problem) => {
                 notices.say(&format!(
-                    "warning: output style {} is skipped: {problem}",
-                    path.display()
+                    "warning: output style {} is skipped: {}",
+                    render::printable(&path.to_string_lossy(), false),
+                    render::printable(&problem, false)
                 ));
                 None
             }

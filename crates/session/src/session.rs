@@ -217,10 +217,17 @@ impl Session {
         let commands = crate::commands::discover(&cwd, &options.notices);
         // Claude Code's state, read once: the folders it trusts, the servers it starts.
         let claude = crate::claude_code::State::read(&|line| options.notices.say(line));
-        let trusted = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
+        let folder_trust = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
+        let trusted = folder_trust.trusted();
         let settings = trusted_settings(options, layers, trusted);
         let folder_trusted = trusted;
-        let mcp_servers = mcp_servers(options, &cwd, &settings, (trusted, trust_asker), &claude)?;
+        let mcp_servers = mcp_servers(
+            options,
+            &cwd,
+            &settings,
+            (folder_trust, trust_asker),
+            &claude,
+        )?;
         report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
@@ -304,23 +311,38 @@ impl Session {
             pending: Pending::default(),
             notices: options.notices.clone(),
         };
-        session.tooling.idle_after = claude.idle_threshold();
-        let _ = session
+        session.settle(&settings, &claude)?;
+        Ok(session)
+    }
+
+    /// The last of [`Session::open`]: what needs the session whole (the model prompt hooks
+    /// ask, the idle notification's wait, the resumed transcript's lock, the task list).
+    ///
+    /// # Errors
+    ///
+    /// A resumed transcript that cannot be opened.
+    fn settle(
+        &mut self,
+        settings: &settings::Settings,
+        claude: &crate::claude_code::State,
+    ) -> anyhow::Result<()> {
+        self.tooling.idle_after = claude.idle_threshold();
+        let _ = self
             .tooling
             .hooks
             .env()
             .model
             .set(Arc::new(adapter::ProviderHookModel::new(
-                session.llm.client.clone(),
-                fast_model(&settings, &session.llm.settings, &session.model),
+                self.llm.client.clone(),
+                fast_model(settings, &self.llm.settings, &self.model),
             )));
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
-        if !session.record.copy_history && session.record.path.is_file() {
-            session.transcript()?;
+        if !self.record.copy_history && self.record.path.is_file() {
+            self.transcript()?;
         }
-        session.restore_todos();
-        Ok(session)
+        self.restore_todos();
+        Ok(())
     }
 
     /// Gathers the user context (date, git status, memory files); call once before the
@@ -394,9 +416,14 @@ impl Session {
     /// line it prints is a row (at most [`STATUS_LINE_ROWS`], colours kept, other escape
     /// sequences dropped, `padding` spaces before each). `None` when there is no command or
     /// it failed (the first failure is told) or printed nothing; at most
-    /// [`STATUS_LINE_TIMEOUT`].
-    pub async fn status_line(&self, counted: serde_json::Value) -> Option<Vec<String>> {
-        let status_line = self.tooling.status_line.as_ref()?;
+    /// [`STATUS_LINE_TIMEOUT`]. The work is the returned future, which owns what it needs: a
+    /// front end runs it beside the prompt (a slow command must not hold the prompt up);
+    /// `None` when there is no command.
+    pub fn status_line(
+        &self,
+        counted: serde_json::Value,
+    ) -> Option<impl std::future::Future<Output = Option<Vec<String>>> + Send + 'static> {
+        let status_line = self.tooling.status_line.clone()?;
         let hooks = &self.tooling.hooks;
         let mut input = hooks.input(hooks::Event::Notification, serde_json::json!({}));
         if let Some(object) = input.as_object_mut() {
@@ -425,39 +452,40 @@ impl Session {
                 object.extend(counted);
             }
         }
-        let exit = hooks::process::run(
-            hooks.env(),
-            &hooks::process::Launch::shell(&status_line.command),
-            STATUS_LINE_TIMEOUT,
-            Some(&input),
-        )
-        .await;
-        let failure = match exit {
-            Ok(exit) if exit.code == Some(0) => {
-                let pad = " ".repeat(usize::from(status_line.padding.unwrap_or(2)));
-                let rows: Vec<String> = exit
-                    .stdout
-                    .lines()
-                    .take(STATUS_LINE_ROWS)
-                    .map(|line| format!("{pad}{}", render::printable_colored(line, false)))
-                    .collect();
-                return (!rows.is_empty()).then_some(rows);
+        let env = hooks.env().clone();
+        let failed = Arc::clone(&self.tooling.status_line_failed);
+        let notices = self.notices.clone();
+        Some(async move {
+            let exit = hooks::process::run(
+                &env,
+                &hooks::process::Launch::shell(&status_line.command),
+                STATUS_LINE_TIMEOUT,
+                Some(&input),
+            )
+            .await;
+            let failure = match exit {
+                Ok(exit) if exit.code == Some(0) => {
+                    let pad = " ".repeat(usize::from(status_line.padding.unwrap_or(2)));
+                    let rows: Vec<String> = exit
+                        .stdout
+                        .lines()
+                        .take(STATUS_LINE_ROWS)
+                        .map(|line| format!("{pad}{}", render::printable_colored(line, false)))
+                        .collect();
+                    return (!rows.is_empty()).then_some(rows);
+                }
+                Ok(exit) => format!("exited with {:?}: {}", exit.code, exit.stderr),
+                Err(error) => error,
+            };
+            if !failed.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                notices.say(&format!(
+                    "statusLine command `{}` {}",
+                    render::printable(&status_line.command, false),
+                    render::printable(&failure, false)
+                ));
             }
-            Ok(exit) => format!("exited with {:?}: {}", exit.code, exit.stderr),
-            Err(error) => error,
-        };
-        if !self
-            .tooling
-            .status_line_failed
-            .swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            self.notices.say(&format!(
-                "statusLine command `{}` {}",
-                render::printable(&status_line.command, false),
-                render::printable(&failure, false)
-            ));
-        }
-        None
+            None
+        })
     }
 
     /// How long the prompt waits (Claude Code's `messageIdleNotifThresholdMs` in
@@ -1908,6 +1936,7 @@ impl ToolState {
         let no_hooks = BTreeMap::new();
         let mut hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
         hook_env.http = hooks_transport(options, settings);
+        hook_env.http_policy = settings.http_hook_policy();
         hook_env.env_file = Some(record.sessions.join(session_id).join(ENV_FILE));
         let hooks = hooks::Hooks::new(
             hook_env,
@@ -2159,6 +2188,7 @@ fn key_helper(
         model: Arc::default(),
         env_file: None,
         mcp: Arc::default(),
+        http_policy: settings::HttpHookPolicy::default(),
     };
     Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
         command.clone(),
@@ -2192,6 +2222,7 @@ fn hook_env(
         model: Arc::default(),
         env_file: None,
         mcp: Arc::default(),
+        http_policy: settings::HttpHookPolicy::default(),
     }
 }
 
@@ -2296,8 +2327,9 @@ fn output_style(
     if found.is_none() {
         let names: Vec<&str> = styles.iter().map(|style| style.name.as_str()).collect();
         notices.say(&format!(
-            "warning: outputStyle {name:?} is not an output style here (there are: {}); the default is used",
-            names.join(", ")
+            "warning: outputStyle {:?} is not an output style here (there are: {}); the default is used",
+            render::printable(name, false),
+            render::printable(&names.join(", "), false)
         ));
     }
     found
@@ -2826,6 +2858,34 @@ fn trust_items(
 /// question shows what changed, for a trusted folder) or, without one (headless), untrusted
 /// with one warning listing what is ignored; otherwise untrusted without a word (it then
 /// matters only where there is no sandbox: see `Session::gather_context`).
+/// Whether a folder is trusted, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FolderTrust {
+    /// Not trusted.
+    No,
+    /// Trusted by the user's answer to our question (which listed the project's `.mcp.json`
+    /// servers), a setting, the flag or the variable: its `.mcp.json` servers no setting
+    /// named are approved with it.
+    Asked,
+    /// Trusted by Claude Code's trust dialog, which did not list the `.mcp.json` servers:
+    /// each one no setting approved is asked about (headless: not started), as Claude Code
+    /// asks.
+    ByClaudeCode,
+}
+
+impl FolderTrust {
+    fn by(source: &crate::trust::Source) -> Self {
+        match source {
+            crate::trust::Source::ClaudeCode(_) => Self::ByClaudeCode,
+            _ => Self::Asked,
+        }
+    }
+
+    fn trusted(self) -> bool {
+        self != Self::No
+    }
+}
+
 fn decide_trust(
     options: &Options,
     cwd: &Path,
@@ -2833,7 +2893,7 @@ fn decide_trust(
     commands: &[crate::commands::Command],
     asker: Option<&dyn crate::trust::TrustAsker>,
     claude: &crate::claude_code::State,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<FolderTrust> {
     use crate::trust::Standing;
     let folder = crate::settings::project_folder(cwd);
     let user = settings::agent_user_layer(layers);
@@ -2866,7 +2926,7 @@ fn decide_trust(
                     "warning: the deny and ask rules of {shown_folder} could not be recorded, so taking one out will not be noticed: {error:#}"
                 ));
             }
-            return Ok(true);
+            return Ok(FolderTrust::by(&source));
         }
         Standing::Unrecorded(source) => {
             match crate::trust::adopt(&folder, cwd, &items) {
@@ -2887,7 +2947,7 @@ fn decide_trust(
                     crate::trust::describe(&source)
                 )),
             }
-            return Ok(true);
+            return Ok(FolderTrust::by(&source));
         }
         Standing::Changed(change) => Some(change),
         Standing::Untrusted => None,
@@ -2899,7 +2959,7 @@ fn decide_trust(
         .map(|item| item.shown.clone())
         .collect();
     if parts.is_empty() && change.is_none() {
-        return Ok(false);
+        return Ok(FolderTrust::No);
     }
     if let Some(asker) = asker {
         use crate::trust::TrustAnswer;
@@ -2926,9 +2986,9 @@ fn decide_trust(
                         "warning: trusted for this session only: {error:#}"
                     )),
                 }
-                return Ok(true);
+                return Ok(FolderTrust::Asked);
             }
-            TrustAnswer::Once => return Ok(true),
+            TrustAnswer::Once => return Ok(FolderTrust::Asked),
             TrustAnswer::No => {}
         }
     }
@@ -2937,7 +2997,7 @@ fn decide_trust(
         None => crate::trust::untrusted_warning(&folder, &parts),
     };
     options.notices.say(&format!("warning: {warning}"));
-    Ok(false)
+    Ok(FolderTrust::No)
 }
 
 /// The working directory, made absolute and resolved.
@@ -3593,7 +3653,7 @@ fn mcp_servers(
     options: &Options,
     cwd: &Path,
     settings: &settings::Settings,
-    (trusted, asker): (bool, Option<&dyn crate::trust::TrustAsker>),
+    (trust, asker): (FolderTrust, Option<&dyn crate::trust::TrustAsker>),
     claude: &crate::claude_code::State,
 ) -> anyhow::Result<Vec<mcp::config::Configured>> {
     let lookup = |name: &str| setting_or_env(&settings.env, name);
@@ -3622,7 +3682,7 @@ fn mcp_servers(
         let local = (user.len() > 1).then(|| user.pop()).flatten();
         lists.extend(user);
         let project = cwd.join(".mcp.json");
-        if trusted && project.is_file() {
+        if trust.trusted() && project.is_file() {
             // Only what folder trust fingerprinted whole is started: a larger file's
             // fingerprint is its size alone.
             let bytes = std::fs::metadata(&project).map_or(0, |meta| meta.len());
@@ -3634,13 +3694,18 @@ fn mcp_servers(
                 );
             }
             let recorded = crate::claude_code::McpjsonApprovals::project_entry(claude, cwd);
-            let approvals = crate::claude_code::McpjsonApprovals::gather(
+            let mut approvals = crate::claude_code::McpjsonApprovals::gather(
                 settings
                     .layers
                     .iter()
                     .map(|layer| &layer.settings.other)
                     .chain([&recorded]),
             );
+            // Trusted in Claude Code's dialog, which showed no server: none is approved by
+            // the trust alone.
+            if trust == FolderTrust::ByClaudeCode {
+                approvals.enabled.get_or_insert_with(Default::default);
+            }
             let (mut servers, refused): (Vec<_>, Vec<_>) =
                 mcp::config::read_file(&project, &lookup)?
                     .into_iter()

@@ -409,15 +409,7 @@ fn hook_item(
     matcher: &HookMatcher,
     hook: &HookCommand,
 ) -> (String, serde_json::Value) {
-    let shown = format!(
-        "hooks.{event}: {}",
-        hook.command
-            .as_deref()
-            .or(hook.url.as_deref())
-            .or(hook.prompt.as_deref())
-            .or(hook.tool.as_deref())
-            .unwrap_or(&hook.kind)
-    );
+    let shown = format!("hooks.{event}: {}", hook_shown(hook));
     let exact = {
         let mut exact = serde_json::json!({
             "hooks": event,
@@ -487,6 +479,53 @@ fn hook_item(
         exact
     };
     (shown, exact)
+}
+
+/// What a hook does, in one line for the trust question: a command with its exec-form
+/// arguments (quoted where a shell would need it), an `http` hook's URL with the variables
+/// its headers may carry, a `prompt` hook's prompt, an `mcp_tool` hook's server and tool.
+fn hook_shown(hook: &HookCommand) -> String {
+    let quoted = |word: &str| {
+        if !word.is_empty()
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c))
+        {
+            word.to_owned()
+        } else {
+            format!("'{}'", word.replace('\'', "'\\''"))
+        }
+    };
+    match hook.kind.as_str() {
+        "http" => {
+            let mut shown = format!("POST {}", hook.url.as_deref().unwrap_or_default());
+            if let Some(vars) = hook
+                .allowed_env_vars
+                .as_ref()
+                .filter(|vars| !vars.is_empty())
+            {
+                shown.push_str(&format!(" (headers may carry ${})", vars.join(", $")));
+            }
+            shown
+        }
+        "prompt" => format!(
+            "ask the model: {}",
+            hook.prompt.as_deref().unwrap_or_default()
+        ),
+        "mcp_tool" => format!(
+            "MCP tool {} of {}",
+            hook.tool.as_deref().unwrap_or_default(),
+            hook.server.as_deref().unwrap_or_default()
+        ),
+        _ => {
+            let mut shown = hook.command.clone().unwrap_or_else(|| hook.kind.clone());
+            for arg in hook.args.iter().flatten() {
+                shown.push(' ');
+                shown.push_str(&quoted(arg));
+            }
+            shown
+        }
+    }
 }
 
 /// Settings' `hooks` read leniently: a matcher or hook that is not valid (a matcher that is
@@ -664,6 +703,53 @@ fn is_name_list(matcher: &str) -> bool {
     matcher
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '|')
+}
+
+/// Claude Code's policy for `http` hooks ([`Settings::http_hook_policy`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpHookPolicy {
+    /// Each file's `allowedHttpHookUrls`.
+    pub urls: Vec<Vec<String>>,
+    /// Each file's `httpHookAllowedEnvVars`.
+    pub env_vars: Vec<Vec<String>>,
+}
+
+impl HttpHookPolicy {
+    /// Whether `url` matches a pattern of every list (`*`: any characters).
+    pub fn allows_url(&self, url: &str) -> bool {
+        self.urls
+            .iter()
+            .all(|patterns| patterns.iter().any(|pattern| wildcard(pattern, url)))
+    }
+
+    /// Whether every list names the variable `name`.
+    pub fn allows_variable(&self, name: &str) -> bool {
+        self.env_vars
+            .iter()
+            .all(|names| names.iter().any(|allowed| allowed == name))
+    }
+}
+
+/// Whether `text` matches `pattern`, where `*` stands for any characters.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let Some(first) = parts.next() else {
+        return text.is_empty();
+    };
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 /// `statusLine` in settings, as Claude Code reads it.
@@ -1101,12 +1187,39 @@ pub const HOOK_EVENTS: [&str; 30] = [
 ];
 
 impl Settings {
-    /// Whether any of the files says `"disableAllHooks": true` (Claude Code's switch: no
-    /// hook and no `statusLine` runs). Any file: a project cannot turn the user's back on.
+    /// Whether a file that applies says `"disableAllHooks": true` (Claude Code's switch: no
+    /// hook and no `statusLine` runs): the user's own, or a trusted project's (an untrusted
+    /// one's would turn off the user's guard hooks). Any such file: a later one cannot turn
+    /// them back on.
     pub fn hooks_disabled(&self) -> bool {
         self.layers.iter().any(|layer| {
-            layer.settings.other.get("disableAllHooks") == Some(&serde_json::Value::Bool(true))
+            (layer.scope == Scope::User || self.project_trusted)
+                && layer.settings.other.get("disableAllHooks")
+                    == Some(&serde_json::Value::Bool(true))
         })
+    }
+
+    /// Claude Code's policy for `http` hooks: each file's `allowedHttpHookUrls` (URL patterns,
+    /// `*` for any characters) and `httpHookAllowedEnvVars` lists. A hook's URL must match a
+    /// pattern of every file that has a list, and its headers may carry only variables every
+    /// such file names: a later file narrows, never widens.
+    pub fn http_hook_policy(&self) -> HttpHookPolicy {
+        let lists = |key: &str| -> Vec<Vec<String>> {
+            self.layers
+                .iter()
+                .filter_map(|layer| layer.settings.other.get(key)?.as_array().cloned())
+                .map(|list| {
+                    list.iter()
+                        .filter_map(serde_json::Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .collect()
+        };
+        HttpHookPolicy {
+            urls: lists("allowedHttpHookUrls"),
+            env_vars: lists("httpHookAllowedEnvVars"),
+        }
     }
 
     /// The file that set `permissions.defaultMode` last (the one in effect).
@@ -1631,6 +1744,66 @@ mod tests {
             error.starts_with("x.json:2:1: invalid settings: permissions: trailing comma"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_trust_question_shows_what_a_hook_runs() {
+        let hook =
+            |value: serde_json::Value| -> HookCommand { serde_json::from_value(value).unwrap() };
+        assert_eq!(
+            hook_shown(&hook(
+                serde_json::json!({"type": "command", "command": "git",
+                "args": ["-c", "alias.st=!touch x; echo", "st"]})
+            )),
+            "git -c 'alias.st=!touch x; echo' st"
+        );
+        assert_eq!(
+            hook_shown(&hook(
+                serde_json::json!({"type": "http", "url": "https://h.example/x",
+                "allowedEnvVars": ["TOKEN", "TEAM"]})
+            )),
+            "POST https://h.example/x (headers may carry $TOKEN, $TEAM)"
+        );
+        assert_eq!(
+            hook_shown(&hook(
+                serde_json::json!({"type": "mcp_tool", "server": "kit", "tool": "echo"})
+            )),
+            "MCP tool echo of kit"
+        );
+    }
+
+    #[test]
+    fn an_untrusted_project_cannot_turn_the_users_hooks_off() {
+        let layer = |scope, text: &str| Layer {
+            path: "/p.json".into(),
+            scope,
+            settings: parse(Path::new("/p.json"), text).unwrap(),
+        };
+        let off = r#"{"disableAllHooks": true}"#;
+        assert!(!Settings::merged(vec![layer(Scope::Project, off)], false).hooks_disabled());
+        assert!(Settings::merged(vec![layer(Scope::Project, off)], true).hooks_disabled());
+        assert!(Settings::merged(vec![layer(Scope::User, off)], false).hooks_disabled());
+    }
+
+    #[test]
+    fn http_hook_policy_only_narrows() {
+        let policy = HttpHookPolicy {
+            urls: vec![
+                vec!["https://hooks.example.com/*".into()],
+                vec![
+                    "https://*.example.com/ci/*".into(),
+                    "http://localhost*".into(),
+                ],
+            ],
+            env_vars: vec![vec!["TOKEN".into(), "TEAM".into()], vec!["TOKEN".into()]],
+        };
+        assert!(policy.allows_url("https://hooks.example.com/ci/x"));
+        assert!(!policy.allows_url("https://hooks.example.com/other"));
+        assert!(!policy.allows_url("http://localhost:8080/"));
+        assert!(policy.allows_variable("TOKEN"));
+        assert!(!policy.allows_variable("TEAM"));
+        assert!(HttpHookPolicy::default().allows_url("http://anything"));
+        assert!(wildcard("a*b*c", "axxbyyc") && !wildcard("a*b*c", "axxbyy") && wildcard("*", ""));
     }
 
     #[test]

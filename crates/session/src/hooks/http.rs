@@ -30,6 +30,9 @@ pub async fn run(
         .as_ref()
         .ok_or_else(|| "cannot be sent: no HTTP client here".to_owned())?;
     let url = hook.url.as_deref().unwrap_or_default();
+    if !env.http_policy.allows_url(url) {
+        return Err("was not sent: its URL matches no pattern of allowedHttpHookUrls".to_owned());
+    }
     let uri: http::Uri = url
         .parse()
         .map_err(|error| format!("cannot be sent: {url:?} is not a URL ({error})"))?;
@@ -38,9 +41,15 @@ pub async fn run(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    let allowed = hook.allowed_env_vars.as_deref().unwrap_or_default();
+    let allowed: Vec<String> = hook
+        .allowed_env_vars
+        .iter()
+        .flatten()
+        .filter(|name| env.http_policy.allows_variable(name))
+        .cloned()
+        .collect();
     for (name, value) in hook.headers.iter().flatten() {
-        let value = interpolate(value, allowed, &|key| variable(env, key));
+        let value = interpolate(value, &allowed, &|key| variable(env, key));
         let name = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| format!("cannot be sent: {name:?} is not a header name"))?;
         let value = http::HeaderValue::from_str(&value)
@@ -88,14 +97,28 @@ pub async fn run(
         .unwrap_or_else(|_| Err(format!("timed out after {} s", timeout.as_secs_f64())))
 }
 
-/// The variable `key` as hooks see it: settings' `env`, else the agent's environment.
+/// The variable `key` as a command hook would see it: settings' `env` (without the
+/// providers' key variables), else the variables commands get of the agent's environment
+/// (`sandbox::env::PASSED_VARIABLES`): never the agent's keys and tokens, whatever
+/// `allowedEnvVars` names.
 fn variable(env: &HookEnv, key: &str) -> Option<String> {
+    if tools::sandbox::env::AGENT_CREDENTIALS.contains(&key) {
+        return None;
+    }
     env.env
         .iter()
         .rev()
         .find(|(name, _)| name == key)
         .map(|(_, value)| value.clone())
-        .or_else(|| std::env::var(key).ok())
+        .or_else(|| {
+            tools::sandbox::env::passed_from(
+                std::env::vars_os(),
+                tools::sandbox::env::Confinement::Unsandboxed,
+            )
+            .into_iter()
+            .find(|(name, _)| name.to_str() == Some(key))
+            .and_then(|(_, value)| value.into_string().ok())
+        })
 }
 
 /// `value` with each `$NAME` and `${NAME}` replaced by the variable when `allowed` names it,

@@ -251,6 +251,8 @@ pub struct HookEnv {
     pub env_file: Option<PathBuf>,
     /// The session's MCP servers, once started (`mcp_tool` hooks call their tools).
     pub mcp: Arc<std::sync::OnceLock<Arc<mcp::Pool>>>,
+    /// Claude Code's policy for `http` hooks: where they may go, what their headers carry.
+    pub http_policy: crate::settings::HttpHookPolicy,
 }
 
 impl std::fmt::Debug for HookEnv {

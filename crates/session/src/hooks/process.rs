@@ -249,6 +249,7 @@ pub(crate) mod tests {
             model: Arc::default(),
             env_file: None,
             mcp: Arc::default(),
+            http_policy: crate::settings::HttpHookPolicy::default(),
         }
     }
 
