@@ -633,6 +633,8 @@ async fn prompt_hooks_ask_the_fast_model() {
         &json!({"hooks": {"Stop": [{"hooks": [{
             "type": "prompt",
             "prompt": "JUDGE: were the tests run? The event: $ARGUMENTS",
+            // An alias, resolved as --model resolves it.
+            "model": "haiku",
         }]}]}}),
     );
     let server = Server::start_tls(
@@ -818,4 +820,35 @@ async fn mcp_tool_hooks_call_a_servers_tool() {
             .contains("UserPromptSubmit hook `fail` failed: the tool answered an error: it failed"),
         "{stderr}"
     );
+}
+
+/// `CLAUDE_CONFIG_DIR` moves Claude Code's user folder, as Claude Code reads it: its
+/// `settings.json` (a user's hooks here) comes from there.
+#[tokio::test]
+async fn claude_config_dir_holds_the_users_settings() {
+    let repo = repo("hooks-config-dir");
+    let config = repo.home.join("elsewhere");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo FROM-CONFIG-DIR"}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = common::command(&repo, &server)
+        .env("CLAUDE_CONFIG_DIR", &config)
+        .args(["-p", "go", "--output-format", "json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let prompt = server.requests()[0].json()["messages"][0].to_string();
+    assert!(prompt.contains("FROM-CONFIG-DIR"), "{prompt}");
 }

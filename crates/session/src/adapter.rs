@@ -356,17 +356,36 @@ fn forward(stream: provider::ProviderStream) -> ModelStream {
 }
 
 /// What `prompt` hooks ask: one streamed request through the session's client, to the
-/// hook's model or the session's small fast model.
-#[derive(Clone, Debug)]
+/// hook's model (an alias such as `haiku` resolved as `--model` resolves it) or the
+/// session's small fast model.
+#[derive(Clone)]
 pub struct ProviderHookModel {
     client: AnthropicClient,
     fast: String,
+    resolve: Arc<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for ProviderHookModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderHookModel")
+            .field("fast", &self.fast)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ProviderHookModel {
-    /// Requests through `client`; `fast` for hooks that name no model.
-    pub fn new(client: AnthropicClient, fast: String) -> Self {
-        Self { client, fast }
+    /// Requests through `client`; `fast` for hooks that name no model; `resolve` turns a
+    /// hook's model name into the id sent.
+    pub fn new(
+        client: AnthropicClient,
+        fast: String,
+        resolve: Arc<dyn Fn(&str) -> String + Send + Sync>,
+    ) -> Self {
+        Self {
+            client,
+            fast,
+            resolve,
+        }
     }
 }
 
@@ -378,7 +397,7 @@ impl crate::hooks::prompt::HookModel for ProviderHookModel {
         prompt: String,
     ) -> crate::hooks::prompt::HookModelFuture<'a> {
         Box::pin(async move {
-            let model = model.map_or_else(|| self.fast.clone(), str::to_owned);
+            let model = model.map_or_else(|| self.fast.clone(), |name| (self.resolve)(name));
             let mut body = CreateMessageRequest::new(
                 model,
                 1024,

@@ -47,7 +47,7 @@ pub fn rule_files(cwd: &Path, trusted: bool) -> Vec<RuleFile> {
             path: cwd.join(folder).join("settings.local.json"),
         });
     }
-    let claude = dirs::home_dir().map(|home| home.join(".claude"));
+    let claude = crate::claude_code::user_dir();
     let user = match claude {
         Some(claude) if claude.is_dir() => Some(claude.join("settings.json")),
         _ => dirs::config_dir().map(|config| config.join("agent").join("settings.json")),
@@ -101,14 +101,14 @@ fn refuse_links(path: &Path) -> anyhow::Result<()> {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(error).with_context(|| format!("inspecting {}", path.display())),
             Ok(meta) if meta.file_type().is_symlink() => anyhow::bail!(
-                "{} is a link; the rule was not saved there (a repository's link could send the write anywhere)",
+                "{} is a link; nothing was written there (a repository's link could send the write anywhere)",
                 path.display()
             ),
             Ok(meta) if folder && !meta.is_dir() => {
-                anyhow::bail!("{} is not a folder; the rule was not saved", path.display())
+                anyhow::bail!("{} is not a folder; nothing was written", path.display())
             }
             Ok(meta) if !folder && !meta.is_file() => anyhow::bail!(
-                "{} is not a regular file; the rule was not saved",
+                "{} is not a regular file; nothing was written",
                 path.display()
             ),
             Ok(_) => Ok(()),

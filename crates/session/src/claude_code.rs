@@ -21,6 +21,15 @@ pub fn file() -> Option<PathBuf> {
     }
 }
 
+/// Claude Code's user folder: `$CLAUDE_CONFIG_DIR`, else `~/.claude` (its `settings.json`,
+/// `CLAUDE.md`, commands, skills, agents and output styles).
+pub fn user_dir() -> Option<PathBuf> {
+    match std::env::var_os("CLAUDE_CONFIG_DIR").filter(|dir| !dir.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => dirs::home_dir().map(|home| home.join(".claude")),
+    }
+}
+
 /// The most of `~/.claude.json` read, in bytes (64 MiB: Claude Code keeps its per-project
 /// history there, so it grows, but never near this).
 const MAX_BYTES: u64 = 64 << 20;

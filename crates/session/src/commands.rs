@@ -43,8 +43,8 @@ pub struct Command {
 /// replace the prompt behind a command the user relies on.
 pub fn folders(cwd: &Path) -> Vec<(PathBuf, &'static str)> {
     let mut folders = project_folders(cwd);
-    if let Some(home) = dirs::home_dir() {
-        folders.push((home.join(".claude").join("commands"), "user"));
+    if let Some(claude) = crate::claude_code::user_dir() {
+        folders.push((claude.join("commands"), "user"));
     }
     if let Some(config) = dirs::config_dir() {
         folders.push((config.join("agent").join("commands"), "user"));

@@ -98,8 +98,8 @@ pub fn memory_files(cwd: &Path, notices: &crate::Notices) -> Vec<PathBuf> {
         inside
     });
     let mut files = Vec::new();
-    if let Some(home) = dirs::home_dir() {
-        let path = home.join(".claude").join("CLAUDE.md");
+    if let Some(claude) = crate::claude_code::user_dir() {
+        let path = claude.join("CLAUDE.md");
         if path.is_file() {
             files.push(path);
         }
@@ -203,7 +203,7 @@ pub async fn git_status_section(
 /// `CLAUDE.local.md` is the user's and not checked in, the rest is the project's.
 fn memory_label(path: &Path) -> &'static str {
     let users = [
-        dirs::home_dir().map(|home| home.join(".claude").join("CLAUDE.md")),
+        crate::claude_code::user_dir().map(|claude| claude.join("CLAUDE.md")),
         dirs::config_dir().map(|config| config.join("agent").join("AGENTS.md")),
     ];
     if users.iter().flatten().any(|user| user == path) {

@@ -91,13 +91,17 @@ impl KeyHelper {
         match exit.code {
             Some(0) if exit.stdout.is_empty() => Err("it printed nothing".to_owned()),
             // The first line: a key never holds a line break, and a header must not.
-            Some(0) => Ok(exit
-                .stdout
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_owned()),
+            Some(0) => {
+                let key = exit.stdout.lines().next().unwrap_or_default().trim();
+                // A key is sent as a header: one that cannot be is said, not dropped.
+                if key.chars().any(|c| c.is_control() || !c.is_ascii()) {
+                    return Err(
+                        "it printed something that is not a key (control or non-ASCII characters)"
+                            .to_owned(),
+                    );
+                }
+                Ok(key.to_owned())
+            }
             code => {
                 let status = code.map_or_else(
                     || "killed by a signal".to_owned(),
@@ -191,6 +195,11 @@ mod tests {
         assert_eq!(
             failing.key().await.unwrap_err(),
             "apiKeyHelper failed: exited 3: no vault"
+        );
+        let control = helper(&dir, "printf 'sk-\\001bad\\n'", Duration::ZERO);
+        assert_eq!(
+            control.key().await.unwrap_err(),
+            "apiKeyHelper failed: it printed something that is not a key (control or non-ASCII characters)"
         );
         let empty = helper(&dir, "true", Duration::ZERO);
         assert_eq!(

@@ -73,8 +73,8 @@ pub fn discover(cwd: &Path, top: &Path, notices: &crate::Notices) -> Vec<OutputS
         styles.retain(|known| !known.name.eq_ignore_ascii_case(&style.name));
         styles.push(style);
     };
-    if let Some(home) = dirs::home_dir() {
-        for style in read_dir(&home.join(".claude/output-styles"), None, notices) {
+    if let Some(claude) = crate::claude_code::user_dir() {
+        for style in read_dir(&claude.join("output-styles"), None, notices) {
             add(style);
         }
     }

@@ -335,6 +335,14 @@ impl Session {
             .set(Arc::new(adapter::ProviderHookModel::new(
                 self.llm.client.clone(),
                 fast_model(settings, &self.llm.settings, &self.model),
+                {
+                    let models = self.llm.settings.clone();
+                    Arc::new(move |name: &str| {
+                        models
+                            .resolve(name)
+                            .map_or_else(|_| name.to_owned(), |(id, _)| id)
+                    })
+                },
             )));
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
@@ -403,10 +411,16 @@ impl Session {
                 .iter()
                 .map(|context| hook_context(hooks::Event::SessionStart, context)),
         );
-        if let Some(prelude) = env_file.as_deref().and_then(read_env_file) {
-            self.tooling.gate.set_command_prelude(&prelude);
-            self.tooling.recipe.prelude = prelude;
-        }
+        // Only what this session's hooks wrote: a file an earlier session's hooks left is
+        // not read when no SessionStart hook runs now (they were removed, the folder is no
+        // longer trusted, hooks are off).
+        let prelude = env_file
+            .as_deref()
+            .filter(|_| self.tooling.hooks.has(hooks::Event::SessionStart))
+            .and_then(read_env_file)
+            .unwrap_or_default();
+        self.tooling.gate.set_command_prelude(&prelude);
+        self.tooling.recipe.prelude = prelude;
     }
 
     /// The rows of the settings' `statusLine` command, as Claude Code shows them under the

@@ -1576,9 +1576,10 @@ pub fn user_settings_file() -> Option<PathBuf> {
     dirs::config_dir().map(|config| config.join("agent").join("settings.json"))
 }
 
-/// Claude Code's user settings file, `~/.claude/settings.json`.
+/// Claude Code's user settings file, `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/
+/// settings.json` when set, as Claude Code reads it).
 pub fn claude_user_settings_file() -> Option<PathBuf> {
-    dirs::home_dir().map(|home| home.join(".claude").join("settings.json"))
+    crate::claude_code::user_dir().map(|claude| claude.join("settings.json"))
 }
 
 /// The settings files that apply to `cwd`, lowest precedence first: `~/.claude/settings.json`,

@@ -43,8 +43,8 @@ pub fn readable() -> Vec<PathBuf> {
 /// The user's skill folders (`~/.claude/skills`, `~/.config/agent/skills`).
 pub fn user_folders() -> Vec<PathBuf> {
     let mut folders = Vec::new();
-    if let Some(home) = dirs::home_dir() {
-        folders.push(home.join(".claude").join("skills"));
+    if let Some(claude) = crate::claude_code::user_dir() {
+        folders.push(claude.join("skills"));
     }
     if let Some(config) = dirs::config_dir() {
         folders.push(config.join("agent").join("skills"));

@@ -48,8 +48,8 @@ pub fn definitions(cwd: &Path, trusted: bool, notices: &crate::Notices) -> Vec<A
         .map(|definition| (definition.name.clone(), definition.clone()))
         .collect();
     let mut folders: Vec<(PathBuf, AgentSource)> = Vec::new();
-    if let Some(home) = dirs::home_dir() {
-        folders.push((home.join(".claude").join("agents"), AgentSource::User));
+    if let Some(claude) = crate::claude_code::user_dir() {
+        folders.push((claude.join("agents"), AgentSource::User));
     }
     if let Some(config) = dirs::config_dir() {
         folders.push((config.join("agent").join("agents"), AgentSource::User));

@@ -759,19 +759,37 @@ fn mcp_summary(server: &serde_json::Value) -> String {
             .unwrap_or_default()
             .to_owned()
     };
-    if server.get("url").is_some() {
-        return text("url");
+    // What it is given beside its command or URL: environment and headers, each with its
+    // value (a `${VARIABLE}` there carries that variable to the server).
+    let given = |key: &str| -> Vec<String> {
+        server
+            .get(key)
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(name, value)| format!("{name}={}", value.as_str().unwrap_or_default()))
+            .collect()
+    };
+    let mut shown = if server.get("url").is_some() {
+        text("url")
+    } else {
+        let args = server
+            .get("args")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|arg| arg.as_str().map(str::to_owned));
+        std::iter::once(text("command"))
+            .chain(args)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for (label, pairs) in [("env", given("env")), ("headers", given("headers"))] {
+        if !pairs.is_empty() {
+            shown.push_str(&format!(" ({label}: {})", pairs.join(", ")));
+        }
     }
-    let args = server
-        .get("args")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|arg| arg.as_str().map(str::to_owned));
-    std::iter::once(text("command"))
-        .chain(args)
-        .collect::<Vec<_>>()
-        .join(" ")
+    shown
 }
 
 /// [`items`] of a folder no session runs in yet, read from disk without a warning; `None`

@@ -681,9 +681,13 @@ pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
 /// the settings of a session started there (`sub/.claude/settings.json`).
 pub const PROTECTED_NAMES: [&str; 2] = [".agent", ".claude"];
 
-/// `~/.claude/`, Claude Code's user folder (its settings, memory and commands apply here).
-fn claude_user_dir() -> Option<PathBuf> {
-    dirs::home_dir().map(|home| home.join(".claude"))
+/// Claude Code's user folder (`$CLAUDE_CONFIG_DIR`, else `~/.claude/`: its settings,
+/// memory and commands apply here), and `~/.claude/` as well when that is elsewhere.
+fn claude_user_dir() -> Vec<PathBuf> {
+    crate::claude_code::user_dir()
+        .into_iter()
+        .chain(dirs::home_dir().map(|home| home.join(".claude")))
+        .collect()
 }
 
 /// `agent/` in the user's config directory.

@@ -250,8 +250,9 @@ impl PermissionRequestHooks {
                         };
                         if let Err(error) = gate.allow_for_session(&text) {
                             notices.say(&format!(
-                                "a PermissionRequest hook's rule {} is not applied: {error}",
-                                render::printable(&text, false)
+                                "a PermissionRequest hook's rule {} is not applied: {}",
+                                render::printable(&text, false),
+                                render::printable(&error.to_string(), false)
                             ));
                         }
                     }
