@@ -366,7 +366,7 @@ impl Hooks {
     /// once, a `once` hook only the first time.
     fn selected(&self, event: Event, subjects: &[&str]) -> Vec<&HookCommand> {
         let mut seen = HashSet::new();
-        let mut ran_once = self.ran_once.lock().unwrap_or_else(PoisonError::into_inner);
+        let ran_once = self.ran_once.lock().unwrap_or_else(PoisonError::into_inner);
         self.matchers
             .get(&event)
             .into_iter()
@@ -385,9 +385,7 @@ impl Hooks {
                     && hook.unsupported().is_none()
             })
             .filter(|hook| seen.insert(identity(hook)))
-            .filter(|hook| {
-                !hook.once || ran_once.insert(format!("{}:{}", event.name(), identity(hook)))
-            })
+            .filter(|hook| !hook.once || !ran_once.contains(&once_key(event, hook)))
             .collect()
     }
 
@@ -440,6 +438,11 @@ impl Hooks {
             hooks.retain(|hook| {
                 self.covers(hook, tool, input, tools::RuleSense::Refusal) != Some(false)
             });
+        }
+        // A `once` hook is spent when it runs, not when its `if` kept it from running.
+        {
+            let mut ran_once = self.ran_once.lock().unwrap_or_else(PoisonError::into_inner);
+            hooks.retain(|hook| !hook.once || ran_once.insert(once_key(event, hook)));
         }
         if hooks.is_empty() {
             return Verdict::default();
@@ -608,6 +611,11 @@ impl Hooks {
             }
         }
     }
+}
+
+/// The key a `once` hook is remembered by.
+fn once_key(event: Event, hook: &HookCommand) -> String {
+    format!("{}:{}", event.name(), identity(hook))
 }
 
 /// What makes two hooks the same one (run once when both match).
@@ -831,6 +839,33 @@ mod tests {
             (input["agent_id"].as_str(), input["agent_type"].as_str()),
             (Some("a1"), Some("reviewer"))
         );
+    }
+
+    /// A `once` hook runs the first time only; an identical hook without `once` each time.
+    #[tokio::test]
+    async fn a_once_hook_runs_once() {
+        let dir = tempdir("once");
+        let (notices, _) = collect();
+        let hooks = hooks(
+            &dir,
+            notices,
+            json!({"UserPromptSubmit": [{"hooks": [
+                {"type": "command", "command": "echo once >> ran", "once": true},
+                {"type": "command", "command": "echo every >> ran"},
+            ]}]}),
+        );
+        for _ in 0..3 {
+            hooks
+                .run(Event::UserPromptSubmit, &[], json!({"prompt": "x"}))
+                .await;
+        }
+        let mut ran: Vec<String> = std::fs::read_to_string(dir.join("ran"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        ran.sort();
+        assert_eq!(ran, ["every", "every", "every", "once"]);
     }
 
     /// SessionEnd hooks get 1.5 s together unless one asks for more; a hook that hangs is
