@@ -508,13 +508,8 @@ impl Session {
     /// user (`notification_type` `idle_prompt`, as Claude Code does): it starts them and
     /// returns at once.
     pub fn idle_notifier(&self) -> (std::time::Duration, impl Fn() + Send + Sync + 'static) {
-        (self.tooling.idle_after, self.idle_hook())
-    }
-
-    /// The function of [`Session::idle_notifier`].
-    fn idle_hook(&self) -> impl Fn() + Send + Sync + 'static {
         let hooks = self.tooling.hooks.clone();
-        move || {
+        (self.tooling.idle_after, move || {
             hooks.spawn(
                 hooks::Event::Notification,
                 &["idle_prompt"],
@@ -523,7 +518,7 @@ impl Session {
                     "notification_type": "idle_prompt",
                 }),
             );
-        }
+        })
     }
 
     /// Runs the SessionEnd hooks with `reason`, for at most
@@ -2190,20 +2185,15 @@ fn key_helper(
         setting_or_env(&settings.env, crate::key_helper::TTL_VARIABLE).as_deref(),
     )
     .map_err(anyhow::Error::msg)?;
-    let env = hooks::HookEnv {
-        notices: notices.clone(),
-        env: command_env(settings),
-        session: Arc::default(),
-        cwd: cwd.to_path_buf(),
-        permission_mode: String::new(),
-        gate: Arc::default(),
-        guard: std::env::current_exe().ok(),
-        http: None,
-        model: Arc::default(),
-        env_file: None,
-        mcp: Arc::default(),
-        http_policy: settings::HttpHookPolicy::default(),
-    };
+    // A hook's environment; no session yet.
+    let env = hook_env(
+        &command_env(settings),
+        "",
+        Path::new(""),
+        cwd,
+        tools::PermissionMode::Default,
+        notices,
+    );
     Ok(Some(Arc::new(crate::key_helper::KeyHelper::new(
         command.clone(),
         env,
