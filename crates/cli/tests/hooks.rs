@@ -852,3 +852,85 @@ async fn claude_config_dir_holds_the_users_settings() {
     let prompt = server.requests()[0].json()["messages"][0].to_string();
     assert!(prompt.contains("FROM-CONFIG-DIR"), "{prompt}");
 }
+
+/// The attack of a downloaded repository on the user's own hooks: its `.git/config` names a
+/// `core.fsmonitor` program, which the user's `git status` hook runs. In a folder the agent
+/// does not trust, the hook runs in the sandbox (it still runs: its output lands in the
+/// workspace), so the program cannot write outside it; trusted, it runs as
+/// configured (what makes the attack real); with no sandbox, untrusted, it does not run, and
+/// one line says so.
+#[tokio::test]
+async fn the_users_own_hook_runs_in_the_sandbox_in_an_untrusted_folder() {
+    for backend in common::sandbox_backends().into_iter().chain(["none"]) {
+        for trusted in [false, true] {
+            let repo = repo(&format!("hooks-confined-{backend}-{trusted}"));
+            let planted = repo.home.join("planted");
+            // Under Landlock a new file at the top of the workspace cannot be created (the
+            // limit docs/security.md names): the hook writes into a folder.
+            std::fs::create_dir(repo.dir.join("out")).unwrap();
+            let monitor = repo.dir.join("monitor.sh");
+            std::fs::write(
+                &monitor,
+                format!("#!/bin/sh\necho owned > '{}'\n", planted.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(
+                &monitor,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+            .unwrap();
+            let git = std::process::Command::new("git")
+                .args(["config", "core.fsmonitor"])
+                .arg(&monitor)
+                .current_dir(&repo.dir)
+                .status()
+                .unwrap();
+            assert!(git.success());
+            let config = repo.home.join("config/agent");
+            std::fs::create_dir_all(&config).unwrap();
+            std::fs::write(
+                config.join("settings.json"),
+                json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "git status --short > out/hook-ran.txt"}]}]}})
+                    .to_string(),
+            )
+            .unwrap();
+            let server =
+                Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+                    .await
+                    .unwrap();
+            let mut command = common::command(&repo, &server);
+            if backend == "none" {
+                command.args(["--sandbox", "off"]);
+            } else {
+                command.env("AGENT_SANDBOX_BACKEND", backend);
+            }
+            if trusted {
+                command.arg("--trust");
+            }
+            let output = command
+                .args(["-p", "go", "--output-format", "json"])
+                .output()
+                .await
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(output.status.success(), "{backend} {trusted}: {stderr}");
+            let ran = repo.dir.join("out/hook-ran.txt").exists();
+            let owned = planted.exists();
+            match (backend, trusted) {
+                (_, true) => assert!(ran && owned, "{backend}: the attack is real: {stderr}"),
+                ("none", false) => {
+                    assert!(!ran && !owned, "{stderr}");
+                    assert!(
+                        stderr.contains("1 command hook does not run here: the folder is not trusted and there is no sandbox"),
+                        "{stderr}"
+                    );
+                }
+                (_, false) => {
+                    assert!(ran, "{backend}: the hook ran in the sandbox: {stderr}");
+                    assert!(!owned, "{backend}: the monitor wrote outside: {stderr}");
+                    assert!(!stderr.contains("warning"), "{backend}: {stderr}");
+                }
+            }
+        }
+    }
+}

@@ -547,6 +547,62 @@ async fn an_untrusted_folder_is_asked_about_once_and_remembered() {
     }
 }
 
+/// A folder with nothing of its own to trust, where the user's own hook runs a command: the
+/// question is about that hook (Claude Code asks about every folder). "n" runs it in the
+/// sandbox, where it cannot write outside the workspace; "y" runs it as configured and
+/// remembers the folder; the next session asks nothing.
+#[tokio::test]
+async fn the_users_own_hooks_are_what_a_new_folder_is_asked_about() {
+    let Some(backend) = common::sandbox_backends().first().copied() else {
+        return;
+    };
+    let repo = repo("interactive-own-hooks");
+    let outside = repo.home.join("hook-ran-outside");
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": format!("touch '{}'", outside.display())}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let question = "Trust this folder? [y]es, remember it";
+    for (answer, runs_outside) in [("n", false), ("y", true), ("", true)] {
+        let _ = std::fs::remove_file(&outside);
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hello."))]))
+            .await
+            .unwrap();
+        let mut launch = command(&repo, &server);
+        launch.env("AGENT_SANDBOX_BACKEND", backend);
+        let mut terminal = Terminal::spawn(launch);
+        if answer.is_empty() {
+            terminal.wait_prompt(1).await;
+            assert!(!terminal.text().contains(question), "{}", terminal.text());
+        } else {
+            terminal.wait_for(question, 1).await;
+            let text = terminal.text();
+            assert!(
+                text.contains("Your own settings run commands in it"),
+                "{text}"
+            );
+            assert!(text.contains("hooks.Stop: touch"), "{text}");
+            terminal.type_keys(&format!("{answer}\r"));
+            terminal.wait_prompt(1).await;
+        }
+        terminal.type_keys("hi\r");
+        terminal.wait_for("Hello.", 1).await;
+        terminal.wait_prompt(2).await;
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+        assert_eq!(
+            outside.exists(),
+            runs_outside,
+            "answer {answer:?}: {}",
+            terminal.text()
+        );
+    }
+}
+
 /// A remembered folder whose hook changes (a `git pull`) is asked about again, the question
 /// naming the new hook: "y" runs it and remembers the new configuration, and the next
 /// session asks nothing; until then nothing of the change applied.

@@ -1946,13 +1946,20 @@ impl ToolState {
         let mut hook_env = hook_env(&env, session_id, &record.path, cwd, mode, &options.notices);
         hook_env.http = hooks_transport(options, settings);
         hook_env.http_policy = settings.http_hook_policy();
-        hook_env.env_file = Some(record.sessions.join(session_id).join(ENV_FILE));
+        // Untrusted, the folder can steer the user's own commands: they run in the sandbox
+        // (see `HookEnv::confined`), and what a SessionStart hook would leave for the model's
+        // commands is not taken.
+        hook_env.confined = !settings.project_trusted;
+        hook_env.env_file = settings
+            .project_trusted
+            .then(|| record.sessions.join(session_id).join(ENV_FILE));
+        let runnable = runnable_hooks(settings, &sandbox, &options.notices);
         let hooks = hooks::Hooks::new(
             hook_env,
             if settings.hooks_disabled() {
                 &no_hooks
             } else {
-                &settings.hooks
+                runnable.as_ref().unwrap_or(&settings.hooks)
             },
         );
         let mut recipe = subagents::Recipe {
@@ -2011,10 +2018,9 @@ impl ToolState {
             rule_origins,
             workspace,
             hooks,
-            status_line: settings
-                .status_line
-                .clone()
-                .filter(|status_line| status_line.kind == "command" && !settings.hooks_disabled()),
+            status_line: settings.status_line.clone().filter(|status_line| {
+                status_line.kind == "command" && !settings.hooks_disabled() && runnable.is_none()
+            }),
             status_line_failed: Arc::default(),
             idle_after: IDLE_NOTIFICATION_AFTER,
         };
@@ -2185,12 +2191,15 @@ fn key_helper(
         setting_or_env(&settings.env, crate::key_helper::TTL_VARIABLE).as_deref(),
     )
     .map_err(anyhow::Error::msg)?;
-    // A hook's environment; no session yet.
+    // A hook's environment; no session yet. In a folder the agent does not trust, the
+    // helper runs in the user's home folder, where the project cannot steer it (it needs the
+    // network and the user's credentials, so not the sandbox).
+    let home = dirs::home_dir().filter(|_| !settings.project_trusted);
     let env = hook_env(
         &command_env(settings),
         "",
         Path::new(""),
-        cwd,
+        home.as_deref().unwrap_or(cwd),
         tools::PermissionMode::Default,
         notices,
     );
@@ -2199,6 +2208,45 @@ fn key_helper(
         env,
         ttl,
     ))))
+}
+
+/// The hooks that can run when the folder is not trusted and there is no sandbox: the user's
+/// own command hooks and status line would run where the folder can steer them (a `git
+/// status` obeys its `.git/config`), so they do not run, and one line says so; `None` when
+/// they run (trusted, or confined to the sandbox: `HookEnv::confined`). Hooks of the other
+/// types (http, prompt, mcp_tool) start nothing here and stay.
+fn runnable_hooks(
+    settings: &settings::Settings,
+    sandbox: &tools::SandboxConfig,
+    notices: &crate::Notices,
+) -> Option<BTreeMap<String, Vec<settings::HookMatcher>>> {
+    if settings.project_trusted || sandbox.is_active() || settings.hooks_disabled() {
+        return None;
+    }
+    let mut kept = settings.hooks.clone();
+    let mut skipped = 0;
+    for matcher in kept.values_mut().flatten() {
+        let before = matcher.hooks.len();
+        matcher.hooks.retain(|hook| hook.command.is_none());
+        skipped += before - matcher.hooks.len();
+    }
+    let status_line = settings
+        .status_line
+        .as_ref()
+        .is_some_and(|status_line| status_line.kind == "command");
+    if skipped > 0 || status_line {
+        let what = match (skipped, status_line) {
+            (0, _) => "the statusLine does".to_owned(),
+            (1, false) => "1 command hook does".to_owned(),
+            (count, false) => format!("{count} command hooks do"),
+            (1, true) => "1 command hook and the statusLine do".to_owned(),
+            (count, true) => format!("{count} command hooks and the statusLine do"),
+        };
+        notices.say(&format!(
+            "warning: {what} not run here: the folder is not trusted and there is no sandbox to confine them (the folder can steer them: a `git status` obeys its .git/config); --trust runs them"
+        ));
+    }
+    Some(kept)
 }
 
 /// What hooks are told of the session (its id and transcript, folder, mode) and run with.
@@ -2227,6 +2275,7 @@ fn hook_env(
         env_file: None,
         mcp: Arc::default(),
         http_policy: settings::HttpHookPolicy::default(),
+        confined: false,
     }
 }
 
@@ -2962,25 +3011,23 @@ fn decide_trust(
         .filter(|item| !item.narrows())
         .map(|item| item.shown.clone())
         .collect();
-    if parts.is_empty() && change.is_none() {
+    // Nothing of the folder's needs trust: the user's own commands, which it can steer, are
+    // what the question is about (as Claude Code asks about every folder); untrusted, they
+    // run in the sandbox, so headless runs go on without a word.
+    let own = own_commands(layers);
+    if parts.is_empty() && change.is_none() && (own.is_empty() || asker.is_none()) {
         return Ok(FolderTrust::No);
     }
     if let Some(asker) = asker {
-        use crate::trust::TrustAnswer;
-        let answer = match &change {
-            Some(change) => {
-                let heading = crate::trust::changed_heading(&folder, cwd, change);
-                let mut chars = heading.chars();
-                let heading: String = chars
-                    .next()
-                    .map(|first| first.to_uppercase().chain(chars).collect())
-                    .unwrap_or_default();
-                asker.ask(&format!("{heading}:"), &crate::trust::change_lines(change))
-            }
-            None => asker.ask(&crate::trust::untrusted_heading(&folder), &parts),
+        let question = Question {
+            folder: &folder,
+            cwd,
+            change: change.as_ref(),
+            parts: &parts,
+            own: &own,
         };
-        match answer {
-            TrustAnswer::Always => {
+        match question.ask(asker) {
+            crate::trust::TrustAnswer::Always => {
                 match crate::trust::remember(&folder, cwd, &items) {
                     Ok(file) => options.notices.say(&format!(
                         "trusted {shown_folder} (remembered in {})",
@@ -2992,8 +3039,12 @@ fn decide_trust(
                 }
                 return Ok(FolderTrust::Asked);
             }
-            TrustAnswer::Once => return Ok(FolderTrust::Asked),
-            TrustAnswer::No => {}
+            crate::trust::TrustAnswer::Once => return Ok(FolderTrust::Asked),
+            // Only the user's own commands were asked about: they run in the sandbox.
+            crate::trust::TrustAnswer::No if parts.is_empty() && change.is_none() => {
+                return Ok(FolderTrust::No);
+            }
+            crate::trust::TrustAnswer::No => {}
         }
     }
     let warning = match &change {
@@ -3003,6 +3054,85 @@ fn decide_trust(
     options.notices.say(&format!("warning: {warning}"));
     Ok(FolderTrust::No)
 }
+
+/// The trust question about a folder that is not trusted: what changed since it was, else
+/// what its settings configure, else the user's own commands it can steer.
+struct Question<'a> {
+    folder: &'a Path,
+    cwd: &'a Path,
+    change: Option<&'a crate::trust::Change>,
+    parts: &'a [String],
+    own: &'a [String],
+}
+
+impl Question<'_> {
+    fn ask(&self, asker: &dyn crate::trust::TrustAsker) -> crate::trust::TrustAnswer {
+        if let Some(change) = self.change {
+            let heading = crate::trust::changed_heading(self.folder, self.cwd, change);
+            let mut chars = heading.chars();
+            let heading: String = chars
+                .next()
+                .map(|first| first.to_uppercase().chain(chars).collect())
+                .unwrap_or_default();
+            return asker.ask(&format!("{heading}:"), &crate::trust::change_lines(change));
+        }
+        if self.parts.is_empty() {
+            let heading = format!(
+                "{} is not a trusted folder. Your own settings run commands in it, which the folder can steer (a `git status` obeys its .git/config); untrusted, they run in the sandbox:",
+                render::printable(&self.folder.to_string_lossy(), false)
+            );
+            return asker.ask(&heading, self.own);
+        }
+        asker.ask(&crate::trust::untrusted_heading(self.folder), self.parts)
+    }
+}
+
+/// The commands the user's own settings run in every folder (command hooks and the
+/// status line), one line each for the trust question (at most [`OWN_COMMANDS_SHOWN`], then
+/// how many more).
+fn own_commands(layers: &[settings::Layer]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let user = layers
+        .iter()
+        .filter(|layer| layer.scope == settings::Scope::User);
+    if user.clone().any(|layer| {
+        layer.settings.other.get("disableAllHooks") == Some(&serde_json::Value::Bool(true))
+    }) {
+        return lines;
+    }
+    for layer in user {
+        for (event, matchers) in &layer.settings.hooks {
+            for hook in matchers.iter().flat_map(|matcher| &matcher.hooks) {
+                if let Some(command) = &hook.command {
+                    lines.push(format!(
+                        "hooks.{event}: {}",
+                        render::printable(command, false)
+                    ));
+                }
+            }
+        }
+        if let Some(status_line) = layer
+            .settings
+            .status_line
+            .as_ref()
+            .filter(|status_line| status_line.kind == "command")
+        {
+            lines.push(format!(
+                "statusLine: {}",
+                render::printable(&status_line.command, false)
+            ));
+        }
+    }
+    if lines.len() > OWN_COMMANDS_SHOWN {
+        let more = lines.len() - OWN_COMMANDS_SHOWN + 1;
+        lines.truncate(OWN_COMMANDS_SHOWN - 1);
+        lines.push(format!("and {more} more"));
+    }
+    lines
+}
+
+/// How many of the user's own commands the trust question lists.
+const OWN_COMMANDS_SHOWN: usize = 6;
 
 /// The working directory, made absolute and resolved.
 fn working_dir(options: &Options) -> anyhow::Result<PathBuf> {

@@ -253,6 +253,11 @@ pub struct HookEnv {
     pub mcp: Arc<std::sync::OnceLock<Arc<mcp::Pool>>>,
     /// Claude Code's policy for `http` hooks: where they may go, what their headers carry.
     pub http_policy: crate::settings::HttpHookPolicy,
+    /// The folder is not trusted: command hooks (the user's own: a project's need trust) and
+    /// the status line run in the session's sandbox, as an approved model command would
+    /// ([`tools::PermissionGate::confined_command`]), because the folder can steer them (a
+    /// `git status` obeys its `.git/config`); with no sandbox they do not run.
+    pub confined: bool,
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -262,6 +267,7 @@ impl std::fmt::Debug for HookEnv {
             .field("permission_mode", &self.permission_mode)
             .field("guard", &self.guard)
             .field("http", &self.http.is_some())
+            .field("confined", &self.confined)
             .finish_non_exhaustive()
     }
 }

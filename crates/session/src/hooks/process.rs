@@ -77,7 +77,9 @@ pub async fn run(
     timeout: Duration,
     input: Option<&Value>,
 ) -> Result<Exit, String> {
-    let line = command_line(env, launch).map_err(|error| format!("could not start: {error}"))?;
+    // `_placeholders` lives until the hook is done (the sandbox's placeholders).
+    let (line, _placeholders) =
+        command_line(env, launch).map_err(|error| format!("could not start: {error}"))?;
     let child = tokio::process::Command::from(line)
         .stdin(if input.is_some() {
             Stdio::piped()
@@ -182,7 +184,13 @@ impl Launch {
 pub(super) fn command_line(
     env: &HookEnv,
     launch: &Launch,
-) -> Result<std::process::Command, String> {
+) -> Result<
+    (
+        std::process::Command,
+        Option<tools::sandbox::PlaceholderGuard>,
+    ),
+    String,
+> {
     let (program, args): (std::path::PathBuf, Vec<std::ffi::OsString>) = match &launch.args {
         None => (
             tools::sandbox::env::resolve_program("bash").map_err(|error| error.to_string())?,
@@ -198,6 +206,9 @@ pub(super) fn command_line(
             (program, args.iter().map(Into::into).collect())
         }
     };
+    if env.confined {
+        return confined_line(env, &program, &args).map(|(line, guard)| (line, Some(guard)));
+    }
     let mut line = match &env.guard {
         Some(guard) => {
             // Not in a group of its own: the guard's `setsid` makes its session and group.
@@ -225,7 +236,36 @@ pub(super) fn command_line(
         tools::sandbox::env::Confinement::Unsandboxed,
         &env.env,
     );
-    Ok(line)
+    Ok((line, None))
+}
+
+/// The command line of a hook in a folder the agent does not trust ([`HookEnv::confined`]):
+/// `program` inside the session's sandbox (bubblewrap's `--die-with-parent` and PID
+/// namespace, or the Landlock helper's parent-death signal, tie it to the agent's life), in a
+/// process group of its own, with the sandbox's environment. It gets no `CLAUDE_ENV_FILE`:
+/// what it would write there runs before the model's commands.
+fn confined_line(
+    env: &HookEnv,
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+) -> Result<(std::process::Command, tools::sandbox::PlaceholderGuard), String> {
+    let Some(gate) = env.gate.get() else {
+        return Err("the folder is not trusted and the session's sandbox is not ready".into());
+    };
+    let prepared = gate
+        .confined_command(program.as_os_str(), args, &env.cwd)
+        .map_err(|error| {
+            format!("the folder is not trusted, so it runs only in the sandbox, and {error}")
+        })?;
+    let mut line = prepared.command;
+    std::os::unix::process::CommandExt::process_group(&mut line, 0);
+    line.env("CLAUDE_PROJECT_DIR", &env.cwd);
+    tools::sandbox::env::reset(
+        &mut line,
+        tools::sandbox::env::Confinement::Sandboxed,
+        &env.env,
+    );
+    Ok((line, prepared.guard))
 }
 
 #[cfg(test)]
@@ -250,6 +290,7 @@ pub(crate) mod tests {
             env_file: None,
             mcp: Arc::default(),
             http_policy: crate::settings::HttpHookPolicy::default(),
+            confined: false,
         }
     }
 

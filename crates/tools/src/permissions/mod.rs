@@ -365,6 +365,43 @@ impl PermissionGate {
         self.shared.mode.set(mode);
     }
 
+    /// `program` with `args`, started in `cwd` inside the session's sandbox with the
+    /// workspace-write profile a model command approved there would get (the roots writable
+    /// but their protected paths, the deny rules' paths hidden or read-only, the network only
+    /// when the user's settings allow it). For commands the agent runs for the user in a
+    /// folder it does not trust (the user's own hooks and status line), which the folder can
+    /// steer (its `.git/config`, its scripts). The [`sandbox::Prepared::guard`] must live until
+    /// the process exits.
+    ///
+    /// # Errors
+    ///
+    /// A message when the session has no sandbox, or when the policy or the command cannot be
+    /// built (a deny rule too wide to enforce, a path that is not absolute).
+    pub fn confined_command(
+        &self,
+        program: &std::ffi::OsStr,
+        args: &[std::ffi::OsString],
+        cwd: &std::path::Path,
+    ) -> Result<sandbox::Prepared, String> {
+        let Some(backend) = self
+            .shared
+            .sandbox
+            .backend
+            .clone()
+            .filter(|_| self.shared.sandbox.is_active())
+        else {
+            return Err("there is no sandbox to run it in".into());
+        };
+        let policy = crate::sandboxing::policy(
+            &self.shared,
+            &self.shared.workspace,
+            sandbox::Profile::WorkspaceWrite,
+        )?;
+        sandbox::Sandbox::new(backend)
+            .command(&policy, program, args, cwd)
+            .map_err(|error| error.to_string())
+    }
+
     /// A command the user typed (`!command` at the interactive prompt), asked no question
     /// (the user typed it), unless a deny rule names it. It runs as the user's own shell
     /// would ([`BashRun::UserShell`]: outside the sandbox, with the agent's environment less
