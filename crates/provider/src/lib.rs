@@ -51,7 +51,8 @@ pub use config::{
 pub use error::{ErrorKind, ProviderError};
 pub use retry::{Sleeper, TokioSleeper, backoff, retry_after};
 pub use transport::{
-    BodyStream, HttpRequest, HttpResponse, HyperTransport, ProxyConfig, ResponseFuture, Transport,
+    BodyStream, HttpRequest, HttpResponse, HyperTransport, ProxyConfig, Reach, ResponseFuture,
+    Transport, is_private_address,
 };
 pub use vcr::{
     Exchange, RecordingTransport, ReplayTransport, WORKSPACE_PLACEHOLDER, canonical_hash,

@@ -78,8 +78,95 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 /// connection pool, through an HTTP CONNECT proxy for the destinations the proxy settings
 /// select (`HTTPS_PROXY`, `NO_PROXY`).
 pub struct HyperTransport {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector<Resolver>>, Full<Bytes>>,
     proxied: Option<(Matcher, TunneledClient)>,
+    reach: Reach,
+}
+
+/// Which addresses a [`HyperTransport`] connects to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reach {
+    /// Any address (the model's server may be on a private network).
+    #[default]
+    Any,
+    /// Public addresses and loopback only: a destination whose host is, or resolves to, an
+    /// address [`is_private_address`] names is refused (every address a name resolves to is
+    /// checked, and the connection goes to the checked ones, so a name cannot change its
+    /// answer in between). Through a proxy only an address written in the URL is checked (the
+    /// proxy resolves names). Claude Code 2.1.197 guards its `http` hooks the same way.
+    Public,
+}
+
+/// Whether `address` is private, link-local, unique-local, carrier-grade NAT or unspecified
+/// (`0.0.0.0/8`, `10.0.0.0/8`, `100.64.0.0/10`, `169.254.0.0/16`, `172.16.0.0/12`,
+/// `192.168.0.0/16`, `::`, `fc00::/7`, `fe80::/10`, and those IPv4 ranges mapped into IPv6).
+/// Loopback is not: a hook or a page served on this machine is the user's own. The ranges are
+/// the ones Claude Code 2.1.197 refuses for its `http` hooks.
+pub fn is_private_address(address: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    let v4 = |address: std::net::Ipv4Addr| {
+        let [first, second, ..] = address.octets();
+        first == 0
+            || first == 10
+            || (first == 100 && (64..=127).contains(&second))
+            || (first == 169 && second == 254)
+            || (first == 172 && (16..=31).contains(&second))
+            || (first == 192 && second == 168)
+    };
+    match address {
+        IpAddr::V4(address) => v4(address),
+        IpAddr::V6(address) => match address.to_ipv4_mapped() {
+            Some(mapped) => v4(mapped),
+            None => {
+                let first = address.segments()[0];
+                address.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+            }
+        },
+    }
+}
+
+/// The names a [`HyperTransport`] connects to, resolved by the system (`getaddrinfo`, on
+/// tokio's blocking pool) and, for [`Reach::Public`], checked.
+#[derive(Clone, Copy, Debug)]
+struct Resolver {
+    reach: Reach,
+}
+
+impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for Resolver {
+    type Response = std::vec::IntoIter<std::net::SocketAddr>;
+    type Error = std::io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: hyper_util::client::legacy::connect::dns::Name) -> Self::Future {
+        let reach = self.reach;
+        Box::pin(async move {
+            let found: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            if reach == Reach::Public
+                && let Some(private) = found.iter().find(|found| is_private_address(found.ip()))
+            {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    refused(name.as_str(), private.ip()),
+                ));
+            }
+            Ok(found.into_iter())
+        })
+    }
+}
+
+/// Why a [`Reach::Public`] transport refuses `host`.
+fn refused(host: &str, address: std::net::IpAddr) -> String {
+    format!(
+        "{host} resolves to {address}, a private or link-local address: refused (loopback is allowed)"
+    )
 }
 
 /// The client that reaches HTTPS destinations through an HTTP CONNECT tunnel.
@@ -133,6 +220,20 @@ impl HyperTransport {
     /// [`ErrorKind::Config`] when the PEM holds no valid certificate, TLS cannot be set up, or
     /// the proxy URL is invalid.
     pub fn with_proxy(extra_roots_pem: &[u8], proxy: &ProxyConfig) -> Result<Self, ProviderError> {
+        Self::with_reach(extra_roots_pem, proxy, Reach::Any)
+    }
+
+    /// A transport that tunnels through `proxy` where its settings say so and connects only
+    /// where `reach` allows.
+    ///
+    /// # Errors
+    ///
+    /// As [`HyperTransport::with_proxy`].
+    pub fn with_reach(
+        extra_roots_pem: &[u8],
+        proxy: &ProxyConfig,
+        reach: Reach,
+    ) -> Result<Self, ProviderError> {
         let tls = tls_config(extra_roots_pem)?;
         let https = |tls: rustls::ClientConfig| {
             hyper_rustls::HttpsConnectorBuilder::new()
@@ -140,7 +241,10 @@ impl HyperTransport {
                 .https_or_http()
                 .enable_http1()
         };
-        let client = Client::builder(TokioExecutor::new()).build(https(tls.clone()).build());
+        let mut direct = HttpConnector::new_with_resolver(Resolver { reach });
+        direct.enforce_http(false);
+        let client =
+            Client::builder(TokioExecutor::new()).build(https(tls.clone()).wrap_connector(direct));
         let proxied = match &proxy.https {
             Some(url) => {
                 let mut builder = Matcher::builder().https(url.as_str());
@@ -177,7 +281,11 @@ impl HyperTransport {
             }
             None => None,
         };
-        Ok(Self { client, proxied })
+        Ok(Self {
+            client,
+            proxied,
+            reach,
+        })
     }
 }
 
@@ -271,6 +379,18 @@ impl Transport for HyperTransport {
     fn send(&self, request: HttpRequest) -> ResponseFuture<'_> {
         Box::pin(async move {
             let host = request.uri.host().unwrap_or("?").to_owned();
+            // An address in the URL is never resolved, so the resolver cannot check it.
+            if self.reach == Reach::Public
+                && let Ok(address) = host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                && is_private_address(address)
+            {
+                let mut error = ProviderError::new(ErrorKind::Connect, refused(&host, address));
+                error.lasting = true;
+                return Err(error);
+            }
             let mut builder = http::Request::builder()
                 .method(request.method)
                 .uri(request.uri);
@@ -304,5 +424,100 @@ impl Transport for HyperTransport {
                 body: Box::pin(body),
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use tower_service::Service as _;
+
+    use super::*;
+
+    fn address(text: &str) -> IpAddr {
+        text.parse().expect("a test address")
+    }
+
+    #[test]
+    fn private_link_local_and_unique_local_addresses_are_private_and_loopback_is_not() {
+        for private in [
+            "0.0.0.0",
+            "10.1.2.3",
+            "100.64.0.1",
+            "100.127.255.255",
+            "169.254.169.254",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "::",
+            "fc00::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "febf::1",
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(is_private_address(address(private)), "{private}");
+        }
+        for public in [
+            "127.0.0.1",
+            "::1",
+            "8.8.8.8",
+            "100.63.255.255",
+            "100.128.0.0",
+            "172.15.255.255",
+            "172.32.0.0",
+            "192.169.0.1",
+            "2606:4700::1111",
+            "fec0::1",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_private_address(address(public)), "{public}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_public_transport_refuses_private_addresses_written_or_resolved() {
+        let transport =
+            HyperTransport::with_reach(&[], &ProxyConfig::default(), Reach::Public).unwrap();
+        let request = |uri: &str| HttpRequest {
+            method: Method::POST,
+            uri: uri.parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        for uri in [
+            "http://169.254.169.254/latest/meta-data/",
+            "http://[fd00:ec2::254]/",
+            "https://10.0.0.1/",
+        ] {
+            let error = transport.send(request(uri)).await.unwrap_err();
+            assert!(
+                error.message.contains("private or link-local"),
+                "{uri}: {error}"
+            );
+            assert!(error.lasting, "{uri}");
+        }
+        // What the resolver answers for a name: every address is checked.
+        let mut resolver = Resolver {
+            reach: Reach::Public,
+        };
+        let name = "192.168.0.7".parse().unwrap();
+        let error = resolver.call(name).await.unwrap_err();
+        assert!(error.to_string().contains("192.168.0.7"), "{error}");
+        let mut any = Resolver { reach: Reach::Any };
+        let found: Vec<_> = any
+            .call("192.168.0.7".parse().unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert_eq!(found[0].ip(), address("192.168.0.7"));
+        let loopback: Vec<_> = resolver
+            .call("localhost".parse().unwrap())
+            .await
+            .unwrap()
+            .collect();
+        assert!(loopback.iter().all(|found| found.ip().is_loopback()));
     }
 }

@@ -2280,8 +2280,9 @@ fn hook_env(
 }
 
 /// What `http` hooks are sent with, when the settings have any: the model's HTTPS stack
-/// (`--ca-cert` or `SSL_CERT_FILE` beside the webpki roots, `HTTPS_PROXY` and `NO_PROXY`).
-/// One that cannot be set up is told; its hooks then fail with a line each.
+/// (`--ca-cert` or `SSL_CERT_FILE` beside the webpki roots, `HTTPS_PROXY` and `NO_PROXY`),
+/// never to a private or link-local address ([`provider::Reach::Public`]). One that cannot be
+/// set up is told; its hooks then fail with a line each.
 fn hooks_transport(
     options: &Options,
     settings: &settings::Settings,
@@ -2318,7 +2319,9 @@ fn hooks_transport(
         None => Vec::new(),
     };
     let proxy = provider::ProxyConfig::from_source(&source);
-    match provider::HyperTransport::with_proxy(&roots, &proxy) {
+    // Never to a private or link-local address (a cloud's metadata service), as Claude Code
+    // refuses them; loopback is the user's own.
+    match provider::HyperTransport::with_reach(&roots, &proxy, provider::Reach::Public) {
         Ok(transport) => Some(Arc::new(transport)),
         Err(error) => {
             options
