@@ -38,6 +38,8 @@ elif name == "PostToolUseFailure":
     answer({"additionalContext": "FAILURE-CONTEXT"})
 elif name == "SubagentStart":
     answer({"additionalContext": "SUBAGENT-CONTEXT"})
+elif name == "PostToolBatch":
+    answer({"additionalContext": "BATCH-CONTEXT-%d" % len(event["tool_calls"])})
 "#;
 
 /// Every event of `.events.jsonl`, in the order the hooks ran.
@@ -94,6 +96,7 @@ async fn every_hook_runs_at_its_moment_with_claude_codes_input() {
             "Stop",
             "SessionEnd",
             "Notification",
+            "PostToolBatch",
         ],
     );
     let server = Server::start_tls(
@@ -159,6 +162,8 @@ async fn every_hook_runs_at_its_moment_with_claude_codes_input() {
     assert_eq!(count("PostToolUseFailure"), 1, "{names:?}");
     assert_eq!(count("SubagentStart"), 1, "{names:?}");
     assert_eq!(count("SubagentStop"), 1, "{names:?}");
+    // Once a batch: [Bash, Read], [Write, Bash], [Task].
+    assert_eq!(count("PostToolBatch"), 3, "{names:?}");
 
     // Every input carries the session's facts.
     let session_id = events[0]["session_id"].as_str().unwrap().to_owned();
@@ -270,6 +275,28 @@ async fn every_hook_runs_at_its_moment_with_claude_codes_input() {
     );
     assert!(bash.contains("PRE-CONTEXT"), "{bash}");
     assert_eq!(results[1]["content"], "READ-REPLACED");
+    // The batch's hook came after its results, with every call in the model's order.
+    assert!(
+        text_of(&results[2]).contains("PostToolBatch hook additional context: BATCH-CONTEXT-2"),
+        "{results:?}"
+    );
+    let batch = find("PostToolBatch");
+    let calls = batch["tool_calls"].as_array().unwrap();
+    assert_eq!(
+        calls
+            .iter()
+            .map(|call| call["tool_use_id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["toolu_b", "toolu_r"]
+    );
+    assert_eq!(calls[0]["tool_name"], "Bash");
+    // The input as the model wrote it (the transcript's), the result of what ran.
+    assert_eq!(calls[0]["tool_input"], json!({"command": "echo original"}));
+    assert_eq!(calls[0]["tool_response"]["stdout"], "rewritten");
+    assert_eq!(
+        calls[1]["tool_response"]["file"]["content"],
+        "remember the milk"
+    );
     let third = requests[2].json();
     let failed = text_of(third["messages"].as_array().unwrap().last().unwrap());
     assert!(failed.contains("FAILURE-CONTEXT"), "{failed}");

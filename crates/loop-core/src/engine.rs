@@ -173,8 +173,39 @@ pub type AttachmentFuture<'a> =
 /// and so the prompt cache's prefix, unchanged.
 pub trait AttachmentSource: Send + Sync {
     /// The notes for the next request (each a `<system-reminder>` text), once: what they
-    /// report is considered seen.
-    fn attachments(&self) -> AttachmentFuture<'_>;
+    /// report is considered seen. `batch` is the tool batch whose results they join (for
+    /// notes about the batch itself, such as Claude Code's PostToolBatch hooks).
+    fn attachments<'a>(&'a self, batch: Batch<'a>) -> AttachmentFuture<'a>;
+}
+
+/// A tool batch whose results go to the next request: the response that asked for the calls,
+/// and their results in completion order.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// The response (its tool_use blocks are the calls, in the model's order).
+    pub response: &'a protocol::Message,
+    /// The calls' results, in completion order.
+    pub results: &'a [CompletedTool],
+}
+
+impl<'a> Batch<'a> {
+    /// Each call in the model's order, with its result when it has one (a call whose result
+    /// was not kept has none).
+    pub fn calls(
+        self,
+    ) -> impl Iterator<Item = (&'a protocol::ToolUseBlock, Option<&'a CompletedTool>)> {
+        self.response
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_tool_use)
+            .map(move |call| {
+                let result = self
+                    .results
+                    .iter()
+                    .find(|result| result.result.tool_use_id == call.id);
+                (call, result)
+            })
+    }
 }
 
 /// Tools that may change while a run goes on: the seeds' "next state" phase refreshes the
@@ -706,7 +737,10 @@ impl<'a> Run<'a> {
             ) && !responded.results.is_empty();
             let attachments = match &self.deps.attachments {
                 Some(source) if goes_on => tokio::select! {
-                    notes = source.attachments() => notes,
+                    notes = source.attachments(Batch {
+                        response: &responded.message,
+                        results: &responded.results,
+                    }) => notes,
                     // An abort does not wait for them (the next request is not sent).
                     () = self.cancel.cancelled() => Vec::new(),
                 },

@@ -119,7 +119,7 @@ mod state;
 pub mod subagent;
 
 pub use engine::{
-    AttachmentFuture, AttachmentSource, Deps, History, INTERRUPTED_FOR_TOOL_USE_MARKER,
+    AttachmentFuture, AttachmentSource, Batch, Deps, History, INTERRUPTED_FOR_TOOL_USE_MARKER,
     INTERRUPTED_MARKER, LoopConfig, RESUME_PROMPT, SpendGuard, ToolSource, run_loop, spawn_loop,
 };
 pub use events::{

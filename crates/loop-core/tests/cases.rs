@@ -812,7 +812,7 @@ async fn the_fallback_models_window_governs_compaction_after_the_switch() {
 async fn attachments_join_the_results_of_a_batch_that_goes_on() {
     struct Once(Mutex<Vec<String>>);
     impl loop_core::AttachmentSource for Once {
-        fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+        fn attachments<'a>(&'a self, _: loop_core::Batch<'a>) -> loop_core::AttachmentFuture<'a> {
             let notes = std::mem::take(&mut *self.0.lock().unwrap());
             Box::pin(async move { notes })
         }

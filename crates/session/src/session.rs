@@ -1513,6 +1513,11 @@ impl Session {
                 watch: self.tooling.watch.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: self.pending.steering.clone(),
+                batch_hooks: self
+                    .tooling
+                    .hooks
+                    .has(hooks::Event::PostToolBatch)
+                    .then(|| self.tooling.hooks.clone()),
             })),
             spend: self.tooling.spend.clone(),
         }
@@ -1612,8 +1617,9 @@ impl Session {
                 watch: self.tooling.watch.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: None,
+                batch_hooks: None,
             }
-            .reminders()
+            .reminders(serde_json::Value::Null)
             .await
             .into_iter()
             .map(protocol::ContentBlock::text),
@@ -2738,6 +2744,8 @@ struct SessionAttachments {
     watch: tools::FileWatch,
     late: Arc<crate::prefetch::Late>,
     steering: Option<Steering>,
+    /// The hooks, when PostToolBatch hooks are configured.
+    batch_hooks: Option<hooks::Hooks>,
 }
 
 /// The largest file an `@path` mention attaches, in bytes (256 KiB).
@@ -2827,7 +2835,9 @@ fn steering_note(line: &str) -> String {
 }
 
 impl SessionAttachments {
-    async fn reminders(self) -> Vec<String> {
+    /// The notes for the next request; `batch` is the PostToolBatch hooks' `tool_calls`
+    /// (`Null`: no batch).
+    async fn reminders(self, batch: serde_json::Value) -> Vec<String> {
         let mut notes: Vec<String> = self
             .late
             .take_ready()
@@ -2838,19 +2848,67 @@ impl SessionAttachments {
         if let Some(steering) = &self.steering {
             notes.extend(steering().iter().map(|line| steering_note(line)));
         }
+        if let Some(hooks) = self.batch_hooks.filter(|_| !batch.is_null()) {
+            let verdict = hooks
+                .run(
+                    hooks::Event::PostToolBatch,
+                    &[],
+                    serde_json::json!({ "tool_calls": batch }),
+                )
+                .await;
+            let mut feedback = verdict.refusals();
+            feedback.extend(verdict.context);
+            if !feedback.is_empty() {
+                notes.push(format!(
+                    "<system-reminder>\nPostToolBatch hook additional context: {}\n</system-reminder>",
+                    feedback.join("\n")
+                ));
+            }
+        }
         notes
     }
 }
 
+/// The `tool_calls` of a PostToolBatch hook's input: each call of `batch` in the model's
+/// order, with its result's structured form (Claude Code's shape, where the tool gives one)
+/// or text.
+fn batch_calls(batch: loop_core::Batch<'_>) -> serde_json::Value {
+    batch
+        .calls()
+        .map(|(call, done)| {
+            let mut entry = serde_json::json!({
+                "tool_name": call.name,
+                "tool_input": call.input,
+                "tool_use_id": call.id,
+            });
+            if let (Some(done), Some(object)) = (done, entry.as_object_mut()) {
+                object.insert(
+                    "tool_response".into(),
+                    done.structured
+                        .clone()
+                        .unwrap_or_else(|| serde_json::Value::String(done.result.content.text())),
+                );
+            }
+            entry
+        })
+        .collect()
+}
+
 impl loop_core::AttachmentSource for SessionAttachments {
-    fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+    fn attachments<'a>(&'a self, batch: loop_core::Batch<'a>) -> loop_core::AttachmentFuture<'a> {
+        let calls = if self.batch_hooks.is_some() {
+            batch_calls(batch)
+        } else {
+            serde_json::Value::Null
+        };
         Box::pin(
             Self {
                 watch: self.watch.clone(),
                 late: Arc::clone(&self.late),
                 steering: self.steering.clone(),
+                batch_hooks: self.batch_hooks.clone(),
             }
-            .reminders(),
+            .reminders(calls),
         )
     }
 }

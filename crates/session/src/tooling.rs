@@ -47,7 +47,7 @@ impl FileAttachments {
 }
 
 impl loop_core::AttachmentSource for FileAttachments {
-    fn attachments(&self) -> loop_core::AttachmentFuture<'_> {
+    fn attachments<'a>(&'a self, _: loop_core::Batch<'a>) -> loop_core::AttachmentFuture<'a> {
         Box::pin(Self::reminders(self.0.clone()))
     }
 }

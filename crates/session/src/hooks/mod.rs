@@ -97,14 +97,19 @@ pub enum Event {
     PreCompact,
     /// After a compaction (`trigger`, `compact_summary`).
     PostCompact,
+    /// Once after every call of a tool batch resolved, before the next request
+    /// (`tool_calls`: each call's `tool_name`, `tool_input`, `tool_use_id` and, when it has
+    /// one, `tool_response`): context and block reasons go with the batch's results.
+    PostToolBatch,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
+        Self::PostToolBatch,
         Self::Notification,
         Self::UserPromptSubmit,
         Self::SessionStart,
@@ -135,6 +140,7 @@ impl Event {
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
             Self::PostCompact => "PostCompact",
+            Self::PostToolBatch => "PostToolBatch",
         }
     }
 
@@ -148,7 +154,7 @@ impl Event {
     fn has_matchers(self) -> bool {
         !matches!(
             self,
-            Self::UserPromptSubmit | Self::Stop | Self::StopFailure
+            Self::UserPromptSubmit | Self::Stop | Self::StopFailure | Self::PostToolBatch
         )
     }
 
