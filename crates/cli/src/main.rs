@@ -423,8 +423,9 @@ async fn headless(
     })
 }
 
-/// A prompt a UserPromptSubmit hook refused (`error` holds the [`session::PromptBlocked`]):
-/// its result line (json, stream-json) and a line on stderr; exit code 1.
+/// A prompt a UserPromptSubmit or UserPromptExpansion hook refused (`error` holds the
+/// [`session::PromptBlocked`]): its result line (json, stream-json) and a line on stderr;
+/// exit code 1.
 fn report_blocked(format: OutputFormat, session_id: &str, error: &anyhow::Error) -> u8 {
     let message = error.to_string();
     eprintln!("agent: {}", render::printable(&message, false));

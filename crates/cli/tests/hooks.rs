@@ -38,6 +38,11 @@ elif name == "PostToolUseFailure":
     answer({"additionalContext": "FAILURE-CONTEXT"})
 elif name == "SubagentStart":
     answer({"additionalContext": "SUBAGENT-CONTEXT"})
+elif name == "UserPromptExpansion":
+    if "prod" in event["command_args"]:
+        print("no prod deploys", file=sys.stderr)
+        sys.exit(2)
+    answer({"additionalContext": "EXPANSION-CONTEXT"})
 elif name == "PostToolBatch":
     answer({"additionalContext": "BATCH-CONTEXT-%d" % len(event["tool_calls"])})
 "#;
@@ -960,4 +965,51 @@ async fn the_users_own_hook_runs_in_the_sandbox_in_an_untrusted_folder() {
             }
         }
     }
+}
+
+/// A command the user typed: its UserPromptExpansion hooks hear the name, arguments, source
+/// and line as typed; their context goes with the expanded prompt; a block stops it before
+/// anything is sent, naming the line.
+#[tokio::test]
+async fn a_typed_command_runs_its_expansion_hooks() {
+    let repo = hooked_repo("hooks-expansion", &["UserPromptExpansion"]);
+    std::fs::create_dir_all(repo.dir.join(".claude/commands")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/deploy.md"),
+        "Deploy to $ARGUMENTS carefully.\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new().text("Deployed."),
+    )]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "/deploy staging", "--trust"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let events = events(&repo.dir);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!(event["hook_event_name"], "UserPromptExpansion");
+    assert_eq!(event["expansion_type"], "slash_command");
+    assert_eq!(event["command_name"], "deploy");
+    assert_eq!(event["command_args"], "staging");
+    assert_eq!(event["command_source"], "projectSettings");
+    assert_eq!(event["prompt"], "/deploy staging");
+    let sent = text_of(&server.requests()[0].json()["messages"][0]);
+    assert!(sent.contains("Deploy to staging carefully."), "{sent}");
+    assert!(
+        sent.contains("UserPromptExpansion hook additional context: EXPANSION-CONTEXT"),
+        "{sent}"
+    );
+
+    let output = agent(&repo, &server, &["-p", "/deploy prod", "--trust"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a UserPromptExpansion hook blocked the prompt: no prod deploys"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Original prompt: /deploy prod"), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "nothing more was sent");
 }

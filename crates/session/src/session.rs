@@ -630,6 +630,8 @@ impl Session {
                     Vec::new()
                 },
                 model: command.model.clone().filter(|_| applies),
+                arguments: arguments.to_owned(),
+                source: command_source(command.scope),
             });
         }
         let skill = skill?;
@@ -639,6 +641,8 @@ impl Session {
                 prompt,
                 allowed_tools: Vec::new(),
                 model: None,
+                arguments: arguments.to_owned(),
+                source: command_source(skill.scope),
             }),
             Err(reason) => {
                 self.notices.say(&format!(
@@ -665,6 +669,9 @@ impl Session {
         observer: &mut dyn crate::Observer,
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
+        if !invocation.name.is_empty() {
+            self.expansion_hooks(&invocation).await?;
+        }
         let _grant = if invocation.allowed_tools.is_empty() {
             None
         } else {
@@ -1597,6 +1604,7 @@ impl Session {
             biased;
             () = cancel.cancelled() => {
                 return Err(PromptBlocked {
+                    event: hooks::Event::UserPromptSubmit.name(),
                     reason: "interrupted while the hooks ran; the prompt was not sent".to_owned(),
                 }
                 .into());
@@ -1710,6 +1718,52 @@ impl Session {
     /// # Errors
     ///
     /// [`PromptBlocked`] when a hook refused the prompt.
+    /// Runs the UserPromptExpansion hooks of a command or skill the user typed, matched
+    /// against its name: a block or `continue: false` stops it before anything is sent;
+    /// their context goes with its prompt.
+    ///
+    /// # Errors
+    ///
+    /// [`PromptBlocked`] when a hook refused the expansion.
+    async fn expansion_hooks(&mut self, invocation: &Invocation) -> Result<(), PromptBlocked> {
+        if !self.tooling.hooks.has(hooks::Event::UserPromptExpansion) {
+            return Ok(());
+        }
+        let verdict = self
+            .tooling
+            .hooks
+            .run(
+                hooks::Event::UserPromptExpansion,
+                &[&invocation.name],
+                serde_json::json!({
+                    "expansion_type": "slash_command",
+                    "command_name": invocation.name,
+                    "command_args": invocation.arguments,
+                    "command_source": invocation.source,
+                    "prompt": invocation.typed(),
+                }),
+            )
+            .await;
+        let refusals = verdict.refusals();
+        if !refusals.is_empty() {
+            return Err(PromptBlocked {
+                event: hooks::Event::UserPromptExpansion.name(),
+                reason: format!(
+                    "{}\nOriginal prompt: {}",
+                    refusals.join("\n"),
+                    invocation.typed()
+                ),
+            });
+        }
+        self.pending.context.extend(
+            verdict
+                .context
+                .iter()
+                .map(|context| hook_context(hooks::Event::UserPromptExpansion, context)),
+        );
+        Ok(())
+    }
+
     async fn prompt_hooks(&self, user: &mut MessageParam) -> Result<(), PromptBlocked> {
         if !self.tooling.hooks.has(hooks::Event::UserPromptSubmit) {
             return Ok(());
@@ -1734,6 +1788,7 @@ impl Session {
         let refusals = verdict.refusals();
         if !refusals.is_empty() {
             return Err(PromptBlocked {
+                event: hooks::Event::UserPromptSubmit.name(),
                 reason: refusals.join("\n"),
             });
         }
@@ -1802,8 +1857,11 @@ impl EndReason {
 
 /// A UserPromptSubmit hook refused the prompt: nothing was sent or recorded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a UserPromptSubmit hook blocked the prompt: {reason}")]
+#[error("a {event} hook blocked the prompt: {reason}")]
 pub struct PromptBlocked {
+    /// The event whose hook refused it: `UserPromptSubmit`, or `UserPromptExpansion` for a
+    /// command or skill the user typed.
+    pub event: &'static str,
     /// The hooks' reasons, one per line.
     pub reason: String,
 }
@@ -3419,6 +3477,11 @@ pub struct Invocation {
     pub allowed_tools: Vec<String>,
     /// The model of its turn (a trusted command's `model`), as written.
     pub model: Option<String>,
+    /// The arguments as typed after the name.
+    pub arguments: String,
+    /// Where it comes from, as Claude Code's UserPromptExpansion hooks are told
+    /// (`command_source`): `userSettings` or `projectSettings`; empty for a plain task.
+    pub source: &'static str,
 }
 
 impl Invocation {
@@ -3429,7 +3492,27 @@ impl Invocation {
             prompt,
             allowed_tools: Vec::new(),
             model: None,
+            arguments: String::new(),
+            source: "",
         }
+    }
+
+    /// The line as the user typed it: `/name arguments`.
+    pub fn typed(&self) -> String {
+        if self.arguments.is_empty() {
+            format!("/{}", self.name)
+        } else {
+            format!("/{} {}", self.name, self.arguments)
+        }
+    }
+}
+
+/// Claude Code's `command_source` of a command or skill of `scope` (`user`, `project`).
+fn command_source(scope: &str) -> &'static str {
+    if scope == "user" {
+        "userSettings"
+    } else {
+        "projectSettings"
     }
 }
 

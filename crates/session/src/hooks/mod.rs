@@ -101,17 +101,22 @@ pub enum Event {
     /// (`tool_calls`: each call's `tool_name`, `tool_input`, `tool_use_id` and, when it has
     /// one, `tool_response`): context and block reasons go with the batch's results.
     PostToolBatch,
+    /// A command or skill the user typed expands into its prompt (`expansion_type`,
+    /// `command_name`, `command_args`, `command_source`, `prompt` as typed): a block stops
+    /// it; context goes with its prompt.
+    UserPromptExpansion,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
         Self::PostToolBatch,
         Self::Notification,
         Self::UserPromptSubmit,
+        Self::UserPromptExpansion,
         Self::SessionStart,
         Self::SessionEnd,
         Self::Stop,
@@ -141,6 +146,7 @@ impl Event {
             Self::PreCompact => "PreCompact",
             Self::PostCompact => "PostCompact",
             Self::PostToolBatch => "PostToolBatch",
+            Self::UserPromptExpansion => "UserPromptExpansion",
         }
     }
 
@@ -163,7 +169,10 @@ impl Event {
     fn stdout_is_context(self) -> bool {
         matches!(
             self,
-            Self::SessionStart | Self::UserPromptSubmit | Self::PreCompact
+            Self::SessionStart
+                | Self::UserPromptSubmit
+                | Self::UserPromptExpansion
+                | Self::PreCompact
         )
     }
 }
