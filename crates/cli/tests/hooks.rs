@@ -43,6 +43,12 @@ elif name == "UserPromptExpansion":
         print("no prod deploys", file=sys.stderr)
         sys.exit(2)
     answer({"additionalContext": "EXPANSION-CONTEXT"})
+elif name == "TaskCreated" and "forbidden" in event["task_subject"]:
+    print("not that task", file=sys.stderr)
+    sys.exit(2)
+elif name == "TaskCompleted" and event["task_subject"] == "Untested":
+    print("run the tests first", file=sys.stderr)
+    sys.exit(2)
 elif name == "PostToolBatch":
     answer({"additionalContext": "BATCH-CONTEXT-%d" % len(event["tool_calls"])})
 "#;
@@ -1012,4 +1018,58 @@ async fn a_typed_command_runs_its_expansion_hooks() {
     );
     assert!(stderr.contains("Original prompt: /deploy prod"), "{stderr}");
     assert_eq!(server.requests().len(), 1, "nothing more was sent");
+}
+
+/// The task hooks: a TaskCreated block takes the task back (its number too), a
+/// TaskCompleted block leaves it unfinished; each time the reason is the call's error.
+#[tokio::test]
+async fn task_hooks_can_refuse_a_task_and_its_completion() {
+    let repo = hooked_repo("hooks-tasks", &["TaskCreated", "TaskCompleted"]);
+    let create =
+        |subject: &str| json!({"subject": subject, "description": format!("do {subject}")});
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_1", "TaskCreate", create("a forbidden thing"))),
+        Reply::turn(Turn::new().tool_use("toolu_2", "TaskCreate", create("Untested"))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_3",
+            "TaskUpdate",
+            json!({"taskId": "1", "status": "completed"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_4", "TaskGet", json!({"taskId": "1"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(&repo, &server, &["-p", "plan", "--trust"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let refused = common::result_text(&server, "toolu_1");
+    assert!(
+        refused.contains("TaskCreated hook blocked task #1, so it was not created: not that task"),
+        "{refused}"
+    );
+    // Its number was given back.
+    let made = common::result_text(&server, "toolu_2");
+    assert!(made.contains("Task #1 created: Untested"), "{made}");
+    let unfinished = common::result_text(&server, "toolu_3");
+    assert!(
+        unfinished.contains(
+            "TaskCompleted hook blocked completing task #1, so it is unchanged: run the tests first"
+        ),
+        "{unfinished}"
+    );
+    let task = common::result_text(&server, "toolu_4");
+    assert!(
+        task.contains("pending") && !task.contains("completed"),
+        "{task}"
+    );
+    let events = events(&repo.dir);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|event| event["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["TaskCreated", "TaskCreated", "TaskCompleted"]);
+    assert_eq!(events[1]["task_id"], "1");
+    assert_eq!(events[1]["task_description"], "do Untested");
+    assert_eq!(events[2]["task_subject"], "Untested");
 }

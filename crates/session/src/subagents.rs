@@ -345,10 +345,11 @@ impl Recipe {
         } else {
             built.permissions.clone()
         };
+        let list = built.permissions.todo_list();
         let tools = built
             .tools
             .into_iter()
-            .map(|tool| self.wrap(tool))
+            .map(|tool| self.wrap(hooks::TaskHooks::wrap(&self.hooks, tool, &list)))
             .collect();
         Ok(Built {
             tools,

@@ -110,6 +110,22 @@ impl TodoList {
         self.lock().items.clone()
     }
 
+    /// The task numbered `id`, if the list holds it.
+    pub fn get(&self, id: &str) -> Option<Task> {
+        self.lock().items.iter().find(|task| task.id == id).cloned()
+    }
+
+    /// Takes back the task numbered `id` that was just made (a TaskCreated hook refused
+    /// it): it leaves the list, and when it is the last one made its number is given back,
+    /// so the ids stay those a replay of the history's successful calls gives.
+    pub fn retract(&self, id: &str) {
+        let mut tasks = self.lock();
+        tasks.items.retain(|task| task.id != id);
+        if tasks.next.to_string() == id {
+            tasks.next -= 1;
+        }
+    }
+
     /// Empties the list and starts the numbering again (`/clear`).
     pub fn clear(&self) {
         *self.lock() = Tasks::default();

@@ -35,10 +35,12 @@ pub mod mcp_tool;
 pub mod process;
 pub mod prompt;
 pub mod reply;
+mod tasks;
 mod tool_hooks;
 
 pub use lifecycle::{CommandStopHook, HookedSummarizer};
 pub use reply::{Permission, Reply, RequestDecision};
+pub use tasks::TaskHooks;
 pub use tool_hooks::{HookedGate, PermissionRequestHooks, ToolHooks};
 
 /// The default timeout of a command hook: 600 s (Claude Code 2.1.197's `pp=600000`).
@@ -105,11 +107,17 @@ pub enum Event {
     /// `command_name`, `command_args`, `command_source`, `prompt` as typed): a block stops
     /// it; context goes with its prompt.
     UserPromptExpansion,
+    /// The model made a task (TaskCreate: `task_id`, `task_subject`, `task_description`): a
+    /// block takes it back, with the reason as the call's error.
+    TaskCreated,
+    /// The model marks a task completed (TaskUpdate): a block leaves it as it was, with the
+    /// reason as the call's error.
+    TaskCompleted,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 18] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
@@ -126,6 +134,8 @@ impl Event {
         Self::PreCompact,
         Self::PostCompact,
         Self::PermissionRequest,
+        Self::TaskCreated,
+        Self::TaskCompleted,
     ];
 
     /// Its name in settings and in `hook_event_name`.
@@ -147,6 +157,8 @@ impl Event {
             Self::PostCompact => "PostCompact",
             Self::PostToolBatch => "PostToolBatch",
             Self::UserPromptExpansion => "UserPromptExpansion",
+            Self::TaskCreated => "TaskCreated",
+            Self::TaskCompleted => "TaskCompleted",
         }
     }
 
@@ -160,7 +172,12 @@ impl Event {
     fn has_matchers(self) -> bool {
         !matches!(
             self,
-            Self::UserPromptSubmit | Self::Stop | Self::StopFailure | Self::PostToolBatch
+            Self::UserPromptSubmit
+                | Self::Stop
+                | Self::StopFailure
+                | Self::PostToolBatch
+                | Self::TaskCreated
+                | Self::TaskCompleted
         )
     }
 
