@@ -1073,3 +1073,50 @@ async fn task_hooks_can_refuse_a_task_and_its_completion() {
     assert_eq!(events[1]["task_description"], "do Untested");
     assert_eq!(events[2]["task_subject"], "Untested");
 }
+
+/// InstructionsLoaded: each memory file that goes into the context is told, with Claude
+/// Code's `memory_type`, before the first request.
+#[tokio::test]
+async fn instructions_loaded_hooks_hear_each_memory_file() {
+    let repo = hooked_repo("hooks-instructions", &["InstructionsLoaded"]);
+    std::fs::write(repo.dir.join("CLAUDE.md"), "Be brief.\n").unwrap();
+    std::fs::write(repo.dir.join("CLAUDE.local.md"), "Mine only.\n").unwrap();
+    std::fs::create_dir_all(repo.home.join(".claude")).unwrap();
+    std::fs::write(repo.home.join(".claude/CLAUDE.md"), "Everywhere.\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = agent(&repo, &server, &["-p", "go", "--trust"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut told: Vec<(String, String, String)> = events(&repo.dir)
+        .iter()
+        .map(|event| {
+            assert_eq!(event["hook_event_name"], "InstructionsLoaded");
+            assert_eq!(event["load_reason"], "session_start");
+            let path = std::path::Path::new(event["file_path"].as_str().unwrap());
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                path.parent()
+                    .unwrap()
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+                event["memory_type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            ("CLAUDE.local.md".into(), "repo".into(), "Local".into()),
+            ("CLAUDE.md".into(), ".claude".into(), "User".into()),
+            ("CLAUDE.md".into(), "repo".into(), "Project".into()),
+        ]
+    );
+}

@@ -219,9 +219,11 @@ fn memory_label(path: &Path) -> &'static str {
 }
 
 /// The memory files' part of the user context (see [`memory_files`]), capped at
-/// [`MEMORY_CAP_BYTES`]. Blocking: run it off the async threads.
-pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> String {
+/// [`MEMORY_CAP_BYTES`], and the files it holds (whole or cut). Blocking: run it off the
+/// async threads.
+pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> (String, Vec<PathBuf>) {
     let mut text = String::new();
+    let mut loaded = Vec::new();
     let mut used = 0;
     for path in memory_files(cwd, notices) {
         let room = MEMORY_CAP_BYTES.saturating_sub(used);
@@ -246,8 +248,29 @@ pub fn memory_section(cwd: &Path, notices: &crate::Notices) -> String {
             text.push_str(&format!("(cut: {cut} of {total} bytes shown)\n"));
         }
         used += cut;
+        loaded.push(path);
     }
-    text
+    (text, loaded)
+}
+
+/// Claude Code's `memory_type` of the memory file at `path` (InstructionsLoaded hooks):
+/// `User` for the user's own (`~/.claude/CLAUDE.md`, `~/.config/agent/AGENTS.md`), `Local`
+/// for `CLAUDE.local.md`, `Project` for the others.
+pub fn memory_type(path: &Path) -> &'static str {
+    let user = [
+        crate::claude_code::user_dir().map(|dir| dir.join("CLAUDE.md")),
+        dirs::config_dir().map(|dir| dir.join("agent").join("AGENTS.md")),
+    ];
+    if user.iter().flatten().any(|file| file == path) {
+        "User"
+    } else if path
+        .file_name()
+        .is_some_and(|name| name == "CLAUDE.local.md")
+    {
+        "Local"
+    } else {
+        "Project"
+    }
 }
 
 /// The first `room` bytes of the file at `path` (cut back to a whole character) and its

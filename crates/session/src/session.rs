@@ -802,6 +802,22 @@ impl Session {
             self.pending.late = Arc::new(late);
             (needed, status)
         };
+        let (memory, loaded) = memory;
+        if !resumed && self.tooling.hooks.has(hooks::Event::InstructionsLoaded) {
+            // All at once; their answers change nothing.
+            futures_util::future::join_all(loaded.iter().map(|path| {
+                self.tooling.hooks.run(
+                    hooks::Event::InstructionsLoaded,
+                    &["session_start"],
+                    serde_json::json!({
+                        "file_path": path,
+                        "memory_type": context_info::memory_type(path),
+                        "load_reason": "session_start",
+                    }),
+                )
+            }))
+            .await;
+        }
         self.skills = skills;
         let context = match &self.record.saved_context {
             Some(saved) => saved.clone(),

@@ -113,11 +113,15 @@ pub enum Event {
     /// The model marks a task completed (TaskUpdate): a block leaves it as it was, with the
     /// reason as the call's error.
     TaskCompleted,
+    /// A memory file (`CLAUDE.md`, `AGENTS.md`, ...) went into the model's context
+    /// (`file_path`, `memory_type`, `load_reason` `session_start`); matched against
+    /// `load_reason`. Nothing waits for it.
+    InstructionsLoaded,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 19] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
@@ -136,6 +140,7 @@ impl Event {
         Self::PermissionRequest,
         Self::TaskCreated,
         Self::TaskCompleted,
+        Self::InstructionsLoaded,
     ];
 
     /// Its name in settings and in `hook_event_name`.
@@ -159,6 +164,7 @@ impl Event {
             Self::UserPromptExpansion => "UserPromptExpansion",
             Self::TaskCreated => "TaskCreated",
             Self::TaskCompleted => "TaskCompleted",
+            Self::InstructionsLoaded => "InstructionsLoaded",
         }
     }
 
