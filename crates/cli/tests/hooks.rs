@@ -736,7 +736,7 @@ async fn prompt_hooks_ask_the_fast_model() {
 #[tokio::test]
 async fn a_permission_request_hook_can_grant_for_the_session() {
     let repo = repo("hooks-updated-permissions");
-    let grant = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); open(".asked","a").write(e["tool_input"]["file_path"]+"\n"); print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow", "updatedPermissions": [{"type": "addRules", "rules": [{"toolName": "Write"}], "behavior": "allow", "destination": "session"}]}}}))'"#;
+    let grant = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); open(".asked","a").write(e["tool_input"]["file_path"]+"\n"); print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow", "updatedPermissions": [{"type": "addRules", "rules": [{"toolName": "Write"}], "behavior": "allow", "destination": "session"}, {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}], "behavior": "deny", "destination": "localSettings"}, {"type": "setMode", "mode": "bypassPermissions", "destination": "session"}]}}}))'"#;
     project_settings(
         &repo,
         &json!({"hooks": {"PermissionRequest": [{"hooks": [{"type": "command", "command": grant}]}]}}),
@@ -773,6 +773,53 @@ async fn a_permission_request_hook_can_grant_for_the_session() {
         "one.txt\n",
         "the second Write was asked about"
     );
+    // A deny rule for the local settings is written there, for the next session.
+    let local: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.dir.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(local["permissions"]["deny"], json!(["Bash(rm:*)"]));
+    assert!(
+        stderr.contains("(it applies from the next session)"),
+        "{stderr}"
+    );
+    // A hook never grants bypassPermissions.
+    assert!(
+        stderr.contains("\"bypassPermissions\" is not one a hook may set"),
+        "{stderr}"
+    );
+}
+
+/// A PermissionRequest hook's deny with `interrupt: true` stops the turn, as the user's
+/// interrupt does: nothing more is sent.
+#[tokio::test]
+async fn a_permission_request_hook_can_interrupt_the_turn() {
+    let repo = repo("hooks-interrupt");
+    let deny = r#"echo '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "stop right there", "interrupt": true}}}'"#;
+    project_settings(
+        &repo,
+        &json!({"hooks": {"PermissionRequest": [{"hooks": [{"type": "command", "command": deny}]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_1",
+            "Write",
+            json!({"file_path": "one.txt", "content": "1\n"}),
+        )),
+        Reply::turn(Turn::new().text("Went on.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!repo.dir.join("one.txt").exists(), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "the turn went on: {stderr}");
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
 }
 
 /// `CLAUDE_ENV_FILE`, as Claude Code gives SessionStart hooks: the `export` lines a hook

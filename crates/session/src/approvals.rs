@@ -178,6 +178,124 @@ pub fn save_mcpjson_answer(path: &Path, name: &str, answer: McpjsonAnswer) -> an
     })
 }
 
+/// The settings file a Claude Code `PermissionUpdate`'s `destination` names for a session in
+/// `cwd`, and whether it is the project's: `userSettings` (`~/.claude/settings.json`),
+/// `projectSettings` (`.claude/settings.json`), `localSettings`
+/// (`.claude/settings.local.json`, in the project's folder); `None` for `session` and
+/// `cliArg`, which no file holds.
+pub fn update_destination(destination: &str, cwd: &Path) -> Option<(PathBuf, bool)> {
+    let project = || crate::settings::project_folder(cwd).join(".claude");
+    match destination {
+        "userSettings" => Some((crate::claude_code::user_dir()?.join("settings.json"), false)),
+        "projectSettings" => Some((project().join("settings.json"), true)),
+        "localSettings" => Some((project().join("settings.local.json"), true)),
+        _ => None,
+    }
+}
+
+/// Writes one Claude Code `PermissionUpdate` (`sdk.d.ts`: `addRules`, `replaceRules`,
+/// `removeRules` with `rules` of `toolName`/`ruleContent` and `behavior` `allow`, `deny` or
+/// `ask`; `setMode`; `addDirectories`, `removeDirectories`) into the settings file at `path`
+/// (`permissions.allow`/`deny`/`ask`, `permissions.defaultMode`,
+/// `permissions.additionalDirectories`), as [`edit_settings`] writes. A project's file must
+/// not be a link. What it adds to a project's file is not recorded as trusted: the next
+/// session in the folder asks about it.
+///
+/// # Errors
+///
+/// An update of an unknown type or shape, a rule that does not parse, the mode
+/// `bypassPermissions` (a hook never grants it), a link, or a file that is not a JSON object
+/// or cannot be written.
+pub fn write_permission_update(
+    path: &Path,
+    project: bool,
+    update: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let kind = update["type"].as_str().unwrap_or_default();
+    let base = path.parent().and_then(Path::parent).unwrap_or(path);
+    let texts = |key: &str| -> anyhow::Result<Vec<String>> {
+        update[key]
+            .as_array()
+            .with_context(|| format!("{kind}: {key} is not a list"))?
+            .iter()
+            .map(|item| match (item.as_str(), key) {
+                (Some(text), "directories") => Ok(text.to_owned()),
+                (_, "rules") => {
+                    let tool = item["toolName"]
+                        .as_str()
+                        .with_context(|| format!("{kind}: a rule has no toolName"))?;
+                    let rule = match item["ruleContent"].as_str() {
+                        Some(content) => format!("{tool}({content})"),
+                        None => tool.to_owned(),
+                    };
+                    tools::PermissionGate::check_rule(&rule, base)?;
+                    Ok(rule)
+                }
+                _ => anyhow::bail!("{kind}: {key} holds something that is not text"),
+            })
+            .collect()
+    };
+    let (list, values, how) = match kind {
+        "addRules" | "replaceRules" | "removeRules" => {
+            let behavior = update["behavior"].as_str().unwrap_or_default();
+            anyhow::ensure!(
+                matches!(behavior, "allow" | "deny" | "ask"),
+                "{kind}: behavior {behavior:?} is not allow, deny or ask"
+            );
+            (behavior, texts("rules")?, kind)
+        }
+        "addDirectories" => ("additionalDirectories", texts("directories")?, "addRules"),
+        "removeDirectories" => (
+            "additionalDirectories",
+            texts("directories")?,
+            "removeRules",
+        ),
+        "setMode" => {
+            let mode = update["mode"].as_str().unwrap_or_default();
+            let known = mode.parse::<tools::PermissionMode>().ok();
+            anyhow::ensure!(
+                known.is_some_and(|mode| mode != tools::PermissionMode::BypassPermissions),
+                "setMode: {mode:?} is not a mode a hook may set"
+            );
+            ("defaultMode", vec![mode.to_owned()], kind)
+        }
+        other => anyhow::bail!("{other:?} is not a permission update"),
+    };
+    if project {
+        refuse_links(path)?;
+    }
+    edit_settings(path, |object| {
+        let permissions = object
+            .entry("permissions")
+            .or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+            .with_context(|| format!("{}: permissions is not an object", path.display()))?;
+        if how == "setMode" {
+            permissions.insert(list.to_owned(), serde_json::Value::from(values[0].clone()));
+            return Ok(());
+        }
+        if how == "replaceRules" {
+            permissions.insert(list.to_owned(), serde_json::json!(values));
+            return Ok(());
+        }
+        for value in &values {
+            if how == "removeRules" {
+                if let Some(held) = permissions
+                    .get_mut(list)
+                    .and_then(|held| held.as_array_mut())
+                {
+                    held.retain(|known| known.as_str() != Some(value));
+                }
+            } else {
+                add_to_list(permissions, list, value).with_context(|| {
+                    format!("{}: permissions.{list} is not a list", path.display())
+                })?;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Adds `value` to the list `key` of `object` (made when missing) unless it holds it;
 /// `None` when `key` is not a list.
 fn add_to_list(
@@ -346,5 +464,78 @@ mod tests {
             r#"{"permissions": {"deny": ["Bash(curl:*)"]}}"#,
             "the user's settings were written"
         );
+    }
+
+    #[test]
+    fn permission_updates_are_written_as_claude_code_keeps_them() {
+        let dir = scratch("updates");
+        let file = dir.join(".claude/settings.local.json");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            r#"{"model": "opus", "permissions": {"allow": ["Read"]}}"#,
+        )
+        .unwrap();
+        let update = |value: serde_json::Value| write_permission_update(&file, true, &value);
+        update(serde_json::json!({"type": "addRules", "behavior": "deny",
+            "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}, {"toolName": "WebFetch"}]}))
+        .unwrap();
+        update(serde_json::json!({"type": "addRules", "behavior": "allow",
+            "rules": [{"toolName": "Bash", "ruleContent": "npm test:*"}]}))
+        .unwrap();
+        update(
+            serde_json::json!({"type": "removeRules", "behavior": "allow",
+            "rules": [{"toolName": "Read"}]}),
+        )
+        .unwrap();
+        update(
+            serde_json::json!({"type": "replaceRules", "behavior": "ask",
+            "rules": [{"toolName": "Edit"}]}),
+        )
+        .unwrap();
+        update(serde_json::json!({"type": "setMode", "mode": "acceptEdits"})).unwrap();
+        update(serde_json::json!({"type": "addDirectories", "directories": ["../lib", "/opt/x"]}))
+            .unwrap();
+        update(serde_json::json!({"type": "removeDirectories", "directories": ["/opt/x"]}))
+            .unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({"model": "opus", "permissions": {
+                "allow": ["Bash(npm test:*)"],
+                "deny": ["Bash(rm:*)", "WebFetch"],
+                "ask": ["Edit"],
+                "defaultMode": "acceptEdits",
+                "additionalDirectories": ["../lib"],
+            }})
+        );
+        // Refused, and the file left as it was.
+        for bad in [
+            serde_json::json!({"type": "setMode", "mode": "bypassPermissions"}),
+            serde_json::json!({"type": "addRules", "behavior": "maybe", "rules": []}),
+            serde_json::json!({"type": "addRules", "behavior": "allow", "rules": [{"ruleContent": "x"}]}),
+            serde_json::json!({"type": "addRules", "behavior": "allow", "rules": [{"toolName": "Bash", "ruleContent": ""}]}),
+            serde_json::json!({"type": "grantEverything"}),
+        ] {
+            assert!(update(bad.clone()).is_err(), "{bad}");
+        }
+        let after: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(after, written);
+        // A project's file that is a link is never written through.
+        let elsewhere = dir.join("elsewhere.json");
+        std::fs::write(&elsewhere, "{}").unwrap();
+        let link = dir.join(".claude/settings.json");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        let error = write_permission_update(
+            &link,
+            true,
+            &serde_json::json!({"type": "setMode", "mode": "plan"}),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("is a link"), "{error}");
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "{}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1667,6 +1667,8 @@ impl Session {
         self.record.history = history.clone();
 
         let (subagent_sender, mut subagent_events) = mpsc::unbounded_channel();
+        // A PermissionRequest hook may interrupt the turn (`interrupt: true`).
+        let _interruptible = TurnSlot::fill(&self.tooling.hooks.env().turn, &cancel);
         let (handle, mut events) = spawn_loop(
             self.config.clone(),
             self.deps(subagent_sender),
@@ -1868,6 +1870,31 @@ impl EndReason {
             Self::PromptInputExit => "prompt_input_exit",
             Self::Other => "other",
         }
+    }
+}
+
+/// Holds the running turn's cancellation in a hook environment's slot
+/// ([`hooks::HookEnv::turn`]) until dropped.
+struct TurnSlot(Arc<std::sync::Mutex<Option<CancellationToken>>>);
+
+impl TurnSlot {
+    fn fill(
+        slot: &Arc<std::sync::Mutex<Option<CancellationToken>>>,
+        cancel: &CancellationToken,
+    ) -> Self {
+        *slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
+        Self(Arc::clone(slot))
+    }
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 }
 
@@ -2356,6 +2383,7 @@ fn hook_env(
         mcp: Arc::default(),
         http_policy: settings::HttpHookPolicy::default(),
         confined: false,
+        turn: Arc::default(),
     }
 }
 

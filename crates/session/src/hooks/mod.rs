@@ -296,6 +296,9 @@ pub struct HookEnv {
     /// ([`tools::PermissionGate::confined_command`]), because the folder can steer them (a
     /// `git status` obeys its `.git/config`); with no sandbox they do not run.
     pub confined: bool,
+    /// The running turn's cancellation, while one runs: a PermissionRequest hook's `deny`
+    /// with `interrupt: true` stops the turn through it, as the user's interrupt does.
+    pub turn: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
 }
 
 impl std::fmt::Debug for HookEnv {

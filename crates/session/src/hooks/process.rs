@@ -291,6 +291,7 @@ pub(crate) mod tests {
             mcp: Arc::default(),
             http_policy: crate::settings::HttpHookPolicy::default(),
             confined: false,
+            turn: Arc::default(),
         }
     }
 

@@ -32,6 +32,8 @@ pub enum RequestDecision {
     Deny {
         /// `message`.
         message: Option<String>,
+        /// `interrupt`: the turn stops too, as when the user interrupts it.
+        interrupt: bool,
     },
 }
 
@@ -247,6 +249,7 @@ fn json(event: Event, answer: &Value) -> Reply {
             }),
             Some("deny") => Some(RequestDecision::Deny {
                 message: text(decision, "message"),
+                interrupt: decision.get("interrupt") == Some(&Value::Bool(true)),
             }),
             _ => None,
         };
@@ -405,7 +408,8 @@ mod tests {
         assert_eq!(
             denied.request,
             Some(RequestDecision::Deny {
-                message: Some("not on Fridays".into())
+                message: Some("not on Fridays".into()),
+                interrupt: false,
             })
         );
     }

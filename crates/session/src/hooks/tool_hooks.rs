@@ -146,8 +146,8 @@ impl CanUseTool for HookedGate {
 /// rules without a question. With no
 /// decision the question goes on, and in an interactive session the Notification hooks hear
 /// of it (`notification_type` `permission_prompt`). `updatedPermissions` apply to the
-/// session (`addRules` of allow rules, `setMode` but never to bypassPermissions);
-/// `interrupt` is not applied.
+/// session (`addRules` of allow rules, `setMode` but never to bypassPermissions); a deny's
+/// `interrupt` stops the turn, as the user's interrupt does.
 pub struct PermissionRequestHooks {
     hooks: Hooks,
 }
@@ -191,7 +191,18 @@ impl tools::PreAsk for PermissionRequestHooks {
                 )));
             }
             match verdict.request {
-                Some(RequestDecision::Deny { message }) => {
+                Some(RequestDecision::Deny { message, interrupt }) => {
+                    if interrupt
+                        && let Some(turn) = self
+                            .hooks
+                            .env()
+                            .turn
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .as_ref()
+                    {
+                        turn.cancel();
+                    }
                     return Some(PermissionDecision::deny(format!(
                         "a PermissionRequest hook refused it: {}",
                         message.unwrap_or_else(|| "denied by a hook".into())
@@ -224,59 +235,91 @@ impl tools::PreAsk for PermissionRequestHooks {
 }
 
 impl PermissionRequestHooks {
-    /// Applies a PermissionRequest hook's `updatedPermissions` to the session, as Claude
-    /// Code's `PermissionUpdate`s: `addRules` of allow rules join the session's allow rules
-    /// (whatever the destination: nothing is written to a settings file), `setMode` switches
-    /// the mode (never to bypassPermissions). The others are told and not applied.
+    /// Applies a PermissionRequest hook's `updatedPermissions`, Claude Code's
+    /// `PermissionUpdate`s. To the session: `addRules` of allow rules join its allow rules,
+    /// `setMode` switches its mode (never to bypassPermissions). To the settings file the
+    /// `destination` names (`userSettings`, `projectSettings`, `localSettings`): every kind
+    /// is written there ([`crate::approvals::write_permission_update`]), for the sessions
+    /// after this one, with a line saying so; a project's file only in a trusted folder.
+    /// What applies nowhere (a deny rule for the session alone, say) is told.
     fn apply_updates(&self, updates: &[Value]) {
         let Some(gate) = self.hooks.env().gate.get() else {
             return;
         };
         let notices = &self.hooks.env().notices;
         for update in updates {
-            let kind = update
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            match kind {
-                "addRules" if update.get("behavior").and_then(Value::as_str) == Some("allow") => {
-                    for rule in update.get("rules").and_then(Value::as_array).into_iter().flatten() {
-                        let Some(tool) = rule.get("toolName").and_then(Value::as_str) else {
-                            continue;
-                        };
-                        let text = match rule.get("ruleContent").and_then(Value::as_str) {
-                            Some(content) => format!("{tool}({content})"),
-                            None => tool.to_owned(),
-                        };
-                        if let Err(error) = gate.allow_for_session(&text) {
-                            notices.say(&format!(
-                                "a PermissionRequest hook's rule {} is not applied: {}",
-                                render::printable(&text, false),
-                                render::printable(&error.to_string(), false)
-                            ));
-                        }
-                    }
+            let shown = render::printable(&update.to_string(), false);
+            let applied = apply_to_session(gate, update);
+            let destination = update["destination"].as_str().unwrap_or("session");
+            let Some((file, project)) =
+                crate::approvals::update_destination(destination, &self.hooks.env().cwd)
+            else {
+                if let Err(error) = &applied {
+                    notices.say(&format!(
+                        "a PermissionRequest hook's permission update {shown} is not applied: {error}"
+                    ));
                 }
-                "setMode" => {
-                    let mode = update
-                        .get("mode")
-                        .and_then(Value::as_str)
-                        .and_then(|mode| mode.parse::<tools::PermissionMode>().ok())
-                        .filter(|mode| *mode != tools::PermissionMode::BypassPermissions);
-                    match mode {
-                        Some(mode) => gate.set_mode(mode),
-                        None => notices.say(&format!(
-                            "a PermissionRequest hook's mode {} is not applied",
-                            update.get("mode").unwrap_or(&Value::Null)
-                        )),
-                    }
-                }
-                _ => notices.say(&format!(
-                    "a PermissionRequest hook's permission update {} is not applied (only addRules of allow rules and setMode are)",
-                    render::printable(&update.to_string(), false)
+                continue;
+            };
+            let later = if applied.is_ok() {
+                ""
+            } else {
+                " (it applies from the next session)"
+            };
+            let written = if project && self.hooks.env().confined {
+                Err(anyhow::anyhow!("the folder is not trusted"))
+            } else {
+                crate::approvals::write_permission_update(&file, project, update)
+            };
+            match written {
+                Ok(()) => notices.say(&format!(
+                    "a PermissionRequest hook saved {shown} in {}{later}",
+                    file.display()
+                )),
+                Err(error) => notices.say(&format!(
+                    "a PermissionRequest hook's permission update {shown} was not saved in {}: {}",
+                    file.display(),
+                    render::printable(&format!("{error:#}"), false)
                 )),
             }
         }
+    }
+}
+
+/// Applies one `PermissionUpdate` to the session of `gate`: an allow `addRules` or a
+/// `setMode` (never to bypassPermissions).
+///
+/// # Errors
+///
+/// Why it does not apply: a rule that does not parse, a mode a hook may not set, or a kind
+/// the session cannot take (deny and ask rules, replaced or removed rules and folders stay
+/// as the session began with them).
+fn apply_to_session(gate: &tools::PermissionGate, update: &Value) -> Result<(), String> {
+    match update["type"].as_str().unwrap_or_default() {
+        "addRules" if update["behavior"] == "allow" => {
+            for rule in update["rules"].as_array().into_iter().flatten() {
+                let Some(tool) = rule["toolName"].as_str() else {
+                    return Err("a rule has no toolName".into());
+                };
+                let text = match rule["ruleContent"].as_str() {
+                    Some(content) => format!("{tool}({content})"),
+                    None => tool.to_owned(),
+                };
+                gate.allow_for_session(&text)
+                    .map_err(|error| format!("{text}: {error}"))?;
+            }
+            Ok(())
+        }
+        "setMode" => {
+            let mode = update["mode"]
+                .as_str()
+                .and_then(|mode| mode.parse::<tools::PermissionMode>().ok())
+                .filter(|mode| *mode != tools::PermissionMode::BypassPermissions)
+                .ok_or_else(|| format!("the mode {} is not one a hook may set", update["mode"]))?;
+            gate.set_mode(mode);
+            Ok(())
+        }
+        _ => Err("only allow rules and the mode change during a session".into()),
     }
 }
 
