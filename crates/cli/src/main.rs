@@ -13,7 +13,7 @@ mod output;
 mod sessions_cmd;
 mod slash;
 
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -333,8 +333,18 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     // The session's warnings go where the terminal's lines go (above the live region).
     let mut options = args.session_options();
     let notice_status = status.clone();
+    let terminal = task.is_none() && std::io::stdout().is_terminal();
     options.notices =
-        session::Notices::new(move |text| notice_status.println(&format!("agent: {text}")));
+        session::Notices::new(move |text| notice_status.println(&format!("agent: {text}")))
+            // A hook's title or notification sequence, at the terminal only.
+            .with_terminal(move |sequence| {
+                if terminal {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out
+                        .write_all(sequence.as_bytes())
+                        .and_then(|()| out.flush());
+                }
+            });
     let mut session = Session::open(&options, prompter, trust_asker)?;
     session.gather_context().await;
     match (task, terminal_prompter) {

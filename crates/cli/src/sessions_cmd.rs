@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use session::sessions::{Summary, list};
 
-/// The sessions of `dir` numbered from 1 (date, turns, cost, first prompt), one line each.
+/// The sessions of `dir` numbered from 1 (date, turns, cost, title or first prompt), one line
+/// each.
 fn numbered(sessions: &[Summary]) -> String {
     use std::fmt::Write as _;
     let mut text = String::new();
@@ -16,7 +17,7 @@ fn numbered(sessions: &[Summary]) -> String {
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
-        let prompt: String = s.first_prompt.chars().take(60).collect();
+        let prompt: String = s.label().chars().take(60).collect();
         let _ = writeln!(
             text,
             "{:>3}. {started}  {:>3} turn{}  {cost:<8} {:<11}  {}",
@@ -88,7 +89,7 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
                 json!({
                     "session_id": s.id, "path": s.path, "started": s.started,
                     "folder": s.folder, "first_prompt": s.first_prompt, "turns": s.turns,
-                    "total_cost_usd": s.cost, "mode": s.mode,
+                    "total_cost_usd": s.cost, "mode": s.mode, "title": s.title,
                 })
             })
             .collect();
@@ -108,14 +109,14 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
     );
     let _ = writeln!(
         out,
-        "ID                                    STARTED (UTC)     TURNS  COST     MODE         FIRST PROMPT"
+        "ID                                    STARTED (UTC)     TURNS  COST     MODE         TITLE OR FIRST PROMPT"
     );
     for s in &sessions {
         let started = session::transcript::short_time(&s.started);
         let cost = s
             .cost
             .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
-        let prompt: String = s.first_prompt.chars().take(60).collect();
+        let prompt: String = s.label().chars().take(60).collect();
         let written = writeln!(
             out,
             "{:<37} {:<17} {:>5}  {:<8} {:<12} {}",

@@ -1167,3 +1167,80 @@ async fn instructions_loaded_hooks_hear_each_memory_file() {
         ]
     );
 }
+
+/// What SessionStart and UserPromptSubmit hooks can set besides context: the session's
+/// title (a `custom-title` entry, as Claude Code writes it, which `agent sessions` shows), a
+/// message for the model before the first prompt, and skills installed by the hook itself,
+/// found again with `reloadSkills`.
+#[tokio::test]
+async fn start_hooks_set_the_title_a_first_message_and_new_skills() {
+    let repo = repo("hooks-title");
+    let start = r#"mkdir -p .claude/skills/hooked && printf -- '---\ndescription: Installed by the start hook\n---\nDo it.\n' > .claude/skills/hooked/SKILL.md && echo '{"hookSpecificOutput": {"hookEventName": "SessionStart", "sessionTitle": "Fix the flaky test", "initialUserMessage": "FIRST-MESSAGE", "reloadSkills": true}}'"#;
+    let rename = r#"python3 -c 'import json,sys; e=json.load(sys.stdin); print(json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "sessionTitle": "Renamed"}}) if e["prompt"] == "rename" else "")'"#;
+    project_settings(
+        &repo,
+        &json!({"hooks": {
+            "SessionStart": [{"hooks": [{"type": "command", "command": start}]}],
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": rename}]}],
+        }}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Done.")),
+        Reply::turn(Turn::new().text("Done again.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let first = server.requests()[0].json();
+    let message = text_of(&first["messages"][0]);
+    let (at_first, at_prompt) = (
+        message
+            .find("FIRST-MESSAGE")
+            .expect("the first message was sent"),
+        message.rfind("go").unwrap(),
+    );
+    assert!(at_first < at_prompt, "{message}");
+    // The skill the hook installed is offered.
+    assert!(message.contains("hooked"), "{message}");
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"Skill"), "{tools:?}");
+    let title = |repo: &common::Repo| {
+        let listed = std::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+            .args(["sessions", "--json", "-C"])
+            .arg(&repo.dir)
+            .env("HOME", &repo.home)
+            .env("XDG_DATA_HOME", repo.home.join("data"))
+            .env("XDG_CONFIG_HOME", repo.home.join("config"))
+            .output()
+            .unwrap();
+        let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        (list[0]["title"].clone(), list[0]["session_id"].clone())
+    };
+    let (named, id) = title(&repo);
+    assert_eq!(named, "Fix the flaky test");
+    // A prompt's hook renames it, on resume.
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "rename", "--trust", "--resume", id.as_str().unwrap()],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(title(&repo).0, "Renamed");
+}

@@ -2905,3 +2905,33 @@ async fn an_idle_prompt_is_a_notification() {
         "idle_prompt agent is waiting for your input\n"
     );
 }
+
+/// A hook's `terminalSequence` reaches the terminal, only what Claude Code permits of it:
+/// a title or notification sequence passes, a clipboard write (OSC 52) does not.
+#[tokio::test]
+async fn a_hooks_terminal_sequence_reaches_the_terminal_filtered() {
+    let repo = repo("interactive-terminal-sequence");
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    let answer = r#"python3 -c 'import json; print(json.dumps({"terminalSequence": "\u001b]0;HOOK-TITLE\u0007\u001b]52;c;UFdORUQ=\u0007"}))'"#;
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": answer}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hello."))]))
+        .await
+        .unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--trust");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("hi\r");
+    terminal.wait_for("Hello.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    let raw = terminal.raw();
+    assert!(raw.contains("\u{1b}]0;HOOK-TITLE\u{7}"), "{raw:?}");
+    assert!(!raw.contains("UFdORUQ="), "{raw:?}");
+}

@@ -8,13 +8,31 @@ use std::sync::Arc;
 /// A session's notice sink: cheap to clone, shared by everything the session starts (hooks,
 /// subagents, MCP servers joining later).
 #[derive(Clone)]
-pub struct Notices(Arc<dyn Fn(&str) + Send + Sync>);
+pub struct Notices(Sink, Option<Sink>);
+
+/// Where text goes.
+type Sink = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Notices {
     /// Notices given to `show`, one line of text each (`warning: ...` for a warning, no
     /// `agent:` prefix).
     pub fn new(show: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        Self(Arc::new(show))
+        Self(Arc::new(show), None)
+    }
+
+    /// These notices, with `emit` writing a hook's terminal sequence (a hook's
+    /// `terminalSequence`, already reduced to what Claude Code permits: title and
+    /// notification sequences, BEL) to the user's terminal. Without it they are dropped.
+    #[must_use]
+    pub fn with_terminal(self, emit: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(self.0, Some(Arc::new(emit)))
+    }
+
+    /// Writes `sequence` to the user's terminal, when there is one ([`Notices::with_terminal`]).
+    pub fn terminal(&self, sequence: &str) {
+        if let Some(emit) = &self.1 {
+            emit(sequence);
+        }
     }
 
     /// `agent: TEXT` on stderr.

@@ -181,6 +181,9 @@ struct Pending {
     context: Vec<protocol::ContentBlock>,
     /// What the start-up gathering left for later (`git status` of a large repository).
     late: Arc<crate::prefetch::Late>,
+    /// A title a hook gave the session (`sessionTitle`), to be written into the transcript
+    /// with the next turn (Claude Code's `custom-title` entry).
+    title: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -411,6 +414,16 @@ impl Session {
                 .iter()
                 .map(|context| hook_context(hooks::Event::SessionStart, context)),
         );
+        // Sent before the user's first prompt, in its message.
+        self.pending
+            .context
+            .extend(verdict.initial_message.map(protocol::ContentBlock::text));
+        if matches!(source, "startup" | "resume") && verdict.session_title.is_some() {
+            self.pending.title = verdict.session_title;
+        }
+        if verdict.reload_skills {
+            self.reload_skills().await;
+        }
         // Only what this session's hooks wrote: a file an earlier session's hooks left is
         // not read when no SessionStart hook runs now (they were removed, the folder is no
         // longer trusted, hooks are off).
@@ -421,6 +434,40 @@ impl Session {
             .unwrap_or_default();
         self.tooling.gate.set_command_prelude(&prelude);
         self.tooling.recipe.prelude = prelude;
+    }
+
+    /// Looks for the custom commands and skills again (a SessionStart hook's `reloadSkills`:
+    /// it installed some): the slash commands, the Skill tool and, before the first request,
+    /// the list of skills in the user context are the new ones.
+    async fn reload_skills(&mut self) {
+        let (cwd, notices) = (self.cwd.clone(), self.notices.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            (
+                crate::commands::discover(&cwd, &notices),
+                crate::skills::discover(&cwd, &notices),
+            )
+        })
+        .await;
+        let Ok((commands, skills)) = found else {
+            return;
+        };
+        self.commands = commands;
+        let before = crate::skills::context_list(&self.skills);
+        let after = crate::skills::context_list(&skills);
+        if self.record.history.is_empty()
+            && self.record.saved_context.is_none()
+            && let Some(context) = &mut self.config.user_context
+        {
+            if !before.is_empty() && context.contains(&before) {
+                *context = context.replacen(&before, &after, 1);
+            } else {
+                context.push_str(&after);
+            }
+        }
+        self.skills = skills;
+        self.tooling.tools.retain(|tool| tool.name() != "Skill");
+        self.tool_names.retain(|name| name != "Skill");
+        self.offer_skills();
     }
 
     /// The rows of the settings' `statusLine` command, as Claude Code shows them under the
@@ -829,6 +876,12 @@ impl Session {
             ),
         };
         self.config.user_context = Some(context);
+        self.offer_skills();
+    }
+
+    /// Offers the Skill tool with the skills found, when there are any and the rules let
+    /// the model have it.
+    fn offer_skills(&mut self) {
         if !self.skills.is_empty() && self.tooling.gate.offers("Skill", &[]) {
             let tool = Arc::new(tools::skills::SkillTool::new(self.skills.clone()));
             self.tool_names.push("Skill".to_owned());
@@ -1627,39 +1680,7 @@ impl Session {
             }
             checked = self.prompt_hooks(&mut user) => checked?,
         }
-        // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
-        // first, as Claude Code sends it.
-        if !self.pending.context.is_empty() {
-            let mut content = std::mem::take(&mut self.pending.context);
-            content.append(&mut user.content);
-            user.content = content;
-        }
-        // Files read earlier that changed since (the user's editor between turns) are told
-        // with the prompt: part of the new message, the cache prefix stays as it was.
-        user.content.extend(
-            SessionAttachments {
-                watch: self.tooling.watch.clone(),
-                late: Arc::clone(&self.pending.late),
-                steering: None,
-                batch_hooks: None,
-            }
-            .reminders(serde_json::Value::Null)
-            .await
-            .into_iter()
-            .map(protocol::ContentBlock::text),
-        );
-        // The turn begins in the file before its prompt: the point a rewind to the turn
-        // before comes back to.
-        let turn = self.record.turns + 1;
-        let transcript = self.transcript()?;
-        transcript.append_entry(
-            "system",
-            serde_json::json!({"subtype": crate::transcript::TURN_SUBTYPE, "turn": turn}),
-        )?;
-        transcript.append_param(&user)?;
-        self.record.turns = turn;
-        self.record.journal.begin_turn(turn);
-        self.record.history.push(user);
+        self.begin_turn(user).await?;
         // A resumed history may end with a user message: merge, keep alternation.
         let mut repairs = Vec::new();
         let history =
@@ -1736,6 +1757,54 @@ impl Session {
     /// # Errors
     ///
     /// [`PromptBlocked`] when a hook refused the prompt.
+    /// Completes the prompt's message (what the user ran or attached since the last prompt
+    /// first, files changed since after) and starts the turn in the transcript (a title a
+    /// hook gave, the turn's marker, the message) and the history.
+    ///
+    /// # Errors
+    ///
+    /// When the transcript cannot be written.
+    async fn begin_turn(&mut self, mut user: MessageParam) -> anyhow::Result<()> {
+        // What the user ran (`!command`) or attached (`@file`) since the last prompt goes
+        // first, as Claude Code sends it.
+        if !self.pending.context.is_empty() {
+            let mut content = std::mem::take(&mut self.pending.context);
+            content.append(&mut user.content);
+            user.content = content;
+        }
+        // Files read earlier that changed since (the user's editor between turns) are told
+        // with the prompt: part of the new message, the cache prefix stays as it was.
+        user.content.extend(
+            SessionAttachments {
+                watch: self.tooling.watch.clone(),
+                late: Arc::clone(&self.pending.late),
+                steering: None,
+                batch_hooks: None,
+            }
+            .reminders(serde_json::Value::Null)
+            .await
+            .into_iter()
+            .map(protocol::ContentBlock::text),
+        );
+        // The turn begins in the file before its prompt: the point a rewind to the turn
+        // before comes back to.
+        let turn = self.record.turns + 1;
+        let title = self.pending.title.take();
+        let transcript = self.transcript()?;
+        if let Some(title) = title {
+            transcript.append_entry("custom-title", serde_json::json!({"customTitle": title}))?;
+        }
+        transcript.append_entry(
+            "system",
+            serde_json::json!({"subtype": crate::transcript::TURN_SUBTYPE, "turn": turn}),
+        )?;
+        transcript.append_param(&user)?;
+        self.record.turns = turn;
+        self.record.journal.begin_turn(turn);
+        self.record.history.push(user);
+        Ok(())
+    }
+
     /// Runs the UserPromptExpansion hooks of a command or skill the user typed, matched
     /// against its name: a block or `continue: false` stops it before anything is sent;
     /// their context goes with its prompt.
@@ -1782,7 +1851,7 @@ impl Session {
         Ok(())
     }
 
-    async fn prompt_hooks(&self, user: &mut MessageParam) -> Result<(), PromptBlocked> {
+    async fn prompt_hooks(&mut self, user: &mut MessageParam) -> Result<(), PromptBlocked> {
         if !self.tooling.hooks.has(hooks::Event::UserPromptSubmit) {
             return Ok(());
         }
@@ -1816,6 +1885,9 @@ impl Session {
                 .iter()
                 .map(|context| hook_context(hooks::Event::UserPromptSubmit, context)),
         );
+        if verdict.session_title.is_some() {
+            self.pending.title = verdict.session_title;
+        }
         Ok(())
     }
 }
@@ -2023,6 +2095,7 @@ impl Default for Pending {
             steering: None,
             context: Vec::new(),
             late: Arc::new(crate::prefetch::Late::none()),
+            title: None,
         }
     }
 }

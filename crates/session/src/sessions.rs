@@ -30,6 +30,15 @@ pub struct Summary {
     pub cost: Option<f64>,
     /// `interactive`, `headless` or `unknown`.
     pub mode: &'static str,
+    /// The title a hook gave it (Claude Code's `custom-title` entries: the last one).
+    pub title: Option<String>,
+}
+
+impl Summary {
+    /// What names it in a list: its title, else its first prompt.
+    pub fn label(&self) -> &str {
+        self.title.as_deref().unwrap_or(&self.first_prompt)
+    }
 }
 
 /// The summary of one session file; `None` when it holds no entry at all.
@@ -44,6 +53,7 @@ pub fn summarize(path: &Path) -> Option<Summary> {
         turns: 0,
         cost: Some(0.0),
         mode: "unknown",
+        title: None,
     };
     let mut any = false;
     // Turns as `agent_turn` entries count them (a rewind writes earlier prompts again).
@@ -74,6 +84,9 @@ pub fn summarize(path: &Path) -> Option<Summary> {
             marked_turns += 1;
         }
         match entry["type"].as_str() {
+            Some("custom-title") => {
+                summary.title = entry["customTitle"].as_str().map(str::to_owned);
+            }
             Some("user") => {
                 if let Some(prompt) = prompt_text(&entry) {
                     summary.turns += 1;

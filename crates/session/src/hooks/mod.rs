@@ -217,6 +217,12 @@ pub struct Verdict {
     pub updated_output: Option<Value>,
     /// Every piece of context for the model.
     pub context: Vec<String>,
+    /// The last `sessionTitle`.
+    pub session_title: Option<String>,
+    /// The last `initialUserMessage`.
+    pub initial_message: Option<String>,
+    /// Whether any hook asked for `reloadSkills`.
+    pub reload_skills: bool,
 }
 
 impl Verdict {
@@ -246,6 +252,13 @@ impl Verdict {
                 verdict.updated_output = reply.updated_output;
             }
             verdict.context.extend(reply.context);
+            if reply.session_title.is_some() {
+                verdict.session_title = reply.session_title;
+            }
+            if reply.initial_message.is_some() {
+                verdict.initial_message = reply.initial_message;
+            }
+            verdict.reload_skills |= reply.reload_skills;
         }
         verdict
     }
@@ -649,6 +662,9 @@ impl Hooks {
                         event.name(),
                         printable(message, true)
                     ));
+                }
+                if let Some(sequence) = &reply.terminal_sequence {
+                    self.env.notices.terminal(sequence);
                 }
                 reply
             }

@@ -58,6 +58,16 @@ pub struct Reply {
     pub context: Option<String>,
     /// `systemMessage`: a line for the user.
     pub system_message: Option<String>,
+    /// `terminalSequence`, keeping only what Claude Code permits (see
+    /// [`permitted_sequence`]): for the front end to write to the terminal.
+    pub terminal_sequence: Option<String>,
+    /// `sessionTitle` (SessionStart, UserPromptSubmit): the session's new title.
+    pub session_title: Option<String>,
+    /// `initialUserMessage` (SessionStart): a message that goes to the model before the
+    /// user's first prompt.
+    pub initial_message: Option<String>,
+    /// `reloadSkills` (SessionStart): look for skills and commands again.
+    pub reload_skills: bool,
     /// Fields of the answer that are not what Claude Code's types allow (each ignored, and
     /// told: a guard whose `"continue": "false"` was meant to stop the run must not go
     /// unnoticed).
@@ -196,6 +206,9 @@ fn json(event: Event, answer: &Value) -> Reply {
     let text = |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
     let mut reply = Reply {
         system_message: text(answer, "systemMessage"),
+        terminal_sequence: text(answer, "terminalSequence")
+            .map(|sequence| permitted_sequence(&sequence))
+            .filter(|sequence| !sequence.is_empty()),
         problems: type_problems(answer),
         ..Reply::default()
     };
@@ -219,6 +232,11 @@ fn json(event: Event, answer: &Value) -> Reply {
         return reply;
     };
     reply.context = text(specific, "additionalContext");
+    reply.session_title = text(specific, "sessionTitle")
+        .map(|title| title.trim().to_owned())
+        .filter(|title| !title.is_empty());
+    reply.initial_message = text(specific, "initialUserMessage").filter(|text| !text.is_empty());
+    reply.reload_skills = specific.get("reloadSkills") == Some(&Value::Bool(true));
     let reason = text(specific, "permissionDecisionReason");
     reply.permission = match specific.get("permissionDecision").and_then(Value::as_str) {
         Some("allow") => Some((Permission::Allow, reason)),
@@ -257,9 +275,85 @@ fn json(event: Event, answer: &Value) -> Reply {
     reply
 }
 
+/// The parts of a hook's `terminalSequence` Claude Code permits: BEL, and the operating
+/// system commands that set the title or notify (`ESC ] N ; text` ended by BEL or `ESC \`,
+/// N one of 0, 1, 2, 9, 99, 777) with no other control character in their text. Anything
+/// else is dropped.
+pub fn permitted_sequence(sequence: &str) -> String {
+    const PERMITTED: [&str; 6] = ["0", "1", "2", "9", "99", "777"];
+    let mut kept = String::new();
+    let mut rest = sequence;
+    while let Some(first) = rest.chars().next() {
+        if first == '\u{7}' {
+            kept.push(first);
+            rest = &rest[1..];
+            continue;
+        }
+        let Some(body) = rest.strip_prefix("\u{1b}]") else {
+            // Not a sequence: skip to the next escape or bell.
+            let next = rest[first.len_utf8()..]
+                .find(['\u{1b}', '\u{7}'])
+                .map_or(rest.len(), |at| at + first.len_utf8());
+            rest = &rest[next..];
+            continue;
+        };
+        let end = body
+            .find(['\u{7}', '\u{1b}'])
+            .map(|at| (at, body[at..].starts_with('\u{7}')));
+        let Some((at, bell)) =
+            end.filter(|(at, bell)| *bell || body[*at..].starts_with("\u{1b}\\"))
+        else {
+            // Another escape inside it, or unterminated: dropped through its end.
+            let stop = [
+                body.find('\u{7}').map(|at| at + 1),
+                body.find("\u{1b}\\").map(|at| at + 2),
+            ];
+            rest = stop
+                .into_iter()
+                .flatten()
+                .min()
+                .map_or("", |at| &body[at..]);
+            continue;
+        };
+        let terminator = if bell { 1 } else { 2 };
+        let text = &body[..at];
+        let number = text.split(';').next().unwrap_or_default();
+        if text.contains(';') && PERMITTED.contains(&number) && !text.chars().any(char::is_control)
+        {
+            kept.push_str(&rest[..2 + at + terminator]);
+        }
+        rest = &body[at + terminator..];
+    }
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn only_title_and_notification_sequences_pass() {
+        let notify = "\u{1b}]9;Build done\u{7}";
+        let title = "\u{1b}]2;agent\u{1b}\\";
+        let urxvt = "\u{1b}]777;notify;agent;done\u{7}";
+        assert_eq!(permitted_sequence(notify), notify);
+        assert_eq!(permitted_sequence(title), title);
+        assert_eq!(permitted_sequence(urxvt), urxvt);
+        assert_eq!(permitted_sequence("\u{7}"), "\u{7}");
+        // A clipboard write (OSC 52), a colour change, a cursor move, plain text: dropped.
+        assert_eq!(permitted_sequence("\u{1b}]52;c;cm0gLXJmIH4=\u{7}"), "");
+        assert_eq!(permitted_sequence("\u{1b}]4;1;rgb:ff/00/00\u{7}"), "");
+        assert_eq!(permitted_sequence("\u{1b}[2J\u{1b}[H"), "");
+        assert_eq!(permitted_sequence("hello"), "");
+        // A hidden escape inside a permitted one's text, an unterminated one: dropped.
+        assert_eq!(permitted_sequence("\u{1b}]0;a\u{1b}[31mb\u{7}"), "");
+        assert_eq!(permitted_sequence("\u{1b}]0;title"), "");
+        // The permitted parts of a mixture are kept, in order.
+        assert_eq!(
+            permitted_sequence(&format!("{notify}\u{1b}]52;c;eA==\u{7}{title}")),
+            format!("{notify}{title}")
+        );
+    }
 
     use super::*;
 
