@@ -1244,3 +1244,97 @@ async fn start_hooks_set_the_title_a_first_message_and_new_skills() {
     );
     assert_eq!(title(&repo).0, "Renamed");
 }
+
+/// An `agent` hook: a small agent with read-only tools checks the condition and answers
+/// through StructuredOutput; `ok: false` sends the model back to work with Claude Code's
+/// words, `ok: true` lets it stop.
+#[tokio::test]
+async fn an_agent_hook_checks_with_tools_and_can_send_the_model_back() {
+    let repo = repo("hooks-agent");
+    project_settings(
+        &repo,
+        &json!({"hooks": {"Stop": [{"hooks": [{"type": "agent", "prompt": "AGENT-CHECK: does notes.txt mention milk? $ARGUMENTS"}]}]}}),
+    );
+    let answer = |ok: bool, id: &str| {
+        Reply::turn(Turn::new().tool_use(
+            id,
+            "StructuredOutput",
+            json!({"ok": ok, "reason": if ok { "it does" } else { "milk is not mentioned" }}),
+        ))
+    };
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().text("All done.")),
+            Reply::turn(Turn::new().text("Now it is.")),
+        ])
+        .route(
+            "AGENT-CHECK",
+            vec![
+                Reply::turn(Turn::new().tool_use(
+                    "toolu_read",
+                    "Read",
+                    json!({"file_path": "notes.txt"}),
+                )),
+                answer(false, "toolu_no"),
+                Reply::turn(Turn::new().text("Checked.")),
+                answer(true, "toolu_yes"),
+                Reply::turn(Turn::new().text("Checked.")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["result"], "Now it is.", "{result}");
+    let requests: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .collect();
+    let (checks, main): (Vec<&Value>, Vec<&Value>) = requests
+        .iter()
+        .partition(|request| request.to_string().contains("AGENT-CHECK"));
+    assert_eq!((checks.len(), main.len()), (5, 2));
+    // The model went back to work with the agent's reason.
+    assert!(
+        main[1]
+            .to_string()
+            .contains("Agent hook condition was not met: milk is not mentioned"),
+        "{}",
+        main[1]
+    );
+    // The check: the fast model, read-only tools and StructuredOutput, the transcript named,
+    // and what it read.
+    let first = checks[0];
+    assert!(
+        first["model"].as_str().unwrap().contains("haiku"),
+        "{}",
+        first["model"]
+    );
+    let mut tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    tools.sort_unstable();
+    assert_eq!(tools, ["Bash", "Glob", "Grep", "Read", "StructuredOutput"]);
+    let system = first["system"].to_string();
+    assert!(
+        system.contains("Stop hook") && system.contains(".jsonl"),
+        "{system}"
+    );
+    assert!(
+        checks[1].to_string().contains("remember the milk"),
+        "{}",
+        checks[1]
+    );
+}

@@ -88,6 +88,7 @@ mod context_info;
 pub mod cost;
 #[cfg(test)]
 mod history_properties;
+mod hook_agent;
 pub mod hooks;
 pub mod key_helper;
 pub mod mcp_config;

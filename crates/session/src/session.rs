@@ -347,6 +347,22 @@ impl Session {
                     })
                 },
             )));
+        let hooks = &self.tooling.hooks;
+        if hooks.has_kind("agent") {
+            let _ = hooks
+                .env()
+                .agent
+                .set(Arc::new(crate::hook_agent::HookAgentRunner::new(
+                    (self.llm.client.clone(), self.llm.fallback.clone()),
+                    (
+                        self.llm.settings.clone(),
+                        fast_model(settings, &self.llm.settings, &self.model),
+                    ),
+                    &self.tooling.recipe,
+                    &self.config,
+                    self.tooling.spend.clone(),
+                )));
+        }
         // A resumed session of ours is locked from the start, not from its first turn: a
         // rewind (or another agent) must not change the file under a session that is open.
         if !self.record.copy_history && self.record.path.is_file() {
@@ -2452,6 +2468,7 @@ fn hook_env(
         guard: std::env::current_exe().ok(),
         http: None,
         model: Arc::default(),
+        agent: Arc::default(),
         env_file: None,
         mcp: Arc::default(),
         http_policy: settings::HttpHookPolicy::default(),

@@ -388,7 +388,7 @@ impl HookCommand {
     /// Why `agent` cannot run it as its settings ask, when it cannot: a type other than
     /// `command`, a shell other than bash, no command.
     pub fn unsupported(&self) -> Option<String> {
-        if matches!(self.kind.as_str(), "http" | "prompt" | "mcp_tool") {
+        if matches!(self.kind.as_str(), "http" | "prompt" | "mcp_tool" | "agent") {
             return None;
         }
         if self.kind != "command" {
@@ -510,6 +510,10 @@ fn hook_shown(hook: &HookCommand) -> String {
         }
         "prompt" => format!(
             "ask the model: {}",
+            hook.prompt.as_deref().unwrap_or_default()
+        ),
+        "agent" => format!(
+            "an agent checks: {}",
             hook.prompt.as_deref().unwrap_or_default()
         ),
         "mcp_tool" => format!(
@@ -1929,7 +1933,7 @@ mod tests {
             Path::new("/p.json"),
             r#"{"permissions": {"deny": ["Bash(rm:*"], "defaultMode": "yolo"},
                 "hooks": {"Stopp": [{"hooks": [{"type": "command", "command": "x"}]}],
-                          "Notification": [{"hooks": [{"type": "agent", "prompt": "y"}]}],
+                          "Notification": [{"hooks": [{"type": "command", "command": "y", "shell": "powershell"}]}],
                           "TeammateIdle": [{"hooks": [{"type": "command", "command": "z"}]}]}}"#,
         )
         .unwrap();
@@ -1969,12 +1973,15 @@ mod tests {
             .collect();
         assert_eq!(
             unused,
-            ["hooks.Notification (agent hooks)", "hooks.TeammateIdle"]
+            [
+                "hooks.Notification (powershell hooks)",
+                "hooks.TeammateIdle"
+            ]
         );
         assert_eq!(
             settings.unused_line().as_deref(),
             Some(
-                "2 Claude Code settings are not used here: hooks.Notification (agent hooks), hooks.TeammateIdle (agent --verbose names the files)"
+                "2 Claude Code settings are not used here: hooks.Notification (powershell hooks), hooks.TeammateIdle (agent --verbose names the files)"
             )
         );
     }

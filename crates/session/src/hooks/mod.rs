@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::settings::{HookCommand, HookMatcher};
 use render::printable;
 
+pub mod agent;
 pub mod http;
 mod lifecycle;
 pub mod mcp_tool;
@@ -297,6 +298,9 @@ pub struct HookEnv {
     /// The model `prompt` hooks ask, once the session's clients exist (unset: such hooks
     /// fail with a line).
     pub model: Arc<std::sync::OnceLock<Arc<dyn prompt::HookModel>>>,
+    /// The agent `agent` hooks run, once the session's clients exist (unset: such hooks
+    /// fail with a line).
+    pub agent: Arc<std::sync::OnceLock<Arc<dyn agent::HookAgent>>>,
     /// The file SessionStart hooks get as `CLAUDE_ENV_FILE` (in the session's private
     /// folder); `None`: they get none.
     pub env_file: Option<PathBuf>,
@@ -409,6 +413,15 @@ impl Hooks {
     /// Whether any hook is configured for `event`.
     pub fn has(&self, event: Event) -> bool {
         self.matchers.contains_key(&event)
+    }
+
+    /// Whether any hook of any event is of the type `kind` (`agent`, `prompt`, ...).
+    pub fn has_kind(&self, kind: &str) -> bool {
+        self.matchers
+            .values()
+            .flatten()
+            .flat_map(|matcher| &matcher.hooks)
+            .any(|hook| hook.kind == kind)
     }
 
     /// These hooks as a subagent's: every event's input names it (`agent_id`,
@@ -598,6 +611,24 @@ impl Hooks {
         else {
             return Reply::default();
         };
+        if hook.kind == "agent" {
+            let timeout = hook.timeout().unwrap_or(agent::TIMEOUT);
+            let transcript = self
+                .env
+                .session
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .1
+                .clone();
+            let runner = self.env.agent.get().map(|runner| runner.as_ref());
+            return match agent::run(runner, event, &transcript, hook, timeout, input).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.env.notices.say(&failure(event, command, &error));
+                    Reply::default()
+                }
+            };
+        }
         if hook.kind == "prompt" {
             let timeout = hook.timeout().unwrap_or(prompt::TIMEOUT);
             let model = self.env.model.get().map(|model| model.as_ref());

@@ -287,6 +287,7 @@ pub(crate) mod tests {
             guard: None,
             http: None,
             model: Arc::default(),
+            agent: Arc::default(),
             env_file: None,
             mcp: Arc::default(),
             http_policy: crate::settings::HttpHookPolicy::default(),

@@ -40,7 +40,7 @@ pub trait HookModel: Send + Sync {
 }
 
 /// The text sent for `hook` on the event `input`.
-fn prompt_text(hook: &HookCommand, input: &Value) -> String {
+pub(super) fn prompt_text(hook: &HookCommand, input: &Value) -> String {
     let prompt = hook.prompt.as_deref().unwrap_or_default();
     let json = input.to_string();
     if prompt.contains("$ARGUMENTS") {
