@@ -648,16 +648,20 @@ impl Repl<'_> {
     /// Runs one turn, live; `Some(code)` when a signal ended the session meanwhile.
     async fn turn(&mut self, invocation: session::Invocation) -> anyhow::Result<Option<u8>> {
         let session = &mut *self.session;
-        let mut renderer = Renderer::new(
-            OutputFormat::Text,
-            session.session_id(),
-            session.model(),
-            true,
-        )
-        .with_status(self.status.clone())
-        .with_markdown(true)
-        .with_prices(session.price_overrides())
-        .with_live_totals(self.totals.clone(), session.autocompact_at());
+        let mut renderer =
+            Renderer::new(
+                OutputFormat::Text,
+                session.session_id(),
+                session.model(),
+                true,
+            )
+            .with_status(self.status.clone())
+            .with_markdown(true)
+            .with_prices(session.price_overrides())
+            .with_live_totals(self.totals.clone(), session.autocompact_at())
+            .with_status_line(session.status_line_command().map(|line| {
+                session::StatusFollower::new(line, session.context_window(), self.started)
+            }));
         let cancel = self.interrupts.arm();
         self.ui.set_busy(true);
         let outcome = session.invoke(invocation, &mut renderer, cancel).await;

@@ -304,6 +304,8 @@ struct RunFigures {
     subagent_requests: u32,
     /// The session's figures before this turn, for a status line kept current during it.
     live_totals: Option<(Totals, u64)>,
+    /// The settings' `statusLine` command, refreshed as the figures change.
+    status_line: Option<session::StatusFollower>,
 }
 
 /// The turn's figures: the response streaming now and the responses so far.
@@ -523,6 +525,7 @@ impl Renderer {
                 subagent_usage: Usage::default(),
                 subagent_requests: 0,
                 live_totals: None,
+                status_line: None,
             },
             turn: TurnFigures {
                 request_started: None,
@@ -605,6 +608,13 @@ impl Renderer {
         self
     }
 
+    /// Runs the settings' `statusLine` command as the live figures change (see
+    /// [`session::StatusFollower`]).
+    pub fn with_status_line(mut self, follower: Option<session::StatusFollower>) -> Self {
+        self.run.status_line = follower;
+        self
+    }
+
     /// Sends the status line its figures now (see [`Renderer::with_live_totals`]).
     fn update_figures(&self) {
         let (Some((base, autocompact_at)), Some(status)) =
@@ -624,6 +634,9 @@ impl Renderer {
             totals.context = Some(tokens);
         }
         tui.set_figures(totals.figures(*autocompact_at));
+        if let Some(follower) = &self.run.status_line {
+            follower.update(&totals, move |rows| tui.set_custom_status(Some(rows)));
+        }
     }
 
     /// Redraws the turn's live rows (the interactive terminal): the tail of the Markdown

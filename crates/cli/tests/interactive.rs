@@ -2935,3 +2935,36 @@ async fn a_hooks_terminal_sequence_reaches_the_terminal_filtered() {
     assert!(raw.contains("\u{1b}]0;HOOK-TITLE\u{7}"), "{raw:?}");
     assert!(!raw.contains("UFdORUQ="), "{raw:?}");
 }
+
+/// The `statusLine` follows the turn, as Claude Code's does: once the first response is
+/// counted, its command runs again while the turn is still going (a tool still running).
+#[tokio::test]
+async fn the_status_line_is_refreshed_during_a_turn() {
+    let repo = repo("interactive-status-follow");
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    let status = "python3 -c 'import json,sys; e=json.load(sys.stdin); print(\"SL-\" + (\"BUSY\" if e[\"context_window\"][\"total_output_tokens\"] else \"IDLE\"))'";
+    std::fs::write(
+        repo.dir.join(".claude/settings.json"),
+        json!({"statusLine": {"type": "command", "command": status}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 4"}))),
+        Reply::turn(Turn::new().text("Slept.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--trust", "--allowedTools", "Bash(sleep:*)"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.wait_for("SL-IDLE", 1).await;
+    terminal.type_keys("nap\r");
+    terminal.wait_for("SL-BUSY", 1).await;
+    // Still within the turn: the command is still sleeping.
+    assert!(!terminal.text().contains("Slept."), "{}", terminal.text());
+    terminal.wait_for("Slept.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

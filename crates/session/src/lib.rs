@@ -103,6 +103,7 @@ pub mod sessions;
 pub mod settings;
 mod skills;
 pub mod slash;
+mod status_line;
 pub mod structured;
 mod subagents;
 mod tooling;
@@ -113,6 +114,9 @@ pub use notices::Notices;
 pub use observer::{CatchUp, Observer};
 pub use options::Options;
 pub use session::*;
+pub use status_line::{
+    FOLLOW_EVERY, STATUS_LINE_ROWS, STATUS_LINE_TIMEOUT, StatusFollower, StatusLine,
+};
 pub use subagents::SubagentEvent;
 
 // What a front end needs to drive a session without naming the crates below it.

@@ -490,78 +490,34 @@ impl Session {
     /// prompt: the command gets Claude Code's status JSON on stdin (the session's id,
     /// transcript, folder and mode, `model`, `workspace`, `version`, `output_style`, and what
     /// the front end counted: `counted`'s keys, such as `cost` and `context_window`), and each
-    /// line it prints is a row (at most [`STATUS_LINE_ROWS`], colours kept, other escape
+    /// line it prints is a row (at most [`crate::STATUS_LINE_ROWS`], colours kept, other escape
     /// sequences dropped, `padding` spaces before each). `None` when there is no command or
     /// it failed (the first failure is told) or printed nothing; at most
-    /// [`STATUS_LINE_TIMEOUT`]. The work is the returned future, which owns what it needs: a
+    /// [`crate::STATUS_LINE_TIMEOUT`]. The work is the returned future, which owns what it needs: a
     /// front end runs it beside the prompt (a slow command must not hold the prompt up);
     /// `None` when there is no command.
     pub fn status_line(
         &self,
         counted: serde_json::Value,
     ) -> Option<impl std::future::Future<Output = Option<Vec<String>>> + Send + 'static> {
-        let status_line = self.tooling.status_line.clone()?;
-        let hooks = &self.tooling.hooks;
-        let mut input = hooks.input(hooks::Event::Notification, serde_json::json!({}));
-        if let Some(object) = input.as_object_mut() {
-            object.remove("hook_event_name");
-            object.insert(
-                "model".into(),
-                serde_json::json!({"id": self.model, "display_name": self.model}),
-            );
-            object.insert(
-                "workspace".into(),
-                serde_json::json!({
-                    "current_dir": self.cwd,
-                    "project_dir": self.cwd,
-                    "added_dirs": self.tooling.workspace.additional_dirs,
-                }),
-            );
-            object.insert(
-                "version".into(),
-                serde_json::json!(env!("CARGO_PKG_VERSION")),
-            );
-            object.insert(
-                "output_style".into(),
-                serde_json::json!({"name": "default"}),
-            );
-            if let serde_json::Value::Object(counted) = counted {
-                object.extend(counted);
-            }
-        }
-        let env = hooks.env().clone();
-        let failed = Arc::clone(&self.tooling.status_line_failed);
-        let notices = self.notices.clone();
-        Some(async move {
-            let exit = hooks::process::run(
-                &env,
-                &hooks::process::Launch::shell(&status_line.command),
-                STATUS_LINE_TIMEOUT,
-                Some(&input),
-            )
-            .await;
-            let failure = match exit {
-                Ok(exit) if exit.code == Some(0) => {
-                    let pad = " ".repeat(usize::from(status_line.padding.unwrap_or(2)));
-                    let rows: Vec<String> = exit
-                        .stdout
-                        .lines()
-                        .take(STATUS_LINE_ROWS)
-                        .map(|line| format!("{pad}{}", render::printable_colored(line, false)))
-                        .collect();
-                    return (!rows.is_empty()).then_some(rows);
-                }
-                Ok(exit) => format!("exited with {:?}: {}", exit.code, exit.stderr),
-                Err(error) => error,
-            };
-            if !failed.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                notices.say(&format!(
-                    "statusLine command `{}` {}",
-                    render::printable(&status_line.command, false),
-                    render::printable(&failure, false)
-                ));
-            }
-            None
+        Some(self.status_line_command()?.run(counted))
+    }
+
+    /// The settings' `statusLine` command, to run as [`Session::status_line`] does while a
+    /// turn holds the session (Claude Code refreshes it as the turn goes on); `None` when
+    /// there is none.
+    pub fn status_line_command(&self) -> Option<crate::StatusLine> {
+        Some(crate::StatusLine {
+            settings: self.tooling.status_line.clone()?,
+            hooks: self.tooling.hooks.clone(),
+            model: self.model.clone(),
+            workspace: serde_json::json!({
+                "current_dir": self.cwd,
+                "project_dir": self.cwd,
+                "added_dirs": self.tooling.workspace.additional_dirs,
+            }),
+            failed: Arc::clone(&self.tooling.status_line_failed),
+            notices: self.notices.clone(),
         })
     }
 
@@ -1931,12 +1887,6 @@ fn read_env_file(path: &Path) -> Option<String> {
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_owned())
 }
-
-/// How long a `statusLine` command may take: 5 s (ours; a slow one leaves the last rows).
-pub const STATUS_LINE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// The most rows a `statusLine` command's output is shown in.
-pub const STATUS_LINE_ROWS: usize = 3;
 
 /// Why a session ends, as its SessionEnd hooks are told (`reason`, one of Claude Code's
 /// `EXIT_REASONS`).
