@@ -1338,3 +1338,58 @@ async fn an_agent_hook_checks_with_tools_and_can_send_the_model_back() {
         checks[1]
     );
 }
+
+/// CwdChanged and FileChanged hooks, as a direnv-style setup uses them: a `cd` runs the
+/// CwdChanged hooks (old and new folder), a watched `.envrc` that appears runs the
+/// FileChanged hooks (`add`), and what both write to `CLAUDE_ENV_FILE` is set for the
+/// model's next commands.
+#[tokio::test]
+async fn cwd_and_file_changes_run_their_hooks_and_set_the_environment() {
+    let repo = repo("hooks-cwd-file");
+    std::fs::create_dir(repo.dir.join("sub")).unwrap();
+    let record = r#"python3 -c 'import json,os,sys; e=json.load(sys.stdin); open(os.environ["CLAUDE_PROJECT_DIR"]+"/.events.jsonl","a").write(json.dumps(e)+"\n"); n=e["hook_event_name"]; open(os.environ["CLAUDE_ENV_FILE"],"a").write("export FROM_CWD=yes\n" if n=="CwdChanged" else "export FROM_ENVRC=loaded\n")'"#;
+    project_settings(
+        &repo,
+        &json!({"hooks": {
+            "CwdChanged": [{"hooks": [{"type": "command", "command": record}]}],
+            "FileChanged": [{"matcher": ".envrc", "hooks": [{"type": "command", "command": record}]}],
+        }}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_cd", "Bash", json!({"command": "cd sub"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": repo.dir.join(".envrc"), "content": "use nix\n"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 2"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_env",
+            "Bash",
+            json!({"command": "echo cwd=$FROM_CWD envrc=$FROM_ENVRC"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--allowedTools", "Bash,Write"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let events = events(&repo.dir);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|event| event["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["CwdChanged", "FileChanged"], "{stderr}");
+    assert_eq!(events[0]["old_cwd"], json!(repo.dir));
+    assert_eq!(events[0]["new_cwd"], json!(repo.dir.join("sub")));
+    assert_eq!(events[1]["file_path"], json!(repo.dir.join(".envrc")));
+    assert_eq!(events[1]["event"], "add");
+    let env = common::result_text(&server, "toolu_env");
+    assert!(env.contains("cwd=yes envrc=loaded"), "{env}");
+}

@@ -406,24 +406,36 @@ impl Session {
     /// `startup` and `resume`; a front end runs them for `clear` after [`Session::clear`].
     pub async fn start_hooks(&mut self, source: &str) {
         let env_file = self.tooling.hooks.env().env_file.clone();
-        if let Some(file) = env_file
-            .as_ref()
-            .filter(|_| self.tooling.hooks.has(hooks::Event::SessionStart))
+        let writers = [
+            hooks::Event::SessionStart,
+            hooks::Event::CwdChanged,
+            hooks::Event::FileChanged,
+        ]
+        .iter()
+        .any(|event| self.tooling.hooks.has(*event));
+        if let Some(file) = env_file.as_ref().filter(|_| writers)
             && let Some(folder) = file.parent()
             && crate::transcript::private_dir(folder).is_ok()
         {
             // Empty for the hooks to fill, as Claude Code gives it them.
             let _ = std::fs::write(file, "");
         }
-        let verdict = self
-            .tooling
-            .hooks
+        let hooks = &self.tooling.hooks;
+        if hooks.env().watch.get().is_none()
+            && let Some(watch) = hooks::watch::FileWatcher::start(hooks, &self.cwd)
+        {
+            let _ = hooks.env().watch.set(watch);
+        }
+        let verdict = hooks
             .run(
                 hooks::Event::SessionStart,
                 &[source],
                 serde_json::json!({"source": source, "model": self.model}),
             )
             .await;
+        if let Some(watch) = hooks.env().watch.get() {
+            watch.add(&verdict.watch_paths, &self.cwd);
+        }
         self.pending.context.extend(
             verdict
                 .context
@@ -445,8 +457,8 @@ impl Session {
         // longer trusted, hooks are off).
         let prelude = env_file
             .as_deref()
-            .filter(|_| self.tooling.hooks.has(hooks::Event::SessionStart))
-            .and_then(read_env_file)
+            .filter(|_| writers)
+            .and_then(hooks::read_env_file)
             .unwrap_or_default();
         self.tooling.gate.set_command_prelude(&prelude);
         self.tooling.recipe.prelude = prelude;
@@ -1872,22 +1884,6 @@ pub const IDLE_NOTIFICATION_AFTER: std::time::Duration = std::time::Duration::fr
 /// folder.
 const ENV_FILE: &str = "env-file.sh";
 
-/// The most of `CLAUDE_ENV_FILE` read: 64 KiB.
-const ENV_FILE_CAP: u64 = 64 * 1024;
-
-/// What SessionStart hooks left in `CLAUDE_ENV_FILE` (`export NAME=value` lines, as Claude
-/// Code's hooks write them), for every model command to run first; `None` when it is empty,
-/// missing, not a regular file, or larger than [`ENV_FILE_CAP`].
-fn read_env_file(path: &Path) -> Option<String> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > ENV_FILE_CAP {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_owned())
-}
-
 /// Why a session ends, as its SessionEnd hooks are told (`reason`, one of Claude Code's
 /// `EXIT_REASONS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -2424,6 +2420,7 @@ fn hook_env(
         http_policy: settings::HttpHookPolicy::default(),
         confined: false,
         turn: Arc::default(),
+        watch: Arc::default(),
     }
 }
 

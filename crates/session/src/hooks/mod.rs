@@ -38,6 +38,7 @@ pub mod prompt;
 pub mod reply;
 mod tasks;
 mod tool_hooks;
+pub mod watch;
 
 pub use lifecycle::{CommandStopHook, HookedSummarizer};
 pub use reply::{Permission, Reply, RequestDecision};
@@ -118,11 +119,19 @@ pub enum Event {
     /// (`file_path`, `memory_type`, `load_reason` `session_start`); matched against
     /// `load_reason`. Nothing waits for it.
     InstructionsLoaded,
+    /// The shell's working directory changed (a Bash `cd`: `old_cwd`, `new_cwd`).
+    /// `watchPaths` in the answer are watched for FileChanged; what the hooks write to
+    /// `CLAUDE_ENV_FILE` runs before the next commands.
+    CwdChanged,
+    /// A watched file changed ([`watch`]: `file_path`, `event` `change`, `add` or `unlink`).
+    /// `watchPaths` in the answer are watched too; what the hooks write to `CLAUDE_ENV_FILE`
+    /// runs before the next commands.
+    FileChanged,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 19] = [
+    pub const ALL: [Self; 21] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
@@ -142,6 +151,8 @@ impl Event {
         Self::TaskCreated,
         Self::TaskCompleted,
         Self::InstructionsLoaded,
+        Self::CwdChanged,
+        Self::FileChanged,
     ];
 
     /// Its name in settings and in `hook_event_name`.
@@ -166,6 +177,8 @@ impl Event {
             Self::TaskCreated => "TaskCreated",
             Self::TaskCompleted => "TaskCompleted",
             Self::InstructionsLoaded => "InstructionsLoaded",
+            Self::CwdChanged => "CwdChanged",
+            Self::FileChanged => "FileChanged",
         }
     }
 
@@ -185,6 +198,8 @@ impl Event {
                 | Self::PostToolBatch
                 | Self::TaskCreated
                 | Self::TaskCompleted
+                | Self::CwdChanged
+                | Self::FileChanged
         )
     }
 
@@ -224,6 +239,8 @@ pub struct Verdict {
     pub initial_message: Option<String>,
     /// Whether any hook asked for `reloadSkills`.
     pub reload_skills: bool,
+    /// Every `watchPaths` entry (SessionStart, CwdChanged, FileChanged).
+    pub watch_paths: Vec<String>,
 }
 
 impl Verdict {
@@ -260,6 +277,7 @@ impl Verdict {
                 verdict.initial_message = reply.initial_message;
             }
             verdict.reload_skills |= reply.reload_skills;
+            verdict.watch_paths.extend(reply.watch_paths);
         }
         verdict
     }
@@ -313,6 +331,8 @@ pub struct HookEnv {
     /// ([`tools::PermissionGate::confined_command`]), because the folder can steer them (a
     /// `git status` obeys its `.git/config`); with no sandbox they do not run.
     pub confined: bool,
+    /// The session's FileChanged watcher, once started ([`watch::FileWatcher`]).
+    pub watch: Arc<std::sync::OnceLock<watch::FileWatcher>>,
     /// The running turn's cancellation, while one runs: a PermissionRequest hook's `deny`
     /// with `interrupt: true` stops the turn through it, as the user's interrupt does.
     pub turn: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
@@ -331,6 +351,21 @@ impl std::fmt::Debug for HookEnv {
 }
 
 impl HookEnv {
+    /// Makes what the hooks wrote to `CLAUDE_ENV_FILE` (`export` lines) the shell lines every
+    /// model command of the session runs first ([`tools::PermissionGate::set_command_prelude`]);
+    /// returns them (empty for none: see [`read_env_file`]).
+    pub fn apply_env_file(&self) -> String {
+        let prelude = self
+            .env_file
+            .as_deref()
+            .and_then(read_env_file)
+            .unwrap_or_default();
+        if let Some(gate) = self.gate.get() {
+            gate.set_command_prelude(&prelude);
+        }
+        prelude
+    }
+
     /// Points every hook at a new session.
     pub fn set_session(&self, session_id: String, transcript_path: PathBuf) {
         *self.session.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -413,6 +448,20 @@ impl Hooks {
     /// Whether any hook is configured for `event`.
     pub fn has(&self, event: Event) -> bool {
         self.matchers.contains_key(&event)
+    }
+
+    /// The files the FileChanged matchers name (`.envrc|.env`: each name, as written).
+    pub fn file_changed_names(&self) -> Vec<String> {
+        self.matchers
+            .get(&Event::FileChanged)
+            .into_iter()
+            .flatten()
+            .filter_map(|matcher| matcher.matcher.as_deref())
+            .flat_map(|names| names.split('|'))
+            .map(str::trim)
+            .filter(|name| !name.is_empty() && *name != "*")
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Whether any hook of any event is of the type `kind` (`agent`, `prompt`, ...).
@@ -647,9 +696,12 @@ impl Hooks {
         let launch = process::Launch {
             command: command.to_owned(),
             args: hook.args.clone(),
-            env_file: (event == Event::SessionStart)
-                .then(|| self.env.env_file.clone())
-                .flatten(),
+            env_file: matches!(
+                event,
+                Event::SessionStart | Event::CwdChanged | Event::FileChanged
+            )
+            .then(|| self.env.env_file.clone())
+            .flatten(),
         };
         if hook.in_background() {
             let (env, input, hook) = (self.env.clone(), input.clone(), hook.clone());
@@ -705,6 +757,22 @@ impl Hooks {
             }
         }
     }
+}
+
+/// The most of `CLAUDE_ENV_FILE` read: 64 KiB.
+const ENV_FILE_CAP: u64 = 64 * 1024;
+
+/// What hooks left in `CLAUDE_ENV_FILE` (`export NAME=value` lines, as Claude Code's hooks
+/// write them), for every model command to run first; `None` when it is empty, missing, not
+/// a regular file, or larger than [`ENV_FILE_CAP`].
+pub fn read_env_file(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > ENV_FILE_CAP {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
 }
 
 /// The key a `once` hook is remembered by.

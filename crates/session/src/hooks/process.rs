@@ -293,6 +293,7 @@ pub(crate) mod tests {
             http_policy: crate::settings::HttpHookPolicy::default(),
             confined: false,
             turn: Arc::default(),
+            watch: Arc::default(),
         }
     }
 

@@ -68,6 +68,8 @@ pub struct Reply {
     pub initial_message: Option<String>,
     /// `reloadSkills` (SessionStart): look for skills and commands again.
     pub reload_skills: bool,
+    /// `watchPaths` (SessionStart, CwdChanged, FileChanged): files to watch for FileChanged.
+    pub watch_paths: Vec<String>,
     /// Fields of the answer that are not what Claude Code's types allow (each ignored, and
     /// told: a guard whose `"continue": "false"` was meant to stop the run must not go
     /// unnoticed).
@@ -237,6 +239,14 @@ fn json(event: Event, answer: &Value) -> Reply {
         .filter(|title| !title.is_empty());
     reply.initial_message = text(specific, "initialUserMessage").filter(|text| !text.is_empty());
     reply.reload_skills = specific.get("reloadSkills") == Some(&Value::Bool(true));
+    reply.watch_paths = specific
+        .get("watchPaths")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
     let reason = text(specific, "permissionDecisionReason");
     reply.permission = match specific.get("permissionDecision").and_then(Value::as_str) {
         Some("allow") => Some((Permission::Allow, reason)),

@@ -355,6 +355,7 @@ impl ToolHooks {
         ]
         .iter()
         .any(|event| hooks.has(*event))
+            || (tool.name() == "Bash" && hooks.has(Event::CwdChanged))
         {
             Arc::new(Self {
                 hooks: hooks.clone(),
@@ -362,6 +363,41 @@ impl ToolHooks {
             })
         } else {
             tool
+        }
+    }
+
+    /// Where the main agent's shell is before a Bash call, when CwdChanged hooks want to
+    /// know it changed (a subagent's shell is its own).
+    fn shell_cwd(&self) -> Option<std::path::PathBuf> {
+        if self.inner.name() != "Bash"
+            || !self.hooks.has(Event::CwdChanged)
+            || self.hooks.agent.is_some()
+        {
+            return None;
+        }
+        self.hooks.env().gate.get().map(|gate| gate.shell_cwd())
+    }
+
+    /// Runs the CwdChanged hooks when the shell left `was`: their `watchPaths` are watched,
+    /// what they wrote to `CLAUDE_ENV_FILE` runs before the next commands.
+    async fn cwd_changed(&self, was: std::path::PathBuf) {
+        let Some(now) = self.hooks.env().gate.get().map(|gate| gate.shell_cwd()) else {
+            return;
+        };
+        if now == was {
+            return;
+        }
+        let verdict = self
+            .hooks
+            .run(
+                Event::CwdChanged,
+                &[],
+                json!({"old_cwd": was, "new_cwd": now}),
+            )
+            .await;
+        self.hooks.env().apply_env_file();
+        if let Some(watch) = self.hooks.env().watch.get() {
+            watch.add(&verdict.watch_paths, &now);
         }
     }
 
@@ -531,8 +567,12 @@ impl Tool for ToolHooks {
             let before = self.hooks.pending.take(&tool_use_id);
             let tool_input = input.clone();
             let started = Instant::now();
+            let shell_was = self.shell_cwd();
             let ended = self.call_within_limit(input, context).await;
             let took = started.elapsed();
+            if let Some(was) = shell_was {
+                self.cwd_changed(was).await;
+            }
             let (after, replaced) = self
                 .after(&tool_use_id, tool_input, ended.as_ref(), took)
                 .await;

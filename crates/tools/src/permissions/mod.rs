@@ -354,6 +354,12 @@ impl PermissionGate {
         }
     }
 
+    /// Where the next Bash command of this tool set starts: where the last one left its
+    /// shell, while that is a folder inside the workspace, else the workspace's folder.
+    pub fn shell_cwd(&self) -> std::path::PathBuf {
+        self.shared.cwd(&self.shared.workspace)
+    }
+
     /// The session's approval mode now.
     pub fn mode(&self) -> PermissionMode {
         self.shared.mode.get()
