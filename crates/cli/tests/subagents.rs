@@ -142,7 +142,9 @@ async fn parallel_subagents_report_in_model_order() {
     .await
     .unwrap();
     let output = command(&repo, &server)
-        .args(["-p", "use two agents", "--output-format", "stream-json"])
+        // Trusted: the user's own hook writes its log outside the workspace, which the
+        // sandbox untrusted folders confine it to would refuse.
+        .args(["-p", "use two agents", "--trust", "--output-format", "stream-json"])
         .output()
         .await
         .unwrap();
