@@ -144,7 +144,13 @@ async fn parallel_subagents_report_in_model_order() {
     let output = command(&repo, &server)
         // Trusted: the user's own hook writes its log outside the workspace, which the
         // sandbox untrusted folders confine it to would refuse.
-        .args(["-p", "use two agents", "--trust", "--output-format", "stream-json"])
+        .args([
+            "-p",
+            "use two agents",
+            "--trust",
+            "--output-format",
+            "stream-json",
+        ])
         .output()
         .await
         .unwrap();

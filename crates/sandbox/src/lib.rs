@@ -1222,6 +1222,9 @@ impl Drop for PrivateDir {
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     backend: Backend,
+    /// A program and its arguments that start the sandbox's own program (bubblewrap, the
+    /// Landlock helper) as their last argument: see [`Sandbox::wrapped`].
+    wrapper: Vec<OsString>,
 }
 
 /// A sandboxed command, ready to spawn. Keep it (or its `guard`) alive until the process has
@@ -1248,7 +1251,33 @@ pub struct PlaceholderGuard {
 impl Sandbox {
     /// A sandbox with `backend`.
     pub fn new(backend: Backend) -> Self {
-        Self { backend }
+        Self {
+            backend,
+            wrapper: Vec::new(),
+        }
+    }
+
+    /// This sandbox with its commands started through `wrapper` (a program and its first
+    /// arguments; the sandbox's own command line follows them), which must pass on its
+    /// descriptors and run that command line: a guard that ends the command with the agent
+    /// (the agent's `__agent-mcp-guard`). Empty: started directly.
+    #[must_use]
+    pub fn wrapped(mut self, wrapper: Vec<OsString>) -> Self {
+        self.wrapper = wrapper;
+        self
+    }
+
+    /// A command for `program`: `program` itself, or the wrapper with `program` after its
+    /// arguments.
+    fn start(&self, program: &OsStr) -> Command {
+        match self.wrapper.split_first() {
+            None => Command::new(program),
+            Some((wrapper, arguments)) => {
+                let mut command = Command::new(wrapper);
+                command.args(arguments).arg(program);
+                command
+            }
+        }
     }
 
     /// The back end.
@@ -1277,7 +1306,7 @@ impl Sandbox {
                 let mut placeholders = Placeholders::default();
                 let mut fds = bwrap::Descriptors::new(SECCOMP_FD + 1);
                 let bwrap_args = bwrap::args(policy, cwd, &mut placeholders, &mut fds)?;
-                let mut command = Command::new(bwrap);
+                let mut command = self.start(bwrap.as_os_str());
                 command
                     .args(bwrap_args)
                     .arg("--seccomp")
@@ -1295,7 +1324,7 @@ impl Sandbox {
                 })
             }
             Backend::Landlock(helper) => {
-                let mut command = Command::new(helper);
+                let mut command = self.start(helper.as_os_str());
                 command
                     .arg(HELPER_ARG)
                     .arg(helper::Mode::Run.as_str())

@@ -557,6 +557,7 @@ impl Session {
     /// the user leaves (`prompt_input_exit`), before [`Session::clear`] (`clear`), and at
     /// the end of a headless run (`other`).
     pub async fn end(&mut self, reason: EndReason) {
+        self.end_background().await;
         self.tooling
             .hooks
             .run(
@@ -565,6 +566,31 @@ impl Session {
                 serde_json::json!({"reason": reason.as_str()}),
             )
             .await;
+    }
+
+    /// Ends the background tasks still running: a headless run first waits for them, at
+    /// most `AGENT_BACKGROUND_WAIT_MS` milliseconds ([`BACKGROUND_WAIT`] by default); each
+    /// task stopped is named.
+    async fn end_background(&mut self) {
+        let tasks = &self.tooling.recipe.background;
+        if tasks.running() == 0 {
+            return;
+        }
+        if self.mcp.headless {
+            let wait = std::env::var("AGENT_BACKGROUND_WAIT_MS")
+                .ok()
+                .and_then(|value| value.trim().parse::<u64>().ok())
+                .map_or(BACKGROUND_WAIT, std::time::Duration::from_millis);
+            tasks.wait_all(wait).await;
+        }
+        for task in tasks.stop_all().await {
+            self.notices.say(&format!(
+                "stopped background task {} (`{}`) after {:.0} s: the session ended",
+                task.id(),
+                render::printable(task.command(), false),
+                task.elapsed().as_secs_f64()
+            ));
+        }
     }
 
     /// MCP servers and the user context, both part of [`Session::gather_context`].
@@ -1571,6 +1597,7 @@ impl Session {
             fork_point: Some(fork_point),
             attachments: Some(Arc::new(SessionAttachments {
                 watch: self.tooling.watch.clone(),
+                background: self.tooling.recipe.background.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: self.pending.steering.clone(),
                 batch_hooks: self
@@ -1761,6 +1788,7 @@ impl Session {
         user.content.extend(
             SessionAttachments {
                 watch: self.tooling.watch.clone(),
+                background: self.tooling.recipe.background.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: None,
                 batch_hooks: None,
@@ -1875,6 +1903,10 @@ impl Session {
         Ok(())
     }
 }
+
+/// How long a headless run waits for its background tasks before it stops them: 30 s
+/// (`AGENT_BACKGROUND_WAIT_MS` changes it).
+pub const BACKGROUND_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long the prompt waits before the Notification hooks hear that the agent waits for
 /// the user: 60 s (Claude Code's `messageIdleNotifThresholdMs` default).
@@ -2117,6 +2149,7 @@ impl ToolState {
             prelude: String::new(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
             session_mode: None,
+            background: background_tasks(&results_dir, &options.notices),
         };
         let built = build_tools(&recipe, mode, settings)?;
         let _ = hooks.env().gate.set(Arc::clone(&built.permissions));
@@ -2350,6 +2383,29 @@ fn key_helper(
         env,
         ttl,
     ))))
+}
+
+/// The session's background tasks: their output files in `results_dir/tasks`, each started
+/// through this binary's guard (it ends with the agent, SIGKILL included), each end told
+/// through `notices` as it happens.
+fn background_tasks(
+    results_dir: &Path,
+    notices: &crate::Notices,
+) -> tools::background::BackgroundTasks {
+    let wrapper = std::env::current_exe()
+        .map(|exe| {
+            vec![
+                exe.into_os_string(),
+                mcp::guard::GUARD_ARG.into(),
+                mcp::guard::NEW_SESSION_FLAG.into(),
+                std::process::id().to_string().into(),
+            ]
+        })
+        .unwrap_or_default();
+    let tasks = tools::background::BackgroundTasks::new(results_dir.join("tasks"), wrapper);
+    let notices = notices.clone();
+    tasks.on_end(move |line| notices.say(line));
+    tasks
 }
 
 /// The hooks that can run when the folder is not trusted and there is no sandbox: the user's
@@ -2881,6 +2937,7 @@ fn price_overrides(
 /// `git status` once it is ready, and the files read earlier that changed on disk since.
 struct SessionAttachments {
     watch: tools::FileWatch,
+    background: tools::background::BackgroundTasks,
     late: Arc<crate::prefetch::Late>,
     steering: Option<Steering>,
     /// The hooks, when PostToolBatch hooks are configured.
@@ -2987,6 +3044,8 @@ impl SessionAttachments {
         if let Some(steering) = &self.steering {
             notes.extend(steering().iter().map(|line| steering_note(line)));
         }
+        // Background tasks that ended since: Claude Code's task notifications.
+        notes.extend(self.background.notifications());
         if let Some(hooks) = self.batch_hooks.filter(|_| !batch.is_null()) {
             let verdict = hooks
                 .run(
@@ -3043,6 +3102,7 @@ impl loop_core::AttachmentSource for SessionAttachments {
         Box::pin(
             Self {
                 watch: self.watch.clone(),
+                background: self.background.clone(),
                 late: Arc::clone(&self.late),
                 steering: self.steering.clone(),
                 batch_hooks: self.batch_hooks.clone(),

@@ -308,6 +308,8 @@ pub struct Recipe {
     /// decides): Shift+Tab to plan reaches a running subagent. `None` before the session's
     /// gate exists.
     pub session_mode: Option<tools::ModeHandle>,
+    /// The session's background tasks: a subagent's are the session's too.
+    pub background: tools::background::BackgroundTasks,
 }
 
 /// A tool set built from a [`Recipe`].

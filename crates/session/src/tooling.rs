@@ -178,6 +178,7 @@ pub fn build(
             .collect(),
         sandbox: recipe.sandbox.clone(),
         journal: recipe.journal.clone(),
+        background: Some(recipe.background.clone()),
     })?;
     let permissions = set.gate();
     permissions.set_command_prelude(&recipe.prelude);

@@ -100,6 +100,8 @@ struct Input {
     #[serde(rename = "dangerouslyDisableSandbox")]
     #[allow(dead_code)]
     dangerously_disable_sandbox: Option<bool>,
+    /// Start it in the background ([`crate::background`]).
+    run_in_background: Option<bool>,
 }
 
 /// The Bash tool.
@@ -131,6 +133,10 @@ impl BashTool {
                 DISABLE_SANDBOX_FIELD: {
                     "type": "boolean",
                     "description": "Run outside the sandbox. Only after the sandbox refused something the command needs; the user is always asked"
+                },
+                "run_in_background": {
+                    "type": "boolean",
+                    "description": "Start it in the background and return its task id at once (a dev server, a watcher, a long test run); read its output with TaskOutput, stop it with TaskStop. You are told when it ends"
                 }
             },
             "required": ["command"],
@@ -201,6 +207,9 @@ impl Tool for BashTool {
             let how = self.how_to_run(&input, &context);
             let raw = input.clone();
             let input: Input = parse_input("Bash", input)?;
+            if input.run_in_background == Some(true) {
+                return start_in_background(&self.shared, input, how, &context);
+            }
             let timeout = timeout_of(input.timeout);
             let output = run(&self.shared, &input.command, timeout, how, &context).await?;
             if how != BashRun::Sandboxed(Profile::ReadOnly) {
@@ -374,6 +383,49 @@ pub fn kill_running_commands() {
     }
 }
 
+/// Counts `group` among the running commands' groups (a background task's, while it runs).
+pub(crate) fn register_group(group: Pid) {
+    running().push(group.as_raw());
+}
+
+/// No longer counts `group` (see [`register_group`]).
+pub(crate) fn unregister_group(group: Pid) {
+    running().retain(|known| *known != group.as_raw());
+}
+
+/// Starts `input`'s command in the background, as `how` lets it run in the foreground (its
+/// sandbox profile), and says where its output goes ([`crate::background`]). It never moves
+/// the session's working directory.
+fn start_in_background(
+    shared: &Shared,
+    input: Input,
+    how: BashRun,
+    context: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let workspace = &context.workspace;
+    let cwd = shared.cwd(workspace);
+    let script = script(shared, how, None, &input.command);
+    let wrapper = shared.background.wrapper();
+    let (command, placeholders, _) = prepare(shared, workspace, how, &script, &cwd, &wrapper)?;
+    let task = shared.background.start(crate::background::Launch {
+        command,
+        placeholders,
+        text: input.command,
+        description: input.description,
+    })?;
+    let message = format!(
+        "Command running in background with ID: {}. Output is being written to: {}. You will be notified when it completes. To check interim output, use TaskOutput with the ID (or Read on that file).",
+        task.id(),
+        task.file().display()
+    );
+    Ok(ToolOutput::text(message).with_structured(json!({
+        "stdout": "",
+        "stderr": "",
+        "interrupted": false,
+        "backgroundTaskId": task.id(),
+    })))
+}
+
 /// SIGKILLs the process group when dropped armed: the call's future was dropped half-way.
 /// Registered in [`RUNNING`] while armed.
 struct GroupGuard {
@@ -534,7 +586,7 @@ enum End {
 /// keeps the shell's directory, the session's prelude (Claude Code's `CLAUDE_ENV_FILE`),
 /// then the command. The prelude runs before the model's commands, in their shell (in their
 /// sandbox); never before a command the user typed.
-fn script(shared: &Shared, how: BashRun, cwd_file: &CwdFile, command: &str) -> String {
+fn script(shared: &Shared, how: BashRun, cwd_file: Option<&CwdFile>, command: &str) -> String {
     let prelude = if how == BashRun::UserShell {
         String::new()
     } else {
@@ -544,13 +596,11 @@ fn script(shared: &Shared, how: BashRun, cwd_file: &CwdFile, command: &str) -> S
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     };
+    let trap = cwd_file.map_or_else(|| ":".to_owned(), CwdFile::trap);
     if prelude.is_empty() {
-        format!("{CLOSE_INHERITED_FDS}{}; {command}", cwd_file.trap())
+        format!("{CLOSE_INHERITED_FDS}{trap}; {command}")
     } else {
-        format!(
-            "{CLOSE_INHERITED_FDS}{}\n{prelude}\n{command}",
-            cwd_file.trap()
-        )
+        format!("{CLOSE_INHERITED_FDS}{trap}\n{prelude}\n{command}")
     }
 }
 
@@ -576,7 +626,7 @@ async fn run(
         )));
     }
     let cwd_file = CwdFile::new(shared.private.path());
-    let script = script(shared, how, &cwd_file, command);
+    let script = script(shared, how, Some(&cwd_file), command);
     let could_not_run = |what: &str, error: std::io::Error| {
         ToolError::CouldNotRun(format!("could not {what}: {error}"))
     };
@@ -584,7 +634,8 @@ async fn run(
     let writer_for_stderr = writer
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
-    let (std_command, _placeholders, profile) = prepare(shared, workspace, how, &script, &cwd)?;
+    let (std_command, _placeholders, profile) =
+        prepare(shared, workspace, how, &script, &cwd, &[])?;
     let mut bash = Command::from(std_command);
     bash.stdin(Stdio::null())
         .stdout(writer)
@@ -725,15 +776,26 @@ fn prepare(
     how: BashRun,
     script: &str,
     cwd: &std::path::Path,
+    wrapper: &[std::ffi::OsString],
 ) -> Result<Prepared, ToolError> {
     // Found once, outside the workspace: never the repository's own `bash`.
     let shell = sandbox::env::resolve_program("bash")
         .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
     let (mut std_command, placeholders, profile) = match how {
         BashRun::Unsandboxed | BashRun::UserShell => {
-            let mut bash = std::process::Command::new(&shell);
-            // `$0` stays `bash`, as when it was found by name.
-            std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
+            let mut bash = match wrapper.split_first() {
+                None => {
+                    let mut bash = std::process::Command::new(&shell);
+                    // `$0` stays `bash`, as when it was found by name.
+                    std::os::unix::process::CommandExt::arg0(&mut bash, "bash");
+                    bash
+                }
+                Some((program, arguments)) => {
+                    let mut guarded = std::process::Command::new(program);
+                    guarded.args(arguments).arg(&shell);
+                    guarded
+                }
+            };
             bash.arg("-c").arg(script).current_dir(cwd);
             (bash, None, None)
         }
@@ -746,6 +808,7 @@ fn prepare(
             let policy =
                 sandboxing::policy(shared, workspace, profile).map_err(ToolError::CouldNotRun)?;
             let prepared = sandbox::Sandbox::new(backend)
+                .wrapped(wrapper.to_vec())
                 .command(
                     &policy,
                     shell.as_os_str(),

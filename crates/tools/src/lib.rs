@@ -71,6 +71,7 @@
 #![deny(missing_docs)]
 
 pub mod ask;
+pub mod background;
 mod bash;
 mod common;
 mod edit;

@@ -59,6 +59,10 @@ pub struct ToolSetConfig {
     /// Told of every file Write and Edit change, before and after (the session's
     /// checkpoints); `None` keeps no record.
     pub journal: Option<Arc<dyn crate::WriteJournal>>,
+    /// The session's background tasks (shared with its subagents' tool sets); `None`: a
+    /// registry of this tool set's own, whose output files go to the tool-results folder's
+    /// `tasks/` (or the system's temporary folder) and whose tasks start directly.
+    pub background: Option<crate::background::BackgroundTasks>,
 }
 
 /// How Bash commands are sandboxed (which profile each command gets:
@@ -174,7 +178,17 @@ impl ToolSet {
         let private = sandbox::PrivateDir::create().map_err(|error| Error::PrivateDir {
             reason: error.to_string(),
         })?;
+        let background = config.background.unwrap_or_else(|| {
+            crate::background::BackgroundTasks::new(
+                tool_results_dir
+                    .clone()
+                    .unwrap_or_else(std::env::temp_dir)
+                    .join("tasks"),
+                Vec::new(),
+            )
+        });
         let shared = Arc::new(Shared {
+            background: background.clone(),
             private,
             grants: DashMap::new(),
             turn_allow: RwLock::new(Vec::new()),
@@ -228,6 +242,10 @@ impl ToolSet {
                 .into_iter()
                 .map(|tool| Arc::new(tool) as Arc<dyn Tool>),
         );
+        tools.push(Arc::new(crate::background::TaskOutputTool::new(
+            background.clone(),
+        )));
+        tools.push(Arc::new(crate::background::TaskStopTool::new(background)));
         let gate = Arc::new(PermissionGate::new(shared, config.prompter, config.pre_ask));
         Ok(Self { tools, gate })
     }
@@ -386,6 +404,8 @@ pub(crate) struct Shared {
     pub(crate) session_allow: RwLock<Vec<(String, Rule)>>,
     /// The todo list of this tool set (TodoWrite's).
     pub(crate) todos: crate::todo::TodoList,
+    /// The background tasks Bash starts.
+    pub(crate) background: crate::background::BackgroundTasks,
 }
 
 impl Shared {

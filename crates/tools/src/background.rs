@@ -1,0 +1,845 @@
+//! Background commands, as Claude Code runs them: `Bash` with `run_in_background: true`
+//! starts the command in the sandbox profile the call would get in the foreground and
+//! returns its id at once; `TaskOutput` reads what it printed since the last read (waiting
+//! for its end when asked); `TaskStop` ends its process group; when it ends, a
+//! notification waits for the session's next request ([`BackgroundTasks::notifications`]).
+//!
+//! Every task's output goes to a file in the session's tool-results folder (the first
+//! [`FILE_BYTES`] as they come, then the last [`TAIL_BYTES`] when the task ends); the
+//! session keeps at most [`HEAD_BYTES`] + [`TAIL_BYTES`] of each in memory. A task runs in a
+//! process group of its own, through the session's guard when it has one (the group dies
+//! with the agent, SIGKILL included), and ends when the session ends
+//! ([`BackgroundTasks::stop_all`]: SIGTERM, then SIGKILL after [`STOP_GRACE`]).
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use executor::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
+
+use crate::common::{parse_input, truncate_middle};
+
+/// What of a task's output the file keeps as it comes: the first 1 MiB.
+pub const FILE_BYTES: u64 = 1 << 20;
+
+/// What of a task's output is kept in memory from its start: 256 KiB.
+pub const HEAD_BYTES: usize = 256 * 1024;
+
+/// What of a task's output is kept in memory from its end (and added to its file when it
+/// ends): 256 KiB.
+pub const TAIL_BYTES: usize = 256 * 1024;
+
+/// How long a stopped task has between SIGTERM and SIGKILL: 2 s.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long `TaskOutput` waits by default (`timeout`), in milliseconds: 30 s.
+pub const DEFAULT_WAIT_MS: u64 = 30_000;
+
+/// The longest `TaskOutput` may wait, in milliseconds: 10 minutes (Bash's longest timeout).
+pub const MAX_WAIT_MS: u64 = 600_000;
+
+/// The most lines of a finished task's output its notification carries.
+pub const NOTIFICATION_LINES: usize = 20;
+
+/// Where a task stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Still running.
+    Running,
+    /// Ended by itself: its exit code, or the signal that ended it.
+    Exited(ExitStatus),
+    /// Ended by `TaskStop` or the session's end.
+    Stopped,
+}
+
+impl TaskStatus {
+    /// `running`, `completed` (exit code 0), `failed` or `killed`, as Claude Code names them.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Exited(status) if status.success() => "completed",
+            Self::Exited(_) => "failed",
+            Self::Stopped => "killed",
+        }
+    }
+
+    fn exit_code(&self) -> Option<i32> {
+        match self {
+            Self::Exited(status) => status.code().or_else(|| status.signal().map(|s| 128 + s)),
+            _ => None,
+        }
+    }
+}
+
+/// A task's output, bounded: its first [`HEAD_BYTES`] and last [`TAIL_BYTES`].
+#[derive(Default)]
+struct Output {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    /// Bytes received.
+    total: u64,
+    /// How far `TaskOutput` has read.
+    read: u64,
+}
+
+impl Output {
+    fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        let room = HEAD_BYTES - self.head.len();
+        let (head, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(head);
+        self.tail.extend(rest);
+        if self.tail.len() > TAIL_BYTES {
+            let excess = self.tail.len() - TAIL_BYTES;
+            self.tail.drain(..excess);
+        }
+    }
+
+    /// Where the tail starts in the whole output.
+    fn tail_start(&self) -> u64 {
+        self.total - self.tail.len() as u64
+    }
+
+    /// What came after byte `from`, as text, with what was not kept counted; the bytes up to
+    /// the end are then read.
+    fn since(&mut self, from: u64) -> String {
+        let mut bytes = Vec::new();
+        let head_end = self.head.len() as u64;
+        if from < head_end {
+            bytes.extend_from_slice(&self.head[from as usize..]);
+        }
+        let tail_start = self.tail_start().max(head_end);
+        let dropped = tail_start.saturating_sub(from.max(head_end));
+        if dropped > 0 {
+            bytes.extend_from_slice(format!("\n[... {dropped} bytes not kept ...]\n").as_bytes());
+        }
+        // The tail starts after the head ends: skip what was read of it.
+        let skip = from
+            .saturating_sub(self.tail_start())
+            .min(self.tail.len() as u64);
+        bytes.extend(
+            self.tail
+                .iter()
+                .skip(usize::try_from(skip).unwrap_or(usize::MAX)),
+        );
+        self.read = self.total;
+        crate::text::strip_escapes(&String::from_utf8_lossy(&bytes)).into_owned()
+    }
+
+    /// The last `lines` lines.
+    fn last_lines(&self, lines: usize) -> String {
+        let bytes: Vec<u8> = if self.tail.is_empty() {
+            self.head.clone()
+        } else {
+            self.tail.iter().copied().collect()
+        };
+        let text = crate::text::strip_escapes(&String::from_utf8_lossy(&bytes)).into_owned();
+        let kept: Vec<&str> = text.trim_end().lines().rev().take(lines).collect();
+        kept.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// One background command.
+pub struct Task {
+    id: String,
+    command: String,
+    description: Option<String>,
+    started: Instant,
+    file: PathBuf,
+    group: Pid,
+    state: Mutex<TaskState>,
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+struct TaskState {
+    output: Output,
+    status: TaskStatus,
+    /// Its end was told (a notification, or a `TaskOutput` that saw it).
+    told: bool,
+    /// `TaskStop` (or the session's end) asked it to stop.
+    stopping: bool,
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task")
+            .field("id", &self.id)
+            .field("command", &self.command)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Task {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TaskState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Its id (`bash_1`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The command.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
+    /// Where it stands now.
+    pub fn status(&self) -> TaskStatus {
+        self.lock().status.clone()
+    }
+
+    /// How long it has run (or ran).
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The file its output goes to.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// What names it for people: its description, else its command.
+    fn label(&self) -> &str {
+        self.description.as_deref().unwrap_or(&self.command)
+    }
+
+    /// Waits for its end, at most `limit`; whether it ended.
+    async fn wait(&self, limit: Duration) -> bool {
+        let mut ended = self.ended.clone();
+        tokio::time::timeout(limit, ended.wait_for(|ended| *ended))
+            .await
+            .is_ok()
+    }
+
+    /// SIGTERM to its group, then SIGKILL after [`STOP_GRACE`]; `false` when it had already
+    /// ended.
+    async fn stop(&self) -> bool {
+        {
+            let mut state = self.lock();
+            if state.status != TaskStatus::Running {
+                return false;
+            }
+            state.stopping = true;
+        }
+        let _ = killpg(self.group, Signal::SIGTERM);
+        if !self.wait(STOP_GRACE).await {
+            let _ = killpg(self.group, Signal::SIGKILL);
+            self.wait(Duration::from_secs(1)).await;
+        }
+        true
+    }
+
+    /// Its `<task-notification>` for the model.
+    fn notification(&self, state: &TaskState) -> String {
+        let summary = match &state.status {
+            TaskStatus::Stopped => format!("Background command \"{}\" was stopped", self.label()),
+            status => match status.exit_code() {
+                Some(0) => format!(
+                    "Background command \"{}\" completed (exit code 0)",
+                    self.label()
+                ),
+                Some(code) => format!(
+                    "Background command \"{}\" failed with exit code {code}",
+                    self.label()
+                ),
+                None => format!("Background command \"{}\" ended", self.label()),
+            },
+        };
+        let tail = state.output.last_lines(NOTIFICATION_LINES);
+        format!(
+            "<task-notification>\n<task-id>{}</task-id>\n<output-file>{}</output-file>\n<status>{}</status>\n<summary>{summary}</summary>\n<last-lines>\n{}\n</last-lines>\n</task-notification>",
+            self.id,
+            self.file.display(),
+            state.status.as_str(),
+            truncate_middle(&tail, 4_000, 0)
+        )
+    }
+}
+
+/// A command ready to start in the background: a process group of its own (or the guard's
+/// session, through the wrapper), its stdout and stderr to be piped.
+pub(crate) struct Launch {
+    pub command: std::process::Command,
+    /// The sandbox's placeholders, kept until the task ends.
+    pub placeholders: Option<sandbox::PlaceholderGuard>,
+    /// The command as the model wrote it.
+    pub text: String,
+    pub description: Option<String>,
+}
+
+/// A session's background tasks, shared by its tool set and every subagent's. Cheap to
+/// clone.
+#[derive(Clone, Default)]
+pub struct BackgroundTasks {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    tasks: Mutex<Vec<Arc<Task>>>,
+    next: AtomicU64,
+    /// Where output files go (the session's tool-results folder's `tasks/`).
+    dir: Mutex<Option<PathBuf>>,
+    /// The program and first arguments every task starts through (the agent's guard).
+    wrapper: Mutex<Vec<OsString>>,
+    /// Told a line when a task ends (interactive: the user sees it at once).
+    on_end: Mutex<Option<OnEnd>>,
+}
+
+/// What is told a line when a task ends.
+type OnEnd = Arc<dyn Fn(&str) + Send + Sync>;
+
+impl std::fmt::Debug for BackgroundTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundTasks")
+            .field("tasks", &self.tasks().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackgroundTasks {
+    /// Tasks whose output files go to `dir` and which start through `wrapper` (a program and
+    /// its first arguments, such as the agent's guard: the task's own command line follows
+    /// them; empty: started directly, in a process group of their own).
+    pub fn new(dir: PathBuf, wrapper: Vec<OsString>) -> Self {
+        let tasks = Self::default();
+        *tasks
+            .inner
+            .dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(dir);
+        *tasks
+            .inner
+            .wrapper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = wrapper;
+        tasks
+    }
+
+    /// Tells `on_end` a line when a task ends (`Background command "npm test" completed
+    /// (exit code 0)`).
+    pub fn on_end(&self, on_end: impl Fn(&str) + Send + Sync + 'static) {
+        *self
+            .inner
+            .on_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(on_end));
+    }
+
+    /// The wrapper tasks start through.
+    pub(crate) fn wrapper(&self) -> Vec<OsString> {
+        self.inner
+            .wrapper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every task, oldest first.
+    pub fn tasks(&self) -> Vec<Arc<Task>> {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The task `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<Task>> {
+        self.tasks().into_iter().find(|task| task.id == id)
+    }
+
+    /// How many tasks are running.
+    pub fn running(&self) -> usize {
+        self.tasks()
+            .iter()
+            .filter(|task| task.status() == TaskStatus::Running)
+            .count()
+    }
+
+    /// Starts `launch` in the background (on the tokio runtime).
+    ///
+    /// # Errors
+    ///
+    /// When its output file or pipe cannot be made, or it cannot start.
+    pub(crate) fn start(&self, mut launch: Launch) -> Result<Arc<Task>, ToolError> {
+        let could_not = |what: &str, error: std::io::Error| {
+            ToolError::CouldNotRun(format!("could not {what}: {error}"))
+        };
+        let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("bash_{number}");
+        let dir = self
+            .inner
+            .dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        make_private_dir(&dir).map_err(|e| could_not("make the tasks folder", e))?;
+        let path = dir.join(format!("{id}.output"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| could_not("make the output file", e))?;
+        let (reader, writer) = std::io::pipe().map_err(|e| could_not("create a pipe", e))?;
+        let writer_for_stderr = writer
+            .try_clone()
+            .map_err(|e| could_not("create a pipe", e))?;
+        let wrapped = !self.wrapper().is_empty();
+        let mut command = tokio::process::Command::from(launch.command);
+        command
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .stderr(writer_for_stderr);
+        if !wrapped {
+            command.process_group(0);
+        }
+        let spawned = command.spawn();
+        drop(command);
+        let mut child = spawned.map_err(|e| could_not("start bash", e))?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw)
+            .ok_or_else(|| ToolError::CouldNotRun("the command exited at once".into()))?;
+        crate::bash::register_group(group);
+        let (ended_sender, ended) = tokio::sync::watch::channel(false);
+        let task = Arc::new(Task {
+            id,
+            command: launch.text,
+            description: launch.description.take(),
+            started: Instant::now(),
+            file: path,
+            group,
+            state: Mutex::new(TaskState {
+                output: Output::default(),
+                status: TaskStatus::Running,
+                told: false,
+                stopping: false,
+            }),
+            ended,
+        });
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&task));
+        let pipe =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+                .map_err(|e| could_not("read the command's output", e))?;
+        let (watched, on_end) = (
+            Arc::clone(&task),
+            self.inner
+                .on_end
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        );
+        let placeholders = launch.placeholders.take();
+        tokio::spawn(async move {
+            let status = follow(&watched, pipe, &mut child, &mut file).await;
+            drop(placeholders);
+            crate::bash::unregister_group(watched.group);
+            let line = {
+                let mut state = watched.lock();
+                state.status = if state.stopping {
+                    TaskStatus::Stopped
+                } else {
+                    TaskStatus::Exited(status)
+                };
+                // The end of a long output, after what the file kept of its start.
+                if state.output.total > FILE_BYTES {
+                    let tail: Vec<u8> = state.output.tail.iter().copied().collect();
+                    let _ = file.write_all(b"\n[... the middle of the output was not kept ...]\n");
+                    let _ = file.write_all(&tail);
+                }
+                let notice = watched.notification(&state);
+                notice
+                    .lines()
+                    .find_map(|line| line.strip_prefix("<summary>"))
+                    .and_then(|line| line.strip_suffix("</summary>"))
+                    .map(|line| format!("{line} ({})", watched.id))
+            };
+            let _ = ended_sender.send(true);
+            if let (Some(on_end), Some(line)) = (on_end, line) {
+                on_end(&line);
+            }
+        });
+        Ok(task)
+    }
+
+    /// The notifications of the tasks that ended and were not told yet; they are told now.
+    pub fn notifications(&self) -> Vec<String> {
+        self.tasks()
+            .iter()
+            .filter_map(|task| {
+                let mut state = task.lock();
+                if state.status == TaskStatus::Running || state.told {
+                    return None;
+                }
+                state.told = true;
+                Some(task.notification(&state))
+            })
+            .collect()
+    }
+
+    /// Waits until no task runs, at most `limit`; the ones still running then.
+    pub async fn wait_all(&self, limit: Duration) -> Vec<Arc<Task>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        for task in self.tasks() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            task.wait(left).await;
+        }
+        self.tasks()
+            .into_iter()
+            .filter(|task| task.status() == TaskStatus::Running)
+            .collect()
+    }
+
+    /// Stops every running task (SIGTERM, SIGKILL after [`STOP_GRACE`]), all at once; the
+    /// ones it stopped.
+    pub async fn stop_all(&self) -> Vec<Arc<Task>> {
+        let running: Vec<Arc<Task>> = self
+            .tasks()
+            .into_iter()
+            .filter(|task| task.status() == TaskStatus::Running)
+            .collect();
+        let stopping: Vec<_> = running
+            .iter()
+            .map(|task| {
+                let task = Arc::clone(task);
+                tokio::spawn(async move { task.stop().await })
+            })
+            .collect();
+        for stop in stopping {
+            let _ = stop.await;
+        }
+        running
+    }
+}
+
+/// Makes `dir` (and its parents), readable by its owner alone.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Reads `task`'s output until it ends: into memory, and into `file` up to [`FILE_BYTES`].
+/// Returns how it ended.
+async fn follow(
+    task: &Task,
+    mut pipe: tokio::net::unix::pipe::Receiver,
+    child: &mut tokio::process::Child,
+    file: &mut std::fs::File,
+) -> ExitStatus {
+    let mut buffer = vec![0u8; 16 * 1024];
+    let mut written: u64 = 0;
+    let mut status = None;
+    loop {
+        tokio::select! {
+            read = pipe.read(&mut buffer) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(count) => {
+                    let chunk = &buffer[..count];
+                    if written < FILE_BYTES {
+                        let room = usize::try_from(FILE_BYTES - written).unwrap_or(usize::MAX);
+                        let _ = file.write_all(&chunk[..count.min(room)]);
+                        written += count.min(room) as u64;
+                    }
+                    task.lock().output.push(chunk);
+                }
+            },
+            waited = child.wait(), if status.is_none() => {
+                status = waited.ok();
+                // What the shell left in the background holds the pipe: a short drain.
+                let drained = tokio::time::timeout(Duration::from_millis(200), async {
+                    while let Ok(count) = pipe.read(&mut buffer).await {
+                        if count == 0 {
+                            break;
+                        }
+                        task.lock().output.push(&buffer[..count]);
+                    }
+                });
+                let _ = drained.await;
+                break;
+            }
+        }
+    }
+    match status {
+        Some(status) => status,
+        None => child
+            .wait()
+            .await
+            .unwrap_or_else(|_| ExitStatus::from_raw(1 << 8)),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputInput {
+    task_id: String,
+    #[serde(default = "yes")]
+    block: bool,
+    #[serde(default)]
+    timeout: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `TaskOutput` (Claude Code's; `BashOutput` is its older name).
+pub(crate) struct TaskOutputTool {
+    tasks: BackgroundTasks,
+    schema: Value,
+}
+
+impl TaskOutputTool {
+    pub(crate) fn new(tasks: BackgroundTasks) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "task_id": {"type": "string", "description": "The background task's id"},
+                "block": {"type": "boolean", "description": "Wait for the task to end (default true)"},
+                "timeout": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS,
+                    "description": "How long to wait at most, in milliseconds (default 30000)"}
+            },
+            "required": ["task_id"],
+            "additionalProperties": false
+        });
+        Self { tasks, schema }
+    }
+}
+
+/// The task `id`, or an error naming the ids there are.
+fn find(tasks: &BackgroundTasks, id: &str) -> Result<Arc<Task>, ToolError> {
+    tasks.get(id).ok_or_else(|| {
+        let known: Vec<String> = tasks.tasks().iter().map(|task| task.id.clone()).collect();
+        ToolError::InvalidInput(if known.is_empty() {
+            format!("no background task {id}: none was started")
+        } else {
+            format!(
+                "no background task {id}; the tasks are {}",
+                known.join(", ")
+            )
+        })
+    })
+}
+
+impl Tool for TaskOutputTool {
+    fn name(&self) -> &str {
+        "TaskOutput"
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["BashOutput"]
+    }
+
+    fn description(&self) -> &str {
+        "Returns what a background task (a Bash command started with run_in_background) printed since the last read, and whether it is still running. With block (the default) it waits for the task to end, at most timeout milliseconds."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn timeout(&self, input: &Value) -> Option<Duration> {
+        let wait = input
+            .get("timeout")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_WAIT_MS);
+        Some(Duration::from_millis(wait.min(MAX_WAIT_MS)) + Duration::from_secs(5))
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: OutputInput = parse_input("TaskOutput", input)?;
+            let task = find(&self.tasks, &input.task_id)?;
+            let wait =
+                Duration::from_millis(input.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS));
+            let ended = if input.block && task.status() == TaskStatus::Running {
+                tokio::select! {
+                    ended = task.wait(wait) => ended,
+                    () = context.cancel.cancelled() => false,
+                }
+            } else {
+                task.status() != TaskStatus::Running
+            };
+            let (status, text) = {
+                let mut state = task.lock();
+                let from = state.output.read;
+                let text = state.output.since(from);
+                if state.status != TaskStatus::Running {
+                    state.told = true;
+                }
+                (state.status.clone(), text)
+            };
+            let retrieval = match (ended, input.block) {
+                (true, _) => "success",
+                (false, true) => "timeout",
+                (false, false) => "not_ready",
+            };
+            let exit = status
+                .exit_code()
+                .map(|code| format!("<exit_code>{code}</exit_code>\n"))
+                .unwrap_or_default();
+            let shown = truncate_middle(text.trim_end(), crate::bash::MAX_OUTPUT_CHARS, 0);
+            let body = format!(
+                "<retrieval_status>{retrieval}</retrieval_status>\n<task_id>{}</task_id>\n<task_type>local_bash</task_type>\n<status>{}</status>\n{exit}<output>\n{shown}\n</output>",
+                task.id,
+                status.as_str(),
+            );
+            Ok(ToolOutput::text(body).with_structured(json!({
+                "retrieval_status": retrieval,
+                "task": {
+                    "task_id": task.id,
+                    "task_type": "local_bash",
+                    "status": status.as_str(),
+                    "description": task.label(),
+                    "output": text,
+                    "exitCode": status.exit_code(),
+                },
+            })))
+        })
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StopInput {
+    #[serde(default)]
+    task_id: Option<String>,
+    #[serde(default)]
+    shell_id: Option<String>,
+}
+
+/// `TaskStop` (Claude Code's; `KillShell` is its older name).
+pub(crate) struct TaskStopTool {
+    tasks: BackgroundTasks,
+    schema: Value,
+}
+
+impl TaskStopTool {
+    pub(crate) fn new(tasks: BackgroundTasks) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "task_id": {"type": "string", "description": "The background task to stop"},
+                "shell_id": {"type": "string", "description": "Deprecated: task_id"}
+            },
+            "additionalProperties": false
+        });
+        Self { tasks, schema }
+    }
+}
+
+impl Tool for TaskStopTool {
+    fn name(&self) -> &str {
+        "TaskStop"
+    }
+
+    fn aliases(&self) -> &[&str] {
+        &["KillShell"]
+    }
+
+    fn description(&self) -> &str {
+        "Stops a background task (a Bash command started with run_in_background): its whole process group gets SIGTERM, then SIGKILL after 2 s."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    /// It only ends what the model started.
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn call(&self, input: Value, _context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: StopInput = parse_input("TaskStop", input)?;
+            let Some(id) = input.task_id.or(input.shell_id) else {
+                return Err(ToolError::InvalidInput("TaskStop needs task_id".into()));
+            };
+            let task = find(&self.tasks, &id)?;
+            if !task.stop().await {
+                let status = task.status();
+                return Err(ToolError::InvalidInput(format!(
+                    "background task {id} had already ended ({}{})",
+                    status.as_str(),
+                    status
+                        .exit_code()
+                        .map(|code| format!(", exit code {code}"))
+                        .unwrap_or_default()
+                )));
+            }
+            task.lock().told = true;
+            let message = format!("Stopped background task {id} ({})", task.command);
+            Ok(ToolOutput::text(message.clone()).with_structured(json!({
+                "message": message,
+                "task_id": id,
+                "task_type": "local_bash",
+                "command": task.command,
+            })))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_keeps_its_head_and_tail_and_reads_on_from_where_it_was() {
+        let mut output = Output::default();
+        output.push(b"one\ntwo\n");
+        assert_eq!(output.since(0), "one\ntwo\n");
+        output.push(b"three\n");
+        let from = output.read;
+        assert_eq!(output.since(from), "three\n");
+        // Past both limits: the middle is counted, not kept.
+        let mut big = Output::default();
+        big.push(&vec![b'a'; HEAD_BYTES]);
+        big.push(&[b'b'; 100]);
+        big.push(&vec![b'c'; TAIL_BYTES]);
+        let text = big.since(0);
+        assert!(text.starts_with('a'));
+        assert!(
+            text.contains("[... 100 bytes not kept ...]"),
+            "{}",
+            &text[HEAD_BYTES..HEAD_BYTES + 60]
+        );
+        assert!(text.ends_with('c'));
+        assert_eq!(text.matches('c').count(), TAIL_BYTES);
+        // Read up to the middle, then more: only what is new.
+        let from = big.read;
+        big.push(b"\ntail end\n");
+        assert_eq!(big.since(from), "\ntail end\n");
+        assert_eq!(big.last_lines(1), "tail end");
+    }
+}
