@@ -612,8 +612,7 @@ async fn run(
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     let workspace = &context.workspace;
-    // A command the user typed starts where the session started, never where the model's
-    // commands `cd`'d to (a folder the model prepared: its `.git/config`, its `.envrc`).
+    // A command the user typed starts where the session started, never where the model went.
     let cwd = if how == BashRun::UserShell {
         workspace.cwd.clone()
     } else {
