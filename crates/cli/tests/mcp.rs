@@ -1180,3 +1180,50 @@ async fn mcpjson_servers_start_as_claude_code_approved_them() {
     );
     assert!(!stderr.contains("rejected"), "{stderr}");
 }
+
+/// From an attack: the user's own stdio server started as `python3 -m NAME` imports the
+/// working folder's `NAME` first. In a folder that is not trusted, the user's servers start
+/// in the home folder, so the repository's module is never run; in a trusted one they start
+/// in the project (as Claude Code starts them), where it is.
+#[tokio::test]
+async fn an_untrusted_folder_cannot_plant_a_module_in_the_users_own_server() {
+    for trusted in [false, true] {
+        let repo = repo(&format!("mcp-planted-{trusted}"));
+        let planted = repo.home.join("planted");
+        std::fs::create_dir_all(repo.dir.join("probe_mod")).unwrap();
+        std::fs::write(
+            repo.dir.join("probe_mod/__main__.py"),
+            format!(
+                "open({:?}, 'w').write('ran')\n",
+                planted.display().to_string()
+            ),
+        )
+        .unwrap();
+        let file = repo.home.join("mcp.json");
+        std::fs::write(
+            &file,
+            json!({"mcpServers": {"probe": {"command": "python3", "args": ["-m", "probe_mod"]}}})
+                .to_string(),
+        )
+        .unwrap();
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        let mut extra = vec!["--mcp-config", file.to_str().unwrap()];
+        if trusted {
+            extra.push("--trust");
+        }
+        // Started from inside the repository, as a user would.
+        let output = command(&repo, &server)
+            .current_dir(&repo.dir)
+            .env("MCP_STARTUP_WAIT_MS", "3000")
+            .args(["-p", "hi", "--output-format", "stream-json"])
+            .args(&extra)
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(planted.exists(), trusted, "{trusted}: {stderr}");
+    }
+}

@@ -94,6 +94,11 @@ pub struct Options {
     /// it so they die with this process even when it is SIGKILLed. `None` starts them
     /// directly (they then outlive a SIGKILL).
     pub guard: Option<PathBuf>,
+    /// The folder stdio servers start in; `None`: this process's. A server started in a
+    /// folder runs what the folder holds when it looks there (`python3 -m NAME` imports the
+    /// folder's `NAME`, `npx` reads its `.npmrc`): an embedding program starts them
+    /// elsewhere in a folder it does not trust.
+    pub cwd: Option<PathBuf>,
 }
 
 impl Options {
@@ -106,6 +111,7 @@ impl Options {
             tool_timeout: DEFAULT_TOOL_TIMEOUT,
             extra_roots_pem: Arc::from(Vec::new()),
             guard: None,
+            cwd: None,
         }
     }
 }

@@ -230,6 +230,8 @@ pub struct Server {
     extra_roots_pem: Arc<[u8]>,
     /// The program that runs [`crate::guard::guard_main`] (see [`crate::Options::guard`]).
     guard: Option<PathBuf>,
+    /// Where a stdio server starts (see [`crate::Options::cwd`]).
+    cwd: Option<PathBuf>,
     state: Mutex<State>,
     /// The tools it lists now (kept current by [`ListWatcher`]).
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
@@ -275,6 +277,7 @@ impl Server {
             resource_timeout: RESOURCE_TIMEOUT.min(options.tool_timeout),
             extra_roots_pem: Arc::clone(&options.extra_roots_pem),
             guard: options.guard.clone(),
+            cwd: options.cwd.clone(),
             state: Mutex::new(State {
                 client: None,
                 child: None,
@@ -391,6 +394,9 @@ impl Server {
             }
             None => tokio::process::Command::new(command),
         };
+        if let Some(cwd) = &self.cwd {
+            command_line.current_dir(cwd);
+        }
         // Not the agent's environment (its keys and tokens): the MCP SDK's default set and
         // what the configuration names, as Claude Code starts servers.
         let mut child = command_line

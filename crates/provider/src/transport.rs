@@ -97,14 +97,20 @@ pub enum Reach {
     Public,
 }
 
-/// Whether `address` is private, link-local, unique-local, carrier-grade NAT or unspecified
-/// (`0.0.0.0/8`, `10.0.0.0/8`, `100.64.0.0/10`, `169.254.0.0/16`, `172.16.0.0/12`,
-/// `192.168.0.0/16`, `::`, `fc00::/7`, `fe80::/10`, and those IPv4 ranges mapped into IPv6).
-/// Loopback is not: a hook or a page served on this machine is the user's own. The ranges are
-/// the ones Claude Code 2.1.197 refuses for its `http` hooks.
+/// Whether `address` is not a public one a hook or a page may be fetched from: private
+/// (`10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`), link-local (`169.254.0.0/16`, a cloud's
+/// metadata service; `fe80::/10`), carrier-grade NAT (`100.64.0.0/10`), benchmarking
+/// (`198.18.0.0/15`, where some VPNs put their fake-IP DNS answers), unspecified and "this
+/// network" (`0.0.0.0/8`, `::`), reserved, multicast and broadcast (`224.0.0.0/3`),
+/// unique-local and site-local (`fc00::/7`, `fec0::/10`), IPv6 multicast (`ff00::/8`), and
+/// any of these IPv4 ranges inside IPv6 (mapped `::ffff:0:0/96`, compatible `::/96`, NAT64
+/// `64:ff9b::/96`, 6to4 `2002::/16`). Loopback is not: a hook or a page served on this
+/// machine is the user's own. Claude Code 2.1.197 refuses the private, link-local,
+/// carrier-grade NAT and unique-local ranges for its `http` hooks; the others are refused
+/// here too.
 pub fn is_private_address(address: std::net::IpAddr) -> bool {
-    use std::net::IpAddr;
-    let v4 = |address: std::net::Ipv4Addr| {
+    use std::net::{IpAddr, Ipv4Addr};
+    let v4 = |address: Ipv4Addr| {
         let [first, second, ..] = address.octets();
         first == 0
             || first == 10
@@ -112,16 +118,43 @@ pub fn is_private_address(address: std::net::IpAddr) -> bool {
             || (first == 169 && second == 254)
             || (first == 172 && (16..=31).contains(&second))
             || (first == 192 && second == 168)
+            || (first == 198 && (18..=19).contains(&second))
+            || first >= 224
     };
     match address {
         IpAddr::V4(address) => v4(address),
-        IpAddr::V6(address) => match address.to_ipv4_mapped() {
-            Some(mapped) => v4(mapped),
-            None => {
-                let first = address.segments()[0];
-                address.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        IpAddr::V6(address) => {
+            let segments = address.segments();
+            let embedded = |high: u16, low: u16| {
+                Ipv4Addr::new(
+                    (high >> 8) as u8,
+                    (high & 0xff) as u8,
+                    (low >> 8) as u8,
+                    (low & 0xff) as u8,
+                )
+            };
+            if address.is_loopback() {
+                return false;
             }
-        },
+            if let Some(mapped) = address.to_ipv4_mapped() {
+                return v4(mapped);
+            }
+            let first = segments[0];
+            match segments {
+                // IPv4-compatible (deprecated) and the unspecified address.
+                [0, 0, 0, 0, 0, 0, high, low] => high == 0 && low == 0 || v4(embedded(high, low)),
+                // NAT64.
+                [0x64, 0xff9b, 0, 0, 0, 0, high, low] => v4(embedded(high, low)),
+                // 6to4: the IPv4 address follows the prefix.
+                [0x2002, high, low, ..] => v4(embedded(high, low)),
+                _ => {
+                    (first & 0xfe00) == 0xfc00
+                        || (first & 0xffc0) == 0xfe80
+                        || (first & 0xffc0) == 0xfec0
+                        || (first & 0xff00) == 0xff00
+                }
+            }
+        }
     }
 }
 
@@ -457,6 +490,16 @@ mod tests {
             "febf::1",
             "::ffff:10.0.0.1",
             "::ffff:169.254.169.254",
+            "198.18.0.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::a9fe:a9fe",
+            "64:ff9b::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "fec0::1",
+            "ff02::1",
         ] {
             assert!(is_private_address(address(private)), "{private}");
         }
@@ -470,8 +513,10 @@ mod tests {
             "172.32.0.0",
             "192.169.0.1",
             "2606:4700::1111",
-            "fec0::1",
             "::ffff:8.8.8.8",
+            "198.20.0.1",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
         ] {
             assert!(!is_private_address(address(public)), "{public}");
         }

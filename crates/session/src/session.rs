@@ -604,6 +604,13 @@ impl Session {
                 tool_timeout: limits.tool_timeout,
                 extra_roots_pem: Arc::clone(&self.mcp.extra_roots_pem),
                 guard: std::env::current_exe().ok(),
+                // Untrusted, the user's own servers start where the folder cannot steer
+                // them (`python3 -m NAME` would import its `NAME`).
+                cwd: Some(if self.trusted {
+                    self.cwd.clone()
+                } else {
+                    dirs::home_dir().unwrap_or_else(std::env::temp_dir)
+                }),
                 ..mcp::Options::new(self.record.sessions.join("mcp-logs"), limits.startup)
             };
             let pool = mcp::Pool::start(std::mem::take(&mut self.mcp.servers), &options);

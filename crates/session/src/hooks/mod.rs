@@ -642,6 +642,36 @@ impl Hooks {
         });
     }
 
+    /// What a hook answered, once told: its problems and `systemMessage` as lines, its
+    /// `terminalSequence` to the terminal; confined, what would widen is dropped.
+    fn received(&self, event: Event, command: &str, mut reply: Reply) -> Reply {
+        // Confined, the answer may come from what the folder runs: it can refuse,
+        // never approve.
+        if self.env.confined && reply.narrow() {
+            self.env.notices.say(&failure(
+                event,
+                command,
+                "approved or changed a call; that is ignored: the folder is not trusted, so what the hook answers may come from the folder",
+            ));
+        }
+        for problem in &reply.problems {
+            self.env
+                .notices
+                .say(&failure(event, command, &format!("answered {problem}")));
+        }
+        if let Some(message) = &reply.system_message {
+            self.env.notices.say(&format!(
+                "{} hook: {}",
+                event.name(),
+                printable(message, true)
+            ));
+        }
+        if let Some(sequence) = &reply.terminal_sequence {
+            self.env.notices.terminal(sequence);
+        }
+        reply
+    }
+
     /// Runs one hook; a failure is told and answers nothing. `limit` bounds its time
     /// (SessionEnd).
     async fn run_one(
@@ -733,24 +763,7 @@ impl Hooks {
             Err(error) => Err(error),
         };
         match said {
-            Ok(reply) => {
-                for problem in &reply.problems {
-                    self.env
-                        .notices
-                        .say(&failure(event, command, &format!("answered {problem}")));
-                }
-                if let Some(message) = &reply.system_message {
-                    self.env.notices.say(&format!(
-                        "{} hook: {}",
-                        event.name(),
-                        printable(message, true)
-                    ));
-                }
-                if let Some(sequence) = &reply.terminal_sequence {
-                    self.env.notices.terminal(sequence);
-                }
-                reply
-            }
+            Ok(reply) => self.received(event, command, reply),
             Err(error) => {
                 self.env.notices.say(&failure(event, command, &error));
                 Reply::default()

@@ -76,6 +76,26 @@ pub struct Reply {
     pub problems: Vec<String>,
 }
 
+impl Reply {
+    /// Drops what would widen what the model may do: an approval (`permissionDecision`
+    /// `allow`, `decision: approve`, a PermissionRequest `allow` with its permission
+    /// updates) and a replaced input. For a hook whose answer the folder could forge (in a
+    /// folder that is not trusted, a confined hook shares its output with what the folder
+    /// runs, such as git's `core.fsmonitor`). Returns whether anything was dropped.
+    pub fn narrow(&mut self) -> bool {
+        let mut dropped = self.updated_input.take().is_some();
+        if matches!(self.permission, Some((Permission::Allow, _))) {
+            self.permission = None;
+            dropped = true;
+        }
+        if matches!(self.request, Some(RequestDecision::Allow { .. })) {
+            self.request = None;
+            dropped = true;
+        }
+        dropped
+    }
+}
+
 /// What a hook that exited with `code` (`None`: killed by a signal) answers for `event`.
 /// `Err` is a line for the user: the hook failed (any exit but 0 and 2) or printed
 /// something meant as JSON that does not parse; the session goes on either way.

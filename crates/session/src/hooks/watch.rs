@@ -66,12 +66,17 @@ impl FileWatcher {
         if !hooks.has(Event::FileChanged) {
             return None;
         }
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
+        // What changed, at most once a file (bounded by what is watched), and a wake-up.
+        let changed: Changed = Arc::default();
+        let seen = Arc::clone(&changed);
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             if let Ok(event) = event {
-                for path in event.paths {
-                    let _ = sender.send(path);
-                }
+                let (paths, wake) = &*seen;
+                paths
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(event.paths);
+                wake.notify_one();
             }
         });
         let watcher = match watcher {
@@ -89,7 +94,7 @@ impl FileWatcher {
             folders: BTreeSet::new(),
         }));
         let task = tokio::spawn(settle_and_run(
-            receiver,
+            changed,
             Arc::downgrade(&state),
             hooks.clone(),
         ));
@@ -123,48 +128,34 @@ impl Drop for FileWatcher {
     }
 }
 
-/// Waits for each watched file to be quiet for [`SETTLE`], then runs the FileChanged hooks
-/// for it, one change at a time, and watches what they name.
-async fn settle_and_run(
-    mut changes: tokio::sync::mpsc::UnboundedReceiver<PathBuf>,
-    state: std::sync::Weak<Mutex<State>>,
-    hooks: Hooks,
-) {
-    let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
+/// The paths the kernel said changed, and the wake-up of [`settle_and_run`].
+type Changed = Arc<(Mutex<BTreeSet<PathBuf>>, tokio::sync::Notify)>;
+
+/// Waits until the watched files are quiet for [`SETTLE`], then runs the FileChanged hooks
+/// for each that changed, one at a time, and watches what they name. What changes while
+/// the hooks run is their own doing (a hook that touches the file it watches) and is not
+/// told again.
+async fn settle_and_run(changed: Changed, state: std::sync::Weak<Mutex<State>>, hooks: Hooks) {
+    let (paths, wake) = &*changed;
     loop {
-        let next = if pending.is_empty() {
-            changes.recv().await
-        } else {
-            match tokio::time::timeout(SETTLE, changes.recv()).await {
-                Ok(next) => next,
-                // Quiet long enough: the pending files' hooks run.
-                Err(_) => {
-                    for path in std::mem::take(&mut pending) {
-                        let Some(state) = state.upgrade() else {
-                            return;
-                        };
-                        let Some(event) = what_happened(&state, &path) else {
-                            continue;
-                        };
-                        run_hooks(&hooks, &state, &path, event).await;
-                    }
-                    continue;
-                }
+        wake.notified().await;
+        // Quiet for SETTLE: every change meanwhile starts the wait again.
+        while tokio::time::timeout(SETTLE, wake.notified()).await.is_ok() {}
+        let batch = std::mem::take(&mut *paths.lock().unwrap_or_else(PoisonError::into_inner));
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        for path in &batch {
+            if let Some(event) = what_happened(&state, path) {
+                run_hooks(&hooks, &state, path, event).await;
             }
-        };
-        let Some(path) = next else {
-            return;
-        };
-        let Some(strong) = state.upgrade() else {
-            return;
-        };
-        if strong
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .files
-            .contains_key(&path)
-        {
-            pending.insert(path);
+        }
+        let mut pending = paths.lock().unwrap_or_else(PoisonError::into_inner);
+        for path in &batch {
+            if pending.remove(path) {
+                // Seen as it is now, so the next change is told against it.
+                let _ = what_happened(&state, path);
+            }
         }
     }
 }
@@ -174,7 +165,9 @@ async fn settle_and_run(
 fn what_happened(state: &Mutex<State>, path: &Path) -> Option<&'static str> {
     let exists = path.exists();
     let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-    let existed = state.files.insert(path.to_path_buf(), exists)?;
+    // Another file of a watched folder: not watched.
+    let existed = state.files.get_mut(path)?;
+    let existed = std::mem::replace(existed, exists);
     match (existed, exists) {
         (true, true) => Some("change"),
         (false, true) => Some("add"),
