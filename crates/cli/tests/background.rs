@@ -1,0 +1,267 @@
+//! Background commands end to end (Claude Code's `run_in_background`, `TaskOutput`,
+//! `TaskStop`, task notifications): the real `agent` binary against testkit's scripted model.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{processes_running, repo, result_text, unique_sleep, wait_for_process};
+use serde_json::json;
+use testkit::{Reply, Script, Server, Turn};
+
+/// A free TCP port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A dev server in the background: started, polled, used by a foreground command, stopped;
+/// a second stop and an unknown id are clear errors.
+#[tokio::test]
+async fn a_background_server_is_started_polled_used_and_stopped() {
+    let repo = repo("bg-server");
+    let port = free_port();
+    let serve = format!("python3 -u -m http.server {port} --bind 127.0.0.1");
+    // The network is the user's to give (the commands share it when it is on).
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"sandbox": {"network": true}}).to_string(),
+    )
+    .unwrap();
+    let fetch = format!(
+        "for i in $(seq 50); do python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/notes.txt').read().decode())\" 2>/dev/null && break; sleep 0.1; done"
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_start",
+            "Bash",
+            json!({"command": serve, "run_in_background": true, "description": "Serve the folder"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_use", "Bash", json!({"command": fetch}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_poll",
+            "TaskOutput",
+            json!({"task_id": "bash_1", "block": false}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_stop", "TaskStop", json!({"task_id": "bash_1"}))),
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_again", "TaskStop", json!({"task_id": "bash_1"}))
+                .tool_use("toolu_unknown", "TaskOutput", json!({"task_id": "bash_9"})),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "serve it", "--allowedTools", "Bash"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let started = result_text(&server, "toolu_start");
+    assert!(
+        started.contains("Command running in background with ID: bash_1"),
+        "{started}"
+    );
+    assert!(
+        result_text(&server, "toolu_use").contains("remember the milk"),
+        "{stderr}"
+    );
+    let polled = result_text(&server, "toolu_poll");
+    assert!(polled.contains("<status>running</status>"), "{polled}");
+    assert!(polled.contains("<retrieval_status>not_ready"), "{polled}");
+    // The server logged the request the foreground command made.
+    assert!(polled.contains("GET /notes.txt"), "{polled}");
+    assert!(
+        result_text(&server, "toolu_stop").contains("Stopped background task bash_1"),
+        "{stderr}"
+    );
+    let again = result_text(&server, "toolu_again");
+    assert!(
+        again.contains("background task bash_1 had already ended (killed)"),
+        "{again}"
+    );
+    let unknown = result_text(&server, "toolu_unknown");
+    assert!(
+        unknown.contains("no background task bash_9; the tasks are bash_1"),
+        "{unknown}"
+    );
+    assert!(
+        processes_running(&format!(
+            "python3 -u -m http.server {port} --bind 127.0.0.1"
+        ))
+        .is_empty()
+    );
+}
+
+/// A background test run: its end reaches the model with the next request as a task
+/// notification (id, status, the last lines), and its output file holds everything.
+#[tokio::test]
+async fn a_finished_background_task_is_told_with_the_next_request() {
+    let repo = repo("bg-notify");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_tests",
+            "Bash",
+            json!({"command": "sleep 0.5; echo 12 passed; echo TESTS-DONE", "run_in_background": true}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 2"}))),
+        Reply::turn(Turn::new().text("The tests passed.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "test it", "--allowedTools", "Bash"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let last = requests[2].json()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(last.contains("<task-notification>"), "{last}");
+    assert!(last.contains("<task-id>bash_1</task-id>"), "{last}");
+    assert!(last.contains("<status>completed</status>"), "{last}");
+    assert!(
+        last.contains("12 passed") && last.contains("TESTS-DONE"),
+        "{last}"
+    );
+    // Told once: not in the request before (it was still running), the user saw a line.
+    assert!(
+        !requests[1]
+            .json()
+            .to_string()
+            .contains("<task-notification>")
+    );
+    assert!(
+        stderr.contains("Background command \"sleep 0.5; echo 12 passed; echo TESTS-DONE\" completed (exit code 0) (bash_1)"),
+        "{stderr}"
+    );
+    let file = last
+        .split("<output-file>")
+        .nth(1)
+        .and_then(|rest| rest.split("</output-file>").next())
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(file).unwrap(),
+        "12 passed\nTESTS-DONE\n"
+    );
+}
+
+/// SIGKILL of the agent with three background tasks running leaves none of them, and the
+/// session can be continued.
+#[tokio::test]
+async fn background_tasks_do_not_outlive_a_killed_agent() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let repo = repo("bg-killed");
+    let sleeps: Vec<String> = (0..3).map(|tag| unique_sleep(40, 30 + tag)).collect();
+    let mut turns: Vec<Reply> = sleeps
+        .iter()
+        .enumerate()
+        .map(|(index, sleep)| {
+            Reply::turn(Turn::new().tool_use(
+                &format!("toolu_{index}"),
+                "Bash",
+                json!({"command": sleep, "run_in_background": true}),
+            ))
+        })
+        .collect();
+    turns.push(Reply::turn(Turn::new().tool_use(
+        "toolu_hold",
+        "Bash",
+        json!({"command": "sleep 30"}),
+    )));
+    let server = Server::start_tls(Script::new(turns)).await.unwrap();
+    let mut child = common::command(&repo, &server)
+        .args(["-p", "start three", "--allowedTools", "Bash"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for sleep in &sleeps {
+        wait_for_process(sleep).await;
+    }
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+    let _ = child.wait().await;
+    let killed = Instant::now();
+    let left = || -> Vec<i32> {
+        sleeps
+            .iter()
+            .flat_map(|sleep| processes_running(sleep))
+            .collect()
+    };
+    while !left().is_empty() && killed.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let survivors = left();
+    for pid in &survivors {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    assert!(
+        survivors.is_empty(),
+        "background tasks outlived the agent by 3 s"
+    );
+    // The session goes on.
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Back."))]))
+        .await
+        .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "again", "--continue"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A headless run waits for its background tasks at most `AGENT_BACKGROUND_WAIT_MS`, then
+/// stops the ones still running and says which; the exit code is the turn's.
+#[tokio::test]
+async fn a_headless_run_stops_what_is_still_running_at_its_end() {
+    let repo = repo("bg-headless-end");
+    let sleep = unique_sleep(40, 40);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_s",
+            "Bash",
+            json!({"command": sleep, "run_in_background": true}),
+        )),
+        Reply::turn(Turn::new().text("Started.")),
+    ]))
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let output = common::command(&repo, &server)
+        .env("AGENT_BACKGROUND_WAIT_MS", "300")
+        .args(["-p", "start it", "--allowedTools", "Bash"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
+    assert!(
+        stderr.contains(&format!("stopped background task bash_1 (`{sleep}`)")),
+        "{stderr}"
+    );
+    assert!(processes_running(&sleep).is_empty());
+}
