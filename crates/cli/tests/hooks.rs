@@ -1488,3 +1488,47 @@ async fn a_file_changed_hook_does_not_retrigger_itself() {
     let runs = std::fs::read_to_string(repo.dir.join("runs.txt")).unwrap_or_default();
     assert_eq!(runs.lines().count(), 1, "{runs}{stderr}");
 }
+
+/// `asyncRewake`: the hook runs in the background; its exit 2's stderr reaches the model
+/// with the next request (and the user at once), as Claude Code wakes the model with it.
+#[tokio::test]
+async fn an_async_rewake_hooks_complaint_reaches_the_next_request() {
+    let repo = repo("hooks-rewake");
+    let lint = "sleep 0.3; echo 'lint failed in made.txt' >&2; exit 2";
+    project_settings(
+        &repo,
+        &json!({"hooks": {"PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": lint, "asyncRewake": true}]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "made.txt", "content": "made\n"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 2"}))),
+        Reply::turn(Turn::new().text("Fixed.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--allowedTools", "Write,Bash"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = server.requests();
+    // The Write's own result did not wait for it.
+    assert!(!requests[1].json().to_string().contains("lint failed"));
+    assert!(
+        requests[2].json().to_string().contains(
+            "PostToolUse hook feedback (it ran in the background): lint failed in made.txt"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("PostToolUse hook (in the background): lint failed"),
+        "{stderr}"
+    );
+}

@@ -1605,6 +1605,7 @@ impl Session {
             attachments: Some(Arc::new(SessionAttachments {
                 watch: self.tooling.watch.clone(),
                 background: self.tooling.recipe.background.clone(),
+                hook_env: self.tooling.hooks.env().clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: self.pending.steering.clone(),
                 batch_hooks: self
@@ -1796,6 +1797,7 @@ impl Session {
             SessionAttachments {
                 watch: self.tooling.watch.clone(),
                 background: self.tooling.recipe.background.clone(),
+                hook_env: self.tooling.hooks.env().clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: None,
                 batch_hooks: None,
@@ -2484,6 +2486,7 @@ fn hook_env(
         confined: false,
         turn: Arc::default(),
         watch: Arc::default(),
+        wake: Arc::default(),
     }
 }
 
@@ -2945,6 +2948,8 @@ fn price_overrides(
 struct SessionAttachments {
     watch: tools::FileWatch,
     background: tools::background::BackgroundTasks,
+    /// The hooks' environment: what `asyncRewake` hooks left for the model.
+    hook_env: hooks::HookEnv,
     late: Arc<crate::prefetch::Late>,
     steering: Option<Steering>,
     /// The hooks, when PostToolBatch hooks are configured.
@@ -3053,6 +3058,7 @@ impl SessionAttachments {
         }
         // Background tasks that ended since: Claude Code's task notifications.
         notes.extend(self.background.notifications());
+        notes.extend(self.hook_env.take_wake());
         if let Some(hooks) = self.batch_hooks.filter(|_| !batch.is_null()) {
             let verdict = hooks
                 .run(
@@ -3110,6 +3116,7 @@ impl loop_core::AttachmentSource for SessionAttachments {
             Self {
                 watch: self.watch.clone(),
                 background: self.background.clone(),
+                hook_env: self.hook_env.clone(),
                 late: Arc::clone(&self.late),
                 steering: self.steering.clone(),
                 batch_hooks: self.batch_hooks.clone(),

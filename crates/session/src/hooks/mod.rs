@@ -333,6 +333,9 @@ pub struct HookEnv {
     pub confined: bool,
     /// The session's FileChanged watcher, once started ([`watch::FileWatcher`]).
     pub watch: Arc<std::sync::OnceLock<watch::FileWatcher>>,
+    /// What `asyncRewake` hooks said for the model (their exit 2's stderr), waiting for the
+    /// session's next request.
+    pub wake: Arc<Mutex<Vec<String>>>,
     /// The running turn's cancellation, while one runs: a PermissionRequest hook's `deny`
     /// with `interrupt: true` stops the turn through it, as the user's interrupt does.
     pub turn: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
@@ -364,6 +367,36 @@ impl HookEnv {
             gate.set_command_prelude(&prelude);
         }
         prelude
+    }
+
+    /// An `asyncRewake` hook that exited with 2: its stderr waits for the model's next
+    /// request (and is shown now), as Claude Code wakes the model with it.
+    fn rewake(&self, hook: &HookCommand, event: Event, exit: &process::Exit) {
+        if !hook.async_rewake || exit.code != Some(2) {
+            return;
+        }
+        let said = if exit.stderr.is_empty() {
+            "blocked by a hook (exit 2)"
+        } else {
+            exit.stderr.as_str()
+        };
+        self.notices.say(&format!(
+            "{} hook (in the background): {}",
+            event.name(),
+            printable(said, true)
+        ));
+        self.wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!(
+                "<system-reminder>\n{} hook feedback (it ran in the background): {said}\n</system-reminder>",
+                event.name()
+            ));
+    }
+
+    /// What `asyncRewake` hooks left for the model since last asked.
+    pub fn take_wake(&self) -> Vec<String> {
+        std::mem::take(&mut *self.wake.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Points every hook at a new session.
@@ -743,7 +776,7 @@ impl Hooks {
                 } else {
                     process::run(&env, &launch, timeout, Some(&input))
                         .await
-                        .map(drop)
+                        .map(|exit| env.rewake(&hook, event, &exit))
                 };
                 if let Err(error) = ran {
                     env.notices.say(&failure(event, &launch.command, &error));

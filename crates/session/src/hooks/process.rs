@@ -294,6 +294,7 @@ pub(crate) mod tests {
             confined: false,
             turn: Arc::default(),
             watch: Arc::default(),
+            wake: Arc::default(),
         }
     }
 
