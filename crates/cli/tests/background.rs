@@ -265,3 +265,68 @@ async fn a_headless_run_stops_what_is_still_running_at_its_end() {
     );
     assert!(processes_running(&sleep).is_empty());
 }
+
+/// A subagent in the background: the Task call returns its id at once, the main agent goes
+/// on for two more turns, and the subagent's report reaches it as a task notification.
+#[tokio::test]
+async fn a_background_subagents_report_arrives_later() {
+    let repo = repo("bg-agent");
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_task",
+                "Task",
+                json!({"description": "survey the code", "prompt": "SUB: look around", "run_in_background": true}),
+            )),
+            Reply::turn(Turn::new().tool_use("toolu_a", "Bash", json!({"command": "sleep 1"}))),
+            Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({"command": "sleep 1.5"}))),
+            Reply::turn(Turn::new().text("Done.")),
+        ])
+        .route(
+            "SUB:",
+            vec![
+                Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 0.5"}))),
+                Reply::turn(Turn::new().text("Found three modules.")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "look", "--allowedTools", "Bash"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let started = result_text(&server, "toolu_task");
+    assert!(
+        started.contains("started in the background with ID: agent_1"),
+        "{started}"
+    );
+    let main: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|request| request.json())
+        .filter(|request| {
+            !request["messages"][0]
+                .to_string()
+                .contains("SUB: look around")
+        })
+        .map(|request| request.to_string())
+        .collect();
+    assert_eq!(main.len(), 4, "{stderr}");
+    // Not with the Task's own result: it arrived with a later request, once.
+    assert!(!main[1].contains("<task-notification>"));
+    let told: Vec<&String> = main
+        .iter()
+        .filter(|request| request.contains("<task-id>agent_1</task-id>"))
+        .collect();
+    assert!(!told.is_empty(), "{stderr}");
+    assert!(told[0].contains("Found three modules."), "{}", told[0]);
+    assert!(
+        told[0].contains("Agent \\\"survey the code\\\" completed"),
+        "{}",
+        told[0]
+    );
+}

@@ -33,6 +33,7 @@ use protocol::{ContentBlock, MessageParam, Role, ToolUseId, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Deps, LoopConfig, run_loop};
 use crate::events::{LoopEvent, LoopOutcome, Terminal};
@@ -253,7 +254,33 @@ pub trait SubagentHost: Send + Sync + 'static {
 
     /// The subagent's run ended (SubagentStop hooks, transcript closed).
     fn finished(&self, spawn: &Spawn, outcome: &LoopOutcome);
+
+    /// Runs `spawn` in the background (`run_in_background`): `run` is the whole subagent,
+    /// giving its report and whether it completed; `cancel` stops it. Returns the id the
+    /// model stops it or reads it by. The default refuses: the host has no background
+    /// tasks.
+    ///
+    /// # Errors
+    ///
+    /// Why it cannot run in the background, for the model.
+    fn detach(
+        &self,
+        spawn: &Spawn,
+        run: DetachedRun,
+        cancel: CancellationToken,
+    ) -> Result<String, String> {
+        let _ = (spawn, run, cancel);
+        Err(
+            "subagents cannot run in the background here; call Task without run_in_background"
+                .to_owned(),
+        )
+    }
 }
+
+/// A subagent run in the background ([`SubagentHost::detach`]): its report and whether it
+/// completed.
+pub type DetachedRun =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (String, bool)> + Send + 'static>>;
 
 /// Where a [`TaskTool`] sits: what it offers and what its subagents inherit.
 #[derive(Clone, Debug)]
@@ -314,6 +341,9 @@ struct TaskInput {
     prompt: String,
     #[serde(default)]
     subagent_type: Option<String>,
+    /// Return at once; the report comes later ([`SubagentHost::detach`]).
+    #[serde(default)]
+    run_in_background: Option<bool>,
 }
 
 /// The longest agent description put in the Task tool's description, in characters.
@@ -336,6 +366,10 @@ impl TaskTool {
                     "type": "string",
                     "enum": types,
                     "description": "The type of specialized agent to use for this task"
+                },
+                "run_in_background": {
+                    "type": "boolean",
+                    "description": "Return at once and go on with your own work; you are told the agent's report when it finishes"
                 }
             },
             "required": ["description", "prompt"],
@@ -465,6 +499,9 @@ impl Tool for TaskTool {
                 fork,
                 parent_tools: self.scope.parent_tools.clone(),
             };
+            if input.run_in_background == Some(true) {
+                return self.detach(spawn, messages, input.prompt).await;
+            }
             // A place at this depth first (the call waits, cancellable, when all are taken).
             let limit = usize::try_from(self.scope.depth.saturating_sub(1)).unwrap_or(0);
             let _place = match self.scope.running.get(limit) {
@@ -515,6 +552,72 @@ impl Tool for TaskTool {
             self.host.finished(&spawn, &outcome);
             report(&spawn, &input.prompt, &outcome, max_turns, started)
         })
+    }
+}
+
+impl TaskTool {
+    /// Starts `spawn` on `messages` in the background through the host: the call returns
+    /// the task's id at once; the report comes as the host tells it (a notification).
+    async fn detach(
+        &self,
+        spawn: Spawn,
+        mut messages: Vec<MessageParam>,
+        prompt: String,
+    ) -> Result<ToolOutput, ToolError> {
+        let context_texts = self.host.starting(&spawn).await;
+        if let Some(last) = messages.last_mut().filter(|last| last.role == Role::User) {
+            last.content
+                .extend(context_texts.into_iter().map(ContentBlock::text));
+        }
+        let ChildRun { mut config, deps } = self
+            .host
+            .start(&spawn, &self.scope.parent, &messages)
+            .map_err(ToolError::InvalidInput)?;
+        let max_turns = spawn
+            .definition
+            .max_turns
+            .unwrap_or(DEFAULT_MAX_TURNS)
+            .min(self.scope.parent.max_turns.unwrap_or(u32::MAX));
+        config.max_turns = Some(config.max_turns.map_or(max_turns, |set| set.min(max_turns)));
+        // Its own: the turn that started it may end long before it does.
+        let cancel = CancellationToken::new();
+        let (host, running, stop) = (Arc::clone(&self.host), spawn.clone(), cancel.clone());
+        let asked = prompt.clone();
+        let run: DetachedRun = Box::pin(async move {
+            let started = Instant::now();
+            let (sender, mut receiver) = mpsc::unbounded_channel();
+            let run = run_loop(config, deps, messages, sender, stop);
+            tokio::pin!(run);
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    Some(event) = receiver.recv() => host.event(&running, &event),
+                    outcome = &mut run => break outcome,
+                }
+            };
+            host.finished(&running, &outcome);
+            let completed = outcome.terminal == Terminal::Completed;
+            let text = match report(&running, &asked, &outcome, max_turns, started) {
+                Ok(output) => output.content.text(),
+                Err(error) => error.to_string(),
+            };
+            (text, completed)
+        });
+        let id = self
+            .host
+            .detach(&spawn, run, cancel)
+            .map_err(ToolError::InvalidInput)?;
+        Ok(ToolOutput::text(format!(
+            "Agent \"{}\" started in the background with ID: {id}. It works on its own; you are told its report when it finishes (TaskOutput reads it, TaskStop stops it). Go on with other work meanwhile.",
+            spawn.description
+        ))
+        .with_structured(json!({
+            "isAsync": true,
+            "status": "async_launched",
+            "agentId": id,
+            "description": spawn.description,
+            "prompt": prompt,
+        })))
     }
 }
 

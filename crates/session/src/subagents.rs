@@ -682,6 +682,26 @@ impl SubagentHost for Host {
         });
     }
 
+    /// A background subagent is one of the session's background tasks: its report is told
+    /// with the next request, TaskOutput reads it, TaskStop and the session's end stop it.
+    fn detach(
+        &self,
+        spawn: &Spawn,
+        run: loop_core::subagent::DetachedRun,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<String, String> {
+        self.recipe
+            .background
+            .start_agent(
+                spawn.description.clone(),
+                format!("{} agent: {}", spawn.definition.name, spawn.description),
+                run,
+                cancel,
+            )
+            .map(|task| task.id().to_owned())
+            .map_err(|error| error.to_string())
+    }
+
     fn finished(&self, spawn: &Spawn, _outcome: &LoopOutcome) {
         self.open
             .lock()

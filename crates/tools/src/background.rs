@@ -1,4 +1,5 @@
-//! Background commands, as Claude Code runs them: `Bash` with `run_in_background: true`
+//! Background tasks, as Claude Code runs them (a subagent started with `run_in_background`
+//! is one too: [`BackgroundTasks::start_agent`]): `Bash` with `run_in_background: true`
 //! starts the command in the sandbox profile the call would get in the foreground and
 //! returns its id at once; `TaskOutput` reads what it printed since the last read (waiting
 //! for its end when asked); `TaskStop` ends its process group; when it ends, a
@@ -149,14 +150,17 @@ impl Output {
     }
 }
 
-/// One background command.
+/// One background task: a command, or a subagent ([`BackgroundTasks::start_agent`]).
 pub struct Task {
     id: String,
     command: String,
     description: Option<String>,
     started: Instant,
     file: PathBuf,
-    group: Pid,
+    /// A command's process group.
+    group: Option<Pid>,
+    /// A subagent's stop.
+    cancel: Option<tokio_util::sync::CancellationToken>,
     state: Mutex<TaskState>,
     ended: tokio::sync::watch::Receiver<bool>,
 }
@@ -184,9 +188,18 @@ impl Task {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Its id (`bash_1`).
+    /// Its id (`bash_1`, `agent_1`).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// Claude Code's name for its kind: `local_bash` or `local_agent`.
+    pub fn kind(&self) -> &'static str {
+        if self.group.is_some() {
+            "local_bash"
+        } else {
+            "local_agent"
+        }
     }
 
     /// The command.
@@ -232,9 +245,17 @@ impl Task {
             }
             state.stopping = true;
         }
-        let _ = killpg(self.group, Signal::SIGTERM);
+        if let Some(cancel) = &self.cancel {
+            cancel.cancel();
+            self.wait(STOP_GRACE).await;
+            return true;
+        }
+        let Some(group) = self.group else {
+            return false;
+        };
+        let _ = killpg(group, Signal::SIGTERM);
         if !self.wait(STOP_GRACE).await {
-            let _ = killpg(self.group, Signal::SIGKILL);
+            let _ = killpg(group, Signal::SIGKILL);
             self.wait(Duration::from_secs(1)).await;
         }
         true
@@ -242,6 +263,22 @@ impl Task {
 
     /// Its `<task-notification>` for the model.
     fn notification(&self, state: &TaskState) -> String {
+        if self.cancel.is_some() {
+            let summary = match &state.status {
+                TaskStatus::Stopped => format!("Agent \"{}\" was stopped", self.label()),
+                TaskStatus::Exited(status) if status.success() => {
+                    format!("Agent \"{}\" completed", self.label())
+                }
+                _ => format!("Agent \"{}\" did not finish its task", self.label()),
+            };
+            let report = state.output.last_lines(usize::MAX);
+            return format!(
+                "<task-notification>\n<task-id>{}</task-id>\n<status>{}</status>\n<summary>{summary}</summary>\n<result>\n{}\n</result>\n</task-notification>",
+                self.id,
+                state.status.as_str(),
+                truncate_middle(&report, crate::bash::MAX_OUTPUT_CHARS, 0)
+            );
+        }
         let summary = match &state.status {
             TaskStatus::Stopped => format!("Background command \"{}\" was stopped", self.label()),
             status => match status.exit_code() {
@@ -422,7 +459,8 @@ impl BackgroundTasks {
             description: launch.description.take(),
             started: Instant::now(),
             file: path,
-            group,
+            group: Some(group),
+            cancel: None,
             state: Mutex::new(TaskState {
                 output: Output::default(),
                 status: TaskStatus::Running,
@@ -451,7 +489,7 @@ impl BackgroundTasks {
         tokio::spawn(async move {
             let status = follow(&watched, pipe, &mut child, &mut file).await;
             drop(placeholders);
-            crate::bash::unregister_group(watched.group);
+            crate::bash::unregister_group(group);
             let line = {
                 let mut state = watched.lock();
                 state.status = if state.stopping {
@@ -465,6 +503,89 @@ impl BackgroundTasks {
                     let _ = file.write_all(b"\n[... the middle of the output was not kept ...]\n");
                     let _ = file.write_all(&tail);
                 }
+                let notice = watched.notification(&state);
+                notice
+                    .lines()
+                    .find_map(|line| line.strip_prefix("<summary>"))
+                    .and_then(|line| line.strip_suffix("</summary>"))
+                    .map(|line| format!("{line} ({})", watched.id))
+            };
+            let _ = ended_sender.send(true);
+            if let (Some(on_end), Some(line)) = (on_end, line) {
+                on_end(&line);
+            }
+        });
+        Ok(task)
+    }
+
+    /// Starts a subagent in the background: `run` is its whole run, giving its report and
+    /// whether it completed; `cancel` stops it. Its report goes to its output file and its
+    /// notification.
+    ///
+    /// # Errors
+    ///
+    /// When its output file cannot be made.
+    pub fn start_agent(
+        &self,
+        description: String,
+        prompt: String,
+        run: impl std::future::Future<Output = (String, bool)> + Send + 'static,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<Task>, ToolError> {
+        let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("agent_{number}");
+        let dir = self
+            .inner
+            .dir
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
+        make_private_dir(&dir).map_err(|error| {
+            ToolError::CouldNotRun(format!("could not make the tasks folder: {error}"))
+        })?;
+        let path = dir.join(format!("{id}.output"));
+        let (ended_sender, ended) = tokio::sync::watch::channel(false);
+        let task = Arc::new(Task {
+            id,
+            command: prompt,
+            description: Some(description),
+            started: Instant::now(),
+            file: path,
+            group: None,
+            cancel: Some(cancel),
+            state: Mutex::new(TaskState {
+                output: Output::default(),
+                status: TaskStatus::Running,
+                told: false,
+                stopping: false,
+            }),
+            ended,
+        });
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&task));
+        let (watched, on_end) = (
+            Arc::clone(&task),
+            self.inner
+                .on_end
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        );
+        tokio::spawn(async move {
+            let (report, completed) = run.await;
+            let _ = std::fs::write(&watched.file, &report);
+            let line = {
+                let mut state = watched.lock();
+                state.output.push(report.as_bytes());
+                state.status = if state.stopping {
+                    TaskStatus::Stopped
+                } else {
+                    TaskStatus::Exited(ExitStatus::from_raw(if completed { 0 } else { 1 << 8 }))
+                };
                 let notice = watched.notification(&state);
                 notice
                     .lines()
@@ -652,7 +773,7 @@ impl Tool for TaskOutputTool {
     }
 
     fn description(&self) -> &str {
-        "Returns what a background task (a Bash command started with run_in_background) printed since the last read, and whether it is still running. With block (the default) it waits for the task to end, at most timeout milliseconds."
+        "Returns what a background task (a Bash command, or a Task subagent, started with run_in_background) printed since the last read (a subagent: its report once it finished), and whether it is still running. With block (the default) it waits for the task to end, at most timeout milliseconds."
     }
 
     fn input_schema(&self) -> &Value {
@@ -709,15 +830,16 @@ impl Tool for TaskOutputTool {
                 .unwrap_or_default();
             let shown = truncate_middle(text.trim_end(), crate::bash::MAX_OUTPUT_CHARS, 0);
             let body = format!(
-                "<retrieval_status>{retrieval}</retrieval_status>\n<task_id>{}</task_id>\n<task_type>local_bash</task_type>\n<status>{}</status>\n{exit}<output>\n{shown}\n</output>",
+                "<retrieval_status>{retrieval}</retrieval_status>\n<task_id>{}</task_id>\n<task_type>{}</task_type>\n<status>{}</status>\n{exit}<output>\n{shown}\n</output>",
                 task.id,
+                task.kind(),
                 status.as_str(),
             );
             Ok(ToolOutput::text(body).with_structured(json!({
                 "retrieval_status": retrieval,
                 "task": {
                     "task_id": task.id,
-                    "task_type": "local_bash",
+                    "task_type": task.kind(),
                     "status": status.as_str(),
                     "description": task.label(),
                     "output": text,
@@ -768,7 +890,7 @@ impl Tool for TaskStopTool {
     }
 
     fn description(&self) -> &str {
-        "Stops a background task (a Bash command started with run_in_background): its whole process group gets SIGTERM, then SIGKILL after 2 s."
+        "Stops a background task started with run_in_background: a Bash command's whole process group gets SIGTERM, then SIGKILL after 2 s; a subagent is interrupted."
     }
 
     fn input_schema(&self) -> &Value {
@@ -803,7 +925,7 @@ impl Tool for TaskStopTool {
             Ok(ToolOutput::text(message.clone()).with_structured(json!({
                 "message": message,
                 "task_id": id,
-                "task_type": "local_bash",
+                "task_type": task.kind(),
                 "command": task.command,
             })))
         })
