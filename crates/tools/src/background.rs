@@ -253,9 +253,14 @@ impl Task {
         let Some(group) = self.group else {
             return false;
         };
-        let _ = killpg(group, Signal::SIGTERM);
+        // The process itself too: the guard may not have made its group yet.
+        let signal = |signal| {
+            let _ = nix::sys::signal::kill(group, signal);
+            let _ = killpg(group, signal);
+        };
+        signal(Signal::SIGTERM);
         if !self.wait(STOP_GRACE).await {
-            let _ = killpg(group, Signal::SIGKILL);
+            signal(Signal::SIGKILL);
             self.wait(Duration::from_secs(1)).await;
         }
         true
@@ -317,19 +322,18 @@ pub(crate) struct Launch {
 
 /// A session's background tasks, shared by its tool set and every subagent's. Cheap to
 /// clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct BackgroundTasks {
     inner: Arc<Inner>,
 }
 
-#[derive(Default)]
 struct Inner {
     tasks: Mutex<Vec<Arc<Task>>>,
     next: AtomicU64,
     /// Where output files go (the session's tool-results folder's `tasks/`).
-    dir: Mutex<Option<PathBuf>>,
+    dir: PathBuf,
     /// The program and first arguments every task starts through (the agent's guard).
-    wrapper: Mutex<Vec<OsString>>,
+    wrapper: Vec<OsString>,
     /// Told a line when a task ends (interactive: the user sees it at once).
     on_end: Mutex<Option<OnEnd>>,
 }
@@ -350,18 +354,15 @@ impl BackgroundTasks {
     /// its first arguments, such as the agent's guard: the task's own command line follows
     /// them; empty: started directly, in a process group of their own).
     pub fn new(dir: PathBuf, wrapper: Vec<OsString>) -> Self {
-        let tasks = Self::default();
-        *tasks
-            .inner
-            .dir
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(dir);
-        *tasks
-            .inner
-            .wrapper
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = wrapper;
-        tasks
+        Self {
+            inner: Arc::new(Inner {
+                tasks: Mutex::new(Vec::new()),
+                next: AtomicU64::new(0),
+                dir,
+                wrapper,
+                on_end: Mutex::new(None),
+            }),
+        }
     }
 
     /// Tells `on_end` a line when a task ends (`Background command "npm test" completed
@@ -375,12 +376,8 @@ impl BackgroundTasks {
     }
 
     /// The wrapper tasks start through.
-    pub(crate) fn wrapper(&self) -> Vec<OsString> {
-        self.inner
-            .wrapper
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    pub(crate) fn wrapper(&self) -> &[OsString] {
+        &self.inner.wrapper
     }
 
     /// Every task, oldest first.
@@ -416,14 +413,8 @@ impl BackgroundTasks {
         };
         let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("bash_{number}");
-        let dir = self
-            .inner
-            .dir
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .unwrap_or_else(std::env::temp_dir);
-        make_private_dir(&dir).map_err(|e| could_not("make the tasks folder", e))?;
+        let dir = &self.inner.dir;
+        make_private_dir(dir).map_err(|e| could_not("make the tasks folder", e))?;
         let path = dir.join(format!("{id}.output"));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -431,6 +422,9 @@ impl BackgroundTasks {
             .open(&path)
             .map_err(|e| could_not("make the output file", e))?;
         let (reader, writer) = std::io::pipe().map_err(|e| could_not("create a pipe", e))?;
+        let pipe =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
+                .map_err(|e| could_not("read the command's output", e))?;
         let writer_for_stderr = writer
             .try_clone()
             .map_err(|e| could_not("create a pipe", e))?;
@@ -474,9 +468,6 @@ impl BackgroundTasks {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::clone(&task));
-        let pipe =
-            tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader))
-                .map_err(|e| could_not("read the command's output", e))?;
         let (watched, on_end) = (
             Arc::clone(&task),
             self.inner
@@ -534,14 +525,8 @@ impl BackgroundTasks {
     ) -> Result<Arc<Task>, ToolError> {
         let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("agent_{number}");
-        let dir = self
-            .inner
-            .dir
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .unwrap_or_else(std::env::temp_dir);
-        make_private_dir(&dir).map_err(|error| {
+        let dir = &self.inner.dir;
+        make_private_dir(dir).map_err(|error| {
             ToolError::CouldNotRun(format!("could not make the tasks folder: {error}"))
         })?;
         let path = dir.join(format!("{id}.output"));

@@ -406,7 +406,7 @@ fn start_in_background(
     let cwd = shared.cwd(workspace);
     let script = script(shared, how, None, &input.command);
     let wrapper = shared.background.wrapper();
-    let (command, placeholders, _) = prepare(shared, workspace, how, &script, &cwd, &wrapper)?;
+    let (command, placeholders, _) = prepare(shared, workspace, how, &script, &cwd, wrapper)?;
     let task = shared.background.start(crate::background::Launch {
         command,
         placeholders,

@@ -61,7 +61,7 @@ pub struct ToolSetConfig {
     pub journal: Option<Arc<dyn crate::WriteJournal>>,
     /// The session's background tasks (shared with its subagents' tool sets); `None`: a
     /// registry of this tool set's own, whose output files go to the tool-results folder's
-    /// `tasks/` (or the system's temporary folder) and whose tasks start directly.
+    /// `tasks/` (or the tool set's private folder) and whose tasks start directly.
     pub background: Option<crate::background::BackgroundTasks>,
 }
 
@@ -182,7 +182,7 @@ impl ToolSet {
             crate::background::BackgroundTasks::new(
                 tool_results_dir
                     .clone()
-                    .unwrap_or_else(std::env::temp_dir)
+                    .unwrap_or_else(|| private.path().to_path_buf())
                     .join("tasks"),
                 Vec::new(),
             )
