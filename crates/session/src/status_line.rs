@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::{hooks, settings};
 
-/// A session's `statusLine` command with what it runs with ([`Session::status_line_command`]):
-/// owned and cheap to clone.
+/// A session's `statusLine` command with what it runs with
+/// ([`crate::Session::status_line_command`]): owned and cheap to clone.
 #[derive(Clone)]
 pub struct StatusLine {
     pub(crate) settings: settings::StatusLineSettings,
@@ -30,7 +30,7 @@ impl std::fmt::Debug for StatusLine {
 
 impl StatusLine {
     /// Runs the command with Claude Code's status JSON and `counted`'s keys (see
-    /// [`Session::status_line`]): its rows, or `None`.
+    /// [`crate::Session::status_line`]): its rows, or `None`.
     pub fn run(
         &self,
         counted: serde_json::Value,

@@ -810,7 +810,7 @@ const ENV_FILE_CAP: u64 = 64 * 1024;
 
 /// What hooks left in `CLAUDE_ENV_FILE` (`export NAME=value` lines, as Claude Code's hooks
 /// write them), for every model command to run first; `None` when it is empty, missing, not
-/// a regular file, or larger than [`ENV_FILE_CAP`].
+/// a regular file, or larger than 64 KiB.
 pub fn read_env_file(path: &Path) -> Option<String> {
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !meta.is_file() || meta.len() > ENV_FILE_CAP {
