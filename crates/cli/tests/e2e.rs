@@ -2479,6 +2479,8 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "TaskGet",
             "TaskUpdate",
             "TaskList",
+            "TaskOutput",
+            "TaskStop",
         ]
     );
 

@@ -402,7 +402,8 @@ fn schemas_list_exactly_claude_codes_fields() {
             "command",
             "timeout",
             "description",
-            "dangerouslyDisableSandbox"
+            "dangerouslyDisableSandbox",
+            "run_in_background"
         ])
     );
     let names: Vec<String> = env
@@ -425,7 +426,9 @@ fn schemas_list_exactly_claude_codes_fields() {
             "TaskGet",
             "TaskUpdate",
             "TaskList",
-            "TodoWrite"
+            "TodoWrite",
+            "TaskOutput",
+            "TaskStop"
         ]
     );
     assert_eq!(
