@@ -330,3 +330,56 @@ async fn a_background_subagents_report_arrives_later() {
         told[0]
     );
 }
+
+/// Monitor: each line the command prints is an event, told with the next request as it
+/// comes (only what is new), and the monitor is stopped at its deadline.
+#[tokio::test]
+async fn a_monitors_events_arrive_as_they_come_and_it_ends_at_its_deadline() {
+    let repo = repo("bg-monitor");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m",
+            "Monitor",
+            json!({"description": "watch the build", "command": "echo first; sleep 1; echo second; sleep 30", "timeout_ms": 3000}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_1", "Bash", json!({"command": "sleep 0.5"}))),
+        Reply::turn(Turn::new().tool_use("toolu_2", "Bash", json!({"command": "sleep 1.5"}))),
+        Reply::turn(Turn::new().tool_use("toolu_3", "Bash", json!({"command": "sleep 2"}))),
+        Reply::turn(Turn::new().text("Watched.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "watch", "--allowedTools", "Bash,Monitor"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        result_text(&server, "toolu_m")
+            .contains("Monitor started with ID: monitor_1, for at most 3000 ms"),
+        "{stderr}"
+    );
+    let last_message = |index: usize| {
+        server.requests()[index].json()["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string()
+    };
+    let first = last_message(2);
+    assert!(first.contains("<task-id>monitor_1</task-id>"), "{first}");
+    assert!(
+        first.contains("first") && !first.contains("second"),
+        "{first}"
+    );
+    let second = last_message(3);
+    assert!(
+        second.contains("second") && !second.contains("first"),
+        "{second}"
+    );
+    let ended = last_message(4);
+    assert!(ended.contains("<status>killed</status>"), "{ended}");
+}

@@ -2481,6 +2481,7 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "TaskList",
             "TaskOutput",
             "TaskStop",
+            "Monitor",
         ]
     );
 

@@ -49,6 +49,15 @@ pub const DEFAULT_WAIT_MS: u64 = 30_000;
 /// The longest `TaskOutput` may wait, in milliseconds: 10 minutes (Bash's longest timeout).
 pub const MAX_WAIT_MS: u64 = 600_000;
 
+/// The most events (stdout lines) of a monitor one notification carries.
+pub const MONITOR_EVENTS: usize = 50;
+
+/// A monitor's default deadline: 5 minutes (Claude Code's).
+pub const MONITOR_TIMEOUT_MS: u64 = 300_000;
+
+/// A monitor's longest deadline: 1 hour (Claude Code's).
+pub const MONITOR_MAX_TIMEOUT_MS: u64 = 3_600_000;
+
 /// The most lines of a finished task's output its notification carries.
 pub const NOTIFICATION_LINES: usize = 20;
 
@@ -91,6 +100,8 @@ struct Output {
     total: u64,
     /// How far `TaskOutput` has read.
     read: u64,
+    /// How far a monitor's events were told.
+    told: u64,
 }
 
 impl Output {
@@ -137,6 +148,41 @@ impl Output {
         crate::text::strip_escapes(&String::from_utf8_lossy(&bytes)).into_owned()
     }
 
+    /// A monitor's whole lines since they were last told (at most [`MONITOR_EVENTS`] of
+    /// them, the rest counted), which are then told; `None` when there is none.
+    fn new_events(&mut self) -> Option<String> {
+        let head_end = self.head.len() as u64;
+        // From where they were told, or from the tail when that part was not kept.
+        let from = if self.told < head_end {
+            self.told
+        } else {
+            self.told.max(self.tail_start())
+        };
+        let mut bytes: Vec<u8> = Vec::new();
+        if from < head_end {
+            bytes.extend_from_slice(&self.head[from as usize..]);
+        }
+        let skip = from
+            .saturating_sub(self.tail_start())
+            .min(self.tail.len() as u64);
+        bytes.extend(
+            self.tail
+                .iter()
+                .skip(usize::try_from(skip).unwrap_or(usize::MAX)),
+        );
+        // Whole lines only: the rest waits for its end.
+        let end = bytes.iter().rposition(|byte| *byte == b'\n')? + 1;
+        self.told = from + end as u64;
+        let text = crate::text::strip_escapes(&String::from_utf8_lossy(&bytes[..end])).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let dropped = lines.len().saturating_sub(MONITOR_EVENTS);
+        let mut kept = lines[dropped..].join("\n");
+        if dropped > 0 {
+            kept = format!("[{dropped} earlier events not shown]\n{kept}");
+        }
+        Some(truncate_middle(&kept, 8_000, 0))
+    }
+
     /// The last `lines` lines.
     fn last_lines(&self, lines: usize) -> String {
         let bytes: Vec<u8> = if self.tail.is_empty() {
@@ -161,6 +207,8 @@ pub struct Task {
     group: Option<Pid>,
     /// A subagent's stop.
     cancel: Option<tokio_util::sync::CancellationToken>,
+    /// A monitor: each stdout line is an event, told as it comes.
+    monitor: bool,
     state: Mutex<TaskState>,
     ended: tokio::sync::watch::Receiver<bool>,
 }
@@ -195,10 +243,10 @@ impl Task {
 
     /// Claude Code's name for its kind: `local_bash` or `local_agent`.
     pub fn kind(&self) -> &'static str {
-        if self.group.is_some() {
-            "local_bash"
-        } else {
-            "local_agent"
+        match (self.group.is_some(), self.monitor) {
+            (true, true) => "monitor",
+            (true, false) => "local_bash",
+            _ => "local_agent",
         }
     }
 
@@ -318,6 +366,10 @@ pub(crate) struct Launch {
     /// The command as the model wrote it.
     pub text: String,
     pub description: Option<String>,
+    /// A monitor (its lines are events).
+    pub monitor: bool,
+    /// When it is stopped if it has not ended (a monitor's `timeout_ms`).
+    pub deadline: Option<Duration>,
 }
 
 /// A session's background tasks, shared by its tool set and every subagent's. Cheap to
@@ -412,7 +464,11 @@ impl BackgroundTasks {
             ToolError::CouldNotRun(format!("could not {what}: {error}"))
         };
         let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("bash_{number}");
+        let id = if launch.monitor {
+            format!("monitor_{number}")
+        } else {
+            format!("bash_{number}")
+        };
         let dir = &self.inner.dir;
         make_private_dir(dir).map_err(|e| could_not("make the tasks folder", e))?;
         let path = dir.join(format!("{id}.output"));
@@ -455,6 +511,7 @@ impl BackgroundTasks {
             file: path,
             group: Some(group),
             cancel: None,
+            monitor: launch.monitor,
             state: Mutex::new(TaskState {
                 output: Output::default(),
                 status: TaskStatus::Running,
@@ -477,6 +534,14 @@ impl BackgroundTasks {
                 .clone(),
         );
         let placeholders = launch.placeholders.take();
+        if let Some(deadline) = launch.deadline {
+            let timed = Arc::clone(&task);
+            tokio::spawn(async move {
+                if !timed.wait(deadline).await {
+                    timed.stop().await;
+                }
+            });
+        }
         tokio::spawn(async move {
             let status = follow(&watched, pipe, &mut child, &mut file).await;
             drop(placeholders);
@@ -539,6 +604,7 @@ impl BackgroundTasks {
             file: path,
             group: None,
             cancel: Some(cancel),
+            monitor: false,
             state: Mutex::new(TaskState {
                 output: Output::default(),
                 status: TaskStatus::Running,
@@ -592,7 +658,16 @@ impl BackgroundTasks {
             .iter()
             .filter_map(|task| {
                 let mut state = task.lock();
-                if state.status == TaskStatus::Running || state.told {
+                if state.status == TaskStatus::Running {
+                    // A monitor's events, as they come.
+                    let events = task.monitor.then(|| state.output.new_events()).flatten()?;
+                    return Some(format!(
+                        "<task-notification>\n<task-id>{}</task-id>\n<status>running</status>\n<summary>Monitor \"{}\" reported</summary>\n<events>\n{events}\n</events>\n</task-notification>",
+                        task.id,
+                        task.label()
+                    ));
+                }
+                if state.told {
                     return None;
                 }
                 state.told = true;
@@ -917,6 +992,100 @@ impl Tool for TaskStopTool {
     }
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MonitorInput {
+    description: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    persistent: bool,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    ws: Option<Value>,
+}
+
+/// `Monitor` (Claude Code's): a command whose stdout lines are events, told to the model
+/// with its next requests as they come.
+pub(crate) struct MonitorTool {
+    shared: Arc<crate::session::Shared>,
+    schema: Value,
+}
+
+impl MonitorTool {
+    pub(crate) fn new(shared: Arc<crate::session::Shared>) -> Self {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "What is watched, in a few words (shown with its events)"},
+                "command": {"type": "string", "description": "The shell command; each line it prints is an event, and its exit ends the watch"},
+                "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MONITOR_MAX_TIMEOUT_MS,
+                    "description": "Stop it after this many milliseconds (default 300000); ignored when persistent"},
+                "persistent": {"type": "boolean", "description": "Run for the whole session (until TaskStop)"},
+                "ws": {"type": "object", "description": "Not supported here: use a command"}
+            },
+            "required": ["description"],
+            "additionalProperties": false
+        });
+        Self { shared, schema }
+    }
+}
+
+impl Tool for MonitorTool {
+    fn name(&self) -> &str {
+        "Monitor"
+    }
+
+    fn description(&self) -> &str {
+        "Watches something in the background: runs a shell command whose every stdout line is an event (a log tail, an `until` loop, a poller), returns its task id at once, and tells you its new events with your next requests. It stops at its timeout (default 5 minutes, at most 1 hour), when the command exits, or with TaskStop; persistent runs for the session."
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
+        Box::pin(async move {
+            let input: MonitorInput = parse_input("Monitor", input)?;
+            if input.ws.is_some() {
+                return Err(ToolError::InvalidInput(
+                    "WebSocket monitors are not supported here; give a command that prints one line per event instead (such as `websocat URL`)".into(),
+                ));
+            }
+            let Some(command) = input.command.filter(|command| !command.trim().is_empty()) else {
+                return Err(ToolError::InvalidInput("Monitor needs a command".into()));
+            };
+            let timeout = input
+                .timeout_ms
+                .unwrap_or(MONITOR_TIMEOUT_MS)
+                .min(MONITOR_MAX_TIMEOUT_MS);
+            let deadline = (!input.persistent).then(|| Duration::from_millis(timeout));
+            let task = crate::bash::start_monitor(
+                &self.shared,
+                &command,
+                input.description,
+                deadline,
+                &context,
+            )?;
+            let until = match deadline {
+                Some(_) => format!("for at most {timeout} ms"),
+                None => "for the session (until TaskStop)".to_owned(),
+            };
+            Ok(ToolOutput::text(format!(
+                "Monitor started with ID: {}, {until}. Its events (the lines it prints) come with your next requests; TaskStop stops it.",
+                task.id()
+            ))
+            .with_structured(json!({
+                "taskId": task.id(),
+                "timeoutMs": deadline.map_or(0, |_| timeout),
+                "persistent": input.persistent,
+            })))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -929,6 +1098,13 @@ mod tests {
         output.push(b"three\n");
         let from = output.read;
         assert_eq!(output.since(from), "three\n");
+        // A monitor's events: whole lines, each told once.
+        let mut events = Output::default();
+        events.push(b"one\ntw");
+        assert_eq!(events.new_events().as_deref(), Some("one"));
+        assert_eq!(events.new_events(), None);
+        events.push(b"o\nthree\n");
+        assert_eq!(events.new_events().as_deref(), Some("two\nthree"));
         // Past both limits: the middle is counted, not kept.
         let mut big = Output::default();
         big.push(&vec![b'a'; HEAD_BYTES]);

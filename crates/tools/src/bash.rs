@@ -412,6 +412,8 @@ fn start_in_background(
         placeholders,
         text: input.command,
         description: input.description,
+        monitor: false,
+        deadline: None,
     })?;
     let message = format!(
         "Command running in background with ID: {}. Output is being written to: {}. You will be notified when it completes. To check interim output, use TaskOutput with the ID (or Read on that file).",
@@ -424,6 +426,38 @@ fn start_in_background(
         "interrupted": false,
         "backgroundTaskId": task.id(),
     })))
+}
+
+/// Starts a monitor: `command` in the background as a Bash call of it would run (the
+/// sandbox profile the rules give such a call: read-only unless they allow it), each stdout
+/// line an event told with the next request, stopped after `deadline` unless `None`
+/// (persistent).
+pub(crate) fn start_monitor(
+    shared: &Arc<Shared>,
+    command: &str,
+    description: String,
+    deadline: Option<Duration>,
+    context: &ToolContext,
+) -> Result<Arc<crate::background::Task>, ToolError> {
+    let gate = PermissionGate::new(Arc::clone(shared), None, None);
+    let how = match gate.bash_decision(&json!({ "command": command }), shared.mode.get()) {
+        (crate::Verdict::Allow, run) => run,
+        (_, _) if shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
+        (_, run) => run,
+    };
+    let workspace = &context.workspace;
+    let cwd = shared.cwd(workspace);
+    let script = script(shared, how, None, command);
+    let wrapper = shared.background.wrapper();
+    let (prepared, placeholders, _) = prepare(shared, workspace, how, &script, &cwd, wrapper)?;
+    shared.background.start(crate::background::Launch {
+        command: prepared,
+        placeholders,
+        text: command.to_owned(),
+        description: Some(description),
+        monitor: true,
+        deadline,
+    })
 }
 
 /// SIGKILLs the process group when dropped armed: the call's future was dropped half-way.

@@ -246,6 +246,9 @@ impl ToolSet {
             background.clone(),
         )));
         tools.push(Arc::new(crate::background::TaskStopTool::new(background)));
+        tools.push(Arc::new(crate::background::MonitorTool::new(Arc::clone(
+            &shared,
+        ))));
         let gate = Arc::new(PermissionGate::new(shared, config.prompter, config.pre_ask));
         Ok(Self { tools, gate })
     }

@@ -428,7 +428,8 @@ fn schemas_list_exactly_claude_codes_fields() {
             "TaskList",
             "TodoWrite",
             "TaskOutput",
-            "TaskStop"
+            "TaskStop",
+            "Monitor"
         ]
     );
     assert_eq!(
