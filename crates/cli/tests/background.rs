@@ -260,7 +260,9 @@ async fn a_headless_run_stops_what_is_still_running_at_its_end() {
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(20), "{stderr}");
     assert!(
-        stderr.contains(&format!("stopped background task bash_1 (`{sleep}`)")),
+        stderr.contains(&format!(
+            "stopped background task bash_1 (`{sleep}`, started"
+        )),
         "{stderr}"
     );
     assert!(processes_running(&sleep).is_empty());

@@ -1063,7 +1063,10 @@ async fn a_typed_command_runs_its_expansion_hooks() {
         stderr.contains("a UserPromptExpansion hook blocked the prompt: no prod deploys"),
         "{stderr}"
     );
-    assert!(stderr.contains("Original prompt: /deploy prod"), "{stderr}");
+    assert!(
+        stderr.contains("(the prompt was: /deploy prod)"),
+        "{stderr}"
+    );
     assert_eq!(server.requests().len(), 1, "nothing more was sent");
 }
 
@@ -1529,6 +1532,44 @@ async fn an_async_rewake_hooks_complaint_reaches_the_next_request() {
     );
     assert!(
         stderr.contains("PostToolUse hook (in the background): lint failed"),
+        "{stderr}"
+    );
+}
+
+/// From a new user's trial: confined, the user's own hook scripts are still found where
+/// Claude Code users keep them (`~/.claude/hooks`), though the rest of the home folder is
+/// hidden; the start says the hooks run in the sandbox.
+#[tokio::test]
+async fn a_confined_hook_reads_its_script_in_the_users_hooks_folder() {
+    let Some(backend) = common::sandbox_backends().first().copied() else {
+        return;
+    };
+    let repo = repo("hooks-confined-script");
+    std::fs::create_dir(repo.dir.join("out")).unwrap();
+    let hooks = repo.home.join(".claude/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let script = hooks.join("mark.sh");
+    std::fs::write(&script, "#!/bin/sh\necho ran > out/marked.txt\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(
+        repo.home.join(".claude/settings.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": script}]}]}}).to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = common::command(&repo, &server)
+        .env("AGENT_SANDBOX_BACKEND", backend)
+        .args(["-p", "go"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(repo.dir.join("out/marked.txt").exists(), "{stderr}");
+    assert!(
+        stderr.contains("1 command hook of yours runs in the sandbox here"),
         "{stderr}"
     );
 }

@@ -585,7 +585,7 @@ impl Session {
         }
         for task in tasks.stop_all().await {
             self.notices.say(&format!(
-                "stopped background task {} (`{}`) after {:.0} s: the session ended",
+                "stopped background task {} (`{}`, started {:.0} s before): the session ended",
                 task.id(),
                 render::printable(task.command(), false),
                 task.elapsed().as_secs_f64()
@@ -1857,8 +1857,8 @@ impl Session {
             return Err(PromptBlocked {
                 event: hooks::Event::UserPromptExpansion.name(),
                 reason: format!(
-                    "{}\nOriginal prompt: {}",
-                    refusals.join("\n"),
+                    "{} (the prompt was: {})",
+                    refusals.join("; "),
                     invocation.typed()
                 ),
             });
@@ -2427,7 +2427,24 @@ fn runnable_hooks(
     sandbox: &tools::SandboxConfig,
     notices: &crate::Notices,
 ) -> Option<BTreeMap<String, Vec<settings::HookMatcher>>> {
-    if settings.project_trusted || sandbox.is_active() || settings.hooks_disabled() {
+    if settings.project_trusted || settings.hooks_disabled() {
+        return None;
+    }
+    if sandbox.is_active() {
+        let commands = settings
+            .hooks
+            .values()
+            .flatten()
+            .flat_map(|matcher| &matcher.hooks)
+            .filter(|hook| hook.command.is_some())
+            .count();
+        if commands > 0 {
+            notices.say(&format!(
+                "note: {commands} command hook{} of yours run{} in the sandbox here: the folder is not trusted, so they cannot write outside the workspace or reach the network, and their approvals are ignored (--trust or the setting trustedFolders runs them as configured)",
+                if commands == 1 { "" } else { "s" },
+                if commands == 1 { "s" } else { "" },
+            ));
+        }
         return None;
     }
     let mut kept = settings.hooks.clone();

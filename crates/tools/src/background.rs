@@ -348,10 +348,15 @@ impl Task {
         };
         let tail = state.output.last_lines(NOTIFICATION_LINES);
         format!(
-            "<task-notification>\n<task-id>{}</task-id>\n<output-file>{}</output-file>\n<status>{}</status>\n<summary>{summary}</summary>\n<last-lines>\n{}\n</last-lines>\n</task-notification>",
+            "<task-notification>\n<task-id>{}</task-id>\n<output-file>{}</output-file>\n<status>{}</status>\n{}<summary>{summary}</summary>\n<last-lines>\n{}\n</last-lines>\n</task-notification>",
             self.id,
             self.file.display(),
             state.status.as_str(),
+            state
+                .status
+                .exit_code()
+                .map(|code| format!("<exit-code>{code}</exit-code>\n"))
+                .unwrap_or_default(),
             truncate_middle(&tail, 4_000, 0)
         )
     }
@@ -559,8 +564,13 @@ impl BackgroundTasks {
                     let _ = file.write_all(b"\n[... the middle of the output was not kept ...]\n");
                     let _ = file.write_all(&tail);
                 }
+                // A stopped task was told by who stopped it (TaskStop's result, the
+                // session's end).
                 let notice = watched.notification(&state);
-                notice
+                let told = state.status != TaskStatus::Stopped;
+                told.then_some(notice)
+                    .as_deref()
+                    .unwrap_or_default()
                     .lines()
                     .find_map(|line| line.strip_prefix("<summary>"))
                     .and_then(|line| line.strip_suffix("</summary>"))
@@ -637,8 +647,13 @@ impl BackgroundTasks {
                 } else {
                     TaskStatus::Exited(ExitStatus::from_raw(if completed { 0 } else { 1 << 8 }))
                 };
+                // A stopped task was told by who stopped it (TaskStop's result, the
+                // session's end).
                 let notice = watched.notification(&state);
-                notice
+                let told = state.status != TaskStatus::Stopped;
+                told.then_some(notice)
+                    .as_deref()
+                    .unwrap_or_default()
                     .lines()
                     .find_map(|line| line.strip_prefix("<summary>"))
                     .and_then(|line| line.strip_suffix("</summary>"))

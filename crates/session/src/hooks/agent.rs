@@ -98,7 +98,7 @@ pub async fn run(
         .await
         .map_err(|_| format!("timed out after {} s", timeout.as_secs_f64()))??
         .ok_or_else(|| {
-            format!("gave no answer through StructuredOutput within {MAX_TURNS} responses")
+            "(an agent hook) ended without its answer: it must call StructuredOutput with {\"ok\": ...}".to_owned()
         })?;
     if answer["ok"] == true {
         return Ok(Reply::default());

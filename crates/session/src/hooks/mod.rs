@@ -684,7 +684,7 @@ impl Hooks {
             self.env.notices.say(&failure(
                 event,
                 command,
-                "approved or changed a call; that is ignored: the folder is not trusted, so what the hook answers may come from the folder",
+                "approved or changed a call; that is ignored: the folder is not trusted, so what the hook answers may come from the folder (--trust or the setting trustedFolders honours it)",
             ));
         }
         for problem in &reply.problems {
@@ -718,7 +718,7 @@ impl Hooks {
             .command
             .as_deref()
             .or(hook.url.as_deref())
-            .or(hook.prompt.as_deref().map(|_| "prompt"))
+            .or(hook.prompt.as_deref())
             .or(hook.tool.as_deref())
         else {
             return Reply::default();
@@ -798,12 +798,21 @@ impl Hooks {
         match said {
             Ok(reply) => self.received(event, command, reply),
             Err(error) => {
+                // Confined, the likely reason is the sandbox: say so, and how to lift it.
+                let error = if self.env.confined {
+                    format!("{error} ({CONFINED_HINT})")
+                } else {
+                    error
+                };
                 self.env.notices.say(&failure(event, command, &error));
                 Reply::default()
             }
         }
     }
 }
+
+/// What a confined hook's failure or ignored approval adds: why, and how to lift it.
+const CONFINED_HINT: &str = "it ran in the sandbox: the folder is not trusted, so it cannot write outside the workspace or reach the network; --trust or the setting trustedFolders runs your hooks as configured";
 
 /// The most of `CLAUDE_ENV_FILE` read: 64 KiB.
 const ENV_FILE_CAP: u64 = 64 * 1024;

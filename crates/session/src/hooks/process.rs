@@ -207,7 +207,9 @@ pub(super) fn command_line(
         }
     };
     if env.confined {
-        return confined_line(env, &program, &args).map(|(line, guard)| (line, Some(guard)));
+        let readable = hook_scripts(launch);
+        return confined_line(env, &program, &args, &readable)
+            .map(|(line, guard)| (line, Some(guard)));
     }
     let mut line = match &env.guard {
         Some(guard) => {
@@ -239,6 +241,30 @@ pub(super) fn command_line(
     Ok((line, None))
 }
 
+/// What a confined hook must read besides the sandbox's usual places: the folders where
+/// hook scripts live by convention (`~/.claude/hooks`, `~/.config/agent/hooks`), and the
+/// script a command names by its absolute path (`/home/u/bin/check.py ARGS`, or the exec
+/// form's program).
+fn hook_scripts(launch: &Launch) -> Vec<std::path::PathBuf> {
+    let mut readable: Vec<std::path::PathBuf> = [
+        crate::claude_code::user_dir().map(|dir| dir.join("hooks")),
+        dirs::config_dir().map(|dir| dir.join("agent").join("hooks")),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|dir| dir.is_dir())
+    .collect();
+    let named = launch
+        .command
+        .split_whitespace()
+        .next()
+        .map(|word| word.trim_matches(['"', '\'']))
+        .map(std::path::PathBuf::from)
+        .filter(|path| path.is_absolute() && path.is_file());
+    readable.extend(named);
+    readable
+}
+
 /// The command line of a hook in a folder the agent does not trust ([`HookEnv::confined`]):
 /// `program` inside the session's sandbox (bubblewrap's `--die-with-parent` and PID
 /// namespace, or the Landlock helper's parent-death signal, tie it to the agent's life), in a
@@ -248,12 +274,13 @@ fn confined_line(
     env: &HookEnv,
     program: &std::path::Path,
     args: &[std::ffi::OsString],
+    readable: &[std::path::PathBuf],
 ) -> Result<(std::process::Command, tools::sandbox::PlaceholderGuard), String> {
     let Some(gate) = env.gate.get() else {
         return Err("the folder is not trusted and the session's sandbox is not ready".into());
     };
     let prepared = gate
-        .confined_command(program.as_os_str(), args, &env.cwd)
+        .confined_command(program.as_os_str(), args, &env.cwd, readable)
         .map_err(|error| {
             format!("the folder is not trusted, so it runs only in the sandbox, and {error}")
         })?;

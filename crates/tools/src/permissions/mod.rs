@@ -376,8 +376,8 @@ impl PermissionGate {
     /// but their protected paths, the deny rules' paths hidden or read-only, the network only
     /// when the user's settings allow it). For commands the agent runs for the user in a
     /// folder it does not trust (the user's own hooks and status line), which the folder can
-    /// steer (its `.git/config`, its scripts). The [`sandbox::Prepared::guard`] must live until
-    /// the process exits.
+    /// steer (its `.git/config`, its scripts). `readable` are made readable too (the user's
+    /// hook scripts). The [`sandbox::Prepared::guard`] must live until the process exits.
     ///
     /// # Errors
     ///
@@ -388,6 +388,7 @@ impl PermissionGate {
         program: &std::ffi::OsStr,
         args: &[std::ffi::OsString],
         cwd: &std::path::Path,
+        readable: &[std::path::PathBuf],
     ) -> Result<sandbox::Prepared, String> {
         let Some(backend) = self
             .shared
@@ -398,11 +399,12 @@ impl PermissionGate {
         else {
             return Err("there is no sandbox to run it in".into());
         };
-        let policy = crate::sandboxing::policy(
+        let mut policy = crate::sandboxing::policy(
             &self.shared,
             &self.shared.workspace,
             sandbox::Profile::WorkspaceWrite,
         )?;
+        policy.readable.extend(readable.iter().cloned());
         sandbox::Sandbox::new(backend)
             .command(&policy, program, args, cwd)
             .map_err(|error| error.to_string())
