@@ -1573,3 +1573,26 @@ async fn a_confined_hook_reads_its_script_in_the_users_hooks_folder() {
         "{stderr}"
     );
 }
+
+/// From an attack round's side note: a session started from `/` with `-C repo` still finds
+/// its programs (bash for a hook): the process's own folder is not the workspace.
+#[tokio::test]
+async fn a_session_started_from_the_root_folder_finds_its_programs() {
+    let repo = repo("hooks-from-root");
+    project_settings(
+        &repo,
+        &json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo ran > marked.txt"}]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = common::command(&repo, &server)
+        .current_dir("/")
+        .args(["-p", "go", "--trust"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(repo.dir.join("marked.txt").exists(), "{stderr}");
+}

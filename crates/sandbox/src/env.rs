@@ -349,7 +349,7 @@ static FOLDERS: OnceLock<Folders> = OnceLock::new();
 
 /// Fixes where [`resolve_program`] looks, once per process: the absolute entries of the
 /// agent's `PATH`, then `/usr/bin` and `/bin`, leaving out every folder inside one of
-/// `workspace_roots` or inside the current directory. Call it at start-up, as soon as the
+/// `workspace_roots` (inside the current directory when there are none). Call it at start-up, as soon as the
 /// roots are known; returns `false` when the folders were already fixed (by an earlier call,
 /// or by a look-up, which fixes them with the current directory as the only root).
 pub fn fix_program_folders(workspace_roots: &[PathBuf]) -> bool {
@@ -362,10 +362,17 @@ pub fn fix_program_folders(workspace_roots: &[PathBuf]) -> bool {
 }
 
 fn folders(workspace_roots: &[PathBuf]) -> Folders {
+    // Before the roots are known, the current directory stands for them; once they are, it
+    // does not: a session started from `/` or the home folder with `-C repo` must not lose
+    // every `PATH` entry.
+    let current = workspace_roots
+        .is_empty()
+        .then(|| std::env::current_dir().ok())
+        .flatten();
     let excluded: Vec<PathBuf> = workspace_roots
         .iter()
         .cloned()
-        .chain(std::env::current_dir().ok())
+        .chain(current)
         .filter_map(|root| std::fs::canonicalize(root).ok())
         .collect();
     let path = std::env::var_os("PATH").unwrap_or_default();
