@@ -1605,14 +1605,9 @@ impl Session {
             attachments: Some(Arc::new(SessionAttachments {
                 watch: self.tooling.watch.clone(),
                 background: self.tooling.recipe.background.clone(),
-                hook_env: self.tooling.hooks.env().clone(),
+                hooks: self.tooling.hooks.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: self.pending.steering.clone(),
-                batch_hooks: self
-                    .tooling
-                    .hooks
-                    .has(hooks::Event::PostToolBatch)
-                    .then(|| self.tooling.hooks.clone()),
             })),
             spend: self.tooling.spend.clone(),
         }
@@ -1797,10 +1792,9 @@ impl Session {
             SessionAttachments {
                 watch: self.tooling.watch.clone(),
                 background: self.tooling.recipe.background.clone(),
-                hook_env: self.tooling.hooks.env().clone(),
+                hooks: self.tooling.hooks.clone(),
                 late: Arc::clone(&self.pending.late),
                 steering: None,
-                batch_hooks: None,
             }
             .reminders(serde_json::Value::Null)
             .await
@@ -2965,12 +2959,11 @@ fn price_overrides(
 struct SessionAttachments {
     watch: tools::FileWatch,
     background: tools::background::BackgroundTasks,
-    /// The hooks' environment: what `asyncRewake` hooks left for the model.
-    hook_env: hooks::HookEnv,
+    /// The session's hooks: PostToolBatch runs here, and what `asyncRewake` hooks left for
+    /// the model is taken here.
+    hooks: hooks::Hooks,
     late: Arc<crate::prefetch::Late>,
     steering: Option<Steering>,
-    /// The hooks, when PostToolBatch hooks are configured.
-    batch_hooks: Option<hooks::Hooks>,
 }
 
 /// The largest file an `@path` mention attaches, in bytes (256 KiB).
@@ -3075,9 +3068,10 @@ impl SessionAttachments {
         }
         // Background tasks that ended since: Claude Code's task notifications.
         notes.extend(self.background.notifications());
-        notes.extend(self.hook_env.take_wake());
-        if let Some(hooks) = self.batch_hooks.filter(|_| !batch.is_null()) {
-            let verdict = hooks
+        notes.extend(self.hooks.env().take_wake());
+        if !batch.is_null() {
+            let verdict = self
+                .hooks
                 .run(
                     hooks::Event::PostToolBatch,
                     &[],
@@ -3124,7 +3118,7 @@ fn batch_calls(batch: loop_core::Batch<'_>) -> serde_json::Value {
 
 impl loop_core::AttachmentSource for SessionAttachments {
     fn attachments<'a>(&'a self, batch: loop_core::Batch<'a>) -> loop_core::AttachmentFuture<'a> {
-        let calls = if self.batch_hooks.is_some() {
+        let calls = if self.hooks.has(hooks::Event::PostToolBatch) {
             batch_calls(batch)
         } else {
             serde_json::Value::Null
@@ -3133,10 +3127,9 @@ impl loop_core::AttachmentSource for SessionAttachments {
             Self {
                 watch: self.watch.clone(),
                 background: self.background.clone(),
-                hook_env: self.hook_env.clone(),
+                hooks: self.hooks.clone(),
                 late: Arc::clone(&self.late),
                 steering: self.steering.clone(),
-                batch_hooks: self.batch_hooks.clone(),
             }
             .reminders(calls),
         )

@@ -125,54 +125,51 @@ impl Output {
     /// What came after byte `from`, as text, with what was not kept counted; the bytes up to
     /// the end are then read.
     fn since(&mut self, from: u64) -> String {
-        let mut bytes = Vec::new();
-        let head_end = self.head.len() as u64;
-        if from < head_end {
-            bytes.extend_from_slice(&self.head[from as usize..]);
-        }
-        let tail_start = self.tail_start().max(head_end);
-        let dropped = tail_start.saturating_sub(from.max(head_end));
+        let (head, dropped, tail) = self.kept_since(from);
+        let mut bytes = head.to_vec();
         if dropped > 0 {
             bytes.extend_from_slice(format!("\n[... {dropped} bytes not kept ...]\n").as_bytes());
         }
-        // The tail starts after the head ends: skip what was read of it.
-        let skip = from
-            .saturating_sub(self.tail_start())
-            .min(self.tail.len() as u64);
-        bytes.extend(
-            self.tail
-                .iter()
-                .skip(usize::try_from(skip).unwrap_or(usize::MAX)),
-        );
+        bytes.extend(tail);
         self.read = self.total;
         crate::text::strip_escapes(&String::from_utf8_lossy(&bytes)).into_owned()
+    }
+
+    /// What is kept of the output after byte `from`: the head's part, how many bytes after
+    /// it were not kept (the dropped middle), and the tail's part.
+    fn kept_since(&self, from: u64) -> (&[u8], u64, Vec<u8>) {
+        let head_end = self.head.len() as u64;
+        let head = self
+            .head
+            .get(usize::try_from(from).unwrap_or(usize::MAX)..)
+            .unwrap_or_default();
+        // The tail starts where the head ends, or later.
+        let tail_start = self.tail_start();
+        let dropped = tail_start.saturating_sub(from.max(head_end));
+        let skip = from.saturating_sub(tail_start).min(self.tail.len() as u64);
+        let tail = self
+            .tail
+            .iter()
+            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+            .copied()
+            .collect();
+        (head, dropped, tail)
     }
 
     /// A monitor's whole lines since they were last told (at most [`MONITOR_EVENTS`] of
     /// them, the rest counted), which are then told; `None` when there is none.
     fn new_events(&mut self) -> Option<String> {
-        let head_end = self.head.len() as u64;
-        // From where they were told, or from the tail when that part was not kept.
-        let from = if self.told < head_end {
-            self.told
-        } else {
-            self.told.max(self.tail_start())
-        };
-        let mut bytes: Vec<u8> = Vec::new();
-        if from < head_end {
-            bytes.extend_from_slice(&self.head[from as usize..]);
-        }
-        let skip = from
-            .saturating_sub(self.tail_start())
-            .min(self.tail.len() as u64);
-        bytes.extend(
-            self.tail
-                .iter()
-                .skip(usize::try_from(skip).unwrap_or(usize::MAX)),
-        );
-        // Whole lines only: the rest waits for its end.
+        let (head, _, tail) = self.kept_since(self.told);
+        let head_len = head.len();
+        let mut bytes = head.to_vec();
+        bytes.extend(tail);
+        // Whole lines only: the rest waits for its end (what was not kept is skipped).
         let end = bytes.iter().rposition(|byte| *byte == b'\n')? + 1;
-        self.told = from + end as u64;
+        self.told = if end <= head_len {
+            self.told + end as u64
+        } else {
+            self.told.max(self.tail_start()) + (end - head_len) as u64
+        };
         let text = crate::text::strip_escapes(&String::from_utf8_lossy(&bytes[..end])).into_owned();
         let lines: Vec<&str> = text.lines().collect();
         let dropped = lines.len().saturating_sub(MONITOR_EVENTS);
@@ -220,6 +217,18 @@ struct TaskState {
     told: bool,
     /// `TaskStop` (or the session's end) asked it to stop.
     stopping: bool,
+}
+
+impl Default for TaskState {
+    /// Running, nothing printed yet.
+    fn default() -> Self {
+        Self {
+            output: Output::default(),
+            status: TaskStatus::Running,
+            told: false,
+            stopping: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for Task {
@@ -314,16 +323,31 @@ impl Task {
         true
     }
 
+    /// What happened to it, in a line (`Background command "npm test" completed (exit code
+    /// 0)`, `Agent "survey" completed`).
+    fn summary(&self, status: &TaskStatus) -> String {
+        let label = self.label();
+        match (self.cancel.is_some(), status) {
+            (true, TaskStatus::Stopped) => format!("Agent \"{label}\" was stopped"),
+            (true, TaskStatus::Exited(status)) if status.success() => {
+                format!("Agent \"{label}\" completed")
+            }
+            (true, _) => format!("Agent \"{label}\" did not finish its task"),
+            (false, TaskStatus::Stopped) => format!("Background command \"{label}\" was stopped"),
+            (false, status) => match status.exit_code() {
+                Some(0) => format!("Background command \"{label}\" completed (exit code 0)"),
+                Some(code) => {
+                    format!("Background command \"{label}\" failed with exit code {code}")
+                }
+                None => format!("Background command \"{label}\" ended"),
+            },
+        }
+    }
+
     /// Its `<task-notification>` for the model.
     fn notification(&self, state: &TaskState) -> String {
+        let summary = self.summary(&state.status);
         if self.cancel.is_some() {
-            let summary = match &state.status {
-                TaskStatus::Stopped => format!("Agent \"{}\" was stopped", self.label()),
-                TaskStatus::Exited(status) if status.success() => {
-                    format!("Agent \"{}\" completed", self.label())
-                }
-                _ => format!("Agent \"{}\" did not finish its task", self.label()),
-            };
             let report = state.output.last_lines(usize::MAX);
             return format!(
                 "<task-notification>\n<task-id>{}</task-id>\n<status>{}</status>\n<summary>{summary}</summary>\n<result>\n{}\n</result>\n</task-notification>",
@@ -332,20 +356,6 @@ impl Task {
                 truncate_middle(&report, crate::bash::MAX_OUTPUT_CHARS, 0)
             );
         }
-        let summary = match &state.status {
-            TaskStatus::Stopped => format!("Background command \"{}\" was stopped", self.label()),
-            status => match status.exit_code() {
-                Some(0) => format!(
-                    "Background command \"{}\" completed (exit code 0)",
-                    self.label()
-                ),
-                Some(code) => format!(
-                    "Background command \"{}\" failed with exit code {code}",
-                    self.label()
-                ),
-                None => format!("Background command \"{}\" ended", self.label()),
-            },
-        };
         let tail = state.output.last_lines(NOTIFICATION_LINES);
         format!(
             "<task-notification>\n<task-id>{}</task-id>\n<output-file>{}</output-file>\n<status>{}</status>\n{}<summary>{summary}</summary>\n<last-lines>\n{}\n</last-lines>\n</task-notification>",
@@ -459,6 +469,45 @@ impl BackgroundTasks {
             .count()
     }
 
+    /// A new task's id (`PREFIX_N`, one count for every kind) and its output file, in the
+    /// tasks folder (made when missing).
+    fn allocate(&self, prefix: &str) -> Result<(String, PathBuf), ToolError> {
+        let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("{prefix}_{number}");
+        make_private_dir(&self.inner.dir).map_err(|error| {
+            ToolError::CouldNotRun(format!("could not make the tasks folder: {error}"))
+        })?;
+        let file = self.inner.dir.join(format!("{id}.output"));
+        Ok((id, file))
+    }
+
+    /// Keeps `task` (running) among the session's; returns it and what tells its end.
+    fn register(&self, task: Task) -> Arc<Task> {
+        let task = Arc::new(task);
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&task));
+        task
+    }
+
+    /// `task` ended (its status is set): waiters are woken, and the user is told in a line
+    /// unless it was stopped (who stopped it says so: TaskStop's result, the session's end).
+    fn ended(&self, task: &Task, ended: &tokio::sync::watch::Sender<bool>) {
+        let status = task.status();
+        let _ = ended.send(true);
+        let on_end = self
+            .inner
+            .on_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(on_end) = on_end.filter(|_| status != TaskStatus::Stopped) {
+            on_end(&format!("{} ({})", task.summary(&status), task.id));
+        }
+    }
+
     /// Starts `launch` in the background (on the tokio runtime).
     ///
     /// # Errors
@@ -468,15 +517,7 @@ impl BackgroundTasks {
         let could_not = |what: &str, error: std::io::Error| {
             ToolError::CouldNotRun(format!("could not {what}: {error}"))
         };
-        let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = if launch.monitor {
-            format!("monitor_{number}")
-        } else {
-            format!("bash_{number}")
-        };
-        let dir = &self.inner.dir;
-        make_private_dir(dir).map_err(|e| could_not("make the tasks folder", e))?;
-        let path = dir.join(format!("{id}.output"));
+        let (id, path) = self.allocate(if launch.monitor { "monitor" } else { "bash" })?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -508,7 +549,7 @@ impl BackgroundTasks {
             .ok_or_else(|| ToolError::CouldNotRun("the command exited at once".into()))?;
         crate::bash::register_group(group);
         let (ended_sender, ended) = tokio::sync::watch::channel(false);
-        let task = Arc::new(Task {
+        let task = self.register(Task {
             id,
             command: launch.text,
             description: launch.description.take(),
@@ -517,27 +558,10 @@ impl BackgroundTasks {
             group: Some(group),
             cancel: None,
             monitor: launch.monitor,
-            state: Mutex::new(TaskState {
-                output: Output::default(),
-                status: TaskStatus::Running,
-                told: false,
-                stopping: false,
-            }),
+            state: Mutex::new(TaskState::default()),
             ended,
         });
-        self.inner
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&task));
-        let (watched, on_end) = (
-            Arc::clone(&task),
-            self.inner
-                .on_end
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        );
+        let (watched, tasks) = (Arc::clone(&task), self.clone());
         let placeholders = launch.placeholders.take();
         if let Some(deadline) = launch.deadline {
             let timed = Arc::clone(&task);
@@ -551,7 +575,7 @@ impl BackgroundTasks {
             let status = follow(&watched, pipe, &mut child, &mut file).await;
             drop(placeholders);
             crate::bash::unregister_group(group);
-            let line = {
+            {
                 let mut state = watched.lock();
                 state.status = if state.stopping {
                     TaskStatus::Stopped
@@ -564,22 +588,8 @@ impl BackgroundTasks {
                     let _ = file.write_all(b"\n[... the middle of the output was not kept ...]\n");
                     let _ = file.write_all(&tail);
                 }
-                // A stopped task was told by who stopped it (TaskStop's result, the
-                // session's end).
-                let notice = watched.notification(&state);
-                let told = state.status != TaskStatus::Stopped;
-                told.then_some(notice)
-                    .as_deref()
-                    .unwrap_or_default()
-                    .lines()
-                    .find_map(|line| line.strip_prefix("<summary>"))
-                    .and_then(|line| line.strip_suffix("</summary>"))
-                    .map(|line| format!("{line} ({})", watched.id))
-            };
-            let _ = ended_sender.send(true);
-            if let (Some(on_end), Some(line)) = (on_end, line) {
-                on_end(&line);
             }
+            tasks.ended(&watched, &ended_sender);
         });
         Ok(task)
     }
@@ -598,15 +608,9 @@ impl BackgroundTasks {
         run: impl std::future::Future<Output = (String, bool)> + Send + 'static,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Arc<Task>, ToolError> {
-        let number = self.inner.next.fetch_add(1, Ordering::Relaxed) + 1;
-        let id = format!("agent_{number}");
-        let dir = &self.inner.dir;
-        make_private_dir(dir).map_err(|error| {
-            ToolError::CouldNotRun(format!("could not make the tasks folder: {error}"))
-        })?;
-        let path = dir.join(format!("{id}.output"));
+        let (id, path) = self.allocate("agent")?;
         let (ended_sender, ended) = tokio::sync::watch::channel(false);
-        let task = Arc::new(Task {
+        let task = self.register(Task {
             id,
             command: prompt,
             description: Some(description),
@@ -615,31 +619,14 @@ impl BackgroundTasks {
             group: None,
             cancel: Some(cancel),
             monitor: false,
-            state: Mutex::new(TaskState {
-                output: Output::default(),
-                status: TaskStatus::Running,
-                told: false,
-                stopping: false,
-            }),
+            state: Mutex::new(TaskState::default()),
             ended,
         });
-        self.inner
-            .tasks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&task));
-        let (watched, on_end) = (
-            Arc::clone(&task),
-            self.inner
-                .on_end
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone(),
-        );
+        let (watched, tasks) = (Arc::clone(&task), self.clone());
         tokio::spawn(async move {
             let (report, completed) = run.await;
             let _ = std::fs::write(&watched.file, &report);
-            let line = {
+            {
                 let mut state = watched.lock();
                 state.output.push(report.as_bytes());
                 state.status = if state.stopping {
@@ -647,22 +634,8 @@ impl BackgroundTasks {
                 } else {
                     TaskStatus::Exited(ExitStatus::from_raw(if completed { 0 } else { 1 << 8 }))
                 };
-                // A stopped task was told by who stopped it (TaskStop's result, the
-                // session's end).
-                let notice = watched.notification(&state);
-                let told = state.status != TaskStatus::Stopped;
-                told.then_some(notice)
-                    .as_deref()
-                    .unwrap_or_default()
-                    .lines()
-                    .find_map(|line| line.strip_prefix("<summary>"))
-                    .and_then(|line| line.strip_suffix("</summary>"))
-                    .map(|line| format!("{line} ({})", watched.id))
-            };
-            let _ = ended_sender.send(true);
-            if let (Some(on_end), Some(line)) = (on_end, line) {
-                on_end(&line);
             }
+            tasks.ended(&watched, &ended_sender);
         });
         Ok(task)
     }
