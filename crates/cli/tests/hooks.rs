@@ -1596,3 +1596,52 @@ async fn a_session_started_from_the_root_folder_finds_its_programs() {
     assert!(output.status.success(), "{stderr}");
     assert!(repo.dir.join("marked.txt").exists(), "{stderr}");
 }
+
+/// From an attack: a confined hook's script named through a linked folder (the workspace
+/// reached as `/alias/...`, as `/home -> /var/home` would) is not mounted where the
+/// repository's link in its place points: the repository cannot have a secret of the
+/// home folder mounted into the hook's sandbox and copied into the workspace.
+#[tokio::test]
+async fn a_confined_hooks_script_path_cannot_mount_what_a_repository_link_points_at() {
+    let Some(backend) = common::sandbox_backends().first().copied() else {
+        return;
+    };
+    let repo = repo("hooks-script-link");
+    let secret = repo.home.join("secret.json");
+    std::fs::write(&secret, "OAUTHSECRET").unwrap();
+    std::fs::create_dir_all(repo.dir.join("scripts")).unwrap();
+    std::fs::create_dir_all(repo.dir.join("out")).unwrap();
+    // The repository's file in place of the script the user's hook names.
+    std::os::unix::fs::symlink(&secret, repo.dir.join("scripts/check.sh")).unwrap();
+    // Beside the repository, outside the home folder the sandbox hides.
+    let alias = repo.dir.parent().unwrap().join("alias");
+    std::os::unix::fs::symlink(&repo.dir, &alias).unwrap();
+    let script = alias.join("scripts/check.sh");
+    let hook = format!(
+        "{} ; cat {} > {}",
+        script.display(),
+        script.display(),
+        repo.dir.join("out/leak.txt").display()
+    );
+    let config = repo.home.join("config/agent");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("settings.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": hook}]}]}})
+            .to_string(),
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Done."))]))
+        .await
+        .unwrap();
+    let output = common::command(&repo, &server)
+        .env("AGENT_SANDBOX_BACKEND", backend)
+        .args(["-p", "go"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let leaked = std::fs::read_to_string(repo.dir.join("out/leak.txt")).unwrap_or_default();
+    assert!(!leaked.contains("OAUTHSECRET"), "{leaked}{stderr}");
+}

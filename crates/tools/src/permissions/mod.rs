@@ -404,7 +404,16 @@ impl PermissionGate {
             &self.shared.workspace,
             sandbox::Profile::WorkspaceWrite,
         )?;
-        policy.readable.extend(readable.iter().cloned());
+        // Each as it resolves now, and none inside the workspace (readable there anyway): a
+        // path written through a link the folder controls must not mount what the link
+        // points at.
+        let roots = crate::paths::roots(&self.shared.workspace);
+        policy.readable.extend(
+            readable
+                .iter()
+                .filter_map(|path| std::fs::canonicalize(path).ok())
+                .filter(|path| !crate::paths::is_under(path, &roots)),
+        );
         sandbox::Sandbox::new(backend)
             .command(&policy, program, args, cwd)
             .map_err(|error| error.to_string())
