@@ -289,15 +289,12 @@ pub struct Renderer {
 struct RunFigures {
     started: Instant,
     api_time: Duration,
-    /// Prices from the settings, by model id, before the built-in table.
-    price_overrides: Arc<BTreeMap<String, context::Prices>>,
     /// The model the last request asked for (a server may answer with another name, such
     /// as a dated version of it).
     requested_model: String,
     denials: Vec<Value>,
-    cost: Option<f64>,
     /// Usage and cost by model, of every response (main agent, subagents, summaries).
-    model_usage: BTreeMap<String, ModelTotals>,
+    ledger: session::cost::Ledger,
     /// Usage of every subagent's responses.
     subagent_usage: Usage,
     /// Model requests of subagents.
@@ -360,14 +357,6 @@ struct LiveView {
     agents: BTreeMap<String, AgentView>,
     /// The last progress summary (live view).
     progress: Option<String>,
-}
-
-/// One model's totals (Claude Code's `ModelUsage`).
-#[derive(Debug, Default)]
-struct ModelTotals {
-    usage: Usage,
-    /// `None` once a response of it could not be priced.
-    cost: Option<f64>,
 }
 
 /// The tool calls of the batch in flight, in the order they started, as the terminal shows
@@ -517,11 +506,9 @@ impl Renderer {
             run: RunFigures {
                 started: Instant::now(),
                 api_time: Duration::ZERO,
-                price_overrides: Arc::default(),
                 requested_model: model.to_owned(),
                 denials: Vec::new(),
-                cost: Some(0.0),
-                model_usage: BTreeMap::new(),
+                ledger: session::cost::Ledger::default(),
                 subagent_usage: Usage::default(),
                 subagent_requests: 0,
                 live_totals: None,
@@ -588,7 +575,7 @@ impl Renderer {
 
     /// Prices models with `overrides` (settings' `models` entries) before the built-in table.
     pub fn with_prices(mut self, overrides: Arc<BTreeMap<String, context::Prices>>) -> Self {
-        self.run.price_overrides = overrides;
+        self.run.ledger.set_overrides(overrides);
         self
     }
 
@@ -627,7 +614,7 @@ impl Renderer {
         };
         let mut totals = base.clone();
         let mut usage = self.turn.turn_usage.clone();
-        add_usage(&mut usage, &self.run.subagent_usage);
+        usage.accumulate(&self.run.subagent_usage);
         totals.add(&usage, self.turn.turn_cost);
         totals.requests += self.turn.turn_responses;
         if let Some(tokens) = self.turn.context_tokens {
@@ -893,13 +880,13 @@ impl Renderer {
                 self.turn.tokens_done += message.usage.output_tokens;
                 self.turn.tokens_streaming = 0;
                 // The status line counts the response as soon as it is complete.
-                let prices = self.prices([&message.model, &self.run.requested_model]);
+                let prices = (self.run.ledger).prices(&message.model, &self.run.requested_model);
                 self.turn.turn_cost = self
                     .turn
                     .turn_cost
                     .zip(prices.map(|prices| prices.cost(&message.usage)))
                     .map(|(total, cost)| total + cost);
-                add_usage(&mut self.turn.turn_usage, &message.usage);
+                self.turn.turn_usage.accumulate(&message.usage);
                 self.turn.turn_responses += 1;
                 self.update_figures();
             }
@@ -1047,20 +1034,12 @@ impl Renderer {
     /// A response's usage, priced at the prices of the model that answered (else the one
     /// asked).
     fn usage(&mut self, usage: &Usage) {
-        let prices = self.prices([&self.turn.message_model, &self.run.requested_model]);
-        let model = if self.turn.message_model.is_empty() {
-            self.run.requested_model.clone()
-        } else {
-            self.turn.message_model.clone()
-        };
-        self.add_cost(&model, prices, usage);
+        (self.run.ledger).add(&self.turn.message_model, &self.run.requested_model, usage);
     }
 
     /// A background summary: its cost at `model`'s prices, and in stream-json its line.
     fn background_summary(&mut self, model: &str, usage: &Usage, fields: Value) {
-        let model = model.to_owned();
-        let prices = self.prices([&model, &model]);
-        self.add_cost(&model, prices, usage);
+        self.run.ledger.add(model, model, usage);
         if self.format == OutputFormat::StreamJson {
             self.system_line(fields);
         }
@@ -1255,41 +1234,6 @@ impl Renderer {
         }
     }
 
-    /// The prices of the model that answered: the settings' first, then the table's, each
-    /// for the name the server answered with, then for the one asked.
-    fn prices(&self, names: [&String; 2]) -> Option<context::Prices> {
-        names
-            .iter()
-            .find_map(|name| self.run.price_overrides.get(*name).copied())
-            .or_else(|| {
-                names.iter().find_map(|name| {
-                    let (info, known) = context::lookup(name);
-                    info.prices.filter(|_| known)
-                })
-            })
-    }
-
-    /// Adds `usage` at `prices` to the cost (unknown from then on without prices).
-    /// Adds `usage` of a response by `model` at `prices` to the cost (unknown from then on
-    /// without prices) and to the model's totals (`modelUsage`).
-    fn add_cost(&mut self, model: &str, prices: Option<context::Prices>, usage: &Usage) {
-        let cost = prices.map(|prices| prices.cost(usage));
-        self.run.cost = match (self.run.cost, cost) {
-            (Some(total), Some(cost)) => Some(total + cost),
-            _ => None,
-        };
-        let totals = self
-            .run
-            .model_usage
-            .entry(model.to_owned())
-            .or_insert_with(|| ModelTotals {
-                cost: Some(0.0),
-                ..ModelTotals::default()
-            });
-        add_usage(&mut totals.usage, usage);
-        totals.cost = totals.cost.zip(cost).map(|(total, cost)| total + cost);
-    }
-
     /// One completed block as a stream-json `assistant` line.
     /// `usage` is the response's as its `message_start` gave it (the final figures come with
     /// the result), as Claude Code's assistant lines carry it.
@@ -1343,20 +1287,13 @@ impl Renderer {
                 self.user_lines(message, Some(parent));
             }
             LoopEvent::Usage(usage) => {
-                let names = [view.message_model.clone(), view.requested_model.clone()];
-                let prices = self.prices([&names[0], &names[1]]);
-                let model = if names[0].is_empty() {
-                    &names[1]
-                } else {
-                    &names[0]
-                };
-                self.add_cost(model, prices, usage);
+                let cost = (self.run.ledger).add(&view.message_model, &view.requested_model, usage);
                 self.turn.turn_cost = self
                     .turn
                     .turn_cost
-                    .zip(prices.map(|prices| prices.cost(usage)))
+                    .zip(cost)
                     .map(|(total, cost)| total + cost);
-                add_usage(&mut self.run.subagent_usage, usage);
+                self.run.subagent_usage.accumulate(usage);
                 self.update_figures();
             }
             LoopEvent::Tool(ExecutorEvent::Started { name, .. }) => {
@@ -1456,28 +1393,7 @@ impl Renderer {
         });
         // The main agent's, as Claude Code's `usage`; every model's in `modelUsage`.
         let usage = &outcome.usage;
-        let model_usage: serde_json::Map<String, Value> = self
-            .run
-            .model_usage
-            .iter()
-            .map(|(model, totals)| {
-                let (info, known) = context::lookup(model);
-                let usage = &totals.usage;
-                (
-                    model.clone(),
-                    json!({
-                        "inputTokens": usage.input_tokens,
-                        "outputTokens": usage.output_tokens,
-                        "cacheReadInputTokens": usage.cache_read_input_tokens.unwrap_or(0),
-                        "cacheCreationInputTokens": usage.cache_creation_input_tokens.unwrap_or(0),
-                        "webSearchRequests": 0,
-                        "costUSD": totals.cost,
-                        "contextWindow": if known { info.context_window.0 } else { 0 },
-                        "maxOutputTokens": if known { info.max_output.0 } else { 0 },
-                    }),
-                )
-            })
-            .collect();
+        let model_usage = self.run.ledger.model_usage_json();
         let mut result = json!({
             "type": "result",
             "subtype": subtype,
@@ -1496,7 +1412,7 @@ impl Renderer {
             },
             "terminal_detail": outcome.terminal.to_string(),
             "session_id": self.session_id,
-            "total_cost_usd": self.run.cost,
+            "total_cost_usd": self.run.ledger.cost(),
             "usage": {
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
@@ -1516,7 +1432,7 @@ impl Renderer {
     /// The usage of the run: the main agent's (`outcome`) and every subagent's.
     pub fn total_usage(&self, outcome: &LoopOutcome) -> Usage {
         let mut usage = outcome.usage.clone();
-        add_usage(&mut usage, &self.run.subagent_usage);
+        usage.accumulate(&self.run.subagent_usage);
         usage
     }
 
@@ -1529,7 +1445,7 @@ impl Renderer {
 
     /// The cost of the run in USD so far; `None` when a model without a known price answered.
     pub fn cost(&self) -> Option<f64> {
-        self.run.cost
+        self.run.ledger.cost()
     }
 
     /// Writes the end of one interactive turn: the answer's last line ended (or the answer,
@@ -1589,26 +1505,6 @@ impl Renderer {
                 }
             }
             OutputFormat::Json | OutputFormat::StreamJson => Self::line(&self.result(outcome)),
-        }
-    }
-}
-
-/// `total` plus `usage`, field by field.
-fn add_usage(total: &mut Usage, usage: &Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    for (sum, part) in [
-        (
-            &mut total.cache_creation_input_tokens,
-            usage.cache_creation_input_tokens,
-        ),
-        (
-            &mut total.cache_read_input_tokens,
-            usage.cache_read_input_tokens,
-        ),
-    ] {
-        if let Some(part) = part {
-            *sum = Some(sum.unwrap_or(0) + part);
         }
     }
 }

@@ -476,7 +476,7 @@ impl<'a> Run<'a> {
     /// the request named).
     fn count(&mut self, answered: &str, asked: &str, usage: &Usage) {
         self.emit(LoopEvent::Usage(usage.clone()));
-        add_usage(&mut self.usage, usage);
+        self.usage.accumulate(usage);
         if let Some(spend) = &self.deps.spend {
             spend.spend(answered, asked, usage);
         }
@@ -938,21 +938,6 @@ fn overhead(config: &LoopConfig, manager: &ContextManager, tools: &[ToolDefiniti
         .as_deref()
         .map_or(Tokens::ZERO, |text| estimator.text(text));
     system + tools + user_context
-}
-
-fn add_usage(total: &mut Usage, usage: &Usage) {
-    total.input_tokens += usage.input_tokens;
-    total.output_tokens += usage.output_tokens;
-    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-    };
-    total.cache_creation_input_tokens = sum(
-        total.cache_creation_input_tokens,
-        usage.cache_creation_input_tokens,
-    );
-    total.cache_read_input_tokens =
-        sum(total.cache_read_input_tokens, usage.cache_read_input_tokens);
 }
 
 /// The user message holding a turn's tool results (in model order), then any notes.

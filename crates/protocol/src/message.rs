@@ -130,6 +130,27 @@ impl Usage {
     pub fn context_tokens(&self) -> u64 {
         self.total_input_tokens() + self.output_tokens
     }
+
+    /// Adds `other` field by field: the counts add up; a cache figure is `None` only when
+    /// both are (a server that never reports caching keeps reporting none).
+    pub fn accumulate(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        for (sum, part) in [
+            (
+                &mut self.cache_creation_input_tokens,
+                other.cache_creation_input_tokens,
+            ),
+            (
+                &mut self.cache_read_input_tokens,
+                other.cache_read_input_tokens,
+            ),
+        ] {
+            if let Some(part) = part {
+                *sum = Some(sum.unwrap_or(0) + part);
+            }
+        }
+    }
 }
 
 /// A model response (`"type":"message"`), as returned by a non-streaming call or accumulated

@@ -123,3 +123,159 @@ impl Totals {
         )
     }
 }
+
+/// One model's totals in a run (Claude Code's `ModelUsage`).
+#[derive(Clone, Debug, Default)]
+pub struct ModelTotals {
+    /// Every response of the model, added up.
+    pub usage: protocol::Usage,
+    /// In USD; `None` once a response of it could not be priced.
+    pub cost: Option<f64>,
+}
+
+/// What a run cost, priced response by response: the total in USD and the usage and cost
+/// of each model that answered (main agent, subagents, summaries), as a run's `result`
+/// message reports them (`total_cost_usd`, `modelUsage`).
+///
+/// Prices come from the settings' overrides first, then from the built-in table
+/// ([`context::lookup`]), each for the name the server answered with, then for the one asked.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    overrides: std::sync::Arc<std::collections::BTreeMap<String, context::Prices>>,
+    /// `None` once a response could not be priced.
+    cost: Option<f64>,
+    models: std::collections::BTreeMap<String, ModelTotals>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            overrides: std::sync::Arc::default(),
+            cost: Some(0.0),
+            models: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl Ledger {
+    /// Prices by model id from the settings, used before the built-in table.
+    pub fn set_overrides(
+        &mut self,
+        overrides: std::sync::Arc<std::collections::BTreeMap<String, context::Prices>>,
+    ) {
+        self.overrides = overrides;
+    }
+
+    /// The prices of a response: the settings' first, then the table's, each for
+    /// `answered` (the model the server named), then for `requested`.
+    pub fn prices(&self, answered: &str, requested: &str) -> Option<context::Prices> {
+        let names = [answered, requested];
+        names
+            .iter()
+            .find_map(|name| self.overrides.get(*name).copied())
+            .or_else(|| {
+                names.iter().find_map(|name| {
+                    let (info, known) = context::lookup(name);
+                    info.prices.filter(|_| known)
+                })
+            })
+    }
+
+    /// Adds one response's `usage`, priced as [`Ledger::prices`] finds it, under the model
+    /// that answered (`requested` when the server named none). Returns its cost in USD, or
+    /// `None` when it could not be priced (the run's cost is unknown from then on).
+    pub fn add(&mut self, answered: &str, requested: &str, usage: &protocol::Usage) -> Option<f64> {
+        let cost = self
+            .prices(answered, requested)
+            .map(|prices| prices.cost(usage));
+        self.cost = self.cost.zip(cost).map(|(total, cost)| total + cost);
+        let model = if answered.is_empty() {
+            requested
+        } else {
+            answered
+        };
+        let totals = self
+            .models
+            .entry(model.to_owned())
+            .or_insert_with(|| ModelTotals {
+                cost: Some(0.0),
+                ..ModelTotals::default()
+            });
+        totals.usage.accumulate(usage);
+        totals.cost = totals.cost.zip(cost).map(|(total, cost)| total + cost);
+        cost
+    }
+
+    /// The run's cost in USD so far; `None` once a response could not be priced.
+    pub fn cost(&self) -> Option<f64> {
+        self.cost
+    }
+
+    /// Each model's totals, by the name it answered with.
+    pub fn models(&self) -> &std::collections::BTreeMap<String, ModelTotals> {
+        &self.models
+    }
+
+    /// Claude Code's `modelUsage` object: for each model `inputTokens`, `outputTokens`,
+    /// `cacheReadInputTokens`, `cacheCreationInputTokens`, `webSearchRequests`, `costUSD`
+    /// (`null` when unpriced), and from the model table `contextWindow` and
+    /// `maxOutputTokens` (0 for a model the table does not know).
+    pub fn model_usage_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.models
+            .iter()
+            .map(|(model, totals)| {
+                let (info, known) = context::lookup(model);
+                let usage = &totals.usage;
+                (
+                    model.clone(),
+                    serde_json::json!({
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "cacheReadInputTokens": usage.cache_read_input_tokens.unwrap_or(0),
+                        "cacheCreationInputTokens": usage.cache_creation_input_tokens.unwrap_or(0),
+                        "webSearchRequests": 0,
+                        "costUSD": totals.cost,
+                        "contextWindow": if known { info.context_window.0 } else { 0 },
+                        "maxOutputTokens": if known { info.max_output.0 } else { 0 },
+                    }),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(input: u64, output: u64) -> protocol::Usage {
+        protocol::Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..protocol::Usage::default()
+        }
+    }
+
+    #[test]
+    fn the_ledger_prices_overrides_first_and_loses_the_total_to_an_unpriced_model() {
+        let mut ledger = Ledger::default();
+        let overrides = [("my-model".to_owned(), context::Prices::standard(2.0, 10.0))];
+        ledger.set_overrides(std::sync::Arc::new(overrides.into_iter().collect()));
+        // Per million tokens: 1M in at $2 + 0.5M out at $10.
+        let cost = ledger.add("", "my-model", &usage(1_000_000, 500_000));
+        assert_eq!(cost, Some(7.0));
+        assert_eq!(ledger.cost(), Some(7.0));
+        assert_eq!(ledger.models()["my-model"].usage.input_tokens, 1_000_000);
+        // A dated name the server answered with falls back to the one asked.
+        ledger.add("my-model-2026", "my-model", &usage(0, 100_000));
+        assert_eq!(ledger.models()["my-model-2026"].cost, Some(1.0));
+        assert_eq!(ledger.cost(), Some(8.0));
+        // A model nobody prices: its own cost and the run's become unknown.
+        assert_eq!(ledger.add("mystery", "mystery", &usage(10, 10)), None);
+        assert_eq!(ledger.cost(), None);
+        let json = ledger.model_usage_json();
+        assert_eq!(json["mystery"]["costUSD"], serde_json::Value::Null);
+        assert_eq!(json["my-model"]["costUSD"], 7.0);
+        assert_eq!(json["my-model"]["outputTokens"], 500_000);
+    }
+}
