@@ -192,6 +192,17 @@ pub struct Spawn {
     /// The tools its parent may use, by name; `None`: the parent is the main agent. A
     /// subagent never gets a tool its parent does not have.
     pub parent_tools: Option<Vec<String>>,
+    /// Its own copy of the files to work in (`isolation`), made by
+    /// [`SubagentHost::isolate`] before it starts.
+    pub isolation: Option<Isolation>,
+}
+
+/// How a subagent is kept apart from the files of the agents beside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// Its own git worktree (`isolation: "worktree"`): parallel agents editing the same
+    /// file edit two copies on two branches.
+    Worktree,
 }
 
 impl Spawn {
@@ -219,6 +230,9 @@ pub struct ChildRun {
 /// The future [`SubagentHost::starting`] returns.
 pub type StartingFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Vec<String>> + Send + 'a>>;
+
+/// The future [`SubagentHost::isolate`] and [`SubagentHost::release`] return.
+pub type HostFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// What the Task tool needs from the application.
 pub trait SubagentHost: Send + Sync + 'static {
@@ -251,6 +265,27 @@ pub trait SubagentHost: Send + Sync + 'static {
 
     /// One event of the subagent's run, in order.
     fn event(&self, spawn: &Spawn, event: &LoopEvent);
+
+    /// Makes `spawn`'s own copy of the files ([`Spawn::isolation`]) before
+    /// [`SubagentHost::start`] builds it there. The default refuses: the host cannot isolate.
+    ///
+    /// # Errors
+    ///
+    /// Why it cannot be isolated (not a repository, a dirty checkout), for the model.
+    fn isolate<'a>(&'a self, spawn: &'a Spawn) -> HostFuture<'a, Result<(), String>> {
+        let _ = spawn;
+        Box::pin(std::future::ready(Err(
+            "isolation is not available here; call Task without it".to_owned(),
+        )))
+    }
+
+    /// What became of an isolated subagent's copy once its run ended (kept with its
+    /// changes, or removed): a sentence added to its report. Called after
+    /// [`SubagentHost::finished`], for isolated subagents only. The default says nothing.
+    fn release<'a>(&'a self, spawn: &'a Spawn) -> HostFuture<'a, Option<String>> {
+        let _ = spawn;
+        Box::pin(std::future::ready(None))
+    }
 
     /// The subagent's run ended (SubagentStop hooks, transcript closed).
     fn finished(&self, spawn: &Spawn, outcome: &LoopOutcome);
@@ -344,6 +379,9 @@ struct TaskInput {
     /// Return at once; the report comes later ([`SubagentHost::detach`]).
     #[serde(default)]
     run_in_background: Option<bool>,
+    /// `"worktree"`: its own git worktree ([`SubagentHost::isolate`]).
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 /// The longest agent description put in the Task tool's description, in characters.
@@ -370,6 +408,11 @@ impl TaskTool {
                 "run_in_background": {
                     "type": "boolean",
                     "description": "Return at once and go on with your own work; you are told the agent's report when it finishes"
+                },
+                "isolation": {
+                    "type": "string",
+                    "enum": ["worktree"],
+                    "description": "\"worktree\": the agent works in its own git worktree (a copy of the repository on a new branch), so agents working in parallel never change the same files; the worktree is removed if the agent changed nothing, else its path and branch are in the report"
                 }
             },
             "required": ["description", "prompt"],
@@ -444,51 +487,15 @@ impl Tool for TaskTool {
             let input: TaskInput = serde_json::from_value(input).map_err(|error| {
                 ToolError::InvalidInput(format!("invalid input for Task: {error}"))
             })?;
-            let kind = input
-                .subagent_type
-                .as_deref()
-                .filter(|kind| !kind.is_empty())
-                .unwrap_or("general-purpose");
-            let (definition, mut messages, fork) = if kind == FORK {
-                let Some(point) = &self.scope.fork_point else {
-                    return Err(ToolError::InvalidInput(
-                        "subagent_type \"fork\" is not available here".to_owned(),
-                    ));
-                };
-                // A copy of the caller: its prompt, its tools (no more).
-                let definition = AgentDefinition {
-                    name: FORK.to_owned(),
-                    description: "A fork of the calling agent".to_owned(),
-                    system_prompt: self.scope.parent.system.join("\n\n"),
-                    tools: self.scope.parent_tools.clone(),
-                    model: None,
-                    max_turns: None,
-                    source: AgentSource::BuiltIn,
-                };
-                (
-                    definition,
-                    fork_messages(&point.messages(), &input.prompt),
-                    true,
-                )
-            } else {
-                let Some(definition) = self.scope.definitions.iter().find(|d| d.name == kind)
-                else {
-                    let names: Vec<&str> = self
-                        .scope
-                        .definitions
-                        .iter()
-                        .map(|d| d.name.as_str())
-                        .collect();
+            let (definition, mut messages, fork) = self.agent(&input)?;
+            let isolation = match input.isolation.as_deref() {
+                None | Some("") => None,
+                Some("worktree") => Some(Isolation::Worktree),
+                Some(other) => {
                     return Err(ToolError::InvalidInput(format!(
-                        "unknown subagent_type {kind:?}; the types are: {}",
-                        names.join(", ")
+                        "isolation {other:?} is not available; the one there is: \"worktree\""
                     )));
-                };
-                (
-                    definition.clone(),
-                    vec![MessageParam::user_text(input.prompt.clone())],
-                    false,
-                )
+                }
             };
             let spawn = Spawn {
                 agent_id: new_agent_id(),
@@ -498,6 +505,7 @@ impl Tool for TaskTool {
                 depth: self.scope.depth,
                 fork,
                 parent_tools: self.scope.parent_tools.clone(),
+                isolation,
             };
             if input.run_in_background == Some(true) {
                 return self.detach(spawn, messages, input.prompt).await;
@@ -523,10 +531,20 @@ impl Tool for TaskTool {
                 last.content
                     .extend(context_texts.into_iter().map(ContentBlock::text));
             }
-            let ChildRun { mut config, deps } = self
-                .host
-                .start(&spawn, &self.scope.parent, &messages)
-                .map_err(ToolError::InvalidInput)?;
+            if spawn.isolation.is_some() {
+                self.host
+                    .isolate(&spawn)
+                    .await
+                    .map_err(ToolError::InvalidInput)?;
+            }
+            let ChildRun { mut config, deps } =
+                match self.host.start(&spawn, &self.scope.parent, &messages) {
+                    Ok(run) => run,
+                    Err(error) => {
+                        self.release(&spawn).await;
+                        return Err(ToolError::InvalidInput(error));
+                    }
+                };
             // Its own limit, never more than its parent's (`--max-turns`).
             let max_turns = spawn
                 .definition
@@ -550,12 +568,81 @@ impl Tool for TaskTool {
                 self.host.event(&spawn, &event);
             }
             self.host.finished(&spawn, &outcome);
-            report(&spawn, &input.prompt, &outcome, max_turns, started)
+            let note = self.release(&spawn).await;
+            report(
+                &spawn,
+                &input.prompt,
+                &outcome,
+                max_turns,
+                started,
+                note.as_deref(),
+            )
         })
     }
 }
 
 impl TaskTool {
+    /// The agent a call asks for: its definition, its first messages and whether it is a
+    /// fork of the caller.
+    fn agent(
+        &self,
+        input: &TaskInput,
+    ) -> Result<(AgentDefinition, Vec<MessageParam>, bool), ToolError> {
+        let kind = input
+            .subagent_type
+            .as_deref()
+            .filter(|kind| !kind.is_empty())
+            .unwrap_or("general-purpose");
+        if kind == FORK {
+            let Some(point) = &self.scope.fork_point else {
+                return Err(ToolError::InvalidInput(
+                    "subagent_type \"fork\" is not available here".to_owned(),
+                ));
+            };
+            // A copy of the caller: its prompt, its tools (no more).
+            let definition = AgentDefinition {
+                name: FORK.to_owned(),
+                description: "A fork of the calling agent".to_owned(),
+                system_prompt: self.scope.parent.system.join("\n\n"),
+                tools: self.scope.parent_tools.clone(),
+                model: None,
+                max_turns: None,
+                source: AgentSource::BuiltIn,
+            };
+            Ok((
+                definition,
+                fork_messages(&point.messages(), &input.prompt),
+                true,
+            ))
+        } else {
+            let Some(definition) = self.scope.definitions.iter().find(|d| d.name == kind) else {
+                let names: Vec<&str> = self
+                    .scope
+                    .definitions
+                    .iter()
+                    .map(|d| d.name.as_str())
+                    .collect();
+                return Err(ToolError::InvalidInput(format!(
+                    "unknown subagent_type {kind:?}; the types are: {}",
+                    names.join(", ")
+                )));
+            };
+            Ok((
+                definition.clone(),
+                vec![MessageParam::user_text(input.prompt.clone())],
+                false,
+            ))
+        }
+    }
+
+    /// [`SubagentHost::release`] of an isolated subagent.
+    async fn release(&self, spawn: &Spawn) -> Option<String> {
+        match spawn.isolation {
+            Some(_) => self.host.release(spawn).await,
+            None => None,
+        }
+    }
+
     /// Starts `spawn` on `messages` in the background through the host: the call returns
     /// the task's id at once; the report comes as the host tells it (a notification).
     async fn detach(
@@ -569,10 +656,20 @@ impl TaskTool {
             last.content
                 .extend(context_texts.into_iter().map(ContentBlock::text));
         }
-        let ChildRun { mut config, deps } = self
-            .host
-            .start(&spawn, &self.scope.parent, &messages)
-            .map_err(ToolError::InvalidInput)?;
+        if spawn.isolation.is_some() {
+            self.host
+                .isolate(&spawn)
+                .await
+                .map_err(ToolError::InvalidInput)?;
+        }
+        let ChildRun { mut config, deps } =
+            match self.host.start(&spawn, &self.scope.parent, &messages) {
+                Ok(run) => run,
+                Err(error) => {
+                    self.release(&spawn).await;
+                    return Err(ToolError::InvalidInput(error));
+                }
+            };
         let max_turns = spawn
             .definition
             .max_turns
@@ -596,8 +693,19 @@ impl TaskTool {
                 }
             };
             host.finished(&running, &outcome);
+            let note = match running.isolation {
+                Some(_) => host.release(&running).await,
+                None => None,
+            };
             let completed = outcome.terminal == Terminal::Completed;
-            let text = match report(&running, &asked, &outcome, max_turns, started) {
+            let text = match report(
+                &running,
+                &asked,
+                &outcome,
+                max_turns,
+                started,
+                note.as_deref(),
+            ) {
                 Ok(output) => output.content.text(),
                 Err(error) => error.to_string(),
             };
@@ -649,7 +757,13 @@ fn report(
     outcome: &LoopOutcome,
     max_turns: u32,
     started: Instant,
+    note: Option<&str>,
 ) -> Result<ToolOutput, ToolError> {
+    // What became of its isolated copy, after whatever else is said.
+    let noted = |text: String| match note {
+        Some(note) => format!("{text}\n\n[{note}]"),
+        None => text,
+    };
     let mut text = outcome.result.trim().to_owned();
     match &outcome.terminal {
         Terminal::Completed => {}
@@ -663,19 +777,22 @@ fn report(
             ));
         }
         Terminal::AbortedStreaming | Terminal::AbortedTools => {
-            return Err(ToolError::Killed("the subagent was interrupted".to_owned()));
+            return Err(ToolError::Killed(noted(
+                "the subagent was interrupted".to_owned(),
+            )));
         }
         other => {
-            return Ok(ToolOutput::error(format!(
+            return Ok(ToolOutput::error(noted(format!(
                 "The subagent stopped: {other}.{}",
                 if text.is_empty() {
                     String::new()
                 } else {
                     format!(" Its last text:\n{text}")
                 }
-            )));
+            ))));
         }
     }
+    let text = noted(text);
     let tool_uses: usize = outcome
         .messages
         .iter()

@@ -109,6 +109,7 @@ mod subagents;
 mod tooling;
 pub mod transcript;
 pub mod trust;
+pub mod worktree;
 
 pub use notices::Notices;
 pub use observer::{CatchUp, Observer};

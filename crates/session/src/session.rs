@@ -1564,6 +1564,7 @@ impl Session {
             transcripts: self.record.path.with_extension("").join("subagents"),
             session_id: self.session_id.clone(),
             cwd: self.cwd.clone(),
+            trusted: self.trusted,
             skills_context: crate::skills::context_list(&self.skills),
             spend: self.tooling.spend.clone(),
         });

@@ -381,7 +381,12 @@ pub struct Host {
     transcripts: PathBuf,
     session_id: String,
     cwd: PathBuf,
+    /// Whether the folder is trusted (worktrees are made only then).
+    trusted: bool,
     open: Mutex<HashMap<String, Transcript>>,
+    /// The worktrees of isolated subagents, by agent id, from [`SubagentHost::isolate`] to
+    /// [`SubagentHost::release`].
+    worktrees: Mutex<HashMap<String, crate::worktree::Worktree>>,
     /// The per-depth limits on subagents running at once.
     running: Arc<[Arc<tokio::sync::Semaphore>]>,
     /// The part of the user context that lists the skills: left out for a subagent without
@@ -414,6 +419,8 @@ pub struct HostParts {
     pub session_id: String,
     /// The working directory.
     pub cwd: PathBuf,
+    /// Whether the folder is trusted (worktrees are made only then).
+    pub trusted: bool,
     /// The skills' part of the user context.
     pub skills_context: String,
     /// The session's spending limit, which subagents spend from too.
@@ -434,7 +441,9 @@ impl Host {
             transcripts: parts.transcripts,
             session_id: parts.session_id,
             cwd: parts.cwd,
+            trusted: parts.trusted,
             open: Mutex::new(HashMap::new()),
+            worktrees: Mutex::new(HashMap::new()),
             running: TaskScope::limits(),
             skills_context: parts.skills_context,
             spend: parts.spend,
@@ -541,13 +550,22 @@ impl SubagentHost for Host {
             self.recipe.mode
         };
         // Its hooks name it in every event's input (`agent_id`, `agent_type`).
-        let recipe = Recipe {
+        let mut recipe = Recipe {
             hooks: self
                 .recipe
                 .hooks
                 .in_subagent(&spawn.agent_id, &definition.name),
             ..self.recipe.clone()
         };
+        let worktree = self
+            .worktrees
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&spawn.agent_id)
+            .cloned();
+        if let Some(worktree) = &worktree {
+            self.move_into(worktree, &mut recipe, &mut config);
+        }
         let Built {
             tools,
             gate,
@@ -622,11 +640,9 @@ impl SubagentHost for Host {
             result_store: Box::new(tooling::DirStore::new(
                 self.recipe.results_dir.join(&spawn.agent_id),
             )),
-            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(
-                &self.recipe.workspace,
-            ))),
+            files: Arc::new(tooling::WorkspaceFiles::new(Arc::clone(&recipe.workspace))),
             stop_hook,
-            workspace: Arc::clone(&self.recipe.workspace),
+            workspace: Arc::clone(&recipe.workspace),
             tool_source: None,
             fork_point: nested.then_some(fork_point),
             attachments: Some(Arc::new(tooling::FileAttachments(watch))),
@@ -707,6 +723,86 @@ impl SubagentHost for Host {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&spawn.agent_id);
+    }
+
+    /// `isolation: "worktree"`: `.claude/worktrees/agent-<id>` on branch
+    /// `worktree-agent-<id>` ([`crate::worktree`]).
+    fn isolate<'a>(
+        &'a self,
+        spawn: &'a Spawn,
+    ) -> loop_core::subagent::HostFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let name = format!("agent-{}", spawn.agent_id);
+            let options = crate::worktree::Options {
+                trusted: self.trusted,
+                allow_dirty: false,
+                hooks: Some(&self.recipe.hooks),
+            };
+            let worktree = crate::worktree::create(&self.cwd, &name, options)
+                .await
+                .map_err(|error| format!("isolation \"worktree\": {error}"))?;
+            self.worktrees
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(spawn.agent_id.clone(), worktree);
+            Ok(())
+        })
+    }
+
+    /// The worktree is kept when the subagent changed something in it, else removed.
+    fn release<'a>(
+        &'a self,
+        spawn: &'a Spawn,
+    ) -> loop_core::subagent::HostFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let worktree = self
+                .worktrees
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&spawn.agent_id)?;
+            Some(match worktree.finish(Some(&self.recipe.hooks)).await {
+                Ok(ending) => worktree.describe(&ending),
+                Err(error) => format!(
+                    "The worktree is kept at {}: {error}",
+                    worktree.path.display()
+                ),
+            })
+        })
+    }
+}
+
+impl Host {
+    /// Points a subagent's recipe and settings at `worktree`: its workspace (the worktree,
+    /// with the session's other folders; the sandbox shows its commands the repository's git
+    /// folder, which the worktree's `.git` file names), nothing recorded for rewind (the
+    /// worktree is its own), and a word in its prompt.
+    fn move_into(
+        &self,
+        worktree: &crate::worktree::Worktree,
+        recipe: &mut Recipe,
+        config: &mut LoopConfig,
+    ) {
+        recipe.workspace = Arc::new(Workspace {
+            cwd: worktree.path.clone(),
+            additional_dirs: self.recipe.workspace.additional_dirs.clone(),
+        });
+        recipe.journal = None;
+        if let Some(context) = &mut config.user_context {
+            *context = context.replace(
+                &format!("Working directory: {}\n", self.cwd.display()),
+                &format!("Working directory: {}\n", worktree.path.display()),
+            );
+        }
+        config.system.push(format!(
+            "You are working in an isolated git worktree at {}{}: your own copy of the repository at {}, where other agents may be working at the same time. Read and change files only in the worktree (relative paths resolve there); the repository's own folder is outside your workspace.",
+            worktree.path.display(),
+            worktree
+                .branch
+                .as_ref()
+                .map(|branch| format!(" (branch {branch})"))
+                .unwrap_or_default(),
+            self.cwd.display(),
+        ));
     }
 }
 

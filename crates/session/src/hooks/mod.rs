@@ -60,10 +60,8 @@ pub const SESSION_END_TIMEOUT_VARIABLE: &str = "CLAUDE_CODE_SESSIONEND_HOOKS_TIM
 /// The hook events `agent` runs: those of Claude Code's that have a meaning here.
 ///
 /// Claude Code's other events are accepted in settings and counted among the settings not
-/// used (`PostToolBatch`, `UserPromptExpansion`, `PermissionDenied` (its auto mode),
-/// `Setup`, `TeammateIdle`, `TaskCreated`, `TaskCompleted`, `Elicitation`,
-/// `ElicitationResult`, `ConfigChange`, `WorktreeCreate`, `WorktreeRemove`,
-/// `InstructionsLoaded`, `CwdChanged`, `FileChanged`, `MessageDisplay`).
+/// used (`PermissionDenied` (its auto mode), `Setup`, `TeammateIdle`, `Elicitation`,
+/// `ElicitationResult`, `ConfigChange`, `MessageDisplay`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Event {
     /// A session starts: `source` is `startup`, `resume`, `clear` or `compact`. Context
@@ -127,11 +125,17 @@ pub enum Event {
     /// `watchPaths` in the answer are watched too; what the hooks write to `CLAUDE_ENV_FILE`
     /// runs before the next commands.
     FileChanged,
+    /// A worktree is wanted (`name`; [`crate::worktree`]): the hook makes it instead of git
+    /// and prints its absolute path (or answers `hookSpecificOutput.worktreePath`).
+    WorktreeCreate,
+    /// A worktree a session or subagent is done with is to go (`worktree_path`): the hook
+    /// removes it instead of git.
+    WorktreeRemove,
 }
 
 impl Event {
     /// Every event, in `sdk.d.ts`'s order.
-    pub const ALL: [Self; 21] = [
+    pub const ALL: [Self; 23] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
@@ -150,6 +154,8 @@ impl Event {
         Self::PermissionRequest,
         Self::TaskCreated,
         Self::TaskCompleted,
+        Self::WorktreeCreate,
+        Self::WorktreeRemove,
         Self::InstructionsLoaded,
         Self::CwdChanged,
         Self::FileChanged,
@@ -179,6 +185,8 @@ impl Event {
             Self::InstructionsLoaded => "InstructionsLoaded",
             Self::CwdChanged => "CwdChanged",
             Self::FileChanged => "FileChanged",
+            Self::WorktreeCreate => "WorktreeCreate",
+            Self::WorktreeRemove => "WorktreeRemove",
         }
     }
 
@@ -200,6 +208,8 @@ impl Event {
                 | Self::TaskCompleted
                 | Self::CwdChanged
                 | Self::FileChanged
+                | Self::WorktreeCreate
+                | Self::WorktreeRemove
         )
     }
 
@@ -241,6 +251,8 @@ pub struct Verdict {
     pub reload_skills: bool,
     /// Every `watchPaths` entry (SessionStart, CwdChanged, FileChanged).
     pub watch_paths: Vec<String>,
+    /// The first worktree folder a WorktreeCreate hook gave.
+    pub worktree_path: Option<String>,
 }
 
 impl Verdict {
@@ -278,6 +290,9 @@ impl Verdict {
             }
             verdict.reload_skills |= reply.reload_skills;
             verdict.watch_paths.extend(reply.watch_paths);
+            if verdict.worktree_path.is_none() {
+                verdict.worktree_path = reply.worktree_path;
+            }
         }
         verdict
     }

@@ -70,6 +70,9 @@ pub struct Reply {
     pub reload_skills: bool,
     /// `watchPaths` (SessionStart, CwdChanged, FileChanged): files to watch for FileChanged.
     pub watch_paths: Vec<String>,
+    /// WorktreeCreate: the folder made, from plain stdout's first line or
+    /// `hookSpecificOutput.worktreePath`.
+    pub worktree_path: Option<String>,
     /// Fields of the answer that are not what Claude Code's types allow (each ignored, and
     /// told: a guard whose `"continue": "false"` was meant to stop the run must not go
     /// unnoticed).
@@ -117,6 +120,14 @@ pub fn read(event: Event, code: Option<i32>, stdout: &str, stderr: &str) -> Resu
                     "printed invalid JSON, ignored: {}",
                     stdout.chars().take(200).collect::<String>()
                 )),
+                _ if event == Event::WorktreeCreate => Ok(Reply {
+                    worktree_path: stdout
+                        .lines()
+                        .map(str::trim)
+                        .find(|line| !line.is_empty())
+                        .map(str::to_owned),
+                    ..Reply::default()
+                }),
                 // Plain text: the model sees it only where Claude Code gives it the model.
                 _ if !stdout.is_empty() && event.stdout_is_context() => Ok(Reply {
                     context: Some(stdout.to_owned()),
@@ -254,6 +265,7 @@ fn json(event: Event, answer: &Value) -> Reply {
         return reply;
     };
     reply.context = text(specific, "additionalContext");
+    reply.worktree_path = text(specific, "worktreePath").filter(|path| !path.is_empty());
     reply.session_title = text(specific, "sessionTitle")
         .map(|title| title.trim().to_owned())
         .filter(|title| !title.is_empty());
@@ -445,6 +457,21 @@ mod tests {
                 .problems
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_worktree_create_hook_names_its_folder_either_way() {
+        let plain = ok(Event::WorktreeCreate, "\n/work/trees/a\nextra\n");
+        assert_eq!(plain.worktree_path.as_deref(), Some("/work/trees/a"));
+        assert_eq!(plain.context, None);
+        let json = ok(
+            Event::WorktreeCreate,
+            r#"{"hookSpecificOutput": {"hookEventName": "WorktreeCreate", "worktreePath": "/w/b"}}"#,
+        );
+        assert_eq!(json.worktree_path.as_deref(), Some("/w/b"));
+        assert_eq!(ok(Event::WorktreeCreate, "").worktree_path, None);
+        // Another event's stdout is never a worktree.
+        assert_eq!(ok(Event::SessionStart, "/w/c").worktree_path, None);
     }
 
     #[test]

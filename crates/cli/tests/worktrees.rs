@@ -1,0 +1,291 @@
+//! Worktree isolation end to end (Claude Code's `isolation: "worktree"`): the real `agent`
+//! binary against testkit's scripted model, in a real git repository.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{repo, result_text};
+use serde_json::json;
+use testkit::{Reply, Script, Server, Turn};
+
+/// `git args` in `dir`; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A subagent's turns: read `greet.py` where it works, change the greeting to `word`, report.
+fn editing_subagent(word: &str) -> Vec<Reply> {
+    vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "greet.py", "old_string": "'helo'", "new_string": format!("'{word}'")}),
+        )),
+        // git in the worktree, in the sandbox: it reads the repository's git folder.
+        Reply::turn(Turn::new().tool_use(
+            &format!("toolu_git_{word}"),
+            "Bash",
+            json!({"command": "git status --short"}),
+        )),
+        Reply::turn(Turn::new().text(&format!("Changed the greeting to {word}."))),
+    ]
+}
+
+/// Two subagents in worktrees edit the same file at the same time: two branches, each with
+/// its own edit, the main checkout untouched and clean; a third that changes nothing leaves
+/// no worktree and no branch behind.
+#[tokio::test]
+async fn parallel_worktree_subagents_edit_one_file_on_two_branches() {
+    let repo = repo("wt-parallel");
+    let task = |id: &str, prompt: &str| {
+        (
+            id.to_owned(),
+            json!({"description": prompt, "prompt": prompt, "isolation": "worktree"}),
+        )
+    };
+    let calls = [
+        task("toolu_one", "ONE: say hello"),
+        task("toolu_two", "TWO: say howdy"),
+        task("toolu_idle", "IDLE: only look"),
+    ];
+    let main_file = repo.dir.join("notes.txt").to_string_lossy().into_owned();
+    let mut turn = Turn::new();
+    for (id, input) in &calls {
+        turn = turn.tool_use(id, "Task", input.clone());
+    }
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(turn),
+            Reply::turn(Turn::new().text("Both done.")),
+        ])
+        .route("ONE:", editing_subagent("hello"))
+        .route("TWO:", editing_subagent("howdy"))
+        .route(
+            "IDLE:",
+            vec![
+                Reply::turn(Turn::new().tool_use("toolu_l", "Bash", json!({"command": "ls"}))),
+                // Out of its worktree: the main checkout is not its workspace; and the
+                // worktree's own `.git` file stays protected.
+                Reply::turn(
+                    Turn::new()
+                        .tool_use(
+                            "toolu_main",
+                            "Write",
+                            json!({"file_path": main_file, "content": "x"}),
+                        )
+                        .tool_use(
+                            "toolu_gitfile",
+                            "Write",
+                            json!({"file_path": ".git", "content": "gitdir: /tmp"}),
+                        ),
+                ),
+                Reply::turn(Turn::new().text("Nothing to change.")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args([
+            "-p",
+            "split the work",
+            "--trust",
+            "--allowedTools",
+            "Edit,Write,Bash(ls),Bash(git status:*)",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // The main checkout: unchanged, and clean (the worktrees are excluded).
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'helo'\n"
+    );
+    assert_eq!(git(&repo.dir, &["status", "--porcelain"]), "", "{stderr}");
+    let exclude = std::fs::read_to_string(repo.dir.join(".git/info/exclude")).unwrap();
+    assert!(
+        exclude.lines().any(|line| line == "/.claude/worktrees/"),
+        "{exclude}"
+    );
+    // Each editing agent's report names its worktree and branch; its file has its edit.
+    let mut greetings = Vec::new();
+    for id in ["toolu_one", "toolu_two"] {
+        let report = result_text(&server, id);
+        assert!(report.contains("The worktree is kept at "), "{report}");
+        assert!(report.contains("with 1 uncommitted file(s)"), "{report}");
+        let path = report
+            .split("kept at ")
+            .nth(1)
+            .and_then(|rest| rest.split(" on branch ").next())
+            .unwrap();
+        let branch = report
+            .split(" on branch ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap();
+        let path = Path::new(path);
+        assert!(
+            path.starts_with(repo.dir.join(".claude/worktrees")),
+            "{report}"
+        );
+        assert!(branch.starts_with("worktree-agent-a"), "{report}");
+        assert_eq!(git(path, &["branch", "--show-current"]).trim(), branch);
+        greetings.push(std::fs::read_to_string(path.join("greet.py")).unwrap());
+    }
+    for word in ["hello", "howdy"] {
+        let status = result_text(&server, &format!("toolu_git_{word}"));
+        assert!(status.contains(" M greet.py"), "{status}");
+    }
+    greetings.sort();
+    assert_eq!(
+        greetings,
+        [
+            "def greet():\n    return 'hello'\n",
+            "def greet():\n    return 'howdy'\n"
+        ]
+    );
+    let outside = result_text(&server, "toolu_main");
+    assert!(outside.contains("outside"), "{outside}");
+    let git_file = result_text(&server, "toolu_gitfile");
+    assert!(git_file.contains("protected"), "{git_file}");
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    // The idle agent's worktree and branch are gone.
+    let idle = result_text(&server, "toolu_idle");
+    assert!(idle.contains("had no changes and was removed"), "{idle}");
+    let worktrees = git(&repo.dir, &["worktree", "list"]);
+    assert_eq!(worktrees.lines().count(), 3, "{worktrees}");
+    let branches = git(&repo.dir, &["branch", "--list", "worktree-*"]);
+    assert_eq!(branches.lines().count(), 2, "{branches}");
+}
+
+/// Bad input: a folder that is not a git repository, and a main checkout with uncommitted
+/// changes, are each a clear tool error, and nothing is lost or made.
+#[tokio::test]
+async fn a_worktree_needs_a_repository_and_a_clean_checkout() {
+    let task = json!({"description": "fix", "prompt": "SUB: fix it", "isolation": "worktree"});
+    let script = || {
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use("toolu_t", "Task", task.clone())),
+            Reply::turn(Turn::new().text("Could not.")),
+        ])
+        .route("SUB:", vec![Reply::turn(Turn::new().text("never"))])
+    };
+    // Uncommitted changes in the main checkout.
+    let dirty = repo("wt-dirty");
+    std::fs::write(
+        dirty.dir.join("greet.py"),
+        "def greet():\n    return 'mine'\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(script()).await.unwrap();
+    let output = common::run(&dirty, &server, &["-p", "go", "--trust"]).await;
+    assert!(output.status.success());
+    let error = result_text(&server, "toolu_t");
+    assert!(
+        error.contains("the main checkout has uncommitted changes") && error.contains("greet.py"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirty.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'mine'\n"
+    );
+    assert!(!dirty.dir.join(".claude/worktrees").exists());
+    // Not a repository.
+    let plain = repo("wt-plain");
+    std::fs::remove_dir_all(plain.dir.join(".git")).unwrap();
+    let server = Server::start_tls(script()).await.unwrap();
+    let output = common::run(&plain, &server, &["-p", "go", "--trust"]).await;
+    assert!(output.status.success());
+    let error = result_text(&server, "toolu_t");
+    assert!(error.contains("is not in a git repository"), "{error}");
+    assert!(!plain.dir.join(".claude").exists());
+    // Not trusted: git would run what the repository's configuration names.
+    let untrusted = repo("wt-untrusted");
+    let server = Server::start_tls(script()).await.unwrap();
+    let output = common::run(&untrusted, &server, &["-p", "go"]).await;
+    assert!(output.status.success());
+    let error = result_text(&server, "toolu_t");
+    assert!(error.contains("only in a trusted folder"), "{error}");
+}
+
+/// Settings' WorktreeCreate and WorktreeRemove hooks make and remove the worktree instead of
+/// git (a repository of another version control system): the agent works where the create
+/// hook says, and a clean one is handed to the remove hook.
+#[tokio::test]
+async fn worktree_hooks_replace_git() {
+    let repo = repo("wt-hooks");
+    let made = repo.home.join("made-by-hook");
+    let removed = repo.home.join("removed.json");
+    let settings = json!({"hooks": {
+        "WorktreeCreate": [{"hooks": [{"type": "command", "command": format!(
+            "cat > /dev/null; git clone -q '{}' '{}' && echo '{}'",
+            repo.dir.display(), made.display(), made.display()
+        )}]}],
+        "WorktreeRemove": [{"hooks": [{"type": "command", "command": format!(
+            "cat > '{}'", removed.display()
+        )}]}],
+    }});
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::fs::write(repo.dir.join(".claude/settings.json"), settings.to_string()).unwrap();
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_t",
+                "Task",
+                json!({"description": "look", "prompt": "SUB: look", "isolation": "worktree"}),
+            )),
+            Reply::turn(Turn::new().text("Done.")),
+        ])
+        .route(
+            "SUB:",
+            vec![
+                Reply::turn(Turn::new().tool_use("toolu_pwd", "Bash", json!({"command": "pwd"}))),
+                Reply::turn(Turn::new().text("Looked.")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--allowedTools", "Bash(pwd)"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let pwd = result_text(&server, "toolu_pwd");
+    assert!(pwd.contains(&made.display().to_string()), "{pwd} {stderr}");
+    let report = result_text(&server, "toolu_t");
+    assert!(
+        report.contains("had no changes and was removed"),
+        "{report}"
+    );
+    let told: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&removed).unwrap()).unwrap();
+    assert_eq!(told["hook_event_name"], "WorktreeRemove");
+    assert_eq!(
+        told["worktree_path"],
+        made.canonicalize().unwrap().display().to_string()
+    );
+}
