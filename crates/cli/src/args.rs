@@ -144,6 +144,13 @@ pub struct PermissionFlags {
     #[arg(long, conflicts_with = "permission_mode")]
     pub dangerously_skip_permissions: bool,
 
+    /// Work in a git worktree of this repository: `.claude/worktrees/NAME` on a new branch
+    /// `worktree-NAME` from HEAD (a random name when NAME is left out); the main checkout's
+    /// uncommitted changes are not in it. At the end it is kept if it has changes, else
+    /// removed. In a trusted folder only (git runs outside the sandbox).
+    #[arg(short = 'w', long, value_name = "NAME", num_args = 0..=1, default_missing_value = "")]
+    pub worktree: Option<String>,
+
     /// Another directory tools may read and write (repeatable).
     #[arg(long = "add-dir", value_name = "DIR")]
     pub add_dir: Vec<PathBuf>,

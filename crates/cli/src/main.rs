@@ -347,6 +347,10 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
             });
     let mut session = Session::open(&options, prompter, trust_asker)?;
     session.gather_context().await;
+    if let Some(name) = &args.permissions.worktree {
+        let entered = session.enter_worktree(name).await;
+        entered.map_err(|error| UsageError(format!("--worktree: {error}")))?;
+    }
     match (task, terminal_prompter) {
         (Some(task), _) => {
             let code = headless(&args, &mut session, &interrupts, task, status).await;

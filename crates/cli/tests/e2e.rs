@@ -435,12 +435,12 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             ]}),
             Some(4096),
         ),
-        // (An 8,192-token window cannot hold the tools, the system prompt and Claude Code's
+        // (A 10,240-token window cannot hold the tools, the system prompt and Claude Code's
         // buffers: the first request would be blocked.)
         (
             "/props",
-            json!({"default_generation_settings": {"n_ctx": 10240}}),
-            Some(2560),
+            json!({"default_generation_settings": {"n_ctx": 12288}}),
+            Some(3072),
         ),
         // Ollama: only a num_ctx of the model's parameters counts.
         (
@@ -2482,6 +2482,8 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "TaskOutput",
             "TaskStop",
             "Monitor",
+            "EnterWorktree",
+            "ExitWorktree",
         ]
     );
 

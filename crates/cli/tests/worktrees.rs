@@ -289,3 +289,154 @@ async fn worktree_hooks_replace_git() {
         made.canonicalize().unwrap().display().to_string()
     );
 }
+
+/// `--worktree NAME`: the whole session works in `.claude/worktrees/NAME` on branch
+/// `worktree-NAME`; it is kept at the end because it has changes, the main checkout as it
+/// was.
+#[tokio::test]
+async fn a_session_started_with_worktree_works_there_and_keeps_it() {
+    let repo = repo("wt-flag");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_pwd", "Bash", json!({"command": "pwd"}))
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "added.txt", "content": "new\n"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Added.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "add a file",
+            "--trust",
+            "--worktree",
+            "feature",
+            "--allowedTools",
+            "Bash(pwd),Write",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let tree = repo.dir.join(".claude/worktrees/feature");
+    assert!(result_text(&server, "toolu_pwd").contains(&tree.display().to_string()));
+    assert_eq!(
+        std::fs::read_to_string(tree.join("added.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!repo.dir.join("added.txt").exists());
+    assert_eq!(
+        git(&tree, &["branch", "--show-current"]).trim(),
+        "worktree-feature"
+    );
+    assert!(stderr.contains("working in the worktree"), "{stderr}");
+    assert!(
+        stderr.contains("The worktree is kept at") && stderr.contains("with 1 uncommitted file(s)"),
+        "{stderr}"
+    );
+    // The model was told where it works.
+    let first = server.requests()[0].json().to_string();
+    assert!(
+        first.contains("(a git worktree of the repository at"),
+        "{first}"
+    );
+    // The same name again: a clear error, nothing changed.
+    let again = common::run(
+        &repo,
+        &server,
+        &["-p", "again", "--trust", "--worktree", "feature"],
+    )
+    .await;
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));
+    assert_eq!(
+        std::fs::read_to_string(tree.join("added.txt")).unwrap(),
+        "new\n"
+    );
+}
+
+/// EnterWorktree and ExitWorktree: the main agent moves into a worktree, edits there, is
+/// refused a removal that would lose its edit, keeps it; a second worktree with nothing in
+/// it is removed at the session's end; exiting when not in one is a clear error.
+#[tokio::test]
+async fn the_main_agent_enters_and_exits_worktrees() {
+    let repo = repo("wt-enter");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_x0", "ExitWorktree", json!({"action": "keep"}))),
+        Reply::turn(Turn::new().tool_use("toolu_in", "EnterWorktree", json!({"name": "fix"}))),
+        Reply::turn(Turn::new().tool_use("toolu_twice", "EnterWorktree", json!({}))),
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "greet.py", "old_string": "'helo'", "new_string": "'hello'"}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_rm", "ExitWorktree", json!({"action": "remove"}))),
+        Reply::turn(Turn::new().tool_use("toolu_keep", "ExitWorktree", json!({"action": "keep"}))),
+        Reply::turn(Turn::new().tool_use("toolu_in2", "EnterWorktree", json!({"name": "idle"}))),
+        Reply::turn(Turn::new().text("Fixed in a worktree.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "fix it",
+            "--trust",
+            "--allowedTools",
+            "Edit,ExitWorktree",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(result_text(&server, "toolu_x0").contains("not working in a worktree"));
+    let entered = result_text(&server, "toolu_in");
+    let fix = repo.dir.join(".claude/worktrees/fix");
+    assert!(
+        entered.contains(&format!("Switched to the worktree at {}", fix.display())),
+        "{entered}"
+    );
+    assert!(result_text(&server, "toolu_twice").contains("already working in the worktree"));
+    let refused = result_text(&server, "toolu_rm");
+    assert!(
+        refused.contains("has work that removing it would lose") && refused.contains("greet.py"),
+        "{refused}"
+    );
+    assert!(result_text(&server, "toolu_keep").contains("The worktree is kept at"));
+    assert_eq!(
+        std::fs::read_to_string(fix.join("greet.py")).unwrap(),
+        "def greet():\n    return 'hello'\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("greet.py")).unwrap(),
+        "def greet():\n    return 'helo'\n"
+    );
+    // The idle one went at the end; its branch too.
+    assert!(
+        stderr.contains("had no changes and was removed"),
+        "{stderr}"
+    );
+    assert!(!repo.dir.join(".claude/worktrees/idle").exists());
+    assert_eq!(git(&repo.dir, &["branch", "--list", "worktree-idle"]), "");
+    // `+`: checked out in a worktree.
+    assert_eq!(
+        git(&repo.dir, &["branch", "--list", "worktree-fix"]).trim(),
+        "+ worktree-fix"
+    );
+}

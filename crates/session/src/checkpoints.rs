@@ -191,6 +191,9 @@ impl Journal {
 
 impl tools::WriteJournal for Journal {
     fn before_write(&self, path: &Path, previous: Option<&[u8]>) -> Result<(), String> {
+        if in_worktree(path) {
+            return Ok(());
+        }
         // Held until the entry is written: two changes of one file at once keep one.
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if kept.contains(path) {
@@ -215,6 +218,9 @@ impl tools::WriteJournal for Journal {
     }
 
     fn after_write(&self, path: &Path, written: &[u8]) {
+        if in_worktree(path) {
+            return;
+        }
         if let Some((transcript, _)) = self.sink()
             && let Err(error) = transcript.append_entry(
                 "system",
@@ -224,6 +230,16 @@ impl tools::WriteJournal for Journal {
             tracing::warn!("recording a change of {}: {error:#}", path.display());
         }
     }
+}
+
+/// Whether `path` is in a worktree under `.claude/worktrees/` ([`crate::worktree`]): its
+/// changes are the worktree's branch's, kept or removed with it, and a rewind of the
+/// session never writes there.
+fn in_worktree(path: &Path) -> bool {
+    let parts: Vec<_> = path.components().map(|part| part.as_os_str()).collect();
+    parts
+        .windows(2)
+        .any(|pair| pair[0] == ".claude" && pair[1] == "worktrees")
 }
 
 /// A file's content as a checkpoint knows it.

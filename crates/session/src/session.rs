@@ -128,6 +128,8 @@ struct ToolState {
     status_line: Option<settings::StatusLineSettings>,
     /// Whether its failure was told.
     status_line_failed: Arc<std::sync::atomic::AtomicBool>,
+    /// The worktree the main agent works in (EnterWorktree, `--worktree`).
+    worktree: crate::worktree::Current,
 }
 
 /// The MCP servers: configured, started, and what their tools join the session with.
@@ -558,6 +560,9 @@ impl Session {
     /// the end of a headless run (`other`).
     pub async fn end(&mut self, reason: EndReason) {
         self.end_background().await;
+        if let Some(sentence) = self.tooling.worktree.end().await {
+            self.notices.say(&sentence);
+        }
         self.tooling
             .hooks
             .run(
@@ -566,6 +571,71 @@ impl Session {
                 serde_json::json!({"reason": reason.as_str()}),
             )
             .await;
+    }
+
+    /// Moves the main agent into worktree `name` of the session's repository before its first
+    /// turn (the command line's `--worktree NAME`; uncommitted changes of the main checkout
+    /// are told, not refused): `.claude/worktrees/NAME` on branch `worktree-NAME`, its files,
+    /// shell and sandbox the agent's from then on, and the model told so in its context. At
+    /// [`Session::end`] it is kept if it has changes, else removed.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::worktree::WorktreeError`]: a bad name, no repository, an untrusted folder, a
+    /// worktree or branch of that name already there.
+    pub async fn enter_worktree(
+        &mut self,
+        name: &str,
+    ) -> Result<crate::worktree::Worktree, crate::worktree::WorktreeError> {
+        let name = if name.is_empty() {
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            format!("wt-{}", &id[..8])
+        } else {
+            name.to_owned()
+        };
+        // git runs only where it may (see `worktree::create`).
+        let uncommitted = if self.trusted {
+            crate::worktree::uncommitted(&self.cwd).await
+        } else {
+            Vec::new()
+        };
+        if !uncommitted.is_empty() {
+            self.notices.say(&format!(
+                "the main checkout has {} uncommitted change(s) the worktree does not have (commit or stash them to take them along)",
+                uncommitted.len()
+            ));
+        }
+        let name = name.as_str();
+        let worktree = self
+            .tooling
+            .worktree
+            .enter(crate::worktree::Target::New(name.to_owned()), true)
+            .await?;
+        self.notices.say(&format!(
+            "working in the worktree {}{}",
+            worktree.path.display(),
+            worktree
+                .branch
+                .as_ref()
+                .map(|branch| format!(" on branch {branch}"))
+                .unwrap_or_default()
+        ));
+        if let Some(context) = &mut self.config.user_context {
+            *context = context.replace(
+                &format!("Working directory: {}\n", self.cwd.display()),
+                &format!(
+                    "Working directory: {} (a git worktree of the repository at {}{})\n",
+                    worktree.path.display(),
+                    self.cwd.display(),
+                    worktree
+                        .branch
+                        .as_ref()
+                        .map(|branch| format!(", on branch {branch}"))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+        Ok(worktree)
     }
 
     /// Ends the background tasks still running: a headless run first waits for them, at
@@ -1551,6 +1621,11 @@ impl Session {
         // The mode the user chose last (Shift+Tab, an approved plan) for this turn's subagents.
         let mut recipe = self.tooling.recipe.clone();
         recipe.mode = self.tooling.gate.mode();
+        // In a worktree, so are the subagents (isolated ones get worktrees of their own).
+        if let Some(entered) = self.tooling.gate.entered() {
+            recipe.workspace = entered;
+            recipe.journal = None;
+        }
         let host = subagents::Host::new(subagents::HostParts {
             recipe,
             client: self.llm.client.clone(),
@@ -2176,6 +2251,20 @@ impl ToolState {
         if recipe.prompter.is_some() {
             tools.push(recipe.wrap(built.permissions.enter_plan_mode_tool()));
         }
+        let worktree = crate::worktree::Current::new(
+            Arc::clone(&built.permissions),
+            hooks.clone(),
+            settings.project_trusted,
+            Arc::clone(&workspace),
+        );
+        tools.push(
+            recipe.wrap(Arc::new(crate::worktree::EnterWorktreeTool::new(
+                worktree.clone(),
+            ))),
+        );
+        tools.push(recipe.wrap(Arc::new(crate::worktree::ExitWorktreeTool::new(
+            worktree.clone(),
+        ))));
         tools.retain(|tool| offered(&built.permissions, tool.as_ref()));
         let mut stop_hook: Arc<dyn StopHook> = if hooks.has(hooks::Event::Stop) {
             Arc::new(hooks::CommandStopHook::new(hooks.clone()))
@@ -2202,6 +2291,7 @@ impl ToolState {
             }),
             status_line_failed: Arc::default(),
             idle_after: IDLE_NOTIFICATION_AFTER,
+            worktree,
         };
         Ok((state, structured))
     }

@@ -252,7 +252,11 @@ impl BashTool {
             return Ok(output);
         };
         if self.shared.mode.get() == crate::PermissionMode::Plan
-            || !refused_writes_in_workspace(&self.shared, &context.workspace, &output)
+            || !refused_writes_in_workspace(
+                &self.shared,
+                &self.shared.effective(&context.workspace),
+                &output,
+            )
         {
             return Ok(output);
         }
@@ -402,7 +406,7 @@ fn start_in_background(
     how: BashRun,
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let workspace = &context.workspace;
+    let workspace = &shared.effective(&context.workspace);
     let cwd = shared.cwd(workspace);
     let script = script(shared, how, None, &input.command);
     let wrapper = shared.background.wrapper();
@@ -445,7 +449,7 @@ pub(crate) fn start_monitor(
         (_, _) if shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
         (_, run) => run,
     };
-    let workspace = &context.workspace;
+    let workspace = &shared.effective(&context.workspace);
     let cwd = shared.cwd(workspace);
     let script = script(shared, how, None, command);
     let wrapper = shared.background.wrapper();
@@ -645,7 +649,7 @@ async fn run(
     how: BashRun,
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
-    let workspace = &context.workspace;
+    let workspace = &shared.effective(&context.workspace);
     // A command the user typed starts where the session started, never where the model went.
     let cwd = if how == BashRun::UserShell {
         workspace.cwd.clone()

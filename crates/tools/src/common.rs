@@ -178,7 +178,7 @@ macro_rules! file_tool {
                 Box::pin(async move {
                     let input: Input = parse_input($name, input.clone())?;
                     let shared = Arc::clone(&self.shared);
-                    let workspace = Arc::clone(&context.workspace);
+                    let workspace = shared.effective(&context.workspace);
                     run_to_completion(move || $prepare(&shared, &workspace, &input).map(|_| ()))
                         .await
                 })
@@ -188,7 +188,7 @@ macro_rules! file_tool {
                 Box::pin(async move {
                     let input: Input = parse_input($name, input)?;
                     let shared = Arc::clone(&self.shared);
-                    let workspace = Arc::clone(&context.workspace);
+                    let workspace = shared.effective(&context.workspace);
                     run_to_completion(move || {
                         $prepare(&shared, &workspace, &input)?.commit(&shared)
                     })
@@ -223,7 +223,7 @@ macro_rules! file_tool {
                 Box::pin(async move {
                     let input: Input = parse_input($name, input)?;
                     let shared = Arc::clone(&self.shared);
-                    let workspace = Arc::clone(&context.workspace);
+                    let workspace = shared.effective(&context.workspace);
                     run_cancellable(&context.cancel, move |cancel| {
                         $run(&shared, &workspace, &input, &cancel)
                     })

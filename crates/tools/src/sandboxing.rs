@@ -34,7 +34,7 @@ pub(crate) fn policy(
     if let Some(dir) = &shared.tool_results_dir {
         policy.readable.push(dir.clone());
     }
-    policy.protected.extend(shared.protected.iter().cloned());
+    policy.protected.extend(shared.protected_dirs());
     policy.network = profile == Profile::WorkspaceWrite && shared.sandbox.network;
     for rule in &shared.rules.deny {
         if let Some((globs, sources)) = rule.path_patterns("Read") {

@@ -207,6 +207,7 @@ impl ToolSet {
                 .filter(|dir| dir.is_absolute())
                 .filter_map(|dir| paths::real_path(dir).ok())
                 .collect(),
+            entered: RwLock::new(None),
             read_state: DashMap::new(),
             snapshots: DashMap::new(),
             shell_cwd: Mutex::new(None),
@@ -364,7 +365,11 @@ impl FileStamp {
 
 /// State shared by the tools and the gate of one session.
 pub(crate) struct Shared {
+    /// The workspace the set was built for (its rules are relative to its folder).
     pub(crate) workspace: Arc<Workspace>,
+    /// The workspace the agent moved into ([`crate::PermissionGate::enter`]: a worktree),
+    /// with the folders protected there; `None`: [`Shared::workspace`].
+    entered: RwLock<Option<(Arc<Workspace>, Vec<PathBuf>)>>,
     pub(crate) mode: crate::permissions::ModeCell,
     pub(crate) rules: RuleSet,
     /// Resolved.
@@ -442,6 +447,47 @@ impl Shared {
             id,
         }
     }
+    /// Where the agent works now: the workspace it moved into, else the set's own.
+    pub(crate) fn current(&self) -> Arc<Workspace> {
+        self.entered
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(
+                || Arc::clone(&self.workspace),
+                |(entered, _)| Arc::clone(entered),
+            )
+    }
+
+    /// The workspace a call works in: the one the agent moved into, else `given` (its
+    /// [`executor::ToolContext`]'s).
+    pub(crate) fn effective(&self, given: &Arc<Workspace>) -> Arc<Workspace> {
+        self.entered
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(|| Arc::clone(given), |(entered, _)| Arc::clone(entered))
+    }
+
+    /// The folders Write, Edit and the sandbox protect where the agent works now.
+    pub(crate) fn protected_dirs(&self) -> Vec<PathBuf> {
+        self.entered
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map_or_else(
+                || self.protected.clone(),
+                |(_, protected)| protected.clone(),
+            )
+    }
+
+    /// Moves the agent into `workspace` with `protected` (`None`: back to the set's own);
+    /// its shell starts in the new folder.
+    pub(crate) fn enter(&self, entered: Option<(Arc<Workspace>, Vec<PathBuf>)>) {
+        *self.entered.write().unwrap_or_else(PoisonError::into_inner) = entered;
+        self.set_shell_cwd(None);
+    }
+
     /// The session's working directory: where the last Bash command `cd`'d to, if that is
     /// still a directory inside the workspace, else the workspace's.
     pub(crate) fn cwd(&self, workspace: &Workspace) -> PathBuf {
@@ -527,7 +573,7 @@ impl Shared {
         );
         named
             || sandbox_protected
-            || self.protected.iter().any(|dir| {
+            || self.protected_dirs().iter().any(|dir| {
                 let now = paths::real_path(dir).unwrap_or_else(|_| dir.clone());
                 [lower(dir), lower(&now)]
                     .iter()

@@ -244,7 +244,7 @@ impl ProposedChange {
     /// The change `call` (a Write or an Edit) would make in `shared`'s workspace.
     fn of(shared: &Shared, call: &ToolCall) -> Option<Self> {
         let raw = call.input.get("file_path")?.as_str()?;
-        let path = shared.confine(&shared.workspace, &call.name, raw).ok()?;
+        let path = shared.confine(&shared.current(), &call.name, raw).ok()?;
         let before = match std::fs::metadata(&path) {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
             Err(_) => return None,
@@ -354,10 +354,35 @@ impl PermissionGate {
         }
     }
 
+    /// Moves the agent's work into `workspace` (a worktree of the session's repository):
+    /// from the next call on, paths resolve and are confined there, its shell starts there,
+    /// its sandbox's roots are its folders, and Write, Edit and the sandbox protect
+    /// `protected` (absolute folders, in place of the set's own) besides the protected names
+    /// under its roots. The rules stay relative to the set's own folder.
+    pub fn enter(&self, workspace: executor::Workspace, protected: Vec<std::path::PathBuf>) {
+        let protected = protected
+            .into_iter()
+            .filter(|dir| dir.is_absolute())
+            .collect();
+        self.shared.enter(Some((Arc::new(workspace), protected)));
+    }
+
+    /// Back from [`PermissionGate::enter`] to the set's own workspace; its shell starts in
+    /// its folder.
+    pub fn leave(&self) {
+        self.shared.enter(None);
+    }
+
+    /// The workspace the agent moved into with [`PermissionGate::enter`], if it did.
+    pub fn entered(&self) -> Option<Arc<executor::Workspace>> {
+        let current = self.shared.current();
+        (!Arc::ptr_eq(&current, &self.shared.workspace)).then_some(current)
+    }
+
     /// Where the next Bash command of this tool set starts: where the last one left its
     /// shell, while that is a folder inside the workspace, else the workspace's folder.
     pub fn shell_cwd(&self) -> std::path::PathBuf {
-        self.shared.cwd(&self.shared.workspace)
+        self.shared.cwd(&self.shared.current())
     }
 
     /// The session's approval mode now.
@@ -401,13 +426,13 @@ impl PermissionGate {
         };
         let mut policy = crate::sandboxing::policy(
             &self.shared,
-            &self.shared.workspace,
+            &self.shared.current(),
             sandbox::Profile::WorkspaceWrite,
         )?;
         // Each as it resolves now, and none inside the workspace (readable there anyway): a
         // path written through a link the folder controls must not mount what the link
         // points at.
-        let roots = crate::paths::roots(&self.shared.workspace);
+        let roots = crate::paths::roots(&self.shared.current());
         policy.readable.extend(
             readable
                 .iter()
@@ -708,7 +733,7 @@ impl PermissionGate {
     }
 
     fn file(&self, name: &str, input: &Value, mode: PermissionMode) -> Verdict {
-        let workspace = &self.shared.workspace;
+        let workspace = &self.shared.current();
         let raw = input.get(path_field(name)).and_then(Value::as_str);
         let path = match raw {
             _ if matches!(name, "Glob" | "Grep") => self.shared.search_root(workspace, name, raw),
@@ -990,7 +1015,7 @@ impl PermissionGate {
                 !redirect.target.dynamic
                     && self
                         .shared
-                        .confine(&self.shared.workspace, "Write", &redirect.target.text)
+                        .confine(&self.shared.current(), "Write", &redirect.target.text)
                         .is_ok()
             })
     }
@@ -1242,10 +1267,8 @@ impl PermissionGate {
             }
             Verdict::Ask { reason } => {
                 // A call that cannot do its job fails now, unasked.
-                let context = executor::ToolContext::detached(
-                    call.id.clone(),
-                    Arc::clone(&self.shared.workspace),
-                );
+                let context =
+                    executor::ToolContext::detached(call.id.clone(), self.shared.current());
                 match tool.validate(&call.input, &context).await {
                     Ok(()) => match self.pre_ask(call, tool, &reason).await {
                         // A PreAsk gave another input: that input is what is decided on.

@@ -18,6 +18,10 @@ use std::time::Duration;
 
 use crate::hooks;
 
+mod enter;
+
+pub use enter::{Current, EnterWorktreeTool, Exit, ExitWorktreeTool, Target};
+
 /// The longest a name may be, in bytes (Claude Code's limit).
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -78,6 +82,22 @@ pub enum WorktreeError {
     /// A `WorktreeCreate` hook did not give a usable folder.
     #[error("WorktreeCreate hook failed: {0}")]
     Hook(String),
+    /// The agent is not working in a worktree.
+    #[error("not working in a worktree: there is nothing to exit (EnterWorktree moves into one)")]
+    NotEntered,
+    /// A worktree to remove has work that would be lost.
+    #[error(
+        "the worktree {} has work that removing it would lose ({}{} commit(s) of its own); keep it, or remove it with discard_changes: true",
+        path.display(),
+        if changes.files.is_empty() { String::new() } else { format!("{}; ", list(&changes.files)) },
+        changes.commits
+    )]
+    Unsaved {
+        /// The worktree.
+        path: PathBuf,
+        /// What it has.
+        changes: Changes,
+    },
 }
 
 fn list(files: &[String]) -> String {
@@ -262,6 +282,76 @@ pub async fn create(
     })
 }
 
+/// The existing worktree at `path` of the repository holding `cwd`: it must be one of those
+/// `git worktree list` names (not the main checkout). Its start is where its branch left the
+/// repository's `HEAD`, so its commits count as its own.
+///
+/// # Errors
+///
+/// [`WorktreeError::NotARepository`], [`WorktreeError::Untrusted`], or
+/// [`WorktreeError::Exists`] saying the path is not one of the repository's worktrees.
+pub async fn existing(cwd: &Path, path: &Path, trusted: bool) -> Result<Worktree, WorktreeError> {
+    if !trusted {
+        return Err(WorktreeError::Untrusted);
+    }
+    let top = git(cwd, &["rev-parse", "--show-toplevel"])
+        .await
+        .map_err(|_| WorktreeError::NotARepository {
+            dir: cwd.to_path_buf(),
+        })?;
+    let top = PathBuf::from(top.trim());
+    let top = top.canonicalize().unwrap_or(top);
+    let wanted = cwd.join(path);
+    let wanted = wanted.canonicalize().unwrap_or(wanted);
+    let list = git(&top, &["worktree", "list", "--porcelain"]).await?;
+    let mut found = None;
+    for entry in list.split("\n\n") {
+        let mut dir = None;
+        let mut branch = None;
+        for line in entry.lines() {
+            if let Some(rest) = line.strip_prefix("worktree ") {
+                dir = Some(PathBuf::from(rest));
+            } else if let Some(rest) = line.strip_prefix("branch refs/heads/") {
+                branch = Some(rest.to_owned());
+            }
+        }
+        if let Some(dir) = dir
+            && dir.canonicalize().unwrap_or_else(|_| dir.clone()) == wanted
+            && wanted != top
+        {
+            found = Some(branch);
+        }
+    }
+    let Some(branch) = found else {
+        return Err(WorktreeError::Exists(format!(
+            "{} is not a worktree of the repository at {} (`git worktree list` names them)",
+            wanted.display(),
+            top.display()
+        )));
+    };
+    let base = git(
+        &wanted,
+        &[
+            "merge-base",
+            "HEAD",
+            git(&top, &["rev-parse", "HEAD"]).await?.trim(),
+        ],
+    )
+    .await
+    .ok()
+    .map(|base| base.trim().to_owned());
+    Ok(Worktree {
+        name: wanted
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        path: wanted,
+        branch,
+        repository: Some(top),
+        base,
+    })
+}
+
 /// A worktree a `WorktreeCreate` hook makes: the folder it names (stdout, or
 /// `hookSpecificOutput.worktreePath`), which must exist.
 async fn create_by_hook(hooks: &hooks::Hooks, name: &str) -> Result<Worktree, WorktreeError> {
@@ -325,8 +415,8 @@ impl Worktree {
         Ok(Changes { files, commits })
     }
 
-    /// Removes it and its branch, whatever it holds (`WorktreeRemove` hooks instead, when
-    /// configured).
+    /// Removes it, whatever it holds, with its branch when that is one made for it
+    /// (`worktree-*`); `WorktreeRemove` hooks instead, when configured.
     ///
     /// # Errors
     ///
@@ -351,7 +441,10 @@ impl Worktree {
         };
         let target = self.path.to_string_lossy().into_owned();
         git(top, &["worktree", "remove", "--force", &target]).await?;
-        git(top, &["branch", "-D", "--quiet", branch]).await?;
+        // Only a branch made for a worktree: an existing worktree's own branch is the user's.
+        if branch.starts_with("worktree-") {
+            git(top, &["branch", "-D", "--quiet", branch]).await?;
+        }
         Ok(())
     }
 
@@ -396,6 +489,12 @@ impl Worktree {
             }
         }
     }
+}
+
+/// The main checkout's uncommitted changes to tracked files (`git status --porcelain`
+/// lines) of the repository holding `cwd`; none when git cannot tell.
+pub async fn uncommitted(cwd: &Path) -> Vec<String> {
+    status(cwd, false).await.unwrap_or_default()
 }
 
 /// `git status --porcelain` of `dir` (untracked files too when `untracked`).
