@@ -226,6 +226,7 @@ pub async fn run(
     })
     .context("taking the terminal")?;
     let ui = terminal.handle();
+    follow_tasks(&session, &ui);
     status.attach(ui.clone());
     status.set_todo_list(session.todo_list());
     let queue = ui.clone();
@@ -292,19 +293,36 @@ async fn session_loop(
             None => {
                 // A minute at the prompt: the Notification hooks hear the agent waits.
                 let (after, idle) = repl.session.idle_notifier();
-                let read = repl.read();
-                tokio::pin!(read);
-                let outcome = tokio::select! {
-                    outcome = &mut read => outcome,
-                    () = tokio::time::sleep(after) => {
-                        idle();
-                        read.await
+                let outcome = {
+                    let read = repl.read();
+                    tokio::pin!(read);
+                    tokio::select! {
+                        outcome = &mut read => outcome,
+                        () = tokio::time::sleep(after) => {
+                            idle();
+                            read.await
+                        }
                     }
                 };
                 match outcome {
                     Read::Line(line, pasted) => (line, pasted),
                     Read::Again => continue,
                     Read::Exit => return Ok(0),
+                    Read::Woken => {
+                        let arrived = repl.session.take_arrivals();
+                        if arrived.is_empty() {
+                            continue;
+                        }
+                        say(
+                            ui,
+                            "\x1b[2m  ⎿  a background task reported: the model is told\x1b[0m",
+                        );
+                        let prompt = session::Invocation::task(arrived.join("\n\n"));
+                        if let Some(code) = repl.turn(prompt).await? {
+                            return Ok(code);
+                        }
+                        continue;
+                    }
                 }
             }
         };
@@ -316,12 +334,31 @@ async fn session_loop(
     }
 }
 
+/// The status line counts the running background tasks; what arrives for the model at the
+/// prompt (a task that ended, a hook's late feedback) wakes it for a turn.
+fn follow_tasks(session: &Session, ui: &tui::Handle) {
+    let (waker, counter) = (ui.clone(), ui.clone());
+    session.on_arrival(move || waker.wake());
+    let running = std::sync::atomic::AtomicUsize::new(0);
+    session.background().listen(move |event| {
+        let now = match event {
+            tools::background::TaskEvent::Started(_) => running.fetch_add(1, Ordering::Relaxed) + 1,
+            tools::background::TaskEvent::Ended(..) => {
+                running.fetch_sub(1, Ordering::Relaxed).saturating_sub(1)
+            }
+        };
+        counter.set_running_tasks(now);
+    });
+}
+
 /// What reading the next line gave.
 enum Read {
     /// A line, and whether it starts with pasted text.
     Line(String, bool),
     /// Nothing to do: read again.
     Again,
+    /// Something arrived for the model (a background task ended): a turn tells it.
+    Woken,
     /// End the session.
     Exit,
 }
@@ -417,6 +454,7 @@ impl Repl<'_> {
                 Read::Again
             }
             ReadOutcome::Eof => Read::Exit,
+            ReadOutcome::Woken => Read::Woken,
         }
     }
 
@@ -454,6 +492,13 @@ impl Repl<'_> {
             Input::Model(name) => self.model(name),
             Input::Compact(focus) => self.compact(focus).await,
             Input::Agents => self.say(&slash::agents_report(self.session.agents())),
+            Input::Tasks(None) => {
+                self.say(&session::slash::tasks_report(self.session.background()))
+            }
+            Input::Tasks(Some(id)) => {
+                let told = session::slash::stop_task(self.session.background(), &id).await;
+                self.say(&told);
+            }
             Input::Todos => {
                 let todos = self.session.todos();
                 if todos.is_empty() {

@@ -393,6 +393,11 @@ async fn headless(
         skills: session.skill_names(),
         api_key_source: session.api_key_source(),
     });
+    if args.output_format == OutputFormat::StreamJson {
+        let id = session.session_id().to_owned();
+        let tasks = session.background();
+        tasks.listen(move |event| Renderer::line(&session::sdk::task_message(event, &id)));
+    }
     if args.input_format == InputFormat::StreamJson {
         return stream_json_input(session, &mut renderer, interrupts).await;
     }

@@ -950,7 +950,9 @@ impl Renderer {
         }
     }
 
-    fn line(value: &Value) {
+    /// Writes `value` as one line on stdout (under the stdout lock: lines from other
+    /// threads never interleave with it).
+    pub fn line(value: &Value) {
         let mut stdout = std::io::stdout().lock();
         // A closed stdout (`agent … | head`) must not kill the run.
         let _ = writeln!(stdout, "{value}");

@@ -385,3 +385,75 @@ async fn a_monitors_events_arrive_as_they_come_and_it_ends_at_its_deadline() {
     let ended = last_message(4);
     assert!(ended.contains("<status>killed</status>"), "{ended}");
 }
+
+/// stream-json reports each background task's start and end as Claude Code's `system`
+/// `task_started` and `task_notification` messages, naming the tool_use that started it.
+#[tokio::test]
+async fn stream_json_reports_task_starts_and_ends() {
+    let repo = repo("bg-stream");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_ok",
+                    "Bash",
+                    json!({"command": "echo fine", "run_in_background": true, "description": "quick check"}),
+                )
+                .tool_use(
+                    "toolu_bad",
+                    "Bash",
+                    json!({"command": "exit 3", "run_in_background": true}),
+                ),
+        ),
+        Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 1"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args([
+            "-p",
+            "check",
+            "--allowedTools",
+            "Bash",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let lines = common::lines(&output);
+    let of = |subtype: &str, tool_use: &str| {
+        lines
+            .iter()
+            .find(|line| line["subtype"] == subtype && line["tool_use_id"] == tool_use)
+            .unwrap_or_else(|| panic!("no {subtype} for {tool_use}: {lines:?}"))
+            .clone()
+    };
+    let started = of("task_started", "toolu_ok");
+    assert_eq!(started["type"], "system");
+    assert_eq!(started["task_type"], "local_bash");
+    assert_eq!(started["description"], "quick check");
+    assert_eq!(started["session_id"], lines[0]["session_id"]);
+    let id = started["task_id"].as_str().unwrap().to_owned();
+    let done = of("task_notification", "toolu_ok");
+    assert_eq!(done["task_id"], id.as_str());
+    assert_eq!(done["status"], "completed");
+    assert_eq!(
+        done["summary"],
+        "Background command \"quick check\" completed (exit code 0)"
+    );
+    assert_eq!(
+        std::fs::read_to_string(done["output_file"].as_str().unwrap()).unwrap(),
+        "fine\n"
+    );
+    let failed = of("task_notification", "toolu_bad");
+    assert_eq!(failed["status"], "failed");
+    // Each start comes before its end, and both before the result.
+    let position = |line: &serde_json::Value| lines.iter().position(|l| l == line).unwrap();
+    assert!(position(&started) < position(&done));
+    assert_eq!(lines.last().unwrap()["type"], "result");
+}

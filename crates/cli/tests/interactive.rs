@@ -2968,3 +2968,51 @@ async fn the_status_line_is_refreshed_during_a_turn() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// A background command at an idle prompt: the status line counts it while it runs; when it
+/// ends, the session wakes and a turn tells the model (no prompt typed); `/tasks` lists it
+/// and `/tasks stop` of a finished one says so.
+#[tokio::test]
+async fn an_idle_session_wakes_when_a_background_task_ends() {
+    let repo = repo("interactive-wake");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_bg",
+            "Bash",
+            json!({"command": "sleep 2; echo BUILD-OK", "run_in_background": true, "description": "slow build"}),
+        )),
+        Reply::turn(Turn::new().text("Started the build.")),
+        Reply::turn(Turn::new().text("The build finished fine.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Bash"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("build it\r");
+    terminal.wait_for("Started the build.", 1).await;
+    terminal.wait_for("· 1 background task", 1).await;
+    // Nothing typed: the task's end starts the next turn.
+    terminal.wait_for("The build finished fine.", 1).await;
+    let told = messages(&server, 2);
+    let last = told.last().unwrap().to_string();
+    assert!(
+        last.contains("<task-notification>") && last.contains("BUILD-OK"),
+        "{last}"
+    );
+    // The woken turn had no prompt typed: one `›` row so far, and the input line.
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("/tasks\r");
+    terminal
+        .wait_for("Background tasks: 0 running, 1 ended", 1)
+        .await;
+    terminal.wait_for("slow build", 2).await;
+    terminal.type_keys("/tasks stop bash_1\r");
+    terminal
+        .wait_for("bash_1 had already ended (completed).", 1)
+        .await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert_eq!(server.requests().len(), 3);
+}

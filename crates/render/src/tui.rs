@@ -90,6 +90,9 @@ pub enum ReadOutcome {
     Cleared,
     /// Ctrl-D on an empty line, or the terminal is gone.
     Eof,
+    /// [`Handle::wake`]: something arrived for the model while the prompt waited (a
+    /// background task ended). What was typed stays in the line for the next read.
+    Woken,
 }
 
 /// Completes `@partial` to the paths it may name (see [`Config::complete_path`]).
@@ -130,6 +133,8 @@ enum Message {
     Checklist(Vec<String>),
     ModeShown(String),
     Figures(String),
+    RunningTasks(usize),
+    Wake,
     Read(oneshot::Sender<ReadOutcome>),
     Ask {
         id: u64,
@@ -208,6 +213,19 @@ impl Handle {
     /// status line again (`None`). Text already safe to print (colours allowed).
     pub fn set_custom_status(&self, rows: Option<Vec<String>>) {
         self.send(Message::CustomStatus(rows));
+    }
+
+    /// How many background tasks run now: the status line counts them (none: nothing is
+    /// shown).
+    pub fn set_running_tasks(&self, running: usize) {
+        self.send(Message::RunningTasks(running));
+    }
+
+    /// Ends a [`Handle::read_line`] that is waiting with [`ReadOutcome::Woken`], the line
+    /// being typed kept; nothing when no read waits (a turn is running: what arrived goes
+    /// with its next request).
+    pub fn wake(&self) {
+        self.send(Message::Wake);
     }
 
     /// The status line's figures only (the session's requests, tokens and cost so far,
@@ -465,6 +483,7 @@ impl Tui {
             checklist: (Vec::new(), true),
             activity: None,
             status: None,
+            running_tasks: 0,
             custom_status: None,
             on_cycle_mode: config.on_cycle_mode,
             raw: raw.clone(),
@@ -657,6 +676,8 @@ struct State {
     activity: Option<(String, Instant)>,
     /// The status line's model, mode and figures.
     status: Option<(String, String, String)>,
+    /// Background tasks running ([`Handle::set_running_tasks`]).
+    running_tasks: usize,
     /// Rows shown in place of the status line.
     custom_status: Option<Vec<String>>,
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
@@ -764,6 +785,12 @@ impl State {
             Message::Figures(figures) => {
                 if let Some((_, _, shown)) = &mut self.status {
                     *shown = figures;
+                }
+            }
+            Message::RunningTasks(running) => self.running_tasks = running,
+            Message::Wake => {
+                if let Some(reply) = self.read.take() {
+                    let _ = reply.send(ReadOutcome::Woken);
                 }
             }
             Message::ModeShown(mode) => {
@@ -1225,7 +1252,12 @@ impl State {
         if let Some(custom) = &self.custom_status {
             rows.extend(custom.iter().map(|row| crate::term::fit(row, width)));
         } else if let Some((model, mode, figures)) = &self.status {
-            rows.push(dim(&format!("  ─ {model} · {mode}{figures}")));
+            let tasks = match self.running_tasks {
+                0 => String::new(),
+                1 => " · 1 background task".to_owned(),
+                running => format!(" · {running} background tasks"),
+            };
+            rows.push(dim(&format!("  ─ {model} · {mode}{figures}{tasks}")));
         }
         if self.checklist.1 {
             rows.extend(self.checklist.0.iter().cloned());

@@ -98,6 +98,7 @@ pub mod options;
 pub mod output_styles;
 mod prefetch;
 pub mod rows;
+pub mod sdk;
 mod session;
 pub mod sessions;
 pub mod settings;

@@ -638,6 +638,38 @@ impl Session {
         Ok(worktree)
     }
 
+    /// The session's background tasks (shells, monitors, background subagents): a front end
+    /// lists them (`/tasks`), stops one, or listens to their starts and ends.
+    pub fn background(&self) -> &tools::background::BackgroundTasks {
+        &self.tooling.recipe.background
+    }
+
+    /// Calls `wake` whenever something arrives for the model on its own (a background task
+    /// ended by itself, an `asyncRewake` hook answered), for a front end whose session idles
+    /// between prompts to start a turn for it ([`Session::take_arrivals`]). From a task's or
+    /// hook's thread: `wake` must not block.
+    pub fn on_arrival(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(wake);
+        let on_end = Arc::clone(&wake);
+        self.background().listen(move |event| {
+            if let tools::background::TaskEvent::Ended(task, _) = event
+                && task.status() != tools::background::TaskStatus::Stopped
+            {
+                on_end();
+            }
+        });
+        let _ = self.tooling.hooks.env().waker.set(wake);
+    }
+
+    /// What arrived for the model and was not sent yet (task notifications, monitors'
+    /// events, `asyncRewake` hooks' feedback), taken: the prompt of a turn that tells it.
+    /// Empty when nothing waits.
+    pub fn take_arrivals(&self) -> Vec<String> {
+        let mut arrived = self.background().notifications();
+        arrived.extend(self.tooling.hooks.env().take_wake());
+        arrived
+    }
+
     /// Ends the background tasks still running: a headless run first waits for them, at
     /// most `AGENT_BACKGROUND_WAIT_MS` milliseconds ([`BACKGROUND_WAIT`] by default); each
     /// task stopped is named.
@@ -2498,7 +2530,15 @@ fn background_tasks(
         .unwrap_or_default();
     let tasks = tools::background::BackgroundTasks::new(results_dir.join("tasks"), wrapper);
     let notices = notices.clone();
-    tasks.on_end(move |line| notices.say(line));
+    // Its end, unless it was stopped (who stopped it says so: TaskStop's result, the
+    // session's end).
+    tasks.listen(move |event| {
+        if let tools::background::TaskEvent::Ended(task, line) = event
+            && task.status() != tools::background::TaskStatus::Stopped
+        {
+            notices.say(line);
+        }
+    });
     tasks
 }
 
@@ -2589,6 +2629,7 @@ fn hook_env(
         turn: Arc::default(),
         watch: Arc::default(),
         wake: Arc::default(),
+        waker: Arc::default(),
     }
 }
 

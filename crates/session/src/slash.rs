@@ -51,6 +51,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "agents",
         "the subagents the model can start (built-in, yours, the project's)",
     ),
+    (
+        "tasks",
+        "[stop ID] the background tasks (commands, monitors, subagents); stop one",
+    ),
     ("exit", "exit (also /quit)"),
 ];
 
@@ -109,6 +113,8 @@ pub enum Input {
     Agents,
     /// `/todos`.
     Todos,
+    /// `/tasks [stop ID]`.
+    Tasks(Option<String>),
     /// `/rewind [arguments]`.
     Rewind(String),
     /// `/resume`.
@@ -160,10 +166,76 @@ pub fn parse(line: &str) -> Input {
         "mcp" => Input::Mcp,
         "agents" => Input::Agents,
         "todos" => Input::Todos,
+        "tasks" => Input::Tasks(optional()),
         "rewind" => Input::Rewind(argument.to_owned()),
         "resume" => Input::Resume,
         "exit" | "quit" => Input::Exit,
         other => Input::Unknown(other.to_owned()),
+    }
+}
+
+/// `/tasks`: each background task with its id, kind, state, time and what it runs, running
+/// ones first, then the latest ended ones (at most 20 of those).
+pub fn tasks_report(tasks: &tools::background::BackgroundTasks) -> String {
+    let all = tasks.tasks();
+    if all.is_empty() {
+        return "No background tasks: none was started in this session.".to_owned();
+    }
+    let row = |task: &std::sync::Arc<tools::background::Task>| {
+        let status = task.status();
+        format!(
+            "  {:<10} {:<11} {:<9} {:>6}  {}",
+            task.id(),
+            task.kind(),
+            status.as_str(),
+            format!("{:.0}s", task.elapsed().as_secs_f64()),
+            render::printable(task.label(), false)
+        )
+    };
+    let running = tasks.running();
+    let mut lines = vec![format!(
+        "Background tasks: {running} running, {} ended (/tasks stop ID stops one):",
+        all.len() - running
+    )];
+    let is_running = |task: &&std::sync::Arc<tools::background::Task>| {
+        task.status() == tools::background::TaskStatus::Running
+    };
+    lines.extend(all.iter().filter(is_running).map(row));
+    let ended: Vec<_> = all.iter().filter(|task| !is_running(task)).collect();
+    lines.extend(ended.iter().rev().take(20).rev().map(|task| row(task)));
+    lines.join("\n")
+}
+
+/// `/tasks stop ID` (or `/tasks ID`): stops the task, or says why not.
+pub async fn stop_task(tasks: &tools::background::BackgroundTasks, argument: &str) -> String {
+    let id = argument
+        .strip_prefix("stop")
+        .map_or(argument, str::trim)
+        .trim();
+    let Some(task) = tasks.get(id) else {
+        let ids: Vec<String> = tasks.tasks().iter().map(|t| t.id().to_owned()).collect();
+        return format!(
+            "No background task {:?}{}",
+            render::printable(id, false),
+            if ids.is_empty() {
+                ": none was started".to_owned()
+            } else {
+                format!(" (the tasks: {})", ids.join(", "))
+            }
+        );
+    };
+    if task.stop().await {
+        format!(
+            "Stopped {} ({}).",
+            task.id(),
+            render::printable(task.label(), false)
+        )
+    } else {
+        format!(
+            "{} had already ended ({}).",
+            task.id(),
+            task.status().as_str()
+        )
     }
 }
 
@@ -210,6 +282,65 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn tasks_are_listed_and_stopped_by_id() {
+        let dir = std::env::temp_dir().join(format!("agent-slash-tasks-{}", std::process::id()));
+        let tasks = tools::background::BackgroundTasks::new(dir.clone(), Vec::new());
+        assert!(super::tasks_report(&tasks).starts_with("No background tasks"));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let stopped = cancel.clone();
+        let run = async move {
+            stopped.cancelled().await;
+            ("stopped early".to_owned(), false)
+        };
+        let task = tasks
+            .start_agent(
+                "survey the code".into(),
+                "Explore agent: survey".into(),
+                None,
+                run,
+                cancel,
+            )
+            .unwrap_or_else(|error| panic!("{error}"));
+        let report = super::tasks_report(&tasks);
+        assert!(
+            report.starts_with("Background tasks: 1 running, 0 ended"),
+            "{report}"
+        );
+        let row: Vec<&str> = report
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            row,
+            [
+                task.id(),
+                "local_agent",
+                "running",
+                "0s",
+                "survey",
+                "the",
+                "code"
+            ],
+            "{report}"
+        );
+        assert_eq!(
+            super::stop_task(&tasks, &format!("stop {}", task.id())).await,
+            format!("Stopped {} (survey the code).", task.id())
+        );
+        assert_eq!(
+            super::stop_task(&tasks, task.id()).await,
+            format!("{} had already ended (killed).", task.id())
+        );
+        assert_eq!(
+            super::stop_task(&tasks, "stop bash_9").await,
+            format!("No background task \"bash_9\" (the tasks: {})", task.id())
+        );
+        assert!(super::tasks_report(&tasks).contains("0 running, 1 ended"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 
     #[test]
     fn init_writes_claude_md_where_the_project_uses_claude_codes_files() {

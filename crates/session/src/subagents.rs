@@ -711,6 +711,7 @@ impl SubagentHost for Host {
             .start_agent(
                 spawn.description.clone(),
                 format!("{} agent: {}", spawn.definition.name, spawn.description),
+                Some(spawn.parent_tool_use_id.to_string()),
                 run,
                 cancel,
             )

@@ -196,6 +196,8 @@ impl Output {
 /// One background task: a command, or a subagent ([`BackgroundTasks::start_agent`]).
 pub struct Task {
     id: String,
+    /// The tool_use that started it.
+    tool_use_id: Option<String>,
     command: String,
     description: Option<String>,
     started: Instant,
@@ -259,7 +261,12 @@ impl Task {
         }
     }
 
-    /// The command.
+    /// The tool_use that started it (a Bash, Monitor or Task call).
+    pub fn tool_use_id(&self) -> Option<&str> {
+        self.tool_use_id.as_deref()
+    }
+
+    /// The command (a subagent's: its type and description).
     pub fn command(&self) -> &str {
         &self.command
     }
@@ -280,7 +287,7 @@ impl Task {
     }
 
     /// What names it for people: its description, else its command.
-    fn label(&self) -> &str {
+    pub fn label(&self) -> &str {
         self.description.as_deref().unwrap_or(&self.command)
     }
 
@@ -292,9 +299,9 @@ impl Task {
             .is_ok()
     }
 
-    /// SIGTERM to its group, then SIGKILL after [`STOP_GRACE`]; `false` when it had already
-    /// ended.
-    async fn stop(&self) -> bool {
+    /// Stops it: SIGTERM to its group, then SIGKILL after [`STOP_GRACE`] (a subagent: its
+    /// cancellation); `false` when it had already ended.
+    pub async fn stop(&self) -> bool {
         {
             let mut state = self.lock();
             if state.status != TaskStatus::Running {
@@ -323,9 +330,9 @@ impl Task {
         true
     }
 
-    /// What happened to it, in a line (`Background command "npm test" completed (exit code
-    /// 0)`, `Agent "survey" completed`).
-    fn summary(&self, status: &TaskStatus) -> String {
+    /// The line that tells its end (`Background command "npm test" completed (exit code
+    /// 0)`), as of `status`.
+    pub fn summary(&self, status: &TaskStatus) -> String {
         let label = self.label();
         match (self.cancel.is_some(), status) {
             (true, TaskStatus::Stopped) => format!("Agent \"{label}\" was stopped"),
@@ -381,6 +388,8 @@ pub(crate) struct Launch {
     /// The command as the model wrote it.
     pub text: String,
     pub description: Option<String>,
+    /// The tool_use that started it.
+    pub tool_use_id: Option<String>,
     /// A monitor (its lines are events).
     pub monitor: bool,
     /// When it is stopped if it has not ended (a monitor's `timeout_ms`).
@@ -401,12 +410,21 @@ struct Inner {
     dir: PathBuf,
     /// The program and first arguments every task starts through (the agent's guard).
     wrapper: Vec<OsString>,
-    /// Told a line when a task ends (interactive: the user sees it at once).
-    on_end: Mutex<Option<OnEnd>>,
+    /// Told of each task's start and end ([`BackgroundTasks::listen`]).
+    listeners: Mutex<Vec<Listener>>,
 }
 
-/// What is told a line when a task ends.
-type OnEnd = Arc<dyn Fn(&str) + Send + Sync>;
+/// What hears of tasks starting and ending.
+type Listener = Arc<dyn Fn(&TaskEvent) + Send + Sync>;
+
+/// A task started or ended, as [`BackgroundTasks::listen`] tells it.
+#[derive(Clone, Debug)]
+pub enum TaskEvent {
+    /// It started.
+    Started(Arc<Task>),
+    /// It ended (its status is set); the line that tells it ([`Task::summary`]).
+    Ended(Arc<Task>, String),
+}
 
 impl std::fmt::Debug for BackgroundTasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -427,19 +445,31 @@ impl BackgroundTasks {
                 next: AtomicU64::new(0),
                 dir,
                 wrapper,
-                on_end: Mutex::new(None),
+                listeners: Mutex::new(Vec::new()),
             }),
         }
     }
 
-    /// Tells `on_end` a line when a task ends (`Background command "npm test" completed
-    /// (exit code 0)`).
-    pub fn on_end(&self, on_end: impl Fn(&str) + Send + Sync + 'static) {
-        *self
-            .inner
-            .on_end
+    /// Tells `listener` of every task that starts or ends from now on, on the thread
+    /// where that happens (it must not block).
+    pub fn listen(&self, listener: impl Fn(&TaskEvent) + Send + Sync + 'static) {
+        self.inner
+            .listeners
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(on_end));
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::new(listener));
+    }
+
+    fn tell(&self, event: &TaskEvent) {
+        let listeners = self
+            .inner
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for listener in listeners {
+            listener(event);
+        }
     }
 
     /// The wrapper tasks start through.
@@ -489,23 +519,16 @@ impl BackgroundTasks {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::clone(&task));
+        self.tell(&TaskEvent::Started(Arc::clone(&task)));
         task
     }
 
-    /// `task` ended (its status is set): waiters are woken, and the user is told in a line
-    /// unless it was stopped (who stopped it says so: TaskStop's result, the session's end).
-    fn ended(&self, task: &Task, ended: &tokio::sync::watch::Sender<bool>) {
+    /// `task` ended (its status is set): waiters are woken, and the listeners told.
+    fn ended(&self, task: &Arc<Task>, ended: &tokio::sync::watch::Sender<bool>) {
         let status = task.status();
         let _ = ended.send(true);
-        let on_end = self
-            .inner
-            .on_end
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(on_end) = on_end.filter(|_| status != TaskStatus::Stopped) {
-            on_end(&format!("{} ({})", task.summary(&status), task.id));
-        }
+        let line = format!("{} ({})", task.summary(&status), task.id);
+        self.tell(&TaskEvent::Ended(Arc::clone(task), line));
     }
 
     /// Starts `launch` in the background (on the tokio runtime).
@@ -551,6 +574,7 @@ impl BackgroundTasks {
         let (ended_sender, ended) = tokio::sync::watch::channel(false);
         let task = self.register(Task {
             id,
+            tool_use_id: launch.tool_use_id.take(),
             command: launch.text,
             description: launch.description.take(),
             started: Instant::now(),
@@ -605,6 +629,7 @@ impl BackgroundTasks {
         &self,
         description: String,
         prompt: String,
+        tool_use_id: Option<String>,
         run: impl std::future::Future<Output = (String, bool)> + Send + 'static,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<Arc<Task>, ToolError> {
@@ -612,6 +637,7 @@ impl BackgroundTasks {
         let (ended_sender, ended) = tokio::sync::watch::channel(false);
         let task = self.register(Task {
             id,
+            tool_use_id,
             command: prompt,
             description: Some(description),
             started: Instant::now(),

@@ -416,6 +416,7 @@ fn start_in_background(
         placeholders,
         text: input.command,
         description: input.description,
+        tool_use_id: Some(context.tool_use_id.to_string()),
         monitor: false,
         deadline: None,
     })?;
@@ -459,6 +460,7 @@ pub(crate) fn start_monitor(
         placeholders,
         text: command.to_owned(),
         description: Some(description),
+        tool_use_id: Some(context.tool_use_id.to_string()),
         monitor: true,
         deadline,
     })

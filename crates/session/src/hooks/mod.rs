@@ -351,6 +351,9 @@ pub struct HookEnv {
     /// What `asyncRewake` hooks said for the model (their exit 2's stderr), waiting for the
     /// session's next request.
     pub wake: Arc<Mutex<Vec<String>>>,
+    /// Called when an `asyncRewake` hook left something for the model (an idle interactive
+    /// session starts a turn for it: [`crate::Session::on_arrival`]).
+    pub waker: Arc<std::sync::OnceLock<Arc<dyn Fn() + Send + Sync>>>,
     /// The running turn's cancellation, while one runs: a PermissionRequest hook's `deny`
     /// with `interrupt: true` stops the turn through it, as the user's interrupt does.
     pub turn: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
@@ -407,6 +410,9 @@ impl HookEnv {
                 "<system-reminder>\n{} hook feedback (it ran in the background): {said}\n</system-reminder>",
                 event.name()
             ));
+        if let Some(waker) = self.waker.get() {
+            waker();
+        }
     }
 
     /// What `asyncRewake` hooks left for the model since last asked.

@@ -322,6 +322,7 @@ pub(crate) mod tests {
             turn: Arc::default(),
             watch: Arc::default(),
             wake: Arc::default(),
+            waker: Arc::default(),
         }
     }
 
