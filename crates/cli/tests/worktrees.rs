@@ -440,3 +440,195 @@ async fn the_main_agent_enters_and_exits_worktrees() {
         "+ worktree-fix"
     );
 }
+
+/// From an attack: a repository that commits `.claude/worktrees` as a link (to its own
+/// `.git`, or to a folder of the user's) gets no worktree through it, for EnterWorktree as
+/// for a subagent; nothing is made where the link points.
+#[tokio::test]
+async fn a_committed_link_in_the_worktrees_path_is_refused() {
+    let repo = repo("wt-link");
+    let target = repo.home.join("elsewhere");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&target, repo.dir.join(".claude/worktrees")).unwrap();
+    git(&repo.dir, &["add", "-A"]);
+    git(&repo.dir, &["commit", "-qm", "link"]);
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(
+                Turn::new()
+                    .tool_use("toolu_in", "EnterWorktree", json!({"name": "x"}))
+                    .tool_use(
+                        "toolu_t",
+                        "Task",
+                        json!({"description": "d", "prompt": "SUB: go", "isolation": "worktree"}),
+                    ),
+            ),
+            Reply::turn(Turn::new().text("Refused.")),
+        ])
+        .route("SUB:", vec![Reply::turn(Turn::new().text("never"))]),
+    )
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "go", "--trust"]).await;
+    assert!(output.status.success());
+    for id in ["toolu_in", "toolu_t"] {
+        let refused = result_text(&server, id);
+        assert!(
+            refused.contains("is a symbolic link or a file, not a folder"),
+            "{refused}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    assert_eq!(git(&repo.dir, &["worktree", "list"]).lines().count(), 1);
+}
+
+/// From an attack: EnterWorktree by path reaches only this checkout's `.claude/worktrees/`
+/// (never a worktree of the user's elsewhere); one entered by path is the user's, so it is
+/// neither removed at the end (even clean, even with only ignored files in it) nor by
+/// ExitWorktree; a worktree the session made that holds only an ignored file is kept.
+#[tokio::test]
+async fn worktrees_the_session_did_not_make_are_never_removed() {
+    let repo = repo("wt-theirs");
+    std::fs::write(repo.dir.join(".gitignore"), ".env\n").unwrap();
+    git(&repo.dir, &["add", "-A"]);
+    git(&repo.dir, &["commit", "-qm", "ignore"]);
+    let elsewhere = repo.home.join("userwt");
+    git(
+        &repo.dir,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "userbr",
+            &elsewhere.display().to_string(),
+        ],
+    );
+    let theirs = repo.dir.join(".claude/worktrees/theirs");
+    git(
+        &repo.dir,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "worktree-theirs",
+            &theirs.display().to_string(),
+        ],
+    );
+    std::fs::write(theirs.join(".env"), "SECRET=1\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_far", "EnterWorktree", json!({"path": elsewhere}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_in",
+            "EnterWorktree",
+            json!({"path": ".claude/worktrees/theirs"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_rm",
+            "ExitWorktree",
+            json!({"action": "remove", "discard_changes": true}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_keep", "ExitWorktree", json!({"action": "keep"}))),
+        Reply::turn(Turn::new().tool_use("toolu_mine", "EnterWorktree", json!({"name": "mine"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_env",
+            "Write",
+            json!({"file_path": ".env", "content": "TOKEN=2\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--allowedTools",
+            "ExitWorktree,Write",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let far = result_text(&server, "toolu_far");
+    assert!(
+        far.contains("only a worktree there can be entered"),
+        "{far}"
+    );
+    assert!(result_text(&server, "toolu_in").contains("Switched to the worktree"));
+    let refused = result_text(&server, "toolu_rm");
+    assert!(
+        refused.contains("was there before this session"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join(".env")).unwrap(),
+        "SECRET=1\n"
+    );
+    assert!(elsewhere.join("greet.py").exists());
+    assert_eq!(
+        git(&repo.dir, &["branch", "--list", "worktree-theirs"]).trim(),
+        "+ worktree-theirs"
+    );
+    // Its only new file is ignored by git: still work, so the worktree is kept.
+    let mine = repo.dir.join(".claude/worktrees/mine");
+    assert_eq!(
+        std::fs::read_to_string(mine.join(".env")).unwrap(),
+        "TOKEN=2\n"
+    );
+    assert!(stderr.contains("The worktree is kept at"), "{stderr}");
+}
+
+/// From an attack: the agent's own git runs never enter a submodule, whose configuration a
+/// sandboxed command can write (a `filter` naming a program git would run outside the
+/// sandbox).
+#[tokio::test]
+async fn the_agents_git_never_runs_a_submodules_filter() {
+    let repo = repo("wt-submodule");
+    git(
+        &repo.dir,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,sub",
+        ],
+    );
+    git(&repo.dir, &["commit", "-qm", "gitlink"]);
+    // What a sandboxed command could leave: a repository in `sub` whose filter runs a
+    // program, and a changed file for git to clean.
+    let sub = repo.dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let marker = repo.home.join("FILTER-RAN");
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join(".gitattributes"), "* filter=evil\n").unwrap();
+    std::fs::write(sub.join("f"), "one\n").unwrap();
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-qm", "sub"]);
+    git(
+        &sub,
+        &[
+            "config",
+            "filter.evil.clean",
+            &format!("touch {}; cat", marker.display()),
+        ],
+    );
+    std::fs::write(sub.join("f"), "two\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_in", "EnterWorktree", json!({"name": "w"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "go", "--trust"]).await;
+    assert!(output.status.success());
+    // Created (the submodule's change is not the main checkout's), and nothing ran.
+    let entered = result_text(&server, "toolu_in");
+    assert!(entered.contains("Switched to the worktree"), "{entered}");
+    assert!(!marker.exists(), "the submodule's filter ran");
+}

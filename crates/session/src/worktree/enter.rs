@@ -136,6 +136,12 @@ impl Current {
         };
         let discarded = match exit {
             Exit::Keep => None,
+            Exit::Remove { .. } if !worktree.owned => {
+                return Err(WorktreeError::Exists(format!(
+                    "the worktree {} was there before this session (entered by its path): it is not removed here; keep it",
+                    worktree.path.display()
+                )));
+            }
             Exit::Remove { discard_changes } => {
                 let changes = worktree.changes().await?;
                 if changes.any() && !discard_changes {

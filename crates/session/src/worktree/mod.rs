@@ -137,8 +137,14 @@ pub fn validate_name(name: &str) -> Result<(), WorktreeError> {
         {
             return invalid("it has a character outside the allowed ones");
         }
-        if part.ends_with(".lock") || part.starts_with('-') {
-            return invalid("git refuses a part starting with '-' or ending in '.lock'");
+        if part.ends_with(".lock")
+            || part.starts_with(['-', '.'])
+            || part.ends_with('.')
+            || part.contains("..")
+        {
+            return invalid(
+                "git refuses a part starting with '-' or '.', ending in '.' or '.lock', or holding '..'",
+            );
         }
     }
     Ok(())
@@ -157,6 +163,9 @@ pub struct Worktree {
     pub repository: Option<PathBuf>,
     /// The commit it started at; `None` for one a hook made.
     pub base: Option<String>,
+    /// Whether this session made it: only such a worktree is ever removed (one entered by
+    /// its path is the user's, kept whatever it holds).
+    pub owned: bool,
 }
 
 /// What a worktree has that its start did not.
@@ -249,6 +258,8 @@ pub async fn create(
         )));
     }
     let branch = format!("worktree-{name}");
+    // Checked before anything is made: the folders on the way are real folders.
+    folders_on_the_way(&top, name, false)?;
     if git(
         &top,
         &[
@@ -266,25 +277,69 @@ pub async fn create(
         )));
     }
     exclude(&top).await?;
+    folders_on_the_way(&top, name, true)?;
     let target = path.to_string_lossy().into_owned();
     git(
         &top,
         &["worktree", "add", "--quiet", "-b", &branch, &target, &base],
     )
     .await?;
-    let path = path.canonicalize().unwrap_or(path);
+    let resolved = path.canonicalize().unwrap_or_else(|_| path.clone());
+    if resolved != path {
+        return Err(WorktreeError::Exists(format!(
+            "the worktree was made at {}, not at {}: refusing to use it",
+            resolved.display(),
+            path.display()
+        )));
+    }
     Ok(Worktree {
         name: name.to_owned(),
         path,
         branch: Some(branch),
         repository: Some(top),
         base: Some(base),
+        owned: true,
     })
 }
 
-/// The existing worktree at `path` of the repository holding `cwd`: it must be one of those
-/// `git worktree list` names (not the main checkout). Its start is where its branch left the
-/// repository's `HEAD`, so its commits count as its own.
+/// Checks, and with `make` makes, the folders from `top` to where worktree `name` goes
+/// (`.claude`, `worktrees`, and the parts of `name` before its last): each must be a real
+/// folder, never a symbolic link. A repository can commit `.claude/worktrees` as a link to
+/// its own `.git` or to any folder of the user's: git would then make the worktree there, and
+/// the agent would work (and git would later run) inside it.
+///
+/// # Errors
+///
+/// [`WorktreeError::Exists`] naming the link or file in the way, or why a folder could not
+/// be made.
+fn folders_on_the_way(top: &Path, name: &str, make: bool) -> Result<(), WorktreeError> {
+    let mut parts: Vec<&str> = WORKTREES_DIR.split('/').collect();
+    let name_parts: Vec<&str> = name.split('/').collect();
+    parts.extend(&name_parts[..name_parts.len() - 1]);
+    let mut dir = top.to_path_buf();
+    for part in parts {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_dir() => {}
+            Ok(_) => {
+                return Err(WorktreeError::Exists(format!(
+                    "{} is a symbolic link or a file, not a folder: refusing to make a worktree through it",
+                    dir.display()
+                )));
+            }
+            Err(_) if !make => {}
+            Err(_) => std::fs::create_dir(&dir).map_err(|error| {
+                WorktreeError::Exists(format!("making {}: {error}", dir.display()))
+            })?,
+        }
+    }
+    Ok(())
+}
+
+/// The existing worktree at `path` of the repository holding `cwd`: it must be in that
+/// checkout's `.claude/worktrees/` (reached through real folders) and one of those
+/// `git worktree list` names. Its start is where its branch left the repository's `HEAD`,
+/// so its commits count as its own. It is not [`Worktree::owned`]: it is never removed.
 ///
 /// # Errors
 ///
@@ -301,8 +356,27 @@ pub async fn existing(cwd: &Path, path: &Path, trusted: bool) -> Result<Worktree
         })?;
     let top = PathBuf::from(top.trim());
     let top = top.canonicalize().unwrap_or(top);
-    let wanted = cwd.join(path);
-    let wanted = wanted.canonicalize().unwrap_or(wanted);
+    let written = cwd.join(path);
+    let wanted = written.canonicalize().unwrap_or_else(|_| written.clone());
+    // Only a worktree in this checkout's worktrees folder, reached through real folders: one
+    // elsewhere (another checkout, the main one, a folder of the user's) is outside the
+    // session's workspace, and entering it would widen what the agent may change.
+    let home = top.join(WORKTREES_DIR);
+    let inside = wanted
+        .strip_prefix(&home)
+        .ok()
+        .map(|rest| rest.to_string_lossy().into_owned())
+        .filter(|rest| !rest.is_empty());
+    let Some(name) = inside.filter(|name| {
+        folders_on_the_way(&top, name, false).is_ok()
+            && std::fs::symlink_metadata(&wanted).is_ok_and(|meta| meta.is_dir())
+    }) else {
+        return Err(WorktreeError::Exists(format!(
+            "{} is not in {}: only a worktree there can be entered",
+            written.display(),
+            home.display()
+        )));
+    };
     let list = git(&top, &["worktree", "list", "--porcelain"]).await?;
     let mut found = None;
     for entry in list.split("\n\n") {
@@ -341,14 +415,12 @@ pub async fn existing(cwd: &Path, path: &Path, trusted: bool) -> Result<Worktree
     .ok()
     .map(|base| base.trim().to_owned());
     Ok(Worktree {
-        name: wanted
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        name,
         path: wanted,
         branch,
         repository: Some(top),
         base,
+        owned: false,
     })
 }
 
@@ -383,6 +455,7 @@ async fn create_by_hook(hooks: &hooks::Hooks, name: &str) -> Result<Worktree, Wo
         branch: None,
         repository: None,
         base: None,
+        owned: true,
     })
 }
 
@@ -448,14 +521,15 @@ impl Worktree {
         Ok(())
     }
 
-    /// The end of the work: kept when it has changes, else removed with its branch.
+    /// The end of the work: kept when it has changes or this session did not make it, else
+    /// removed with its branch.
     ///
     /// # Errors
     ///
     /// As [`Worktree::changes`] and [`Worktree::remove`]; the worktree is kept then.
     pub async fn finish(&self, hooks: Option<&hooks::Hooks>) -> Result<Ending, WorktreeError> {
         let changes = self.changes().await?;
-        if changes.any() {
+        if changes.any() || !self.owned {
             return Ok(Ending::Kept(changes));
         }
         self.remove(hooks).await?;
@@ -477,6 +551,9 @@ impl Worktree {
                 if changes.commits > 0 {
                     what.push(format!("{} commit(s)", changes.commits));
                 }
+                if what.is_empty() {
+                    what.push("nothing new (it was there before this session)".to_owned());
+                }
                 format!(
                     "The worktree is kept at {}{} with {}.",
                     self.path.display(),
@@ -497,14 +574,19 @@ pub async fn uncommitted(cwd: &Path) -> Vec<String> {
     status(cwd, false).await.unwrap_or_default()
 }
 
-/// `git status --porcelain` of `dir` (untracked files too when `untracked`).
-async fn status(dir: &Path, untracked: bool) -> Result<Vec<String>, WorktreeError> {
-    let untracked = if untracked {
-        "--untracked-files=all"
+/// `git status --porcelain` of `dir`: tracked files only, or (`everything`) untracked and
+/// ignored ones too (`!!` lines: a `.env` or `build/` the agent made is work a removal would
+/// lose). Submodules are never entered: a nested repository's configuration, which a
+/// sandboxed command can write, would name the programs git runs there.
+async fn status(dir: &Path, everything: bool) -> Result<Vec<String>, WorktreeError> {
+    let args: &[&str] = if everything {
+        &["--untracked-files=normal", "--ignored=matching"]
     } else {
-        "--untracked-files=no"
+        &["--untracked-files=no"]
     };
-    Ok(git(dir, &["status", "--porcelain", untracked])
+    let mut command = vec!["status", "--porcelain", "--ignore-submodules=all"];
+    command.extend_from_slice(args);
+    Ok(git(dir, &command)
         .await?
         .lines()
         .filter(|line| !line.trim().is_empty())
@@ -594,6 +676,9 @@ mod tests {
             ("x/", "empty"),
             ("-rf", "'-'"),
             ("name.lock", ".lock"),
+            ("a..b", "'..'"),
+            (".hidden", "'.'"),
+            ("end.", "'.'"),
             (&"x".repeat(65), "too long"),
         ] {
             let error = validate_name(bad)
