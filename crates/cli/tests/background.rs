@@ -457,3 +457,84 @@ async fn stream_json_reports_task_starts_and_ends() {
     assert!(position(&started) < position(&done));
     assert_eq!(lines.last().unwrap()["type"], "result");
 }
+
+/// Monitor's WebSocket form: each text frame of a server on this machine is an event told
+/// with the next request, the socket's close ends the watch; a server elsewhere is refused
+/// while commands have no network.
+#[tokio::test]
+async fn a_websocket_monitor_tells_each_frame() {
+    use futures_util::SinkExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "ws://127.0.0.1:{}/events",
+        listener.local_addr().unwrap().port()
+    );
+    let socket_server = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut socket = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        for text in ["build started", "build done:\n3 warnings"] {
+            socket.send(text.into()).await.unwrap();
+        }
+        socket
+            .send(tokio_tungstenite::tungstenite::Message::Binary(
+                vec![0u8; 5].into(),
+            ))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        socket.close(None).await.unwrap();
+    });
+    let repo = repo("bg-ws");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use(
+                    "toolu_m",
+                    "Monitor",
+                    json!({"description": "dev server", "ws": {"url": url}}),
+                )
+                .tool_use(
+                    "toolu_far",
+                    "Monitor",
+                    json!({"description": "far", "ws": {"url": "ws://192.0.2.1:9/"}}),
+                ),
+        ),
+        Reply::turn(Turn::new().tool_use("toolu_1", "Bash", json!({"command": "sleep 0.5"}))),
+        Reply::turn(Turn::new().tool_use("toolu_2", "Bash", json!({"command": "sleep 2"}))),
+        Reply::turn(Turn::new().text("Watched.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .args(["-p", "watch", "--allowedTools", "Bash,Monitor"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    socket_server.await.unwrap();
+    assert!(result_text(&server, "toolu_m").contains("Monitor started with ID: monitor_1"));
+    let far = result_text(&server, "toolu_far");
+    assert!(far.contains("only this machine's own servers"), "{far}");
+    let told: String = server.requests()[2..]
+        .iter()
+        .map(|request| {
+            request.json()["messages"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        told.contains("build started")
+            && told.contains("build done: 3 warnings")
+            && told.contains("[binary frame, 5 bytes]"),
+        "{told}"
+    );
+    assert!(
+        told.contains("Monitor \\\"dev server\\\" ended: the WebSocket closed"),
+        "{told}"
+    );
+}

@@ -247,6 +247,11 @@ impl Task {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Whether it is a subagent (its output is its report).
+    fn is_agent(&self) -> bool {
+        self.cancel.is_some() && !self.monitor
+    }
+
     /// Its id (`bash_1`, `agent_1`).
     pub fn id(&self) -> &str {
         &self.id
@@ -254,10 +259,10 @@ impl Task {
 
     /// Claude Code's name for its kind: `local_bash` or `local_agent`.
     pub fn kind(&self) -> &'static str {
-        match (self.group.is_some(), self.monitor) {
-            (true, true) => "monitor",
-            (true, false) => "local_bash",
-            _ => "local_agent",
+        match (self.monitor, self.group.is_some()) {
+            (true, _) => "monitor",
+            (false, true) => "local_bash",
+            (false, false) => "local_agent",
         }
     }
 
@@ -334,7 +339,16 @@ impl Task {
     /// 0)`), as of `status`.
     pub fn summary(&self, status: &TaskStatus) -> String {
         let label = self.label();
-        match (self.cancel.is_some(), status) {
+        if self.monitor && self.group.is_none() {
+            return match status {
+                TaskStatus::Stopped => format!("Monitor \"{label}\" was stopped"),
+                TaskStatus::Exited(status) if status.success() => {
+                    format!("Monitor \"{label}\" ended: the WebSocket closed")
+                }
+                _ => format!("Monitor \"{label}\" failed: the WebSocket broke"),
+            };
+        }
+        match (self.is_agent(), status) {
             (true, TaskStatus::Stopped) => format!("Agent \"{label}\" was stopped"),
             (true, TaskStatus::Exited(status)) if status.success() => {
                 format!("Agent \"{label}\" completed")
@@ -354,7 +368,7 @@ impl Task {
     /// Its `<task-notification>` for the model.
     fn notification(&self, state: &TaskState) -> String {
         let summary = self.summary(&state.status);
-        if self.cancel.is_some() {
+        if self.is_agent() {
             let report = state.output.last_lines(usize::MAX);
             return format!(
                 "<task-notification>\n<task-id>{}</task-id>\n<status>{}</status>\n<summary>{summary}</summary>\n<result>\n{}\n</result>\n</task-notification>",
@@ -655,6 +669,71 @@ impl BackgroundTasks {
             {
                 let mut state = watched.lock();
                 state.output.push(report.as_bytes());
+                state.status = if state.stopping {
+                    TaskStatus::Stopped
+                } else {
+                    TaskStatus::Exited(ExitStatus::from_raw(if completed { 0 } else { 1 << 8 }))
+                };
+            }
+            tasks.ended(&watched, &ended_sender);
+        });
+        Ok(task)
+    }
+
+    /// Starts a WebSocket monitor on `socket`, connected: each text frame is an event (a
+    /// line; its own line breaks become spaces), a binary frame a placeholder line; the
+    /// socket's close ends it (completed), as does an error (failed), its deadline or
+    /// TaskStop (stopped).
+    ///
+    /// # Errors
+    ///
+    /// When its output file cannot be made.
+    pub(crate) fn start_socket(
+        &self,
+        socket: crate::socket::Connected,
+    ) -> Result<Arc<Task>, ToolError> {
+        let (id, path) = self.allocate("monitor")?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|error| {
+                ToolError::CouldNotRun(format!("could not make the output file: {error}"))
+            })?;
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let (ended_sender, ended) = tokio::sync::watch::channel(false);
+        let task = self.register(Task {
+            id,
+            tool_use_id: socket.tool_use_id,
+            command: socket.url,
+            description: Some(socket.description),
+            started: Instant::now(),
+            file: path,
+            group: None,
+            cancel: Some(cancel.clone()),
+            monitor: true,
+            state: Mutex::new(TaskState::default()),
+            ended,
+        });
+        if let Some(deadline) = socket.deadline {
+            let timed = Arc::clone(&task);
+            tokio::spawn(async move {
+                if !timed.wait(deadline).await {
+                    timed.stop().await;
+                }
+            });
+        }
+        let (watched, tasks, mut stream) = (Arc::clone(&task), self.clone(), socket.stream);
+        tokio::spawn(async move {
+            let completed = crate::socket::follow(&mut stream, &cancel, |line| {
+                let mut bytes = line.into_bytes();
+                bytes.push(b'\n');
+                let _ = file.write_all(&bytes);
+                watched.lock().output.push(&bytes);
+            })
+            .await;
+            {
+                let mut state = watched.lock();
                 state.status = if state.stopping {
                     TaskStatus::Stopped
                 } else {
@@ -1017,7 +1096,15 @@ struct MonitorInput {
     #[serde(default)]
     command: Option<String>,
     #[serde(default)]
-    ws: Option<Value>,
+    ws: Option<SocketInput>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SocketInput {
+    url: String,
+    #[serde(default)]
+    protocols: Vec<String>,
 }
 
 /// `Monitor` (Claude Code's): a command whose stdout lines are events, told to the model
@@ -1038,7 +1125,16 @@ impl MonitorTool {
                 "timeout_ms": {"type": "integer", "minimum": 1, "maximum": MONITOR_MAX_TIMEOUT_MS,
                     "description": "Stop it after this many milliseconds (default 300000); ignored when persistent"},
                 "persistent": {"type": "boolean", "description": "Run for the whole session (until TaskStop)"},
-                "ws": {"type": "object", "description": "Not supported here: use a command"}
+                "ws": {
+                    "type": "object",
+                    "description": "A WebSocket to watch instead of a command: each text frame is an event, the socket's close ends the watch. ws:// only, to this machine's own servers unless commands may reach the network",
+                    "properties": {
+                        "url": {"type": "string"},
+                        "protocols": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "required": ["url"],
+                    "additionalProperties": false
+                }
             },
             "required": ["description"],
             "additionalProperties": false
@@ -1053,7 +1149,7 @@ impl Tool for MonitorTool {
     }
 
     fn description(&self) -> &str {
-        "Watches something in the background: runs a shell command whose every stdout line is an event (a log tail, an `until` loop, a poller), returns its task id at once, and tells you its new events with your next requests. It stops at its timeout (default 5 minutes, at most 1 hour), when the command exits, or with TaskStop; persistent runs for the session."
+        "Watches something in the background: a shell command whose every stdout line is an event (a log tail, an `until` loop, a poller), or a WebSocket (ws) whose every text frame is one; returns its task id at once and tells you its new events with your next requests. It stops at its timeout (default 5 minutes, at most 1 hour), when the command exits or the socket closes, or with TaskStop; persistent runs for the session."
     }
 
     fn input_schema(&self) -> &Value {
@@ -1063,32 +1159,51 @@ impl Tool for MonitorTool {
     fn call(&self, input: Value, context: ToolContext) -> ToolFuture<'_> {
         Box::pin(async move {
             let input: MonitorInput = parse_input("Monitor", input)?;
-            if input.ws.is_some() {
-                return Err(ToolError::InvalidInput(
-                    "WebSocket monitors are not supported here; give a command that prints one line per event instead (such as `websocat URL`)".into(),
-                ));
-            }
-            let Some(command) = input.command.filter(|command| !command.trim().is_empty()) else {
-                return Err(ToolError::InvalidInput("Monitor needs a command".into()));
-            };
             let timeout = input
                 .timeout_ms
                 .unwrap_or(MONITOR_TIMEOUT_MS)
                 .min(MONITOR_MAX_TIMEOUT_MS);
             let deadline = (!input.persistent).then(|| Duration::from_millis(timeout));
-            let task = crate::bash::start_monitor(
-                &self.shared,
-                &command,
-                input.description,
-                deadline,
-                &context,
-            )?;
+            let command = input.command.filter(|command| !command.trim().is_empty());
+            let task = match (command, input.ws) {
+                (Some(_), Some(_)) => {
+                    return Err(ToolError::InvalidInput(
+                        "Monitor takes a command or a ws, not both".into(),
+                    ));
+                }
+                (None, None) => {
+                    return Err(ToolError::InvalidInput(
+                        "Monitor needs a command (or a ws to watch)".into(),
+                    ));
+                }
+                (Some(command), None) => crate::bash::start_monitor(
+                    &self.shared,
+                    &command,
+                    input.description,
+                    deadline,
+                    &context,
+                )?,
+                (None, Some(socket)) => {
+                    let network = self.shared.sandbox.network;
+                    let stream =
+                        crate::socket::connect(&socket.url, &socket.protocols, network).await?;
+                    self.shared
+                        .background
+                        .start_socket(crate::socket::Connected {
+                            stream,
+                            url: socket.url,
+                            description: input.description,
+                            tool_use_id: Some(context.tool_use_id.to_string()),
+                            deadline,
+                        })?
+                }
+            };
             let until = match deadline {
                 Some(_) => format!("for at most {timeout} ms"),
                 None => "for the session (until TaskStop)".to_owned(),
             };
             Ok(ToolOutput::text(format!(
-                "Monitor started with ID: {}, {until}. Its events (the lines it prints) come with your next requests; TaskStop stops it.",
+                "Monitor started with ID: {}, {until}. Its events (the lines it prints, or the socket's messages) come with your next requests; TaskStop stops it.",
                 task.id()
             ))
             .with_structured(json!({

@@ -91,6 +91,7 @@ mod read;
 mod sandboxing;
 mod session;
 pub mod skills;
+mod socket;
 #[cfg(test)]
 mod testutil;
 mod text;
