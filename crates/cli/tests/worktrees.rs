@@ -632,3 +632,80 @@ async fn the_agents_git_never_runs_a_submodules_filter() {
     assert!(entered.contains("Switched to the worktree"), "{entered}");
     assert!(!marker.exists(), "the submodule's filter ran");
 }
+
+/// From a second attack: work git's status does not show is still work. A file in a
+/// submodule's folder keeps the worktree, and commits on the worktree's branch count after
+/// HEAD moved to another branch; a worktree is never made inside another one, whose folders
+/// its agent could swap for links while git works.
+#[tokio::test]
+async fn hidden_work_keeps_a_worktree_and_worktrees_do_not_nest() {
+    let repo = repo("wt-hidden");
+    git(
+        &repo.dir,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,sub",
+        ],
+    );
+    git(&repo.dir, &["commit", "-qm", "gitlink"]);
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_t",
+                "Task",
+                json!({"description": "d", "prompt": "SUB: write", "isolation": "worktree"}),
+            )),
+            Reply::turn(Turn::new().tool_use("toolu_in", "EnterWorktree", json!({"name": "moved"}))),
+            Reply::turn(Turn::new().tool_use(
+                "toolu_c",
+                "Bash",
+                json!({"command": "echo x > c.txt && git add c.txt && git -c user.name=t -c user.email=t@t commit -qm precious && git checkout -q -b scratch HEAD~1"}),
+            )),
+            Reply::turn(Turn::new().tool_use("toolu_rm", "ExitWorktree", json!({"action": "remove"}))),
+            Reply::turn(Turn::new().tool_use("toolu_keep", "ExitWorktree", json!({"action": "keep"}))),
+            Reply::turn(Turn::new().tool_use("toolu_nest", "EnterWorktree", json!({"name": "moved/inner"}))),
+            Reply::turn(Turn::new().text("Done.")),
+        ])
+        .route(
+            "SUB:",
+            vec![
+                Reply::turn(Turn::new().tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "sub/REPORT.md", "content": "findings\n"}),
+                )),
+                Reply::turn(Turn::new().text("Wrote the report.")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--sandbox",
+            "off",
+            "--permission-mode",
+            "bypassPermissions",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report = result_text(&server, "toolu_t");
+    assert!(report.contains("The worktree is kept at"), "{report}");
+    let refused = result_text(&server, "toolu_rm");
+    assert!(refused.contains("1 commit(s) of its own"), "{refused}");
+    assert!(git(&repo.dir, &["log", "--all", "--format=%s"]).contains("precious"));
+    let nested = result_text(&server, "toolu_nest");
+    assert!(
+        nested.contains("a worktree is not made inside another"),
+        "{nested}"
+    );
+}

@@ -286,6 +286,9 @@ pub async fn create(
     .await?;
     let resolved = path.canonicalize().unwrap_or_else(|_| path.clone());
     if resolved != path {
+        // What git just checked out there goes again, registration and branch with it.
+        let _ = git(&top, &["worktree", "remove", "--force", &target]).await;
+        let _ = git(&top, &["branch", "-D", "--quiet", &branch]).await;
         return Err(WorktreeError::Exists(format!(
             "the worktree was made at {}, not at {}: refusing to use it",
             resolved.display(),
@@ -304,9 +307,11 @@ pub async fn create(
 
 /// Checks, and with `make` makes, the folders from `top` to where worktree `name` goes
 /// (`.claude`, `worktrees`, and the parts of `name` before its last): each must be a real
-/// folder, never a symbolic link. A repository can commit `.claude/worktrees` as a link to
-/// its own `.git` or to any folder of the user's: git would then make the worktree there, and
-/// the agent would work (and git would later run) inside it.
+/// folder, never a symbolic link, and none a worktree or repository (a `.git` in it). A
+/// repository can commit `.claude/worktrees` as a link to its own `.git` or to any folder of
+/// the user's: git would then make the worktree there, and the agent would work (and git
+/// would later run) inside it; and a folder inside a worktree is its agent's to swap for a
+/// link while git is at work.
 ///
 /// # Errors
 ///
@@ -320,6 +325,17 @@ fn folders_on_the_way(top: &Path, name: &str, make: bool) -> Result<(), Worktree
     for part in parts {
         dir.push(part);
         match std::fs::symlink_metadata(&dir) {
+            // Inside a worktree, the folders are its agent's to change (a sandboxed command
+            // could swap one for a link between this check and git's use of it).
+            Ok(meta)
+                if meta.file_type().is_dir()
+                    && std::fs::symlink_metadata(dir.join(".git")).is_ok() =>
+            {
+                return Err(WorktreeError::Exists(format!(
+                    "{} is a worktree (or a repository): a worktree is not made inside another",
+                    dir.display()
+                )));
+            }
             Ok(meta) if meta.file_type().is_dir() => {}
             Ok(_) => {
                 return Err(WorktreeError::Exists(format!(
@@ -476,15 +492,30 @@ impl Worktree {
                 },
             });
         };
-        let files = status(&self.path, true).await?;
-        let commits = git(
-            &self.path,
-            &["rev-list", "--count", &format!("{base}..HEAD")],
-        )
-        .await?
-        .trim()
-        .parse()
-        .unwrap_or(0);
+        let mut files = status(&self.path, true).await?;
+        files.extend(submodule_folders(&self.path).await?);
+        // Its own branch's commits too: HEAD may be on another branch by now, and the
+        // removal deletes this one.
+        let mut range = vec![
+            "rev-list".to_owned(),
+            "--count".to_owned(),
+            "HEAD".to_owned(),
+        ];
+        if let Some(branch) = &self.branch {
+            let reference = format!("refs/heads/{branch}");
+            if git(
+                &self.path,
+                &["rev-parse", "--verify", "--quiet", &reference],
+            )
+            .await
+            .is_ok()
+            {
+                range.push(reference);
+            }
+        }
+        range.push(format!("^{base}"));
+        let range: Vec<&str> = range.iter().map(String::as_str).collect();
+        let commits = git(&self.path, &range).await?.trim().parse().unwrap_or(0);
         Ok(Changes { files, commits })
     }
 
@@ -529,7 +560,9 @@ impl Worktree {
     /// As [`Worktree::changes`] and [`Worktree::remove`]; the worktree is kept then.
     pub async fn finish(&self, hooks: Option<&hooks::Hooks>) -> Result<Ending, WorktreeError> {
         let changes = self.changes().await?;
-        if changes.any() || !self.owned {
+        let removable = self.repository.is_some()
+            || hooks.is_some_and(|hooks| hooks.has(hooks::Event::WorktreeRemove));
+        if changes.any() || !self.owned || !removable {
             return Ok(Ending::Kept(changes));
         }
         self.remove(hooks).await?;
@@ -552,7 +585,11 @@ impl Worktree {
                     what.push(format!("{} commit(s)", changes.commits));
                 }
                 if what.is_empty() {
-                    what.push("nothing new (it was there before this session)".to_owned());
+                    what.push(if self.owned {
+                        "nothing new (a WorktreeCreate hook made it, and no WorktreeRemove hook removes it)".to_owned()
+                    } else {
+                        "nothing new (it was there before this session)".to_owned()
+                    });
                 }
                 format!(
                     "The worktree is kept at {}{} with {}.",
@@ -566,6 +603,33 @@ impl Worktree {
             }
         }
     }
+}
+
+/// The submodule paths of the worktree at `dir` that hold something: git's status does not
+/// look inside submodules (their configuration is the agent's to write), and a fresh
+/// worktree leaves them empty folders, so anything there (files, a repository, a file in
+/// the folder's place) is work. From the index (`git ls-files --stage`), which reads no
+/// submodule.
+async fn submodule_folders(dir: &Path) -> Result<Vec<String>, WorktreeError> {
+    let listed = git(dir, &["ls-files", "--stage", "-z"]).await?;
+    Ok(listed
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("160000 ").then_some(path)
+        })
+        .filter(|path| {
+            let folder = dir.join(path);
+            match std::fs::symlink_metadata(&folder) {
+                Err(_) => false,
+                Ok(meta) if meta.is_dir() => {
+                    std::fs::read_dir(&folder).map_or(true, |mut entries| entries.next().is_some())
+                }
+                Ok(_) => true,
+            }
+        })
+        .map(|path| format!("S  {path} (a submodule's folder, with something in it)"))
+        .collect())
 }
 
 /// The main checkout's uncommitted changes to tracked files (`git status --porcelain`
