@@ -92,6 +92,13 @@ pub struct ModelFlags {
     #[arg(long, value_name = "MODEL")]
     pub fallback_model: Option<String>,
 
+    /// How much effort the model puts in: low, medium, high, xhigh or max [default: the
+    /// settings' `effortLevel`, else the model's own]. Claude models that think adaptively
+    /// get it as the effort level (lowered to the nearest one a model takes), earlier ones
+    /// as a thinking budget, OpenAI-style models as `reasoning_effort`.
+    #[arg(long, value_name = "LEVEL", value_parser = parse_effort)]
+    pub effort: Option<protocol::Effort>,
+
     /// The model server: `anthropic` (the Messages API, the default), `openai` (an
     /// OpenAI-compatible Chat Completions API: OpenAI, vLLM, Ollama, llama.cpp, LM Studio,
     /// OpenRouter, Groq, DeepSeek; key from `OPENAI_API_KEY`), `openai-responses` (OpenAI's
@@ -439,6 +446,7 @@ impl Args {
         model.model.clone_from(&self.model.model);
         model.provider.clone_from(&self.model.provider);
         model.fallback_model.clone_from(&self.model.fallback_model);
+        model.effort = self.model.effort;
         model.base_url.clone_from(&self.model.base_url);
         model.ca_cert.clone_from(&self.model.ca_cert);
         let permissions = &mut options.permissions;
@@ -482,6 +490,12 @@ impl Args {
             .clone_from(&self.session.append_system_prompt);
         options
     }
+}
+
+/// `--effort`'s value.
+fn parse_effort(value: &str) -> Result<protocol::Effort, String> {
+    protocol::Effort::from_name(value)
+        .ok_or_else(|| format!("{value:?} is not a level: {}", session::effort::LEVELS))
 }
 
 #[cfg(test)]

@@ -490,6 +490,21 @@ impl Repl<'_> {
                 ));
             }
             Input::Model(name) => self.model(name),
+            Input::Effort(None) => self.say(&self.session.effort_report()),
+            Input::Effort(Some(level)) => {
+                let told = match level.trim() {
+                    "auto" | "default" => self.session.set_effort(None),
+                    name => match protocol::Effort::from_name(name) {
+                        Some(effort) => self.session.set_effort(Some(effort)),
+                        None => format!(
+                            "/effort {}: not a level ({}, or auto for the model's own)",
+                            printable(name, false),
+                            session::effort::LEVELS
+                        ),
+                    },
+                };
+                self.say(&told);
+            }
             Input::Compact(focus) => self.compact(focus).await,
             Input::Agents => self.say(&slash::agents_report(self.session.agents())),
             Input::Tasks(None) => {

@@ -61,7 +61,10 @@ pub use microcompact::{
     COMPACTABLE_TOOLS, MicrocompactConfig, MicrocompactReport, PLACEHOLDER_PREFIX, microcompact,
     placeholder,
 };
-pub use models::{MODELS, ModelInfo, Prices, UNKNOWN_MODEL, lookup};
+pub use models::{
+    MODELS, ModelInfo, Prices, REASONING, Reasoning, ThinkingSupport, UNKNOWN_MODEL, lookup,
+    reasoning,
+};
 pub use normalize::{
     HistoryItem, INTERRUPTED_RESULT, PairingError, Repair, normalize, normalize_messages,
     validate_pairing,

@@ -220,9 +220,179 @@ pub fn lookup(model: &str) -> (ModelInfo, bool) {
         .map_or((UNKNOWN_MODEL, false), |info| (*info, true))
 }
 
+/// How a model thinks before it answers (the Messages API's `thinking`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThinkingSupport {
+    /// It does not.
+    None,
+    /// With a token budget only (`{"type": "enabled", "budget_tokens": N}`).
+    Budget,
+    /// Adaptively (`{"type": "adaptive"}`: it decides how much, guided by the effort), or
+    /// with a budget (deprecated).
+    Adaptive,
+    /// Adaptively only: a budget is refused with an error.
+    AdaptiveOnly,
+}
+
+/// A model's reasoning abilities: how it thinks, and the effort levels it takes
+/// (`output_config.effort`; empty: no effort parameter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reasoning {
+    /// How it thinks.
+    pub thinking: ThinkingSupport,
+    /// The effort levels it takes, lowest first.
+    pub efforts: &'static [protocol::Effort],
+}
+
+impl Reasoning {
+    /// The level sent for `wanted`: itself when the model takes it, else the highest level
+    /// below it that it takes (Claude Code's silent downgrade: `xhigh` falls back to `high`);
+    /// `None` when the model takes no effort parameter.
+    pub fn effort(&self, wanted: protocol::Effort) -> Option<protocol::Effort> {
+        self.efforts
+            .iter()
+            .copied()
+            .filter(|effort| *effort <= wanted)
+            .max()
+            .or_else(|| self.efforts.first().copied())
+    }
+}
+
+const ALL_EFFORTS: &[protocol::Effort] = &protocol::Effort::ALL;
+const NO_XHIGH: &[protocol::Effort] = &[
+    protocol::Effort::Low,
+    protocol::Effort::Medium,
+    protocol::Effort::High,
+    protocol::Effort::Max,
+];
+const UP_TO_HIGH: &[protocol::Effort] = &[
+    protocol::Effort::Low,
+    protocol::Effort::Medium,
+    protocol::Effort::High,
+];
+
+/// Reasoning abilities by model id prefix, the longest matching prefix deciding (as dated
+/// ids match in [`MODELS`]). From Anthropic's documentation of adaptive thinking (Opus 4.6,
+/// Sonnet 4.6 and later; only adaptive from Opus 4.7) and of the effort parameter (Opus 4.5
+/// and later; `max` on Opus 4.6+ and Sonnet 4.6+, `xhigh` on Opus 4.7+ and Sonnet 5), as
+/// Claude Code's `EffortLevel` describes them (sdk.d.ts, 2.1.197); earlier Claude 4 and 3.7
+/// models think with a budget.
+pub const REASONING: &[(&str, Reasoning)] = &[
+    (
+        "claude-opus-4-8",
+        Reasoning {
+            thinking: ThinkingSupport::AdaptiveOnly,
+            efforts: ALL_EFFORTS,
+        },
+    ),
+    (
+        "claude-opus-4-7",
+        Reasoning {
+            thinking: ThinkingSupport::AdaptiveOnly,
+            efforts: ALL_EFFORTS,
+        },
+    ),
+    (
+        "claude-opus-4-6",
+        Reasoning {
+            thinking: ThinkingSupport::Adaptive,
+            efforts: NO_XHIGH,
+        },
+    ),
+    (
+        "claude-opus-4-5",
+        Reasoning {
+            thinking: ThinkingSupport::Budget,
+            efforts: UP_TO_HIGH,
+        },
+    ),
+    (
+        "claude-opus-4",
+        Reasoning {
+            thinking: ThinkingSupport::Budget,
+            efforts: &[],
+        },
+    ),
+    (
+        "claude-sonnet-5",
+        Reasoning {
+            thinking: ThinkingSupport::Adaptive,
+            efforts: ALL_EFFORTS,
+        },
+    ),
+    (
+        "claude-sonnet-4-6",
+        Reasoning {
+            thinking: ThinkingSupport::Adaptive,
+            efforts: NO_XHIGH,
+        },
+    ),
+    (
+        "claude-sonnet-4",
+        Reasoning {
+            thinking: ThinkingSupport::Budget,
+            efforts: &[],
+        },
+    ),
+    (
+        "claude-haiku-4-5",
+        Reasoning {
+            thinking: ThinkingSupport::Budget,
+            efforts: &[],
+        },
+    ),
+    (
+        "claude-3-7-sonnet",
+        Reasoning {
+            thinking: ThinkingSupport::Budget,
+            efforts: &[],
+        },
+    ),
+];
+
+/// The reasoning abilities of `model` ([`REASONING`]); none for a model it does not list.
+pub fn reasoning(model: &str) -> Reasoning {
+    REASONING
+        .iter()
+        .filter(|(prefix, _)| model.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map_or(
+            Reasoning {
+                thinking: ThinkingSupport::None,
+                efforts: &[],
+            },
+            |(_, reasoning)| *reasoning,
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_by_model_and_effort_downgrades() {
+        use protocol::Effort;
+        let opus = reasoning("claude-opus-4-8[1m]");
+        assert_eq!(opus.thinking, ThinkingSupport::AdaptiveOnly);
+        assert_eq!(opus.effort(Effort::XHigh), Some(Effort::XHigh));
+        let sonnet = reasoning("claude-sonnet-4-6");
+        assert_eq!(sonnet.thinking, ThinkingSupport::Adaptive);
+        assert_eq!(sonnet.effort(Effort::XHigh), Some(Effort::High));
+        assert_eq!(sonnet.effort(Effort::Max), Some(Effort::Max));
+        let older = reasoning("claude-opus-4-5-20251101");
+        assert_eq!(older.thinking, ThinkingSupport::Budget);
+        assert_eq!(older.effort(Effort::Max), Some(Effort::High));
+        assert_eq!(reasoning("claude-sonnet-4-5").effort(Effort::Low), None);
+        assert_eq!(
+            reasoning("claude-opus-4-1").thinking,
+            ThinkingSupport::Budget
+        );
+        assert_eq!(
+            reasoning("claude-3-5-haiku").thinking,
+            ThinkingSupport::None
+        );
+        assert_eq!(reasoning("gpt-5").thinking, ThinkingSupport::None);
+    }
 
     #[test]
     fn lookup_by_prefix_and_unknown_fallback() {

@@ -61,6 +61,7 @@ async fn model_only() {
             messages: &messages,
             user_context: None,
             thinking: None,
+            effort: None,
         };
         let mut stream = client.stream(&request, CancellationToken::new());
         while stream.next().await.is_some() {}
@@ -111,6 +112,7 @@ fn request_bench(c: &mut Criterion) {
         messages: &history,
         user_context: Some("Today's date is 2026-12-02."),
         thinking: None,
+        effort: None,
     };
     let bytes = serde_json::to_vec(&request).unwrap().len();
     assert!(

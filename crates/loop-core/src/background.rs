@@ -70,6 +70,7 @@ async fn ask(
         messages: &messages,
         user_context: None,
         thinking: None,
+        effort: None,
     };
     let mut stream = model.stream(&request, cancel.clone());
     loop {

@@ -67,6 +67,8 @@ pub struct LoopConfig {
     pub user_context: Option<String>,
     /// Extended thinking.
     pub thinking: Option<ThinkingConfig>,
+    /// How much effort the model puts in (`output_config.effort`); `None`: the API's default.
+    pub effort: Option<protocol::Effort>,
     /// max_tokens recoveries in a row before giving up (3).
     pub max_tokens_recoveries: u32,
     /// Stop-hook blocks honoured per run (8, as in Claude Code).
@@ -107,6 +109,7 @@ impl LoopConfig {
             system: Vec::new(),
             user_context: None,
             thinking: None,
+            effort: None,
             max_tokens_recoveries: 3,
             stop_hook_cap: 8,
             repeat_note_at: 3,
@@ -597,14 +600,20 @@ impl<'a> Run<'a> {
 
     /// Phase 2: the request, streamed; tools start as their blocks complete (phase 4).
     async fn call(&mut self, state: &State) -> CallEnd {
+        let max_tokens = state.output_cap(&self.limits);
         let request = ModelRequest {
             model: &state.run.model,
-            max_tokens: state.output_cap(&self.limits),
+            max_tokens,
             system: &self.system,
             tools: &self.tools,
             messages: &state.messages,
             user_context: self.config.user_context.as_deref(),
-            thinking: self.config.thinking.as_ref(),
+            // A budget stays below the cap, which the recovery paths move.
+            thinking: self
+                .config
+                .thinking
+                .and_then(|thinking| thinking.fit(max_tokens)),
+            effort: self.config.effort,
         };
         if let Some(point) = &self.snapshot {
             point.set(&state.messages);

@@ -29,8 +29,10 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [MessageParam],
     /// Text put first in the first user message, inside `<system-reminder>`.
     pub user_context: Option<&'a str>,
-    /// Extended thinking.
-    pub thinking: Option<&'a ThinkingConfig>,
+    /// Extended thinking (fitted to `max_tokens`: [`ThinkingConfig::fit`]).
+    pub thinking: Option<ThinkingConfig>,
+    /// `output_config.effort`.
+    pub effort: Option<protocol::Effort>,
 }
 
 impl ModelRequest<'_> {
@@ -72,7 +74,11 @@ impl ModelRequest<'_> {
             request.system = Some(SystemPrompt::Blocks(self.system.to_vec()));
         }
         request.tools = self.tools.to_vec();
-        request.thinking = self.thinking.cloned();
+        request.thinking = self.thinking;
+        request.output_config = self.effort.map(|effort| protocol::OutputConfig {
+            effort: Some(effort),
+            ..protocol::OutputConfig::default()
+        });
         request.stream = Some(true);
         request
     }
@@ -91,8 +97,11 @@ impl Serialize for ModelRequest<'_> {
         if !self.tools.is_empty() {
             map.serialize_entry("tools", self.tools)?;
         }
-        if let Some(thinking) = self.thinking {
+        if let Some(thinking) = &self.thinking {
             map.serialize_entry("thinking", thinking)?;
+        }
+        if let Some(effort) = self.effort {
+            map.serialize_entry("output_config", &serde_json::json!({"effort": effort}))?;
         }
         map.serialize_entry("stream", &true)?;
         map.end()
@@ -197,7 +206,8 @@ mod tests {
             tools: &[],
             messages: &messages,
             user_context: Some("cwd: /w"),
-            thinking: Some(&ThinkingConfig::Adaptive),
+            thinking: Some(ThinkingConfig::Adaptive),
+            effort: Some(protocol::Effort::High),
         };
         let borrowed = serde_json::to_string(&request).unwrap();
         let owned = serde_json::to_string(&request.to_owned_request()).unwrap();

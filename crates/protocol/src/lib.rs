@@ -53,8 +53,8 @@ pub use error::{ApiErrorBody, ApiErrorDetail, ErrorKind};
 pub use ids::{MessageId, ToolUseId};
 pub use message::{Message, MessageParam, Role, StopReason, Usage};
 pub use request::{
-    CreateMessageRequest, Metadata, SystemBlock, SystemBlockKind, SystemPrompt, ThinkingConfig,
-    ToolChoice, ToolDefinition,
+    CreateMessageRequest, Effort, Metadata, OutputConfig, SystemBlock, SystemBlockKind,
+    SystemPrompt, ThinkingConfig, ToolChoice, ToolDefinition,
 };
 pub use stream::{
     BlockStatus, CompletedBlock, ContentDelta, DeltaUsage, InvalidToolInput, MessageDelta,

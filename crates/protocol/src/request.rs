@@ -29,6 +29,9 @@ pub struct CreateMessageRequest {
     /// Extended thinking configuration.
     #[serde(default, skip_serializing_if = "skip_none")]
     pub thinking: Option<ThinkingConfig>,
+    /// `output_config`: how much effort the model puts into its answer.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub output_config: Option<OutputConfig>,
     /// `true` for a server-sent-event response.
     #[serde(default, skip_serializing_if = "skip_none")]
     pub stream: Option<bool>,
@@ -57,6 +60,7 @@ impl CreateMessageRequest {
             tools: Vec::new(),
             tool_choice: None,
             thinking: None,
+            output_config: None,
             stream: None,
             stop_sequences: Vec::new(),
             temperature: None,
@@ -155,7 +159,7 @@ pub enum ToolChoice {
 }
 
 /// Extended thinking configuration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ThinkingConfig {
     /// Thinking with a token budget (at least 1,024, below `max_tokens`).
@@ -167,6 +171,79 @@ pub enum ThinkingConfig {
     Disabled,
     /// The model decides how much to think (what Claude Code sends).
     Adaptive,
+}
+
+impl ThinkingConfig {
+    /// The smallest budget the API takes, in tokens.
+    pub const MIN_BUDGET: u32 = 1_024;
+
+    /// This configuration for a request whose output cap is `max_tokens`: a budget must stay
+    /// below the cap (the API refuses it otherwise), so it is lowered to `max_tokens - 1`,
+    /// and thinking is left out (`None`) when not even [`ThinkingConfig::MIN_BUDGET`] fits.
+    /// Adaptive and disabled thinking are unchanged.
+    pub fn fit(self, max_tokens: u32) -> Option<Self> {
+        match self {
+            Self::Enabled { budget_tokens } => {
+                let budget = budget_tokens.min(max_tokens.saturating_sub(1));
+                (budget >= Self::MIN_BUDGET).then_some(Self::Enabled {
+                    budget_tokens: budget,
+                })
+            }
+            other => Some(other),
+        }
+    }
+}
+
+/// How much effort the model puts into an answer: its thinking and its tool calls (the
+/// Messages API's `output_config.effort`; OpenAI's `reasoning_effort`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    /// The least thinking, the fastest answers.
+    Low,
+    /// Moderate thinking.
+    Medium,
+    /// Deep reasoning: the API's default.
+    High,
+    /// Deeper than high (the newest models).
+    #[serde(rename = "xhigh")]
+    XHigh,
+    /// The most (some models).
+    Max,
+}
+
+impl Effort {
+    /// Every level, lowest first.
+    pub const ALL: [Self; 5] = [Self::Low, Self::Medium, Self::High, Self::XHigh, Self::Max];
+
+    /// Its name in requests and settings (`low`, ..., `xhigh`, `max`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::XHigh => "xhigh",
+            Self::Max => "max",
+        }
+    }
+
+    /// The level named `name` (as [`Effort::as_str`] writes it, any case).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|effort| effort.as_str().eq_ignore_ascii_case(name.trim()))
+    }
+}
+
+/// `output_config` of a request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputConfig {
+    /// How much effort the model puts in.
+    #[serde(default, skip_serializing_if = "skip_none")]
+    pub effort: Option<Effort>,
+    /// Fields this crate does not model (`format`, `task_budget`).
+    #[serde(flatten)]
+    pub extra: JsonObject,
 }
 
 /// Request metadata.

@@ -33,6 +33,18 @@ use sse_parser::{FinalMessage, Framer, Item, MessageAccumulator, Output};
 
 use crate::error::{ErrorKind, ProviderError};
 
+/// The request's effort as OpenAI names it (`reasoning_effort`, the Responses API's
+/// `reasoning.effort`): `low`, `medium`, `high`; `xhigh` and `max` ask for the most the
+/// servers commonly take, `high`. `None`: nothing asked, the server's default.
+pub(crate) fn openai_effort(request: &protocol::CreateMessageRequest) -> Option<&'static str> {
+    let effort = request.output_config.as_ref()?.effort?;
+    Some(match effort {
+        protocol::Effort::Low => "low",
+        protocol::Effort::Medium => "medium",
+        protocol::Effort::High | protocol::Effort::XHigh | protocol::Effort::Max => "high",
+    })
+}
+
 /// How thinking blocks of earlier turns go back to a Chat Completions server.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReasoningReplay {
@@ -100,6 +112,9 @@ pub fn chat_request(request: &CreateMessageRequest, options: &ChatOptions) -> Va
         MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
     };
     body.insert(limit.into(), json!(request.max_tokens));
+    if let Some(effort) = openai_effort(request) {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
     if let Some(temperature) = request.temperature {
         body.insert("temperature".into(), json!(temperature));
     }

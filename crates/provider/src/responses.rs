@@ -78,8 +78,13 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
     if let Some(temperature) = request.temperature {
         body.insert("temperature".into(), json!(temperature));
     }
-    if request.thinking.is_some() {
-        body.insert("reasoning".into(), json!({"summary": "auto"}));
+    let effort = crate::chat::openai_effort(request);
+    if request.thinking.is_some() || effort.is_some() {
+        let mut reasoning = json!({"summary": "auto"});
+        if let Some(effort) = effort {
+            reasoning["effort"] = json!(effort);
+        }
+        body.insert("reasoning".into(), reasoning);
     }
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request

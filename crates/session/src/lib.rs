@@ -86,6 +86,7 @@ pub mod claude_code;
 pub mod commands;
 mod context_info;
 pub mod cost;
+pub mod effort;
 #[cfg(test)]
 mod history_properties;
 mod hook_agent;

@@ -53,6 +53,9 @@ pub struct ModelOptions {
     pub provider: Option<String>,
     /// The model switched to when the first one stays overloaded.
     pub fallback_model: Option<String>,
+    /// How much effort the model puts in (`--effort`) [default: the settings'
+    /// `effortLevel`, else the model's]: see [`crate::effort`].
+    pub effort: Option<protocol::Effort>,
     /// The API's base URL [default: `ANTHROPIC_BASE_URL` or `OPENAI_BASE_URL`, else the
     /// provider's public one].
     pub base_url: Option<String>,

@@ -264,11 +264,16 @@ impl Session {
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let compact_percent = autocompact_percent(&settings.env)?;
+        let reasoning =
+            crate::effort::ReasoningChoice::new(options.model.effort, &settings.other, &|key| {
+                setting_or_env(&settings.env, key)
+            })?;
         let model_settings = ModelSettings::new(
             &settings,
             openai,
             mode == tools::PermissionMode::Plan,
             compact_percent,
+            reasoning,
         );
         let mut config = loop_config(
             options,
@@ -644,6 +649,20 @@ impl Session {
         &self.tooling.recipe.background
     }
 
+    /// Sets the effort of the next requests (`/effort LEVEL`; `None`: back to the model's
+    /// default), and returns [`Session::effort_report`].
+    pub fn set_effort(&mut self, effort: Option<protocol::Effort>) -> String {
+        self.llm.settings.reasoning.effort = effort;
+        let reasoning = self.llm.settings.reasoning;
+        reasoning.configure(&mut self.config, self.llm.settings.openai);
+        self.effort_report()
+    }
+
+    /// The effort and thinking of the next requests, in a line (`/effort`).
+    pub fn effort_report(&self) -> String {
+        self.llm.settings.reasoning.describe(&self.config)
+    }
+
     /// Calls `wake` whenever something arrives for the model on its own (a background task
     /// ended by itself, an `asyncRewake` hook answered), for a front end whose session idles
     /// between prompts to start a turn for it ([`Session::take_arrivals`]). From a task's or
@@ -750,6 +769,8 @@ impl Session {
                     &window_info(window),
                     self.llm.compact_percent,
                 );
+                let reasoning = self.llm.settings.reasoning;
+                reasoning.configure(&mut self.config, self.llm.settings.openai);
             }
             None => self.notices.say(&format!(
                 "warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
@@ -2702,6 +2723,9 @@ fn loop_config(
 ) -> anyhow::Result<LoopConfig> {
     let mut config = LoopConfig::for_model_info(model, info);
     set_window(&mut config, info, model_settings.compact_percent);
+    model_settings
+        .reasoning
+        .configure(&mut config, model_settings.openai);
     config.context.budget.tool_limits = vec![context::ToolLimit {
         name_prefix: "mcp__".to_owned(),
         chars: mcp_output_chars(&settings.env)?,
@@ -3713,6 +3737,8 @@ pub(crate) struct ModelSettings {
     plan: bool,
     /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE`.
     compact_percent: Option<u8>,
+    /// Thinking and effort as chosen.
+    pub(crate) reasoning: crate::effort::ReasoningChoice,
 }
 
 impl ModelSettings {
@@ -3723,6 +3749,7 @@ impl ModelSettings {
         openai: bool,
         plan: bool,
         compact_percent: Option<u8>,
+        reasoning: crate::effort::ReasoningChoice,
     ) -> Self {
         Self {
             text_only: adapter::TextOnlyModels::new(
@@ -3737,6 +3764,7 @@ impl ModelSettings {
             env: settings.env.clone(),
             plan,
             compact_percent,
+            reasoning,
         }
     }
 
@@ -3760,6 +3788,7 @@ impl ModelSettings {
     pub(crate) fn apply(&self, config: &mut LoopConfig, id: String, info: &context::ModelInfo) {
         config.model = id;
         set_window(config, info, self.compact_percent);
+        self.reasoning.configure(config, self.openai);
     }
 }
 

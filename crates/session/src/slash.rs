@@ -23,6 +23,10 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "[name] the model, or switch to another for the next requests",
     ),
     (
+        "effort",
+        "[low|medium|high|xhigh|max|auto] the effort and thinking of the next requests",
+    ),
+    (
         "permissions",
         "the permission mode and rules in force, and where each came from",
     ),
@@ -101,6 +105,8 @@ pub enum Input {
     Cost,
     /// `/model [name]`.
     Model(Option<String>),
+    /// `/effort [level]`.
+    Effort(Option<String>),
     /// `/permissions`.
     Permissions,
     /// `/status`.
@@ -160,6 +166,7 @@ pub fn parse(line: &str) -> Input {
         "context" => Input::Context,
         "cost" => Input::Cost,
         "model" => Input::Model(optional()),
+        "effort" => Input::Effort(optional()),
         "permissions" => Input::Permissions,
         "status" => Input::Status,
         "init" => Input::Init,

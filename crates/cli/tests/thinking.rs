@@ -1,0 +1,210 @@
+//! Thinking and effort end to end: the request bodies `agent` sends for each effort level on
+//! each provider family, and thinking blocks sent back as they came.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::repo;
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+/// The first request of `agent -p hi` with `args` (and `env`), against a fresh server.
+async fn first_request(args: &[&str], env: &[(&str, &str)]) -> Value {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let repo = repo(&format!("thinking-{number}"));
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let mut command = common::command(&repo, &server);
+    command
+        .env_remove("OPENAI_API_KEY")
+        .args(["-p", "hi"])
+        .args(args);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.requests()[0].json()
+}
+
+#[tokio::test]
+async fn each_effort_reaches_the_anthropic_api_as_the_model_takes_it() {
+    // Claude Code's default: adaptive thinking, the API's own effort.
+    let request = first_request(&[], &[]).await;
+    assert_eq!(request["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(request.get("output_config"), None);
+    for level in ["low", "medium", "high", "xhigh", "max"] {
+        let request = first_request(&["--effort", level], &[]).await;
+        assert_eq!(
+            request["output_config"],
+            json!({"effort": level}),
+            "{level}"
+        );
+        assert_eq!(request["thinking"], json!({"type": "adaptive"}), "{level}");
+    }
+    // Sonnet 4.6 takes no xhigh: high is sent.
+    let request = first_request(&["--model", "claude-sonnet-4-6", "--effort", "xhigh"], &[]).await;
+    assert_eq!(request["output_config"], json!({"effort": "high"}));
+    // An earlier model thinks with a budget, by effort, and takes no effort level.
+    for (level, budget) in [("low", 2_048), ("medium", 8_192), ("high", 16_384)] {
+        let request =
+            first_request(&["--model", "claude-sonnet-4-5", "--effort", level], &[]).await;
+        assert_eq!(
+            request["thinking"],
+            json!({"type": "enabled", "budget_tokens": budget}),
+            "{level}"
+        );
+        assert_eq!(request.get("output_config"), None, "{level}");
+        assert!(request["max_tokens"].as_u64().unwrap() > budget, "{level}");
+    }
+    let request = first_request(
+        &["--model", "claude-sonnet-4-5"],
+        &[("MAX_THINKING_TOKENS", "5000")],
+    )
+    .await;
+    assert_eq!(
+        request["thinking"],
+        json!({"type": "enabled", "budget_tokens": 5000})
+    );
+    // Thinking off; a model that does not think.
+    let request = first_request(&["--effort", "low"], &[("MAX_THINKING_TOKENS", "0")]).await;
+    assert_eq!(request.get("thinking"), None);
+    assert_eq!(request["output_config"], json!({"effort": "low"}));
+    let request = first_request(&["--settings", r#"{"alwaysThinkingEnabled": false}"#], &[]).await;
+    assert_eq!(request.get("thinking"), None);
+    let request = first_request(&["--model", "claude-3-5-haiku", "--effort", "high"], &[]).await;
+    assert_eq!(
+        (request.get("thinking"), request.get("output_config")),
+        (None, None)
+    );
+    // The setting, and the flag over it.
+    let request = first_request(&["--settings", r#"{"effortLevel": "medium"}"#], &[]).await;
+    assert_eq!(request["output_config"], json!({"effort": "medium"}));
+    let request = first_request(
+        &[
+            "--settings",
+            r#"{"effortLevel": "medium"}"#,
+            "--effort",
+            "low",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(request["output_config"], json!({"effort": "low"}));
+}
+
+#[tokio::test]
+async fn openai_formats_get_the_effort_as_theirs() {
+    let request = first_request(
+        &[
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-5",
+            "--effort",
+            "low",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(request["reasoning_effort"], "low");
+    assert_eq!(request.get("thinking"), None);
+    let request = first_request(
+        &[
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-5",
+            "--effort",
+            "max",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(request["reasoning_effort"], "high");
+    let request = first_request(&["--provider", "openai", "--model", "gpt-5"], &[]).await;
+    assert_eq!(request.get("reasoning_effort"), None);
+    let request = first_request(
+        &[
+            "--provider",
+            "openai-responses",
+            "--model",
+            "gpt-5",
+            "--effort",
+            "medium",
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(
+        request["reasoning"],
+        json!({"summary": "auto", "effort": "medium"})
+    );
+}
+
+#[tokio::test]
+async fn a_bad_effort_is_named() {
+    let repo = repo("thinking-bad");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = common::run(&repo, &server, &["-p", "hi", "--effort", "ultra"]).await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("\"ultra\" is not a level: low, medium, high, xhigh or max"),
+        "{stderr}"
+    );
+    let output = common::run(
+        &repo,
+        &server,
+        &["-p", "hi", "--settings", r#"{"effortLevel": 3}"#],
+    )
+    .await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("effortLevel 3"), "{stderr}");
+    assert!(server.requests().is_empty());
+}
+
+/// A thinking block and its signature go back byte for byte with the tool result that
+/// follows it, as the API requires.
+#[tokio::test]
+async fn thinking_blocks_go_back_as_they_came() {
+    let repo = repo("thinking-replay");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .thinking(
+                    "Let me look at the notes first.\nThen answer.",
+                    "c2lnbmF0dXJlLTEyMw==",
+                )
+                .tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        ),
+        Reply::turn(Turn::new().text("Milk.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "what do the notes say?"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let second = server.requests()[1].json();
+    let assistant = &second["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "Let me look at the notes first.\nThen answer.", "signature": "c2lnbmF0dXJlLTEyMw=="})
+    );
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    assert_eq!(second["thinking"], json!({"type": "adaptive"}));
+}
