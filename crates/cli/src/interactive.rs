@@ -51,7 +51,7 @@ use session::{Session, checkpoints};
 
 const KEYS: &str = "\
 Type a task and press Enter (Shift+Enter, Alt+Enter or \\ then Enter: a new line).
-  !command      run a command (sandboxed); its output goes with your next prompt
+  !command      run a command as in your own shell (see sandbox.userCommands); its output goes with your next prompt
   @path         attach a file (Tab completes the path)
 While the agent works:
   Ctrl-C, Esc   abort the turn (a second Ctrl-C exits)
@@ -346,6 +346,7 @@ fn follow_tasks(session: &Session, ui: &tui::Handle) {
             tools::background::TaskEvent::Ended(..) => {
                 running.fetch_sub(1, Ordering::Relaxed).saturating_sub(1)
             }
+            tools::background::TaskEvent::Event(_) => return,
         };
         counter.set_running_tasks(now);
     });
@@ -511,7 +512,7 @@ impl Repl<'_> {
                 self.say(&session::slash::tasks_report(self.session.background()))
             }
             Input::Tasks(Some(id)) => {
-                let told = session::slash::stop_task(self.session.background(), &id).await;
+                let told = session::slash::task_command(self.session.background(), &id).await;
                 self.say(&told);
             }
             Input::Todos => {

@@ -396,7 +396,11 @@ async fn headless(
     if args.output_format == OutputFormat::StreamJson {
         let id = session.session_id().to_owned();
         let tasks = session.background();
-        tasks.listen(move |event| Renderer::line(&session::sdk::task_message(event, &id)));
+        tasks.listen(move |event| {
+            if let Some(line) = session::sdk::task_message(event, &id) {
+                Renderer::line(&line);
+            }
+        });
     }
     if args.input_format == InputFormat::StreamJson {
         return stream_json_input(session, &mut renderer, interrupts).await;
@@ -431,6 +435,10 @@ async fn headless(
         }
         other => other?,
     };
+    // What the background tasks report comes before the result, which is the last line.
+    if args.output_format != OutputFormat::Text {
+        session.end_background().await;
+    }
     renderer.finish(&outcome);
     if renderer.structured_failed() {
         return Ok(3);

@@ -403,6 +403,11 @@ async fn stream_json_reports_task_starts_and_ends() {
                     "toolu_bad",
                     "Bash",
                     json!({"command": "exit 3", "run_in_background": true}),
+                )
+                .tool_use(
+                    "toolu_late",
+                    "Bash",
+                    json!({"command": "sleep 2; echo late", "run_in_background": true}),
                 ),
         ),
         Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 1"}))),
@@ -452,9 +457,11 @@ async fn stream_json_reports_task_starts_and_ends() {
     );
     let failed = of("task_notification", "toolu_bad");
     assert_eq!(failed["status"], "failed");
-    // Each start comes before its end, and both before the result.
+    // Each start comes before its end, and both before the result: one that outlived the
+    // turn was waited for, and the result is still the last line.
     let position = |line: &serde_json::Value| lines.iter().position(|l| l == line).unwrap();
     assert!(position(&started) < position(&done));
+    assert_eq!(of("task_notification", "toolu_late")["status"], "completed");
     assert_eq!(lines.last().unwrap()["type"], "result");
 }
 
@@ -537,4 +544,30 @@ async fn a_websocket_monitor_tells_each_frame() {
         told.contains("Monitor \\\"dev server\\\" ended: the WebSocket closed"),
         "{told}"
     );
+}
+
+/// A background command no rule lets write runs in the read-only sandbox, and the model is
+/// told so when it starts (nothing asks again when its writes fail, as in the foreground).
+#[tokio::test]
+async fn a_read_only_background_command_says_so() {
+    let repo = repo("bg-read-only");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_ro",
+            "Bash",
+            json!({"command": "echo hi > out.txt", "run_in_background": true}),
+        )),
+        Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 1"}))),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "write"]).await;
+    assert!(output.status.success());
+    let started = result_text(&server, "toolu_ro");
+    assert!(
+        started.contains("It runs in the read-only sandbox"),
+        "{started}"
+    );
+    assert!(!repo.dir.join("out.txt").exists());
 }

@@ -3016,3 +3016,35 @@ async fn an_idle_session_wakes_when_a_background_task_ends() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     assert_eq!(server.requests().len(), 3);
 }
+
+/// A monitor's event at an idle prompt wakes the session too: a turn tells the model.
+#[tokio::test]
+async fn a_monitor_event_wakes_an_idle_session() {
+    let repo = repo("interactive-monitor-wake");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m",
+            "Monitor",
+            json!({"description": "build log", "command": "sleep 1.5; echo EVENT-ONE; sleep 30", "timeout_ms": 60000}),
+        )),
+        Reply::turn(Turn::new().text("Watching the log.")),
+        Reply::turn(Turn::new().text("The log said EVENT-ONE.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = command(&repo, &server);
+    command.args(["--allowedTools", "Monitor"]);
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("watch the build\r");
+    terminal.wait_for("Watching the log.", 1).await;
+    terminal.wait_for("The log said EVENT-ONE.", 1).await;
+    let last = messages(&server, 2).last().unwrap().to_string();
+    assert!(
+        last.contains("EVENT-ONE") && last.contains("<status>running</status>"),
+        "{last}"
+    );
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

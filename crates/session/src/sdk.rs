@@ -10,8 +10,10 @@ use tools::background::{TaskEvent, TaskStatus};
 /// `tool_use_id`, `description`, `task_type` `local_bash`, `local_agent` or `monitor`,
 /// `prompt` for a subagent) or `task_notification` (`task_id`, `tool_use_id`, `status`
 /// `completed`, `failed` or `stopped`, `output_file`, `summary`), each with a fresh `uuid`.
-pub fn task_message(event: &TaskEvent, session_id: &str) -> Value {
+/// `None` for a monitor's event (the model hears of it; no message says so).
+pub fn task_message(event: &TaskEvent, session_id: &str) -> Option<Value> {
     let mut message = match event {
+        TaskEvent::Event(_) => return None,
         TaskEvent::Started(task) => {
             let mut message = json!({
                 "type": "system",
@@ -45,5 +47,5 @@ pub fn task_message(event: &TaskEvent, session_id: &str) -> Value {
     };
     message["uuid"] = json!(uuid::Uuid::new_v4().to_string());
     message["session_id"] = json!(session_id);
-    message
+    Some(message)
 }

@@ -670,12 +670,14 @@ impl Session {
     pub fn on_arrival(&self, wake: impl Fn() + Send + Sync + 'static) {
         let wake: Arc<dyn Fn() + Send + Sync> = Arc::new(wake);
         let on_end = Arc::clone(&wake);
-        self.background().listen(move |event| {
-            if let tools::background::TaskEvent::Ended(task, _) = event
-                && task.status() != tools::background::TaskStatus::Stopped
+        self.background().listen(move |event| match event {
+            tools::background::TaskEvent::Ended(task, _)
+                if task.status() != tools::background::TaskStatus::Stopped =>
             {
                 on_end();
             }
+            tools::background::TaskEvent::Event(_) => on_end(),
+            _ => {}
         });
         let _ = self.tooling.hooks.env().waker.set(wake);
     }
@@ -691,8 +693,9 @@ impl Session {
 
     /// Ends the background tasks still running: a headless run first waits for them, at
     /// most `AGENT_BACKGROUND_WAIT_MS` milliseconds ([`BACKGROUND_WAIT`] by default); each
-    /// task stopped is named.
-    async fn end_background(&mut self) {
+    /// task stopped is named. [`Session::end`] does it; a front end calls it first when what
+    /// the tasks report must come before its last words (stream-json's `result`).
+    pub async fn end_background(&mut self) {
         let tasks = &self.tooling.recipe.background;
         if tasks.running() == 0 {
             return;

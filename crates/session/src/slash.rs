@@ -57,7 +57,7 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     (
         "tasks",
-        "[stop ID] the background tasks (commands, monitors, subagents); stop one",
+        "[ID | stop ID] the background tasks (commands, monitors, subagents); one's output; stop one",
     ),
     ("exit", "exit (also /quit)"),
 ];
@@ -119,7 +119,7 @@ pub enum Input {
     Agents,
     /// `/todos`.
     Todos,
-    /// `/tasks [stop ID]`.
+    /// `/tasks [ID | stop ID]`.
     Tasks(Option<String>),
     /// `/rewind [arguments]`.
     Rewind(String),
@@ -201,7 +201,7 @@ pub fn tasks_report(tasks: &tools::background::BackgroundTasks) -> String {
     };
     let running = tasks.running();
     let mut lines = vec![format!(
-        "Background tasks: {running} running, {} ended (/tasks stop ID stops one):",
+        "Background tasks: {running} running, {} ended (/tasks ID shows one's output, /tasks stop ID stops it):",
         all.len() - running
     )];
     let is_running = |task: &&std::sync::Arc<tools::background::Task>| {
@@ -213,12 +213,14 @@ pub fn tasks_report(tasks: &tools::background::BackgroundTasks) -> String {
     lines.join("\n")
 }
 
-/// `/tasks stop ID` (or `/tasks ID`): stops the task, or says why not.
-pub async fn stop_task(tasks: &tools::background::BackgroundTasks, argument: &str) -> String {
-    let id = argument
-        .strip_prefix("stop")
-        .map_or(argument, str::trim)
-        .trim();
+/// `/tasks ID`: the task's state and its last 20 lines of output; `/tasks stop ID`: stops
+/// it, or says why not.
+pub async fn task_command(tasks: &tools::background::BackgroundTasks, argument: &str) -> String {
+    let argument = argument.trim();
+    let (stop, id) = match argument.strip_prefix("stop ") {
+        Some(id) => (true, id.trim()),
+        None => (false, argument),
+    };
     let Some(task) = tasks.get(id) else {
         let ids: Vec<String> = tasks.tasks().iter().map(|t| t.id().to_owned()).collect();
         return format!(
@@ -231,6 +233,23 @@ pub async fn stop_task(tasks: &tools::background::BackgroundTasks, argument: &st
             }
         );
     };
+    if !stop {
+        let tail = task.tail(20);
+        return format!(
+            "{} ({}), {} after {:.0} s: {}\n{}\n(all of it: {})",
+            task.id(),
+            task.kind(),
+            task.status().as_str(),
+            task.elapsed().as_secs_f64(),
+            render::printable(task.label(), false),
+            if tail.is_empty() {
+                "(no output yet)".to_owned()
+            } else {
+                render::printable(&tail, true)
+            },
+            task.file().display()
+        );
+    }
     if task.stop().await {
         format!(
             "Stopped {} ({}).",
@@ -333,16 +352,29 @@ mod tests {
             ],
             "{report}"
         );
+        let shown = super::task_command(&tasks, task.id()).await;
+        assert!(
+            shown.starts_with(&format!(
+                "{} (local_agent), running after 0 s: survey the code\n(no output yet)",
+                task.id()
+            )),
+            "{shown}"
+        );
         assert_eq!(
-            super::stop_task(&tasks, &format!("stop {}", task.id())).await,
+            super::task_command(&tasks, &format!("stop {}", task.id())).await,
             format!("Stopped {} (survey the code).", task.id())
         );
         assert_eq!(
-            super::stop_task(&tasks, task.id()).await,
+            super::task_command(&tasks, &format!("stop {}", task.id())).await,
             format!("{} had already ended (killed).", task.id())
         );
+        assert!(
+            super::task_command(&tasks, task.id())
+                .await
+                .contains("stopped early")
+        );
         assert_eq!(
-            super::stop_task(&tasks, "stop bash_9").await,
+            super::task_command(&tasks, "stop bash_9").await,
             format!("No background task \"bash_9\" (the tasks: {})", task.id())
         );
         assert!(super::tasks_report(&tasks).contains("0 running, 1 ended"));

@@ -286,6 +286,11 @@ impl Task {
         self.started.elapsed()
     }
 
+    /// Its last `lines` lines of output (escape sequences removed).
+    pub fn tail(&self, lines: usize) -> String {
+        self.lock().output.last_lines(lines)
+    }
+
     /// The file its output goes to.
     pub fn file(&self) -> &Path {
         &self.file
@@ -438,6 +443,8 @@ pub enum TaskEvent {
     Started(Arc<Task>),
     /// It ended (its status is set); the line that tells it ([`Task::summary`]).
     Ended(Arc<Task>, String),
+    /// A monitor printed a whole line: an event for the model.
+    Event(Arc<Task>),
 }
 
 impl std::fmt::Debug for BackgroundTasks {
@@ -610,7 +617,13 @@ impl BackgroundTasks {
             });
         }
         tokio::spawn(async move {
-            let status = follow(&watched, pipe, &mut child, &mut file).await;
+            let lines = (Arc::clone(&watched), tasks.clone());
+            let on_line = move || {
+                if lines.0.monitor {
+                    lines.1.tell(&TaskEvent::Event(Arc::clone(&lines.0)));
+                }
+            };
+            let status = follow(&watched, pipe, &mut child, &mut file, &on_line).await;
             drop(placeholders);
             crate::bash::unregister_group(group);
             {
@@ -730,6 +743,7 @@ impl BackgroundTasks {
                 bytes.push(b'\n');
                 let _ = file.write_all(&bytes);
                 watched.lock().output.push(&bytes);
+                tasks.tell(&TaskEvent::Event(Arc::clone(&watched)));
             })
             .await;
             {
@@ -820,6 +834,7 @@ async fn follow(
     mut pipe: tokio::net::unix::pipe::Receiver,
     child: &mut tokio::process::Child,
     file: &mut std::fs::File,
+    on_line: &(dyn Fn() + Send + Sync),
 ) -> ExitStatus {
     let mut buffer = vec![0u8; 16 * 1024];
     let mut written: u64 = 0;
@@ -836,6 +851,9 @@ async fn follow(
                         written += count.min(room) as u64;
                     }
                     task.lock().output.push(chunk);
+                    if chunk.contains(&b'\n') {
+                        on_line();
+                    }
                 }
             },
             waited = child.wait(), if status.is_none() => {

@@ -420,8 +420,15 @@ fn start_in_background(
         monitor: false,
         deadline: None,
     })?;
+    // In the read-only sandbox nothing asks again when a write fails, as in the foreground:
+    // the model is told before it relies on one.
+    let read_only = if how == BashRun::Sandboxed(sandbox::Profile::ReadOnly) {
+        " It runs in the read-only sandbox (no rule or mode lets it write the workspace): a command that must write files or a cache fails there; run such a command in the foreground, where the user is asked."
+    } else {
+        ""
+    };
     let message = format!(
-        "Command running in background with ID: {}. Output is being written to: {}. You will be notified when it completes. To check interim output, use TaskOutput with the ID (or Read on that file).",
+        "Command running in background with ID: {}. Output is being written to: {}. You will be notified when it completes. To check interim output, use TaskOutput with the ID (or Read on that file).{read_only}",
         task.id(),
         task.file().display()
     );

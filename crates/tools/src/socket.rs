@@ -38,16 +38,18 @@ pub(crate) struct Connected {
 ///
 /// # Errors
 ///
-/// [`ToolError::InvalidInput`] for a URL that is not `ws://host[:port]/...` or a host that is
-/// not this machine's while the network is off; [`ToolError::CouldNotRun`] when the lookup,
-/// the connection or the handshake fails or takes longer than [`CONNECT_TIMEOUT`].
+/// [`ToolError::InvalidInput`] for a URL that is not `ws://host[:port]/...`, a host that is
+/// not this machine's while the network is off, or a lookup, connection or handshake that
+/// fails or takes longer than [`CONNECT_TIMEOUT`].
 pub(crate) async fn connect(
     url: &str,
     protocols: &[String],
     network: bool,
 ) -> Result<WebSocketStream<TcpStream>, ToolError> {
     let invalid = |why: &str| ToolError::InvalidInput(format!("Monitor ws.url {url:?}: {why}"));
-    let failed = |why: String| ToolError::CouldNotRun(format!("Monitor ws.url {url:?}: {why}"));
+    // Not fatal: a server that is not up is the model's to know, not a reason to stop the
+    // calls beside it.
+    let failed = |why: String| ToolError::InvalidInput(format!("Monitor ws.url {url:?}: {why}"));
     let mut request = url
         .into_client_request()
         .map_err(|error| invalid(&error.to_string()))?;
