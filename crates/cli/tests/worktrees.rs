@@ -709,3 +709,55 @@ async fn hidden_work_keeps_a_worktree_and_worktrees_do_not_nest() {
         "{nested}"
     );
 }
+
+/// A background worktree subagent that is stopped says where its worktree was left: TaskStop's
+/// result carries its last words.
+#[tokio::test]
+async fn a_stopped_worktree_subagent_says_where_its_work_is() {
+    let repo = repo("wt-stop");
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_t",
+                "Task",
+                json!({"description": "slow", "prompt": "SUB: slow work", "isolation": "worktree", "run_in_background": true}),
+            )),
+            Reply::turn(Turn::new().tool_use("toolu_wait", "Bash", json!({"command": "sleep 1"}))),
+            Reply::turn(Turn::new().tool_use("toolu_stop", "TaskStop", json!({"task_id": "agent_1"}))),
+            Reply::turn(Turn::new().text("Stopped it.")),
+        ])
+        .route(
+            "SUB:",
+            vec![
+                Reply::turn(Turn::new().tool_use("toolu_w", "Write", json!({"file_path": "half.txt", "content": "half done\n"}))),
+                Reply::turn(Turn::new().tool_use("toolu_s", "Bash", json!({"command": "sleep 30"}))),
+                Reply::turn(Turn::new().text("never")),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "go",
+            "--trust",
+            "--allowedTools",
+            "Write,Bash,TaskStop",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stopped = result_text(&server, "toolu_stop");
+    assert!(
+        stopped.contains("Stopped background task agent_1")
+            && stopped.contains("The worktree is kept at"),
+        "{stopped}"
+    );
+}

@@ -7,26 +7,21 @@ use serde_json::{Value, json};
 use tools::background::{TaskEvent, TaskStatus};
 
 /// The `system` message for `event` of session `session_id`: `task_started` (`task_id`,
-/// `tool_use_id`, `description`, `task_type` `local_bash`, `local_agent` or `monitor`,
-/// `prompt` for a subagent) or `task_notification` (`task_id`, `tool_use_id`, `status`
+/// `tool_use_id`, `description`, `task_type` `local_bash`, `local_agent` or `monitor`) or `task_notification` (`task_id`, `tool_use_id`, `status`
 /// `completed`, `failed` or `stopped`, `output_file`, `summary`), each with a fresh `uuid`.
 /// `None` for a monitor's event (the model hears of it; no message says so).
 pub fn task_message(event: &TaskEvent, session_id: &str) -> Option<Value> {
     let mut message = match event {
         TaskEvent::Event(_) => return None,
         TaskEvent::Started(task) => {
-            let mut message = json!({
+            json!({
                 "type": "system",
                 "subtype": "task_started",
                 "task_id": task.id(),
                 "tool_use_id": task.tool_use_id(),
                 "description": task.label(),
                 "task_type": task.kind(),
-            });
-            if task.kind() == "local_agent" {
-                message["prompt"] = json!(task.command());
-            }
-            message
+            })
         }
         TaskEvent::Ended(task, _) => {
             let status = task.status();

@@ -1092,7 +1092,14 @@ impl Tool for TaskStopTool {
                 )));
             }
             task.lock().told = true;
-            let message = format!("Stopped background task {id} ({})", task.command);
+            let mut message = format!("Stopped background task {id} ({})", task.command);
+            // A subagent's last words (where its worktree was left, say) are its report.
+            if task.is_agent() {
+                let report = task.tail(5);
+                if !report.is_empty() {
+                    message.push_str(&format!("; it reported: {report}"));
+                }
+            }
             Ok(ToolOutput::text(message.clone()).with_structured(json!({
                 "message": message,
                 "task_id": id,
