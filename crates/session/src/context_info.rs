@@ -3,30 +3,43 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-macro_rules! intro {
-    () => {
-        "You are agent, a coding agent working in the user's repository from the terminal."
-    };
-}
+/// The version of [`SYSTEM_PROMPT`]: the date its text last changed.
+pub const PROMPT_VERSION: &str = "2026-12-06";
+
+/// The most tokens [`SYSTEM_PROMPT`] may take, estimated as the context crate estimates
+/// text: a system prompt is paid on every request (from the cache, mostly), so it stays
+/// small. Checked by a test.
+pub const PROMPT_TOKEN_BUDGET: u64 = 1_500;
 
 macro_rules! coding_instructions {
     () => {
-        "Work on the task until it is done, using the tools: Read files before editing them, search with Grep and Glob instead of guessing, make small exact edits with Edit, and run commands (tests, builds) with Bash to check your work. Prefer the repository's own conventions, tools and tests."
+        concat!(
+            include_str!("prompt/doing_tasks.md"),
+            "\n",
+            include_str!("prompt/verification.md"),
+            "\n",
+            include_str!("prompt/git.md"),
+            "\n",
+        )
     };
 }
 
-macro_rules! habits {
-    () => {
-        "Be concise: say what you found and what you changed, not what you are about to do. Never invent file contents, command output or test results: run the tool. When something fails, read the error and fix the cause. Stay inside the working directory unless told otherwise. When the task is done, answer with a short summary of the change and how you verified it."
-    };
-}
+/// The static system prompt, one file per section in `src/prompt/` (who it is; doing tasks;
+/// checking the work; git; using the tools; answers): byte-stable across runs and sessions so
+/// it stays in the prompt cache. What changes (the folder, the date, the platform, the
+/// model) is in the user context instead.
+pub const SYSTEM_PROMPT: &str = concat!(
+    include_str!("prompt/intro.md"),
+    "\n",
+    coding_instructions!(),
+    include_str!("prompt/tools.md"),
+    "\n",
+    include_str!("prompt/tone.md"),
+);
 
-/// The static system prompt: byte-stable across runs so it stays in the prompt cache.
-pub const SYSTEM_PROMPT: &str =
-    concat!(intro!(), "\n\n", coding_instructions!(), "\n\n", habits!());
-
-/// The paragraph of [`SYSTEM_PROMPT`] about how to do coding work: an output style without
-/// `keep-coding-instructions` replaces it (as in Claude Code).
+/// The sections of [`SYSTEM_PROMPT`] about how to do coding work (doing tasks, checking
+/// the work, git), each followed by a blank line: an output style without
+/// `keep-coding-instructions` replaces them (as in Claude Code).
 pub const CODING_INSTRUCTIONS: &str = coding_instructions!();
 
 /// [`SYSTEM_PROMPT`] with `style` applied: its text as a section of its own at the end
@@ -39,9 +52,14 @@ pub fn system_prompt_with(style: Option<&crate::output_styles::OutputStyle>) -> 
     let base = if style.keep_coding_instructions {
         SYSTEM_PROMPT.to_owned()
     } else {
-        SYSTEM_PROMPT.replacen(&format!("{CODING_INSTRUCTIONS}\n\n"), "", 1)
+        SYSTEM_PROMPT.replacen(CODING_INSTRUCTIONS, "", 1)
     };
-    format!("{base}\n\n# Output Style: {}\n{}", style.name, style.prompt)
+    format!(
+        "{}\n\n# Output Style: {}\n{}",
+        base.trim_end(),
+        style.name,
+        style.prompt
+    )
 }
 
 /// A folder's memory files, in the order they are read: the shared ones, Claude Code's,
@@ -179,11 +197,41 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
 }
 
 /// The environment facts of the user context: the working directory and the date.
-pub fn facts(cwd: &Path, date: &str) -> String {
-    format!(
-        "Working directory: {}\nToday's date: {date}\n",
-        cwd.display()
-    )
+///
+/// `Working directory`, the `Additional directories` when there are some, whether the folder
+/// is in a git repository, the platform and the user's shell, the model, and today's date:
+/// the environment block, in the user context rather than the system prompt so that the
+/// prompt stays the same for every session (and in the cache).
+pub fn facts(cwd: &Path, additional_dirs: &[PathBuf], model: &str, date: &str) -> String {
+    let mut facts = format!("Working directory: {}\n", cwd.display());
+    if !additional_dirs.is_empty() {
+        let dirs: Vec<String> = additional_dirs
+            .iter()
+            .map(|dir| dir.display().to_string())
+            .collect();
+        facts.push_str(&format!("Additional directories: {}\n", dirs.join(", ")));
+    }
+    let git = cwd
+        .ancestors()
+        .any(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok());
+    facts.push_str(&format!(
+        "Git repository: {}\n",
+        if git { "yes" } else { "no" }
+    ));
+    let shell = std::env::var("SHELL")
+        .ok()
+        .and_then(|shell| {
+            Path::new(&shell)
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "sh".to_owned());
+    facts.push_str(&format!(
+        "Platform: {} ({}); the user's shell: {shell} (Bash runs bash)\nModel: {model}\nToday's date: {date}\n",
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+    ));
+    facts
 }
 
 /// `git status` as the user context shows it (at most 40 lines), or `None` outside a
@@ -392,5 +440,79 @@ mod memory_tests {
             ]
         );
         let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+#[cfg(test)]
+mod prompt_tests {
+    use context::TokenEstimator as _;
+
+    use super::*;
+
+    #[test]
+    fn the_system_prompt_stays_within_its_budget_and_matches_its_snapshot() {
+        let tokens = context::BytesEstimator::default().text(SYSTEM_PROMPT).0;
+        assert!(
+            tokens <= PROMPT_TOKEN_BUDGET,
+            "{tokens} tokens (budget {PROMPT_TOKEN_BUDGET})"
+        );
+        // A change of the prompt is a change of this file too (and of PROMPT_VERSION): the
+        // diff of a review shows what the model is told.
+        let snapshot = include_str!("../tests/snapshots/system_prompt.txt");
+        assert_eq!(
+            SYSTEM_PROMPT, snapshot,
+            "update tests/snapshots/system_prompt.txt and PROMPT_VERSION"
+        );
+        for heading in [
+            "# Doing tasks",
+            "# Checking your work",
+            "# Git",
+            "# Using the tools",
+            "# Answers",
+        ] {
+            assert_eq!(SYSTEM_PROMPT.matches(heading).count(), 1, "{heading}");
+        }
+        assert!(SYSTEM_PROMPT.starts_with("You are agent, a coding agent."));
+        assert!(!SYSTEM_PROMPT.contains("\n\n\n"));
+    }
+
+    #[test]
+    fn an_output_style_replaces_the_coding_sections_unless_it_keeps_them() {
+        let style = |keep| crate::output_styles::OutputStyle {
+            name: "Teacher".into(),
+            prompt: "Explain as you go.".into(),
+            description: String::new(),
+            keep_coding_instructions: keep,
+            path: None,
+        };
+        let without = system_prompt_with(Some(&style(false)));
+        assert!(!without.contains("# Doing tasks") && !without.contains("# Git"));
+        assert!(without.contains("# Using the tools"));
+        assert!(without.ends_with("\n\n# Output Style: Teacher\nExplain as you go."));
+        let with = system_prompt_with(Some(&style(true)));
+        assert!(with.contains("# Doing tasks") && with.starts_with(SYSTEM_PROMPT.trim_end()));
+        assert_eq!(system_prompt_with(None), SYSTEM_PROMPT);
+    }
+
+    #[test]
+    fn the_environment_block_names_the_folder_platform_model_and_date() {
+        let dir = std::env::temp_dir().join(format!("agent-facts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let facts = facts(
+            &dir,
+            &[PathBuf::from("/data/shared")],
+            "claude-opus-4-8",
+            "2026-12-06",
+        );
+        let lines: Vec<&str> = facts.lines().collect();
+        assert_eq!(lines[0], format!("Working directory: {}", dir.display()));
+        assert_eq!(lines[1], "Additional directories: /data/shared");
+        assert_eq!(lines[2], "Git repository: no");
+        assert!(lines[3].starts_with(&format!("Platform: {} (", std::env::consts::OS)));
+        assert_eq!(lines[4], "Model: claude-opus-4-8");
+        assert_eq!(lines[5], "Today's date: 2026-12-06");
+        std::fs::create_dir_all(dir.join(".git")).unwrap_or_default();
+        assert!(super::facts(&dir, &[], "m", "d").contains("Git repository: yes\n"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -113,6 +113,7 @@ pub mod transcript;
 pub mod trust;
 pub mod worktree;
 
+pub use context_info::{PROMPT_TOKEN_BUDGET, PROMPT_VERSION, SYSTEM_PROMPT};
 pub use notices::Notices;
 pub use observer::{CatchUp, Observer};
 pub use options::Options;

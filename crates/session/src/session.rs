@@ -1013,7 +1013,12 @@ impl Session {
             Some(saved) => saved.clone(),
             None => format!(
                 "{}{}{memory}{}",
-                context_info::facts(&self.cwd, &date),
+                context_info::facts(
+                    &self.cwd,
+                    &self.tooling.workspace.additional_dirs,
+                    &self.config.model,
+                    &date
+                ),
                 status.unwrap_or_default(),
                 crate::skills::context_list(&self.skills)
             ),
