@@ -208,3 +208,52 @@ async fn thinking_blocks_go_back_as_they_came() {
     assert_eq!(assistant["content"][1]["type"], "tool_use");
     assert_eq!(second["thinking"], json!({"type": "adaptive"}));
 }
+
+/// Claude Code's `[1m]` spelling: the model id without it, with the 1M-window beta flag.
+#[tokio::test]
+async fn a_model_written_with_the_1m_suffix_is_sent_as_the_api_expects() {
+    let repo = repo("thinking-1m");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "hi",
+            "--model",
+            "Sonnet[1M]",
+            "--output-format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let request = &server.requests()[0];
+    assert_eq!(request.json()["model"], "claude-sonnet-5");
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("context-1m-2025-08-07")
+    );
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &["-p", "hi", "--model", "opus[1m]", "--output-format", "json"],
+    )
+    .await;
+    assert!(output.status.success());
+    let request = &server.requests()[0];
+    assert_eq!(request.json()["model"], "claude-opus-4-8");
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("context-1m-2025-08-07")
+    );
+}

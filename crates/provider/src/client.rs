@@ -319,6 +319,11 @@ impl AnthropicClient {
     /// [`Auth::Source`].
     fn request(&self, body: Bytes, source_key: Option<&str>) -> HttpRequest {
         let config = &self.inner.config;
+        let (body, long_context) = if config.api == Api::Messages {
+            long_context(body)
+        } else {
+            (body, false)
+        };
         let mut headers = HeaderMap::new();
         headers.insert("content-type", HeaderValue::from_static("application/json"));
         if config.api == Api::Messages {
@@ -361,9 +366,13 @@ impl AnthropicClient {
             }
             Auth::None => {}
         }
-        if !config.betas.is_empty()
+        let mut betas = config.betas.clone();
+        if long_context && !betas.iter().any(|beta| beta == LONG_CONTEXT_BETA) {
+            betas.push(LONG_CONTEXT_BETA.to_owned());
+        }
+        if !betas.is_empty()
             && config.api == Api::Messages
-            && let Ok(value) = HeaderValue::from_str(&config.betas.join(","))
+            && let Ok(value) = HeaderValue::from_str(&betas.join(","))
         {
             headers.insert("anthropic-beta", value);
         }
@@ -374,6 +383,32 @@ impl AnthropicClient {
             body,
         }
     }
+}
+
+/// The `anthropic-beta` flag of the 1M-token context window, which Claude Code sends for a
+/// model written with the `[1m]` suffix (`opus[1m]`, `claude-sonnet-4-6[1m]`).
+pub const LONG_CONTEXT_BETA: &str = "context-1m-2025-08-07";
+
+/// A Messages API body whose `model` (its first field, as the loop writes it) ends in
+/// `[1m]`: the body with the suffix dropped, and `true` (the request then carries
+/// [`LONG_CONTEXT_BETA`]); any other body unchanged, and `false`. Only the first field is
+/// looked at: the body is not parsed.
+fn long_context(body: Bytes) -> (Bytes, bool) {
+    const START: &[u8] = b"{\"model\":\"";
+    let Some(rest) = body.strip_prefix(START) else {
+        return (body, false);
+    };
+    let Some(end) = rest.iter().position(|byte| *byte == b'"') else {
+        return (body, false);
+    };
+    let Some(model) = rest[..end].strip_suffix(b"[1m]") else {
+        return (body, false);
+    };
+    let mut stripped = Vec::with_capacity(body.len());
+    stripped.extend_from_slice(START);
+    stripped.extend_from_slice(model);
+    stripped.extend_from_slice(&rest[end..]);
+    (Bytes::from(stripped), true)
 }
 
 type Sender = mpsc::Sender<Result<ProviderEvent, ProviderError>>;

@@ -3632,13 +3632,30 @@ pub fn resolve_model(name: &str, plan: bool, lookup: &dyn Fn(&str) -> Option<Str
     let alias = |variable: &str, default: &str| lookup(variable).unwrap_or_else(|| default.into());
     let opus = || alias("ANTHROPIC_DEFAULT_OPUS_MODEL", "claude-opus-4-8");
     let sonnet = || alias("ANTHROPIC_DEFAULT_SONNET_MODEL", "claude-sonnet-5");
-    match name {
-        "opus" => opus(),
+    // `opus[1m]`: the alias's model with the 1M-token window (Claude Code's spelling).
+    let name = name.trim();
+    let (base, long) = match name
+        .strip_suffix("[1m]")
+        .or_else(|| name.strip_suffix("[1M]"))
+    {
+        Some(base) => (base, true),
+        None => (name, false),
+    };
+    let lower = base.to_ascii_lowercase();
+    let resolved = match lower.as_str() {
+        "opus" | "best" => opus(),
         "sonnet" => sonnet(),
         "haiku" => alias("ANTHROPIC_DEFAULT_HAIKU_MODEL", "claude-haiku-4-5-20251001"),
         "opusplan" if plan => opus(),
         "opusplan" => sonnet(),
-        other => other.to_owned(),
+        // Claude ids are lowercase; a gateway's own ids keep their case.
+        id if id.starts_with("claude-") => lower.clone(),
+        _ => base.to_owned(),
+    };
+    if long && !resolved.ends_with("[1m]") {
+        format!("{resolved}[1m]")
+    } else {
+        resolved
     }
 }
 
@@ -4814,6 +4831,35 @@ mod tests {
         assert_eq!(
             resolve_model("opusplan", false, &pinned),
             "claude-sonnet-4-5"
+        );
+        // Claude Code's other spellings: the 1M window's suffix, any case, `best`.
+        assert_eq!(
+            resolve_model("opus[1m]", false, &none),
+            "claude-opus-4-8[1m]"
+        );
+        assert_eq!(
+            resolve_model("Sonnet[1M]", false, &pinned),
+            "claude-sonnet-4-5[1m]"
+        );
+        assert_eq!(
+            resolve_model("claude-sonnet-4-6[1m]", false, &none),
+            "claude-sonnet-4-6[1m]"
+        );
+        assert_eq!(
+            resolve_model(" Claude-Opus-4-8 ", false, &none),
+            "claude-opus-4-8"
+        );
+        assert_eq!(resolve_model("best", false, &none), "claude-opus-4-8");
+        assert_eq!(
+            resolve_model("Qwen/Qwen3-Coder", false, &none),
+            "Qwen/Qwen3-Coder"
+        );
+        assert_eq!(
+            context::lookup(&resolve_model("opus[1m]", false, &none))
+                .0
+                .context_window
+                .0,
+            1_000_000
         );
         // Priced: budgets and costs work for the alias.
         let (info, _) = context::lookup("claude-sonnet-5");
