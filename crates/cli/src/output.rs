@@ -17,23 +17,7 @@ use session::cost::{Totals, compact_count};
 pub use session::rows::{checklist, tool_label};
 use session::rows::{context_line, detail_lines, dim, one_line, red, result_lines, stop_sentence};
 
-/// The exit code and result subtype of a terminal reason.
-pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
-    match terminal {
-        Terminal::Completed
-        | Terminal::StopHookPrevented(_)
-        | Terminal::TokenBudgetReached
-        | Terminal::DiminishingReturns => (0, "success"),
-        Terminal::MaxTurns => (3, "error_max_turns"),
-        Terminal::MaxBudget(_) => (3, "error_max_budget_usd"),
-        Terminal::BlockingLimit(_)
-        | Terminal::PromptTooLong
-        | Terminal::RepeatedToolCall
-        | Terminal::StopHookCapReached => (3, "error_during_execution"),
-        Terminal::AbortedStreaming | Terminal::AbortedTools => (130, "error_during_execution"),
-        Terminal::ModelError(_) | Terminal::ImageError(_) => (1, "error_during_execution"),
-    }
-}
+pub use session::sdk::exit_code;
 
 /// `line` wrapped at the terminal's width on word boundaries when stderr is a terminal and
 /// the line is longer (the terminal would cut it mid-word); as it is otherwise, and when it
@@ -1381,54 +1365,27 @@ impl Renderer {
 
     /// The result object.
     pub fn result(&self, outcome: &LoopOutcome) -> Value {
-        let (_, subtype) = if self.structured_failed() {
-            (3, "error_max_structured_output_retries")
-        } else {
-            exit_code(&outcome.terminal)
-        };
-        let structured_output = self.structured.as_ref().and_then(|shared| {
+        let structured = self.structured.as_ref().and_then(|shared| {
             shared
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .value
                 .clone()
         });
-        // The main agent's, as Claude Code's `usage`; every model's in `modelUsage`.
-        let usage = &outcome.usage;
-        let model_usage = self.run.ledger.model_usage_json();
-        let mut result = json!({
-            "type": "result",
-            "subtype": subtype,
-            "is_error": subtype != "success",
-            "duration_ms": self.run.started.elapsed().as_millis() as u64,
-            "duration_api_ms": self.run.api_time.as_millis() as u64,
-            "num_turns": outcome.turns,
-            "result": outcome.result,
-            // The API's, as Claude Code reports it; the loop's own reason is below.
-            "stop_reason": self.turn.last_stop_reason,
-            // Claude Code's name when --json-schema's tries ran out.
-            "terminal_reason": if self.structured_failed() {
-                "structured_output_retry_exhausted"
-            } else {
-                outcome.terminal.as_str()
+        session::sdk::result_message(
+            outcome,
+            &session::sdk::RunReport {
+                session_id: &self.session_id,
+                duration: self.run.started.elapsed(),
+                api_duration: self.run.api_time,
+                stop_reason: self.turn.last_stop_reason.as_deref(),
+                ledger: &self.run.ledger,
+                extra_requests: self.run.subagent_requests,
+                denials: &self.run.denials,
+                structured,
+                structured_failed: self.structured_failed(),
             },
-            "terminal_detail": outcome.terminal.to_string(),
-            "session_id": self.session_id,
-            "total_cost_usd": self.run.ledger.cost(),
-            "usage": {
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_creation_input_tokens": usage.cache_creation_input_tokens.unwrap_or(0),
-                "cache_read_input_tokens": usage.cache_read_input_tokens.unwrap_or(0),
-            },
-            "modelUsage": model_usage,
-            "num_requests": outcome.requests + self.run.subagent_requests,
-            "permission_denials": self.run.denials,
-        });
-        if let Some(value) = structured_output {
-            result["structured_output"] = value;
-        }
-        result
+        )
     }
 
     /// The usage of the run: the main agent's (`outcome`) and every subagent's.
@@ -1520,30 +1477,7 @@ fn plural(count: usize) -> String {
     }
 }
 
-/// The result object of a run that failed before its loop started (bad settings, no API
-/// key, a transcript that does not load): `terminal_reason` `startup_error`, no session.
-pub fn failure_result(message: &str) -> Value {
-    json!({
-        "type": "result",
-        "subtype": "error_during_execution",
-        "is_error": true,
-        "duration_ms": 0,
-        "duration_api_ms": 0,
-        "num_turns": 0,
-        "result": message,
-        "stop_reason": null,
-        "terminal_reason": "startup_error",
-        "terminal_detail": message,
-        "session_id": null,
-        "total_cost_usd": 0.0,
-        "usage": {
-            "input_tokens": 0, "output_tokens": 0,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-        },
-        "num_requests": 0,
-        "permission_denials": [],
-    })
-}
+pub use session::sdk::failure_result;
 
 /// Writes the result of a prompt a UserPromptSubmit hook refused (nothing was sent) as one
 /// line on stdout: [`failure_result`] with `terminal_reason` `prompt_blocked`.

@@ -1,8 +1,11 @@
 //! Messages in the Claude Agent SDK's stream-json shapes (`sdk.d.ts` of
-//! `@anthropic-ai/claude-agent-sdk`) that a front end writes for what happens outside a
-//! turn's events: background tasks starting and ending (`SDKTaskStartedMessage`,
-//! `SDKTaskNotificationMessage`).
+//! `@anthropic-ai/claude-agent-sdk`) that a front end writes besides a turn's events: a run's
+//! `result` (`SDKResultMessage`), and background tasks starting and ending
+//! (`SDKTaskStartedMessage`, `SDKTaskNotificationMessage`).
 
+use std::time::Duration;
+
+use loop_core::{LoopOutcome, Terminal};
 use serde_json::{Value, json};
 use tools::background::{TaskEvent, TaskStatus};
 
@@ -43,4 +46,119 @@ pub fn task_message(event: &TaskEvent, session_id: &str) -> Option<Value> {
     message["uuid"] = json!(uuid::Uuid::new_v4().to_string());
     message["session_id"] = json!(session_id);
     Some(message)
+}
+
+/// The exit code and result subtype of a terminal reason.
+pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
+    match terminal {
+        Terminal::Completed
+        | Terminal::StopHookPrevented(_)
+        | Terminal::TokenBudgetReached
+        | Terminal::DiminishingReturns => (0, "success"),
+        Terminal::MaxTurns => (3, "error_max_turns"),
+        Terminal::MaxBudget(_) => (3, "error_max_budget_usd"),
+        Terminal::BlockingLimit(_)
+        | Terminal::PromptTooLong
+        | Terminal::RepeatedToolCall
+        | Terminal::StopHookCapReached => (3, "error_during_execution"),
+        Terminal::AbortedStreaming | Terminal::AbortedTools => (130, "error_during_execution"),
+        Terminal::ModelError(_) | Terminal::ImageError(_) => (1, "error_during_execution"),
+    }
+}
+
+/// What a run's `result` message says besides the loop's outcome.
+#[derive(Debug)]
+pub struct RunReport<'a> {
+    /// The session's id.
+    pub session_id: &'a str,
+    /// The run's wall time (`duration_ms`).
+    pub duration: Duration,
+    /// Time spent waiting for the model (`duration_api_ms`).
+    pub api_duration: Duration,
+    /// The API's stop_reason of the main agent's last response.
+    pub stop_reason: Option<&'a str>,
+    /// What the run cost, by model (`total_cost_usd`, `modelUsage`).
+    pub ledger: &'a crate::cost::Ledger,
+    /// Requests besides the main agent's (subagents'), added to `num_requests`.
+    pub extra_requests: u32,
+    /// The calls refused (`permission_denials`).
+    pub denials: &'a [Value],
+    /// `--json-schema`'s output, when it came (`structured_output`).
+    pub structured: Option<Value>,
+    /// `--json-schema`'s tries ran out (`error_max_structured_output_retries`).
+    pub structured_failed: bool,
+}
+
+/// A run's `result` message, in Claude Code's shape: `subtype` ([`exit_code`]'s, or
+/// `error_max_structured_output_retries`), `is_error`, `duration_ms`, `duration_api_ms`,
+/// `num_turns`, `result`, `stop_reason` (the API's), `terminal_reason` (the loop's) and
+/// `terminal_detail`, `session_id`, `total_cost_usd` (`null` when a model had no price),
+/// `usage` (the main agent's), `modelUsage` (every model's), `num_requests`,
+/// `permission_denials`, and `structured_output` when there is one.
+pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
+    let subtype = if report.structured_failed {
+        "error_max_structured_output_retries"
+    } else {
+        exit_code(&outcome.terminal).1
+    };
+    let usage = &outcome.usage;
+    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let mut result = json!({
+        "type": "result",
+        "subtype": subtype,
+        "is_error": subtype != "success",
+        "duration_ms": millis(report.duration),
+        "duration_api_ms": millis(report.api_duration),
+        "num_turns": outcome.turns,
+        "result": outcome.result,
+        // The API's, as Claude Code reports it; the loop's own reason is below.
+        "stop_reason": report.stop_reason,
+        // Claude Code's name when --json-schema's tries ran out.
+        "terminal_reason": if report.structured_failed {
+            "structured_output_retry_exhausted"
+        } else {
+            outcome.terminal.as_str()
+        },
+        "terminal_detail": outcome.terminal.to_string(),
+        "session_id": report.session_id,
+        "total_cost_usd": report.ledger.cost(),
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_creation_input_tokens": usage.cache_creation_input_tokens.unwrap_or(0),
+            "cache_read_input_tokens": usage.cache_read_input_tokens.unwrap_or(0),
+        },
+        "modelUsage": report.ledger.model_usage_json(),
+        "num_requests": outcome.requests + report.extra_requests,
+        "permission_denials": report.denials,
+    });
+    if let Some(value) = &report.structured {
+        result["structured_output"] = value.clone();
+    }
+    result
+}
+
+/// The result object of a run that failed before its loop started (bad settings, no API
+/// key, a transcript that does not load): `terminal_reason` `startup_error`, no session.
+pub fn failure_result(message: &str) -> Value {
+    json!({
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": message,
+        "stop_reason": null,
+        "terminal_reason": "startup_error",
+        "terminal_detail": message,
+        "session_id": null,
+        "total_cost_usd": 0.0,
+        "usage": {
+            "input_tokens": 0, "output_tokens": 0,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+        },
+        "num_requests": 0,
+        "permission_denials": [],
+    })
 }
