@@ -754,6 +754,7 @@ impl Repl<'_> {
         if let Some(tokens) = renderer.context_tokens() {
             self.totals.context = Some(tokens);
         }
+        self.totals.first_token_ms = renderer.first_token_ms().or(self.totals.first_token_ms);
         self.show_status();
         if self.interrupts.quit_requested() {
             // SIGTERM or SIGHUP (the terminal closed): the turn was aborted, the session

@@ -279,6 +279,8 @@ struct RunFigures {
     denials: Vec<Value>,
     /// Usage and cost by model, of every response (main agent, subagents, summaries).
     ledger: session::cost::Ledger,
+    /// The main agent's requests' times to first token.
+    first_tokens: session::cost::FirstTokens,
     /// Usage of every subagent's responses.
     subagent_usage: Usage,
     /// Model requests of subagents.
@@ -493,6 +495,7 @@ impl Renderer {
                 requested_model: model.to_owned(),
                 denials: Vec::new(),
                 ledger: session::cost::Ledger::default(),
+                first_tokens: session::cost::FirstTokens::default(),
                 subagent_usage: Usage::default(),
                 subagent_requests: 0,
                 live_totals: None,
@@ -604,6 +607,7 @@ impl Renderer {
         if let Some(tokens) = self.turn.context_tokens {
             totals.context = Some(tokens);
         }
+        totals.first_token_ms = self.run.first_tokens.last().or(totals.first_token_ms);
         tui.set_figures(totals.figures(*autocompact_at));
         if let Some(follower) = &self.run.status_line {
             follower.update(&totals, move |rows| tui.set_custom_status(Some(rows)));
@@ -1100,6 +1104,30 @@ impl Renderer {
             .map(|reason| reason.as_str().to_owned());
     }
 
+    /// A request starts, or its response's first event comes: its time to first token, the
+    /// model asked and the one answering.
+    fn follow_request(&mut self, event: &LoopEvent) {
+        match event {
+            LoopEvent::Request { model, .. } => {
+                self.turn.request_started = Some(Instant::now());
+                self.run.first_tokens.request();
+                self.run.requested_model.clone_from(model);
+            }
+            LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
+                if let Some(ms) = self.run.first_tokens.first_token() {
+                    if self.verbose {
+                        self.stderr_line(&format!("agent: first token after {ms} ms"));
+                    }
+                    self.update_figures();
+                }
+                self.turn.message_id = message.id.to_string();
+                self.turn.message_model = message.model.clone();
+                self.turn.message_usage = message.usage.clone();
+            }
+            _ => {}
+        }
+    }
+
     /// Renders one loop event.
     pub fn event(&mut self, event: &LoopEvent) {
         if self.view.live_text {
@@ -1111,16 +1139,8 @@ impl Renderer {
         if self.partial_messages {
             self.partial_line(event);
         }
+        self.follow_request(event);
         match event {
-            LoopEvent::Request { model, .. } => {
-                self.turn.request_started = Some(Instant::now());
-                self.run.requested_model.clone_from(model);
-            }
-            LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
-                self.turn.message_id = message.id.to_string();
-                self.turn.message_model = message.model.clone();
-                self.turn.message_usage = message.usage.clone();
-            }
             LoopEvent::Stream(StreamEvent::ContentBlockDelta {
                 delta: ContentDelta::Text { text },
                 ..
@@ -1205,7 +1225,8 @@ impl Renderer {
             ),
             // Nothing to write for these in this format (a new kind of event must be decided
             // on here).
-            LoopEvent::Stream(_)
+            LoopEvent::Request { .. }
+            | LoopEvent::Stream(_)
             | LoopEvent::Block(_)
             | LoopEvent::Tool(_)
             | LoopEvent::ToolResults(_)
@@ -1384,6 +1405,7 @@ impl Renderer {
                 denials: &self.run.denials,
                 structured,
                 structured_failed: self.structured_failed(),
+                first_tokens: &self.run.first_tokens,
             },
         )
     }
@@ -1400,6 +1422,11 @@ impl Renderer {
     /// response.
     pub fn context_tokens(&self) -> Option<u64> {
         self.turn.context_tokens
+    }
+
+    /// The last request's time to first token, in milliseconds.
+    pub fn first_token_ms(&self) -> Option<u64> {
+        self.run.first_tokens.last()
     }
 
     /// The cost of the run in USD so far; `None` when a model without a known price answered.

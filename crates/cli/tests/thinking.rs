@@ -257,3 +257,33 @@ async fn a_model_written_with_the_1m_suffix_is_sent_as_the_api_expects() {
         Some("context-1m-2025-08-07")
     );
 }
+
+/// Time to first token, per request: a `--verbose` line each, and a summary in the result.
+#[tokio::test]
+async fn the_time_to_first_token_is_measured_per_request() {
+    let repo = repo("thinking-ttft");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().text("Milk.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &["-p", "notes?", "--verbose", "--output-format", "json"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("agent: first token after ").count(),
+        2,
+        "{stderr}"
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ttft = &result["ttft_ms"];
+    assert_eq!(ttft["requests"], 2, "{result}");
+    assert!(ttft["max"].as_u64().unwrap() >= ttft["median"].as_u64().unwrap());
+    assert!(ttft["last"].as_u64().is_some());
+}

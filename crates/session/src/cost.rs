@@ -27,6 +27,8 @@ pub struct Totals {
     pub priced: bool,
     /// Tokens the last request sent.
     pub context: Option<u64>,
+    /// The last request's time to its first event (`message_start`), in milliseconds.
+    pub first_token_ms: Option<u64>,
 }
 
 impl Totals {
@@ -100,8 +102,14 @@ impl Totals {
             None if self.priced => " · $?".to_owned(),
             None => String::new(),
         };
+        // Milliseconds are far below 2^52: exact as f64.
+        #[allow(clippy::cast_precision_loss)]
+        let first = self
+            .first_token_ms
+            .map(|ms| format!(" · 1st token {:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_default();
         format!(
-            "{context} · {} req · {} in / {} out{cost}",
+            "{context} · {} req · {} in / {} out{cost}{first}",
             self.requests,
             compact_count(self.input),
             compact_count(self.output),
@@ -121,6 +129,52 @@ impl Totals {
             seconds / 60,
             seconds % 60,
         )
+    }
+}
+
+/// Each request's time to first token: from the request's start to its response's
+/// `message_start`, where the seeds measure it (a retried request counts from its first try).
+#[derive(Clone, Debug, Default)]
+pub struct FirstTokens {
+    /// Milliseconds, one per request, in order.
+    times: Vec<u64>,
+    /// A request started whose first token has not come.
+    waiting: Option<std::time::Instant>,
+}
+
+impl FirstTokens {
+    /// A request started now.
+    pub fn request(&mut self) {
+        self.waiting = Some(std::time::Instant::now());
+    }
+
+    /// A response's first event arrived; its time in milliseconds, the first time only.
+    pub fn first_token(&mut self) -> Option<u64> {
+        let started = self.waiting.take()?;
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.times.push(ms);
+        Some(ms)
+    }
+
+    /// The last request's, in milliseconds.
+    pub fn last(&self) -> Option<u64> {
+        self.times.last().copied()
+    }
+
+    /// The result message's `ttft_ms`: `{"last", "median", "max", "requests"}` in
+    /// milliseconds over the run's requests; `null` before the first.
+    pub fn summary_json(&self) -> serde_json::Value {
+        let Some(last) = self.last() else {
+            return serde_json::Value::Null;
+        };
+        let mut sorted = self.times.clone();
+        sorted.sort_unstable();
+        serde_json::json!({
+            "last": last,
+            "median": sorted[sorted.len() / 2],
+            "max": sorted[sorted.len() - 1],
+            "requests": sorted.len(),
+        })
     }
 }
 
@@ -254,6 +308,29 @@ mod tests {
             output_tokens: output,
             ..protocol::Usage::default()
         }
+    }
+
+    #[test]
+    fn first_tokens_count_once_per_request_and_show_in_the_figures() {
+        let mut first = FirstTokens::default();
+        assert_eq!(first.first_token(), None);
+        assert_eq!(first.summary_json(), serde_json::Value::Null);
+        for _ in 0..3 {
+            first.request();
+            assert!(first.first_token().is_some());
+            // A restarted stream's second message_start is not a second first token.
+            assert_eq!(first.first_token(), None);
+        }
+        assert_eq!(first.summary_json()["requests"], 3);
+        let totals = Totals {
+            first_token_ms: Some(420),
+            ..Totals::default()
+        };
+        assert!(
+            totals.figures(0).ends_with(" · 1st token 0.4 s"),
+            "{}",
+            totals.figures(0)
+        );
     }
 
     #[test]

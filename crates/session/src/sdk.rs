@@ -87,6 +87,8 @@ pub struct RunReport<'a> {
     pub structured: Option<Value>,
     /// `--json-schema`'s tries ran out (`error_max_structured_output_retries`).
     pub structured_failed: bool,
+    /// Each request's time to first token (`ttft_ms`).
+    pub first_tokens: &'a crate::cost::FirstTokens,
 }
 
 /// A run's `result` message, in Claude Code's shape: `subtype` ([`exit_code`]'s, or
@@ -94,7 +96,8 @@ pub struct RunReport<'a> {
 /// `num_turns`, `result`, `stop_reason` (the API's), `terminal_reason` (the loop's) and
 /// `terminal_detail`, `session_id`, `total_cost_usd` (`null` when a model had no price),
 /// `usage` (the main agent's), `modelUsage` (every model's), `num_requests`,
-/// `permission_denials`, and `structured_output` when there is one.
+/// `permission_denials`, `ttft_ms` (ours: [`crate::cost::FirstTokens::summary_json`]), and
+/// `structured_output` when there is one.
 pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
     let subtype = if report.structured_failed {
         "error_max_structured_output_retries"
@@ -131,6 +134,9 @@ pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
         "modelUsage": report.ledger.model_usage_json(),
         "num_requests": outcome.requests + report.extra_requests,
         "permission_denials": report.denials,
+        // Not in Claude Code's shape: the time to first token over the main agent's
+        // requests (the seeds measure it at message_start).
+        "ttft_ms": report.first_tokens.summary_json(),
     });
     if let Some(value) = &report.structured {
         result["structured_output"] = value.clone();
