@@ -57,6 +57,7 @@ While the agent works:
   Ctrl-C, Esc   abort the turn (a second Ctrl-C exits)
   Enter         queue the line typed: it goes with the next request
   Shift+Tab     next permission mode: default, acceptEdits, plan
+  Alt+T         thinking on or off for the next prompts (/effort: how hard the model works)
   Ctrl-O        the turn in full: every tool input and result (again: the summary)
 At the prompt:
   Ctrl-C        clear the line (a second one within a second on an empty line: exit)
@@ -217,11 +218,13 @@ pub async fn run(
         prompter.set_stop(Arc::new(interrupts.key_handler()));
     }
     let gate = session.permission_gate();
+    let thinking = session.thinking_switch();
     let cwd = session.cwd().to_path_buf();
     let terminal = tui::Tui::start(tui::Config {
         history,
         on_interrupt: Box::new(interrupts.key_handler()),
         on_cycle_mode: Box::new(move || session::cycle_mode(&gate).as_str().to_owned()),
+        on_toggle_thinking: Box::new(move || session::effort::toggle(&thinking)),
         complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
     })
     .context("taking the terminal")?;
@@ -491,7 +494,10 @@ impl Repl<'_> {
                 ));
             }
             Input::Model(name) => self.model(name),
-            Input::Effort(None) => self.say(&self.session.effort_report()),
+            Input::Effort(None) => {
+                let report = self.session.effort_report();
+                self.say(&report);
+            }
             Input::Effort(Some(level)) => {
                 let told = match level.trim() {
                     "auto" | "default" => self.session.set_effort(None),

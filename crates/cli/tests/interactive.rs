@@ -3048,3 +3048,42 @@ async fn a_monitor_event_wakes_an_idle_session() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// Alt+T turns thinking off for the next prompts, and on again (Claude Code's key);
+/// `/effort LEVEL` sets the effort of the next requests.
+#[tokio::test]
+async fn alt_t_switches_thinking_and_effort_sets_the_level() {
+    let repo = repo("interactive-thinking");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("One.")),
+        Reply::turn(Turn::new().text("Two.")),
+    ]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("\u{1b}t");
+    terminal
+        .wait_for("thinking off for the next prompts", 1)
+        .await;
+    terminal.type_keys("first\r");
+    terminal.wait_for("One.", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{1b}t");
+    terminal
+        .wait_for("thinking on for the next prompts", 1)
+        .await;
+    terminal.type_keys("/effort low\r");
+    terminal
+        .wait_for("Effort: low. Thinking: adaptive.", 1)
+        .await;
+    terminal.type_keys("second\r");
+    terminal.wait_for("Two.", 1).await;
+    let first = server.requests()[0].json();
+    assert_eq!(first.get("thinking"), None, "{first}");
+    let second = server.requests()[1].json();
+    assert_eq!(second["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(second["output_config"], json!({"effort": "low"}));
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

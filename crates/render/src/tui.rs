@@ -107,6 +107,9 @@ pub struct Config {
     /// Called for Shift+Tab (at the prompt or during a turn): switches the permission mode
     /// to the next one and returns its name, for the status line.
     pub on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
+    /// Called for Alt+T (Claude Code's key): turns thinking on or off for the next prompts
+    /// and returns a line saying which, shown dim.
+    pub on_toggle_thinking: Box<dyn Fn() -> String + Send + Sync>,
     /// Called for Tab after `@partial`: the paths `partial` may complete to.
     pub complete_path: PathCompleter,
 }
@@ -486,6 +489,7 @@ impl Tui {
             running_tasks: 0,
             custom_status: None,
             on_cycle_mode: config.on_cycle_mode,
+            on_toggle_thinking: config.on_toggle_thinking,
             raw: raw.clone(),
             kitty_keys: capabilities.kitty_keys,
             complete_path: config.complete_path,
@@ -681,6 +685,7 @@ struct State {
     /// Rows shown in place of the status line.
     custom_status: Option<Vec<String>>,
     on_cycle_mode: Box<dyn Fn() -> String + Send + Sync>,
+    on_toggle_thinking: Box<dyn Fn() -> String + Send + Sync>,
     /// The terminal's raw settings, put back after each turn.
     raw: nix::sys::termios::Termios,
     /// Whether the kitty keyboard protocol is on.
@@ -1039,6 +1044,10 @@ impl State {
                 self.editing().apply(Edit::Delete);
             }
             KeyCode::Char('t') if control => self.checklist.1 = !self.checklist.1,
+            KeyCode::Char('t') if key.modifiers.contains(KeyModifiers::ALT) => {
+                let said = (self.on_toggle_thinking)();
+                self.pending.push(dim(&said));
+            }
             KeyCode::Char('o') if control => {
                 let on = !self.detail.load(Ordering::Relaxed);
                 self.detail.store(on, Ordering::Relaxed);

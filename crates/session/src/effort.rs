@@ -144,11 +144,22 @@ impl ReasoningChoice {
                 format!("a budget of {budget_tokens} tokens")
             }
             Some(ThinkingConfig::Disabled) | None if !self.thinking_on() => {
-                "off (alwaysThinkingEnabled or MAX_THINKING_TOKENS)".to_owned()
+                "off (Alt+T, alwaysThinkingEnabled or MAX_THINKING_TOKENS)".to_owned()
             }
             _ => "none (the model does not think)".to_owned(),
         };
         format!("Effort: {effort}. Thinking: {thinking}.")
+    }
+}
+
+/// Flips `switch` ([`crate::Session::thinking_switch`]) and says what the next prompts get
+/// (Alt+T).
+pub fn toggle(switch: &std::sync::atomic::AtomicBool) -> String {
+    let on = !switch.fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+    if on {
+        "  ⎿  thinking on for the next prompts (Alt+T: off)".to_owned()
+    } else {
+        "  ⎿  thinking off for the next prompts (Alt+T: on)".to_owned()
     }
 }
 

@@ -95,6 +95,9 @@ struct ModelClients {
     /// What a command's `model` is resolved and sized with: the settings' `models`, whether
     /// the provider is OpenAI-compatible, the settings' `env` (alias overrides), plan mode.
     settings: ModelSettings,
+    /// Whether thinking is on for the next turn, as a front end's key switches it
+    /// ([`Session::thinking_switch`]).
+    thinking: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The session's tools and what decides on their calls.
@@ -313,6 +316,9 @@ impl Session {
                 fallback: fallback_client,
                 window_assumed,
                 compact_percent,
+                thinking: Arc::new(std::sync::atomic::AtomicBool::new(
+                    model_settings.reasoning.thinking_on(),
+                )),
                 settings: model_settings,
             },
             tooling,
@@ -652,14 +658,36 @@ impl Session {
     /// Sets the effort of the next requests (`/effort LEVEL`; `None`: back to the model's
     /// default), and returns [`Session::effort_report`].
     pub fn set_effort(&mut self, effort: Option<protocol::Effort>) -> String {
+        self.follow_thinking_switch();
         self.llm.settings.reasoning.effort = effort;
         let reasoning = self.llm.settings.reasoning;
         reasoning.configure(&mut self.config, self.llm.settings.openai);
         self.effort_report()
     }
 
+    /// Thinking on or off for the next turns, shared with a front end's key (Alt+T): each
+    /// turn starts with what it holds.
+    pub fn thinking_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        Arc::clone(&self.llm.thinking)
+    }
+
+    /// Applies [`Session::thinking_switch`] to the next requests.
+    fn follow_thinking_switch(&mut self) {
+        let on = self.llm.thinking.load(std::sync::atomic::Ordering::Relaxed);
+        if on != self.llm.settings.reasoning.thinking_on() {
+            let reasoning = &mut self.llm.settings.reasoning;
+            reasoning.thinking = Some(on);
+            if on && reasoning.max_thinking_tokens == Some(0) {
+                reasoning.max_thinking_tokens = None;
+            }
+            let reasoning = *reasoning;
+            reasoning.configure(&mut self.config, self.llm.settings.openai);
+        }
+    }
+
     /// The effort and thinking of the next requests, in a line (`/effort`).
-    pub fn effort_report(&self) -> String {
+    pub fn effort_report(&mut self) -> String {
+        self.follow_thinking_switch();
         self.llm.settings.reasoning.describe(&self.config)
     }
 
@@ -1818,6 +1846,7 @@ impl Session {
         cancel: CancellationToken,
     ) -> anyhow::Result<LoopOutcome> {
         self.join_mcp_tools();
+        self.follow_thinking_switch();
         // Ctrl-C while the hooks run stops them (their process groups are killed) and the
         // prompt is not sent.
         tokio::select! {
