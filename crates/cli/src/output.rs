@@ -861,6 +861,14 @@ impl Renderer {
                     // A text block is complete: its last Markdown block is drawn now, before
                     // any question about the tool calls after it.
                     ContentBlock::Text(_) if self.view.markdown.is_some() => self.end_text(),
+                    // Thinking: one dim row; the whole of it with the turn in full.
+                    ContentBlock::Thinking(thinking) if !thinking.thinking.trim().is_empty() => {
+                        let (row, detail) = session::rows::thinking_rows(&thinking.thinking);
+                        if let Some(status) = &self.view.status {
+                            status.record_detail(detail);
+                        }
+                        self.write_lines(&[row]);
+                    }
                     _ => {}
                 }
             }

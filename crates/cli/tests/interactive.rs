@@ -3087,3 +3087,31 @@ async fn alt_t_switches_thinking_and_effort_sets_the_level() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
+
+/// Thinking shows as one dim row, collapsed; Ctrl-O shows all of it.
+#[tokio::test]
+async fn thinking_is_one_row_and_ctrl_o_shows_it_whole() {
+    let repo = repo("interactive-thinking-rows");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(
+        Turn::new()
+            .thinking(
+                "First I check the notes.\nThen the greeting.\nLAST-THOUGHT",
+                "c2ln",
+            )
+            .text("All fine."),
+    )]))
+    .await
+    .unwrap();
+    let mut terminal = Terminal::spawn(command(&repo, &server));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("think\r");
+    terminal.wait_for("All fine.", 1).await;
+    terminal
+        .wait_for("✻ Thinking: First I check the notes. Then the greeting. LAST-THOUGHT (3 lines · Ctrl-O)", 1)
+        .await;
+    assert!(!terminal.text().contains("  LAST-THOUGHT"));
+    terminal.type_keys("\u{f}");
+    terminal.wait_for("  LAST-THOUGHT", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}

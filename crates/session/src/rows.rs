@@ -71,6 +71,31 @@ pub fn dim(text: &str) -> String {
     format!("\x1b[2m{text}\x1b[0m")
 }
 
+/// A thinking block as a terminal shows it: one dim row, collapsed (`✻ Thinking: its first
+/// words… (N lines · Ctrl-O)`), and every line of it, dim, for the turn in full (Ctrl-O).
+/// Neutralised: the text is the model's.
+pub fn thinking_rows(text: &str) -> (String, Vec<String>) {
+    let lines: Vec<&str> = text.trim().lines().collect();
+    let first: String = one_line(text).chars().take(80).collect();
+    let more = if one_line(text).chars().count() > 80 {
+        "…"
+    } else {
+        ""
+    };
+    let row = dim(&format!(
+        "✻ Thinking: {first}{more} ({} line{} · Ctrl-O)",
+        lines.len(),
+        if lines.len() == 1 { "" } else { "s" }
+    ));
+    let mut detail = vec![dim("✻ Thinking:")];
+    detail.extend(
+        lines
+            .iter()
+            .map(|line| dim(&format!("  {}", render::printable(line, false)))),
+    );
+    (row, detail)
+}
+
 /// `text` on one line (its lines joined with spaces), neutralised, cut to 200 characters.
 pub fn one_line(text: &str) -> String {
     let joined = text
