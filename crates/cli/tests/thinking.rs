@@ -287,3 +287,48 @@ async fn the_time_to_first_token_is_measured_per_request() {
     assert!(ttft["max"].as_u64().unwrap() >= ttft["median"].as_u64().unwrap());
     assert!(ttft["last"].as_u64().is_some());
 }
+
+/// A redacted_thinking block survives unchanged beside a thinking block: in the next request
+/// of the turn, and in the first request of the session continued later (`--continue`).
+#[tokio::test]
+async fn thinking_and_redacted_thinking_survive_a_turn_and_a_resume() {
+    let repo = repo("thinking-redacted");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .thinking("Plan: read the notes.", "c2lnLTE=")
+                .redacted_thinking("RU5DUllQVEVELWJsb2I=")
+                .tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        ),
+        Reply::turn(Turn::new().text("Milk.")),
+        Reply::turn(Turn::new().text("Still milk.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "notes?"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = common::run(&repo, &server, &["-p", "and now?", "--continue"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = json!([
+        {"type": "thinking", "thinking": "Plan: read the notes.", "signature": "c2lnLTE="},
+        {"type": "redacted_thinking", "data": "RU5DUllQVEVELWJsb2I="},
+    ]);
+    for index in [1, 2] {
+        let request = server.requests()[index].json();
+        let assistant = &request["messages"][1];
+        assert_eq!(assistant["role"], "assistant", "request {index}");
+        assert_eq!(
+            json!([assistant["content"][0], assistant["content"][1]]),
+            expected,
+            "request {index}"
+        );
+    }
+}

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 enum Block {
     Text(String),
     Thinking(String, String),
+    Redacted(String),
     ToolUse {
         id: String,
         name: String,
@@ -66,6 +67,13 @@ impl Turn {
         self
     }
 
+    /// Adds a redacted_thinking block with its encrypted `data` (it comes whole, in its
+    /// content_block_start).
+    pub fn redacted_thinking(mut self, data: &str) -> Self {
+        self.blocks.push(Block::Redacted(data.into()));
+        self
+    }
+
     /// Adds a tool_use block; its input is streamed in several input_json_delta fragments.
     pub fn tool_use(mut self, id: &str, name: &str, input: Value) -> Self {
         self.blocks.push(Block::ToolUse {
@@ -110,6 +118,7 @@ impl Turn {
             Block::Thinking(thinking, signature) => {
                 json!({"type": "thinking", "thinking": thinking, "signature": signature})
             }
+            Block::Redacted(data) => json!({"type": "redacted_thinking", "data": data}),
             Block::ToolUse { id, name, input } => {
                 json!({"type": "tool_use", "id": id, "name": name, "input": input})
             }
@@ -149,6 +158,9 @@ impl Turn {
                     events.push(delta(
                         json!({"type": "signature_delta", "signature": signature}),
                     ));
+                }
+                Block::Redacted(data) => {
+                    events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "redacted_thinking", "data": data}}));
                 }
                 Block::ToolUse { id, name, input } => {
                     events.push(json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
@@ -196,6 +208,8 @@ impl Turn {
                         chunks.push(chunk(json!({"reasoning_content": piece}), Value::Null));
                     }
                 }
+                // Chat Completions has no encrypted reasoning.
+                Block::Redacted(_) => {}
                 Block::ToolUse { id, name, input } => {
                     chunks.push(chunk(
                         json!({"tool_calls": [{"index": calls, "id": id, "type": "function",
@@ -257,7 +271,7 @@ impl Turn {
         for (index, block) in self.blocks.iter().enumerate() {
             // OpenAI's id prefixes: `rs_` reasoning, `msg_` message, `fc_` function call.
             let prefix = match block {
-                Block::Thinking(..) => "rs",
+                Block::Thinking(..) | Block::Redacted(_) => "rs",
                 Block::Text(_) => "msg",
                 Block::ToolUse { .. } => "fc",
             };
@@ -281,6 +295,13 @@ impl Turn {
                     let done = json!({"id": item_id, "type": "reasoning",
                         "summary": [{"type": "summary_text", "text": thinking}],
                         "encrypted_content": signature, "status": "completed"});
+                    events.push(json!({"type": "response.output_item.done", "output_index": index, "item": done}));
+                    output.push(done);
+                }
+                Block::Redacted(data) => {
+                    let done = json!({"id": item_id, "type": "reasoning", "summary": [],
+                        "encrypted_content": data, "status": "completed"});
+                    events.push(json!({"type": "response.output_item.added", "output_index": index, "item": {"id": item_id, "type": "reasoning", "summary": []}}));
                     events.push(json!({"type": "response.output_item.done", "output_index": index, "item": done}));
                     output.push(done);
                 }
