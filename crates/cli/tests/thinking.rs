@@ -332,3 +332,55 @@ async fn thinking_and_redacted_thinking_survive_a_turn_and_a_resume() {
         );
     }
 }
+
+/// A response cut at max_tokens after its thinking: the first recovery asks again with a
+/// higher cap (nothing of the cut response is sent); a second cut is kept and continued,
+/// its thinking block sent back unchanged, never edited.
+#[tokio::test]
+async fn max_tokens_recovery_keeps_a_thinking_block_whole() {
+    let repo = repo("thinking-max-tokens");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .thinking("Long plan, first part.", "c2lnLW1heA==")
+                .text("The answer beg")
+                .stop("max_tokens"),
+        ),
+        // Cut again at the raised cap: this time the loop keeps it and asks to go on.
+        Reply::turn(
+            Turn::new()
+                .thinking("Long plan, first part.", "c2lnLW1heA==")
+                .text("The answer beg")
+                .stop("max_tokens"),
+        ),
+        Reply::turn(Turn::new().text("ins and ends.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(&repo, &server, &["-p", "answer"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let mut kept = 0;
+    for request in &requests[1..] {
+        let body = request.json();
+        for message in body["messages"].as_array().unwrap() {
+            for block in message["content"].as_array().into_iter().flatten() {
+                if block["type"] == "thinking" {
+                    kept += 1;
+                    assert_eq!(
+                        block,
+                        &json!({"type": "thinking", "thinking": "Long plan, first part.", "signature": "c2lnLW1heA=="})
+                    );
+                }
+            }
+        }
+        assert!(body["max_tokens"].as_u64().unwrap() > 0);
+    }
+    // The second cut response went back whole, its thinking first.
+    assert_eq!(kept, 1);
+}
