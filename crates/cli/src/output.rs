@@ -1122,11 +1122,11 @@ impl Renderer {
                 self.run.requested_model.clone_from(model);
             }
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
-                if let Some(ms) = self.run.first_tokens.first_token() {
-                    if self.verbose {
-                        self.stderr_line(&format!("agent: first token after {ms} ms"));
-                    }
-                    self.update_figures();
+                // Shown with the response's figures when it completes.
+                if let Some(ms) = self.run.first_tokens.first_token()
+                    && self.verbose
+                {
+                    self.stderr_line(&format!("agent: first token after {ms} ms"));
                 }
                 self.turn.message_id = message.id.to_string();
                 self.turn.message_model = message.model.clone();

@@ -384,3 +384,50 @@ async fn max_tokens_recovery_keeps_a_thinking_block_whole() {
     // The second cut response went back whole, its thinking first.
     assert_eq!(kept, 1);
 }
+
+/// The fallback model answers without the configured model's thinking and effort (adaptive
+/// thinking sent to a model that takes only budgets is refused).
+#[tokio::test]
+async fn the_fallback_model_is_not_sent_the_first_ones_thinking() {
+    let repo = repo("thinking-fallback");
+    let overloaded = || {
+        let mut reply = Reply::error(529, "overloaded_error", "Overloaded");
+        reply.headers.push(("retry-after".into(), "0".into()));
+        reply
+    };
+    let server = Server::start_tls(Script::new(vec![
+        overloaded(),
+        overloaded(),
+        overloaded(),
+        Reply::turn(Turn::new().text("From the fallback.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "hi",
+            "--effort",
+            "high",
+            "--fallback-model",
+            "claude-sonnet-4-5",
+        ],
+    )
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    let first = requests[0].json();
+    assert_eq!(first["thinking"], json!({"type": "adaptive"}));
+    let last = requests.last().unwrap().json();
+    assert_eq!(last["model"], "claude-sonnet-4-5");
+    assert_eq!(
+        (last.get("thinking"), last.get("output_config")),
+        (None, None)
+    );
+}

@@ -608,12 +608,18 @@ impl<'a> Run<'a> {
             tools: &self.tools,
             messages: &state.messages,
             user_context: self.config.user_context.as_deref(),
-            // A budget stays below the cap, which the recovery paths move.
+            // A budget stays below the cap, which the recovery paths move. The fallback model
+            // may not think as the configured one does (adaptive thinking on a model that
+            // takes only budgets is refused): it answers without thinking or effort.
             thinking: self
                 .config
                 .thinking
+                .filter(|_| state.run.model == self.config.model)
                 .and_then(|thinking| thinking.fit(max_tokens)),
-            effort: self.config.effort,
+            effort: self
+                .config
+                .effort
+                .filter(|_| state.run.model == self.config.model),
         };
         if let Some(point) = &self.snapshot {
             point.set(&state.messages);

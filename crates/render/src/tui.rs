@@ -1266,7 +1266,8 @@ impl State {
                 1 => " · 1 background task".to_owned(),
                 running => format!(" · {running} background tasks"),
             };
-            rows.push(dim(&format!("  ─ {model} · {mode}{figures}{tasks}")));
+            // The tasks first: a narrow terminal cuts the end of the row.
+            rows.push(dim(&format!("  ─ {model} · {mode}{tasks}{figures}")));
         }
         if self.checklist.1 {
             rows.extend(self.checklist.0.iter().cloned());
