@@ -173,6 +173,40 @@ mod tests {
         ]
     }
 
+    /// Microcompact clears results only: every assistant message, thinking and
+    /// redacted_thinking blocks with their signatures included, stays byte for byte (the API
+    /// refuses a changed thinking block).
+    #[test]
+    fn thinking_blocks_are_never_touched() {
+        let mut messages = vec![MessageParam::user_text("task")];
+        for id in ["t1", "t2", "t3"] {
+            let [mut call, result] = turn(id, "Read", &"line\n".repeat(100));
+            let thinking: Vec<ContentBlock> = serde_json::from_value(json!([
+                {"type": "thinking", "thinking": format!("Why {id}."), "signature": format!("sig-{id}")},
+                {"type": "redacted_thinking", "data": format!("ENC-{id}")},
+            ]))
+            .unwrap_or_else(|error| panic!("{error}"));
+            call.content.splice(0..0, thinking);
+            messages.extend([call, result]);
+        }
+        let assistants = |messages: &[MessageParam]| {
+            serde_json::to_string(
+                &messages
+                    .iter()
+                    .filter(|message| message.role == Role::Assistant)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or_default()
+        };
+        let before = assistants(&messages);
+        let config = MicrocompactConfig {
+            keep_recent: 1,
+            ..MicrocompactConfig::default()
+        };
+        assert_eq!(microcompact(&mut messages, &config).cleared, 2);
+        assert_eq!(assistants(&messages), before);
+    }
+
     /// An old screenshot or PDF read is cleared like an old text result; the recent one stays.
     #[test]
     fn clears_old_images_and_documents() {
