@@ -143,10 +143,19 @@ pub(crate) fn args(
             if !policy.roots.iter().any(|root| path.starts_with(root)) {
                 continue; // outside every writable root: read-only anyway
             }
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                if meta.is_symlink() {
-                    return Err(Error::ProtectedLink(path.clone()));
-                }
+            let existing = std::fs::symlink_metadata(path);
+            if let Ok(meta) = &existing
+                && meta.is_symlink()
+            {
+                return Err(Error::ProtectedLink(path.clone()));
+            }
+            // Another command's placeholder is held by this one too: otherwise its end would
+            // remove it while this sandbox still mounts it (the bind then fails, or the mount
+            // is detached here and the real path could be made).
+            let theirs = existing
+                .as_ref()
+                .is_ok_and(crate::placeholder::is_placeholder);
+            if existing.is_ok() && !theirs {
                 args.three("--ro-bind", path, path);
             } else if let Some(target) = placeholders.reserve(path, &policy.roots)? {
                 args.three("--ro-bind", &target, &target);

@@ -1455,6 +1455,39 @@ mod tests {
 
     use super::*;
 
+    /// Two commands at once in one workspace (background tasks, parallel calls): the one
+    /// that ends first never removes a placeholder the other still mounts (found when three
+    /// background commands started together: the last one's bubblewrap could not mount
+    /// `.agent`).
+    #[test]
+    fn a_placeholder_stays_while_any_command_mounts_it() {
+        let root = std::env::temp_dir().join(format!("placeholder-share-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let policy = Policy::new(
+            Profile::WorkspaceWrite,
+            vec![root.clone()],
+            root.join("tmp"),
+        );
+        let sandbox = Sandbox::new(Backend::Bubblewrap(PathBuf::from("/usr/bin/bwrap")));
+        let prepare = || {
+            sandbox
+                .command(&policy, OsStr::new("/bin/true"), &[], &root)
+                .unwrap_or_else(|error| panic!("{error}"))
+        };
+        let first = prepare();
+        assert!(root.join(".agent").is_dir());
+        let second = prepare();
+        drop(first);
+        assert!(
+            root.join(".agent").is_dir(),
+            "removed under the second command"
+        );
+        drop(second);
+        assert!(!root.join(".agent").exists());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn stale_private_dirs_of_dead_processes_are_swept() {
         let base = std::env::temp_dir().join(format!("sweep-test-{}", std::process::id()));

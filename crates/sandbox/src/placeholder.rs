@@ -110,6 +110,11 @@ fn lock(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
 /// never makes): only folders with it are ever removed, so a user's own empty `.git` stays.
 const PLACEHOLDER_MODE: u32 = 0o555;
 
+/// Whether `meta` is a placeholder's: a folder with [`PLACEHOLDER_MODE`].
+pub(crate) fn is_placeholder(meta: &std::fs::Metadata) -> bool {
+    meta.is_dir() && meta.mode() & 0o7777 == PLACEHOLDER_MODE
+}
+
 /// Removes the folder at `path` if it is a placeholder ([`PLACEHOLDER_MODE`]), nobody holds
 /// it and it is empty.
 fn remove_if_unused(path: &Path) -> bool {
