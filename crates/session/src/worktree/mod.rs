@@ -28,6 +28,11 @@ pub const MAX_NAME_LEN: usize = 64;
 /// The longest one git command may take before the operation fails.
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Held while this process changes a repository's worktrees (git takes the same locks for
+/// each, `index.lock` and the refs: parallel subagents' worktrees made at once would fail
+/// on each other's).
+static CHANGING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The folder, relative to the repository, that holds the worktrees.
 pub const WORKTREES_DIR: &str = ".claude/worktrees";
 
@@ -276,6 +281,7 @@ pub async fn create(
             "the branch {branch} exists already (an earlier worktree's): choose another name, or delete it with `git branch -D {branch}`"
         )));
     }
+    let _changing = CHANGING.lock().await;
     exclude(&top).await?;
     folders_on_the_way(&top, name, true)?;
     let target = path.to_string_lossy().into_owned();
@@ -544,6 +550,7 @@ impl Worktree {
             return Ok(());
         };
         let target = self.path.to_string_lossy().into_owned();
+        let _changing = CHANGING.lock().await;
         git(top, &["worktree", "remove", "--force", &target]).await?;
         // Only a branch made for a worktree: an existing worktree's own branch is the user's.
         if branch.starts_with("worktree-") {
