@@ -196,6 +196,15 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
     })
 }
 
+/// `context`'s working-directory line ([`facts`]) for `from` made to say `to` (a worktree the
+/// agent moved into); a context without that line stays as it is.
+pub(crate) fn move_working_directory(context: &mut String, from: &Path, to: &str) {
+    *context = context.replace(
+        &format!("Working directory: {}\n", from.display()),
+        &format!("Working directory: {to}\n"),
+    );
+}
+
 /// The environment facts of the user context: the working directory and the date.
 ///
 /// `Working directory`, the `Additional directories` when there are some, whether the folder

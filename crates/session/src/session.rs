@@ -599,8 +599,7 @@ impl Session {
         name: &str,
     ) -> Result<crate::worktree::Worktree, crate::worktree::WorktreeError> {
         let name = if name.is_empty() {
-            let id = uuid::Uuid::new_v4().simple().to_string();
-            format!("wt-{}", &id[..8])
+            crate::worktree::random_name()
         } else {
             name.to_owned()
         };
@@ -625,26 +624,20 @@ impl Session {
         self.notices.say(&format!(
             "working in the worktree {}{}",
             worktree.path.display(),
-            worktree
-                .branch
-                .as_ref()
-                .map(|branch| format!(" on branch {branch}"))
-                .unwrap_or_default()
+            worktree.on_branch()
         ));
         if let Some(context) = &mut self.config.user_context {
-            *context = context.replace(
-                &format!("Working directory: {}\n", self.cwd.display()),
-                &format!(
-                    "Working directory: {} (a git worktree of the repository at {}{})\n",
-                    worktree.path.display(),
-                    self.cwd.display(),
-                    worktree
-                        .branch
-                        .as_ref()
-                        .map(|branch| format!(", on branch {branch}"))
-                        .unwrap_or_default()
-                ),
+            let to = format!(
+                "{} (a git worktree of the repository at {}{})",
+                worktree.path.display(),
+                self.cwd.display(),
+                worktree
+                    .branch
+                    .as_ref()
+                    .map(|branch| format!(", on branch {branch}"))
+                    .unwrap_or_default()
             );
+            crate::context_info::move_working_directory(context, &self.cwd, &to);
         }
         Ok(worktree)
     }

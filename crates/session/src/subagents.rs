@@ -789,10 +789,8 @@ impl Host {
         });
         recipe.journal = None;
         if let Some(context) = &mut config.user_context {
-            *context = context.replace(
-                &format!("Working directory: {}\n", self.cwd.display()),
-                &format!("Working directory: {}\n", worktree.path.display()),
-            );
+            let to = worktree.path.display().to_string();
+            crate::context_info::move_working_directory(context, &self.cwd, &to);
         }
         config.system.push(format!(
             "You are working in an isolated git worktree at {}{}: your own copy of the repository at {}, where other agents may be working at the same time. Read and change files only in the worktree (relative paths resolve there); the repository's own folder is outside your workspace.",

@@ -243,10 +243,7 @@ impl Tool for EnterWorktreeTool {
                 }
                 (None, Some(path)) => Target::Existing(PathBuf::from(path)),
                 (Some(name), None) => Target::New(name),
-                (None, None) => {
-                    let id = uuid::Uuid::new_v4().simple().to_string();
-                    Target::New(format!("wt-{}", &id[..8]))
-                }
+                (None, None) => Target::New(super::random_name()),
             };
             let worktree = self
                 .current
@@ -256,11 +253,7 @@ impl Tool for EnterWorktreeTool {
             let message = format!(
                 "Switched to the worktree at {}{}. Relative paths, your shell and the sandbox are there now; the main checkout at {} is outside your workspace until ExitWorktree.",
                 worktree.path.display(),
-                worktree
-                    .branch
-                    .as_ref()
-                    .map(|branch| format!(" on branch {branch}"))
-                    .unwrap_or_default(),
+                worktree.on_branch(),
                 self.current.home.cwd.display()
             );
             Ok(ToolOutput::text(message.clone()).with_structured(json!({

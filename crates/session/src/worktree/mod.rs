@@ -155,6 +155,12 @@ pub fn validate_name(name: &str) -> Result<(), WorktreeError> {
     Ok(())
 }
 
+/// A name for a worktree nobody named: `wt-` and 8 random hex digits.
+pub fn random_name() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("wt-{}", &id[..8])
+}
+
 /// A worktree an agent works in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Worktree {
@@ -576,6 +582,14 @@ impl Worktree {
         Ok(Ending::Removed)
     }
 
+    /// ` on branch NAME`, or nothing for a worktree without a branch (a hook's).
+    pub fn on_branch(&self) -> String {
+        self.branch
+            .as_ref()
+            .map(|branch| format!(" on branch {branch}"))
+            .unwrap_or_default()
+    }
+
     /// A sentence for the model or the user about `ending`.
     pub fn describe(&self, ending: &Ending) -> String {
         match ending {
@@ -601,10 +615,7 @@ impl Worktree {
                 format!(
                     "The worktree is kept at {}{} with {}.",
                     self.path.display(),
-                    self.branch
-                        .as_ref()
-                        .map(|branch| format!(" on branch {branch}"))
-                        .unwrap_or_default(),
+                    self.on_branch(),
                     what.join(" and ")
                 )
             }
