@@ -431,3 +431,82 @@ async fn the_fallback_model_is_not_sent_the_first_ones_thinking() {
         (None, None)
     );
 }
+
+/// Autocompaction mid-task: the turn kept after the summary keeps its thinking and
+/// redacted_thinking blocks byte for byte (they belong to the tool_use whose result follows),
+/// and the summary request carries the summarized turn's thinking unchanged, without asking
+/// the model to think about the summary.
+#[tokio::test]
+async fn autocompaction_keeps_the_kept_turns_thinking_whole() {
+    let repo = repo("thinking-compact");
+    // Two results of about 11,000 tokens each; the autocompact threshold set to 12 % of the
+    // usable window (21,600 tokens) is crossed once the second comes in.
+    for name in ["alpha", "bravo"] {
+        let text: String = (0..700)
+            .map(|n| format!("{name} {n:04} of a long file that fills the context window\n"))
+            .collect();
+        std::fs::write(repo.dir.join(format!("{name}.txt")), text).unwrap();
+    }
+    let first_thinking = json!({"type": "thinking", "thinking": "Alpha first.", "signature": "c2lnLWFscGhh"});
+    let kept = json!([
+        {"type": "thinking", "thinking": "Now bravo,\nthen answer.", "signature": "c2lnLWJyYXZv"},
+        {"type": "redacted_thinking", "data": "RU5DLWJyYXZv"},
+    ]);
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .thinking("Alpha first.", "c2lnLWFscGhh")
+                .tool_use("toolu_a", "Read", json!({"file_path": "alpha.txt"})),
+        ),
+        Reply::turn(
+            Turn::new()
+                .thinking("Now bravo,\nthen answer.", "c2lnLWJyYXZv")
+                .redacted_thinking("RU5DLWJyYXZv")
+                .tool_use("toolu_b", "Read", json!({"file_path": "bravo.txt"}))
+                .usage(15_000, 50),
+        ),
+        Reply::turn(Turn::new().text("SUMMARY-OF-WORK: alpha.txt was read.")),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = common::command(&repo, &server);
+    command
+        .env("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "12")
+        .args(["-p", "read both files"]);
+    let output = command.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "{stderr}");
+
+    // The summary request: the summarized turn's thinking as it came, no thinking asked.
+    let summary = requests[2].json();
+    assert!(summary.get("thinking").is_none(), "{}", summary["thinking"]);
+    let summarized: Vec<&Value> = summary["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|message| message["content"].as_array().into_iter().flatten())
+        .filter(|block| block["type"] == "thinking")
+        .collect();
+    assert_eq!(summarized, vec![&first_thinking]);
+
+    // After it: the summary, then the kept turn with its thinking first and whole.
+    let after = requests[3].json();
+    assert_eq!(after["thinking"], json!({"type": "adaptive"}));
+    let messages = after["messages"].as_array().unwrap();
+    assert!(messages[0].to_string().contains("SUMMARY-OF-WORK"));
+    let assistant = messages
+        .iter()
+        .find(|message| message.to_string().contains("toolu_b"))
+        .expect("the kept turn");
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        json!([assistant["content"][0], assistant["content"][1]]),
+        kept
+    );
+    assert_eq!(assistant["content"][2]["id"], "toolu_b");
+    // The summarized turn's thinking is gone with it.
+    assert!(!after.to_string().contains("Alpha first."));
+}

@@ -62,8 +62,8 @@ pub use microcompact::{
     placeholder,
 };
 pub use models::{
-    MODELS, ModelInfo, Prices, REASONING, Reasoning, ThinkingSupport, UNKNOWN_MODEL, lookup,
-    reasoning,
+    KNOWLEDGE_CUTOFFS, MODELS, ModelInfo, Prices, REASONING, Reasoning, ThinkingSupport,
+    UNKNOWN_MODEL, knowledge_cutoff, lookup, reasoning,
 };
 pub use normalize::{
     HistoryItem, INTERRUPTED_RESULT, PairingError, Repair, normalize, normalize_messages,

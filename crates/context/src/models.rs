@@ -352,22 +352,69 @@ pub const REASONING: &[(&str, Reasoning)] = &[
 
 /// The reasoning abilities of `model` ([`REASONING`]); none for a model it does not list.
 pub fn reasoning(model: &str) -> Reasoning {
-    REASONING
+    longest_prefix(REASONING, model).map_or(
+        Reasoning {
+            thinking: ThinkingSupport::None,
+            efforts: &[],
+        },
+        |reasoning| *reasoning,
+    )
+}
+
+/// Each model's reliable knowledge cutoff (month and year), by model id prefix, the longest
+/// matching prefix deciding. From Anthropic's models overview ("Reliable knowledge cutoff")
+/// and Claude Code 2.1.197's model table, which agree; Claude 3 models are not listed there.
+pub const KNOWLEDGE_CUTOFFS: &[(&str, &str)] = &[
+    ("claude-opus-4-8", "January 2026"),
+    ("claude-opus-4-7", "January 2026"),
+    ("claude-opus-4-6", "May 2025"),
+    ("claude-opus-4-5", "May 2025"),
+    ("claude-opus-4", "January 2025"),
+    ("claude-sonnet-5", "January 2026"),
+    ("claude-sonnet-4-6", "August 2025"),
+    ("claude-sonnet-4", "January 2025"),
+    ("claude-haiku-4-5", "February 2025"),
+];
+
+/// The reliable knowledge cutoff of `model` ([`KNOWLEDGE_CUTOFFS`]), such as `"January
+/// 2026"`; `None` for a model the table does not list (the model is then not told one).
+pub fn knowledge_cutoff(model: &str) -> Option<&'static str> {
+    longest_prefix(KNOWLEDGE_CUTOFFS, model).copied()
+}
+
+/// The value of the longest key of `table` that `model` starts with.
+fn longest_prefix<'a, T>(table: &'a [(&str, T)], model: &str) -> Option<&'a T> {
+    table
         .iter()
         .filter(|(prefix, _)| model.starts_with(prefix))
         .max_by_key(|(prefix, _)| prefix.len())
-        .map_or(
-            Reasoning {
-                thinking: ThinkingSupport::None,
-                efforts: &[],
-            },
-            |(_, reasoning)| *reasoning,
-        )
+        .map(|(_, value)| value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn knowledge_cutoffs_follow_the_most_specific_id() {
+        assert_eq!(knowledge_cutoff("claude-opus-4-8"), Some("January 2026"));
+        assert_eq!(knowledge_cutoff("claude-opus-4-6"), Some("May 2025"));
+        // Dated ids and the first Claude 4 models' ids fall to their family's entry.
+        assert_eq!(
+            knowledge_cutoff("claude-opus-4-20250514"),
+            Some("January 2025")
+        );
+        assert_eq!(
+            knowledge_cutoff("claude-sonnet-4-6-20260101"),
+            Some("August 2025")
+        );
+        assert_eq!(
+            knowledge_cutoff("claude-haiku-4-5-20251001"),
+            Some("February 2025")
+        );
+        assert_eq!(knowledge_cutoff("claude-3-7-sonnet-20250219"), None);
+        assert_eq!(knowledge_cutoff("gpt-5"), None);
+    }
 
     #[test]
     fn reasoning_by_model_and_effort_downgrades() {

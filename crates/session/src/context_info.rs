@@ -208,7 +208,8 @@ pub(crate) fn move_working_directory(context: &mut String, from: &Path, to: &str
 /// The environment facts of the user context: the working directory and the date.
 ///
 /// `Working directory`, the `Additional directories` when there are some, whether the folder
-/// is in a git repository, the platform and the user's shell, the model, and today's date:
+/// is in a git repository, the platform and the user's shell, the model and its knowledge
+/// cutoff (when [`context::knowledge_cutoff`] knows it), and today's date:
 /// the environment block, in the user context rather than the system prompt so that the
 /// prompt stays the same for every session (and in the cache).
 pub fn facts(cwd: &Path, additional_dirs: &[PathBuf], model: &str, date: &str) -> String {
@@ -236,10 +237,14 @@ pub fn facts(cwd: &Path, additional_dirs: &[PathBuf], model: &str, date: &str) -
         })
         .unwrap_or_else(|| "sh".to_owned());
     facts.push_str(&format!(
-        "Platform: {} ({}); the user's shell: {shell} (Bash runs bash)\nModel: {model}\nToday's date: {date}\n",
+        "Platform: {} ({}); the user's shell: {shell} (Bash runs bash)\nModel: {model}\n",
         std::env::consts::OS,
         std::env::consts::ARCH,
     ));
+    if let Some(cutoff) = context::knowledge_cutoff(model) {
+        facts.push_str(&format!("Knowledge cutoff: {cutoff}\n"));
+    }
+    facts.push_str(&format!("Today's date: {date}\n"));
     facts
 }
 
@@ -504,7 +509,7 @@ mod prompt_tests {
     }
 
     #[test]
-    fn the_environment_block_names_the_folder_platform_model_and_date() {
+    fn the_environment_block_names_the_folder_platform_model_cutoff_and_date() {
         let dir = std::env::temp_dir().join(format!("agent-facts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_default();
         let facts = facts(
@@ -519,9 +524,13 @@ mod prompt_tests {
         assert_eq!(lines[2], "Git repository: no");
         assert!(lines[3].starts_with(&format!("Platform: {} (", std::env::consts::OS)));
         assert_eq!(lines[4], "Model: claude-opus-4-8");
-        assert_eq!(lines[5], "Today's date: 2026-12-06");
+        assert_eq!(lines[5], "Knowledge cutoff: January 2026");
+        assert_eq!(lines[6], "Today's date: 2026-12-06");
         std::fs::create_dir_all(dir.join(".git")).unwrap_or_default();
-        assert!(super::facts(&dir, &[], "m", "d").contains("Git repository: yes\n"));
+        // A model without a known cutoff is told none.
+        let other = super::facts(&dir, &[], "gpt-5", "d");
+        assert!(other.contains("Git repository: yes\n"));
+        assert!(other.contains("Model: gpt-5\nToday's date: d\n"), "{other}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
