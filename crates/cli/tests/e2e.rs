@@ -439,14 +439,14 @@ async fn an_openai_compatible_server_reports_the_models_window() {
         // buffers: the first request would be blocked.)
         (
             "/props",
-            json!({"default_generation_settings": {"n_ctx": 12288}}),
-            Some(3072),
+            json!({"default_generation_settings": {"n_ctx": 14336}}),
+            Some(3584),
         ),
         // Ollama: only a num_ctx of the model's parameters counts.
         (
             "/api/show",
-            json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 12000", "model_info": {"qwen3.context_length": 262144}}),
-            Some(3000),
+            json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 14000", "model_info": {"qwen3.context_length": 262144}}),
+            Some(3500),
         ),
         ("/nothing", json!({}), None),
     ] {
@@ -2494,6 +2494,17 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
     let result: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(result["stop_reason"], "end_turn");
     assert_eq!(result["terminal_reason"], "completed");
+    // Every description offered, the session's own tools (Task, the worktree tools) too,
+    // reads as prose (the tools crate checks its own the same way).
+    for tool in server.requests()[0].json()["tools"].as_array().unwrap() {
+        let description = tool["description"].as_str().unwrap();
+        assert!(description.len() >= 150, "{tool}");
+        assert!(!description.contains("  "), "{tool}");
+        assert!(
+            description.ends_with('.') || description.ends_with(".)"),
+            "{tool}"
+        );
+    }
 }
 
 /// A failure that waiting will not heal (nothing listening on this machine's port, a name

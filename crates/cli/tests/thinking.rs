@@ -447,7 +447,8 @@ async fn autocompaction_keeps_the_kept_turns_thinking_whole() {
             .collect();
         std::fs::write(repo.dir.join(format!("{name}.txt")), text).unwrap();
     }
-    let first_thinking = json!({"type": "thinking", "thinking": "Alpha first.", "signature": "c2lnLWFscGhh"});
+    let first_thinking =
+        json!({"type": "thinking", "thinking": "Alpha first.", "signature": "c2lnLWFscGhh"});
     let kept = json!([
         {"type": "thinking", "thinking": "Now bravo,\nthen answer.", "signature": "c2lnLWJyYXZv"},
         {"type": "redacted_thinking", "data": "RU5DLWJyYXZv"},

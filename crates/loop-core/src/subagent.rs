@@ -439,6 +439,9 @@ impl TaskTool {
                 "- fork: a copy of yourself that starts with this whole conversation and your instructions; use it for a side task that needs what you already know.\n",
             );
         }
+        description.push_str(
+            "Not for what one or two tool calls do (reading a file you know, one search): do that yourself, it is faster and you keep what you learn.",
+        );
         Self {
             host,
             scope,

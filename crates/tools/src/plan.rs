@@ -108,7 +108,10 @@ impl Tool for EnterPlanModeTool {
     }
 
     fn description(&self) -> &str {
-        "Asks the user to switch to plan mode before you start a task that is large, risky or          unclear: in plan mode you only read and search, then present a plan with ExitPlanMode          for approval before changing anything. Use it when several approaches are possible or          the change touches many files; not for small, clear tasks."
+        "Asks the user to switch to plan mode before you start a task that is large, risky or \
+         unclear: in plan mode you only read and search, then present a plan with ExitPlanMode \
+         for approval before changing anything. Use it when several approaches are possible or \
+         the change touches many files; not for small, clear tasks."
     }
 
     fn input_schema(&self) -> &Value {

@@ -645,6 +645,54 @@ mod tests {
 
     use super::*;
 
+    /// Every description the tool set offers reads as prose: no runs of spaces or line
+    /// breaks left by a broken string continuation, no control characters, a full stop at
+    /// the end, and short enough that the tool list stays a small part of the prefix.
+    #[test]
+    fn tool_descriptions_are_clean_sentences() {
+        let dir = crate::testutil::TempDir::new("descriptions");
+        let workspace = Arc::new(Workspace {
+            cwd: dir.real(),
+            additional_dirs: Vec::new(),
+        });
+        let set = builtin(workspace, PermissionConfig::default()).unwrap();
+        let gate = set.gate();
+        let mut tools = set.tools();
+        tools.extend([
+            gate.exit_plan_mode_tool(),
+            gate.enter_plan_mode_tool(),
+            gate.ask_user_question_tool(true),
+        ]);
+        assert_eq!(tools.len(), 18);
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, problem: String| {
+            if !ok {
+                problems.push(problem);
+            }
+        };
+        for tool in &tools {
+            let name = tool.name();
+            let description = tool.description();
+            check(
+                (150..=4000).contains(&description.len()),
+                format!("{name}: {} characters", description.len()),
+            );
+            check(
+                !description.contains("  "),
+                format!("{name}: a run of spaces"),
+            );
+            check(
+                !description.chars().any(char::is_control),
+                format!("{name}: a control character"),
+            );
+            check(
+                description.ends_with('.') || description.ends_with(".)"),
+                format!("{name}: no full stop at the end"),
+            );
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
     #[test]
     fn hashing_does_not_depend_on_chunking() {
         let content: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();

@@ -478,7 +478,7 @@ impl TaskTool {
         vec![
             tool(
                 TASK_CREATE,
-                "Adds a task to your task list, shown to the user as a checklist. Use the list for work of 3 or more steps: `subject` imperative (\"Run the tests\"), `activeForm` continuous (\"Running the tests\"). Returns the task's id.",
+                "Adds a task to your task list, which the user sees as a checklist while you work. Use the list for work of 3 or more distinct steps or when the user asks for several things, not for one simple step or a question. `subject` imperative (\"Run the tests\"), `activeForm` continuous, shown while it runs (\"Running the tests\"), `description` what done means. Returns the task's id.",
                 object(
                     json!({"subject": {"type": "string"}, "description": {"type": "string"},
                         "activeForm": {"type": "string"}, "metadata": {"type": "object"}}),
@@ -487,12 +487,12 @@ impl TaskTool {
             ),
             tool(
                 TASK_GET,
-                "Returns one task of your task list in full.",
+                "Returns one task of your task list in full: subject, description, status, owner and the tasks it blocks and is blocked by. Use it before starting a task whose details TaskList does not show.",
                 object(json!({"taskId": {"type": "string"}}), &["taskId"]),
             ),
             tool(
                 TASK_UPDATE,
-                "Changes a task: set `status` in_progress when you start it (one at a time) and completed as soon as it is done, or deleted to remove it; add dependencies with addBlocks/addBlockedBy.",
+                "Changes a task: set `status` in_progress when you start it (one at a time) and completed as soon as it is done, or deleted to remove it; add dependencies with addBlocks/addBlockedBy. Mark a task completed only when it is wholly done (its tests pass); when something blocks it, keep it in_progress and add a task for the blocker.",
                 object(
                     json!({"taskId": {"type": "string"}, "subject": {"type": "string"},
                         "description": {"type": "string"}, "activeForm": {"type": "string"},
@@ -504,12 +504,12 @@ impl TaskTool {
             ),
             tool(
                 TASK_LIST,
-                "Lists your tasks with their ids, status and what blocks them.",
+                "Lists your tasks with their ids, subjects, status and what blocks them. Use it to pick the next task (the first pending one nothing blocks) and to check the list after finishing one.",
                 object(json!({}), &[]),
             ),
             tool(
                 TODO_WRITE,
-                "Writes the whole todo list (each item: content, status, activeForm).",
+                "Writes the whole todo list (each item: content, status, activeForm), replacing the previous one. Claude Code's earlier form of the task list, accepted for models trained on it; prefer TaskCreate and TaskUpdate.",
                 object(
                     json!({"todos": {"type": "array", "maxItems": MAX_ITEMS, "items": {
                         "type": "object",
