@@ -98,6 +98,7 @@ mod text;
 pub mod todo;
 mod walk;
 pub mod watch;
+pub mod web;
 mod write;
 
 pub use bash::kill_running_commands;

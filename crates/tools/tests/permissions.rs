@@ -1414,3 +1414,129 @@ async fn the_task_tools_keep_one_list() {
         ("1", "Ship")
     );
 }
+
+/// A tool with only a name, to ask the gate about tools another crate builds (the session's
+/// WebFetch and WebSearch).
+struct Named(&'static str, Value);
+
+impl executor::Tool for Named {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn description(&self) -> &str {
+        "named"
+    }
+    fn input_schema(&self) -> &Value {
+        &self.1
+    }
+    fn call(&self, _input: Value, _context: executor::ToolContext) -> executor::ToolFuture<'_> {
+        Box::pin(async { Err(ToolError::CouldNotRun("never called".into())) })
+    }
+}
+
+/// WebFetch is decided by its host: deny rules of the tool or the host win, an ask rule
+/// asks, a domain rule allows its host only (never a subdomain, a look-alike or another
+/// scheme's trick), and no mode but bypassPermissions skips the question. "Always" offers
+/// the host's rule. WebSearch is asked unless a rule or bypassPermissions allows it.
+#[tokio::test]
+async fn web_tools_are_decided_by_host_and_asked_otherwise() {
+    let env = Env::with_permissions(
+        "web",
+        PermissionConfig {
+            default_mode: PermissionMode::AcceptEdits,
+            allow: vec![
+                "WebFetch(domain:docs.rs)".into(),
+                "WebFetch(domain:*.python.org)".into(),
+                "WebFetch(domain:secret.docs.rs)".into(),
+            ],
+            ask: vec!["WebFetch(domain:github.com)".into()],
+            deny: vec!["WebFetch(domain:secret.docs.rs)".into()],
+        },
+    );
+    let gate = env.set.gate();
+    let fetch = Named("WebFetch", json!({}));
+    let verdict = |url: &str| gate.evaluate(&fetch, &json!({"url": url, "prompt": "p"}));
+    assert_eq!(verdict("https://docs.rs/serde"), Verdict::Allow);
+    assert_eq!(verdict("http://DOCS.RS./serde"), Verdict::Allow);
+    assert_eq!(verdict("https://docs.python.org/3/"), Verdict::Allow);
+    for asked in [
+        "https://python.org/",
+        "https://docs.rs.evil.net/",
+        "https://evil.net/?docs.rs",
+        "https://evil.net/docs.rs",
+        "https://github.com/x",
+    ] {
+        assert!(
+            matches!(verdict(asked), Verdict::Ask { .. }),
+            "{asked}: {:?}",
+            verdict(asked)
+        );
+    }
+    assert!(matches!(
+        verdict("https://secret.docs.rs/"),
+        Verdict::Deny { .. }
+    ));
+    // Credentials would be sent; another scheme is not the web.
+    for refused in [
+        "https://docs.rs@evil.net/",
+        "file:///etc/passwd",
+        "gopher://docs.rs/",
+    ] {
+        assert!(
+            matches!(verdict(refused), Verdict::Deny { .. }),
+            "{refused}"
+        );
+    }
+    assert!(gate.allows_host("docs.rs"));
+    assert!(gate.allows_host("www.python.org"));
+    assert!(!gate.allows_host("evil.net"));
+    // Always: the host, nothing for one an ask rule names.
+    let always = gate
+        .always_for(
+            "WebFetch",
+            &json!({"url": "https://Example.com/a", "prompt": "p"}),
+        )
+        .unwrap();
+    assert_eq!(always.rule(), "WebFetch(domain:example.com)");
+    assert_eq!(always.describe(), "fetches from example.com");
+    assert!(
+        gate.always_for(
+            "WebFetch",
+            &json!({"url": "https://github.com/", "prompt": "p"})
+        )
+        .is_none()
+    );
+    always.grant();
+    assert_eq!(verdict("https://example.com/b"), Verdict::Allow);
+    assert!(matches!(
+        verdict("https://www.example.com/"),
+        Verdict::Ask { .. }
+    ));
+    // A bare WebFetch allow rule allows every host but names none (private addresses stay
+    // refused by the fetcher).
+    gate.allow_for_session("WebFetch").unwrap();
+    assert_eq!(verdict("https://anything.net/"), Verdict::Allow);
+    assert!(!gate.allows_host("anything.net"));
+    assert!(matches!(
+        verdict("https://secret.docs.rs/"),
+        Verdict::Deny { .. }
+    ));
+
+    let search = Named("WebSearch", json!({}));
+    let query = json!({"query": "rust"});
+    assert!(matches!(
+        gate.evaluate(&search, &query),
+        Verdict::Ask { .. }
+    ));
+    gate.set_mode(PermissionMode::Plan);
+    assert!(matches!(
+        gate.evaluate(&search, &query),
+        Verdict::Ask { .. }
+    ));
+    gate.set_mode(PermissionMode::BypassPermissions);
+    assert_eq!(gate.evaluate(&search, &query), Verdict::Allow);
+    assert!(matches!(
+        verdict("https://secret.docs.rs/"),
+        Verdict::Deny { .. }
+    ));
+}

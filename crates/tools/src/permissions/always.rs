@@ -77,6 +77,10 @@ impl Always {
                     )
                 }
             }
+            Grant::Rule(_) if self.rule.starts_with("WebFetch(domain:") => {
+                let host = self.rule["WebFetch(domain:".len()..].trim_end_matches(')');
+                format!("fetches from {host}")
+            }
             Grant::Rule(_) => format!("the tool {}", self.rule),
         }
     }
@@ -138,6 +142,19 @@ impl PermissionGate {
                 (Grant::Rule(parsed), rule)
             }
             "Read" | "Glob" | "Grep" => return None,
+            super::WEB_FETCH => {
+                let url = input.get("url").and_then(Value::as_str)?;
+                let host = crate::web::FetchUrl::parse(url).ok()?.host;
+                let rule = format!("WebFetch(domain:{host})");
+                if self
+                    .rule_list(RuleKind::Ask)
+                    .iter()
+                    .any(|asked| asked.matches_tool(tool) || asked.matches_host(&host))
+                {
+                    return None;
+                }
+                (Grant::Rule(self.parse(&rule)?), rule)
+            }
             name => {
                 if self
                     .rule_list(RuleKind::Ask)

@@ -578,6 +578,8 @@ impl PermissionGate {
             name @ ("Read" | "Glob" | "Grep" | "Write" | "Edit" | "NotebookEdit") => {
                 self.file(name, input, mode)
             }
+            WEB_FETCH => self.web_fetch(input, mode),
+            WEB_SEARCH => self.web(WEB_SEARCH, None, mode),
             name => self.other(name, tool.aliases(), tool.is_read_only(input), mode),
         }
     }
@@ -730,6 +732,54 @@ impl PermissionGate {
                 reason: format!("{name} needs approval"),
             },
         }
+    }
+
+    /// WebFetch: its URL must read ([`crate::web::FetchUrl`]); then as [`Self::web`] for
+    /// its host.
+    fn web_fetch(&self, input: &Value, mode: PermissionMode) -> Verdict {
+        let url = input.get("url").and_then(Value::as_str).unwrap_or_default();
+        match crate::web::FetchUrl::parse(url) {
+            Ok(url) => self.web(WEB_FETCH, Some(&url.host), mode),
+            Err(reason) => Verdict::Deny { reason },
+        }
+    }
+
+    /// WebFetch of `host` or WebSearch: refused by a deny rule (of the tool, or for WebFetch
+    /// of the host), asked by an ask rule, else allowed by an allow rule or
+    /// bypassPermissions and asked otherwise, whatever the mode: neither changes a file, and
+    /// both send what the model writes (a URL, a query) off the machine, so no mode short of
+    /// bypassing permissions lets them go unasked.
+    fn web(&self, name: &str, host: Option<&str>, mode: PermissionMode) -> Verdict {
+        let covers = |rule: &Rule| {
+            rule.matches_tool(name) || host.is_some_and(|host| rule.matches_host(host))
+        };
+        let find = |kind| self.rule_list(kind).iter().find(|rule| covers(rule));
+        let subject = match host {
+            Some(host) => format!("{name} of {host}"),
+            None => name.to_owned(),
+        };
+        if let Some(rule) = find(RuleKind::Deny) {
+            return denied_by(&subject, rule);
+        }
+        if let Some(rule) = find(RuleKind::Ask) {
+            return asked_by(&subject, rule);
+        }
+        if mode == PermissionMode::BypassPermissions || self.shared.allows(covers) {
+            return Verdict::Allow;
+        }
+        Verdict::Ask {
+            reason: match host {
+                Some(host) => format!("{subject} needs approval: it sends a request to {host}"),
+                None => format!("{subject} needs approval: it sends the query to a search service"),
+            },
+        }
+    }
+
+    /// Whether an allow rule (of the settings, the session or the turn) names `host` in a
+    /// `WebFetch(domain:...)` rule: then WebFetch may reach it even at a private or loopback
+    /// address (a rule for the whole tool does not count).
+    pub fn allows_host(&self, host: &str) -> bool {
+        self.shared.allows(|rule| rule.matches_host(host))
     }
 
     fn file(&self, name: &str, input: &Value, mode: PermissionMode) -> Verdict {
@@ -1398,6 +1448,16 @@ impl PermissionGate {
         }
         // A mode is suggested only when it would change the answer and is not on already.
         let mode_now = self.shared.mode.get();
+        if tool == WEB_FETCH {
+            let host = input
+                .get("url")
+                .and_then(Value::as_str)
+                .and_then(|url| crate::web::FetchUrl::parse(url).ok())
+                .map_or_else(|| "example.com".to_owned(), |url| url.host);
+            return format!(
+                "{reason}. {headless}; allow it with --allowedTools `WebFetch(domain:{host})` (or the same rule in permissions.allow of your settings)"
+            );
+        }
         if tool != "Bash" {
             let mode = match mode_now {
                 PermissionMode::Default if matches!(tool, "Write" | "Edit" | "NotebookEdit") => {
@@ -1443,6 +1503,11 @@ impl PermissionGate {
         )
     }
 }
+
+/// The web tools' names (Claude Code's).
+pub(crate) const WEB_FETCH: &str = "WebFetch";
+/// See [`WEB_FETCH`].
+pub(crate) const WEB_SEARCH: &str = "WebSearch";
 
 /// Whether `word` is a plain program name or path: letters, digits and `._+/@-`, at least
 /// one of them a letter or digit.

@@ -8,6 +8,9 @@
 //!   `./path` and `path` are under the workspace root; a pattern without a `/` matches at any
 //!   depth (`*.env`), a pattern naming a directory covers everything inside it. `Read` rules
 //!   cover Read, Grep and Glob; `Edit` rules cover Edit and Write.
+//! - `WebFetch(domain:example.com)`: fetches from that host (any letter case, a trailing dot
+//!   ignored); `WebFetch(domain:*.example.com)`: from its subdomains, not itself. Any other
+//!   WebFetch specifier is an error.
 //! - Any other `Name` matches the tool of that name (`mcp__server` covers every tool of that
 //!   server); `Name(specifier)` for other tools is accepted and never matches.
 
@@ -15,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
+use super::WEB_FETCH;
 use crate::Error;
 use crate::paths;
 
@@ -35,6 +39,9 @@ enum Spec {
     Command(CommandPattern),
     /// A path pattern of a file tool: the compiled globs and their sources (absolute).
     Path(GlobSet, Vec<String>),
+    /// A WebFetch host: exact (`example.com`) or its subdomains (`*.example.com`, stored
+    /// as `.example.com`), lower case.
+    Domain(String),
     /// A specifier for a tool this crate does not know: never matches.
     Other,
 }
@@ -98,6 +105,26 @@ impl Rule {
                 None if spec.contains('*') => Spec::Command(CommandPattern::Wildcard(spec.into())),
                 None => Spec::Command(CommandPattern::Exact(spec.to_owned())),
             },
+            Some(spec) if tool == WEB_FETCH => {
+                let Some(domain) = spec.strip_prefix("domain:").map(str::trim) else {
+                    return Err(invalid(
+                        "a WebFetch rule names a host: `WebFetch(domain:example.com)`",
+                    ));
+                };
+                let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+                let host = domain.strip_prefix("*.").unwrap_or(&domain);
+                if host.is_empty()
+                    || (host.contains(['/', ':', '*', ' ', '@']) && !host.starts_with('['))
+                {
+                    return Err(invalid(
+                        "expected a host name after `domain:`, such as `example.com` or `*.example.com`",
+                    ));
+                }
+                Spec::Domain(match domain.strip_prefix('*') {
+                    Some(subdomains) => subdomains.to_owned(),
+                    None => domain,
+                })
+            }
             Some(spec) if matches!(tool, "Read" | "Edit" | "Write" | "Glob" | "Grep") => {
                 let (set, sources) = path_globs(spec, base).map_err(|reason| invalid(&reason))?;
                 Spec::Path(set, sources)
@@ -152,7 +179,7 @@ impl Rule {
                 }
                 CommandPattern::Wildcard(pattern) => patterns_apply && wildcard(pattern, form),
             }),
-            Spec::Path(..) | Spec::Other => false,
+            Spec::Path(..) | Spec::Domain(_) | Spec::Other => false,
         }
     }
 
@@ -176,6 +203,23 @@ impl Rule {
     /// Whether this is a Bash rule of any kind.
     pub(crate) fn is_bash(&self) -> bool {
         self.tool == "Bash"
+    }
+
+    /// Whether this is a WebFetch domain rule that matches `host` (see the module docs).
+    pub(crate) fn matches_host(&self, host: &str) -> bool {
+        let Spec::Domain(domain) = &self.spec else {
+            return false;
+        };
+        if self.tool != WEB_FETCH {
+            return false;
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        match domain.strip_prefix('.') {
+            Some(parent) => host
+                .strip_suffix(parent)
+                .is_some_and(|rest| rest.len() > 1 && rest.ends_with('.')),
+            None => host == *domain,
+        }
     }
 }
 
@@ -368,6 +412,54 @@ mod tests {
         assert!(rule("mcp__github__*").matches_tool("mcp__github__create_issue"));
         assert!(!rule("Bash(ls)").matches_tool("Bash"));
         assert!(!rule("WebFetch(domain:example.com)").matches_tool("WebFetch"));
+        assert!(rule("WebFetch").matches_tool("WebFetch"));
+    }
+
+    #[test]
+    fn web_fetch_domains() {
+        let cases = [
+            ("WebFetch(domain:example.com)", "example.com", true),
+            ("WebFetch(domain:example.com)", "EXAMPLE.com.", true),
+            ("WebFetch(domain:Example.COM)", "example.com", true),
+            ("WebFetch(domain:example.com)", "docs.example.com", false),
+            (
+                "WebFetch(domain:example.com)",
+                "example.com.evil.net",
+                false,
+            ),
+            ("WebFetch(domain:example.com)", "notexample.com", false),
+            ("WebFetch(domain:*.example.com)", "docs.example.com", true),
+            ("WebFetch(domain:*.example.com)", "a.b.example.com", true),
+            ("WebFetch(domain:*.example.com)", "example.com", false),
+            ("WebFetch(domain:*.example.com)", "badexample.com", false),
+            ("WebFetch(domain:localhost)", "localhost", true),
+            ("WebFetch(domain:127.0.0.1)", "127.0.0.1", true),
+            ("WebFetch(domain:[::1])", "[::1]", true),
+            ("WebFetch", "example.com", false),
+            ("Read(domain:example.com)", "example.com", false),
+        ];
+        for (source, host, expected) in cases {
+            assert_eq!(
+                rule(source).matches_host(host),
+                expected,
+                "{source} on {host}"
+            );
+        }
+        for source in [
+            "WebFetch(example.com)",
+            "WebFetch(domain:)",
+            "WebFetch(domain:https://example.com)",
+            "WebFetch(domain:a/b)",
+            "WebFetch(domain:*.)",
+        ] {
+            assert!(
+                matches!(
+                    Rule::parse(source, Path::new("/w")),
+                    Err(Error::InvalidRule { .. })
+                ),
+                "{source:?}"
+            );
+        }
     }
 
     #[test]
