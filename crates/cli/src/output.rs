@@ -1161,6 +1161,12 @@ impl Renderer {
             // the part of a response an abort cut short, at the prices of the model that
             // answered.
             LoopEvent::Usage(usage) => self.usage(usage),
+            // A web tool's own model request (a page answered, a search): its cost.
+            LoopEvent::Tool(ExecutorEvent::Progress { progress, .. }) => {
+                if let Some((answered, asked, usage)) = session::web::usage_of(progress) {
+                    self.run.ledger.add(&answered, &asked, &usage);
+                }
+            }
             LoopEvent::Tool(ExecutorEvent::Completed(done))
                 if self.format == OutputFormat::StreamJson =>
             {

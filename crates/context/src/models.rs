@@ -23,6 +23,10 @@ pub struct ModelInfo {
     pub prices: Option<Prices>,
 }
 
+/// The price of one server-side web search in US dollars (Anthropic's pricing: $10 per
+/// 1,000 searches, on every model).
+pub const WEB_SEARCH_USD: f64 = 0.01;
+
 /// US dollars per million tokens.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prices {
@@ -51,9 +55,11 @@ impl Prices {
         }
     }
 
-    /// The cost in dollars of a response's usage (cache writes priced as 5-minute writes).
+    /// The cost in dollars of a response's usage (cache writes priced as 5-minute writes,
+    /// web searches at [`WEB_SEARCH_USD`] each).
     pub fn cost(&self, usage: &protocol::Usage) -> f64 {
         let per_token = |price: f64, tokens: u64| price * tokens as f64 / 1_000_000.0;
+        let searches = WEB_SEARCH_USD * usage.web_search_requests() as f64;
         per_token(self.input, usage.input_tokens)
             + per_token(self.output, usage.output_tokens)
             + per_token(
@@ -61,6 +67,7 @@ impl Prices {
                 usage.cache_creation_input_tokens.unwrap_or(0),
             )
             + per_token(self.cache_read, usage.cache_read_input_tokens.unwrap_or(0))
+            + searches
     }
 }
 
@@ -394,6 +401,17 @@ fn longest_prefix<'a, T>(table: &'a [(&str, T)], model: &str) -> Option<&'a T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn web_searches_are_priced_per_search() {
+        let usage: protocol::Usage = serde_json::from_value(serde_json::json!({
+            "input_tokens": 1_000_000, "output_tokens": 0,
+            "server_tool_use": {"web_search_requests": 3}
+        }))
+        .unwrap();
+        let cost = Prices::standard(3.0, 15.0).cost(&usage);
+        assert!((cost - 3.03).abs() < 1e-9, "{cost}");
+    }
 
     #[test]
     fn knowledge_cutoffs_follow_the_most_specific_id() {

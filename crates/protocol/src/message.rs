@@ -126,6 +126,16 @@ impl Usage {
             + self.cache_read_input_tokens.unwrap_or(0)
     }
 
+    /// The web searches the server ran for the response
+    /// (`server_tool_use.web_search_requests`; 0 when absent).
+    pub fn web_search_requests(&self) -> u64 {
+        self.extra
+            .get("server_tool_use")
+            .and_then(|server| server.get("web_search_requests"))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    }
+
     /// Input plus output tokens: what the request occupied of the context window.
     pub fn context_tokens(&self) -> u64 {
         self.total_input_tokens() + self.output_tokens

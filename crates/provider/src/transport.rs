@@ -95,6 +95,21 @@ pub enum Reach {
     /// answer in between). Through a proxy only an address written in the URL is checked (the
     /// proxy resolves names). Claude Code 2.1.197 guards its `http` hooks the same way.
     Public,
+    /// As [`Reach::Public`], and loopback refused too: for what the model asks for (a web
+    /// page), which must not reach a server on this machine (a local admin port, a
+    /// development server) unless the user names its host.
+    Internet,
+}
+
+impl Reach {
+    /// Whether a connection to `address` is refused.
+    pub fn refuses(self, address: std::net::IpAddr) -> bool {
+        match self {
+            Self::Any => false,
+            Self::Public => is_private_address(address),
+            Self::Internet => is_private_address(address) || address.is_loopback(),
+        }
+    }
 }
 
 /// Whether `address` is not a public one a hook or a page may be fetched from: private
@@ -182,12 +197,10 @@ impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for 
         Box::pin(async move {
             let found: Vec<std::net::SocketAddr> =
                 tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            if reach == Reach::Public
-                && let Some(private) = found.iter().find(|found| is_private_address(found.ip()))
-            {
+            if let Some(private) = found.iter().find(|found| reach.refuses(found.ip())) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::PermissionDenied,
-                    refused(name.as_str(), private.ip()),
+                    refused(reach, name.as_str(), private.ip()),
                 ));
             }
             Ok(found.into_iter())
@@ -195,11 +208,16 @@ impl tower_service::Service<hyper_util::client::legacy::connect::dns::Name> for 
     }
 }
 
-/// Why a [`Reach::Public`] transport refuses `host`.
-fn refused(host: &str, address: std::net::IpAddr) -> String {
-    format!(
-        "{host} resolves to {address}, a private or link-local address: refused (loopback is allowed)"
-    )
+/// Why a transport of `reach` refuses `host`.
+fn refused(reach: Reach, host: &str, address: std::net::IpAddr) -> String {
+    match reach {
+        Reach::Internet => format!(
+            "{host} resolves to {address}, a private, link-local or loopback address: refused"
+        ),
+        _ => format!(
+            "{host} resolves to {address}, a private or link-local address: refused (loopback is allowed)"
+        ),
+    }
 }
 
 /// The client that reaches HTTPS destinations through an HTTP CONNECT tunnel.
@@ -413,14 +431,14 @@ impl Transport for HyperTransport {
         Box::pin(async move {
             let host = request.uri.host().unwrap_or("?").to_owned();
             // An address in the URL is never resolved, so the resolver cannot check it.
-            if self.reach == Reach::Public
-                && let Ok(address) = host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<std::net::IpAddr>()
-                && is_private_address(address)
+            if let Ok(address) = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                && self.reach.refuses(address)
             {
-                let mut error = ProviderError::new(ErrorKind::Connect, refused(&host, address));
+                let mut error =
+                    ProviderError::new(ErrorKind::Connect, refused(self.reach, &host, address));
                 error.lasting = true;
                 return Err(error);
             }
@@ -564,5 +582,27 @@ mod tests {
             .unwrap()
             .collect();
         assert!(loopback.iter().all(|found| found.ip().is_loopback()));
+        // Internet: loopback refused too, by name and by address.
+        let mut internet = Resolver {
+            reach: Reach::Internet,
+        };
+        let error = internet
+            .call("localhost".parse().unwrap())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("loopback"), "{error}");
+        let transport =
+            HyperTransport::with_reach(&[], &ProxyConfig::default(), Reach::Internet).unwrap();
+        for uri in [
+            "https://127.0.0.1:1/",
+            "https://[::1]:1/",
+            "https://10.0.0.1/",
+        ] {
+            let error = transport.send(request(uri)).await.unwrap_err();
+            assert!(error.message.contains("refused"), "{uri}: {error}");
+        }
+        assert!(Reach::Internet.refuses(address("127.0.0.53")));
+        assert!(!Reach::Public.refuses(address("127.0.0.53")));
+        assert!(!Reach::Internet.refuses(address("93.184.215.14")));
     }
 }

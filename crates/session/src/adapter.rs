@@ -424,6 +424,105 @@ impl crate::hooks::prompt::HookModel for ProviderHookModel {
     }
 }
 
+/// What the web tools ask ([`crate::web::WebModel`]): page answers from the session's small
+/// fast model, searches from its model with the API's web search tool, each one streamed
+/// request through the session's client.
+#[derive(Clone)]
+pub struct ProviderWebModel {
+    client: AnthropicClient,
+    fast: String,
+    model: String,
+}
+
+impl std::fmt::Debug for ProviderWebModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderWebModel")
+            .field("fast", &self.fast)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderWebModel {
+    /// Requests through `client`: answers by `fast`, searches by `model`.
+    pub fn new(client: AnthropicClient, fast: String, model: String) -> Self {
+        Self {
+            client,
+            fast,
+            model,
+        }
+    }
+
+    /// Sends `body` and returns the final message's model, content and usage.
+    async fn send(&self, body: serde_json::Value) -> Result<crate::web::ModelAnswer, String> {
+        let asked = body["model"].as_str().unwrap_or_default().to_owned();
+        let bytes = serde_json::to_vec(&body).map_err(|error| error.to_string())?;
+        let mut stream = self
+            .client
+            .stream(Bytes::from(bytes), CancellationToken::new());
+        while let Some(item) = stream.next().await {
+            if let ProviderEvent::Done { message, .. } = item.map_err(|error| error.to_string())? {
+                return Ok(crate::web::ModelAnswer {
+                    model: message.model,
+                    asked,
+                    content: message.content,
+                    usage: message.usage,
+                });
+            }
+        }
+        Err("the model gave no answer".to_owned())
+    }
+
+    fn body(model: &str, max_tokens: u32, system: &str, prompt: String) -> serde_json::Value {
+        let mut body = CreateMessageRequest::new(
+            model.to_owned(),
+            max_tokens,
+            vec![protocol::MessageParam::user_text(prompt)],
+        );
+        body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
+            system.to_owned(),
+            None,
+        )]));
+        body.stream = Some(true);
+        serde_json::to_value(&body).unwrap_or_default()
+    }
+}
+
+impl crate::web::WebModel for ProviderWebModel {
+    fn answer<'a>(&'a self, system: &'a str, prompt: String) -> crate::web::AnswerFuture<'a> {
+        Box::pin(self.send(Self::body(&self.fast, 4096, system, prompt)))
+    }
+
+    fn search<'a>(
+        &'a self,
+        query: &'a str,
+        allowed: &'a [String],
+        blocked: &'a [String],
+    ) -> crate::web::AnswerFuture<'a> {
+        let mut body = Self::body(
+            &self.model,
+            4096,
+            crate::web::search::SYSTEM,
+            format!("Search the web for: {query}"),
+        );
+        let mut tool = serde_json::json!({
+            "type": crate::web::search::TOOL_TYPE,
+            "name": "web_search",
+            "max_uses": crate::web::search::MAX_USES,
+        });
+        if !allowed.is_empty() {
+            tool["allowed_domains"] = serde_json::json!(allowed);
+        }
+        if !blocked.is_empty() {
+            tool["blocked_domains"] = serde_json::json!(blocked);
+        }
+        body["tools"] = serde_json::json!([tool]);
+        // The search runs first: the model is made to call it.
+        body["tool_choice"] = serde_json::json!({"type": "tool", "name": "web_search"});
+        Box::pin(self.send(body))
+    }
+}
+
 /// The compaction summarizer: one model call with the summary request.
 #[derive(Clone, Debug)]
 pub struct ProviderSummarizer {

@@ -10,6 +10,15 @@ pub fn compact_count(count: u64) -> String {
     }
 }
 
+/// `532` as `532 B`, `12_345` as `12.1 KiB`, `3_500_000` as `3.3 MiB`.
+pub fn compact_bytes(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / 1024.0),
+        _ => format!("{:.1} MiB", bytes as f64 / 1_048_576.0),
+    }
+}
+
 /// The session's figures so far (this process).
 #[derive(Clone, Debug, Default)]
 pub struct Totals {

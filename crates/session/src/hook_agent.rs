@@ -55,6 +55,8 @@ impl HookAgentRunner {
                 prompter: None,
                 hooks,
                 journal: None,
+                // A hook's check reads the workspace; it does not go to the web.
+                web: None,
                 ..recipe.clone()
             },
             config: config.clone(),

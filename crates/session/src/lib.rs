@@ -111,6 +111,7 @@ mod subagents;
 mod tooling;
 pub mod transcript;
 pub mod trust;
+pub mod web;
 pub mod worktree;
 
 pub use context_info::{PROMPT_TOKEN_BUDGET, PROMPT_VERSION, SYSTEM_PROMPT};

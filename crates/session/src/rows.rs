@@ -34,6 +34,8 @@ pub fn tool_label(name: &str, input: &Value) -> String {
         "Read" | "Write" | "Edit" => "file_path",
         "NotebookEdit" => "notebook_path",
         "Glob" | "Grep" => "pattern",
+        "WebFetch" => "url",
+        "WebSearch" => "query",
         _ => "",
     };
     let name = printable(name, false);
@@ -252,6 +254,13 @@ pub fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String
     {
         return vec![format!("  ⎿  {done_line}")];
     }
+    if let Some(line) = done
+        .structured
+        .as_ref()
+        .and_then(|structured| web_line(&done.name, structured))
+    {
+        return vec![format!("  ⎿  {line}")];
+    }
     if done.name == "Bash"
         && let Some(line) =
             command_output(done).and_then(|stdout| colored_first_line(stdout, &text))
@@ -259,6 +268,41 @@ pub fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String
         return vec![format!("  ⎿  {line}")];
     }
     vec![format!("  ⎿  {}", result_summary(&done.result))]
+}
+
+/// A web tool's line: `Fetched 12.3 KB from docs.rs (HTTP 200 OK)`, `Redirected to
+/// another host (HTTP 301)`, `Did 2 searches in 3.1 s`; neutralised (the host is a
+/// server's).
+fn web_line(name: &str, structured: &Value) -> Option<String> {
+    match name {
+        "WebFetch" => {
+            let code = structured["code"].as_u64()?;
+            let text = structured["codeText"].as_str().unwrap_or_default();
+            let url = structured["url"].as_str().unwrap_or_default();
+            let host = tools::web::FetchUrl::parse(url)
+                .map(|url| url.host)
+                .unwrap_or_else(|_| url.to_owned());
+            let bytes = structured["bytes"].as_u64().unwrap_or(0);
+            let line = if (300..400).contains(&code) {
+                format!("Redirected to another host (HTTP {code} {text})")
+            } else {
+                format!(
+                    "Fetched {} from {host} (HTTP {code} {text})",
+                    crate::cost::compact_bytes(bytes)
+                )
+            };
+            Some(printable(line.trim_end(), false))
+        }
+        "WebSearch" => {
+            let count = structured["searchCount"].as_u64()?;
+            let seconds = structured["durationSeconds"].as_f64().unwrap_or(0.0);
+            Some(format!(
+                "Did {count} search{} in {seconds:.1} s",
+                if count == 1 { "" } else { "es" }
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What a Bash command printed, escape sequences and all (its structured `stdout`), when

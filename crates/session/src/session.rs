@@ -255,12 +255,24 @@ impl Session {
         // from here on (the sandbox's among them).
         let workspace = workspace(options, &settings, &cwd)?;
         let sandbox = sandbox_config(options, &settings)?;
+        let web = {
+            let source = SettingsEnv {
+                settings: &settings.env,
+                base_url_flag: false,
+            };
+            // A small fast model: named, or Claude Code's haiku on the Anthropic provider.
+            let small = !openai
+                || settings.other.contains_key("smallFastModel")
+                || source.get("ANTHROPIC_SMALL_FAST_MODEL").is_some();
+            let search = client.config().api == provider::Api::Messages;
+            crate::web::setup(&|key| source.get(key), &extra_roots_pem, small, search)?
+        };
         let (mut tooling, structured) = ToolState::build(
             (options, &settings, workspace),
             (&session_id, &record),
             mode,
             prompter,
-            sandbox.clone(),
+            (sandbox.clone(), Some(web)),
         )?;
         let agents: Arc<[loop_core::subagent::AgentDefinition]> =
             subagents::definitions(&cwd, folder_trusted, &options.notices).into();
@@ -360,6 +372,13 @@ impl Session {
                     })
                 },
             )));
+        if let Some(web) = &self.tooling.recipe.web {
+            web.set_model(Arc::new(adapter::ProviderWebModel::new(
+                self.llm.client.clone(),
+                fast_model(settings, &self.llm.settings, &self.model),
+                self.model.clone(),
+            )));
+        }
         let hooks = &self.tooling.hooks;
         if hooks.has_kind("agent") {
             let _ = hooks
@@ -2272,7 +2291,7 @@ impl ToolState {
         (session_id, record): (&str, &Record),
         mode: tools::PermissionMode,
         prompter: Option<Arc<dyn tools::Prompter>>,
-        sandbox: tools::SandboxConfig,
+        (sandbox, web): (tools::SandboxConfig, Option<Arc<crate::web::Web>>),
     ) -> anyhow::Result<(Self, Option<crate::structured::Shared>)> {
         let cwd = workspace.cwd.as_path();
         let results_dir = record.sessions.join(session_id).join("tool-results");
@@ -2312,6 +2331,7 @@ impl ToolState {
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
             session_mode: None,
             background: background_tasks(&results_dir, &options.notices),
+            web,
         };
         let built = build_tools(&recipe, mode, settings)?;
         let _ = hooks.env().gate.set(Arc::clone(&built.permissions));

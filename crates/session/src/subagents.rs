@@ -310,6 +310,8 @@ pub struct Recipe {
     pub session_mode: Option<tools::ModeHandle>,
     /// The session's background tasks: a subagent's are the session's too.
     pub background: tools::background::BackgroundTasks,
+    /// The web tools' shared part (`None`: WebFetch and WebSearch are not offered).
+    pub web: Option<Arc<crate::web::Web>>,
 }
 
 /// A tool set built from a [`Recipe`].

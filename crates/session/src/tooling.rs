@@ -182,8 +182,12 @@ pub fn build(
     })?;
     let permissions = set.gate();
     permissions.set_command_prelude(&recipe.prelude);
+    let mut tools = set.tools();
+    if let Some(web) = &recipe.web {
+        tools.extend(web.tools(Arc::clone(&permissions)));
+    }
     Ok(Tooling {
-        tools: set.tools(),
+        tools,
         permissions,
         watch: set.file_watch(),
     })

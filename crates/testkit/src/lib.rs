@@ -20,6 +20,7 @@
 mod proxy;
 mod script;
 mod server;
+pub mod web;
 
 pub mod mcp;
 pub mod model;

@@ -113,26 +113,8 @@ impl Server {
         let addr = listener.local_addr()?;
         let (acceptor, cert_pem) = match tls {
             Some(()) => {
-                let certified = rcgen::generate_simple_self_signed(vec![
-                    "localhost".into(),
-                    "127.0.0.1".into(),
-                ])
-                .context("making a self-signed certificate")?;
-                let cert_pem = certified.cert.pem();
-                let key = rustls_pki_types::PrivateKeyDer::Pkcs8(
-                    certified.key_pair.serialize_der().into(),
-                );
-                let provider = Arc::new(rustls::crypto::ring::default_provider());
-                let config = rustls::ServerConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .context("TLS versions")?
-                    .with_no_client_auth()
-                    .with_single_cert(vec![certified.cert.der().clone()], key)
-                    .context("TLS server certificate")?;
-                (
-                    Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
-                    Some(cert_pem),
-                )
+                let (acceptor, cert_pem) = self_signed()?;
+                (Some(acceptor), Some(cert_pem))
             }
             None => (None, None),
         };
@@ -206,6 +188,28 @@ impl Server {
             .map(|requests| requests.len())
             .unwrap_or_default()
     }
+}
+
+/// A TLS acceptor with a new self-signed certificate for `localhost` and `127.0.0.1`, and
+/// the certificate's PEM.
+///
+/// # Errors
+///
+/// When the certificate cannot be made.
+pub(crate) fn self_signed() -> anyhow::Result<(tokio_rustls::TlsAcceptor, String)> {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .context("making a self-signed certificate")?;
+    let cert_pem = certified.cert.pem();
+    let key = rustls_pki_types::PrivateKeyDer::Pkcs8(certified.key_pair.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .context("TLS server certificate")?;
+    Ok((tokio_rustls::TlsAcceptor::from(Arc::new(config)), cert_pem))
 }
 
 async fn accept_loop(

@@ -88,6 +88,23 @@ impl Pages {
     }
 }
 
+/// The text of every page of the PDF `bytes`, each page's decompressed content held to
+/// 32 MiB (a small stream cannot inflate without bound).
+///
+/// # Errors
+///
+/// A PDF that does not parse or is encrypted, or whose text cannot be extracted.
+pub fn text(bytes: &[u8]) -> Result<String, String> {
+    let document = Document::load_mem(bytes).map_err(|error| error.to_string())?;
+    if document.is_encrypted() {
+        return Err("the PDF is encrypted".to_owned());
+    }
+    let pages: Vec<u32> = document.get_pages().keys().copied().collect();
+    document
+        .extract_text_with_limit(&pages, 32 << 20)
+        .map_err(|error| error.to_string())
+}
+
 /// The PDF `bytes` (the file at `path`, already confined and read whole, at most
 /// [`MAX_FILE_BYTES`]), whole or the `pages` asked for: its document block, a line of text
 /// saying what was sent, and Claude Code's structured `{type: "pdf", file}`.
@@ -98,11 +115,7 @@ impl Pages {
 /// than [`WHOLE_PAGES`] pages or [`MAX_SENT_BYTES`] without `pages`; a `pages` that is not a
 /// range within the document or spans more than [`MAX_PAGES_PER_READ`] pages; pages that
 /// come to more than [`MAX_SENT_BYTES`].
-pub(crate) fn read(
-    path: &Path,
-    bytes: &[u8],
-    pages: Option<&str>,
-) -> Result<ToolOutput, ToolError> {
+pub fn read(path: &Path, bytes: &[u8], pages: Option<&str>) -> Result<ToolOutput, ToolError> {
     let shown = path.display();
     let invalid = |why: String| ToolError::InvalidInput(format!("{shown}: {why}"));
     let unreadable = |error: lopdf::Error| invalid(format!("could not be read as a PDF: {error}"));
