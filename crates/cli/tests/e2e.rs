@@ -2482,6 +2482,8 @@ async fn denied_tools_are_not_offered_and_refusals_are_reported() {
             "TaskOutput",
             "TaskStop",
             "Monitor",
+            "WebFetch",
+            "WebSearch",
             "EnterWorktree",
             "ExitWorktree",
         ]

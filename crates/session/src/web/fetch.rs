@@ -446,14 +446,14 @@ impl Fetcher {
             }
             Kind::Pdf => Content::Pdf(Bytes::from(bytes)),
             Kind::Html => {
-                let html = decode(&content_type, &bytes);
+                let html = decode(&content_type, bytes);
                 // Conversion is CPU work (tens of milliseconds for a large page).
                 let markdown = tokio::task::spawn_blocking(move || to_markdown(&html))
                     .await
                     .unwrap_or_default();
                 Content::Markdown(markdown)
             }
-            Kind::Text => Content::Text(clean(&decode(&content_type, &bytes))),
+            Kind::Text => Content::Text(clean(decode(&content_type, bytes))),
         };
         Ok(Page {
             url,
@@ -587,8 +587,8 @@ fn same_site(from: &str, to: &str) -> bool {
 }
 
 /// `bytes` as text in the charset `content_type` names (UTF-8 when it names none or one
-/// unknown; malformed sequences replaced).
-fn decode(content_type: &str, bytes: &[u8]) -> String {
+/// unknown; malformed sequences replaced). Valid UTF-8 is taken as it is, without a copy.
+fn decode(content_type: &str, bytes: Vec<u8>) -> String {
     let charset = content_type
         .split(';')
         .skip(1)
@@ -598,7 +598,13 @@ fn decode(content_type: &str, bytes: &[u8]) -> String {
     let encoding = charset
         .and_then(|label| encoding_rs::Encoding::for_label(label.as_bytes()))
         .unwrap_or(encoding_rs::UTF_8);
-    encoding.decode_with_bom_removal(bytes).0.into_owned()
+    if encoding == encoding_rs::UTF_8 && !bytes.starts_with(b"\xef\xbb\xbf") {
+        return match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(error) => String::from_utf8_lossy(error.as_bytes()).into_owned(),
+        };
+    }
+    encoding.decode_with_bom_removal(&bytes).0.into_owned()
 }
 
 /// An HTML page as Markdown: scripts, styles and other parts that are not text left out;
@@ -613,7 +619,7 @@ pub fn to_markdown(html: &str) -> String {
     let markdown = converter.convert(html).unwrap_or_default();
     let mut folded = String::with_capacity(markdown.len());
     let mut blank = 0;
-    for line in clean(&markdown).lines() {
+    for line in clean(markdown).lines() {
         let line = line.trim_end();
         if line.is_empty() {
             blank += 1;
@@ -630,8 +636,15 @@ pub fn to_markdown(html: &str) -> String {
 }
 
 /// `text` without control characters (an escape sequence would drive the user's terminal)
-/// other than newlines and tabs; `\r\n` becomes `\n`.
-pub fn clean(text: &str) -> String {
+/// other than newlines and tabs; `\r\n` becomes `\n`. Text without any is returned as it
+/// is (a page of megabytes is not copied).
+pub fn clean(text: String) -> String {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text;
+    }
     text.replace("\r\n", "\n")
         .chars()
         .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
@@ -713,9 +726,18 @@ mod tests {
 
     #[test]
     fn text_is_decoded_in_its_charset() {
-        assert_eq!(decode("text/plain; charset=ISO-8859-1", b"caf\xe9"), "café");
-        assert_eq!(decode("text/plain", "café".as_bytes()), "café");
-        assert_eq!(decode("text/plain; charset=\"nonsense\"", b"ok"), "ok");
+        assert_eq!(
+            decode("text/plain; charset=ISO-8859-1", b"caf\xe9".to_vec()),
+            "café"
+        );
+        assert_eq!(decode("text/plain", "café".into()), "café");
+        assert_eq!(decode("text/plain", b"caf\xe9!".to_vec()), "caf\u{fffd}!");
+        assert_eq!(
+            decode("text/plain; charset=\"nonsense\"", b"ok".to_vec()),
+            "ok"
+        );
+        assert_eq!(decode("text/plain", b"\xef\xbb\xbfbom".to_vec()), "bom");
+        assert_eq!(clean("a\r\nb\u{1b}[0m\tc".into()), "a\nb[0m\tc");
     }
 
     #[test]

@@ -279,14 +279,18 @@ impl WebFetchTool {
         } else {
             format!("{} bytes", page.bytes)
         };
-        let text = match &page.content {
+        let pdf_text;
+        let text: &str = match &page.content {
             Content::Pdf(bytes) => match pdf_output(&page.url, bytes) {
                 Ok(output) => return output,
-                Err(text) => text,
+                Err(text) => {
+                    pdf_text = text;
+                    &pdf_text
+                }
             },
-            Content::Markdown(text) | Content::Text(text) => text.clone(),
+            Content::Markdown(text) | Content::Text(text) => text,
         };
-        let (shown, cut) = cut_chars(&text, MAX_RETURNED_CHARS);
+        let (shown, cut) = cut_chars(text, MAX_RETURNED_CHARS);
         let cut_note = if cut {
             format!(", its text cut at {MAX_RETURNED_CHARS} characters")
         } else {

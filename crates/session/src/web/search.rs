@@ -143,7 +143,10 @@ fn result_text(query: &str, found: &[Found]) -> String {
             Found::Hits(_, hits) => {
                 body.push_str("Results:\n");
                 for (title, url) in hits {
-                    body.push_str(&format!("- [{}]({url})\n", super::fetch::clean(title)));
+                    body.push_str(&format!(
+                        "- [{}]({url})\n",
+                        super::fetch::clean(title.clone())
+                    ));
                 }
                 body.push('\n');
             }
