@@ -564,3 +564,83 @@ async fn a_web_search_runs_the_servers_search_tool() {
     let cost = result["total_cost_usd"].as_f64().unwrap();
     assert!(cost > 0.01 + 0.156 + 0.025, "{result}");
 }
+
+/// On the Responses API, WebSearch runs its `web_search` tool: the search request carries
+/// it (the allowed domains as its filter), and the `web_search_call` comes back as hits;
+/// a hit on a blocked domain is dropped even though that API takes no blocked list.
+#[tokio::test]
+async fn a_web_search_on_the_responses_api_runs_its_own_tool() {
+    let repo = repo("web-search-responses");
+    let frame = |event: Value| {
+        format!(
+            "event: {}\ndata: {event}\n\n",
+            event["type"].as_str().unwrap()
+        )
+    };
+    let searched: String = [
+        json!({"type": "response.created", "response": {"id": "resp_s", "model": "gpt-5"}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "ws_1", "type": "web_search_call", "status": "in_progress"}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "ws_1", "type": "web_search_call", "status": "completed",
+            "action": {"type": "search", "query": "serde derive", "sources": [
+                {"type": "url", "url": "https://serde.rs/derive.html"},
+                {"type": "url", "url": "https://spam.example/serde"}
+            ]}}}),
+        json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "msg_1", "type": "message"}}),
+        json!({"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Use #[derive(Serialize)]."}),
+        json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "msg_1", "type": "message"}}),
+        json!({"type": "response.completed", "response": {"id": "resp_s", "usage": {"input_tokens": 40, "output_tokens": 8}}}),
+    ]
+    .into_iter()
+    .map(frame)
+    .collect();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "call_s",
+            "WebSearch",
+            json!({"query": "serde derive", "blocked_domains": ["spam.example"]}),
+        )),
+        Reply::raw_sse(searched.into_bytes()),
+        Reply::turn(Turn::new().text("Derive it.")),
+    ]))
+    .await
+    .unwrap();
+    let output = common::command(&repo, &server)
+        .env_remove("OPENAI_API_KEY")
+        .args([
+            "-p",
+            "how?",
+            "--provider",
+            "openai-responses",
+            "--model",
+            "gpt-5",
+            "--allowedTools",
+            "WebSearch",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let search = requests[1].json();
+    assert_eq!(search["tools"], json!([{"type": "web_search"}]));
+    assert_eq!(search["tool_choice"], "required");
+    let body = requests[2].json();
+    let result = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "function_call_output")
+        .map(|item| item["output"].to_string())
+        .expect("the search's result");
+    assert!(
+        result.contains("[https://serde.rs/derive.html](https://serde.rs/derive.html)"),
+        "{result}"
+    );
+    assert!(result.contains("Use #[derive(Serialize)]."), "{result}");
+    assert!(!result.contains("spam.example/serde"), "{result}");
+}

@@ -120,7 +120,9 @@ pub struct ToolDefinition {
     /// What it does, for the model.
     #[serde(default, skip_serializing_if = "skip_none")]
     pub description: Option<String>,
-    /// JSON Schema of the input object.
+    /// JSON Schema of the input object (`Null`, and not written, for a server tool such as
+    /// `{"type": "web_search_20250305", "name": "web_search"}`).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input_schema: Value,
     /// Prompt-caching breakpoint (this project places none on tools; see API-NOTES).
     #[serde(default, skip_serializing_if = "skip_none")]

@@ -19,6 +19,11 @@
 //!   is how it goes back, as a `reasoning` input item, on the next request (only when the
 //!   server returned encrypted content: the request asks for it with
 //!   `include: ["reasoning.encrypted_content"]`);
+//! - a `web_search_call` item (the server's search, asked for by a Messages API web search
+//!   tool in the request: `{"type": "web_search_..."}` becomes `{"type": "web_search"}`
+//!   with its `allowed_domains` as `filters`) is a `server_tool_use` block named
+//!   `web_search` with its query, then a `web_search_tool_result` block with the sources it
+//!   read (`include: ["web_search_call.action.sources"]`), as the Messages API gives them;
 //! - other items (a server's own tools) are not blocks.
 //!
 //! `response.completed` ends the message (`tool_use` when a function call was made, else
@@ -73,7 +78,18 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
     body.insert("input".into(), Value::Array(input));
     body.insert("stream".into(), Value::Bool(true));
     body.insert("store".into(), Value::Bool(false));
-    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    let searches = request.tools.iter().any(is_web_search);
+    body.insert(
+        "include".into(),
+        if searches {
+            json!([
+                "reasoning.encrypted_content",
+                "web_search_call.action.sources"
+            ])
+        } else {
+            json!(["reasoning.encrypted_content"])
+        },
+    );
     body.insert("max_output_tokens".into(), json!(request.max_tokens));
     if let Some(temperature) = request.temperature {
         body.insert("temperature".into(), json!(temperature));
@@ -91,6 +107,13 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
             .tools
             .iter()
             .map(|tool| {
+                if is_web_search(tool) {
+                    let mut search = json!({"type": "web_search"});
+                    if let Some(allowed) = tool.extra.get("allowed_domains") {
+                        search["filters"] = json!({"allowed_domains": allowed});
+                    }
+                    return search;
+                }
                 let mut function = Map::new();
                 function.insert("type".into(), json!("function"));
                 function.insert("name".into(), Value::String(tool.name.clone()));
@@ -118,6 +141,15 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
                 Some(json!("required")),
                 disable_parallel_tool_use != &Some(true),
             ),
+            // The server's own search is asked for by requiring a tool (it is the only one).
+            Some(ToolChoice::Tool { name, .. })
+                if request
+                    .tools
+                    .iter()
+                    .any(|tool| &tool.name == name && is_web_search(tool)) =>
+            {
+                (Some(json!("required")), true)
+            }
             Some(ToolChoice::Tool { name, .. }) => {
                 (Some(json!({"type": "function", "name": name})), true)
             }
@@ -129,6 +161,14 @@ pub fn responses_request(request: &CreateMessageRequest) -> Value {
         body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
     }
     Value::Object(body)
+}
+
+/// Whether `tool` is the Messages API's web search server tool (`web_search_20250305`, ...).
+fn is_web_search(tool: &protocol::ToolDefinition) -> bool {
+    tool.extra
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind.starts_with("web_search_"))
 }
 
 /// Text and images as a user message's content parts (a document as a note:
@@ -308,6 +348,8 @@ struct Translator {
     /// Function calls opened (their blocks): the message's stop reason, and the ids of calls
     /// a server sent without one (`call_N`).
     calls: u64,
+    /// Server web searches made (`web_search_call` items).
+    searches: u64,
     stopped: bool,
 }
 
@@ -423,6 +465,10 @@ impl Translator {
     }
 
     fn done(&mut self, output_index: u64, item: &Value, out: &mut Vec<StreamEvent>) {
+        if item.get("type").and_then(Value::as_str) == Some("web_search_call") {
+            self.web_search(item, out);
+            return;
+        }
         let Some(open) = self.open.filter(|open| open.output_index == output_index) else {
             return;
         };
@@ -458,6 +504,55 @@ impl Translator {
             Kind::Tool | Kind::Text => {}
         }
         self.close(out);
+    }
+
+    /// A finished `web_search_call`: its search as a `server_tool_use` block and the
+    /// sources it read as a `web_search_tool_result` block (the Messages API's pair).
+    fn web_search(&mut self, item: &Value, out: &mut Vec<StreamEvent>) {
+        self.close(out);
+        self.searches += 1;
+        let id = match item.get("id").and_then(Value::as_str) {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => format!("ws_{}", self.searches),
+        };
+        let action = item.get("action").unwrap_or(&Value::Null);
+        let query = action
+            .get("query")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| {
+                action
+                    .get("queries")
+                    .and_then(Value::as_array)
+                    .and_then(|queries| queries.first())
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        let sources: Vec<Value> = action
+            .get("sources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|source| source.get("url").and_then(Value::as_str))
+            .map(|url| json!({"type": "web_search_result", "url": url, "title": ""}))
+            .collect();
+        let blocks = [
+            json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": query}}),
+            json!({"type": "web_search_tool_result", "tool_use_id": id, "content": sources}),
+        ];
+        for block in blocks {
+            let Ok(block) = serde_json::from_value::<ContentBlock>(block) else {
+                continue;
+            };
+            let index = self.next_index;
+            self.next_index += 1;
+            out.push(StreamEvent::ContentBlockStart {
+                index,
+                content_block: Box::new(block),
+            });
+            out.push(StreamEvent::ContentBlockStop { index });
+        }
     }
 
     /// `response.completed` / `response.incomplete`: the message ends.
@@ -498,12 +593,20 @@ impl Translator {
                     ..DeltaUsage::default()
                 }
             });
+        let mut usage = usage.unwrap_or_default();
+        if self.searches > 0 {
+            // Counted as the Messages API counts them, so a ledger sees the searches.
+            usage.extra.insert(
+                "server_tool_use".into(),
+                json!({"web_search_requests": self.searches}),
+            );
+        }
         out.push(StreamEvent::MessageDelta(Box::new(MessageDelta {
             stop_reason: Some(stop_reason),
             stop_sequence: None,
             stop_details: None,
             delta_extra: Map::new(),
-            usage: Some(usage.unwrap_or_default()),
+            usage: Some(usage),
             extra: Map::new(),
         })));
         out.push(StreamEvent::MessageStop);
@@ -745,6 +848,65 @@ mod tests {
             "event: {}\ndata: {event}\n\n",
             event["type"].as_str().unwrap_or_default()
         )
+    }
+
+    /// The Messages API's web search tool becomes the Responses API's, and its
+    /// `web_search_call` comes back as the Messages API's server tool blocks, counted.
+    #[test]
+    fn a_web_search_goes_out_and_comes_back_as_the_messages_api_has_it() {
+        let request: CreateMessageRequest = serde_json::from_value(json!({
+            "model": "gpt-5",
+            "max_tokens": 1000,
+            "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 8,
+                       "allowed_domains": ["docs.rs"]}],
+            "tool_choice": {"type": "tool", "name": "web_search"},
+            "messages": [{"role": "user", "content": "Search the web for: serde"}],
+        }))
+        .unwrap_or_else(|error| panic!("{error}"));
+        let body = responses_request(&request);
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "web_search", "filters": {"allowed_domains": ["docs.rs"]}}])
+        );
+        assert_eq!(body["tool_choice"], "required");
+        assert_eq!(
+            body["include"],
+            json!([
+                "reasoning.encrypted_content",
+                "web_search_call.action.sources"
+            ])
+        );
+
+        let events = [
+            json!({"type": "response.created", "response": {"id": "resp_1", "model": "gpt-5"}}),
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "ws_1", "type": "web_search_call", "status": "in_progress"}}),
+            json!({"type": "response.web_search_call.searching", "output_index": 0, "item_id": "ws_1"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": "ws_1", "type": "web_search_call", "status": "completed",
+                "action": {"type": "search", "query": "serde", "sources": [{"type": "url", "url": "https://docs.rs/serde"}]}}}),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"id": "msg_1", "type": "message"}}),
+            json!({"type": "response.output_text.delta", "output_index": 1, "content_index": 0, "delta": "Serde serializes."}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": {"id": "msg_1", "type": "message"}}),
+            json!({"type": "response.completed", "response": {"id": "resp_1", "usage": {"input_tokens": 50, "output_tokens": 9}}}),
+        ];
+        let body: String = events.iter().map(frame).collect();
+        let items = items(&body).unwrap_or_else(|error| panic!("{error}"));
+        let Some(Item::MessageComplete(done)) = items.last() else {
+            panic!("{items:?}");
+        };
+        let message = &done.message;
+        let blocks = serde_json::to_value(&message.content).unwrap_or_default();
+        assert_eq!(
+            blocks,
+            json!([
+                {"type": "server_tool_use", "id": "ws_1", "name": "web_search", "input": {"query": "serde"}},
+                {"type": "web_search_tool_result", "tool_use_id": "ws_1", "content": [
+                    {"type": "web_search_result", "url": "https://docs.rs/serde", "title": ""}
+                ]},
+                {"type": "text", "text": "Serde serializes."},
+            ])
+        );
+        assert_eq!(message.stop_reason, Some(StopReason::EndTurn));
+        assert_eq!(message.usage.web_search_requests(), 1);
     }
 
     #[test]

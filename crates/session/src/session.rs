@@ -264,7 +264,11 @@ impl Session {
             let small = !openai
                 || settings.other.contains_key("smallFastModel")
                 || source.get("ANTHROPIC_SMALL_FAST_MODEL").is_some();
-            let search = client.config().api == provider::Api::Messages;
+            // Searches are the Messages API's server tool or the Responses API's.
+            let search = matches!(
+                client.config().api,
+                provider::Api::Messages | provider::Api::Responses
+            );
             crate::web::setup(&|key| source.get(key), &extra_roots_pem, small, search)?
         };
         let (mut tooling, structured) = ToolState::build(

@@ -1,7 +1,9 @@
 //! WebSearch: one request to the session's model with the Messages API's server-side web
 //! search tool (`web_search_20250305`, the version Claude Code 2.1.197 sends, available on
-//! every Claude model and platform), at most [`MAX_USES`] searches, the domain lists as the
-//! model gave them. The response's `server_tool_use`, `web_search_tool_result` and text
+//! every Claude model and platform; on the Responses API the provider sends its own
+//! `web_search` tool), at most [`MAX_USES`] searches, the domain lists as the model gave
+//! them; hits outside `allowed_domains` or inside `blocked_domains` are dropped here too (the
+//! Responses API takes no blocked list). The response's `server_tool_use`, `web_search_tool_result` and text
 //! blocks become Claude Code's structured result `{query, results, durationSeconds,
 //! searchCount}` (`results`: the model's text between searches, and each search's hits as
 //! `{tool_use_id, content: [{title, url}]}`) and a text for the model, wrapped as untrusted.
@@ -132,6 +134,27 @@ fn read_results(content: &[ContentBlock]) -> (Vec<Found>, u64) {
     (found, searches.max(results))
 }
 
+/// Whether a hit at `url` is wanted: on one of `allowed` (a domain or its subdomains) when
+/// that list is given, and on none of `blocked`.
+fn wanted(url: &str, allowed: &[String], blocked: &[String]) -> bool {
+    let Ok(url) = tools::web::FetchUrl::parse(url) else {
+        return false;
+    };
+    let on = |domain: &String| {
+        let domain = domain
+            .trim()
+            .trim_start_matches("*.")
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        url.host == domain
+            || url
+                .host
+                .strip_suffix(&domain)
+                .is_some_and(|rest| rest.ends_with('.'))
+    };
+    (allowed.is_empty() || allowed.iter().any(on)) && !blocked.iter().any(on)
+}
+
 /// The text the model gets: the query, then each entry (the model's words; the hits as
 /// `- [title](url)` lines), and a reminder to cite the pages used.
 fn result_text(query: &str, found: &[Found]) -> String {
@@ -143,10 +166,11 @@ fn result_text(query: &str, found: &[Found]) -> String {
             Found::Hits(_, hits) => {
                 body.push_str("Results:\n");
                 for (title, url) in hits {
-                    body.push_str(&format!(
-                        "- [{}]({url})\n",
-                        super::fetch::clean(title.clone())
-                    ));
+                    let title = match super::fetch::clean(title.clone()) {
+                        title if title.trim().is_empty() => url.clone(),
+                        title => title,
+                    };
+                    body.push_str(&format!("- [{title}]({url})\n"));
                 }
                 body.push('\n');
             }
@@ -224,7 +248,14 @@ impl Tool for WebSearchTool {
                 }
             };
             context.progress(usage_progress(&answer));
-            let (found, searches) = read_results(&answer.content);
+            let (mut found, searches) = read_results(&answer.content);
+            for entry in &mut found {
+                if let Found::Hits(_, hits) = entry {
+                    hits.retain(|(_, url)| {
+                        wanted(url, &input.allowed_domains, &input.blocked_domains)
+                    });
+                }
+            }
             let results: Vec<Value> = found
                 .iter()
                 .map(|entry| match entry {
@@ -259,6 +290,19 @@ mod tests {
 
     fn blocks(json: Value) -> Vec<ContentBlock> {
         serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn hits_are_held_to_the_domain_lists() {
+        let allowed = ["docs.rs".to_owned()];
+        let blocked = ["evil.net".to_owned()];
+        assert!(wanted("https://docs.rs/serde", &allowed, &[]));
+        assert!(wanted("https://www.docs.rs/serde", &allowed, &[]));
+        assert!(!wanted("https://notdocs.rs/", &allowed, &[]));
+        assert!(!wanted("https://docs.rs.evil.net/", &allowed, &[]));
+        assert!(wanted("https://anything.org/", &[], &blocked));
+        assert!(!wanted("https://a.evil.net/", &[], &blocked));
+        assert!(!wanted("not a url", &[], &[]));
     }
 
     #[test]
