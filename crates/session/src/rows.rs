@@ -530,3 +530,43 @@ pub fn result_summary(result: &protocol::ToolResultBlock) -> String {
     }
     short
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn web_calls_show_the_host_size_and_status() {
+        let fetched = json!({"bytes": 12_400, "code": 200, "codeText": "OK", "url": "https://Docs.rs/serde", "result": "", "durationMs": 5});
+        assert_eq!(
+            web_line("WebFetch", &fetched).as_deref(),
+            Some("Fetched 12.1 KiB from docs.rs (HTTP 200 OK)")
+        );
+        let moved = json!({"bytes": 0, "code": 301, "codeText": "Moved Permanently", "url": "https://a.dev/"});
+        assert_eq!(
+            web_line("WebFetch", &moved).as_deref(),
+            Some("Redirected to another host (HTTP 301 Moved Permanently)")
+        );
+        let hostile = json!({"bytes": 1, "code": 200, "codeText": "OK", "url": "\u{1b}[2Jx"});
+        assert!(!web_line("WebFetch", &hostile).unwrap().contains('\u{1b}'));
+        let searched =
+            json!({"query": "q", "results": [], "durationSeconds": 3.06, "searchCount": 2});
+        assert_eq!(
+            web_line("WebSearch", &searched).as_deref(),
+            Some("Did 2 searches in 3.1 s")
+        );
+        assert_eq!(
+            tool_label(
+                "WebFetch",
+                &json!({"url": "https://docs.rs/x", "prompt": "p"})
+            ),
+            "WebFetch(https://docs.rs/x)"
+        );
+        assert_eq!(
+            tool_label("WebSearch", &json!({"query": "tokio select"})),
+            "WebSearch(tokio select)"
+        );
+    }
+}

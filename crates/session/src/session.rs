@@ -255,22 +255,7 @@ impl Session {
         // from here on (the sandbox's among them).
         let workspace = workspace(options, &settings, &cwd)?;
         let sandbox = sandbox_config(options, &settings)?;
-        let web = {
-            let source = SettingsEnv {
-                settings: &settings.env,
-                base_url_flag: false,
-            };
-            // A small fast model: named, or Claude Code's haiku on the Anthropic provider.
-            let small = !openai
-                || settings.other.contains_key("smallFastModel")
-                || source.get("ANTHROPIC_SMALL_FAST_MODEL").is_some();
-            // Searches are the Messages API's server tool or the Responses API's.
-            let search = matches!(
-                client.config().api,
-                provider::Api::Messages | provider::Api::Responses
-            );
-            crate::web::setup(&|key| source.get(key), &extra_roots_pem, small, search)?
-        };
+        let web = web_tools(&settings, &client, &extra_roots_pem, openai)?;
         let (mut tooling, structured) = ToolState::build(
             (options, &settings, workspace),
             (&session_id, &record),
@@ -2706,6 +2691,33 @@ fn hook_env(
         wake: Arc::default(),
         waker: Arc::default(),
     }
+}
+
+/// The web tools' shared part ([`crate::web::setup`]): pages answered by a small model when
+/// one is named or the provider is Anthropic's (Claude Code's haiku); searches where the
+/// provider runs them (the Messages API's server tool, the Responses API's).
+///
+/// # Errors
+///
+/// A limit's variable, `NODE_EXTRA_CA_CERTS` or a proxy URL that is not valid, named.
+fn web_tools(
+    settings: &settings::Settings,
+    client: &AnthropicClient,
+    extra_roots_pem: &[u8],
+    openai: bool,
+) -> anyhow::Result<Arc<crate::web::Web>> {
+    let source = SettingsEnv {
+        settings: &settings.env,
+        base_url_flag: false,
+    };
+    let small = !openai
+        || settings.other.contains_key("smallFastModel")
+        || source.get("ANTHROPIC_SMALL_FAST_MODEL").is_some();
+    let search = matches!(
+        client.config().api,
+        provider::Api::Messages | provider::Api::Responses
+    );
+    crate::web::setup(&|key| source.get(key), extra_roots_pem, small, search)
 }
 
 /// What `http` hooks are sent with, when the settings have any: the model's HTTPS stack
