@@ -253,11 +253,20 @@ async fn redirects_addresses_and_certificates_are_checked() {
     pages.page("/b", Page::redirect(302, "/a"));
     let untrusted = PageServer::start().await.unwrap();
     untrusted.page("/", Page::new("text/plain", "should not be read"));
+    // Nested past what the converter can walk (it aborted the process at 2,500 levels).
+    pages.page(
+        "/deep",
+        Page::html(&format!(
+            "<html><body>{}deep words</body></html>",
+            "<b>".repeat(50_000)
+        )),
+    );
     let urls = [
         pages.url("/moved"),
         pages.url("/away"),
         pages.url("/a"),
         untrusted.url("/"),
+        pages.url("/deep"),
     ];
     let server = Server::start_tls(Script::new(fetch_turns(&urls)))
         .await
@@ -273,7 +282,11 @@ async fn redirects_addresses_and_certificates_are_checked() {
     let (_, away, away_error) = result_of(&results, "toolu_1");
     assert!(!away_error, "{away}");
     assert!(
-        away.contains(&format!("to {elsewhere}, on another host")),
+        away.contains("to another host, which WebFetch does not follow"),
+        "{away}"
+    );
+    assert!(
+        away.contains(&format!("<web-content>\n{elsewhere}\n</web-content>")),
         "{away}"
     );
     assert!(
@@ -287,17 +300,35 @@ async fn redirects_addresses_and_certificates_are_checked() {
     let (_, tls, tls_error) = result_of(&results, "toolu_3");
     assert!(*tls_error && tls.contains("TLS"), "{tls}");
     assert!(untrusted.requests().is_empty());
+    let (_, deep, _) = result_of(&results, "toolu_4");
+    assert!(deep.contains("deep words"), "{deep}");
 
-    // Every host allowed, none named: loopback stays out of reach.
-    let server = Server::start_tls(Script::new(fetch_turns(&[pages.url("/here")])))
-        .await
-        .unwrap();
+    // Every host allowed, or every subdomain of one, none named: loopback stays out of reach
+    // however it is written (the IPv4-mapped forms got through once).
+    let urls = [
+        pages.url("/here"),
+        format!("https://[::ffff:127.0.0.1]:{port}/here"),
+        format!("https://[::ffff:7f00:1]:{port}/here"),
+        format!("https://127.0.0.1:{port}/here"),
+    ];
     let before = pages.requests().len();
-    let output = run(&repo, &server, &pages, &["--allowedTools", "WebFetch"], &[]).await;
-    assert!(output.status.success());
-    let second = tool_results(&server, 1);
-    let (_, refused, refused_error) = result_of(&second, "toolu_0");
-    assert!(*refused_error && refused.contains("loopback"), "{refused}");
+    for rule in ["WebFetch", "WebFetch(domain:*.0.0.1)"] {
+        let server = Server::start_tls(Script::new(fetch_turns(&urls)))
+            .await
+            .unwrap();
+        let output = run(&repo, &server, &pages, &["--allowedTools", rule], &[]).await;
+        assert!(output.status.success());
+        let second = tool_results(&server, 1);
+        for (index, url) in urls.iter().enumerate() {
+            let (_, refused, refused_error) = result_of(&second, &format!("toolu_{index}"));
+            // Where the wildcard rule does not cover the host, it is asked: refused headless.
+            assert!(*refused_error, "{rule} {url}: {refused}");
+            assert!(
+                refused.contains("loopback") || refused.contains("WebFetch(domain:"),
+                "{rule} {url}: {refused}"
+            );
+        }
+    }
     assert_eq!(pages.requests().len(), before);
 }
 

@@ -107,7 +107,7 @@ impl Reach {
         match self {
             Self::Any => false,
             Self::Public => is_private_address(address),
-            Self::Internet => is_private_address(address) || address.is_loopback(),
+            Self::Internet => is_private_address(address) || is_loopback_address(address),
         }
     }
 }
@@ -115,18 +115,18 @@ impl Reach {
 /// Whether `address` is not a public one a hook or a page may be fetched from: private
 /// (`10.0.0.0/8`, `172.16.0.0/12`, `192.168.0.0/16`), link-local (`169.254.0.0/16`, a cloud's
 /// metadata service; `fe80::/10`), carrier-grade NAT (`100.64.0.0/10`), benchmarking
-/// (`198.18.0.0/15`, where some VPNs put their fake-IP DNS answers), unspecified and "this
-/// network" (`0.0.0.0/8`, `::`), reserved, multicast and broadcast (`224.0.0.0/3`),
+/// (`198.18.0.0/15`, where some VPNs put their fake-IP DNS answers), documentation
+/// (`192.0.2.0/24`, `198.51.100.0/24`, `203.0.113.0/24`: never a public server), unspecified
+/// and "this network" (`0.0.0.0/8`, `::`), reserved, multicast and broadcast (`224.0.0.0/3`),
 /// unique-local and site-local (`fc00::/7`, `fec0::/10`), IPv6 multicast (`ff00::/8`), and
-/// any of these IPv4 ranges inside IPv6 (mapped `::ffff:0:0/96`, compatible `::/96`, NAT64
-/// `64:ff9b::/96`, 6to4 `2002::/16`). Loopback is not: a hook or a page served on this
-/// machine is the user's own. Claude Code 2.1.197 refuses the private, link-local,
-/// carrier-grade NAT and unique-local ranges for its `http` hooks; the others are refused
-/// here too.
+/// any of these IPv4 ranges inside IPv6 (see [`embedded_ipv4`]). Loopback is not: a hook or
+/// a page served on this machine is the user's own ([`is_loopback_address`] tells it).
+/// Claude Code 2.1.197 refuses the private, link-local, carrier-grade NAT and unique-local
+/// ranges for its `http` hooks; the others are refused here too.
 pub fn is_private_address(address: std::net::IpAddr) -> bool {
     use std::net::{IpAddr, Ipv4Addr};
     let v4 = |address: Ipv4Addr| {
-        let [first, second, ..] = address.octets();
+        let [first, second, third, _] = address.octets();
         first == 0
             || first == 10
             || (first == 100 && (64..=127).contains(&second))
@@ -134,42 +134,61 @@ pub fn is_private_address(address: std::net::IpAddr) -> bool {
             || (first == 172 && (16..=31).contains(&second))
             || (first == 192 && second == 168)
             || (first == 198 && (18..=19).contains(&second))
+            || (first, second, third) == (192, 0, 2)
+            || (first, second, third) == (198, 51, 100)
+            || (first, second, third) == (203, 0, 113)
             || first >= 224
     };
     match address {
         IpAddr::V4(address) => v4(address),
         IpAddr::V6(address) => {
-            let segments = address.segments();
-            let embedded = |high: u16, low: u16| {
-                Ipv4Addr::new(
-                    (high >> 8) as u8,
-                    (high & 0xff) as u8,
-                    (low >> 8) as u8,
-                    (low & 0xff) as u8,
-                )
-            };
-            if address.is_loopback() {
+            if is_loopback_address(IpAddr::V6(address)) {
                 return false;
             }
-            if let Some(mapped) = address.to_ipv4_mapped() {
-                return v4(mapped);
+            if address.is_unspecified() {
+                return true;
             }
-            let first = segments[0];
-            match segments {
-                // IPv4-compatible (deprecated) and the unspecified address.
-                [0, 0, 0, 0, 0, 0, high, low] => high == 0 && low == 0 || v4(embedded(high, low)),
-                // NAT64.
-                [0x64, 0xff9b, 0, 0, 0, 0, high, low] => v4(embedded(high, low)),
-                // 6to4: the IPv4 address follows the prefix.
-                [0x2002, high, low, ..] => v4(embedded(high, low)),
-                _ => {
-                    (first & 0xfe00) == 0xfc00
-                        || (first & 0xffc0) == 0xfe80
-                        || (first & 0xffc0) == 0xfec0
-                        || (first & 0xff00) == 0xff00
-                }
+            if let Some(embedded) = embedded_ipv4(address) {
+                return v4(embedded);
             }
+            let first = address.segments()[0];
+            (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || (first & 0xffc0) == 0xfec0
+                || (first & 0xff00) == 0xff00
         }
+    }
+}
+
+/// Whether `address` is this machine's loopback, however it is written: `127.0.0.0/8`,
+/// `::1`, or a loopback IPv4 address inside IPv6 ([`embedded_ipv4`]: `::ffff:127.0.0.1`
+/// reaches `127.0.0.1`). `Ipv6Addr::is_loopback` knows only `::1`.
+pub fn is_loopback_address(address: std::net::IpAddr) -> bool {
+    match address {
+        std::net::IpAddr::V4(address) => address.is_loopback(),
+        std::net::IpAddr::V6(address) => {
+            address.is_loopback() || embedded_ipv4(address).is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// The IPv4 address an IPv6 address carries, in the forms that reach it: mapped
+/// (`::ffff:0:0/96`), translated (`::ffff:0:0:0/96`), compatible (`::/96`, deprecated; not
+/// `::` and `::1`), NAT64 (`64:ff9b::/96`) and 6to4 (`2002::/16`, the address after the
+/// prefix).
+pub fn embedded_ipv4(address: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let v4 = |high: u16, low: u16| {
+        let [a, b] = high.to_be_bytes();
+        let [c, d] = low.to_be_bytes();
+        std::net::Ipv4Addr::new(a, b, c, d)
+    };
+    match address.segments() {
+        [0, 0, 0, 0, 0, 0xffff, high, low]
+        | [0, 0, 0, 0, 0xffff, 0, high, low]
+        | [0x64, 0xff9b, 0, 0, 0, 0, high, low] => Some(v4(high, low)),
+        [0, 0, 0, 0, 0, 0, high, low] if high != 0 || low > 1 => Some(v4(high, low)),
+        [0x2002, high, low, ..] => Some(v4(high, low)),
+        _ => None,
     }
 }
 
@@ -602,6 +621,30 @@ mod tests {
             assert!(error.message.contains("refused"), "{uri}: {error}");
         }
         assert!(Reach::Internet.refuses(address("127.0.0.53")));
+        // Loopback inside IPv6, in every form that reaches it (an attack found these).
+        for looped in [
+            "::ffff:127.0.0.1",
+            "::ffff:7f00:1",
+            "::ffff:0:127.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::7f00:1",
+            "2002:7f00:1::",
+            "0:0:0:0:0:0:0:1",
+        ] {
+            assert!(Reach::Internet.refuses(address(looped)), "{looped}");
+            assert!(!Reach::Public.refuses(address(looped)), "{looped}");
+        }
+        for documentation in [
+            "192.0.2.2",
+            "198.51.100.7",
+            "203.0.113.9",
+            "::ffff:192.0.2.2",
+        ] {
+            assert!(
+                Reach::Public.refuses(address(documentation)),
+                "{documentation}"
+            );
+        }
         assert!(!Reach::Public.refuses(address("127.0.0.53")));
         assert!(!Reach::Internet.refuses(address("93.184.215.14")));
     }

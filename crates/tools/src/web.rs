@@ -12,8 +12,10 @@ pub const MAX_URL_LENGTH: usize = 2000;
 pub struct FetchUrl {
     /// The URL to request.
     pub uri: Uri,
-    /// Its host in lower case without a trailing dot; an IPv6 address in brackets
-    /// (`[::1]`), as `WebFetch(domain:...)` rules name hosts.
+    /// Its host in lower case without a trailing dot; an address in its canonical form (an
+    /// IPv6 address in brackets, `[::1]` for `[0::1]`; an IPv4-mapped one as the IPv4
+    /// address, `1.2.3.4` for `[::ffff:1.2.3.4]`), so a rule naming an address matches
+    /// however the URL spells it.
     pub host: String,
 }
 
@@ -53,6 +55,7 @@ impl FetchUrl {
         if host.is_empty() {
             return Err(format!("{raw:?} names no host"));
         }
+        let host = canonical_host(host);
         let mut parts = uri.into_parts();
         parts.scheme = Some(Scheme::HTTPS);
         if parts.path_and_query.is_none() {
@@ -61,6 +64,19 @@ impl FetchUrl {
         // An upgraded URL keeps an explicit port (a server on :8080 is asked over TLS there).
         let uri = Uri::from_parts(parts).map_err(|error| format!("{raw:?}: {error}"))?;
         Ok(Self { uri, host })
+    }
+}
+
+/// `host` as rules compare it: an address written any way in its one form.
+pub(crate) fn canonical_host(host: String) -> String {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => format!("[{v6}]"),
+        },
+        Ok(std::net::IpAddr::V4(v4)) => v4.to_string(),
+        Err(_) => host,
     }
 }
 
@@ -88,6 +104,11 @@ mod tests {
         ] {
             assert!(FetchUrl::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(FetchUrl::parse("https://[0::1]/").unwrap().host, "[::1]");
+        assert_eq!(
+            FetchUrl::parse("https://[::FFFF:1.2.3.4]/").unwrap().host,
+            "1.2.3.4"
+        );
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL_LENGTH));
         assert!(FetchUrl::parse(&long).unwrap_err().contains("at most 2000"));
     }

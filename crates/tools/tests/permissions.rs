@@ -1488,7 +1488,8 @@ async fn web_tools_are_decided_by_host_and_asked_otherwise() {
         );
     }
     assert!(gate.allows_host("docs.rs"));
-    assert!(gate.allows_host("www.python.org"));
+    // Only a settings or flag rule naming the very host opens private addresses.
+    assert!(!gate.allows_host("www.python.org"));
     assert!(!gate.allows_host("evil.net"));
     // Always: the host, nothing for one an ask rule names.
     let always = gate
@@ -1508,6 +1509,7 @@ async fn web_tools_are_decided_by_host_and_asked_otherwise() {
     );
     always.grant();
     assert_eq!(verdict("https://example.com/b"), Verdict::Allow);
+    assert!(!gate.allows_host("example.com"));
     assert!(matches!(
         verdict("https://www.example.com/"),
         Verdict::Ask { .. }

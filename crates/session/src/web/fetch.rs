@@ -3,10 +3,11 @@
 //! - Only `https` ([`tools::web::FetchUrl`] upgrades `http`), with the webpki roots plus the
 //!   user's (`--ca-cert`, `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`) and `HTTPS_PROXY`/`NO_PROXY`.
 //! - Never a private, link-local or loopback address ([`provider::Reach::Internet`]: a name
-//!   resolving to one is refused too) unless a `WebFetch(domain:...)` allow rule names the
-//!   host ([`tools::PermissionGate::allows_host`]).
-//! - Redirects within the host (or between it and its `www.` form) are followed, at most
-//!   [`Limits::max_redirects`], a loop refused; a redirect to another host is not followed:
+//!   resolving to one is refused too) unless the user's rules name the host
+//!   ([`HostPolicy::named`]).
+//! - Redirects within the host are followed, and between it and its `www.` form when the
+//!   rules allow the new host as they allowed the first ([`HostPolicy::allowed`]), at most
+//!   [`Limits::max_redirects`], a loop refused; any other redirect is not followed:
 //!   [`Fetched::Redirect`] names it, so a permission for one host never reaches another.
 //! - The body is read as it streams, decoded (gzip, br, deflate) and cut at
 //!   [`Limits::max_bytes`]; the whole fetch is bounded by [`Limits::timeout`]. A page that
@@ -215,6 +216,15 @@ pub enum FetchError {
     },
 }
 
+/// What the permission rules say of the hosts a fetch goes to.
+pub trait HostPolicy: Sync {
+    /// Whether the rules allow fetching `url` without asking (a redirect to it is followed).
+    fn allowed(&self, url: &FetchUrl) -> bool;
+    /// Whether the user's rules name `host` itself, so that it may be at a private or
+    /// loopback address.
+    fn named(&self, host: &str) -> bool;
+}
+
 /// Fetches pages (see the module docs); cheap to share.
 pub struct Fetcher {
     internet: Arc<dyn provider::Transport>,
@@ -252,8 +262,8 @@ impl Fetcher {
         self.limits
     }
 
-    /// Fetches `url` (from the cache when it was fetched less than [`CACHE_TTL`] ago);
-    /// `named(host)` tells whether a rule names a host, which may then be at any address.
+    /// Fetches `url` (from the cache when it was fetched less than [`CACHE_TTL`] ago, and a
+    /// page a redirect led to is still allowed), as `policy` lets it.
     ///
     /// # Errors
     ///
@@ -265,13 +275,20 @@ impl Fetcher {
     pub async fn fetch(
         &self,
         url: &FetchUrl,
-        named: &(dyn Fn(&str) -> bool + Sync),
+        policy: &dyn HostPolicy,
     ) -> Result<Fetched, FetchError> {
         let key = url.uri.to_string();
         if let Some(hit) = self.cached(&key) {
-            return Ok(hit);
+            let still_allowed = match &hit {
+                Fetched::Page(page) => FetchUrl::parse(&page.url)
+                    .is_ok_and(|landed| landed.host == url.host || policy.allowed(&landed)),
+                Fetched::Redirect { .. } => true,
+            };
+            if still_allowed {
+                return Ok(hit);
+            }
         }
-        let fetched = tokio::time::timeout(self.limits.timeout, self.follow(url, named))
+        let fetched = tokio::time::timeout(self.limits.timeout, self.follow(url, policy))
             .await
             .map_err(|_| FetchError::Timeout {
                 url: key.clone(),
@@ -300,17 +317,13 @@ impl Fetcher {
     }
 
     /// Requests `url`, following redirects within its host.
-    async fn follow(
-        &self,
-        url: &FetchUrl,
-        named: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<Fetched, FetchError> {
+    async fn follow(&self, url: &FetchUrl, policy: &dyn HostPolicy) -> Result<Fetched, FetchError> {
         let asked = url.uri.to_string();
         let mut current = url.clone();
         let mut seen = vec![asked.clone()];
         for _ in 0..=self.limits.max_redirects {
             let here = current.uri.to_string();
-            let transport = if named(&current.host) {
+            let transport = if policy.named(&current.host) {
                 &self.any
             } else {
                 &self.internet
@@ -342,7 +355,9 @@ impl Fetcher {
             };
             let target = join(&current, &location).ok_or_else(bad)?;
             let next = FetchUrl::parse(&target).map_err(|_| bad())?;
-            if !same_site(&current.host, &next.host) {
+            let follow = next.host == current.host
+                || (same_site(&current.host, &next.host) && policy.allowed(&next));
+            if !follow {
                 return Ok(Fetched::Redirect {
                     url: asked,
                     to: target,
@@ -390,8 +405,14 @@ impl Fetcher {
             .unwrap_or_default()
             .trim()
             .to_ascii_lowercase();
-        // Refused before reading: the type says it is not something to read.
+        // Refused before reading: the type says it is not something to read. The type is
+        // the server's text: only its media type, cut short, is repeated.
         if !mime.is_empty() && kind_of(&mime, &[]).is_none() {
+            let content_type: String = mime
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "/+.-".contains(*c))
+                .take(80)
+                .collect();
             return Err(FetchError::Binary { url, content_type });
         }
         let body = response
@@ -447,11 +468,7 @@ impl Fetcher {
             Kind::Pdf => Content::Pdf(Bytes::from(bytes)),
             Kind::Html => {
                 let html = decode(&content_type, bytes);
-                // Conversion is CPU work (tens of milliseconds for a large page).
-                let markdown = tokio::task::spawn_blocking(move || to_markdown(&html))
-                    .await
-                    .unwrap_or_default();
-                Content::Markdown(markdown)
+                Content::Markdown(super::html::convert(html).await)
             }
             Kind::Text => Content::Text(clean(decode(&content_type, bytes))),
         };
@@ -607,34 +624,6 @@ fn decode(content_type: &str, bytes: Vec<u8>) -> String {
     encoding.decode_with_bom_removal(&bytes).0.into_owned()
 }
 
-/// An HTML page as Markdown: scripts, styles and other parts that are not text left out;
-/// control characters removed; runs of blank lines folded.
-pub fn to_markdown(html: &str) -> String {
-    let converter = htmd::HtmlToMarkdown::builder()
-        .skip_tags(vec![
-            "script", "style", "noscript", "template", "svg", "canvas", "iframe", "object",
-            "embed", "head",
-        ])
-        .build();
-    let markdown = converter.convert(html).unwrap_or_default();
-    let mut folded = String::with_capacity(markdown.len());
-    let mut blank = 0;
-    for line in clean(markdown).lines() {
-        let line = line.trim_end();
-        if line.is_empty() {
-            blank += 1;
-            if blank > 1 {
-                continue;
-            }
-        } else {
-            blank = 0;
-        }
-        folded.push_str(line);
-        folded.push('\n');
-    }
-    folded.trim().to_owned()
-}
-
 /// `text` without control characters (an escape sequence would drive the user's terminal)
 /// other than newlines and tabs; `\r\n` becomes `\n`. Text without any is returned as it
 /// is (a page of megabytes is not copied).
@@ -683,6 +672,100 @@ mod tests {
         assert!(FetchUrl::parse(&join(&base, "javascript:alert(1)").unwrap()).is_err());
     }
 
+    /// Answers every request from a table of `(url, status, location, body)`.
+    struct Table(Vec<(&'static str, u16, &'static str, &'static str)>);
+
+    impl provider::Transport for Table {
+        fn send(&self, request: provider::HttpRequest) -> provider::ResponseFuture<'_> {
+            let url = request.uri.to_string();
+            let row = self.0.iter().find(|row| row.0 == url).copied();
+            Box::pin(async move {
+                let (_, status, location, body) = row.unwrap_or(("", 404, "", ""));
+                let mut headers = HeaderMap::new();
+                headers.insert("content-type", HeaderValue::from_static("text/plain"));
+                if !location.is_empty() {
+                    headers.insert("location", HeaderValue::from_static(location));
+                }
+                let chunk: Result<Bytes, provider::ProviderError> = Ok(Bytes::from(body));
+                Ok(provider::HttpResponse {
+                    status: StatusCode::from_u16(status).unwrap(),
+                    headers,
+                    body: Box::pin(futures_util::stream::iter([chunk])),
+                })
+            })
+        }
+    }
+
+    /// Allows the hosts it lists; names none.
+    struct Allowing(&'static [&'static str]);
+
+    impl HostPolicy for Allowing {
+        fn allowed(&self, url: &FetchUrl) -> bool {
+            self.0.contains(&url.host.as_str())
+        }
+        fn named(&self, _host: &str) -> bool {
+            false
+        }
+    }
+
+    /// Attack: a redirect between a host and its `www.` form went around a deny rule on
+    /// the other. It is followed only when the rules allow the new host.
+    #[tokio::test]
+    async fn a_www_redirect_is_followed_only_where_the_rules_allow() {
+        let table = Arc::new(Table(vec![
+            (
+                "https://www.pub.example/",
+                301,
+                "https://pub.example/secret",
+                "",
+            ),
+            ("https://pub.example/secret", 200, "", "SECRET"),
+            ("https://pub.example/a", 302, "/b", ""),
+            ("https://pub.example/b", 200, "", "B"),
+        ]));
+        let fetcher = Fetcher::new(table.clone(), table, Limits::default());
+        let fetched = fetcher
+            .fetch(
+                &url("https://www.pub.example/"),
+                &Allowing(&["www.pub.example"]),
+            )
+            .await
+            .unwrap();
+        assert!(
+            matches!(&fetched, Fetched::Redirect { to, .. } if to == "https://pub.example/secret"),
+            "{fetched:?}"
+        );
+        // Both hosts allowed: followed (a fresh fetcher, as the cache keeps answers by URL).
+        let table = Arc::new(Table(vec![
+            (
+                "https://www.pub.example/",
+                301,
+                "https://pub.example/secret",
+                "",
+            ),
+            ("https://pub.example/secret", 200, "", "SECRET"),
+        ]));
+        let fetcher = Fetcher::new(table.clone(), table, Limits::default());
+        let both = Allowing(&["www.pub.example", "pub.example"]);
+        let Fetched::Page(page) = fetcher
+            .fetch(&url("https://www.pub.example/"), &both)
+            .await
+            .unwrap()
+        else {
+            panic!("not followed");
+        };
+        assert_eq!(page.content, Content::Text("SECRET".into()));
+        // The cached page is not given out once the rules no longer allow where it came from.
+        let fetched = fetcher
+            .fetch(
+                &url("https://www.pub.example/"),
+                &Allowing(&["www.pub.example"]),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(fetched, Fetched::Redirect { .. }), "{fetched:?}");
+    }
+
     #[test]
     fn a_site_is_its_host_and_its_www_form() {
         assert!(same_site("example.com", "www.example.com"));
@@ -703,25 +786,6 @@ mod tests {
         assert_eq!(kind_of("", b"\n<!DOCTYPE html><p>x"), Some(Kind::Html));
         assert_eq!(kind_of("", b"plain words"), Some(Kind::Text));
         assert_eq!(kind_of("", b"\x89PNG\r\n\x1a\n\0\0"), None);
-    }
-
-    #[test]
-    fn html_becomes_markdown_without_scripts_or_escapes() {
-        let markdown = to_markdown(
-            "<html><head><title>T</title><style>p{}</style></head><body>\
-             <h1>Install</h1><script>alert(1)</script><p>Run <code>cargo add x</code>.</p>\
-             <p>\u{1b}[31mred\u{1b}[0m</p><ul><li>one</li><li>two</li></ul>\
-             <a href=\"https://docs.rs/x\">docs</a></body></html>",
-        );
-        assert!(markdown.starts_with("# Install"), "{markdown}");
-        assert!(markdown.contains("Run `cargo add x`."), "{markdown}");
-        assert!(markdown.contains("[docs](https://docs.rs/x)"), "{markdown}");
-        assert!(
-            !markdown.contains("alert") && !markdown.contains("p{}"),
-            "{markdown}"
-        );
-        assert!(!markdown.contains('\u{1b}'), "{markdown}");
-        assert!(markdown.contains("[31mred"), "{markdown}");
     }
 
     #[test]

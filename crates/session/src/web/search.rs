@@ -101,7 +101,7 @@ fn read_results(content: &[ContentBlock]) -> (Vec<Found>, u64) {
                 searches += 1;
                 flush(&mut text, &mut found);
             }
-            ContentBlock::Text(block) => text.push_str(&block.text),
+            ContentBlock::Text(block) => text.push_str(&super::fetch::clean(block.text.clone())),
             other if other.block_type() == "web_search_tool_result" => {
                 results += 1;
                 flush(&mut text, &mut found);
@@ -113,18 +113,20 @@ fn read_results(content: &[ContentBlock]) -> (Vec<Found>, u64) {
                         hits.iter()
                             .map(|hit| {
                                 (
-                                    hit["title"].as_str().unwrap_or_default().to_owned(),
+                                    super::fetch::clean(
+                                        hit["title"].as_str().unwrap_or_default().to_owned(),
+                                    ),
                                     hit["url"].as_str().unwrap_or_default().to_owned(),
                                 )
                             })
                             .collect(),
                     )),
-                    None => found.push(Found::Error(
+                    None => found.push(Found::Error(super::fetch::clean(
                         json["content"]["error_code"]
                             .as_str()
                             .unwrap_or("unknown")
                             .to_owned(),
-                    )),
+                    ))),
                 }
             }
             _ => {}
@@ -217,7 +219,7 @@ impl Tool for WebSearchTool {
             let input: SearchInput = serde_json::from_value(input).map_err(|error| {
                 ToolError::InvalidInput(format!("invalid input for WebSearch: {error}"))
             })?;
-            let query = input.query.trim().to_owned();
+            let query = super::fetch::clean(input.query.trim().to_owned());
             if query.chars().count() < 2 {
                 return Err(ToolError::InvalidInput(
                     "the query must be at least 2 characters".to_owned(),

@@ -775,11 +775,18 @@ impl PermissionGate {
         }
     }
 
-    /// Whether an allow rule (of the settings, the session or the turn) names `host` in a
-    /// `WebFetch(domain:...)` rule: then WebFetch may reach it even at a private or loopback
-    /// address (a rule for the whole tool does not count).
+    /// Whether an allow rule of the settings or the flags names exactly `host`
+    /// (`WebFetch(domain:localhost)`): then WebFetch may reach it even at a private or
+    /// loopback address. Nothing else counts: not a rule for the whole tool or for
+    /// subdomains (`*.dev.example`), and not what an "always" answer granted this session
+    /// (approving a public host must not open the private network to it when its name later
+    /// resolves there).
     pub fn allows_host(&self, host: &str) -> bool {
-        self.shared.allows(|rule| rule.matches_host(host))
+        self.shared
+            .rules
+            .allow
+            .iter()
+            .any(|rule| rule.names_host(host))
     }
 
     fn file(&self, name: &str, input: &Value, mode: PermissionMode) -> Verdict {

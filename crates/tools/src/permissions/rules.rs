@@ -122,7 +122,7 @@ impl Rule {
                 }
                 Spec::Domain(match domain.strip_prefix('*') {
                     Some(subdomains) => subdomains.to_owned(),
-                    None => domain,
+                    None => crate::web::canonical_host(domain),
                 })
             }
             Some(spec) if matches!(tool, "Read" | "Edit" | "Write" | "Glob" | "Grep") => {
@@ -203,6 +203,13 @@ impl Rule {
     /// Whether this is a Bash rule of any kind.
     pub(crate) fn is_bash(&self) -> bool {
         self.tool == "Bash"
+    }
+
+    /// Whether this is a WebFetch rule naming exactly `host` (not through `*.`).
+    pub(crate) fn names_host(&self, host: &str) -> bool {
+        matches!(&self.spec, Spec::Domain(domain) if self.tool == WEB_FETCH
+            && !domain.starts_with('.')
+            && *domain == host.trim_end_matches('.').to_ascii_lowercase())
     }
 
     /// Whether this is a WebFetch domain rule that matches `host` (see the module docs).
