@@ -67,11 +67,29 @@ impl FetchUrl {
     }
 }
 
+/// The IPv4 address an IPv6 address reaches: mapped, translated, compatible, NAT64 or 6to4
+/// (as `provider::embedded_ipv4` reads them, which decides where a fetch connects).
+fn embedded_ipv4(address: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let v4 = |high: u16, low: u16| {
+        let [a, b] = high.to_be_bytes();
+        let [c, d] = low.to_be_bytes();
+        std::net::Ipv4Addr::new(a, b, c, d)
+    };
+    match address.segments() {
+        [0, 0, 0, 0, 0, 0xffff, high, low]
+        | [0, 0, 0, 0, 0xffff, 0, high, low]
+        | [0x64, 0xff9b, 0, 0, 0, 0, high, low] => Some(v4(high, low)),
+        [0, 0, 0, 0, 0, 0, high, low] if high != 0 || low > 1 => Some(v4(high, low)),
+        [0x2002, high, low, ..] => Some(v4(high, low)),
+        _ => None,
+    }
+}
+
 /// `host` as rules compare it: an address written any way in its one form.
 pub(crate) fn canonical_host(host: String) -> String {
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     match bare.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+        Ok(std::net::IpAddr::V6(v6)) => match embedded_ipv4(v6) {
             Some(v4) => v4.to_string(),
             None => format!("[{v6}]"),
         },
@@ -105,10 +123,15 @@ mod tests {
             assert!(FetchUrl::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(FetchUrl::parse("https://[0::1]/").unwrap().host, "[::1]");
-        assert_eq!(
-            FetchUrl::parse("https://[::FFFF:1.2.3.4]/").unwrap().host,
-            "1.2.3.4"
-        );
+        for spelling in [
+            "[::FFFF:1.2.3.4]",
+            "[::1.2.3.4]",
+            "[64:ff9b::102:304]",
+            "[::ffff:0:102:304]",
+        ] {
+            let url = FetchUrl::parse(&format!("https://{spelling}/")).unwrap();
+            assert_eq!(url.host, "1.2.3.4", "{spelling}");
+        }
         let long = format!("https://example.com/{}", "a".repeat(MAX_URL_LENGTH));
         assert!(FetchUrl::parse(&long).unwrap_err().contains("at most 2000"));
     }

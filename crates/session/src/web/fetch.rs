@@ -168,15 +168,14 @@ pub enum FetchError {
         /// The URL visited twice.
         to: String,
     },
-    /// A redirect without a usable `Location`.
-    #[error("{url}: redirect {status} without a valid Location ({location:?})")]
+    /// A redirect without a usable `Location` (the header itself is the server's text and
+    /// is not repeated).
+    #[error("{url}: redirect {status} without a usable Location (not an http or https URL)")]
     BadRedirect {
         /// The URL.
         url: String,
         /// The status.
         status: u16,
-        /// The header as sent.
-        location: String,
     },
     /// A body that is not a page, text or PDF.
     #[error(
@@ -288,7 +287,8 @@ impl Fetcher {
                 return Ok(hit);
             }
         }
-        let fetched = tokio::time::timeout(self.limits.timeout, self.follow(url, policy))
+        let deadline = Instant::now() + self.limits.timeout;
+        let fetched = tokio::time::timeout(self.limits.timeout, self.follow(url, policy, deadline))
             .await
             .map_err(|_| FetchError::Timeout {
                 url: key.clone(),
@@ -317,7 +317,12 @@ impl Fetcher {
     }
 
     /// Requests `url`, following redirects within its host.
-    async fn follow(&self, url: &FetchUrl, policy: &dyn HostPolicy) -> Result<Fetched, FetchError> {
+    async fn follow(
+        &self,
+        url: &FetchUrl,
+        policy: &dyn HostPolicy,
+        deadline: Instant,
+    ) -> Result<Fetched, FetchError> {
         let asked = url.uri.to_string();
         let mut current = url.clone();
         let mut seen = vec![asked.clone()];
@@ -338,7 +343,7 @@ impl Fetcher {
                     })?;
             if !response.status.is_redirection() || response.status == StatusCode::NOT_MODIFIED {
                 return self
-                    .read(here, response)
+                    .read(here, response, deadline)
                     .await
                     .map(|page| Fetched::Page(Arc::new(page)));
             }
@@ -351,7 +356,6 @@ impl Fetcher {
             let bad = || FetchError::BadRedirect {
                 url: here.clone(),
                 status: response.status.as_u16(),
-                location: location.clone(),
             };
             let target = join(&current, &location).ok_or_else(bad)?;
             let next = FetchUrl::parse(&target).map_err(|_| bad())?;
@@ -385,6 +389,7 @@ impl Fetcher {
         &self,
         url: String,
         response: provider::HttpResponse,
+        deadline: Instant,
     ) -> Result<Page, FetchError> {
         let content_type = response
             .headers
@@ -448,13 +453,10 @@ impl Fetcher {
             bytes.truncate(usize::try_from(self.limits.max_bytes).unwrap_or(usize::MAX));
         }
         let Some(kind) = kind_of(&mime, &bytes) else {
+            // Only ever the media type (empty here): the header is the server's text.
             return Err(FetchError::Binary {
                 url,
-                content_type: if content_type.is_empty() {
-                    "not text (no content type given)".to_owned()
-                } else {
-                    content_type
-                },
+                content_type: "not text (and no usable content type given)".to_owned(),
             });
         };
         let read = bytes.len() as u64;
@@ -468,7 +470,15 @@ impl Fetcher {
             Kind::Pdf => Content::Pdf(Bytes::from(bytes)),
             Kind::Html => {
                 let html = decode(&content_type, bytes);
-                Content::Markdown(super::html::convert(html).await)
+                match super::html::convert(html, deadline).await {
+                    Some(markdown) => Content::Markdown(markdown),
+                    None => {
+                        return Err(FetchError::Timeout {
+                            url,
+                            seconds: self.limits.timeout.as_secs(),
+                        });
+                    }
+                }
             }
             Kind::Text => Content::Text(clean(decode(&content_type, bytes))),
         };
@@ -625,18 +635,21 @@ fn decode(content_type: &str, bytes: Vec<u8>) -> String {
 }
 
 /// `text` without control characters (an escape sequence would drive the user's terminal)
-/// other than newlines and tabs; `\r\n` becomes `\n`. Text without any is returned as it
-/// is (a page of megabytes is not copied).
+/// other than newlines and tabs, nor the invisible characters that hide or reorder text
+/// (zero-width space, word joiner, byte order mark, bidirectional overrides and isolates:
+/// a `</web-content>` split by one reads as the tag); `\r\n` becomes `\n`. Text without
+/// any is returned as it is (a page of megabytes is not copied).
 pub fn clean(text: String) -> String {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
+    let unwanted = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200b}' | '\u{2060}' | '\u{feff}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unwanted) {
         return text;
     }
     text.replace("\r\n", "\n")
         .chars()
-        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
+        .filter(|c| !unwanted(*c))
         .collect()
 }
 
@@ -802,6 +815,10 @@ mod tests {
         );
         assert_eq!(decode("text/plain", b"\xef\xbb\xbfbom".to_vec()), "bom");
         assert_eq!(clean("a\r\nb\u{1b}[0m\tc".into()), "a\nb[0m\tc");
+        assert_eq!(
+            clean("<\u{200b}/web-content>\u{202e}x".into()),
+            "</web-content>x"
+        );
     }
 
     #[test]
