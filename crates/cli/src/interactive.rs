@@ -699,6 +699,7 @@ impl Repl<'_> {
         self.session.end(session::EndReason::Clear).await;
         self.session.clear();
         self.session.start_hooks("clear").await;
+        self.ui.clear_screen();
         // The status line counts the new session.
         self.totals = Totals::default();
         self.show_status();

@@ -829,6 +829,14 @@ async fn a_file_the_user_changed_between_turns_is_attached_to_the_next_prompt() 
     terminal.type_keys("read the notes\r");
     terminal.wait_for("Read it.", 1).await;
     terminal.wait_prompt(2).await;
+    // The Read is summarised as a reader wants it.
+    assert!(
+        terminal
+            .text()
+            .contains("⏺ Read(notes.txt)\n  ⎿  Read 1 line"),
+        "{}",
+        terminal.text()
+    );
     std::fs::write(repo.dir.join("notes.txt"), "remember the tea\n").unwrap();
     terminal.type_keys("anything new?\r");
     terminal.wait_for("Noted the change.", 1).await;
@@ -1478,7 +1486,8 @@ async fn ctrl_o_shows_the_turn_in_full() {
     terminal.wait_for("Four words.", 1).await;
     terminal.wait_prompt(2).await;
     let summary = terminal.text();
-    assert!(summary.contains("⎿  alpha (+3 lines)"), "{summary}");
+    // The summary is the output's last line, where a verdict would be.
+    assert!(summary.contains("⎿  delta (4 lines)"), "{summary}");
     assert!(!summary.contains("gamma"), "{summary}");
     terminal.type_keys("\u{f}");
     terminal.wait_for("the turn in full", 1).await;
@@ -2801,7 +2810,14 @@ async fn status_line_and_session_hooks_at_the_terminal() {
     terminal.wait_prompt(2).await;
     terminal.type_keys("/clear\r");
     terminal.wait_for("Started session", 1).await;
-    terminal.wait_prompt(3).await;
+    // The screen and its scrollback were cleared, as Claude Code's /clear does: the input
+    // line is the only prompt row left.
+    terminal.wait_prompt(1).await;
+    let after = terminal.text();
+    assert!(
+        !after.contains("write it") && !after.contains("Written."),
+        "{after}"
+    );
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     // The status line keeps its colour; the built-in one is not drawn.

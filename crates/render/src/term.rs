@@ -176,6 +176,13 @@ impl Painter {
         out.into_bytes()
     }
 
+    /// Clears the screen and the scrollback (`ED 2`, `ED 3`) and puts the cursor home: what
+    /// `/clear` shows, as Claude Code's does. The next frame starts at the top.
+    pub fn clear_screen(&mut self) -> Vec<u8> {
+        self.cursor_row = 0;
+        b"\x1b[2J\x1b[3J\x1b[H".to_vec()
+    }
+
     /// The bytes [`Painter::clear`] would write now, without forgetting the region.
     pub fn clear_bytes(&self) -> Vec<u8> {
         let mut out = String::from("\r");

@@ -124,6 +124,7 @@ impl std::fmt::Debug for Config {
 
 enum Message {
     Commit(Vec<String>),
+    ClearScreen,
     Activity(Option<String>),
     TurnRows(Vec<String>),
     Status {
@@ -187,6 +188,11 @@ impl Handle {
         if !lines.is_empty() {
             self.send(Message::Commit(lines));
         }
+    }
+
+    /// Clears the screen and its scrollback, then draws the live region at the top (`/clear`).
+    pub fn clear_screen(&self) {
+        self.send(Message::ClearScreen);
     }
 
     /// The spinner's message (`None` hides the spinner). The spinner adds its frame and the
@@ -771,6 +777,12 @@ impl State {
         match message {
             Message::Commit(lines) => {
                 self.pending.extend(lines);
+            }
+            Message::ClearScreen => {
+                // What was not drawn yet belongs to the screen being cleared.
+                self.pending.clear();
+                let bytes = self.painter.clear_screen();
+                let _ = self.out.write_all(&bytes);
             }
             Message::Activity(message) => {
                 self.activity = match (message, self.activity.take()) {

@@ -254,20 +254,127 @@ pub fn result_lines(done: &executor::CompletedTool, input: &Value) -> Vec<String
     {
         return vec![format!("  ⎿  {done_line}")];
     }
-    if let Some(line) = done
-        .structured
-        .as_ref()
-        .and_then(|structured| web_line(&done.name, structured))
-    {
+    if let Some(line) = done.structured.as_ref().and_then(|structured| {
+        web_line(&done.name, structured).or_else(|| reader_line(&done.name, structured))
+    }) {
         return vec![format!("  ⎿  {line}")];
     }
-    if done.name == "Bash"
-        && let Some(line) =
-            command_output(done).and_then(|stdout| colored_first_line(stdout, &text))
-    {
+    if done.name == "Bash" {
+        let line = command_output(done)
+            .and_then(|stdout| colored_verdict_line(stdout, &text))
+            .unwrap_or_else(|| verdict_summary(&text));
         return vec![format!("  ⎿  {line}")];
     }
     vec![format!("  ⎿  {}", result_summary(&done.result))]
+}
+
+/// What a reading tool found, as a reader wants it: `Read 9 lines` (`Read 20 of 120 lines`
+/// for a part; an image, a PDF, a notebook's cells), `Found 3 files` for Glob and Grep's file
+/// lists, `Found 12 lines` for Grep's content and `Found 7 matches` for its counts. From the
+/// tool's structured result (Claude Code's shapes); `None` for other tools.
+fn reader_line(name: &str, structured: &Value) -> Option<String> {
+    let plural = |count: u64, one: &str, many: &str| {
+        format!("{count} {}", if count == 1 { one } else { many })
+    };
+    match name {
+        "Read" => match structured["type"].as_str()? {
+            "text" => {
+                let shown = structured["file"]["numLines"].as_u64()?;
+                let total = structured["file"]["totalLines"].as_u64().unwrap_or(shown);
+                Some(if shown < total {
+                    format!("Read {shown} of {}", plural(total, "line", "lines"))
+                } else {
+                    format!("Read {}", plural(shown, "line", "lines"))
+                })
+            }
+            "image" => Some("Read an image".to_owned()),
+            "pdf" => Some("Read a PDF".to_owned()),
+            "notebook" => {
+                let cells = structured["file"]["cells"].as_array().map_or(0, Vec::len);
+                Some(format!("Read {}", plural(cells as u64, "cell", "cells")))
+            }
+            _ => None,
+        },
+        "Glob" => Some(format!(
+            "Found {}",
+            plural(structured["numFiles"].as_u64()?, "file", "files")
+        )),
+        "Grep" => match structured["mode"].as_str()? {
+            "content" => Some(format!(
+                "Found {}",
+                plural(structured["numLines"].as_u64()?, "line", "lines")
+            )),
+            "count" => Some(format!(
+                "Found {} in {}",
+                plural(structured["numMatches"].as_u64()?, "match", "matches"),
+                plural(
+                    structured["numFiles"].as_u64().unwrap_or(0),
+                    "file",
+                    "files"
+                )
+            )),
+            _ => Some(format!(
+                "Found {}",
+                plural(structured["numFiles"].as_u64()?, "file", "files")
+            )),
+        },
+        _ => None,
+    }
+}
+
+/// The line of a command's output a reader wants: the last one that says something (has a
+/// letter or digit), which is where test runners and compilers put their verdict
+/// (`3 passed in 0.02s`, `test result: ok.`, `error: could not compile`), not the first
+/// (`=====`, `running 3 tests`).
+fn verdict_index(lines: &[&str]) -> Option<usize> {
+    lines
+        .iter()
+        .rposition(|line| line.chars().any(char::is_alphanumeric))
+}
+
+/// A command's output summarised by its verdict line ([`verdict_index`]), with the count of
+/// lines when there are more: `3 passed in 0.02s (12 lines)`; neutralised.
+pub fn verdict_summary(text: &str) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let Some(index) = verdict_index(&lines) else {
+        return "(no output)".to_owned();
+    };
+    let escaped = printable(lines[index].trim(), false);
+    let mut short: String = escaped.chars().take(100).collect();
+    if short.len() < escaped.len() {
+        short.push('…');
+    }
+    if lines.len() > 1 {
+        short.push_str(&format!(" ({} lines)", lines.len()));
+    }
+    short
+}
+
+/// [`verdict_summary`] in the output's colours, when it has colours and the verdict line fits
+/// the row (100 columns of `plain`, the output without escape sequences, as the model read
+/// it); `None` sends the caller to the plain summary.
+fn colored_verdict_line(stdout: &str, plain: &str) -> Option<String> {
+    if !stdout.contains('\x1b') {
+        return None;
+    }
+    let plain_lines: Vec<&str> = plain.trim_end().lines().collect();
+    let width = verdict_index(&plain_lines)
+        .map_or(0, |index| render::display_width(plain_lines[index].trim()));
+    if width > 100 {
+        return None;
+    }
+    let lines: Vec<&str> = stdout.trim_end().lines().collect();
+    let index = lines.iter().rposition(|line| {
+        render::term::strip_styles(line)
+            .chars()
+            .any(char::is_alphanumeric)
+    })?;
+    let shown = render::printable_colored(lines[index].trim(), false);
+    Some(if lines.len() > 1 {
+        format!("{shown} ({} lines)", lines.len())
+    } else {
+        shown
+    })
 }
 
 /// A web tool's line: `Fetched 12.3 KB from docs.rs (HTTP 200 OK)`, `Redirected to
@@ -313,30 +420,6 @@ pub fn command_output(done: &executor::CompletedTool) -> Option<&str> {
         .get("stdout")?
         .as_str()
         .filter(|stdout| !stdout.trim().is_empty())
-}
-
-/// The first line of a command's output in its colours, with `(+N lines)`, when it has
-/// colours and fits the row (100 columns of text: `plain`, the same output without its
-/// escape sequences, as the model read it); `None` sends the caller to the plain summary.
-pub fn colored_first_line(stdout: &str, plain: &str) -> Option<String> {
-    if !stdout.contains('\x1b') {
-        return None;
-    }
-    let count = stdout.trim_end().lines().count();
-    let first = stdout.lines().find(|line| !line.trim().is_empty())?;
-    let width = plain
-        .lines()
-        .find(|line| !line.trim().is_empty())
-        .map_or(0, |line| render::display_width(line.trim()));
-    if width > 100 {
-        return None;
-    }
-    let shown = render::printable_colored(first.trim(), false);
-    Some(if count > 1 {
-        format!("{shown} (+{} lines)", count - 1)
-    } else {
-        shown
-    })
 }
 
 /// The task list as rows: `☐` pending, `◐` in progress (bold, its `activeForm`), `☒`
@@ -536,6 +619,59 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn readers_say_what_they_found() {
+        let read = json!({"type": "text", "file": {"filePath": "a.py", "content": "", "numLines": 9, "startLine": 1, "totalLines": 9}});
+        assert_eq!(reader_line("Read", &read).as_deref(), Some("Read 9 lines"));
+        let part =
+            json!({"type": "text", "file": {"numLines": 20, "startLine": 5, "totalLines": 120}});
+        assert_eq!(
+            reader_line("Read", &part).as_deref(),
+            Some("Read 20 of 120 lines")
+        );
+        let one = json!({"type": "text", "file": {"numLines": 1, "totalLines": 1}});
+        assert_eq!(reader_line("Read", &one).as_deref(), Some("Read 1 line"));
+        let globbed = json!({"numFiles": 3, "filenames": ["a", "b", "c"]});
+        assert_eq!(
+            reader_line("Glob", &globbed).as_deref(),
+            Some("Found 3 files")
+        );
+        let files = json!({"mode": "files_with_matches", "numFiles": 1, "filenames": ["a"]});
+        assert_eq!(reader_line("Grep", &files).as_deref(), Some("Found 1 file"));
+        let content = json!({"mode": "content", "numFiles": 2, "numLines": 12});
+        assert_eq!(
+            reader_line("Grep", &content).as_deref(),
+            Some("Found 12 lines")
+        );
+        let counted = json!({"mode": "count", "numFiles": 2, "numMatches": 7});
+        assert_eq!(
+            reader_line("Grep", &counted).as_deref(),
+            Some("Found 7 matches in 2 files")
+        );
+        assert_eq!(reader_line("Bash", &globbed), None);
+    }
+
+    #[test]
+    fn a_command_is_summarised_by_its_verdict() {
+        let pytest = "============================= test session starts ==============================\ncollected 3 items\n\ntest_a.py ...                                                            [100%]\n\n============================== 3 passed in 0.02s ===============================\n";
+        assert_eq!(
+            verdict_summary(pytest),
+            "============================== 3 passed in 0.02s =============================== (6 lines)"
+        );
+        assert_eq!(
+            verdict_summary("running 2 tests\n..\ntest result: ok. 2 passed\n-----\n"),
+            "test result: ok. 2 passed (4 lines)"
+        );
+        assert_eq!(verdict_summary("done"), "done");
+        assert_eq!(verdict_summary("\n"), "(no output)");
+        let colored = "\x1b[1mrunning\x1b[0m\n\x1b[32mok: 3 passed\x1b[0m\n";
+        let line = colored_verdict_line(colored, "running\nok: 3 passed\n").unwrap();
+        assert!(
+            line.contains("ok: 3 passed") && line.ends_with("(2 lines)"),
+            "{line:?}"
+        );
+    }
 
     #[test]
     fn web_calls_show_the_host_size_and_status() {
