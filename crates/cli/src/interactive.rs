@@ -226,6 +226,7 @@ pub async fn run(
         on_cycle_mode: Box::new(move || session::cycle_mode(&gate).as_str().to_owned()),
         on_toggle_thinking: Box::new(move || session::effort::toggle(&thinking)),
         complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
+        notify: session.notification_channel(),
     })
     .context("taking the terminal")?;
     let ui = terminal.handle();

@@ -2782,6 +2782,7 @@ async fn status_line_and_session_hooks_at_the_terminal() {
         json!({
             "statusLine": {"type": "command", "command": status},
             "hooks": {"SessionStart": hook, "SessionEnd": hook, "Notification": hook},
+            "preferredNotifChannel": "ghostty",
         })
         .to_string(),
     )
@@ -2822,6 +2823,11 @@ async fn status_line_and_session_hooks_at_the_terminal() {
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     // The status line keeps its colour; the built-in one is not drawn.
     let screen = terminal.raw();
+    // The question sent the terminal a notification on the channel the settings name.
+    assert!(
+        screen.contains("\u{1b}]777;notify;agent;agent needs your answer\u{7}"),
+        "{screen}"
+    );
     assert!(
         screen.contains("\u{1b}[32mSL claude-sonnet-4-5 default 200000\u{1b}[0m"),
         "{screen}"

@@ -42,6 +42,7 @@ pub mod diff;
 pub mod editor;
 mod highlight;
 mod markdown;
+pub mod notify;
 mod style;
 pub mod term;
 #[cfg(feature = "tui")]

@@ -112,7 +112,13 @@ pub struct Config {
     pub on_toggle_thinking: Box<dyn Fn() -> String + Send + Sync>,
     /// Called for Tab after `@partial`: the paths `partial` may complete to.
     pub complete_path: PathCompleter,
+    /// Where notifications go (resolved: see [`crate::notify::Channel::resolve`]): when a
+    /// question waits for the user, and when a turn of at least [`NOTIFY_AFTER`] ends.
+    pub notify: crate::notify::Channel,
 }
+
+/// A turn shorter than this ends without a notification (the user is likely watching).
+pub const NOTIFY_AFTER: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -502,6 +508,8 @@ impl Tui {
             choices: Vec::new(),
             search: None,
             busy: false,
+            busy_since: None,
+            notify: config.notify,
             queued: Arc::clone(&queued),
             read: None,
             question: None,
@@ -701,6 +709,10 @@ struct State {
     choices: Vec<String>,
     search: Option<Search>,
     busy: bool,
+    /// When the turn in flight started.
+    busy_since: Option<Instant>,
+    /// Where notifications go.
+    notify: crate::notify::Channel,
     /// Lines entered during a turn, for the next reads, and pasted images.
     queued: Arc<std::sync::Mutex<Entered>>,
     read: Option<oneshot::Sender<ReadOutcome>>,
@@ -819,7 +831,15 @@ impl State {
                 self.busy = busy;
                 if busy {
                     self.details.clear();
+                    self.busy_since = Some(Instant::now());
                 } else {
+                    if self
+                        .busy_since
+                        .take()
+                        .is_some_and(|since| since.elapsed() >= NOTIFY_AFTER)
+                    {
+                        self.notify("finished and waits for your next prompt");
+                    }
                     // A command that reached the terminal (run outside the sandbox) may have
                     // changed its modes: raw mode again.
                     let _ = nix::sys::termios::tcsetattr(
@@ -859,6 +879,7 @@ impl State {
                 // to the width, and a long diff would not fit the screen), scrollable, and in
                 // its place in the turn; the live region keeps the line the answer is typed on.
                 self.pending.extend(question);
+                self.notify("needs your answer");
                 self.question = Some(Question {
                     id,
                     shown_at: None,
@@ -1146,6 +1167,15 @@ impl State {
         };
         if let Some(read) = self.read.take() {
             let _ = read.send(outcome);
+        }
+    }
+
+    /// Sends a notification that the session `what` (the channel's sequence goes straight
+    /// to the terminal: it moves nothing on the screen).
+    fn notify(&mut self, what: &str) {
+        if let Some(sequence) = self.notify.sequence("agent", &format!("agent {what}")) {
+            let _ = self.out.write_all(sequence.as_bytes());
+            let _ = self.out.flush();
         }
     }
 

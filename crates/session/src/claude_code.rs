@@ -130,6 +130,15 @@ impl State {
             )
     }
 
+    /// Its global configuration's `preferredNotifChannel`, where versions before the
+    /// setting moved to `settings.json` kept it.
+    pub fn notification_channel(&self) -> Option<String> {
+        self.document
+            .get("preferredNotifChannel")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+
     /// The user-scope servers (`mcpServers`), as a `{"mcpServers": …}` document.
     pub fn user_servers(&self) -> Option<Value> {
         let servers = self.document.get("mcpServers")?;

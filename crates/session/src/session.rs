@@ -127,6 +127,8 @@ struct ToolState {
     hooks: hooks::Hooks,
     /// How long the prompt waits before the Notification hooks hear the agent is idle.
     idle_after: std::time::Duration,
+    /// Where the terminal's notifications go (resolved for this terminal).
+    notify: render::notify::Channel,
     /// The settings' `statusLine` command.
     status_line: Option<settings::StatusLineSettings>,
     /// Whether its failure was told.
@@ -344,6 +346,17 @@ impl Session {
         claude: &crate::claude_code::State,
     ) -> anyhow::Result<()> {
         self.tooling.idle_after = claude.idle_threshold();
+        // Claude Code's `preferredNotifChannel`: settings first, then its global
+        // configuration (where earlier versions kept it); a value it does not know is `auto`.
+        let channel = settings
+            .other
+            .get("preferredNotifChannel")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| claude.notification_channel())
+            .and_then(|value| render::notify::Channel::parse(&value))
+            .unwrap_or_default();
+        self.tooling.notify = channel.resolve(&|name| std::env::var(name).ok());
         let _ = self
             .tooling
             .hooks
@@ -534,6 +547,13 @@ impl Session {
         counted: serde_json::Value,
     ) -> Option<impl std::future::Future<Output = Option<Vec<String>>> + Send + 'static> {
         Some(self.status_line_command()?.run(counted))
+    }
+
+    /// Where the terminal's notifications go: Claude Code's `preferredNotifChannel`
+    /// (settings, else its global configuration; `auto` by default) resolved for the
+    /// terminal this process runs in ([`render::notify::Channel::resolve`]).
+    pub fn notification_channel(&self) -> render::notify::Channel {
+        self.tooling.notify
     }
 
     /// The settings' `statusLine` command, to run as [`Session::status_line`] does while a
@@ -2383,6 +2403,7 @@ impl ToolState {
             }),
             status_line_failed: Arc::default(),
             idle_after: IDLE_NOTIFICATION_AFTER,
+            notify: render::notify::Channel::Disabled,
             worktree,
         };
         Ok((state, structured))
