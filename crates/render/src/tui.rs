@@ -827,28 +827,7 @@ impl State {
                     *shown = mode;
                 }
             }
-            Message::Busy(busy) => {
-                self.busy = busy;
-                if busy {
-                    self.details.clear();
-                    self.busy_since = Some(Instant::now());
-                } else {
-                    if self
-                        .busy_since
-                        .take()
-                        .is_some_and(|since| since.elapsed() >= NOTIFY_AFTER)
-                    {
-                        self.notify("finished and waits for your next prompt");
-                    }
-                    // A command that reached the terminal (run outside the sandbox) may have
-                    // changed its modes: raw mode again.
-                    let _ = nix::sys::termios::tcsetattr(
-                        std::io::stdin(),
-                        nix::sys::termios::SetArg::TCSANOW,
-                        &self.raw,
-                    );
-                }
-            }
+            Message::Busy(busy) => self.set_busy(busy),
             Message::Read(reply) => {
                 let next = {
                     let mut queued = self.queue();
@@ -1168,6 +1147,31 @@ impl State {
         if let Some(read) = self.read.take() {
             let _ = read.send(outcome);
         }
+    }
+
+    /// A turn starts (`busy`) or ends: a turn that took [`NOTIFY_AFTER`] or longer ends with
+    /// a notification.
+    fn set_busy(&mut self, busy: bool) {
+        self.busy = busy;
+        if busy {
+            self.details.clear();
+            self.busy_since = Some(Instant::now());
+            return;
+        }
+        if self
+            .busy_since
+            .take()
+            .is_some_and(|since| since.elapsed() >= NOTIFY_AFTER)
+        {
+            self.notify("finished and waits for your next prompt");
+        }
+        // A command that reached the terminal (run outside the sandbox) may have changed its
+        // modes: raw mode again.
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.raw,
+        );
     }
 
     /// Sends a notification that the session `what` (the channel's sequence goes straight

@@ -332,8 +332,8 @@ fn verdict_index(lines: &[&str]) -> Option<usize> {
         .rposition(|line| line.chars().any(char::is_alphanumeric))
 }
 
-/// A command's output summarised by its verdict line ([`verdict_index`]), with the count of
-/// lines when there are more: `3 passed in 0.02s (12 lines)`; neutralised.
+/// A command's output summarised by its verdict line (its last line with a letter or a
+/// digit), with the count of lines when there are more: `3 passed in 0.02s (12 lines)`; neutralised.
 pub fn verdict_summary(text: &str) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let Some(index) = verdict_index(&lines) else {
