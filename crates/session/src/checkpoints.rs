@@ -430,7 +430,8 @@ impl Timeline {
                 }
                 (Some("user"), _) => {
                     if let Some(index) = awaiting_prompt.take() {
-                        timeline.turns[index].prompt = first_text(&entry);
+                        timeline.turns[index].prompt =
+                            crate::sessions::prompt_text(&entry).unwrap_or_default();
                     }
                 }
                 _ => {}
@@ -559,20 +560,6 @@ impl Timeline {
                 }
             })
             .collect()
-    }
-}
-
-/// The first text of a user entry's message (a string content or its first text block).
-fn first_text(entry: &Value) -> String {
-    let content = entry.pointer("/message/content");
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .find_map(|block| block.get("text").and_then(Value::as_str))
-            .unwrap_or_default()
-            .to_owned(),
-        _ => String::new(),
     }
 }
 

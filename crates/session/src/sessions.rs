@@ -116,20 +116,38 @@ pub fn summarize(path: &Path) -> Option<Summary> {
     any.then_some(summary)
 }
 
-/// The user's own text of a user entry (not tool results, not a compaction summary, not
-/// reminders), on one line.
-fn prompt_text(entry: &Value) -> Option<String> {
+/// The user's own text of a user entry, on one line, as they typed it: not tool results, a
+/// compaction summary, reminders (`<system-reminder>`: the user context, an `@file`'s
+/// content) or a command's output (`<bash-stdout>`, `<local-command-stdout>`, ...); a
+/// `!command` shown as typed, not as its `<bash-input>` record.
+pub(crate) fn prompt_text(entry: &Value) -> Option<String> {
     if entry["isCompactSummary"] == true || entry["isMeta"] == true {
         return None;
     }
+    let typed = |text: &str| -> Option<String> {
+        let text = text.trim();
+        if let Some(command) = text
+            .strip_prefix("<bash-input>")
+            .and_then(|rest| rest.strip_suffix("</bash-input>"))
+        {
+            return Some(format!("!{command}"));
+        }
+        let generated = [
+            "<system-reminder>",
+            "<bash-",
+            "<local-command-",
+            "<command-",
+        ];
+        (!generated.iter().any(|tag| text.starts_with(tag))).then(|| text.to_owned())
+    };
     let content = &entry["message"]["content"];
     let text = match content {
-        Value::String(text) => text.clone(),
+        Value::String(text) => typed(text)?,
         Value::Array(blocks) => blocks
             .iter()
             .filter(|block| block["type"] == "text")
             .filter_map(|block| block["text"].as_str())
-            .filter(|text| !text.starts_with("<system-reminder>"))
+            .filter_map(typed)
             .collect::<Vec<_>>()
             .join(" "),
         _ => return None,
@@ -146,4 +164,38 @@ pub fn list(dir: &Path) -> Vec<Summary> {
         .collect();
     sessions.sort_by(|a, b| b.started.cmp(&a.started));
     sessions
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Found by a user's trial: the rewind list showed `<system-reminder>` and
+    /// `<bash-input>` where `explain @src/mod1.py` and `!ls` were typed.
+    #[test]
+    fn a_prompt_is_shown_as_typed() {
+        let entry = |content: Value| json!({"type": "user", "message": {"role": "user", "content": content}});
+        let mentioned = entry(json!([
+            {"type": "text", "text": "<system-reminder>\nContents of src/mod1.py:\n1\tdef f(): pass\n</system-reminder>"},
+            {"type": "text", "text": "explain @src/mod1.py"},
+        ]));
+        assert_eq!(
+            prompt_text(&mentioned).as_deref(),
+            Some("explain @src/mod1.py")
+        );
+        let shell = entry(json!("<bash-input>ls -la</bash-input>"));
+        assert_eq!(prompt_text(&shell).as_deref(), Some("!ls -la"));
+        let output = entry(json!(
+            "<bash-stdout>a\nb</bash-stdout><bash-stderr></bash-stderr>"
+        ));
+        assert_eq!(prompt_text(&output), None);
+        let summary = json!({"isCompactSummary": true, "message": {"content": "Summary"}});
+        assert_eq!(prompt_text(&summary), None);
+        assert_eq!(
+            prompt_text(&entry(json!("  two\n lines "))).as_deref(),
+            Some("two lines")
+        );
+    }
 }
