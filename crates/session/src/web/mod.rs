@@ -290,7 +290,7 @@ impl WebFetchTool {
             Content::Pdf(bytes) => match pdf_output(&page.url, bytes) {
                 Ok(output) => return output,
                 Err(text) => {
-                    pdf_text = text;
+                    pdf_text = fetch::clean(text);
                     &pdf_text
                 }
             },
@@ -315,7 +315,8 @@ impl WebFetchTool {
                         "The answer to \"{prompt}\" from {} ({status}, {size}{cut_note}), written by a small model from the page",
                         page.url
                     );
-                    return ToolOutput::text(untrusted(&source, &answer.text()));
+                    // The model's answer, cleaned as the page was.
+                    return ToolOutput::text(untrusted(&source, &fetch::clean(answer.text())));
                 }
                 Err(error) => {
                     let source = format!(
