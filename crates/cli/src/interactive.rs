@@ -823,12 +823,14 @@ fn condensed(history: &[protocol::MessageParam]) -> String {
     for message in history {
         match message.role {
             Role::User => {
-                let prompt: Vec<&str> = message
-                    .content
-                    .iter()
-                    .filter_map(ContentBlock::as_text)
-                    .filter(|text| !text.starts_with("<system-reminder>"))
-                    .collect();
+                let texts = message.content.iter().filter_map(ContentBlock::as_text);
+                if texts
+                    .clone()
+                    .any(|text| text.starts_with(context::BOUNDARY_MARKER))
+                {
+                    lines.push("⋯ the conversation before was summarized".to_owned());
+                }
+                let prompt: Vec<String> = texts.filter_map(session::sessions::typed).collect();
                 if !prompt.is_empty() {
                     flush(&mut answer, &mut lines);
                     lines.push(format!("› {}", cut(&prompt.join(" "), 110)));
@@ -1595,6 +1597,32 @@ async fn ask_plan(ui: &tui::Handle, input: &serde_json::Value) -> Option<Permiss
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resumed session is replayed as it was typed: a compaction's summary is one line
+    /// saying so (it was shown as a `›` prompt of `<compact-boundary>`), a `!command` as
+    /// typed, reminders left out.
+    #[test]
+    fn a_resumed_conversation_shows_what_was_typed() {
+        let user = |blocks: serde_json::Value| {
+            serde_json::from_value::<protocol::MessageParam>(
+                serde_json::json!({"role": "user", "content": blocks}),
+            )
+            .unwrap()
+        };
+        let history = vec![
+            user(serde_json::json!([{"type": "text", "text": "<compact-boundary>\nThe summary."}])),
+            user(serde_json::json!([
+                {"type": "text", "text": "<system-reminder>\nContents of a.py\n</system-reminder>"},
+                {"type": "text", "text": "explain @a.py"},
+            ])),
+            user(serde_json::json!([{"type": "text", "text": "<bash-input>ls</bash-input>"}])),
+        ];
+        let shown = render::term::strip_styles(&condensed(&history));
+        assert_eq!(
+            shown, "⋯ the conversation before was summarized\n› explain @a.py\n› !ls\n",
+            "{shown:?}"
+        );
+    }
 
     #[test]
     fn a_question_shows_the_whole_command() {

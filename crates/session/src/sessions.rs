@@ -124,22 +124,6 @@ pub(crate) fn prompt_text(entry: &Value) -> Option<String> {
     if entry["isCompactSummary"] == true || entry["isMeta"] == true {
         return None;
     }
-    let typed = |text: &str| -> Option<String> {
-        let text = text.trim();
-        if let Some(command) = text
-            .strip_prefix("<bash-input>")
-            .and_then(|rest| rest.strip_suffix("</bash-input>"))
-        {
-            return Some(format!("!{command}"));
-        }
-        let generated = [
-            "<system-reminder>",
-            "<bash-",
-            "<local-command-",
-            "<command-",
-        ];
-        (!generated.iter().any(|tag| text.starts_with(tag))).then(|| text.to_owned())
-    };
     let content = &entry["message"]["content"];
     let text = match content {
         Value::String(text) => typed(text)?,
@@ -154,6 +138,27 @@ pub(crate) fn prompt_text(entry: &Value) -> Option<String> {
     };
     let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     (!line.is_empty()).then_some(line)
+}
+
+/// A text block of a user message as the user typed it: `None` for
+/// one the agent generated (a reminder, a command's output, a compaction's summary), a
+/// `!command` as typed.
+pub fn typed(text: &str) -> Option<String> {
+    let text = text.trim();
+    if let Some(command) = text
+        .strip_prefix("<bash-input>")
+        .and_then(|rest| rest.strip_suffix("</bash-input>"))
+    {
+        return Some(format!("!{command}"));
+    }
+    let generated = [
+        "<system-reminder>",
+        "<bash-",
+        "<local-command-",
+        "<command-",
+        context::BOUNDARY_MARKER,
+    ];
+    (!generated.iter().any(|tag| text.starts_with(tag))).then(|| text.to_owned())
 }
 
 /// Every session of `dir`, newest first (regular files only, links not followed).
