@@ -45,7 +45,7 @@ use crate::slash;
 use render::printable;
 use session::approvals::{RuleFile, RuleScope};
 use session::cost::Totals;
-use session::slash::{BUILT_IN, Input, nearest};
+use session::slash::{Input, nearest};
 use session::trust::TrustAnswer;
 use session::{Session, checkpoints};
 
@@ -68,30 +68,8 @@ Commands:";
 /// `/help`: the keys, the built-in commands, then the custom commands and skills.
 fn help(session: &Session) -> String {
     let mut text = KEYS.to_owned();
-    for (name, about) in BUILT_IN {
+    for (name, about) in session::slash::entries(session.commands(), session.skills()) {
         text.push_str(&format!("\n  /{name:<12} {about}"));
-    }
-    for command in session.commands() {
-        // Every part comes from a file the repository may have written.
-        let hint = command
-            .argument_hint
-            .as_deref()
-            .map(|hint| format!(" {hint}"))
-            .unwrap_or_default();
-        text.push_str(&format!(
-            "\n  /{}  {} ({})",
-            printable(&format!("{}{hint}", command.name), false),
-            printable(&command.description, false),
-            command.scope
-        ));
-    }
-    for skill in session.skills() {
-        text.push_str(&format!(
-            "\n  /{}  {} ({} skill)",
-            printable(&skill.name, false),
-            printable(&skill.description, false),
-            skill.scope
-        ));
     }
     text
 }
@@ -227,6 +205,7 @@ pub async fn run(
         on_toggle_thinking: Box::new(move || session::effort::toggle(&thinking)),
         complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
         notify: session.notification_channel(),
+        commands: session::slash::entries(session.commands(), session.skills()),
     })
     .context("taking the terminal")?;
     let ui = terminal.handle();

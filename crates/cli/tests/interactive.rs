@@ -789,12 +789,12 @@ async fn custom_commands_and_skills_at_the_prompt() {
     terminal.type_keys("/help\r");
     terminal
         .wait_for(
-            "/release:notes [version] [tone]  Write the release notes (project)",
+            "/release:notes [version] [tone] Write the release notes (project)",
             1,
         )
         .await;
     terminal
-        .wait_for("/changelog  Writes changelog entries (project skill)", 1)
+        .wait_for("/changelog    Writes changelog entries (project skill)", 1)
         .await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("/release:notes 2.0 calm\r");
@@ -3136,4 +3136,48 @@ async fn thinking_is_one_row_and_ctrl_o_shows_it_whole() {
     terminal.wait_for("  LAST-THOUGHT", 1).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// Tab completes a slash command: `/co` lists what it may become, each with what it does (a
+/// project's own command among them), and completes as far as they agree; one match is
+/// completed whole and runs.
+#[tokio::test]
+async fn tab_completes_slash_commands_with_a_menu() {
+    let repo = repo("interactive-slash-tab");
+    std::fs::create_dir_all(repo.dir.join(".claude/commands")).unwrap();
+    std::fs::write(
+        repo.dir.join(".claude/commands/coverage.md"),
+        "---\ndescription: Measure the test coverage\n---\nMeasure the coverage.\n",
+    )
+    .unwrap();
+    let server = Server::start_tls(Script::new(vec![])).await.unwrap();
+    let mut command = command(&repo, &server);
+    command.arg("--trust");
+    let mut terminal = Terminal::spawn(command);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("/co\t");
+    let menu = terminal
+        .wait_until(|t| t.shown().contains("/coverage"))
+        .await;
+    for (name, about) in [
+        ("/compact", "summarize the conversation now"),
+        ("/context", "how full the context is"),
+        ("/cost", "this session's requests"),
+        ("/coverage", "Measure the test coverage (project)"),
+    ] {
+        assert!(
+            menu.lines()
+                .any(|line| line.contains(name) && line.contains(about)),
+            "{name}: {menu}"
+        );
+    }
+    assert!(!menu.contains("/clear"), "{menu}");
+    terminal.type_keys("nt\t");
+    terminal.wait_for("› /context ", 1).await;
+    terminal.type_keys("\r");
+    terminal.wait_for("Context window", 1).await;
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert_eq!(server.request_count(), 0);
 }

@@ -112,6 +112,8 @@ pub struct Config {
     pub on_toggle_thinking: Box<dyn Fn() -> String + Send + Sync>,
     /// Called for Tab after `@partial`: the paths `partial` may complete to.
     pub complete_path: PathCompleter,
+    /// The commands a line may start with, `(name, what it does)`, for Tab after `/partial`.
+    pub commands: Vec<(String, String)>,
     /// Where notifications go (resolved: see [`crate::notify::Channel::resolve`]): when a
     /// question waits for the user, and when a turn of at least [`NOTIFY_AFTER`] ends.
     pub notify: crate::notify::Channel,
@@ -505,6 +507,7 @@ impl Tui {
             raw: raw.clone(),
             kitty_keys: capabilities.kitty_keys,
             complete_path: config.complete_path,
+            commands: config.commands,
             choices: Vec::new(),
             search: None,
             busy: false,
@@ -705,6 +708,7 @@ struct State {
     /// Whether the kitty keyboard protocol is on.
     kitty_keys: bool,
     complete_path: PathCompleter,
+    commands: Vec<(String, String)>,
     /// The completions Tab offered last, shown under the input until the next key.
     choices: Vec<String>,
     search: Option<Search>,
@@ -928,10 +932,38 @@ impl State {
             .is_some_and(|shown| shown.elapsed() >= QUESTION_GRACE)
     }
 
-    /// Tab: completes the `@path` before the cursor (to the one match, or to what all the
-    /// matches share, then lists them).
+    /// Tab: completes the `@path` before the cursor, or the `/command` a line starts with
+    /// (to the one match, or to what all the matches share, then lists them: a command
+    /// with what it does).
     fn complete(&mut self) {
         let (start, word) = self.editor.word_before_cursor();
+        if start == 0
+            && let Some(partial) = word.strip_prefix('/')
+        {
+            let found: Vec<&(String, String)> = self
+                .commands
+                .iter()
+                .filter(|(name, _)| name.starts_with(partial))
+                .collect();
+            let Some((first, _)) = found.first() else {
+                return;
+            };
+            let replacement = match found.as_slice() {
+                [_] => format!("/{first} "),
+                _ => format!(
+                    "/{}",
+                    shared_prefix(found.iter().map(|(name, _)| name.as_str()))
+                ),
+            };
+            self.editor.replace_from(start, &replacement);
+            if found.len() > 1 {
+                self.choices = found
+                    .iter()
+                    .map(|(name, about)| format!("/{name:<12} {about}"))
+                    .collect();
+            }
+            return;
+        }
         let Some(partial) = word.strip_prefix('@') else {
             return;
         };
@@ -939,14 +971,7 @@ impl State {
         let Some(first) = found.first() else {
             return;
         };
-        let shared = found.iter().fold(first.clone(), |shared, next| {
-            shared
-                .chars()
-                .zip(next.chars())
-                .take_while(|(a, b)| a == b)
-                .map(|(a, _)| a)
-                .collect()
-        });
+        let shared = shared_prefix(found.iter().map(String::as_str));
         // A path with a space is quoted, so the whole of it is the mention.
         let mention = |path: &str, end: &str| {
             if path.contains(char::is_whitespace) {
@@ -1354,6 +1379,21 @@ impl State {
         let _ = self.out.write_all(&bytes);
         let _ = self.out.flush();
     }
+}
+
+/// What every one of `names` starts with.
+fn shared_prefix<'a>(mut names: impl Iterator<Item = &'a str>) -> String {
+    let Some(first) = names.next() else {
+        return String::new();
+    };
+    names.fold(first.to_owned(), |shared, next| {
+        shared
+            .chars()
+            .zip(next.chars())
+            .take_while(|(a, b)| a == b)
+            .map(|(a, _)| a)
+            .collect()
+    })
 }
 
 /// `text` cut into rows of at most `width` columns, at spaces where it can.

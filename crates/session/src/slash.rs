@@ -62,6 +62,43 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ("exit", "exit (also /quit)"),
 ];
 
+/// Every command a prompt may name, as `/help` lists them and Tab completes them: the
+/// built-in ones, then `commands` (with their argument hint) and `skills`, each `(name,
+/// what it does)`; names and descriptions neutralised (a repository wrote them).
+pub fn entries(
+    commands: &[crate::commands::Command],
+    skills: &[tools::skills::Skill],
+) -> Vec<(String, String)> {
+    let clean = |text: &str| render::printable(text, false);
+    let mut entries: Vec<(String, String)> = BUILT_IN
+        .iter()
+        .map(|(name, about)| ((*name).to_owned(), (*about).to_owned()))
+        .collect();
+    entries.extend(commands.iter().map(|command| {
+        let hint = command
+            .argument_hint
+            .as_deref()
+            .map(|hint| format!("{hint} "))
+            .unwrap_or_default();
+        (
+            clean(&command.name),
+            format!(
+                "{}{} ({})",
+                clean(&hint),
+                clean(&command.description),
+                command.scope
+            ),
+        )
+    }));
+    entries.extend(skills.iter().map(|skill| {
+        (
+            clean(&skill.name),
+            format!("{} ({} skill)", clean(&skill.description), skill.scope),
+        )
+    }));
+    entries
+}
+
 /// The prompt `/init` sends.
 const INIT_PROMPT: &str = "Please analyze this codebase and create an AGENTS.md file at its root, which will be given to future coding agents working in this repository.\n\nWhat to add:\n1. The commands that will be commonly used: how to build, lint and run the tests, including how to run a single test.\n2. The high-level architecture and structure of the code, the \"big picture\" that takes reading several files to understand, so that future agents can be productive more quickly.\n\nUsage notes:\n- If there is already an AGENTS.md (or a CLAUDE.md), suggest improvements to it instead of starting over.\n- Do not list every component or file structure that can be easily discovered, and do not repeat yourself.\n- Include the important parts of a README, of .cursor/rules, .cursorrules or .github/copilot-instructions.md if they exist.\n- Do not make up information that is not backed by the project's files.\n- Begin the file with:\n\n```\n# AGENTS.md\n\nThis file provides guidance to coding agents working with code in this repository.\n```";
 
