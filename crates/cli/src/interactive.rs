@@ -252,6 +252,8 @@ async fn session_loop(
     ui: &tui::Handle,
     first: Option<String>,
 ) -> anyhow::Result<u8> {
+    // A resumed session's figures go on from its transcript.
+    let totals = session::sessions::totals(session.transcript_path());
     let mut repl = Repl {
         session,
         interrupts,
@@ -259,7 +261,7 @@ async fn session_loop(
         ui,
         started: std::time::Instant::now(),
         exit_pending: None,
-        totals: Totals::default(),
+        totals,
     };
     repl.greet();
     repl.refresh_status_line();

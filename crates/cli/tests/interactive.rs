@@ -1076,8 +1076,11 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
         )
         .await;
     terminal.wait_prompt(1).await;
+    // The status line goes on from the session's figures (it restarted at zero once).
+    terminal.wait_for(" · 1 req · ", 1).await;
     terminal.type_keys("go on\r");
     terminal.wait_for("Continued.", 1).await;
+    terminal.wait_for(" · 2 req · ", 1).await;
     terminal.wait_prompt(2).await;
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0);

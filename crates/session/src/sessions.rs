@@ -140,6 +140,47 @@ pub(crate) fn prompt_text(entry: &Value) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
+/// What the responses recorded in the transcript at `path` used and cost, so a resumed
+/// session's figures go on from there rather than from zero: every assistant entry's usage
+/// (an entry repeating the one before it, as Claude Code writes one entry per content block,
+/// counted once), priced at its model's prices; the last one's context. Empty when the file
+/// cannot be read.
+pub fn totals(path: &Path) -> crate::cost::Totals {
+    let mut totals = crate::cost::Totals::default();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return totals;
+    };
+    let mut last_id = String::new();
+    for entry in text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+    {
+        if entry["type"] != "assistant" {
+            last_id.clear();
+            continue;
+        }
+        let message = &entry["message"];
+        let id = message["id"].as_str().unwrap_or_default();
+        if !id.is_empty() && id == last_id {
+            continue;
+        }
+        last_id = id.to_owned();
+        let Ok(usage) = serde_json::from_value::<protocol::Usage>(message["usage"].clone()) else {
+            continue;
+        };
+        let (info, known) = context::lookup(message["model"].as_str().unwrap_or_default());
+        totals.add(
+            &usage,
+            info.prices
+                .filter(|_| known)
+                .map(|prices| prices.cost(&usage)),
+        );
+        totals.requests += 1;
+        totals.context = Some(usage.context_tokens());
+    }
+    totals
+}
+
 /// A text block of a user message as the user typed it: `None` for
 /// one the agent generated (a reminder, a command's output, a compaction's summary), a
 /// `!command` as typed.
@@ -176,6 +217,38 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_transcripts_totals_count_each_response_once() {
+        let dir = std::env::temp_dir().join(format!("agent-totals-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.jsonl");
+        let assistant = |id: &str, input: u64| {
+            json!({"type": "assistant", "message": {"id": id, "model": "claude-sonnet-4-5",
+                "content": [], "usage": {"input_tokens": input, "output_tokens": 10}}})
+            .to_string()
+        };
+        let user =
+            json!({"type": "user", "message": {"role": "user", "content": "go"}}).to_string();
+        let lines = [
+            user.clone(),
+            assistant("msg_1", 1_000),
+            // Claude Code's second entry of the same response.
+            assistant("msg_1", 1_000),
+            user,
+            assistant("msg_2", 3_000),
+        ];
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let totals = totals(&path);
+        assert_eq!(totals.requests, 2);
+        assert_eq!((totals.input, totals.output), (4_000, 20));
+        assert_eq!(totals.context, Some(3_010));
+        // Sonnet 4.5: $3 and $15 per million.
+        let cost = totals.cost.unwrap();
+        assert!((cost - (0.012 + 0.0003)).abs() < 1e-9, "{cost}");
+        assert_eq!(super::totals(&dir.join("missing.jsonl")).requests, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Found by a user's trial: the rewind list showed `<system-reminder>` and
     /// `<bash-input>` where `explain @src/mod1.py` and `!ls` were typed.
