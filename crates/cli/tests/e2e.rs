@@ -2320,6 +2320,14 @@ async fn piped_input_and_positional_prompts_reach_the_model() {
         sent.contains("```\\nprint(1)\\n```\\n\\nexplain this"),
         "{sent}"
     );
+    // The session list shows the prompt, not the piped input (it showed the input).
+    let listed = command(&repo, &server)
+        .args(["sessions", "--json"])
+        .output()
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(list[0]["first_prompt"], "explain this", "{list}");
 
     for (args, expected) in [
         (

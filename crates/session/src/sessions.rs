@@ -183,9 +183,13 @@ pub fn totals(path: &Path) -> crate::cost::Totals {
 
 /// A text block of a user message as the user typed it: `None` for
 /// one the agent generated (a reminder, a command's output, a compaction's summary), a
-/// `!command` as typed.
+/// `!command` as typed, and of a headless prompt that came after piped input (which goes
+/// first, in a code fence, as Claude Code sends it) the prompt.
 pub fn typed(text: &str) -> Option<String> {
     let text = text.trim();
+    if let Some(prompt) = after_piped_input(text) {
+        return Some(prompt.to_owned());
+    }
     if let Some(command) = text
         .strip_prefix("<bash-input>")
         .and_then(|rest| rest.strip_suffix("</bash-input>"))
@@ -200,6 +204,19 @@ pub fn typed(text: &str) -> Option<String> {
         context::BOUNDARY_MARKER,
     ];
     (!generated.iter().any(|tag| text.starts_with(tag))).then(|| text.to_owned())
+}
+
+/// What follows a leading code fence and a blank line: the prompt of `input | agent -p
+/// prompt`; `None` when `text` is not of that form.
+fn after_piped_input(text: &str) -> Option<&str> {
+    let ticks = text.len() - text.trim_start_matches('`').len();
+    if ticks < 3 || !text[ticks..].starts_with('\n') {
+        return None;
+    }
+    let closing = format!("\n{}\n\n", "`".repeat(ticks));
+    let at = text.find(&closing)?;
+    let prompt = text[at + closing.len()..].trim();
+    (!prompt.is_empty()).then_some(prompt)
 }
 
 /// Every session of `dir`, newest first (regular files only, links not followed).
@@ -274,6 +291,16 @@ mod tests {
         assert_eq!(
             prompt_text(&entry(json!("  two\n lines "))).as_deref(),
             Some("two lines")
+        );
+        // `cat log | agent -p "why did it fail?"`: the prompt, not the log.
+        let piped = entry(json!("```\nERROR: disk full\n```\n\nwhy did it fail?"));
+        assert_eq!(prompt_text(&piped).as_deref(), Some("why did it fail?"));
+        let fenced = entry(json!("````\nuses ``` inside\n````\n\nexplain"));
+        assert_eq!(prompt_text(&fenced).as_deref(), Some("explain"));
+        let code_only = entry(json!("```\nfn main() {}\n```"));
+        assert_eq!(
+            prompt_text(&code_only).as_deref(),
+            Some("``` fn main() {} ```")
         );
     }
 }
