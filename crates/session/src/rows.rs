@@ -339,13 +339,20 @@ pub fn verdict_summary(text: &str) -> String {
     let Some(index) = verdict_index(&lines) else {
         return "(no output)".to_owned();
     };
-    let escaped = printable(lines[index].trim(), false);
+    let mut short = summary_row(lines[index]);
+    if lines.len() > 1 {
+        short.push_str(&format!(" ({} lines)", lines.len()));
+    }
+    short
+}
+
+/// `line` trimmed and neutralised, cut to 100 characters (`…` when anything was left out):
+/// the text of a summary row.
+fn summary_row(line: &str) -> String {
+    let escaped = printable(line.trim(), false);
     let mut short: String = escaped.chars().take(100).collect();
     if short.len() < escaped.len() {
         short.push('…');
-    }
-    if lines.len() > 1 {
-        short.push_str(&format!(" ({} lines)", lines.len()));
     }
     short
 }
@@ -603,11 +610,7 @@ pub fn result_summary(result: &protocol::ToolResultBlock) -> String {
         .lines()
         .find(|line| !line.trim().is_empty())
         .unwrap_or("");
-    let escaped = printable(first.trim(), false);
-    let mut short: String = escaped.chars().take(100).collect();
-    if short.len() < escaped.len() {
-        short.push('…');
-    }
+    let mut short = summary_row(first);
     if lines > 1 {
         short.push_str(&format!(" (+{} lines)", lines - 1));
     }

@@ -2738,7 +2738,7 @@ fn web_tools(
         client.config().api,
         provider::Api::Messages | provider::Api::Responses
     );
-    crate::web::setup(&|key| source.get(key), extra_roots_pem, small, search)
+    crate::web::setup(&source, extra_roots_pem, small, search)
 }
 
 /// What `http` hooks are sent with, when the settings have any: the model's HTTPS stack

@@ -150,9 +150,9 @@ impl Web {
     }
 }
 
-/// The web tools' shared part from the session's configuration: `get` reads a setting's
-/// `env` or the environment (the limits' variables, `NODE_EXTRA_CA_CERTS`, `HTTPS_PROXY`,
-/// `NO_PROXY`), `extra_roots` are the model's extra trusted certificates (`--ca-cert`,
+/// The web tools' shared part from the session's configuration: `source` reads a
+/// setting's `env` or the environment (the limits' variables, `NODE_EXTRA_CA_CERTS`, and
+/// the proxy as [`provider::ProxyConfig::from_source`] reads it), `extra_roots` are the model's extra trusted certificates (`--ca-cert`,
 /// `SSL_CERT_FILE`); `summarize` and `search` as [`Web::new`] takes them.
 ///
 /// # Errors
@@ -160,25 +160,20 @@ impl Web {
 /// A limit's variable that is not a number, a `NODE_EXTRA_CA_CERTS` file that cannot be
 /// read or holds no certificate, a proxy URL that is not valid: each named.
 pub fn setup(
-    get: &dyn Fn(&str) -> Option<String>,
+    source: &dyn provider::ConfigSource,
     extra_roots: &[u8],
     summarize: bool,
     search: bool,
 ) -> anyhow::Result<Arc<Web>> {
-    let limits = Limits::from_env(get).map_err(anyhow::Error::msg)?;
+    let limits = Limits::from_env(|key| source.get(key)).map_err(anyhow::Error::msg)?;
     let mut roots = extra_roots.to_vec();
-    if let Some(path) = get("NODE_EXTRA_CA_CERTS").filter(|path| !path.is_empty()) {
+    if let Some(path) = source.get("NODE_EXTRA_CA_CERTS") {
         let pem = std::fs::read(&path)
             .map_err(|error| anyhow::anyhow!("NODE_EXTRA_CA_CERTS {path}: {error}"))?;
         roots.push(b'\n');
         roots.extend_from_slice(&pem);
     }
-    let proxy = provider::ProxyConfig {
-        https: ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
-            .iter()
-            .find_map(|key| get(key)),
-        no_proxy: ["NO_PROXY", "no_proxy"].iter().find_map(|key| get(key)),
-    };
+    let proxy = provider::ProxyConfig::from_source(source);
     let transport = |reach| -> anyhow::Result<Arc<dyn provider::Transport>> {
         let transport = provider::HyperTransport::with_reach(&roots, &proxy, reach)
             .map_err(|error| anyhow::anyhow!("WebFetch: {error}"))?;
