@@ -74,6 +74,10 @@ pub struct Args {
     #[command(flatten)]
     pub session: SessionFlags,
 
+    /// What the Agent SDK passes when it drives the agent.
+    #[command(flatten)]
+    pub sdk: SdkFlags,
+
     /// Subcommand.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -420,13 +424,41 @@ pub enum PermissionModeArg {
     BypassPermissions,
     /// Read-only: reads run, commands run in the read-only sandbox, edits are refused.
     Plan,
+    /// Claude Code's: what no rule allows is refused, never asked (default mode, asking
+    /// no one).
+    #[value(name = "dontAsk")]
+    DontAsk,
+}
+
+/// The flags the Agent SDK passes when it drives the agent (`--input-format stream-json`):
+/// the ones this agent acts on, and the ones it accepts without acting on them, which the
+/// `init` line lists ([`SdkFlags::unsupported`]) rather than refusing to start.
+#[derive(Debug, clap::Args)]
+pub struct SdkFlags {
+    /// `stdio`: permission questions go to the program driving the agent as `can_use_tool`
+    /// control requests.
+    #[arg(long, value_name = "TOOL")]
+    pub permission_prompt_tool: Option<String>,
+    /// Lets the driving program switch to bypassPermissions later.
+    #[arg(long)]
+    pub allow_dangerously_skip_permissions: bool,
+    /// `adaptive`, `enabled` or `disabled`: extended thinking on or off.
+    #[arg(long, value_name = "MODE")]
+    pub thinking: Option<String>,
+    /// 0 turns extended thinking off, more turns it on.
+    #[arg(long, value_name = "TOKENS")]
+    pub max_thinking_tokens: Option<u64>,
+    /// The flags the SDK passed that are accepted without being acted on
+    /// ([`session::control::take_accepted_flags`]), for the init line.
+    #[arg(skip)]
+    pub accepted: Vec<String>,
 }
 
 impl PermissionModeArg {
     /// The tools' mode of the same name.
     pub fn mode(self) -> tools::PermissionMode {
         match self {
-            Self::Default => tools::PermissionMode::Default,
+            Self::Default | Self::DontAsk => tools::PermissionMode::Default,
             Self::AcceptEdits => tools::PermissionMode::AcceptEdits,
             Self::BypassPermissions => tools::PermissionMode::BypassPermissions,
             Self::Plan => tools::PermissionMode::Plan,
@@ -449,6 +481,10 @@ impl Args {
         model.effort = self.model.effort;
         model.base_url.clone_from(&self.model.base_url);
         model.ca_cert.clone_from(&self.model.ca_cert);
+        model.thinking = session::control::thinking_flag(
+            self.sdk.thinking.as_deref(),
+            self.sdk.max_thinking_tokens,
+        );
         let permissions = &mut options.permissions;
         permissions.mode = self
             .permissions

@@ -167,3 +167,13 @@ impl Shared {
         std::process::exit(128 + number)
     }
 }
+
+impl session::control::Arming for Interrupts {
+    fn arm(&self) -> CancellationToken {
+        Interrupts::arm(self)
+    }
+
+    fn disarm(&self) {
+        Interrupts::disarm(self);
+    }
+}

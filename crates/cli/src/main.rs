@@ -99,8 +99,11 @@ fn parse_args() -> Result<Args, clap::Error> {
             arg.help(format!("{help} [here: {backend}]"))
         });
     }
-    let matches = command.try_get_matches()?;
-    Args::from_arg_matches(&matches)
+    let (argv, accepted) = session::control::take_accepted_flags(std::env::args_os().collect());
+    let matches = command.try_get_matches_from(argv)?;
+    let mut args = Args::from_arg_matches(&matches)?;
+    args.sdk.accepted = accepted;
+    Ok(args)
 }
 
 fn init_logging(verbose: bool) {
@@ -318,6 +321,8 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
     // registered would kill the process with no result and no cleanup.
     let interrupts = Interrupts::listen(task.is_none())?;
+    let mut options = args.session_options();
+    let mut control = connect(&args, &mut options).await;
     let status = Status::default();
     let terminal_prompter = match task {
         Some(_) => None,
@@ -331,7 +336,6 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
         .as_ref()
         .map(|_| &interactive::TerminalTrust as &dyn session::trust::TrustAsker);
     // The session's warnings go where the terminal's lines go (above the live region).
-    let mut options = args.session_options();
     let notice_status = status.clone();
     let terminal = task.is_none() && std::io::stdout().is_terminal();
     options.notices =
@@ -346,6 +350,9 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
                 }
             });
     let mut session = Session::open(&options, prompter, trust_asker)?;
+    if let Some(control) = &mut control {
+        control.answer_initialize(&session);
+    }
     session.gather_context().await;
     if let Some(name) = &args.permissions.worktree {
         let entered = session.enter_worktree(name).await;
@@ -353,7 +360,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     }
     match (task, terminal_prompter) {
         (Some(task), _) => {
-            let code = headless(&args, &mut session, &interrupts, task, status).await;
+            let code = headless(&args, &mut session, &interrupts, (task, control), status).await;
             session.end(session::EndReason::Other).await;
             code
         }
@@ -367,7 +374,7 @@ async fn headless(
     args: &Args,
     session: &mut Session,
     interrupts: &Interrupts,
-    task: String,
+    (task, control): (String, Option<session::control::Connection>),
     status: Status,
 ) -> anyhow::Result<u8> {
     let live = args.output_format == OutputFormat::Text && std::io::stdout().is_terminal();
@@ -392,6 +399,10 @@ async fn headless(
         slash_commands: session.slash_command_names(),
         skills: session.skill_names(),
         api_key_source: session.api_key_source(),
+        unsupported: control
+            .as_ref()
+            .map(|control| control.unsupported(&args.sdk.accepted))
+            .unwrap_or_default(),
     });
     if args.output_format == OutputFormat::StreamJson {
         let id = session.session_id().to_owned();
@@ -402,8 +413,8 @@ async fn headless(
             }
         });
     }
-    if args.input_format == InputFormat::StreamJson {
-        return stream_json_input(session, &mut renderer, interrupts).await;
+    if let Some(control) = control {
+        return drive(session, &mut renderer, interrupts, control).await;
     }
     // `@path` in the prompt attaches the file (an image as the model sees it), as at the
     // interactive prompt; one that cannot be attached is said on stderr. Only the prompt
@@ -462,81 +473,65 @@ fn report_blocked(format: OutputFormat, session_id: &str, error: &anyhow::Error)
     1
 }
 
-/// `--input-format stream-json`: each JSON line of stdin is a user message (Claude Code's
-/// `SDKUserMessage`: `{"type":"user","message":{"role":"user","content":...}}`), answered
-/// in turn in the one session, each turn ending with its result line. A line that is not
-/// such a message is reported on stderr with its number and skipped. The exit code is the
-/// last turn's.
-async fn stream_json_input(
+/// The front end of a session driven over the control protocol: its turns in stream-json.
+struct StreamFront<'a> {
+    renderer: &'a mut Renderer,
+    session_id: String,
+}
+
+impl session::control::Front for StreamFront<'_> {
+    fn observer(&mut self) -> &mut dyn session::Observer {
+        self.renderer
+    }
+
+    fn result(&mut self, outcome: &session::LoopOutcome) {
+        self.renderer.finish(outcome);
+    }
+
+    fn refused(&mut self, error: &anyhow::Error) {
+        report_blocked(OutputFormat::StreamJson, &self.session_id, error);
+    }
+
+    fn note(&mut self, text: &str) {
+        eprintln!("agent: {}", render::printable(text, false));
+    }
+}
+
+/// `--input-format stream-json`: the program on stdin drives the session (the Agent SDK's
+/// control protocol, [`session::control`]); waits for its `initialize` (or first message)
+/// and puts it in `options`. `None` for any other run.
+async fn connect(
+    args: &Args,
+    options: &mut session::Options,
+) -> Option<session::control::Connection> {
+    use args::PermissionModeArg as Mode;
+    if args.input_format != InputFormat::StreamJson {
+        return None;
+    }
+    let mode = args.permissions.permission_mode;
+    let asks =
+        args.sdk.permission_prompt_tool.as_deref() == Some("stdio") && mode != Some(Mode::DontAsk);
+    let bypass = args.sdk.allow_dangerously_skip_permissions
+        || options.permissions.mode == Some(tools::PermissionMode::BypassPermissions);
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let connection = session::control::Connection::open(stdin, Renderer::line, asks, bypass).await;
+    options.host = Some(connection.host().clone());
+    Some(connection)
+}
+
+/// Drives `session` for the program of `connection` until its input ends.
+async fn drive(
     session: &mut Session,
     renderer: &mut Renderer,
     interrupts: &Interrupts,
+    connection: session::control::Connection,
 ) -> anyhow::Result<u8> {
-    use tokio::io::AsyncBufReadExt as _;
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut number = 0usize;
-    let mut code = 0;
-    while let Some(line) = lines.next_line().await.context("reading stdin")? {
-        number += 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let message = match user_message(&line) {
-            Ok(message) => message,
-            Err(problem) => {
-                eprintln!("agent: stdin line {number}: {problem}; the line is skipped");
-                continue;
-            }
-        };
-        let cancel = interrupts.arm();
-        // A text message may name a custom command, as a prompt does.
-        let outcome = session.send(message, renderer, cancel).await;
-        interrupts.disarm();
-        // A prompt a hook refused has its result line, and the next message is read.
-        let outcome = match outcome {
-            Err(error) if error.downcast_ref::<session::PromptBlocked>().is_some() => {
-                code = report_blocked(OutputFormat::StreamJson, session.session_id(), &error);
-                continue;
-            }
-            other => other?,
-        };
-        renderer.finish(&outcome);
-        code = match output::exit_code(&outcome.terminal).0 {
-            130 => return Ok(interrupts.aborted_exit_code()),
-            code => code,
-        };
-    }
-    Ok(code)
-}
-
-/// The user message of one stream-json input line.
-fn user_message(line: &str) -> Result<protocol::MessageParam, String> {
-    let value: serde_json::Value =
-        serde_json::from_str(line).map_err(|error| format!("not JSON ({error})"))?;
-    if value["type"] != "user" {
-        return Err(format!(
-            "\"type\" is {}, not \"user\" (only user messages are read)",
-            value["type"]
-        ));
-    }
-    let message = &value["message"];
-    if message["role"] != "user" {
-        return Err("message.role must be \"user\"".into());
-    }
-    match &message["content"] {
-        serde_json::Value::String(text) if !text.trim().is_empty() => {
-            Ok(protocol::MessageParam::user_text(text.clone()))
-        }
-        serde_json::Value::Array(_) => {
-            let parsed: protocol::MessageParam = serde_json::from_value(message.clone())
-                .map_err(|error| format!("message.content: {error}"))?;
-            if parsed.content.is_empty() {
-                return Err("message.content is empty".into());
-            }
-            Ok(parsed)
-        }
-        _ => Err("message.content must be a non-empty string or a list of content blocks".into()),
-    }
+    let mut front = StreamFront {
+        renderer,
+        session_id: session.session_id().to_owned(),
+    };
+    let ended = connection.drive(session, &mut front, interrupts).await?;
+    Ok(ended.code(interrupts.aborted_exit_code()))
 }
 
 #[cfg(test)]

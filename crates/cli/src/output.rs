@@ -477,6 +477,9 @@ pub struct Init<'a> {
     pub skills: Vec<String>,
     /// Where the API key came from (`ANTHROPIC_API_KEY`, or `none`).
     pub api_key_source: &'a str,
+    /// What the driving program asked for that is not acted on (flags, `initialize`
+    /// fields): the line's `unsupported`, when there is any.
+    pub unsupported: Vec<String>,
 }
 
 impl Renderer {
@@ -978,6 +981,7 @@ impl Renderer {
                     "backend": init.sandbox.describe(),
                     "network": init.sandbox.network || !init.sandbox.is_active(),
                 },
+                "unsupported": (!init.unsupported.is_empty()).then_some(&init.unsupported),
             }));
         }
     }

@@ -2784,7 +2784,7 @@ async fn stream_json_input_runs_turn_by_turn() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("stdin line 2: \"type\" is \"assistant\", not \"user\""),
+        stderr.contains("stdin line 2: \"type\" is \"assistant\", not user"),
         "{stderr}"
     );
     let lines = lines(&output);

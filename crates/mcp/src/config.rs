@@ -28,6 +28,9 @@ pub enum ServerConfig {
         /// Extra request headers (a bearer token, an API key).
         headers: BTreeMap<String, String>,
     },
+    /// A server inside the program embedding the agent (the Agent SDK's `{"type": "sdk"}`
+    /// servers): reached through [`crate::Options::host`]; without one it fails, saying so.
+    Host,
     /// A server whose configuration names a variable that is not set (and has no default):
     /// it is reported as failed with this message and never started, and the others run.
     Incomplete {
@@ -267,9 +270,10 @@ fn server_config(
                 headers: map("headers")?,
             }
         }
+        Some("sdk") => ServerConfig::Host,
         Some(other) => {
             return Err(invalid(format!(
-                "mcpServers.{name}.type {other:?} is not stdio or http (Claude Code's sse type is not supported)"
+                "mcpServers.{name}.type {other:?} is not stdio, http or sdk (Claude Code's sse type is not supported)"
             )));
         }
     };

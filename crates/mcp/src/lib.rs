@@ -99,6 +99,21 @@ pub struct Options {
     /// folder's `NAME`, `npx` reads its `.npmrc`): an embedding program starts them
     /// elsewhere in a folder it does not trust.
     pub cwd: Option<PathBuf>,
+    /// The program embedding the agent, which serves the [`config::ServerConfig::Host`]
+    /// servers; `None`: such servers fail.
+    pub host: Option<Arc<dyn HostServers>>,
+}
+
+/// A program embedding the agent that serves MCP servers itself (the Agent SDK's
+/// in-process servers, reached through its control channel).
+pub trait HostServers: Send + Sync + std::fmt::Debug {
+    /// A connection to the server `name`: newline-delimited JSON-RPC both ways over the
+    /// returned stream, as over a stdio server's pipes.
+    ///
+    /// # Errors
+    ///
+    /// Why the server cannot be reached (the program did not declare it).
+    fn open(&self, name: &str) -> Result<tokio::io::DuplexStream, String>;
 }
 
 impl Options {
@@ -112,6 +127,7 @@ impl Options {
             extra_roots_pem: Arc::from(Vec::new()),
             guard: None,
             cwd: None,
+            host: None,
         }
     }
 }

@@ -232,6 +232,8 @@ pub struct Server {
     guard: Option<PathBuf>,
     /// Where a stdio server starts (see [`crate::Options::cwd`]).
     cwd: Option<PathBuf>,
+    /// The embedding program, for a [`ServerConfig::Host`] server.
+    host: Option<Arc<dyn crate::HostServers>>,
     state: Mutex<State>,
     /// The tools it lists now (kept current by [`ListWatcher`]).
     listed: Arc<std::sync::Mutex<Vec<ListedTool>>>,
@@ -278,6 +280,7 @@ impl Server {
             extra_roots_pem: Arc::clone(&options.extra_roots_pem),
             guard: options.guard.clone(),
             cwd: options.cwd.clone(),
+            host: options.host.clone(),
             state: Mutex::new(State {
                 client: None,
                 child: None,
@@ -314,6 +317,7 @@ impl Server {
                 self.start_stdio(state, command, args, env).await
             }
             ServerConfig::Http { url, headers } => self.start_http(state, url, headers).await,
+            ServerConfig::Host => self.start_host(state).await,
             ServerConfig::Incomplete { problem } => Err(ServerError::Config {
                 name: self.name.clone(),
                 problem: problem.clone(),
@@ -366,6 +370,33 @@ impl Server {
         };
         state.client = Some(client);
         Ok(())
+    }
+
+    /// Connects to a server the embedding program serves ([`crate::HostServers`]).
+    async fn start_host(&self, state: &mut State) -> Result<(), ServerError> {
+        let Some(host) = &self.host else {
+            return Err(self.protocol(
+                "a server of type sdk lives in the program that embeds the agent (the Agent SDK); this run has none".into(),
+            ));
+        };
+        let stream = host
+            .open(&self.name)
+            .map_err(|detail| self.protocol(detail))?;
+        let (read, write) = tokio::io::split(stream);
+        let (watcher, transport) = self.watched(
+            rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write),
+        );
+        match tokio::time::timeout(self.startup, watcher.serve(transport)).await {
+            Ok(Ok(client)) => {
+                state.client = Some(client);
+                Ok(())
+            }
+            Ok(Err(error)) => Err(self.protocol(format!("the MCP handshake failed: {error}"))),
+            Err(_) => Err(ServerError::Timeout {
+                name: self.name.clone(),
+                after: self.startup,
+            }),
+        }
     }
 
     /// Starts a stdio server's process and the client over its pipes.
@@ -499,11 +530,13 @@ impl Server {
                 detail,
                 url: url.clone(),
             },
-            ServerConfig::Stdio { .. } | ServerConfig::Incomplete { .. } => ServerError::Protocol {
-                name: self.name.clone(),
-                detail,
-                log: self.log.display().to_string(),
-            },
+            ServerConfig::Stdio { .. } | ServerConfig::Host | ServerConfig::Incomplete { .. } => {
+                ServerError::Protocol {
+                    name: self.name.clone(),
+                    detail,
+                    log: self.log.display().to_string(),
+                }
+            }
         }
     }
 
@@ -512,6 +545,7 @@ impl Server {
         match &self.config.config {
             ServerConfig::Http { url, .. } => url.clone(),
             ServerConfig::Stdio { .. } => self.log.display().to_string(),
+            ServerConfig::Host => "the embedding program's server".to_owned(),
             ServerConfig::Incomplete { .. } => self.config.origin.display().to_string(),
         }
     }

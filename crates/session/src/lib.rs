@@ -85,6 +85,7 @@ pub mod checkpoints;
 pub mod claude_code;
 pub mod commands;
 mod context_info;
+pub mod control;
 pub mod cost;
 pub mod effort;
 #[cfg(test)]

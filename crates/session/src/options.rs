@@ -39,6 +39,10 @@ pub struct Options {
     pub append_system_prompt: Option<String>,
     /// Where the session's warnings and notes go [default: stderr, `agent: TEXT`].
     pub notices: crate::Notices,
+    /// The program driving the session over the Agent SDK's control protocol, when one
+    /// does ([`crate::control`]): its `initialize` adds hooks, MCP servers, subagents and
+    /// prompts, and it answers permission questions when it said it would.
+    pub host: Option<crate::control::Host>,
 }
 
 /// The model and its server.
@@ -61,6 +65,10 @@ pub struct ModelOptions {
     pub base_url: Option<String>,
     /// Extra trusted root certificates, PEM.
     pub ca_cert: Option<PathBuf>,
+    /// Extended thinking on or off from the start (the Agent SDK's `--thinking` and
+    /// `--max-thinking-tokens`: [`crate::control::thinking_flag`]) [default: the model's
+    /// and the settings' choice].
+    pub thinking: Option<bool>,
 }
 
 /// The permission mode, rules, folders and sandbox.

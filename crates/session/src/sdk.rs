@@ -96,8 +96,9 @@ pub struct RunReport<'a> {
 /// `num_turns`, `result`, `stop_reason` (the API's), `terminal_reason` (the loop's) and
 /// `terminal_detail`, `session_id`, `total_cost_usd` (`null` when a model had no price),
 /// `usage` (the main agent's), `modelUsage` (every model's), `num_requests`,
-/// `permission_denials`, `ttft_ms` (ours: [`crate::cost::FirstTokens::summary_json`]), and
-/// `structured_output` when there is one.
+/// `permission_denials`, `ttft_ms` (ours: [`crate::cost::FirstTokens::summary_json`]),
+/// `structured_output` when there is one, and `errors` (the terminal reason's text) for an
+/// error.
 pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
     let subtype = if report.structured_failed {
         "error_max_structured_output_retries"
@@ -141,6 +142,11 @@ pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
     if let Some(value) = &report.structured {
         result["structured_output"] = value.clone();
     }
+    // An error result names what went wrong in `errors`, as `SDKResultError` does (the
+    // Agent SDK joins them into the error it raises).
+    if subtype != "success" {
+        result["errors"] = json!([outcome.terminal.to_string()]);
+    }
     result
 }
 
@@ -166,5 +172,6 @@ pub fn failure_result(message: &str) -> Value {
         },
         "num_requests": 0,
         "permission_denials": [],
+        "errors": [message],
     })
 }

@@ -39,6 +39,66 @@ pub fn cycle_mode(gate: &tools::PermissionGate) -> tools::PermissionMode {
     next
 }
 
+/// The subagents a Task call may start: the built-in ones, the user's and the project's
+/// files, and those of a program driving the session.
+fn subagents_of(
+    options: &Options,
+    cwd: &Path,
+    trusted: bool,
+) -> Arc<[loop_core::subagent::AgentDefinition]> {
+    let mut agents = subagents::definitions(cwd, trusted, &options.notices);
+    if let Some(host) = &options.host {
+        host.add_agents(&mut agents);
+    }
+    agents.into()
+}
+
+/// What a session is opened from, read first: its folder, custom commands, Claude Code's
+/// state, the folder's trust and the settings in force (with the hooks of a program
+/// driving the session).
+struct Loaded {
+    cwd: PathBuf,
+    commands: Vec<crate::commands::Command>,
+    claude: crate::claude_code::State,
+    folder_trust: FolderTrust,
+    settings: settings::Settings,
+    mcp_servers: Vec<mcp::config::Configured>,
+}
+
+impl Loaded {
+    fn read(
+        options: &Options,
+        trust_asker: Option<&dyn crate::trust::TrustAsker>,
+    ) -> anyhow::Result<Self> {
+        let cwd = working_dir(options)?;
+        let mut layers = settings::load(&cwd)?;
+        if let Some(extra) = &options.settings {
+            layers.push(settings::flag_layer(extra)?);
+        }
+        let commands = crate::commands::discover(&cwd, &options.notices);
+        // Claude Code's state, read once: the folders it trusts, the servers it starts.
+        let claude = crate::claude_code::State::read(&|line| options.notices.say(line));
+        let folder_trust = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
+        let mut settings = trusted_settings(options, layers, folder_trust.trusted());
+        if let Some(host) = &options.host {
+            host.add_hooks(&mut settings.hooks);
+        }
+        let asked = (folder_trust, trust_asker);
+        let mcp_servers = mcp_servers(options, &cwd, &settings, asked, &claude)?;
+        Ok(Self {
+            cwd,
+            commands,
+            claude,
+            folder_trust,
+            settings,
+            mcp_servers,
+        })
+    }
+}
+
+/// Resolves a model name to its id, or says why it cannot ([`Session::model_resolver`]).
+pub type ModelResolver = Arc<dyn Fn(&str) -> Result<String, String> + Send + Sync>;
+
 /// The default model when neither `--model`, `ANTHROPIC_MODEL` nor settings name one.
 pub const DEFAULT_MODEL: &str = "claude-opus-4-8";
 
@@ -152,6 +212,8 @@ struct McpState {
     headless: bool,
     /// Servers whose failure was reported.
     reported_failures: std::collections::HashSet<String>,
+    /// The program embedding the session, which serves its `sdk` servers.
+    host: Option<Arc<dyn mcp::HostServers>>,
 }
 
 /// The history and its transcript.
@@ -218,26 +280,20 @@ impl Session {
         prompter: Option<Arc<dyn tools::Prompter>>,
         trust_asker: Option<&dyn crate::trust::TrustAsker>,
     ) -> anyhow::Result<Self> {
-        let cwd = working_dir(options)?;
-        let mut layers = settings::load(&cwd)?;
-        if let Some(extra) = &options.settings {
-            layers.push(settings::flag_layer(extra)?);
-        }
+        let options = &*crate::control::hosted(options);
+        // A program driving the session answers its questions, but it is no one at a
+        // terminal: the session is headless.
         let prompter_absent = prompter.is_none();
-        let commands = crate::commands::discover(&cwd, &options.notices);
-        // Claude Code's state, read once: the folders it trusts, the servers it starts.
-        let claude = crate::claude_code::State::read(&|line| options.notices.say(line));
-        let folder_trust = decide_trust(options, &cwd, &layers, &commands, trust_asker, &claude)?;
-        let trusted = folder_trust.trusted();
-        let settings = trusted_settings(options, layers, trusted);
-        let folder_trusted = trusted;
-        let mcp_servers = mcp_servers(
-            options,
-            &cwd,
-            &settings,
-            (folder_trust, trust_asker),
-            &claude,
-        )?;
+        let prompter = prompter.or_else(|| options.host.as_ref()?.prompter());
+        let Loaded {
+            cwd,
+            commands,
+            claude,
+            folder_trust,
+            settings,
+            mcp_servers,
+        } = Loaded::read(options, trust_asker)?;
+        let folder_trusted = folder_trust.trusted();
         report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
@@ -265,8 +321,7 @@ impl Session {
             prompter,
             (sandbox.clone(), Some(web)),
         )?;
-        let agents: Arc<[loop_core::subagent::AgentDefinition]> =
-            subagents::definitions(&cwd, folder_trusted, &options.notices).into();
+        let agents = subagents_of(options, &cwd, folder_trusted);
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let compact_percent = autocompact_percent(&settings.env)?;
@@ -281,6 +336,8 @@ impl Session {
             compact_percent,
             reasoning,
         );
+        let thinking =
+            (options.model.thinking).unwrap_or_else(|| model_settings.reasoning.thinking_on());
         let mut config = loop_config(
             options,
             &settings,
@@ -319,18 +376,21 @@ impl Session {
                 fallback: fallback_client,
                 window_assumed,
                 compact_percent,
-                thinking: Arc::new(std::sync::atomic::AtomicBool::new(
-                    model_settings.reasoning.thinking_on(),
-                )),
+                thinking: Arc::new(std::sync::atomic::AtomicBool::new(thinking)),
                 settings: model_settings,
             },
             tooling,
-            mcp: McpState::new(mcp_servers, &settings, extra_roots_pem, prompter_absent),
+            mcp: McpState::new(
+                mcp_servers,
+                &settings,
+                extra_roots_pem,
+                (prompter_absent, options),
+            ),
             record,
             pending: Pending::default(),
             notices: options.notices.clone(),
         };
-        session.settle(&settings, &claude)?;
+        session.settle(&settings, &claude, options.host.as_ref())?;
         Ok(session)
     }
 
@@ -344,8 +404,12 @@ impl Session {
         &mut self,
         settings: &settings::Settings,
         claude: &crate::claude_code::State,
+        host: Option<&crate::control::Host>,
     ) -> anyhow::Result<()> {
         self.tooling.idle_after = claude.idle_threshold();
+        if let Some(host) = host {
+            host.attach(self.tooling.hooks.env());
+        }
         // Claude Code's `preferredNotifChannel`: settings first, then its global
         // configuration (where earlier versions kept it); a value it does not know is `auto`.
         let channel = settings
@@ -784,6 +848,7 @@ impl Session {
                 } else {
                     dirs::home_dir().unwrap_or_else(std::env::temp_dir)
                 }),
+                host: self.mcp.host.clone(),
                 ..mcp::Options::new(self.record.sessions.join("mcp-logs"), limits.startup)
             };
             let pool = mcp::Pool::start(std::mem::take(&mut self.mcp.servers), &options);
@@ -1576,6 +1641,18 @@ impl Session {
         &self.tooling.rule_origins
     }
 
+    /// Resolves a model name as [`Session::set_model`] would, without switching: the model
+    /// id, or why the name does not resolve. Usable while a turn runs.
+    pub fn model_resolver(&self) -> ModelResolver {
+        let models = self.llm.settings.clone();
+        Arc::new(move |name: &str| {
+            models
+                .resolve(name)
+                .map(|(id, _)| id)
+                .map_err(|error| format!("{error:#}"))
+        })
+    }
+
     /// Switches the model for the next requests (`/model NAME`): resolved as `--model` is
     /// (aliases, the settings' `models`), with its window, output cap and water levels.
     /// Returns the model id.
@@ -2257,8 +2334,9 @@ impl McpState {
         servers: Vec<mcp::config::Configured>,
         settings: &settings::Settings,
         extra_roots_pem: Arc<[u8]>,
-        headless: bool,
+        (headless, options): (bool, &Options),
     ) -> Self {
+        let host = options.host.clone();
         Self {
             servers,
             pool: None,
@@ -2269,6 +2347,7 @@ impl McpState {
             extra_roots_pem,
             headless,
             reported_failures: std::collections::HashSet::new(),
+            host: host.map(|host| Arc::new(host) as Arc<dyn mcp::HostServers>),
         }
     }
 }
@@ -2711,6 +2790,7 @@ fn hook_env(
         watch: Arc::default(),
         wake: Arc::default(),
         waker: Arc::default(),
+        host: Arc::default(),
     }
 }
 
@@ -4444,7 +4524,31 @@ fn mcp_servers(
         }
         lists.extend(local);
     }
+    if let Some(host) = &options.host {
+        lists.push(
+            host.init()
+                .sdk_mcp_servers
+                .iter()
+                .map(|name| mcp::config::Configured {
+                    name: name.clone(),
+                    config: mcp::config::ServerConfig::Host,
+                    origin: PathBuf::from("(the SDK's initialize)"),
+                })
+                .collect(),
+        );
+    }
     for file in &options.mcp.config_files {
+        // A JSON text in place of a file, as the Agent SDK passes its servers.
+        let text = file.to_string_lossy();
+        if text.trim_start().starts_with('{') {
+            let document: serde_json::Value = serde_json::from_str(&text)
+                .context("--mcp-config: the JSON text given is not valid JSON")?;
+            lists.push(
+                mcp::config::servers(&document, Path::new("--mcp-config"), &lookup)
+                    .context("--mcp-config")?,
+            );
+            continue;
+        }
         lists.push(
             mcp::config::read_file(file, &lookup)
                 .with_context(|| format!("--mcp-config {}", file.display()))?,
@@ -4481,6 +4585,7 @@ fn ask_mcpjson(
                         .join(" ")
                 }
                 mcp::config::ServerConfig::Http { url, .. } => url.clone(),
+                mcp::config::ServerConfig::Host => "(served by the embedding program)".to_owned(),
                 mcp::config::ServerConfig::Incomplete { problem } => problem.clone(),
             };
             asker.and_then(|asker| asker.ask_mcp_server(&server.name, &detail))

@@ -304,6 +304,10 @@ pub struct HookCommand {
     /// `command` (or another type, not run).
     #[serde(rename = "type")]
     pub kind: String,
+    /// A hook of the program embedding the session (the Agent SDK's hook callbacks): the
+    /// callback's id, given at its `initialize`, never read from a settings file.
+    #[serde(skip)]
+    pub callback: Option<String>,
     /// Run with `bash -c`; required for `command` hooks. With [`HookCommand::args`], the
     /// program to run.
     #[serde(default)]
@@ -386,7 +390,9 @@ impl HookCommand {
     /// Why `agent` cannot run it as its settings ask, when it cannot: a type other than
     /// `command`, a shell other than bash, no command.
     pub fn unsupported(&self) -> Option<String> {
-        if matches!(self.kind.as_str(), "http" | "prompt" | "mcp_tool" | "agent") {
+        if matches!(self.kind.as_str(), "http" | "prompt" | "mcp_tool" | "agent")
+            || self.callback.is_some()
+        {
             return None;
         }
         if self.kind != "command" {

@@ -263,6 +263,7 @@ impl BashTool {
         let gate = PermissionGate::new(Arc::clone(&self.shared), None, None);
         let request = PermissionRequest {
             tool: "Bash",
+            tool_use_id: context.tool_use_id.as_str(),
             input,
             reason: ESCALATION_REASON,
             change: None,

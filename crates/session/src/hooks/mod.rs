@@ -43,6 +43,7 @@ pub mod watch;
 pub use lifecycle::{CommandStopHook, HookedSummarizer};
 pub use reply::{Permission, Reply, RequestDecision};
 pub use tasks::TaskHooks;
+pub(crate) use tool_hooks::settle;
 pub use tool_hooks::{HookedGate, PermissionRequestHooks, ToolHooks};
 
 /// The default timeout of a command hook: 600 s (Claude Code 2.1.197's `pp=600000`).
@@ -357,6 +358,31 @@ pub struct HookEnv {
     /// The running turn's cancellation, while one runs: a PermissionRequest hook's `deny`
     /// with `interrupt: true` stops the turn through it, as the user's interrupt does.
     pub turn: Arc<Mutex<Option<tokio_util::sync::CancellationToken>>>,
+    /// The program embedding the session (the Agent SDK), once known: `callback` hooks,
+    /// registered at its `initialize`, are its functions ([`HookCallbacks`]).
+    pub host: Arc<std::sync::OnceLock<Arc<dyn HookCallbacks>>>,
+}
+
+/// The future of a [`HookCallbacks::call`]: the callback's answer (the JSON a command hook
+/// prints), or why there is none.
+pub type CallbackFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + 'a>>;
+
+/// Hooks that are functions of the program embedding the session (the Agent SDK's hook
+/// callbacks), called with the event's input as a command hook gets it on stdin.
+pub trait HookCallbacks: Send + Sync {
+    /// Calls the callback `callback_id` with `input` (about the call `tool_use_id`, for a
+    /// tool's events).
+    ///
+    /// # Cancellation safety
+    ///
+    /// The future is dropped when the hook times out or its call is cancelled.
+    fn call<'a>(
+        &'a self,
+        callback_id: &'a str,
+        input: &'a Value,
+        tool_use_id: Option<&'a str>,
+    ) -> CallbackFuture<'a>;
 }
 
 impl std::fmt::Debug for HookEnv {
@@ -555,6 +581,7 @@ impl Hooks {
             .flat_map(|matcher| &matcher.hooks)
             .filter(|hook| {
                 (hook.command.is_some()
+                    || hook.callback.is_some()
                     || hook.url.is_some()
                     || hook.prompt.is_some()
                     || hook.tool.is_some())
@@ -700,8 +727,8 @@ impl Hooks {
     /// `terminalSequence` to the terminal; confined, what would widen is dropped.
     fn received(&self, event: Event, command: &str, mut reply: Reply) -> Reply {
         // Confined, the answer may come from what the folder runs: it can refuse,
-        // never approve.
-        if self.env.confined && reply.narrow() {
+        // never approve. A callback's comes from the embedding program, never the folder.
+        if self.env.confined && command != CALLBACK && reply.narrow() {
             self.env.notices.say(&failure(
                 event,
                 command,
@@ -735,6 +762,9 @@ impl Hooks {
         input: &Value,
         limit: Option<Duration>,
     ) -> Reply {
+        if let Some(id) = &hook.callback {
+            return self.run_callback(event, id, hook, input).await;
+        }
         let Some(command) = hook
             .command
             .as_deref()
@@ -832,6 +862,45 @@ impl Hooks {
     }
 }
 
+impl Hooks {
+    /// Runs the embedding program's callback `id` ([`HookCallbacks`]) within the hook's
+    /// timeout (600 s unless it gives one); its answer is read as a command hook's JSON.
+    async fn run_callback(
+        &self,
+        event: Event,
+        id: &str,
+        hook: &HookCommand,
+        input: &Value,
+    ) -> Reply {
+        let Some(host) = self.env.host.get() else {
+            return Reply::default();
+        };
+        let timeout = hook.timeout().unwrap_or(COMMAND_TIMEOUT);
+        let tool_use_id = input.get("tool_use_id").and_then(Value::as_str);
+        let answer = match tokio::time::timeout(timeout, host.call(id, input, tool_use_id)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {} s", timeout.as_secs_f64())),
+        };
+        let read = answer.and_then(|answer| {
+            // `{"async": true}`: the program goes on by itself; nothing is waited for.
+            if answer.get("async") == Some(&Value::Bool(true)) {
+                return Ok(Reply::default());
+            }
+            reply::read(event, Some(0), &answer.to_string(), "")
+        });
+        match read {
+            Ok(reply) => self.received(event, CALLBACK, reply),
+            Err(error) => {
+                self.env.notices.say(&failure(event, CALLBACK, &error));
+                Reply::default()
+            }
+        }
+    }
+}
+
+/// How a callback hook is named in what is told about it.
+const CALLBACK: &str = "(SDK callback)";
+
 /// What a confined hook's failure or ignored approval adds: why, and how to lift it.
 const CONFINED_HINT: &str = "it ran in the sandbox: the folder is not trusted, so it cannot write outside the workspace or reach the network; --trust or the setting trustedFolders runs your hooks as configured";
 
@@ -860,6 +929,7 @@ fn once_key(event: Event, hook: &HookCommand) -> String {
 fn identity(hook: &HookCommand) -> String {
     json!([
         hook.command,
+        hook.callback,
         hook.url,
         hook.prompt,
         hook.server,

@@ -323,6 +323,7 @@ pub(crate) mod tests {
             watch: Arc::default(),
             wake: Arc::default(),
             waker: Arc::default(),
+            host: Arc::default(),
         }
     }
 

@@ -295,26 +295,37 @@ fn json(event: Event, answer: &Value) -> Reply {
         .or_else(|| specific.get("updatedMCPToolOutput"))
         .cloned();
     if let Some(decision) = specific.get("decision") {
-        reply.request = match decision.get("behavior").and_then(Value::as_str) {
-            Some("allow") => Some(RequestDecision::Allow {
-                updated_input: decision
-                    .get("updatedInput")
-                    .filter(|input| input.is_object())
-                    .cloned(),
-                updated_permissions: decision
-                    .get("updatedPermissions")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            }),
-            Some("deny") => Some(RequestDecision::Deny {
-                message: text(decision, "message"),
-                interrupt: decision.get("interrupt") == Some(&Value::Bool(true)),
-            }),
-            _ => None,
-        };
+        reply.request = request_decision(decision);
     }
     reply
+}
+
+/// A permission decision in Claude Code's shape (a PermissionRequest hook's `decision`, the
+/// Agent SDK's `PermissionResult`): `{"behavior": "allow", "updatedInput"?,
+/// "updatedPermissions"?}` or `{"behavior": "deny", "message"?, "interrupt"?}`; `None` for
+/// any other behavior.
+pub fn request_decision(decision: &Value) -> Option<RequestDecision> {
+    match decision.get("behavior").and_then(Value::as_str) {
+        Some("allow") => Some(RequestDecision::Allow {
+            updated_input: decision
+                .get("updatedInput")
+                .filter(|input| input.is_object())
+                .cloned(),
+            updated_permissions: decision
+                .get("updatedPermissions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        }),
+        Some("deny") => Some(RequestDecision::Deny {
+            message: decision
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            interrupt: decision.get("interrupt") == Some(&Value::Bool(true)),
+        }),
+        _ => None,
+    }
 }
 
 /// The parts of a hook's `terminalSequence` Claude Code permits: BEL, and the operating

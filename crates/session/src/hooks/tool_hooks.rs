@@ -13,7 +13,7 @@ use executor::{
 use protocol::{ContentBlock, ToolResultContent};
 use serde_json::{Value, json};
 
-use super::{Event, Hooks, Permission, RequestDecision};
+use super::{Event, HookEnv, Hooks, Permission, RequestDecision};
 
 /// Context PreToolUse hooks gave for calls not yet run, by tool_use id: [`ToolHooks`] adds
 /// it to the call's result.
@@ -190,33 +190,13 @@ impl tools::PreAsk for PermissionRequestHooks {
                     refusals.join("\n")
                 )));
             }
-            match verdict.request {
-                Some(RequestDecision::Deny { message, interrupt }) => {
-                    if interrupt
-                        && let Some(turn) = self
-                            .hooks
-                            .env()
-                            .turn
-                            .lock()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .as_ref()
-                    {
-                        turn.cancel();
-                    }
-                    return Some(PermissionDecision::deny(format!(
-                        "a PermissionRequest hook refused it: {}",
-                        message.unwrap_or_else(|| "denied by a hook".into())
-                    )));
-                }
-                // The gate checks the new input against the schema and the rules.
-                Some(RequestDecision::Allow {
-                    updated_input,
-                    updated_permissions,
-                }) => {
-                    self.apply_updates(&updated_permissions);
-                    return Some(PermissionDecision::Allow { updated_input });
-                }
-                None => {}
+            // The gate checks a new input against the schema and the rules.
+            if let Some(decision) = verdict.request {
+                return Some(settle(
+                    self.hooks.env(),
+                    "a PermissionRequest hook",
+                    decision,
+                ));
             }
             if interactive {
                 self.hooks.spawn(
@@ -234,54 +214,79 @@ impl tools::PreAsk for PermissionRequestHooks {
     }
 }
 
-impl PermissionRequestHooks {
-    /// Applies a PermissionRequest hook's `updatedPermissions`, Claude Code's
-    /// `PermissionUpdate`s. To the session: `addRules` of allow rules join its allow rules,
-    /// `setMode` switches its mode (never to bypassPermissions). To the settings file the
-    /// `destination` names (`userSettings`, `projectSettings`, `localSettings`): every kind
-    /// is written there ([`crate::approvals::write_permission_update`]), for the sessions
-    /// after this one, with a line saying so; a project's file only in a trusted folder.
-    /// What applies nowhere (a deny rule for the session alone, say) is told.
-    fn apply_updates(&self, updates: &[Value]) {
-        let Some(gate) = self.hooks.env().gate.get() else {
-            return;
-        };
-        let notices = &self.hooks.env().notices;
-        for update in updates {
-            let shown = render::printable(&update.to_string(), false);
-            let applied = apply_to_session(gate, update);
-            let destination = update["destination"].as_str().unwrap_or("session");
-            let Some((file, project)) =
-                crate::approvals::update_destination(destination, &self.hooks.env().cwd)
-            else {
-                if let Err(error) = &applied {
-                    notices.say(&format!(
-                        "a PermissionRequest hook's permission update {shown} is not applied: {error}"
-                    ));
-                }
-                continue;
-            };
-            let later = if applied.is_ok() {
-                ""
-            } else {
-                " (it applies from the next session)"
-            };
-            let written = if project && self.hooks.env().confined {
-                Err(anyhow::anyhow!("the folder is not trusted"))
-            } else {
-                crate::approvals::write_permission_update(&file, project, update)
-            };
-            match written {
-                Ok(()) => notices.say(&format!(
-                    "a PermissionRequest hook saved {shown} in {}{later}",
-                    file.display()
-                )),
-                Err(error) => notices.say(&format!(
-                    "a PermissionRequest hook's permission update {shown} was not saved in {}: {}",
-                    file.display(),
-                    render::printable(&format!("{error:#}"), false)
-                )),
+/// What `decision` (from `who`: "a PermissionRequest hook", "the SDK host") does: a deny
+/// refuses with its message (and with `interrupt` stops the running turn, as the user's
+/// interrupt does); an allow applies its `updatedPermissions` ([`apply_updates`]) and runs
+/// the call, with its `updatedInput` when given.
+pub(crate) fn settle(env: &HookEnv, who: &str, decision: RequestDecision) -> PermissionDecision {
+    match decision {
+        RequestDecision::Deny { message, interrupt } => {
+            if interrupt
+                && let Some(turn) = env
+                    .turn
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+            {
+                turn.cancel();
             }
+            PermissionDecision::deny(format!(
+                "{who} refused it: {}",
+                message.unwrap_or_else(|| "denied".into())
+            ))
+        }
+        RequestDecision::Allow {
+            updated_input,
+            updated_permissions,
+        } => {
+            apply_updates(env, who, &updated_permissions);
+            PermissionDecision::Allow { updated_input }
+        }
+    }
+}
+
+/// Applies the `updatedPermissions` of `who`'s answer, Claude Code's
+/// `PermissionUpdate`s. To the session: `addRules` of allow rules join its allow rules,
+/// `setMode` switches its mode (never to bypassPermissions). To the settings file the
+/// `destination` names (`userSettings`, `projectSettings`, `localSettings`): every kind
+/// is written there ([`crate::approvals::write_permission_update`]), for the sessions
+/// after this one, with a line saying so; a project's file only in a trusted folder.
+/// What applies nowhere (a deny rule for the session alone, say) is told.
+fn apply_updates(env: &HookEnv, who: &str, updates: &[Value]) {
+    let Some(gate) = env.gate.get() else {
+        return;
+    };
+    let notices = &env.notices;
+    for update in updates {
+        let shown = render::printable(&update.to_string(), false);
+        let applied = apply_to_session(gate, update);
+        let destination = update["destination"].as_str().unwrap_or("session");
+        let Some((file, project)) = crate::approvals::update_destination(destination, &env.cwd)
+        else {
+            if let Err(error) = &applied {
+                notices.say(&format!(
+                    "{who}'s permission update {shown} is not applied: {error}"
+                ));
+            }
+            continue;
+        };
+        let later = if applied.is_ok() {
+            ""
+        } else {
+            " (it applies from the next session)"
+        };
+        let written = if project && env.confined {
+            Err(anyhow::anyhow!("the folder is not trusted"))
+        } else {
+            crate::approvals::write_permission_update(&file, project, update)
+        };
+        match written {
+            Ok(()) => notices.say(&format!("{who} saved {shown} in {}{later}", file.display())),
+            Err(error) => notices.say(&format!(
+                "{who}'s permission update {shown} was not saved in {}: {}",
+                file.display(),
+                render::printable(&format!("{error:#}"), false)
+            )),
         }
     }
 }

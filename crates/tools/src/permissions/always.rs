@@ -57,6 +57,12 @@ impl Always {
         &self.rule
     }
 
+    /// The mode it switches the session to (acceptEdits), when that is what it grants
+    /// rather than a rule.
+    pub fn mode(&self) -> Option<PermissionMode> {
+        matches!(self.grant, Grant::AcceptEdits).then_some(PermissionMode::AcceptEdits)
+    }
+
     /// What it grants, for the question: "acceptEdits mode: file edits, and commands writing
     /// the workspace in the sandbox" (what that mode means here),
     /// "`Bash(npm test:*)` commands, in the sandbox" (or "unsandboxed" without a sandbox),

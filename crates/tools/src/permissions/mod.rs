@@ -213,6 +213,9 @@ pub enum Verdict {
 pub struct PermissionRequest<'a> {
     /// The tool called.
     pub tool: &'a str,
+    /// The tool_use id of the call (a program asked in the user's place names the call by
+    /// it: the Agent SDK's `can_use_tool`).
+    pub tool_use_id: &'a str,
     /// Its input.
     pub input: &'a Value,
     /// Why approval is needed.
@@ -1333,7 +1336,14 @@ impl PermissionGate {
                             updated_input: Some(input),
                         }) => return self.decide_updated(call, tool, mode, input),
                         Some(decision) => decision,
-                        None => self.ask(call, reason).await,
+                        None => match self.ask(call, reason).await {
+                            // The one asked approved another input (a program asked in the
+                            // user's place may rewrite it): that input is what runs.
+                            PermissionDecision::Allow {
+                                updated_input: Some(input),
+                            } => return self.decide_approved(call, tool, mode, input),
+                            decision => decision,
+                        },
                     },
                     Err(error) => PermissionDecision::Fail { error },
                 }
@@ -1387,6 +1397,41 @@ impl PermissionGate {
         }
     }
 
+    /// The decision on `call` with the input the one asked approved in its place: it must
+    /// fit the tool's schema and no deny rule may match it (an ask is what was just
+    /// answered); an allowed Bash command runs as the rules decide for the new command.
+    fn decide_approved(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        mode: PermissionMode,
+        input: Value,
+    ) -> PermissionDecision {
+        let problems = executor::schema::validate(tool.input_schema(), &input);
+        if !problems.is_empty() {
+            return PermissionDecision::deny(format!(
+                "the input approved in its place is not a valid input of {}: {}",
+                tool.name(),
+                problems.join("; ")
+            ));
+        }
+        let (verdict, run) = if tool.name() == "Bash" {
+            let (verdict, run) = self.bash_decision(&input, mode);
+            (verdict, Some(run))
+        } else {
+            (self.evaluate_in(tool, &input, mode), None)
+        };
+        if let Verdict::Deny { reason } = verdict {
+            return PermissionDecision::deny(reason);
+        }
+        if let Some(run) = run {
+            self.shared.grants.insert(call.id.as_str().to_owned(), run);
+        }
+        PermissionDecision::Allow {
+            updated_input: Some(input),
+        }
+    }
+
     /// The [`PreAsk`]'s decision on `call`, if there is one and it decides.
     async fn pre_ask(
         &self,
@@ -1397,6 +1442,7 @@ impl PermissionGate {
         let pre_ask = self.pre_ask.as_ref()?;
         let request = PermissionRequest {
             tool: &call.name,
+            tool_use_id: call.id.as_str(),
             input: &call.input,
             reason,
             change: None,
@@ -1414,6 +1460,7 @@ impl PermissionGate {
             .flatten();
         let request = PermissionRequest {
             tool: &call.name,
+            tool_use_id: call.id.as_str(),
             input: &call.input,
             reason: &reason,
             change,
