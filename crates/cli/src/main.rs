@@ -389,21 +389,16 @@ async fn headless(
     .with_partial_messages(args.include_partial_messages)
     .with_verbose(args.verbose)
     .with_structured(session.structured().cloned());
-    let cwd = session.cwd().to_string_lossy().into_owned();
-    renderer.init(&output::Init {
-        cwd: &cwd,
-        tools: session.tool_names(),
-        mcp_servers: session.mcp_status(),
-        permission_mode: session.mode_name(),
-        sandbox: session.sandbox(),
-        slash_commands: session.slash_command_names(),
-        skills: session.skill_names(),
-        api_key_source: session.api_key_source(),
-        unsupported: control
+    if args.output_format == OutputFormat::StreamJson {
+        let accepted = &args.sdk.accepted;
+        let unsupported = control
             .as_ref()
-            .map(|control| control.unsupported(&args.sdk.accepted))
-            .unwrap_or_default(),
-    });
+            .map(|control| control.unsupported(accepted));
+        Renderer::line(&session::sdk::init_message(
+            session,
+            &unsupported.unwrap_or_default(),
+        ));
+    }
     if args.output_format == OutputFormat::StreamJson {
         let id = session.session_id().to_owned();
         let tasks = session.background();

@@ -253,7 +253,6 @@ impl Status {
 pub struct Renderer {
     format: OutputFormat,
     session_id: String,
-    model: String,
     /// `--include-partial-messages`: a `stream_event` line for every stream event.
     partial_messages: bool,
     /// `--verbose`: each request and transition named on stderr.
@@ -458,37 +457,12 @@ struct AgentView {
     done: bool,
 }
 
-/// What the `system`/`init` line reports about a session ([`Renderer::init`]).
-#[derive(Debug)]
-pub struct Init<'a> {
-    /// The working directory.
-    pub cwd: &'a str,
-    /// The tools the model may call.
-    pub tools: &'a [String],
-    /// The MCP servers and their state.
-    pub mcp_servers: Vec<(String, &'static str)>,
-    /// The permission mode, as Claude Code spells it.
-    pub permission_mode: &'a str,
-    /// How Bash commands are sandboxed.
-    pub sandbox: &'a tools::SandboxConfig,
-    /// Custom commands and skills, without the slash.
-    pub slash_commands: Vec<String>,
-    /// The skills' names.
-    pub skills: Vec<String>,
-    /// Where the API key came from (`ANTHROPIC_API_KEY`, or `none`).
-    pub api_key_source: &'a str,
-    /// What the driving program asked for that is not acted on (flags, `initialize`
-    /// fields): the line's `unsupported`, when there is any.
-    pub unsupported: Vec<String>,
-}
-
 impl Renderer {
     /// A renderer; `live_text` streams text deltas (text format on a terminal).
     pub fn new(format: OutputFormat, session_id: &str, model: &str, live_text: bool) -> Self {
         Self {
             format,
             session_id: session_id.to_owned(),
-            model: model.to_owned(),
             partial_messages: false,
             verbose: false,
             structured: None,
@@ -956,34 +930,6 @@ impl Renderer {
         // A closed stdout (`agent … | head`) must not kill the run.
         let _ = writeln!(stdout, "{value}");
         let _ = stdout.flush();
-    }
-
-    /// The `system`/`init` line (stream-json only).
-    ///
-    /// Besides Claude Code's fields, `sandbox` says how Bash commands run: `backend` (`bwrap`,
-    /// `landlock`, `none` when nothing works here, `off` when turned off) and `network`
-    /// (whether commands that may write the workspace reach the network: the setting
-    /// `sandbox.network` in a sandbox, `true` without one; read-only commands never do).
-    pub fn init(&self, init: &Init<'_>) {
-        if self.format == OutputFormat::StreamJson {
-            let mcp_servers: Vec<Value> = init
-                .mcp_servers
-                .iter()
-                .map(|(name, status)| json!({"name": name, "status": status}))
-                .collect();
-            Self::line(&json!({
-                "type": "system", "subtype": "init", "cwd": init.cwd,
-                "session_id": self.session_id, "tools": init.tools, "mcp_servers": mcp_servers,
-                "model": self.model, "permissionMode": init.permission_mode,
-                "apiKeySource": init.api_key_source, "slash_commands": init.slash_commands,
-                "skills": init.skills,
-                "sandbox": {
-                    "backend": init.sandbox.describe(),
-                    "network": init.sandbox.network || !init.sandbox.is_active(),
-                },
-                "unsupported": (!init.unsupported.is_empty()).then_some(&init.unsupported),
-            }));
-        }
     }
 
     /// A stream-json `system` line: the type, `fields`, the session id and a new uuid.

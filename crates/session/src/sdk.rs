@@ -48,6 +48,45 @@ pub fn task_message(event: &TaskEvent, session_id: &str) -> Option<Value> {
     Some(message)
 }
 
+/// The `system`/`init` message of `session` (`SDKSystemMessage`): its working folder,
+/// session id, tools, MCP servers and their state, model, permission mode, key source,
+/// slash commands, skills, subagents, output style and a fresh `uuid`; besides Claude
+/// Code's fields, `sandbox` says how Bash commands run (`backend`: `bwrap`, `landlock`,
+/// `none` when nothing works here, `off` when turned off; `network`: whether commands that
+/// may write the workspace reach the network, the setting `sandbox.network` in a sandbox,
+/// `true` without one; read-only commands never do), and `unsupported` lists what the
+/// driving program asked for that is not acted on, when anything is.
+pub fn init_message(session: &crate::Session, unsupported: &[String]) -> Value {
+    let mcp_servers: Vec<Value> = session
+        .mcp_status()
+        .into_iter()
+        .map(|(name, status)| json!({"name": name, "status": status}))
+        .collect();
+    let sandbox = session.sandbox();
+    let agents: Vec<&str> = session
+        .agents()
+        .iter()
+        .map(|agent| agent.name.as_str())
+        .collect();
+    let mut line = json!({
+        "type": "system", "subtype": "init", "cwd": session.cwd(),
+        "session_id": session.session_id(), "tools": session.tool_names(),
+        "mcp_servers": mcp_servers, "model": session.model(),
+        "permissionMode": session.mode_name(), "apiKeySource": session.api_key_source(),
+        "slash_commands": session.slash_command_names(), "skills": session.skill_names(),
+        "agents": agents, "output_style": "default",
+        "sandbox": {
+            "backend": sandbox.describe(),
+            "network": sandbox.network || !sandbox.is_active(),
+        },
+        "uuid": uuid::Uuid::new_v4().to_string(),
+    });
+    if !unsupported.is_empty() {
+        line["unsupported"] = json!(unsupported);
+    }
+    line
+}
+
 /// The exit code and result subtype of a terminal reason.
 pub fn exit_code(terminal: &Terminal) -> (u8, &'static str) {
     match terminal {
@@ -138,6 +177,7 @@ pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
         // Not in Claude Code's shape: the time to first token over the main agent's
         // requests (the seeds measure it at message_start).
         "ttft_ms": report.first_tokens.summary_json(),
+        "uuid": uuid::Uuid::new_v4().to_string(),
     });
     if let Some(value) = &report.structured {
         result["structured_output"] = value.clone();
@@ -173,5 +213,6 @@ pub fn failure_result(message: &str) -> Value {
         "num_requests": 0,
         "permission_denials": [],
         "errors": [message],
+        "uuid": uuid::Uuid::new_v4().to_string(),
     })
 }
