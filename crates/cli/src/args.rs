@@ -430,9 +430,9 @@ pub enum PermissionModeArg {
     DontAsk,
 }
 
-/// The flags the Agent SDK passes when it drives the agent (`--input-format stream-json`):
-/// the ones this agent acts on, and the ones it accepts without acting on them, which the
-/// `init` line lists ([`SdkFlags::unsupported`]) rather than refusing to start.
+/// The flags the Agent SDK passes when it drives the agent (`--input-format stream-json`)
+/// that this agent acts on, and the ones taken out of the command line before it is parsed
+/// ([`SdkFlags::accepted`]), which the `init` line lists rather than refusing to start.
 #[derive(Debug, clap::Args)]
 pub struct SdkFlags {
     /// `stdio`: permission questions go to the program driving the agent as `can_use_tool`

@@ -179,6 +179,11 @@ async fn every_program(sdk: Sdk) {
     let requests = ran.requests();
     assert_eq!(requests.len(), 1);
     assert!(requests[0]["messages"][0].to_string().contains("Say hello"));
+    // The Python SDK asks for an empty system prompt: no empty text block goes to the API,
+    // which refuses one.
+    for block in requests[0]["system"].as_array().into_iter().flatten() {
+        assert_ne!(block["text"], "", "{}", requests[0]["system"]);
+    }
 
     let turns = json!([text("Nice to meet you, Ada."), text("Your name is Ada.")]);
     let ran = run(sdk, &dir, "client", turns).await;

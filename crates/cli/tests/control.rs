@@ -94,6 +94,7 @@ async fn every_request_is_answered_and_bad_lines_are_named_while_the_session_goe
         json!({"type": "control_request", "request_id": "x1", "request": {}}).to_string(),
         user("hello"),
         request("t1", json!({"subtype": "mcp_status"})),
+        request("k1", json!({"subtype": "stop_task", "task_id": "b9"})),
     ];
     let output = drive(&repo, &server, &[], &input).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -121,6 +122,7 @@ async fn every_request_is_answered_and_bad_lines_are_named_while_the_session_goe
     refused("m2", "\"dontKnow\" is not one of");
     refused("i2", "already initialized");
     refused("x1", "no request.subtype");
+    refused("k1", "no background task \"b9\"");
     assert_eq!(response(&lines, "m3")["response"]["subtype"], "success");
     assert_eq!(response(&lines, "s1")["response"]["subtype"], "success");
     let status = &response(&lines, "t1")["response"];

@@ -968,15 +968,40 @@ fn results_message(results: &[CompletedTool], notes: &[String]) -> MessageParam 
     }
 }
 
-/// System prompt blocks with the cache breakpoint on the last one.
+/// System prompt blocks with the cache breakpoint on the last one. Empty texts are left
+/// out (the API refuses an empty text block; the Python Agent SDK asks for an empty system
+/// prompt by default).
 fn system_blocks(config: &LoopConfig) -> Vec<SystemBlock> {
-    let last = config.system.len().saturating_sub(1);
-    config
+    let texts: Vec<&String> = config
         .system
         .iter()
+        .filter(|text| !text.is_empty())
+        .collect();
+    let last = texts.len().saturating_sub(1);
+    texts
+        .into_iter()
         .enumerate()
         .map(|(index, text)| {
             SystemBlock::new(text.clone(), (index == last).then(CacheControl::ephemeral))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod system_tests {
+    use super::*;
+
+    #[test]
+    fn empty_system_texts_are_left_out_and_the_breakpoint_is_on_the_last_kept() {
+        let mut config =
+            LoopConfig::for_model_info("claude-opus-4-8", &context::lookup("claude-opus-4-8").0);
+        config.system = vec![String::new()];
+        assert!(system_blocks(&config).is_empty());
+        config.system = vec!["first".into(), String::new()];
+        let blocks = serde_json::to_value(system_blocks(&config)).unwrap();
+        assert_eq!(
+            blocks,
+            serde_json::json!([{"type": "text", "text": "first", "cache_control": {"type": "ephemeral"}}])
+        );
+    }
 }

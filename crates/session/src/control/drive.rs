@@ -159,11 +159,7 @@ impl Driver {
         }
         let armed = arming.arm();
         let cancel = armed.child_token();
-        let shared = Shared {
-            gate: session.permission_gate(),
-            thinking: session.thinking_switch(),
-            resolve: session.model_resolver(),
-        };
+        let shared = Shared::of(session);
         let (outcome, notes) = {
             let mut notes = Vec::new();
             let turn = session.send(message, front.observer(), cancel.clone());
@@ -231,14 +227,10 @@ impl Driver {
                 channel.respond(id, Ok(json!({})));
                 return Flow::End;
             }
-            _ => {
-                let shared = Shared {
-                    gate: session.permission_gate(),
-                    thinking: session.thinking_switch(),
-                    resolve: session.model_resolver(),
-                };
-                self.shared_request(&shared, request)
-            }
+            _ => match self.shared_request(&Shared::of(session), id, request) {
+                Some(answer) => answer,
+                None => return Flow::Continue,
+            },
         };
         channel.respond(id, answer);
         Flow::Continue
@@ -275,33 +267,46 @@ impl Driver {
                 self.deferred.push((id.to_owned(), request));
                 return;
             }
-            _ => self.shared_request(shared, &request),
+            _ => match self.shared_request(shared, id, &request) {
+                Some(answer) => answer,
+                None => return,
+            },
         };
         self.host.channel().respond(id, answer);
     }
 
-    /// Answers what may be answered at any time.
-    fn shared_request(&self, shared: &Shared, request: &Value) -> Result<Value, String> {
-        match subtype(request) {
+    /// `set_permission_mode`: the mode switched at once (bypassPermissions only when the
+    /// program may).
+    fn set_mode(&self, shared: &Shared, request: &Value) -> Result<Value, String> {
+        let mode = request
+            .get("mode")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let parsed = mode.parse::<tools::PermissionMode>().map_err(|_| {
+            format!(
+                "permission mode {mode:?} is not one of default, acceptEdits, plan, bypassPermissions"
+            )
+        })?;
+        if parsed == tools::PermissionMode::BypassPermissions && !self.allow_bypass {
+            return Err(
+                "bypassPermissions needs --allow-dangerously-skip-permissions (or --dangerously-skip-permissions) at start".into(),
+            );
+        }
+        shared.gate.set_mode(parsed);
+        Ok(json!({}))
+    }
+
+    /// Answers what may be answered at any time; `None` when the answer comes later
+    /// (`stop_task` answers once the task has stopped).
+    fn shared_request(
+        &self,
+        shared: &Shared,
+        id: &str,
+        request: &Value,
+    ) -> Option<Result<Value, String>> {
+        Some(match subtype(request) {
             "initialize" => Err("the session is already initialized".into()),
-            "set_permission_mode" => {
-                let mode = request
-                    .get("mode")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let parsed = mode.parse::<tools::PermissionMode>().map_err(|_| {
-                    format!(
-                        "permission mode {mode:?} is not one of default, acceptEdits, plan, bypassPermissions"
-                    )
-                })?;
-                if parsed == tools::PermissionMode::BypassPermissions && !self.allow_bypass {
-                    return Err(
-                        "bypassPermissions needs --allow-dangerously-skip-permissions (or --dangerously-skip-permissions) at start".into(),
-                    );
-                }
-                shared.gate.set_mode(parsed);
-                Ok(json!({}))
-            }
+            "set_permission_mode" => self.set_mode(shared, request),
             "set_max_thinking_tokens" => {
                 let on = request
                     .get("max_thinking_tokens")
@@ -312,8 +317,23 @@ impl Driver {
                     .store(on, std::sync::atomic::Ordering::Relaxed);
                 Ok(json!({}))
             }
+            "stop_task" => {
+                let task_id = request
+                    .get("task_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let Some(task) = shared.tasks.get(task_id) else {
+                    return Some(Err(format!("no background task {task_id:?}")));
+                };
+                let (channel, id) = (Arc::clone(self.host.channel()), id.to_owned());
+                tokio::spawn(async move {
+                    task.stop().await;
+                    channel.respond(&id, Ok(json!({})));
+                });
+                return None;
+            }
             other => Err(format!("unsupported control request subtype: {other}")),
-        }
+        })
     }
 }
 
@@ -322,6 +342,18 @@ struct Shared {
     gate: Arc<tools::PermissionGate>,
     thinking: Arc<std::sync::atomic::AtomicBool>,
     resolve: crate::ModelResolver,
+    tasks: tools::background::BackgroundTasks,
+}
+
+impl Shared {
+    fn of(session: &Session) -> Self {
+        Self {
+            gate: session.permission_gate(),
+            thinking: session.thinking_switch(),
+            resolve: session.model_resolver(),
+            tasks: session.background().clone(),
+        }
+    }
 }
 
 /// A request's `subtype` ([`super::channel::read_input`] passes on only requests with one).

@@ -4,9 +4,9 @@
 
 use std::ffi::OsString;
 
-/// The flags the SDKs (TypeScript 0.3.197, Python 0.2.110) may pass that are not acted on,
-/// each with how many values follow it: `One`, `None`, or `Many` (values up to the next
-/// flag, as `--channels a b`).
+/// The flags the SDKs (TypeScript 0.3.197 to 0.3.337, Python 0.2.110 to 0.2.190) may pass
+/// that are not acted on, each with how many values follow it: `One`, `None`, or `Many`
+/// (values up to the next flag, as `--channels a b`).
 const ACCEPTED: &[(&str, Values)] = &[
     ("--thinking-display", Values::One),
     ("--tools", Values::One),
@@ -27,6 +27,13 @@ const ACCEPTED: &[(&str, Values)] = &[
     ("--session-mirror", Values::None),
     ("--no-session-persistence", Values::None),
     ("--system-prompt-file", Values::One),
+    // The newest SDKs' (TypeScript 0.3.337).
+    ("--await-initialize", Values::None),
+    ("--initialize-fields", Values::One),
+    ("--managed-settings-in-initialize", Values::None),
+    ("--permission-prompts", Values::One),
+    ("--project-config-root", Values::One),
+    ("--resume-drops-turn", Values::One),
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
