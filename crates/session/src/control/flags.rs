@@ -43,9 +43,10 @@ enum Values {
     Many,
 }
 
-/// Takes the flags of [`ACCEPTED`] (with their values, `--flag value` or `--flag=value`)
-/// out of `args` when they drive a session over the control protocol (`--input-format
-/// stream-json` among them); returns the rest, and the flags taken, each once, as written.
+/// Takes the flags the SDKs pass that are not acted on (with their values, `--flag value`
+/// or `--flag=value`) out of `args` when they drive a session over the control protocol
+/// (`--input-format stream-json` among them); returns the rest, and the flags taken, each
+/// once, as written.
 /// Any other command line is returned as it is: there an unknown flag stays an error.
 pub fn take_accepted_flags(args: Vec<OsString>) -> (Vec<OsString>, Vec<String>) {
     let controlled = args
