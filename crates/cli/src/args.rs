@@ -448,6 +448,10 @@ pub struct SdkFlags {
     /// 0 turns extended thinking off, more turns it on.
     #[arg(long, value_name = "TOKENS")]
     pub max_thinking_tokens: Option<u64>,
+    /// Which settings files apply: `user`, `project`, `local`, comma-separated (empty: none
+    /// but `--settings`) [default: all].
+    #[arg(long, value_name = "SOURCES")]
+    pub setting_sources: Option<String>,
     /// The flags the SDK passed that are accepted without being acted on
     /// ([`session::control::take_accepted_flags`]), for the init line.
     #[arg(skip)]
@@ -481,6 +485,12 @@ impl Args {
         model.effort = self.model.effort;
         model.base_url.clone_from(&self.model.base_url);
         model.ca_cert.clone_from(&self.model.ca_cert);
+        options.setting_sources = (self.sdk.setting_sources.as_deref()).map(|list| {
+            list.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        });
         model.thinking = session::control::thinking_flag(
             self.sdk.thinking.as_deref(),
             self.sdk.max_thinking_tokens,

@@ -43,6 +43,10 @@ pub struct Options {
     /// does ([`crate::control`]): its `initialize` adds hooks, MCP servers, subagents and
     /// prompts, and it answers permission questions when it said it would.
     pub host: Option<crate::control::Host>,
+    /// Which settings files apply (`--setting-sources`, as the Agent SDK passes it):
+    /// `user`, `project` (the project's shared files) and `local` (its `.local.json`
+    /// files); the `--settings` layer always does [default: all].
+    pub setting_sources: Option<Vec<String>>,
 }
 
 /// The model and its server.

@@ -72,6 +72,9 @@ impl Loaded {
     ) -> anyhow::Result<Self> {
         let cwd = working_dir(options)?;
         let mut layers = settings::load(&cwd)?;
+        if let Some(sources) = &options.setting_sources {
+            settings::keep_sources(&mut layers, sources)?;
+        }
         if let Some(extra) = &options.settings {
             layers.push(settings::flag_layer(extra)?);
         }

@@ -1656,6 +1656,36 @@ pub fn load(cwd: &Path) -> anyhow::Result<Vec<Layer>> {
     Ok(layers)
 }
 
+/// Keeps the layers of `sources` (`user`, `project`, `local`: a project's `.local.json`
+/// files), as Claude Code's `--setting-sources` does.
+///
+/// # Errors
+///
+/// A source that is none of the three, named.
+pub fn keep_sources(layers: &mut Vec<Layer>, sources: &[String]) -> Result<(), crate::UsageError> {
+    if let Some(unknown) = sources
+        .iter()
+        .find(|source| !matches!(source.as_str(), "user" | "project" | "local"))
+    {
+        return Err(crate::UsageError(format!(
+            "--setting-sources: {unknown:?} is not user, project or local"
+        )));
+    }
+    layers.retain(|layer| {
+        let local = layer
+            .path
+            .file_name()
+            .is_some_and(|name| name.to_string_lossy().ends_with(".local.json"));
+        let source = match layer.scope {
+            Scope::User => "user",
+            Scope::Project if local => "local",
+            Scope::Project => "project",
+        };
+        sources.iter().any(|wanted| wanted == source)
+    });
+    Ok(())
+}
+
 /// The `--settings` layer: a JSON text (starting with `{`) or a file's path; the user's own,
 /// above every settings file.
 ///
@@ -1682,6 +1712,32 @@ pub fn flag_layer(value: &str) -> anyhow::Result<Layer> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn setting_sources_keep_the_layers_they_name() {
+        let layer = |path: &str, scope: Scope| Layer {
+            path: PathBuf::from(path),
+            scope,
+            settings: Settings::default(),
+        };
+        let all = vec![
+            layer("/h/.claude/settings.json", Scope::User),
+            layer("/p/.claude/settings.json", Scope::Project),
+            layer("/p/.claude/settings.local.json", Scope::Project),
+        ];
+        let kept = |sources: &[&str]| {
+            let mut layers = all.clone();
+            let sources: Vec<String> = sources.iter().map(|s| (*s).to_owned()).collect();
+            keep_sources(&mut layers, &sources).unwrap();
+            layers.into_iter().map(|layer| layer.path).collect::<Vec<_>>()
+        };
+        assert_eq!(kept(&["project"]), [PathBuf::from("/p/.claude/settings.json")]);
+        assert_eq!(kept(&["user", "local"]).len(), 2);
+        assert!(kept(&[]).is_empty());
+        let mut layers = all.clone();
+        let error = keep_sources(&mut layers, &["policy".to_owned()]).unwrap_err();
+        assert!(error.0.contains("\"policy\" is not user, project or local"), "{error}");
+    }
+
     use super::*;
 
     #[test]

@@ -10,7 +10,6 @@ use std::ffi::OsString;
 const ACCEPTED: &[(&str, Values)] = &[
     ("--thinking-display", Values::One),
     ("--tools", Values::One),
-    ("--setting-sources", Values::One),
     ("--include-hook-events", Values::None),
     ("--replay-user-messages", Values::None),
     ("--debug", Values::None),
