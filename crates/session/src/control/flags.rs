@@ -125,7 +125,7 @@ mod tests {
             "stream-json",
             "--tools",
             "",
-            "--setting-sources=user,project",
+            "--betas=x,y",
             "--channels",
             "a",
             "b",
@@ -157,7 +157,7 @@ mod tests {
             taken,
             [
                 "--tools",
-                "--setting-sources",
+                "--betas",
                 "--channels",
                 "--include-hook-events",
                 "--debug-file"
