@@ -373,6 +373,11 @@ pub enum McpAction {
     },
     /// Lists the servers of this folder with where each is configured and whether it starts.
     List,
+    /// Serves the agent's tools (Read, Write, Edit, Glob, Grep, Bash, NotebookEdit) as an MCP
+    /// server on stdio, under this folder's permission rules and sandbox; a call that would
+    /// be asked is refused with the reason (`agent --allowedTools 'Bash(npm test:*)' mcp
+    /// serve` allows more).
+    Serve,
     /// Shows one server's configuration.
     Get {
         /// The server's name.

@@ -160,10 +160,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
             Ok(0)
         }
-        Some(Command::Mcp { action }) => {
-            let cwd = working_dir(&args)?;
-            mcp_cmd::run(action, &cwd, args.trust).await
-        }
+        Some(Command::Mcp { action }) => mcp_cmd::run(action, &args).await,
         None => start(args).await,
     }
 }

@@ -20,12 +20,13 @@ use session::mcp_config::{self, configured};
 
 use crate::args::{McpAction, McpScope};
 
-/// Runs `agent mcp ACTION` in `cwd`; returns the exit code.
+/// Runs `agent mcp ACTION` (in `-C`'s folder); returns the exit code.
 ///
 /// # Errors
 ///
 /// Bad input (named), or a file that cannot be read or written.
-pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
+pub async fn run(action: &McpAction, args: &crate::args::Args) -> anyhow::Result<u8> {
+    let (cwd, trust_flag) = (&crate::working_dir(args)?, args.trust);
     match action {
         McpAction::Add {
             scope,
@@ -110,6 +111,7 @@ pub async fn run(action: &McpAction, cwd: &Path, trust_flag: bool) -> anyhow::Re
             Ok(0)
         }
         McpAction::List => list(cwd, trust_flag).await,
+        McpAction::Serve => serve(args).await,
     }
 }
 
@@ -225,5 +227,31 @@ async fn list(cwd: &Path, trust_flag: bool) -> anyhow::Result<u8> {
             render::printable(&status, false)
         );
     }
+    Ok(0)
+}
+
+/// The tools `agent mcp serve` offers: the ones that need no model.
+const SERVED: &[&str] = &[
+    "Read",
+    "Write",
+    "Edit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "NotebookEdit",
+];
+
+/// `agent mcp serve`: the tools of a headless session in this folder (its settings, rules
+/// and sandbox, the flags before `mcp`) as an MCP server on stdio, until the client goes.
+///
+/// # Errors
+///
+/// Bad settings or flags, or the MCP handshake failing.
+async fn serve(args: &crate::args::Args) -> anyhow::Result<u8> {
+    let mut options = args.session_options();
+    options.tools_only = true;
+    let mut session = session::Session::open(&options, None, None)?;
+    let server = session.tool_server(SERVED, ("agent", env!("CARGO_PKG_VERSION")))?;
+    server.serve_stdio().await?;
     Ok(0)
 }

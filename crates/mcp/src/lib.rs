@@ -9,6 +9,7 @@
 //!   rmcp's transport on hyper + rustls), restarted or reconnected once if it goes away.
 //! - [`McpTool`]: one of its tools as an `executor::Tool`; results (text, images, embedded
 //!   resources) become tool_result content, `isError` an error result.
+//! - [`serve::ToolServer`]: the other direction, executor tools served over stdio.
 //! - [`connect_all`]: every server at once, each within the start-up limit; [`Pool`]: the
 //!   same in the background, so a run waits for them only a short grace period.
 //!
@@ -55,6 +56,7 @@ pub mod http;
 pub mod image;
 mod names;
 pub mod resources;
+pub mod serve;
 mod server;
 mod tool;
 

@@ -47,6 +47,9 @@ pub struct Options {
     /// `user`, `project` (the project's shared files) and `local` (its `.local.json`
     /// files); the `--settings` layer always does [default: all].
     pub setting_sources: Option<Vec<String>>,
+    /// The session only serves its tools to another program (`agent mcp serve`) and never
+    /// asks a model: no API key is needed.
+    pub tools_only: bool,
 }
 
 /// The model and its server.

@@ -1628,6 +1628,37 @@ impl Session {
         self.pending.steering = Some(steering);
     }
 
+    /// The tools named in `names` (those the session has) as an MCP server for another
+    /// program to call (`agent mcp serve`), named `server` (name, version) in the
+    /// handshake: each call decided as the model's are (the rules, the mode and the
+    /// PreToolUse hooks; headless, what would be asked is refused with its reason) and run in
+    /// the session's workspace and sandbox. The session's transcript is opened: what the
+    /// tools change is checkpointed there, as in any session (`agent rewind` undoes it).
+    ///
+    /// # Errors
+    ///
+    /// The transcript cannot be created.
+    pub fn tool_server(
+        &mut self,
+        names: &[&str],
+        server: (&str, &str),
+    ) -> anyhow::Result<mcp::serve::ToolServer> {
+        self.transcript()?;
+        let tools = self
+            .tooling
+            .tools
+            .iter()
+            .filter(|tool| names.contains(&tool.name()))
+            .cloned()
+            .collect();
+        Ok(mcp::serve::ToolServer::new(
+            tools,
+            Arc::clone(&self.tooling.permissions),
+            Arc::clone(&self.tooling.workspace),
+            server,
+        ))
+    }
+
     /// The session's permission gate (its mode can be switched while a turn runs).
     pub fn permission_gate(&self) -> Arc<tools::PermissionGate> {
         Arc::clone(&self.tooling.gate)
@@ -4298,8 +4329,9 @@ fn model_client(
         // OpenAI's own reasoning models refuse `max_tokens`.
         options.max_tokens_field = provider::chat::MaxTokensField::MaxCompletionTokens;
     }
+    let needs_key = options.cassette.replay.is_none() && !options.tools_only;
     if openai
-        && options.cassette.replay.is_none()
+        && needs_key
         && config.auth == provider::Auth::None
         && config.base_url == OPENAI_BASE_URL
     {
@@ -4313,7 +4345,7 @@ fn model_client(
     }
     config.fallback_model = options.model.fallback_model.is_some() && !fallback;
     if !openai
-        && options.cassette.replay.is_none()
+        && needs_key
         && config.auth == provider::Auth::None
         && config.base_url == provider::DEFAULT_BASE_URL
     {

@@ -1728,14 +1728,23 @@ mod tests {
             let mut layers = all.clone();
             let sources: Vec<String> = sources.iter().map(|s| (*s).to_owned()).collect();
             keep_sources(&mut layers, &sources).unwrap();
-            layers.into_iter().map(|layer| layer.path).collect::<Vec<_>>()
+            layers
+                .into_iter()
+                .map(|layer| layer.path)
+                .collect::<Vec<_>>()
         };
-        assert_eq!(kept(&["project"]), [PathBuf::from("/p/.claude/settings.json")]);
+        assert_eq!(
+            kept(&["project"]),
+            [PathBuf::from("/p/.claude/settings.json")]
+        );
         assert_eq!(kept(&["user", "local"]).len(), 2);
         assert!(kept(&[]).is_empty());
         let mut layers = all.clone();
         let error = keep_sources(&mut layers, &["policy".to_owned()]).unwrap_err();
-        assert!(error.0.contains("\"policy\" is not user, project or local"), "{error}");
+        assert!(
+            error.0.contains("\"policy\" is not user, project or local"),
+            "{error}"
+        );
     }
 
     use super::*;
