@@ -11,6 +11,7 @@ use session::options::split_rules;
 #[command(
     name = "agent",
     version,
+    disable_version_flag = true,
     about = "A coding agent for the terminal: give it a task, it reads, searches, edits and runs commands in your repository until the task is done.",
     long_about = None,
     after_help = "Run `agent` in a terminal for an interactive session (Ctrl-C aborts a turn, Ctrl-D exits, /help for more), or `agent -p \"task\"` (or a prompt on stdin) for a headless run.\nSettings, later files winning: ~/.claude/settings.json, ~/.config/agent/settings.json, .claude/settings.json, .agent/settings.json, .claude/settings.local.json, .agent/settings.local.json (Claude Code's schema; a project's hooks, env, allow rules, modes, providers, model prices and a model of another provider only in a trusted folder, see --trust). Sessions: ~/.local/share/agent/projects/."
@@ -22,6 +23,10 @@ pub struct Args {
     /// first in a fenced block).
     #[arg(short = 'p', long = "print")]
     pub print: bool,
+
+    /// Print the version (`-v`, as Claude Code's, which the Agent SDKs ask for; `-V` too).
+    #[arg(short = 'v', short_alias = 'V', long = "version", action = clap::ArgAction::Version)]
+    pub version: (),
 
     /// The prompt. Without `-p`: the first prompt of an interactive session (`agent "fix the
     /// bug"`), headless when stdin is not a terminal or the output format is not text. A
@@ -453,6 +458,9 @@ pub struct SdkFlags {
     /// 0 turns extended thinking off, more turns it on.
     #[arg(long, value_name = "TOKENS")]
     pub max_thinking_tokens: Option<u64>,
+    /// The built-in tools offered: names, comma-separated (empty: none; `default`: all).
+    #[arg(long, value_name = "TOOLS", num_args = 0..=1, default_missing_value = "")]
+    pub tools: Option<String>,
     /// Which settings files apply: `user`, `project`, `local`, comma-separated (empty: none
     /// but `--settings`) [default: all].
     #[arg(long, value_name = "SOURCES")]
@@ -490,12 +498,16 @@ impl Args {
         model.effort = self.model.effort;
         model.base_url.clone_from(&self.model.base_url);
         model.ca_cert.clone_from(&self.model.ca_cert);
-        options.setting_sources = (self.sdk.setting_sources.as_deref()).map(|list| {
+        let list = |list: &str| {
             list.split(',')
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
                 .collect()
-        });
+        };
+        options.setting_sources = self.sdk.setting_sources.as_deref().map(list);
+        options.tools = (self.sdk.tools.as_deref())
+            .filter(|tools| *tools != "default")
+            .map(list);
         model.thinking = session::control::thinking_flag(
             self.sdk.thinking.as_deref(),
             self.sdk.max_thinking_tokens,

@@ -47,7 +47,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(args.verbose);
+    // Under the control protocol `--verbose` is the SDK's (every message on stdout), not a
+    // request for log lines on stderr, which a Python SDK program would show.
+    init_logging(args.verbose && args.input_format != InputFormat::StreamJson);
     // Scripts reading --output-format json get a result object even when the run fails
     // before it starts (bad settings, no API key, an unreadable transcript).
     let json_result = args.command.is_none() && args.output_format != OutputFormat::Text;
@@ -347,10 +349,11 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
                 }
             });
     let mut session = Session::open(&options, prompter, trust_asker)?;
+    session.gather_context().await;
+    // After the context: the skills are known then.
     if let Some(control) = &mut control {
         control.answer_initialize(&session);
     }
-    session.gather_context().await;
     if let Some(name) = &args.permissions.worktree {
         let entered = session.enter_worktree(name).await;
         entered.map_err(|error| UsageError(format!("--worktree: {error}")))?;
@@ -384,7 +387,7 @@ async fn headless(
     .with_status(status)
     .with_prices(session.price_overrides())
     .with_partial_messages(args.include_partial_messages)
-    .with_verbose(args.verbose)
+    .with_verbose(args.verbose && control.is_none())
     .with_structured(session.structured().cloned());
     if args.output_format == OutputFormat::StreamJson {
         let accepted = &args.sdk.accepted;

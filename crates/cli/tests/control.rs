@@ -209,3 +209,30 @@ fn transcripts(home: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// `--tools` (the SDK's `tools` option): only the built-in tools named are offered; an empty
+/// list offers none.
+#[tokio::test]
+async fn tools_names_the_built_in_tools_offered() {
+    for (list, expected) in [("Read,Grep", vec!["Grep", "Read"]), ("", vec![])] {
+        let repo = repo("control-tools");
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        let output = drive(&repo, &server, &["--tools", list], &[user("hello")]).await;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let body = server.requests()[0].json();
+        let mut offered: Vec<&str> = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|tool| tool["name"].as_str())
+            .collect();
+        offered.sort_unstable();
+        assert_eq!(offered, expected, "--tools {list:?}");
+    }
+}

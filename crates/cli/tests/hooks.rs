@@ -1444,11 +1444,10 @@ async fn an_untrusted_folders_hook_answer_cannot_approve() {
             trusted,
             "{trusted}: {stderr}"
         );
-        assert_eq!(
-            repo.home.join(".claude/settings.json").exists(),
-            trusted,
-            "{trusted}: {stderr}"
-        );
+        // The grant went to the agent's own user file, never to Claude Code's.
+        let saved = std::fs::read_to_string(config.join("settings.json")).unwrap();
+        assert_eq!(saved.contains("\"allow\""), trusted, "{trusted}: {saved}");
+        assert!(!repo.home.join(".claude/settings.json").exists());
         if !trusted {
             assert!(
                 stderr.contains(

@@ -179,14 +179,16 @@ pub fn save_mcpjson_answer(path: &Path, name: &str, answer: McpjsonAnswer) -> an
 }
 
 /// The settings file a Claude Code `PermissionUpdate`'s `destination` names for a session in
-/// `cwd`, and whether it is the project's: `userSettings` (`~/.claude/settings.json`),
+/// `cwd`, and whether it is the project's: `userSettings` (the agent's own,
+/// `~/.config/agent/settings.json`: Claude Code's user file is read, never written),
 /// `projectSettings` (`.claude/settings.json`), `localSettings`
 /// (`.claude/settings.local.json`, in the project's folder); `None` for `session` and
 /// `cliArg`, which no file holds.
 pub fn update_destination(destination: &str, cwd: &Path) -> Option<(PathBuf, bool)> {
     let project = || crate::settings::project_folder(cwd).join(".claude");
     match destination {
-        "userSettings" => Some((crate::claude_code::user_dir()?.join("settings.json"), false)),
+        // The agent's own user file: a grant to this agent must not change Claude Code's.
+        "userSettings" => Some((crate::settings::user_settings_file()?, false)),
         "projectSettings" => Some((project().join("settings.json"), true)),
         "localSettings" => Some((project().join("settings.local.json"), true)),
         _ => None,

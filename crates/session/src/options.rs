@@ -50,6 +50,9 @@ pub struct Options {
     /// The session only serves its tools to another program (`agent mcp serve`) and never
     /// asks a model: no API key is needed.
     pub tools_only: bool,
+    /// The built-in tools offered, by name (`--tools Read,Grep`, as the Agent SDK passes
+    /// its `tools` option; empty: none); MCP tools are not affected [default: all].
+    pub tools: Option<Vec<String>>,
 }
 
 /// The model and its server.

@@ -185,9 +185,21 @@ pub fn result_message(outcome: &LoopOutcome, report: &RunReport<'_>) -> Value {
     // An error result names what went wrong in `errors`, as `SDKResultError` does (the
     // Agent SDK joins them into the error it raises).
     if subtype != "success" {
-        result["errors"] = json!([outcome.terminal.to_string()]);
+        result["errors"] = json!([error_text(outcome)]);
     }
     result
+}
+
+/// What an error result's `errors` says: a sentence for the reasons a program meets most
+/// (Claude Code's words for max turns), the terminal reason with its detail otherwise.
+fn error_text(outcome: &LoopOutcome) -> String {
+    match &outcome.terminal {
+        Terminal::MaxTurns => format!("Reached maximum number of turns ({})", outcome.turns),
+        Terminal::AbortedStreaming | Terminal::AbortedTools => {
+            "Interrupted: the turn was stopped before it ended".to_owned()
+        }
+        other => other.to_string(),
+    }
 }
 
 /// The result object of a run that failed before its loop started (bad settings, no API

@@ -2490,7 +2490,13 @@ impl ToolState {
         tools.push(recipe.wrap(Arc::new(crate::worktree::ExitWorktreeTool::new(
             worktree.clone(),
         ))));
-        tools.retain(|tool| offered(&built.permissions, tool.as_ref()));
+        let chosen = |name: &str| {
+            options
+                .tools
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == name))
+        };
+        tools.retain(|tool| offered(&built.permissions, tool.as_ref()) && chosen(tool.name()));
         let mut stop_hook: Arc<dyn StopHook> = if hooks.has(hooks::Event::Stop) {
             Arc::new(hooks::CommandStopHook::new(hooks.clone()))
         } else {
@@ -2499,7 +2505,8 @@ impl ToolState {
         let structured = structured_output(options, &recipe, &mut tools, &mut stop_hook)?;
         let state = Self {
             builtin_tools: tools.len(),
-            task_offered: built.permissions.offers("Task", &["Agent"]),
+            task_offered: built.permissions.offers("Task", &["Agent"])
+                && (chosen("Task") || chosen("Agent")),
             gate: Arc::clone(&built.permissions),
             watch: built.watch.clone(),
             permissions: Arc::clone(&built.gate),

@@ -9,7 +9,6 @@ use std::ffi::OsString;
 /// (values up to the next flag, as `--channels a b`).
 const ACCEPTED: &[(&str, Values)] = &[
     ("--thinking-display", Values::One),
-    ("--tools", Values::One),
     ("--include-hook-events", Values::None),
     ("--replay-user-messages", Values::None),
     ("--debug", Values::None),
@@ -123,8 +122,8 @@ mod tests {
             "--verbose",
             "--input-format",
             "stream-json",
-            "--tools",
-            "",
+            "--thinking-display",
+            "summarized",
             "--betas=x,y",
             "--channels",
             "a",
@@ -156,7 +155,7 @@ mod tests {
         assert_eq!(
             taken,
             [
-                "--tools",
+                "--thinking-display",
                 "--betas",
                 "--channels",
                 "--include-hook-events",
@@ -164,7 +163,7 @@ mod tests {
             ]
         );
         // Without stream-json input nothing is taken: an unknown flag stays an error.
-        let plain = args(&["agent", "-p", "hi", "--tools", "Read"]);
+        let plain = args(&["agent", "-p", "hi", "--betas", "x"]);
         assert_eq!(take_accepted_flags(plain.clone()), (plain, Vec::new()));
     }
 }
