@@ -136,6 +136,9 @@ async fn every_request_is_answered_and_bad_lines_are_named_while_the_session_goe
     // The turn ran in plan mode, as the program switched it.
     let result = lines.iter().find(|line| line["type"] == "result").unwrap();
     assert_eq!(result["result"], "Hi.");
+    // The model was told it plans, with the prompt.
+    let first = server.requests()[0].json()["messages"].to_string();
+    assert!(first.contains("Plan mode is on"), "{first}");
     let refusal = server.requests()[1].json()["messages"].to_string();
     assert!(
         refusal.contains("plan mode"),

@@ -188,9 +188,9 @@ impl Terminal {
     async fn wait_until(&self, ready: impl Fn(&Self) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let shown = self.shown();
+            // The screen as it is once ready (a copy taken before the check could be older).
             if ready(self) {
-                return shown;
+                return self.shown();
             }
             assert!(
                 Instant::now() < deadline,
@@ -1877,11 +1877,16 @@ async fn a_second_ctrl_c_exits_and_leaves_nothing_running() {
     assert_eq!(terminal.exit_code().await, 130, "{}", terminal.text());
     // Gone, not merely orphaned.
     wait_process(sleep, false).await;
-    let raw = terminal.raw();
-    assert!(
-        raw.rfind("\u{1b}[?25h") > raw.rfind("\u{1b}[?25l"),
-        "the cursor was left hidden"
-    );
+    // The last bytes the process wrote may still be on their way from the terminal.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let raw = terminal.raw();
+        if raw.rfind("\u{1b}[?25h") > raw.rfind("\u{1b}[?25l") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the cursor was left hidden");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let shown = terminal.parser().screen().contents();
     assert!(!shown.contains("Running"), "{shown}");
 }

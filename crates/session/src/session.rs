@@ -1992,6 +1992,12 @@ impl Session {
             }
             checked = self.prompt_hooks(&mut user) => checked?,
         }
+        // In plan mode the model is told so with each prompt, as Claude Code tells it: the
+        // gate refuses changes either way, but a model that knows plans instead of trying.
+        if self.tooling.gate.mode() == tools::PermissionMode::Plan {
+            user.content
+                .push(protocol::ContentBlock::text(PLAN_MODE_REMINDER.to_owned()));
+        }
         self.begin_turn(user).await?;
         // A resumed history may end with a user message: merge, keep alternation.
         let mut repairs = Vec::new();
@@ -2275,6 +2281,9 @@ pub struct PromptBlocked {
     /// The hooks' reasons, one per line.
     pub reason: String,
 }
+
+/// What the model is told with each prompt in plan mode.
+const PLAN_MODE_REMINDER: &str = "<system-reminder>\nPlan mode is on: the user wants a plan before anything changes. Read, search and run read-only commands to understand the task, but do not edit or write files, run commands that change anything, or commit. When the plan is ready, call ExitPlanMode with it; nothing is changed until the user approves it.\n</system-reminder>";
 
 /// A hook's context for the model, as the text block Claude Code gives it.
 fn hook_context(event: hooks::Event, context: &str) -> protocol::ContentBlock {
