@@ -617,7 +617,11 @@ impl StreamingToolExecutor {
         let Some(tool) = self.tools.iter().find(|tool| {
             tool.name() == call.name || tool.aliases().iter().any(|alias| *alias == call.name)
         }) else {
-            let names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+            // The tools the model is offered: a hidden one (kept for old transcripts) is not.
+            let names: Vec<&str> = (self.tools.iter())
+                .filter(|tool| !tool.hidden())
+                .map(|tool| tool.name())
+                .collect();
             return Err((
                 Outcome::UnknownTool,
                 format!(
