@@ -20,7 +20,7 @@ async fn drive(
     repo: &common::Repo,
     server: &Server,
     args: &[&str],
-    input: &[String],
+    input: &[impl AsRef<[u8]>],
 ) -> std::process::Output {
     let mut child = command(repo, server)
         .args([
@@ -39,10 +39,8 @@ async fn drive(
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     for line in input {
-        stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
+        stdin.write_all(line.as_ref()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
     }
     drop(stdin);
     tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
@@ -238,4 +236,341 @@ async fn tools_names_the_built_in_tools_offered() {
         offered.sort_unstable();
         assert_eq!(offered, expected, "--tools {list:?}");
     }
+}
+
+/// Runs the agent under the control protocol with `args`, sends `input`, and answers each
+/// of its control requests with `answer` (a `response` object, or an error when `Err`) until
+/// its result line; then closes stdin. Its requests and its output, within 60 s.
+async fn converse(
+    repo: &common::Repo,
+    server: &Server,
+    args: &[&str],
+    input: &[String],
+    mut answer: impl FnMut(&Value) -> Result<Value, String>,
+) -> (Vec<Value>, std::process::Output) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = command(repo, server)
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in input {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut asked = Vec::new();
+    let mut seen = Vec::new();
+    let talk = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["type"] == "control_request" {
+                let id = value["request_id"].clone();
+                let response = match answer(&value["request"]) {
+                    Ok(response) => {
+                        json!({"subtype": "success", "request_id": id, "response": response})
+                    }
+                    Err(error) => json!({"subtype": "error", "request_id": id, "error": error}),
+                };
+                let reply = json!({"type": "control_response", "response": response});
+                stdin
+                    .write_all(format!("{reply}\n").as_bytes())
+                    .await
+                    .unwrap();
+                asked.push(value["request"].clone());
+            }
+            let done = value["type"] == "result";
+            seen.push(value);
+            if done {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), talk)
+        .await
+        .expect("no result within 60 s");
+    drop(stdin);
+    let mut output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the agent did not exit within 60 s of its stdin closing")
+        .unwrap();
+    let mut stdout = seen
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    stdout.push('\n');
+    output.stdout = [stdout.into_bytes(), output.stdout].concat();
+    (asked, output)
+}
+
+/// The text of the tool_result for `id` in the request that carried it.
+fn tool_result(server: &Server, id: &str) -> String {
+    server
+        .requests()
+        .iter()
+        .flat_map(|request| {
+            request.json()["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
+        .find(|block| block["type"] == "tool_result" && block["tool_use_id"] == id)
+        .map(|block| block["content"].to_string())
+        .unwrap_or_else(|| panic!("no tool_result for {id}"))
+}
+
+/// From an attack: a command the read-only sandbox stopped is asked about again; an approval
+/// that rewrites the command runs nothing after the fact (it once ran the model's command
+/// with the workspace writable), and the program's PermissionRequest hook is asked first.
+#[tokio::test]
+async fn a_rewritten_escalation_runs_nothing_and_permission_hooks_come_first() {
+    // The read-only sandbox must be there to stop the write.
+    if common::sandbox_backends().is_empty() {
+        return;
+    }
+    for hooked in [false, true] {
+        let repo = repo(&format!("control-escalation-{hooked}"));
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_b",
+                "Bash",
+                json!({"command": "rm notes.txt; echo pwned > victim.txt"}),
+            )),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let hooks = if hooked {
+            json!({"PermissionRequest": [{"hookCallbackIds": ["deny_all"]}]})
+        } else {
+            Value::Null
+        };
+        let input = [
+            request("i1", json!({"subtype": "initialize", "hooks": hooks})),
+            user("clean up"),
+        ];
+        let args = ["--permission-prompt-tool", "stdio"];
+        let (asked, output) = converse(&repo, &server, &args, &input, |request| {
+            Ok(match request["subtype"].as_str() {
+                Some("hook_callback") => json!({"hookSpecificOutput": {
+                    "hookEventName": "PermissionRequest",
+                    "decision": {"behavior": "deny", "message": "never"},
+                }}),
+                _ => json!({"behavior": "allow", "updatedInput": {"command": "echo safe > safe.txt"}}),
+            })
+        })
+        .await;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(repo.dir.join("notes.txt").exists(), "the model's rm ran");
+        assert!(!repo.dir.join("victim.txt").exists());
+        assert!(!repo.dir.join("safe.txt").exists());
+        let kinds: Vec<&str> = asked.iter().filter_map(|r| r["subtype"].as_str()).collect();
+        let result = tool_result(&server, "toolu_b");
+        if hooked {
+            assert_eq!(kinds, ["hook_callback"], "the hook answers first");
+            assert!(result.contains("never"), "{result}");
+        } else {
+            assert_eq!(kinds, ["can_use_tool"]);
+            assert!(result.contains("changed the command"), "{result}");
+        }
+    }
+}
+
+/// From an attack: the mode plan mode is left for is the approver's, never the model's: an
+/// ExitPlanMode call asking for acceptEdits, approved as it came, leaves for default mode,
+/// so the next Write is asked again.
+#[tokio::test]
+async fn the_model_cannot_choose_the_mode_after_its_plan() {
+    let repo = repo("control-plan-mode");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_p",
+            "ExitPlanMode",
+            json!({"plan": "write evil.txt", "mode": "acceptEdits"}),
+        )),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "evil.txt", "content": "x\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let input = [
+        request("i1", json!({"subtype": "initialize"})),
+        user("plan it"),
+    ];
+    let args = [
+        "--permission-prompt-tool",
+        "stdio",
+        "--permission-mode",
+        "plan",
+    ];
+    let (asked, output) = converse(&repo, &server, &args, &input, |request| {
+        Ok(match request["tool_name"].as_str() {
+            // Approved with the input it was shown, as SDK hosts often answer.
+            Some("ExitPlanMode") => json!({"behavior": "allow", "updatedInput": request["input"]}),
+            _ => json!({"behavior": "deny", "message": "no writes"}),
+        })
+    })
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!repo.dir.join("evil.txt").exists());
+    let tools: Vec<&str> = asked
+        .iter()
+        .filter_map(|r| r["tool_name"].as_str())
+        .collect();
+    assert_eq!(tools, ["ExitPlanMode", "Write"]);
+    assert!(asked[0]["input"].get("mode").is_none(), "{}", asked[0]);
+    assert!(tool_result(&server, "toolu_p").contains("default mode"));
+}
+
+/// From an attack: Monitor's command obeys Bash's deny rules (it was decided by the tool's
+/// name alone and ran unsandboxed in bypassPermissions).
+#[tokio::test]
+async fn monitor_commands_obey_bash_deny_rules() {
+    let repo = repo("control-monitor-deny");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m",
+            "Monitor",
+            json!({"command": "touch via-monitor.txt", "description": "touch"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let args = [
+        "--sandbox",
+        "off",
+        "--permission-mode",
+        "bypassPermissions",
+        "--disallowedTools",
+        "Bash(touch:*)",
+    ];
+    let output = drive(&repo, &server, &args, &[user("watch")]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!repo.dir.join("via-monitor.txt").exists());
+    let result = tool_result(&server, "toolu_m");
+    assert!(
+        result.contains("refused as a Bash command would be"),
+        "{result}"
+    );
+}
+
+/// From an attack: a line that is not UTF-8 is one bad line; it ended the input, and with it
+/// the session.
+#[tokio::test]
+async fn a_line_that_is_not_utf8_is_skipped() {
+    let repo = repo("control-utf8");
+    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+        .await
+        .unwrap();
+    let input: [&[u8]; 2] = [
+        b"{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"caf\xe9\"}}",
+        br#"{"type":"user","message":{"role":"user","content":"hello"}}"#,
+    ];
+    let output = drive(&repo, &server, &[], &input).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("stdin line 1: not UTF-8"), "{stderr}");
+    let lines = lines(&output);
+    let result = lines.iter().find(|line| line["type"] == "result").unwrap();
+    assert_eq!(result["result"], "Hi.");
+}
+
+/// From an attack: an answer to an SDK MCP request that is no JSON-RPC response to it ends
+/// the call at once with an error (it waited for MCP_TOOL_TIMEOUT, 10 minutes); an allow
+/// whose updatedInput is no object runs nothing (it ran the model's input).
+#[tokio::test]
+async fn garbage_answers_and_bad_bytes_fail_closed_and_fast() {
+    let repo = repo("control-garbage");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_add", "mcp__calc__add", json!({}))
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "evil.txt", "content": "x"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let args = ["--permission-prompt-tool", "stdio", "--mcp-config", &config];
+    let input = [
+        request(
+            "i1",
+            json!({"subtype": "initialize", "sdkMcpServers": ["calc"]}),
+        ),
+        user("add"),
+    ];
+    let started = std::time::Instant::now();
+    let (_, output) = converse(&repo, &server, &args, &input, |request| {
+        if request["tool_name"] == "Write" {
+            let input = "{\"file_path\": \"evil.txt\"}";
+            return Ok(json!({"behavior": "allow", "updatedInput": input}));
+        }
+        if request["subtype"] == "can_use_tool" {
+            return Ok(json!({"behavior": "allow"}));
+        }
+        let message = &request["message"];
+        let id = message["id"].clone();
+        Ok(match message["method"].as_str() {
+            Some("initialize") => json!({"mcp_response": {"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "calc", "version": "1"}}}}),
+            Some("tools/list") => json!({"mcp_response": {"jsonrpc": "2.0", "id": id, "result": {
+                "tools": [{"name": "add", "inputSchema": {"type": "object"}}]}}}),
+            Some("tools/call") => json!({"mcp_response": "garbage"}),
+            _ => json!({"mcp_response": {"jsonrpc": "2.0", "result": {}, "id": 0}}),
+        })
+    })
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let add = tool_result(&server, "toolu_add");
+    assert!(add.contains("not a JSON-RPC response"), "{add}");
+    assert!(!repo.dir.join("evil.txt").exists());
+    assert!(tool_result(&server, "toolu_w").contains("not an object"));
 }

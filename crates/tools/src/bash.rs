@@ -111,10 +111,16 @@ pub(crate) struct BashTool {
     /// Who is asked when the read-only sandbox refused a write to the workspace (see
     /// [`BashTool::escalate`]); `None`: headless, or a command the user typed.
     prompter: Option<Arc<dyn Prompter>>,
+    /// What answers before the prompter (PermissionRequest hooks), as for any question.
+    pre_ask: Option<Arc<dyn crate::PreAsk>>,
 }
 
 impl BashTool {
-    pub(crate) fn new(shared: Arc<Shared>, prompter: Option<Arc<dyn Prompter>>) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        prompter: Option<Arc<dyn Prompter>>,
+        pre_ask: Option<Arc<dyn crate::PreAsk>>,
+    ) -> Self {
         let schema = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
@@ -146,6 +152,7 @@ impl BashTool {
             shared,
             schema,
             prompter,
+            pre_ask,
         }
     }
 }
@@ -248,10 +255,8 @@ impl BashTool {
         F: FnOnce(Profile) -> Fut,
         Fut: std::future::Future<Output = Result<ToolOutput, ToolError>>,
     {
-        let Some(prompter) = &self.prompter else {
-            return Ok(output);
-        };
-        if self.shared.mode.get() == crate::PermissionMode::Plan
+        if (self.prompter.is_none() && self.pre_ask.is_none())
+            || self.shared.mode.get() == crate::PermissionMode::Plan
             || !refused_writes_in_workspace(
                 &self.shared,
                 &self.shared.effective(&context.workspace),
@@ -269,12 +274,34 @@ impl BashTool {
             change: None,
             always: gate.always_for("Bash", input),
         };
+        let ask = async {
+            // As any question: the PermissionRequest hooks first, then the prompter.
+            if let Some(pre_ask) = &self.pre_ask
+                && let Some(decision) = pre_ask
+                    .answer(&request, self, self.prompter.is_some())
+                    .await
+            {
+                return decision;
+            }
+            match &self.prompter {
+                Some(prompter) => prompter.ask(request.clone()).await,
+                None => PermissionDecision::deny("nobody can be asked here"),
+            }
+        };
         let decision = tokio::select! {
             biased;
             () = context.cancel.cancelled() => return Ok(output),
-            decision = prompter.ask(request) => decision,
+            decision = ask => decision,
         };
         match decision {
+            // The command that ran is the one to run again: an approval that changed it
+            // (a program answering in the user's place may) runs nothing after the fact.
+            PermissionDecision::Allow {
+                updated_input: Some(changed),
+            } if changed != *input => Ok(with_note(
+                output,
+                "The approval to let it write the workspace changed the command, so it was not run again; run the changed command as a new call if it is wanted.",
+            )),
             PermissionDecision::Allow { .. } => {
                 let again = rerun(Profile::WorkspaceWrite).await?;
                 Ok(with_note(again, RERUN_NOTE))
@@ -455,6 +482,13 @@ pub(crate) fn start_monitor(
     let gate = PermissionGate::new(Arc::clone(shared), None, None);
     let how = match gate.bash_decision(&json!({ "command": command }), shared.mode.get()) {
         (crate::Verdict::Allow, run) => run,
+        // A deny rule for the command wins here as for Bash: the Monitor call was decided
+        // by the tool's name alone.
+        (crate::Verdict::Deny { reason }, _) => {
+            return Err(ToolError::CouldNotRun(format!(
+                "the command is refused as a Bash command would be: {reason}"
+            )));
+        }
         (_, _) if shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
         (_, run) => run,
     };

@@ -234,6 +234,7 @@ impl ToolSet {
             Arc::new(crate::bash::BashTool::new(
                 Arc::clone(&shared),
                 config.prompter.clone(),
+                config.pre_ask.clone(),
             )),
             Arc::new(crate::notebook::NotebookEditTool::new(Arc::clone(&shared))),
         ];

@@ -219,24 +219,31 @@ where
 {
     let (sender, receiver) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let mut lines = input.lines();
+        let mut input = input;
+        let mut bytes = Vec::new();
         let mut number = 0usize;
         loop {
-            let line = match lines.next_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
+            bytes.clear();
+            match input.read_until(b'\n', &mut bytes).await {
+                Ok(0) => break,
+                Ok(_) => {}
                 Err(error) => {
                     let _ = sender.send(Incoming::Invalid(format!(
                         "reading stdin after line {number}: {error}"
                     )));
                     break;
                 }
-            };
-            number += 1;
-            if line.trim().is_empty() {
-                continue;
             }
-            if let Some(incoming) = sort(&channel, &line, number)
+            number += 1;
+            // A line that is not UTF-8 is one bad line, not the end of the input.
+            let incoming = match std::str::from_utf8(&bytes) {
+                Ok(line) if line.trim().is_empty() => continue,
+                Ok(line) => sort(&channel, line.trim_end_matches(['\n', '\r']), number),
+                Err(error) => Some(Incoming::Invalid(format!(
+                    "stdin line {number}: not UTF-8 ({error})"
+                ))),
+            };
+            if let Some(incoming) = incoming
                 && sender.send(incoming).is_err()
             {
                 break;

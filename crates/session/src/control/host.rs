@@ -323,7 +323,7 @@ async fn bridge(channel: Arc<Channel>, name: String, stream: tokio::io::DuplexSt
             };
             let response = match answer {
                 Ok(response) => match response.get("mcp_response") {
-                    Some(response) => response.clone(),
+                    Some(response) => checked(response.clone(), id),
                     None => rpc_error(id, "the program's answer has no mcp_response"),
                 },
                 Err(error) => rpc_error(id, &error.to_string()),
@@ -333,6 +333,28 @@ async fn bridge(channel: Arc<Channel>, name: String, stream: tokio::io::DuplexSt
             let _ = write.lock().await.write_all(line.as_bytes()).await;
         });
     }
+}
+
+/// The most of one answer the MCP client takes (its line limit): 16 MiB.
+const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// `response` when it answers request `id` (an object with that `id` and a `result` or an
+/// `error`, at most [`MAX_RESPONSE_BYTES`]); otherwise an error answer saying why, so the
+/// call ends now instead of waiting for an answer the client would drop.
+fn checked(mut response: Value, id: Option<Value>) -> Value {
+    let answers = response.get("id") == id.as_ref()
+        && (response.get("result").is_some() || response.get("error").is_some());
+    if !answers {
+        return rpc_error(
+            id,
+            "the program's mcp_response is not a JSON-RPC response to this request",
+        );
+    }
+    if response.to_string().len() > MAX_RESPONSE_BYTES {
+        return rpc_error(id, "the program's mcp_response is larger than 16 MiB");
+    }
+    response["jsonrpc"] = json!("2.0");
+    response
 }
 
 /// A JSON-RPC error answer to request `id`.

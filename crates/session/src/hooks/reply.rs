@@ -306,6 +306,20 @@ fn json(event: Event, answer: &Value) -> Reply {
 /// any other behavior.
 pub fn request_decision(decision: &Value) -> Option<RequestDecision> {
     match decision.get("behavior").and_then(Value::as_str) {
+        // An input to run instead that is no object cannot be run, and the model's must not
+        // run in its place: refused.
+        Some("allow")
+            if decision
+                .get("updatedInput")
+                .is_some_and(|input| !input.is_null() && !input.is_object()) =>
+        {
+            Some(RequestDecision::Deny {
+                message: Some(
+                    "the allow's updatedInput is not an object, so the call was not run".into(),
+                ),
+                interrupt: false,
+            })
+        }
         Some("allow") => Some(RequestDecision::Allow {
             updated_input: decision
                 .get("updatedInput")

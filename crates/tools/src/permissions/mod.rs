@@ -485,6 +485,7 @@ impl PermissionGate {
         Ok(Arc::new(crate::bash::BashTool::new(
             Arc::clone(&self.shared),
             None,
+            None,
         )))
     }
 
@@ -1287,11 +1288,11 @@ impl PermissionGate {
                         PermissionMode::Plan => PermissionMode::Plan,
                         _ => PermissionMode::BypassPermissions,
                     };
-                    self.decide(call, tool, mode, None).await
+                    self.decide_call(call, tool, mode, None).await
                 }
                 HookDecision::Ask => {
                     let reason = "a PreToolUse hook asks for approval".to_owned();
-                    self.decide(call, tool, self.shared.mode.get(), Some(reason))
+                    self.decide_call(call, tool, self.shared.mode.get(), Some(reason))
                         .await
                 }
             }
@@ -1478,7 +1479,37 @@ impl PermissionGate {
 
 impl CanUseTool for PermissionGate {
     fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
-        Box::pin(self.decide(call, tool, self.shared.mode.get(), None))
+        Box::pin(self.decide_call(call, tool, self.shared.mode.get(), None))
+    }
+}
+
+impl PermissionGate {
+    /// [`PermissionGate::decide`], with the model's own `mode` taken out of an ExitPlanMode
+    /// call first: the mode plan mode is left for is the approver's choice (the prompter
+    /// writes it into the input it approves), never the model's; approved as it was, the
+    /// call runs without one (default mode).
+    async fn decide_call(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        mode: PermissionMode,
+        force_ask: Option<String>,
+    ) -> PermissionDecision {
+        if call.name != crate::plan::EXIT_PLAN_MODE || call.input.get("mode").is_none() {
+            return self.decide(call, tool, mode, force_ask).await;
+        }
+        let mut stripped = call.clone();
+        if let Some(object) = stripped.input.as_object_mut() {
+            object.remove("mode");
+        }
+        match self.decide(&stripped, tool, mode, force_ask).await {
+            PermissionDecision::Allow {
+                updated_input: None,
+            } => PermissionDecision::Allow {
+                updated_input: Some(stripped.input),
+            },
+            decision => decision,
+        }
     }
 }
 
