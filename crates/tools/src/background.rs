@@ -839,32 +839,36 @@ async fn follow(
     let mut buffer = vec![0u8; 16 * 1024];
     let mut written: u64 = 0;
     let mut status = None;
+    // Each chunk read: into the file (its first FILE_BYTES), the task's output, and a line's
+    // event.
+    let mut keep = |chunk: &[u8]| {
+        if written < FILE_BYTES {
+            let room = usize::try_from(FILE_BYTES - written).unwrap_or(usize::MAX);
+            let _ = file.write_all(&chunk[..chunk.len().min(room)]);
+            written += chunk.len().min(room) as u64;
+        }
+        task.lock().output.push(chunk);
+        if chunk.contains(&b'\n') {
+            on_line();
+        }
+    };
     loop {
         tokio::select! {
             read = pipe.read(&mut buffer) => match read {
                 Ok(0) | Err(_) => break,
-                Ok(count) => {
-                    let chunk = &buffer[..count];
-                    if written < FILE_BYTES {
-                        let room = usize::try_from(FILE_BYTES - written).unwrap_or(usize::MAX);
-                        let _ = file.write_all(&chunk[..count.min(room)]);
-                        written += count.min(room) as u64;
-                    }
-                    task.lock().output.push(chunk);
-                    if chunk.contains(&b'\n') {
-                        on_line();
-                    }
-                }
+                Ok(count) => keep(&buffer[..count]),
             },
             waited = child.wait(), if status.is_none() => {
                 status = waited.ok();
-                // What the shell left in the background holds the pipe: a short drain.
+                // The rest of its output, which may not have been read yet (the file once
+                // missed it when the exit was seen first), and what the shell left in the
+                // background holding the pipe: a short drain.
                 let drained = tokio::time::timeout(Duration::from_millis(200), async {
                     while let Ok(count) = pipe.read(&mut buffer).await {
                         if count == 0 {
                             break;
                         }
-                        task.lock().output.push(&buffer[..count]);
+                        keep(&buffer[..count]);
                     }
                 });
                 let _ = drained.await;
