@@ -85,8 +85,9 @@ pub async fn drive(
         deferred: Vec::new(),
         initial_model: session.model().to_owned(),
         allow_bypass: host.allow_bypass(),
+        ending: false,
     };
-    loop {
+    while !state.ending {
         let next = match state.queued.pop_front() {
             Some(next) => next,
             None if state.open => match incoming.recv().await {
@@ -139,6 +140,8 @@ struct Driver {
     initial_model: String,
     /// Whether bypassPermissions may be switched to.
     allow_bypass: bool,
+    /// `end_session` came while a turn ran: the session ends after it.
+    ending: bool,
 }
 
 impl Driver {
@@ -184,7 +187,9 @@ impl Driver {
             front.note(&format!("{problem}; the line is skipped"));
         }
         for (id, request) in std::mem::take(&mut self.deferred) {
-            self.idle_request(session, &id, &request);
+            if self.idle_request(session, &id, &request) == Flow::End {
+                self.ending = true;
+            }
         }
         let outcome = match outcome {
             Err(error) if error.downcast_ref::<crate::PromptBlocked>().is_some() => {
