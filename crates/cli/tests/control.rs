@@ -449,11 +449,23 @@ async fn the_model_cannot_choose_the_mode_after_its_plan() {
     assert!(tool_result(&server, "toolu_p").contains("default mode"));
 }
 
-/// From an attack: Monitor's command obeys Bash's deny rules (it was decided by the tool's
-/// name alone and ran unsandboxed in bypassPermissions).
+/// From an attack: Monitor's command obeys Bash's deny rules, and in bypassPermissions its
+/// ask rules (it was decided by the tool's name alone and ran unsandboxed).
 #[tokio::test]
-async fn monitor_commands_obey_bash_deny_rules() {
-    let repo = repo("control-monitor-deny");
+async fn monitor_commands_obey_bash_deny_and_ask_rules() {
+    let ask = json!({"permissions": {"ask": ["Bash(touch:*)"]}}).to_string();
+    monitor_obeys(
+        &["--disallowedTools", "Bash(touch:*)"],
+        "refused as a Bash command",
+    )
+    .await;
+    monitor_obeys(&["--settings", &ask], "needs approval as a Bash command").await;
+}
+
+/// A Monitor call of `touch via-monitor.txt` in bypassPermissions without a sandbox, with
+/// `rule` given: refused, saying `says`.
+async fn monitor_obeys(rule: &[&str], says: &str) {
+    let repo = repo("control-monitor-rules");
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(Turn::new().tool_use(
             "toolu_m",
@@ -464,14 +476,8 @@ async fn monitor_commands_obey_bash_deny_rules() {
     ]))
     .await
     .unwrap();
-    let args = [
-        "--sandbox",
-        "off",
-        "--permission-mode",
-        "bypassPermissions",
-        "--disallowedTools",
-        "Bash(touch:*)",
-    ];
+    let mut args = vec!["--sandbox", "off", "--permission-mode", "bypassPermissions"];
+    args.extend(rule);
     let output = drive(&repo, &server, &args, &[user("watch")]).await;
     assert!(
         output.status.success(),
@@ -481,10 +487,7 @@ async fn monitor_commands_obey_bash_deny_rules() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!repo.dir.join("via-monitor.txt").exists());
     let result = tool_result(&server, "toolu_m");
-    assert!(
-        result.contains("refused as a Bash command would be"),
-        "{result}"
-    );
+    assert!(result.contains(says), "{result}");
 }
 
 /// From an attack: a line that is not UTF-8 is one bad line; it ended the input, and with it

@@ -489,6 +489,15 @@ pub(crate) fn start_monitor(
                 "the command is refused as a Bash command would be: {reason}"
             )));
         }
+        // In bypassPermissions nothing asked about the Monitor call; an ask rule naming the
+        // command must still be asked, which only Bash does.
+        (crate::Verdict::Ask { reason }, _)
+            if shared.mode.get() == crate::PermissionMode::BypassPermissions =>
+        {
+            return Err(ToolError::CouldNotRun(format!(
+                "the command needs approval as a Bash command ({reason}); run it with Bash"
+            )));
+        }
         (_, _) if shared.sandbox.is_active() => BashRun::Sandboxed(Profile::ReadOnly),
         (_, run) => run,
     };
