@@ -103,6 +103,16 @@ async fn every_request_is_answered_and_bad_lines_are_named_while_the_session_goe
     assert_eq!(init["subtype"], "success");
     assert!(init["response"]["commands"].is_array(), "{init}");
     assert_eq!(init["response"]["models"][0]["value"], "claude-opus-4-8");
+    let aliases: Vec<&Value> = init["response"]["models"].as_array().unwrap()[1..]
+        .iter()
+        .collect();
+    assert!(
+        aliases.iter().any(|model| model["value"] == "sonnet"
+            && model["resolvedModel"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("claude-sonnet"))),
+        "{aliases:?}"
+    );
     let system = lines.iter().find(|line| line["subtype"] == "init").unwrap();
     assert_eq!(system["unsupported"], json!(["initialize.mystery"]));
 

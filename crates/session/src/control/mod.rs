@@ -171,6 +171,27 @@ pub async fn opening(
     opening
 }
 
+/// The models a program may switch to (`SDKControlInitializeResponse.models`): the
+/// session's, then Claude Code's aliases as this session resolves them (an OpenAI-compatible
+/// provider's session offers its own model alone).
+fn models(session: &crate::Session) -> Vec<Value> {
+    let resolve = session.model_resolver();
+    let mut models = vec![json!({
+        "value": session.model(),
+        "displayName": session.model(),
+        "description": "the session's model",
+    })];
+    for alias in ["opus", "sonnet", "haiku"] {
+        if let Ok(id) = resolve(alias)
+            && id != alias
+            && id != session.model()
+        {
+            models.push(json!({"value": alias, "resolvedModel": id, "displayName": alias, "description": id}));
+        }
+    }
+    models
+}
+
 /// Answers the `initialize` request `id` with what `session` offers
 /// (`SDKControlInitializeResponse`): its commands (custom commands and skills, each with
 /// its description and argument hint), its subagents, the output style, its model, and the
@@ -208,11 +229,7 @@ pub fn answer_initialize(session: &crate::Session, channel: &Channel, id: &str) 
             "agents": agents,
             "output_style": "default",
             "available_output_styles": ["default"],
-            "models": [{
-                "value": session.model(),
-                "displayName": session.model(),
-                "description": "the session's model",
-            }],
+            "models": models(session),
             "account": {"apiKeySource": session.api_key_source()},
         })),
     );
