@@ -528,6 +528,8 @@ impl Args {
             .permissions
             .sandbox
             .map(|choice| choice == SandboxArg::Off);
+        permissions.never_ask =
+            self.permissions.permission_mode == Some(PermissionModeArg::DontAsk);
         let resume = &mut options.resume;
         resume.continue_latest = self.session.continue_session;
         resume.resume.clone_from(&self.session.resume);

@@ -499,13 +499,10 @@ async fn connect(
     args: &Args,
     options: &mut session::Options,
 ) -> Option<session::control::Connection> {
-    use args::PermissionModeArg as Mode;
     if args.input_format != InputFormat::StreamJson {
         return None;
     }
-    let mode = args.permissions.permission_mode;
-    let asks =
-        args.sdk.permission_prompt_tool.as_deref() == Some("stdio") && mode != Some(Mode::DontAsk);
+    let asks = args.sdk.permission_prompt_tool.as_deref() == Some("stdio");
     let bypass = args.sdk.allow_dangerously_skip_permissions
         || options.permissions.mode == Some(tools::PermissionMode::BypassPermissions);
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());

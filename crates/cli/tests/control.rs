@@ -587,3 +587,42 @@ async fn garbage_answers_and_bad_bytes_fail_closed_and_fast() {
     assert!(!repo.dir.join("evil.txt").exists());
     assert!(tool_result(&server, "toolu_w").contains("not an object"));
 }
+
+/// `--permission-mode dontAsk`: nobody is asked, not even a program that answers questions;
+/// what would be asked is refused.
+#[tokio::test]
+async fn dont_ask_asks_nobody() {
+    let repo = repo("control-dont-ask");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "asked.txt", "content": "x\n"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let args = [
+        "--permission-prompt-tool",
+        "stdio",
+        "--permission-mode",
+        "dontAsk",
+    ];
+    let input = [
+        request("i1", json!({"subtype": "initialize"})),
+        user("write"),
+    ];
+    let (asked, output) = converse(&repo, &server, &args, &input, |request| {
+        Err(format!("asked: {request}"))
+    })
+    .await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(asked.is_empty(), "{asked:?}");
+    assert!(!repo.dir.join("asked.txt").exists());
+    assert!(tool_result(&server, "toolu_w").contains("denied"));
+}

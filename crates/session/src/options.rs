@@ -96,6 +96,9 @@ pub struct PermissionOptions {
     /// `Some(true)` turns the OS sandbox off for commands (`--sandbox off`), `Some(false)`
     /// keeps it on [default: the user settings' `sandbox.mode`, else on].
     pub sandbox_off: Option<bool>,
+    /// Nobody is asked, even at a terminal or by a driving program: a call that would be
+    /// asked is refused (Claude Code's `dontAsk` mode, `--permission-mode dontAsk`).
+    pub never_ask: bool,
 }
 
 /// Which history a session starts from.

@@ -287,7 +287,9 @@ impl Session {
         // A program driving the session answers its questions, but it is no one at a
         // terminal: the session is headless.
         let prompter_absent = prompter.is_none();
-        let prompter = prompter.or_else(|| options.host.as_ref()?.prompter());
+        let prompter = prompter
+            .or_else(|| options.host.as_ref()?.prompter())
+            .filter(|_| !options.permissions.never_ask);
         let Loaded {
             cwd,
             commands,
