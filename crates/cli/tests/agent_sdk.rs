@@ -36,31 +36,19 @@ impl Sdk {
                 "agent-sdk-ts",
                 "node_modules/@anthropic-ai/claude-agent-sdk/sdk.mjs",
             ),
-            Self::Python => ("AGENT_SDK_PY_DIR", "agent-sdk-py", "bin/python"),
+            Self::Python => (
+                "AGENT_SDK_PY_DIR",
+                "agent-sdk-py",
+                // Written by .ci/run once the SDK is installed in the venv.
+                "requirements.txt",
+            ),
         };
-        let dir = std::env::var_os(variable).map(PathBuf::from).or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".cache/agent-ci").join(folder))
-        })?;
-        let python_ready = || {
-            std::process::Command::new(dir.join("bin/python"))
-                .args(["-c", "import claude_agent_sdk"])
-                .output()
-                .is_ok_and(|output| output.status.success())
-        };
-        if dir.join(probe).exists() && (matches!(self, Self::TypeScript) || python_ready()) {
-            return Some(dir);
-        }
-        assert!(
-            !std::env::var("CI").is_ok_and(|ci| ci == "true"),
-            "CI needs the {self:?} Agent SDK in {} (.ci/run installs it)",
-            dir.display()
-        );
-        eprintln!(
-            "SKIPPED: the {self:?} Agent SDK is not installed in {} (.ci/run installs it; {variable} points elsewhere)",
-            dir.display()
-        );
-        None
+        common::ci_install(
+            &format!("the {self:?} Agent SDK"),
+            variable,
+            folder,
+            &[probe],
+        )
     }
 
     fn extension(self) -> &'static str {

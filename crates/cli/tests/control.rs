@@ -9,20 +9,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{command, lines, repo};
+use common::{command, lines, repo, result_text};
 use serde_json::{Value, json};
 use testkit::{Reply, Script, Server, Turn};
 use tokio::io::AsyncWriteExt as _;
 
-/// Runs the agent under the control protocol with `args`, writes `input` (one JSON value
-/// or raw text per line) and closes stdin; its output, within 60 s.
-async fn drive(
-    repo: &common::Repo,
-    server: &Server,
-    args: &[&str],
-    input: &[impl AsRef<[u8]>],
-) -> std::process::Output {
-    let mut child = command(repo, server)
+/// The agent under the control protocol with `args`, its stdin, stdout and stderr piped.
+fn spawn(repo: &common::Repo, server: &Server, args: &[&str]) -> tokio::process::Child {
+    command(repo, server)
         .args([
             "--input-format",
             "stream-json",
@@ -36,7 +30,18 @@ async fn drive(
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs the agent under the control protocol with `args`, writes `input` (one JSON value
+/// or raw text per line) and closes stdin; its output, within 60 s.
+async fn drive(
+    repo: &common::Repo,
+    server: &Server,
+    args: &[&str],
+    input: &[impl AsRef<[u8]>],
+) -> std::process::Output {
+    let mut child = spawn(repo, server, args);
     let mut stdin = child.stdin.take().unwrap();
     for line in input {
         stdin.write_all(line.as_ref()).await.unwrap();
@@ -259,21 +264,7 @@ async fn converse(
     mut answer: impl FnMut(&Value) -> Result<Value, String>,
 ) -> (Vec<Value>, std::process::Output) {
     use tokio::io::AsyncBufReadExt as _;
-    let mut child = command(repo, server)
-        .args([
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-        ])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn(repo, server, args);
     let mut stdin = child.stdin.take().unwrap();
     for line in input {
         stdin
@@ -327,23 +318,6 @@ async fn converse(
     (asked, output)
 }
 
-/// The text of the tool_result for `id` in the request that carried it.
-fn tool_result(server: &Server, id: &str) -> String {
-    server
-        .requests()
-        .iter()
-        .flat_map(|request| {
-            request.json()["messages"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .flat_map(|message| message["content"].as_array().cloned().unwrap_or_default())
-        .find(|block| block["type"] == "tool_result" && block["tool_use_id"] == id)
-        .map(|block| block["content"].to_string())
-        .unwrap_or_else(|| panic!("no tool_result for {id}"))
-}
-
 /// From an attack: a command the read-only sandbox stopped is asked about again; an approval
 /// that rewrites the command runs nothing after the fact (it once ran the model's command
 /// with the workspace writable), and the program's PermissionRequest hook is asked first.
@@ -394,7 +368,7 @@ async fn a_rewritten_escalation_runs_nothing_and_permission_hooks_come_first() {
         assert!(!repo.dir.join("victim.txt").exists());
         assert!(!repo.dir.join("safe.txt").exists());
         let kinds: Vec<&str> = asked.iter().filter_map(|r| r["subtype"].as_str()).collect();
-        let result = tool_result(&server, "toolu_b");
+        let result = result_text(&server, "toolu_b");
         if hooked {
             assert_eq!(kinds, ["hook_callback"], "the hook answers first");
             assert!(result.contains("never"), "{result}");
@@ -456,7 +430,7 @@ async fn the_model_cannot_choose_the_mode_after_its_plan() {
         .collect();
     assert_eq!(tools, ["ExitPlanMode", "Write"]);
     assert!(asked[0]["input"].get("mode").is_none(), "{}", asked[0]);
-    assert!(tool_result(&server, "toolu_p").contains("default mode"));
+    assert!(result_text(&server, "toolu_p").contains("default mode"));
 }
 
 /// From an attack: Monitor's command obeys Bash's deny rules, and in bypassPermissions its
@@ -496,7 +470,7 @@ async fn monitor_obeys(rule: &[&str], says: &str) {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!repo.dir.join("via-monitor.txt").exists());
-    let result = tool_result(&server, "toolu_m");
+    let result = result_text(&server, "toolu_m");
     assert!(result.contains(says), "{result}");
 }
 
@@ -582,10 +556,10 @@ async fn garbage_answers_and_bad_bytes_fail_closed_and_fast() {
         "{:?}",
         started.elapsed()
     );
-    let add = tool_result(&server, "toolu_add");
+    let add = result_text(&server, "toolu_add");
     assert!(add.contains("not a JSON-RPC response"), "{add}");
     assert!(!repo.dir.join("evil.txt").exists());
-    assert!(tool_result(&server, "toolu_w").contains("not an object"));
+    assert!(result_text(&server, "toolu_w").contains("not an object"));
 }
 
 /// `--permission-mode dontAsk`: nobody is asked, not even a program that answers questions;
@@ -624,5 +598,5 @@ async fn dont_ask_asks_nobody() {
     );
     assert!(asked.is_empty(), "{asked:?}");
     assert!(!repo.dir.join("asked.txt").exists());
-    assert!(tool_result(&server, "toolu_w").contains("denied"));
+    assert!(result_text(&server, "toolu_w").contains("denied"));
 }

@@ -176,26 +176,17 @@ async fn an_untrusted_projects_servers_do_not_start_but_mcp_config_does() {
 /// The real servers `.ci/run` installs from npm (pinned in tests/mcp-servers), in
 /// `AGENT_MCP_SERVERS_DIR` or `~/.cache/agent-ci/mcp-servers`.
 fn npm_servers() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENT_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".cache/agent-ci/mcp-servers"))
-        })?;
-    let bin = dir.join("node_modules/.bin");
-    if bin.join("mcp-server-filesystem").exists() && bin.join("mcp-server-memory").exists() {
-        return Some(bin);
-    }
-    assert!(
-        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
-        "CI needs the npm MCP servers in {} (.ci/run installs them)",
-        dir.display()
-    );
-    eprintln!(
-        "NOTE: real MCP server tests skipped: {} holds no servers (.ci/run installs them there)",
-        dir.display()
-    );
-    None
+    let bins = [
+        "node_modules/.bin/mcp-server-filesystem",
+        "node_modules/.bin/mcp-server-memory",
+    ];
+    let dir = common::ci_install(
+        "the npm MCP servers",
+        "AGENT_MCP_SERVERS_DIR",
+        "mcp-servers",
+        &bins,
+    )?;
+    Some(dir.join("node_modules/.bin"))
 }
 
 /// Claude Code users' everyday servers: `@modelcontextprotocol/server-filesystem` reads a

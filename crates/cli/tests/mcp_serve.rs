@@ -202,24 +202,12 @@ async fn the_mcp_inspector_lists_and_calls_the_tools() {
 /// The inspector's CLI from the MCP test servers' install; `None` (told) outside CI when it
 /// is missing.
 fn inspector() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENT_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".cache/agent-ci/mcp-servers"))
-        })?;
-    let bin = dir.join("node_modules/.bin/mcp-inspector");
-    if bin.exists() {
-        return Some(bin);
-    }
-    assert!(
-        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
-        "CI needs the MCP inspector in {} (.ci/run installs it)",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPED: the MCP inspector is not installed in {}",
-        dir.display()
-    );
-    None
+    let bin = "node_modules/.bin/mcp-inspector";
+    let dir = common::ci_install(
+        "the MCP inspector",
+        "AGENT_MCP_SERVERS_DIR",
+        "mcp-servers",
+        &[bin],
+    )?;
+    Some(dir.join(bin))
 }

@@ -259,3 +259,26 @@ pub fn assert_success(output: &std::process::Output, context: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// The folder `.ci/run` installs `what` into (`$variable`, else `~/.cache/agent-ci/FOLDER`)
+/// when every path of `present` is there; otherwise `None`, said on stderr, and under
+/// `CI=true` a failure.
+pub fn ci_install(what: &str, variable: &str, folder: &str, present: &[&str]) -> Option<PathBuf> {
+    let dir = std::env::var_os(variable).map(PathBuf::from).or_else(|| {
+        std::env::var_os("HOME")
+            .map(|home| PathBuf::from(home).join(".cache/agent-ci").join(folder))
+    })?;
+    if present.iter().all(|path| dir.join(path).exists()) {
+        return Some(dir);
+    }
+    assert!(
+        !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+        "CI needs {what} in {} (.ci/run installs it)",
+        dir.display()
+    );
+    eprintln!(
+        "SKIPPED: {what} is not installed in {} (.ci/run installs it; {variable} points elsewhere)",
+        dir.display()
+    );
+    None
+}

@@ -724,11 +724,13 @@ impl Hooks {
     }
 
     /// What a hook answered, once told: its problems and `systemMessage` as lines, its
-    /// `terminalSequence` to the terminal; confined, what would widen is dropped.
-    fn received(&self, event: Event, command: &str, mut reply: Reply) -> Reply {
+    /// `terminalSequence` to the terminal; confined, what would widen is dropped from an
+    /// answer the folder may have written (`from_folder`: every hook's but the embedding
+    /// program's callbacks).
+    fn received(&self, event: Event, command: &str, mut reply: Reply, from_folder: bool) -> Reply {
         // Confined, the answer may come from what the folder runs: it can refuse,
         // never approve. A callback's comes from the embedding program, never the folder.
-        if self.env.confined && command != CALLBACK && reply.narrow() {
+        if self.env.confined && from_folder && reply.narrow() {
             self.env.notices.say(&failure(
                 event,
                 command,
@@ -847,7 +849,7 @@ impl Hooks {
             Err(error) => Err(error),
         };
         match said {
-            Ok(reply) => self.received(event, command, reply),
+            Ok(reply) => self.received(event, command, reply, true),
             Err(error) => {
                 // Confined, the likely reason is the sandbox: say so, and how to lift it.
                 let error = if self.env.confined {
@@ -889,7 +891,7 @@ impl Hooks {
             reply::read(event, Some(0), &answer.to_string(), "")
         });
         match read {
-            Ok(reply) => self.received(event, CALLBACK, reply),
+            Ok(reply) => self.received(event, CALLBACK, reply, false),
             Err(error) => {
                 self.env.notices.say(&failure(event, CALLBACK, &error));
                 Reply::default()

@@ -287,6 +287,15 @@ pub trait Prompter: Send + Sync + 'static {
     fn ask<'a>(&'a self, request: PermissionRequest<'a>) -> PermissionFuture<'a>;
 }
 
+/// Who gave a call another input ([`PermissionGate::decide_replaced`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replacer {
+    /// A [`PreAsk`] (PermissionRequest hooks), before anyone was asked.
+    PreAsk,
+    /// The one asked (the user, a program answering in their place).
+    Asked,
+}
+
 /// How [`PermissionGate::rule_covers`] reads a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RuleSense {
@@ -1335,14 +1344,28 @@ impl PermissionGate {
                         // A PreAsk gave another input: that input is what is decided on.
                         Some(PermissionDecision::Allow {
                             updated_input: Some(input),
-                        }) => return self.decide_updated(call, tool, mode, input),
+                        }) => {
+                            return self.decide_replaced(
+                                call,
+                                tool,
+                                (mode, Replacer::PreAsk),
+                                input,
+                            );
+                        }
                         Some(decision) => decision,
                         None => match self.ask(call, reason).await {
                             // The one asked approved another input (a program asked in the
                             // user's place may rewrite it): that input is what runs.
                             PermissionDecision::Allow {
                                 updated_input: Some(input),
-                            } => return self.decide_approved(call, tool, mode, input),
+                            } => {
+                                return self.decide_replaced(
+                                    call,
+                                    tool,
+                                    (mode, Replacer::Asked),
+                                    input,
+                                );
+                            }
                             decision => decision,
                         },
                     },
@@ -1356,22 +1379,26 @@ impl PermissionGate {
         decision
     }
 
-    /// The decision on `call` with the input a [`PreAsk`] allowed it with: the input must
-    /// fit the tool's schema and pass the rules in `mode` without a question (a deny or an
-    /// ask there refuses the call, as Claude Code refuses a PermissionRequest hook's
-    /// `updatedInput` that a deny or ask rule matches); an allowed Bash command runs as the
-    /// rules decide for the new command.
-    fn decide_updated(
+    /// The decision on `call` with another input, allowed by `by`: the input must fit the
+    /// tool's schema and no deny rule may match it in `mode`; an allowed Bash command runs as
+    /// the rules decide for the new command. An ask the new input would meet refuses it when
+    /// a [`PreAsk`] gave it (as Claude Code refuses a PermissionRequest hook's `updatedInput`
+    /// that a deny or ask rule matches); the one asked has just answered it.
+    fn decide_replaced(
         &self,
         call: &ToolCall,
         tool: &dyn Tool,
-        mode: PermissionMode,
+        (mode, by): (PermissionMode, Replacer),
         input: Value,
     ) -> PermissionDecision {
+        let who = match by {
+            Replacer::PreAsk => "a permission hook gave",
+            Replacer::Asked => "approved in its place",
+        };
         let problems = executor::schema::validate(tool.input_schema(), &input);
         if !problems.is_empty() {
             return PermissionDecision::deny(format!(
-                "the input a permission hook gave is not a valid input of {}: {}",
+                "the input {who} is not a valid input of {}: {}",
                 tool.name(),
                 problems.join("; ")
             ));
@@ -1382,48 +1409,14 @@ impl PermissionGate {
         } else {
             (self.evaluate_in(tool, &input, mode), None)
         };
-        match verdict {
-            Verdict::Allow => {
-                if let Some(run) = run {
-                    self.shared.grants.insert(call.id.as_str().to_owned(), run);
-                }
-                PermissionDecision::Allow {
-                    updated_input: Some(input),
-                }
+        match (verdict, by) {
+            (Verdict::Deny { reason }, _) => return PermissionDecision::deny(reason),
+            (Verdict::Ask { reason }, Replacer::PreAsk) => {
+                return PermissionDecision::deny(format!(
+                    "the input {who} needs approval itself ({reason}), so it was not run"
+                ));
             }
-            Verdict::Deny { reason } => PermissionDecision::deny(reason),
-            Verdict::Ask { reason } => PermissionDecision::deny(format!(
-                "the input a permission hook gave needs approval itself ({reason}), so it was not run"
-            )),
-        }
-    }
-
-    /// The decision on `call` with the input the one asked approved in its place: it must
-    /// fit the tool's schema and no deny rule may match it (an ask is what was just
-    /// answered); an allowed Bash command runs as the rules decide for the new command.
-    fn decide_approved(
-        &self,
-        call: &ToolCall,
-        tool: &dyn Tool,
-        mode: PermissionMode,
-        input: Value,
-    ) -> PermissionDecision {
-        let problems = executor::schema::validate(tool.input_schema(), &input);
-        if !problems.is_empty() {
-            return PermissionDecision::deny(format!(
-                "the input approved in its place is not a valid input of {}: {}",
-                tool.name(),
-                problems.join("; ")
-            ));
-        }
-        let (verdict, run) = if tool.name() == "Bash" {
-            let (verdict, run) = self.bash_decision(&input, mode);
-            (verdict, Some(run))
-        } else {
-            (self.evaluate_in(tool, &input, mode), None)
-        };
-        if let Verdict::Deny { reason } = verdict {
-            return PermissionDecision::deny(reason);
+            (Verdict::Allow | Verdict::Ask { .. }, _) => {}
         }
         if let Some(run) = run {
             self.shared.grants.insert(call.id.as_str().to_owned(), run);
