@@ -312,6 +312,10 @@ pub enum Command {
         #[arg(long, requires = "target")]
         force: bool,
     },
+    /// Serve an editor over the Agent Client Protocol on stdin and stdout (Zed, JetBrains
+    /// IDEs, Neovim and Emacs plugins): each session it opens runs in the folder it names,
+    /// with the flags given before `acp` (model, permission mode, settings, sandbox).
+    Acp,
     /// Configure MCP servers, as `claude mcp` does.
     Mcp {
         /// What to do.

@@ -163,6 +163,12 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             Ok(0)
         }
         Some(Command::Mcp { action }) => mcp_cmd::run(action, &args).await,
+        Some(Command::Acp) => {
+            let mut options = args.session_options();
+            options.permissions.allow_bypass = args.sdk.allow_dangerously_skip_permissions;
+            session::acp::serve_stdio(options).await?;
+            Ok(0)
+        }
         None => start(args).await,
     }
 }
@@ -209,7 +215,10 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
         if stdin_is_piped() {
             let input = read_stdin().await?;
             if !input.trim().is_empty() {
-                return Ok(Some(format!("{}\n\n{prompt}", fenced(input.trim_end()))));
+                return Ok(Some(format!(
+                    "{}\n\n{prompt}",
+                    render::fenced(input.trim_end())
+                )));
             }
         }
         return Ok(Some(prompt.clone()));
@@ -231,22 +240,6 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
         .into());
     }
     Ok(Some(text))
-}
-
-/// `text` in a Markdown code fence longer than any run of backticks in it.
-fn fenced(text: &str) -> String {
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        if c == '`' {
-            run += 1;
-            longest = longest.max(run);
-        } else {
-            run = 0;
-        }
-    }
-    let fence = "`".repeat((longest + 1).max(3));
-    format!("{fence}\n{text}\n{fence}")
 }
 
 async fn start(mut args: Args) -> anyhow::Result<u8> {
@@ -524,16 +517,4 @@ async fn drive(
     };
     let ended = connection.drive(session, &mut front, interrupts).await?;
     Ok(ended.code(interrupts.aborted_exit_code()))
-}
-
-#[cfg(test)]
-mod fence_tests {
-    use super::fenced;
-
-    #[test]
-    fn the_fence_is_longer_than_any_backtick_run_in_the_text() {
-        assert_eq!(fenced("print(1)"), "```\nprint(1)\n```");
-        assert_eq!(fenced("a ```rust b"), "````\na ```rust b\n````");
-        assert_eq!(fenced("`````"), "``````\n`````\n``````");
-    }
 }

@@ -51,6 +51,22 @@ pub mod tui;
 pub use markdown::{MarkdownStream, render_markdown};
 pub use style::{Span, Style, display_width, wrap};
 
+/// `text` in a Markdown code fence longer than any run of backticks in it.
+pub fn fenced(text: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat((longest + 1).max(3));
+    format!("{fence}\n{text}\n{fence}")
+}
+
 /// `text` safe to print on a terminal: control characters (a carriage return or an escape
 /// sequence could draw over what the user is asked to approve, OSC 52 writes the clipboard)
 /// and the bidirectional-text controls (which reorder what is shown) appear as escapes
@@ -178,6 +194,13 @@ fn is_bidi_control(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_fence_is_longer_than_any_backtick_run_in_the_text() {
+        assert_eq!(super::fenced("print(1)"), "```\nprint(1)\n```");
+        assert_eq!(super::fenced("a ```rust b"), "````\na ```rust b\n````");
+        assert_eq!(super::fenced("`````"), "``````\n`````\n``````");
+    }
+
     use super::*;
 
     #[test]

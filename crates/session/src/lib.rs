@@ -78,6 +78,7 @@
 
 #![deny(missing_docs)]
 
+pub mod acp;
 mod adapter;
 pub mod approvals;
 mod budget;

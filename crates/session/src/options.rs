@@ -53,6 +53,9 @@ pub struct Options {
     /// The built-in tools offered, by name (`--tools Read,Grep`, as the Agent SDK passes
     /// its `tools` option; empty: none); MCP tools are not affected [default: all].
     pub tools: Option<Vec<String>>,
+    /// An editor's buffers that Read, Write and Edit go through for text files (`agent
+    /// acp` with a client that offers its file system: [`crate::acp::ClientFiles`]).
+    pub editor_files: Option<std::sync::Arc<dyn tools::EditorFiles>>,
 }
 
 /// The model and its server.
@@ -99,6 +102,9 @@ pub struct PermissionOptions {
     /// Nobody is asked, even at a terminal or by a driving program: a call that would be
     /// asked is refused (Claude Code's `dontAsk` mode, `--permission-mode dontAsk`).
     pub never_ask: bool,
+    /// The mode may be switched to bypassPermissions later (by a program or an editor
+    /// driving the session: `--allow-dangerously-skip-permissions`).
+    pub allow_bypass: bool,
 }
 
 /// Which history a session starts from.

@@ -2465,6 +2465,7 @@ impl ToolState {
             session_mode: None,
             background: background_tasks(&results_dir, &options.notices),
             web,
+            editor: options.editor_files.clone(),
         };
         let built = build_tools(&recipe, mode, settings)?;
         let _ = hooks.env().gate.set(Arc::clone(&built.permissions));
@@ -2493,14 +2494,11 @@ impl ToolState {
             settings.project_trusted,
             Arc::clone(&workspace),
         );
-        tools.push(
-            recipe.wrap(Arc::new(crate::worktree::EnterWorktreeTool::new(
-                worktree.clone(),
-            ))),
+        let (enter, exit) = (
+            crate::worktree::EnterWorktreeTool::new(worktree.clone()),
+            crate::worktree::ExitWorktreeTool::new(worktree.clone()),
         );
-        tools.push(recipe.wrap(Arc::new(crate::worktree::ExitWorktreeTool::new(
-            worktree.clone(),
-        ))));
+        tools.extend([recipe.wrap(Arc::new(enter)), recipe.wrap(Arc::new(exit))]);
         let chosen = |name: &str| {
             options
                 .tools

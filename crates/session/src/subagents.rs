@@ -312,6 +312,9 @@ pub struct Recipe {
     pub background: tools::background::BackgroundTasks,
     /// The web tools' shared part (`None`: WebFetch and WebSearch are not offered).
     pub web: Option<Arc<crate::web::Web>>,
+    /// An editor's buffers that Read, Write and Edit go through (`agent acp`), shared by
+    /// every subagent.
+    pub editor: Option<Arc<dyn tools::EditorFiles>>,
 }
 
 /// A tool set built from a [`Recipe`].

@@ -179,6 +179,7 @@ pub fn build(
         sandbox: recipe.sandbox.clone(),
         journal: recipe.journal.clone(),
         background: Some(recipe.background.clone()),
+        editor: recipe.editor.clone(),
     })?;
     let permissions = set.gate();
     permissions.set_command_prelude(&recipe.prelude);

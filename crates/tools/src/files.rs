@@ -10,6 +10,44 @@ use executor::ToolError;
 use crate::common::io_error;
 use crate::session::{FileStamp, Shared};
 
+/// An editor's view of the files (the Agent Client Protocol's `fs/read_text_file` and
+/// `fs/write_text_file`): the text it holds, unsaved changes included, and writes that land
+/// in its buffers. When a tool set has one ([`crate::ToolSetConfig::editor`]), Read reads a
+/// text file's lines from it, and Write and Edit read and write through it; every path
+/// check (confinement, protected folders, the read-before-write stamp) is made first, as
+/// for the disk. Binary files, images, PDFs and notebooks are read from the disk.
+///
+/// Called from the tools' blocking worker threads, never from an async task.
+pub trait EditorFiles: Send + Sync + std::fmt::Debug + 'static {
+    /// The text of `path` (absolute, resolved) as the editor holds it.
+    ///
+    /// # Errors
+    ///
+    /// Why the editor could not give it, in words for the model.
+    fn read_text(&self, path: &Path) -> Result<String, String>;
+
+    /// Replaces the text of `path` (absolute, resolved; it may not exist yet) in the
+    /// editor, which saves it.
+    ///
+    /// # Errors
+    ///
+    /// Why the editor could not take it, in words for the model.
+    fn write_text(&self, path: &Path, text: &str) -> Result<(), String>;
+}
+
+/// The text of `path` as `editor` holds it, as bytes.
+pub(crate) fn editor_read(editor: &dyn EditorFiles, path: &Path) -> Result<Vec<u8>, ToolError> {
+    editor
+        .read_text(path)
+        .map(String::into_bytes)
+        .map_err(|reason| {
+            ToolError::CouldNotRun(format!(
+                "could not read {} through the editor: {reason}",
+                path.display()
+            ))
+        })
+}
+
 /// The current content of an existing file, checked against what this session last read of
 /// it; `None` when there is no file (a new file needs no read).
 ///
@@ -44,7 +82,10 @@ pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec
             path.display()
         )));
     }
-    let content = fs::read(path).map_err(|error| io_error("read", path, &error))?;
+    let content = match &shared.editor {
+        Some(editor) => editor_read(editor.as_ref(), path)?,
+        None => fs::read(path).map_err(|error| io_error("read", path, &error))?,
+    };
     match stamp {
         None => Err(ToolError::InvalidInput(format!(
             "{} exists but has not been read in this session. Read it first, then change it (so that nothing written by someone else is overwritten unseen)",
@@ -103,7 +144,15 @@ pub(crate) fn write_and_record(
         fs::create_dir_all(parent)
             .map_err(|error| io_error("create the directory", parent, &error))?;
     }
-    write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?;
+    match (&shared.editor, std::str::from_utf8(bytes)) {
+        (Some(editor), Ok(text)) => editor.write_text(path, text).map_err(|reason| {
+            ToolError::CouldNotRun(format!(
+                "could not write {} through the editor: {reason}",
+                path.display()
+            ))
+        })?,
+        _ => write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?,
+    }
     if let Some(journal) = &shared.journal {
         journal.after_write(path, bytes);
     }

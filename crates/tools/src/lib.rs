@@ -103,6 +103,7 @@ mod write;
 
 pub use bash::kill_running_commands;
 pub use error::Error;
+pub use files::EditorFiles;
 pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{

@@ -158,14 +158,22 @@ impl ReadTool {
 
 crate::common::file_tool!(ReadTool, "Read", read);
 
-fn read(
+/// What Read found at a path: a whole file (an image, a PDF, a notebook) already answered,
+/// or a text file, with its lines to read.
+enum Opened {
+    Answered(ToolOutput),
+    Lines(std::fs::Metadata, Box<dyn BufRead>),
+}
+
+/// Opens `path` for Read: its kind checked, a whole file answered, a binary file refused,
+/// a text file's lines from the disk or, with an editor, from its buffer.
+fn open(
     shared: &Shared,
     workspace: &Workspace,
     input: &Input,
-    cancel: &CancellationToken,
-) -> Result<ToolOutput, ToolError> {
-    let path = shared.confine(workspace, "Read", &input.file_path)?;
-    let metadata = match std::fs::metadata(&path) {
+    path: &std::path::Path,
+) -> Result<Opened, ToolError> {
+    let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(ToolError::InvalidInput(format!(
@@ -174,17 +182,17 @@ fn read(
                 shared.cwd(workspace).display()
             )));
         }
-        Err(error) => return Err(io_error("read", &path, &error)),
+        Err(error) => return Err(io_error("read", path, &error)),
     };
-    check_kind(&path, &metadata)?;
-    let file = File::open(&path).map_err(|error| io_error("open", &path, &error))?;
+    check_kind(path, &metadata)?;
+    let file = File::open(path).map_err(|error| io_error("open", path, &error))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     let head = reader
         .fill_buf()
-        .map_err(|error| io_error("read", &path, &error))?;
-    let kind = Whole::of(head, &path, input.pages.as_deref())?;
+        .map_err(|error| io_error("read", path, &error))?;
+    let kind = Whole::of(head, path, input.pages.as_deref())?;
     if let Some(kind) = kind {
-        return read_whole(shared, &path, &metadata, kind);
+        return read_whole(shared, path, &metadata, kind).map(Opened::Answered);
     }
     if head[..head.len().min(BINARY_PROBE)].contains(&0) {
         return Err(ToolError::InvalidInput(format!(
@@ -193,6 +201,28 @@ fn read(
             metadata.len()
         )));
     }
+    // An editor's buffer holds the text as the user sees it, unsaved changes included.
+    let reader: Box<dyn BufRead> = match &shared.editor {
+        Some(editor) => Box::new(std::io::Cursor::new(crate::files::editor_read(
+            editor.as_ref(),
+            path,
+        )?)),
+        None => Box::new(reader),
+    };
+    Ok(Opened::Lines(metadata, reader))
+}
+
+fn read(
+    shared: &Shared,
+    workspace: &Workspace,
+    input: &Input,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let path = shared.confine(workspace, "Read", &input.file_path)?;
+    let (metadata, mut reader) = match open(shared, workspace, input, &path)? {
+        Opened::Answered(output) => return Ok(output),
+        Opened::Lines(metadata, reader) => (metadata, reader),
+    };
 
     let first = usize::try_from(input.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
     let limit = input

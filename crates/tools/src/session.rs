@@ -63,6 +63,9 @@ pub struct ToolSetConfig {
     /// registry of this tool set's own, whose output files go to the tool-results folder's
     /// `tasks/` (or the tool set's private folder) and whose tasks start directly.
     pub background: Option<crate::background::BackgroundTasks>,
+    /// An editor's buffers that Read, Write and Edit go through for text files
+    /// ([`crate::EditorFiles`]); `None`: the disk.
+    pub editor: Option<Arc<dyn crate::EditorFiles>>,
 }
 
 /// How Bash commands are sandboxed (which profile each command gets:
@@ -130,6 +133,7 @@ impl fmt::Debug for ToolSetConfig {
             .field("protected_names", &self.protected_names)
             .field("sandbox", &self.sandbox)
             .field("journal", &self.journal.is_some())
+            .field("editor", &self.editor.is_some())
             .finish()
     }
 }
@@ -197,6 +201,7 @@ impl ToolSet {
             todos: crate::todo::TodoList::default(),
             sandbox: config.sandbox,
             journal: config.journal,
+            editor: config.editor,
             workspace: Arc::clone(&config.workspace),
             mode: crate::permissions::ModeCell::new(config.permissions.default_mode),
             rules,
@@ -415,6 +420,8 @@ pub(crate) struct Shared {
     pub(crate) todos: crate::todo::TodoList,
     /// The background tasks Bash starts.
     pub(crate) background: crate::background::BackgroundTasks,
+    /// The editor's buffers, when the files go through them.
+    pub(crate) editor: Option<Arc<dyn crate::EditorFiles>>,
 }
 
 impl Shared {

@@ -175,18 +175,30 @@ pub async fn opening(
 /// session's, then Claude Code's aliases as this session resolves them (an OpenAI-compatible
 /// provider's session offers its own model alone).
 fn models(session: &crate::Session) -> Vec<Value> {
+    models_of(session)
+        .into_iter()
+        .map(|(value, description)| {
+            if value == session.model() {
+                json!({"value": value, "displayName": value, "description": description})
+            } else {
+                json!({"value": value, "resolvedModel": description, "displayName": value, "description": description})
+            }
+        })
+        .collect()
+}
+
+/// The models a session may switch to, each with a description: the session's own
+/// ("the session's model"), then each of Claude Code's aliases (`opus`, `sonnet`,
+/// `haiku`) that resolves to another model (described by the model it resolves to).
+pub(crate) fn models_of(session: &crate::Session) -> Vec<(String, String)> {
     let resolve = session.model_resolver();
-    let mut models = vec![json!({
-        "value": session.model(),
-        "displayName": session.model(),
-        "description": "the session's model",
-    })];
+    let mut models = vec![(session.model().to_owned(), "the session's model".to_owned())];
     for alias in ["opus", "sonnet", "haiku"] {
         if let Ok(id) = resolve(alias)
             && id != alias
             && id != session.model()
         {
-            models.push(json!({"value": alias, "resolvedModel": id, "displayName": alias, "description": id}));
+            models.push((alias.to_owned(), id));
         }
     }
     models
