@@ -339,6 +339,18 @@ fn text(text: &str) -> acp::ContentBlock {
     acp::ContentBlock::Text(acp::TextContent::new(text))
 }
 
+#[test]
+fn the_schema_check_refuses_a_message_that_does_not_match() {
+    let wrong = json!({"sessionId": 7, "update": {"sessionUpdate": "agent_message_chunk"}});
+    let refused = std::panic::catch_unwind(|| valid::<acp::SessionNotification>(&wrong, &wrong));
+    assert!(
+        refused.is_err(),
+        "a session id of 7 and a chunk without content passed"
+    );
+    let right = json!({"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}});
+    valid::<acp::SessionNotification>(&right, &right);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_editor_edits_through_its_buffers_and_always_allow_is_honoured() {
     let repo = common::repo("acp-edit");
@@ -658,11 +670,23 @@ async fn a_session_loads_with_its_history_and_images_reach_the_model() {
 #[tokio::test(flavor = "multi_thread")]
 async fn modes_and_the_model_switch_and_bad_values_are_refused() {
     let repo = common::repo("acp-modes");
-    let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("ok"))]))
-        .await
-        .unwrap();
+    let todos = json!({"todos": [
+        {"content": "Read the code", "status": "completed", "activeForm": "Reading the code"},
+        {"content": "Write the plan", "status": "in_progress", "activeForm": "Writing the plan"},
+    ]});
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .thinking("The user wants a plan.", "sig")
+                .tool_use("toolu_t", "TodoWrite", todos),
+        ),
+        Reply::turn(Turn::new().text("ok")),
+    ]))
+    .await
+    .unwrap();
     let editor = Editor::default();
     let cwd = repo.dir.clone();
+    let seen = editor.clone();
     connect(&repo, &server, &[], &editor, async move |cx| {
         initialize(&cx, false).await;
         let session = new_session(&cx, &cwd).await;
@@ -700,9 +724,64 @@ async fn modes_and_the_model_switch_and_bad_values_are_refused() {
             "{select:?}"
         );
         prompt(&cx, &id, vec![text("plan it")]).await?;
+        // `/compact` is the built-in command; this history is too short for it, and the
+        // editor is told why.
+        let refused = prompt(&cx, &id, vec![text("/compact keep the plan")])
+            .await
+            .unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("nothing to compact"),
+            "{refused:?}"
+        );
+        assert!(!seen.agent_text().contains("Compacted"));
         Ok(())
     })
     .await;
+    let updates = editor.updates.lock().unwrap().clone();
+    let thought: String = updates
+        .iter()
+        .filter_map(|n| match &n.update {
+            acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk {
+                content: acp::ContentBlock::Text(text),
+                ..
+            }) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(thought, "The user wants a plan.");
+    let plan = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            acp::SessionUpdate::Plan(plan) => Some(plan.clone()),
+            _ => None,
+        })
+        .expect("no plan update");
+    let entries: Vec<(&str, acp::PlanEntryStatus)> = plan
+        .entries
+        .iter()
+        .map(|entry| (entry.content.as_str(), entry.status.clone()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("Read the code", acp::PlanEntryStatus::Completed),
+            ("Write the plan", acp::PlanEntryStatus::InProgress),
+        ]
+    );
+    let commands = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            acp::SessionUpdate::AvailableCommandsUpdate(list) => {
+                Some(list.available_commands.clone())
+            }
+            _ => None,
+        })
+        .expect("no commands advertised");
+    assert!(
+        commands.iter().any(|command| command.name == "compact"),
+        "{commands:?}"
+    );
+    assert_eq!(server.request_count(), 2, "/compact asked the model");
     let request = server.requests()[0].json();
     assert!(
         request["model"]

@@ -214,7 +214,8 @@ struct Running {
 struct Finished {
     id: String,
     session: Box<Session>,
-    outcome: anyhow::Result<loop_core::LoopOutcome>,
+    /// The turn's outcome (`None`: a built-in command that ran no turn).
+    outcome: anyhow::Result<Option<loop_core::LoopOutcome>>,
     cancelled: bool,
     responder: Responder<acp::PromptResponse>,
 }
@@ -416,6 +417,15 @@ impl Server {
                 }
             })
             .collect();
+        commands.push(
+            acp::AvailableCommand::new(
+                "compact",
+                "Summarize the conversation so far to free the context window",
+            )
+            .input(acp::AvailableCommandInput::Unstructured(
+                acp::UnstructuredCommandInput::new("what the summary should keep"),
+            )),
+        );
         commands.extend(session.skills().iter().map(|skill| {
             acp::AvailableCommand::new(skill.name.clone(), skill.description.clone())
         }));
@@ -468,7 +478,21 @@ impl Server {
         let catch_up = self.catch_ups.get(&id).cloned().unwrap_or_default();
         let mut observer = observer::Updates::new(self.cx.clone(), id.clone(), &session, catch_up);
         self.turns.push(tokio::spawn(async move {
-            let outcome = session.send(message, &mut observer, cancel.clone()).await;
+            let outcome = match compact_focus(&message) {
+                Some(focus) => match session.compact(focus, &cancel).await {
+                    Ok((before, after)) => {
+                        observer.say(&format!(
+                            "Compacted the conversation: about {before} tokens before, {after} after."
+                        ));
+                        Ok(None)
+                    }
+                    Err(error) => Err(error),
+                },
+                None => session
+                    .send(message, &mut observer, cancel.clone())
+                    .await
+                    .map(Some),
+            };
             Finished {
                 id,
                 session,
@@ -504,7 +528,8 @@ impl Server {
             tracing::warn!("the model {model:?} chosen during a turn was not applied: {error:#}");
         }
         let answer = match outcome {
-            Ok(outcome) => stop_reason(&outcome.terminal, cancelled),
+            Ok(Some(outcome)) => stop_reason(&outcome.terminal, cancelled),
+            Ok(None) => Ok(acp::StopReason::EndTurn),
             Err(error) => Err(failure(&error)),
         };
         let _ = match answer {
@@ -720,6 +745,20 @@ fn mcp_config(servers: &[acp::McpServer]) -> Option<String> {
     Some(serde_json::json!({ "mcpServers": map }).to_string())
 }
 
+/// The focus of a `/compact` prompt (`Some(None)`: none given); `None` for any other
+/// prompt.
+fn compact_focus(message: &protocol::MessageParam) -> Option<Option<String>> {
+    let [protocol::ContentBlock::Text(text)] = message.content.as_slice() else {
+        return None;
+    };
+    let rest = text.text.trim().strip_prefix("/compact")?;
+    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let focus = rest.trim();
+    Some((!focus.is_empty()).then(|| focus.to_owned()))
+}
+
 /// How a turn's end is told: its stop reason, or an error answer for a turn that failed.
 fn stop_reason(
     terminal: &loop_core::Terminal,
@@ -759,4 +798,46 @@ fn unknown_session(id: &str) -> agent_client_protocol::Error {
     agent_client_protocol::Error::invalid_params().data(format!(
         "no session {id} on this connection (session/new or session/load first)"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_is_a_command_only_as_a_whole_word() {
+        let focus = |text: &str| compact_focus(&protocol::MessageParam::user_text(text));
+        assert_eq!(focus("/compact"), Some(None));
+        assert_eq!(
+            focus("  /compact keep the plan "),
+            Some(Some("keep the plan".into()))
+        );
+        assert_eq!(focus("/compaction"), None);
+        assert_eq!(focus("please /compact"), None);
+    }
+
+    #[test]
+    fn the_editors_mcp_servers_become_a_config_text() {
+        let servers = vec![
+            acp::McpServer::Stdio(
+                acp::McpServerStdio::new("files", "/usr/bin/files-mcp")
+                    .args(vec!["--root".into(), "/w".into()])
+                    .env(vec![acp::EnvVariable::new("TOKEN", "t")]),
+            ),
+            acp::McpServer::Http(
+                acp::McpServerHttp::new("docs", "https://docs.example/mcp")
+                    .headers(vec![acp::HttpHeader::new("Authorization", "Bearer x")]),
+            ),
+        ];
+        let text = mcp_config(&servers).expect("servers given");
+        let config: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            config,
+            serde_json::json!({"mcpServers": {
+                "files": {"command": "/usr/bin/files-mcp", "args": ["--root", "/w"], "env": {"TOKEN": "t"}},
+                "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"Authorization": "Bearer x"}},
+            }})
+        );
+        assert_eq!(mcp_config(&[]), None);
+    }
 }

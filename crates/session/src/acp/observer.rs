@@ -61,6 +61,11 @@ impl Updates {
         ));
     }
 
+    /// A message of the agent's own (a built-in command's report).
+    pub(crate) fn say(&self, text: &str) {
+        self.text(text, false);
+    }
+
     fn text(&self, text: &str, thought: bool) {
         if text.is_empty() {
             return;
