@@ -781,6 +781,17 @@ async fn modes_and_the_model_switch_and_bad_values_are_refused() {
         commands.iter().any(|command| command.name == "compact"),
         "{commands:?}"
     );
+    let usage = updates
+        .iter()
+        .find_map(|n| match &n.update {
+            acp::SessionUpdate::UsageUpdate(usage) => Some(usage.clone()),
+            _ => None,
+        })
+        .expect("no usage update");
+    assert!(
+        usage.size >= 200_000 && usage.used < usage.size,
+        "{usage:?}"
+    );
     assert_eq!(server.request_count(), 2, "/compact asked the model");
     let request = server.requests()[0].json();
     assert!(

@@ -30,6 +30,8 @@ pub(crate) struct Updates {
     calls: HashMap<String, (String, Value)>,
     /// The mode the editor was last told.
     mode: tools::PermissionMode,
+    /// The model's context window, in tokens (the size of `usage_update`).
+    window: u64,
     catch_up: CatchUpCell,
 }
 
@@ -46,6 +48,7 @@ impl Updates {
             session_id,
             cwd: session.cwd().to_owned(),
             mode: gate.mode(),
+            window: session.context_window(),
             gate,
             todos: session.todo_list(),
             calls: HashMap::new(),
@@ -141,6 +144,11 @@ impl crate::Observer for Updates {
             }
             LoopEvent::Tool(event) => self.tool(event),
             LoopEvent::Transition(_) => self.mode_changed(),
+            // How full the context window is after each response: what the request held
+            // and what the model added.
+            LoopEvent::Usage(usage) => self.send(acp::SessionUpdate::UsageUpdate(
+                acp::UsageUpdate::new(usage.context_tokens(), self.window),
+            )),
             _ => {}
         }
     }
