@@ -804,3 +804,57 @@ async fn modes_and_the_model_switch_and_bad_values_are_refused() {
     // Plan mode: the model was told.
     assert!(request.to_string().contains("plan mode"), "{request}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_editors_mcp_servers_give_the_model_their_tools() {
+    let Some(kit) = common::testkit_binary("the editor's MCP server") else {
+        return;
+    };
+    let repo = common::repo("acp-mcp");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_m",
+            "mcp__kit__echo",
+            json!({"text": "marker-41"}),
+        )),
+        Reply::turn(Turn::new().text("Echoed.")),
+    ]))
+    .await
+    .unwrap();
+    let editor = Editor::default();
+    editor.answers.lock().unwrap().push_back(Some("allow_once"));
+    let cwd = repo.dir.clone();
+    connect(&repo, &server, &[], &editor, async move |cx| {
+        initialize(&cx, false).await;
+        let kit = acp::McpServer::Stdio(
+            acp::McpServerStdio::new("kit", kit).args(vec!["mcp-server".into()]),
+        );
+        let session = cx
+            .send_request(acp::NewSessionRequest::new(cwd).mcp_servers(vec![kit]))
+            .block_task()
+            .await?;
+        prompt(&cx, &session.session_id, vec![text("echo it")]).await?;
+        Ok(())
+    })
+    .await;
+    let first = server.requests()[0].json();
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool["name"] == "mcp__kit__echo"),
+        "the model was not offered the editor's server's tools"
+    );
+    // Not allowed by a rule: asked of the editor, allowed once, ran.
+    let questions = editor.questions.lock().unwrap().clone();
+    assert_eq!(questions.len(), 1);
+    assert_eq!(
+        questions[0].tool_call.fields.title.as_deref(),
+        Some("echo (kit MCP server)")
+    );
+    assert_eq!(
+        common::result_block(&server, "toolu_m")["content"],
+        "marker-41"
+    );
+}
