@@ -40,7 +40,12 @@ struct Editor {
     buffers: Arc<Mutex<HashMap<PathBuf, String>>>,
     reads: Arc<Mutex<Vec<PathBuf>>>,
     writes: Arc<Mutex<Vec<(PathBuf, String)>>>,
+    /// Runs after each read is answered (a file swapped for a link, as a racing command
+    /// would).
+    after_read: Arc<Mutex<Option<AfterRead>>>,
 }
+
+type AfterRead = Box<dyn FnMut(&Path) + Send>;
 
 impl Editor {
     /// The kinds of the session updates seen (`tool_call`, `agent_message_chunk`, ...).
@@ -246,6 +251,7 @@ async fn connect(
         Arc::clone(&editor.answers),
     );
     let (buffers, reads) = (Arc::clone(&editor.buffers), Arc::clone(&editor.reads));
+    let after_read = Arc::clone(&editor.after_read);
     let (written, writes) = (Arc::clone(&editor.buffers), Arc::clone(&editor.writes));
     Client
         .v1()
@@ -274,6 +280,9 @@ async fn connect(
                 reads.lock().unwrap().push(read.path.clone());
                 let held = buffers.lock().unwrap().get(&read.path).cloned();
                 let text = held.unwrap_or_else(|| std::fs::read_to_string(&read.path).unwrap());
+                if let Some(after) = after_read.lock().unwrap().as_mut() {
+                    after(&read.path);
+                }
                 responder.respond(acp::ReadTextFileResponse::new(text))
             },
             agent_client_protocol::on_receive_request!(),
@@ -915,4 +924,129 @@ async fn protected_paths_are_refused_before_the_editor_is_asked() {
     for id in ["toolu_h", "toolu_s"] {
         assert_eq!(common::result_block(&server, id)["is_error"], true, "{id}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_swapped_for_a_link_is_neither_read_nor_written_through_the_editor() {
+    let repo = common::repo("acp-swap");
+    let greet = repo.dir.join("greet.py");
+    let notes = repo.dir.join("notes.txt");
+    let outside = repo.home.join("outside.txt");
+    std::fs::write(&outside, "SECRET-1\n").unwrap();
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "greet.py"}))),
+        Reply::turn(Turn::new().tool_use("toolu_n", "Read", json!({"file_path": "notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": "notes.txt", "old_string": "milk", "new_string": "PWNED"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let editor = Editor::default();
+    // After the editor answers the first read of greet.py, and the second of notes.txt
+    // (the Edit's check), the file is swapped for a link to a file outside, as a command
+    // racing the call would.
+    let mut seen: HashMap<PathBuf, usize> = HashMap::new();
+    let (link_to, swapped) = (outside.clone(), [(greet.clone(), 1), (notes.clone(), 2)]);
+    *editor.after_read.lock().unwrap() = Some(Box::new(move |path: &Path| {
+        let count = seen.entry(path.to_path_buf()).or_default();
+        *count += 1;
+        if swapped.iter().any(|(file, at)| file == path && at == count) {
+            std::fs::remove_file(path).unwrap();
+            std::os::unix::fs::symlink(&link_to, path).unwrap();
+        }
+    }));
+    let cwd = repo.dir.clone();
+    connect(
+        &repo,
+        &server,
+        &["--permission-mode", "acceptEdits"],
+        &editor,
+        async move |cx| {
+            initialize(&cx, true).await;
+            let session = new_session(&cx, &cwd).await;
+            prompt(&cx, &session.session_id, vec![text("go")]).await?;
+            Ok(())
+        },
+    )
+    .await;
+    // The swapped read's text was not used, and nothing was written anywhere.
+    let read = result_text_of(&server, "toolu_r");
+    assert!(read.contains("was replaced"), "{read}");
+    let edit = result_text_of(&server, "toolu_e");
+    assert!(edit.contains("was replaced"), "{edit}");
+    assert!(editor.writes.lock().unwrap().is_empty());
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "SECRET-1\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_bytes_and_garbage_lines_get_errors_and_the_connection_goes_on() {
+    let repo = common::repo("acp-bytes");
+    let server = Server::start_tls(Script::new(Vec::new())).await.unwrap();
+    let mut child = common::command(&repo, &server)
+        .arg("acp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines: Vec<Value> = Vec::new();
+    // Reads the agent's lines until one answers `id`.
+    async fn until_answer(
+        stdout: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+        lines: &mut Vec<Value>,
+        id: i64,
+    ) -> Value {
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+                .await
+                .expect("no answer within 30 s")
+                .unwrap()
+                .unwrap_or_else(|| panic!("stdout ended before the answer to {id}: {lines:?}"));
+            let value: Value =
+                serde_json::from_str(&line).unwrap_or_else(|error| panic!("{error}: {line}"));
+            lines.push(value.clone());
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+    let mut input = Vec::new();
+    input.extend(b"not json at all\n");
+    input.extend(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientInfo":{"name":"caf"#);
+    input.extend(b"\xe9\xff");
+    input.extend(br#"","version":"1"}}}"#);
+    input.push(b'\n');
+    stdin.write_all(&input).await.unwrap();
+    let init = until_answer(&mut stdout, &mut lines, 1).await;
+    assert_eq!(init["result"]["protocolVersion"], 1, "{lines:?}");
+    let new = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"session/new","params":{{"cwd":"{}","mcpServers":[]}}}}"#,
+        repo.dir.display()
+    );
+    stdin.write_all(new.as_bytes()).await.unwrap();
+    stdin.write_all(b"\n").await.unwrap();
+    let session = until_answer(&mut stdout, &mut lines, 2).await;
+    assert!(session["result"]["sessionId"].is_string(), "{lines:?}");
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the agent did not exit within 30 s of its stdin closing")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        lines.iter().any(|line| line["error"]["code"] == -32700),
+        "the line that is no JSON got no parse error: {lines:?}"
+    );
 }

@@ -206,9 +206,10 @@ fn replace(content: &str, found: &[text::Found], input: &Input) -> (String, Stri
 }
 
 /// What an Edit call would make of the file's current `content` (decoded), for an approval
-/// question to show as a diff; `None` when the call would fail (no match, several without
-/// `replace_all`, an input that does not parse).
-pub(crate) fn preview(content: Option<&str>, input: &Value) -> Option<String> {
+/// question to show as a diff, matched as the call matches (line endings included); `None`
+/// when the call would fail (no match, several without `replace_all`, an input that does
+/// not parse). `input` is the call's (`{file_path, old_string, new_string, replace_all?}`).
+pub fn preview(content: Option<&str>, input: &Value) -> Option<String> {
     let input: Input = serde_json::from_value(input.clone()).ok()?;
     let Some(content) = content else {
         return input.old_string.is_empty().then_some(input.new_string);

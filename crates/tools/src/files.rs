@@ -35,17 +35,85 @@ pub trait EditorFiles: Send + Sync + std::fmt::Debug + 'static {
     fn write_text(&self, path: &Path, text: &str) -> Result<(), String>;
 }
 
-/// The text of `path` as `editor` holds it, as bytes.
+/// The editor the files of `shared` go through now, if any: none while the session's
+/// background tasks run. The editor opens a path by its name a round trip after our
+/// checks, following links; a command running beside the call (a background task) could
+/// swap the checked file for a link in that time, to write or read outside the workspace.
+/// The disk path does not follow links (`O_NOFOLLOW`, an atomic rename over the name).
+pub(crate) fn editor(shared: &Shared) -> Option<&dyn EditorFiles> {
+    let editor = shared.editor.as_deref()?;
+    (shared.background.running() == 0).then_some(editor)
+}
+
+/// The text of `path` as `editor` holds it, as bytes; refused unless `path` was the same
+/// regular file, reached through no link, before and after the editor read it.
+///
+/// # Errors
+///
+/// [`ToolError::CouldNotRun`] when the editor could not read it or the file was replaced
+/// (by a link, say) around the read: the text is then not used.
 pub(crate) fn editor_read(editor: &dyn EditorFiles, path: &Path) -> Result<Vec<u8>, ToolError> {
-    editor
-        .read_text(path)
-        .map(String::into_bytes)
-        .map_err(|reason| {
-            ToolError::CouldNotRun(format!(
-                "could not read {} through the editor: {reason}",
-                path.display()
-            ))
-        })
+    let before = identity(path)?;
+    let text = editor.read_text(path).map_err(|reason| {
+        ToolError::CouldNotRun(format!(
+            "could not read {} through the editor: {reason}",
+            path.display()
+        ))
+    })?;
+    if before.is_none() || identity(path)? != before {
+        return Err(replaced(path, "read"));
+    }
+    Ok(text.into_bytes())
+}
+
+/// Replaces the text of `path` in `editor`, checked as [`editor_read`] checks a read: the
+/// path a regular file or nothing, reached through no link, before; the same file after.
+///
+/// # Errors
+///
+/// [`ToolError::CouldNotRun`] when the editor refused, or the file was replaced around the
+/// write (the model is told the write may have gone elsewhere).
+fn editor_write(editor: &dyn EditorFiles, path: &Path, text: &str) -> Result<(), ToolError> {
+    let before = identity(path)?;
+    editor.write_text(path, text).map_err(|reason| {
+        ToolError::CouldNotRun(format!(
+            "could not write {} through the editor: {reason}",
+            path.display()
+        ))
+    })?;
+    match (before, identity(path)?) {
+        (Some(before), Some(after)) if before == after => Ok(()),
+        (None, Some(_)) => Ok(()),
+        _ => Err(replaced(path, "wrote")),
+    }
+}
+
+/// A regular file's device and inode (`None`: nothing there), for a path that resolves to
+/// itself (no link on the way).
+///
+/// # Errors
+///
+/// [`ToolError::CouldNotRun`] for a link on the way or anything but a regular file.
+fn identity(path: &Path) -> Result<Option<(u64, u64)>, ToolError> {
+    use std::os::unix::fs::MetadataExt as _;
+    if crate::paths::real_path(path).ok().as_deref() != Some(path) {
+        return Err(replaced(path, "reached"));
+    }
+    match fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_file() => {
+            Ok(Some((metadata.dev(), metadata.ino())))
+        }
+        Ok(_) => Err(replaced(path, "reached")),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(io_error("inspect", path, &error)),
+    }
+}
+
+fn replaced(path: &Path, what: &str) -> ToolError {
+    ToolError::CouldNotRun(format!(
+        "{} was replaced (by a link or another file) while the editor {what} it; nothing was taken from it. A command may be changing it",
+        path.display()
+    ))
 }
 
 /// The current content of an existing file, checked against what this session last read of
@@ -82,8 +150,8 @@ pub(crate) fn current_content(shared: &Shared, path: &Path) -> Result<Option<Vec
             path.display()
         )));
     }
-    let content = match &shared.editor {
-        Some(editor) => editor_read(editor.as_ref(), path)?,
+    let content = match editor(shared) {
+        Some(editor) => editor_read(editor, path)?,
         None => fs::read(path).map_err(|error| io_error("read", path, &error))?,
     };
     match stamp {
@@ -144,13 +212,8 @@ pub(crate) fn write_and_record(
         fs::create_dir_all(parent)
             .map_err(|error| io_error("create the directory", parent, &error))?;
     }
-    match (&shared.editor, std::str::from_utf8(bytes)) {
-        (Some(editor), Ok(text)) => editor.write_text(path, text).map_err(|reason| {
-            ToolError::CouldNotRun(format!(
-                "could not write {} through the editor: {reason}",
-                path.display()
-            ))
-        })?,
+    match (editor(shared), std::str::from_utf8(bytes)) {
+        (Some(editor), Ok(text)) => editor_write(editor, path, text)?,
         _ => write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?,
     }
     if let Some(journal) = &shared.journal {

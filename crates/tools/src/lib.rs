@@ -102,6 +102,7 @@ pub mod web;
 mod write;
 
 pub use bash::kill_running_commands;
+pub use edit::preview as preview_edit;
 pub use error::Error;
 pub use files::EditorFiles;
 pub use journal::WriteJournal;

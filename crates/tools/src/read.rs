@@ -202,10 +202,9 @@ fn open(
         )));
     }
     // An editor's buffer holds the text as the user sees it, unsaved changes included.
-    let reader: Box<dyn BufRead> = match &shared.editor {
+    let reader: Box<dyn BufRead> = match crate::files::editor(shared) {
         Some(editor) => Box::new(std::io::Cursor::new(crate::files::editor_read(
-            editor.as_ref(),
-            path,
+            editor, path,
         )?)),
         None => Box::new(reader),
     };

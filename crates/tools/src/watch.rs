@@ -138,27 +138,28 @@ impl FileWatch {
             }
             // With an editor, what counts is the text it holds (unsaved changes included),
             // read once the file is known to be the same file, not a link.
-            let content = match read_same_file(&path).map(|disk| match &self.shared.editor {
-                Some(editor) => crate::files::editor_read(editor.as_ref(), &path).ok(),
-                None => Some(disk),
-            }) {
-                Ok(Some(content)) => content,
-                Ok(None) => {
-                    self.forget(&path);
-                    continue;
-                }
-                Err(Replaced) => {
-                    // Now a link, or reached through one: it is not read (a link to a
-                    // secret would be shown to the model); the model must Read it again,
-                    // where the confinement applies.
-                    self.forget(&path);
-                    changes.push(FileChange {
-                        path,
-                        kind: ChangeKind::Modified { diff: None },
-                    });
-                    continue;
-                }
-            };
+            let content =
+                match read_same_file(&path).map(|disk| match crate::files::editor(&self.shared) {
+                    Some(editor) => crate::files::editor_read(editor, &path).ok(),
+                    None => Some(disk),
+                }) {
+                    Ok(Some(content)) => content,
+                    Ok(None) => {
+                        self.forget(&path);
+                        continue;
+                    }
+                    Err(Replaced) => {
+                        // Now a link, or reached through one: it is not read (a link to a
+                        // secret would be shown to the model); the model must Read it again,
+                        // where the confinement applies.
+                        self.forget(&path);
+                        changes.push(FileChange {
+                            path,
+                            kind: ChangeKind::Modified { diff: None },
+                        });
+                        continue;
+                    }
+                };
             let now = FileStamp::of(&content, modified);
             if stamp.same_content(&content) {
                 // Touched, not changed: remember the new time, say nothing.

@@ -29,6 +29,7 @@ mod observer;
 mod prompt;
 mod prompter;
 mod replay;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,13 +61,19 @@ impl From<agent_client_protocol::Error> for AcpError {
     }
 }
 
-/// Serves editors on stdin and stdout until stdin ends ([`serve`]).
+/// Serves editors on stdin and stdout until stdin ends ([`serve`]), one JSON-RPC message
+/// a line ([`transport::lines`]: a line that is not UTF-8 or longer than
+/// [`transport::MAX_LINE_BYTES`] is answered with a parse error, never the end).
 ///
 /// # Errors
 ///
 /// As [`serve`].
 pub async fn serve_stdio(base: Options) -> Result<(), AcpError> {
-    serve(base, agent_client_protocol::Stdio::new()).await
+    serve(
+        base,
+        transport::lines(tokio::io::stdin(), tokio::io::stdout()),
+    )
+    .await
 }
 
 /// Serves one editor on `transport` until it goes: every session the editor opens is opened
@@ -372,6 +379,18 @@ impl Server {
         responder: Responder<acp::LoadSessionResponse>,
     ) {
         let id = request.session_id.0.to_string();
+        // An id, never a path (resume would take a transcript's path too).
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            let _ =
+                responder.respond_with_error(agent_client_protocol::Error::invalid_params().data(
+                    format!("{id:?} is not a session id (letters, digits and dashes)"),
+                ));
+            return;
+        }
         if self.sessions.contains_key(&id) {
             let _ = responder.respond_with_error(
                 agent_client_protocol::Error::invalid_params()
@@ -385,6 +404,16 @@ impl Server {
             resume: Some(id.clone()),
         };
         match self.open(setup).await {
+            Ok((mut session, _)) if session.session_id() != id => {
+                // Resumed under another id (a fork): the editor would not know its updates.
+                session.end(crate::EndReason::Other).await;
+                let _ = responder.respond_with_error(
+                    agent_client_protocol::Error::invalid_params().data(format!(
+                        "session {id} reopened as {}; load it by that id",
+                        session.session_id()
+                    )),
+                );
+            }
             Ok((session, catch_up)) => {
                 self.catch_ups.insert(id.clone(), catch_up);
                 replay::send(&self.cx, &id, session.history(), session.cwd());

@@ -62,9 +62,14 @@ fn updates(
                     } else {
                         acp::ToolCallStatus::Completed
                     };
+                    // Shown as the live turn showed it (fenced, cut).
+                    let name = names
+                        .get(result.tool_use_id.as_str())
+                        .map_or("", String::as_str);
+                    let text = calls::shown(name, &result.content.text());
                     let fields = acp::ToolCallUpdateFields::new()
                         .status(status)
-                        .content(vec![calls::text_content(&result.content.text())]);
+                        .content(vec![calls::text_content(&text)]);
                     updates.push(acp::SessionUpdate::ToolCallUpdate(
                         acp::ToolCallUpdate::new(result.tool_use_id.to_string(), fields),
                     ));
