@@ -316,6 +316,26 @@ pub enum Command {
     /// IDEs, Neovim and Emacs plugins): each session it opens runs in the folder it names,
     /// with the flags given before `acp` (model, permission mode, settings, sandbox).
     Acp,
+    /// Run the tasks of a task file (one JSON object a line: id, repo, ref, prompt, and
+    /// model, max_turns, max_budget_usd, allowed_tools, permission_mode), each as a headless
+    /// session in its own checkout, several at once; results in OUT/results.jsonl. Running
+    /// it again goes on where it stopped. `--max-budget-usd` is the whole batch's.
+    Batch {
+        /// The task file.
+        tasks: PathBuf,
+        /// Tasks at once [default: 4 per core, at most 32].
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
+        /// The output folder.
+        #[arg(long, value_name = "DIR", default_value = "agent-batch")]
+        out: PathBuf,
+        /// Only this slice: INDEX/COUNT, INDEX from 1 (`2/3`: tasks 2, 5, 8, ...).
+        #[arg(long, value_name = "INDEX/COUNT")]
+        shard: Option<String>,
+        /// With a Kubernetes Indexed Job: the slice is JOB_COMPLETION_INDEX (from 0) of COUNT.
+        #[arg(long, value_name = "COUNT", conflicts_with = "shard")]
+        shard_count: Option<usize>,
+    },
     /// Configure MCP servers, as `claude mcp` does.
     Mcp {
         /// What to do.

@@ -163,6 +163,22 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             Ok(0)
         }
         Some(Command::Mcp { action }) => mcp_cmd::run(action, &args).await,
+        Some(Command::Batch {
+            tasks,
+            jobs,
+            out,
+            shard,
+            shard_count,
+        }) => {
+            let shard = (shard.as_deref(), *shard_count);
+            let options = args.session_options();
+            let run = session::batch::command(&options, tasks, (out, *jobs), shard).await;
+            // Bad input is a usage error (exit 2), as a bad flag is.
+            run.map_err(|error| match error.is_usage() {
+                true => UsageError(error.to_string()).into(),
+                false => error.into(),
+            })
+        }
         Some(Command::Acp) => {
             let mut options = args.session_options();
             options.permissions.allow_bypass = args.sdk.allow_dangerously_skip_permissions;

@@ -4,32 +4,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
-use session::sessions::{Summary, list};
-
-/// The sessions of `dir` numbered from 1 (date, turns, cost, title or first prompt), one line
-/// each.
-fn numbered(sessions: &[Summary]) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::new();
-    for (index, s) in sessions.iter().enumerate() {
-        let started = session::transcript::short_time(&s.started);
-        let cost = s
-            .cost
-            .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
-        let prompt: String = s.label().chars().take(60).collect();
-        let _ = writeln!(
-            text,
-            "{:>3}. {started}  {:>3} turn{}  {cost:<8} {:<11}  {}",
-            index + 1,
-            s.turns,
-            if s.turns == 1 { " " } else { "s" },
-            s.mode,
-            render::printable(&prompt, false)
-        );
-    }
-    text
-}
+use serde_json::Value;
+use session::sessions::{Summary, list, numbered};
 
 /// Shows this folder's sessions (`dir`), newest first, numbered (through `say`), and asks
 /// which to continue (through `ask`: `--resume` without an id, `/resume`). `current` is left out (the
@@ -83,16 +59,7 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
     let dir = session::transcript::project_dir(cwd)?;
     let sessions = list(&dir);
     if json {
-        let list: Vec<Value> = sessions
-            .iter()
-            .map(|s| {
-                json!({
-                    "session_id": s.id, "path": s.path, "started": s.started,
-                    "folder": s.folder, "first_prompt": s.first_prompt, "turns": s.turns,
-                    "total_cost_usd": s.cost, "mode": s.mode, "title": s.title,
-                })
-            })
-            .collect();
+        let list: Vec<Value> = sessions.iter().map(Summary::json).collect();
         // A closed stdout (`agent sessions | head`) ends the listing, not the process.
         let _ = writeln!(std::io::stdout().lock(), "{}", Value::Array(list));
         return Ok(0);
@@ -113,10 +80,10 @@ pub fn run(cwd: &Path, json: bool) -> anyhow::Result<u8> {
     );
     for s in &sessions {
         let started = session::transcript::short_time(&s.started);
-        let cost = s
-            .cost
-            .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"));
-        let prompt: String = s.label().chars().take(60).collect();
+        let (cost, prompt) = (
+            s.cost_label(),
+            s.label().chars().take(60).collect::<String>(),
+        );
         let written = writeln!(
             out,
             "{:<37} {:<17} {:>5}  {:<8} {:<12} {}",

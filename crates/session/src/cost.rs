@@ -365,3 +365,150 @@ mod tests {
         assert_eq!(json["my-model"]["outputTokens"], 500_000);
     }
 }
+
+/// A run's figures as its events come ([`crate::LoopEvent`]s of the main agent and its
+/// subagents): usage and cost by model, the models asked and answering, the time spent
+/// waiting for the model, the refused calls and the subagents' requests, for a front end
+/// that reports a run without drawing it (`agent batch`). Priced as the terminal and the
+/// headless output price (the answering model's prices, else the asked one's).
+#[derive(Debug, Default)]
+pub struct Meter {
+    ledger: Ledger,
+    first_tokens: FirstTokens,
+    requested: String,
+    answering: String,
+    /// Each subagent's (asked, answering) models, by agent id.
+    agents: std::collections::HashMap<String, (String, String)>,
+    subagent_requests: u32,
+    subagent_usage: protocol::Usage,
+    request_started: Option<std::time::Instant>,
+    api_time: std::time::Duration,
+    stop_reason: Option<String>,
+    denials: Vec<serde_json::Value>,
+}
+
+impl Meter {
+    /// A meter pricing with `overrides` (the settings' prices) on top of the built-in table.
+    pub fn new(
+        overrides: std::sync::Arc<std::collections::BTreeMap<String, context::Prices>>,
+    ) -> Self {
+        let mut meter = Self::default();
+        meter.ledger.set_overrides(overrides);
+        meter
+    }
+
+    /// Counts one event of the main agent.
+    pub fn event(&mut self, event: &loop_core::LoopEvent) {
+        use loop_core::LoopEvent;
+        match event {
+            LoopEvent::Request { model, .. } => {
+                self.requested.clone_from(model);
+                self.request_started = Some(std::time::Instant::now());
+                self.first_tokens.request();
+            }
+            LoopEvent::Stream(protocol::StreamEvent::MessageStart { message }) => {
+                self.first_tokens.first_token();
+                self.answering.clone_from(&message.model);
+            }
+            LoopEvent::Assistant(message) => {
+                if let Some(started) = self.request_started.take() {
+                    self.api_time += started.elapsed();
+                }
+                self.answering.clone_from(&message.model);
+                self.stop_reason = message
+                    .stop_reason
+                    .as_ref()
+                    .map(|reason| reason.as_str().to_owned());
+            }
+            LoopEvent::Usage(usage) => {
+                self.ledger.add(&self.answering, &self.requested, usage);
+            }
+            LoopEvent::ProgressSummary { model, usage, .. }
+            | LoopEvent::ToolUseSummary { model, usage, .. } => {
+                self.ledger.add(model, model, usage);
+            }
+            LoopEvent::Tool(executor::ExecutorEvent::Progress { progress, .. }) => {
+                if let Some((answered, asked, usage)) = crate::web::usage_of(progress) {
+                    self.ledger.add(&answered, &asked, &usage);
+                }
+            }
+            LoopEvent::Tool(executor::ExecutorEvent::PermissionDenied {
+                tool_use_id,
+                name,
+                input,
+                ..
+            }) => self.deny(tool_use_id.as_str(), name, input),
+            _ => {}
+        }
+    }
+
+    /// Counts one event of a subagent (its own models, its usage among the run's).
+    pub fn subagent(&mut self, event: &crate::SubagentEvent) {
+        use loop_core::LoopEvent;
+        let models = self.agents.entry(event.agent_id.clone()).or_default();
+        match &event.event {
+            LoopEvent::Request { model, .. } => {
+                models.0.clone_from(model);
+                self.subagent_requests += 1;
+            }
+            LoopEvent::Stream(protocol::StreamEvent::MessageStart { message }) => {
+                models.1.clone_from(&message.model);
+            }
+            LoopEvent::Assistant(message) => models.1.clone_from(&message.model),
+            LoopEvent::Usage(usage) => {
+                let (asked, answering) = models.clone();
+                self.ledger.add(&answering, &asked, usage);
+                self.subagent_usage.accumulate(usage);
+            }
+            LoopEvent::Tool(executor::ExecutorEvent::PermissionDenied {
+                tool_use_id,
+                name,
+                input,
+                ..
+            }) => self.deny(tool_use_id.as_str(), name, input),
+            _ => {}
+        }
+    }
+
+    fn deny(&mut self, tool_use_id: &str, name: &str, input: &serde_json::Value) {
+        self.denials.push(
+            serde_json::json!({"tool_name": name, "tool_use_id": tool_use_id, "tool_input": input}),
+        );
+    }
+
+    /// What the run cost so far (`None` when a model had no price).
+    pub fn cost(&self) -> Option<f64> {
+        self.ledger.cost()
+    }
+
+    /// The usage of the run: the main agent's (`outcome`) and every subagent's.
+    pub fn total_usage(&self, outcome: &loop_core::LoopOutcome) -> protocol::Usage {
+        let mut usage = outcome.usage.clone();
+        usage.accumulate(&self.subagent_usage);
+        usage
+    }
+
+    /// The run's `result` message ([`crate::sdk::result_message`]).
+    pub fn result(
+        &self,
+        outcome: &loop_core::LoopOutcome,
+        session_id: &str,
+        duration: std::time::Duration,
+    ) -> serde_json::Value {
+        crate::sdk::result_message(
+            outcome,
+            &crate::sdk::RunReport {
+                session_id,
+                duration,
+                api_duration: self.api_time,
+                stop_reason: self.stop_reason.as_deref(),
+                ledger: &self.ledger,
+                extra_requests: self.subagent_requests,
+                denials: &self.denials,
+                structured: None,
+                structured_failed: false,
+                first_tokens: &self.first_tokens,
+            },
+        )
+    }
+}

@@ -81,6 +81,7 @@
 pub mod acp;
 mod adapter;
 pub mod approvals;
+pub mod batch;
 mod budget;
 pub mod checkpoints;
 pub mod claude_code;

@@ -35,6 +35,22 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Its cost as a list shows it (`$0.0123`, `?` when unknown).
+    pub fn cost_label(&self) -> String {
+        self.cost
+            .map_or_else(|| "?".to_owned(), |cost| format!("${cost:.4}"))
+    }
+
+    /// It as `agent sessions --json` lists it: `session_id`, `path`, `started`, `folder`,
+    /// `first_prompt`, `turns`, `total_cost_usd`, `mode`, `title`.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "session_id": self.id, "path": self.path, "started": self.started,
+            "folder": self.folder, "first_prompt": self.first_prompt, "turns": self.turns,
+            "total_cost_usd": self.cost, "mode": self.mode, "title": self.title,
+        })
+    }
+
     /// What names it in a list: its title, else its first prompt.
     pub fn label(&self) -> &str {
         self.title.as_deref().unwrap_or(&self.first_prompt)
@@ -227,6 +243,28 @@ pub fn list(dir: &Path) -> Vec<Summary> {
         .collect();
     sessions.sort_by(|a, b| b.started.cmp(&a.started));
     sessions
+}
+
+/// `sessions` numbered from 1, one line each (start, turns, cost, mode, title or first
+/// prompt), for a person to pick one by its number.
+pub fn numbered(sessions: &[Summary]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for (index, s) in sessions.iter().enumerate() {
+        let started = crate::transcript::short_time(&s.started);
+        let prompt: String = s.label().chars().take(60).collect();
+        let _ = writeln!(
+            text,
+            "{:>3}. {started}  {:>3} turn{}  {:<8} {:<11}  {}",
+            index + 1,
+            s.turns,
+            if s.turns == 1 { " " } else { "s" },
+            s.cost_label(),
+            s.mode,
+            render::printable(&prompt, false)
+        );
+    }
+    text
 }
 
 #[cfg(test)]

@@ -702,7 +702,7 @@ async fn exclude(top: &Path) -> Result<(), WorktreeError> {
 
 /// Runs git in `dir` with `args` (hooks and `core.fsmonitor` off, the allow-listed
 /// environment); its stdout.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let failed = |detail: String| WorktreeError::Git {
         command: args.join(" "),
         detail,

@@ -1,0 +1,231 @@
+//! `agent batch` against a scripted model: many tasks over several repositories at once,
+//! results written as each ends, reruns that go on where the batch stopped, shards.
+// Test helpers outside #[test] functions may unwrap: a failure there is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use testkit::{Reply, Script, Server, Turn};
+
+/// The tasks file: `count` tasks over `repos` in turn, task `i`'s prompt holding the
+/// marker `TASK-i:`; tasks in `writes` write a file (acceptEdits), the others answer.
+fn tasks_file(dir: &Path, repos: &[&Path], count: usize, writes: &[usize]) -> std::path::PathBuf {
+    let mut text = String::new();
+    for i in 0..count {
+        let mut task = json!({
+            "id": format!("t{i}"),
+            "repo": repos[i % repos.len()],
+            "prompt": format!("TASK-{i}: do the thing"),
+        });
+        if writes.contains(&i) {
+            task["permission_mode"] = json!("acceptEdits");
+        }
+        text.push_str(&task.to_string());
+        text.push('\n');
+    }
+    let path = dir.join("tasks.jsonl");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A script answering each task by its marker: a Write then text for `writes`, an API
+/// error for `failing`, text for the rest.
+fn script(count: usize, writes: &[usize], failing: &[usize]) -> Script {
+    let mut script = Script::new(Vec::new());
+    for i in 0..count {
+        let marker = format!("TASK-{i}:");
+        let replies = if failing.contains(&i) {
+            // Once per run: the rerun fails too.
+            vec![
+                Reply::error(400, "invalid_request_error", "scripted failure"),
+                Reply::error(400, "invalid_request_error", "scripted failure"),
+            ]
+        } else if writes.contains(&i) {
+            vec![
+                Reply::turn(Turn::new().tool_use(
+                    &format!("toolu_{i}"),
+                    "Write",
+                    json!({"file_path": format!("out-{i}.txt"), "content": format!("made by {i}\n")}),
+                )),
+                Reply::turn(Turn::new().text(&format!("Wrote file {i}."))),
+            ]
+        } else {
+            vec![Reply::turn(Turn::new().text(&format!("Answer {i}.")))]
+        };
+        script = script.route(&marker, replies);
+    }
+    script
+}
+
+fn results(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect()
+}
+
+async fn batch(
+    repo: &common::Repo,
+    server: &Server,
+    file: &Path,
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut command = common::command(repo, server);
+    command
+        .arg("batch")
+        .arg(file)
+        .arg("--out")
+        .arg(out)
+        .args(extra);
+    command.output().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() {
+    let repos: Vec<common::Repo> = (0..3)
+        .map(|n| common::repo(&format!("batch-{n}")))
+        .collect();
+    let dirs: Vec<&Path> = repos.iter().map(|repo| repo.dir.as_path()).collect();
+    let (count, writes, failing) = (12, [1, 5, 9], [4, 10]);
+    let server = Server::start_tls(script(count, &writes, &failing))
+        .await
+        .unwrap();
+    let file = tasks_file(&repos[0].home, &dirs, count, &writes);
+    let out = repos[0].home.join("out");
+    let output = batch(&repos[0], &server, &file, &out, &["--jobs", "4"]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "two tasks fail: {stderr}");
+
+    let lines = results(&out);
+    assert_eq!(lines.len(), count, "{lines:#?}");
+    for line in &lines {
+        let id = line["id"].as_str().unwrap();
+        let i: usize = id[1..].parse().unwrap();
+        let status = line["status"].as_str().unwrap();
+        if failing.contains(&i) {
+            assert_eq!(status, "failed", "{line}");
+            assert!(
+                line["result"]
+                    .as_str()
+                    .unwrap()
+                    .contains("scripted failure"),
+                "{line}"
+            );
+            continue;
+        }
+        assert_eq!(status, "done", "{line}");
+        assert_eq!(line["exit_code"], 0);
+        assert_eq!(
+            line["num_turns"],
+            if writes.contains(&i) { 2 } else { 1 },
+            "{line}"
+        );
+        assert!(line["total_cost_usd"].as_f64().is_some(), "{line}");
+        let transcript = line["transcript_path"].as_str().unwrap();
+        assert!(Path::new(transcript).is_file(), "{line}");
+        let diff = std::fs::read_to_string(line["diff_path"].as_str().unwrap()).unwrap();
+        if writes.contains(&i) {
+            assert_eq!(line["result"], format!("Wrote file {i}."));
+            assert!(diff.contains(&format!("+made by {i}")), "{diff}");
+            // In the task's own checkout, never in the repository itself.
+            assert!(
+                out.join("worktrees")
+                    .join(id)
+                    .join(format!("out-{i}.txt"))
+                    .is_file()
+            );
+            assert!(!dirs[i % 3].join(format!("out-{i}.txt")).exists());
+        } else {
+            assert_eq!(line["result"], format!("Answer {i}."));
+            assert!(diff.is_empty(), "{diff}");
+        }
+    }
+
+    // Again: the done tasks are skipped, the failed ones run again (and fail again).
+    let before = server.request_count();
+    let output = batch(&repos[0], &server, &file, &out, &[]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("10 done earlier"), "{stderr}");
+    let lines = results(&out);
+    assert_eq!(lines.len(), count + failing.len());
+    let rerun: Vec<&str> = lines[count..]
+        .iter()
+        .map(|line| line["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(rerun.len(), 2);
+    assert!(rerun.contains(&"t4") && rerun.contains(&"t10"), "{rerun:?}");
+    assert_eq!(
+        server.request_count() - before,
+        2,
+        "only the failed tasks asked the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shard_runs_exactly_its_slice() {
+    let repo = common::repo("batch-shard");
+    let count = 9;
+    let server = Server::start_tls(script(count, &[], &[])).await.unwrap();
+    let file = tasks_file(&repo.home, &[&repo.dir], count, &[]);
+    let out = repo.home.join("out");
+    let output = batch(&repo, &server, &file, &out, &["--shard", "2/3"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut ids: Vec<String> = results(&out)
+        .iter()
+        .map(|line| line["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["t1", "t4", "t7"]);
+
+    // As a pod of an Indexed Job runs it: the index from the environment, from 0.
+    let out = repo.home.join("out-pod");
+    let mut command = common::command(&repo, &server);
+    command
+        .env("JOB_COMPLETION_INDEX", "2")
+        .arg("batch")
+        .arg(&file)
+        .args(["--shard-count", "3", "--out"])
+        .arg(&out);
+    let output = command.output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut ids: Vec<String> = results(&out)
+        .iter()
+        .map(|line| line["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["t2", "t5", "t8"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_task_file_is_refused_naming_the_line() {
+    let repo = common::repo("batch-bad");
+    let server = Server::start_tls(Script::new(Vec::new())).await.unwrap();
+    let file = repo.home.join("tasks.jsonl");
+    std::fs::write(
+        &file,
+        "{\"id\": \"a\", \"repo\": \".\", \"prompt\": \"p\"}\n{\"id\": \"b\", \"repo\": \".\", \"prompt\": \"p\", \"max_turn\": 3}\n",
+    )
+    .unwrap();
+    let output = batch(&repo, &server, &file, &repo.home.join("out"), &[]).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("tasks.jsonl:2") && stderr.contains("max_turn"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
+}
