@@ -229,3 +229,87 @@ async fn a_bad_task_file_is_refused_naming_the_line() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_batch_loses_nothing_finished_and_a_rerun_finishes_exactly_the_rest() {
+    let repo = common::repo("batch-kill");
+    let count = 6;
+    // Tasks 4 and 5 stream for a minute the first time (the batch is killed meanwhile) and
+    // answer at once the second.
+    let mut script = Script::new(Vec::new());
+    for i in 0..count {
+        let mut replies = vec![Reply::turn(Turn::new().text(&format!("Answer {i}.")))];
+        if i >= 4 {
+            let mut slow = Reply::turn(Turn::new().text(&format!("Slow answer {i}.")));
+            slow.faults.spread_over = Some(std::time::Duration::from_secs(60));
+            replies.insert(0, slow);
+        }
+        script = script.route(&format!("TASK-{i}:"), replies);
+    }
+    let server = Server::start_tls(script).await.unwrap();
+    let file = tasks_file(&repo.home, &[&repo.dir], count, &[]);
+    let out = repo.home.join("out");
+    let mut child = common::command(&repo, &server)
+        .arg("batch")
+        .arg(&file)
+        .arg("--out")
+        .arg(&out)
+        .args(["--jobs", "6"])
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Once the four quick tasks have their results and the slow two are streaming.
+    for _ in 0..600 {
+        let written = std::fs::read_to_string(out.join("results.jsonl"))
+            .map_or(0, |text| text.lines().count());
+        if written == 4 && server.request_count() >= count {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    child.wait().await.unwrap();
+    let first = results(&out);
+    assert_eq!(first.len(), 4, "{first:#?}");
+    let slow_sessions: Vec<String> = ["t4", "t5"]
+        .iter()
+        .map(|id| std::fs::read_to_string(out.join("sessions").join(id)).unwrap())
+        .collect();
+
+    let output = batch(&repo, &server, &file, &out, &[]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = results(&out);
+    assert_eq!(lines.len(), count, "{lines:#?}");
+    let rerun: Vec<&Value> = lines[4..].iter().collect();
+    let mut ids: Vec<&str> = rerun
+        .iter()
+        .map(|line| line["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["t4", "t5"]);
+    for line in rerun {
+        assert_eq!(line["status"], "done", "{line}");
+        // The interrupted session went on, in its own checkout.
+        let id = line["id"].as_str().unwrap();
+        let at = usize::from(id == "t5");
+        assert_eq!(
+            line["session_id"].as_str().unwrap(),
+            slow_sessions[at],
+            "{line}"
+        );
+    }
+    assert_eq!(
+        server.request_count(),
+        count + 2,
+        "the quick tasks did not run again"
+    );
+}
