@@ -91,6 +91,15 @@ pub fn read_tasks(text: &str, file: &Path) -> Result<Vec<Task>, BatchError> {
         if tasks.iter().any(|earlier| earlier.id == task.id) {
             return Err(bad(format!("id {:?} is used by an earlier line", task.id)));
         }
+        if task
+            .git_ref
+            .as_deref()
+            .is_some_and(|at| at.is_empty() || at.starts_with('-'))
+        {
+            return Err(bad(
+                "ref must name a branch, tag or commit (not empty, not starting with '-')".into(),
+            ));
+        }
         if task.prompt.trim().is_empty() {
             return Err(bad("the prompt is empty".into()));
         }
@@ -180,6 +189,11 @@ mod tests {
             file,
         );
         assert!(path_id.is_err());
+        let option = read_tasks(
+            "{\"id\": \"x\", \"repo\": \"r\", \"ref\": \"--orphan=y\", \"prompt\": \"p\"}",
+            file,
+        );
+        assert!(option.unwrap_err().to_string().contains("ref must name"));
     }
 
     #[test]
