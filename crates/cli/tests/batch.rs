@@ -313,3 +313,57 @@ async fn a_killed_batch_loses_nothing_finished_and_a_rerun_finishes_exactly_the_
         "the quick tasks did not run again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limit_one_task_meets_holds_every_task() {
+    let repo = common::repo("batch-429");
+    let mut slow =
+        Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "greet.py"})));
+    slow.faults.spread_over = Some(std::time::Duration::from_millis(300));
+    let script = Script::new(Vec::new())
+        .route(
+            "TASK-0:",
+            vec![
+                Reply::error(429, "rate_limit_error", "slow down").header("retry-after", "1"),
+                Reply::turn(Turn::new().text("Answer 0.")),
+            ],
+        )
+        .route(
+            "TASK-1:",
+            vec![slow, Reply::turn(Turn::new().text("Answer 1."))],
+        );
+    let server = Server::start_tls(script).await.unwrap();
+    let file = tasks_file(&repo.home, &[&repo.dir], 2, &[]);
+    let out = repo.home.join("out");
+    let output = batch(&repo, &server, &file, &out, &["--jobs", "2"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    let of = |marker: &str| -> Vec<(std::time::Instant, usize)> {
+        requests
+            .iter()
+            .filter(|request| request.json()["messages"][0].to_string().contains(marker))
+            .map(|request| {
+                (
+                    request.received,
+                    request.json()["messages"].as_array().map_or(0, Vec::len),
+                )
+            })
+            .collect()
+    };
+    let (first, second) = (of("TASK-0:"), of("TASK-1:"));
+    assert_eq!(first.len(), 2, "task 0: the limited request and its retry");
+    assert_eq!(second.len(), 2, "task 1: the prompt and the tool result");
+    let limited_at = first[0].0;
+    // Task 1's next request waited for the second task 0 was told to wait, though it was
+    // never limited itself.
+    let held = second[1].0.duration_since(limited_at);
+    assert!(
+        held >= std::time::Duration::from_millis(900),
+        "task 1 went on after {held:?}"
+    );
+    assert!(first[1].0.duration_since(limited_at) >= std::time::Duration::from_millis(900));
+}

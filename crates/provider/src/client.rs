@@ -431,6 +431,13 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
     let mut handed_out = false;
     let mut fresh_key = false;
     loop {
+        // A rate limit another client of the gate met: wait it out first.
+        if let Some(gate) = &config.rate_gate {
+            let wait = gate.remaining();
+            if !wait.is_zero() {
+                inner.sleeper.sleep(wait).await;
+            }
+        }
         let failure = match attempt(&client, body.clone(), sender, &mut handed_out).await {
             Ok(()) => return Ok(()),
             Err(failure) => failure,
@@ -492,7 +499,11 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
                 },
             )
             .await?;
-            inner.sleeper.sleep(delay).await;
+            match (&config.rate_gate, error.kind) {
+                // Everyone waits, this client too (at the top of the loop).
+                (Some(gate), ErrorKind::RateLimited) => gate.hold(delay),
+                _ => inner.sleeper.sleep(delay).await,
+            }
             continue;
         }
         if retryable

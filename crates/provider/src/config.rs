@@ -165,6 +165,9 @@ pub struct ClientConfig {
     pub proxy: crate::transport::ProxyConfig,
     /// The wire format the server speaks.
     pub api: Api,
+    /// Shared with other clients (a batch's sessions): a rate limit one meets, all wait
+    /// for ([`crate::RateGate`]). `None`: this client's own waits only.
+    pub rate_gate: Option<crate::RateGate>,
 }
 
 /// The wire format of a server. The client takes Messages API requests either way and
@@ -209,6 +212,7 @@ impl ClientConfig {
             workspace_root: None,
             proxy: crate::transport::ProxyConfig::default(),
             api: Api::Messages,
+            rate_gate: None,
         }
     }
 

@@ -49,7 +49,7 @@ pub use config::{
     KeyFuture, KeySource, MapSource,
 };
 pub use error::{ErrorKind, ProviderError};
-pub use retry::{Sleeper, TokioSleeper, backoff, retry_after};
+pub use retry::{RateGate, Sleeper, TokioSleeper, backoff, retry_after};
 pub use transport::{
     BodyStream, HttpRequest, HttpResponse, HyperTransport, ProxyConfig, Reach, ResponseFuture,
     Transport, embedded_ipv4, is_loopback_address, is_private_address,

@@ -22,6 +22,45 @@ impl Sleeper for TokioSleeper {
     }
 }
 
+/// A wait shared by every client that holds a clone (the sessions of one batch): when one
+/// of them is rate limited (429) and told how long to wait, all of them wait that long
+/// before their next request, instead of each meeting the limit in turn.
+#[derive(Clone, Debug, Default)]
+pub struct RateGate {
+    not_before: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+}
+
+impl RateGate {
+    /// A gate nobody waits at yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Holds every client of the gate for `wait` from now (a longer hold already set
+    /// stays).
+    pub fn hold(&self, wait: Duration) {
+        let until = std::time::Instant::now() + wait;
+        let mut not_before = self
+            .not_before
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if not_before.is_none_or(|earlier| earlier < until) {
+            *not_before = Some(until);
+        }
+    }
+
+    /// How long a request must still wait (zero when it may go now).
+    pub fn remaining(&self) -> Duration {
+        let not_before = *self
+            .not_before
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        not_before.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(std::time::Instant::now())
+        })
+    }
+}
+
 /// Exponential backoff for retry `attempt` (1-based): `base * 2^(attempt-1)`, capped, minus up to
 /// 25% jitter.
 pub fn backoff(attempt: u32, base: Duration, cap: Duration) -> Duration {
@@ -76,6 +115,20 @@ mod tests {
     use http::HeaderValue;
 
     use super::*;
+
+    #[test]
+    fn a_rate_gate_keeps_the_longest_hold() {
+        let gate = RateGate::new();
+        assert_eq!(gate.remaining(), Duration::ZERO);
+        gate.hold(Duration::from_secs(30));
+        gate.hold(Duration::from_secs(1));
+        let other = gate.clone();
+        assert!(
+            other.remaining() > Duration::from_secs(25),
+            "{:?}",
+            other.remaining()
+        );
+    }
 
     #[test]
     fn absurd_retry_after_values_do_not_panic() {

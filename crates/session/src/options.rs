@@ -82,6 +82,9 @@ pub struct ModelOptions {
     /// `--max-thinking-tokens`: [`crate::control::thinking_flag`]) [default: the model's
     /// and the settings' choice].
     pub thinking: Option<bool>,
+    /// Shared with other sessions (a batch's): a rate limit one meets, all wait for
+    /// ([`provider::RateGate`]).
+    pub rate_gate: Option<provider::RateGate>,
 }
 
 /// The permission mode, rules, folders and sandbox.

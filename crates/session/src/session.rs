@@ -4330,6 +4330,7 @@ fn model_client(
         base_url_flag: base_url_flag.is_some(),
     })?;
     let openai = choice.kind.is_openai();
+    config.rate_gate.clone_from(&options.model.rate_gate);
     endpoint(&mut config, choice, settings, cwd, &options.notices)?;
     if let Some(base_url) = base_url_flag {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {

@@ -30,6 +30,8 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,
+    /// When it arrived.
+    pub received: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -347,6 +349,7 @@ async fn handle(
             path,
             headers,
             body,
+            received: std::time::Instant::now(),
         });
     }
     let reply = shared

@@ -218,6 +218,12 @@ pub async fn run(
         queue.push_back(task);
     }
     progress.begin(queue.len(), summary.skipped);
+    // One rate limit for the whole batch: a 429 one session meets, every session waits for.
+    let mut base = base.clone();
+    base.model
+        .rate_gate
+        .get_or_insert_with(provider::RateGate::new);
+    let base = &base;
     let mut running: JoinSet<TaskResult> = JoinSet::new();
     loop {
         while running.len() < batch.jobs.max(1) && !stop.stopping() && !spent(batch, &summary) {
