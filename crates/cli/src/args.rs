@@ -321,8 +321,11 @@ pub enum Command {
     /// session in its own checkout, several at once; results in OUT/results.jsonl. Running
     /// it again goes on where it stopped. `--max-budget-usd` is the whole batch's.
     Batch {
-        /// The task file.
+        /// The task file (with `--report`, a results.jsonl).
         tasks: PathBuf,
+        /// Show the results as a table and write report.html beside them; run nothing.
+        #[arg(long)]
+        report: bool,
         /// Tasks at once [default: 4 per core, at most 32].
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,

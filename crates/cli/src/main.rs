@@ -169,10 +169,10 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             out,
             shard,
             shard_count,
+            report,
         }) => {
-            let shard = (shard.as_deref(), *shard_count);
-            let options = args.session_options();
-            let run = session::batch::command(&options, tasks, (out, *jobs), shard).await;
+            let (shard, options) = ((shard.as_deref(), *shard_count), args.session_options());
+            let run = session::batch::command(&options, tasks, (out, *jobs), shard, *report).await;
             // Bad input is a usage error (exit 2), as a bad flag is.
             run.map_err(|error| match error.is_usage() {
                 true => UsageError(error.to_string()).into(),

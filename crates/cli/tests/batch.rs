@@ -165,6 +165,26 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
         2,
         "only the failed tasks asked the model"
     );
+
+    // The sweep at a glance: the last result of each task.
+    let output = common::command(&repos[0], &server)
+        .args(["batch", "--report"])
+        .arg(out.join("results.jsonl"))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains("12 task(s): 10 done, 2 failed, 0 stopped"),
+        "{table}"
+    );
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("Answer 0.") && page.matches("<svg").count() == 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]

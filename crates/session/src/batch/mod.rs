@@ -15,6 +15,7 @@
 
 mod checkout;
 mod progress;
+mod report;
 mod results;
 mod tasks;
 
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Options;
 
 pub use progress::{LineProgress, Progress, TerminalProgress};
+pub use report::{report, table};
 pub use results::{ResultsFile, Status, TaskResult};
 pub use tasks::{Shard, Task, read_tasks};
 
@@ -432,7 +434,8 @@ fn millis(duration: Duration) -> u64 {
 /// Indexed Job's `JOB_COMPLETION_INDEX` of `shard_count`), runs the batch with a progress
 /// bar at a terminal (a line per task elsewhere) until it ends or Ctrl-C stops it (the
 /// first starts no new task, the second stops the running ones), and says where the
-/// results are. Returns the exit code ([`Summary::exit_code`]).
+/// results are. Returns the exit code ([`Summary::exit_code`]). With `report_only`, `file`
+/// is a `results.jsonl`: its table is printed and `report.html` written ([`report`]).
 ///
 /// # Errors
 ///
@@ -442,7 +445,14 @@ pub async fn command(
     file: &Path,
     (out, jobs): (&Path, Option<usize>),
     (shard, shard_count): (Option<&str>, Option<usize>),
+    report_only: bool,
 ) -> Result<u8, BatchError> {
+    if report_only {
+        let (table, page) = report(file)?;
+        print!("{table}");
+        eprintln!("agent batch: the report page is {}", page.display());
+        return Ok(0);
+    }
     let mut base = base.clone();
     let mut batch = BatchOptions::new(file.parent().map(Path::to_path_buf).unwrap_or_default());
     batch.out = out.to_path_buf();

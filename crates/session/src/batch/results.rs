@@ -56,7 +56,7 @@ pub struct TaskResult {
 /// `results.jsonl` in the output folder.
 #[derive(Debug)]
 pub struct ResultsFile {
-    path: PathBuf,
+    pub(super) path: PathBuf,
 }
 
 impl ResultsFile {
