@@ -387,3 +387,72 @@ async fn a_rate_limit_one_task_meets_holds_every_task() {
     );
     assert!(first[1].0.duration_since(limited_at) >= std::time::Duration::from_millis(900));
 }
+
+/// The container arguments of the Kubernetes manifest, as written (`args:` of the agent
+/// container).
+fn manifest_args() -> Vec<String> {
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/kubernetes/batch-job.yaml"
+    ))
+    .unwrap();
+    let mut lines = manifest
+        .lines()
+        .skip_while(|line| line.trim() != "args:")
+        .skip(1);
+    let mut args = Vec::new();
+    while let Some(item) = lines.next().and_then(|line| line.trim().strip_prefix("- ")) {
+        args.push(item.trim_matches('"').to_owned());
+    }
+    assert!(
+        args.contains(&"batch".to_owned()),
+        "no args in the manifest: {args:?}"
+    );
+    args
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_indexed_jobs_pods_run_the_task_file_once_between_them() {
+    let repo = common::repo("batch-pods");
+    let count = 10;
+    let server = Server::start_tls(script(count, &[], &[])).await.unwrap();
+    let tasks = tasks_file(&repo.home, &[&repo.dir], count, &[]);
+    let args = manifest_args();
+    let completions: usize = {
+        let at = args.iter().position(|arg| arg == "--shard-count").unwrap();
+        args[at + 1].parse().unwrap()
+    };
+    let mut seen = Vec::new();
+    for index in 0..completions {
+        // As the kubelet does: the mounts' paths, and $(VAR) from the pod's environment.
+        let pod_args: Vec<String> = args
+            .iter()
+            .map(|arg| {
+                arg.replace("/tasks/tasks.jsonl", &tasks.display().to_string())
+                    .replace("/out/", &format!("{}/", repo.home.join("out").display()))
+                    .replace("$(JOB_COMPLETION_INDEX)", &index.to_string())
+            })
+            .collect();
+        let output = common::command(&repo, &server)
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .args(&pod_args)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pod {index}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let out = repo.home.join("out").join(format!("shard-{index}"));
+        seen.extend(
+            results(&out)
+                .iter()
+                .map(|line| line["id"].as_str().unwrap().to_owned()),
+        );
+    }
+    seen.sort();
+    let mut all: Vec<String> = (0..count).map(|i| format!("t{i}")).collect();
+    all.sort();
+    assert_eq!(seen, all, "every task once, across the pods");
+}
