@@ -34,7 +34,11 @@ fn tasks_file(dir: &Path, repos: &[&Path], count: usize, writes: &[usize]) -> st
 /// A script answering each task by its marker: a Write then text for `writes`, an API
 /// error for `failing`, text for the rest.
 fn script(count: usize, writes: &[usize], failing: &[usize]) -> Script {
-    let mut script = Script::new(Vec::new());
+    routes(Script::new(Vec::new()), count, writes, failing)
+}
+
+/// `script` with the routes of [`script`] added (routes added earlier answer first).
+fn routes(mut script: Script, count: usize, writes: &[usize], failing: &[usize]) -> Script {
     for i in 0..count {
         let marker = format!("TASK-{i}:");
         let replies = if failing.contains(&i) {
@@ -87,17 +91,23 @@ async fn batch(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() {
-    let repos: Vec<common::Repo> = (0..3)
+    let repos: Vec<common::Repo> = (0..5)
         .map(|n| common::repo(&format!("batch-{n}")))
         .collect();
     let dirs: Vec<&Path> = repos.iter().map(|repo| repo.dir.as_path()).collect();
-    let (count, writes, failing) = (12, [1, 5, 9], [4, 10]);
-    let server = Server::start_tls(script(count, &writes, &failing))
-        .await
-        .unwrap();
+    let (count, writes, failing) = (40, [1, 5, 9, 22, 37], [4, 10]);
+    // One server fault mid-stream: task 17's first response is cut off; the retry answers.
+    let mut cut = Reply::turn(Turn::new().text("Answer 17, cut off before its end."));
+    cut.faults.reset_after = Some(200);
+    let faulty = Script::new(Vec::new()).route(
+        "TASK-17:",
+        vec![cut, Reply::turn(Turn::new().text("Answer 17."))],
+    );
+    let script = routes(faulty, count, &writes, &failing);
+    let server = Server::start_tls(script).await.unwrap();
     let file = tasks_file(&repos[0].home, &dirs, count, &writes);
     let out = repos[0].home.join("out");
-    let output = batch(&repos[0], &server, &file, &out, &["--jobs", "4"]).await;
+    let output = batch(&repos[0], &server, &file, &out, &["--jobs", "8"]).await;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "two tasks fail: {stderr}");
 
@@ -139,19 +149,30 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
                     .join(format!("out-{i}.txt"))
                     .is_file()
             );
-            assert!(!dirs[i % 3].join(format!("out-{i}.txt")).exists());
+            assert!(!dirs[i % 5].join(format!("out-{i}.txt")).exists());
         } else {
             assert_eq!(line["result"], format!("Answer {i}."));
             assert!(diff.is_empty(), "{diff}");
         }
     }
 
+    let asked_17 = server
+        .requests()
+        .iter()
+        .filter(|request| {
+            request.json()["messages"][0]
+                .to_string()
+                .contains("TASK-17:")
+        })
+        .count();
+    assert_eq!(asked_17, 2, "task 17's cut response was asked again");
+
     // Again: the done tasks are skipped, the failed ones run again (and fail again).
     let before = server.request_count();
     let output = batch(&repos[0], &server, &file, &out, &[]).await;
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("10 done earlier"), "{stderr}");
+    assert!(stderr.contains("38 done earlier"), "{stderr}");
     let lines = results(&out);
     assert_eq!(lines.len(), count + failing.len());
     let rerun: Vec<&str> = lines[count..]
@@ -180,7 +201,7 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
     );
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(
-        table.contains("12 task(s): 10 done, 2 failed, 0 stopped"),
+        table.contains("40 task(s): 38 done, 2 failed, 0 stopped"),
         "{table}"
     );
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
