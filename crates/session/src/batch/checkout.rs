@@ -39,6 +39,10 @@ pub(crate) async fn prepare(
                     .map_err(failed)?;
             }
         } else {
+            // One at a time: `git worktree add` takes the repository's locks, and two at
+            // once in one repository can fail on them.
+            static ADDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+            let _one = ADDING.lock().await;
             let repo = task.local_repo(base);
             git(
                 &repo,
