@@ -44,6 +44,8 @@ pub(crate) async fn prepare(
             static ADDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
             let _one = ADDING.lock().await;
             let repo = task.local_repo(base);
+            // A checkout of an earlier output folder that was removed is still registered.
+            let _ = git(&repo, &["worktree", "prune"]).await;
             git(
                 &repo,
                 &["worktree", "add", "--quiet", "--detach", &target, at],
