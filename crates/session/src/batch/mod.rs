@@ -346,7 +346,16 @@ async fn run_session(
     abort: CancellationToken,
     result: &mut TaskResult,
 ) -> anyhow::Result<()> {
-    let mut session = crate::Session::open(options, None, None)?;
+    let mut session = match crate::Session::open(options, None, None) {
+        Ok(session) => session,
+        // The interrupted session's transcript is gone: a new session, in the same checkout.
+        Err(_) if options.resume.resume.is_some() => {
+            let mut fresh = options.clone();
+            fresh.resume.resume = None;
+            crate::Session::open(&fresh, None, None)?
+        }
+        Err(error) => return Err(error),
+    };
     if let Some(folder) = marker.parent() {
         std::fs::create_dir_all(folder)?;
     }
