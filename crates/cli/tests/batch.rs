@@ -268,7 +268,59 @@ async fn a_bad_task_file_is_refused_naming_the_line() {
         stderr.contains("tasks.jsonl:2") && stderr.contains("max_turn"),
         "{stderr}"
     );
+    // A missing task file, and --shard-count without the pod's index: usage errors too.
+    let missing = batch(
+        &repo,
+        &server,
+        &repo.home.join("nope.jsonl"),
+        &repo.home.join("out"),
+        &[],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(missing.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the task file") && stderr.contains("nope.jsonl"),
+        "{stderr}"
+    );
+    let good = repo.home.join("good.jsonl");
+    std::fs::write(
+        &good,
+        "{\"id\": \"a\", \"repo\": \"../repo\", \"prompt\": \"p\"}\n",
+    )
+    .unwrap();
+    let mut command = common::command(&repo, &server);
+    command
+        .env_remove("JOB_COMPLETION_INDEX")
+        .arg("batch")
+        .arg(&good)
+        .args(["--shard-count", "3", "--out"])
+        .arg(repo.home.join("out"));
+    let unset = command.output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&unset.stderr);
+    assert_eq!(unset.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("JOB_COMPLETION_INDEX is not set"),
+        "{stderr}"
+    );
     assert_eq!(server.request_count(), 0);
+
+    // A task whose repository does not exist fails, saying so; the batch goes on.
+    let lost = repo.home.join("lost.jsonl");
+    std::fs::write(
+        &lost,
+        "{\"id\": \"lost\", \"repo\": \"../nowhere\", \"prompt\": \"p\"}\n",
+    )
+    .unwrap();
+    let out = repo.home.join("out-lost");
+    let output = batch(&repo, &server, &lost, &out, &[]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let line = &results(&out)[0];
+    assert_eq!(line["status"], "failed");
+    assert!(
+        line["result"].as_str().unwrap().contains("does not exist"),
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -319,7 +371,12 @@ async fn a_killed_batch_loses_nothing_finished_and_a_rerun_finishes_exactly_the_
     assert_eq!(first.len(), 4, "{first:#?}");
     let slow_sessions: Vec<String> = ["t4", "t5"]
         .iter()
-        .map(|id| std::fs::read_to_string(out.join("sessions").join(id)).unwrap())
+        .map(|id| {
+            std::fs::read_to_string(out.join("sessions").join(id))
+                .unwrap()
+                .trim()
+                .to_owned()
+        })
         .collect();
 
     let output = batch(&repo, &server, &file, &out, &[]).await;

@@ -44,6 +44,15 @@ pub(crate) async fn prepare(
             static ADDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
             let _one = ADDING.lock().await;
             let repo = task.local_repo(base);
+            if !repo.is_dir() {
+                return Err(BatchError::Checkout {
+                    id: task.id.clone(),
+                    why: format!(
+                        "the repository {} does not exist (a local repo is relative to the task file's folder)",
+                        repo.display()
+                    ),
+                });
+            }
             // A checkout of an earlier output folder that was removed is still registered.
             let _ = git(&repo, &["worktree", "prune"]).await;
             git(

@@ -47,7 +47,7 @@ pub enum BatchError {
         why: String,
     },
     /// A line of `results.jsonl` is not a result.
-    #[error("{}:{line}: not a task result ({why}); move the file away to start over", file.display())]
+    #[error("{}:{line}: not a task result ({why})", file.display())]
     Results {
         /// The results file.
         file: PathBuf,
@@ -59,6 +59,22 @@ pub enum BatchError {
     /// `--shard` is not `INDEX/COUNT` with 1 <= INDEX <= COUNT.
     #[error("--shard {0:?}: give INDEX/COUNT, INDEX from 1 to COUNT (2/3)")]
     Shard(String),
+    /// `--shard-count` without a usable `JOB_COMPLETION_INDEX`.
+    #[error("--shard-count {count}: {why}")]
+    JobIndex {
+        /// The count given.
+        count: usize,
+        /// What is wrong with the index.
+        why: String,
+    },
+    /// The task file cannot be read.
+    #[error("the task file {}: {error}", path.display())]
+    TaskFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
     /// A task's checkout could not be made.
     #[error("task {id}: its checkout: {why}")]
     Checkout {
@@ -68,12 +84,12 @@ pub enum BatchError {
         why: String,
     },
     /// A file of the output folder could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -81,13 +97,16 @@ impl BatchError {
     /// Whether it is the user's input that is wrong (the task file, the shard), not the
     /// batch's run.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Self::Task { .. } | Self::Shard(_))
+        matches!(
+            self,
+            Self::Task { .. } | Self::Shard(_) | Self::JobIndex { .. } | Self::TaskFile { .. }
+        )
     }
 
-    fn io(path: &Path, source: std::io::Error) -> Self {
+    fn io(path: &Path, error: std::io::Error) -> Self {
         Self::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 }
@@ -252,6 +271,15 @@ pub async fn run(
         summary.results.push(result);
     }
     summary.not_started = queue.len();
+    if summary.not_started > 0
+        && !stop.stopping()
+        && let Some(budget) = batch.max_budget_usd
+    {
+        progress.note(&format!(
+            "the batch's budget of ${budget:.4} is spent (${:.4}; a task that had started could go past it): no more tasks started",
+            summary.cost_usd
+        ));
+    }
     progress.end(&summary);
     Ok(summary)
 }
@@ -359,7 +387,7 @@ async fn run_session(
     if let Some(folder) = marker.parent() {
         std::fs::create_dir_all(folder)?;
     }
-    std::fs::write(marker, session.session_id())?;
+    std::fs::write(marker, format!("{}\n", session.session_id()))?;
     result.session_id = Some(session.session_id().to_owned());
     session.gather_context().await;
     let mut meter = MeterObserver(crate::cost::Meter::new(session.price_overrides()));
@@ -469,12 +497,22 @@ pub async fn command(
     // `--max-budget-usd` is the whole batch's.
     batch.max_budget_usd = base.limits.max_budget_usd.take();
     let base = &base;
-    let text = std::fs::read_to_string(file).map_err(|error| BatchError::io(file, error))?;
+    let text = std::fs::read_to_string(file).map_err(|error| BatchError::TaskFile {
+        path: file.to_path_buf(),
+        error,
+    })?;
     let tasks = read_tasks(&text, file)?;
-    batch.shard = match (shard, std::env::var("JOB_COMPLETION_INDEX"), shard_count) {
-        (Some(shard), _, _) => Some(Shard::parse(shard)?),
-        (None, Ok(index), Some(count)) => Some(Shard::from_completion_index(&index, count)?),
-        _ => None,
+    batch.shard = match (shard, shard_count) {
+        (Some(shard), _) => Some(Shard::parse(shard)?),
+        (None, Some(count)) => {
+            // Never every task on every pod: without its index a pod runs nothing.
+            let index = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| BatchError::JobIndex {
+                count,
+                why: "JOB_COMPLETION_INDEX is not set (Kubernetes sets it in an Indexed Job's pods; by hand, give --shard INDEX/COUNT)".into(),
+            })?;
+            Some(Shard::from_completion_index(&index, count)?)
+        }
+        (None, None) => None,
     };
     let stop = Stop::default();
     let signals = stop.clone();

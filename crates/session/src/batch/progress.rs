@@ -40,7 +40,7 @@ impl Counts {
 
     fn line(&self) -> String {
         format!(
-            "{} done, {} running, {} failed, {} stopped, ${:.2}",
+            "{} done, {} running, {} failed, {} stopped, ${:.4}",
             self.done, self.running, self.failed, self.stopped, self.cost_usd
         )
     }
@@ -146,7 +146,7 @@ fn describe(result: &TaskResult) -> String {
     };
     let cost = result
         .total_cost_usd
-        .map_or_else(|| "cost unknown".to_owned(), |cost| format!("${cost:.2}"));
+        .map_or_else(|| "cost unknown".to_owned(), |cost| format!("${cost:.4}"));
     let first = result.result.lines().next().unwrap_or_default();
     format!(
         "{} {status} in {:.1} s, {cost}: {}",

@@ -60,7 +60,7 @@ pub fn table(tasks: &[TaskResult]) -> String {
     let totals = Totals::of(tasks);
     let _ = writeln!(
         text,
-        "{} task(s): {} done, {} failed, {} stopped; ${:.2}; {} turns; {:.1} s of work",
+        "{} task(s): {} done, {} failed, {} stopped; ${:.4}; {} turns; {:.1} s of work",
         tasks.len(),
         totals.done,
         totals.failed,
@@ -80,7 +80,7 @@ fn html(tasks: &[TaskResult]) -> String {
     let totals = Totals::of(tasks);
     let _ = write!(
         page,
-        "<p>{} task(s): {} done, {} failed, {} stopped; ${:.2}; {} turns; {:.1} s of work.</p>",
+        "<p>{} task(s): {} done, {} failed, {} stopped; ${:.4}; {} turns; {:.1} s of work.</p>",
         tasks.len(),
         totals.done,
         totals.failed,
@@ -143,7 +143,7 @@ fn histogram(title: &str, values: &[f64]) -> String {
         let height = 100 * count / tallest;
         let _ = write!(
             svg,
-            "<rect x=\"{}\" y=\"{}\" width=\"36\" height=\"{height}\" fill=\"#0969da\"><title>{count}</title></rect><text x=\"{}\" y=\"135\" font-size=\"10\">{:.2}</text>",
+            "<rect x=\"{}\" y=\"{}\" width=\"36\" height=\"{height}\" fill=\"#0969da\"><title>{count}</title></rect><text x=\"{}\" y=\"135\" font-size=\"10\">{:.3}</text>",
             10 + bin * 40,
             110 - height,
             10 + bin * 40,
@@ -230,7 +230,7 @@ mod tests {
         ];
         let text = table(&tasks);
         assert!(
-            text.contains("2 task(s): 1 done, 1 failed, 0 stopped; $0.50; 4 turns; 3.0 s"),
+            text.contains("2 task(s): 1 done, 1 failed, 0 stopped; $0.5000; 4 turns; 3.0 s"),
             "{text}"
         );
         let page = html(&tasks);

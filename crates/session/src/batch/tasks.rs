@@ -143,13 +143,17 @@ impl Shard {
     ///
     /// # Errors
     ///
-    /// As [`Shard::parse`].
+    /// [`BatchError::JobIndex`] for an index that is not a number below `count`.
     pub fn from_completion_index(index: &str, count: usize) -> Result<Self, BatchError> {
-        let zero: usize = index
-            .trim()
-            .parse()
-            .map_err(|_| BatchError::Shard(format!("JOB_COMPLETION_INDEX={index}")))?;
-        Self::parse(&format!("{}/{count}", zero + 1))
+        let bad = || BatchError::JobIndex {
+            count,
+            why: format!(
+                "JOB_COMPLETION_INDEX={index:?} is not an index from 0 to {}",
+                count.saturating_sub(1)
+            ),
+        };
+        let zero: usize = index.trim().parse().map_err(|_| bad())?;
+        Self::parse(&format!("{}/{count}", zero + 1)).map_err(|_| bad())
     }
 
     /// Whether the task at `position` (from 0, in file order) is this shard's.
