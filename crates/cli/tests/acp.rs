@@ -43,6 +43,8 @@ struct Editor {
     /// Runs after each read is answered (a file swapped for a link, as a racing command
     /// would).
     after_read: Arc<Mutex<Option<AfterRead>>>,
+    /// More environment for the agent.
+    env: Vec<(&'static str, &'static str)>,
 }
 
 type AfterRead = Box<dyn FnMut(&Path) + Send>;
@@ -205,6 +207,7 @@ async fn connect(
 ) {
     let mut child = common::command(repo, server)
         .args(args)
+        .envs(editor.env.iter().copied())
         .arg("acp")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -1049,4 +1052,57 @@ async fn bad_bytes_and_garbage_lines_get_errors_and_the_connection_goes_on() {
         lines.iter().any(|line| line["error"]["code"] == -32700),
         "the line that is no JSON got no parse error: {lines:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_that_takes_long_to_open_does_not_hold_the_others() {
+    let repo = common::repo("acp-slow-open");
+    let server = Server::start_tls(Script::new(vec![Reply::endless(Endless::Trickle {
+        interval: Duration::from_millis(50),
+        empty: false,
+    })]))
+    .await
+    .unwrap();
+    // The second session waits up to 8 s for its MCP server, which never answers.
+    let editor = Editor {
+        env: vec![("MCP_STARTUP_WAIT_MS", "8000")],
+        ..Editor::default()
+    };
+    let cwd = repo.dir.clone();
+    let seen = editor.clone();
+    connect(&repo, &server, &[], &editor, async move |cx| {
+        initialize(&cx, false).await;
+        let first = new_session(&cx, &cwd).await;
+        let turn = cx.send_request(acp::PromptRequest::new(
+            first.session_id.clone(),
+            vec![text("go on")],
+        ));
+        seen.wait_for("the first session's text", |update| {
+            matches!(update, acp::SessionUpdate::AgentMessageChunk(_))
+        })
+        .await;
+        let silent = acp::McpServer::Stdio(
+            acp::McpServerStdio::new("silent", "sleep").args(vec!["30".into()]),
+        );
+        let second =
+            cx.send_request(acp::NewSessionRequest::new(cwd.clone()).mcp_servers(vec![silent]));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asked = std::time::Instant::now();
+        cx.send_notification(acp::CancelNotification::new(first.session_id.clone()))?;
+        let answer = tokio::time::timeout(Duration::from_secs(20), turn.block_task())
+            .await
+            .expect("the turn did not end")?;
+        assert_eq!(answer.stop_reason, acp::StopReason::Cancelled);
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "the cancel waited {:?} for the other session to open",
+            asked.elapsed()
+        );
+        let opened = tokio::time::timeout(Duration::from_secs(30), second.block_task())
+            .await
+            .expect("the second session did not open")?;
+        assert_ne!(opened.session_id, first.session_id);
+        Ok(())
+    })
+    .await;
 }

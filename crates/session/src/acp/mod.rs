@@ -217,6 +217,19 @@ struct Running {
     model_options: Vec<acp::SessionConfigOption>,
 }
 
+/// The request a session being opened answers.
+enum Opening {
+    New(Responder<acp::NewSessionResponse>),
+    /// The id asked for, and the request.
+    Load(String, Responder<acp::LoadSessionResponse>),
+}
+
+/// A session's opening, done.
+struct Opened {
+    opening: Opening,
+    result: anyhow::Result<(Session, observer::CatchUpCell)>,
+}
+
 /// A turn that ended: its session back, with what to answer.
 struct Finished {
     id: String,
@@ -235,6 +248,10 @@ struct Server {
     sessions: HashMap<String, Slot>,
     /// Each session's catch-up cell, shared by its prompter and its turns' observers.
     catch_ups: HashMap<String, observer::CatchUpCell>,
+    /// Sessions being opened, each on its own task.
+    opening: FuturesUnordered<tokio::task::JoinHandle<Opened>>,
+    /// The ids being loaded (a second load of one is refused).
+    loading: std::collections::HashSet<String>,
     turns: FuturesUnordered<tokio::task::JoinHandle<Finished>>,
 }
 
@@ -246,6 +263,8 @@ impl Server {
             client: acp::ClientCapabilities::default(),
             sessions: HashMap::new(),
             catch_ups: HashMap::new(),
+            opening: FuturesUnordered::new(),
+            loading: std::collections::HashSet::new(),
             turns: FuturesUnordered::new(),
         }
     }
@@ -263,6 +282,9 @@ impl Server {
                 Some(joined) = self.turns.next(), if !self.turns.is_empty() => {
                     self.finished(joined);
                 }
+                Some(joined) = self.opening.next(), if !self.opening.is_empty() => {
+                    self.opened(joined).await;
+                }
                 () = cx.incoming_closed() => break,
             }
         }
@@ -273,6 +295,16 @@ impl Server {
         }
         while let Some(joined) = self.turns.next().await {
             self.finished(joined);
+        }
+        // Sessions that opened as the connection ended: their requests cannot be answered.
+        while let Some(joined) = self.opening.next().await {
+            if let Ok(Opened {
+                result: Ok((mut session, _)),
+                ..
+            }) = joined
+            {
+                session.end(crate::EndReason::Other).await;
+            }
         }
         for (_, slot) in self.sessions.drain() {
             if let Slot::Idle(mut session) = slot {
@@ -297,23 +329,9 @@ impl Server {
                     mcp_servers: request.mcp_servers,
                     resume: None,
                 };
-                match self.open(setup).await {
-                    Ok((session, catch_up)) => {
-                        let id = session.session_id().to_owned();
-                        self.catch_ups.insert(id.clone(), catch_up);
-                        let response = acp::NewSessionResponse::new(id.clone())
-                            .modes(modes(&session, &self.base))
-                            .config_options(model_options(&session));
-                        let _ = responder.respond(response);
-                        self.announce(&session);
-                        self.sessions.insert(id, Slot::Idle(Box::new(session)));
-                    }
-                    Err(error) => {
-                        let _ = responder.respond_with_error(failure(&error));
-                    }
-                }
+                self.spawn_open(setup, Opening::New(responder));
             }
-            Inbound::Load(request, responder) => self.load(request, responder).await,
+            Inbound::Load(request, responder) => self.load(request, responder),
             Inbound::Prompt(request, responder) => self.prompt(request, responder),
             Inbound::SetMode(request, responder) => {
                 let answer = self.set_mode(&request);
@@ -340,40 +358,9 @@ impl Server {
         }
     }
 
-    /// Opens a session for `setup` from the front end's options: in its folder, with the
-    /// editor's MCP servers, asking the editor, through its files when it offers them.
-    async fn open(&self, setup: Setup) -> anyhow::Result<(Session, observer::CatchUpCell)> {
-        let mut options = self.base.clone();
-        if !setup.cwd.is_absolute() {
-            anyhow::bail!(
-                "cwd {} is not an absolute path (the protocol asks for one)",
-                setup.cwd.display()
-            );
-        }
-        options.cwd = Some(setup.cwd.clone());
-        if let Some(servers) = mcp_config(&setup.mcp_servers) {
-            options.mcp.config_files.push(servers.into());
-        }
-        if let Some(id) = setup.resume {
-            options.resume.resume = Some(id);
-        }
-        let files = self.client.fs.read_text_file && self.client.fs.write_text_file;
-        let ask = prompter::ClientPrompter::new(self.cx.clone(), setup.cwd.clone(), files);
-        if files {
-            options.editor_files = Some(Arc::new(ClientFiles::new(
-                self.cx.clone(),
-                ask.session_cell(),
-            )));
-        }
-        let mut session = Session::open(&options, Some(Arc::new(ask.clone())), None)?;
-        ask.attach(session.session_id());
-        session.gather_context().await;
-        Ok((session, ask.catch_up()))
-    }
-
     /// `session/load`: the session reopened from its transcript, its history sent to the
     /// editor as updates, then the answer.
-    async fn load(
+    fn load(
         &mut self,
         request: acp::LoadSessionRequest,
         responder: Responder<acp::LoadSessionResponse>,
@@ -391,19 +378,72 @@ impl Server {
                 ));
             return;
         }
-        if self.sessions.contains_key(&id) {
+        if self.sessions.contains_key(&id) || self.loading.contains(&id) {
             let _ = responder.respond_with_error(
                 agent_client_protocol::Error::invalid_params()
                     .data(format!("session {id} is already open on this connection")),
             );
             return;
         }
+        self.loading.insert(id.clone());
         let setup = Setup {
             cwd: request.cwd,
             mcp_servers: request.mcp_servers,
             resume: Some(id.clone()),
         };
-        match self.open(setup).await {
+        self.spawn_open(setup, Opening::Load(id, responder));
+    }
+
+    /// Opens a session on its own task (its settings, MCP servers and context take their
+    /// time; the other sessions' requests are answered meanwhile).
+    fn spawn_open(&mut self, setup: Setup, opening: Opening) {
+        let (base, cx, client) = (self.base.clone(), self.cx.clone(), self.client.clone());
+        self.opening.push(tokio::spawn(async move {
+            let result = open(&base, &cx, &client, setup).await;
+            Opened { opening, result }
+        }));
+    }
+
+    /// A session opened (or failed to): the editor's request answered, a loaded session's
+    /// history sent first.
+    async fn opened(&mut self, joined: Result<Opened, tokio::task::JoinError>) {
+        let Ok(Opened { opening, result }) = joined else {
+            // The task panicked: its responder is gone, which answers with an error.
+            tracing::error!(
+                "an ACP session failed to open: {joined:?}",
+                joined = joined.err()
+            );
+            return;
+        };
+        match (opening, result) {
+            (Opening::New(responder), Ok((session, catch_up))) => {
+                let id = session.session_id().to_owned();
+                self.catch_ups.insert(id.clone(), catch_up);
+                let response = acp::NewSessionResponse::new(id.clone())
+                    .modes(modes(&session, &self.base))
+                    .config_options(model_options(&session));
+                let _ = responder.respond(response);
+                self.announce(&session);
+                self.sessions.insert(id, Slot::Idle(Box::new(session)));
+            }
+            (Opening::New(responder), Err(error)) => {
+                let _ = responder.respond_with_error(failure(&error));
+            }
+            (Opening::Load(id, responder), result) => {
+                self.loading.remove(&id);
+                self.loaded(id, responder, result).await;
+            }
+        }
+    }
+
+    /// Answers a `session/load` whose session opened (or not).
+    async fn loaded(
+        &mut self,
+        id: String,
+        responder: Responder<acp::LoadSessionResponse>,
+        result: anyhow::Result<(Session, observer::CatchUpCell)>,
+    ) {
+        match result {
             Ok((mut session, _)) if session.session_id() != id => {
                 // Resumed under another id (a fork): the editor would not know its updates.
                 session.end(crate::EndReason::Other).await;
@@ -627,6 +667,39 @@ impl Server {
             None => Err(unknown_session(id)),
         }
     }
+}
+
+/// Opens a session for `setup` from the front end's options: in its folder, with the
+/// editor's MCP servers, asking the editor, through its files when it offers them.
+async fn open(
+    base: &Options,
+    cx: &ConnectionTo<Client>,
+    client: &acp::ClientCapabilities,
+    setup: Setup,
+) -> anyhow::Result<(Session, observer::CatchUpCell)> {
+    let mut options = base.clone();
+    if !setup.cwd.is_absolute() {
+        anyhow::bail!(
+            "cwd {} is not an absolute path (the protocol asks for one)",
+            setup.cwd.display()
+        );
+    }
+    options.cwd = Some(setup.cwd.clone());
+    if let Some(servers) = mcp_config(&setup.mcp_servers) {
+        options.mcp.config_files.push(servers.into());
+    }
+    if let Some(id) = setup.resume {
+        options.resume.resume = Some(id);
+    }
+    let files = client.fs.read_text_file && client.fs.write_text_file;
+    let ask = prompter::ClientPrompter::new(cx.clone(), setup.cwd.clone(), files);
+    if files {
+        options.editor_files = Some(Arc::new(ClientFiles::new(cx.clone(), ask.session_cell())));
+    }
+    let mut session = Session::open(&options, Some(Arc::new(ask.clone())), None)?;
+    ask.attach(session.session_id());
+    session.gather_context().await;
+    Ok((session, ask.catch_up()))
 }
 
 /// What a session opens with.
