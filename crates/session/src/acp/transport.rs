@@ -43,17 +43,32 @@ where
     })
 }
 
-/// Each message written to `output` as one line, flushed.
+/// Each message written to `output` as one line, flushed. Once the reader has gone (a
+/// broken pipe: the editor closed the connection), what is left to say is dropped: that is
+/// the end of the connection, not an error of it.
 pub fn outgoing<W>(output: W) -> impl Sink<String, Error = std::io::Error> + Send + 'static
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    futures_util::sink::unfold(output, |mut output, line: String| async move {
-        output.write_all(line.as_bytes()).await?;
-        output.write_all(b"\n").await?;
-        output.flush().await?;
-        Ok::<_, std::io::Error>(output)
-    })
+    futures_util::sink::unfold(
+        (output, false),
+        |(mut output, gone), line: String| async move {
+            if gone {
+                return Ok((output, true));
+            }
+            let written = async {
+                output.write_all(line.as_bytes()).await?;
+                output.write_all(b"\n").await?;
+                output.flush().await
+            }
+            .await;
+            match written {
+                Ok(()) => Ok((output, false)),
+                Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok((output, true)),
+                Err(error) => Err(error),
+            }
+        },
+    )
 }
 
 /// The next line of `reader`, at most `limit` bytes of it kept (a longer one is
@@ -110,6 +125,20 @@ fn memchr_newline(buffer: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
     use futures_util::StreamExt as _;
+
+    #[tokio::test]
+    async fn a_reader_that_went_away_ends_the_output_quietly() {
+        use futures_util::SinkExt as _;
+        let (writer, reader) = tokio::io::duplex(64);
+        drop(reader);
+        let mut sink = Box::pin(outgoing(writer));
+        sink.send("{}".to_owned())
+            .await
+            .expect("a broken pipe is no error");
+        sink.send("{}".to_owned())
+            .await
+            .expect("nor is what follows");
+    }
 
     #[tokio::test]
     async fn bad_bytes_and_long_lines_do_not_end_the_input() {
