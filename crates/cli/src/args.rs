@@ -557,6 +557,7 @@ impl Args {
             .map(|choice| choice == SandboxArg::Off);
         permissions.never_ask =
             self.permissions.permission_mode == Some(PermissionModeArg::DontAsk);
+        permissions.allow_bypass = self.sdk.allow_dangerously_skip_permissions;
         let resume = &mut options.resume;
         resume.continue_latest = self.session.continue_session;
         resume.resume.clone_from(&self.session.resume);

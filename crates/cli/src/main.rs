@@ -180,9 +180,7 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             })
         }
         Some(Command::Acp) => {
-            let mut options = args.session_options();
-            options.permissions.allow_bypass = args.sdk.allow_dangerously_skip_permissions;
-            session::acp::serve_stdio(options).await?;
+            session::acp::serve_stdio(args.session_options()).await?;
             Ok(0)
         }
         None => start(args).await,
@@ -512,8 +510,7 @@ async fn connect(
         return None;
     }
     let asks = args.sdk.permission_prompt_tool.as_deref() == Some("stdio");
-    let bypass = args.sdk.allow_dangerously_skip_permissions
-        || options.permissions.mode == Some(tools::PermissionMode::BypassPermissions);
+    let bypass = options.permissions.bypass_allowed();
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let connection = session::control::Connection::open(stdin, Renderer::line, asks, bypass).await;
     options.host = Some(connection.host().clone());

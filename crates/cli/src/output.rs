@@ -238,13 +238,7 @@ impl Status {
     /// text that preceded the call. Waits at most a second; returns at once outside a turn.
     pub async fn catch_up(&self) {
         let sender = self.lock().sync.clone();
-        let Some(sender) = sender else {
-            return;
-        };
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if sender.send(done).is_ok() {
-            let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
-        }
+        session::catch_up(sender).await;
     }
 }
 

@@ -119,7 +119,7 @@ pub mod worktree;
 
 pub use context_info::{PROMPT_TOKEN_BUDGET, PROMPT_VERSION, SYSTEM_PROMPT};
 pub use notices::Notices;
-pub use observer::{CatchUp, Observer};
+pub use observer::{CatchUp, Observer, catch_up};
 pub use options::Options;
 pub use session::*;
 pub use status_line::{

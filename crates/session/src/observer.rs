@@ -9,6 +9,19 @@ use crate::subagents::SubagentEvent;
 /// A question to the user waits for that, so it appears after the text that led to it.
 pub type CatchUp = tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>;
 
+/// Waits until the turn behind `catch_up` has given the observer every event sent before
+/// this call, at most a second (`None`: no turn runs; returns at once). What a front end
+/// calls before it asks a question.
+pub async fn catch_up(catch_up: Option<CatchUp>) {
+    let Some(sender) = catch_up else {
+        return;
+    };
+    let (done, wait) = tokio::sync::oneshot::channel();
+    if sender.send(done).is_ok() {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+    }
+}
+
 /// A front end's view of a turn: every loop event in order and every subagent's events
 /// (the session's warnings go to its [`Notices`](crate::Notices)). The terminal renders
 /// them; a headless run prints JSON lines; a host may forward them.

@@ -110,6 +110,15 @@ pub struct PermissionOptions {
     pub allow_bypass: bool,
 }
 
+impl PermissionOptions {
+    /// Whether the session may be switched to bypassPermissions later (by a program or an
+    /// editor driving it): it starts there, or the command line allowed it
+    /// ([`PermissionOptions::allow_bypass`]).
+    pub fn bypass_allowed(&self) -> bool {
+        self.allow_bypass || self.mode == Some(tools::PermissionMode::BypassPermissions)
+    }
+}
+
 /// Which history a session starts from.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]

@@ -486,15 +486,22 @@ impl Server {
                 }
             })
             .collect();
-        commands.push(
-            acp::AvailableCommand::new(
-                "compact",
-                "Summarize the conversation so far to free the context window",
-            )
-            .input(acp::AvailableCommandInput::Unstructured(
-                acp::UnstructuredCommandInput::new("what the summary should keep"),
-            )),
-        );
+        // `/compact`, described as the terminal's `/help` describes it.
+        if let Some((_, what)) = crate::slash::BUILT_IN
+            .iter()
+            .find(|(name, _)| *name == "compact")
+        {
+            let (hint, what) = what
+                .split_once("] ")
+                .map_or(("", *what), |(hint, rest)| (hint, rest));
+            commands.push(
+                acp::AvailableCommand::new("compact", what.to_owned()).input(
+                    acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(
+                        hint.trim_start_matches('[').to_owned(),
+                    )),
+                ),
+            );
+        }
         commands.extend(session.skills().iter().map(|skill| {
             acp::AvailableCommand::new(skill.name.clone(), skill.description.clone())
         }));
@@ -519,7 +526,7 @@ impl Server {
                 return;
             }
         };
-        let slot = match self.sessions.remove(&id) {
+        let mut session = match self.sessions.remove(&id) {
             Some(Slot::Idle(session)) => session,
             Some(busy @ Slot::Busy(_)) => {
                 self.sessions.insert(id.clone(), busy);
@@ -534,7 +541,6 @@ impl Server {
                 return;
             }
         };
-        let mut session = slot;
         let cancel = CancellationToken::new();
         let running = Running {
             cancel: cancel.clone(),
@@ -735,7 +741,7 @@ fn initialize_response() -> acp::InitializeResponse {
 fn offered_modes(base: &Options) -> Vec<tools::PermissionMode> {
     use tools::PermissionMode as Mode;
     let mut modes = vec![Mode::Default, Mode::AcceptEdits, Mode::Plan];
-    if base.permissions.mode == Some(Mode::BypassPermissions) || base.permissions.allow_bypass {
+    if base.permissions.bypass_allowed() {
         modes.push(Mode::BypassPermissions);
     }
     modes
@@ -847,18 +853,16 @@ fn mcp_config(servers: &[acp::McpServer]) -> Option<String> {
     Some(serde_json::json!({ "mcpServers": map }).to_string())
 }
 
-/// The focus of a `/compact` prompt (`Some(None)`: none given); `None` for any other
-/// prompt.
+/// The focus of a `/compact` prompt (`Some(None)`: none given), read as the terminal
+/// reads a typed line ([`crate::slash::parse`]); `None` for any other prompt.
 fn compact_focus(message: &protocol::MessageParam) -> Option<Option<String>> {
     let [protocol::ContentBlock::Text(text)] = message.content.as_slice() else {
         return None;
     };
-    let rest = text.text.trim().strip_prefix("/compact")?;
-    if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
-        return None;
+    match crate::slash::parse(&text.text) {
+        crate::slash::Input::Compact(focus) => Some(focus),
+        _ => None,
     }
-    let focus = rest.trim();
-    Some((!focus.is_empty()).then(|| focus.to_owned()))
 }
 
 /// How a turn's end is told: its stop reason, or an error answer for a turn that failed.

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, PoisonError};
-use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -16,9 +15,6 @@ use super::observer::CatchUpCell;
 const ALLOW_ONCE: &str = "allow_once";
 const ALLOW_ALWAYS: &str = "allow_always";
 const REJECT: &str = "reject_once";
-
-/// How long a question waits for the turn's earlier updates to be sent: 1 s.
-const CATCH_UP: Duration = Duration::from_secs(1);
 
 /// Asks the editor about one session's calls. Made before the session opens (which needs
 /// it); [`ClientPrompter::attach`] names the session once it has its id.
@@ -79,28 +75,18 @@ impl ClientPrompter {
     pub(crate) fn attach(&self, session_id: &str) {
         let _ = self.session_id.set(session_id.to_owned());
     }
-
-    /// Waits (at most [`CATCH_UP`]) until every update of the turn before the question was
-    /// sent, so the editor knows the call it is asked about.
-    async fn wait_for_updates(&self) {
-        let sender = self
-            .catch_up
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(sender) = sender {
-            let (done, wait) = tokio::sync::oneshot::channel();
-            if sender.send(done).is_ok() {
-                let _ = tokio::time::timeout(CATCH_UP, wait).await;
-            }
-        }
-    }
 }
 
 impl tools::Prompter for ClientPrompter {
     fn ask<'a>(&'a self, request: tools::PermissionRequest<'a>) -> executor::PermissionFuture<'a> {
         Box::pin(async move {
-            self.wait_for_updates().await;
+            // The editor knows the call it is asked about: the turn's earlier updates first.
+            let sender = self
+                .catch_up
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            crate::catch_up(sender).await;
             let Some(session_id) = self.session_id.get() else {
                 return PermissionDecision::deny(
                     "nobody could be asked: the session is not open yet",

@@ -12,8 +12,8 @@ use protocol::{ContentBlock, MessageParam, Role};
 use super::calls;
 
 /// Sends `history` (a session's, in `cwd`) as `session/update` notifications of
-/// `session_id`. Internal text the user never typed (system reminders, compaction
-/// summaries' markers) is left out.
+/// `session_id`. A user's text is shown as typed ([`crate::sessions::typed`]): what the
+/// agent added itself (reminders, compaction markers) is left out.
 pub(crate) fn send(
     cx: &ConnectionTo<Client>,
     session_id: &str,
@@ -36,8 +36,10 @@ fn updates(
     for message in history {
         for block in &message.content {
             match (message.role, block) {
-                (Role::User, ContentBlock::Text(text)) if !internal(&text.text) => {
-                    updates.push(acp::SessionUpdate::UserMessageChunk(chunk(&text.text)));
+                (Role::User, ContentBlock::Text(text)) => {
+                    if let Some(typed) = crate::sessions::typed(&text.text) {
+                        updates.push(acp::SessionUpdate::UserMessageChunk(chunk(&typed)));
+                    }
                 }
                 (Role::Assistant, ContentBlock::Text(text)) => {
                     updates.push(acp::SessionUpdate::AgentMessageChunk(chunk(&text.text)));
@@ -79,21 +81,6 @@ fn updates(
         }
     }
     updates
-}
-
-/// Whether a user text block is the agent's own (a reminder, a hook's context, a
-/// compaction marker) rather than what the user typed.
-fn internal(text: &str) -> bool {
-    let text = text.trim_start();
-    [
-        "<system-reminder>",
-        "<compact-boundary>",
-        "<command-",
-        "<local-command-",
-        "<bash-",
-    ]
-    .iter()
-    .any(|tag| text.starts_with(tag))
 }
 
 fn chunk(text: &str) -> acp::ContentChunk {

@@ -139,11 +139,7 @@ impl Progress for TerminalProgress {
 
 /// `id status in 1.2 s, $0.01: first line of the result`.
 fn describe(result: &TaskResult) -> String {
-    let status = match result.status {
-        Status::Done => "done",
-        Status::Failed => "failed",
-        Status::Stopped => "stopped",
-    };
+    let status = result.status.as_str();
     let cost = result
         .total_cost_usd
         .map_or_else(|| "cost unknown".to_owned(), |cost| format!("${cost:.4}"));

@@ -15,16 +15,7 @@ use super::{BatchError, ResultsFile, Status, TaskResult};
 /// The results cannot be read ([`ResultsFile::read`]) or the page cannot be written.
 pub fn report(results: &Path) -> Result<(String, PathBuf), BatchError> {
     let folder = results.parent().unwrap_or(Path::new("."));
-    let file = ResultsFile::new(folder);
-    let tasks = if file.path() == results {
-        file.read()?
-    } else {
-        // Any name: read it as a results file all the same.
-        let copy = ResultsFile {
-            path: results.to_path_buf(),
-        };
-        copy.read()?
-    };
+    let tasks = ResultsFile::at(results).read()?;
     let page = folder.join("report.html");
     std::fs::write(&page, html(&tasks)).map_err(|error| BatchError::io(&page, error))?;
     Ok((table(&tasks), page))
@@ -50,25 +41,14 @@ pub fn table(tasks: &[TaskResult]) -> String {
             text,
             "{:<24} {:<8} {:>9} {:>6} {:>8.1}s  {}",
             render::printable(&task.id, false),
-            status(task.status),
+            task.status.as_str(),
             cost(task.total_cost_usd),
             task.num_turns,
             task.duration_ms as f64 / 1000.0,
             render::printable(&first, false)
         );
     }
-    let totals = Totals::of(tasks);
-    let _ = writeln!(
-        text,
-        "{} task(s): {} done, {} failed, {} stopped; ${:.4}; {} turns; {:.1} s of work",
-        tasks.len(),
-        totals.done,
-        totals.failed,
-        totals.stopped,
-        totals.cost,
-        totals.turns,
-        totals.seconds
-    );
+    let _ = writeln!(text, "{}", Totals::of(tasks).sentence(tasks.len()));
     text
 }
 
@@ -77,18 +57,7 @@ fn html(tasks: &[TaskResult]) -> String {
     let mut page = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>agent batch report</title><style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}.done{color:#1a7f37}.failed{color:#cf222e}.stopped{color:#9a6700}.num{text-align:right}</style></head><body><h1>agent batch report</h1>",
     );
-    let totals = Totals::of(tasks);
-    let _ = write!(
-        page,
-        "<p>{} task(s): {} done, {} failed, {} stopped; ${:.4}; {} turns; {:.1} s of work.</p>",
-        tasks.len(),
-        totals.done,
-        totals.failed,
-        totals.stopped,
-        totals.cost,
-        totals.turns,
-        totals.seconds
-    );
+    let _ = write!(page, "<p>{}.</p>", Totals::of(tasks).sentence(tasks.len()));
     page.push_str(&histogram(
         "Cost per task (dollars)",
         &tasks
@@ -114,7 +83,7 @@ fn html(tasks: &[TaskResult]) -> String {
             task.num_turns,
             task.duration_ms as f64 / 1000.0,
             escape(first),
-            s = status(task.status),
+            s = task.status.as_str(),
         );
     }
     page.push_str("</table></body></html>\n");
@@ -179,13 +148,14 @@ impl Totals {
         }
         totals
     }
-}
 
-fn status(status: Status) -> &'static str {
-    match status {
-        Status::Done => "done",
-        Status::Failed => "failed",
-        Status::Stopped => "stopped",
+    /// `N task(s): D done, F failed, S stopped; $C; T turns; W s of work` (numbers only,
+    /// safe in HTML).
+    fn sentence(&self, tasks: usize) -> String {
+        format!(
+            "{tasks} task(s): {} done, {} failed, {} stopped; ${:.4}; {} turns; {:.1} s of work",
+            self.done, self.failed, self.stopped, self.cost, self.turns, self.seconds
+        )
     }
 }
 

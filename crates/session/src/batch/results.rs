@@ -19,6 +19,17 @@ pub enum Status {
     Stopped,
 }
 
+impl Status {
+    /// Its name in `results.jsonl`: `done`, `failed`, `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 /// One line of `results.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -56,14 +67,19 @@ pub struct TaskResult {
 /// `results.jsonl` in the output folder.
 #[derive(Debug)]
 pub struct ResultsFile {
-    pub(super) path: PathBuf,
+    path: PathBuf,
 }
 
 impl ResultsFile {
     /// The results file of `out`.
     pub fn new(out: &Path) -> Self {
+        Self::at(&out.join("results.jsonl"))
+    }
+
+    /// The results file `path` (any name).
+    pub fn at(path: &Path) -> Self {
         Self {
-            path: out.join("results.jsonl"),
+            path: path.to_path_buf(),
         }
     }
 
