@@ -196,6 +196,25 @@ fn valid<T: schemars::JsonSchema>(value: &Value, line: &Value) {
     );
 }
 
+/// `agent acp` with `args` before `acp` and more environment, its stdio piped.
+fn spawn(
+    repo: &common::Repo,
+    server: &Server,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> tokio::process::Child {
+    common::command(repo, server)
+        .args(args)
+        .envs(env.iter().copied())
+        .arg("acp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
 /// Runs `agent acp` (with `args` before `acp`) in `repo` against `server`, connects
 /// `editor` to it, runs `body`, closes the connection and waits for the agent to exit 0.
 async fn connect(
@@ -205,16 +224,7 @@ async fn connect(
     editor: &Editor,
     body: impl AsyncFnOnce(ConnectionTo<Agent>) -> agent_client_protocol::Result<()>,
 ) {
-    let mut child = common::command(repo, server)
-        .args(args)
-        .envs(editor.env.iter().copied())
-        .arg("acp")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn(repo, server, args, &editor.env);
     let stdin = child.stdin.take().unwrap();
     let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let to_agent = Arc::clone(&editor.to_agent);
@@ -989,14 +999,7 @@ async fn a_file_swapped_for_a_link_is_neither_read_nor_written_through_the_edito
 async fn bad_bytes_and_garbage_lines_get_errors_and_the_connection_goes_on() {
     let repo = common::repo("acp-bytes");
     let server = Server::start_tls(Script::new(Vec::new())).await.unwrap();
-    let mut child = common::command(&repo, &server)
-        .arg("acp")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn(&repo, &server, &[], &[]);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let mut lines: Vec<Value> = Vec::new();

@@ -72,6 +72,16 @@ fn results(out: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The ids in `out`'s results, sorted.
+fn sorted_ids(out: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = results(out)
+        .iter()
+        .map(|line| line["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
 async fn batch(
     repo: &common::Repo,
     server: &Server,
@@ -221,11 +231,7 @@ async fn a_shard_runs_exactly_its_slice() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut ids: Vec<String> = results(&out)
-        .iter()
-        .map(|line| line["id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
+    let ids = sorted_ids(&out);
     assert_eq!(ids, ["t1", "t4", "t7"]);
 
     // As a pod of an Indexed Job runs it: the index from the environment, from 0.
@@ -243,11 +249,7 @@ async fn a_shard_runs_exactly_its_slice() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut ids: Vec<String> = results(&out)
-        .iter()
-        .map(|line| line["id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
+    let ids = sorted_ids(&out);
     assert_eq!(ids, ["t2", "t5", "t8"]);
 }
 
