@@ -176,6 +176,20 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
         })
         .count();
     assert_eq!(asked_17, 2, "task 17's cut response was asked again");
+    // One connection pool for the batch: 8 tasks at a time reuse the connections earlier
+    // tasks opened (a session's own pool would open at least one per task: 40), plus the one
+    // the mid-stream reset closed.
+    let mut connections: Vec<u64> = (server.requests().iter())
+        .map(|request| request.connection)
+        .collect();
+    connections.sort_unstable();
+    connections.dedup();
+    assert!(
+        connections.len() <= 8 + 1,
+        "{} connections for {} requests",
+        connections.len(),
+        server.request_count()
+    );
 
     // Again: the done tasks are skipped, the failed ones run again (and fail again).
     let before = server.request_count();

@@ -52,7 +52,7 @@ pub use error::{ErrorKind, ProviderError};
 pub use retry::{RateGate, Sleeper, TokioSleeper, backoff, retry_after};
 pub use transport::{
     BodyStream, HttpRequest, HttpResponse, HyperTransport, ProxyConfig, Reach, ResponseFuture,
-    Transport, embedded_ipv4, is_loopback_address, is_private_address,
+    Transport, TransportPool, embedded_ipv4, is_loopback_address, is_private_address,
 };
 pub use vcr::{
     Exchange, RecordingTransport, ReplayTransport, WORKSPACE_PLACEHOLDER, canonical_hash,

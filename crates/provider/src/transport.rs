@@ -267,6 +267,62 @@ impl ProxyConfig {
     }
 }
 
+/// Network transports shared by many clients (the sessions of a batch): one
+/// [`HyperTransport`], and so one connection pool, per trust and proxy configuration, so
+/// sessions reuse each other's kept-alive connections instead of each opening its own.
+///
+/// Clones share the pool. Transports are built on first use and kept for the pool's life;
+/// a configuration is the exact extra root certificates (PEM bytes) and [`ProxyConfig`].
+#[derive(Clone, Debug, Default)]
+pub struct TransportPool {
+    built: Arc<std::sync::Mutex<Vec<PooledTransport>>>,
+}
+
+/// One configuration's transport in a [`TransportPool`].
+#[derive(Debug)]
+struct PooledTransport {
+    extra_roots_pem: Vec<u8>,
+    proxy: ProxyConfig,
+    transport: Arc<HyperTransport>,
+}
+
+impl TransportPool {
+    /// An empty pool.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The transport for `extra_roots_pem` and `proxy` ([`HyperTransport::with_proxy`]),
+    /// built the first time they are asked for and shared after.
+    ///
+    /// # Errors
+    ///
+    /// As [`HyperTransport::with_proxy`] (nothing is kept then).
+    pub fn get(
+        &self,
+        extra_roots_pem: &[u8],
+        proxy: &ProxyConfig,
+    ) -> Result<Arc<HyperTransport>, ProviderError> {
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(pooled) = built
+            .iter()
+            .find(|pooled| pooled.extra_roots_pem == extra_roots_pem && &pooled.proxy == proxy)
+        {
+            return Ok(Arc::clone(&pooled.transport));
+        }
+        let transport = Arc::new(HyperTransport::with_proxy(extra_roots_pem, proxy)?);
+        built.push(PooledTransport {
+            extra_roots_pem: extra_roots_pem.to_vec(),
+            proxy: proxy.clone(),
+            transport: Arc::clone(&transport),
+        });
+        Ok(transport)
+    }
+}
+
 impl std::fmt::Debug for HyperTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HyperTransport").finish_non_exhaustive()
@@ -504,6 +560,31 @@ mod tests {
     use tower_service::Service as _;
 
     use super::*;
+
+    #[test]
+    fn a_pool_shares_one_transport_per_configuration() {
+        let pool = TransportPool::new();
+        let direct = ProxyConfig::default();
+        let first = pool.get(&[], &direct).unwrap();
+        let again = pool.clone().get(&[], &direct).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "clones share the pool");
+        let proxied = ProxyConfig {
+            https: Some("http://127.0.0.1:3128".into()),
+            no_proxy: None,
+        };
+        let other = pool.get(&[], &proxied).unwrap();
+        assert!(!Arc::ptr_eq(&first, &other), "another proxy, another pool");
+        let bad = pool.get(
+            b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n",
+            &direct,
+        );
+        assert!(bad.is_err());
+        assert_eq!(
+            pool.built.lock().unwrap().len(),
+            2,
+            "a failed build is not kept"
+        );
+    }
 
     fn address(text: &str) -> IpAddr {
         text.parse().expect("a test address")

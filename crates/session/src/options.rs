@@ -85,6 +85,9 @@ pub struct ModelOptions {
     /// Shared with other sessions (a batch's): a rate limit one meets, all wait for
     /// ([`provider::RateGate`]).
     pub rate_gate: Option<provider::RateGate>,
+    /// Shared with other sessions (a batch's): one connection pool for the model's server
+    /// ([`provider::TransportPool`]) [default: the session's own].
+    pub transports: Option<provider::TransportPool>,
 }
 
 /// The permission mode, rules, folders and sandbox.

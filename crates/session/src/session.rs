@@ -4379,10 +4379,17 @@ fn model_client(
             options.cassette.lenient,
         )?)
     } else {
-        let network = HyperTransport::with_proxy(&config.extra_roots_pem, &config.proxy)?;
-        match &options.cassette.record {
-            Some(path) => Arc::new(RecordingTransport::new(network, path, workspace)?),
-            None => Arc::new(network),
+        match (&options.cassette.record, &options.model.transports) {
+            (Some(path), _) => Arc::new(RecordingTransport::new(
+                HyperTransport::with_proxy(&config.extra_roots_pem, &config.proxy)?,
+                path,
+                workspace,
+            )?),
+            (None, Some(pool)) => pool.get(&config.extra_roots_pem, &config.proxy)?,
+            (None, None) => Arc::new(HyperTransport::with_proxy(
+                &config.extra_roots_pem,
+                &config.proxy,
+            )?),
         }
     };
     let extra_roots_pem = Arc::from(config.extra_roots_pem.as_slice());

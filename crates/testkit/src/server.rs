@@ -32,6 +32,9 @@ pub struct RecordedRequest {
     pub body: Vec<u8>,
     /// When it arrived.
     pub received: std::time::Instant,
+    /// The TCP connection it came on, numbered from 0 in the order the server accepted them
+    /// (requests sharing a number came over one kept-alive connection).
+    pub connection: u64,
 }
 
 impl RecordedRequest {
@@ -220,7 +223,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
-    loop {
+    for connection in 0_u64.. {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
@@ -229,8 +232,9 @@ async fn accept_loop(
         let stop = stop.clone();
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let service =
-                service_fn(move |request| handle(request, Arc::clone(&shared), stop.clone()));
+            let service = service_fn(move |request| {
+                handle(request, connection, Arc::clone(&shared), stop.clone())
+            });
             match acceptor {
                 Some(acceptor) => {
                     // A client that rejects the certificate ends the handshake: nothing to serve.
@@ -254,6 +258,7 @@ type Body = BoxBody<Bytes, std::io::Error>;
 
 async fn handle(
     request: Request<Incoming>,
+    connection: u64,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> Result<Response<Body>, Infallible> {
@@ -350,6 +355,7 @@ async fn handle(
             headers,
             body,
             received: std::time::Instant::now(),
+            connection,
         });
     }
     let reply = shared

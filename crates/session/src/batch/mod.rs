@@ -239,11 +239,15 @@ pub async fn run(
         queue.push_back(task);
     }
     progress.begin(queue.len(), summary.skipped);
-    // One rate limit for the whole batch: a 429 one session meets, every session waits for.
+    // One rate limit for the whole batch: a 429 one session meets, every session waits for;
+    // and one connection pool: a task's requests reuse the connections earlier tasks opened.
     let mut base = base.clone();
     base.model
         .rate_gate
         .get_or_insert_with(provider::RateGate::new);
+    base.model
+        .transports
+        .get_or_insert_with(provider::TransportPool::new);
     let base = &base;
     let mut running: JoinSet<TaskResult> = JoinSet::new();
     loop {
