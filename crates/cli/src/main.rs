@@ -401,7 +401,7 @@ async fn headless(
         let unsupported = control
             .as_ref()
             .map(|control| control.unsupported(accepted));
-        Renderer::line(&session::sdk::init_message(
+        session::stream_json::stdout_line(&session::sdk::init_message(
             session,
             &unsupported.unwrap_or_default(),
         ));
@@ -411,7 +411,7 @@ async fn headless(
         let tasks = session.background();
         tasks.listen(move |event| {
             if let Some(line) = session::sdk::task_message(event, &id) {
-                Renderer::line(&line);
+                session::stream_json::stdout_line(&line);
             }
         });
     }
@@ -512,7 +512,9 @@ async fn connect(
     let asks = args.sdk.permission_prompt_tool.as_deref() == Some("stdio");
     let bypass = options.permissions.bypass_allowed();
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    let connection = session::control::Connection::open(stdin, Renderer::line, asks, bypass).await;
+    let connection =
+        session::control::Connection::open(stdin, session::stream_json::stdout_line, asks, bypass)
+            .await;
     options.host = Some(connection.host().clone());
     Some(connection)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use executor::ExecutorEvent;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use loop_core::{LoopEvent, LoopOutcome, Terminal, Transition};
-use protocol::{ContentBlock, ContentDelta, MessageParam, StreamEvent, Usage};
+use protocol::{ContentBlock, ContentDelta, StreamEvent, Usage};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -247,8 +247,8 @@ impl Status {
 pub struct Renderer {
     format: OutputFormat,
     session_id: String,
-    /// `--include-partial-messages`: a `stream_event` line for every stream event.
-    partial_messages: bool,
+    /// The stream-json lines (that format only).
+    lines: Option<session::stream_json::Lines>,
     /// `--verbose`: each request and transition named on stderr.
     verbose: bool,
     /// `--json-schema`: the structured output, as far as it got.
@@ -288,10 +288,7 @@ struct RunFigures {
 #[derive(Debug)]
 struct TurnFigures {
     request_started: Option<Instant>,
-    message_id: String,
     message_model: String,
-    /// The usage of the response streaming now, as its `message_start` gave it.
-    message_usage: Usage,
     /// The stop_reason of the main agent's last response, as the API gave it.
     last_stop_reason: Option<String>,
     /// Tokens the main agent's last completed request sent.
@@ -307,9 +304,6 @@ struct TurnFigures {
     tokens_streaming: u64,
     /// Text of the response streaming now was drawn: a restart of its stream discards it.
     response_text_shown: bool,
-    /// Finished calls' structured results by tool_use id, until their `user` line (stream-json's
-    /// `tool_use_result`) is written.
-    tool_use_results: HashMap<String, Value>,
 }
 
 /// What the terminal shows while the turn runs.
@@ -442,7 +436,6 @@ impl CallQueue {
 struct AgentView {
     requested_model: String,
     message_model: String,
-    message_id: String,
     description: String,
     /// The tool it runs now, when it runs one.
     tool: Option<String>,
@@ -457,7 +450,8 @@ impl Renderer {
         Self {
             format,
             session_id: session_id.to_owned(),
-            partial_messages: false,
+            lines: (format == OutputFormat::StreamJson)
+                .then(|| session::stream_json::Lines::stdout(session_id)),
             verbose: false,
             structured: None,
             run: RunFigures {
@@ -474,9 +468,7 @@ impl Renderer {
             },
             turn: TurnFigures {
                 request_started: None,
-                message_id: String::new(),
                 message_model: model.to_owned(),
-                message_usage: Usage::default(),
                 last_stop_reason: None,
                 context_tokens: None,
                 turn_usage: Usage::default(),
@@ -485,7 +477,6 @@ impl Renderer {
                 tokens_done: 0,
                 tokens_streaming: 0,
                 response_text_shown: false,
-                tool_use_results: HashMap::new(),
             },
             view: LiveView {
                 live_text,
@@ -527,7 +518,10 @@ impl Renderer {
     /// Writes a `stream_event` line for every event of the main agent's model stream
     /// (stream-json only; Claude Code's `--include-partial-messages`).
     pub fn with_partial_messages(mut self, on: bool) -> Self {
-        self.partial_messages = on && self.format == OutputFormat::StreamJson;
+        self.lines = self
+            .lines
+            .take()
+            .map(|lines| lines.with_partial_messages(on));
         self
     }
 
@@ -917,74 +911,10 @@ impl Renderer {
         }
     }
 
-    /// Writes `value` as one line on stdout (under the stdout lock: lines from other
-    /// threads never interleave with it).
-    pub fn line(value: &Value) {
-        let mut stdout = std::io::stdout().lock();
-        // A closed stdout (`agent … | head`) must not kill the run.
-        let _ = writeln!(stdout, "{value}");
-        let _ = stdout.flush();
-    }
-
-    /// A stream-json `system` line: the type, `fields`, the session id and a new uuid.
-    fn system_line(&self, fields: Value) {
-        let mut line = json!({"type": "system"});
-        if let (Some(line), Value::Object(fields)) = (line.as_object_mut(), fields) {
-            line.extend(fields);
-            line.insert("session_id".to_owned(), json!(self.session_id));
-            line.insert("uuid".to_owned(), json!(uuid::Uuid::new_v4().to_string()));
-        }
-        Self::line(&line);
-    }
-
-    /// A completed content block as its stream-json `assistant` line.
-    fn block_line(&self, block: &ContentBlock) {
-        self.assistant_line(
-            &self.turn.message_id,
-            &self.turn.message_model,
-            block,
-            None,
-            Some(&self.turn.message_usage),
-        );
-    }
-
-    /// `--include-partial-messages`: a stream event's `stream_event` line; for a stream asked
-    /// again from the start, the line that withdraws the partial message its events built
-    /// (the seeds' tombstone).
-    fn partial_line(&self, event: &LoopEvent) {
-        match event {
-            LoopEvent::Stream(stream) => self.stream_event_line(stream),
-            LoopEvent::Transition(
-                transition @ (Transition::StreamRetry | Transition::NonStreamingFallback),
-            ) => Self::line(&json!({
-                "type": "system", "subtype": "message_withdrawn",
-                "message_id": self.turn.message_id, "reason": transition.as_str(),
-                "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
-            })),
-            _ => {}
-        }
-    }
-
-    /// `--include-partial-messages`: a stream event as its `stream_event` line.
-    fn stream_event_line(&self, stream: &StreamEvent) {
-        Self::line(&json!({
-            "type": "stream_event", "event": stream, "parent_tool_use_id": null,
-            "session_id": self.session_id, "uuid": uuid::Uuid::new_v4().to_string(),
-        }));
-    }
-
     /// A response's usage, priced at the prices of the model that answered (else the one
     /// asked).
     fn usage(&mut self, usage: &Usage) {
         (self.run.ledger).add(&self.turn.message_model, &self.run.requested_model, usage);
-    }
-
-    /// A background summary: its cost at `model`'s prices, and in stream-json its line.
-    fn background_summary(&mut self, model: &str, usage: &Usage, fields: Value) {
-        self.run.ledger.add(model, model, usage);
-        if self.format == OutputFormat::StreamJson {
-            self.system_line(fields);
-        }
     }
 
     /// `--verbose`: each request and each transition of the loop on stderr.
@@ -1072,9 +1002,7 @@ impl Renderer {
                 {
                     self.stderr_line(&format!("agent: first token after {ms} ms"));
                 }
-                self.turn.message_id = message.id.to_string();
                 self.turn.message_model = message.model.clone();
-                self.turn.message_usage = message.usage.clone();
             }
             _ => {}
         }
@@ -1088,8 +1016,8 @@ impl Renderer {
         if self.verbose {
             self.verbose_line(event);
         }
-        if self.partial_messages {
-            self.partial_line(event);
+        if let Some(lines) = &mut self.lines {
+            lines.event(event);
         }
         self.follow_request(event);
         match event {
@@ -1097,9 +1025,6 @@ impl Renderer {
                 delta: ContentDelta::Text { text },
                 ..
             }) if self.view.live_text => self.text_delta(text),
-            LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
-                self.block_line(&block.block);
-            }
             LoopEvent::Assistant(message) => self.response_done(message),
             // Every usage the loop reports is priced: completed responses (kept or not) and
             // the part of a response an abort cut short, at the prices of the model that
@@ -1110,16 +1035,6 @@ impl Renderer {
                 if let Some((answered, asked, usage)) = session::web::usage_of(progress) {
                     self.run.ledger.add(&answered, &asked, &usage);
                 }
-            }
-            LoopEvent::Tool(ExecutorEvent::Completed(done))
-                if self.format == OutputFormat::StreamJson =>
-            {
-                self.keep_tool_use_result(done);
-            }
-            LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
-                if self.format == OutputFormat::StreamJson =>
-            {
-                self.user_lines(message, None);
             }
             LoopEvent::Tool(ExecutorEvent::PermissionDenied {
                 tool_use_id,
@@ -1153,34 +1068,11 @@ impl Renderer {
                     printable(reason, false)
                 );
             }
-            // A compaction, as Claude Code's stream-json reports it (SDKCompactBoundaryMessage).
-            LoopEvent::History(loop_core::HistoryEvent::Compacted {
-                trigger,
-                pre_tokens,
-                ..
-            }) if self.format == OutputFormat::StreamJson => self.system_line(json!({
-                "subtype": "compact_boundary",
-                "compact_metadata": {"trigger": trigger.as_str(), "pre_tokens": pre_tokens},
-            })),
-            // Background summaries: priced at the fast model's rates; stream-json lines.
-            LoopEvent::ProgressSummary { text, model, usage } => self.background_summary(
-                model,
-                usage,
-                json!({"subtype": "progress_summary", "summary": text}),
-            ),
-            LoopEvent::ToolUseSummary {
-                text,
-                tool_use_ids,
-                model,
-                usage,
-            } => self.background_summary(
-                model,
-                usage,
-                json!({
-                    "subtype": "tool_use_summary", "summary": text,
-                    "preceding_tool_use_ids": tool_use_ids,
-                }),
-            ),
+            // Background summaries: priced at the fast model's rates.
+            LoopEvent::ProgressSummary { model, usage, .. }
+            | LoopEvent::ToolUseSummary { model, usage, .. } => {
+                self.run.ledger.add(model, model, usage);
+            }
             // Nothing to write for these in this format (a new kind of event must be decided
             // on here).
             LoopEvent::Request { .. }
@@ -1199,34 +1091,14 @@ impl Renderer {
         }
     }
 
-    /// One completed block as a stream-json `assistant` line.
-    /// `usage` is the response's as its `message_start` gave it (the final figures come with
-    /// the result), as Claude Code's assistant lines carry it.
-    fn assistant_line(
-        &self,
-        id: &str,
-        model: &str,
-        block: &ContentBlock,
-        parent: Option<&str>,
-        usage: Option<&Usage>,
-    ) {
-        Self::line(&json!({
-            "type": "assistant",
-            "message": {
-                "id": id, "type": "message", "role": "assistant",
-                "model": model, "content": [block],
-                "stop_reason": null, "stop_sequence": null, "usage": usage,
-            },
-            "parent_tool_use_id": parent, "session_id": self.session_id,
-            "uuid": uuid::Uuid::new_v4().to_string(),
-        }));
-    }
-
     /// Renders one event of a subagent's run: its messages as stream-json lines carrying
     /// `parent_tool_use_id` (the Task call that started it), its usage in the totals and the
     /// cost (at its own model's prices), its refused calls among the denials, and in a live
     /// view one status line naming each running subagent and its current tool.
     pub fn subagent(&mut self, event: &session::SubagentEvent) {
+        if let Some(lines) = &mut self.lines {
+            lines.subagent(event);
+        }
         let parent = event.parent_tool_use_id.as_str();
         if matches!(event.event, LoopEvent::Request { .. }) {
             self.run.subagent_requests += 1;
@@ -1240,16 +1112,6 @@ impl Renderer {
             LoopEvent::Request { model, .. } => view.requested_model.clone_from(model),
             LoopEvent::Stream(StreamEvent::MessageStart { message }) => {
                 view.message_model.clone_from(&message.model);
-                view.message_id = message.id.to_string();
-            }
-            LoopEvent::Block(block) if self.format == OutputFormat::StreamJson => {
-                let (id, model) = (view.message_id.clone(), view.message_model.clone());
-                self.assistant_line(&id, &model, &block.block, Some(parent), None);
-            }
-            LoopEvent::ToolResults(message) | LoopEvent::UserMessage(message)
-                if self.format == OutputFormat::StreamJson =>
-            {
-                self.user_lines(message, Some(parent));
             }
             LoopEvent::Usage(usage) => {
                 let cost = (self.run.ledger).add(&view.message_model, &view.requested_model, usage);
@@ -1304,41 +1166,6 @@ impl Renderer {
                 &format!("Running {}: {}", plural(running.len()), running.join(" · ")),
                 false,
             ));
-        }
-    }
-
-    /// Keeps a finished call's structured result for its `user` line's `tool_use_result`.
-    fn keep_tool_use_result(&mut self, done: &executor::CompletedTool) {
-        if let Some(structured) = &done.structured {
-            self.turn.tool_use_results.insert(
-                done.result.tool_use_id.as_str().to_owned(),
-                structured.clone(),
-            );
-        }
-    }
-
-    /// A `user` line per tool_result of `message`, with the call's structured result as
-    /// `tool_use_result` where it gave one (Claude Code's shapes: `{oldTodos, newTodos}`,
-    /// `BashOutput`, ...).
-    fn user_lines(&mut self, message: &MessageParam, parent: Option<&str>) {
-        for block in &message.content {
-            if let ContentBlock::ToolResult(result) = block {
-                let mut line = json!({
-                    "type": "user",
-                    "message": {"role": "user", "content": [block]},
-                    "parent_tool_use_id": parent, "session_id": self.session_id,
-                    "uuid": uuid::Uuid::new_v4().to_string(),
-                    "timestamp": session::transcript::timestamp(std::time::SystemTime::now()),
-                });
-                if let Some(structured) = self
-                    .turn
-                    .tool_use_results
-                    .remove(result.tool_use_id.as_str())
-                {
-                    line["tool_use_result"] = structured;
-                }
-                Self::line(&line);
-            }
         }
     }
 
@@ -1448,7 +1275,9 @@ impl Renderer {
                     );
                 }
             }
-            OutputFormat::Json | OutputFormat::StreamJson => Self::line(&self.result(outcome)),
+            OutputFormat::Json | OutputFormat::StreamJson => {
+                session::stream_json::stdout_line(&self.result(outcome));
+            }
         }
     }
 }
@@ -1470,12 +1299,12 @@ pub fn print_blocked(message: &str, session_id: &str) {
     let mut result = failure_result(message);
     (result["terminal_reason"], result["session_id"]) =
         (json!("prompt_blocked"), json!(session_id));
-    Renderer::line(&result);
+    session::stream_json::stdout_line(&result);
 }
 
 /// Writes [`failure_result`] as one line on stdout.
 pub fn print_failure(message: &str) {
-    Renderer::line(&failure_result(message));
+    session::stream_json::stdout_line(&failure_result(message));
 }
 
 /// The session's view of a turn is the renderer's: each call goes to the method of the same

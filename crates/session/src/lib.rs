@@ -109,6 +109,7 @@ pub mod settings;
 mod skills;
 pub mod slash;
 mod status_line;
+pub mod stream_json;
 pub mod structured;
 mod subagents;
 mod tooling;
