@@ -35,8 +35,8 @@ pub struct Args {
     #[arg(value_name = "PROMPT")]
     pub prompt: Option<String>,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    /// Output format (also `agent batch`'s: stream-json there tags each line with its task).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text, global = true)]
     pub output_format: OutputFormat,
 
     /// Input format: `text` (the prompt), or `stream-json`: user messages as JSON lines on

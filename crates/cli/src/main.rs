@@ -171,8 +171,15 @@ async fn run(args: Args) -> anyhow::Result<u8> {
             shard_count,
             report,
         }) => {
-            let (shard, options) = ((shard.as_deref(), *shard_count), args.session_options());
-            let run = session::batch::command(&options, tasks, (out, *jobs), shard, *report).await;
+            if args.output_format == OutputFormat::Json {
+                return Err(UsageError("agent batch: --output-format json is not one of its formats: text (progress on stderr, results in OUT/results.jsonl) or stream-json (every session's events on stdout, each line with its task_id)".into()).into());
+            }
+            let mut invocation = session::batch::Invocation::new(tasks.clone());
+            invocation.out.clone_from(out);
+            (invocation.jobs, invocation.shard) = (*jobs, shard.clone());
+            (invocation.shard_count, invocation.report_only) = (*shard_count, *report);
+            invocation.stream_json = args.output_format == OutputFormat::StreamJson;
+            let run = session::batch::command(&args.session_options(), &invocation).await;
             // Bad input is a usage error (exit 2), as a bad flag is.
             run.map_err(|error| match error.is_usage() {
                 true => UsageError(error.to_string()).into(),

@@ -233,6 +233,114 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn stream_json_multiplexes_every_session_with_its_task_id() {
+    let repo = common::repo("batch-stream");
+    let (count, writes, failing) = (6, [1, 4], [3]);
+    let server = Server::start_tls(script(count, &writes, &failing))
+        .await
+        .unwrap();
+    let file = tasks_file(&repo.home, &[&repo.dir], count, &writes);
+    let out = repo.home.join("out");
+    let extra = ["--jobs", "3", "--output-format", "stream-json"];
+    let output = batch(&repo, &server, &file, &out, &extra).await;
+    assert_eq!(output.status.code(), Some(1), "task 3 fails");
+    let lines: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect();
+    for i in 0..count {
+        let id = format!("t{i}");
+        let own: Vec<&Value> = lines.iter().filter(|line| line["task_id"] == id).collect();
+        let kinds: Vec<String> = own
+            .iter()
+            .map(|line| {
+                let subtype = line["subtype"].as_str().map(|s| format!("/{s}"));
+                format!(
+                    "{}{}",
+                    line["type"].as_str().unwrap(),
+                    subtype.unwrap_or_default()
+                )
+            })
+            .collect();
+        let expected: &[&str] = if writes.contains(&i) {
+            &[
+                "system/init",
+                "assistant",
+                "user",
+                "assistant",
+                "result/success",
+                "task_result",
+            ]
+        } else if failing.contains(&i) {
+            &[
+                "system/init",
+                "result/error_during_execution",
+                "task_result",
+            ]
+        } else {
+            &["system/init", "assistant", "result/success", "task_result"]
+        };
+        assert_eq!(kinds, expected, "{id}: {own:#?}");
+        // One session per task, named by every line of it.
+        let session = own[0]["session_id"].as_str().unwrap();
+        assert!(
+            own[..own.len() - 1]
+                .iter()
+                .all(|line| line["session_id"] == session)
+        );
+        assert_eq!(own.last().unwrap()["session_id"], session);
+        let result = &own[own.len() - 2];
+        let task_result = own.last().unwrap();
+        assert_eq!(task_result["id"], id);
+        if failing.contains(&i) {
+            assert_eq!(task_result["status"], "failed");
+            assert!(
+                result["errors"][0]
+                    .as_str()
+                    .unwrap()
+                    .contains("scripted failure")
+            );
+        } else {
+            let answer = if writes.contains(&i) {
+                format!("Wrote file {i}.")
+            } else {
+                format!("Answer {i}.")
+            };
+            assert_eq!(result["result"], answer);
+            assert_eq!(task_result["result"], answer);
+            assert_eq!(task_result["status"], "done");
+        }
+        if writes.contains(&i) {
+            let user = own[2];
+            assert_eq!(
+                user["message"]["content"][0]["tool_use_id"],
+                format!("toolu_{i}")
+            );
+        }
+    }
+    assert_eq!(
+        lines.len(),
+        lines
+            .iter()
+            .filter(|line| line["task_id"].is_string())
+            .count(),
+        "every line names its task"
+    );
+    // The results file holds what the task_result lines said.
+    assert_eq!(sorted_ids(&out), ["t0", "t1", "t2", "t3", "t4", "t5"]);
+
+    // `json` is no batch format: refused before anything runs.
+    let before = server.request_count();
+    let extra = ["--output-format", "json"];
+    let output = batch(&repo, &server, &file, &repo.home.join("out-json"), &extra).await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--output-format json"), "{stderr}");
+    assert_eq!(server.request_count(), before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_shard_runs_exactly_its_slice() {
     let repo = common::repo("batch-shard");
     let count = 9;

@@ -126,6 +126,10 @@ pub struct BatchOptions {
     pub max_budget_usd: Option<f64>,
     /// The task file's folder (local repositories are relative to it).
     pub base: PathBuf,
+    /// Every session's events on stdout as stream-json lines ([`crate::stream_json`]), each
+    /// with its task's `task_id`, and a `task_result` line (the task's results.jsonl object)
+    /// as each task ends.
+    pub stream_json: bool,
 }
 
 impl BatchOptions {
@@ -138,6 +142,7 @@ impl BatchOptions {
             shard: None,
             max_budget_usd: None,
             base,
+            stream_json: false,
         }
     }
 }
@@ -256,7 +261,9 @@ pub async fn run(
             progress.started(&task.id);
             let options = task_options(base, &task, batch, &summary);
             let (base_dir, out, abort) = (batch.base.clone(), out.clone(), stop.abort.clone());
-            running.spawn(async move { run_task(options, task, base_dir, out, abort).await });
+            let lines = batch.stream_json.then(|| tagged(&task.id));
+            running
+                .spawn(async move { run_task(options, task, (base_dir, out), lines, abort).await });
         }
         let Some(joined) = running.join_next().await else {
             break;
@@ -270,6 +277,15 @@ pub async fn run(
             }
         };
         results.append(&result)?;
+        if batch.stream_json
+            && let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&result)
+        {
+            let mut line = serde_json::json!({"type": "task_result", "task_id": result.id});
+            if let Some(line) = line.as_object_mut() {
+                line.extend(fields);
+            }
+            crate::stream_json::stdout_line(&line);
+        }
         summary.cost_usd += result.total_cost_usd.unwrap_or(0.0);
         progress.finished(&result, summary.cost_usd);
         summary.results.push(result);
@@ -328,13 +344,26 @@ fn task_options(base: &Options, task: &Task, batch: &BatchOptions, summary: &Sum
     options
 }
 
-/// Runs one task to its end: its checkout, its session (continued when an earlier run was
-/// interrupted), its diff. Never fails: a failure is its result.
+/// The stream-json sink of task `id`: each line on stdout with `"task_id": id`.
+fn tagged(id: &str) -> crate::stream_json::Sink {
+    let id = serde_json::Value::String(id.to_owned());
+    Box::new(move |mut line| {
+        if let Some(fields) = line.as_object_mut() {
+            fields.insert("task_id".to_owned(), id.clone());
+        }
+        crate::stream_json::stdout_line(&line);
+    })
+}
+
+/// Runs one task to its end: its checkout (from the task file's folder `base`, under the
+/// output folder `out`), its session (continued when an earlier run was interrupted; its
+/// stream-json lines into `lines`, when given), its diff. Never fails: a failure is its
+/// result.
 async fn run_task(
     mut options: Options,
     task: Task,
-    base: PathBuf,
-    out: PathBuf,
+    (base, out): (PathBuf, PathBuf),
+    lines: Option<crate::stream_json::Sink>,
     abort: CancellationToken,
 ) -> TaskResult {
     let started = Instant::now();
@@ -354,7 +383,14 @@ async fn run_task(
         .ok()
         .map(|id| id.trim().to_owned())
         .filter(|id| !id.is_empty());
-    let ran = run_session(&options, &task, &marker, abort.clone(), &mut result).await;
+    let ran = run_session(
+        &options,
+        &task,
+        (&marker, lines),
+        abort.clone(),
+        &mut result,
+    )
+    .await;
     if let Err(error) = ran {
         result.result = format!("{error:#}");
     }
@@ -370,11 +406,12 @@ async fn run_task(
     result
 }
 
-/// Opens the task's session, runs its prompt and fills `result` from the outcome.
+/// Opens the task's session (its id written to `marker`), runs its prompt (its stream-json
+/// lines into `lines`, when given) and fills `result` from the outcome.
 async fn run_session(
     options: &Options,
     task: &Task,
-    marker: &Path,
+    (marker, lines): (&Path, Option<crate::stream_json::Sink>),
     abort: CancellationToken,
     result: &mut TaskResult,
 ) -> anyhow::Result<()> {
@@ -394,20 +431,31 @@ async fn run_session(
     std::fs::write(marker, format!("{}\n", session.session_id()))?;
     result.session_id = Some(session.session_id().to_owned());
     session.gather_context().await;
-    let mut meter = MeterObserver(crate::cost::Meter::new(session.price_overrides()));
+    let mut observer = TaskObserver {
+        meter: crate::cost::Meter::new(session.price_overrides()),
+        lines: lines.map(|sink| crate::stream_json::Lines::new(session.session_id(), sink)),
+    };
+    if let Some(lines) = &mut observer.lines {
+        lines.write(crate::sdk::init_message(&session, &[]));
+    }
     let started = Instant::now();
-    let outcome = session.turn(task.prompt.clone(), &mut meter, abort).await;
+    let outcome = session
+        .turn(task.prompt.clone(), &mut observer, abort)
+        .await;
     result.transcript_path = session
         .has_transcript()
         .then(|| session.transcript_path().to_path_buf());
     session.end(crate::EndReason::Other).await;
     let outcome = outcome?;
-    let report = meter.0.result(
+    let report = observer.meter.result(
         &outcome,
         &result.session_id.clone().unwrap_or_default(),
         started.elapsed(),
     );
-    let usage = meter.0.total_usage(&outcome);
+    if let Some(lines) = &mut observer.lines {
+        lines.write(report.clone());
+    }
+    let usage = observer.meter.total_usage(&outcome);
     let exit_code = crate::sdk::exit_code(&outcome.terminal).0;
     result.exit_code = exit_code;
     result.status = match exit_code {
@@ -431,16 +479,25 @@ async fn run_session(
     Ok(())
 }
 
-/// A task's turn seen only for its figures.
-struct MeterObserver(crate::cost::Meter);
+/// A task's turn, seen for its figures and, with stream-json, written as lines.
+struct TaskObserver {
+    meter: crate::cost::Meter,
+    lines: Option<crate::stream_json::Lines>,
+}
 
-impl crate::Observer for MeterObserver {
+impl crate::Observer for TaskObserver {
     fn event(&mut self, event: &loop_core::LoopEvent) {
-        self.0.event(event);
+        self.meter.event(event);
+        if let Some(lines) = &mut self.lines {
+            lines.event(event);
+        }
     }
 
     fn subagent(&mut self, event: &crate::SubagentEvent) {
-        self.0.subagent(event);
+        self.meter.subagent(event);
+        if let Some(lines) = &mut self.lines {
+            lines.subagent(event);
+        }
     }
 }
 
@@ -469,9 +526,44 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// What `agent batch` is asked to do: its command line.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Invocation {
+    /// The task file (with `report_only`, a `results.jsonl`).
+    pub file: PathBuf,
+    /// The output folder.
+    pub out: PathBuf,
+    /// Tasks at once [default: [`default_jobs`]].
+    pub jobs: Option<usize>,
+    /// `--shard INDEX/COUNT`, as given.
+    pub shard: Option<String>,
+    /// `--shard-count COUNT`: the slice is a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`.
+    pub shard_count: Option<usize>,
+    /// `--report`: show the results' table and write `report.html`; run nothing.
+    pub report_only: bool,
+    /// `--output-format stream-json`: see [`BatchOptions::stream_json`].
+    pub stream_json: bool,
+}
+
+impl Invocation {
+    /// Runs the task file `file` into `./agent-batch/`, everything else by default.
+    pub fn new(file: PathBuf) -> Self {
+        Self {
+            file,
+            out: PathBuf::from("agent-batch"),
+            jobs: None,
+            shard: None,
+            shard_count: None,
+            report_only: false,
+            stream_json: false,
+        }
+    }
+}
+
 /// `agent batch FILE`: reads the task file (local repositories are relative to its folder),
-/// writes into `out` with `jobs` at once ([`default_jobs`] by default; the budget of `base`
-/// is the whole batch's), takes the shard (`shard`, else a Kubernetes
+/// writes into the output folder with `jobs` at once ([`default_jobs`] by default; the
+/// budget of `base` is the whole batch's), takes the shard (`shard`, else a Kubernetes
 /// Indexed Job's `JOB_COMPLETION_INDEX` of `shard_count`), runs the batch with a progress
 /// bar at a terminal (a line per task elsewhere) until it ends or Ctrl-C stops it (the
 /// first starts no new task, the second stops the running ones), and says where the
@@ -481,14 +573,18 @@ fn millis(duration: Duration) -> u64 {
 /// # Errors
 ///
 /// The task file cannot be read or holds a bad line; a bad shard; [`run`]'s errors.
-pub async fn command(
-    base: &Options,
-    file: &Path,
-    (out, jobs): (&Path, Option<usize>),
-    (shard, shard_count): (Option<&str>, Option<usize>),
-    report_only: bool,
-) -> Result<u8, BatchError> {
-    if report_only {
+pub async fn command(base: &Options, invocation: &Invocation) -> Result<u8, BatchError> {
+    let Invocation {
+        file,
+        out,
+        jobs,
+        shard,
+        shard_count,
+        report_only,
+        stream_json,
+    } = invocation;
+    let (file, jobs, shard_count) = (file.as_path(), *jobs, *shard_count);
+    if *report_only {
         let (table, page) = report(file)?;
         print!("{table}");
         eprintln!("agent batch: the report page is {}", page.display());
@@ -496,8 +592,9 @@ pub async fn command(
     }
     let mut base = base.clone();
     let mut batch = BatchOptions::new(file.parent().map(Path::to_path_buf).unwrap_or_default());
-    batch.out = out.to_path_buf();
+    batch.out.clone_from(out);
     batch.jobs = jobs.unwrap_or(batch.jobs);
+    batch.stream_json = *stream_json;
     // `--max-budget-usd` is the whole batch's.
     batch.max_budget_usd = base.limits.max_budget_usd.take();
     let base = &base;
@@ -506,7 +603,7 @@ pub async fn command(
         error,
     })?;
     let tasks = read_tasks(&text, file)?;
-    batch.shard = match (shard, shard_count) {
+    batch.shard = match (shard.as_deref(), shard_count) {
         (Some(shard), _) => Some(Shard::parse(shard)?),
         (None, Some(count)) => {
             // Never every task on every pod: without its index a pod runs nothing.
