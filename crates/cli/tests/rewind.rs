@@ -98,7 +98,9 @@ async fn a_rewind_round_trip_over_three_turns() {
         "{list}"
     );
     assert!(
-        list.contains("(Bash) and MCP tools are not tracked"),
+        list.contains(
+            "Files .gitignore ignores, symbolic links and files over 10 MiB are not saved"
+        ),
         "{list}"
     );
 
@@ -285,4 +287,199 @@ async fn bad_rewinds_are_refused_with_the_reason() {
     let output = agent(&repo, &server, &["--resume"]).await;
     let stdout = ok(&output);
     assert!(stdout.contains(ID) && stdout.contains("turn 1"), "{stdout}");
+}
+
+/// Every file of `dir` (recursively) but `skip`, with its bytes.
+fn tree(dir: &std::path::Path, skip: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            let name = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if name == skip {
+                continue;
+            }
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// What a command deleted, created and renamed (`git mv`), and what an MCP server changed,
+/// is rewound as Write's changes are: the workspace is snapshotted around the turn. An
+/// ignored folder is not kept (and not touched), the user's `.git` is never written by the
+/// snapshots, a file the user changed since is asked about, and undo brings it all back.
+#[tokio::test]
+async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
+    let Some(kit) = common::testkit_binary("the commands' rewind test") else {
+        return;
+    };
+    let repo = repo("rewind-commands");
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&repo.dir)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+    };
+    std::fs::write(repo.dir.join("old.txt"), "old\n").unwrap();
+    std::fs::write(repo.dir.join("data.txt"), "data\n").unwrap();
+    std::fs::write(repo.dir.join(".gitignore"), "node_modules/\n").unwrap();
+    std::fs::create_dir_all(repo.dir.join("node_modules")).unwrap();
+    std::fs::write(repo.dir.join("node_modules/dep.js"), "dep\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "more"]);
+    let config = repo.home.join("mcp.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
+    )
+    .unwrap();
+    let command = "rm notes.txt && printf 'gen\\n' > generated.txt && git mv old.txt new.txt && printf 'x\\n' > node_modules/dep.js";
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_b", "Bash", json!({"command": command}))
+                .tool_use(
+                    "toolu_m",
+                    "mcp__kit__write",
+                    json!({"path": repo.dir.join("data.txt"), "text": "by mcp\n"}),
+                ),
+        ),
+        Reply::turn(Turn::new().text("Tidied.")),
+        Reply::turn(Turn::new().text("Nothing to do.")),
+    ]))
+    .await
+    .unwrap();
+    let git_before = tree(&repo.dir.join(".git"), "index");
+    let run = |prompt: &'static str, first: bool| {
+        let mut args = vec![
+            "-p",
+            prompt,
+            "--allowedTools",
+            "Bash",
+            "mcp__kit__write",
+            "--mcp-config",
+            config.to_str().unwrap(),
+            // `git mv` writes `.git/index`, which the sandbox keeps read-only.
+            "--sandbox",
+            "off",
+        ];
+        args.extend(if first {
+            ["--session-id", ID]
+        } else {
+            ["--resume", ID]
+        });
+        args
+    };
+    let launch = |args: Vec<&str>| {
+        let mut command = common::command(&repo, &server);
+        command.env("MCP_STARTUP_WAIT_MS", "10000").args(args);
+        command
+    };
+    ok(&launch(run("turn 1: tidy up", true)).output().await.unwrap());
+    ok(&launch(run("turn 2: anything else", false))
+        .output()
+        .await
+        .unwrap());
+    assert_eq!(read(&repo, "notes.txt"), None);
+    assert_eq!(read(&repo, "old.txt"), None);
+    assert_eq!(read(&repo, "new.txt").as_deref(), Some("old\n"));
+    assert_eq!(read(&repo, "generated.txt").as_deref(), Some("gen\n"));
+    assert_eq!(read(&repo, "data.txt").as_deref(), Some("by mcp\n"));
+    // The snapshots never wrote the user's repository (git mv changed only its index).
+    assert_eq!(tree(&repo.dir.join(".git"), "index"), git_before);
+
+    // The list names what the command and the server changed in turn 1, nothing ignored.
+    let list = ok(&agent(&repo, &server, &["rewind", "--session", ID]).await);
+    let turn_1 = list
+        .lines()
+        .find(|line| line.contains("turn 1: tidy up"))
+        .unwrap();
+    for name in [
+        "notes.txt",
+        "generated.txt (new)",
+        "new.txt (new)",
+        "old.txt",
+        "data.txt",
+    ] {
+        assert!(turn_1.contains(name), "{name}: {list}");
+    }
+    assert!(!list.contains("node_modules"), "{list}");
+    let turn_2 = list.lines().find(|line| line.contains("turn 2:")).unwrap();
+    assert!(turn_2.contains("no file changes"), "{list}");
+
+    // Back to before turn 1: everything as it was, the ignored folder left alone.
+    let report = ok(&agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "0", "--code"],
+    )
+    .await);
+    assert_eq!(
+        read(&repo, "notes.txt").as_deref(),
+        Some("remember the milk\n"),
+        "{report}"
+    );
+    assert_eq!(read(&repo, "old.txt").as_deref(), Some("old\n"), "{report}");
+    assert_eq!(read(&repo, "new.txt"), None, "{report}");
+    assert_eq!(read(&repo, "generated.txt"), None, "{report}");
+    assert_eq!(
+        read(&repo, "data.txt").as_deref(),
+        Some("data\n"),
+        "{report}"
+    );
+    assert_eq!(read(&repo, "node_modules/dep.js").as_deref(), Some("x\n"));
+
+    // Undo: the rewound state comes back.
+    ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);
+    assert_eq!(read(&repo, "notes.txt"), None);
+    assert_eq!(read(&repo, "new.txt").as_deref(), Some("old\n"));
+    assert_eq!(read(&repo, "data.txt").as_deref(), Some("by mcp\n"));
+
+    // A file the user changed since is asked about: refused headless, --force overwrites.
+    std::fs::write(repo.dir.join("generated.txt"), "mine\n").unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["rewind", "--session", ID, "--turn", "0", "--code"],
+    )
+    .await;
+    assert_ne!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("generated.txt") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(read(&repo, "notes.txt"), None, "nothing was rewound");
+    ok(&agent(
+        &repo,
+        &server,
+        &[
+            "rewind",
+            "--session",
+            ID,
+            "--turn",
+            "0",
+            "--code",
+            "--force",
+        ],
+    )
+    .await);
+    assert_eq!(read(&repo, "generated.txt"), None);
+    assert_eq!(
+        read(&repo, "notes.txt").as_deref(),
+        Some("remember the milk\n")
+    );
 }

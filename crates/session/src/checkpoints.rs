@@ -1,4 +1,4 @@
-//! Checkpoints and rewind: what Write and Edit changed in each user turn, kept so a session
+//! Checkpoints and rewind: what each user turn changed in the workspace, kept so a session
 //! can go back to the end of any earlier turn (its files, its conversation, or both), and
 //! undo that too.
 //!
@@ -20,7 +20,8 @@
 //! checkpoint of it written after that point (it was unchanged until then), and the
 //! conversation is the history loaded from the file up to that point. "Turn N" is the point
 //! where the next turn (or rewind) began; undoing a rewind goes back to the point where it
-//! began. Changes made by Bash commands are not tracked (as in Claude Code).
+//! began. What commands and MCP servers change is found by the workspace snapshots around
+//! each turn ([`crate::snapshots`]) and recorded the same way ([`record_changes`]).
 
 use std::collections::{BTreeMap, HashSet};
 use std::fs;
@@ -232,6 +233,69 @@ impl tools::WriteJournal for Journal {
     }
 }
 
+/// Records what a turn's tools changed, as its workspace snapshots found it
+/// ([`crate::snapshots`]): for each file, its content before the turn (unless Write or Edit
+/// already kept it in this turn: theirs came first) and what the turn left. A file not kept
+/// by the snapshots is named as not saved, so the rewind list shows it and a rewind leaves it.
+///
+/// # Errors
+///
+/// When the transcript cannot be written, or a content cannot be stored.
+pub fn record_changes(
+    transcript: &Transcript,
+    journal: &Journal,
+    turn: u64,
+    changes: &crate::snapshots::TurnChanges,
+) -> anyhow::Result<()> {
+    let objects = objects_dir(&transcript.path());
+    let kept = journal
+        .kept
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for crate::snapshots::ChangedFile {
+        path,
+        before,
+        after,
+    } in &changes.files
+    {
+        if in_worktree(path) {
+            continue;
+        }
+        if !kept.contains(path) {
+            let before = keep(&objects, before.as_deref())
+                .with_context(|| format!("keeping {}", path.display()))?;
+            transcript.append_entry(
+                "system",
+                file_entry(
+                    CHECKPOINT_SUBTYPE,
+                    path,
+                    json!({"turn": turn, "before": before, "by": "snapshot"}),
+                ),
+            )?;
+        }
+        let written = match after {
+            Some(bytes) => json!({"sha256": digest(bytes)}),
+            None => json!({"absent": true}),
+        };
+        transcript.append_entry("system", file_entry(WRITTEN_SUBTYPE, path, written))?;
+    }
+    for (path, bytes) in &changes.not_kept {
+        if kept.contains(path) || in_worktree(path) {
+            continue;
+        }
+        transcript.append_entry(
+            "system",
+            file_entry(
+                CHECKPOINT_SUBTYPE,
+                path,
+                json!({"turn": turn, "before": {"bytes": bytes, "saved": false}, "by": "snapshot"}),
+            ),
+        )?;
+    }
+    Ok(())
+}
+
 /// Whether `path` is in a worktree under `.claude/worktrees/` ([`crate::worktree`]): its
 /// changes are the worktree's branch's, kept or removed with it, and a rewind of the
 /// session never writes there.
@@ -295,7 +359,8 @@ pub struct Turn {
     pub started: String,
     /// Its prompt's text (the first text block of the next user message).
     pub prompt: String,
-    /// Files Write and Edit changed in it, in order, with what a rewind of it can restore.
+    /// Files changed in it (by Write and Edit as they ran, then by anything else as its
+    /// snapshots found), in order, with what a rewind of it can restore.
     pub files: Vec<(PathBuf, Content)>,
     /// Where it began in the file.
     offset: usize,
@@ -661,7 +726,7 @@ impl FilePlan {
 /// What a rewind restores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scope {
-    /// The files Write and Edit changed.
+    /// The files the turns changed (by any tool).
     pub code: bool,
     /// The conversation.
     pub conversation: bool,
@@ -1030,7 +1095,7 @@ pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
         let _ = writeln!(text, "{}", describe_rewind(mark));
     }
     text.push_str(
-        "Changes made by commands (Bash) and MCP tools are not tracked; files over 10 MiB are not saved.\n",
+        "Files .gitignore ignores, symbolic links and files over 10 MiB are not saved; changes in folders added with --add-dir are kept only when Write or Edit made them.\n",
     );
     text
 }

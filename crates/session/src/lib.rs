@@ -108,6 +108,7 @@ pub mod sessions;
 pub mod settings;
 mod skills;
 pub mod slash;
+pub mod snapshots;
 mod status_line;
 pub mod stream_json;
 pub mod structured;

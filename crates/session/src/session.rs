@@ -232,6 +232,9 @@ struct Record {
     transcript: Option<Transcript>,
     /// Where Write and Edit record their changes (checkpoints), writing into the transcript.
     journal: Arc<crate::checkpoints::Journal>,
+    /// The workspace's snapshots around each turn that runs a tool (`None`: git is
+    /// missing or the store cannot be made).
+    snapshots: Option<Arc<crate::snapshots::Turns>>,
     /// The user turns the session has begun (numbered from 1 in its file).
     turns: u64,
     /// The history came from another tool's transcript: it is copied into our own session
@@ -1848,6 +1851,7 @@ impl Session {
         if let Some(entered) = self.tooling.gate.entered() {
             recipe.workspace = entered;
             recipe.journal = None;
+            recipe.snapshots = None;
         }
         let host = subagents::Host::new(subagents::HostParts {
             recipe,
@@ -2050,6 +2054,7 @@ impl Session {
             observer.subagent(&event);
         }
         let mut outcome = handle.await.context("the agent loop panicked")?;
+        self.record_turn_changes().await;
         if let loop_core::Terminal::ModelError(error) = &outcome.terminal {
             self.tooling
                 .hooks
@@ -2071,6 +2076,33 @@ impl Session {
 }
 
 impl Session {
+    /// What the turn's tools changed in the workspace, by its snapshots, into the transcript
+    /// ([`crate::checkpoints::record_changes`]); a failure is said, never fatal.
+    async fn record_turn_changes(&mut self) {
+        let Some(snapshots) = self.record.snapshots.clone() else {
+            return;
+        };
+        let changes = match snapshots.end().await {
+            Ok(Some(changes)) => changes,
+            Ok(None) => return,
+            Err(error) => {
+                self.notices.say(&format!(
+                    "workspace snapshot: {error}; commands' changes of this turn cannot be rewound"
+                ));
+                return;
+            }
+        };
+        let turn = self.record.turns;
+        let journal = Arc::clone(&self.record.journal);
+        let recorded = self.transcript().and_then(|transcript| {
+            crate::checkpoints::record_changes(transcript, &journal, turn, &changes)
+        });
+        if let Err(error) = recorded {
+            self.notices
+                .say(&format!("recording the turn's changes: {error:#}"));
+        }
+    }
+
     /// The UserPromptSubmit hooks on `user` (its text as `prompt`): a block or a
     /// `continue: false` refuses it ([`PromptBlocked`]); their context joins it.
     ///
@@ -2122,6 +2154,9 @@ impl Session {
         transcript.append_param(&user)?;
         self.record.turns = turn;
         self.record.journal.begin_turn(turn);
+        if let Some(snapshots) = &self.record.snapshots {
+            snapshots.begin();
+        }
         self.record.history.push(user);
         Ok(())
     }
@@ -2331,6 +2366,7 @@ impl Record {
         interactive: bool,
     ) -> anyhow::Result<(Self, String, Option<std::time::SystemTime>)> {
         let sessions = transcript::project_dir(cwd)?;
+        let shadow = sessions.join("shadow");
         let legacy = transcript::legacy_project_dir(cwd)?;
         let resumed = resume(options, &sessions, legacy.as_deref(), interactive)?;
         let record = Self {
@@ -2340,6 +2376,13 @@ impl Record {
             path: resumed.path,
             transcript: None,
             journal: Arc::default(),
+            snapshots: match crate::snapshots::Turns::new(&shadow, cwd) {
+                Ok(turns) => Some(Arc::new(turns)),
+                Err(error) => {
+                    tracing::warn!("workspace snapshots are off: {error}");
+                    None
+                }
+            },
             turns: resumed.turns,
             copy_history: resumed.copy_history,
             // A copied history (a fork, another tool's transcript) starts a file of its own,
@@ -2462,6 +2505,7 @@ impl ToolState {
             hooks: hooks.clone(),
             prelude: String::new(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
+            snapshots: record.snapshots.clone(),
             session_mode: None,
             background: background_tasks(&results_dir, &options.notices),
             web,

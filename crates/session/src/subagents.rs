@@ -304,6 +304,9 @@ pub struct Recipe {
     /// Where Write and Edit record their changes (the session's checkpoints, shared by
     /// every subagent: a rewind undoes theirs too).
     pub journal: Option<Arc<dyn tools::WriteJournal>>,
+    /// The session's workspace snapshots: every tool call, a subagent's too, waits for the
+    /// turn's before-snapshot.
+    pub snapshots: Option<Arc<crate::snapshots::Turns>>,
     /// The session's mode, which every subagent's gate follows (the stricter of the two
     /// decides): Shift+Tab to plan reaches a running subagent. `None` before the session's
     /// gate exists.
@@ -351,6 +354,10 @@ impl Recipe {
             ))
         } else {
             built.permissions.clone()
+        };
+        let gate: Arc<dyn CanUseTool> = match &self.snapshots {
+            Some(turns) => Arc::new(crate::snapshots::Gate::new(gate, Arc::clone(turns))),
+            None => gate,
         };
         let list = built.permissions.todo_list();
         let tools = built

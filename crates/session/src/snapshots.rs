@@ -1,0 +1,751 @@
+//! Workspace snapshots: what every tool changed in a turn — Bash, MCP servers, subagents,
+//! Write and Edit alike — so a rewind restores files commands created, changed, deleted or
+//! renamed, not only what Write and Edit changed.
+//!
+//! Each turn that runs a tool is bracketed by two snapshots of the workspace, taken into a
+//! shadow git object store (git's plumbing: `ls-files`, `update-index`, `write-tree`,
+//! `diff-tree`, `cat-file`), never the user's repository:
+//!
+//! - **before**: started when the turn begins, while the model is still streaming; a tool
+//!   call waits for it only if it is not done yet ([`Gate`]).
+//! - **after**: when the turn ends. The difference of the two is what the turn changed; each
+//!   changed file gets the same transcript entries a Write makes ([`crate::checkpoints`]: its
+//!   content before the turn, what the turn left), so the rewind machinery restores it,
+//!   asks about files changed since, and undoes a rewind, without knowing where a change
+//!   came from.
+//!
+//! The store is `<project>/shadow/` beside the folder's transcripts (the user's own, 0700):
+//! a bare repository with its own index (`agent-index`), shared by the folder's sessions,
+//! so a file unchanged since any earlier snapshot costs a `stat` and nothing more
+//! (content-addressed objects, git's index stat cache). Git runs with no system or global
+//! configuration, no inherited `GIT_*` variable, and attributes that store bytes exactly as
+//! they are (no end-of-line conversion, no filters); the workspace's `.git` is never read
+//! except its `info/exclude` list, and never written.
+//!
+//! What is not kept: files `.gitignore` (or `.git/info/exclude`) ignores; a file over
+//! [`MAX_SAVED_BYTES`](crate::checkpoints::MAX_SAVED_BYTES); new or changed content past
+//! [`MAX_SNAPSHOT_BYTES`] in one snapshot; symbolic links and nested repositories. A file
+//! not kept that a turn changed is named in the rewind list as not saved, and a rewind leaves
+//! it alone. A workspace with more than [`MAX_FILES`] candidate files is not snapshotted at
+//! all (the session says so once).
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsStr;
+use std::io::{BufRead as _, Read as _, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use executor::{CanUseTool, PermissionFuture, Tool, ToolCall};
+use tokio::sync::watch;
+
+use crate::checkpoints::MAX_SAVED_BYTES;
+
+/// The most new or changed content one snapshot stores: 512 MiB. Files past it (in the order
+/// git lists them) are not kept in that snapshot.
+pub const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;
+
+/// The most files a snapshot considers (new, changed or deleted since the last one; on a
+/// workspace's first snapshot, all of them): 200,000. Past it the workspace is taken for
+/// something other than a project (a home folder) and not snapshotted.
+pub const MAX_FILES: usize = 200_000;
+
+/// What went wrong with a snapshot.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// Git could not be started or failed.
+    #[error("git {what}: {why}")]
+    Git {
+        /// The command (`update-index`, ...).
+        what: &'static str,
+        /// Its message or the start error.
+        why: String,
+    },
+    /// The workspace has too many files to snapshot.
+    #[error(
+        "{count} files or more to snapshot (more than {MAX_FILES}): workspace snapshots are off for this session"
+    )]
+    TooMany {
+        /// How many were listed.
+        count: usize,
+    },
+    /// The store's folder could not be made.
+    #[error("{}: {error}", path.display())]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+}
+
+/// One snapshot of the workspace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The git tree of the files kept.
+    pub tree: String,
+    /// Files not kept (too big, past the snapshot's limit), relative to the root, with
+    /// their size and modification time (nanoseconds) then.
+    pub not_kept: BTreeMap<PathBuf, (u64, i128)>,
+}
+
+/// A file that differs between two snapshots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Relative to the root.
+    pub path: PathBuf,
+    /// Its blob before (`None`: no file, or not a regular file).
+    pub before: Option<String>,
+    /// Its blob after (`None`: no file, or not a regular file).
+    pub after: Option<String>,
+}
+
+/// The shadow store of one workspace root.
+#[derive(Clone, Debug)]
+pub struct Shadow {
+    git_dir: PathBuf,
+    root: PathBuf,
+}
+
+impl Shadow {
+    /// The store in `dir` (made on first use, the user's only) for the workspace `root`.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Io`] when the folder cannot be made; [`SnapshotError::Git`] when git
+    /// is missing or cannot make the repository.
+    pub fn open(dir: &Path, root: &Path) -> Result<Self, SnapshotError> {
+        let shadow = Self {
+            git_dir: dir.to_path_buf(),
+            root: root.to_path_buf(),
+        };
+        if !dir.join("HEAD").is_file() {
+            crate::transcript::private_dir(dir).map_err(|error| SnapshotError::Io {
+                path: dir.to_path_buf(),
+                error,
+            })?;
+            let mut init = shadow.git(&["init", "--bare", "--quiet"]);
+            init.env_remove("GIT_WORK_TREE")
+                .env_remove("GIT_INDEX_FILE");
+            let output = init.output().map_err(|error| SnapshotError::Git {
+                what: "init",
+                why: error.to_string(),
+            })?;
+            if !output.status.success() {
+                return Err(SnapshotError::Git {
+                    what: "init",
+                    why: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+                });
+            }
+        }
+        // Bytes as they are: no end-of-line conversion, no filter, whatever the workspace's
+        // .gitattributes say (info/attributes outranks them).
+        let attributes = dir.join("info").join("attributes");
+        if !attributes.is_file() {
+            std::fs::create_dir_all(dir.join("info"))
+                .and_then(|()| std::fs::write(&attributes, ATTRIBUTES))
+                .map_err(|error| SnapshotError::Io {
+                    path: attributes.clone(),
+                    error,
+                })?;
+        }
+        Ok(shadow)
+    }
+
+    /// The workspace root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A git command on the store and the workspace: no configuration but ours, no `GIT_*`
+    /// variable of the caller's.
+    fn git(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("git");
+        for (key, _) in std::env::vars_os() {
+            if key.as_bytes().starts_with(b"GIT_") {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("GIT_DIR", &self.git_dir)
+            .env("GIT_WORK_TREE", &self.root)
+            .env("GIT_INDEX_FILE", self.git_dir.join("agent-index"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("LC_ALL", "C")
+            .args([
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                "core.untrackedCache=false",
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.autocrlf=false",
+                "-c",
+                "core.symlinks=true",
+                "-c",
+                "gc.auto=0",
+            ])
+            .args(args)
+            .current_dir(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Runs `args`, with `input` on stdin; its stdout.
+    fn run(
+        &self,
+        what: &'static str,
+        args: &[&str],
+        input: Option<&[u8]>,
+    ) -> Result<Vec<u8>, SnapshotError> {
+        let fail = |why: String| SnapshotError::Git { what, why };
+        let mut command = self.git(args);
+        if input.is_some() {
+            command.stdin(Stdio::piped());
+        }
+        let mut child = command.spawn().map_err(|error| fail(error.to_string()))?;
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            // Written from a thread: git may fill its stdout before reading all of stdin.
+            let input = input.to_vec();
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            });
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|error| fail(error.to_string()))?;
+        if !output.status.success() {
+            return Err(fail(
+                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            ));
+        }
+        Ok(output.stdout)
+    }
+
+    /// Takes a snapshot: the files changed since the store's last one are stored (unchanged
+    /// ones cost a `stat`), and the tree of everything kept is written.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Git`] when git fails; [`SnapshotError::TooMany`] past [`MAX_FILES`].
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let mut args = vec![
+            "ls-files",
+            "-z",
+            "--others",
+            "--modified",
+            "--deleted",
+            "--exclude-standard",
+        ];
+        let exclude = self.root.join(".git").join("info").join("exclude");
+        let exclude_arg = format!("--exclude-from={}", exclude.display());
+        if exclude.is_file() {
+            args.push(&exclude_arg);
+        }
+        let listed = self.run("ls-files", &args, None)?;
+        let mut candidates: Vec<&[u8]> = listed
+            .split(|byte| *byte == 0)
+            .filter(|path| !path.is_empty())
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.len() > MAX_FILES {
+            return Err(SnapshotError::TooMany {
+                count: candidates.len(),
+            });
+        }
+        let mut update = Vec::new();
+        let mut drop_from_index = Vec::new();
+        let mut not_kept = BTreeMap::new();
+        let mut stored: u64 = 0;
+        for relative in candidates {
+            // A nested repository is listed as its folder: not ours to keep.
+            if relative.ends_with(b"/") {
+                continue;
+            }
+            let path = self.root.join(OsStr::from_bytes(relative));
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                update.extend_from_slice(relative); // gone: --remove drops it
+                update.push(0);
+                continue;
+            };
+            let size = meta.len();
+            if meta.is_file() && (size > MAX_SAVED_BYTES || stored + size > MAX_SNAPSHOT_BYTES) {
+                let mtime = meta.modified().ok().map_or(0, nanos);
+                not_kept.insert(PathBuf::from(OsStr::from_bytes(relative)), (size, mtime));
+                drop_from_index.extend_from_slice(relative);
+                drop_from_index.push(0);
+                continue;
+            }
+            stored += size;
+            update.extend_from_slice(relative);
+            update.push(0);
+        }
+        // Files not kept this time but kept before still carry their old size in the index:
+        // they are listed as modified again each time and dropped again (a no-op after).
+        if !update.is_empty() {
+            self.run(
+                "update-index",
+                &["update-index", "-z", "--add", "--remove", "--stdin"],
+                Some(&update),
+            )?;
+        }
+        if !drop_from_index.is_empty() {
+            self.run(
+                "update-index",
+                &["update-index", "-z", "--force-remove", "--stdin"],
+                Some(&drop_from_index),
+            )?;
+        }
+        let tree = self.run("write-tree", &["write-tree"], None)?;
+        Ok(Snapshot {
+            tree: String::from_utf8_lossy(&tree).trim().to_owned(),
+            not_kept,
+        })
+    }
+
+    /// The regular files that differ between two snapshots' trees (renames as a deletion and
+    /// a creation; symbolic links and nested repositories left out).
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Git`] when git fails.
+    pub fn changes(&self, before: &str, after: &str) -> Result<Vec<Change>, SnapshotError> {
+        if before == after {
+            return Ok(Vec::new());
+        }
+        let raw = self.run(
+            "diff-tree",
+            &["diff-tree", "-r", "-z", "--no-renames", before, after],
+            None,
+        )?;
+        // `:<mode> <mode> <blob> <blob> <status>\0<path>\0`, repeated.
+        let mut parts = raw.split(|byte| *byte == 0);
+        let mut changes = Vec::new();
+        while let (Some(head), Some(path)) = (parts.next(), parts.next()) {
+            let fields: Vec<&[u8]> = head.split(|byte| *byte == b' ').collect();
+            let [old_mode, new_mode, old_blob, new_blob, _status] = fields[..] else {
+                continue;
+            };
+            // A regular file's blob; a missing side is all zeros.
+            let blob = |mode: &[u8], blob: &[u8]| {
+                let mode = mode.strip_prefix(b":").unwrap_or(mode);
+                let regular = mode == b"100644" || mode == b"100755";
+                let blob = String::from_utf8_lossy(blob).into_owned();
+                (regular && blob.bytes().any(|byte| byte != b'0')).then_some(blob)
+            };
+            let change = Change {
+                path: PathBuf::from(OsStr::from_bytes(path)),
+                before: blob(old_mode, old_blob),
+                after: blob(new_mode, new_blob),
+            };
+            if change.before.is_some() || change.after.is_some() {
+                changes.push(change);
+            }
+        }
+        Ok(changes)
+    }
+
+    /// The contents of `blobs`, in order, through one `git cat-file --batch`.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Git`] when git fails or a blob is missing.
+    pub fn read_blobs(&self, blobs: &[&str]) -> Result<Vec<Vec<u8>>, SnapshotError> {
+        if blobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fail = |why: String| SnapshotError::Git {
+            what: "cat-file",
+            why,
+        };
+        let mut input = Vec::new();
+        for blob in blobs {
+            input.extend_from_slice(blob.as_bytes());
+            input.push(b'\n');
+        }
+        let output = self.run("cat-file", &["cat-file", "--batch"], Some(&input))?;
+        let mut reader = std::io::Cursor::new(output);
+        let mut contents = Vec::with_capacity(blobs.len());
+        for blob in blobs {
+            let mut header = String::new();
+            reader
+                .read_line(&mut header)
+                .map_err(|error| fail(error.to_string()))?;
+            let size = header
+                .trim_end()
+                .strip_prefix(&format!("{blob} blob "))
+                .and_then(|size| size.parse::<usize>().ok())
+                .ok_or_else(|| fail(format!("{blob}: {}", header.trim_end())))?;
+            let mut content = vec![0; size];
+            reader
+                .read_exact(&mut content)
+                .map_err(|error| fail(error.to_string()))?;
+            let mut newline = [0u8; 1];
+            let _ = reader.read_exact(&mut newline);
+            contents.push(content);
+        }
+        Ok(contents)
+    }
+}
+
+/// The store's attributes: bytes stored as they are.
+const ATTRIBUTES: &str = "* -text -filter -ident -diff !eol !working-tree-encoding\n";
+
+/// Nanoseconds since the epoch (negative before it), for comparing modification times.
+fn nanos(time: std::time::SystemTime) -> i128 {
+    match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(after) => i128::try_from(after.as_nanos()).unwrap_or(i128::MAX),
+        Err(before) => -i128::try_from(before.duration().as_nanos()).unwrap_or(i128::MAX),
+    }
+}
+
+/// The before-snapshot of the turn running now, as it comes.
+type Pending = watch::Receiver<Option<Arc<Result<Snapshot, SnapshotError>>>>;
+
+/// A session's workspace snapshots, turn by turn (see the module's documentation).
+#[derive(Debug)]
+pub struct Turns {
+    shadow: Shadow,
+    state: Mutex<TurnState>,
+}
+
+#[derive(Debug, Default)]
+struct TurnState {
+    /// This turn's before-snapshot.
+    before: Option<Pending>,
+    /// A tool was asked to run in this turn.
+    touched: bool,
+    /// Snapshots failed for good (said once).
+    off: bool,
+}
+
+/// A kept file a turn changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangedFile {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// Its content before the turn (`None`: no file).
+    pub before: Option<Vec<u8>>,
+    /// Its content after the turn (`None`: no file).
+    pub after: Option<Vec<u8>>,
+}
+
+/// What a turn changed, for the transcript: each file with its content before the turn
+/// (`None`: no file) and after (`None`: no file), or that it was not kept.
+#[derive(Debug, Default)]
+pub struct TurnChanges {
+    /// Kept files that changed.
+    pub files: Vec<ChangedFile>,
+    /// Files not kept that changed: absolute path and size now (0 when gone).
+    pub not_kept: Vec<(PathBuf, u64)>,
+}
+
+impl Turns {
+    /// Snapshots of `root` into the store `dir`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Shadow::open`].
+    pub fn new(dir: &Path, root: &Path) -> Result<Self, SnapshotError> {
+        Ok(Self {
+            shadow: Shadow::open(dir, root)?,
+            state: Mutex::new(TurnState::default()),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A turn begins: its before-snapshot starts on a blocking thread (needs a tokio
+    /// runtime).
+    pub fn begin(&self) {
+        let mut state = self.state();
+        state.touched = false;
+        if state.off {
+            state.before = None;
+            return;
+        }
+        let (sender, receiver) = watch::channel(None);
+        let shadow = self.shadow.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = sender.send(Some(Arc::new(shadow.snapshot())));
+        });
+        state.before = Some(receiver);
+    }
+
+    /// A tool is about to run: waits for the turn's before-snapshot.
+    pub async fn before_tool(&self) {
+        let pending = {
+            let mut state = self.state();
+            state.touched = true;
+            state.before.clone()
+        };
+        if let Some(mut pending) = pending {
+            let _ = pending.wait_for(Option::is_some).await;
+        }
+    }
+
+    /// The turn ended: if a tool ran, the after-snapshot, and what changed since the
+    /// before-snapshot. `Ok(None)`: nothing to record (no tool ran, snapshots are off).
+    ///
+    /// # Errors
+    ///
+    /// A snapshot failed (snapshots are off for the rest of the session after a
+    /// [`SnapshotError::TooMany`]).
+    pub async fn end(&self) -> Result<Option<TurnChanges>, SnapshotError> {
+        let pending = {
+            let mut state = self.state();
+            if !std::mem::take(&mut state.touched) {
+                return Ok(None);
+            }
+            state.before.take()
+        };
+        let Some(mut pending) = pending else {
+            return Ok(None);
+        };
+        let before = match pending.wait_for(Option::is_some).await {
+            Ok(value) => value.clone(),
+            Err(_) => None,
+        };
+        let Some(before) = before else {
+            return Ok(None);
+        };
+        let before = match before.as_ref() {
+            Ok(snapshot) => snapshot.clone(),
+            Err(SnapshotError::TooMany { count }) => {
+                self.state().off = true;
+                return Err(SnapshotError::TooMany { count: *count });
+            }
+            Err(error) => {
+                return Err(SnapshotError::Git {
+                    what: "snapshot",
+                    why: error.to_string(),
+                });
+            }
+        };
+        let shadow = self.shadow.clone();
+        tokio::task::spawn_blocking(move || turn_changes(&shadow, &before))
+            .await
+            .map_err(|error| SnapshotError::Git {
+                what: "snapshot",
+                why: error.to_string(),
+            })?
+    }
+}
+
+/// The after-snapshot and what changed since `before`.
+fn turn_changes(shadow: &Shadow, before: &Snapshot) -> Result<Option<TurnChanges>, SnapshotError> {
+    let after = shadow.snapshot()?;
+    let changes = shadow.changes(&before.tree, &after.tree)?;
+    let root = shadow.root();
+    let mut result = TurnChanges::default();
+    // Not kept on either side and changed (size or time), or kept on one side only: named.
+    let mut unkept: HashSet<&Path> = HashSet::new();
+    for (path, then) in &before.not_kept {
+        if after.not_kept.get(path) != Some(then) {
+            unkept.insert(path);
+        }
+    }
+    for (path, now) in &after.not_kept {
+        if before.not_kept.get(path) != Some(now) {
+            unkept.insert(path);
+        }
+    }
+    for path in unkept {
+        let size = after.not_kept.get(path).map_or(0, |(size, _)| *size);
+        result.not_kept.push((root.join(path), size));
+    }
+    result.not_kept.sort();
+    // A file not kept on either side (a kept file that grew past the limit): named as not
+    // kept, never restored from a stale copy or removed.
+    let changes: Vec<&Change> = changes
+        .iter()
+        .filter(|change| {
+            !before.not_kept.contains_key(&change.path)
+                && !after.not_kept.contains_key(&change.path)
+        })
+        .collect();
+    let blobs: Vec<&str> = changes
+        .iter()
+        .flat_map(|change| [change.before.as_deref(), change.after.as_deref()])
+        .flatten()
+        .collect();
+    let mut contents = shadow.read_blobs(&blobs)?.into_iter();
+    for change in changes {
+        let before = change.before.as_ref().and_then(|_| contents.next());
+        let after = change.after.as_ref().and_then(|_| contents.next());
+        result.files.push(ChangedFile {
+            path: root.join(&change.path),
+            before,
+            after,
+        });
+    }
+    Ok(Some(result))
+}
+
+/// A gate that waits for the turn's before-snapshot before any tool runs, then asks the
+/// gate behind it.
+pub struct Gate {
+    inner: Arc<dyn CanUseTool>,
+    turns: Arc<Turns>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("turns", &self.turns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// `inner`, behind the snapshots of `turns`.
+    pub fn new(inner: Arc<dyn CanUseTool>, turns: Arc<Turns>) -> Self {
+        Self { inner, turns }
+    }
+}
+
+impl CanUseTool for Gate {
+    fn check<'a>(&'a self, call: &'a ToolCall, tool: &'a dyn Tool) -> PermissionFuture<'a> {
+        Box::pin(async move {
+            self.turns.before_tool().await;
+            self.inner.check(call, tool).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("agent-snapshots-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        dir.canonicalize().unwrap()
+    }
+
+    fn write(root: &Path, name: &str, bytes: &[u8]) {
+        let path = root.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// Bytes are kept exactly (whatever .gitattributes say), ignored files and nested
+    /// repositories are left out, a file over the limit is named instead of kept, and two
+    /// snapshots' difference is what changed between them, contents included.
+    #[test]
+    fn snapshots_keep_exact_bytes_and_name_what_they_do_not_keep() {
+        let dir = temp("keep");
+        let root = dir.join("work");
+        write(&root, ".gitattributes", b"* text eol=lf\n");
+        write(&root, ".gitignore", b"node_modules/\n");
+        write(&root, "crlf.txt", b"one\r\ntwo\r\n");
+        write(&root, "node_modules/dep.js", b"ignored\n");
+        write(&root, "nested/inner.txt", b"theirs\n");
+        let init = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(root.join("nested"))
+            .status()
+            .unwrap();
+        assert!(init.success());
+        write(&root, "gone.txt", b"soon gone\n");
+        let big = vec![b'x'; usize::try_from(MAX_SAVED_BYTES).unwrap() + 1];
+        write(&root, "big.bin", &big);
+        let shadow = Shadow::open(&dir.join("store"), &root).unwrap();
+        let first = shadow.snapshot().unwrap();
+        assert_eq!(
+            first.not_kept.keys().collect::<Vec<_>>(),
+            [Path::new("big.bin")]
+        );
+        let listed = shadow
+            .run(
+                "ls-tree",
+                &["ls-tree", "-r", "--name-only", &first.tree],
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(listed).unwrap(),
+            ".gitattributes\n.gitignore\ncrlf.txt\ngone.txt\n"
+        );
+        // Unchanged: the same tree.
+        assert_eq!(shadow.snapshot().unwrap().tree, first.tree);
+
+        std::fs::remove_file(root.join("gone.txt")).unwrap();
+        write(&root, "crlf.txt", b"one\r\nTWO\r\n");
+        write(&root, "new.txt", b"new\n");
+        write(&root, "node_modules/dep.js", b"changed, still ignored\n");
+        let second = shadow.snapshot().unwrap();
+        let changes = shadow.changes(&first.tree, &second.tree).unwrap();
+        let paths: Vec<_> = changes.iter().map(|change| change.path.clone()).collect();
+        assert_eq!(
+            paths,
+            [
+                Path::new("crlf.txt"),
+                Path::new("gone.txt"),
+                Path::new("new.txt")
+            ]
+        );
+        let crlf = &changes[0];
+        let blobs = shadow
+            .read_blobs(&[
+                crlf.before.as_deref().unwrap(),
+                crlf.after.as_deref().unwrap(),
+            ])
+            .unwrap();
+        assert_eq!(
+            blobs,
+            [b"one\r\ntwo\r\n".to_vec(), b"one\r\nTWO\r\n".to_vec()]
+        );
+        assert!(changes[1].before.is_some() && changes[1].after.is_none());
+        assert!(changes[2].before.is_none() && changes[2].after.is_some());
+        // The workspace has no repository of its own: the store made none there.
+        assert!(!root.join(".git").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A turn that ran a tool gets its changes; a turn that ran none gets nothing.
+    #[tokio::test]
+    async fn a_turn_reports_what_changed_while_it_ran() {
+        let dir = temp("turns");
+        let root = dir.join("work");
+        write(&root, "a.txt", b"a\n");
+        let turns = Turns::new(&dir.join("store"), &root).unwrap();
+        turns.begin();
+        write(&root, "b.txt", b"b\n");
+        assert!(turns.end().await.unwrap().is_none(), "no tool ran");
+
+        turns.begin();
+        turns.before_tool().await;
+        std::fs::remove_file(root.join("a.txt")).unwrap();
+        write(&root, "b.txt", b"b2\n");
+        let changes = turns.end().await.unwrap().unwrap();
+        assert_eq!(
+            changes.files,
+            [
+                ChangedFile {
+                    path: root.join("a.txt"),
+                    before: Some(b"a\n".to_vec()),
+                    after: None
+                },
+                ChangedFile {
+                    path: root.join("b.txt"),
+                    before: Some(b"b\n".to_vec()),
+                    after: Some(b"b2\n".to_vec())
+                },
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
