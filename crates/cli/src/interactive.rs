@@ -63,6 +63,7 @@ At the prompt:
   Ctrl-C        clear the line (a second one within a second on an empty line: exit)
   Ctrl-D        exit
   Up, Down      the prompts typed before; Ctrl-R searches them
+  Esc Esc       rewind: the turns, what each changed, and what to restore (/rewind)
 Commands:";
 
 /// `/help`: the keys, the built-in commands, then the custom commands and skills.

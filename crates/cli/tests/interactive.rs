@@ -328,8 +328,14 @@ async fn prompts_share_one_history_and_approval_is_asked() {
         .collect();
     assert_eq!(transcripts.len(), 1);
     let text = std::fs::read_to_string(transcripts[0].path()).unwrap();
-    // The user context as sent, then each turn's entry and its messages (six in all).
-    assert_eq!(text.lines().count(), 9, "{text}");
+    // The user context as sent, then each turn's entry and its messages (six in all), and
+    // the file the command created, as the workspace snapshots found it (it did not exist;
+    // what the turn left).
+    assert_eq!(text.lines().count(), 11, "{text}");
+    assert!(
+        text.contains("copy.txt\",\"subtype\":\"agent_checkpoint\",\"turn\":1,\"before\":null"),
+        "{text}"
+    );
     assert_eq!(
         text.matches("\"subtype\":\"agent_turn\"").count(),
         2,
@@ -1105,6 +1111,46 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
     assert!(
         sent[0].to_string().contains("an interactive task"),
         "{sent:?}"
+    );
+}
+
+/// Esc Esc at an empty prompt opens the rewind list (as `/rewind`): choosing the turn before
+/// a command deleted a file brings the file back (the workspace snapshots kept it).
+#[tokio::test]
+async fn esc_esc_rewinds_what_a_command_did() {
+    let repo = repo("interactive-esc-esc");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use("toolu_rm", "Bash", json!({"command": "rm notes.txt"}))),
+        Reply::turn(Turn::new().text("Removed the notes.")),
+    ]))
+    .await
+    .unwrap();
+    let mut agent = command(&repo, &server);
+    agent.args(["--allowedTools", "Bash(rm:*)"]);
+    let mut terminal = Terminal::spawn(agent);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("remove the notes\r");
+    terminal.wait_for("Removed the notes.", 1).await;
+    terminal.wait_prompt(2).await;
+    assert!(!repo.dir.join("notes.txt").exists());
+    terminal.type_keys("\x1b");
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    terminal.type_keys("\x1b");
+    terminal
+        .wait_for("Rewind to the end of which turn?", 1)
+        .await;
+    let screen = terminal.text();
+    assert!(
+        screen.contains("\"remove the notes\"") && screen.contains("notes.txt"),
+        "{screen}"
+    );
+    terminal.answer("0\r").await;
+    terminal.wait_for("Restore [b]oth", 1).await;
+    terminal.answer("c\r").await;
+    terminal.wait_for("restored notes.txt", 1).await;
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
+        "remember the milk\n"
     );
 }
 

@@ -515,6 +515,7 @@ impl Tui {
             notify: config.notify,
             queued: Arc::clone(&queued),
             read: None,
+            last_esc: None,
             question: None,
             details: Vec::new(),
             pending: Vec::new(),
@@ -726,7 +727,13 @@ struct State {
     /// Finished lines not drawn yet.
     pending: Vec<String>,
     frame: usize,
+    /// When Esc was pressed at an empty prompt (a second within [`DOUBLE_ESC`] rewinds).
+    last_esc: Option<Instant>,
 }
+
+/// How soon a second Esc at an empty prompt must follow the first to open the rewind list
+/// (`/rewind`), as Esc Esc does in Claude Code.
+const DOUBLE_ESC: Duration = Duration::from_millis(800);
 
 /// What one step of the task decided.
 enum Step {
@@ -1100,6 +1107,22 @@ impl State {
             // Esc, as Ctrl-C: no answer to a question (see `interrupt`), else the turn
             // interrupted.
             KeyCode::Esc if self.question.is_some() || self.busy => self.interrupt(),
+            // Esc Esc at an empty prompt: the rewind list, as `/rewind` typed.
+            KeyCode::Esc if self.read.is_some() && self.editor.is_empty() => {
+                let now = Instant::now();
+                if self
+                    .last_esc
+                    .take()
+                    .is_some_and(|at| now.duration_since(at) < DOUBLE_ESC)
+                {
+                    if let Some(read) = self.read.take() {
+                        self.pending.push(echo("/rewind"));
+                        let _ = read.send(ReadOutcome::Line("/rewind".to_owned()));
+                    }
+                } else {
+                    self.last_esc = Some(now);
+                }
+            }
             KeyCode::BackTab if self.question.is_none() => {
                 let mode = (self.on_cycle_mode)();
                 if let Some((_, shown, _)) = &mut self.status {

@@ -14,7 +14,8 @@
 //!   rewind knows a file changed since by someone else.
 //! - `agent_rewind`: a rewind begins (`to_turn`, `code`, `conversation`, `undo`); the
 //!   checkpoints of the files it changes follow it, then, for the conversation, an
-//!   `agent_history_rewound` entry with the history it went back to.
+//!   `agent_history_rewound` entry pointing at the point of the file whose history it went
+//!   back to ([`Transcript::append_rewind`]).
 //!
 //! The state at any point of the file is thus known: a file's content there is the first
 //! checkpoint of it written after that point (it was unchanged until then), and the
@@ -912,10 +913,8 @@ pub fn rewind(
         restore(transcript, &objects, plan, &mut report)?;
     }
     if let Some(messages) = conversation {
-        transcript.record(&loop_core::HistoryEvent::Rewound {
-            turn: to_turn,
-            messages: messages.clone(),
-        })?;
+        // A pointer to the point, not a copy of its history: the file grows by one line.
+        transcript.append_rewind(to_turn, point)?;
         report.conversation = Some(messages);
         report.to_turn = to_turn;
     }
@@ -1301,6 +1300,69 @@ mod tests {
 
     /// Attack: a folder on the way to a file the agent wrote is replaced by a link to
     /// elsewhere; the rewind does not write or remove through it.
+    /// A conversation rewind adds a pointer, not a copy: twelve rewinds (and undos) of a
+    /// long history each grow the file by less than 1 % of it, and each loads the history
+    /// it went back to, as do the turns begun after them.
+    #[test]
+    fn conversation_rewinds_point_back_instead_of_copying() {
+        let dir = temp("pointers");
+        let path = dir.join("s.jsonl");
+        let transcript = Transcript::open(path.clone(), "s".into(), &dir).unwrap();
+        let mut ends = vec![Vec::new()];
+        let mut history = Vec::new();
+        let turn = |number: u64, history: &mut Vec<MessageParam>| {
+            transcript
+                .append_entry("system", json!({"subtype": TURN_SUBTYPE, "turn": number}))
+                .unwrap();
+            let prompt = MessageParam::user_text(format!("turn {number}"));
+            let answer = MessageParam {
+                role: protocol::Role::Assistant,
+                content: vec![protocol::ContentBlock::text(
+                    "x".repeat(100_000) + &number.to_string(),
+                )],
+            };
+            transcript.append_param(&prompt).unwrap();
+            transcript.append_param(&answer).unwrap();
+            history.extend([prompt, answer]);
+        };
+        for number in 1..=3 {
+            turn(number, &mut history);
+            ends.push(history.clone());
+        }
+        let conversation = Some(Scope {
+            code: false,
+            conversation: true,
+        });
+        for round in 0..6_u64 {
+            let target = round % 3 + 1;
+            for step in [Target::Turn(target), Target::UndoLast] {
+                let size = fs::metadata(&path).unwrap().len();
+                let report = rewind(&transcript, step, conversation, &mut |_| {
+                    Decision::Overwrite
+                })
+                .unwrap();
+                let grown = fs::metadata(&path).unwrap().len() - size;
+                assert!(grown * 100 < size, "{step:?}: {grown} bytes on {size}");
+                let expected = match step {
+                    Target::Turn(turn) => &ends[usize::try_from(turn).unwrap()],
+                    Target::UndoLast => &ends[3],
+                };
+                assert_eq!(report.conversation.as_ref(), Some(expected), "{step:?}");
+                let loaded = transcript::load(&path).unwrap();
+                assert_eq!(&loaded.messages, expected, "{round}: {step:?}");
+            }
+        }
+        // A turn after a rewind goes on from the rewound history.
+        rewind(&transcript, Target::Turn(1), conversation, &mut |_| {
+            Decision::Overwrite
+        })
+        .unwrap();
+        let mut after = ends[1].clone();
+        turn(4, &mut after);
+        assert_eq!(transcript::load(&path).unwrap().messages, after);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_rewind_never_writes_through_a_link() {
         let dir = temp("link");

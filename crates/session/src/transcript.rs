@@ -447,6 +447,22 @@ impl Transcript {
         }
     }
 
+    /// A conversation rewind as a pointer (ours): a `system` entry with subtype
+    /// [`REWOUND_SUBTYPE`], `turn` (the user turn whose end the history is back at) and
+    /// `to_offset`, the byte offset in this file (the start of an entry) whose history the
+    /// session goes back to; nothing is copied, so a rewind costs one line however long the
+    /// history. A loader takes the history as the file had it at that offset.
+    ///
+    /// # Errors
+    ///
+    /// When writing or syncing fails.
+    pub fn append_rewind(&self, turn: u64, to_offset: usize) -> anyhow::Result<()> {
+        self.append_entry(
+            "system",
+            json!({"subtype": REWOUND_SUBTYPE, "turn": turn, REWIND_OFFSET: to_offset}),
+        )
+    }
+
     /// A compaction, in Claude Code's shapes: a `system` entry with subtype
     /// `compact_boundary` and `compact_metadata` (`trigger`, `pre_tokens`), then the
     /// compacted history, its first (summary) message marked `isCompactSummary`. A loader
@@ -510,9 +526,14 @@ fn role_name(role: Role) -> &'static str {
 pub const REWRITTEN_SUBTYPE: &str = "agent_results_rewritten";
 
 /// The `subtype` of the `system` entry that starts the history again after a rewind (ours):
-/// `turn` (the user turn whose end the history is back at) and `history_messages`, the
-/// count of message entries that follow and are the whole history from then on.
+/// `turn` (the user turn whose end the history is back at) and either `to_offset` (the
+/// history is the file's at that byte offset: [`Transcript::append_rewind`]) or, as
+/// earlier versions wrote it, `history_messages`, the count of message entries that follow
+/// and are the whole history from then on.
 pub const REWOUND_SUBTYPE: &str = "agent_history_rewound";
+
+/// The field of a rewind entry naming the byte offset whose history it goes back to.
+const REWIND_OFFSET: &str = "to_offset";
 
 /// Whether a `system` entry's `subtype` starts the history again with the messages that
 /// follow it (a compaction or a rewind).
@@ -642,8 +663,18 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
     // middle of a character): that message is lost, the rest stands.
     let cut_last_line = !bytes.is_empty() && !bytes.ends_with(b"\n");
     let line_count = bytes.split(|byte| *byte == b'\n').count() - usize::from(!cut_last_line);
-    let mut replay = Replay::default();
+    let mut replay = Replay {
+        rewind_targets: rewind_targets(bytes),
+        ..Replay::default()
+    };
+    let mut offset = 0;
     for (number, line) in bytes.split(|byte| *byte == b'\n').enumerate() {
+        let at = offset;
+        offset += line.len() + 1;
+        if replay.rewind_targets.contains_key(&at) {
+            let settled = replay.settled();
+            replay.rewind_targets.insert(at, Some(settled));
+        }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -654,6 +685,19 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
         }
     }
     replay.finish(path)
+}
+
+/// The offsets the file's rewind entries go back to (each still to be resolved).
+fn rewind_targets(bytes: &[u8]) -> std::collections::HashMap<usize, Option<Vec<MessageParam>>> {
+    let needle = REWOUND_SUBTYPE.as_bytes();
+    bytes
+        .split(|byte| *byte == b'\n')
+        .filter(|line| line.windows(needle.len()).any(|window| window == needle))
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter_map(|entry| entry.get(REWIND_OFFSET)?.as_u64())
+        .filter_map(|offset| usize::try_from(offset).ok())
+        .map(|offset| (offset, None))
+        .collect()
 }
 
 /// A transcript read entry by entry: each entry that changes the history is decoded into the
@@ -677,6 +721,8 @@ struct Replay {
     /// The last boundary was a rewind to an empty history.
     emptied: bool,
     turns: u64,
+    /// The offsets rewind entries go back to, with the history there once it was read.
+    rewind_targets: std::collections::HashMap<usize, Option<Vec<MessageParam>>>,
 }
 
 impl Replay {
@@ -701,6 +747,22 @@ impl Replay {
     /// start, the user context; others are not the history's.
     fn system(&mut self, number: usize, subtype: Option<&str>, entry: &Value) {
         match subtype {
+            Some(REWOUND_SUBTYPE) if entry.get(REWIND_OFFSET).is_some() => {
+                let target = entry
+                    .get(REWIND_OFFSET)
+                    .and_then(Value::as_u64)
+                    .and_then(|offset| usize::try_from(offset).ok())
+                    .and_then(|offset| self.rewind_targets.get(&offset).cloned().flatten());
+                // An offset that is no entry's start before this one: a damaged entry.
+                let Some(messages) = target else {
+                    self.skipped.push(number);
+                    return;
+                };
+                self.before_boundary = std::mem::replace(&mut self.history, messages);
+                self.after_boundary = 0;
+                self.awaited = 0;
+                self.emptied = self.history.is_empty();
+            }
             subtype if is_boundary(subtype) => {
                 self.before_boundary = self.history.clone();
                 self.after_boundary = 0;
@@ -761,6 +823,17 @@ impl Replay {
             self.last_activity = Some(at);
         }
         HistoryEvent::Appended(param).apply(&mut self.history);
+    }
+
+    /// The history as the file leaves it so far, as [`Replay::finish`] would give it.
+    fn settled(&self) -> Vec<MessageParam> {
+        let history =
+            if self.after_boundary < self.awaited || (self.history.is_empty() && !self.emptied) {
+                self.before_boundary.clone()
+            } else {
+                self.history.clone()
+            };
+        context::normalize_messages(history, &mut Vec::new())
     }
 
     /// The history the file leaves, and whether a rewind emptied it.
