@@ -107,6 +107,10 @@ pub struct Change {
 pub struct Shadow {
     git_dir: PathBuf,
     root: PathBuf,
+    /// git, as found outside the workspace.
+    program: PathBuf,
+    /// One snapshot at a time (clones share it): they share the store's index.
+    busy: Arc<Mutex<()>>,
 }
 
 impl Shadow {
@@ -115,11 +119,18 @@ impl Shadow {
     /// # Errors
     ///
     /// [`SnapshotError::Io`] when the folder cannot be made; [`SnapshotError::Git`] when git
-    /// is missing or cannot make the repository.
+    /// is missing (outside the workspace) or cannot make the repository.
     pub fn open(dir: &Path, root: &Path) -> Result<Self, SnapshotError> {
+        let program =
+            tools::sandbox::env::resolve_program("git").map_err(|error| SnapshotError::Git {
+                what: "program",
+                why: error.to_string(),
+            })?;
         let shadow = Self {
             git_dir: dir.to_path_buf(),
             root: root.to_path_buf(),
+            program,
+            busy: Arc::default(),
         };
         if !dir.join("HEAD").is_file() {
             crate::transcript::private_dir(dir).map_err(|error| SnapshotError::Io {
@@ -159,10 +170,11 @@ impl Shadow {
         &self.root
     }
 
-    /// A git command on the store and the workspace: no configuration but ours, no `GIT_*`
-    /// variable of the caller's.
+    /// A git command on the store and the workspace: git as found outside the workspace
+    /// (a `bin/git` the model wrote into a folder on `PATH` never runs: it would run
+    /// unsandboxed), no configuration but ours, no `GIT_*` variable of the caller's.
     fn git(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("git");
+        let mut command = Command::new(&self.program);
         for (key, _) in std::env::vars_os() {
             if key.as_bytes().starts_with(b"GIT_") {
                 command.env_remove(key);
@@ -198,8 +210,29 @@ impl Shadow {
         command
     }
 
-    /// Runs `args`, with `input` on stdin; its stdout.
+    /// Runs `args`, with `input` on stdin; its stdout. The index locked by another process
+    /// (another session's snapshot of the same folder) is waited for, up to 2 s.
     fn run(
+        &self,
+        what: &'static str,
+        args: &[&str],
+        input: Option<&[u8]>,
+    ) -> Result<Vec<u8>, SnapshotError> {
+        let mut attempt = 0;
+        loop {
+            match self.run_once(what, args, input) {
+                Err(SnapshotError::Git { why, .. })
+                    if attempt < 100 && why.contains("index.lock") =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn run_once(
         &self,
         what: &'static str,
         args: &[&str],
@@ -236,6 +269,7 @@ impl Shadow {
     ///
     /// [`SnapshotError::Git`] when git fails; [`SnapshotError::TooMany`] past [`MAX_FILES`].
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let _one_at_a_time = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
         let mut args = vec![
             "ls-files",
             "-z",
@@ -625,6 +659,8 @@ impl CanUseTool for Gate {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write as _;
+
     use super::*;
 
     fn temp(name: &str) -> PathBuf {
@@ -712,6 +748,51 @@ mod tests {
         assert!(changes[2].before.is_none() && changes[2].after.is_some());
         // The workspace has no repository of its own: the store made none there.
         assert!(!root.join(".git").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Attack: the workspace's own repository names a clean filter (for every file, by
+    /// .gitattributes) and an fsmonitor program, each of which would leave a marker file:
+    /// the snapshots run neither, and store the bytes as they are.
+    #[test]
+    fn a_hostile_repository_cannot_make_the_snapshots_run_a_program() {
+        let dir = temp("hostile");
+        let root = dir.join("work");
+        let init = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&root)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let filter_marker = dir.join("filter-ran");
+        let monitor_marker = dir.join("fsmonitor-ran");
+        let mut config = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join(".git/config"))
+            .unwrap();
+        write!(
+            config,
+            "[filter \"evil\"]\n\tclean = \"touch {} && cat\"\n\tsmudge = cat\n\trequired = true\n[core]\n\tfsmonitor = \"touch {}\"\n\thooksPath = hooks\n",
+            filter_marker.display(),
+            monitor_marker.display()
+        )
+        .unwrap();
+        write(&root, ".gitattributes", b"* filter=evil\n");
+        write(&root, "data.txt", b"exact bytes\r\n");
+        let shadow = Shadow::open(&dir.join("store"), &root).unwrap();
+        let snapshot = shadow.snapshot().unwrap();
+        write(&root, "data.txt", b"changed\r\n");
+        let after = shadow.snapshot().unwrap();
+        let changes = shadow.changes(&snapshot.tree, &after.tree).unwrap();
+        assert_eq!(changes.len(), 1);
+        let blobs = shadow
+            .read_blobs(&[changes[0].before.as_deref().unwrap()])
+            .unwrap();
+        assert_eq!(blobs, [b"exact bytes\r\n".to_vec()]);
+        assert!(!filter_marker.exists(), "the workspace's filter ran");
+        assert!(!monitor_marker.exists(), "the workspace's fsmonitor ran");
+        // The workspace's own repository is as it was: no index written by the snapshots.
+        assert!(!root.join(".git/index").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
