@@ -346,7 +346,7 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
         json!({"mcpServers": {"kit": {"command": kit, "args": ["mcp-server"]}}}).to_string(),
     )
     .unwrap();
-    let command = "rm notes.txt && printf 'gen\\n' > generated.txt && git mv old.txt new.txt && printf 'x\\n' > node_modules/dep.js";
+    let command = "rm notes.txt && printf 'gen\\n' > generated.txt && git mv old.txt new.txt && printf 'x\\n' > node_modules/dep.js && head -c 11000000 /dev/zero > big.bin";
     let server = Server::start_tls(Script::new(vec![
         Reply::turn(
             Turn::new()
@@ -417,6 +417,10 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
         assert!(turn_1.contains(name), "{name}: {list}");
     }
     assert!(!list.contains("node_modules"), "{list}");
+    assert!(
+        turn_1.contains("big.bin (over 10 MiB: not saved)"),
+        "{list}"
+    );
     let turn_2 = list.lines().find(|line| line.contains("turn 2:")).unwrap();
     assert!(turn_2.contains("no file changes"), "{list}");
 
@@ -441,6 +445,11 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
         "{report}"
     );
     assert_eq!(read(&repo, "node_modules/dep.js").as_deref(), Some("x\n"));
+    // A file not kept is left as it is, never removed.
+    assert_eq!(
+        std::fs::metadata(repo.dir.join("big.bin")).unwrap().len(),
+        11_000_000
+    );
 
     // Undo: the rewound state comes back.
     ok(&agent(&repo, &server, &["rewind", "--session", ID, "--undo"]).await);

@@ -715,10 +715,10 @@ impl FilePlan {
     /// Why the file cannot be put back, if it cannot.
     fn obstacle(&self) -> Option<String> {
         match (&self.target, &self.now) {
-            (_, Disk::Other(reason)) => Some(reason.clone()),
             (Content::NotSaved(bytes), _) => Some(format!(
                 "{bytes} bytes then: over 10 MiB, its content was not saved"
             )),
+            (_, Disk::Other(reason)) => Some(reason.clone()),
             _ => None,
         }
     }
@@ -852,8 +852,10 @@ pub fn rewind(
     let mut report = Report::default();
     // Files changed since the session last touched them, and files that became something
     // a rewind does not write (a link, a folder): asked about, refused headless.
+    // A file whose content then was not saved is left whatever it holds now: nothing to ask.
     let conflicts: Vec<&FilePlan> = plans
         .iter()
+        .filter(|plan| !matches!(plan.target, Content::NotSaved(_)))
         .filter(|plan| plan.changed_outside || matches!(plan.now, Disk::Other(_)))
         .collect();
     let decision = if conflicts.is_empty() {
