@@ -23,7 +23,7 @@
 //! except its `info/exclude` list, and never written.
 //!
 //! What is not kept: files `.gitignore` (or `.git/info/exclude`) ignores; a file over
-//! [`MAX_SAVED_BYTES`](crate::checkpoints::MAX_SAVED_BYTES); new or changed content past
+//! [`MAX_SAVED_BYTES`]; new or changed content past
 //! [`MAX_SNAPSHOT_BYTES`] in one snapshot; symbolic links and nested repositories. A file
 //! not kept that a turn changed is named in the rewind list as not saved, and a rewind leaves
 //! it alone. A workspace with more than [`MAX_FILES`] candidate files is not snapshotted at
