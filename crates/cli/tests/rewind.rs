@@ -492,3 +492,170 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
         Some("remember the milk\n")
     );
 }
+
+/// Attack: the agent is killed (SIGKILL) at points spread over a turn whose Write replaces a
+/// file that has a second name: whenever it dies, the file holds the old content or the
+/// new, whole, and both names are still one file (Write copies in place, by a process that
+/// outlives the agent, when a rename would split the link).
+#[tokio::test]
+async fn a_killed_write_leaves_the_old_or_the_new_file_and_keeps_its_links() {
+    use std::os::unix::fs::MetadataExt as _;
+    let repo = repo("rewind-kill-write");
+    let old: String = (0..1000)
+        .map(|n| format!("{n:05} {}\n", "o".repeat(93)))
+        .collect();
+    let new: String = (0..1000)
+        .map(|n| format!("{n:05} {}\n", "n".repeat(93)))
+        .collect();
+    let turns = || {
+        vec![
+            Reply::turn(Turn::new().tool_use("toolu_r", "Read", json!({"file_path": "big.txt"}))),
+            Reply::turn(Turn::new().tool_use(
+                "toolu_w",
+                "Write",
+                json!({"file_path": "big.txt", "content": new}),
+            )),
+            Reply::turn(Turn::new().text("Rewrote it.")),
+        ]
+    };
+    let reset = || {
+        let _ = std::fs::remove_file(repo.dir.join("alias.txt"));
+        std::fs::write(repo.dir.join("big.txt"), &old).unwrap();
+        std::fs::hard_link(repo.dir.join("big.txt"), repo.dir.join("alias.txt")).unwrap();
+    };
+    // One whole run, for its length.
+    reset();
+    let server = Server::start_tls(Script::new(turns())).await.unwrap();
+    let started = std::time::Instant::now();
+    let args = ["-p", "rewrite big.txt", "--permission-mode", "acceptEdits"];
+    ok(&agent(&repo, &server, &args).await);
+    let whole = started.elapsed();
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("alias.txt")).unwrap(),
+        new
+    );
+    let mut outcomes = (0, 0);
+    for step in 0..24_u32 {
+        reset();
+        let server = Server::start_tls(Script::new(turns())).await.unwrap();
+        let mut child = common::command(&repo, &server).args(args).spawn().unwrap();
+        tokio::time::sleep(whole * step / 20).await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        // A copy the agent started finishes without it.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let content = std::fs::read_to_string(repo.dir.join("big.txt")).unwrap();
+        let (big, alias) = (
+            std::fs::metadata(repo.dir.join("big.txt")).unwrap(),
+            std::fs::metadata(repo.dir.join("alias.txt")).unwrap(),
+        );
+        assert_eq!(big.ino(), alias.ino(), "step {step}: the link was split");
+        if content == old {
+            outcomes.0 += 1;
+        } else {
+            assert_eq!(content, new, "step {step}: a torn file");
+            outcomes.1 += 1;
+        }
+    }
+    // Killed both before and after the write.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+}
+
+/// As a normal user (run as `nobody` when the tests run as root; skipped otherwise): Write
+/// keeps the owner of a file the user may write but does not own (root's, group-writable),
+/// and the second name of the user's own file.
+#[tokio::test]
+async fn as_a_normal_user_write_keeps_owners_and_links() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let repo = repo("rewind-normal-user");
+    if std::fs::metadata(&repo.dir).unwrap().uid() != 0 {
+        eprintln!("NOTE: the normal-user test runs when the tests run as root (to become nobody)");
+        return;
+    }
+    let Ok(setpriv) = which("setpriv") else {
+        assert!(
+            !std::env::var("CI").is_ok_and(|ci| ci == "true"),
+            "CI needs setpriv (util-linux)"
+        );
+        eprintln!("NOTE: the normal-user test needs setpriv");
+        return;
+    };
+    let (nobody, nogroup) = (65534, 65534);
+    std::fs::write(repo.dir.join("shared.txt"), "root's\n").unwrap();
+    std::fs::write(repo.dir.join("mine.txt"), "mine\n").unwrap();
+    std::fs::hard_link(repo.dir.join("mine.txt"), repo.dir.join("mine-alias.txt")).unwrap();
+    let base = repo.dir.parent().unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(base)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    std::os::unix::fs::chown(repo.dir.join("shared.txt"), Some(0), Some(nogroup)).unwrap();
+    std::fs::set_permissions(
+        repo.dir.join("shared.txt"),
+        std::fs::Permissions::from_mode(0o664),
+    )
+    .unwrap();
+    // The binary where nobody may run it.
+    let binary = base.join("agent");
+    std::fs::copy(env!("CARGO_BIN_EXE_agent"), &binary).unwrap();
+    let write = |id: &str, path: &str, content: &str| {
+        Turn::new().tool_use(id, "Write", json!({"file_path": path, "content": content}))
+    };
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(
+            Turn::new()
+                .tool_use("toolu_r1", "Read", json!({"file_path": "shared.txt"}))
+                .tool_use("toolu_r2", "Read", json!({"file_path": "mine.txt"})),
+        ),
+        Reply::turn(
+            write("toolu_w1", "shared.txt", "changed by nobody\n").tool_use(
+                "toolu_w2",
+                "Write",
+                json!({"file_path": "mine.txt", "content": "mine, changed\n"}),
+            ),
+        ),
+        Reply::turn(Turn::new().text("Both written.")),
+    ]))
+    .await
+    .unwrap();
+    let mut command = tokio::process::Command::new(setpriv);
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&binary);
+    common::Launch::new(&repo, &server).apply(&mut command);
+    std::os::unix::fs::chown(repo.home.join("ca.pem"), Some(nobody), Some(nogroup)).unwrap();
+    let output = command
+        .args(["-p", "write both", "--permission-mode", "acceptEdits"])
+        .output()
+        .await
+        .unwrap();
+    ok(&output);
+    let shared = std::fs::metadata(repo.dir.join("shared.txt")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("shared.txt")).unwrap(),
+        "changed by nobody\n"
+    );
+    assert_eq!(
+        (shared.uid(), shared.gid()),
+        (0, nogroup),
+        "root's file stays root's"
+    );
+    assert_eq!(shared.permissions().mode() & 0o7777, 0o664);
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("mine-alias.txt")).unwrap(),
+        "mine, changed\n",
+        "still one file with two names"
+    );
+    let mine = std::fs::metadata(repo.dir.join("mine.txt")).unwrap();
+    assert_eq!((mine.uid(), mine.nlink()), (nobody, 2));
+}
+
+/// The absolute path of `program` on `PATH`.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .ok_or(())
+}

@@ -1015,37 +1015,14 @@ fn restore(
     Ok(())
 }
 
-/// Replaces `path` with `bytes` through a temporary file in its folder and a rename (creating
-/// missing folders, keeping an existing file's permissions).
+/// Replaces `path` with `bytes`, creating missing folders, as Write does
+/// ([`tools::replace_file`]: never torn, keeping the file's mode, owner, group and hard
+/// links).
 fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(std::io::Error::other("the path names no file"));
-    };
-    fs::create_dir_all(dir)?;
-    let permissions = fs::symlink_metadata(path)
-        .ok()
-        .map(|meta| meta.permissions());
-    let temporary = dir.join(format!(
-        ".{}.{}.rewind",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
-        }
-        file.sync_all()?;
-        fs::rename(&temporary, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temporary);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
     }
-    result
+    tools::replace_file(path, bytes)
 }
 
 /// The rewind list: one line per turn (number, start, files changed, prompt) and per rewind,

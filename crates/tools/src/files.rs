@@ -185,9 +185,9 @@ impl PreparedWrite {
     }
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename),
-/// creating missing parent directories, keeping an existing file's permissions, and records
-/// the new content as read. `previous` is the content being replaced (`None`: no file):
+/// Writes `bytes` to `path` ([`replace_file`]: never torn, keeping the file's mode, owner,
+/// group and hard links), creating missing parent directories, and records the new content
+/// as read. `previous` is the content being replaced (`None`: no file):
 /// the session's [`crate::WriteJournal`] keeps it before anything changes.
 ///
 /// # Errors
@@ -214,7 +214,7 @@ pub(crate) fn write_and_record(
     }
     match (editor(shared), std::str::from_utf8(bytes)) {
         (Some(editor), Ok(text)) => editor_write(editor, path, text)?,
-        _ => write_atomic(path, bytes).map_err(|error| io_error("write", path, &error))?,
+        _ => replace_file(path, bytes).map_err(|error| io_error("write", path, &error))?,
     }
     if let Some(journal) = &shared.journal {
         journal.after_write(path, bytes);
@@ -231,9 +231,27 @@ pub(crate) fn write_and_record(
     Ok(())
 }
 
-/// Replaces `path` with `bytes` through a temporary file and a rename, so readers see the
-/// old or the new content, never a mix. Keeps the permissions of the file it replaces.
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Replaces the file at `path` (resolved: no link at its end) with `bytes`, keeping what
+/// makes it the same file: its mode, owner and group, and its other names (hard links).
+///
+/// Both this and a crash never leaving a torn file hold at once this way: the new content
+/// is first written whole to a temporary file in the same folder and synced. A file with
+/// one name whose owner and group the temporary file can take (always as root; as a user,
+/// for their own files in a group of theirs) is then replaced by a rename: readers and a
+/// crash see the old or the new content. A file with other names (or an owner the
+/// temporary file cannot take) must keep its inode, so the temporary file's content is
+/// copied over it in place, by `cp` in a process group of its own, which then removes the
+/// temporary file: a kill of the agent at any point leaves the old content (before the copy
+/// starts) or the new (the copy runs to its end without the agent), and Ctrl-C at the
+/// terminal does not reach it. Only a power cut during that copy can leave it torn; the
+/// session's checkpoint of the old content (taken before any write) brings it back.
+///
+/// # Errors
+///
+/// I/O errors; a copy that failed (the file is then as `cp` left it, the temporary file
+/// removed).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::new(
@@ -241,8 +259,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             "the path names no file",
         ));
     };
-    let permissions = match fs::metadata(path) {
-        Ok(metadata) => Some(metadata.permissions()),
+    let existing = match fs::metadata(path) {
+        Ok(metadata) => Some(metadata),
         Err(error) if error.kind() == io::ErrorKind::NotFound => None,
         Err(error) => return Err(error),
     };
@@ -268,17 +286,60 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     };
     let result = (|| {
         file.write_all(bytes)?;
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
+        let mut in_place = false;
+        if let Some(existing) = &existing {
+            // Owner and group first: taking them clears set-id bits the mode puts back.
+            let created = file.metadata()?;
+            if (created.uid(), created.gid()) != (existing.uid(), existing.gid())
+                && std::os::unix::fs::fchown(&file, Some(existing.uid()), Some(existing.gid()))
+                    .is_err()
+            {
+                in_place = true;
+            }
+            file.set_permissions(existing.permissions())?;
+            in_place |= existing.nlink() > 1;
         }
         file.sync_all()?;
         drop(file);
-        fs::rename(&temporary, path)
+        if in_place {
+            copy_in_place(&temporary, path)
+        } else {
+            fs::rename(&temporary, path)
+        }
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temporary);
     }
     result
+}
+
+/// Copies `temporary` over `path` (same inode) and removes it, in a process of its own
+/// group that outlives the agent (see [`replace_file`]).
+fn copy_in_place(temporary: &Path, path: &Path) -> io::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    let program = |name: &str| {
+        sandbox::env::resolve_program(name).map_err(|error| io::Error::other(error.to_string()))
+    };
+    let status = std::process::Command::new(program("sh")?)
+        .arg("-c")
+        .arg(r#""$0" -- "$2" "$3" && exec rm -f -- "$2""#)
+        .arg(program("cp")?)
+        .arg("agent-write")
+        .arg(temporary)
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .output()?;
+    if status.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "copying the new content over the file in place: {}",
+            String::from_utf8_lossy(&status.stderr).trim()
+        )))
+    }
 }
 
 #[cfg(test)]
@@ -290,13 +351,50 @@ mod tests {
     use super::*;
     use crate::testutil::TempDir;
 
+    /// A file with another name stays one file with two names; its mode, owner and group
+    /// stay (a file of another owner: as root, the tests' usual user here; as another user
+    /// the rename path keeps their own files' owner and the in-place copy the rest).
+    #[test]
+    fn a_replaced_file_keeps_its_links_mode_and_owner() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = TempDir::new("files-identity");
+        let path = dir.path().join("notes.txt");
+        let other = dir.path().join("other-name.txt");
+        fs::write(&path, "old contents, longer than the new\n").unwrap();
+        fs::hard_link(&path, &other).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        let running_as_root = fs::metadata(dir.path()).unwrap().uid() == 0;
+        if running_as_root {
+            std::os::unix::fs::chown(&path, Some(4242), Some(4343)).unwrap();
+        }
+        let before = fs::metadata(&path).unwrap();
+        replace_file(&path, b"new\n").unwrap();
+        let after = fs::metadata(&path).unwrap();
+        assert_eq!(fs::read_to_string(&other).unwrap(), "new\n", "still linked");
+        assert_eq!(after.ino(), before.ino());
+        assert_eq!(after.nlink(), 2);
+        assert_eq!(after.permissions().mode() & 0o7777, 0o640);
+        assert_eq!((after.uid(), after.gid()), (before.uid(), before.gid()));
+        // One name, another owner (as root): replaced by a rename, owner and mode kept.
+        fs::remove_file(&other).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o4755)).unwrap();
+        replace_file(&path, b"newer\n").unwrap();
+        let renamed = fs::metadata(&path).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "newer\n");
+        assert_eq!((renamed.uid(), renamed.gid()), (before.uid(), before.gid()));
+        assert_eq!(renamed.permissions().mode() & 0o7777, 0o4755);
+        // No temporary file is left either way.
+        let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(entries.len(), 1);
+    }
+
     #[test]
     fn atomic_write_keeps_permissions_and_leaves_no_temporary() {
         let dir = TempDir::new("files-atomic");
         let path = dir.path().join("script.sh");
         fs::write(&path, "old").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).unwrap();
-        write_atomic(&path, b"new").unwrap();
+        replace_file(&path, b"new").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,

@@ -104,7 +104,7 @@ mod write;
 pub use bash::kill_running_commands;
 pub use edit::preview as preview_edit;
 pub use error::Error;
-pub use files::EditorFiles;
+pub use files::{EditorFiles, replace_file};
 pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{

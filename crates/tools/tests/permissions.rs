@@ -506,6 +506,24 @@ async fn symbolic_links_cannot_lead_outside() {
             .await,
         "1\tinner"
     );
+    // A link to a file inside: Write changes the file it names, and the link stays a link.
+    std::os::unix::fs::symlink(
+        env.ws().join("real/inner.txt"),
+        env.ws().join("file-inside"),
+    )
+    .unwrap();
+    env.ok("Read", json!({"file_path": "file-inside"})).await;
+    env.ok(
+        "Write",
+        json!({"file_path": "file-inside", "content": "changed\n"}),
+    )
+    .await;
+    let link = std::fs::symlink_metadata(env.ws().join("file-inside")).unwrap();
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+    assert_eq!(
+        std::fs::read_to_string(env.ws().join("real/inner.txt")).unwrap(),
+        "changed\n"
+    );
 }
 
 #[tokio::test]
