@@ -50,7 +50,7 @@ fn change(work: &Path, round: u64) {
 fn snapshots(c: &mut Criterion) {
     let base = tree();
     let work = base.join("work");
-    let shadow = Shadow::open(&base.join("store"), &work).unwrap();
+    let shadow = Shadow::open(&base.join("store"), &work);
     black_box(shadow.snapshot().unwrap());
     let mut group = c.benchmark_group("snapshots_10k_files");
     group

@@ -232,9 +232,8 @@ struct Record {
     transcript: Option<Transcript>,
     /// Where Write and Edit record their changes (checkpoints), writing into the transcript.
     journal: Arc<crate::checkpoints::Journal>,
-    /// The workspace's snapshots around each turn that runs a tool (`None`: git is
-    /// missing or the store cannot be made).
-    snapshots: Option<Arc<crate::snapshots::Turns>>,
+    /// The workspace's snapshots around each turn that runs a tool.
+    snapshots: Arc<crate::snapshots::Turns>,
     /// The user turns the session has begun (numbered from 1 in its file).
     turns: u64,
     /// The history came from another tool's transcript: it is copied into our own session
@@ -2079,16 +2078,11 @@ impl Session {
     /// What the turn's tools changed in the workspace, by its snapshots, into the transcript
     /// ([`crate::checkpoints::record_changes`]); a failure is said, never fatal.
     async fn record_turn_changes(&mut self) {
-        let Some(snapshots) = self.record.snapshots.clone() else {
-            return;
-        };
-        let changes = match snapshots.end().await {
+        let changes = match self.record.snapshots.end().await {
             Ok(Some(changes)) => changes,
             Ok(None) => return,
             Err(error) => {
-                self.notices.say(&format!(
-                    "workspace snapshot: {error}; commands' changes of this turn cannot be rewound"
-                ));
+                self.notices.say(&format!("workspace snapshot: {error}"));
                 return;
             }
         };
@@ -2154,9 +2148,7 @@ impl Session {
         transcript.append_param(&user)?;
         self.record.turns = turn;
         self.record.journal.begin_turn(turn);
-        if let Some(snapshots) = &self.record.snapshots {
-            snapshots.begin();
-        }
+        self.record.snapshots.begin();
         self.record.history.push(user);
         Ok(())
     }
@@ -2376,13 +2368,7 @@ impl Record {
             path: resumed.path,
             transcript: None,
             journal: Arc::default(),
-            snapshots: match crate::snapshots::Turns::new(&shadow, cwd) {
-                Ok(turns) => Some(Arc::new(turns)),
-                Err(error) => {
-                    tracing::warn!("workspace snapshots are off: {error}");
-                    None
-                }
-            },
+            snapshots: Arc::new(crate::snapshots::Turns::new(&shadow, cwd)),
             turns: resumed.turns,
             copy_history: resumed.copy_history,
             // A copied history (a fork, another tool's transcript) starts a file of its own,
@@ -2505,7 +2491,7 @@ impl ToolState {
             hooks: hooks.clone(),
             prelude: String::new(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
-            snapshots: record.snapshots.clone(),
+            snapshots: Some(Arc::clone(&record.snapshots)),
             session_mode: None,
             background: background_tasks(&results_dir, &options.notices),
             web,

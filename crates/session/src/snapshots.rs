@@ -51,6 +51,12 @@ pub const MAX_SNAPSHOT_BYTES: u64 = 512 << 20;
 /// something other than a project (a home folder) and not snapshotted.
 pub const MAX_FILES: usize = 200_000;
 
+/// How long a tool call waits for its turn's before-snapshot: 10 s. A workspace's first
+/// snapshot hashes every file (seconds for a large one); past this the call runs, and what
+/// the turn's tools change cannot be rewound (said at the turn's end). The snapshot goes on
+/// in the background, so the next turn's is incremental.
+pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What went wrong with a snapshot.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -64,13 +70,21 @@ pub enum SnapshotError {
         why: String,
     },
     /// The workspace has too many files to snapshot.
-    #[error(
-        "{count} files or more to snapshot (more than {MAX_FILES}): workspace snapshots are off for this session"
-    )]
+    #[error("{count} files or more to snapshot (more than {MAX_FILES})")]
     TooMany {
         /// How many were listed.
         count: usize,
     },
+    /// A snapshot failed: snapshots are off for the rest of the session.
+    #[error(
+        "{0}; workspace snapshots are off for this session (commands' changes cannot be rewound, Write's and Edit's can)"
+    )]
+    Off(String),
+    /// The turn's before-snapshot was not ready within the wait ([`MAX_WAIT`] by default).
+    #[error(
+        "the workspace snapshot was not ready in time (a large workspace's first): this turn's changes by commands cannot be rewound; the next turns' can"
+    )]
+    Slow,
     /// The store's folder could not be made.
     #[error("{}: {error}", path.display())]
     Io {
@@ -107,37 +121,33 @@ pub struct Change {
 pub struct Shadow {
     git_dir: PathBuf,
     root: PathBuf,
-    /// git, as found outside the workspace.
-    program: PathBuf,
     /// One snapshot at a time (clones share it): they share the store's index.
     busy: Arc<Mutex<()>>,
 }
 
 impl Shadow {
-    /// The store in `dir` (made on first use, the user's only) for the workspace `root`.
-    ///
-    /// # Errors
-    ///
-    /// [`SnapshotError::Io`] when the folder cannot be made; [`SnapshotError::Git`] when git
-    /// is missing (outside the workspace) or cannot make the repository.
-    pub fn open(dir: &Path, root: &Path) -> Result<Self, SnapshotError> {
-        let program =
-            tools::sandbox::env::resolve_program("git").map_err(|error| SnapshotError::Git {
-                what: "program",
-                why: error.to_string(),
-            })?;
-        let shadow = Self {
+    /// The store in `dir` (made by the first snapshot, the user's only) for the workspace
+    /// `root`. Nothing is run or written until then (git is looked for then too: after the
+    /// session fixed where programs are found).
+    pub fn open(dir: &Path, root: &Path) -> Self {
+        Self {
             git_dir: dir.to_path_buf(),
             root: root.to_path_buf(),
-            program,
             busy: Arc::default(),
-        };
+        }
+    }
+
+    /// Makes the store on first use: a bare repository, the user's only, whose attributes
+    /// store bytes as they are (no end-of-line conversion, no filter, whatever the
+    /// workspace's .gitattributes say: info/attributes outranks them).
+    fn prepare(&self) -> Result<(), SnapshotError> {
+        let dir = &self.git_dir;
         if !dir.join("HEAD").is_file() {
             crate::transcript::private_dir(dir).map_err(|error| SnapshotError::Io {
-                path: dir.to_path_buf(),
+                path: dir.clone(),
                 error,
             })?;
-            let mut init = shadow.git(&["init", "--bare", "--quiet"]);
+            let mut init = self.git(&["init", "--bare", "--quiet"])?;
             init.env_remove("GIT_WORK_TREE")
                 .env_remove("GIT_INDEX_FILE");
             let output = init.output().map_err(|error| SnapshotError::Git {
@@ -151,8 +161,6 @@ impl Shadow {
                 });
             }
         }
-        // Bytes as they are: no end-of-line conversion, no filter, whatever the workspace's
-        // .gitattributes say (info/attributes outranks them).
         let attributes = dir.join("info").join("attributes");
         if !attributes.is_file() {
             std::fs::create_dir_all(dir.join("info"))
@@ -162,7 +170,7 @@ impl Shadow {
                     error,
                 })?;
         }
-        Ok(shadow)
+        Ok(())
     }
 
     /// The workspace root.
@@ -173,8 +181,13 @@ impl Shadow {
     /// A git command on the store and the workspace: git as found outside the workspace
     /// (a `bin/git` the model wrote into a folder on `PATH` never runs: it would run
     /// unsandboxed), no configuration but ours, no `GIT_*` variable of the caller's.
-    fn git(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(&self.program);
+    fn git(&self, args: &[&str]) -> Result<Command, SnapshotError> {
+        let program =
+            tools::sandbox::env::resolve_program("git").map_err(|error| SnapshotError::Git {
+                what: "program",
+                why: error.to_string(),
+            })?;
+        let mut command = Command::new(program);
         for (key, _) in std::env::vars_os() {
             if key.as_bytes().starts_with(b"GIT_") {
                 command.env_remove(key);
@@ -207,7 +220,7 @@ impl Shadow {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        command
+        Ok(command)
     }
 
     /// Runs `args`, with `input` on stdin; its stdout. The index locked by another process
@@ -239,7 +252,7 @@ impl Shadow {
         input: Option<&[u8]>,
     ) -> Result<Vec<u8>, SnapshotError> {
         let fail = |why: String| SnapshotError::Git { what, why };
-        let mut command = self.git(args);
+        let mut command = self.git(args)?;
         if input.is_some() {
             command.stdin(Stdio::piped());
         }
@@ -270,22 +283,34 @@ impl Shadow {
     /// [`SnapshotError::Git`] when git fails; [`SnapshotError::TooMany`] past [`MAX_FILES`].
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
         let _one_at_a_time = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut args = vec![
-            "ls-files",
-            "-z",
-            "--others",
-            "--modified",
-            "--deleted",
-            "--exclude-standard",
-        ];
+        self.prepare()?;
+        let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
         let exclude = self.root.join(".git").join("info").join("exclude");
         let exclude_arg = format!("--exclude-from={}", exclude.display());
         if exclude.is_file() {
             args.push(&exclude_arg);
         }
-        let listed = self.run("ls-files", &args, None)?;
-        let mut candidates: Vec<&[u8]> = listed
+        // The two listings at once: the changed tracked files (a `stat` of each) and the new
+        // ones (a walk of the folders).
+        let (changed, new) = std::thread::scope(|scope| {
+            let changed = scope.spawn(|| {
+                self.run(
+                    "ls-files",
+                    &["ls-files", "-z", "--modified", "--deleted"],
+                    None,
+                )
+            });
+            let new = self.run("ls-files", &args, None);
+            (changed.join(), new)
+        });
+        let changed = changed.map_err(|_| SnapshotError::Git {
+            what: "ls-files",
+            why: "its thread panicked".into(),
+        })??;
+        let new = new?;
+        let mut candidates: Vec<&[u8]> = changed
             .split(|byte| *byte == 0)
+            .chain(new.split(|byte| *byte == 0))
             .filter(|path| !path.is_empty())
             .collect();
         candidates.sort_unstable();
@@ -310,6 +335,13 @@ impl Shadow {
                 update.push(0);
                 continue;
             };
+            // A folder where a file was (its files are listed on their own), a FIFO, a
+            // socket, a device: nothing to keep, and never opened.
+            if !meta.is_file() && !meta.file_type().is_symlink() {
+                drop_from_index.extend_from_slice(relative);
+                drop_from_index.push(0);
+                continue;
+            }
             let size = meta.len();
             if meta.is_file() && (size > MAX_SAVED_BYTES || stored + size > MAX_SNAPSHOT_BYTES) {
                 let mtime = meta.modified().ok().map_or(0, nanos);
@@ -322,20 +354,29 @@ impl Shadow {
             update.extend_from_slice(relative);
             update.push(0);
         }
-        // Files not kept this time but kept before still carry their old size in the index:
-        // they are listed as modified again each time and dropped again (a no-op after).
-        if !update.is_empty() {
-            self.run(
-                "update-index",
-                &["update-index", "-z", "--add", "--remove", "--stdin"],
-                Some(&update),
-            )?;
-        }
+        // Dropped first: a folder now where a file was holds files to add. (Files not kept
+        // this time but kept before are listed as modified again each time and dropped
+        // again, a no-op after.) `--replace`: a file where a folder was, or the reverse,
+        // replaces the entries it conflicts with.
         if !drop_from_index.is_empty() {
             self.run(
                 "update-index",
                 &["update-index", "-z", "--force-remove", "--stdin"],
                 Some(&drop_from_index),
+            )?;
+        }
+        if !update.is_empty() {
+            self.run(
+                "update-index",
+                &[
+                    "update-index",
+                    "-z",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "--stdin",
+                ],
+                Some(&update),
             )?;
         }
         let tree = self.run("write-tree", &["write-tree"], None)?;
@@ -449,6 +490,8 @@ type Pending = watch::Receiver<Option<Arc<Result<Snapshot, SnapshotError>>>>;
 pub struct Turns {
     shadow: Shadow,
     state: Mutex<TurnState>,
+    /// How long a tool call waits for the before-snapshot.
+    max_wait: std::time::Duration,
 }
 
 #[derive(Debug, Default)]
@@ -457,6 +500,8 @@ struct TurnState {
     before: Option<Pending>,
     /// A tool was asked to run in this turn.
     touched: bool,
+    /// A tool call stopped waiting for the before-snapshot ([`MAX_WAIT`]).
+    abandoned: bool,
     /// Snapshots failed for good (said once).
     off: bool,
 }
@@ -483,16 +528,21 @@ pub struct TurnChanges {
 }
 
 impl Turns {
-    /// Snapshots of `root` into the store `dir`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Shadow::open`].
-    pub fn new(dir: &Path, root: &Path) -> Result<Self, SnapshotError> {
-        Ok(Self {
-            shadow: Shadow::open(dir, root)?,
+    /// Snapshots of `root` into the store `dir` ([`Shadow::open`]).
+    pub fn new(dir: &Path, root: &Path) -> Self {
+        Self {
+            shadow: Shadow::open(dir, root),
             state: Mutex::new(TurnState::default()),
-        })
+            max_wait: MAX_WAIT,
+        }
+    }
+
+    /// Tool calls wait at most `wait` for the turn's before-snapshot [default:
+    /// [`MAX_WAIT`]].
+    #[must_use]
+    pub fn with_max_wait(mut self, wait: std::time::Duration) -> Self {
+        self.max_wait = wait;
+        self
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, TurnState> {
@@ -504,6 +554,7 @@ impl Turns {
     pub fn begin(&self) {
         let mut state = self.state();
         state.touched = false;
+        state.abandoned = false;
         if state.off {
             state.before = None;
             return;
@@ -516,15 +567,19 @@ impl Turns {
         state.before = Some(receiver);
     }
 
-    /// A tool is about to run: waits for the turn's before-snapshot.
+    /// A tool is about to run: waits for the turn's before-snapshot, at most [`MAX_WAIT`].
     pub async fn before_tool(&self) {
         let pending = {
             let mut state = self.state();
             state.touched = true;
-            state.before.clone()
+            state.before.clone().filter(|_| !state.abandoned)
         };
         if let Some(mut pending) = pending {
-            let _ = pending.wait_for(Option::is_some).await;
+            let waited =
+                tokio::time::timeout(self.max_wait, pending.wait_for(Option::is_some)).await;
+            if waited.is_err() {
+                self.state().abandoned = true;
+            }
         }
     }
 
@@ -541,6 +596,10 @@ impl Turns {
             if !std::mem::take(&mut state.touched) {
                 return Ok(None);
             }
+            if std::mem::take(&mut state.abandoned) {
+                state.before = None;
+                return Err(SnapshotError::Slow);
+            }
             state.before.take()
         };
         let Some(mut pending) = pending else {
@@ -553,17 +612,13 @@ impl Turns {
         let Some(before) = before else {
             return Ok(None);
         };
+        // A snapshot that fails (git missing, too many files, a store that cannot be
+        // written) is said once: snapshots are off for the rest of the session.
         let before = match before.as_ref() {
             Ok(snapshot) => snapshot.clone(),
-            Err(SnapshotError::TooMany { count }) => {
-                self.state().off = true;
-                return Err(SnapshotError::TooMany { count: *count });
-            }
             Err(error) => {
-                return Err(SnapshotError::Git {
-                    what: "snapshot",
-                    why: error.to_string(),
-                });
+                self.state().off = true;
+                return Err(SnapshotError::Off(error.to_string()));
             }
         };
         let shadow = self.shadow.clone();
@@ -698,7 +753,7 @@ mod tests {
         write(&root, "gone.txt", b"soon gone\n");
         let big = vec![b'x'; usize::try_from(MAX_SAVED_BYTES).unwrap() + 1];
         write(&root, "big.bin", &big);
-        let shadow = Shadow::open(&dir.join("store"), &root).unwrap();
+        let shadow = Shadow::open(&dir.join("store"), &root);
         let first = shadow.snapshot().unwrap();
         assert_eq!(
             first.not_kept.keys().collect::<Vec<_>>(),
@@ -779,7 +834,7 @@ mod tests {
         .unwrap();
         write(&root, ".gitattributes", b"* filter=evil\n");
         write(&root, "data.txt", b"exact bytes\r\n");
-        let shadow = Shadow::open(&dir.join("store"), &root).unwrap();
+        let shadow = Shadow::open(&dir.join("store"), &root);
         let snapshot = shadow.snapshot().unwrap();
         write(&root, "data.txt", b"changed\r\n");
         let after = shadow.snapshot().unwrap();
@@ -796,13 +851,67 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A file that became a folder, a folder that became a file, and a FIFO: snapshots go
+    /// on (the FIFO is never opened), and the differences are the files.
+    #[test]
+    fn files_and_folders_trade_places() {
+        let dir = temp("trade");
+        let root = dir.join("work");
+        write(&root, "x", b"a file\n");
+        write(&root, "y/inner.txt", b"in a folder\n");
+        let shadow = Shadow::open(&dir.join("store"), &root);
+        let first = shadow.snapshot().unwrap();
+        std::fs::remove_file(root.join("x")).unwrap();
+        write(&root, "x/now.txt", b"now a folder\n");
+        std::fs::remove_dir_all(root.join("y")).unwrap();
+        write(&root, "y", b"now a file\n");
+        let fifo = Command::new("mkfifo")
+            .arg(root.join("pipe"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let second = shadow.snapshot().unwrap();
+        let paths: Vec<PathBuf> = shadow
+            .changes(&first.tree, &second.tree)
+            .unwrap()
+            .into_iter()
+            .map(|change| change.path)
+            .collect();
+        let expected: Vec<PathBuf> = ["x", "x/now.txt", "y", "y/inner.txt"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(paths, expected);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A before-snapshot slower than the wait does not hold the tool call: the call goes on,
+    /// and the turn's end says its changes cannot be rewound. (A 1 ms wait: git's first
+    /// snapshot of a thousand files takes far longer.)
+    #[tokio::test]
+    async fn a_slow_first_snapshot_does_not_hold_the_tools() {
+        let dir = temp("slow");
+        let root = dir.join("work");
+        for n in 0..1000 {
+            write(&root, &format!("f{n}.txt"), format!("{n}\n").as_bytes());
+        }
+        let turns = Turns::new(&dir.join("store"), &root)
+            .with_max_wait(std::time::Duration::from_millis(1));
+        turns.begin();
+        let started = std::time::Instant::now();
+        turns.before_tool().await;
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(matches!(turns.end().await, Err(SnapshotError::Slow)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A turn that ran a tool gets its changes; a turn that ran none gets nothing.
     #[tokio::test]
     async fn a_turn_reports_what_changed_while_it_ran() {
         let dir = temp("turns");
         let root = dir.join("work");
         write(&root, "a.txt", b"a\n");
-        let turns = Turns::new(&dir.join("store"), &root).unwrap();
+        let turns = Turns::new(&dir.join("store"), &root);
         turns.begin();
         write(&root, "b.txt", b"b\n");
         assert!(turns.end().await.unwrap().is_none(), "no tool ran");
