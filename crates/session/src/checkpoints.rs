@@ -936,7 +936,7 @@ fn restore(
     // that cannot be written stops the rewind (what it did must be on record).
     let mut leave = |reason: String| report.left.push((path.clone(), reason));
     let current = match &plan.now {
-        Disk::File(_) => match fs::read(path) {
+        Disk::File(_) => match read_file(path) {
             Ok(bytes) => Some(bytes),
             Err(error) => {
                 leave(format!("reading it: {error}"));
@@ -997,13 +997,9 @@ fn restore(
             report.restored.push(path.clone());
         }
         None => {
-            match fs::remove_file(path) {
-                Ok(()) => {}
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => {
-                    leave(format!("removing it: {error}"));
-                    return Ok(());
-                }
+            if let Err(error) = remove_file(path) {
+                leave(format!("removing it: {error}"));
+                return Ok(());
             }
             transcript.append_entry(
                 "system",
@@ -1015,14 +1011,41 @@ fn restore(
     Ok(())
 }
 
-/// Replaces `path` with `bytes`, creating missing folders, as Write does
-/// ([`tools::replace_file`]: never torn, keeping the file's mode, owner, group and hard
-/// links).
+// A rewind reads, writes and removes files through their folder as opened from `/` with no
+// link followed ([`tools::open_parent`]): the paths recorded are resolved ones, so a link on
+// the way is something that changed since (a command swapping a folder for a link to
+// `$HOME` while the rewind runs), and nothing goes through it.
+
+/// The content of `path`, read without following a link on the way.
+fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let (folder, name) = tools::open_parent(Path::new("/"), path, false)?;
+    let fd = nix::fcntl::openat(
+        &folder,
+        name.as_os_str(),
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    let mut bytes = Vec::new();
+    fs::File::from(fd).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Replaces `path` with `bytes`, making missing folders, as Write does
+/// ([`tools::replace_file_at`]: never torn, keeping the file's mode, owner, group and hard
+/// links), without following a link on the way.
 fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+    let (folder, name) = tools::open_parent(Path::new("/"), path, true)?;
+    tools::replace_file_at(&folder, &name, bytes)
+}
+
+/// Removes the file `path` (gone already: no error), without following a link on the way.
+fn remove_file(path: &Path) -> std::io::Result<()> {
+    match tools::open_parent(Path::new("/"), path, false) {
+        Ok((folder, name)) => tools::remove_file_at(&folder, &name),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
     }
-    tools::replace_file(path, bytes)
 }
 
 /// The rewind list: one line per turn (number, start, files changed, prompt) and per rewind,
@@ -1339,6 +1362,42 @@ mod tests {
         let mut after = ends[1].clone();
         turn(4, &mut after);
         assert_eq!(transcript::load(&path).unwrap().messages, after);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// From an attack: a command swaps a folder for a link to elsewhere while a rewind runs
+    /// (after its checks). Every write, removal and read of a rewind goes through the folder
+    /// as opened from `/` without following links, so with the link in place each of them
+    /// fails and nothing outside is touched.
+    #[test]
+    fn a_folder_swapped_for_a_link_takes_no_write_or_removal_elsewhere() {
+        let dir = temp("swapped");
+        let outside = dir.join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join(".bashrc"), "theirs").unwrap();
+        let workspace = dir.join("ws");
+        fs::create_dir_all(&workspace).unwrap();
+        std::os::unix::fs::symlink(&outside, workspace.join("d")).unwrap();
+        let path = workspace.join("d/.bashrc");
+        assert!(write_file(&path, b"echo PWNED").is_err());
+        assert!(remove_file(&path).is_err());
+        assert!(read_file(&path).is_err());
+        assert!(write_file(&workspace.join("d/new/file"), b"x").is_err());
+        assert_eq!(
+            fs::read_to_string(outside.join(".bashrc")).unwrap(),
+            "theirs"
+        );
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            1,
+            "nothing made there"
+        );
+        // Without the link, the same calls work.
+        fs::remove_file(workspace.join("d")).unwrap();
+        write_file(&path, b"ours").unwrap();
+        assert_eq!(read_file(&path).unwrap(), b"ours");
+        remove_file(&path).unwrap();
+        assert!(!path.exists());
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -1,9 +1,14 @@
 //! Writing files safely: read-before-write checks and atomic replacement.
 
-use std::fs::{self, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs;
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode;
 
 use executor::ToolError;
 
@@ -231,113 +236,235 @@ pub(crate) fn write_and_record(
     Ok(())
 }
 
-/// Replaces the file at `path` (resolved: no link at its end) with `bytes`, keeping what
-/// makes it the same file: its mode, owner and group, and its other names (hard links).
-///
-/// Both this and a crash never leaving a torn file hold at once this way: the new content
-/// is first written whole to a temporary file in the same folder and synced. A file with
-/// one name whose owner and group the temporary file can take (always as root; as a user,
-/// for their own files in a group of theirs) is then replaced by a rename: readers and a
-/// crash see the old or the new content. A file with other names (or an owner the
-/// temporary file cannot take) must keep its inode, so the temporary file's content is
-/// copied over it in place, by `cp` in a process group of its own, which then removes the
-/// temporary file: a kill of the agent at any point leaves the old content (before the copy
-/// starts) or the new (the copy runs to its end without the agent), and Ctrl-C at the
-/// terminal does not reach it. Only a power cut during that copy can leave it torn; the
-/// session's checkpoint of the old content (taken before any write) brings it back.
+/// Replaces the file at `path` (resolved: no link at its end) with `bytes`
+/// ([`replace_file_at`] in its folder, opened by name).
 ///
 /// # Errors
 ///
-/// I/O errors; a copy that failed (the file is then as `cp` left it, the temporary file
-/// removed).
+/// I/O errors, as [`replace_file_at`].
 pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt as _;
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "the path names no file",
         ));
     };
-    let existing = match fs::metadata(path) {
-        Ok(metadata) => Some(metadata),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-        Err(error) => return Err(error),
+    let folder = nix::fcntl::open(
+        dir,
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    replace_file_at(&folder, name, bytes)
+}
+
+/// The folder holding `path`, opened by walking down from `root` (an ancestor of `path`)
+/// one name at a time, none of them followed if it is a link (`O_NOFOLLOW`), missing ones
+/// made when `create`; with the file's name. What is then done through the folder stays in
+/// it, whatever is renamed or linked in the workspace meanwhile: a folder swapped for a
+/// link to elsewhere after a check cannot take a write there.
+///
+/// # Errors
+///
+/// `path` not under `root`; a link or a non-folder on the way (`ELOOP`, `ENOTDIR`); I/O
+/// errors.
+pub fn open_parent(root: &Path, path: &Path, create: bool) -> io::Result<(OwnedFd, OsString)> {
+    let relative = path.strip_prefix(root).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not under {}", path.display(), root.display()),
+        )
+    })?;
+    let mut parts: Vec<&OsStr> = Vec::new();
+    for part in relative.components() {
+        match part {
+            std::path::Component::Normal(name) => parts.push(name),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: not a plain path under its root", path.display()),
+                ));
+            }
+        }
+    }
+    let Some(name) = parts.pop() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path names no file",
+        ));
     };
-    let mut attempts = 0;
-    let (temporary, mut file) = loop {
-        let temporary = dir.join(format!(
-            ".{}.{}-{}.tmp",
-            name.to_string_lossy(),
+    let flags = OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+    let mut folder = nix::fcntl::open(root, flags, Mode::empty()).map_err(io::Error::from)?;
+    for part in parts {
+        let next = nix::fcntl::openat(&folder, part, flags | OFlag::O_NOFOLLOW, Mode::empty());
+        folder = match next {
+            Ok(next) => next,
+            Err(nix::errno::Errno::ENOENT) if create => {
+                match nix::sys::stat::mkdirat(&folder, part, Mode::from_bits_truncate(0o777)) {
+                    Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+                    Err(error) => return Err(error.into()),
+                }
+                nix::fcntl::openat(&folder, part, flags | OFlag::O_NOFOLLOW, Mode::empty())
+                    .map_err(io::Error::from)?
+            }
+            Err(error) => return Err(error.into()),
+        };
+    }
+    Ok((folder, name.to_owned()))
+}
+
+/// Removes the file `name` of `folder` (never a folder, never through a link: a link there
+/// is removed itself). A file already gone is no error.
+///
+/// # Errors
+///
+/// I/O errors.
+pub fn remove_file_at(folder: &OwnedFd, name: &OsStr) -> io::Result<()> {
+    match nix::unistd::unlinkat(folder, name, nix::unistd::UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(nix::errno::Errno::ENOENT) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Replaces the file `name` of `folder` with `bytes`, keeping what makes it the same file:
+/// its mode, owner and group, and its other names (hard links). Every step is relative to
+/// `folder` and never follows a link at `name`.
+///
+/// Both this and a crash never leaving a torn file hold at once this way: the new content
+/// is first written whole to a temporary file in the same folder and synced. A file with
+/// one name whose owner and group the temporary file can take (always as root; as a user,
+/// for their own files in a group of theirs) is then replaced by a rename: readers and a
+/// crash see the old or the new content. A file with other names (or an owner the
+/// temporary file cannot take) must keep its inode, so the new content is copied over it in
+/// place by `cat` (and `truncate` when it is shorter) in a process group of its own, given
+/// both files already open (the temporary one's name is removed before it starts): a kill
+/// of the agent at any point leaves the old content (before the copy starts) or the new (the
+/// copy runs to its end without the agent), and Ctrl-C at the terminal does not reach it.
+/// Only a power cut during that copy can leave it torn; the session's checkpoint of the old
+/// content (taken before any write) brings it back.
+///
+/// # Errors
+///
+/// I/O errors; a copy that failed (the file is then as the copy left it).
+pub fn replace_file_at(folder: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let existing = match nix::sys::stat::fstatat(folder, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) if stat.st_mode & libc_mode::S_IFMT == libc_mode::S_IFLNK => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the file is now a link: not written through",
+            ));
+        }
+        Ok(stat) => Some(stat),
+        Err(nix::errno::Errno::ENOENT) => None,
+        Err(error) => return Err(error.into()),
+    };
+    // A short name of its own (a long file name plus a suffix could pass the limit).
+    let (temporary, file) = loop {
+        let temporary = OsString::from(format!(
+            ".agent-write-{}-{}.tmp",
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)
-        {
-            Ok(file) => break (temporary, file),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
-                attempts += 1;
-            }
-            Err(error) => return Err(error),
+        match nix::fcntl::openat(
+            folder,
+            temporary.as_os_str(),
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o666),
+        ) {
+            Ok(fd) => break (temporary, fs::File::from(fd)),
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(error) => return Err(error.into()),
         }
     };
-    let result = (|| {
-        file.write_all(bytes)?;
-        let mut in_place = false;
-        if let Some(existing) = &existing {
-            // Owner and group first: taking them clears set-id bits the mode puts back.
-            let created = file.metadata()?;
-            if (created.uid(), created.gid()) != (existing.uid(), existing.gid())
-                && std::os::unix::fs::fchown(&file, Some(existing.uid()), Some(existing.gid()))
-                    .is_err()
-            {
-                in_place = true;
-            }
-            file.set_permissions(existing.permissions())?;
-            in_place |= existing.nlink() > 1;
-        }
-        file.sync_all()?;
-        drop(file);
-        if in_place {
-            copy_in_place(&temporary, path)
-        } else {
-            fs::rename(&temporary, path)
-        }
-    })();
+    let result = write_then_swap(folder, name, &temporary, file, existing.as_ref(), bytes);
     if result.is_err() {
-        let _ = fs::remove_file(&temporary);
+        let _ = nix::unistd::unlinkat(
+            folder,
+            temporary.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
     }
     result
 }
 
-/// Copies `temporary` over `path` (same inode) and removes it, in a process of its own
-/// group that outlives the agent (see [`replace_file`]).
-fn copy_in_place(temporary: &Path, path: &Path) -> io::Result<()> {
+/// The file types of `st_mode` (as `<sys/stat.h>` defines them).
+mod libc_mode {
+    pub(super) const S_IFMT: u32 = 0o170_000;
+    pub(super) const S_IFLNK: u32 = 0o120_000;
+}
+
+/// [`replace_file_at`]'s steps once the temporary file is open.
+fn write_then_swap(
+    folder: &OwnedFd,
+    name: &OsStr,
+    temporary: &OsStr,
+    mut file: fs::File,
+    existing: Option<&nix::sys::stat::FileStat>,
+    bytes: &[u8],
+) -> io::Result<()> {
+    file.write_all(bytes)?;
+    let mut in_place = false;
+    if let Some(existing) = existing {
+        // Owner and group first: taking them clears set-id bits the mode puts back.
+        let (uid, gid) = (
+            nix::unistd::Uid::from_raw(existing.st_uid),
+            nix::unistd::Gid::from_raw(existing.st_gid),
+        );
+        let created = nix::sys::stat::fstat(&file).map_err(io::Error::from)?;
+        if (created.st_uid, created.st_gid) != (existing.st_uid, existing.st_gid)
+            && nix::unistd::fchown(&file, Some(uid), Some(gid)).is_err()
+        {
+            in_place = true;
+        }
+        nix::sys::stat::fchmod(&file, Mode::from_bits_truncate(existing.st_mode & 0o7777))
+            .map_err(io::Error::from)?;
+        in_place |= existing.st_nlink > 1;
+    }
+    file.sync_all()?;
+    if !in_place {
+        drop(file);
+        return nix::fcntl::renameat(folder, temporary, folder, name).map_err(io::Error::from);
+    }
+    let target = nix::fcntl::openat(
+        folder,
+        name,
+        OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    // Nothing is left behind by name: the copy has both files open.
+    nix::unistd::unlinkat(folder, temporary, nix::unistd::UnlinkatFlags::NoRemoveDir)
+        .map_err(io::Error::from)?;
+    std::io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
+    copy_in_place(file, fs::File::from(target), bytes.len())
+}
+
+/// Copies `source` over `target` from its start and cuts it at `len`, in a process of its
+/// own group that outlives the agent (see [`replace_file_at`]).
+fn copy_in_place(source: fs::File, target: fs::File, len: usize) -> io::Result<()> {
     use std::os::unix::process::CommandExt as _;
     let program = |name: &str| {
         sandbox::env::resolve_program(name).map_err(|error| io::Error::other(error.to_string()))
     };
-    let status = std::process::Command::new(program("sh")?)
+    let output = std::process::Command::new(program("sh")?)
         .arg("-c")
-        .arg(r#""$0" -- "$2" "$3" && exec rm -f -- "$2""#)
-        .arg(program("cp")?)
+        .arg(r#""$1" && exec "$2" -s "$3" /proc/self/fd/1"#)
         .arg("agent-write")
-        .arg(temporary)
-        .arg(path)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .arg(program("cat")?)
+        .arg(program("truncate")?)
+        .arg(len.to_string())
+        .stdin(source)
+        .stdout(target)
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .output()?;
-    if status.status.success() {
+    if output.status.success() {
         Ok(())
     } else {
         Err(io::Error::other(format!(
             "copying the new content over the file in place: {}",
-            String::from_utf8_lossy(&status.stderr).trim()
+            String::from_utf8_lossy(&output.stderr).trim()
         )))
     }
 }
