@@ -281,9 +281,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List a session's turns, or go back to the end of one: its files (what Write and Edit
-    /// changed; not what commands did), its conversation, or both (the default). A rewind
-    /// can be undone with `--undo`.
+    /// List a session's turns, or go back to the end of one: its files (what any tool
+    /// changed: Write and Edit, commands, MCP servers; not what .gitignore ignores), its
+    /// conversation, or both (the default). A rewind can be undone with `--undo`.
     #[command(group(clap::ArgGroup::new("target").args(["turn", "undo"])))]
     Rewind {
         /// The session's id (`agent sessions` lists them).

@@ -57,6 +57,15 @@ pub const MAX_FILES: usize = 200_000;
 /// in the background, so the next turn's is incremental.
 pub const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long one git command of a snapshot may run: 60 s (a workspace's first snapshot
+/// hashes every file; past this something blocks it).
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most file content (before and after, summed) one turn's changes keep in the
+/// transcript's checkpoints: 256 MiB. Past it, the rest of the changed files are named as not
+/// saved (memory and disk stay bounded when a turn deletes or rewrites gigabytes).
+pub const MAX_TURN_BYTES: u64 = 256 << 20;
+
 /// What went wrong with a snapshot.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -100,6 +109,8 @@ pub enum SnapshotError {
 pub struct Snapshot {
     /// The git tree of the files kept.
     pub tree: String,
+    /// When it began.
+    pub taken: std::time::SystemTime,
     /// Files not kept (too big, past the snapshot's limit), relative to the root, with
     /// their size and modification time (nanoseconds) then.
     pub not_kept: BTreeMap<PathBuf, (u64, i128)>,
@@ -123,6 +134,8 @@ pub struct Shadow {
     root: PathBuf,
     /// One snapshot at a time (clones share it): they share the store's index.
     busy: Arc<Mutex<()>>,
+    /// How long one git command may run.
+    git_timeout: std::time::Duration,
 }
 
 impl Shadow {
@@ -134,7 +147,15 @@ impl Shadow {
             git_dir: dir.to_path_buf(),
             root: root.to_path_buf(),
             busy: Arc::default(),
+            git_timeout: GIT_TIMEOUT,
         }
+    }
+
+    /// One git command may run at most `timeout` [default: 60 s].
+    #[must_use]
+    pub fn with_git_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.git_timeout = timeout;
+        self
     }
 
     /// Makes the store on first use: a bare repository, the user's only, whose attributes
@@ -264,9 +285,29 @@ impl Shadow {
                 let _ = stdin.write_all(&input);
             });
         }
-        let output = child
-            .wait_with_output()
-            .map_err(|error| fail(error.to_string()))?;
+        // Never waited for forever: a FIFO where git opens a file (a `.gitignore`) blocks it.
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let timeout = self.git_timeout;
+        let watchdog = std::thread::spawn(move || {
+            if finished.recv_timeout(timeout).is_err() {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                return true;
+            }
+            false
+        });
+        let output = child.wait_with_output();
+        let _ = done.send(());
+        let killed = watchdog.join().unwrap_or(false);
+        if killed {
+            // Ours: snapshots are one at a time in this process.
+            let _ = std::fs::remove_file(self.git_dir.join("agent-index.lock"));
+            return Err(fail(format!(
+                "stopped after {} s (a FIFO or a device where git reads a file?)",
+                timeout.as_secs_f32()
+            )));
+        }
+        let output = output.map_err(|error| fail(error.to_string()))?;
         if !output.status.success() {
             return Err(fail(
                 String::from_utf8_lossy(&output.stderr).trim().to_owned(),
@@ -283,6 +324,7 @@ impl Shadow {
     /// [`SnapshotError::Git`] when git fails; [`SnapshotError::TooMany`] past [`MAX_FILES`].
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
         let _one_at_a_time = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        let taken = std::time::SystemTime::now();
         self.prepare()?;
         let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
         let exclude = self.root.join(".git").join("info").join("exclude");
@@ -330,6 +372,13 @@ impl Shadow {
                 continue;
             }
             let path = self.root.join(OsStr::from_bytes(relative));
+            // Behind a link or a file now (a folder swapped for a link): gone as far as the
+            // workspace goes, and never read through.
+            if behind_link(&self.root, Path::new(OsStr::from_bytes(relative))) {
+                drop_from_index.extend_from_slice(relative);
+                drop_from_index.push(0);
+                continue;
+            }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 update.extend_from_slice(relative); // gone: --remove drops it
                 update.push(0);
@@ -382,6 +431,7 @@ impl Shadow {
         let tree = self.run("write-tree", &["write-tree"], None)?;
         Ok(Snapshot {
             tree: String::from_utf8_lossy(&tree).trim().to_owned(),
+            taken,
             not_kept,
         })
     }
@@ -428,6 +478,34 @@ impl Shadow {
         Ok(changes)
     }
 
+    /// The sizes of `blobs`, through one `git cat-file --batch-check`.
+    ///
+    /// # Errors
+    ///
+    /// [`SnapshotError::Git`] when git fails.
+    pub fn blob_sizes(
+        &self,
+        blobs: &[&str],
+    ) -> Result<std::collections::HashMap<String, u64>, SnapshotError> {
+        if blobs.is_empty() {
+            return Ok(std::collections::HashMap::new());
+        }
+        let mut input = Vec::new();
+        for blob in blobs {
+            input.extend_from_slice(blob.as_bytes());
+            input.push(b'\n');
+        }
+        let output = self.run("cat-file", &["cat-file", "--batch-check"], Some(&input))?;
+        Ok(String::from_utf8_lossy(&output)
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split(' ');
+                let (blob, _, size) = (fields.next()?, fields.next()?, fields.next()?);
+                Some((blob.to_owned(), size.parse().ok()?))
+            })
+            .collect())
+    }
+
     /// The contents of `blobs`, in order, through one `git cat-file --batch`.
     ///
     /// # Errors
@@ -469,6 +547,30 @@ impl Shadow {
         }
         Ok(contents)
     }
+}
+
+/// Whether the status of the file at `path` changed at or after `since` (its `ctime`); a
+/// file that cannot be read counts as changed.
+fn changed_since(path: &Path, since: std::time::SystemTime) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return true;
+    };
+    let ctime = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+    ctime >= nanos(since)
+}
+
+/// Whether a folder on the way from `root` to `relative` is not a real folder (a link, a
+/// file, or missing).
+fn behind_link(root: &Path, relative: &Path) -> bool {
+    let mut folder = root.to_path_buf();
+    let Some(parent) = relative.parent() else {
+        return false;
+    };
+    parent.components().any(|part| {
+        folder.push(part);
+        !std::fs::symlink_metadata(&folder).is_ok_and(|meta| meta.is_dir())
+    })
 }
 
 /// The store's attributes: bytes stored as they are.
@@ -656,20 +758,52 @@ fn turn_changes(shadow: &Shadow, before: &Snapshot) -> Result<Option<TurnChanges
     result.not_kept.sort();
     // A file not kept on either side (a kept file that grew past the limit): named as not
     // kept, never restored from a stale copy or removed.
+    // A file new to the snapshots whose status has not changed since before the turn (its
+    // `ctime`, which no program can set back) was there all along, left out only because it
+    // was ignored (a turn that emptied `.gitignore`): not the turn's, and never removed by
+    // a rewind as "made by it".
     let changes: Vec<&Change> = changes
         .iter()
         .filter(|change| {
             !before.not_kept.contains_key(&change.path)
                 && !after.not_kept.contains_key(&change.path)
         })
+        .filter(|change| {
+            change.before.is_some() || changed_since(&root.join(&change.path), before.taken)
+        })
         .collect();
-    let blobs: Vec<&str> = changes
+    // The contents read into memory for the transcript's checkpoints are bounded: files past
+    // the turn's budget are named as not saved instead (a turn that deleted gigabytes).
+    let all: Vec<&str> = changes
+        .iter()
+        .flat_map(|change| [change.before.as_deref(), change.after.as_deref()])
+        .flatten()
+        .collect();
+    let sizes = shadow.blob_sizes(&all)?;
+    let mut budget = MAX_TURN_BYTES;
+    let mut kept = Vec::new();
+    for change in changes {
+        let size: u64 = [change.before.as_deref(), change.after.as_deref()]
+            .into_iter()
+            .flatten()
+            .map(|blob| sizes.get(blob).copied().unwrap_or(0))
+            .sum();
+        if size > budget {
+            let now =
+                std::fs::symlink_metadata(root.join(&change.path)).map_or(0, |meta| meta.len());
+            result.not_kept.push((root.join(&change.path), now));
+            continue;
+        }
+        budget -= size;
+        kept.push(change);
+    }
+    let blobs: Vec<&str> = kept
         .iter()
         .flat_map(|change| [change.before.as_deref(), change.after.as_deref()])
         .flatten()
         .collect();
     let mut contents = shadow.read_blobs(&blobs)?.into_iter();
-    for change in changes {
+    for change in kept {
         let before = change.before.as_ref().and_then(|_| contents.next());
         let after = change.after.as_ref().and_then(|_| contents.next());
         result.files.push(ChangedFile {
@@ -902,6 +1036,63 @@ mod tests {
         turns.before_tool().await;
         assert!(started.elapsed() < std::time::Duration::from_secs(1));
         assert!(matches!(turns.end().await, Err(SnapshotError::Slow)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// From an attack: a folder of tracked files swapped for a link to elsewhere does not
+    /// stop the snapshots (its files are gone from the workspace, nothing is read through
+    /// the link), and a FIFO named `.gitignore` (git would wait on it forever) fails the
+    /// snapshot after its time instead of hanging it.
+    #[test]
+    fn links_and_fifos_neither_stop_nor_hang_snapshots() {
+        let dir = temp("hostile-paths");
+        let root = dir.join("work");
+        write(&root, "d/f", b"tracked\n");
+        write(&dir, "outside/f", b"outside\n");
+        let shadow = Shadow::open(&dir.join("store"), &root)
+            .with_git_timeout(std::time::Duration::from_secs(1));
+        let first = shadow.snapshot().unwrap();
+        std::fs::remove_dir_all(root.join("d")).unwrap();
+        std::os::unix::fs::symlink(dir.join("outside"), root.join("d")).unwrap();
+        let second = shadow.snapshot().unwrap();
+        let changes = shadow.changes(&first.tree, &second.tree).unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, Path::new("d/f"));
+        assert!(changes[0].after.is_none());
+        // Again, and again: the store is not stuck.
+        assert_eq!(shadow.snapshot().unwrap().tree, second.tree);
+
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        let fifo = Command::new("mkfifo")
+            .arg(root.join("sub/.gitignore"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let started = std::time::Instant::now();
+        let error = shadow.snapshot().unwrap_err();
+        assert!(error.to_string().contains("stopped after"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// From an attack: a turn empties `.gitignore`; the ignored `.env` that was there all
+    /// along is not taken for a file the turn made (a rewind would remove it).
+    #[tokio::test]
+    async fn an_ignored_file_a_turn_uncovers_is_not_the_turns() {
+        let dir = temp("uncovered");
+        let root = dir.join("work");
+        write(&root, ".gitignore", b".env\n");
+        write(&root, ".env", b"SECRET=hunter2\n");
+        let turns = Turns::new(&dir.join("store"), &root);
+        turns.begin();
+        turns.before_tool().await;
+        // Past the file system's clock tick (its times are coarser than the system's).
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&root, ".gitignore", b"# nothing\n");
+        write(&root, "made.txt", b"by the turn\n");
+        let changes = turns.end().await.unwrap().unwrap();
+        let paths: Vec<PathBuf> = changes.files.iter().map(|file| file.path.clone()).collect();
+        assert_eq!(paths, [root.join(".gitignore"), root.join("made.txt")]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -673,7 +673,9 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
         offset += line.len() + 1;
         if replay.rewind_targets.contains_key(&at) {
             let settled = replay.settled();
-            replay.rewind_targets.insert(at, Some(settled));
+            if let Some(target) = replay.rewind_targets.get_mut(&at) {
+                target.history = Some(settled);
+            }
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -687,17 +689,37 @@ pub(crate) fn parse(path: &Path, bytes: &[u8]) -> anyhow::Result<(Loaded, bool)>
     replay.finish(path)
 }
 
-/// The offsets the file's rewind entries go back to (each still to be resolved).
-fn rewind_targets(bytes: &[u8]) -> std::collections::HashMap<usize, Option<Vec<MessageParam>>> {
+/// The offsets the file's rewind entries go back to, each with the line (from 1) of the
+/// last entry going back there (its history is dropped after it) and its history once read.
+fn rewind_targets(bytes: &[u8]) -> std::collections::HashMap<usize, RewindTarget> {
     let needle = REWOUND_SUBTYPE.as_bytes();
-    bytes
-        .split(|byte| *byte == b'\n')
-        .filter(|line| line.windows(needle.len()).any(|window| window == needle))
-        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-        .filter_map(|entry| entry.get(REWIND_OFFSET)?.as_u64())
-        .filter_map(|offset| usize::try_from(offset).ok())
-        .map(|offset| (offset, None))
-        .collect()
+    let mut targets = std::collections::HashMap::new();
+    for (number, line) in bytes.split(|byte| *byte == b'\n').enumerate() {
+        if !line.windows(needle.len()).any(|window| window == needle) {
+            continue;
+        }
+        let Some(offset) = serde_json::from_slice::<Value>(line)
+            .ok()
+            .and_then(|entry| entry.get(REWIND_OFFSET)?.as_u64())
+            .and_then(|offset| usize::try_from(offset).ok())
+        else {
+            continue;
+        };
+        let target = targets.entry(offset).or_insert(RewindTarget {
+            last_line: 0,
+            history: None,
+        });
+        target.last_line = number + 1;
+    }
+    targets
+}
+
+/// A point of the file a rewind entry goes back to.
+struct RewindTarget {
+    /// The line of the last entry going back there.
+    last_line: usize,
+    /// The history there, once the replay passed it.
+    history: Option<Vec<MessageParam>>,
 }
 
 /// A transcript read entry by entry: each entry that changes the history is decoded into the
@@ -722,7 +744,7 @@ struct Replay {
     emptied: bool,
     turns: u64,
     /// The offsets rewind entries go back to, with the history there once it was read.
-    rewind_targets: std::collections::HashMap<usize, Option<Vec<MessageParam>>>,
+    rewind_targets: std::collections::HashMap<usize, RewindTarget>,
 }
 
 impl Replay {
@@ -748,11 +770,19 @@ impl Replay {
     fn system(&mut self, number: usize, subtype: Option<&str>, entry: &Value) {
         match subtype {
             Some(REWOUND_SUBTYPE) if entry.get(REWIND_OFFSET).is_some() => {
-                let target = entry
+                // Its history, taken by the last entry going back there (no copy kept after).
+                let offset = entry
                     .get(REWIND_OFFSET)
                     .and_then(Value::as_u64)
-                    .and_then(|offset| usize::try_from(offset).ok())
-                    .and_then(|offset| self.rewind_targets.get(&offset).cloned().flatten());
+                    .and_then(|offset| usize::try_from(offset).ok());
+                let target = offset.and_then(|offset| {
+                    let last = self.rewind_targets.get(&offset)?.last_line == number;
+                    if last {
+                        self.rewind_targets.remove(&offset)?.history
+                    } else {
+                        self.rewind_targets.get(&offset)?.history.clone()
+                    }
+                });
                 // An offset that is no entry's start before this one: a damaged entry.
                 let Some(messages) = target else {
                     self.skipped.push(number);
