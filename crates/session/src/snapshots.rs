@@ -136,6 +136,20 @@ pub struct Shadow {
     busy: Arc<Mutex<()>>,
     /// How long one git command may run.
     git_timeout: std::time::Duration,
+    /// The last tree written, with the index it was written from.
+    last_tree: Arc<Mutex<Option<(IndexSignature, String)>>>,
+}
+
+/// What tells one state of the store's index file from another: device, inode, size and
+/// modification time (ns). Git replaces the file (a new inode) on every write.
+type IndexSignature = (u64, u64, u64, i128);
+
+/// The signature of the store's index now, `None` when there is none.
+fn index_signature(git_dir: &Path) -> Option<IndexSignature> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(git_dir.join("agent-index")).ok()?;
+    let mtime = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    Some((meta.dev(), meta.ino(), meta.size(), mtime))
 }
 
 impl Shadow {
@@ -148,6 +162,7 @@ impl Shadow {
             root: root.to_path_buf(),
             busy: Arc::default(),
             git_timeout: GIT_TIMEOUT,
+            last_tree: Arc::default(),
         }
     }
 
@@ -428,9 +443,29 @@ impl Shadow {
                 Some(&update),
             )?;
         }
-        let tree = self.run("write-tree", &["write-tree"], None)?;
+        // Nothing changed and the index is the one the last tree was written from (no other
+        // session of the folder wrote it since): that tree again, without a `write-tree`.
+        let index = index_signature(&self.git_dir);
+        let mut last = self
+            .last_tree
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let tree = match last.as_ref() {
+            Some((signature, tree))
+                if update.is_empty() && drop_from_index.is_empty() && Some(*signature) == index =>
+            {
+                tree.clone()
+            }
+            _ => {
+                let tree = self.run("write-tree", &["write-tree"], None)?;
+                let tree = String::from_utf8_lossy(&tree).trim().to_owned();
+                // write-tree may write the index (its tree cache): its signature after.
+                *last = index_signature(&self.git_dir).map(|signature| (signature, tree.clone()));
+                tree
+            }
+        };
         Ok(Snapshot {
-            tree: String::from_utf8_lossy(&tree).trim().to_owned(),
+            tree,
             taken,
             not_kept,
         })
