@@ -352,8 +352,8 @@ impl Shadow {
         let (changed, new) = std::thread::scope(|scope| {
             let changed = scope.spawn(|| {
                 self.run(
-                    "ls-files",
-                    &["ls-files", "-z", "--modified", "--deleted"],
+                    "diff-files",
+                    &["diff-files", "-z", "--name-only", "--no-renames"],
                     None,
                 )
             });
@@ -513,40 +513,14 @@ impl Shadow {
         Ok(changes)
     }
 
-    /// The sizes of `blobs`, through one `git cat-file --batch-check`.
-    ///
-    /// # Errors
-    ///
-    /// [`SnapshotError::Git`] when git fails.
-    pub fn blob_sizes(
-        &self,
-        blobs: &[&str],
-    ) -> Result<std::collections::HashMap<String, u64>, SnapshotError> {
-        if blobs.is_empty() {
-            return Ok(std::collections::HashMap::new());
-        }
-        let mut input = Vec::new();
-        for blob in blobs {
-            input.extend_from_slice(blob.as_bytes());
-            input.push(b'\n');
-        }
-        let output = self.run("cat-file", &["cat-file", "--batch-check"], Some(&input))?;
-        Ok(String::from_utf8_lossy(&output)
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split(' ');
-                let (blob, _, size) = (fields.next()?, fields.next()?, fields.next()?);
-                Some((blob.to_owned(), size.parse().ok()?))
-            })
-            .collect())
-    }
-
-    /// The contents of `blobs`, in order, through one `git cat-file --batch`.
+    /// The contents of `blobs`, in order, through one `git cat-file --batch` read as it
+    /// comes: as many as fit in `budget` bytes (a prefix of `blobs`; the rest is not read,
+    /// and never held in memory).
     ///
     /// # Errors
     ///
     /// [`SnapshotError::Git`] when git fails or a blob is missing.
-    pub fn read_blobs(&self, blobs: &[&str]) -> Result<Vec<Vec<u8>>, SnapshotError> {
+    pub fn read_blobs(&self, blobs: &[&str], budget: u64) -> Result<Vec<Vec<u8>>, SnapshotError> {
         if blobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -559,28 +533,48 @@ impl Shadow {
             input.extend_from_slice(blob.as_bytes());
             input.push(b'\n');
         }
-        let output = self.run("cat-file", &["cat-file", "--batch"], Some(&input))?;
-        let mut reader = std::io::Cursor::new(output);
-        let mut contents = Vec::with_capacity(blobs.len());
-        for blob in blobs {
-            let mut header = String::new();
-            reader
-                .read_line(&mut header)
-                .map_err(|error| fail(error.to_string()))?;
-            let size = header
-                .trim_end()
-                .strip_prefix(&format!("{blob} blob "))
-                .and_then(|size| size.parse::<usize>().ok())
-                .ok_or_else(|| fail(format!("{blob}: {}", header.trim_end())))?;
-            let mut content = vec![0; size];
-            reader
-                .read_exact(&mut content)
-                .map_err(|error| fail(error.to_string()))?;
-            let mut newline = [0u8; 1];
-            let _ = reader.read_exact(&mut newline);
-            contents.push(content);
+        let mut command = self.git(&["cat-file", "--batch"])?;
+        command.stdin(Stdio::piped()).stderr(Stdio::null());
+        let mut child = command.spawn().map_err(|error| fail(error.to_string()))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            });
         }
-        Ok(contents)
+        let Some(stdout) = child.stdout.take() else {
+            return Err(fail("no output".into()));
+        };
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut contents = Vec::with_capacity(blobs.len());
+        let mut left = budget;
+        let read = (|| {
+            for blob in blobs {
+                let mut header = String::new();
+                reader
+                    .read_line(&mut header)
+                    .map_err(|error| fail(error.to_string()))?;
+                let size = header
+                    .trim_end()
+                    .strip_prefix(&format!("{blob} blob "))
+                    .and_then(|size| size.parse::<u64>().ok())
+                    .ok_or_else(|| fail(format!("{blob}: {}", header.trim_end())))?;
+                if size > left {
+                    break;
+                }
+                left -= size;
+                let mut content = vec![0; usize::try_from(size).unwrap_or(usize::MAX)];
+                reader
+                    .read_exact(&mut content)
+                    .map_err(|error| fail(error.to_string()))?;
+                let mut newline = [0u8; 1];
+                let _ = reader.read_exact(&mut newline);
+                contents.push(content);
+            }
+            Ok(())
+        })();
+        let _ = child.kill();
+        let _ = child.wait();
+        read.map(|()| contents)
     }
 }
 
@@ -809,38 +803,22 @@ fn turn_changes(shadow: &Shadow, before: &Snapshot) -> Result<Option<TurnChanges
         .collect();
     // The contents read into memory for the transcript's checkpoints are bounded: files past
     // the turn's budget are named as not saved instead (a turn that deleted gigabytes).
-    let all: Vec<&str> = changes
+    let blobs: Vec<&str> = changes
         .iter()
         .flat_map(|change| [change.before.as_deref(), change.after.as_deref()])
         .flatten()
         .collect();
-    let sizes = shadow.blob_sizes(&all)?;
-    let mut budget = MAX_TURN_BYTES;
-    let mut kept = Vec::new();
+    let mut contents = shadow.read_blobs(&blobs, MAX_TURN_BYTES)?.into_iter();
     for change in changes {
-        let size: u64 = [change.before.as_deref(), change.after.as_deref()]
-            .into_iter()
-            .flatten()
-            .map(|blob| sizes.get(blob).copied().unwrap_or(0))
-            .sum();
-        if size > budget {
+        let mut take = |blob: Option<&String>| blob.map(|_| contents.next());
+        let (before, after) = (take(change.before.as_ref()), take(change.after.as_ref()));
+        if before == Some(None) || after == Some(None) {
             let now =
                 std::fs::symlink_metadata(root.join(&change.path)).map_or(0, |meta| meta.len());
             result.not_kept.push((root.join(&change.path), now));
             continue;
         }
-        budget -= size;
-        kept.push(change);
-    }
-    let blobs: Vec<&str> = kept
-        .iter()
-        .flat_map(|change| [change.before.as_deref(), change.after.as_deref()])
-        .flatten()
-        .collect();
-    let mut contents = shadow.read_blobs(&blobs)?.into_iter();
-    for change in kept {
-        let before = change.before.as_ref().and_then(|_| contents.next());
-        let after = change.after.as_ref().and_then(|_| contents.next());
+        let (before, after) = (before.flatten(), after.flatten());
         result.files.push(ChangedFile {
             path: root.join(&change.path),
             before,
@@ -959,15 +937,25 @@ mod tests {
         );
         let crlf = &changes[0];
         let blobs = shadow
-            .read_blobs(&[
-                crlf.before.as_deref().unwrap(),
-                crlf.after.as_deref().unwrap(),
-            ])
+            .read_blobs(
+                &[
+                    crlf.before.as_deref().unwrap(),
+                    crlf.after.as_deref().unwrap(),
+                ],
+                u64::MAX,
+            )
             .unwrap();
         assert_eq!(
             blobs,
             [b"one\r\ntwo\r\n".to_vec(), b"one\r\nTWO\r\n".to_vec()]
         );
+        // Within a budget: the first that fits (10 bytes), not the second.
+        let pair = [
+            crlf.before.as_deref().unwrap(),
+            crlf.after.as_deref().unwrap(),
+        ];
+        assert_eq!(shadow.read_blobs(&pair, 15).unwrap().len(), 1);
+        assert!(shadow.read_blobs(&pair, 5).unwrap().is_empty());
         assert!(changes[1].before.is_some() && changes[1].after.is_none());
         assert!(changes[2].before.is_none() && changes[2].after.is_some());
         // The workspace has no repository of its own: the store made none there.
@@ -1010,7 +998,7 @@ mod tests {
         let changes = shadow.changes(&snapshot.tree, &after.tree).unwrap();
         assert_eq!(changes.len(), 1);
         let blobs = shadow
-            .read_blobs(&[changes[0].before.as_deref().unwrap()])
+            .read_blobs(&[changes[0].before.as_deref().unwrap()], u64::MAX)
             .unwrap();
         assert_eq!(blobs, [b"exact bytes\r\n".to_vec()]);
         assert!(!filter_marker.exists(), "the workspace's filter ran");
