@@ -538,7 +538,12 @@ async fn a_killed_write_leaves_the_old_or_the_new_file_and_keeps_its_links() {
     for step in 0..24_u32 {
         reset();
         let server = Server::start_tls(Script::new(turns())).await.unwrap();
-        let mut child = common::command(&repo, &server).args(args).spawn().unwrap();
+        let mut child = common::command(&repo, &server)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
         tokio::time::sleep(whole * step / 20).await;
         let _ = child.start_kill();
         let _ = child.wait().await;
