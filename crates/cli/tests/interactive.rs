@@ -1115,18 +1115,23 @@ async fn sessions_are_listed_and_continue_prefers_an_interactive_one() {
 }
 
 /// Esc Esc at an empty prompt opens the rewind list (as `/rewind`): choosing the turn before
-/// a command deleted a file brings the file back (the workspace snapshots kept it).
+/// a command deleted a file, made one and renamed one puts all three back as they were (the
+/// workspace snapshots kept them).
 #[tokio::test]
 async fn esc_esc_rewinds_what_a_command_did() {
     let repo = repo("interactive-esc-esc");
     let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use("toolu_rm", "Bash", json!({"command": "rm notes.txt"}))),
+        Reply::turn(Turn::new().tool_use(
+            "toolu_rm",
+            "Bash",
+            json!({"command": "rm notes.txt && printf 'gen\\n' > generated.txt && mv greet.py hello.py"}),
+        )),
         Reply::turn(Turn::new().text("Removed the notes.")),
     ]))
     .await
     .unwrap();
     let mut agent = command(&repo, &server);
-    agent.args(["--allowedTools", "Bash(rm:*)"]);
+    agent.args(["--allowedTools", "Bash"]);
     let mut terminal = Terminal::spawn(agent);
     terminal.wait_prompt(1).await;
     terminal.type_keys("remove the notes\r");
@@ -1152,6 +1157,9 @@ async fn esc_esc_rewinds_what_a_command_did() {
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
         "remember the milk\n"
     );
+    assert!(repo.dir.join("greet.py").is_file());
+    assert!(!repo.dir.join("hello.py").exists());
+    assert!(!repo.dir.join("generated.txt").exists());
 }
 
 /// `/rewind` lists the turns, asks which and what, asks before overwriting a file the user
