@@ -329,6 +329,15 @@ async fn stream_json_multiplexes_every_session_with_its_task_id() {
     );
     // The results file holds what the task_result lines said.
     assert_eq!(sorted_ids(&out), ["t0", "t1", "t2", "t3", "t4", "t5"]);
+    // No workspace snapshots for batch tasks (each checkout is its own; its diff the record):
+    // no shadow store beside any task's sessions.
+    let projects = repo.home.join("data/agent/projects");
+    let stores: Vec<_> = std::fs::read_dir(&projects)
+        .unwrap()
+        .flatten()
+        .filter(|project| project.path().join("shadow").exists())
+        .collect();
+    assert!(stores.is_empty(), "{stores:?}");
 
     // `json` is no batch format: refused before anything runs.
     let before = server.request_count();

@@ -56,6 +56,10 @@ pub struct Options {
     /// An editor's buffers that Read, Write and Edit go through for text files (`agent
     /// acp` with a client that offers its file system: [`crate::acp::ClientFiles`]).
     pub editor_files: Option<std::sync::Arc<dyn tools::EditorFiles>>,
+    /// No workspace snapshots ([`crate::snapshots`]): a rewind restores only what Write and
+    /// Edit changed. `agent batch` sets it: each task's checkout is its own, its diff the
+    /// record, and a snapshot store per checkout would copy the repository per task.
+    pub no_snapshots: bool,
 }
 
 /// The model and its server.

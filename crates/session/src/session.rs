@@ -232,8 +232,9 @@ struct Record {
     transcript: Option<Transcript>,
     /// Where Write and Edit record their changes (checkpoints), writing into the transcript.
     journal: Arc<crate::checkpoints::Journal>,
-    /// The workspace's snapshots around each turn that runs a tool.
-    snapshots: Arc<crate::snapshots::Turns>,
+    /// The workspace's snapshots around each turn that runs a tool (`None`: off,
+    /// [`Options::no_snapshots`]).
+    snapshots: Option<Arc<crate::snapshots::Turns>>,
     /// The user turns the session has begun (numbered from 1 in its file).
     turns: u64,
     /// The history came from another tool's transcript: it is copied into our own session
@@ -2078,7 +2079,10 @@ impl Session {
     /// What the turn's tools changed in the workspace, by its snapshots, into the transcript
     /// ([`crate::checkpoints::record_changes`]); a failure is said, never fatal.
     async fn record_turn_changes(&mut self) {
-        let changes = match self.record.snapshots.end().await {
+        let Some(snapshots) = self.record.snapshots.clone() else {
+            return;
+        };
+        let changes = match snapshots.end().await {
             Ok(Some(changes)) => changes,
             Ok(None) => return,
             Err(error) => {
@@ -2148,7 +2152,9 @@ impl Session {
         transcript.append_param(&user)?;
         self.record.turns = turn;
         self.record.journal.begin_turn(turn);
-        self.record.snapshots.begin();
+        if let Some(snapshots) = &self.record.snapshots {
+            snapshots.begin();
+        }
         self.record.history.push(user);
         Ok(())
     }
@@ -2368,7 +2374,8 @@ impl Record {
             path: resumed.path,
             transcript: None,
             journal: Arc::default(),
-            snapshots: Arc::new(crate::snapshots::Turns::new(&shadow, cwd)),
+            snapshots: (!options.no_snapshots)
+                .then(|| Arc::new(crate::snapshots::Turns::new(&shadow, cwd))),
             turns: resumed.turns,
             copy_history: resumed.copy_history,
             // A copied history (a fork, another tool's transcript) starts a file of its own,
@@ -2491,7 +2498,7 @@ impl ToolState {
             hooks: hooks.clone(),
             prelude: String::new(),
             journal: Some(Arc::clone(&record.journal) as Arc<dyn tools::WriteJournal>),
-            snapshots: Some(Arc::clone(&record.snapshots)),
+            snapshots: record.snapshots.clone(),
             session_mode: None,
             background: background_tasks(&results_dir, &options.notices),
             web,

@@ -378,6 +378,7 @@ async fn run_task(
     };
     let marker = out.join("sessions").join(&task.id);
     options.cwd = Some(dir.clone());
+    options.no_snapshots = true;
     // An interrupted run's session goes on where it was.
     options.resume.resume = std::fs::read_to_string(&marker)
         .ok()
