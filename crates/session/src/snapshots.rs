@@ -116,6 +116,18 @@ pub struct Snapshot {
     pub not_kept: BTreeMap<PathBuf, (u64, i128)>,
 }
 
+/// The listed paths of a snapshot, sorted by what is done with them: NUL-separated lists
+/// for `update-index`, and the files not kept.
+#[derive(Debug, Default)]
+struct Sorted {
+    /// Stored (or removed, when gone).
+    update: Vec<u8>,
+    /// Dropped from the index.
+    drop: Vec<u8>,
+    /// Not kept: size and modification time.
+    not_kept: BTreeMap<PathBuf, (u64, i128)>,
+}
+
 /// A file that differs between two snapshots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -341,30 +353,7 @@ impl Shadow {
         let _one_at_a_time = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
         let taken = std::time::SystemTime::now();
         self.prepare()?;
-        let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
-        let exclude = self.root.join(".git").join("info").join("exclude");
-        let exclude_arg = format!("--exclude-from={}", exclude.display());
-        if exclude.is_file() {
-            args.push(&exclude_arg);
-        }
-        // The two listings at once: the changed tracked files (a `stat` of each) and the new
-        // ones (a walk of the folders).
-        let (changed, new) = std::thread::scope(|scope| {
-            let changed = scope.spawn(|| {
-                self.run(
-                    "diff-files",
-                    &["diff-files", "-z", "--name-only", "--no-renames"],
-                    None,
-                )
-            });
-            let new = self.run("ls-files", &args, None);
-            (changed.join(), new)
-        });
-        let changed = changed.map_err(|_| SnapshotError::Git {
-            what: "ls-files",
-            why: "its thread panicked".into(),
-        })??;
-        let new = new?;
+        let (changed, new) = self.listings()?;
         let mut candidates: Vec<&[u8]> = changed
             .split(|byte| *byte == 0)
             .chain(new.split(|byte| *byte == 0))
@@ -377,10 +366,52 @@ impl Shadow {
                 count: candidates.len(),
             });
         }
-        let mut update = Vec::new();
-        let mut drop_from_index = Vec::new();
-        let mut not_kept = BTreeMap::new();
+        let sorted = self.sort(candidates);
+        self.update_index(&sorted)?;
+        let tree = self.tree(sorted.update.is_empty() && sorted.drop.is_empty())?;
+        Ok(Snapshot {
+            tree,
+            taken,
+            not_kept: sorted.not_kept,
+        })
+    }
+
+    /// The two listings, run at once: the changed tracked files (`diff-files`: a `stat` of
+    /// each) and the new ones (`ls-files --others`: a walk of the folders), NUL-separated.
+    fn listings(&self) -> Result<(Vec<u8>, Vec<u8>), SnapshotError> {
+        let mut args = vec!["ls-files", "-z", "--others", "--exclude-standard"];
+        let exclude = self.root.join(".git").join("info").join("exclude");
+        let exclude_arg = format!("--exclude-from={}", exclude.display());
+        if exclude.is_file() {
+            args.push(&exclude_arg);
+        }
+        let (changed, new) = std::thread::scope(|scope| {
+            let changed = scope.spawn(|| {
+                self.run(
+                    "diff-files",
+                    &["diff-files", "-z", "--name-only", "--no-renames"],
+                    None,
+                )
+            });
+            let new = self.run("ls-files", &args, None);
+            (changed.join(), new)
+        });
+        let changed = changed.map_err(|_| SnapshotError::Git {
+            what: "diff-files",
+            why: "its thread panicked".into(),
+        })??;
+        Ok((changed, new?))
+    }
+
+    /// What to do with each listed path (relative, sorted): store it, drop it from the
+    /// index, or name it as not kept.
+    fn sort(&self, candidates: Vec<&[u8]>) -> Sorted {
+        let mut sorted = Sorted::default();
         let mut stored: u64 = 0;
+        let push = |list: &mut Vec<u8>, relative: &[u8]| {
+            list.extend_from_slice(relative);
+            list.push(0);
+        };
         for relative in candidates {
             // A nested repository is listed as its folder: not ours to keep.
             if relative.ends_with(b"/") {
@@ -390,46 +421,46 @@ impl Shadow {
             // Behind a link or a file now (a folder swapped for a link): gone as far as the
             // workspace goes, and never read through.
             if behind_link(&self.root, Path::new(OsStr::from_bytes(relative))) {
-                drop_from_index.extend_from_slice(relative);
-                drop_from_index.push(0);
+                push(&mut sorted.drop, relative);
                 continue;
             }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                update.extend_from_slice(relative); // gone: --remove drops it
-                update.push(0);
+                push(&mut sorted.update, relative); // gone: --remove drops it
                 continue;
             };
             // A folder where a file was (its files are listed on their own), a FIFO, a
             // socket, a device: nothing to keep, and never opened.
             if !meta.is_file() && !meta.file_type().is_symlink() {
-                drop_from_index.extend_from_slice(relative);
-                drop_from_index.push(0);
+                push(&mut sorted.drop, relative);
                 continue;
             }
             let size = meta.len();
             if meta.is_file() && (size > MAX_SAVED_BYTES || stored + size > MAX_SNAPSHOT_BYTES) {
                 let mtime = meta.modified().ok().map_or(0, nanos);
-                not_kept.insert(PathBuf::from(OsStr::from_bytes(relative)), (size, mtime));
-                drop_from_index.extend_from_slice(relative);
-                drop_from_index.push(0);
+                let name = PathBuf::from(OsStr::from_bytes(relative));
+                sorted.not_kept.insert(name, (size, mtime));
+                push(&mut sorted.drop, relative);
                 continue;
             }
             stored += size;
-            update.extend_from_slice(relative);
-            update.push(0);
+            push(&mut sorted.update, relative);
         }
-        // Dropped first: a folder now where a file was holds files to add. (Files not kept
-        // this time but kept before are listed as modified again each time and dropped
-        // again, a no-op after.) `--replace`: a file where a folder was, or the reverse,
-        // replaces the entries it conflicts with.
-        if !drop_from_index.is_empty() {
+        sorted
+    }
+
+    /// Brings the store's index to the workspace: the dropped paths first (a folder now
+    /// where a file was holds files to add; files not kept this time but kept before are
+    /// dropped again, a no-op after), then the rest (`--replace`: a file where a folder was,
+    /// or the reverse, replaces the entries it conflicts with).
+    fn update_index(&self, sorted: &Sorted) -> Result<(), SnapshotError> {
+        if !sorted.drop.is_empty() {
             self.run(
                 "update-index",
                 &["update-index", "-z", "--force-remove", "--stdin"],
-                Some(&drop_from_index),
+                Some(&sorted.drop),
             )?;
         }
-        if !update.is_empty() {
+        if !sorted.update.is_empty() {
             self.run(
                 "update-index",
                 &[
@@ -440,35 +471,32 @@ impl Shadow {
                     "--replace",
                     "--stdin",
                 ],
-                Some(&update),
+                Some(&sorted.update),
             )?;
         }
-        // Nothing changed and the index is the one the last tree was written from (no other
-        // session of the folder wrote it since): that tree again, without a `write-tree`.
+        Ok(())
+    }
+
+    /// The index's tree: when nothing changed (`unchanged`) and the index is the one the
+    /// last tree was written from (no other session of the folder wrote it since), that
+    /// tree again, without a `write-tree`.
+    fn tree(&self, unchanged: bool) -> Result<String, SnapshotError> {
         let index = index_signature(&self.git_dir);
         let mut last = self
             .last_tree
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let tree = match last.as_ref() {
-            Some((signature, tree))
-                if update.is_empty() && drop_from_index.is_empty() && Some(*signature) == index =>
-            {
-                tree.clone()
-            }
-            _ => {
-                let tree = self.run("write-tree", &["write-tree"], None)?;
-                let tree = String::from_utf8_lossy(&tree).trim().to_owned();
-                // write-tree may write the index (its tree cache): its signature after.
-                *last = index_signature(&self.git_dir).map(|signature| (signature, tree.clone()));
-                tree
-            }
-        };
-        Ok(Snapshot {
-            tree,
-            taken,
-            not_kept,
-        })
+        if let Some((signature, tree)) = last.as_ref()
+            && unchanged
+            && Some(*signature) == index
+        {
+            return Ok(tree.clone());
+        }
+        let tree = self.run("write-tree", &["write-tree"], None)?;
+        let tree = String::from_utf8_lossy(&tree).trim().to_owned();
+        // write-tree may write the index (its tree cache): its signature after.
+        *last = index_signature(&self.git_dir).map(|signature| (signature, tree.clone()));
+        Ok(tree)
     }
 
     /// The regular files that differ between two snapshots' trees (renames as a deletion and
