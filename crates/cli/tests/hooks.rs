@@ -1459,6 +1459,37 @@ async fn an_untrusted_folders_hook_answer_cannot_approve() {
     }
 }
 
+/// A file that is only read (by a command, or by the workspace snapshots around the turn)
+/// has not changed: its FileChanged hooks do not run.
+#[tokio::test]
+async fn a_file_read_is_not_a_file_changed() {
+    let repo = repo("hooks-file-read");
+    std::fs::write(repo.dir.join(".env"), "A=1\n").unwrap();
+    project_settings(
+        &repo,
+        &json!({"hooks": {"FileChanged": [{"matcher": ".env", "hooks": [{"type": "command", "command": "echo run >> runs.txt"}]}]}}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().tool_use(
+            "toolu_b",
+            "Bash",
+            json!({"command": "cat .env; sleep 1.5"}),
+        )),
+        Reply::turn(Turn::new().text("Done.")),
+    ]))
+    .await
+    .unwrap();
+    let output = agent(
+        &repo,
+        &server,
+        &["-p", "go", "--trust", "--allowedTools", "Bash"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!repo.dir.join("runs.txt").exists(), "{stderr}");
+}
+
 /// From an attack: a FileChanged hook that touches the file it watches does not set itself
 /// off again and again.
 #[tokio::test]

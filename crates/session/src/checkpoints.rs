@@ -658,7 +658,7 @@ impl Disk {
                 "{} bytes now, over 10 MiB: its content could not be kept to undo a rewind",
                 meta.len()
             )),
-            Ok(_) => match fs::read(path) {
+            Ok(_) => match read_file(path) {
                 Ok(bytes) => Self::File(digest(&bytes)),
                 Err(error) => Self::Other(error.to_string()),
             },
@@ -715,9 +715,13 @@ impl FilePlan {
     /// Why the file cannot be put back, if it cannot.
     fn obstacle(&self) -> Option<String> {
         match (&self.target, &self.now) {
-            (Content::NotSaved(bytes), _) => Some(format!(
+            (Content::NotSaved(bytes), _) if *bytes > MAX_SAVED_BYTES => Some(format!(
                 "{bytes} bytes then: over 10 MiB, its content was not saved"
             )),
+            (Content::NotSaved(_), _) => Some(
+                "its content then was not saved (a file .gitignore hid before, or past a turn's limit)"
+                    .to_owned(),
+            ),
             (_, Disk::Other(reason)) => Some(reason.clone()),
             _ => None,
         }
@@ -1016,18 +1020,16 @@ fn restore(
 // the way is something that changed since (a command swapping a folder for a link to
 // `$HOME` while the rewind runs), and nothing goes through it.
 
-/// The content of `path`, read without following a link on the way.
+/// The content of the regular file `path` (at most [`MAX_SAVED_BYTES`] and one byte), read
+/// without following a link on the way and never blocking on what is not a regular file
+/// (a FIFO swapped in).
 fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let (folder, name) = tools::open_parent(Path::new("/"), path, false)?;
-    let fd = nix::fcntl::openat(
-        &folder,
-        name.as_os_str(),
-        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )?;
     let mut bytes = Vec::new();
-    fs::File::from(fd).read_to_end(&mut bytes)?;
+    tools::open_regular_at(&folder, &name, false)?
+        .take(MAX_SAVED_BYTES + 1)
+        .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -1068,7 +1070,10 @@ pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
             .map(|(path, content)| {
                 let shown = path.strip_prefix(cwd).unwrap_or(path).display().to_string();
                 match content {
-                    Content::NotSaved(_) => format!("{shown} (over 10 MiB: not saved)"),
+                    Content::NotSaved(bytes) if *bytes > MAX_SAVED_BYTES => {
+                        format!("{shown} (over 10 MiB: not saved)")
+                    }
+                    Content::NotSaved(_) => format!("{shown} (not saved)"),
                     Content::Absent => format!("{shown} (new)"),
                     Content::Saved(_) => shown,
                 }
@@ -1392,6 +1397,15 @@ mod tests {
             1,
             "nothing made there"
         );
+        // A FIFO swapped in for a file is refused, never waited on (a rewind would hang).
+        let fifo = workspace.join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(read_file(&fifo).is_err());
+        assert!(matches!(Disk::of(&fifo), Disk::Other(_)));
         // Without the link, the same calls work.
         fs::remove_file(workspace.join("d")).unwrap();
         write_file(&path, b"ours").unwrap();

@@ -671,6 +671,9 @@ impl Session {
     /// the end of a headless run (`other`).
     pub async fn end(&mut self, reason: EndReason) {
         self.end_background().await;
+        if let Some(snapshots) = &self.record.snapshots {
+            snapshots.stop();
+        }
         if let Some(sentence) = self.tooling.worktree.end().await {
             self.notices.say(&sentence);
         }

@@ -91,7 +91,7 @@ pub enum SnapshotError {
     Off(String),
     /// The turn's before-snapshot was not ready within the wait ([`MAX_WAIT`] by default).
     #[error(
-        "the workspace snapshot was not ready in time (a large workspace's first): this turn's changes by commands cannot be rewound; the next turns' can"
+        "the workspace snapshot was not ready in time (a large workspace's first snapshot, or a FIFO where git reads a file): this turn's changes by commands cannot be rewound"
     )]
     Slow,
     /// The store's folder could not be made.
@@ -150,6 +150,8 @@ pub struct Shadow {
     git_timeout: std::time::Duration,
     /// The last tree written, with the index it was written from.
     last_tree: Arc<Mutex<Option<(IndexSignature, String)>>>,
+    /// The git processes running now, killed by [`Shadow::stop`].
+    running: Arc<Mutex<Vec<nix::unistd::Pid>>>,
 }
 
 /// What tells one state of the store's index file from another: device, inode, size and
@@ -175,6 +177,7 @@ impl Shadow {
             busy: Arc::default(),
             git_timeout: GIT_TIMEOUT,
             last_tree: Arc::default(),
+            running: Arc::default(),
         }
     }
 
@@ -219,6 +222,19 @@ impl Shadow {
                 })?;
         }
         Ok(())
+    }
+
+    /// Kills the git processes of a snapshot running now (the session ends: none is left
+    /// behind, blocked on a FIFO where git reads a file).
+    pub fn stop(&self) {
+        for pid in self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
     }
 
     /// The workspace root.
@@ -314,6 +330,10 @@ impl Shadow {
         }
         // Never waited for forever: a FIFO where git opens a file (a `.gitignore`) blocks it.
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(pid);
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let timeout = self.git_timeout;
         let watchdog = std::thread::spawn(move || {
@@ -324,6 +344,10 @@ impl Shadow {
             false
         });
         let output = child.wait_with_output();
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|running| *running != pid);
         let _ = done.send(());
         let killed = watchdog.join().unwrap_or(false);
         if killed {
@@ -726,6 +750,11 @@ impl Turns {
         state.before = Some(receiver);
     }
 
+    /// The session ends: a snapshot still running is stopped ([`Shadow::stop`]).
+    pub fn stop(&self) {
+        self.shadow.stop();
+    }
+
     /// A tool is about to run: waits for the turn's before-snapshot, at most [`MAX_WAIT`].
     pub async fn before_tool(&self) {
         let pending = {
@@ -829,6 +858,20 @@ fn turn_changes(shadow: &Shadow, before: &Snapshot) -> Result<Option<TurnChanges
             change.before.is_some() || changed_since(&root.join(&change.path), before.taken)
         })
         .collect();
+    // A turn that changed an ignore list may have uncovered a file it then changed: new to
+    // the snapshots, it may have been there before, ignored. Such a file is named as not
+    // saved (a rewind leaves it) rather than taken for one the turn made (a rewind would
+    // remove it).
+    let rules_changed = changes
+        .iter()
+        .any(|change| change.path.file_name() == Some(OsStr::new(".gitignore")));
+    let (changes, uncertain): (Vec<&Change>, Vec<&Change>) = changes
+        .into_iter()
+        .partition(|change| !rules_changed || change.before.is_some());
+    for change in uncertain {
+        let now = std::fs::symlink_metadata(root.join(&change.path)).map_or(0, |meta| meta.len());
+        result.not_kept.push((root.join(&change.path), now));
+    }
     // The contents read into memory for the transcript's checkpoints are bounded: files past
     // the turn's budget are named as not saved instead (a turn that deleted gigabytes).
     let blobs: Vec<&str> = changes
@@ -1126,8 +1169,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// From an attack: a turn empties `.gitignore`; the ignored `.env` that was there all
-    /// along is not taken for a file the turn made (a rewind would remove it).
+    /// From two attacks: a turn empties `.gitignore`; the ignored `.env` that was there all
+    /// along is not taken for a file the turn made (a rewind would remove it), whether the
+    /// turn left it alone or changed it too.
     #[tokio::test]
     async fn an_ignored_file_a_turn_uncovers_is_not_the_turns() {
         let dir = temp("uncovered");
@@ -1143,7 +1187,27 @@ mod tests {
         write(&root, "made.txt", b"by the turn\n");
         let changes = turns.end().await.unwrap().unwrap();
         let paths: Vec<PathBuf> = changes.files.iter().map(|file| file.path.clone()).collect();
-        assert_eq!(paths, [root.join(".gitignore"), root.join("made.txt")]);
+        assert_eq!(paths, [root.join(".gitignore")]);
+        // A new file in a turn that changed the ignore list: not provably the turn's.
+        let unsure: Vec<PathBuf> = changes
+            .not_kept
+            .iter()
+            .map(|(path, _)| path.clone())
+            .collect();
+        assert_eq!(unsure, [root.join("made.txt")]);
+
+        // Uncovered and changed in the same turn: named, not taken for the turn's.
+        write(&root, ".gitignore", b".other\n");
+        write(&root, ".other", b"TOKEN=1\n");
+        turns.begin();
+        turns.before_tool().await;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&root, ".gitignore", b"# nothing again\n");
+        write(&root, ".other", b"TOKEN=1\nNEW=1\n");
+        let changes = turns.end().await.unwrap().unwrap();
+        let other = root.join(".other");
+        assert!(changes.files.iter().all(|file| file.path != other));
+        assert!(changes.not_kept.iter().any(|(path, _)| *path == other));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

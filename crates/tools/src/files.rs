@@ -213,13 +213,14 @@ pub(crate) fn write_and_record(
             ))
         })?;
     }
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)
-            .map_err(|error| io_error("create the directory", parent, &error))?;
-    }
+    // The folder as the checks saw it, opened from `/` with no link followed (missing
+    // folders made there): a folder swapped for a link since cannot take the write elsewhere.
+    let (folder, name) = open_parent(Path::new("/"), path, true)
+        .map_err(|error| io_error("open the folder of", path, &error))?;
     match (editor(shared), std::str::from_utf8(bytes)) {
         (Some(editor), Ok(text)) => editor_write(editor, path, text)?,
-        _ => replace_file(path, bytes).map_err(|error| io_error("write", path, &error))?,
+        _ => replace_file_at(&folder, &name, bytes)
+            .map_err(|error| io_error("write", path, &error))?,
     }
     if let Some(journal) = &shared.journal {
         journal.after_write(path, bytes);
@@ -236,26 +237,17 @@ pub(crate) fn write_and_record(
     Ok(())
 }
 
-/// Replaces the file at `path` (resolved: no link at its end) with `bytes`
-/// ([`replace_file_at`] in its folder, opened by name).
+/// Replaces the file at `path` (absolute and resolved: no link anywhere on it) with `bytes`
+/// ([`replace_file_at`] in its folder as [`open_parent`] opens it from `/`, making missing
+/// folders): a link that appeared on the way fails the write instead of taking it
+/// elsewhere.
 ///
 /// # Errors
 ///
-/// I/O errors, as [`replace_file_at`].
+/// I/O errors, as [`open_parent`] and [`replace_file_at`].
 pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the path names no file",
-        ));
-    };
-    let folder = nix::fcntl::open(
-        dir,
-        OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
-    replace_file_at(&folder, name, bytes)
+    let (folder, name) = open_parent(Path::new("/"), path, true)?;
+    replace_file_at(&folder, &name, bytes)
 }
 
 /// The folder holding `path`, opened by walking down from `root` (an ancestor of `path`)
@@ -311,6 +303,36 @@ pub fn open_parent(root: &Path, path: &Path, create: bool) -> io::Result<(OwnedF
         };
     }
     Ok((folder, name.to_owned()))
+}
+
+/// Opens the regular file `name` of `folder` for reading (or, with `write`, for writing
+/// without truncating it), never through a link and never blocking: a FIFO, a device or a
+/// folder put there is refused, after opening, by what the open file is.
+///
+/// # Errors
+///
+/// Not a regular file; I/O errors.
+pub fn open_regular_at(folder: &OwnedFd, name: &OsStr, write: bool) -> io::Result<fs::File> {
+    let access = if write {
+        OFlag::O_WRONLY
+    } else {
+        OFlag::O_RDONLY
+    };
+    let fd = nix::fcntl::openat(
+        folder,
+        name,
+        access | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    let stat = nix::sys::stat::fstat(&fd).map_err(io::Error::from)?;
+    if stat.st_mode & libc_mode::S_IFMT != libc_mode::S_IFREG {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(fs::File::from(fd))
 }
 
 /// Removes the file `name` of `folder` (never a folder, never through a link: a link there
@@ -392,6 +414,7 @@ pub fn replace_file_at(folder: &OwnedFd, name: &OsStr, bytes: &[u8]) -> io::Resu
 mod libc_mode {
     pub(super) const S_IFMT: u32 = 0o170_000;
     pub(super) const S_IFLNK: u32 = 0o120_000;
+    pub(super) const S_IFREG: u32 = 0o100_000;
 }
 
 /// [`replace_file_at`]'s steps once the temporary file is open.
@@ -426,18 +449,21 @@ fn write_then_swap(
         drop(file);
         return nix::fcntl::renameat(folder, temporary, folder, name).map_err(io::Error::from);
     }
-    let target = nix::fcntl::openat(
-        folder,
-        name,
-        OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io::Error::from)?;
+    // The file checked above, still a regular file and the same one.
+    let target = open_regular_at(folder, name, true)?;
+    let opened = nix::sys::stat::fstat(&target).map_err(io::Error::from)?;
+    if let Some(existing) = existing
+        && (opened.st_dev, opened.st_ino) != (existing.st_dev, existing.st_ino)
+    {
+        return Err(io::Error::other(
+            "the file was replaced meanwhile: not written",
+        ));
+    }
     // Nothing is left behind by name: the copy has both files open.
     nix::unistd::unlinkat(folder, temporary, nix::unistd::UnlinkatFlags::NoRemoveDir)
         .map_err(io::Error::from)?;
     std::io::Seek::seek(&mut file, io::SeekFrom::Start(0))?;
-    copy_in_place(file, fs::File::from(target), bytes.len())
+    copy_in_place(file, target, bytes.len())
 }
 
 /// Copies `source` over `target` from its start and cuts it at `len`, in a process of its
@@ -513,6 +539,28 @@ mod tests {
         // No temporary file is left either way.
         let entries: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(entries.len(), 1);
+    }
+
+    /// From an attack: a folder of a checked path swapped for a link to elsewhere before
+    /// the write (a background command racing Write) makes the write fail; nothing is made
+    /// or replaced where the link points.
+    #[test]
+    fn a_write_never_goes_through_a_folder_swapped_for_a_link() {
+        let dir = TempDir::new("files-swapped");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join(".bashrc"), "theirs").unwrap();
+        let workspace = dir.path().join("ws");
+        fs::create_dir_all(&workspace).unwrap();
+        std::os::unix::fs::symlink(&outside, workspace.join("d")).unwrap();
+        assert!(replace_file(&workspace.join("d/.bashrc"), b"echo PWNED").is_err());
+        assert!(replace_file(&workspace.join("d/new.txt"), b"x").is_err());
+        assert!(replace_file(&workspace.join("d/sub/new.txt"), b"x").is_err());
+        assert_eq!(
+            fs::read_to_string(outside.join(".bashrc")).unwrap(),
+            "theirs"
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
     }
 
     #[test]

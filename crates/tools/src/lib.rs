@@ -104,7 +104,9 @@ mod write;
 pub use bash::kill_running_commands;
 pub use edit::preview as preview_edit;
 pub use error::Error;
-pub use files::{EditorFiles, open_parent, remove_file_at, replace_file, replace_file_at};
+pub use files::{
+    EditorFiles, open_parent, open_regular_at, remove_file_at, replace_file, replace_file_at,
+};
 pub use journal::WriteJournal;
 pub use paths::real_path;
 pub use permissions::{

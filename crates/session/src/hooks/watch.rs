@@ -70,7 +70,10 @@ impl FileWatcher {
         let changed: Changed = Arc::default();
         let seen = Arc::clone(&changed);
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event {
+            // A file opened or read (a `cat`, the workspace snapshots' git) is not changed.
+            if let Ok(event) = event
+                && !matches!(event.kind, notify::EventKind::Access(_))
+            {
                 let (paths, wake) = &*seen;
                 paths
                     .lock()
