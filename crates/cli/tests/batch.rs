@@ -218,11 +218,7 @@ async fn many_tasks_over_several_repositories_run_at_once_and_a_rerun_goes_on() 
         .output()
         .await
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(
         table.contains("40 task(s): 38 done, 2 failed, 0 stopped"),
@@ -357,11 +353,7 @@ async fn a_shard_runs_exactly_its_slice() {
     let file = tasks_file(&repo.home, &[&repo.dir], count, &[]);
     let out = repo.home.join("out");
     let output = batch(&repo, &server, &file, &out, &["--shard", "2/3"]).await;
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let ids = sorted_ids(&out);
     assert_eq!(ids, ["t1", "t4", "t7"]);
 
@@ -375,11 +367,7 @@ async fn a_shard_runs_exactly_its_slice() {
         .args(["--shard-count", "3", "--out"])
         .arg(&out);
     let output = command.output().await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let ids = sorted_ids(&out);
     assert_eq!(ids, ["t2", "t5", "t8"]);
 }
@@ -513,11 +501,7 @@ async fn a_killed_batch_loses_nothing_finished_and_a_rerun_finishes_exactly_the_
         .collect();
 
     let output = batch(&repo, &server, &file, &out, &[]).await;
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let lines = results(&out);
     assert_eq!(lines.len(), count, "{lines:#?}");
     let rerun: Vec<&Value> = lines[4..].iter().collect();
@@ -567,11 +551,7 @@ async fn a_rate_limit_one_task_meets_holds_every_task() {
     let file = tasks_file(&repo.home, &[&repo.dir], 2, &[]);
     let out = repo.home.join("out");
     let output = batch(&repo, &server, &file, &out, &["--jobs", "2"]).await;
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::assert_success(&output, "");
     let requests = server.requests();
     let of = |marker: &str| -> Vec<(std::time::Instant, usize)> {
         requests
@@ -650,11 +630,7 @@ async fn the_indexed_jobs_pods_run_the_task_file_once_between_them() {
             .output()
             .await
             .unwrap();
-        assert!(
-            output.status.success(),
-            "pod {index}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        common::assert_success(&output, &format!("pod {index}: "));
         let out = repo.home.join("out").join(format!("shard-{index}"));
         seen.extend(
             results(&out)

@@ -1465,29 +1465,9 @@ async fn an_untrusted_folders_hook_answer_cannot_approve() {
 async fn a_file_read_is_not_a_file_changed() {
     let repo = repo("hooks-file-read");
     std::fs::write(repo.dir.join(".env"), "A=1\n").unwrap();
-    project_settings(
-        &repo,
-        &json!({"hooks": {"FileChanged": [{"matcher": ".env", "hooks": [{"type": "command", "command": "echo run >> runs.txt"}]}]}}),
-    );
-    let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use(
-            "toolu_b",
-            "Bash",
-            json!({"command": "cat .env; sleep 1.5"}),
-        )),
-        Reply::turn(Turn::new().text("Done.")),
-    ]))
-    .await
-    .unwrap();
-    let output = agent(
-        &repo,
-        &server,
-        &["-p", "go", "--trust", "--allowedTools", "Bash"],
-    )
-    .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    assert!(!repo.dir.join("runs.txt").exists(), "{stderr}");
+    let (runs, stderr) =
+        file_changed_runs(&repo, "echo run >> runs.txt", "cat .env; sleep 1.5").await;
+    assert_eq!(runs, 0, "{stderr}");
 }
 
 /// From an attack: a FileChanged hook that touches the file it watches does not set itself
@@ -1496,30 +1476,34 @@ async fn a_file_read_is_not_a_file_changed() {
 async fn a_file_changed_hook_does_not_retrigger_itself() {
     let repo = repo("hooks-file-loop");
     let hook = "echo run >> runs.txt; echo touched >> .env";
+    let (runs, stderr) = file_changed_runs(&repo, hook, "echo A=1 >> .env; sleep 4").await;
+    assert_eq!(runs, 1, "{stderr}");
+}
+
+/// Runs one turn whose Bash call is `command` with a FileChanged `hook` on `.env` (which
+/// appends a line to `runs.txt` each time it runs); the lines of `runs.txt` and the run's
+/// stderr.
+async fn file_changed_runs(repo: &common::Repo, hook: &str, command: &str) -> (usize, String) {
     project_settings(
-        &repo,
+        repo,
         &json!({"hooks": {"FileChanged": [{"matcher": ".env", "hooks": [{"type": "command", "command": hook}]}]}}),
     );
     let server = Server::start_tls(Script::new(vec![
-        Reply::turn(Turn::new().tool_use(
-            "toolu_b",
-            "Bash",
-            json!({"command": "echo A=1 >> .env; sleep 4"}),
-        )),
+        Reply::turn(Turn::new().tool_use("toolu_b", "Bash", json!({"command": command}))),
         Reply::turn(Turn::new().text("Done.")),
     ]))
     .await
     .unwrap();
     let output = agent(
-        &repo,
+        repo,
         &server,
         &["-p", "go", "--trust", "--allowedTools", "Bash"],
     )
     .await;
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
     let runs = std::fs::read_to_string(repo.dir.join("runs.txt")).unwrap_or_default();
-    assert_eq!(runs.lines().count(), 1, "{runs}{stderr}");
+    (runs.lines().count(), stderr)
 }
 
 /// `asyncRewake`: the hook runs in the background; its exit 2's stderr reaches the model

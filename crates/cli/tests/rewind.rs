@@ -44,6 +44,23 @@ fn prompts(request: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A headless code rewind of session [`ID`] to `turn` is refused, naming `file` (changed
+/// since) and `--force`.
+async fn refused_without_force(repo: &Repo, server: &Server, turn: &str, file: &str) {
+    let output = agent(
+        repo,
+        server,
+        &["rewind", "--session", ID, "--turn", turn, "--code"],
+    )
+    .await;
+    assert_ne!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(file) && stderr.contains("--force"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn a_rewind_round_trip_over_three_turns() {
     let repo = repo("rewind");
@@ -191,18 +208,7 @@ async fn a_rewind_round_trip_over_three_turns() {
 
     // The user changes a file: a headless rewind refuses without --force, changing nothing.
     std::fs::write(repo.dir.join("c.txt"), "mine\n").unwrap();
-    let output = agent(
-        &repo,
-        &server,
-        &["rewind", "--session", ID, "--turn", "2", "--code"],
-    )
-    .await;
-    assert_ne!(output.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("c.txt") && stderr.contains("--force"),
-        "{stderr}"
-    );
+    refused_without_force(&repo, &server, "2", "c.txt").await;
     assert_eq!(read(&repo, "c.txt").as_deref(), Some("mine\n"));
     assert_eq!(read(&repo, "a.txt").as_deref(), Some("a3\n"));
     let report = ok(&agent(
@@ -459,18 +465,7 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
 
     // A file the user changed since is asked about: refused headless, --force overwrites.
     std::fs::write(repo.dir.join("generated.txt"), "mine\n").unwrap();
-    let output = agent(
-        &repo,
-        &server,
-        &["rewind", "--session", ID, "--turn", "0", "--code"],
-    )
-    .await;
-    assert_ne!(output.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("generated.txt") && stderr.contains("--force"),
-        "{stderr}"
-    );
+    refused_without_force(&repo, &server, "0", "generated.txt").await;
     assert_eq!(read(&repo, "notes.txt"), None, "nothing was rewound");
     ok(&agent(
         &repo,

@@ -990,7 +990,7 @@ fn restore(
     }
     match target {
         Some(bytes) => {
-            if let Err(error) = write_file(path, &bytes) {
+            if let Err(error) = tools::replace_file(path, &bytes) {
                 leave(format!("writing it: {error}"));
                 return Ok(());
             }
@@ -1015,7 +1015,8 @@ fn restore(
     Ok(())
 }
 
-// A rewind reads, writes and removes files through their folder as opened from `/` with no
+// A rewind reads, writes (as Write does: `tools::replace_file`, never torn, keeping the
+// file's mode, owner, group and hard links) and removes files through their folder as opened from `/` with no
 // link followed ([`tools::open_parent`]): the paths recorded are resolved ones, so a link on
 // the way is something that changed since (a command swapping a folder for a link to
 // `$HOME` while the rewind runs), and nothing goes through it.
@@ -1031,14 +1032,6 @@ fn read_file(path: &Path) -> std::io::Result<Vec<u8>> {
         .take(MAX_SAVED_BYTES + 1)
         .read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// Replaces `path` with `bytes`, making missing folders, as Write does
-/// ([`tools::replace_file_at`]: never torn, keeping the file's mode, owner, group and hard
-/// links), without following a link on the way.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let (folder, name) = tools::open_parent(Path::new("/"), path, true)?;
-    tools::replace_file_at(&folder, &name, bytes)
 }
 
 /// Removes the file `path` (gone already: no error), without following a link on the way.
@@ -1384,10 +1377,10 @@ mod tests {
         fs::create_dir_all(&workspace).unwrap();
         std::os::unix::fs::symlink(&outside, workspace.join("d")).unwrap();
         let path = workspace.join("d/.bashrc");
-        assert!(write_file(&path, b"echo PWNED").is_err());
+        assert!(tools::replace_file(&path, b"echo PWNED").is_err());
         assert!(remove_file(&path).is_err());
         assert!(read_file(&path).is_err());
-        assert!(write_file(&workspace.join("d/new/file"), b"x").is_err());
+        assert!(tools::replace_file(&workspace.join("d/new/file"), b"x").is_err());
         assert_eq!(
             fs::read_to_string(outside.join(".bashrc")).unwrap(),
             "theirs"
@@ -1399,16 +1392,12 @@ mod tests {
         );
         // A FIFO swapped in for a file is refused, never waited on (a rewind would hang).
         let fifo = workspace.join("pipe");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert!(read_file(&fifo).is_err());
         assert!(matches!(Disk::of(&fifo), Disk::Other(_)));
         // Without the link, the same calls work.
         fs::remove_file(workspace.join("d")).unwrap();
-        write_file(&path, b"ours").unwrap();
+        tools::replace_file(&path, b"ours").unwrap();
         assert_eq!(read_file(&path).unwrap(), b"ours");
         remove_file(&path).unwrap();
         assert!(!path.exists());

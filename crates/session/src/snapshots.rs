@@ -944,6 +944,21 @@ mod tests {
         dir.canonicalize().unwrap()
     }
 
+    /// A repository of the workspace's own in `dir`.
+    fn git_init(dir: &Path) {
+        let init = Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(init.success());
+    }
+
+    /// A FIFO at `path`.
+    fn mkfifo(path: &Path) {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+
     fn write(root: &Path, name: &str, bytes: &[u8]) {
         let path = root.join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -962,12 +977,7 @@ mod tests {
         write(&root, "crlf.txt", b"one\r\ntwo\r\n");
         write(&root, "node_modules/dep.js", b"ignored\n");
         write(&root, "nested/inner.txt", b"theirs\n");
-        let init = Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(root.join("nested"))
-            .status()
-            .unwrap();
-        assert!(init.success());
+        git_init(&root.join("nested"));
         write(&root, "gone.txt", b"soon gone\n");
         let big = vec![b'x'; usize::try_from(MAX_SAVED_BYTES).unwrap() + 1];
         write(&root, "big.bin", &big);
@@ -1041,12 +1051,7 @@ mod tests {
     fn a_hostile_repository_cannot_make_the_snapshots_run_a_program() {
         let dir = temp("hostile");
         let root = dir.join("work");
-        let init = Command::new("git")
-            .args(["init", "-q"])
-            .current_dir(&root)
-            .status()
-            .unwrap();
-        assert!(init.success());
+        git_init(&root);
         let filter_marker = dir.join("filter-ran");
         let monitor_marker = dir.join("fsmonitor-ran");
         let mut config = std::fs::OpenOptions::new()
@@ -1093,11 +1098,7 @@ mod tests {
         write(&root, "x/now.txt", b"now a folder\n");
         std::fs::remove_dir_all(root.join("y")).unwrap();
         write(&root, "y", b"now a file\n");
-        let fifo = Command::new("mkfifo")
-            .arg(root.join("pipe"))
-            .status()
-            .unwrap();
-        assert!(fifo.success());
+        mkfifo(&root.join("pipe"));
         let second = shadow.snapshot().unwrap();
         let paths: Vec<PathBuf> = shadow
             .changes(&first.tree, &second.tree)
@@ -1157,11 +1158,7 @@ mod tests {
         assert_eq!(shadow.snapshot().unwrap().tree, second.tree);
 
         std::fs::create_dir_all(root.join("sub")).unwrap();
-        let fifo = Command::new("mkfifo")
-            .arg(root.join("sub/.gitignore"))
-            .status()
-            .unwrap();
-        assert!(fifo.success());
+        mkfifo(&root.join("sub/.gitignore"));
         let started = std::time::Instant::now();
         let error = shadow.snapshot().unwrap_err();
         assert!(error.to_string().contains("stopped after"), "{error}");
