@@ -641,6 +641,14 @@ fn changed_since(path: &Path, since: std::time::SystemTime) -> bool {
     ctime >= nanos(since)
 }
 
+/// Whether the file at `path` was made before `since` (its birth time); `false` when the
+/// file system keeps none, or the file is gone.
+fn born_before(path: &Path, since: std::time::SystemTime) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|meta| meta.created())
+        .is_ok_and(|born| born < since)
+}
+
 /// Whether a folder on the way from `root` to `relative` is not a real folder (a link, a
 /// file, or missing).
 fn behind_link(root: &Path, relative: &Path) -> bool {
@@ -865,9 +873,24 @@ fn turn_changes(shadow: &Shadow, before: &Snapshot) -> Result<Option<TurnChanges
     let rules_changed = changes
         .iter()
         .any(|change| change.path.file_name() == Some(OsStr::new(".gitignore")));
-    let (changes, uncertain): (Vec<&Change>, Vec<&Change>) = changes
-        .into_iter()
-        .partition(|change| !rules_changed || change.before.is_some());
+    // So may a file the turn renamed from an ignored one (`mv .env env.txt`): new to the
+    // snapshots but born before the turn (its birth time, where the file system keeps one),
+    // unless it holds what a file the turn removed held (a kept file renamed: `git mv`).
+    let removed: HashSet<&str> = changes
+        .iter()
+        .filter(|change| change.after.is_none())
+        .filter_map(|change| change.before.as_deref())
+        .collect();
+    let (changes, uncertain): (Vec<&Change>, Vec<&Change>) =
+        changes.into_iter().partition(|change| {
+            let moved_from_kept = change
+                .after
+                .as_deref()
+                .is_some_and(|blob| removed.contains(blob));
+            change.before.is_some()
+                || !(rules_changed
+                    || (!moved_from_kept && born_before(&root.join(&change.path), before.taken)))
+        });
     for change in uncertain {
         let now = std::fs::symlink_metadata(root.join(&change.path)).map_or(0, |meta| meta.len());
         result.not_kept.push((root.join(&change.path), now));
@@ -1205,6 +1228,40 @@ mod tests {
         let other = root.join(".other");
         assert!(changes.files.iter().all(|file| file.path != other));
         assert!(changes.not_kept.iter().any(|(path, _)| *path == other));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// From an attack: a turn renames an ignored file (`mv .env env.txt`); the new name is
+    /// not taken for a file the turn made (a rewind would remove the only copy).
+    #[tokio::test]
+    async fn a_renamed_ignored_file_is_not_the_turns() {
+        let dir = temp("renamed");
+        let root = dir.join("work");
+        write(&root, ".gitignore", b".env\n");
+        write(&root, ".env", b"SECRET=hunter2\n");
+        let turns = Turns::new(&dir.join("store"), &root);
+        turns.begin();
+        turns.before_tool().await;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::rename(root.join(".env"), root.join("env.txt")).unwrap();
+        write(&root, "made.txt", b"by the turn\n");
+        let changes = turns.end().await.unwrap().unwrap();
+        let made: Vec<PathBuf> = changes.files.iter().map(|file| file.path.clone()).collect();
+        let born = std::fs::metadata(root.join("made.txt"))
+            .unwrap()
+            .created()
+            .is_ok();
+        if born {
+            assert_eq!(made, [root.join("made.txt")]);
+            let unsure: Vec<PathBuf> = changes
+                .not_kept
+                .iter()
+                .map(|(path, _)| path.clone())
+                .collect();
+            assert_eq!(unsure, [root.join("env.txt")]);
+        } else {
+            eprintln!("NOTE: this file system keeps no birth times: the rename check is off");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
