@@ -140,6 +140,20 @@ impl Serve {
     }
 }
 
+impl Serve {
+    /// Stops the server with SIGTERM (it writes its `--requests` and `--timeline` logs then)
+    /// and waits for it.
+    pub(crate) fn stop(&mut self) -> Result<()> {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let pid = i32::try_from(self.child.id()).context("testkit's pid")?;
+        kill(Pid::from_raw(pid), Signal::SIGTERM).context("stopping testkit")?;
+        let status = self.child.wait().context("waiting for testkit")?;
+        ensure!(status.success(), "testkit serve ended with {status}");
+        Ok(())
+    }
+}
+
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -147,7 +161,7 @@ impl Drop for Serve {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<()> {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Result<()> {
     let status = Command::new("git")
         .args([
             "-c",
@@ -165,7 +179,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<()> {
 }
 
 /// min, median, max.
-fn spread(values: &mut [f64]) -> (f64, f64, f64) {
+pub(crate) fn spread(values: &mut [f64]) -> (f64, f64, f64) {
     values.sort_by(f64::total_cmp);
     let median = values[values.len() / 2];
     (values[0], median, values[values.len() - 1])
@@ -183,15 +197,8 @@ pub enum Only {
     Long,
 }
 
-pub fn run(root: &Path, target: &Path, mut cargo: Command, only: Only) -> Result<()> {
-    let status = cargo
-        .args(["build", "--release", "-p", "agent", "-p", "testkit"])
-        .current_dir(root)
-        .status()
-        .context("running cargo build")?;
-    ensure!(status.success(), "cargo build --release failed");
-    let agent = target.join("release/agent");
-    let testkit = target.join("release/testkit");
+pub fn run(root: &Path, target: &Path, cargo: Command, only: Only) -> Result<()> {
+    let (agent, testkit) = build_tree(root, target, cargo)?;
     let script = root.join("tests/fixtures/four-turn.json");
 
     let scratch = std::env::temp_dir().join(format!("agent-bench-cli-{}", std::process::id()));
@@ -209,6 +216,40 @@ pub fn run(root: &Path, target: &Path, mut cargo: Command, only: Only) -> Result
         }
         Ok(())
     })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// Builds the working tree's `agent` and `testkit` in release mode; returns their paths.
+pub(crate) fn build_tree(
+    root: &Path,
+    target: &Path,
+    mut cargo: Command,
+) -> Result<(PathBuf, PathBuf)> {
+    let status = cargo
+        .args(["build", "--release", "-p", "agent", "-p", "testkit"])
+        .current_dir(root)
+        .status()
+        .context("running cargo build")?;
+    ensure!(status.success(), "cargo build --release failed");
+    Ok((target.join("release/agent"), target.join("release/testkit")))
+}
+
+/// `bench-cli --ab COMMIT [--runs N]`: the 4-turn session by `commit`'s build and the
+/// working tree's, interleaved, phase by phase ([`crate::bench_ab`]).
+pub fn run_ab(root: &Path, target: &Path, cargo: Command, commit: &str, runs: usize) -> Result<()> {
+    let earlier = crate::bench_ab::build_commit(root, target, commit)?;
+    let (agent, testkit) = build_tree(root, target, cargo)?;
+    let script = root.join("tests/fixtures/four-turn.json");
+    let scratch = std::env::temp_dir().join(format!("agent-bench-ab-{}", std::process::id()));
+    let result = crate::bench_ab::measure(
+        (commit, &earlier),
+        &agent,
+        &testkit,
+        &script,
+        &scratch,
+        runs,
+    );
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }

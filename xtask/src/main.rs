@@ -12,17 +12,23 @@
 //! - `bench-cli`: whole-process figures of the `agent` binary (start-up, a scripted 4-turn
 //!   session against `testkit serve`, the interactive terminal's rendering cost); `--render`
 //!   measures the rendering alone, `--long` a 1,000-turn session near the autocompact
-//!   threshold alone: see [`bench_cli`], [`bench_render`] and [`bench_long`].
+//!   threshold alone: see [`bench_cli`], [`bench_render`] and [`bench_long`]. `--ab COMMIT
+//!   [--runs N]` runs the 4-turn session by an earlier commit's build and the working
+//!   tree's, interleaved, phase by phase: see [`bench_ab`].
+//! - `symbol-order`: profiles the release `agent` under callgrind and writes the code layout
+//!   release builds link with: see [`symbol_order`].
 //! - `bench-cache`: how a scripted 30-turn session keeps the prompt cache (prefix reuse,
 //!   cache breaks, estimated input cost): see [`bench_cache`].
 //! - `help`: lists the subcommands.
 //!
 //! An unknown subcommand is an error with exit status 2.
 
+mod bench_ab;
 mod bench_cache;
 mod bench_cli;
 mod bench_long;
 mod bench_render;
+mod symbol_order;
 mod tidy;
 
 use std::collections::BTreeMap;
@@ -45,8 +51,16 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "wall time and peak RSS of `agent --version` and a scripted 4-turn session; the interactive terminal's rendering cost (alone with --render); a 1,000-turn session near the autocompact threshold (alone with --long)",
     ),
     (
+        "bench-cli --ab COMMIT [--runs N]",
+        "the scripted 4-turn session by COMMIT's build and the working tree's, interleaved, N runs each (default 10): wall, CPU, peak RSS and each phase",
+    ),
+    (
         "bench-cache [--agent PATH]",
         "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
+    ),
+    (
+        "symbol-order",
+        "profile the release agent (--version and the 4-turn session) under callgrind and write crates/cli/symbol-order.txt, the code layout release builds link with",
     ),
     (
         "tidy",
@@ -65,6 +79,13 @@ fn main() -> ExitCode {
     let rest: Vec<OsString> = args.collect();
     let result = match subcommand.to_str() {
         Some("bench") => bench(&rest),
+        Some("bench-cli") if rest.first().is_some_and(|flag| flag == "--ab") => {
+            ab_arguments(&rest[1..]).and_then(|(commit, runs)| {
+                workspace().and_then(|ws| {
+                    bench_cli::run_ab(&ws.root, &ws.target_dir, cargo(), &commit, runs)
+                })
+            })
+        }
         Some("bench-cli") => {
             let only = match rest.as_slice() {
                 [] => Ok(bench_cli::Only::All),
@@ -92,6 +113,10 @@ fn main() -> ExitCode {
                 })
             })
         }
+        Some("symbol-order") if rest.is_empty() => workspace().and_then(|ws| {
+            bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())
+                .and_then(|(agent, testkit)| symbol_order::run(&ws.root, &agent, &testkit))
+        }),
         Some("tidy") => tidy_metadata().and_then(|(root, metadata)| tidy::run(&root, &metadata)),
         Some("help" | "-h" | "--help") => {
             print!("{}", usage());
@@ -254,6 +279,25 @@ fn bench(args: &[OsString]) -> Result<()> {
 
 /// `cargo`, as the one that runs us when there is one, without the variables `cargo run` set
 /// for xtask itself (they would describe the wrong package to the child builds).
+/// `COMMIT [--runs N]` of `bench-cli --ab`.
+fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
+    let usage = || anyhow::anyhow!("usage: cargo xtask bench-cli --ab COMMIT [--runs N]");
+    let text: Vec<&str> = rest
+        .iter()
+        .map(|arg| arg.to_str().ok_or_else(usage))
+        .collect::<anyhow::Result<_>>()?;
+    match text[..] {
+        [commit] => Ok((commit.to_owned(), 10)),
+        [commit, "--runs", runs] => match runs.parse() {
+            Ok(runs) if runs > 0 => Ok((commit.to_owned(), runs)),
+            _ => Err(anyhow::anyhow!(
+                "--runs {runs}: a count of runs, at least 1"
+            )),
+        },
+        _ => Err(usage()),
+    }
+}
+
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {

@@ -295,6 +295,50 @@ async fn bad_rewinds_are_refused_with_the_reason() {
     assert!(stdout.contains(ID) && stdout.contains("turn 1"), "{stdout}");
 }
 
+/// A headless run takes workspace snapshots only when Claude Code's variable asks for it
+/// (as its `-p` and Agent SDK do): without it a turn that runs a command makes no shadow
+/// store; with it the same turn does. Write's own changes stay rewindable either way.
+#[tokio::test]
+async fn headless_runs_snapshot_the_workspace_only_when_asked() {
+    let stores = |repo: &Repo| -> usize {
+        std::fs::read_dir(repo.home.join("data/agent/projects"))
+            .map(|projects| {
+                projects
+                    .flatten()
+                    .filter(|project| project.path().join("shadow/HEAD").exists())
+                    .count()
+            })
+            .unwrap_or_default()
+    };
+    for (asked, expected) in [(None, 0), (Some("true"), 1), (Some("0"), 0)] {
+        let repo = repo("rewind-headless");
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().tool_use(
+                "toolu_w",
+                "Write",
+                json!({"file_path": repo.dir.join("new.txt"), "content": "new\n"}),
+            )),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let mut command = common::command(&repo, &server);
+        command.args(["-p", "write it", "--permission-mode", "acceptEdits"]);
+        command.args(["--session-id", ID]);
+        match asked {
+            Some(value) => command.env(session::snapshots::CHECKPOINTING_VARIABLE, value),
+            None => command.env_remove(session::snapshots::CHECKPOINTING_VARIABLE),
+        };
+        ok(&command.output().await.unwrap());
+        assert_eq!(read(&repo, "new.txt").as_deref(), Some("new\n"));
+        assert_eq!(stores(&repo), expected, "{asked:?}");
+        // Write's change is rewindable with or without snapshots.
+        let rewind = ["rewind", "--session", ID, "--turn", "0", "--code"];
+        ok(&agent(&repo, &server, &rewind).await);
+        assert_eq!(read(&repo, "new.txt"), None, "{asked:?}");
+    }
+}
+
 /// Every file of `dir` (recursively) but `skip`, with its bytes.
 fn tree(dir: &std::path::Path, skip: &str) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut files = std::collections::BTreeMap::new();
@@ -391,7 +435,11 @@ async fn what_commands_and_mcp_servers_changed_is_rewound_too() {
     };
     let launch = |args: Vec<&str>| {
         let mut command = common::command(&repo, &server);
-        command.env("MCP_STARTUP_WAIT_MS", "10000").args(args);
+        // Headless runs snapshot the workspace only when asked (Claude Code's variable).
+        command
+            .env("MCP_STARTUP_WAIT_MS", "10000")
+            .env(session::snapshots::CHECKPOINTING_VARIABLE, "true")
+            .args(args);
         command
     };
     ok(&launch(run("turn 1: tidy up", true)).output().await.unwrap());

@@ -46,7 +46,7 @@ pub(crate) fn probe() -> Result<PathBuf, String> {
 /// `name` in an absolute `PATH` folder outside the workspace, or `/usr/bin`, `/bin`
 /// ([`crate::env::resolve_program`]): bubblewrap runs outside every sandbox, so an empty or
 /// relative `PATH` entry must not find the repository's own `bwrap`.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     crate::env::resolve_program(name).ok()
 }
 

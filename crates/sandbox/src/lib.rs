@@ -65,6 +65,7 @@ pub mod env;
 mod helper;
 mod landlock_rules;
 mod placeholder;
+pub mod probe_cache;
 mod seccomp;
 
 use std::ffi::{OsStr, OsString};
@@ -1033,6 +1034,18 @@ impl Backend {
     /// Costs one or two short process starts; the result for a given `helper` is cached for
     /// the life of the process.
     pub fn detect(helper: Option<&Path>) -> Backend {
+        Self::detect_with(helper, None)
+    }
+
+    /// [`Backend::detect`], with the answer also kept in `record` (a file, made with its
+    /// folder if missing) and taken from it while nothing it depends on has changed: see
+    /// [`probe_cache`] for what that is, and why a forged record cannot weaken the sandbox.
+    /// A start with a fresh record runs no probe at all.
+    pub fn detect_cached(helper: Option<&Path>, record: &Path) -> Backend {
+        Self::detect_with(helper, Some(record))
+    }
+
+    fn detect_with(helper: Option<&Path>, record: Option<&Path>) -> Backend {
         /// Back ends found so far, by helper.
         type Found = std::sync::Mutex<Vec<(Option<PathBuf>, Backend)>>;
         static CACHE: OnceLock<Found> = OnceLock::new();
@@ -1043,7 +1056,24 @@ impl Backend {
         {
             return backend.clone();
         }
-        let backend = Self::detect_uncached(helper);
+        let backend = match (record, forced_backend()) {
+            (Some(record), Ok(forced)) => {
+                let bwrap = forced
+                    .is_none_or(|f| f == "bwrap")
+                    .then(|| bwrap::find_on_path("bwrap"))
+                    .flatten();
+                let helper = helper.filter(|_| forced.is_none_or(|f| f == "landlock"));
+                let fingerprint = probe_cache::fingerprint(bwrap.as_deref(), helper, forced);
+                probe_cache::load(record, &fingerprint, bwrap.as_deref(), helper).unwrap_or_else(
+                    || {
+                        let found = Self::detect_uncached(helper);
+                        probe_cache::store(record, &fingerprint, &found);
+                        found
+                    },
+                )
+            }
+            _ => Self::detect_uncached(helper),
+        };
         if let Ok(mut cached) = cache.lock() {
             cached.push((key, backend.clone()));
         }

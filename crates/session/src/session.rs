@@ -5055,7 +5055,14 @@ fn sandbox_config(
     }
     tools::sandbox::forced_backend().map_err(anyhow::Error::msg)?;
     let helper = std::env::current_exe().ok();
-    let backend = tools::sandbox::Backend::detect(helper.as_deref());
+    // Probed once per machine, kernel and bubblewrap, then read from the user's cache.
+    let backend = match dirs::cache_dir() {
+        Some(cache) => tools::sandbox::Backend::detect_cached(
+            helper.as_deref(),
+            &cache.join("agent/sandbox-backend.json"),
+        ),
+        None => tools::sandbox::Backend::detect(helper.as_deref()),
+    };
     if let tools::sandbox::Backend::Unavailable(reason) = &backend {
         options.notices.say(&format!(
             "warning: no sandbox is available ({reason}): Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless); install bubblewrap to sandbox them"

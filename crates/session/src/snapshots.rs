@@ -28,6 +28,24 @@
 //! not kept that a turn changed is named in the rewind list as not saved, and a rewind leaves
 //! it alone. A workspace with more than [`MAX_FILES`] candidate files is not snapshotted at
 //! all (the session says so once).
+//!
+//! When: interactive sessions, `agent acp` and the SDK's sessions that ask for it take
+//! snapshots; a headless run (`agent -p`) does not unless [`CHECKPOINTING_VARIABLE`] is set,
+//! as Claude Code's `-p` and its Agent SDK (whose `enableFileCheckpointing` option sets that
+//! variable): a run nobody watches pays a git process or two per turn for an undo that is
+//! rarely asked of it. Its Write and Edit changes are kept for a rewind either way
+//! ([`crate::checkpoints`]).
+
+/// The variable that turns snapshots on for a headless run (`1` or `true`): Claude Code's
+/// own, which its Agent SDK sets for `enableFileCheckpointing: true`.
+pub const CHECKPOINTING_VARIABLE: &str = "CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING";
+
+/// Whether a headless run takes workspace snapshots: [`CHECKPOINTING_VARIABLE`] is `1` or
+/// `true` (any case) in this process's environment.
+pub fn headless_enabled() -> bool {
+    std::env::var(CHECKPOINTING_VARIABLE)
+        .is_ok_and(|value| value == "1" || value.eq_ignore_ascii_case("true"))
+}
 
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsStr;

@@ -30,8 +30,11 @@ pub struct RecordedRequest {
     pub headers: Vec<(String, String)>,
     /// The body bytes.
     pub body: Vec<u8>,
-    /// When it arrived.
+    /// When it arrived (its body read).
     pub received: std::time::Instant,
+    /// When its head arrived, by the wall clock: what other processes (a benchmark's harness)
+    /// can compare with their own times.
+    pub arrived: std::time::SystemTime,
     /// The TCP connection it came on, numbered from 0 in the order the server accepted them
     /// (requests sharing a number came over one kept-alive connection).
     pub connection: u64,
@@ -262,6 +265,7 @@ async fn handle(
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) -> Result<Response<Body>, Infallible> {
+    let arrived = std::time::SystemTime::now();
     let method = request.method().to_string();
     let model_endpoint = request.uri().path().ends_with("/messages")
         || request.uri().path().ends_with("/chat/completions")
@@ -355,6 +359,7 @@ async fn handle(
             headers,
             body,
             received: std::time::Instant::now(),
+            arrived,
             connection,
         });
     }

@@ -4,7 +4,10 @@
 //! `testkit serve FILE [--port N] [--tls] [--requests LOG]`: serve a captured `.sse` body, or
 //! a JSON list of turns, as a Messages API on 127.0.0.1 until Ctrl-C. The last reply repeats.
 //! `--requests LOG` appends each request's body to LOG as one line (JSON), as it arrives;
-//! `--usage-from-request` reports each turn's `input_tokens` as the request's bytes / 4.
+//! `--usage-from-request` reports each turn's `input_tokens` as the request's bytes / 4;
+//! `--timeline LOG` writes, when the server is told to stop (SIGTERM, Ctrl-C), one line per
+//! model request: `{"request": N, "arrived_unix_us": T}`, N from 0, T the wall-clock time its
+//! head arrived in microseconds since the Unix epoch (for `cargo xtask bench-cli --ab`).
 //!
 //! JSON turns: `[{"text": "...", "tool_uses": [{"id": "toolu_1", "name": "Read", "input": {}}],
 //! "stop_reason": "tool_use"}]`.
@@ -13,7 +16,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)\n       testkit pdf PAGES OUT [FILLER]   (writes a PDF of PAGES pages)"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request] [--timeline LOG.jsonl]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)\n       testkit pdf PAGES OUT [FILLER]   (writes a PDF of PAGES pages)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -52,7 +55,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("testkit: {}", usage());
         return std::process::ExitCode::from(2);
     };
-    let (port, tls, log, usage) = match parse_options(&args[2..]) {
+    let options = match parse_options(&args[2..]) {
         Ok(options) => options,
         Err(error) => {
             eprintln!("testkit: {error}\n{}", usage());
@@ -69,7 +72,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(file, port, tls, log, usage)) {
+    match runtime.block_on(serve(file, options)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("testkit: {error:#}");
@@ -78,39 +81,54 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// `--port N`, `--tls`, `--requests LOG` and `--usage-from-request`.
-fn parse_options(options: &[String]) -> Result<(u16, bool, Option<String>, bool), String> {
-    let mut port = 0;
-    let mut tls = false;
-    let mut log = None;
-    let mut usage = false;
+/// The options of `testkit serve`.
+#[derive(Default)]
+struct ServeOptions {
+    /// `--port N` (0: any free port).
+    port: u16,
+    /// `--tls`.
+    tls: bool,
+    /// `--requests LOG`.
+    log: Option<String>,
+    /// `--usage-from-request`.
+    usage_from_request: bool,
+    /// `--timeline LOG`.
+    timeline: Option<String>,
+}
+
+fn parse_options(options: &[String]) -> Result<ServeOptions, String> {
+    let mut parsed = ServeOptions::default();
     let mut rest = options.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--port" => {
-                port = rest
+                parsed.port = rest
                     .next()
                     .and_then(|value| value.parse().ok())
                     .ok_or("--port needs a number from 0 to 65535")?;
             }
-            "--tls" => tls = true,
+            "--tls" => parsed.tls = true,
             "--requests" => {
-                log = Some(rest.next().ok_or("--requests needs a file")?.clone());
+                parsed.log = Some(rest.next().ok_or("--requests needs a file")?.clone());
             }
-            "--usage-from-request" => usage = true,
+            "--timeline" => {
+                parsed.timeline = Some(rest.next().ok_or("--timeline needs a file")?.clone());
+            }
+            "--usage-from-request" => parsed.usage_from_request = true,
             other => return Err(format!("unknown option {other}")),
         }
     }
-    Ok((port, tls, log, usage))
+    Ok(parsed)
 }
 
-async fn serve(
-    file: &str,
-    port: u16,
-    tls: bool,
-    log: Option<String>,
-    usage_from_request: bool,
-) -> anyhow::Result<()> {
+async fn serve(file: &str, options: ServeOptions) -> anyhow::Result<()> {
+    let ServeOptions {
+        port,
+        tls,
+        log,
+        usage_from_request,
+        timeline,
+    } = options;
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     let script = if file.ends_with(".json") {
         let text = String::from_utf8(bytes).with_context(|| format!("{file}: not UTF-8"))?;
@@ -179,7 +197,27 @@ async fn serve(
     if let Some(logger) = &logger {
         write_new(logger);
     }
+    if let Some(timeline) = timeline {
+        write_timeline(&server, &timeline)?;
+    }
     Ok(())
+}
+
+/// `--timeline LOG`: one line per model request, when its head arrived.
+fn write_timeline(server: &Server, path: &str) -> anyhow::Result<()> {
+    let mut lines = String::new();
+    for (index, request) in server.requests().iter().enumerate() {
+        let since_epoch = request
+            .arrived
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        lines.push_str(
+            &serde_json::json!({"request": index, "arrived_unix_us": since_epoch.as_micros()})
+                .to_string(),
+        );
+        lines.push('\n');
+    }
+    std::fs::write(path, lines).with_context(|| format!("writing {path}"))
 }
 
 /// `testkit mcp-http-server [--port N] [--bearer TOKEN]`: prints the URL, serves until Ctrl-C.
