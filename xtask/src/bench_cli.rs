@@ -8,7 +8,8 @@
 //! - `agent --version`, 30 runs after 3 warm-up runs;
 //! - the scripted 4-turn session of `tests/fixtures/four-turn.json` (Read + Grep, Edit, Bash
 //!   `cat`, final text) against `testkit serve` on loopback, 10 runs, each with a fresh server,
-//!   a freshly reset git repository and an empty home folder, transcript fsyncs included.
+//!   a freshly reset git repository and an empty home folder (the cache folder, where the
+//!   sandbox probe's answer is kept, shared by the runs), transcript fsyncs included.
 //!   Every run must exit 0 and leave `greet.py` fixed, or the bench fails.
 //!
 //! - the time from spawn to the first byte of the first model request (a listener on
@@ -362,14 +363,7 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
     let version_rss = version.peak_rss_kb()?;
 
     // The 4-turn session.
-    let repo = scratch.join("repo");
-    std::fs::create_dir_all(&repo).with_context(|| format!("creating {}", repo.display()))?;
-    std::fs::write(repo.join("greet.py"), "def greet():\n    return 'helo'\n")?;
-    std::fs::write(repo.join("notes.txt"), "remember the milk\n")?;
-    git(&repo, &["init", "-q"])?;
-    git(&repo, &["add", "-A"])?;
-    git(&repo, &["commit", "-qm", "init"])?;
-    let repo = repo.canonicalize()?;
+    let repo = crate::bench_ab::session_repo(scratch)?;
     let repo_arg = repo.to_string_lossy().into_owned();
     let mut session_walls = Vec::new();
     let mut session_rss = 0;
@@ -378,7 +372,11 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
         let home: PathBuf = scratch.join(format!("home-{run}"));
         std::fs::create_dir_all(&home)?;
         let server = Serve::start(testkit, script)?;
-        let (data, config) = (home.join("data"), home.join("config"));
+        let (data, config, cache) = (
+            home.join("data"),
+            home.join("config"),
+            scratch.join("cache"),
+        );
         let session = Run {
             program: agent,
             args: &[
@@ -399,6 +397,7 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
                 ("HOME", &home),
                 ("XDG_DATA_HOME", &data),
                 ("XDG_CONFIG_HOME", &config),
+                ("XDG_CACHE_HOME", &cache),
             ],
         };
         // Ten timed runs, then three under /usr/bin/time for the peak RSS.
