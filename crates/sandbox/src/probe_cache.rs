@@ -12,10 +12,14 @@
 //! [`MAX_AGE`], or an unreadable record means a new probe. Only a back end that worked is
 //! recorded; an unavailable sandbox is probed again at every start.
 //!
-//! Trust: the record sits in the user's own cache folder, which sandboxed commands cannot
-//! write. Even a forged record cannot weaken the sandbox: it can only name a back end for
-//! the very programs resolved now, and a back end that does not work fails closed (bubblewrap
-//! refuses to start the command; the helper refuses to run it without Landlock enforced).
+//! Trust: the record sits in the user's own cache folder (`agent/` in it is a protected
+//! folder: no tool and no sandboxed command may write it, even in a session started in the
+//! home folder), and is read only when it is a regular file of this user's that no one else
+//! may write, opened without following a link and without blocking (a FIFO in its place is
+//! no record). A forged record still could not run a command unsandboxed: it can only name
+//! a back end for the very programs resolved now, and a back end that does not work fails
+//! closed (bubblewrap refuses to start the command; the helper refuses to run it without
+//! Landlock enforced).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -93,9 +97,21 @@ pub(crate) fn load(
     helper: Option<&Path>,
 ) -> Option<Backend> {
     use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    // Not through a link, never blocking on a FIFO put in its place; a regular file of this
+    // user's that no one else may write.
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file)
+        .ok()?;
+    let meta = opened.metadata().ok()?;
+    let owner = nix::unistd::geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != owner || meta.mode() & 0o022 != 0 {
+        return None;
+    }
     let mut text = String::new();
-    std::fs::File::open(file)
-        .ok()?
+    opened
         .take(MAX_RECORD_BYTES)
         .read_to_string(&mut text)
         .ok()?;
@@ -190,6 +206,27 @@ mod tests {
         // Garbage is no record.
         std::fs::write(&file, "{not json").unwrap_or_else(|error| panic!("{error}"));
         assert_eq!(load(&file, &here, Some(bwrap), None), None);
+        // A record others may write, a link to a record, or a FIFO is no record (and never
+        // blocks the start).
+        store(&file, &here, &Backend::Bubblewrap(bwrap.to_path_buf()));
+        let mode = |bits| {
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(bits))
+                .unwrap_or_else(|error| panic!("{error}"));
+        };
+        mode(0o666);
+        assert_eq!(
+            load(&file, &here, Some(bwrap), None),
+            None,
+            "others may write it"
+        );
+        mode(0o644);
+        let link = dir.join("nested/link.json");
+        std::os::unix::fs::symlink(&file, &link).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(load(&link, &here, Some(bwrap), None), None, "a link");
+        let fifo = dir.join("nested/fifo.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU)
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(load(&fifo, &here, Some(bwrap), None), None, "a FIFO");
         // An unavailable sandbox is never recorded.
         std::fs::remove_file(&file).unwrap_or_else(|error| panic!("{error}"));
         store(&file, &here, &Backend::Unavailable("no".into()));

@@ -976,8 +976,9 @@ fn session_end_limit(hooks: &[&HookCommand]) -> Duration {
 }
 
 /// The settings folders the agent reads: `.agent/` and `.claude/` in the working directory,
-/// `agent/` in the user's config directory, `~/.claude/` and `~/.claude.json`, and its
-/// sessions (`agent/` in the user's data directory). No tool may change them: the
+/// `agent/` in the user's config directory, `~/.claude/` and `~/.claude.json`, its
+/// sessions (`agent/` in the user's data directory) and its cache (`agent/` in the user's
+/// cache directory: the sandbox probe's record). No tool may change them: the
 /// file tools refuse writes there after resolving the path exactly
 /// (`tools::ToolSetConfig::protected`, which the permission gate reports as a denial), and
 /// the OS sandbox keeps every command out of them (no command's text is read for them).
@@ -992,6 +993,9 @@ pub fn protected_dirs(cwd: &Path) -> Vec<PathBuf> {
     // nothing the model runs may write there (it matters when the workspace holds them,
     // a session started in the home folder).
     dirs.extend(dirs::data_dir().map(|data| data.join("agent")));
+    // The sandbox back end the next start uses without probing (`sandbox::probe_cache`):
+    // a command that wrote it could choose the back end for every later session.
+    dirs.extend(dirs::cache_dir().map(|cache| cache.join("agent")));
     dirs
 }
 
