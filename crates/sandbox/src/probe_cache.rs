@@ -132,7 +132,7 @@ pub(crate) fn load(
 /// renamed over it, its folder made (0700) if missing. Errors are ignored: the next start
 /// probes again.
 pub(crate) fn store(file: &Path, fingerprint: &str, backend: &Backend) {
-    use std::os::unix::fs::DirBuilderExt as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
     let name = match backend {
         Backend::Bubblewrap(_) => "bwrap",
         Backend::Landlock(_) => "landlock",
@@ -159,7 +159,16 @@ pub(crate) fn store(file: &Path, fingerprint: &str, backend: &Backend) {
             .map_or("sandbox".into(), |name| name.to_string_lossy()),
         std::process::id()
     ));
-    if std::fs::write(&partial, text).is_ok() && std::fs::rename(&partial, file).is_err() {
+    // Mode 0600 whatever the umask: `load` refuses a record others may write (a umask of
+    // 002 would make it group-writable).
+    let _ = std::fs::remove_file(&partial);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&partial)
+        .and_then(|mut out| std::io::Write::write_all(&mut out, text.as_bytes()));
+    if written.is_err() || std::fs::rename(&partial, file).is_err() {
         let _ = std::fs::remove_file(&partial);
     }
 }
@@ -186,6 +195,9 @@ mod tests {
             Some(Backend::Bubblewrap(bwrap.to_path_buf()))
         );
         assert_eq!(load(&file, "another kernel", Some(bwrap), None), None);
+        let mode = std::fs::metadata(&file)
+            .map(|meta| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777);
+        assert_eq!(mode.ok(), Some(0o600), "written for its owner alone");
         // A record naming a back end whose program is not resolved now answers nothing.
         assert_eq!(load(&file, &here, None, None), None);
 
