@@ -360,7 +360,7 @@ impl HyperTransport {
         proxy: &ProxyConfig,
         reach: Reach,
     ) -> Result<Self, ProviderError> {
-        let tls = tls_config(extra_roots_pem)?;
+        let tls = shared_tls_config(extra_roots_pem)?;
         let https = |tls: rustls::ClientConfig| {
             hyper_rustls::HttpsConnectorBuilder::new()
                 .with_tls_config(tls)
@@ -415,6 +415,27 @@ impl HyperTransport {
     }
 }
 
+/// The TLS configuration trusting the webpki roots and `extra_roots_pem`: built once per
+/// distinct `extra_roots_pem` in the process, since the session's transports (the model's,
+/// the web tools') share it and a system bundle (`SSL_CERT_FILE`, some 200 KB of PEM) costs
+/// about a millisecond to parse each time (docs/benchmarks.md, "Speed against the first
+/// wave").
+fn shared_tls_config(extra_roots_pem: &[u8]) -> Result<rustls::ClientConfig, ProviderError> {
+    type Built = std::sync::Mutex<Vec<(Vec<u8>, rustls::ClientConfig)>>;
+    static BUILT: std::sync::OnceLock<Built> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut built = built
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, config)) = built.iter().find(|(pem, _)| pem == extra_roots_pem) {
+        return Ok(config.clone());
+    }
+    let config = tls_config(extra_roots_pem)?;
+    built.push((extra_roots_pem.to_vec(), config.clone()));
+    Ok(config)
+}
+
+/// Builds the TLS configuration ([`shared_tls_config`] keeps it).
 fn tls_config(extra_roots_pem: &[u8]) -> Result<rustls::ClientConfig, ProviderError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
