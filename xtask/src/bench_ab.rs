@@ -30,6 +30,7 @@
 //! - **exit**: the last request's head to the process's exit (the final answer streamed,
 //!   the result printed, the transcript closed, the runtime shut down).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
@@ -111,6 +112,38 @@ fn unix_us(time: SystemTime) -> i128 {
         .unwrap_or_default()
 }
 
+/// The 4-turn session's arguments to `agent`, as every measurement of it passes them:
+/// the prompt, the repository, the server, acceptEdits with `Bash(cat:*)` allowed, json out.
+pub(crate) fn session_args(repo: &Path, url: &str) -> Vec<OsString> {
+    let mut args: Vec<OsString> = ["-p", "fix the greeting", "-C"].map(Into::into).into();
+    args.push(repo.into());
+    args.extend(
+        [
+            "--base-url",
+            url,
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(cat:*)",
+            "--output-format",
+            "json",
+        ]
+        .map(Into::into),
+    );
+    args
+}
+
+/// The session's environment: an empty `home` (its data and config folders in it) and the
+/// machine's `cache` folder.
+pub(crate) fn session_env(home: &Path, cache: &Path) -> [(&'static str, PathBuf); 4] {
+    [
+        ("HOME", home.to_path_buf()),
+        ("XDG_DATA_HOME", home.join("data")),
+        ("XDG_CONFIG_HOME", home.join("config")),
+        ("XDG_CACHE_HOME", cache.to_path_buf()),
+    ]
+}
+
 /// User + system time of every waited-for child of this process so far (`getrusage`,
 /// microseconds: `/usr/bin/time`'s `%U %S` count in 10 ms steps).
 fn children_cpu() -> Result<std::time::Duration> {
@@ -145,15 +178,8 @@ fn one_run(
         .args(["-f", "%M", "-o"])
         .arg(&times)
         .arg(agent)
-        .args(["-p", "fix the greeting", "-C"])
-        .arg(repo)
-        .args(["--base-url", &server.url])
-        .args(["--permission-mode", "acceptEdits"])
-        .args(["--allowedTools", "Bash(cat:*)", "--output-format", "json"])
-        .env("HOME", home)
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_CACHE_HOME", cache)
+        .args(session_args(repo, &server.url))
+        .envs(session_env(home, cache))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

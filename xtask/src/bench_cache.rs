@@ -36,15 +36,9 @@ const FILES: usize = 12;
 /// Runs the benchmark; `root` is the workspace root, `target` its target directory. `agent`
 /// measures another build of the binary (an earlier commit's, for a before/after figure)
 /// instead of this workspace's.
-pub fn run(root: &Path, target: &Path, mut cargo: Command, agent: Option<&Path>) -> Result<()> {
-    let status = cargo
-        .args(["build", "--release", "-p", "agent", "-p", "testkit"])
-        .current_dir(root)
-        .status()
-        .context("running cargo build")?;
-    ensure!(status.success(), "cargo build --release failed");
-    let agent = agent.map_or_else(|| target.join("release/agent"), Path::to_path_buf);
-    let testkit = target.join("release/testkit");
+pub fn run(root: &Path, target: &Path, cargo: Command, agent: Option<&Path>) -> Result<()> {
+    let (built, testkit) = crate::bench_cli::build_tree(root, target, cargo)?;
+    let agent = agent.map_or(built, Path::to_path_buf);
     let scratch = std::env::temp_dir().join(format!("agent-bench-cache-{}", std::process::id()));
     let result = (|| {
         let mut failures = Vec::new();

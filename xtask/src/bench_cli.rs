@@ -49,8 +49,8 @@ fn parse_peak_rss(stderr: &str) -> Result<u64> {
 /// How to run the measured program.
 struct Run<'a> {
     program: &'a Path,
-    args: &'a [&'a str],
-    envs: &'a [(&'a str, &'a Path)],
+    args: &'a [std::ffi::OsString],
+    envs: &'a [(&'static str, PathBuf)],
 }
 
 impl Run<'_> {
@@ -74,7 +74,7 @@ impl Run<'_> {
             status.success(),
             "{} {} failed ({status}):\n{}",
             self.program.display(),
-            self.args.join(" "),
+            self.args.join(std::ffi::OsStr::new(" ")).display(),
             String::from_utf8_lossy(stderr)
         );
         Ok(())
@@ -350,7 +350,7 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
     // --version.
     let version = Run {
         program: agent,
-        args: &["--version"],
+        args: &["--version".into()],
         envs: &[],
     };
     for _ in 0..3 {
@@ -364,7 +364,6 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
 
     // The 4-turn session.
     let repo = crate::bench_ab::session_repo(scratch)?;
-    let repo_arg = repo.to_string_lossy().into_owned();
     let mut session_walls = Vec::new();
     let mut session_rss = 0;
     for run in 0..13 {
@@ -372,33 +371,14 @@ fn measure_all(agent: &Path, testkit: &Path, script: &Path, scratch: &Path) -> R
         let home: PathBuf = scratch.join(format!("home-{run}"));
         std::fs::create_dir_all(&home)?;
         let server = Serve::start(testkit, script)?;
-        let (data, config, cache) = (
-            home.join("data"),
-            home.join("config"),
-            scratch.join("cache"),
+        let (args, envs) = (
+            crate::bench_ab::session_args(&repo, &server.url),
+            crate::bench_ab::session_env(&home, &scratch.join("cache")),
         );
         let session = Run {
             program: agent,
-            args: &[
-                "-p",
-                "fix the greeting",
-                "-C",
-                &repo_arg,
-                "--base-url",
-                &server.url,
-                "--permission-mode",
-                "acceptEdits",
-                "--allowedTools",
-                "Bash(cat:*)",
-                "--output-format",
-                "json",
-            ],
-            envs: &[
-                ("HOME", &home),
-                ("XDG_DATA_HOME", &data),
-                ("XDG_CONFIG_HOME", &config),
-                ("XDG_CACHE_HOME", &cache),
-            ],
+            args: &args,
+            envs: &envs,
         };
         // Ten timed runs, then three under /usr/bin/time for the peak RSS.
         if run < 10 {

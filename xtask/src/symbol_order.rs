@@ -95,34 +95,16 @@ pub fn run(root: &Path, agent: &Path, testkit: &Path) -> Result<()> {
         let repo = crate::bench_ab::session_repo(&scratch)?;
         let home: PathBuf = scratch.join("home");
         std::fs::create_dir_all(&home)?;
-        let (data, config, cache) = (home.join("data"), home.join("config"), home.join("cache"));
         let script = root.join("tests/fixtures/four-turn.json");
         let server = Serve::start_with(testkit, &script, &[])?;
         let session = scratch.join("session.callgrind");
-        let args: Vec<std::ffi::OsString> = [
-            "-p",
-            "fix the greeting",
-            "--base-url",
-            &server.url,
-            "--permission-mode",
-            "acceptEdits",
-            "--allowedTools",
-            "Bash(cat:*)",
-            "--output-format",
-            "json",
-            "-C",
-        ]
-        .iter()
-        .map(Into::into)
-        .chain([repo.clone().into_os_string()])
-        .collect();
+        let args = crate::bench_ab::session_args(&repo, &server.url);
         let args: Vec<&std::ffi::OsStr> = args.iter().map(|arg| arg.as_os_str()).collect();
-        let envs = [
-            ("HOME", home.as_path()),
-            ("XDG_DATA_HOME", &data),
-            ("XDG_CONFIG_HOME", &config),
-            ("XDG_CACHE_HOME", &cache),
-        ];
+        let env = crate::bench_ab::session_env(&home, &home.join("cache"));
+        let envs: Vec<(&str, &Path)> = env
+            .iter()
+            .map(|(key, value)| (*key, value.as_path()))
+            .collect();
         profile(&binary, &args, &envs, &session)?;
         drop(server);
         let fixed = std::fs::read_to_string(repo.join("greet.py"))?;

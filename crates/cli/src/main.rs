@@ -334,7 +334,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     // Listen for Ctrl-C before anything runs: a signal that arrives before the listener is
     // registered would kill the process with no result and no cleanup.
     let interrupts = Interrupts::listen(task.is_none())?;
-    let mut options = session_options(&args, task.is_some());
+    let mut options = args.session_options();
     let mut control = connect(&args, &mut options).await;
     let status = Status::default();
     let terminal_prompter = match task {
@@ -382,15 +382,6 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
             interactive::run(session, &interrupts, status, prompter, args.prompt.clone()).await
         }
     }
-}
-
-/// The session's options from the arguments. A headless run (a prompt, or the SDK's
-/// stream-json) takes workspace snapshots only when Claude Code's variable asks for them
-/// ([`session::snapshots::headless_enabled`]), as Claude Code's `-p` and Agent SDK.
-fn session_options(args: &Args, headless: bool) -> session::Options {
-    let mut options = args.session_options();
-    options.no_snapshots |= headless && !session::snapshots::headless_enabled();
-    options
 }
 
 async fn headless(

@@ -58,7 +58,9 @@ pub struct Options {
     pub editor_files: Option<std::sync::Arc<dyn tools::EditorFiles>>,
     /// No workspace snapshots ([`crate::snapshots`]): a rewind restores only what Write and
     /// Edit changed. `agent batch` sets it: each task's checkout is its own, its diff the
-    /// record, and a snapshot store per checkout would copy the repository per task.
+    /// record, and a snapshot store per checkout would copy the repository per task. A
+    /// session opened without a prompter (headless) takes none either unless
+    /// [`crate::snapshots::CHECKPOINTING_VARIABLE`] asks ([`crate::snapshots::headless_enabled`]).
     pub no_snapshots: bool,
 }
 

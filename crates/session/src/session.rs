@@ -2377,8 +2377,11 @@ impl Record {
             path: resumed.path,
             transcript: None,
             journal: Arc::default(),
-            snapshots: (!options.no_snapshots)
-                .then(|| Arc::new(crate::snapshots::Turns::new(&shadow, cwd))),
+            // A headless session (no one to ask: `-p`, the SDK's, `mcp serve`) snapshots
+            // the workspace only when asked, as Claude Code's (`snapshots::headless_enabled`).
+            snapshots: (!options.no_snapshots
+                && (interactive || crate::snapshots::headless_enabled()))
+            .then(|| Arc::new(crate::snapshots::Turns::new(&shadow, cwd))),
             turns: resumed.turns,
             copy_history: resumed.copy_history,
             // A copied history (a fork, another tool's transcript) starts a file of its own,
