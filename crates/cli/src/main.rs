@@ -50,6 +50,13 @@ fn main() -> ExitCode {
     // Under the control protocol `--verbose` is the SDK's (every message on stdout), not a
     // request for log lines on stderr, which a Python SDK program would show.
     init_logging(args.verbose && args.input_format != InputFormat::StreamJson);
+    // A session's first sandbox (the start-up `git status`) needs the walk of `/etc` for
+    // the files it hides (about 2.5 ms): begun now, on a thread, it is done by then.
+    if args.command.is_none() && args.permissions.sandbox != Some(args::SandboxArg::Off) {
+        let _ = std::thread::Builder::new()
+            .name("etc-walk".into())
+            .spawn(|| tools::sandbox::private_system_files().len());
+    }
     // Scripts reading --output-format json get a result object even when the run fails
     // before it starts (bad settings, no API key, an unreadable transcript).
     let json_result = args.command.is_none() && args.output_format != OutputFormat::Text;
@@ -68,8 +75,10 @@ fn main() -> ExitCode {
     let result = runtime
         .block_on(runtime.spawn(run(args)))
         .unwrap_or_else(|error| Err(anyhow::anyhow!("the agent stopped unexpectedly: {error}")));
+    tracing::debug!(target: "timeline", "run done");
     // A tool stuck in a blocking call (a read from a FIFO) must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    tracing::debug!(target: "timeline", "runtime stopped");
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
@@ -263,10 +272,16 @@ async fn prompt(args: &Args) -> anyhow::Result<Option<String>> {
     Ok(Some(text))
 }
 
-async fn start(mut args: Args) -> anyhow::Result<u8> {
+/// `--resume` without an id: a picker on a terminal, else the list. `Some(code)` when the
+/// run ends here (listed, or nothing picked); else `args` resume what was picked.
+///
+/// # Errors
+///
+/// A run with a task (the id is needed), or the picker failing.
+fn pick_resumed(args: &mut Args) -> anyhow::Result<Option<u8>> {
     // `--resume` without an id: a picker on a terminal, else the list.
     if args.session.resume.as_deref() == Some("") {
-        let cwd = working_dir(&args)?;
+        let cwd = working_dir(args)?;
         // A run that has a task cannot stop to pick: the id is needed.
         if args.print
             || args.prompt.is_some()
@@ -280,7 +295,7 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
         }
         let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
         if !terminal {
-            return sessions_cmd::run(&cwd, false);
+            return sessions_cmd::run(&cwd, false).map(Some);
         }
         let dir = session::transcript::project_dir(&cwd)?;
         match tokio::task::block_in_place(|| {
@@ -294,8 +309,15 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
         .map_err(|error| UsageError(format!("--resume: {error:#}")))?
         {
             Some(path) => args.session.resume = Some(path.to_string_lossy().into_owned()),
-            None => return Ok(0),
+            None => return Ok(Some(0)),
         }
+    }
+    Ok(None)
+}
+
+async fn start(mut args: Args) -> anyhow::Result<u8> {
+    if let Some(code) = pick_resumed(&mut args)? {
+        return Ok(code);
     }
     let streaming = args.input_format == InputFormat::StreamJson;
     if streaming && args.output_format != OutputFormat::StreamJson {
@@ -375,7 +397,9 @@ async fn start(mut args: Args) -> anyhow::Result<u8> {
     match (task, terminal_prompter) {
         (Some(task), _) => {
             let code = headless(&args, &mut session, &interrupts, (task, control), status).await;
+            tracing::debug!(target: "timeline", "result written");
             session.end(session::EndReason::Other).await;
+            tracing::debug!(target: "timeline", "session ended");
             code
         }
         (None, prompter) => {

@@ -67,7 +67,7 @@ impl Descriptors {
     }
 
     /// Keeps `fd` and returns the number it gets in bubblewrap's process.
-    fn add(&mut self, fd: OwnedFd) -> i32 {
+    pub(crate) fn add(&mut self, fd: OwnedFd) -> i32 {
         let number = self.next;
         self.next += 1;
         self.mapped.push((number, fd));

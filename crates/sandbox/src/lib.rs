@@ -997,6 +997,9 @@ pub enum Error {
     /// The policy could not be passed to the helper.
     #[error("could not encode the sandbox policy: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The pipe for bubblewrap's status (`--json-status-fd`) could not be made.
+    #[error("could not make the sandbox's status pipe: {0}")]
+    Status(std::io::Error),
 }
 
 /// The mechanism that enforces a [`Policy`].
@@ -1058,6 +1061,7 @@ impl Backend {
         }
         let backend = match (record, forced_backend()) {
             (Some(record), Ok(forced)) => {
+                probe_cache::remember(record);
                 let bwrap = forced
                     .is_none_or(|f| f == "bwrap")
                     .then(|| bwrap::find_on_path("bwrap"))
@@ -1219,7 +1223,17 @@ impl PrivateDir {
                 Ok(()) => {
                     live_private_dirs().push(path.clone());
                     static SWEPT: std::sync::Once = std::sync::Once::new();
-                    SWEPT.call_once(|| sweep_stale_private_dirs(&base));
+                    // Off the caller's path: it reads all of the temporary folder (about
+                    // 1 ms here, more in a crowded one), and nothing waits for it.
+                    SWEPT.call_once(|| {
+                        let swept = base.clone();
+                        let thread = std::thread::Builder::new()
+                            .name("private-dir-sweep".into())
+                            .spawn(move || sweep_stale_private_dirs(&swept));
+                        if thread.is_err() {
+                            sweep_stale_private_dirs(&base);
+                        }
+                    });
                     return Ok(Self { path });
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => {
@@ -1271,11 +1285,48 @@ pub struct Prepared {
     pub guard: PlaceholderGuard,
 }
 
-/// Removes the placeholders of one prepared command when dropped (see [`Prepared`]).
+/// Removes the placeholders of one prepared command when dropped (see [`Prepared`]): drop
+/// it after the process has exited, through [`PlaceholderGuard::exited`] when its exit
+/// status is known.
 #[derive(Debug, Default)]
 pub struct PlaceholderGuard {
     // Held for its `Drop`, which removes the placeholders.
     _placeholders: Placeholders,
+    /// bubblewrap's `--json-status-fd`, read end.
+    status: Option<std::io::PipeReader>,
+}
+
+impl PlaceholderGuard {
+    /// Drops the guard of a command that exited with `status`, and tells whether
+    /// bubblewrap ran the command at all: exit status 1 with its status descriptor
+    /// (`--json-status-fd`) closed and no `exit-code` in it means the sandbox could not be
+    /// set up (a mount refused, the command not found in it), so the recorded back end is
+    /// probed again at the next start ([`probe_cache`]). A command of its own exiting 1 has
+    /// its `exit-code` reported; bubblewrap killed by a signal (a timeout) is not 1.
+    pub fn exited(mut self, status: std::process::ExitStatus) {
+        if status.code() == Some(1)
+            && let Some(reader) = self.status.take()
+            && set_up_failed(reader)
+        {
+            probe_cache::forget();
+        }
+    }
+}
+
+/// Whether bubblewrap's status descriptor (`reader`) closed without reporting its
+/// command's exit (`"exit-code"`). Never waits: a writer still open (bubblewrap running, or
+/// the command not spawned and still holding the descriptor) is no failure.
+fn set_up_failed(mut reader: std::io::PipeReader) -> bool {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    use std::io::Read as _;
+    if fcntl(&reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).is_err() {
+        return false;
+    }
+    let mut said = Vec::new();
+    match reader.read_to_end(&mut said) {
+        Ok(_) => !said.windows(11).any(|window| window == b"\"exit-code\""),
+        Err(_) => false,
+    }
 }
 
 impl Sandbox {
@@ -1336,9 +1387,13 @@ impl Sandbox {
                 let mut placeholders = Placeholders::default();
                 let mut fds = bwrap::Descriptors::new(SECCOMP_FD + 1);
                 let bwrap_args = bwrap::args(policy, cwd, &mut placeholders, &mut fds)?;
+                let (status, status_writer) = std::io::pipe().map_err(Error::Status)?;
+                let status_fd = fds.add(status_writer.into());
                 let mut command = self.start(bwrap.as_os_str());
                 command
                     .args(bwrap_args)
+                    .arg("--json-status-fd")
+                    .arg(status_fd.to_string())
                     .arg("--seccomp")
                     .arg(SECCOMP_FD.to_string())
                     .arg("--")
@@ -1350,6 +1405,7 @@ impl Sandbox {
                     command,
                     guard: PlaceholderGuard {
                         _placeholders: placeholders,
+                        status: Some(status),
                     },
                 })
             }
@@ -1516,6 +1572,53 @@ mod tests {
         drop(second);
         assert!(!root.join(".agent").exists());
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A recorded back end that cannot set a sandbox up has its record removed (the next
+    /// process probes again); a command of its own failing leaves the record alone.
+    #[test]
+    fn a_back_end_that_fails_to_set_up_is_probed_again_next_time() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let base = std::env::temp_dir().join(format!("reprobe-{}", std::process::id()));
+        std::fs::create_dir_all(base.join("tmp")).unwrap();
+        let base = std::fs::canonicalize(&base).unwrap();
+        let record = base.join("sandbox-backend.json");
+        let policy = Policy::new(Profile::ReadOnly, vec![base.clone()], base.join("tmp"));
+        let run = |bwrap: &Path, program: &str| {
+            std::fs::write(&record, "{}").unwrap();
+            probe_cache::remember(&record);
+            let prepared = Sandbox::new(Backend::Bubblewrap(bwrap.to_path_buf()))
+                .command(&policy, OsStr::new(program), &[], &base)
+                .unwrap();
+            let mut command = prepared.command;
+            let status = command.status().unwrap();
+            drop(command);
+            prepared.guard.exited(status);
+            record.exists()
+        };
+        // A bubblewrap that cannot mount what it must: exits 1 without starting anything.
+        let broken = base.join("bwrap");
+        std::fs::write(
+            &broken,
+            "#!/bin/sh\necho \"bwrap: Can't mount proc on /newroot/proc\" >&2\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(
+            !run(&broken, "/bin/true"),
+            "the record of a failing back end stays"
+        );
+        match bwrap::find_on_path("bwrap") {
+            Some(real) => {
+                assert!(
+                    run(&real, "/bin/false"),
+                    "a failing command removed the record"
+                );
+                assert!(run(&real, "/bin/true"));
+            }
+            None => eprintln!("SKIPPED: no bwrap here for the working half"),
+        }
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

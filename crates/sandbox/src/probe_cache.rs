@@ -20,6 +20,11 @@
 //! a back end for the very programs resolved now, and a back end that does not work fails
 //! closed (bubblewrap refuses to start the command; the helper refuses to run it without
 //! Landlock enforced).
+//!
+//! A recorded back end that stops working (bubblewrap exits without starting its command:
+//! a security module's new rule, a mount bubblewrap can no longer make) has its record
+//! removed (`forget`, called by [`crate::PlaceholderGuard::exited`]), so the next process
+//! probes again; the running one keeps failing closed.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -33,6 +38,33 @@ pub const MAX_AGE: Duration = Duration::from_secs(24 * 3_600);
 
 /// The record's largest size read, bytes (it is a few hundred).
 const MAX_RECORD_BYTES: u64 = 16 * 1024;
+
+/// The record this process's back end was read from or written to, for [`forget`].
+static RECORD: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Remembers `record` as the one [`forget`] removes.
+pub(crate) fn remember(record: &Path) {
+    *RECORD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(record.into());
+}
+
+/// Removes the record this process used (nothing when it used none): its back end failed
+/// to start a command, so the next process probes again.
+pub(crate) fn forget() {
+    let record = RECORD
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    if let Some(record) = record
+        && std::fs::remove_file(&record).is_ok()
+    {
+        tracing::warn!(
+            record = %record.display(),
+            "the sandbox failed to start a command: its back end is probed again at the next start"
+        );
+    }
+}
 
 /// What a probe's answer depends on, as one text.
 pub(crate) fn fingerprint(

@@ -150,6 +150,7 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
     .iter()
     .map(Into::into)
     .collect();
+    tracing::debug!(target: "timeline", "git status: preparing");
     // Found once outside the workspace: never the repository's own `git`.
     let git = tools::sandbox::env::resolve_program("git").ok()?;
     let temp = tools::sandbox::PrivateDir::create().ok()?;
@@ -179,6 +180,7 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
         tools::sandbox::env::Confinement::Unsandboxed
     };
     tools::sandbox::env::reset(&mut command, confinement, &[]);
+    tracing::debug!(target: "timeline", "git status: starting");
     let output = tokio::time::timeout(
         Duration::from_secs(2),
         tokio::process::Command::from(command)
@@ -189,6 +191,10 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
     .await
     .ok()?
     .ok()?;
+    tracing::debug!(target: "timeline", "git status: done");
+    if let Some(guard) = placeholders {
+        guard.exited(output.status);
+    }
     output.status.success().then(|| {
         String::from_utf8_lossy(&output.stdout)
             .trim_end()

@@ -256,6 +256,9 @@ struct Pending {
     context: Vec<protocol::ContentBlock>,
     /// What the start-up gathering left for later (`git status` of a large repository).
     late: Arc<crate::prefetch::Late>,
+    /// The start-up `git status`, started as the session opened ([`start_git_status`]),
+    /// for the first gathering to take.
+    status: Option<StartedStatus>,
     /// A title a hook gave the session (`sessionTitle`), to be written into the transcript
     /// with the next turn (Claude Code's `custom-title` entry).
     title: Option<String>,
@@ -286,6 +289,7 @@ impl Session {
         prompter: Option<Arc<dyn tools::Prompter>>,
         trust_asker: Option<&dyn crate::trust::TrustAsker>,
     ) -> anyhow::Result<Self> {
+        tracing::debug!(target: "timeline", "opening the session");
         let options = &*crate::control::hosted(options);
         // A program driving the session answers its questions, but it is no one at a
         // terminal: the session is headless.
@@ -305,10 +309,13 @@ impl Session {
         report_settings(&settings, &options.notices);
         let (provider_choice, named_model) = named_model(options, &settings)?;
         let openai = provider_choice.kind.is_openai();
+        let (record, session_id, last_activity) = Record::open(options, &cwd, !prompter_absent)?;
+        let (workspace, sandbox, status) =
+            confinement(options, &settings, &cwd, folder_trusted, &record)?;
         let (client, extra_roots_pem, api_key_source) =
             model_client(options, &cwd, &settings, &provider_choice, false)
                 .with_context(|| client_context(&settings))?;
-        let (record, session_id, last_activity) = Record::open(options, &cwd, !prompter_absent)?;
+        tracing::debug!(target: "timeline", "model client built");
 
         let mode = permission_mode(options, &settings)?;
         let model = if !openai {
@@ -317,10 +324,6 @@ impl Session {
         } else {
             named_model
         };
-        // First: the programs the agent runs itself are looked up outside the workspace
-        // from here on (the sandbox's among them).
-        let workspace = workspace(options, &settings, &cwd)?;
-        let sandbox = sandbox_config(options, &settings)?;
         let web = web_tools(&settings, &client, &extra_roots_pem, openai)?;
         let (mut tooling, structured) = ToolState::build(
             (options, &settings, workspace),
@@ -329,23 +332,14 @@ impl Session {
             prompter,
             (sandbox.clone(), Some(web)),
         )?;
+        tracing::debug!(target: "timeline", "tools built");
         let agents = subagents_of(options, &cwd, folder_trusted);
 
         let (info, window_assumed) = model_info(&model, &settings.models, openai)?;
         let compact_percent = autocompact_percent(&settings.env)?;
-        let reasoning =
-            crate::effort::ReasoningChoice::new(options.model.effort, &settings.other, &|key| {
-                setting_or_env(&settings.env, key)
-            })?;
-        let model_settings = ModelSettings::new(
-            &settings,
-            openai,
-            mode == tools::PermissionMode::Plan,
-            compact_percent,
-            reasoning,
-        );
-        let thinking =
-            (options.model.thinking).unwrap_or_else(|| model_settings.reasoning.thinking_on());
+        let plan = mode == tools::PermissionMode::Plan;
+        let (model_settings, thinking) =
+            model_settings(options, &settings, openai, plan, compact_percent)?;
         let mut config = loop_config(
             options,
             &settings,
@@ -395,10 +389,14 @@ impl Session {
                 (prompter_absent, options),
             ),
             record,
-            pending: Pending::default(),
+            pending: Pending {
+                status,
+                ..Pending::default()
+            },
             notices: options.notices.clone(),
         };
         session.settle(&settings, &claude, options.host.as_ref())?;
+        tracing::debug!(target: "timeline", "session open");
         Ok(session)
     }
 
@@ -1074,14 +1072,16 @@ impl Session {
     /// `AGENT_NO_PREFETCH=1`. A resumed session sends the context it sent before: the same
     /// request prefix (the prompt cache), the same facts the conversation was built on.
     async fn gather_user_context(&mut self) {
+        tracing::debug!(target: "timeline", "gathering the user context");
         let date = transcript::timestamp(std::time::SystemTime::now())[..10].to_owned();
         let resumed = self.record.saved_context.is_some();
         let (cwd, sandbox, trusted) = (self.cwd.clone(), self.sandbox.clone(), self.trusted);
+        let started = self.pending.status.take();
         let status = async move {
-            if resumed {
-                None
-            } else {
-                context_info::git_status_section(&cwd, &sandbox, trusted).await
+            match started {
+                _ if resumed => None,
+                Some(started) => started.await.ok().flatten(),
+                None => context_info::git_status_section(&cwd, &sandbox, trusted).await,
             }
         };
         let (memory_cwd, memory_notices) = (self.cwd.clone(), self.notices.clone());
@@ -1102,7 +1102,7 @@ impl Session {
                     Vec::new()
                 })
         };
-        let sequential = std::env::var("AGENT_NO_PREFETCH").is_ok_and(|value| value == "1");
+        let sequential = sequential_start();
         let ((memory, skills), status) = if sequential {
             let status = status.await;
             let memory = memory.await;
@@ -1150,6 +1150,7 @@ impl Session {
         };
         self.config.user_context = Some(context);
         self.offer_skills();
+        tracing::debug!(target: "timeline", "user context gathered");
     }
 
     /// Offers the Skill tool with the skills found, when there are any and the rules let
@@ -2445,6 +2446,7 @@ impl Default for Pending {
             steering: None,
             context: Vec::new(),
             late: Arc::new(crate::prefetch::Late::none()),
+            status: None,
             title: None,
         }
     }
@@ -2632,6 +2634,86 @@ fn workspace(
 /// # Errors
 ///
 /// A rule that does not parse, naming the settings file or the flags it came from.
+/// The start-up `git status` under way: its section of the user context, or `None`.
+type StartedStatus = tokio::task::JoinHandle<Option<String>>;
+
+/// The model's settings (the reasoning effort among them) and whether thinking starts on
+/// (`--thinking`, else the effort's default).
+///
+/// # Errors
+///
+/// A reasoning effort that is not one, named.
+fn model_settings(
+    options: &Options,
+    settings: &settings::Settings,
+    openai: bool,
+    plan: bool,
+    compact_percent: Option<u8>,
+) -> anyhow::Result<(ModelSettings, bool)> {
+    let reasoning =
+        crate::effort::ReasoningChoice::new(options.model.effort, &settings.other, &|key| {
+            setting_or_env(&settings.env, key)
+        })?;
+    let model_settings = ModelSettings::new(settings, openai, plan, compact_percent, reasoning);
+    let thinking =
+        (options.model.thinking).unwrap_or_else(|| model_settings.reasoning.thinking_on());
+    Ok((model_settings, thinking))
+}
+
+/// The workspace (from here on the programs the agent runs itself, the sandbox's and the
+/// API key helper's among them, are looked up outside it), the sandbox, and the start-up
+/// `git status` started in it ([`start_git_status`]).
+///
+/// # Errors
+///
+/// Bad folders or sandbox settings, named.
+fn confinement(
+    options: &Options,
+    settings: &settings::Settings,
+    cwd: &Path,
+    trusted: bool,
+    record: &Record,
+) -> anyhow::Result<(Arc<Workspace>, tools::SandboxConfig, Option<StartedStatus>)> {
+    let workspace = workspace(options, settings, cwd)?;
+    let sandbox = sandbox_config(options, settings)?;
+    let resumed = record.saved_context.is_some();
+    let status = start_git_status(cwd, &sandbox, trusted, resumed);
+    tracing::debug!(target: "timeline", "git status started");
+    Ok((workspace, sandbox, status))
+}
+
+/// `AGENT_NO_PREFETCH=1`: the start-up gathering one source after the other, everything
+/// waited for (the comparison `cargo xtask bench-cli` measures).
+fn sequential_start() -> bool {
+    std::env::var("AGENT_NO_PREFETCH").is_ok_and(|value| value == "1")
+}
+
+/// Starts the start-up `git status` now, on the runtime, beside the rest of the session's
+/// opening: its sandbox is the slowest step of a start (about 10 ms with bubblewrap: the
+/// policy's walk of `/etc`, the sandbox's namespaces and mounts, git itself), and it no
+/// longer waits for the tools, the hooks and the transcript to be set up. `None` for a
+/// resumed session (it sends the context it sent before), with `AGENT_NO_PREFETCH=1`, or
+/// outside a runtime (the first gathering then runs it).
+fn start_git_status(
+    cwd: &Path,
+    sandbox: &tools::SandboxConfig,
+    trusted: bool,
+    resumed: bool,
+) -> Option<StartedStatus> {
+    if resumed || sequential_start() {
+        return None;
+    }
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (cwd, sandbox) = (cwd.to_path_buf(), sandbox.clone());
+    // On a thread of its own at once: a task spawned from this worker would wait in its
+    // local slot (which no other worker takes) until the opening yields, and the opening
+    // does not yield.
+    let on = runtime.clone();
+    Some(runtime.spawn_blocking(move || {
+        on.block_on(context_info::git_status_section(&cwd, &sandbox, trusted))
+    }))
+}
+
 fn build_tools(
     recipe: &subagents::Recipe,
     mode: tools::PermissionMode,

@@ -703,18 +703,7 @@ async fn run(
     context: &ToolContext,
 ) -> Result<ToolOutput, ToolError> {
     let workspace = &shared.effective(&context.workspace);
-    // A command the user typed starts where the session started, never where the model went.
-    let cwd = if how == BashRun::UserShell {
-        workspace.cwd.clone()
-    } else {
-        shared.cwd(workspace)
-    };
-    if !cwd.is_dir() {
-        return Err(ToolError::CouldNotRun(format!(
-            "the working directory {} does not exist",
-            cwd.display()
-        )));
-    }
+    let cwd = start_dir(shared, workspace, how)?;
     let cwd_file = CwdFile::new(shared.private.path());
     let script = script(shared, how, Some(&cwd_file), command);
     let could_not_run = |what: &str, error: std::io::Error| {
@@ -724,7 +713,7 @@ async fn run(
     let writer_for_stderr = writer
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
-    let (std_command, _placeholders, profile) =
+    let (std_command, mut placeholders, profile) =
         prepare(shared, workspace, how, &script, &cwd, &[])?;
     let mut bash = Command::from(std_command);
     bash.stdin(Stdio::null())
@@ -788,6 +777,11 @@ async fn run(
             },
         }
     };
+    // The sandbox's process has exited: its placeholders can go, and a sandbox that could
+    // not be set up is told (its recorded back end is probed again at the next start).
+    if let (Some(exit), Some(placeholders)) = (status, placeholders.take()) {
+        placeholders.exited(exit);
+    }
 
     stop_group(group, &mut child).await;
     drain(&mut pipe, &mut buffer, &mut output).await;
@@ -847,6 +841,31 @@ async fn run(
             Ok(output.with_structured(structured))
         }
     }
+}
+
+/// Where a command starts: the shell's working directory (a command the user typed: where
+/// the session started, never where the model went).
+///
+/// # Errors
+///
+/// That folder no longer exists.
+fn start_dir(
+    shared: &Shared,
+    workspace: &Workspace,
+    how: BashRun,
+) -> Result<std::path::PathBuf, ToolError> {
+    let cwd = if how == BashRun::UserShell {
+        workspace.cwd.clone()
+    } else {
+        shared.cwd(workspace)
+    };
+    if !cwd.is_dir() {
+        return Err(ToolError::CouldNotRun(format!(
+            "the working directory {} does not exist",
+            cwd.display()
+        )));
+    }
+    Ok(cwd)
 }
 
 /// A command ready to start, the placeholders to remove when it ends (sandboxed), and the

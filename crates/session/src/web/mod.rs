@@ -170,8 +170,13 @@ pub fn setup(
     if let Some(path) = source.get("NODE_EXTRA_CA_CERTS") {
         let pem = std::fs::read(&path)
             .map_err(|error| anyhow::anyhow!("NODE_EXTRA_CA_CERTS {path}: {error}"))?;
-        roots.push(b'\n');
-        roots.extend_from_slice(&pem);
+        // Often the very bundle `SSL_CERT_FILE` names (the system's): added once, the web
+        // tools' TLS configuration is the model's, built once per process (parsing a
+        // 200 KB bundle costs about a millisecond).
+        if pem != extra_roots {
+            roots.push(b'\n');
+            roots.extend_from_slice(&pem);
+        }
     }
     let proxy = provider::ProxyConfig::from_source(source);
     let transport = |reach| -> anyhow::Result<Arc<dyn provider::Transport>> {
