@@ -546,11 +546,12 @@ impl Repl<'_> {
         Ok(None)
     }
 
-    /// `/model [name]`: the model, or a switch for the next requests.
+    /// `/model [name]`: a switch for the next requests; without a name, the picker of the
+    /// models this session can use (the one in use chosen first).
     fn model(&mut self, name: Option<String>) {
-        let Some(name) = name else {
+        let Some(name) = name.or_else(|| self.pick_model()) else {
             return self.say(&format!(
-                "Model: {}. `/model NAME` switches for the next requests (an alias such as sonnet, opus or haiku, or a model id).",
+                "Model: {} (unchanged). `/model NAME` switches to any model id.",
                 printable(self.session.model(), false)
             ));
         };
@@ -567,6 +568,36 @@ impl Repl<'_> {
                 printable(&format!("{error:#}"), false)
             )),
         }
+    }
+
+    /// The model picked from [`Session::model_choices`], or `None` (Esc).
+    fn pick_model(&self) -> Option<String> {
+        let choices = self.session.model_choices();
+        let current = self.session.model();
+        let initial = choices
+            .iter()
+            .position(|(name, id, _)| id == current || name == current)
+            .unwrap_or(0);
+        let items = choices
+            .iter()
+            .map(|(name, id, what)| render::picker::Item {
+                label: name.clone(),
+                detail: if id == name {
+                    (*what).to_owned()
+                } else {
+                    format!("{id} · {what}")
+                },
+                preview: if id == current {
+                    vec!["in use now".to_owned()]
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect();
+        let picker = render::picker::Picker::new("Choose a model", items, initial);
+        let ui = self.ui;
+        let chosen = tokio::task::block_in_place(|| ui.pick_blocking(picker))?;
+        choices.into_iter().nth(chosen).map(|(name, _, _)| name)
     }
 
     /// `/compact [focus]`.
@@ -616,38 +647,35 @@ impl Repl<'_> {
         }
     }
 
-    /// `/resume`: picks an earlier session of this folder and switches to it.
+    /// `/resume`: picks an earlier session of this folder (the picker: arrows, filter,
+    /// preview) and switches to it.
     fn resume(&mut self) -> anyhow::Result<()> {
         let sessions = session::transcript::project_dir(self.session.cwd())?;
+        let Some((picker, paths)) =
+            crate::sessions_cmd::picker(&sessions, Some(self.session.session_id()))
+        else {
+            self.say("No earlier sessions in this folder.");
+            return Ok(());
+        };
         let ui = self.ui;
-        let chosen = tokio::task::block_in_place(|| {
-            crate::sessions_cmd::pick(
-                &sessions,
-                Some(self.session.session_id()),
-                &mut |text| say(ui, text),
-                &mut |question| ask_line(ui, question),
-            )
-        });
-        let failed = |error: anyhow::Error| {
-            format!(
+        let chosen = tokio::task::block_in_place(|| ui.pick_blocking(picker));
+        let Some(path) = chosen.and_then(|index| paths.get(index)) else {
+            self.say("(no session chosen)");
+            return Ok(());
+        };
+        match self.session.switch_to(path) {
+            Ok(()) => {
+                self.say(&format!(
+                    "Resumed session {} ({} messages)",
+                    self.session.session_id(),
+                    self.session.history().len()
+                ));
+                self.say(&condensed(self.session.history()));
+            }
+            Err(error) => self.say(&format!(
                 "agent: /resume: {}",
                 printable(&format!("{error:#}"), false)
-            )
-        };
-        match chosen {
-            Ok(Some(path)) => match self.session.switch_to(&path) {
-                Ok(()) => {
-                    self.say(&format!(
-                        "Resumed session {} ({} messages)",
-                        self.session.session_id(),
-                        self.session.history().len()
-                    ));
-                    self.say(&condensed(self.session.history()));
-                }
-                Err(error) => self.say(&failed(error)),
-            },
-            Ok(None) => self.say("(no session chosen)"),
-            Err(error) => self.say(&failed(error)),
+            )),
         }
         Ok(())
     }
@@ -853,57 +881,85 @@ pub fn ask_line(ui: &tui::Handle, question: &str) -> Option<String> {
         .map(|answer| answer.trim().to_owned())
 }
 
-/// Asks `question` on stderr and reads one line from the terminal in its normal (cooked)
-/// mode, typed-ahead keys discarded first, trimmed; `None` at the end of input. For questions
-/// before the interactive session takes the terminal.
-pub fn ask_plain(question: &str) -> Option<String> {
-    let _ = nix::sys::termios::tcflush(std::io::stdin(), nix::sys::termios::FlushArg::TCIFLUSH);
-    eprint!("{question}");
-    let _ = std::io::stderr().flush();
-    let never = AtomicBool::new(false);
-    let answer = tokio::task::block_in_place(|| read_answer(&never));
-    if answer.is_none() {
-        eprintln!();
-    }
-    answer.map(|answer| answer.trim().to_owned())
-}
-
-/// `/rewind` without arguments: lists the turns and asks for one and what to restore,
-/// pushed onto `words` as if typed; `false` when the user cancelled (or mistyped).
+/// `/rewind` without arguments (or Esc Esc): a picker of the turns (the start of the
+/// session, each turn with its prompt, time and changed files, the last rewind's undo), then
+/// one of what to restore; the choices pushed onto `words` as if typed. `false` when the
+/// user chose nothing.
 fn ask_rewind(
     ui: &tui::Handle,
     timeline: &checkpoints::Timeline,
     cwd: &Path,
     words: &mut Vec<String>,
 ) -> bool {
-    say(ui, &checkpoints::describe(timeline, cwd));
-    let Some(answer) = ask_line(
-        ui,
-        "Rewind to the end of which turn? (its number, 0 for the start, `undo` for the last rewind; Enter cancels): ",
-    )
-    .filter(|answer| !answer.is_empty()) else {
+    use render::picker::{Item, Picker};
+    let mut items = vec![Item {
+        label: "(the start of the session)".to_owned(),
+        detail: "before turn 1".to_owned(),
+        preview: Vec::new(),
+    }];
+    let mut targets = vec!["0".to_owned()];
+    for turn in &timeline.turns {
+        let prompt = turn.prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+        let files = checkpoints::turn_files(turn, cwd);
+        items.push(Item {
+            label: prompt.chars().take(60).collect(),
+            detail: format!(
+                "turn {} · {} · {}",
+                turn.number,
+                session::transcript::short_time(&turn.started),
+                match files.len() {
+                    0 => "no file changes".to_owned(),
+                    1 => "1 file".to_owned(),
+                    count => format!("{count} files"),
+                }
+            ),
+            preview: files,
+        });
+        targets.push(turn.number.to_string());
+    }
+    if !timeline.rewinds.is_empty() {
+        items.push(Item {
+            label: "(undo the last rewind)".to_owned(),
+            detail: "what it restored is put back".to_owned(),
+            preview: Vec::new(),
+        });
+        targets.push("undo".to_owned());
+    }
+    let last_turn = timeline.turns.len();
+    let picker = Picker::new("Rewind to the end of which turn?", items, last_turn);
+    let Some(chosen) = tokio::task::block_in_place(|| ui.pick_blocking(picker)) else {
         say(ui, "(nothing rewound)");
         return false;
     };
-    if answer != "undo" && answer.parse::<u64>().is_err() {
-        say_fmt!(
-            ui,
-            "agent: /rewind: {:?} is not a turn number (or `undo`); nothing rewound",
-            printable(&answer, false)
-        );
-        return false;
-    }
-    words.push(answer);
+    words.push(targets[chosen].clone());
     if words[0] != "undo" {
-        // Enter is both; Ctrl-D cancels.
-        let Some(what) = ask_line(
-            ui,
-            "Restore [b]oth code and conversation (Enter), [c]ode only, or c[o]nversation only? ",
-        ) else {
+        let scopes = [
+            (
+                "Code and conversation",
+                "the files and the messages",
+                "both",
+            ),
+            (
+                "Conversation only",
+                "the files stay as they are",
+                "conversation",
+            ),
+            ("Code only", "the conversation goes on from here", "code"),
+        ];
+        let items = scopes
+            .iter()
+            .map(|(label, detail, _)| Item {
+                label: (*label).to_owned(),
+                detail: (*detail).to_owned(),
+                preview: Vec::new(),
+            })
+            .collect();
+        let picker = Picker::new("Restore what?", items, 0);
+        let Some(scope) = tokio::task::block_in_place(|| ui.pick_blocking(picker)) else {
             say(ui, "(nothing rewound)");
             return false;
         };
-        words.push(what);
+        words.push(scopes[scope].2.to_owned());
     }
     true
 }

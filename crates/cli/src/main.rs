@@ -293,21 +293,18 @@ fn pick_resumed(args: &mut Args) -> anyhow::Result<Option<u8>> {
             )
             .into());
         }
-        let terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
         if !terminal {
             return sessions_cmd::run(&cwd, false).map(Some);
         }
         let dir = session::transcript::project_dir(&cwd)?;
-        match tokio::task::block_in_place(|| {
-            sessions_cmd::pick(
-                &dir,
-                None,
-                &mut |text| eprint!("{text}"),
-                &mut interactive::ask_plain,
-            )
-        })
-        .map_err(|error| UsageError(format!("--resume: {error:#}")))?
-        {
+        let Some((picker, paths)) = sessions_cmd::picker(&dir, None) else {
+            eprintln!("No earlier sessions in this folder.");
+            return Ok(Some(0));
+        };
+        let chosen = tokio::task::block_in_place(|| render::picker::pick_standalone(picker))
+            .map_err(|error| UsageError(format!("--resume: the terminal: {error}")))?;
+        match chosen.and_then(|index| paths.get(index)) {
             Some(path) => args.session.resume = Some(path.to_string_lossy().into_owned()),
             None => return Ok(Some(0)),
         }

@@ -4,50 +4,52 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use render::picker::{Item, Picker};
 use serde_json::Value;
-use session::sessions::{Summary, list, numbered};
+use session::sessions::{Summary, list};
 
-/// Shows this folder's sessions (`dir`), newest first, numbered (through `say`), and asks
-/// which to continue (through `ask`: `--resume` without an id, `/resume`). `current` is left out (the
-/// session the user is in). `None` when there is none or the answer is empty.
-///
-/// # Errors
-///
-/// When the answer is not one of the numbers.
-pub fn pick(
-    dir: &Path,
-    current: Option<&str>,
-    say: &mut dyn FnMut(&str),
-    ask: &mut dyn FnMut(&str) -> Option<String>,
-) -> anyhow::Result<Option<PathBuf>> {
-    let sessions: Vec<Summary> = list(dir)
+/// The picker `--resume` without an id and `/resume` show: this folder's sessions (`dir`)
+/// but `current` (the one the user is in), the ones used at a terminal first and the
+/// headless runs after them (a batch of `-p` runs would otherwise push them out of view),
+/// each newest first, at most 100; each with its time, turns, cost and kind, and its first
+/// prompts as the preview. Also the files, by the picker's indexes. `None` when there is no
+/// session.
+pub fn picker(dir: &Path, current: Option<&str>) -> Option<(Picker, Vec<PathBuf>)> {
+    let mut sessions: Vec<Summary> = list(dir)
         .into_iter()
         .filter(|s| Some(s.id.as_str()) != current)
-        .take(50)
         .collect();
+    // Stable: each kind stays newest first.
+    sessions.sort_by_key(|s| s.mode == "headless");
+    sessions.truncate(100);
     if sessions.is_empty() {
-        say("No earlier sessions in this folder.");
-        return Ok(None);
+        return None;
     }
-    say(&numbered(&sessions));
-    let Some(answer) = ask("Resume which session? (its number; Enter cancels): ")
-        .filter(|answer| !answer.is_empty())
-    else {
-        return Ok(None);
-    };
-    let chosen = answer
-        .parse::<usize>()
-        .ok()
-        .and_then(|number| number.checked_sub(1))
-        .and_then(|index| sessions.get(index));
-    match chosen {
-        Some(s) => Ok(Some(s.path.clone())),
-        None => anyhow::bail!(
-            "{:?} is not one of the numbers 1 to {}",
-            render::printable(&answer, false),
-            sessions.len()
-        ),
-    }
+    let items = sessions
+        .iter()
+        .map(|s| {
+            let label: String = s.label().chars().take(60).collect();
+            Item {
+                label,
+                detail: format!(
+                    "{} · {} turn{} · {} · {}",
+                    session::transcript::short_time(&s.started),
+                    s.turns,
+                    if s.turns == 1 { "" } else { "s" },
+                    s.cost_label(),
+                    s.mode
+                ),
+                preview: s
+                    .prompts
+                    .iter()
+                    .map(|prompt| format!("› {prompt}"))
+                    .chain([format!("session {}", s.id)])
+                    .collect(),
+            }
+        })
+        .collect();
+    let paths = sessions.into_iter().map(|s| s.path).collect();
+    Some((Picker::new("Resume a session", items, 0), paths))
 }
 
 /// Runs `agent sessions` for the folder `cwd`: a table on stdout, or a JSON list.

@@ -1144,14 +1144,18 @@ async fn esc_esc_rewinds_what_a_command_did() {
     terminal
         .wait_for("Rewind to the end of which turn?", 1)
         .await;
+    // The picker starts on the last turn, its changed files under the list.
     let screen = terminal.text();
     assert!(
-        screen.contains("\"remove the notes\"") && screen.contains("notes.txt"),
+        screen.contains("❯ remove the notes") && screen.contains("    notes.txt"),
         "{screen}"
     );
-    terminal.answer("0\r").await;
-    terminal.wait_for("Restore [b]oth", 1).await;
-    terminal.answer("c\r").await;
+    // Up to the start of the session, then the code only.
+    terminal.type_keys("\x1b[A\r");
+    terminal.wait_for("Restore what?", 1).await;
+    terminal.type_keys("\x1b[B\x1b[B");
+    terminal.wait_for("❯ Code only", 1).await;
+    terminal.type_keys("\r");
     terminal.wait_for("restored notes.txt", 1).await;
     assert_eq!(
         std::fs::read_to_string(repo.dir.join("notes.txt")).unwrap(),
@@ -1160,6 +1164,61 @@ async fn esc_esc_rewinds_what_a_command_did() {
     assert!(repo.dir.join("greet.py").is_file());
     assert!(!repo.dir.join("hello.py").exists());
     assert!(!repo.dir.join("generated.txt").exists());
+}
+
+/// `agent --resume` without an id at a terminal: a picker of the folder's sessions before
+/// the session starts, the ones used at a terminal before headless runs, each with its
+/// first prompts; Enter continues the chosen one; Esc starts nothing.
+#[tokio::test]
+async fn resume_without_an_id_picks_at_the_terminal() {
+    let repo = repo("interactive-resume-pick");
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(Turn::new().text("Headless one.")),
+        Reply::turn(Turn::new().text("Headless two.")),
+        Reply::turn(Turn::new().text("Continued.")),
+    ]))
+    .await
+    .unwrap();
+    for prompt in ["the first run", "the second run"] {
+        let output = command(&repo, &server)
+            .args(["-p", prompt])
+            .output()
+            .await
+            .unwrap();
+        assert!(output.status.success());
+    }
+    let mut cancelled = command(&repo, &server);
+    cancelled.arg("--resume");
+    let mut terminal = Terminal::spawn(cancelled);
+    terminal.wait_for("Resume a session", 1).await;
+    terminal.type_keys("\x1b");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    assert_eq!(server.requests().len(), 2);
+
+    let mut agent = command(&repo, &server);
+    agent.arg("--resume");
+    let mut terminal = Terminal::spawn(agent);
+    terminal.wait_for("Resume a session", 1).await;
+    // Newest first: the second run is chosen first; its prompt is the preview.
+    let screen = terminal.text();
+    assert!(
+        screen.contains("❯ the second run") && screen.contains("    › the second run"),
+        "{screen}"
+    );
+    terminal.type_keys("first");
+    terminal.wait_for("❯ the first run", 1).await;
+    terminal.type_keys("\r");
+    terminal.wait_prompt(2).await;
+    terminal.type_keys("go on\r");
+    terminal.wait_for("Continued.", 1).await;
+    let sent = server.requests()[2].json()["messages"].to_string();
+    assert!(
+        sent.contains("the first run") && sent.contains("Headless one."),
+        "{sent}"
+    );
+    assert!(!sent.contains("the second run"), "{sent}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }
 
 /// `/rewind` lists the turns, asks which and what, asks before overwriting a file the user
@@ -1210,14 +1269,18 @@ async fn rewind_and_resume_at_the_prompt() {
     terminal
         .wait_for("Rewind to the end of which turn?", 1)
         .await;
+    assert!(terminal.text().contains("❯ again"), "{}", terminal.text());
+    // Typing filters: the first turn alone, then code and conversation (the first entry).
+    terminal.type_keys("edit");
+    terminal.wait_for("filter: edit", 1).await;
     assert!(
-        terminal.text().contains("\"edit the notes\""),
+        terminal.text().contains("❯ edit the notes") && !terminal.text().contains("turn 2 ·"),
         "{}",
         terminal.text()
     );
-    terminal.answer("1\r").await;
-    terminal.wait_for("Restore [b]oth", 1).await;
-    terminal.answer("b\r").await;
+    terminal.type_keys("\r");
+    terminal.wait_for("Restore what?", 1).await;
+    terminal.type_keys("\r");
     terminal.wait_for("Overwrite them", 1).await;
     assert!(
         terminal.text().contains("    notes.txt"),
@@ -1265,13 +1328,15 @@ async fn rewind_and_resume_at_the_prompt() {
     terminal.wait_for("began after the last rewind", 1).await;
     terminal.wait_prompt(8).await;
     terminal.type_keys("/resume\r");
-    terminal.wait_for("Resume which session?", 1).await;
+    terminal.wait_for("Resume a session", 1).await;
+    // The session chosen first is the only other one, its prompts as the preview.
+    let screen = terminal.text();
     assert!(
-        terminal.text().contains("the old session"),
-        "{}",
-        terminal.text()
+        screen.contains("❯ the old session") && screen.contains("headless"),
+        "{screen}"
     );
-    terminal.answer("1\r").await;
+    assert!(screen.contains("    › the old session"), "{screen}");
+    terminal.type_keys("\r");
     terminal.wait_for("Resumed session", 1).await;
     // The earlier conversation, condensed: its prompt and its answer.
     terminal.wait_for("› the old session", 1).await;
@@ -1676,7 +1741,24 @@ async fn slash_commands_report_and_act() {
     terminal.wait_for("  Explore (built-in", 1).await;
     terminal.type_keys("/modle\r");
     terminal.wait_for("did you mean /model?", 1).await;
-    terminal.type_keys("/model sonnet\r");
+    // `/model` alone: the picker, on the model in use; Esc leaves it.
+    terminal.type_keys("/model\r");
+    terminal.wait_for("Choose a model", 1).await;
+    let screen = terminal.text();
+    assert!(
+        screen.contains("❯ opus ") && screen.contains("haiku") && screen.contains("in use now"),
+        "{screen}"
+    );
+    terminal.type_keys("\x1b");
+    terminal.wait_for("(unchanged)", 1).await;
+    // Down to sonnet; a filter that still shows it keeps it chosen.
+    terminal.type_keys("/model\r");
+    terminal.wait_for("Choose a model", 1).await;
+    terminal.type_keys("\x1b[B");
+    terminal.wait_for("❯ sonnet", 1).await;
+    terminal.type_keys("sonnet");
+    terminal.wait_for("filter: sonnet", 1).await;
+    terminal.type_keys("\r");
     terminal.wait_for("from the next request on.", 1).await;
     for (prompt, answer) in [("two", "Two."), ("three", "Three."), ("four", "Four.")] {
         terminal.type_keys(&format!("{prompt}\r"));

@@ -43,6 +43,8 @@ pub mod editor;
 mod highlight;
 mod markdown;
 pub mod notify;
+#[cfg(feature = "tui")]
+pub mod picker;
 mod style;
 pub mod term;
 #[cfg(feature = "tui")]

@@ -155,6 +155,10 @@ enum Message {
         reply: oneshot::Sender<Option<String>>,
     },
     Abandon(u64),
+    Pick {
+        picker: Box<crate::picker::Picker>,
+        reply: oneshot::Sender<Option<usize>>,
+    },
     Detail(Vec<String>),
     Flush(oneshot::Sender<()>),
     Stop(oneshot::Sender<Vec<String>>),
@@ -322,6 +326,18 @@ impl Handle {
             reply,
         });
         (id, answer)
+    }
+
+    /// Shows `picker` in place of the input line and waits (blocking the calling thread:
+    /// call it from `block_in_place` or a blocking thread) until an entry is chosen (its
+    /// index in the picker's items) or none (`None`: Esc, Ctrl-C, or the terminal gone).
+    pub fn pick_blocking(&self, picker: crate::picker::Picker) -> Option<usize> {
+        let (reply, chosen) = oneshot::channel();
+        self.send(Message::Pick {
+            picker: Box::new(picker),
+            reply,
+        });
+        chosen.blocking_recv().ok().flatten()
     }
 
     /// The full form of something the turn did (a tool's whole input and result), kept for
@@ -517,6 +533,7 @@ impl Tui {
             read: None,
             last_esc: None,
             question: None,
+            pick: None,
             details: Vec::new(),
             pending: Vec::new(),
             frame: 0,
@@ -722,6 +739,8 @@ struct State {
     queued: Arc<std::sync::Mutex<Entered>>,
     read: Option<oneshot::Sender<ReadOutcome>>,
     question: Option<Question>,
+    /// A list being chosen from ([`Handle::pick_blocking`]), and where the choice goes.
+    pick: Option<(Box<crate::picker::Picker>, oneshot::Sender<Option<usize>>)>,
     /// The turn's details (Ctrl-O).
     details: Vec<String>,
     /// Finished lines not drawn yet.
@@ -900,6 +919,11 @@ impl State {
                 self.draw();
                 let _ = done.send(());
             }
+            Message::Pick { picker, reply } => {
+                if let Some((_, earlier)) = self.pick.replace((picker, reply)) {
+                    let _ = earlier.send(None);
+                }
+            }
             Message::Stop(reply) => return Step::Stop(reply),
         }
         Step::Go
@@ -1056,9 +1080,26 @@ impl State {
         true
     }
 
+    /// A key for the open picker, if there is one: returns whether there was. Enter or Esc
+    /// closes it and sends the choice.
+    fn pick_key(&mut self, key: &KeyEvent) -> bool {
+        let Some((picker, _)) = &mut self.pick else {
+            return false;
+        };
+        let chosen = match picker.key(key) {
+            crate::picker::Step::Going => return true,
+            crate::picker::Step::Chosen(index) => Some(index),
+            crate::picker::Step::Cancelled => None,
+        };
+        if let Some((_, reply)) = self.pick.take() {
+            let _ = reply.send(chosen);
+        }
+        true
+    }
+
     fn key(&mut self, key: KeyEvent) {
         self.choices.clear();
-        if self.question.is_none() && self.search_key(&key) {
+        if self.pick_key(&key) || (self.question.is_none() && self.search_key(&key)) {
             return;
         }
         let control = key.modifiers.contains(KeyModifiers::CONTROL);
@@ -1307,7 +1348,9 @@ impl State {
                 crate::printable(line, false)
             )));
         }
-        if let Some(question) = &self.question {
+        if let Some((picker, _)) = &self.pick {
+            rows.extend(picker.rows(width));
+        } else if let Some(question) = &self.question {
             // A prompt that leaves too little room for the answer gets rows of its own, the
             // answer a short prompt of its own under them.
             let prompt = if display_width(&question.prompt) + 16 > width {

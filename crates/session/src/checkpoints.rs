@@ -1043,6 +1043,25 @@ fn remove_file(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The files `turn` changed, each shown relative to `cwd` with what a rewind cannot restore
+/// (`(new)`: it did not exist before; `(not saved)`, `(over 10 MiB: not saved)`).
+pub fn turn_files(turn: &Turn, cwd: &Path) -> Vec<String> {
+    turn.files
+        .iter()
+        .map(|(path, content)| {
+            let shown = path.strip_prefix(cwd).unwrap_or(path).display().to_string();
+            match content {
+                Content::NotSaved(bytes) if *bytes > MAX_SAVED_BYTES => {
+                    format!("{shown} (over 10 MiB: not saved)")
+                }
+                Content::NotSaved(_) => format!("{shown} (not saved)"),
+                Content::Absent => format!("{shown} (new)"),
+                Content::Saved(_) => shown,
+            }
+        })
+        .collect()
+}
+
 /// The rewind list: one line per turn (number, start, files changed, prompt) and per rewind,
 /// then what is not tracked. `cwd` shortens the paths shown.
 pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
@@ -1057,21 +1076,7 @@ pub fn describe(timeline: &Timeline, cwd: &Path) -> String {
         while let Some(mark) = rewinds.next_if(|mark| mark.offset < turn.offset) {
             let _ = writeln!(text, "{}", describe_rewind(mark));
         }
-        let files: Vec<String> = turn
-            .files
-            .iter()
-            .map(|(path, content)| {
-                let shown = path.strip_prefix(cwd).unwrap_or(path).display().to_string();
-                match content {
-                    Content::NotSaved(bytes) if *bytes > MAX_SAVED_BYTES => {
-                        format!("{shown} (over 10 MiB: not saved)")
-                    }
-                    Content::NotSaved(_) => format!("{shown} (not saved)"),
-                    Content::Absent => format!("{shown} (new)"),
-                    Content::Saved(_) => shown,
-                }
-            })
-            .collect();
+        let files = turn_files(turn, cwd);
         let prompt: String = turn.prompt.split_whitespace().collect::<Vec<_>>().join(" ");
         let prompt: String = prompt.chars().take(60).collect();
         let _ = writeln!(

@@ -1696,6 +1696,15 @@ impl Session {
         })
     }
 
+    /// What `/model` offers to choose from, as `(name, model id, what it is)`: Claude's
+    /// aliases as this session resolves them (the `ANTHROPIC_DEFAULT_*_MODEL` variables
+    /// apply), the models the settings' `models` names, and the model in use when it is none
+    /// of those. An OpenAI-compatible provider has no aliases: its configured models and
+    /// the one in use.
+    pub fn model_choices(&self) -> Vec<(String, String, &'static str)> {
+        self.llm.settings.choices(&self.model)
+    }
+
     /// Switches the model for the next requests (`/model NAME`): resolved as `--model` is
     /// (aliases, the settings' `models`), with its window, output cap and water levels.
     /// Returns the model id.
@@ -4141,6 +4150,39 @@ impl ModelSettings {
         };
         let (info, _) = model_info(&id, &self.models, self.openai)?;
         Ok((id, info))
+    }
+
+    /// See [`Session::model_choices`]; `current` is the model in use.
+    fn choices(&self, current: &str) -> Vec<(String, String, &'static str)> {
+        const ALIASES: [(&str, &str); 6] = [
+            ("opus", "the most capable"),
+            ("sonnet", "capable and fast: the everyday model"),
+            ("haiku", "the fastest and cheapest"),
+            ("opusplan", "opus in plan mode, sonnet otherwise"),
+            ("sonnet[1m]", "sonnet with the 1M-token window"),
+            ("opus[1m]", "opus with the 1M-token window"),
+        ];
+        let mut choices: Vec<(String, String, &'static str)> = Vec::new();
+        if !self.openai {
+            for (alias, what) in ALIASES {
+                let id = resolve_model(alias, self.plan, &|key: &str| {
+                    setting_or_env(&self.env, key)
+                });
+                choices.push((alias.to_owned(), id, what));
+            }
+        }
+        for id in self.models.keys() {
+            if !choices.iter().any(|(name, _, _)| name == id) {
+                choices.push((id.clone(), id.clone(), "configured in settings (models)"));
+            }
+        }
+        if !choices
+            .iter()
+            .any(|(name, id, _)| id == current || name == current)
+        {
+            choices.insert(0, (current.to_owned(), current.to_owned(), "in use"));
+        }
+        choices
     }
 
     /// `config` switched to `id` with `info`'s window and output caps.

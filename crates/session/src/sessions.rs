@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+/// How many of a session's first prompts a [`Summary`] keeps.
+pub const PROMPTS_KEPT: usize = 3;
+
 /// What `agent sessions` shows of one session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -24,6 +27,8 @@ pub struct Summary {
     pub folder: String,
     /// The first prompt, on one line.
     pub first_prompt: String,
+    /// The first [`PROMPTS_KEPT`] prompts, each on one line (a picker's preview).
+    pub prompts: Vec<String>,
     /// The user's prompts.
     pub turns: usize,
     /// US dollars; `None` when a response's model has no known prices.
@@ -66,6 +71,7 @@ pub fn summarize(path: &Path) -> Option<Summary> {
         started: String::new(),
         folder: String::new(),
         first_prompt: String::new(),
+        prompts: Vec::new(),
         turns: 0,
         cost: Some(0.0),
         mode: "unknown",
@@ -106,6 +112,9 @@ pub fn summarize(path: &Path) -> Option<Summary> {
             Some("user") => {
                 if let Some(prompt) = prompt_text(&entry) {
                     summary.turns += 1;
+                    if summary.prompts.len() < PROMPTS_KEPT {
+                        summary.prompts.push(prompt.chars().take(200).collect());
+                    }
                     if summary.first_prompt.is_empty() {
                         summary.first_prompt = prompt;
                     }
@@ -243,28 +252,6 @@ pub fn list(dir: &Path) -> Vec<Summary> {
         .collect();
     sessions.sort_by(|a, b| b.started.cmp(&a.started));
     sessions
-}
-
-/// `sessions` numbered from 1, one line each (start, turns, cost, mode, title or first
-/// prompt), for a person to pick one by its number.
-pub fn numbered(sessions: &[Summary]) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::new();
-    for (index, s) in sessions.iter().enumerate() {
-        let started = crate::transcript::short_time(&s.started);
-        let prompt: String = s.label().chars().take(60).collect();
-        let _ = writeln!(
-            text,
-            "{:>3}. {started}  {:>3} turn{}  {:<8} {:<11}  {}",
-            index + 1,
-            s.turns,
-            if s.turns == 1 { " " } else { "s" },
-            s.cost_label(),
-            s.mode,
-            render::printable(&prompt, false)
-        );
-    }
-    text
 }
 
 #[cfg(test)]
