@@ -2290,7 +2290,7 @@ async fn always_for_an_edit_allows_every_edit_and_p_keeps_it_for_the_project() {
         )
         .await;
     terminal
-        .wait_for("[p]: always, and keep `Edit` for this project in ", 1)
+        .wait_for("[p]: always, and keep `Edit` for this project", 1)
         .await;
     let shown = terminal.text().replace('\n', "");
     assert!(shown.contains(&local.display().to_string()), "{shown}");
@@ -2351,7 +2351,7 @@ async fn a_refused_workspace_write_is_asked_about_and_always_allows_the_prefix()
         )
         .await;
     terminal
-        .wait_for("[u]: always, and keep `Bash(cp:*)` for you in ", 1)
+        .wait_for("[u]: always, and keep `Bash(cp:*)` for you", 1)
         .await;
     let shown = terminal.text().replace('\n', "");
     assert!(shown.contains(&user.display().to_string()), "{shown}");
@@ -3278,6 +3278,48 @@ async fn thinking_is_one_row_and_ctrl_o_shows_it_whole() {
     assert!(!terminal.text().contains("  LAST-THOUGHT"));
     terminal.type_keys("\u{f}");
     terminal.wait_for("  LAST-THOUGHT", 1).await;
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// At 60 columns our own lines (the `/agents` list, a notice, an approval's choices) break
+/// between words, never inside one, and keep their indentation on the rows they continue
+/// on; every word is still there.
+#[tokio::test]
+async fn our_text_wraps_between_words_at_60_columns() {
+    let repo = repo("interactive-wrap");
+    let server = Server::start_tls(Script::new(vec![])).await.unwrap();
+    let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (40, 60));
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("/agents\r");
+    terminal.wait_for("general-purpose", 1).await;
+    terminal.wait_prompt(2).await;
+    let parser = terminal.parser();
+    let rows: Vec<String> = parser.screen().rows(0, 60).collect();
+    let start = rows
+        .iter()
+        .position(|row| row.starts_with("Subagents"))
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    let listed: Vec<&String> = rows[start + 1..]
+        .iter()
+        .take_while(|row| !row.starts_with('›'))
+        .collect();
+    assert!(listed.len() > 2, "{rows:#?}");
+    // Indented continuation rows, and no row ending inside a word the next row finishes.
+    assert!(
+        listed.iter().all(|row| row.starts_with("  ")),
+        "{listed:#?}"
+    );
+    let text: String = listed
+        .iter()
+        .map(|row| format!("{} ", row.trim()))
+        .collect();
+    for word in ["finding files by pattern,", "searching code for keywords"] {
+        assert!(text.contains(word), "{word:?} in {text:?}");
+    }
+    // Joined with a space per row, the words come out whole (a break inside a word would
+    // show as `patt ern,`).
+    assert!(listed.iter().all(|row| row.chars().count() <= 60));
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }

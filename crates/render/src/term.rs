@@ -131,13 +131,14 @@ impl Painter {
         out.push_str("\x1b[J");
         for line in finished {
             for row in line.split('\n') {
-                let row = sanitize(row);
-                out.push_str(&row);
-                // Styles never leak onto the next row.
-                if row.contains('\x1b') {
-                    out.push_str("\x1b[0m");
+                for row in wrap_words(&sanitize(row), self.width) {
+                    out.push_str(&row);
+                    // Styles never leak onto the next row.
+                    if row.contains('\x1b') {
+                        out.push_str("\x1b[0m");
+                    }
+                    out.push_str("\r\n");
                 }
-                out.push_str("\r\n");
             }
         }
         let room = self.height.saturating_sub(1).max(1);
@@ -232,6 +233,163 @@ pub fn sanitize(line: &str) -> String {
     out
 }
 
+/// A run of a row that [`wrap_words`] places whole: a word, or the spaces between two.
+struct Piece {
+    /// Its text, SGR sequences inside it included.
+    text: String,
+    /// The columns it takes.
+    width: usize,
+    /// Spaces (dropped where the row breaks).
+    space: bool,
+    /// The SGR sequences in effect where it starts (set again when it starts a row).
+    style: String,
+}
+
+/// `row` (sanitized: printable text and SGR sequences) broken at spaces into rows of at
+/// most `width` columns, where the terminal would otherwise break it in the middle of a
+/// word (`finding files by patt` / `ern`). A continued row keeps the row's indentation
+/// (up to half the width); a word wider than a row is cut where the row ends. The styles
+/// in effect at a break are set again at the next row's start (the caller resets them at
+/// each row's end).
+pub fn wrap_words(row: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    if strip_styles(row)
+        .chars()
+        .filter_map(|c| c.width())
+        .sum::<usize>()
+        <= width
+    {
+        return vec![row.to_owned()];
+    }
+    let pieces = pieces(row);
+    let indent = pieces
+        .first()
+        .filter(|piece| piece.space && piece.width <= width / 2)
+        .map_or(0, |piece| piece.width);
+    let mut rows = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    let mut gap: Option<&Piece> = None;
+    for piece in &pieces {
+        if piece.space {
+            if used == 0 && rows.is_empty() {
+                line.push_str(&piece.text);
+                used = piece.width;
+            } else {
+                gap = Some(piece);
+            }
+            continue;
+        }
+        let gap_width = gap.map_or(0, |gap| gap.width);
+        if used > indent && used + gap_width + piece.width > width {
+            rows.push(std::mem::take(&mut line));
+            line = format!("{}{}", " ".repeat(indent), piece.style);
+            used = indent;
+        } else if let Some(gap) = gap {
+            line.push_str(&gap.text);
+            used += gap.width;
+        }
+        gap = None;
+        // A word wider than what is left: cut where each row ends.
+        let mut rest = piece.text.as_str();
+        while !rest.is_empty() {
+            if rest.starts_with('\x1b')
+                && let Some(length) = sgr_at(rest)
+            {
+                line.push_str(&rest[..length]);
+                rest = &rest[length..];
+                continue;
+            }
+            let Some(c) = rest.chars().next() else { break };
+            let cells = c.width().unwrap_or(0);
+            if used + cells > width && used > indent {
+                rows.push(std::mem::take(&mut line));
+                line = format!(
+                    "{}{}{}",
+                    " ".repeat(indent),
+                    piece.style,
+                    style_at(&piece.text, rest)
+                );
+                used = indent;
+            }
+            line.push(c);
+            used += cells;
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    rows.push(line);
+    rows
+}
+
+/// `row` cut into words and runs of spaces, each with the style in effect where it starts.
+fn pieces(row: &str) -> Vec<Piece> {
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut style = String::new();
+    let mut rest = row;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b'
+            && let Some(length) = sgr_at(rest)
+        {
+            let sequence = &rest[..length];
+            match pieces.last_mut() {
+                Some(last) => last.text.push_str(sequence),
+                None => pieces.push(Piece {
+                    text: sequence.to_owned(),
+                    width: 0,
+                    space: false,
+                    style: String::new(),
+                }),
+            }
+            if sequence == "\x1b[0m" || sequence == "\x1b[m" {
+                style.clear();
+            } else {
+                style.push_str(sequence);
+            }
+            rest = &rest[length..];
+            continue;
+        }
+        let space = c == ' ';
+        let cells = c.width().unwrap_or(0);
+        match pieces.last_mut() {
+            Some(last) if last.space == space && (last.width > 0 || !last.text.is_empty()) => {
+                last.text.push(c);
+                last.width += cells;
+            }
+            _ => pieces.push(Piece {
+                text: c.to_string(),
+                width: cells,
+                space,
+                style: style.clone(),
+            }),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    pieces
+}
+
+/// The SGR sequences in effect at `at` (a suffix of `word`), from `word`'s own.
+fn style_at(word: &str, at: &str) -> String {
+    let before = &word[..word.len() - at.len()];
+    let mut style = String::new();
+    let mut rest = before;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b'
+            && let Some(length) = sgr_at(rest)
+        {
+            let sequence = &rest[..length];
+            if sequence == "\x1b[0m" || sequence == "\x1b[m" {
+                style.clear();
+            } else {
+                style.push_str(sequence);
+            }
+            rest = &rest[length..];
+            continue;
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    style
+}
+
 /// The length of the SGR sequence `text` starts with (`ESC [` digits and `;` then `m`).
 fn sgr_at(text: &str) -> Option<usize> {
     let body = text.strip_prefix("\x1b[")?;
@@ -310,6 +468,61 @@ pub fn fit(row: &str, width: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Our text breaks between words at the terminal's width, keeps its indentation on the
+    /// rows it continues on, keeps its styles across a break, and cuts only a word wider
+    /// than a row.
+    #[test]
+    fn rows_wider_than_the_terminal_break_between_words() {
+        let visible =
+            |rows: &[String]| -> Vec<String> { rows.iter().map(|row| strip_styles(row)).collect() };
+        let text = "  Explore (built-in; tools Read, Glob, Grep, Bash): Fast read-only agent for exploring a codebase: finding files by pattern";
+        let rows = wrap_words(text, 40);
+        let shown = visible(&rows);
+        assert!(
+            shown.iter().all(|row| crate::display_width(row) <= 40),
+            "{shown:?}"
+        );
+        assert!(
+            shown[1..]
+                .iter()
+                .all(|row| row.starts_with("  ") && !row.starts_with("   ")),
+            "{shown:?}"
+        );
+        let words: Vec<&str> = shown
+            .iter()
+            .flat_map(|row| row.split_whitespace())
+            .collect();
+        assert_eq!(words, text.split_whitespace().collect::<Vec<_>>());
+        assert!(
+            shown.iter().any(|row| row.ends_with("by"))
+                || shown.iter().any(|row| row.contains(" pattern")),
+            "{shown:?}"
+        );
+        assert!(!shown.iter().any(|row| row.ends_with("patt")), "{shown:?}");
+
+        // A style open at the break is set again on the next row.
+        let rows = wrap_words("\x1b[2maaaa bbbb cccc dddd eeee\x1b[0m plain", 12);
+        assert_eq!(visible(&rows), ["aaaa bbbb", "cccc dddd", "eeee plain"]);
+        assert!(rows[1].starts_with("\x1b[2m"), "{rows:?}");
+        assert!(
+            !rows[2].starts_with("\x1b[2m") || rows[2].contains("\x1b[0m"),
+            "{rows:?}"
+        );
+
+        // A word longer than a row is cut where the row ends; wide characters count 2.
+        assert_eq!(
+            visible(&wrap_words(&"x".repeat(25), 10)),
+            ["xxxxxxxxxx", "xxxxxxxxxx", "xxxxx"]
+        );
+        let rows = visible(&wrap_words("漢字漢字漢字 かな", 10));
+        assert_eq!(rows, ["漢字漢字漢", "字 かな"]);
+        // A row that fits is left as it is.
+        assert_eq!(
+            wrap_words("\x1b[1mshort\x1b[0m", 20),
+            ["\x1b[1mshort\x1b[0m"]
+        );
+    }
     use super::*;
 
     fn screen(parser: &vt100::Parser) -> Vec<String> {
