@@ -543,40 +543,36 @@ impl Writer {
     }
 
     /// A table with box-drawing borders, the header row bold, columns as wide as their
-    /// widest cell (cut with `…` when the whole does not fit).
+    /// widest cell; when the whole does not fit, the widest columns narrow and their cells
+    /// wrap between words onto more rows (every word of every cell stays). When even
+    /// columns of [`MIN_COLUMN`] do not fit, each row becomes a list item of
+    /// `header: cell` lines ([`Writer::table_as_list`]).
     fn table_lines(&mut self, table: &Table) {
         let columns = table.rows.iter().map(Vec::len).max().unwrap_or(0);
         if columns == 0 {
             return;
         }
-        let cell_text = |cell: &Vec<Span>| -> (String, usize) {
-            let plain: String = cell.iter().map(|span| span.text.as_str()).collect();
-            let width = display_width(&plain);
-            (
-                cell.iter()
-                    .map(|span| span.style.paint(&span.text))
-                    .collect(),
-                width,
-            )
-        };
+        let plain =
+            |cell: &Vec<Span>| -> String { cell.iter().map(|span| span.text.as_str()).collect() };
         let mut widths = vec![1usize; columns];
         for row in &table.rows {
             for (index, cell) in row.iter().enumerate() {
-                widths[index] = widths[index].max(cell_text(cell).1);
+                widths[index] = widths[index].max(display_width(&plain(cell)));
             }
         }
         // Fit the width: borders take 3 columns a cell plus 1.
         let room = self
             .width
-            .saturating_sub(self.prefix_width() + 3 * columns + 1)
-            .max(columns * 3);
+            .saturating_sub(self.prefix_width() + 3 * columns + 1);
+        let floor = |width: usize| width.min(MIN_COLUMN);
+        if widths.iter().map(|width| floor(*width)).sum::<usize>() > room {
+            self.table_as_list(table);
+            return;
+        }
         while widths.iter().sum::<usize>() > room {
-            let Some(widest) = widths.iter_mut().max() else {
+            let Some(widest) = widths.iter_mut().filter(|width| **width > MIN_COLUMN).max() else {
                 break;
             };
-            if *widest <= 3 {
-                break;
-            }
             *widest -= 1;
         }
         let prefix = self.prefix();
@@ -586,63 +582,111 @@ impl Writer {
         };
         self.lines.push(border("┌", "┬", "┐"));
         for (row_index, row) in table.rows.iter().enumerate() {
-            let mut line = format!("{prefix}│");
-            for (index, width) in widths.iter().enumerate() {
-                let (text, text_width) = row.get(index).map(cell_text).unwrap_or_default();
-                let (text, text_width) = if text_width > *width {
-                    let plain: String = row
-                        .get(index)
-                        .map(|cell| cell.iter().map(|span| span.text.as_str()).collect())
-                        .unwrap_or_default();
-                    let cut = cut_to(&plain, width.saturating_sub(1));
-                    let cut_width = display_width(&cut) + 1;
-                    (format!("{cut}…"), cut_width)
-                } else {
-                    (text, text_width)
-                };
-                let text = if row_index < table.head_rows {
-                    Style {
-                        bold: true,
-                        ..Style::PLAIN
-                    }
-                    .paint(&text)
-                } else {
-                    text
-                };
-                let pad = width.saturating_sub(text_width);
-                let (left, right) = match table.alignments.get(index) {
-                    Some(Alignment::Right) => (pad, 0),
-                    Some(Alignment::Center) => (pad / 2, pad - pad / 2),
-                    _ => (0, pad),
-                };
-                line.push_str(&format!(
-                    " {}{text}{} │",
-                    " ".repeat(left),
-                    " ".repeat(right)
-                ));
+            let head = row_index < table.head_rows;
+            // Each cell's lines, wrapped to its column.
+            let cells: Vec<Vec<String>> = widths
+                .iter()
+                .enumerate()
+                .map(|(index, width)| match row.get(index) {
+                    Some(cell) if !plain(cell).is_empty() => cell_lines(cell, *width, head),
+                    _ => vec![String::new()],
+                })
+                .collect();
+            let height = cells.iter().map(Vec::len).max().unwrap_or(1);
+            for line_index in 0..height {
+                let mut line = format!("{prefix}│");
+                for (index, width) in widths.iter().enumerate() {
+                    let text = cells[index].get(line_index).map_or("", String::as_str);
+                    let pad = width.saturating_sub(display_width(&crate::term::strip_styles(text)));
+                    let (left, right) = match table.alignments.get(index) {
+                        Some(Alignment::Right) => (pad, 0),
+                        Some(Alignment::Center) => (pad / 2, pad - pad / 2),
+                        _ => (0, pad),
+                    };
+                    line.push_str(&format!(
+                        " {}{text}{} │",
+                        " ".repeat(left),
+                        " ".repeat(right)
+                    ));
+                }
+                self.lines.push(line);
             }
-            self.lines.push(line);
             if row_index + 1 == table.head_rows && table.rows.len() > table.head_rows {
                 self.lines.push(border("├", "┼", "┤"));
             }
         }
         self.lines.push(border("└", "┴", "┘"));
     }
+
+    /// A table too wide for the terminal even with narrow columns, as a list: each body row
+    /// an item, each cell a `header: cell` line under it, wrapped to the width.
+    fn table_as_list(&mut self, table: &Table) {
+        let prefix = self.prefix();
+        let room = self.width.saturating_sub(self.prefix_width() + 2).max(8);
+        let header: Vec<String> = table
+            .rows
+            .first()
+            .filter(|_| table.head_rows > 0)
+            .map(|row| {
+                row.iter()
+                    .map(|cell| cell.iter().map(|span| span.text.as_str()).collect())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for row in table.rows.iter().skip(table.head_rows) {
+            for (index, cell) in row.iter().enumerate() {
+                let mut spans = Vec::new();
+                if let Some(name) = header.get(index).filter(|name| !name.is_empty()) {
+                    let bold = Style {
+                        bold: true,
+                        ..Style::PLAIN
+                    };
+                    spans.push(Span::new(format!("{name}: "), bold));
+                }
+                spans.extend(cell.iter().cloned());
+                for (line_index, line) in crate::wrap(&spans, room).into_iter().enumerate() {
+                    let mark = if index == 0 && line_index == 0 {
+                        "• "
+                    } else {
+                        "  "
+                    };
+                    self.lines.push(format!("{prefix}{mark}{line}"));
+                }
+            }
+        }
+    }
 }
 
-/// The longest start of `text` at most `width` columns wide.
-fn cut_to(text: &str, width: usize) -> String {
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let w = display_width(c.encode_utf8(&mut [0; 4]));
-        if used + w > width {
-            break;
-        }
-        out.push(c);
-        used += w;
+/// The narrowest a table's column gets before the table is shown as a list instead.
+const MIN_COLUMN: usize = 8;
+
+/// A table cell's spans wrapped to `width` columns, bold in a header row.
+fn cell_lines(cell: &[Span], width: usize, head: bool) -> Vec<String> {
+    let spans: Vec<Span> = cell
+        .iter()
+        .map(|span| Span {
+            text: span.text.clone(),
+            style: Style {
+                bold: span.style.bold || head,
+                ..span.style
+            },
+        })
+        .collect();
+    if display_width(
+        &spans
+            .iter()
+            .map(|span| span.text.as_str())
+            .collect::<String>(),
+    ) <= width
+    {
+        return vec![
+            spans
+                .iter()
+                .map(|span| span.style.paint(&span.text))
+                .collect(),
+        ];
     }
-    out
+    crate::wrap(&spans, width)
 }
 
 #[cfg(test)]
@@ -727,6 +771,56 @@ mod tests {
             ]
         );
         assert!(lines[7].contains("\x1b[38;2;"), "{:?}", lines[7]);
+    }
+
+    /// A table wider than the terminal keeps every word: the widest columns narrow and
+    /// their cells wrap onto more rows, borders aligned; when even narrow columns cannot
+    /// fit, the rows become list items of `header: cell` lines.
+    #[test]
+    fn tables_wrap_their_cells_and_fall_back_to_a_list() {
+        let text = "| Tool | What it does | Cost |\n|---|---|--:|\n| Read | reads a file from the workspace, with line numbers and an offset | free |\n| Bash | runs a shell command in the sandbox and returns its output | varies |\n";
+        let lines = plain(&render_markdown(text, 60));
+        let widths: Vec<usize> = lines.iter().map(|line| display_width(line)).collect();
+        assert!(
+            widths
+                .iter()
+                .all(|width| *width == widths[0] && *width <= 60),
+            "{lines:#?}"
+        );
+        let words = |text: &str| -> Vec<String> {
+            text.split(|c: char| c.is_whitespace() || "│┌┐└┘├┤┬┴┼─|:-".contains(c))
+                .filter(|word| !word.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let shown = words(&lines.join(" "));
+        for word in words(text) {
+            assert!(shown.contains(&word), "{word:?} missing from {lines:#?}");
+        }
+        assert!(lines.len() > 7, "the long cells took more rows: {lines:#?}");
+        assert!(!lines.join("").contains('…'), "{lines:#?}");
+
+        // At 30 columns the table still fits, its cells wrapped; at 24 it cannot.
+        let lines = plain(&render_markdown(text, 30));
+        assert!(
+            lines[0].starts_with('┌') && lines.iter().all(|line| display_width(line) <= 30),
+            "{lines:#?}"
+        );
+        let lines = plain(&render_markdown(text, 24));
+        assert_eq!(lines[0], "• Tool: Read", "{lines:#?}");
+        assert!(lines[1].starts_with("  What it does: reads"), "{lines:#?}");
+        assert!(
+            lines.iter().any(|line| line == "• Tool: Bash"),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().all(|line| display_width(line) <= 30),
+            "{lines:#?}"
+        );
+        let shown = words(&lines.join(" "));
+        for word in words(text) {
+            assert!(shown.contains(&word), "{word:?} missing from {lines:#?}");
+        }
     }
 
     #[test]
