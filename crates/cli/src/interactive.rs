@@ -206,6 +206,7 @@ pub async fn run(
         on_toggle_thinking: Box::new(move || session::effort::toggle(&thinking)),
         complete_path: Box::new(move |partial| complete_path(&cwd, partial)),
         notify: session.notification_channel(),
+        theme: session.theme(),
         commands: session::slash::entries(session.commands(), session.skills()),
     })
     .context("taking the terminal")?;

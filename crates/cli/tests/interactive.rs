@@ -34,11 +34,17 @@ impl Terminal {
     /// synchronized output (mode 2026) as a terminal that supports it does; otherwise the
     /// query goes unanswered, as on most terminals.
     fn spawn_answering(command: tokio::process::Command, sync: bool) -> Self {
-        Self::spawn_sized(command, sync, (40, 120))
+        let answer = sync.then(|| b"\x1b[?2026;2$y\x1b[?0u\x1b[?62;22c".to_vec());
+        Self::spawn_sized(command, answer, (40, 120))
     }
 
-    /// Spawns `command` on a terminal of `size` (rows, columns).
-    fn spawn_sized(mut command: tokio::process::Command, sync: bool, size: (u16, u16)) -> Self {
+    /// Spawns `command` on a terminal of `size` (rows, columns) that sends `answer` (when
+    /// there is one) to the agent's capability questions (they end with DA1, `CSI c`).
+    fn spawn_sized(
+        mut command: tokio::process::Command,
+        answer: Option<Vec<u8>>,
+        size: (u16, u16),
+    ) -> Self {
         let (rows, columns) = size;
         let size = nix::pty::Winsize {
             ws_row: rows,
@@ -62,7 +68,7 @@ impl Terminal {
         let sink = Arc::clone(&screen);
         std::thread::spawn(move || {
             let mut buffer = [0u8; 4096];
-            let mut answered = !sync;
+            let mut answered = answer.is_none();
             // Ends with EIO once every holder of the slave side has exited.
             while let Ok(read) = reader.read(&mut buffer) {
                 if read == 0 {
@@ -71,12 +77,13 @@ impl Terminal {
                 let mut screen = sink.lock().unwrap();
                 screen.extend_from_slice(&buffer[..read]);
                 if !answered
-                    && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p\x1b[?u\x1b[c")
+                    && String::from_utf8_lossy(&screen).contains("\x1b[?2026$p\x1b[?u")
+                    && String::from_utf8_lossy(&screen).contains("\x1b[c")
                 {
                     answered = true;
-                    // As a terminal answers the question and the DA1 request behind it.
+                    // As a terminal answers the questions and the DA1 request behind them.
                     answers
-                        .write_all(b"\x1b[?2026;2$y\x1b[?0u\x1b[?62;22c")
+                        .write_all(answer.as_deref().unwrap_or_default())
                         .unwrap();
                 }
             }
@@ -1648,7 +1655,8 @@ async fn synchronized_output_only_where_the_terminal_supports_it() {
         assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
         let raw = terminal.raw();
         assert_eq!(
-            raw.matches("\x1b[?2026$p\x1b[?u\x1b[c").count(),
+            raw.matches("\x1b[?2026$p\x1b[?u\x1b]11;?\x1b\\\x1b[c")
+                .count(),
             1,
             "asked once"
         );
@@ -1956,7 +1964,7 @@ async fn narrow_questions_and_long_pastes() {
     ]))
     .await
     .unwrap();
-    let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (24, 50));
+    let mut terminal = Terminal::spawn_sized(command(&repo, &server), None, (24, 50));
     terminal.wait_prompt(1).await;
     terminal.type_keys("touch it\r");
     terminal.wait_for("then Enter:", 1).await;
@@ -3289,7 +3297,7 @@ async fn thinking_is_one_row_and_ctrl_o_shows_it_whole() {
 async fn our_text_wraps_between_words_at_60_columns() {
     let repo = repo("interactive-wrap");
     let server = Server::start_tls(Script::new(vec![])).await.unwrap();
-    let mut terminal = Terminal::spawn_sized(command(&repo, &server), false, (40, 60));
+    let mut terminal = Terminal::spawn_sized(command(&repo, &server), None, (40, 60));
     terminal.wait_prompt(1).await;
     terminal.type_keys("/agents\r");
     terminal.wait_for("general-purpose", 1).await;
@@ -3322,6 +3330,67 @@ async fn our_text_wraps_between_words_at_60_columns() {
     assert!(listed.iter().all(|row| row.chars().count() <= 60));
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
+/// The code in an answer is coloured for the terminal's background: a terminal that says
+/// its background is light (`OSC 11`) gets dark text in fences, a dark one light text; the
+/// `theme` setting decides over the terminal.
+#[tokio::test]
+async fn code_colours_follow_the_terminals_background() {
+    let luminance_of_code = |name: &'static str, background: &str, settings: Option<&str>| {
+        let background = background.to_owned();
+        let settings = settings.map(str::to_owned);
+        async move {
+            let repo = repo(name);
+            if let Some(settings) = &settings {
+                let dir = repo.home.join("config/agent");
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("settings.json"), settings).unwrap();
+            }
+            let server = Server::start_tls(Script::new(vec![Reply::turn(
+                Turn::new().text("Here:\n\n```rust\nfn main() {}\n```\n"),
+            )]))
+            .await
+            .unwrap();
+            let answer = format!("\x1b[?2026;2$y\x1b[?0u{background}\x1b[?62;22c").into_bytes();
+            let mut terminal =
+                Terminal::spawn_sized(command(&repo, &server), Some(answer), (40, 120));
+            terminal.wait_prompt(1).await;
+            terminal.type_keys("show me\r");
+            terminal.wait_for("fn main", 1).await;
+            terminal.wait_prompt(2).await;
+            let parser = terminal.parser();
+            let screen = parser.screen();
+            let rows: Vec<String> = screen.rows(0, 120).collect();
+            let row = rows.iter().position(|row| row.contains("fn main")).unwrap();
+            let column = rows[row].find("fn main").unwrap();
+            let color = screen
+                .cell(u16::try_from(row).unwrap(), u16::try_from(column).unwrap())
+                .unwrap()
+                .fgcolor();
+            terminal.type_keys("\u{4}");
+            assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+            match color {
+                vt100::Color::Rgb(red, green, blue) => {
+                    0.2126 * f64::from(red) / 255.0
+                        + 0.7152 * f64::from(green) / 255.0
+                        + 0.0722 * f64::from(blue) / 255.0
+                }
+                other => panic!("the code is not in a 24-bit colour: {other:?}"),
+            }
+        }
+    };
+    let light = luminance_of_code("theme-light", "\x1b]11;rgb:ffff/ffff/f0f0\x1b\\", None).await;
+    let dark = luminance_of_code("theme-dark", "\x1b]11;rgb:1e1e/1e1e/1e1e\x07", None).await;
+    assert!(light < 0.5 && dark > 0.5, "light {light}, dark {dark}");
+    // The setting decides over what the terminal says.
+    let chosen = luminance_of_code(
+        "theme-setting",
+        "\x1b]11;rgb:1e1e/1e1e/1e1e\x07",
+        Some(r#"{"theme": "light"}"#),
+    )
+    .await;
+    assert!(chosen < 0.5, "{chosen}");
 }
 
 /// Tab completes a slash command: `/co` lists what it may become, each with what it does (a

@@ -1,5 +1,6 @@
 //! Code fences coloured by syntect (its bundled syntaxes and the `base16-ocean.dark` theme,
-//! loaded once, on the first fence).
+//! or `InspiredGitHub` on a light background, as [`crate::Theme::current`] says: base16's
+//! light variant keeps the dark one's pale accents; loaded once, on the first fence).
 
 use std::sync::OnceLock;
 
@@ -9,14 +10,19 @@ use syntect::parsing::SyntaxSet;
 
 struct Assets {
     syntaxes: SyntaxSet,
-    theme: Option<Theme>,
+    dark: Option<Theme>,
+    light: Option<Theme>,
 }
 
 fn assets() -> &'static Assets {
     static ASSETS: OnceLock<Assets> = OnceLock::new();
-    ASSETS.get_or_init(|| Assets {
-        syntaxes: SyntaxSet::load_defaults_newlines(),
-        theme: ThemeSet::load_defaults().themes.remove("base16-ocean.dark"),
+    ASSETS.get_or_init(|| {
+        let mut themes = ThemeSet::load_defaults().themes;
+        Assets {
+            syntaxes: SyntaxSet::load_defaults_newlines(),
+            dark: themes.remove("base16-ocean.dark"),
+            light: themes.remove("InspiredGitHub"),
+        }
     })
 }
 
@@ -43,7 +49,10 @@ pub fn highlight(code: &str, language: &str) -> Option<Vec<String>> {
         .syntaxes
         .find_syntax_by_token(language)
         .or_else(|| assets.syntaxes.find_syntax_by_extension(language))?;
-    let theme = assets.theme.as_ref()?;
+    let theme = match crate::Theme::current() {
+        crate::Theme::Dark => assets.dark.as_ref()?,
+        crate::Theme::Light => assets.light.as_ref()?,
+    };
     let mut highlighter = HighlightLines::new(syntax, theme);
     let mut lines = Vec::new();
     for line in syntect::util::LinesWithEndings::from(code) {

@@ -51,7 +51,7 @@ pub mod term;
 pub mod tui;
 
 pub use markdown::{MarkdownStream, render_markdown};
-pub use style::{Span, Style, display_width, wrap};
+pub use style::{Span, Style, Theme, display_width, wrap};
 
 /// `text` in a Markdown code fence longer than any run of backticks in it.
 pub fn fenced(text: &str) -> String {

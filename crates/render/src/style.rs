@@ -207,6 +207,87 @@ fn trim_end(lines: &mut [Vec<Span>]) {
     }
 }
 
+/// The terminal's background, for the colours that must read on it: code fences are
+/// coloured with 24-bit foregrounds made for one background (`base16-ocean.dark` or
+/// `InspiredGitHub`); the 16 basic colours of diffs and dimmed text follow the
+/// terminal's own palette and read on both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Theme {
+    /// Light text on a dark background (the default).
+    #[default]
+    Dark,
+    /// Dark text on a light background.
+    Light,
+}
+
+static LIGHT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Theme {
+    /// The theme in force for this process (set by [`Theme::set`]; dark until then).
+    pub fn current() -> Self {
+        if LIGHT.load(std::sync::atomic::Ordering::Relaxed) {
+            Self::Light
+        } else {
+            Self::Dark
+        }
+    }
+
+    /// Makes `self` the theme in force.
+    pub fn set(self) {
+        LIGHT.store(self == Self::Light, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The theme a setting names: Claude Code's `theme` values (`dark`, `light`, and their
+    /// `-daltonized` and `-ansi` forms). `None` for `auto` or an unknown value (detect).
+    pub fn parse(value: &str) -> Option<Self> {
+        let value = value.trim().to_ascii_lowercase();
+        if value.starts_with("light") {
+            Some(Self::Light)
+        } else if value.starts_with("dark") {
+            Some(Self::Dark)
+        } else {
+            None
+        }
+    }
+
+    /// The theme for a terminal's answer to the background colour query (`OSC 11 ; ?`):
+    /// `OSC 11 ; rgb:RRRR/GGGG/BBBB` ended by BEL or ST, each component 1 to 4 hex digits.
+    /// Light when the background's relative luminance is over one half.
+    pub fn from_background_answer(reply: &[u8]) -> Option<Self> {
+        let text = String::from_utf8_lossy(reply);
+        let at = text.find("\x1b]11;rgb:")?;
+        let rest = &text[at + "\x1b]11;rgb:".len()..];
+        let end = rest.find(['\x07', '\x1b'])?;
+        let mut components = rest[..end].split('/').map(|hex| {
+            let value = u32::from_str_radix(hex, 16).ok()?;
+            let max = (1u32 << (4 * hex.len().clamp(1, 4))) - 1;
+            Some(f64::from(value) / f64::from(max))
+        });
+        let (red, green, blue) = (
+            components.next()??,
+            components.next()??,
+            components.next()??,
+        );
+        let luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue;
+        Some(if luminance > 0.5 {
+            Self::Light
+        } else {
+            Self::Dark
+        })
+    }
+
+    /// The theme `COLORFGBG` tells (`"15;0"`: foreground 15 on background 0, as rxvt,
+    /// Konsole and others set it): a background of 7 or 9 to 15 is light.
+    pub fn from_colorfgbg(value: &str) -> Option<Self> {
+        let background: u8 = value.rsplit(';').next()?.trim().parse().ok()?;
+        Some(if background == 7 || (9..=15).contains(&background) {
+            Self::Light
+        } else {
+            Self::Dark
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +333,25 @@ mod tests {
             Span::new("b", Style::PLAIN),
         ];
         assert_eq!(wrap(&broken, 10), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_theme_comes_from_the_setting_the_background_or_colorfgbg() {
+        assert_eq!(Theme::parse("light-daltonized"), Some(Theme::Light));
+        assert_eq!(Theme::parse("Dark-ANSI"), Some(Theme::Dark));
+        assert_eq!(Theme::parse("auto"), None);
+        let answer = |text: &str| Theme::from_background_answer(text.as_bytes());
+        assert_eq!(answer("\x1b]11;rgb:ffff/ffff/ffff\x07"), Some(Theme::Light));
+        assert_eq!(
+            answer("\x1b[?2026;2$y\x1b]11;rgb:0000/0000/0000\x1b\\\x1b[?62c"),
+            Some(Theme::Dark)
+        );
+        assert_eq!(answer("\x1b]11;rgb:fa/fa/f0\x07"), Some(Theme::Light));
+        assert_eq!(answer("\x1b]11;rgb:28/2c/34\x07"), Some(Theme::Dark));
+        assert_eq!(answer("\x1b]11;rgb:zz/00/00\x07"), None);
+        assert_eq!(answer("\x1b[?62;22c"), None);
+        assert_eq!(Theme::from_colorfgbg("0;15"), Some(Theme::Light));
+        assert_eq!(Theme::from_colorfgbg("15;default;0"), Some(Theme::Dark));
+        assert_eq!(Theme::from_colorfgbg("default"), None);
     }
 }

@@ -117,6 +117,9 @@ pub struct Config {
     /// Where notifications go (resolved: see [`crate::notify::Channel::resolve`]): when a
     /// question waits for the user, and when a turn of at least [`NOTIFY_AFTER`] ends.
     pub notify: crate::notify::Channel,
+    /// The theme the settings name (Claude Code's `theme`); `None`: the terminal's
+    /// background decides (`OSC 11`, else `COLORFGBG`), else dark.
+    pub theme: Option<crate::Theme>,
 }
 
 /// A turn shorter than this ends without a notification (the user is likely watching).
@@ -482,6 +485,12 @@ impl Tui {
         };
         let capabilities = query_sync();
         let sync = capabilities.sync;
+        // The setting, else what the terminal said of its background, else `COLORFGBG`.
+        if let Some(theme) = config.theme.or(capabilities.background).or_else(|| {
+            crate::Theme::from_colorfgbg(&std::env::var("COLORFGBG").unwrap_or_default())
+        }) {
+            theme.set();
+        }
         let (width, height) = crossterm::terminal::size().unwrap_or((80, 24));
         let mut out = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
         out.write_all(b"\x1b[?2004h")?;
@@ -584,14 +593,21 @@ fn query_sync() -> Capabilities {
         .iter()
         .any(|name| term.contains(name));
     let remote = !env("SSH_TTY").is_empty() || !env("SSH_CONNECTION").is_empty();
-    if known || remote {
-        // The terminals known here all read the kitty keyboard protocol.
+    // The terminals known here all read the kitty keyboard protocol.
+    if remote {
         return Capabilities {
             sync: known,
             kitty_keys: known,
+            background: None,
         };
     }
-    ask_capabilities()
+    // Asked even when known: the background is what only the terminal can tell.
+    let asked = ask_capabilities();
+    Capabilities {
+        sync: known || asked.sync,
+        kitty_keys: known || asked.kitty_keys,
+        background: asked.background,
+    }
 }
 
 /// What the terminal said it supports.
@@ -601,14 +617,16 @@ struct Capabilities {
     sync: bool,
     /// The kitty keyboard protocol (Shift+Enter told from Enter).
     kitty_keys: bool,
+    /// The theme its background colour calls for (`OSC 11 ; ?`), when it answered.
+    background: Option<crate::Theme>,
 }
 
 /// The local question of [`query_sync`]: DECRQM for mode 2026, the kitty keyboard protocol's
-/// flags query (`CSI ? u`), then DA1.
+/// flags query (`CSI ? u`), the background colour (`OSC 11 ; ?`), then DA1.
 fn ask_capabilities() -> Capabilities {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     let mut stdout = std::io::stdout();
-    let question = format!("{}\x1b[?u\x1b[c", crate::term::SYNC_QUERY);
+    let question = format!("{}\x1b[?u\x1b]11;?\x1b\\\x1b[c", crate::term::SYNC_QUERY);
     if stdout
         .write_all(question.as_bytes())
         .and_then(|()| stdout.flush())
@@ -624,6 +642,7 @@ fn ask_capabilities() -> Capabilities {
             return Capabilities {
                 sync: crate::term::sync_supported(&reply),
                 kitty_keys: crate::term::kitty_keys_answered(&reply),
+                background: crate::Theme::from_background_answer(&reply),
             };
         }
         let left = deadline.saturating_duration_since(Instant::now());

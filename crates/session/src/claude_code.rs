@@ -139,6 +139,15 @@ impl State {
             .map(str::to_owned)
     }
 
+    /// Its global configuration's `theme` (`dark`, `light`, their `-daltonized` and `-ansi`
+    /// forms, or `auto`).
+    pub fn theme(&self) -> Option<String> {
+        self.document
+            .get("theme")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }
+
     /// The user-scope servers (`mcpServers`), as a `{"mcpServers": …}` document.
     pub fn user_servers(&self) -> Option<Value> {
         let servers = self.document.get("mcpServers")?;

@@ -192,6 +192,8 @@ struct ToolState {
     idle_after: std::time::Duration,
     /// Where the terminal's notifications go (resolved for this terminal).
     notify: render::notify::Channel,
+    /// The theme the settings name (`None`: the terminal decides).
+    theme: Option<render::Theme>,
     /// The settings' `statusLine` command.
     status_line: Option<settings::StatusLineSettings>,
     /// Whether its failure was told.
@@ -427,6 +429,15 @@ impl Session {
             .and_then(|value| render::notify::Channel::parse(&value))
             .unwrap_or_default();
         self.tooling.notify = channel.resolve(&|name| std::env::var(name).ok());
+        // Claude Code's `theme`: settings first, then its global configuration (where
+        // Claude Code keeps it); `auto` or none lets the terminal's background decide.
+        self.tooling.theme = settings
+            .other
+            .get("theme")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| claude.theme())
+            .and_then(|value| render::Theme::parse(&value));
         let _ = self
             .tooling
             .hooks
@@ -624,6 +635,12 @@ impl Session {
     /// terminal this process runs in ([`render::notify::Channel::resolve`]).
     pub fn notification_channel(&self) -> render::notify::Channel {
         self.tooling.notify
+    }
+
+    /// The terminal's theme the settings name (Claude Code's `theme`: settings, else its
+    /// global configuration); `None` lets the terminal's background decide.
+    pub fn theme(&self) -> Option<render::Theme> {
+        self.tooling.theme
     }
 
     /// The settings' `statusLine` command, to run as [`Session::status_line`] does while a
@@ -2587,6 +2604,7 @@ impl ToolState {
             status_line_failed: Arc::default(),
             idle_after: IDLE_NOTIFICATION_AFTER,
             notify: render::notify::Channel::Disabled,
+            theme: None,
             worktree,
         };
         Ok((state, structured))
