@@ -311,6 +311,11 @@ struct TurnFigures {
 struct LiveView {
     live_text: bool,
     wrote_text: bool,
+    /// Something was drawn after the last tool's result (text, or another tool): a tool-use
+    /// summary of the batch before it (the small fast model's line, which the loop reports
+    /// once the next model call has ended) would show out of order, after the answer, and is
+    /// not drawn.
+    answered: bool,
     /// The spinner (live runs only).
     status: Option<Status>,
     /// The answer's Markdown, rendered block by block (interactive).
@@ -481,6 +486,7 @@ impl Renderer {
             view: LiveView {
                 live_text,
                 wrote_text: false,
+                answered: false,
                 status: None,
                 markdown: None,
                 preview_at: None,
@@ -713,6 +719,7 @@ impl Renderer {
                 tool_use_id, name, ..
             } => {
                 self.end_text();
+                self.view.answered = true;
                 let input = self
                     .view
                     .tool_inputs
@@ -727,6 +734,7 @@ impl Renderer {
                 self.show_running();
             }
             ExecutorEvent::Completed(done) => {
+                self.view.answered = false;
                 let id = done.result.tool_use_id.as_str();
                 let input = self
                     .view
@@ -888,12 +896,13 @@ impl Renderer {
                     self.show(&activity);
                 }
             }
-            LoopEvent::ToolUseSummary { text, .. } => {
+            LoopEvent::ToolUseSummary { text, .. } if !self.view.answered => {
                 self.end_text();
                 self.stderr_line(&dim(&format!("  ⎿  {}", printable(&one_line(text), false))));
             }
             // Nothing to draw for these (a new kind of event must be decided on here).
-            LoopEvent::Stream(_)
+            LoopEvent::ToolUseSummary { .. }
+            | LoopEvent::Stream(_)
             | LoopEvent::ToolResults(_)
             | LoopEvent::PartialAssistant(_)
             | LoopEvent::Idle { .. }
@@ -939,6 +948,7 @@ impl Renderer {
     /// text as it comes.
     fn text_delta(&mut self, text: &str) {
         self.turn.response_text_shown = true;
+        self.view.answered = true;
         if let Some(markdown) = &mut self.view.markdown {
             // Complete blocks only: the cursor stays at a line's start, the spinner keeps
             // its line.

@@ -3393,6 +3393,51 @@ async fn code_colours_follow_the_terminals_background() {
     assert!(chosen < 0.5, "{chosen}");
 }
 
+/// A tool-use summary (the small fast model's line about the tools just run, which the loop
+/// reports once the next model call has ended) is not drawn under the answer that came
+/// after those tools: the screen keeps the order of events.
+#[tokio::test]
+async fn a_tool_summary_never_comes_after_the_answer() {
+    let batch_marker = "A coding agent just ran these tools";
+    let repo = repo("interactive-late-summary");
+    let server = Server::start_tls(
+        Script::new(vec![
+            Reply::turn(Turn::new().tool_use("toolu_l", "Bash", json!({"command": "ls"}))),
+            // Slow enough for the summary to be written while it streams.
+            Reply::turn(Turn::new().text("All done here.")).faults(testkit::Faults {
+                chunk_sizes: Some(vec![64]),
+                chunk_delay: Some(Duration::from_millis(100)),
+                ..testkit::Faults::default()
+            }),
+        ])
+        .route(
+            batch_marker,
+            vec![Reply::turn(Turn::new().text("Listed the folder"))],
+        ),
+    )
+    .await
+    .unwrap();
+    let mut agent = command(&repo, &server);
+    agent
+        .env_remove("AGENT_DISABLE_BACKGROUND_REQUESTS")
+        .args(["--allowedTools", "Bash(ls)"]);
+    let mut terminal = Terminal::spawn(agent);
+    terminal.wait_prompt(1).await;
+    terminal.type_keys("list it\r");
+    terminal.wait_for("All done here.", 1).await;
+    terminal.wait_prompt(2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let asked = server
+        .requests()
+        .iter()
+        .any(|r| r.json()["messages"].to_string().contains(batch_marker));
+    assert!(asked, "no summary was asked");
+    let text = terminal.text();
+    assert!(!text.contains("Listed the folder"), "{text}");
+    terminal.type_keys("\u{4}");
+    assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+}
+
 /// Tab completes a slash command: `/co` lists what it may become, each with what it does (a
 /// project's own command among them), and completes as far as they agree; one match is
 /// completed whole and runs.

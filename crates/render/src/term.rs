@@ -262,10 +262,9 @@ pub fn wrap_words(row: &str, width: usize) -> Vec<String> {
         return vec![row.to_owned()];
     }
     let pieces = pieces(row);
-    let indent = pieces
-        .first()
-        .filter(|piece| piece.space && piece.width <= width / 2)
-        .map_or(0, |piece| piece.width);
+    // The row's own indentation, styles before it or not.
+    let indent = strip_styles(row).chars().take_while(|c| *c == ' ').count();
+    let indent = if indent <= width / 2 { indent } else { 0 };
     let mut rows = Vec::new();
     let mut line = String::new();
     let mut used = 0;
@@ -507,6 +506,16 @@ mod tests {
         assert!(rows[1].starts_with("\x1b[2m"), "{rows:?}");
         assert!(
             !rows[2].starts_with("\x1b[2m") || rows[2].contains("\x1b[0m"),
+            "{rows:?}"
+        );
+
+        // Indentation after a style counts too.
+        let rows = visible(&wrap_words(
+            "\x1b[2m  Allowed edits for the rest of this session (/permissions lists it)\x1b[0m",
+            40,
+        ));
+        assert!(
+            rows.len() > 1 && rows[1..].iter().all(|row| row.starts_with("  ")),
             "{rows:?}"
         );
 
