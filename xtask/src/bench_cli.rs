@@ -186,20 +186,25 @@ pub(crate) fn spread(values: &mut [f64]) -> (f64, f64, f64) {
     (values[0], median, values[values.len() - 1])
 }
 
-/// Runs the benchmark; `root` is the workspace root, `target` its target directory.
 /// Which figures `bench-cli` measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Only {
     /// Everything.
     All,
-    /// The interactive rendering alone (`--render`).
-    Render,
+    /// The interactive rendering alone (`--render`), of this `agent` binary when given
+    /// (`--render --agent PATH`: an earlier build, for a ratio), else the working tree's.
+    Render(Option<PathBuf>),
     /// The 1,000-turn session alone (`--long`).
     Long,
 }
 
+/// Runs the benchmark; `root` is the workspace root, `target` its target directory.
 pub fn run(root: &Path, target: &Path, cargo: Command, only: Only) -> Result<()> {
-    let (agent, testkit) = build_tree(root, target, cargo)?;
+    let (built, testkit) = build_tree(root, target, cargo)?;
+    let agent = match &only {
+        Only::Render(Some(other)) => other.clone(),
+        _ => built,
+    };
     let script = root.join("tests/fixtures/four-turn.json");
 
     let scratch = std::env::temp_dir().join(format!("agent-bench-cli-{}", std::process::id()));
@@ -207,11 +212,11 @@ pub fn run(root: &Path, target: &Path, cargo: Command, only: Only) -> Result<()>
         if only == Only::All {
             measure_all(&agent, &testkit, &script, &scratch)?;
         }
-        if only != Only::Long {
+        if matches!(only, Only::All | Only::Render(_)) {
             let figures = crate::bench_render::measure(&agent, &testkit, &scratch.join("render"))?;
             crate::bench_render::print(&figures);
         }
-        if only != Only::Render {
+        if matches!(only, Only::All | Only::Long) {
             let figures = crate::bench_long::measure(&agent, &testkit, &scratch.join("long"))?;
             crate::bench_long::print(&figures, &target.join("bench-long.csv"))?;
         }

@@ -47,7 +47,7 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "run every workspace benchmark, package by package, and print one summary table",
     ),
     (
-        "bench-cli [--render|--long]",
+        "bench-cli [--render [--agent PATH]|--long]",
         "wall time and peak RSS of `agent --version` and a scripted 4-turn session; the interactive terminal's rendering cost (alone with --render); a 1,000-turn session near the autocompact threshold (alone with --long)",
     ),
     (
@@ -89,10 +89,13 @@ fn main() -> ExitCode {
         Some("bench-cli") => {
             let only = match rest.as_slice() {
                 [] => Ok(bench_cli::Only::All),
-                [flag] if flag == "--render" => Ok(bench_cli::Only::Render),
+                [flag] if flag == "--render" => Ok(bench_cli::Only::Render(None)),
+                [flag, agent, path] if flag == "--render" && agent == "--agent" => {
+                    Ok(bench_cli::Only::Render(Some(PathBuf::from(path))))
+                }
                 [flag] if flag == "--long" => Ok(bench_cli::Only::Long),
                 _ => Err(anyhow::anyhow!(
-                    "usage: cargo xtask bench-cli [--render|--long]"
+                    "usage: cargo xtask bench-cli [--render [--agent PATH]|--long]"
                 )),
             };
             only.and_then(|only| {

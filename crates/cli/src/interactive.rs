@@ -928,11 +928,12 @@ fn ask_rewind(
     }
     let last_turn = timeline.turns.len();
     let picker = Picker::new("Rewind to the end of which turn?", items, last_turn);
-    let Some(chosen) = tokio::task::block_in_place(|| ui.pick_blocking(picker)) else {
+    let chosen = tokio::task::block_in_place(|| ui.pick_blocking(picker));
+    let Some(target) = chosen.and_then(|index| targets.get(index)) else {
         say(ui, "(nothing rewound)");
         return false;
     };
-    words.push(targets[chosen].clone());
+    words.push(target.clone());
     if words[0] != "undo" {
         let scopes = [
             (
@@ -956,11 +957,12 @@ fn ask_rewind(
             })
             .collect();
         let picker = Picker::new("Restore what?", items, 0);
-        let Some(scope) = tokio::task::block_in_place(|| ui.pick_blocking(picker)) else {
+        let chosen = tokio::task::block_in_place(|| ui.pick_blocking(picker));
+        let Some((_, _, word)) = chosen.and_then(|index| scopes.get(index)) else {
             say(ui, "(nothing rewound)");
             return false;
         };
-        words.push(scopes[scope].2.to_owned());
+        words.push((*word).to_owned());
     }
     true
 }

@@ -87,6 +87,12 @@ pub struct Painter {
     cursor_row: usize,
     /// Whether the cursor was left visible.
     cursor_shown: bool,
+    /// The live rows drawn last, as written (fitted), and where the cursor was left in
+    /// them: a frame with nothing finished that changes only some rows (the spinner's
+    /// tick, the elapsed seconds) rewrites those rows alone. Empty: the next frame draws
+    /// the whole region.
+    drawn: Vec<String>,
+    drawn_cursor: Option<(usize, usize)>,
 }
 
 impl Painter {
@@ -99,6 +105,8 @@ impl Painter {
             sync,
             cursor_row: 0,
             cursor_shown: true,
+            drawn: Vec::new(),
+            drawn_cursor: None,
         }
     }
 
@@ -106,6 +114,7 @@ impl Painter {
     pub fn resize(&mut self, width: u16, height: u16) {
         self.width = usize::from(width.max(2));
         self.height = usize::from(height.max(2));
+        self.drawn.clear();
     }
 
     /// The terminal's width in columns.
@@ -119,6 +128,19 @@ impl Painter {
     /// The live region keeps its last rows when it is taller than the screen allows (all
     /// rows but one), so the input and status lines stay visible.
     pub fn frame(&mut self, finished: &[String], live: &Live) -> Vec<u8> {
+        let room = self.height.saturating_sub(1).max(1);
+        let skip = live.rows.len().saturating_sub(room);
+        let rows: Vec<String> = live.rows[skip..]
+            .iter()
+            .map(|row| fit(&sanitize(row), self.width - 1))
+            .collect();
+        let cursor = live
+            .cursor
+            .filter(|(row, _)| *row >= skip && *row - skip < rows.len())
+            .map(|(row, column)| (row - skip, column.min(self.width - 1)));
+        if finished.is_empty() && !rows.is_empty() && rows.len() == self.drawn.len() {
+            return self.changed_rows(rows, cursor);
+        }
         let mut out = String::new();
         if self.sync {
             out.push_str(SYNC_BEGIN);
@@ -141,46 +163,86 @@ impl Painter {
                 }
             }
         }
-        let room = self.height.saturating_sub(1).max(1);
-        let skip = live.rows.len().saturating_sub(room);
-        let rows = &live.rows[skip..];
         for (index, row) in rows.iter().enumerate() {
             if index > 0 {
                 out.push_str("\r\n");
             }
-            out.push_str(&fit(&sanitize(row), self.width - 1));
+            out.push_str(row);
         }
-        let last = rows.len().saturating_sub(1);
-        match live.cursor {
-            Some((row, column)) if row >= skip && row - skip <= last => {
-                let row = row - skip;
-                if last > row {
-                    let _ = write!(out, "\x1b[{}A", last - row);
-                }
-                out.push('\r');
-                let column = column.min(self.width - 1);
-                if column > 0 {
-                    let _ = write!(out, "\x1b[{column}C");
-                }
-                out.push_str("\x1b[?25h");
-                self.cursor_row = row;
-                self.cursor_shown = true;
-            }
-            _ => {
-                self.cursor_row = last;
-                self.cursor_shown = false;
-            }
-        }
+        self.cursor_row = rows.len().saturating_sub(1);
+        self.drawn = rows;
+        self.drawn_cursor = cursor;
+        self.place_cursor(&mut out, cursor);
         if self.sync {
             out.push_str(SYNC_END);
         }
         out.into_bytes()
     }
 
+    /// A frame that changes only live rows, drawn over the last one of the same height:
+    /// each changed row rewritten in place (`CSI K` erases what the old one left), the
+    /// cursor put back. Nothing changed: no bytes.
+    fn changed_rows(&mut self, rows: Vec<String>, cursor: Option<(usize, usize)>) -> Vec<u8> {
+        let changed: Vec<usize> = (0..rows.len())
+            .filter(|index| rows[*index] != self.drawn[*index])
+            .collect();
+        if changed.is_empty() && cursor == self.drawn_cursor {
+            return Vec::new();
+        }
+        let mut out = String::new();
+        if self.sync {
+            out.push_str(SYNC_BEGIN);
+        }
+        out.push_str("\x1b[?25l");
+        for index in changed {
+            self.move_to_row(&mut out, index);
+            let _ = write!(out, "\r{}\x1b[0m\x1b[K", rows[index]);
+        }
+        self.drawn = rows;
+        self.drawn_cursor = cursor;
+        self.place_cursor(&mut out, cursor);
+        if self.sync {
+            out.push_str(SYNC_END);
+        }
+        out.into_bytes()
+    }
+
+    /// Moves the cursor from its row in the live region to row `to`.
+    fn move_to_row(&mut self, out: &mut String, to: usize) {
+        if to < self.cursor_row {
+            let _ = write!(out, "\x1b[{}A", self.cursor_row - to);
+        } else if to > self.cursor_row {
+            let _ = write!(out, "\x1b[{}B", to - self.cursor_row);
+        }
+        self.cursor_row = to;
+    }
+
+    /// Leaves the cursor at `cursor` (row in the live region, column), shown, or hidden on
+    /// the region's last row.
+    fn place_cursor(&mut self, out: &mut String, cursor: Option<(usize, usize)>) {
+        match cursor {
+            Some((row, column)) => {
+                self.move_to_row(out, row);
+                out.push('\r');
+                if column > 0 {
+                    let _ = write!(out, "\x1b[{column}C");
+                }
+                out.push_str("\x1b[?25h");
+                self.cursor_shown = true;
+            }
+            None => {
+                let last = self.drawn.len().max(1) - 1;
+                self.move_to_row(out, last);
+                self.cursor_shown = false;
+            }
+        }
+    }
+
     /// Clears the screen and the scrollback (`ED 2`, `ED 3`) and puts the cursor home: what
     /// `/clear` shows, as Claude Code's does. The next frame starts at the top.
     pub fn clear_screen(&mut self) -> Vec<u8> {
         self.cursor_row = 0;
+        self.drawn.clear();
         b"\x1b[2J\x1b[3J\x1b[H".to_vec()
     }
 
@@ -204,6 +266,7 @@ impl Painter {
         out.push_str("\x1b[J\x1b[?25h");
         self.cursor_row = 0;
         self.cursor_shown = true;
+        self.drawn.clear();
         out.into_bytes()
     }
 }
@@ -577,6 +640,68 @@ mod tests {
         assert_eq!(rows[5], "›");
         parser.process(&painter.clear());
         assert_eq!(screen(&parser)[5], "");
+    }
+
+    /// A frame with nothing finished rewrites only the live rows that changed (the spinner's
+    /// tick), leaves the screen as a whole redraw would, and writes nothing when nothing
+    /// changed.
+    #[test]
+    fn a_tick_rewrites_only_the_rows_that_changed() {
+        let mut parser = vt100::Parser::new(6, 30, 100);
+        let mut painter = Painter::new(30, 6, false);
+        let region = |glyph: &str, typed: &str| {
+            live(
+                &[
+                    &format!("{glyph} Thinking 3s"),
+                    &format!("› {typed}"),
+                    "  ─ model · default · $0.01",
+                ],
+                Some((1, 2 + typed.len())),
+            )
+        };
+        parser.process(&painter.frame(&["answer".into()], &region("⠋", "ab")));
+        let tick = painter.frame(&[], &region("⠙", "ab"));
+        parser.process(&tick);
+        let text = String::from_utf8_lossy(&tick).into_owned();
+        assert!(
+            text.contains("⠙ Thinking 3s") && !text.contains("model"),
+            "{text:?}"
+        );
+        assert!(!text.contains("\x1b[J"), "{text:?}");
+        assert_eq!(
+            screen(&parser)[..4],
+            [
+                "answer",
+                "⠙ Thinking 3s",
+                "› ab",
+                "  ─ model · default · $0.01"
+            ]
+        );
+        assert_eq!(parser.screen().cursor_position(), (2, 4));
+        // A shorter row leaves nothing of the longer one; the cursor follows the typing.
+        parser.process(&painter.frame(
+            &[],
+            &live(
+                &["⠹ Hm", "› abc", "  ─ model · default · $0.01"],
+                Some((1, 5)),
+            ),
+        ));
+        assert_eq!(screen(&parser)[1..3], ["⠹ Hm", "› abc"]);
+        assert_eq!(parser.screen().cursor_position(), (2, 5));
+        assert!(
+            painter
+                .frame(
+                    &[],
+                    &live(
+                        &["⠹ Hm", "› abc", "  ─ model · default · $0.01"],
+                        Some((1, 5))
+                    )
+                )
+                .is_empty()
+        );
+        // Finished lines, or another height, draw the whole region again.
+        parser.process(&painter.frame(&["more".into()], &live(&["› "], Some((0, 2)))));
+        assert_eq!(screen(&parser)[..3], ["answer", "more", "›"]);
     }
 
     #[test]
