@@ -922,7 +922,11 @@ async fn the_spinner_shows_the_progress_summary() {
     terminal.wait_prompt(2).await;
     // The batch's summary comes once the answer's call ended: not drawn under the answer
     // (`a_tool_summary_never_comes_after_the_answer`).
-    assert!(!terminal.text().contains("Slept for a while"), "{}", terminal.text());
+    assert!(
+        !terminal.text().contains("Slept for a while"),
+        "{}",
+        terminal.text()
+    );
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
 }

@@ -196,7 +196,7 @@ impl Painter {
         out.push_str("\x1b[?25l");
         for index in changed {
             self.move_to_row(&mut out, index);
-            let _ = write!(out, "\r{}\x1b[0m\x1b[K", rows[index]);
+            rewrite_row(&mut out, &self.drawn[index], &rows[index]);
         }
         self.drawn = rows;
         self.drawn_cursor = cursor;
@@ -294,6 +294,40 @@ pub fn sanitize(line: &str) -> String {
         rest = &rest[c.len_utf8()..];
     }
     out
+}
+
+/// Rewrites a live row that showed `old` to show `new`, from where they first differ (a
+/// streaming preview's row only grows): the cursor to that column, the styles in effect
+/// there set again, the rest of `new` written, and what `old` left after it erased.
+fn rewrite_row(out: &mut String, old: &str, new: &str) {
+    let (mut at, mut column, mut style) = (0, 0, String::new());
+    loop {
+        let rest = &new[at..];
+        let unit = match rest.chars().next() {
+            Some('\x1b') => sgr_at(rest).unwrap_or(1),
+            Some(c) => c.len_utf8(),
+            None => break,
+        };
+        if old.get(at..at + unit) != Some(&rest[..unit]) {
+            break;
+        }
+        let piece = &rest[..unit];
+        if piece.starts_with('\x1b') {
+            if piece == "\x1b[0m" || piece == "\x1b[m" {
+                style.clear();
+            } else {
+                style.push_str(piece);
+            }
+        } else {
+            column += piece.chars().filter_map(|c| c.width()).sum::<usize>();
+        }
+        at += unit;
+    }
+    out.push('\r');
+    if column > 0 {
+        let _ = write!(out, "\x1b[{column}C");
+    }
+    let _ = write!(out, "{style}{}\x1b[0m\x1b[K", &new[at..]);
 }
 
 /// A run of a row that [`wrap_words`] places whole: a word, or the spaces between two.
@@ -699,6 +733,34 @@ mod tests {
                 )
                 .is_empty()
         );
+        // A growing row (a streaming preview) is written from where it grew, its style set
+        // again there.
+        parser.process(&painter.frame(
+            &[],
+            &live(
+                &["⠹ Hm", "\x1b[2m› abc\x1b[0m", "  ─ model · default · $0.01"],
+                Some((1, 5)),
+            ),
+        ));
+        let grown = painter.frame(
+            &[],
+            &live(
+                &[
+                    "⠹ Hm",
+                    "\x1b[2m› abc the rest\x1b[0m",
+                    "  ─ model · default · $0.01",
+                ],
+                Some((1, 5)),
+            ),
+        );
+        parser.process(&grown);
+        let text = String::from_utf8_lossy(&grown).into_owned();
+        assert!(
+            text.contains("\x1b[5C\x1b[2m the rest") && !text.contains("abc"),
+            "{text:?}"
+        );
+        assert_eq!(screen(&parser)[2], "› abc the rest");
+        assert!(parser.screen().cell(2, 6).is_some_and(vt100::Cell::dim));
         // Finished lines, or another height, draw the whole region again.
         parser.process(&painter.frame(&["more".into()], &live(&["› "], Some((0, 2)))));
         assert_eq!(screen(&parser)[..3], ["answer", "more", "›"]);
