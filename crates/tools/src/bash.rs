@@ -777,14 +777,10 @@ async fn run(
             },
         }
     };
-    // The sandbox's process has exited: its placeholders can go, and a sandbox that could
-    // not be set up is told (its recorded back end is probed again at the next start).
-    if let (Some(exit), Some(placeholders)) = (status, placeholders.take()) {
-        placeholders.exited(exit);
-    }
 
     stop_group(group, &mut child).await;
     drain(&mut pipe, &mut buffer, &mut output).await;
+    sandbox_exited(&mut placeholders, status);
     guard.disarm();
     // Colours and other escape sequences are for a terminal: the model gets the text, the
     // structured result (the terminal's rows, hooks) keeps what the command printed.
@@ -840,6 +836,21 @@ async fn run(
             };
             Ok(output.with_structured(structured))
         }
+    }
+}
+
+/// After everything a command started is stopped: a sandbox whose process exited with
+/// `status` tells whether it could be set up (else its recorded back end is probed again
+/// at the next start, see [`sandbox::PlaceholderGuard::exited`]); the placeholders of one
+/// that did not exit stay in `placeholders`, dropped when the call ends, as they always were.
+fn sandbox_exited(
+    placeholders: &mut Option<sandbox::PlaceholderGuard>,
+    status: Option<ExitStatus>,
+) {
+    if let Some(exit) = status
+        && let Some(placeholders) = placeholders.take()
+    {
+        placeholders.exited(exit);
     }
 }
 
