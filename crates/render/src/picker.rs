@@ -11,6 +11,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::display_width;
+use crate::tui::dim;
 
 /// One entry: what it is called, a short detail beside it, and the lines shown under the
 /// list while it is the chosen one. Text from files or the model: made printable when
@@ -191,10 +192,6 @@ impl Picker {
     }
 }
 
-fn dim(text: &str) -> String {
-    format!("\x1b[2m{text}\x1b[0m")
-}
-
 /// Runs `picker` on the terminal (stdin and stdout) before any session owns it: raw mode,
 /// the list drawn inline under the cursor and erased when done. `None` when nothing was
 /// chosen.
@@ -262,19 +259,7 @@ mod tests {
 
     fn plain(rows: &[String]) -> Vec<String> {
         rows.iter()
-            .map(|row| {
-                let mut text = String::new();
-                let mut escape = false;
-                for c in row.chars() {
-                    match (escape, c) {
-                        (false, '\x1b') => escape = true,
-                        (true, 'm') => escape = false,
-                        (true, _) => {}
-                        (false, c) => text.push(c),
-                    }
-                }
-                text
-            })
+            .map(|row| crate::term::strip_styles(row))
             .collect()
     }
 

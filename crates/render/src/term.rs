@@ -141,12 +141,8 @@ impl Painter {
         if finished.is_empty() && !rows.is_empty() && rows.len() == self.drawn.len() {
             return self.changed_rows(rows, cursor);
         }
-        let mut out = String::new();
-        if self.sync {
-            out.push_str(SYNC_BEGIN);
-        }
-        // Hidden while drawing, so it never flickers across the screen.
-        out.push_str("\x1b[?25l\r");
+        let mut out = self.begin();
+        out.push('\r');
         if self.cursor_row > 0 {
             let _ = write!(out, "\x1b[{}A", self.cursor_row);
         }
@@ -170,6 +166,28 @@ impl Painter {
             out.push_str(row);
         }
         self.cursor_row = rows.len().saturating_sub(1);
+        self.end(out, rows, cursor)
+    }
+
+    /// A frame's first bytes: synchronized output begun where the terminal has it, and the
+    /// cursor hidden while drawing, so it never flickers across the screen.
+    fn begin(&self) -> String {
+        let mut out = String::new();
+        if self.sync {
+            out.push_str(SYNC_BEGIN);
+        }
+        out.push_str("\x1b[?25l");
+        out
+    }
+
+    /// A frame's last bytes after its live `rows` were written: the cursor put at
+    /// `cursor`, synchronized output ended; `rows` kept as what is on the screen.
+    fn end(
+        &mut self,
+        mut out: String,
+        rows: Vec<String>,
+        cursor: Option<(usize, usize)>,
+    ) -> Vec<u8> {
         self.drawn = rows;
         self.drawn_cursor = cursor;
         self.place_cursor(&mut out, cursor);
@@ -189,22 +207,12 @@ impl Painter {
         if changed.is_empty() && cursor == self.drawn_cursor {
             return Vec::new();
         }
-        let mut out = String::new();
-        if self.sync {
-            out.push_str(SYNC_BEGIN);
-        }
-        out.push_str("\x1b[?25l");
+        let mut out = self.begin();
         for index in changed {
             self.move_to_row(&mut out, index);
             rewrite_row(&mut out, &self.drawn[index], &rows[index]);
         }
-        self.drawn = rows;
-        self.drawn_cursor = cursor;
-        self.place_cursor(&mut out, cursor);
-        if self.sync {
-            out.push_str(SYNC_END);
-        }
-        out.into_bytes()
+        self.end(out, rows, cursor)
     }
 
     /// Moves the cursor from its row in the live region to row `to`.
@@ -313,11 +321,7 @@ fn rewrite_row(out: &mut String, old: &str, new: &str) {
         }
         let piece = &rest[..unit];
         if piece.starts_with('\x1b') {
-            if piece == "\x1b[0m" || piece == "\x1b[m" {
-                style.clear();
-            } else {
-                style.push_str(piece);
-            }
+            track_style(&mut style, piece);
         } else {
             column += piece.chars().filter_map(|c| c.width()).sum::<usize>();
         }
@@ -436,11 +440,7 @@ fn pieces(row: &str) -> Vec<Piece> {
                     style: String::new(),
                 }),
             }
-            if sequence == "\x1b[0m" || sequence == "\x1b[m" {
-                style.clear();
-            } else {
-                style.push_str(sequence);
-            }
+            track_style(&mut style, sequence);
             rest = &rest[length..];
             continue;
         }
@@ -472,18 +472,23 @@ fn style_at(word: &str, at: &str) -> String {
         if c == '\x1b'
             && let Some(length) = sgr_at(rest)
         {
-            let sequence = &rest[..length];
-            if sequence == "\x1b[0m" || sequence == "\x1b[m" {
-                style.clear();
-            } else {
-                style.push_str(sequence);
-            }
+            track_style(&mut style, &rest[..length]);
             rest = &rest[length..];
             continue;
         }
         rest = &rest[c.len_utf8()..];
     }
     style
+}
+
+/// `style` (the SGR sequences in effect) after the SGR `sequence`: a reset empties it,
+/// anything else adds to it.
+fn track_style(style: &mut String, sequence: &str) {
+    if sequence == "\x1b[0m" || sequence == "\x1b[m" {
+        style.clear();
+    } else {
+        style.push_str(sequence);
+    }
 }
 
 /// The length of the SGR sequence `text` starts with (`ESC [` digits and `;` then `m`).

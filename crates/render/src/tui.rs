@@ -1503,6 +1503,7 @@ fn echo(line: &str) -> String {
     text
 }
 
-fn dim(text: &str) -> String {
+/// `text` dimmed (SGR 2), reset after.
+pub(crate) fn dim(text: &str) -> String {
     format!("\x1b[2m{text}\x1b[0m")
 }
