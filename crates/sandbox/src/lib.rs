@@ -1294,6 +1294,8 @@ pub struct PlaceholderGuard {
     _placeholders: Placeholders,
     /// bubblewrap's `--json-status-fd`, read end.
     status: Option<std::io::PipeReader>,
+    /// What it said, once read.
+    said: Option<Vec<u8>>,
 }
 
 impl PlaceholderGuard {
@@ -1304,29 +1306,97 @@ impl PlaceholderGuard {
     /// probed again at the next start ([`probe_cache`]). A command of its own exiting 1 has
     /// its `exit-code` reported; bubblewrap killed by a signal (a timeout) is not 1.
     pub fn exited(mut self, status: std::process::ExitStatus) {
+        let said = self.status.take().and_then(read_status);
         if status.code() == Some(1)
-            && let Some(reader) = self.status.take()
-            && set_up_failed(reader)
+            && said
+                .as_ref()
+                .is_some_and(|said| !said.windows(11).any(|window| window == b"\"exit-code\""))
         {
             probe_cache::forget();
+        }
+        self.said = said;
+    }
+}
+
+impl Drop for PlaceholderGuard {
+    /// The placeholders go only once no process is left in the sandbox's mount namespace:
+    /// bubblewrap's own process ends when the command does, while the kernel may still be
+    /// killing the sandbox's other processes (seconds, with hundreds of them), and removing
+    /// a placeholder detaches its read-only mount in that namespace, where a process still
+    /// alive could then create `.claude/settings.json`. Waits at most
+    /// 10 s (`NAMESPACE_EMPTY_WAIT`); a namespace still in use then keeps its placeholders
+    /// (empty read-only folders, which a later command or [`sweep_placeholders`] removes).
+    fn drop(&mut self) {
+        if self._placeholders.is_empty() {
+            return;
+        }
+        let said = self
+            .said
+            .take()
+            .or_else(|| self.status.take().and_then(read_status));
+        let Some(namespace) = said.as_deref().and_then(mount_namespace) else {
+            // No status (another back end, or bubblewrap still running): as before.
+            return;
+        };
+        let deadline = std::time::Instant::now() + NAMESPACE_EMPTY_WAIT;
+        while mount_namespace_in_use(namespace) {
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    namespace,
+                    "a sandbox's processes outlived it: its placeholders stay"
+                );
+                self._placeholders.keep();
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 }
 
-/// Whether bubblewrap's status descriptor (`reader`) closed without reporting its
-/// command's exit (`"exit-code"`). Never waits: a writer still open (bubblewrap running, or
-/// the command not spawned and still holding the descriptor) is no failure.
-fn set_up_failed(mut reader: std::io::PipeReader) -> bool {
+/// How long a guard waits for its sandbox's last process to be gone (see
+/// [`PlaceholderGuard`]'s `Drop`).
+const NAMESPACE_EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What bubblewrap wrote on its status descriptor (`reader`), once it closed it; `None`
+/// while it is still open (never waits).
+fn read_status(mut reader: std::io::PipeReader) -> Option<Vec<u8>> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     use std::io::Read as _;
-    if fcntl(&reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).is_err() {
-        return false;
-    }
+    fcntl(&reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).ok()?;
     let mut said = Vec::new();
-    match reader.read_to_end(&mut said) {
-        Ok(_) => !said.windows(11).any(|window| window == b"\"exit-code\""),
-        Err(_) => false,
-    }
+    reader.read_to_end(&mut said).ok()?;
+    Some(said)
+}
+
+/// The sandbox's mount namespace (its inode) from bubblewrap's status:
+/// `{ "child-pid": N, "mnt-namespace": M, ... }`.
+fn mount_namespace(said: &[u8]) -> Option<u64> {
+    let text = String::from_utf8_lossy(said);
+    let rest = &text[text.find("\"mnt-namespace\":")? + "\"mnt-namespace\":".len()..];
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// Whether a process is in the mount namespace `inode` (`/proc/*/ns/mnt` reads
+/// `mnt:[inode]`).
+fn mount_namespace_in_use(inode: u64) -> bool {
+    let wanted = format!("mnt:[{inode}]");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            && std::fs::read_link(entry.path().join("ns/mnt"))
+                .is_ok_and(|link| link.as_os_str() == wanted.as_str())
+    })
 }
 
 impl Sandbox {
@@ -1406,6 +1476,7 @@ impl Sandbox {
                     guard: PlaceholderGuard {
                         _placeholders: placeholders,
                         status: Some(status),
+                        said: None,
                     },
                 })
             }
@@ -1619,6 +1690,25 @@ mod tests {
             None => eprintln!("SKIPPED: no bwrap here for the working half"),
         }
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// The sandbox's mount namespace is read from bubblewrap's status, and a namespace is
+    /// in use while a process is in it (this test's own is).
+    #[test]
+    fn a_mount_namespace_is_in_use_while_a_process_is_in_it() {
+        let said =
+            b"{ \"child-pid\": 16629, \"mnt-namespace\": 4026532174 }\n{ \"exit-code\": 0 }\n";
+        assert_eq!(mount_namespace(said), Some(4_026_532_174));
+        assert_eq!(mount_namespace(b"{ \"exit-code\": 0 }"), None);
+        let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let own: u64 = own
+            .to_string_lossy()
+            .trim_start_matches("mnt:[")
+            .trim_end_matches(']')
+            .parse()
+            .unwrap();
+        assert!(mount_namespace_in_use(own));
+        assert!(!mount_namespace_in_use(1));
     }
 
     #[test]

@@ -132,6 +132,19 @@ fn remove_if_unused(path: &Path) -> bool {
     removed
 }
 
+impl Placeholders {
+    /// Whether it holds none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Lets go of the placeholders without removing them (their sandbox may still be in
+    /// use): the locks are released, the empty read-only folders stay.
+    pub(crate) fn keep(&mut self) {
+        self.held.clear();
+    }
+}
+
 impl Drop for Placeholders {
     fn drop(&mut self) {
         for (path, lock) in self.held.drain(..) {

@@ -87,6 +87,49 @@ fn nothing_planted(env: &Env, names: &[&str]) {
     }
 }
 
+/// A command that times out leaves hundreds of processes ignoring SIGTERM, each trying to
+/// create `.claude/settings.json`, `.agent/settings.json` and `.mcp.json`: the sandbox's
+/// processes die one by one after bubblewrap's own, and the placeholders reserving those
+/// paths must stay until the last is gone (found by an attack: removed as soon as
+/// bubblewrap exited, they let the survivors create the files).
+async fn processes_outliving_a_command_cannot_create_protected_paths() {
+    let Some(env) = session("sbx-outlive", |config| {
+        config.permissions.default_mode = PermissionMode::AcceptEdits;
+    }) else {
+        return;
+    };
+    let racer = r#"python3 -c "
+import os, signal
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for i in range(200):
+    if os.fork() == 0:
+        os.close(1); os.close(2)
+        while True:
+            for folder, name in (('.claude', 'settings.json'), ('.agent', 'settings.json')):
+                try: os.mkdir(folder)
+                except OSError: pass
+                try: open(folder + '/' + name, 'w').write('{}')
+                except OSError: pass
+            try: open('.mcp.json', 'w').write('{}')
+            except OSError: pass
+signal.pause()
+""#;
+    let (completed, _) = env
+        .run(vec![("Bash", json!({"command": racer, "timeout": 1500}))])
+        .await;
+    assert_eq!(completed.len(), 1);
+    // Whatever survived has had time to try.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    for path in [".claude/settings.json", ".agent/settings.json", ".mcp.json"] {
+        let planted = env.ws().join(path);
+        assert!(
+            !planted.is_file(),
+            "{path} was created: {}",
+            result_text(&completed[0])
+        );
+    }
+}
+
 async fn default_mode_commands_run_read_only_without_a_question() {
     let Some(env) = session("sbx-default", |_| {}) else {
         return;
@@ -472,7 +515,11 @@ static CURRENT: Mutex<Option<tools::SandboxConfig>> = Mutex::new(None);
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 
-const SANDBOXED: [(&str, Test); 8] = [
+const SANDBOXED: [(&str, Test); 9] = [
+    (
+        "processes_outliving_a_command_cannot_create_protected_paths",
+        || Box::pin(processes_outliving_a_command_cannot_create_protected_paths()),
+    ),
     (
         "a_refused_workspace_write_is_asked_about_and_run_again_writable",
         || Box::pin(a_refused_workspace_write_is_asked_about_and_run_again_writable()),
