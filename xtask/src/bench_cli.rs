@@ -241,6 +241,21 @@ pub(crate) fn build_tree(
     Ok((target.join("release/agent"), target.join("release/testkit")))
 }
 
+/// Builds the working tree's `agent` and `testkit` in the dev profile; returns their paths.
+pub(crate) fn build_tree_debug(
+    root: &Path,
+    target: &Path,
+    mut cargo: Command,
+) -> Result<(PathBuf, PathBuf)> {
+    let status = cargo
+        .args(["build", "-p", "agent", "-p", "testkit"])
+        .current_dir(root)
+        .status()
+        .context("running cargo build")?;
+    ensure!(status.success(), "cargo build failed");
+    Ok((target.join("debug/agent"), target.join("debug/testkit")))
+}
+
 /// `bench-cli --ab COMMIT [--runs N]`: the 4-turn session by `commit`'s build and the
 /// working tree's, interleaved, phase by phase ([`crate::bench_ab`]).
 pub fn run_ab(root: &Path, target: &Path, cargo: Command, commit: &str, runs: usize) -> Result<()> {

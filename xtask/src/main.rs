@@ -25,6 +25,7 @@
 
 mod bench_ab;
 mod bench_cache;
+mod bench_cache_long;
 mod bench_cli;
 mod bench_long;
 mod bench_render;
@@ -57,6 +58,10 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
     (
         "bench-cache [--agent PATH]",
         "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
+    ),
+    (
+        "bench-cache --long [--ab COMMIT] [--debug]",
+        "input cost, priced as the API bills prompt caching (testkit's cache simulation), of a 171-turn session crossing a 200K window's limits; with --ab, against COMMIT's build",
     ),
     (
         "symbol-order",
@@ -100,6 +105,28 @@ fn main() -> ExitCode {
             };
             only.and_then(|only| {
                 workspace().and_then(|ws| bench_cli::run(&ws.root, &ws.target_dir, cargo(), only))
+            })
+        }
+        Some("bench-cache") if rest.first().is_some_and(|flag| flag == "--long") => {
+            bench_cache_long_args(&rest[1..]).and_then(|(earlier, debug)| {
+                workspace().and_then(|ws| {
+                    let (agent, testkit) = if debug {
+                        bench_cli::build_tree_debug(&ws.root, &ws.target_dir, cargo())?
+                    } else {
+                        bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())?
+                    };
+                    let earlier = earlier
+                        .map(|commit| {
+                            bench_ab::build_commit(&ws.root, &ws.target_dir, &commit)
+                                .map(|path| (path, commit))
+                        })
+                        .transpose()?;
+                    bench_cache_long::run(&bench_cache_long::Builds {
+                        agent,
+                        testkit,
+                        earlier,
+                    })
+                })
             })
         }
         Some("bench-cache") => {
@@ -280,8 +307,6 @@ fn bench(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo`, as the one that runs us when there is one, without the variables `cargo run` set
-/// for xtask itself (they would describe the wrong package to the child builds).
 /// `COMMIT [--runs N]` of `bench-cli --ab`.
 fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
     let usage = || anyhow::anyhow!("usage: cargo xtask bench-cli --ab COMMIT [--runs N]");
@@ -301,6 +326,26 @@ fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
     }
 }
 
+/// `[--ab COMMIT] [--debug]` of `bench-cache --long`: the commit to compare with, and
+/// whether to measure debug builds (quicker to build while working on a policy; published
+/// figures come from release builds).
+fn bench_cache_long_args(rest: &[OsString]) -> anyhow::Result<(Option<String>, bool)> {
+    let usage = || anyhow::anyhow!("usage: cargo xtask bench-cache --long [--ab COMMIT] [--debug]");
+    let mut commit = None;
+    let mut debug = false;
+    let mut args = rest.iter().map(|arg| arg.to_str().ok_or_else(usage));
+    while let Some(arg) = args.next() {
+        match arg? {
+            "--ab" => commit = Some(args.next().ok_or_else(usage)??.to_owned()),
+            "--debug" => debug = true,
+            _ => return Err(usage()),
+        }
+    }
+    Ok((commit, debug))
+}
+
+/// `cargo`, as the one that runs us when there is one, without the variables `cargo run` set
+/// for xtask itself (they would describe the wrong package to the child builds).
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (key, _) in std::env::vars_os() {

@@ -27,6 +27,8 @@ pub struct Turn {
     stop_reason: Option<String>,
     input_tokens: u64,
     output_tokens: u64,
+    /// The prompt cache's share of the input, when simulated ([`Script::simulate_cache`]).
+    cache: Option<crate::cache::CacheUsage>,
 }
 
 impl Default for Turn {
@@ -45,6 +47,7 @@ impl Turn {
             stop_reason: None,
             input_tokens: 100,
             output_tokens: 20,
+            cache: None,
         }
     }
 
@@ -131,8 +134,19 @@ impl Turn {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": self.blocks.iter().map(Self::block_json).collect::<Vec<_>>(),
             "stop_reason": self.stop_reason(), "stop_sequence": null,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+            "usage": self.usage_json(self.output_tokens)
         })
+    }
+
+    /// The Messages API `usage` object, with the cache's split when simulated.
+    fn usage_json(&self, output_tokens: u64) -> Value {
+        let mut usage = json!({"input_tokens": self.input_tokens, "output_tokens": output_tokens});
+        if let Some(cache) = self.cache {
+            usage["input_tokens"] = json!(cache.input_tokens);
+            usage["cache_creation_input_tokens"] = json!(cache.cache_creation_input_tokens);
+            usage["cache_read_input_tokens"] = json!(cache.cache_read_input_tokens);
+        }
+        usage
     }
 
     /// The stream events, in order, as JSON values.
@@ -140,7 +154,7 @@ impl Turn {
         let mut events = vec![json!({"type": "message_start", "message": {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": 1}}})];
+            "usage": self.usage_json(1)}})];
         for (index, block) in self.blocks.iter().enumerate() {
             let delta = |delta: Value| json!({"type": "content_block_delta", "index": index, "delta": delta});
             match block {
@@ -590,6 +604,9 @@ pub struct Script {
     /// Report each turn's `input_tokens` as the request's size (bytes / 4) instead of the
     /// turn's own figure, as the API counts what it was sent.
     pub(crate) usage_from_request: bool,
+    /// The simulated prompt cache ([`Script::simulate_cache`]), and the usage it billed for
+    /// each Messages request, in order.
+    pub(crate) cache: Option<(crate::cache::PromptCache, Vec<crate::cache::CacheUsage>)>,
     /// Replies for requests whose first or last message holds a marker (a subagent's
     /// conversation), each in order, before the main list.
     pub(crate) routes: Vec<(String, VecDeque<Reply>)>,
@@ -619,6 +636,7 @@ impl Script {
             replies: replies.into(),
             last: None,
             usage_from_request: false,
+            cache: None,
             routes: Vec::new(),
         }
     }
@@ -638,6 +656,25 @@ impl Script {
     pub fn usage_from_request(mut self) -> Self {
         self.usage_from_request = true;
         self
+    }
+
+    /// Splits every turn's input the way the API's prompt cache would bill the request it
+    /// answers (see [`crate::cache`]): `input_tokens`, `cache_creation_input_tokens` and
+    /// `cache_read_input_tokens` from the request's breakpoints and what earlier requests
+    /// cached, adding up to the request's size (bytes / 4). Implies
+    /// [`Script::usage_from_request`].
+    pub fn simulate_cache(mut self) -> Self {
+        self.usage_from_request = true;
+        self.cache = Some((crate::cache::PromptCache::new(), Vec::new()));
+        self
+    }
+
+    /// The usage the simulated cache billed for each Messages request so far, in order
+    /// (empty unless [`Script::simulate_cache`]).
+    pub fn billed(&self) -> &[crate::cache::CacheUsage] {
+        self.cache
+            .as_ref()
+            .map_or(&[], |(_, billed)| billed.as_slice())
     }
 
     /// A script from its JSON form, the one `testkit serve FILE.json` reads: a list of turns
@@ -758,7 +795,12 @@ impl Script {
 
     /// The next reply, to a request of `request_bytes` bytes whose first and last messages
     /// (as JSON text) are in `first_message`.
-    pub(crate) fn next(&mut self, request_bytes: usize, first_message: &str) -> Reply {
+    pub(crate) fn next(
+        &mut self,
+        request_bytes: usize,
+        first_message: &str,
+        body: Option<&Value>,
+    ) -> Reply {
         let routed = self
             .routes
             .iter_mut()
@@ -780,6 +822,11 @@ impl Script {
             && let ReplyBody::Turn(turn) = &mut reply.body
         {
             turn.input_tokens = request_bytes as u64 / 4;
+            if let (Some((cache, billed)), Some(body)) = (&mut self.cache, body) {
+                let usage = cache.bill(body, request_bytes, std::time::Instant::now());
+                billed.push(usage);
+                turn.cache = Some(usage);
+            }
         }
         reply
     }
@@ -800,8 +847,11 @@ mod tests {
             ReplyBody::Turn(turn) => turn.message_json()["content"][0]["text"].clone(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(text(script.next(0, r#"{"content":"ALPHA: go"}"#)), "alpha");
-        assert_eq!(text(script.next(0, r#"{"content":"hello"}"#)), "main");
+        assert_eq!(
+            text(script.next(0, r#"{"content":"ALPHA: go"}"#, None)),
+            "alpha"
+        );
+        assert_eq!(text(script.next(0, r#"{"content":"hello"}"#, None)), "main");
     }
 
     #[test]

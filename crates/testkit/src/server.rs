@@ -188,6 +188,16 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The usage the simulated prompt cache billed for each Messages request so far, in
+    /// order (empty unless the script has [`Script::simulate_cache`]).
+    pub fn billed(&self) -> Vec<crate::cache::CacheUsage> {
+        self.shared
+            .script
+            .lock()
+            .map(|script| script.billed().to_vec())
+            .unwrap_or_default()
+    }
+
     /// How many requests were received.
     pub fn request_count(&self) -> usize {
         self.shared
@@ -340,8 +350,9 @@ async fn handle(
         .unwrap_or(false);
     // What a route's marker is looked for in: the first message (after a chat request's
     // system message) and the last (a fork's task is added there).
-    let first_message = serde_json::from_slice::<Value>(&body)
-        .ok()
+    let parsed = serde_json::from_slice::<Value>(&body).ok();
+    let first_message = parsed
+        .as_ref()
         .and_then(|json| {
             let messages = json
                 .get("messages")
@@ -366,7 +377,10 @@ async fn handle(
     let reply = shared
         .script
         .lock()
-        .map(|mut script| script.next(request_bytes, &first_message))
+        .map(|mut script| {
+            let body = parsed.as_ref().filter(|_| wire == Wire::Messages);
+            script.next(request_bytes, &first_message, body)
+        })
         .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
     if let ReplyBody::Endless(endless) = reply.body {
         return Ok(endless_response(reply.status, endless, stop).await);

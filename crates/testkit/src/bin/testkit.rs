@@ -5,6 +5,10 @@
 //! a JSON list of turns, as a Messages API on 127.0.0.1 until Ctrl-C. The last reply repeats.
 //! `--requests LOG` appends each request's body to LOG as one line (JSON), as it arrives;
 //! `--usage-from-request` reports each turn's `input_tokens` as the request's bytes / 4;
+//! `--cache-log LOG` also simulates the API's prompt cache (`testkit::cache`): each turn's
+//! usage splits into `input_tokens`, `cache_creation_input_tokens` and
+//! `cache_read_input_tokens` as the API would bill its request, and LOG gets one line per
+//! Messages request with that usage, in order, as it is answered;
 //! `--timeline LOG` writes, when the server is told to stop (SIGTERM, Ctrl-C), one line per
 //! model request: `{"request": N, "arrived_unix_us": T}`, N from 0, T the wall-clock time its
 //! head arrived in microseconds since the Unix epoch (for `cargo xtask bench-cli --ab`).
@@ -16,7 +20,7 @@ use anyhow::Context as _;
 use testkit::{Reply, Script, Server};
 
 fn usage() -> &'static str {
-    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request] [--timeline LOG.jsonl]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)\n       testkit pdf PAGES OUT [FILLER]   (writes a PDF of PAGES pages)"
+    "usage: testkit serve FILE.sse|FILE.json [--port N] [--tls] [--requests LOG.jsonl] [--usage-from-request] [--cache-log LOG.jsonl] [--timeline LOG.jsonl]\n       testkit mcp-server   (a scripted MCP server on stdio: echo, fail, slow, huge, image, write, crash, grow)\n       testkit mcp-http-server [--port N] [--bearer TOKEN]   (the same over streamable HTTP; prints its URL)\n       testkit pdf PAGES OUT [FILLER]   (writes a PDF of PAGES pages)"
 }
 
 /// Exit codes: 0 after Ctrl-C, 1 when the file cannot be served, 2 on a usage error.
@@ -94,6 +98,8 @@ struct ServeOptions {
     usage_from_request: bool,
     /// `--timeline LOG`.
     timeline: Option<String>,
+    /// `--cache-log LOG`.
+    cache_log: Option<String>,
 }
 
 fn parse_options(options: &[String]) -> Result<ServeOptions, String> {
@@ -115,6 +121,9 @@ fn parse_options(options: &[String]) -> Result<ServeOptions, String> {
                 parsed.timeline = Some(rest.next().ok_or("--timeline needs a file")?.clone());
             }
             "--usage-from-request" => parsed.usage_from_request = true,
+            "--cache-log" => {
+                parsed.cache_log = Some(rest.next().ok_or("--cache-log needs a file")?.clone());
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -128,6 +137,7 @@ async fn serve(file: &str, options: ServeOptions) -> anyhow::Result<()> {
         log,
         usage_from_request,
         timeline,
+        cache_log,
     } = options;
     let bytes = std::fs::read(file).with_context(|| format!("reading {file}"))?;
     let script = if file.ends_with(".json") {
@@ -136,50 +146,50 @@ async fn serve(file: &str, options: ServeOptions) -> anyhow::Result<()> {
     } else {
         Script::new(vec![Reply::raw_sse(bytes)])
     };
-    let script = if usage_from_request {
+    let script = if cache_log.is_some() {
+        script.simulate_cache()
+    } else if usage_from_request {
         script.usage_from_request()
     } else {
         script
     };
     let server = std::sync::Arc::new(Server::bind(script, tls.then_some(()), port).await?);
-    // The request log: new requests appended every 10 ms, and the rest when the server is
-    // told to stop (Ctrl-C or SIGTERM), so a log read after `kill` is whole.
-    let logger = match log {
-        Some(log) => {
-            let out = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&log)
-                .with_context(|| format!("opening {log}"))?;
-            Some(std::sync::Arc::new(std::sync::Mutex::new((out, 0usize))))
-        }
-        None => None,
-    };
+    // The logs: new lines appended every 10 ms, and the rest when the server is told to stop
+    // (Ctrl-C or SIGTERM), so a log read after `kill` is whole.
+    let mut logs = Vec::new();
+    if let Some(path) = log {
+        logs.push(AppendLog::open(&path, |server: &Server| {
+            server
+                .requests()
+                .into_iter()
+                .map(|request| request.body)
+                .collect()
+        })?);
+    }
+    if let Some(path) = cache_log {
+        logs.push(AppendLog::open(&path, |server: &Server| {
+            server
+                .billed()
+                .into_iter()
+                .map(|usage| usage.to_json().to_string().into_bytes())
+                .collect()
+        })?);
+    }
+    let logs = std::sync::Arc::new(std::sync::Mutex::new(logs));
     let write_new = {
         let server = std::sync::Arc::clone(&server);
-        move |logger: &std::sync::Mutex<(std::fs::File, usize)>| -> bool {
-            use std::io::Write as _;
-            let mut guard = logger
+        let logs = std::sync::Arc::clone(&logs);
+        move || -> bool {
+            let mut logs = logs
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (out, written) = &mut *guard;
-            let requests = server.requests();
-            for request in requests.iter().skip(*written) {
-                let mut line = request.body.clone();
-                line.push(b'\n');
-                if out.write_all(&line).and_then(|()| out.flush()).is_err() {
-                    return false;
-                }
-            }
-            *written = requests.len();
-            true
+            logs.iter_mut().all(|log| log.write_new(&server))
         }
     };
-    if let Some(logger) = &logger {
-        let logger = std::sync::Arc::clone(logger);
+    {
         let write_new = write_new.clone();
         tokio::spawn(async move {
-            while write_new(&logger) {
+            while write_new() {
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         });
@@ -194,13 +204,54 @@ async fn serve(file: &str, options: ServeOptions) -> anyhow::Result<()> {
         signal = tokio::signal::ctrl_c() => signal.context("waiting for Ctrl-C")?,
         _ = terminate.recv() => {}
     }
-    if let Some(logger) = &logger {
-        write_new(logger);
-    }
+    write_new();
     if let Some(timeline) = timeline {
         write_timeline(&server, &timeline)?;
     }
     Ok(())
+}
+
+/// A log file that gets one line per item of a list that only grows (the requests, the
+/// billed usage), appended as the list grows.
+struct AppendLog {
+    out: std::fs::File,
+    written: usize,
+    lines: fn(&Server) -> Vec<Vec<u8>>,
+}
+
+impl AppendLog {
+    fn open(path: &str, lines: fn(&Server) -> Vec<Vec<u8>>) -> anyhow::Result<Self> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {path}"))?;
+        Ok(Self {
+            out,
+            written: 0,
+            lines,
+        })
+    }
+
+    /// Appends the lines not written yet; `false` once the file cannot be written.
+    fn write_new(&mut self, server: &Server) -> bool {
+        use std::io::Write as _;
+        let lines = (self.lines)(server);
+        for line in lines.iter().skip(self.written) {
+            let mut line = line.clone();
+            line.push(b'\n');
+            if self
+                .out
+                .write_all(&line)
+                .and_then(|()| self.out.flush())
+                .is_err()
+            {
+                return false;
+            }
+        }
+        self.written = lines.len();
+        true
+    }
 }
 
 /// `--timeline LOG`: one line per model request, when its head arrived.
