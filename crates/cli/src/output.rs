@@ -1492,11 +1492,11 @@ mod tests {
             cleared: 3,
             bytes: 4_096,
             tool_use_ids: Vec::new(),
-            reason: context::MicrocompactReason::NearThreshold,
+            reason: context::MicrocompactReason::Pays,
         });
         assert_eq!(
             line,
-            "cleared 3 old tool results (4096 bytes) from the context: the context is filling up"
+            "cleared 3 old tool results (4096 bytes) from the context: re-reading them would cost more than rewriting the prompt cache"
         );
         let block = protocol::ToolResultBlock::text("t".into(), "\u{1b}[31mred\rok", false);
         assert_eq!(result_summary(&block), "\\u{1b}[31mred\\rok");

@@ -1665,6 +1665,32 @@ async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
         "{stderr}\n{}",
         String::from_utf8_lossy(&output.stdout)
     );
+    // The summary request is a fork of the main request before it: the same bytes up to
+    // the end of that request's messages (model, max_tokens, every message and breakpoint),
+    // then the turn since and the instruction; the same system and tools. The API reads
+    // that prefix from the cache.
+    let (main, fork) = (&server.requests()[1].body, &server.requests()[2].body);
+    let shared = main.iter().zip(fork).take_while(|(a, b)| a == b).count();
+    let messages_end = String::from_utf8_lossy(main)
+        .find(r#"],"system":"#)
+        .unwrap();
+    assert_eq!(
+        shared, messages_end,
+        "the fork leaves the main request where its messages end"
+    );
+    let (main, fork) = (server.requests()[1].json(), server.requests()[2].json());
+    assert_eq!(main["system"], fork["system"]);
+    assert_eq!(main["tools"], fork["tools"]);
+    assert!(
+        fork["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("create a detailed summary of the conversation"),
+        "the instruction closes the fork"
+    );
     let compacted = server.requests()[3].json()["messages"].clone();
     let text = compacted.to_string();
     assert!(text.contains("SUMMARY-OF-WORK"), "{text}");

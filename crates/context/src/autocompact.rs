@@ -4,8 +4,15 @@
 //! Rules:
 //! - The kept tail never starts with a user message carrying tool_results whose tool_use was
 //!   summarized away: the boundary moves back to include that tool_use.
-//! - The summary request is itself a valid API request that fits the window: when the
-//!   history to summarize is too big, its oldest turns are dropped first.
+//! - The summary request is itself a valid API request that fits the window. When the main
+//!   request's parts are given ([`compact_as_fork`]) and the history still fits, it is a
+//!   **fork** of the main request: the same model, system, tools, user context and thinking,
+//!   the whole history, the summary instruction appended to the last user message, and the
+//!   previous main request's breakpoints, so the history is read
+//!   from the prompt cache (a tenth of the price) instead of billed again (Claude Code sends
+//!   its summaries this way). Otherwise (a prompt the API called too long, no main request)
+//!   it is a standalone request ([`SUMMARY_SYSTEM`], no tools) of the part to summarize,
+//!   whose oldest turns are dropped first when it is too big.
 //! - A compaction fails when the model call errors or the history it produces is still at or
 //!   above the threshold. After [`MAX_CONSECUTIVE_FAILURES`] failures in a row the circuit
 //!   breaker opens and the caller ends at the blocking limit instead of calling the API
@@ -14,7 +21,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use protocol::{ContentBlock, MessageParam, Role, ToolResultContent};
+use protocol::{
+    ContentBlock, Effort, MessageParam, Role, SystemBlock, ThinkingConfig, ToolDefinition,
+    ToolResultContent,
+};
 
 use crate::normalize::normalize_messages;
 use crate::tokens::{TokenEstimator, Tokens};
@@ -45,6 +55,11 @@ Write these sections:
 9. Next step: the next step, directly in line with the most recent request, quoting it.
 
 Answer with the summary only.";
+
+/// Added to [`SUMMARY_PROMPT`] when the summary is a fork of the main request, which
+/// declares tools the summary must not call.
+pub const FORK_SUFFIX: &str =
+    "\n\nAnswer in text: do not call any tool. The last few messages stay after your summary.";
 
 /// Limits of a compaction, in tokens unless said otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,12 +95,41 @@ impl Default for CompactConfig {
 /// A summary request: a valid Messages API request body's parts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SummaryRequest {
-    /// System prompt ([`SUMMARY_SYSTEM`]).
+    /// System prompt ([`SUMMARY_SYSTEM`]); unused by a fork, which has the main request's.
     pub system: String,
-    /// The history to summarize, ending with a user message holding [`SUMMARY_PROMPT`].
+    /// The history to summarize, ending with a user message holding [`SUMMARY_PROMPT`] (a
+    /// fork: the whole history, the instruction the last blocks of its last user message).
     pub messages: Vec<MessageParam>,
-    /// Output cap in tokens.
+    /// Output cap in tokens (a fork: the main request's `max_tokens`, so its thinking is the
+    /// same).
     pub max_output: Tokens,
+    /// `Some`: send it as a fork of the main request, with these parts.
+    pub fork: Option<Fork>,
+}
+
+/// The main request's parts a summary shares when it is sent as a fork of that request:
+/// everything the prompt cache keys on (model, tools, system, thinking) is the main
+/// request's, so the history before [`Fork::breakpoint`] is read from the cache.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fork {
+    /// The model the main request went to.
+    pub model: String,
+    /// The main request's `max_tokens`.
+    pub max_tokens: u32,
+    /// Its system blocks, breakpoint included.
+    pub system: Vec<SystemBlock>,
+    /// Its tool declarations.
+    pub tools: Vec<ToolDefinition>,
+    /// Its user context (the first user message's `<system-reminder>`).
+    pub user_context: Option<String>,
+    /// Its thinking configuration.
+    pub thinking: Option<ThinkingConfig>,
+    /// Its effort.
+    pub effort: Option<Effort>,
+    /// The previous main request's message breakpoints, `(message, block)` in the history:
+    /// the fork has the same ones, so its bytes are that request's up to the end of its
+    /// messages and its entries are read. Empty: the moving breakpoint on the last block.
+    pub breakpoints: Vec<(usize, usize)>,
 }
 
 /// The future a [`Summarizer`] returns: the summary text, or why there is none.
@@ -246,6 +290,7 @@ pub fn summary_request(
             system: SUMMARY_SYSTEM.to_owned(),
             messages: normalize_messages(messages, &mut repairs),
             max_output: config.summary_max_output,
+            fork: None,
         }
     };
     let mut start = 0;
@@ -280,6 +325,27 @@ pub fn summary_request(
         rest_tokens = rest_tokens - estimator.message(candidate);
     }
     Err(CompactError::RequestTooLarge { needed, limit })
+}
+
+/// The summary request as a fork of the main request: the whole history with the
+/// instruction added to its last user message (or as a new one when the history ends with
+/// the model's turn).
+pub fn fork_request(messages: &[MessageParam], fork: Fork) -> SummaryRequest {
+    let mut history = messages.to_vec();
+    let instruction = ContentBlock::text(format!("{SUMMARY_PROMPT}{FORK_SUFFIX}"));
+    match history.last_mut() {
+        Some(last) if last.role == Role::User => last.content.push(instruction),
+        _ => history.push(MessageParam {
+            role: Role::User,
+            content: vec![instruction],
+        }),
+    }
+    SummaryRequest {
+        system: SUMMARY_SYSTEM.to_owned(),
+        messages: history,
+        max_output: Tokens(u64::from(fork.max_tokens)),
+        fork: Some(fork),
+    }
 }
 
 /// Paths of files the summarized history Read, most recent first, each once.
@@ -330,8 +396,9 @@ fn cut_to(text: &str, tokens: Tokens, estimator: &dyn TokenEstimator) -> String 
     )
 }
 
-/// Runs one compaction of `messages`: plans the boundary, asks the summarizer, and builds the
-/// new history. The new history passes [`crate::validate_pairing`] when the input did.
+/// Runs one compaction of `messages`: plans the boundary, asks the summarizer with a
+/// standalone request, and builds the new history. The new history passes
+/// [`crate::validate_pairing`] when the input did.
 ///
 /// # Errors
 ///
@@ -349,6 +416,51 @@ pub async fn compact(
     summarizer: &dyn Summarizer,
     files: &dyn FileSource,
 ) -> Result<Compacted, CompactError> {
+    compact_inner(messages, window, config, estimator, summarizer, files, None).await
+}
+
+/// [`compact`], with the summary sent as a fork of the main request ([`fork_request`]), so
+/// the history is read from the prompt cache. The caller checks that the history with the
+/// instruction still fits the window. When the fork is refused as too long, or answers
+/// without text (it called a tool), the standalone request is sent instead.
+///
+/// # Errors
+///
+/// As [`compact`].
+///
+/// # Cancellation safety
+///
+/// As [`compact`].
+pub async fn compact_as_fork(
+    messages: &[MessageParam],
+    window: Tokens,
+    config: &CompactConfig,
+    estimator: &dyn TokenEstimator,
+    summarizer: &dyn Summarizer,
+    files: &dyn FileSource,
+    fork: Fork,
+) -> Result<Compacted, CompactError> {
+    compact_inner(
+        messages,
+        window,
+        config,
+        estimator,
+        summarizer,
+        files,
+        Some(fork),
+    )
+    .await
+}
+
+async fn compact_inner(
+    messages: &[MessageParam],
+    window: Tokens,
+    config: &CompactConfig,
+    estimator: &dyn TokenEstimator,
+    summarizer: &dyn Summarizer,
+    files: &dyn FileSource,
+    fork: Option<Fork>,
+) -> Result<Compacted, CompactError> {
     let boundary = plan_boundary(messages, config, estimator);
     if boundary == 0 {
         return Err(CompactError::NothingToCompact {
@@ -356,11 +468,25 @@ pub async fn compact(
         });
     }
     let (summarized, tail) = messages.split_at(boundary);
-    let (request, dropped_for_fit) = summary_request(summarized, window, config, estimator)?;
-    let summary = summarizer
-        .summarize(request)
-        .await
-        .map_err(CompactError::Summarizer)?;
+    let forked = match fork {
+        Some(fork) => match summarizer.summarize(fork_request(messages, fork)).await {
+            Ok(summary) if !summary.trim().is_empty() => Some(summary),
+            Ok(_) | Err(SummarizerError::PromptTooLong(_)) => None,
+            Err(error) => return Err(CompactError::Summarizer(error)),
+        },
+        None => None,
+    };
+    let (summary, dropped_for_fit) = match forked {
+        Some(summary) => (summary, 0),
+        None => {
+            let (request, dropped) = summary_request(summarized, window, config, estimator)?;
+            let summary = summarizer
+                .summarize(request)
+                .await
+                .map_err(CompactError::Summarizer)?;
+            (summary, dropped)
+        }
+    };
     let summary = summary.trim();
     if summary.is_empty() {
         return Err(CompactError::EmptySummary);

@@ -36,6 +36,7 @@
 
 mod autocompact;
 mod budget;
+pub mod economics;
 pub mod levels;
 mod manager;
 mod microcompact;
@@ -44,9 +45,10 @@ mod normalize;
 mod tokens;
 
 pub use autocompact::{
-    BOUNDARY_MARKER, CompactConfig, CompactError, Compacted, FileSource, MAX_CONSECUTIVE_FAILURES,
-    NoFiles, SUMMARY_PROMPT, SUMMARY_SYSTEM, Summarizer, SummarizerError, SummaryFuture,
-    SummaryRequest, compact, content_bytes, plan_boundary, summary_request,
+    BOUNDARY_MARKER, CompactConfig, CompactError, Compacted, FORK_SUFFIX, FileSource, Fork,
+    MAX_CONSECUTIVE_FAILURES, NoFiles, SUMMARY_PROMPT, SUMMARY_SYSTEM, Summarizer, SummarizerError,
+    SummaryFuture, SummaryRequest, compact, compact_as_fork, content_bytes, fork_request,
+    plan_boundary, summary_request,
 };
 pub use budget::{
     BudgetConfig, BudgetReport, ReplacementLog, ResultStore, ToolLimit, apply_budget,
@@ -54,12 +56,13 @@ pub use budget::{
 };
 pub use levels::{Level, LevelCheck, LevelOverrides, WaterLevels};
 pub use manager::{
-    BlockReason, ContextConfig, ContextEvent, ContextManager, ContextMemory, MicrocompactReason,
-    Prepared, Services,
+    BlockReason, ContextConfig, ContextEvent, ContextManager, ContextMemory, MainRequest,
+    MicrocompactReason, Prepared, Services,
 };
 pub use microcompact::{
-    COMPACTABLE_TOOLS, MicrocompactConfig, MicrocompactReport, PLACEHOLDER_PREFIX, microcompact,
-    placeholder,
+    COMPACTABLE_TOOLS, Clearable, MicrocompactConfig, MicrocompactReport, PLACEHOLDER_PREFIX,
+    apply as apply_microcompact, first_rewrite, microcompact, placeholder,
+    plan as plan_microcompact,
 };
 pub use models::{
     KNOWLEDGE_CUTOFFS, MODELS, ModelInfo, Prices, REASONING, Reasoning, ThinkingSupport,

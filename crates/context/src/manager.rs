@@ -6,11 +6,13 @@ use std::time::Duration;
 use protocol::{MessageParam, ToolUseId, Usage};
 
 use crate::autocompact::{
-    CompactConfig, CompactError, FileSource, MAX_CONSECUTIVE_FAILURES, Summarizer, compact,
+    CompactConfig, CompactError, FORK_SUFFIX, FileSource, Fork, MAX_CONSECUTIVE_FAILURES,
+    SUMMARY_PROMPT, Summarizer, compact, compact_as_fork,
 };
 use crate::budget::{BudgetConfig, ReplacementLog, ResultStore, apply_budget};
+use crate::economics::{Batch, expected_requests};
 use crate::levels::{Level, LevelCheck, WaterLevels};
-use crate::microcompact::{MicrocompactConfig, microcompact};
+use crate::microcompact::{MicrocompactConfig, apply, plan};
 use crate::tokens::{BytesEstimator, TokenEstimator, Tokens, history_tokens};
 
 /// Everything [`ContextManager`] can be configured with.
@@ -46,6 +48,47 @@ pub struct Services<'a> {
     pub summarizer: &'a dyn Summarizer,
     /// Current file contents for re-attachment after L3.
     pub files: &'a dyn FileSource,
+    /// The main request's parts, so an L3 summary can be sent as its fork and read the
+    /// history from the prompt cache; `None`: standalone summaries.
+    pub main: Option<MainRequest<'a>>,
+}
+
+/// The main request as the loop sends it, borrowed for one preprocessing step: what a
+/// summary sent as its fork shares ([`Fork`]).
+#[derive(Clone, Copy, Debug)]
+pub struct MainRequest<'a> {
+    /// The model.
+    pub model: &'a str,
+    /// `max_tokens`.
+    pub max_tokens: u32,
+    /// System blocks, breakpoint included.
+    pub system: &'a [protocol::SystemBlock],
+    /// Tool declarations.
+    pub tools: &'a [protocol::ToolDefinition],
+    /// The user context.
+    pub user_context: Option<&'a str>,
+    /// Thinking, as sent (already fitted to `max_tokens`).
+    pub thinking: Option<protocol::ThinkingConfig>,
+    /// Effort, as sent.
+    pub effort: Option<protocol::Effort>,
+    /// The previous main request's message breakpoints, `(message, block)`.
+    pub previous_breakpoints: &'a [(usize, usize)],
+}
+
+impl MainRequest<'_> {
+    /// The owned parts a fork carries.
+    pub fn to_fork(&self) -> Fork {
+        Fork {
+            model: self.model.to_owned(),
+            max_tokens: self.max_tokens,
+            system: self.system.to_vec(),
+            tools: self.tools.to_vec(),
+            user_context: self.user_context.map(str::to_owned),
+            thinking: self.thinking,
+            effort: self.effort,
+            breakpoints: self.previous_breakpoints.to_vec(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Services<'_> {
@@ -107,8 +150,9 @@ pub enum ContextEvent {
 /// Why microcompact cleared results now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MicrocompactReason {
-    /// The history reached the trigger percentage of the autocompact threshold.
-    NearThreshold,
+    /// The reads the batch saves over the requests expected to follow exceed the cache write
+    /// it causes ([`crate::economics`]).
+    Pays,
     /// No request for longer than the cache lifetime: the prompt cache is cold.
     ColdCache,
 }
@@ -117,7 +161,7 @@ impl MicrocompactReason {
     /// A stable snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::NearThreshold => "near_threshold",
+            Self::Pays => "pays",
             Self::ColdCache => "cold_cache",
         }
     }
@@ -164,32 +208,30 @@ pub struct Prepared {
 
 /// What the context pipeline remembers between requests, and between the runs of one
 /// session: the L1 decisions (so a result replaced once stays replaced the same way and the
-/// prompt cache's prefix holds), whether microcompact may fire again (it re-arms only once the
-/// history is below its trigger), and the autocompact failure count (the circuit breaker).
-/// A new history (cleared, rewound, another session) starts from `ContextMemory::default()`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// prompt cache's prefix holds), the requests and growth since the history was last
+/// rewritten (microcompact's cost model, [`crate::economics`]), and the autocompact failure
+/// count (the circuit breaker). A new history (cleared, rewound, another session) starts from
+/// `ContextMemory::default()`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContextMemory {
     log: ReplacementLog,
     consecutive_failures: u32,
-    /// Whether microcompact may fire on reaching its trigger (reset below the trigger).
-    microcompact_armed: bool,
-}
-
-impl Default for ContextMemory {
-    /// Nothing decided yet: no replacements, no failures, microcompact armed.
-    fn default() -> Self {
-        Self {
-            log: ReplacementLog::default(),
-            consecutive_failures: 0,
-            microcompact_armed: true,
-        }
-    }
+    /// Requests prepared since the history was last rewritten (start, compaction, clear).
+    since_rewrite: u64,
+    /// The history's tokens right after that rewrite (`None`: not measured yet).
+    tokens_at_rewrite: Option<Tokens>,
 }
 
 impl ContextMemory {
-    /// Whether microcompact may fire when the history reaches its trigger.
-    pub fn microcompact_armed(&self) -> bool {
-        self.microcompact_armed
+    /// Requests prepared since the history was last rewritten (the session's start, a
+    /// compaction, a microcompact batch).
+    pub fn requests_since_rewrite(&self) -> u64 {
+        self.since_rewrite
+    }
+
+    fn rewritten(&mut self, tokens: Tokens) {
+        self.since_rewrite = 0;
+        self.tokens_at_rewrite = Some(tokens);
     }
 
     /// Consecutive failed compactions.
@@ -279,27 +321,63 @@ impl ContextManager {
         self.memory.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
     }
 
-    /// Whether microcompact should clear now, and why: the cache is cold, or the history
-    /// reached the trigger while armed. Below the trigger it re-arms.
+    /// Whether microcompact should clear `planned` now, and why: the cache is cold, or the
+    /// batch pays by the cost model of [`crate::economics`]. `tokens` is the whole prompt,
+    /// `overhead` the system prompt's and tools' part of it.
     fn microcompact_reason(
-        &mut self,
+        &self,
+        messages: &[MessageParam],
+        planned: &[crate::microcompact::Clearable],
         tokens: Tokens,
+        overhead: Tokens,
         idle: Option<Duration>,
     ) -> Option<MicrocompactReason> {
-        let config = &self.config.microcompact;
-        let trigger = Tokens(
-            self.config.levels.autocompact_at.0 * u64::from(config.trigger_percent.min(100)) / 100,
+        let first = planned.first()?;
+        if idle.is_some_and(|idle| idle > self.config.microcompact.cache_ttl) {
+            return Some(MicrocompactReason::ColdCache);
+        }
+        let estimator = self.estimator.as_ref();
+        let saved = planned
+            .iter()
+            .map(|clearable| {
+                let (message, block) = clearable.at;
+                estimator
+                    .block(&messages[message].content[block])
+                    .saturating_sub(estimator.text(&clearable.placeholder))
+            })
+            .sum();
+        let (message, block) = first.at;
+        let readable = overhead
+            + estimator.messages(&messages[..message])
+            + messages[message].content[..block]
+                .iter()
+                .map(|block| estimator.block(block))
+                .sum();
+        let batch = Batch {
+            history: tokens,
+            readable,
+            saved,
+        };
+        let memory = &self.memory;
+        let grown = memory
+            .tokens_at_rewrite
+            .map_or(Tokens::ZERO, |at| tokens.saturating_sub(at));
+        let levels = &self.config.levels;
+        let headroom = levels
+            .autocompact_enabled()
+            .then(|| levels.autocompact_at.saturating_sub(tokens));
+        let expected = expected_requests(memory.since_rewrite, grown, headroom);
+        let pays = batch.pays(expected);
+        tracing::debug!(
+            cost = batch.cost(),
+            benefit = batch.benefit(expected),
+            expected,
+            %saved,
+            %readable,
+            pays,
+            "microcompact batch"
         );
-        if tokens < trigger {
-            self.memory.microcompact_armed = true;
-        }
-        if idle.is_some_and(|idle| idle > config.cache_ttl) {
-            Some(MicrocompactReason::ColdCache)
-        } else if tokens >= trigger && self.memory.microcompact_armed {
-            Some(MicrocompactReason::NearThreshold)
-        } else {
-            None
-        }
+        pays.then_some(MicrocompactReason::Pays)
     }
 
     fn count(
@@ -355,11 +433,15 @@ impl ContextManager {
         }
         let levels = self.config.levels;
         let mut tokens = self.count(messages, overhead, last);
-        if let Some(reason) = self.microcompact_reason(tokens, idle) {
-            let report = microcompact(messages, &self.config.microcompact);
+        if self.memory.tokens_at_rewrite.is_none() {
+            self.memory.rewritten(tokens);
+        }
+        let planned = plan(messages, &self.config.microcompact);
+        if let Some(reason) = self.microcompact_reason(messages, &planned, tokens, overhead, idle) {
+            let report = apply(messages, planned);
             if report.cleared > 0 {
-                self.memory.microcompact_armed = false;
                 tokens = self.count(messages, overhead, None);
+                self.memory.rewritten(tokens);
                 events.push(ContextEvent::Microcompacted {
                     cleared: report.cleared,
                     bytes: report.bytes_cleared,
@@ -371,8 +453,22 @@ impl ContextManager {
         let mut check = levels.check(tokens);
         if check.level >= Level::AutoCompact && levels.autocompact_enabled() && !self.circuit_open()
         {
+            // A fork is the main request and the instruction: sendable while that stays below
+            // the blocking limit.
+            let instruction =
+                self.estimator.text(SUMMARY_PROMPT) + self.estimator.text(FORK_SUFFIX);
+            let fork = services
+                .main
+                .filter(|_| tokens + instruction < levels.blocking_at)
+                .map(|main| main.to_fork());
             let attempt = self
-                .compact_once(messages, overhead, services.summarizer, services.files)
+                .compact_once(
+                    messages,
+                    overhead,
+                    services.summarizer,
+                    services.files,
+                    fork,
+                )
                 .await;
             match attempt {
                 Ok((compacted, after, attached, summarized)) => {
@@ -384,6 +480,7 @@ impl ContextManager {
                     });
                     *messages = compacted;
                     tokens = after;
+                    self.memory.rewritten(after);
                     check = levels.check(tokens);
                     if tokens >= levels.autocompact_at {
                         self.memory.consecutive_failures += 1;
@@ -421,6 +518,9 @@ impl ContextManager {
         } else {
             None
         };
+        if blocked.is_none() {
+            self.memory.since_rewrite += 1;
+        }
         Prepared {
             tokens,
             check,
@@ -448,9 +548,10 @@ impl ContextManager {
     ) -> Result<Prepared, CompactError> {
         let before = self.count(messages, overhead, None);
         let (compacted, after, attached, summarized) = self
-            .compact_once(messages, overhead, summarizer, files)
+            .compact_once(messages, overhead, summarizer, files, None)
             .await?;
         *messages = compacted;
+        self.memory.rewritten(after);
         let check = self.config.levels.check(after);
         Ok(Prepared {
             tokens: after,
@@ -471,6 +572,7 @@ impl ContextManager {
         overhead: Tokens,
         summarizer: &dyn Summarizer,
         files: &dyn FileSource,
+        fork: Option<Fork>,
     ) -> Result<(Vec<MessageParam>, Tokens, Vec<String>, usize), CompactError> {
         let window = self.config.levels.context_window;
         // The summary may not ask for more than the model can answer (a local model's 8,192
@@ -479,15 +581,16 @@ impl ContextManager {
         config.summary_max_output = config
             .summary_max_output
             .min(self.config.levels.output_reserve);
-        let compacted = compact(
-            messages,
-            window,
-            &config,
-            self.estimator.as_ref(),
-            summarizer,
-            files,
-        )
-        .await?;
+        let estimator = self.estimator.as_ref();
+        let compacted = match fork {
+            Some(fork) => {
+                compact_as_fork(
+                    messages, window, &config, estimator, summarizer, files, fork,
+                )
+                .await?
+            }
+            None => compact(messages, window, &config, estimator, summarizer, files).await?,
+        };
         let after = overhead + self.estimator.messages(&compacted.messages);
         tracing::info!(summarized = compacted.summarized, %after, "autocompact");
         Ok((

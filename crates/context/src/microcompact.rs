@@ -6,15 +6,14 @@
 //! byte-identical, and so does a result no longer than its placeholder. Idempotent: a
 //! placeholder is recognised and left as it is.
 //!
-//! **When it runs.** Clearing a result rewrites a message far back in the history, which
-//! breaks the prompt cache from there on: every later request pays full price for what
-//! follows (a cache read costs a tenth of fresh input). So [`ContextManager`] clears only when
-//! it pays, in one batch: when the history reaches `trigger_percent` (80 %) of the
-//! autocompact threshold (the window is filling; clearing now may save a compaction), or when
-//! the cache is known cold (no request for longer than `cache_ttl`, 5 minutes, the API's
-//! default cache lifetime: the next request pays full price anyway). After a batch it does not
-//! fire again until the history has dropped below the trigger and risen to it again, or the
-//! cache went cold again, so the prefix changes once and then stays stable.
+//! **When it runs.** Clearing a result rewrites the history from that result on, which the
+//! prompt cache then bills as a write (1.25x) instead of a read (0.1x). So
+//! [`ContextManager`] clears a batch only when it pays by the cost model of
+//! [`crate::economics`]: the reads the batch saves over the requests expected to follow exceed
+//! the write it causes; or when the cache is known cold (no request for longer than
+//! `cache_ttl`, 5 minutes, the API's default cache lifetime: the next request pays full price
+//! anyway). [`first_rewrite`] names the block a batch would change first, so the loop can keep
+//! a cache breakpoint just before it and the prefix before it stays a read.
 //!
 //! [`ContextManager`]: crate::ContextManager
 
@@ -46,9 +45,6 @@ pub struct MicrocompactConfig {
     pub keep_recent: usize,
     /// Names of the compactable tools. Default [`COMPACTABLE_TOOLS`].
     pub tools: Vec<String>,
-    /// Clear when the history reaches this percentage of the autocompact threshold. Default
-    /// 80.
-    pub trigger_percent: u8,
     /// How long the API keeps a prompt prefix cached: after this long without a request the
     /// cache is cold and clearing costs nothing more. Default 5 minutes (the API's default
     /// `ephemeral` lifetime; set 1 hour when requests use the 1-hour TTL).
@@ -63,7 +59,6 @@ impl Default for MicrocompactConfig {
                 .iter()
                 .map(|&name| name.to_owned())
                 .collect(),
-            trigger_percent: 80,
             cache_ttl: Duration::from_secs(5 * 60),
         }
     }
@@ -87,60 +82,118 @@ pub fn placeholder(tool: &str, bytes: usize) -> String {
     )
 }
 
-/// Clears old compactable results in place, now (when to call it is the
-/// [`ContextManager`](crate::ContextManager)'s policy, see the module docs).
-pub fn microcompact(
-    messages: &mut [MessageParam],
-    config: &MicrocompactConfig,
-) -> MicrocompactReport {
+/// One result a batch would clear: where it is and what replaces it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clearable {
+    /// `(message, block)` of the tool_result.
+    pub at: (usize, usize),
+    /// Its placeholder.
+    pub placeholder: String,
+    /// Bytes of content it holds now.
+    pub bytes: usize,
+}
+
+/// The compactable results that are not cleared yet and are longer than their placeholder,
+/// oldest first, with whether each is old enough to clear now (not among the `keep_recent`
+/// most recent compactable results).
+fn clearable(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<(Clearable, bool)> {
     let mut names: HashMap<&ToolUseId, &str> = HashMap::new();
-    // Positions (message, block) of compactable results, oldest first.
-    let mut positions: Vec<(usize, usize, String)> = Vec::new();
-    {
-        for message in messages.iter() {
-            for block in &message.content {
-                if let ContentBlock::ToolUse(tool_use) = block {
-                    names.insert(&tool_use.id, tool_use.name.as_str());
-                }
+    for message in messages {
+        for block in &message.content {
+            if let ContentBlock::ToolUse(tool_use) = block {
+                names.insert(&tool_use.id, tool_use.name.as_str());
             }
         }
-        for (message_index, message) in messages.iter().enumerate() {
-            for (block_index, block) in message.content.iter().enumerate() {
-                let ContentBlock::ToolResult(result) = block else {
-                    continue;
-                };
-                let Some(name) = names.get(&result.tool_use_id) else {
-                    continue;
-                };
-                if config.tools.iter().any(|tool| tool == name) {
-                    positions.push((message_index, block_index, (*name).to_owned()));
-                }
+    }
+    // Every compactable result, oldest first, as `(at, name, result)`.
+    let mut positions = Vec::new();
+    for (message_index, message) in messages.iter().enumerate() {
+        for (block_index, block) in message.content.iter().enumerate() {
+            let ContentBlock::ToolResult(result) = block else {
+                continue;
+            };
+            let Some(name) = names.get(&result.tool_use_id) else {
+                continue;
+            };
+            if config.tools.iter().any(|tool| tool == name) {
+                positions.push(((message_index, block_index), *name, result));
             }
         }
     }
     let old = positions.len().saturating_sub(config.keep_recent);
+    positions
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, (at, name, result))| {
+            if matches!(&result.content, ToolResultContent::Text(text) if text.starts_with(PLACEHOLDER_PREFIX))
+            {
+                return None;
+            }
+            let bytes = result.content.len_bytes();
+            let placeholder = placeholder(name, bytes);
+            // Never longer than what it replaces: a short result stays as it is.
+            (placeholder.len() < bytes).then_some((
+                Clearable {
+                    at,
+                    placeholder,
+                    bytes,
+                },
+                index < old,
+            ))
+        })
+        .collect()
+}
+
+/// The results a batch would clear now, oldest first: the compactable results older than the
+/// `keep_recent` most recent, not cleared yet, longer than their placeholder.
+pub fn plan(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<Clearable> {
+    clearable(messages, config)
+        .into_iter()
+        .filter_map(|(clearable, old)| old.then_some(clearable))
+        .collect()
+}
+
+/// The block the next batch will change first, `(message, block)`: the oldest compactable
+/// result not cleared yet (recent ones included: they are the next batch's once they age).
+/// Everything before it stays byte-identical through any number of batches, so a cache
+/// breakpoint just before it keeps that prefix a cache read across a clear. `None`: nothing
+/// left to clear.
+pub fn first_rewrite(
+    messages: &[MessageParam],
+    config: &MicrocompactConfig,
+) -> Option<(usize, usize)> {
+    clearable(messages, config)
+        .first()
+        .map(|(clearable, _)| clearable.at)
+}
+
+/// Clears the `planned` results ([`plan`]) in place.
+pub fn apply(messages: &mut [MessageParam], planned: Vec<Clearable>) -> MicrocompactReport {
     let mut report = MicrocompactReport::default();
-    for (message_index, block_index, name) in positions.into_iter().take(old) {
-        let ContentBlock::ToolResult(result) = &mut messages[message_index].content[block_index]
+    for clearable in planned {
+        let (message, block) = clearable.at;
+        let Some(ContentBlock::ToolResult(result)) = messages
+            .get_mut(message)
+            .and_then(|message| message.content.get_mut(block))
         else {
             continue;
         };
-        if matches!(&result.content, ToolResultContent::Text(text) if text.starts_with(PLACEHOLDER_PREFIX))
-        {
-            continue;
-        }
-        let bytes = result.content.len_bytes();
-        let replacement = placeholder(&name, bytes);
-        // Never longer than what it replaces: a short result stays as it is.
-        if replacement.len() >= bytes {
-            continue;
-        }
-        result.content = ToolResultContent::Text(replacement);
+        result.content = ToolResultContent::Text(clearable.placeholder);
         report.cleared += 1;
-        report.bytes_cleared += bytes;
+        report.bytes_cleared += clearable.bytes;
         report.tool_use_ids.push(result.tool_use_id.clone());
     }
     report
+}
+
+/// Clears old compactable results in place, now ([`plan`] then [`apply`]; when to call it is
+/// the [`ContextManager`](crate::ContextManager)'s policy, see the module docs).
+pub fn microcompact(
+    messages: &mut [MessageParam],
+    config: &MicrocompactConfig,
+) -> MicrocompactReport {
+    let planned = plan(messages, config);
+    apply(messages, planned)
 }
 
 #[cfg(test)]

@@ -134,6 +134,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
                     store: &mut store,
                     summarizer: &summarizer,
                     files: &NoFiles,
+                    main: None,
                 },
             )
             .await;
@@ -191,6 +192,7 @@ async fn circuit_breaker_after_three_failed_compactions() {
                 store: &mut store,
                 summarizer: &summarizer,
                 files: &NoFiles,
+                main: None,
             },
         )
         .await;
@@ -240,6 +242,7 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
                 store: &mut store,
                 summarizer: &summarizer,
                 files: &Files(files),
+                main: None,
             },
         )
         .await;
@@ -280,73 +283,127 @@ async fn a_successful_compaction_resets_the_count_and_reattaches_files() {
     assert!(estimator.text(g) >= Tokens(4_900));
 }
 
-/// Microcompact clears only when it pays: not below the trigger with a warm cache; once the
-/// cache is cold (no request for longer than its lifetime); and once on reaching 80 % of the
-/// autocompact threshold, not again until the history dropped below the trigger.
+/// Microcompact clears only when it pays ([`context::economics`]): never on a session's first
+/// request with a warm cache; at once on a cold cache (no request for longer than its
+/// lifetime); and in a running session, exactly when the batch's saved reads over the
+/// expected requests exceed its rewrite, never twice in a row.
 #[test]
-fn microcompact_clears_only_near_the_threshold_or_on_a_cold_cache() {
+fn microcompact_clears_when_it_pays_or_on_a_cold_cache() {
     use std::time::Duration;
+    let turn = |n: usize| {
+        let id = format!("T{n}");
+        [calls(&[&id]), results(&[&id], &"x".repeat(4_000))]
+    };
     let mut history = vec![user("task")];
     for n in 0..8 {
-        let id = format!("T{n}");
-        history.push(calls(&[&id]));
-        history.push(results(&[&id], &"x".repeat(4_000)));
+        history.extend(turn(n));
     }
-    let tokens = BytesEstimator::default().messages(&history);
     let mut config = ContextConfig::for_model(Tokens(200_000), Tokens(64_000));
-    let at = |percent_of_history: u64| Tokens(tokens.0 * 100 / percent_of_history);
+    config.microcompact.keep_recent = 2;
     let summarizer = FakeSummarizer::new("s".into(), Tokens(1_000_000));
-    let run = |config: &ContextConfig,
-               history: &[MessageParam],
-               idle: Option<Duration>,
-               manager: Option<ContextManager>| {
-        let mut manager = manager.unwrap_or_else(|| ContextManager::new(config.clone()));
-        let mut messages = history.to_vec();
-        let mut store = MemoryStore::default();
-        let prepared = block_on(manager.preprocess(
-            &mut messages,
-            Tokens::ZERO,
-            None,
-            idle,
-            Services {
-                store: &mut store,
-                summarizer: &summarizer,
-                files: &NoFiles,
-            },
-        ));
-        let cleared: Vec<_> = prepared
-            .events
-            .iter()
-            .filter_map(|event| match event {
-                ContextEvent::Microcompacted {
-                    tool_use_ids,
-                    reason,
-                    ..
-                } => Some((tool_use_ids.len(), *reason)),
-                _ => None,
-            })
-            .collect();
-        (cleared, messages, manager)
-    };
-    // The history is at 70 % of the threshold: nothing, warm cache or unknown.
-    config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), at(70), Tokens(179_000));
+    let mut store = MemoryStore::default();
+    let mut preprocess =
+        |manager: &mut ContextManager, messages: &mut Vec<MessageParam>, idle: Option<Duration>| {
+            let prepared = block_on(manager.preprocess(
+                messages,
+                Tokens::ZERO,
+                None,
+                idle,
+                Services {
+                    store: &mut store,
+                    summarizer: &summarizer,
+                    files: &NoFiles,
+                    main: None,
+                },
+            ));
+            prepared
+                .events
+                .iter()
+                .filter_map(|event| match event {
+                    ContextEvent::Microcompacted {
+                        tool_use_ids,
+                        reason,
+                        ..
+                    } => Some((tool_use_ids.len(), *reason)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+    // The first request: nothing is expected to follow yet, so nothing pays.
     for idle in [None, Some(Duration::from_secs(60))] {
-        let (cleared, messages, _) = run(&config, &history, idle, None);
-        assert!(cleared.is_empty(), "{cleared:?}");
+        let mut manager = ContextManager::new(config.clone());
+        let mut messages = history.clone();
+        assert!(preprocess(&mut manager, &mut messages, idle).is_empty());
         assert_eq!(messages, history);
     }
-    // Cold cache (6 minutes idle, the lifetime is 5): the 3 oldest of 8 results, at once.
-    let (cleared, _, _) = run(&config, &history, Some(Duration::from_secs(360)), None);
-    assert_eq!(cleared, [(3, context::MicrocompactReason::ColdCache)]);
-    // At 90 % of the threshold: cleared once; the next request (even larger) is left alone.
-    config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), at(90), Tokens(179_000));
-    let (cleared, mut messages, manager) = run(&config, &history, None, None);
-    assert_eq!(cleared, [(3, context::MicrocompactReason::NearThreshold)]);
-    messages.push(calls(&["T8"]));
-    messages.push(results(&["T8"], &"x".repeat(4_000)));
-    let (cleared, next, _) = run(&config, &messages, None, Some(manager));
-    assert!(cleared.is_empty(), "{cleared:?}");
-    assert_eq!(next, messages, "the prefix stays as it was");
+    // Cold cache (6 minutes idle, the lifetime is 5): the 6 oldest of 8 results, at once.
+    let mut manager = ContextManager::new(config.clone());
+    let mut messages = history.clone();
+    let cleared = preprocess(&mut manager, &mut messages, Some(Duration::from_secs(360)));
+    assert_eq!(cleared, [(6, context::MicrocompactReason::ColdCache)]);
+
+    // A running session, a 4,000-byte result a request: each request's decision is the cost
+    // model's on that request's batch.
+    let estimator = BytesEstimator::default();
+    let mut manager = ContextManager::new(config.clone());
+    let mut messages = vec![user("task")];
+    let mut decisions = Vec::new();
+    let mut last_rewrite = None;
+    for n in 0..40 {
+        messages.extend(turn(n));
+        let planned = context::plan_microcompact(&messages, &config.microcompact);
+        let tokens = estimator.messages(&messages);
+        let since = manager.memory().requests_since_rewrite();
+        let expected_to_clear = planned.first().is_some_and(|first| {
+            let (message, block) = first.at;
+            let readable = estimator.messages(&messages[..message])
+                + messages[message].content[..block]
+                    .iter()
+                    .map(|block| estimator.block(block))
+                    .sum();
+            let saved = planned
+                .iter()
+                .map(|clearable| {
+                    let (m, b) = clearable.at;
+                    estimator.block(&messages[m].content[b])
+                        - estimator.text(&clearable.placeholder)
+                })
+                .sum();
+            let at_rewrite: Tokens = last_rewrite.unwrap_or(Tokens::ZERO);
+            let expected = context::economics::expected_requests(
+                since,
+                tokens.saturating_sub(at_rewrite),
+                Some(config.levels.autocompact_at.saturating_sub(tokens)),
+            );
+            context::economics::Batch {
+                history: tokens,
+                readable,
+                saved,
+            }
+            .pays(expected)
+        });
+        if last_rewrite.is_none() {
+            last_rewrite = Some(tokens);
+        }
+        let cleared = preprocess(&mut manager, &mut messages, None);
+        assert_eq!(
+            !cleared.is_empty(),
+            expected_to_clear,
+            "request {n}: {cleared:?}"
+        );
+        if !cleared.is_empty() {
+            assert_eq!(cleared[0].1, context::MicrocompactReason::Pays);
+            last_rewrite = Some(estimator.messages(&messages));
+        }
+        decisions.push(!cleared.is_empty());
+    }
+    let clears = decisions.iter().filter(|&&cleared| cleared).count();
+    assert!((2..=12).contains(&clears), "{decisions:?}");
+    assert!(
+        !decisions.windows(2).any(|pair| pair[0] && pair[1]),
+        "a batch right after a batch: {decisions:?}"
+    );
+    assert!(!decisions[0], "not on the first request");
 }
 
 /// Runs a future to completion on a fresh current-thread runtime.

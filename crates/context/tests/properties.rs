@@ -7,8 +7,9 @@ mod common;
 
 use common::*;
 use context::{
-    BudgetConfig, BytesEstimator, CompactConfig, HistoryItem, MicrocompactConfig, ReplacementLog,
-    Tokens, apply_budget, compact, microcompact, normalize, validate_pairing,
+    BudgetConfig, BytesEstimator, CompactConfig, ContextConfig, ContextEvent, ContextManager,
+    HistoryItem, MicrocompactConfig, NoFiles, ReplacementLog, Services, Tokens, WaterLevels,
+    apply_budget, compact, first_rewrite, microcompact, normalize, validate_pairing,
 };
 use proptest::prelude::*;
 use protocol::{ContentBlock, MessageParam, Role, ToolResultBlock};
@@ -127,6 +128,50 @@ proptest! {
         let once = messages.clone();
         prop_assert_eq!(microcompact(&mut messages, &config).cleared, 0);
         prop_assert_eq!(messages, once);
+    }
+
+    /// A session, request by request, under microcompact's cost model: the history is only
+    /// ever extended, except by a reported batch, which changes nothing before the block
+    /// [`first_rewrite`] named (the loop's anchor breakpoint, so that prefix stays a cache
+    /// read) and keeps the pairing.
+    #[test]
+    fn l2_rewrites_only_after_its_anchor_and_only_when_it_says_so(
+        turns in turns(),
+        keep in 0usize..4,
+        cold in prop::collection::vec(any::<bool>(), 12),
+    ) {
+        let mut config = ContextConfig::for_model(Tokens(200_000), Tokens(64_000));
+        config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), Tokens(150_000), Tokens(179_000));
+        config.microcompact.keep_recent = keep;
+        let first_rewrite_config = config.microcompact.clone();
+        let mut manager = ContextManager::new(config);
+        let summarizer = FakeSummarizer::new("s".into(), Tokens(1_000_000));
+        let mut store = MemoryStore::default();
+        let mut messages: Vec<MessageParam> = Vec::new();
+        for k in 1..=turns.len() {
+            let full = history(&turns[..k]);
+            messages.extend_from_slice(&full[messages.len()..]);
+            let before = messages.clone();
+            let first = first_rewrite(&before, &first_rewrite_config);
+            let idle = cold[k % cold.len()].then(|| std::time::Duration::from_secs(600));
+            let prepared = tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(
+                manager.preprocess(&mut messages, Tokens(3_000), None, idle, Services {
+                    store: &mut store,
+                    summarizer: &summarizer,
+                    files: &NoFiles,
+                    main: None,
+                }),
+            );
+            prop_assert!(validate_pairing(&messages).is_ok());
+            let cleared = prepared.events.iter().any(|event| matches!(event, ContextEvent::Microcompacted { .. }));
+            if !cleared {
+                prop_assert_eq!(&messages, &before, "request {}: changed without a reported batch", k);
+                continue;
+            }
+            let (message, block) = first.expect("a batch clears something");
+            prop_assert_eq!(&messages[..message], &before[..message]);
+            prop_assert_eq!(&messages[message].content[..block], &before[message].content[..block]);
+        }
     }
 
     #[test]

@@ -62,6 +62,7 @@ async fn model_only() {
             user_context: None,
             thinking: None,
             effort: None,
+            breakpoints: None,
         };
         let mut stream = client.stream(&request, CancellationToken::new());
         while stream.next().await.is_some() {}
@@ -113,6 +114,7 @@ fn request_bench(c: &mut Criterion) {
         user_context: Some("Today's date is 2026-12-02."),
         thinking: None,
         effort: None,
+        breakpoints: None,
     };
     let bytes = serde_json::to_vec(&request).unwrap().len();
     assert!(

@@ -71,6 +71,7 @@ async fn ask(
         user_context: None,
         thinking: None,
         effort: None,
+        breakpoints: None,
     };
     let mut stream = model.stream(&request, cancel.clone());
     loop {

@@ -23,6 +23,34 @@ use crate::model::{ModelClient, ModelError};
 use crate::request::ModelRequest;
 use crate::state::{Limits, Outcome, Response, State, Step, decide};
 
+/// The anchor and moving message breakpoints a request was sent with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SentBreakpoints {
+    anchor: Option<crate::BlockAt>,
+    moving: Option<crate::BlockAt>,
+    /// Every message breakpoint it had (a fork of it repeats them).
+    all: Vec<crate::BlockAt>,
+}
+
+/// The last block before `at` that can carry a cache breakpoint (not thinking), `None` when
+/// there is none.
+fn block_before(messages: &[MessageParam], at: crate::BlockAt) -> Option<crate::BlockAt> {
+    let (message, block) = at;
+    (0..=message.min(messages.len().checked_sub(1)?))
+        .rev()
+        .flat_map(|index| {
+            let end = if index == message {
+                block
+            } else {
+                messages[index].content.len()
+            };
+            (0..end.min(messages[index].content.len()))
+                .rev()
+                .map(move |block| (index, block))
+        })
+        .find(|&(index, block)| messages[index].content[block].can_carry_cache_control())
+}
+
 /// The user message that asks the model to go on after a max_tokens cut.
 pub const RESUME_PROMPT: &str = "Output token limit hit. Resume directly where you stopped, without apology or recap. If you were in the middle of a tool call, split the work into smaller steps.";
 
@@ -331,6 +359,9 @@ struct Run<'a> {
     requests: u32,
     /// When the last request was sent.
     last_request: Option<std::time::SystemTime>,
+    /// The anchor and moving message breakpoints of the last request (see
+    /// [`Engine::breakpoints`]); `None` after a compaction.
+    sent_breakpoints: Option<SentBreakpoints>,
     /// How many of `deps.tools` are the run's own (the rest came from the tool source).
     own_tools: usize,
     /// The messages of the last request, for forks and the progress summary.
@@ -400,6 +431,7 @@ impl<'a> Run<'a> {
             usage: Usage::default(),
             requests: 0,
             last_request: config.last_request,
+            sent_breakpoints: None,
             own_tools,
             snapshot,
             _background_guard: background.clone().drop_guard(),
@@ -562,10 +594,26 @@ impl<'a> Run<'a> {
 
     /// Phase 1: L1, L2, levels, L3. `Err` ends the run.
     async fn preprocess(&mut self, state: &mut State) -> Result<(), Terminal> {
+        let max_tokens = state.output_cap(&self.limits);
+        let (thinking, effort) = self.reasoning(state, max_tokens);
+        let main = context::MainRequest {
+            model: &state.run.model,
+            max_tokens,
+            system: &self.system,
+            tools: &self.tools,
+            user_context: self.config.user_context.as_deref(),
+            thinking,
+            effort,
+            previous_breakpoints: self
+                .sent_breakpoints
+                .as_ref()
+                .map_or(&[], |sent| sent.all.as_slice()),
+        };
         let services = Services {
             store: self.deps.result_store.as_mut(),
             summarizer: self.deps.summarizer.as_ref(),
             files: self.deps.files.as_ref(),
+            main: Some(main),
         };
         let last = state
             .last_usage
@@ -590,6 +638,7 @@ impl<'a> Run<'a> {
         if compacted {
             state.last_usage = None;
             self.compacted(state, &prepared.events, CompactTrigger::Auto);
+            self.sent_breakpoints = None;
             self.emit(LoopEvent::Transition(Transition::Compacted));
         }
         match prepared.blocked {
@@ -598,9 +647,63 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The message breakpoints of the next request over `messages`, and remembers them:
+    ///
+    /// - the **moving** one on the last block of the last user message (the prefix the next
+    ///   request reads);
+    /// - an **anchor** on the last block before the first one microcompact's next batch would
+    ///   change ([`context::first_rewrite`]): it is in every request, so its cache entry stays
+    ///   warm, and when a batch clears, everything before it is still read
+    ///   ([`context::economics`] counts on it);
+    /// - the previous request's **moving** one, so a turn that adds more than the API's
+    ///   20-block lookback (many parallel tool calls) still finds its entry; or, in the
+    ///   request after a batch moved the anchor, the previous **anchor**, which is the prefix
+    ///   that request can read.
+    ///
+    /// With the system prompt's, at most the API's four.
+    fn breakpoints(&mut self, messages: &[MessageParam]) -> Vec<crate::BlockAt> {
+        let moving = crate::request::moving_breakpoint(messages);
+        let anchor = context::first_rewrite(messages, &self.manager.config().microcompact)
+            .and_then(|first| block_before(messages, first));
+        let mut planned: Vec<crate::BlockAt> = Vec::with_capacity(3);
+        match &self.sent_breakpoints {
+            Some(sent) if sent.anchor != anchor => planned.extend(sent.anchor),
+            Some(sent) => planned.extend(sent.moving),
+            None => {}
+        }
+        planned.extend(anchor);
+        planned.extend(moving);
+        self.sent_breakpoints = Some(SentBreakpoints {
+            anchor,
+            moving,
+            all: planned.clone(),
+        });
+        planned
+    }
+
+    /// The request's thinking and effort. A budget stays below the cap, which the recovery
+    /// paths move. The fallback model may not think as the configured one does (adaptive
+    /// thinking on a model that takes only budgets is refused): it answers without thinking
+    /// or effort.
+    fn reasoning(
+        &self,
+        state: &State,
+        max_tokens: u32,
+    ) -> (Option<protocol::ThinkingConfig>, Option<protocol::Effort>) {
+        let configured = state.run.model == self.config.model;
+        let thinking = self
+            .config
+            .thinking
+            .filter(|_| configured)
+            .and_then(|thinking| thinking.fit(max_tokens));
+        (thinking, self.config.effort.filter(|_| configured))
+    }
+
     /// Phase 2: the request, streamed; tools start as their blocks complete (phase 4).
     async fn call(&mut self, state: &State) -> CallEnd {
         let max_tokens = state.output_cap(&self.limits);
+        let (thinking, effort) = self.reasoning(state, max_tokens);
+        let breakpoints = self.breakpoints(&state.messages);
         let request = ModelRequest {
             model: &state.run.model,
             max_tokens,
@@ -608,18 +711,9 @@ impl<'a> Run<'a> {
             tools: &self.tools,
             messages: &state.messages,
             user_context: self.config.user_context.as_deref(),
-            // A budget stays below the cap, which the recovery paths move. The fallback model
-            // may not think as the configured one does (adaptive thinking on a model that
-            // takes only budgets is refused): it answers without thinking or effort.
-            thinking: self
-                .config
-                .thinking
-                .filter(|_| state.run.model == self.config.model)
-                .and_then(|thinking| thinking.fit(max_tokens)),
-            effort: self
-                .config
-                .effort
-                .filter(|_| state.run.model == self.config.model),
+            thinking,
+            effort,
+            breakpoints: Some(&breakpoints),
         };
         if let Some(point) = &self.snapshot {
             point.set(&state.messages);
@@ -872,6 +966,7 @@ impl<'a> Run<'a> {
             self.emit(LoopEvent::Context(event.clone()));
         }
         self.compacted(state, &prepared.events, CompactTrigger::Reactive);
+        self.sent_breakpoints = None;
         Some(true)
     }
 

@@ -127,4 +127,4 @@ pub use events::{
 };
 pub use hooks::{NoStopHook, StopDecision, StopFuture, StopHook, StopHookInput};
 pub use model::{ApiFailure, ModelClient, ModelError, ModelEvent, ModelStream};
-pub use request::ModelRequest;
+pub use request::{BlockAt, MAX_MESSAGE_BREAKPOINTS, ModelRequest, moving_breakpoint};

@@ -2,8 +2,11 @@
 //!
 //! The user context goes in as the first text block of the first user message, wrapped in
 //! `<system-reminder>`, so the system prompt stays byte-stable for prompt caching. Cache
-//! breakpoints: the last system block and the last block of the last user message; none on
-//! tools (API-NOTES: tools precede the system prompt in the cached prefix).
+//! breakpoints: the last system block and, by default, the last block of the last user
+//! message (the moving breakpoint); none on tools (API-NOTES: tools precede the system prompt
+//! in the cached prefix). A caller that plans its breakpoints (to keep a prefix readable
+//! across a rewrite, or a fork's prefix on the previous request's entry) names them in
+//! [`ModelRequest::breakpoints`].
 
 use protocol::{
     CacheControl, ContentBlock, CreateMessageRequest, MessageParam, Role, SystemBlock,
@@ -33,19 +36,52 @@ pub struct ModelRequest<'a> {
     pub thinking: Option<ThinkingConfig>,
     /// `output_config.effort`.
     pub effort: Option<protocol::Effort>,
+    /// The message breakpoints, as `(message, block)` indexes into `messages` (the user
+    /// context's block not counted); `None`: the moving breakpoint alone. Positions that do
+    /// not exist, or whose block cannot carry `cache_control` (thinking), are skipped; at
+    /// most [`MAX_MESSAGE_BREAKPOINTS`] are used, the last ones.
+    pub breakpoints: Option<&'a [BlockAt]>,
+}
+
+/// A content block's place in a history: `(message index, block index)`.
+pub type BlockAt = (usize, usize);
+
+/// Message breakpoints a request may carry: the API allows four `cache_control` markers per
+/// request, and the system prompt's last block takes one (API-NOTES).
+pub const MAX_MESSAGE_BREAKPOINTS: usize = 3;
+
+/// The moving breakpoint of `messages`: the last block of the last user message.
+pub fn moving_breakpoint(messages: &[MessageParam]) -> Option<BlockAt> {
+    let (index, message) = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, message)| message.role == Role::User)?;
+    Some((index, message.content.len().checked_sub(1)?))
 }
 
 impl ModelRequest<'_> {
-    /// The position (message, block) that gets the moving cache breakpoint: the last block of
-    /// the last user message.
-    fn cache_position(&self) -> Option<(usize, usize)> {
-        let (index, message) = self
-            .messages
+    /// The positions that get a cache breakpoint, in order, at most
+    /// [`MAX_MESSAGE_BREAKPOINTS`].
+    fn cache_positions(&self) -> Vec<BlockAt> {
+        let Some(planned) = self.breakpoints else {
+            return moving_breakpoint(self.messages).into_iter().collect();
+        };
+        let mut positions: Vec<BlockAt> = planned
             .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, message)| message.role == Role::User)?;
-        Some((index, message.content.len().checked_sub(1)?))
+            .copied()
+            .filter(|&(message, block)| {
+                self.messages
+                    .get(message)
+                    .and_then(|message| message.content.get(block))
+                    .is_some_and(ContentBlock::can_carry_cache_control)
+            })
+            .collect();
+        positions.sort_unstable();
+        positions.dedup();
+        let excess = positions.len().saturating_sub(MAX_MESSAGE_BREAKPOINTS);
+        positions.drain(..excess);
+        positions
     }
 
     fn first_user(&self) -> Option<usize> {
@@ -63,7 +99,7 @@ impl ModelRequest<'_> {
     /// The same request as an owned value (copies the history).
     pub fn to_owned_request(&self) -> CreateMessageRequest {
         let mut messages = self.messages.to_vec();
-        if let Some((message, block)) = self.cache_position() {
+        for (message, block) in self.cache_positions() {
             messages[message].content[block].set_cache_control(Some(CacheControl::ephemeral()));
         }
         if let (Some(first), Some(reminder)) = (self.first_user(), self.reminder()) {
@@ -115,7 +151,7 @@ struct Messages<'r, 'a> {
 impl Serialize for Messages<'_, '_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let request = self.request;
-        let cache = request.cache_position();
+        let cache = request.cache_positions();
         let first = request.first_user();
         let reminder = request.reminder();
         let mut seq = serializer.serialize_seq(Some(request.messages.len()))?;
@@ -125,8 +161,10 @@ impl Serialize for Messages<'_, '_> {
             } else {
                 None
             };
-            let cached = cache.filter(|(at, _)| *at == index).map(|(_, block)| block);
-            if prepend.is_none() && cached.is_none() {
+            let start = cache.partition_point(|(at, _)| *at < index);
+            let end = cache.partition_point(|(at, _)| *at <= index);
+            let cached = &cache[start..end];
+            if prepend.is_none() && cached.is_empty() {
                 seq.serialize_element(message)?;
             } else {
                 seq.serialize_element(&Message {
@@ -143,7 +181,8 @@ impl Serialize for Messages<'_, '_> {
 struct Message<'m> {
     message: &'m MessageParam,
     prepend: Option<&'m ContentBlock>,
-    cached: Option<usize>,
+    /// The blocks that carry a breakpoint, as `(message, block)`, all of this message.
+    cached: &'m [BlockAt],
 }
 
 impl Serialize for Message<'_> {
@@ -169,7 +208,7 @@ impl Serialize for Content<'_, '_> {
             seq.serialize_element(prepend)?;
         }
         for (index, block) in blocks.iter().enumerate() {
-            if Some(index) == self.inner.cached {
+            if self.inner.cached.iter().any(|&(_, at)| at == index) {
                 // One block is copied to carry the breakpoint.
                 let mut block = block.clone();
                 block.set_cache_control(Some(CacheControl::ephemeral()));
@@ -208,6 +247,7 @@ mod tests {
             user_context: Some("cwd: /w"),
             thinking: Some(ThinkingConfig::Adaptive),
             effort: Some(protocol::Effort::High),
+            breakpoints: None,
         };
         let borrowed = serde_json::to_string(&request).unwrap();
         let owned = serde_json::to_string(&request.to_owned_request()).unwrap();

@@ -109,6 +109,19 @@ impl ContentBlock {
         }
     }
 
+    /// Whether the API accepts a cache breakpoint on this block (not on thinking, redacted
+    /// thinking or server blocks).
+    pub fn can_carry_cache_control(&self) -> bool {
+        matches!(
+            self,
+            Self::Text(_)
+                | Self::Image(_)
+                | Self::Document(_)
+                | Self::ToolUse(_)
+                | Self::ToolResult(_)
+        )
+    }
+
     /// Sets the block's cache breakpoint; returns `false` (and changes nothing) for block types
     /// the API does not accept one on (thinking, redacted thinking, server blocks).
     pub fn set_cache_control(&mut self, cache_control: Option<CacheControl>) -> bool {

@@ -559,14 +559,34 @@ impl Summarizer for ProviderSummarizer {
                     "Additional instructions from the user for this summary: {focus}"
                 )));
             }
-            let mut body = CreateMessageRequest::new(self.model.clone(), max_tokens, messages);
-            body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
-                request.system,
-                None,
-            )]));
-            body.stream = Some(true);
-            let bytes = serde_json::to_vec(&body)
-                .map_err(|error| SummarizerError::Client(error.to_string()))?;
+            let bytes = match &request.fork {
+                // The main request's prefix, serialized by the loop's own request type so
+                // its bytes are the main request's, with the previous main request's
+                // breakpoints.
+                Some(fork) => serde_json::to_vec(&loop_core::ModelRequest {
+                    model: &fork.model,
+                    max_tokens: fork.max_tokens,
+                    system: &fork.system,
+                    tools: &fork.tools,
+                    messages: &messages,
+                    user_context: fork.user_context.as_deref(),
+                    thinking: fork.thinking,
+                    effort: fork.effort,
+                    breakpoints: (!fork.breakpoints.is_empty())
+                        .then_some(fork.breakpoints.as_slice()),
+                }),
+                None => {
+                    let mut body =
+                        CreateMessageRequest::new(self.model.clone(), max_tokens, messages);
+                    body.system = Some(SystemPrompt::Blocks(vec![SystemBlock::new(
+                        request.system,
+                        None,
+                    )]));
+                    body.stream = Some(true);
+                    serde_json::to_vec(&body)
+                }
+            }
+            .map_err(|error| SummarizerError::Client(error.to_string()))?;
             let mut stream = self
                 .client
                 .stream(Bytes::from(bytes), CancellationToken::new());

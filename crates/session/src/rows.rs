@@ -135,7 +135,9 @@ fn context_text(event: &context::ContextEvent) -> String {
             ..
         } => {
             let why = match reason {
-                context::MicrocompactReason::NearThreshold => "the context is filling up",
+                context::MicrocompactReason::Pays => {
+                    "re-reading them would cost more than rewriting the prompt cache"
+                }
                 context::MicrocompactReason::ColdCache => "the prompt cache had expired",
             };
             format!("cleared {cleared} old tool results ({bytes} bytes) from the context: {why}")

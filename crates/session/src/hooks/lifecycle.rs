@@ -215,6 +215,7 @@ mod tests {
             system: "s".into(),
             messages: vec![MessageParam::user_text("summarize")],
             max_output: Tokens(100),
+            fork: None,
         }
     }
 
