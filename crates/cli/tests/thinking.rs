@@ -434,8 +434,8 @@ async fn the_fallback_model_is_not_sent_the_first_ones_thinking() {
 
 /// Autocompaction mid-task: the turn kept after the summary keeps its thinking and
 /// redacted_thinking blocks byte for byte (they belong to the tool_use whose result follows),
-/// and the summary request carries the summarized turn's thinking unchanged, without asking
-/// the model to think about the summary.
+/// and the summary request (a fork of the main request) carries every turn's thinking
+/// unchanged, with the main request's thinking configuration.
 #[tokio::test]
 async fn autocompaction_keeps_the_kept_turns_thinking_whole() {
     let repo = repo("thinking-compact");
@@ -481,17 +481,24 @@ async fn autocompaction_keeps_the_kept_turns_thinking_whole() {
     let requests = server.requests();
     assert_eq!(requests.len(), 4, "{stderr}");
 
-    // The summary request: the summarized turn's thinking as it came, no thinking asked.
+    // The summary request, a fork of the main request: its thinking configuration is the main
+    // request's (a change would make the API drop the cached messages), and every turn's
+    // thinking goes as it came.
     let summary = requests[2].json();
-    assert!(summary.get("thinking").is_none(), "{}", summary["thinking"]);
+    assert_eq!(summary["thinking"], requests[1].json()["thinking"]);
     let summarized: Vec<&Value> = summary["messages"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|message| message["content"].as_array().into_iter().flatten())
-        .filter(|block| block["type"] == "thinking")
+        .filter(|block| block["type"] == "thinking" || block["type"] == "redacted_thinking")
         .collect();
-    assert_eq!(summarized, vec![&first_thinking]);
+    let kept_blocks: Vec<&Value> = kept.as_array().unwrap().iter().collect();
+    assert_eq!(
+        summarized,
+        [vec![&first_thinking], kept_blocks].concat(),
+        "every turn's thinking, unchanged"
+    );
 
     // After it: the summary, then the kept turn with its thinking first and whole.
     let after = requests[3].json();

@@ -380,6 +380,33 @@ impl ContextManager {
         pays.then_some(MicrocompactReason::Pays)
     }
 
+    /// L2: clears a batch when [`Self::microcompact_reason`] says so, reporting it in
+    /// `events`; returns the prompt's tokens after.
+    fn microcompact_step(
+        &mut self,
+        messages: &mut [MessageParam],
+        mut tokens: Tokens,
+        overhead: Tokens,
+        idle: Option<Duration>,
+        events: &mut Vec<ContextEvent>,
+    ) -> Tokens {
+        let planned = plan(messages, &self.config.microcompact);
+        if let Some(reason) = self.microcompact_reason(messages, &planned, tokens, overhead, idle) {
+            let report = apply(messages, planned);
+            if report.cleared > 0 {
+                tokens = self.count(messages, overhead, None);
+                self.memory.rewritten(tokens);
+                events.push(ContextEvent::Microcompacted {
+                    cleared: report.cleared,
+                    bytes: report.bytes_cleared,
+                    tool_use_ids: report.tool_use_ids,
+                    reason,
+                });
+            }
+        }
+        tokens
+    }
+
     fn count(
         &self,
         messages: &[MessageParam],
@@ -436,20 +463,7 @@ impl ContextManager {
         if self.memory.tokens_at_rewrite.is_none() {
             self.memory.rewritten(tokens);
         }
-        let planned = plan(messages, &self.config.microcompact);
-        if let Some(reason) = self.microcompact_reason(messages, &planned, tokens, overhead, idle) {
-            let report = apply(messages, planned);
-            if report.cleared > 0 {
-                tokens = self.count(messages, overhead, None);
-                self.memory.rewritten(tokens);
-                events.push(ContextEvent::Microcompacted {
-                    cleared: report.cleared,
-                    bytes: report.bytes_cleared,
-                    tool_use_ids: report.tool_use_ids,
-                    reason,
-                });
-            }
-        }
+        tokens = self.microcompact_step(messages, tokens, overhead, idle, &mut events);
         let mut check = levels.check(tokens);
         if check.level >= Level::AutoCompact && levels.autocompact_enabled() && !self.circuit_open()
         {
@@ -546,9 +560,33 @@ impl ContextManager {
         summarizer: &dyn Summarizer,
         files: &dyn FileSource,
     ) -> Result<Prepared, CompactError> {
+        self.compact_now(messages, overhead, summarizer, files, None)
+            .await
+    }
+
+    /// Compacts `messages` in place once, regardless of the level (the user's `/compact`):
+    /// with `fork`, the summary is sent as a fork of the main request those parts describe
+    /// (the history read from the prompt cache), falling back to the standalone request when
+    /// it is refused as too long.
+    ///
+    /// # Errors
+    ///
+    /// [`CompactError`] when the compaction could not be made.
+    ///
+    /// # Cancellation safety
+    ///
+    /// Dropping the future drops the summary call; nothing changes.
+    pub async fn compact_now(
+        &mut self,
+        messages: &mut Vec<MessageParam>,
+        overhead: Tokens,
+        summarizer: &dyn Summarizer,
+        files: &dyn FileSource,
+        fork: Option<Fork>,
+    ) -> Result<Prepared, CompactError> {
         let before = self.count(messages, overhead, None);
         let (compacted, after, attached, summarized) = self
-            .compact_once(messages, overhead, summarizer, files, None)
+            .compact_once(messages, overhead, summarizer, files, fork)
             .await?;
         *messages = compacted;
         self.memory.rewritten(after);

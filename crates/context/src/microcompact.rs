@@ -94,8 +94,10 @@ pub struct Clearable {
 }
 
 /// The compactable results that are not cleared yet and are longer than their placeholder,
-/// oldest first, with whether each is old enough to clear now (not among the `keep_recent`
-/// most recent compactable results).
+/// oldest first, with whether each is old enough to clear now: not among the `keep_recent`
+/// most recent compactable results, and seen by the model (not in a final user message: a
+/// batch of parallel calls can hold more results than `keep_recent`, and the model must read
+/// them once).
 fn clearable(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<(Clearable, bool)> {
     let mut names: HashMap<&ToolUseId, &str> = HashMap::new();
     for message in messages {
@@ -121,6 +123,10 @@ fn clearable(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<(Cle
         }
     }
     let old = positions.len().saturating_sub(config.keep_recent);
+    let unseen = match messages.last() {
+        Some(last) if last.role == protocol::Role::User => messages.len() - 1,
+        _ => messages.len(),
+    };
     positions
         .into_iter()
         .enumerate()
@@ -138,14 +144,15 @@ fn clearable(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<(Cle
                     placeholder,
                     bytes,
                 },
-                index < old,
+                index < old && at.0 < unseen,
             ))
         })
         .collect()
 }
 
 /// The results a batch would clear now, oldest first: the compactable results older than the
-/// `keep_recent` most recent, not cleared yet, longer than their placeholder.
+/// `keep_recent` most recent, seen by the model (not in a final user message), not cleared
+/// yet, longer than their placeholder.
 pub fn plan(messages: &[MessageParam], config: &MicrocompactConfig) -> Vec<Clearable> {
     clearable(messages, config)
         .into_iter()
@@ -296,6 +303,57 @@ mod tests {
             matches!(content(4), ToolResultContent::Blocks(blocks) if blocks.len() == 3),
             "the recent read keeps its image and document"
         );
+    }
+
+    /// A batch of parallel calls can bring more results than `keep_recent` at once: none of
+    /// them is cleared before the model has read them, while older ones are.
+    #[test]
+    fn results_the_model_has_not_seen_stay() {
+        let mut messages = vec![MessageParam::user_text("task")];
+        messages.extend(turn("old", "Read", &"old line\n".repeat(40)));
+        let ids = ["p1", "p2", "p3", "p4"];
+        messages.push(MessageParam {
+            role: Role::Assistant,
+            content: ids
+                .iter()
+                .map(|id| {
+                    ContentBlock::ToolUse(ToolUseBlock {
+                        id: (*id).into(),
+                        name: "Read".into(),
+                        input: json!({}),
+                        cache_control: None,
+                        extra: Default::default(),
+                    })
+                })
+                .collect(),
+        });
+        messages.push(MessageParam {
+            role: Role::User,
+            content: ids
+                .iter()
+                .map(|id| {
+                    ContentBlock::ToolResult(ToolResultBlock::text(
+                        (*id).into(),
+                        "new line\n".repeat(40),
+                        false,
+                    ))
+                })
+                .collect(),
+        });
+        let config = MicrocompactConfig {
+            keep_recent: 1,
+            ..MicrocompactConfig::default()
+        };
+        let report = microcompact(&mut messages, &config);
+        assert_eq!(report.tool_use_ids, vec![ToolUseId::from("old")]);
+        // Once the model has answered them, they are old like any other.
+        messages.push(MessageParam {
+            role: Role::Assistant,
+            content: vec![ContentBlock::text("read them")],
+        });
+        let report = microcompact(&mut messages, &config);
+        let cleared: Vec<&str> = report.tool_use_ids.iter().map(ToolUseId::as_str).collect();
+        assert_eq!(cleared, ["p1", "p2", "p3"]);
     }
 
     #[test]

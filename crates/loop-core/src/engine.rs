@@ -23,6 +23,14 @@ use crate::model::{ModelClient, ModelError};
 use crate::request::ModelRequest;
 use crate::state::{Limits, Outcome, Response, State, Step, decide};
 
+/// A request's model, `max_tokens`, thinking and effort.
+type LastSent = (
+    String,
+    u32,
+    Option<protocol::ThinkingConfig>,
+    Option<protocol::Effort>,
+);
+
 /// The anchor and moving message breakpoints a request was sent with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct SentBreakpoints {
@@ -362,6 +370,8 @@ struct Run<'a> {
     /// The anchor and moving message breakpoints of the last request (see
     /// [`Engine::breakpoints`]); `None` after a compaction.
     sent_breakpoints: Option<SentBreakpoints>,
+    /// The last request's model, `max_tokens`, thinking and effort.
+    last_sent: Option<LastSent>,
     /// How many of `deps.tools` are the run's own (the rest came from the tool source).
     own_tools: usize,
     /// The messages of the last request, for forks and the progress summary.
@@ -432,6 +442,7 @@ impl<'a> Run<'a> {
             requests: 0,
             last_request: config.last_request,
             sent_breakpoints: None,
+            last_sent: None,
             own_tools,
             snapshot,
             _background_guard: background.clone().drop_guard(),
@@ -715,6 +726,7 @@ impl<'a> Run<'a> {
             effort,
             breakpoints: Some(&breakpoints),
         };
+        self.last_sent = Some((state.run.model.clone(), max_tokens, thinking, effort));
         if let Some(point) = &self.snapshot {
             point.set(&state.messages);
         }
@@ -989,6 +1001,25 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The last main request's parts, as a summary forked from it repeats them.
+    fn last_fork(&self) -> Option<context::Fork> {
+        let (model, max_tokens, thinking, effort) = self.last_sent.clone()?;
+        Some(context::Fork {
+            model,
+            max_tokens,
+            system: self.system.clone(),
+            tools: self.tools.clone(),
+            user_context: self.config.user_context.clone(),
+            thinking,
+            effort,
+            breakpoints: self
+                .sent_breakpoints
+                .as_ref()
+                .map(|sent| sent.all.clone())
+                .unwrap_or_default(),
+        })
+    }
+
     /// The outcome of the run.
     fn finish(self, terminal: Terminal, state: State) -> LoopOutcome {
         // Background summaries end with the run; one not written yet is dropped.
@@ -1002,6 +1033,7 @@ impl<'a> Run<'a> {
             requests = self.requests,
             "loop ended"
         );
+        let fork = self.last_fork();
         LoopOutcome {
             terminal,
             messages: state.messages,
@@ -1010,6 +1042,7 @@ impl<'a> Run<'a> {
             usage: self.usage,
             result: self.last_text,
             last_request: self.last_request,
+            fork,
             memory: self.manager.into_memory(),
         }
     }

@@ -309,4 +309,8 @@ pub struct LoopOutcome {
     /// [`crate::History::memory`], so that its L1 decisions, microcompact arming and
     /// compaction breaker carry over).
     pub memory: context::ContextMemory,
+    /// The last main request's parts (`None`: no request was sent), so a summary made
+    /// between runs (`/compact`) can be sent as its fork and read the history from the
+    /// prompt cache ([`context::compact_as_fork`]).
+    pub fork: Option<context::Fork>,
 }

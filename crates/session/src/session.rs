@@ -225,8 +225,11 @@ struct McpState {
 struct Record {
     history: Vec<MessageParam>,
     /// What the context pipeline remembers of `history`, lent to each run and kept across
-    /// prompts (its L1 decisions, microcompact arming, compaction breaker).
+    /// prompts (its L1 decisions, microcompact's request count, compaction breaker).
     memory: context::ContextMemory,
+    /// The last main request's parts, so `/compact` sends its summary as a fork of it and
+    /// reads the history from the prompt cache; `None` when the history was replaced since.
+    fork: Option<context::Fork>,
     /// This project's sessions folder.
     sessions: PathBuf,
     /// The transcript's file.
@@ -1766,11 +1769,12 @@ impl Session {
         let prepared = tokio::select! {
             biased;
             () = cancel.cancelled() => anyhow::bail!("interrupted; nothing was compacted"),
-            prepared = manager.reactive_compact(
+            prepared = manager.compact_now(
                 &mut messages,
                 context::Tokens::ZERO,
                 summarizer.as_ref(),
                 &files,
+                self.record.fork.clone(),
             ) => prepared.map_err(|error| anyhow::anyhow!("{error}"))?,
         };
         let before = prepared
@@ -2100,6 +2104,7 @@ impl Session {
         }
         self.record.history = std::mem::take(&mut outcome.messages);
         self.record.memory = outcome.memory.clone();
+        self.record.fork = outcome.fork.clone();
         self.config.last_request = outcome.last_request.or(self.config.last_request);
         Ok(outcome)
     }
@@ -2400,6 +2405,7 @@ impl Record {
         let record = Self {
             history: resumed.history,
             memory: context::ContextMemory::default(),
+            fork: None,
             sessions,
             path: resumed.path,
             transcript: None,
@@ -2432,6 +2438,7 @@ impl Record {
             loop_core::HistoryEvent::Compacted { .. } | loop_core::HistoryEvent::Rewound { .. }
         ) {
             self.memory = context::ContextMemory::default();
+            self.fork = None;
         }
     }
 
@@ -2439,6 +2446,7 @@ impl Record {
     fn replace(&mut self, messages: Vec<MessageParam>) {
         self.history = messages;
         self.memory = context::ContextMemory::default();
+        self.fork = None;
     }
 }
 
