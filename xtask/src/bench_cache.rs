@@ -33,12 +33,11 @@ use serde_json::{Value, json};
 /// Files the session reads: `src/mod{i}.py`, 200 to 400 lines each.
 const FILES: usize = 12;
 
-/// Runs the benchmark; `root` is the workspace root, `target` its target directory. `agent`
-/// measures another build of the binary (an earlier commit's, for a before/after figure)
-/// instead of this workspace's.
-pub fn run(root: &Path, target: &Path, cargo: Command, agent: Option<&Path>) -> Result<()> {
-    let (built, testkit) = crate::bench_cli::build_tree(root, target, cargo)?;
-    let agent = agent.map_or(built, Path::to_path_buf);
+/// Runs the benchmark with the workspace's `built` agent and `testkit`; `agent` measures
+/// another build of the binary (an earlier commit's, for a before/after figure) instead.
+pub fn run(built: &Path, testkit: &Path, agent: Option<&Path>) -> Result<()> {
+    let testkit = testkit.to_path_buf();
+    let agent = agent.map_or_else(|| built.to_path_buf(), Path::to_path_buf);
     let scratch = std::env::temp_dir().join(format!("agent-bench-cache-{}", std::process::id()));
     let result = (|| {
         let mut failures = Vec::new();

@@ -21,7 +21,8 @@
 //! became `[Old tool result cleared: ...]` placeholders than in the previous main request),
 //! compactions (a new `<compact-boundary>` summary), and the share of input read from the
 //! cache. With `--ab COMMIT` the same session also runs on that commit's build, and the ratio
-//! is printed (the target: at most 0.8x).
+//! is printed (the target: at most 0.8x); `--autocompact-pct N` runs both with
+//! `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=N` (compacting earlier).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,6 +52,8 @@ pub struct Builds {
     pub testkit: PathBuf,
     /// An earlier build to compare with, and its label.
     pub earlier: Option<(PathBuf, String)>,
+    /// `CLAUDE_AUTOCOMPACT_PCT_OVERRIDE` for every run (`None`: the default threshold).
+    pub autocompact_pct: Option<u8>,
 }
 
 /// Runs the long scenario on each build and prints the report.
@@ -60,10 +63,20 @@ pub fn run(builds: &Builds) -> Result<()> {
     let result = (|| {
         let mut rows = Vec::new();
         if let Some((earlier, label)) = &builds.earlier {
-            let requests = session(earlier, &builds.testkit, &scratch.join("earlier"))?;
+            let requests = session(
+                earlier,
+                &builds.testkit,
+                &scratch.join("earlier"),
+                builds.autocompact_pct,
+            )?;
             rows.push((label.clone(), analyse(&requests)?));
         }
-        let requests = session(&builds.agent, &builds.testkit, &scratch.join("tree"))?;
+        let requests = session(
+            &builds.agent,
+            &builds.testkit,
+            &scratch.join("tree"),
+            builds.autocompact_pct,
+        )?;
         rows.push(("working tree".to_owned(), analyse(&requests)?));
         print(&rows);
         Ok(())
@@ -150,20 +163,27 @@ fn script() -> Value {
         );
     }
     turns.push(json!({"text": "Done: every module simplified, tested and covered.", "stop_reason": "end_turn"}));
-    let summary = format!(
-        "1. Primary request: simplify every module, test it, add tests.\n{}",
-        "3. Files: src/modN.py simplified at stage 7; tests/test_modN.py written; all tests pass.\n"
-            .repeat(70)
-    );
     let summaries: Vec<Value> = (0..8)
-        .map(|_| json!({"text": summary, "stop_reason": "end_turn"}))
+        .map(|n| {
+            let summary = format!(
+                "Summary {n}.\n1. Primary request: simplify every module, test it, add tests.\n{}",
+                "3. Files: src/modN.py simplified at stage 7; tests/test_modN.py written; all tests pass.\n"
+                    .repeat(70)
+            );
+            json!({"text": summary, "stop_reason": "end_turn"})
+        })
         .collect();
     json!({"turns": turns, "routes": [{"marker": SUMMARY_MARKER, "turns": summaries}]})
 }
 
 /// Runs the session in a fresh repository and home; returns each Messages request's body
 /// with the usage the simulated cache billed for it.
-fn session(agent: &Path, testkit: &Path, scratch: &Path) -> Result<Vec<(Value, Value)>> {
+fn session(
+    agent: &Path,
+    testkit: &Path,
+    scratch: &Path,
+    autocompact_pct: Option<u8>,
+) -> Result<Vec<(Value, Value)>> {
     let repo = scratch.join("repo");
     for folder in ["src", "logs", "tests"] {
         std::fs::create_dir_all(repo.join(folder))
@@ -197,7 +217,11 @@ fn session(agent: &Path, testkit: &Path, scratch: &Path) -> Result<Vec<(Value, V
         ],
     )?;
     let home = scratch.join("home");
-    let output = Command::new(agent)
+    let mut command = Command::new(agent);
+    if let Some(pct) = autocompact_pct {
+        command.env("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", pct.to_string());
+    }
+    let output = command
         .args([
             "-p",
             "Simplify stage 7 of every module, run its tests, and add a test file for each.",
@@ -212,7 +236,6 @@ fn session(agent: &Path, testkit: &Path, scratch: &Path) -> Result<Vec<(Value, V
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("ANTHROPIC_BASE_URL")
-        .env_remove("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE")
         .output()
         .context("running agent")?;
     ensure!(
@@ -295,9 +318,7 @@ fn analyse(requests: &[(Value, Value)]) -> Result<Figures> {
         let text = request["messages"].to_string();
         let cleared = text.matches("[Old tool result cleared").count();
         let first = messages.first().map(Value::to_string).unwrap_or_default();
-        let boundary = first
-            .contains("<compact-boundary>")
-            .then(|| first.chars().take(400).collect::<String>());
+        let boundary = first.contains("<compact-boundary>").then_some(first);
         if boundary.is_some() && boundary != previous_boundary {
             figures.compactions += 1;
         } else if cleared > previous_cleared {

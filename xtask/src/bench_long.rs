@@ -7,9 +7,9 @@
 //! (each response's `input_tokens` is the request's bytes / 4, as the API would count), and
 //! answers the summary requests of autocompaction (the requests whose last message holds
 //! the summary instruction) with a 2 KB summary. With the default thresholds of a
-//! 200,000-token window (microcompact from 133,600 tokens, autocompact at 167,000), the
-//! history climbs to the thresholds, microcompact clears older results, the text grows
-//! until autocompact summarizes, and so on.
+//! 200,000-token window (autocompact at 167,000), the history climbs, microcompact clears
+//! older results when its cost model says a batch pays (`context::economics`), the text
+//! grows until autocompact summarizes, and so on.
 //!
 //! The agent runs with `--output-format stream-json`; this harness reads its lines as they
 //! come and, at each turn's `user` line (its tool result), samples the agent process: its

@@ -56,11 +56,11 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "the scripted 4-turn session by COMMIT's build and the working tree's, interleaved, N runs each (default 10): wall, CPU, peak RSS and each phase",
     ),
     (
-        "bench-cache [--agent PATH]",
+        "bench-cache [--agent PATH | --debug]",
         "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
     ),
     (
-        "bench-cache --long [--ab COMMIT] [--debug]",
+        "bench-cache --long [--ab COMMIT] [--debug] [--autocompact-pct N]",
         "input cost, priced as the API bills prompt caching (testkit's cache simulation), of a 171-turn session crossing a 200K window's limits; with --ab, against COMMIT's build",
     ),
     (
@@ -108,14 +108,15 @@ fn main() -> ExitCode {
             })
         }
         Some("bench-cache") if rest.first().is_some_and(|flag| flag == "--long") => {
-            bench_cache_long_args(&rest[1..]).and_then(|(earlier, debug)| {
+            bench_cache_long_args(&rest[1..]).and_then(|options| {
                 workspace().and_then(|ws| {
-                    let (agent, testkit) = if debug {
+                    let (agent, testkit) = if options.debug {
                         bench_cli::build_tree_debug(&ws.root, &ws.target_dir, cargo())?
                     } else {
                         bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())?
                     };
-                    let earlier = earlier
+                    let earlier = options
+                        .commit
                         .map(|commit| {
                             bench_ab::build_commit(&ws.root, &ws.target_dir, &commit)
                                 .map(|path| (path, commit))
@@ -125,21 +126,28 @@ fn main() -> ExitCode {
                         agent,
                         testkit,
                         earlier,
+                        autocompact_pct: options.autocompact_pct,
                     })
                 })
             })
         }
         Some("bench-cache") => {
             let agent = match rest.as_slice() {
-                [] => Ok(None),
-                [flag, path] if flag == "--agent" => Ok(Some(PathBuf::from(path))),
+                [] => Ok((None, false)),
+                [flag] if flag == "--debug" => Ok((None, true)),
+                [flag, path] if flag == "--agent" => Ok((Some(PathBuf::from(path)), false)),
                 _ => Err(anyhow::anyhow!(
-                    "usage: cargo xtask bench-cache [--agent PATH]"
+                    "usage: cargo xtask bench-cache [--agent PATH | --debug]"
                 )),
             };
-            agent.and_then(|agent| {
+            agent.and_then(|(agent, debug)| {
                 workspace().and_then(|ws| {
-                    bench_cache::run(&ws.root, &ws.target_dir, cargo(), agent.as_deref())
+                    let (built, testkit) = if debug {
+                        bench_cli::build_tree_debug(&ws.root, &ws.target_dir, cargo())?
+                    } else {
+                        bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())?
+                    };
+                    bench_cache::run(&built, &testkit, agent.as_deref())
                 })
             })
         }
@@ -326,22 +334,41 @@ fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
     }
 }
 
-/// `[--ab COMMIT] [--debug]` of `bench-cache --long`: the commit to compare with, and
-/// whether to measure debug builds (quicker to build while working on a policy; published
-/// figures come from release builds).
-fn bench_cache_long_args(rest: &[OsString]) -> anyhow::Result<(Option<String>, bool)> {
-    let usage = || anyhow::anyhow!("usage: cargo xtask bench-cache --long [--ab COMMIT] [--debug]");
-    let mut commit = None;
-    let mut debug = false;
+/// The options of `bench-cache --long`.
+#[derive(Default)]
+struct LongOptions {
+    /// `--ab COMMIT`: the commit to compare with.
+    commit: Option<String>,
+    /// `--debug`: measure debug builds (quicker to build while working on a policy; the
+    /// figures depend only on the request bodies, so they are the release builds' too).
+    debug: bool,
+    /// `--autocompact-pct N`.
+    autocompact_pct: Option<u8>,
+}
+
+fn bench_cache_long_args(rest: &[OsString]) -> anyhow::Result<LongOptions> {
+    let usage = || {
+        anyhow::anyhow!(
+            "usage: cargo xtask bench-cache --long [--ab COMMIT] [--debug] [--autocompact-pct N]"
+        )
+    };
+    let mut options = LongOptions::default();
     let mut args = rest.iter().map(|arg| arg.to_str().ok_or_else(usage));
     while let Some(arg) = args.next() {
         match arg? {
-            "--ab" => commit = Some(args.next().ok_or_else(usage)??.to_owned()),
-            "--debug" => debug = true,
+            "--ab" => options.commit = Some(args.next().ok_or_else(usage)??.to_owned()),
+            "--debug" => options.debug = true,
+            "--autocompact-pct" => {
+                let pct = args.next().ok_or_else(usage)??;
+                options.autocompact_pct = Some(match pct.parse() {
+                    Ok(pct @ 1..=100) => pct,
+                    _ => anyhow::bail!("--autocompact-pct {pct}: a percentage from 1 to 100"),
+                });
+            }
             _ => return Err(usage()),
         }
     }
-    Ok((commit, debug))
+    Ok(options)
 }
 
 /// `cargo`, as the one that runs us when there is one, without the variables `cargo run` set

@@ -16,14 +16,19 @@
 //! expectation is the smaller of two numbers:
 //! - the requests since the history was last rewritten (the session's start, a compaction, a
 //!   clear): a session that has gone on for `n` requests since is expected to go on about `n`
-//!   more (the same estimate that makes the rule a "rent or buy" decision: clear once the extra
-//!   reads already paid for the clearable results match what clearing costs, which for a
-//!   steady session clears at the batch size that minimises the cost per request, within a few
-//!   percent);
+//!   more (the same estimate that makes the rule a "rent or buy" decision: clear about when
+//!   the extra reads already paid for the clearable results match what clearing costs). For a
+//!   steady session, whose clearable results grow by `a` tokens a request and whose batch
+//!   costs `F`, the period with the lowest cost per request is `sqrt(2F / (0.1 a))` requests;
+//!   this rule clears every `sqrt(F / (0.1 a))`, which costs at most about 6 % more on the
+//!   clearing's share (`(1/sqrt 2 + sqrt 2) / 2`);
 //! - the requests left before autocompact replaces the history, at the growth per request
 //!   seen since that rewrite.
 //!
-//! A batch is cleared when its benefit exceeds its cost. Its own clearing resets the count,
+//! A batch is cleared when its benefit exceeds its cost, once the history is past
+//! [`MicrocompactConfig::floor_percent`](crate::MicrocompactConfig::floor_percent) of the
+//! autocompact threshold (below it the window has room, and a cleared result the model needs
+//! again costs a re-read this model does not price). Its own clearing resets the count,
 //! so a batch is never followed at once by another; a cold cache (see
 //! [`MicrocompactConfig::cache_ttl`](crate::MicrocompactConfig::cache_ttl)) makes a clear
 //! free, and it is always taken.

@@ -336,6 +336,13 @@ impl ContextManager {
         if idle.is_some_and(|idle| idle > self.config.microcompact.cache_ttl) {
             return Some(MicrocompactReason::ColdCache);
         }
+        let levels = &self.config.levels;
+        let floor = levels.autocompact_at.0
+            * u64::from(self.config.microcompact.floor_percent.min(100))
+            / 100;
+        if tokens.0 < floor {
+            return None;
+        }
         let estimator = self.estimator.as_ref();
         let saved = planned
             .iter()
@@ -362,7 +369,6 @@ impl ContextManager {
         let grown = memory
             .tokens_at_rewrite
             .map_or(Tokens::ZERO, |at| tokens.saturating_sub(at));
-        let levels = &self.config.levels;
         let headroom = levels
             .autocompact_enabled()
             .then(|| levels.autocompact_at.saturating_sub(tokens));

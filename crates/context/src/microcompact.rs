@@ -10,7 +10,9 @@
 //! prompt cache then bills as a write (1.25x) instead of a read (0.1x). So
 //! [`ContextManager`] clears a batch only when it pays by the cost model of
 //! [`crate::economics`]: the reads the batch saves over the requests expected to follow exceed
-//! the write it causes; or when the cache is known cold (no request for longer than
+//! the write it causes, once the history is past `floor_percent` (70 %) of the autocompact
+//! threshold (below it the window has room and nothing is cleared); or when the cache is
+//! known cold (no request for longer than
 //! `cache_ttl`, 5 minutes, the API's default cache lifetime: the next request pays full price
 //! anyway). [`first_rewrite`] names the block a batch would change first, so the loop can keep
 //! a cache breakpoint just before it and the prefix before it stays a read.
@@ -49,6 +51,14 @@ pub struct MicrocompactConfig {
     /// cache is cold and clearing costs nothing more. Default 5 minutes (the API's default
     /// `ephemeral` lifetime; set 1 hour when requests use the 1-hour TTL).
     pub cache_ttl: Duration,
+    /// Below this percentage of the autocompact threshold a warm cache's results are never
+    /// cleared, whatever the cost model says: the window has room, and a cleared result the
+    /// model needs again costs a re-read (a turn, and the result again as new input), which
+    /// the cost model does not see; and a short session's future, which the cost model
+    /// guesses from its past, is least known. A floor, not a trigger: above it the cost model
+    /// decides. Default 70 (117,000 tokens of a 200,000-token window; docs/benchmarks.md
+    /// measures 50 to 80).
+    pub floor_percent: u8,
 }
 
 impl Default for MicrocompactConfig {
@@ -60,6 +70,7 @@ impl Default for MicrocompactConfig {
                 .map(|&name| name.to_owned())
                 .collect(),
             cache_ttl: Duration::from_secs(5 * 60),
+            floor_percent: 70,
         }
     }
 }

@@ -300,6 +300,16 @@ fn microcompact_clears_when_it_pays_or_on_a_cold_cache() {
     }
     let mut config = ContextConfig::for_model(Tokens(200_000), Tokens(64_000));
     config.microcompact.keep_recent = 2;
+    // Autocompact at 40,000 tokens, so the floor (70 %) is 28,000: reached around request 27.
+    config.levels = WaterLevels::custom(
+        Tokens(200_000),
+        Tokens(20_000),
+        Tokens(40_000),
+        Tokens(179_000),
+    );
+    let floor =
+        Tokens(config.levels.autocompact_at.0 * u64::from(config.microcompact.floor_percent) / 100);
+    assert_eq!(floor, Tokens(28_000));
     let summarizer = FakeSummarizer::new("s".into(), Tokens(1_000_000));
     let mut store = MemoryStore::default();
     let mut preprocess =
@@ -329,9 +339,12 @@ fn microcompact_clears_when_it_pays_or_on_a_cold_cache() {
                 })
                 .collect::<Vec<_>>()
         };
-    // The first request: nothing is expected to follow yet, so nothing pays.
+    // The first request: nothing is expected to follow yet, so nothing pays (checked with the
+    // floor at 0: 8 results of 1,000 tokens are below the floor of 28,000).
+    let mut config_first = config.clone();
+    config_first.microcompact.floor_percent = 0;
     for idle in [None, Some(Duration::from_secs(60))] {
-        let mut manager = ContextManager::new(config.clone());
+        let mut manager = ContextManager::new(config_first.clone());
         let mut messages = history.clone();
         assert!(preprocess(&mut manager, &mut messages, idle).is_empty());
         assert_eq!(messages, history);
@@ -348,40 +361,42 @@ fn microcompact_clears_when_it_pays_or_on_a_cold_cache() {
     let mut manager = ContextManager::new(config.clone());
     let mut messages = vec![user("task")];
     let mut decisions = Vec::new();
+    let mut sizes_at_clears = Vec::new();
     let mut last_rewrite = None;
     for n in 0..40 {
         messages.extend(turn(n));
         let planned = context::plan_microcompact(&messages, &config.microcompact);
         let tokens = estimator.messages(&messages);
         let since = manager.memory().requests_since_rewrite();
-        let expected_to_clear = planned.first().is_some_and(|first| {
-            let (message, block) = first.at;
-            let readable = estimator.messages(&messages[..message])
-                + messages[message].content[..block]
+        let expected_to_clear = tokens >= floor
+            && planned.first().is_some_and(|first| {
+                let (message, block) = first.at;
+                let readable = estimator.messages(&messages[..message])
+                    + messages[message].content[..block]
+                        .iter()
+                        .map(|block| estimator.block(block))
+                        .sum();
+                let saved = planned
                     .iter()
-                    .map(|block| estimator.block(block))
+                    .map(|clearable| {
+                        let (m, b) = clearable.at;
+                        estimator.block(&messages[m].content[b])
+                            - estimator.text(&clearable.placeholder)
+                    })
                     .sum();
-            let saved = planned
-                .iter()
-                .map(|clearable| {
-                    let (m, b) = clearable.at;
-                    estimator.block(&messages[m].content[b])
-                        - estimator.text(&clearable.placeholder)
-                })
-                .sum();
-            let at_rewrite: Tokens = last_rewrite.unwrap_or(Tokens::ZERO);
-            let expected = context::economics::expected_requests(
-                since,
-                tokens.saturating_sub(at_rewrite),
-                Some(config.levels.autocompact_at.saturating_sub(tokens)),
-            );
-            context::economics::Batch {
-                history: tokens,
-                readable,
-                saved,
-            }
-            .pays(expected)
-        });
+                let at_rewrite: Tokens = last_rewrite.unwrap_or(Tokens::ZERO);
+                let expected = context::economics::expected_requests(
+                    since,
+                    tokens.saturating_sub(at_rewrite),
+                    Some(config.levels.autocompact_at.saturating_sub(tokens)),
+                );
+                context::economics::Batch {
+                    history: tokens,
+                    readable,
+                    saved,
+                }
+                .pays(expected)
+            });
         if last_rewrite.is_none() {
             last_rewrite = Some(tokens);
         }
@@ -392,13 +407,22 @@ fn microcompact_clears_when_it_pays_or_on_a_cold_cache() {
             "request {n}: {cleared:?}"
         );
         if !cleared.is_empty() {
+            sizes_at_clears.push(tokens);
             assert_eq!(cleared[0].1, context::MicrocompactReason::Pays);
             last_rewrite = Some(estimator.messages(&messages));
         }
         decisions.push(!cleared.is_empty());
     }
     let clears = decisions.iter().filter(|&&cleared| cleared).count();
-    assert!((2..=12).contains(&clears), "{decisions:?}");
+    assert!((1..=6).contains(&clears), "{decisions:?}");
+    assert!(
+        sizes_at_clears.iter().all(|&tokens| tokens >= floor),
+        "a batch below the floor: {sizes_at_clears:?}"
+    );
+    assert!(
+        decisions[..20].iter().all(|&cleared| !cleared),
+        "nothing while the history is far below the floor: {decisions:?}"
+    );
     assert!(
         !decisions.windows(2).any(|pair| pair[0] && pair[1]),
         "a batch right after a batch: {decisions:?}"

@@ -143,6 +143,8 @@ proptest! {
         let mut config = ContextConfig::for_model(Tokens(200_000), Tokens(64_000));
         config.levels = WaterLevels::custom(Tokens(200_000), Tokens(20_000), Tokens(150_000), Tokens(179_000));
         config.microcompact.keep_recent = keep;
+        // These histories are small: no floor, so the cost model decides every batch.
+        config.microcompact.floor_percent = 0;
         let first_rewrite_config = config.microcompact.clone();
         let mut manager = ContextManager::new(config);
         let summarizer = FakeSummarizer::new("s".into(), Tokens(1_000_000));

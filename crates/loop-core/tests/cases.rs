@@ -636,7 +636,9 @@ async fn a_long_session_keeps_its_cache_prefix_but_where_a_batch_pays() {
     );
     let mut config = config();
     // About 550 tokens a turn, 30 turns, autocompact at 14,000: batches clear when their
-    // saved reads pay for their rewrite, and autocompact never comes.
+    // saved reads pay for their rewrite (no floor: the context crate's tests have it), and
+    // autocompact never comes.
+    config.context.microcompact.floor_percent = 0;
     config.context.levels = context::WaterLevels::custom(
         context::Tokens(200_000),
         context::Tokens(20_000),
