@@ -185,6 +185,7 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
             let exe = std::env::current_exe()
                 .map_err(|error| format!("could not find the helper itself: {error}"))?;
             let status = Command::new(exe)
+                .env(PARENT_ENV, process_identity("self")?)
                 .arg(HELPER_ARG)
                 .arg(init.as_str())
                 .arg(policy_json)
@@ -213,6 +214,15 @@ fn init(
     args: &[OsString],
 ) -> Result<Infallible, String> {
     use nix::sys::wait::{WaitStatus, wait};
+    // The parent-death signal is set (in `helper`), but `run` may have died before that,
+    // stopped in its first milliseconds: then nothing would ever kill this process and the
+    // program. `run` said who it is; if that process is gone, so are we (and, process 1 of
+    // the namespace, everything in it).
+    let parent = std::env::var(PARENT_ENV).unwrap_or_default();
+    let (pid, _) = parent.split_once(':').unwrap_or_default();
+    if process_identity(pid).ok().as_deref() != Some(parent.as_str()) {
+        std::process::exit(128 + Signal::SIGKILL as i32);
+    }
     // A session of our own: no controlling terminal to inject keys into.
     let _ = nix::unistd::setsid();
     // Not traceable by the command (same user): it could otherwise clear our death signal.
@@ -221,6 +231,7 @@ fn init(
     restrict(policy, true, net_isolated, was_root)?;
     let child = Command::new(program)
         .args(args)
+        .env_remove(PARENT_ENV)
         .current_dir(cwd)
         .spawn()
         .map_err(|error| format!("could not run {}: {error}", program.to_string_lossy()))?;
@@ -235,6 +246,32 @@ fn init(
             Err(error) => return Err(format!("waiting for the command: {error}")),
         }
     }
+}
+
+/// The variable by which `run` tells `init` who its parent is (`PID:STARTTIME`).
+const PARENT_ENV: &str = "AGENT_SANDBOX_PARENT";
+
+/// `PID:STARTTIME` of the live process `pid` (`self`, or a number) from `/proc/PID/stat`:
+/// the start time (field 22, clock ticks since boot) tells a live process from a later one
+/// that took its PID. A process that has exited and waits to be reaped (state `Z` or `X`)
+/// is gone: its death signal to its children has already been sent.
+fn process_identity(pid: &str) -> Result<String, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|error| format!("could not read /proc/{pid}/stat: {error}"))?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let (own_pid, rest) = stat
+        .split_once(" (")
+        .zip(stat.rfind(") "))
+        .map(|((own_pid, _), close)| (own_pid, &stat[close + 2..]))
+        .ok_or_else(|| format!("/proc/{pid}/stat: unexpected format"))?;
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return Err(format!("process {pid} has exited"));
+    }
+    let start = fields
+        .nth(18)
+        .ok_or_else(|| format!("/proc/{pid}/stat: no start time"))?;
+    Ok(format!("{own_pid}:{start}"))
 }
 
 /// Restricts this (throwaway) process with an empty ruleset and reports whether the kernel

@@ -1292,10 +1292,13 @@ pub struct Prepared {
 pub struct PlaceholderGuard {
     // Held for its `Drop`, which removes the placeholders.
     _placeholders: Placeholders,
-    /// bubblewrap's `--json-status-fd`, read end.
+    /// bubblewrap's `--json-status-fd`, read end (non-blocking once first read); `None`
+    /// once it closed (or for another back end).
     status: Option<std::io::PipeReader>,
-    /// What it said, once read.
-    said: Option<Vec<u8>>,
+    /// What it said so far.
+    said: Vec<u8>,
+    /// Whether it closed (bubblewrap exited), so `said` is all it will say.
+    closed: bool,
 }
 
 impl PlaceholderGuard {
@@ -1306,15 +1309,70 @@ impl PlaceholderGuard {
     /// probed again at the next start ([`probe_cache`]). A command of its own exiting 1 has
     /// its `exit-code` reported; bubblewrap killed by a signal (a timeout) is not 1.
     pub fn exited(mut self, status: std::process::ExitStatus) {
-        let said = self.status.take().and_then(read_status);
+        self.read_status();
         if status.code() == Some(1)
-            && said
-                .as_ref()
-                .is_some_and(|said| !said.windows(11).any(|window| window == b"\"exit-code\""))
+            && self.closed
+            && !self
+                .said
+                .windows(11)
+                .any(|window| window == b"\"exit-code\"")
         {
             probe_cache::forget();
         }
-        self.said = said;
+    }
+
+    /// Kills every process of the sandbox: SIGKILL to bubblewrap's child, PID 1 of the
+    /// sandbox's PID namespace, whose death makes the kernel kill the rest of the namespace.
+    /// For a command being stopped: stopping its process group reaches bubblewrap, not the
+    /// sandbox's processes (bubblewrap's `--new-session` puts them in a session of their
+    /// own), which die with bubblewrap only if its `--die-with-parent` was set up before
+    /// bubblewrap was killed (a command stopped in its first milliseconds races it). The
+    /// process is named by bubblewrap's status (`child-pid`) and checked to be in the
+    /// sandbox's mount namespace first, so a reused PID is never hit. Does nothing for
+    /// another back end, or before bubblewrap reported its child.
+    pub fn kill_sandbox(&mut self) {
+        self.read_status();
+        let (Some(pid), Some(namespace)) = (
+            json_number(&self.said, "child-pid"),
+            json_number(&self.said, "mnt-namespace"),
+        ) else {
+            return;
+        };
+        let Ok(pid) = i32::try_from(pid) else {
+            return;
+        };
+        if in_mount_namespace(&format!("/proc/{pid}"), namespace) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
+    /// Reads what bubblewrap's status descriptor holds now, never waiting.
+    fn read_status(&mut self) {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        use std::io::Read as _;
+        let Some(reader) = self.status.as_mut() else {
+            return;
+        };
+        if fcntl(&*reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).is_err() {
+            self.status = None;
+            return;
+        }
+        let mut buffer = [0u8; 1024];
+        loop {
+            match reader.read(&mut buffer) {
+                Ok(0) => {
+                    self.closed = true;
+                    self.status = None;
+                    return;
+                }
+                Ok(count) => self.said.extend_from_slice(&buffer[..count]),
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
     }
 }
 
@@ -1330,11 +1388,9 @@ impl Drop for PlaceholderGuard {
         if self._placeholders.is_empty() {
             return;
         }
-        let said = self
-            .said
-            .take()
-            .or_else(|| self.status.take().and_then(read_status));
-        let Some(namespace) = said.as_deref().and_then(mount_namespace) else {
+        self.read_status();
+        let namespace = json_number(&self.said, "mnt-namespace");
+        let Some(namespace) = namespace.filter(|_| self.closed) else {
             // No status (another back end, or bubblewrap still running): as before.
             return;
         };
@@ -1357,22 +1413,12 @@ impl Drop for PlaceholderGuard {
 /// [`PlaceholderGuard`]'s `Drop`).
 const NAMESPACE_EMPTY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What bubblewrap wrote on its status descriptor (`reader`), once it closed it; `None`
-/// while it is still open (never waits).
-fn read_status(mut reader: std::io::PipeReader) -> Option<Vec<u8>> {
-    use nix::fcntl::{FcntlArg, OFlag, fcntl};
-    use std::io::Read as _;
-    fcntl(&reader, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).ok()?;
-    let mut said = Vec::new();
-    reader.read_to_end(&mut said).ok()?;
-    Some(said)
-}
-
-/// The sandbox's mount namespace (its inode) from bubblewrap's status:
-/// `{ "child-pid": N, "mnt-namespace": M, ... }`.
-fn mount_namespace(said: &[u8]) -> Option<u64> {
+/// The number after `"key":` in bubblewrap's status (`{ "child-pid": N, "mnt-namespace":
+/// M, ... }`: the sandbox's first process and its mount namespace's inode).
+fn json_number(said: &[u8], key: &str) -> Option<u64> {
     let text = String::from_utf8_lossy(said);
-    let rest = &text[text.find("\"mnt-namespace\":")? + "\"mnt-namespace\":".len()..];
+    let quoted = format!("\"{key}\":");
+    let rest = &text[text.find(&quoted)? + quoted.len()..];
     let digits: String = rest
         .trim_start()
         .chars()
@@ -1381,10 +1427,15 @@ fn mount_namespace(said: &[u8]) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Whether the process at `proc_dir` (`/proc/N`) is in the mount namespace `inode`.
+fn in_mount_namespace(proc_dir: &str, inode: u64) -> bool {
+    std::fs::read_link(format!("{proc_dir}/ns/mnt"))
+        .is_ok_and(|link| link.as_os_str() == format!("mnt:[{inode}]").as_str())
+}
+
 /// Whether a process is in the mount namespace `inode` (`/proc/*/ns/mnt` reads
 /// `mnt:[inode]`).
 fn mount_namespace_in_use(inode: u64) -> bool {
-    let wanted = format!("mnt:[{inode}]");
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return false;
     };
@@ -1394,8 +1445,7 @@ fn mount_namespace_in_use(inode: u64) -> bool {
             .to_string_lossy()
             .bytes()
             .all(|b| b.is_ascii_digit())
-            && std::fs::read_link(entry.path().join("ns/mnt"))
-                .is_ok_and(|link| link.as_os_str() == wanted.as_str())
+            && in_mount_namespace(&entry.path().to_string_lossy(), inode)
     })
 }
 
@@ -1476,7 +1526,8 @@ impl Sandbox {
                     guard: PlaceholderGuard {
                         _placeholders: placeholders,
                         status: Some(status),
-                        said: None,
+                        said: Vec::new(),
+                        closed: false,
                     },
                 })
             }
@@ -1698,8 +1749,8 @@ mod tests {
     fn a_mount_namespace_is_in_use_while_a_process_is_in_it() {
         let said =
             b"{ \"child-pid\": 16629, \"mnt-namespace\": 4026532174 }\n{ \"exit-code\": 0 }\n";
-        assert_eq!(mount_namespace(said), Some(4_026_532_174));
-        assert_eq!(mount_namespace(b"{ \"exit-code\": 0 }"), None);
+        assert_eq!(json_number(said, "mnt-namespace"), Some(4_026_532_174));
+        assert_eq!(json_number(b"{ \"exit-code\": 0 }", "mnt-namespace"), None);
         let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
         let own: u64 = own
             .to_string_lossy()

@@ -188,9 +188,15 @@ async fn git_status(cwd: &Path, sandbox: &tools::SandboxConfig, trusted: bool) -
             .kill_on_drop(true)
             .output(),
     )
-    .await
-    .ok()?
-    .ok()?;
+    .await;
+    let Ok(Ok(output)) = output else {
+        // Timed out (bubblewrap is killed on drop) or failed: nothing left in its sandbox.
+        if let Some(mut guard) = placeholders {
+            guard.kill_sandbox();
+            tools::release_sandbox(Some(guard), None);
+        }
+        return None;
+    };
     tracing::debug!(target: "timeline", "git status: done");
     if let Some(guard) = placeholders {
         guard.exited(output.status);

@@ -607,7 +607,7 @@ impl BackgroundTasks {
             ended,
         });
         let (watched, tasks) = (Arc::clone(&task), self.clone());
-        let placeholders = launch.placeholders.take();
+        let mut placeholders = launch.placeholders.take();
         if let Some(deadline) = launch.deadline {
             let timed = Arc::clone(&task);
             tokio::spawn(async move {
@@ -624,7 +624,12 @@ impl BackgroundTasks {
                 }
             };
             let status = follow(&watched, pipe, &mut child, &mut file, &on_line).await;
-            drop(placeholders);
+            // Whatever the command left in its sandbox goes with it; the placeholders once
+            // the last of it is gone, off the runtime's threads.
+            if let Some(placeholders) = placeholders.as_mut() {
+                placeholders.kill_sandbox();
+            }
+            crate::bash::release_sandbox(placeholders, None);
             crate::bash::unregister_group(group);
             {
                 let mut state = watched.lock();

@@ -778,9 +778,9 @@ async fn run(
         }
     };
 
-    stop_group(group, &mut child).await;
+    stop_command(group, &mut child, placeholders.as_mut()).await;
     drain(&mut pipe, &mut buffer, &mut output).await;
-    sandbox_exited(&mut placeholders, status);
+    release_sandbox(placeholders.take(), status);
     guard.disarm();
     // Colours and other escape sequences are for a terminal: the model gets the text, the
     // structured result (the terminal's rows, hooks) keeps what the command printed.
@@ -839,18 +839,28 @@ async fn run(
     }
 }
 
-/// After everything a command started is stopped: a sandbox whose process exited with
-/// `status` tells whether it could be set up (else its recorded back end is probed again
-/// at the next start, see [`sandbox::PlaceholderGuard::exited`]); the placeholders of one
-/// that did not exit stay in `placeholders`, dropped when the call ends, as they always were.
-fn sandbox_exited(
-    placeholders: &mut Option<sandbox::PlaceholderGuard>,
+/// After everything a sandboxed command started is stopped (its sandbox killed:
+/// [`sandbox::PlaceholderGuard::kill_sandbox`]): a sandbox whose process exited with
+/// `status` tells whether it could be set up (else its recorded back end is probed again at
+/// the next start, see [`sandbox::PlaceholderGuard::exited`]), and its placeholders go once
+/// its last process is gone. That wait (up to 10 s while the kernel kills hundreds of
+/// processes) runs on a blocking thread when called on a tokio runtime: on the runtime's own
+/// threads it froze the terminal and every other task (found when Ctrl-C in a command's
+/// first milliseconds left its sandbox running).
+pub fn release_sandbox(
+    placeholders: Option<sandbox::PlaceholderGuard>,
     status: Option<ExitStatus>,
 ) {
-    if let Some(exit) = status
-        && let Some(placeholders) = placeholders.take()
-    {
-        placeholders.exited(exit);
+    let Some(placeholders) = placeholders else {
+        return;
+    };
+    let release = move || match status {
+        Some(exit) => placeholders.exited(exit),
+        None => drop(placeholders),
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(release)),
+        Err(_) => release(),
     }
 }
 
@@ -1141,6 +1151,20 @@ fn report(status: ExitStatus, text: String, note: Option<String>) -> ToolOutput 
         Some(failure) if body.is_empty() => ToolOutput::error(format!("{failure} (no output)")),
         Some(failure) => ToolOutput::error(format!("{body}\n\n{failure}")),
     }
+}
+
+/// Stops everything a command started: what is in its sandbox
+/// ([`sandbox::PlaceholderGuard::kill_sandbox`]: the sandbox's processes are in a session of
+/// their own, out of the group's reach), then its process group ([`stop_group`]).
+async fn stop_command(
+    group: Pid,
+    child: &mut Child,
+    sandbox: Option<&mut sandbox::PlaceholderGuard>,
+) {
+    if let Some(sandbox) = sandbox {
+        sandbox.kill_sandbox();
+    }
+    stop_group(group, child).await;
 }
 
 /// Stops whatever is left in the process group: SIGTERM, then SIGKILL after

@@ -101,7 +101,7 @@ pub mod watch;
 pub mod web;
 mod write;
 
-pub use bash::kill_running_commands;
+pub use bash::{kill_running_commands, release_sandbox};
 pub use edit::preview as preview_edit;
 pub use error::Error;
 pub use files::{

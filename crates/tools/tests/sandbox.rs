@@ -130,6 +130,51 @@ signal.pause()
     }
 }
 
+/// A command stopped in its first milliseconds (Ctrl-C right after the model asked for it)
+/// leaves nothing running in its sandbox, and the call ends at once: stopping the command's
+/// process group reaches bubblewrap, not the sandbox's own session, whose processes died
+/// with bubblewrap only when its `--die-with-parent` was set up in time (found when the
+/// terminal froze for 10 s on such a Ctrl-C and a `sleep 30` outlived the session).
+async fn a_command_stopped_at_once_leaves_nothing_running() {
+    let Some(env) = session("sbx-stop-at-once", |_| {}) else {
+        return;
+    };
+    for (round, delay_ms) in [0u64, 1, 2, 5, 10, 20].into_iter().enumerate() {
+        // Distinct for each round and back end (both run in this process).
+        static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let marker = format!("sleep 3{round}.{run:03}");
+        let context = env.context();
+        let cancel = context.cancel.clone();
+        let tool = env.set.tool("Bash").unwrap();
+        let call = tokio::spawn({
+            let command = marker.clone();
+            async move { tool.call(json!({ "command": command }), context).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+        let stopped = std::time::Instant::now();
+        cancel.cancel();
+        let _ = call.await.unwrap();
+        assert!(
+            stopped.elapsed() < std::time::Duration::from_secs(3),
+            "round {round}: the call took {:?} to end",
+            stopped.elapsed()
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let running = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+                .any(|cmdline| cmdline == format!("{}\0", marker.replace(' ', "\0")).as_bytes())
+        };
+        while running() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(!running(), "round {round}: `{marker}` outlived its call");
+    }
+}
+
 async fn default_mode_commands_run_read_only_without_a_question() {
     let Some(env) = session("sbx-default", |_| {}) else {
         return;
@@ -515,11 +560,14 @@ static CURRENT: Mutex<Option<tools::SandboxConfig>> = Mutex::new(None);
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
 
-const SANDBOXED: [(&str, Test); 9] = [
+const SANDBOXED: [(&str, Test); 10] = [
     (
         "processes_outliving_a_command_cannot_create_protected_paths",
         || Box::pin(processes_outliving_a_command_cannot_create_protected_paths()),
     ),
+    ("a_command_stopped_at_once_leaves_nothing_running", || {
+        Box::pin(a_command_stopped_at_once_leaves_nothing_running())
+    }),
     (
         "a_refused_workspace_write_is_asked_about_and_run_again_writable",
         || Box::pin(a_refused_workspace_write_is_asked_about_and_run_again_writable()),

@@ -68,6 +68,16 @@ async fn read_capped(mut pipe: impl AsyncRead + Unpin, kept: Arc<Mutex<Vec<u8>>>
     }
 }
 
+/// A hook's sandbox placeholders, released off the runtime's threads whichever way the hook
+/// ends ([`tools::release_sandbox`]).
+struct Released(Option<tools::sandbox::PlaceholderGuard>);
+
+impl Drop for Released {
+    fn drop(&mut self) {
+        tools::release_sandbox(self.0.take(), None);
+    }
+}
+
 /// Runs one hook (`launch`) with `input` on stdin (`None`: nothing, stdin is closed). `Err`
 /// says what went wrong, for a line after the hook's command: it could not start, or it
 /// timed out (and was killed).
@@ -77,9 +87,10 @@ pub async fn run(
     timeout: Duration,
     input: Option<&Value>,
 ) -> Result<Exit, String> {
-    // `_placeholders` lives until the hook is done (the sandbox's placeholders).
-    let (line, _placeholders) =
+    // `placeholders` lives until the hook is done (the sandbox's placeholders).
+    let (line, placeholders) =
         command_line(env, launch).map_err(|error| format!("could not start: {error}"))?;
+    let mut placeholders = Released(placeholders);
     let child = tokio::process::Command::from(line)
         .stdin(if input.is_some() {
             Stdio::piped()
@@ -116,8 +127,14 @@ pub async fn run(
     let status = match status {
         Ok(Ok(status)) => status,
         Ok(Err(error)) => return Err(format!("failed: {error}")),
-        // `group` kills the hook and everything it started on the way out.
-        Err(_) => return Err(format!("timed out after {}", seconds(timeout))),
+        // `group` kills the hook and everything it started on the way out, `placeholders`
+        // what it left in its sandbox.
+        Err(_) => {
+            if let Some(guard) = placeholders.0.as_mut() {
+                guard.kill_sandbox();
+            }
+            return Err(format!("timed out after {}", seconds(timeout)));
+        }
     };
     // It exited: the guard has ended what it left in the background (without a guard, as
     // in unit tests, that goes on).
