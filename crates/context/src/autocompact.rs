@@ -109,7 +109,7 @@ pub struct SummaryRequest {
 
 /// The main request's parts a summary shares when it is sent as a fork of that request:
 /// everything the prompt cache keys on (model, tools, system, thinking) is the main
-/// request's, so the history before [`Fork::breakpoint`] is read from the cache.
+/// request's, so the history up to [`Fork::breakpoints`] is read from the cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fork {
     /// The model the main request went to.
