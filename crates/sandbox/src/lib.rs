@@ -1349,6 +1349,17 @@ impl PlaceholderGuard {
         }
     }
 
+    /// Whether dropping the guard may wait: it holds placeholders, bubblewrap has exited,
+    /// and a process is still in the sandbox's mount namespace (the kernel still killing
+    /// it). `false` when nothing is known (another back end, bubblewrap still running).
+    pub fn must_wait(&mut self) -> bool {
+        if self._placeholders.is_empty() {
+            return false;
+        }
+        self.read_status();
+        self.closed && json_number(&self.said, "mnt-namespace").is_some_and(mount_namespace_in_use)
+    }
+
     /// Reads what bubblewrap's status descriptor holds now, never waiting.
     fn read_status(&mut self) {
         use nix::fcntl::{FcntlArg, OFlag, fcntl};

@@ -843,24 +843,26 @@ async fn run(
 /// [`sandbox::PlaceholderGuard::kill_sandbox`]): a sandbox whose process exited with
 /// `status` tells whether it could be set up (else its recorded back end is probed again at
 /// the next start, see [`sandbox::PlaceholderGuard::exited`]), and its placeholders go once
-/// its last process is gone. That wait (up to 10 s while the kernel kills hundreds of
-/// processes) runs on a blocking thread when called on a tokio runtime: on the runtime's own
-/// threads it froze the terminal and every other task (found when Ctrl-C in a command's
-/// first milliseconds left its sandbox running).
+/// its last process is gone: at once when it is (the usual case, so a caller sees them gone
+/// when this returns), else on a blocking thread when called on a tokio runtime (up to 10 s
+/// while the kernel kills hundreds of processes: on the runtime's own threads that wait
+/// froze the terminal and every other task, found when Ctrl-C in a command's first
+/// milliseconds left its sandbox running).
 pub fn release_sandbox(
     placeholders: Option<sandbox::PlaceholderGuard>,
     status: Option<ExitStatus>,
 ) {
-    let Some(placeholders) = placeholders else {
+    let Some(mut placeholders) = placeholders else {
         return;
     };
+    let wait = placeholders.must_wait();
     let release = move || match status {
         Some(exit) => placeholders.exited(exit),
         None => drop(placeholders),
     };
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn_blocking(release)),
-        Err(_) => release(),
+        Ok(runtime) if wait => drop(runtime.spawn_blocking(release)),
+        _ => release(),
     }
 }
 
