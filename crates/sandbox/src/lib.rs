@@ -1349,6 +1349,15 @@ impl PlaceholderGuard {
         }
     }
 
+    /// Whether [`Self::kill_sandbox`] can reach the sandbox: bubblewrap has named its first
+    /// process, or has exited, or this is another back end. bubblewrap names it within
+    /// milliseconds of starting; killed before that, it never will, and the sandbox (already
+    /// in a session of its own) would outlive it: wait for this before stopping a command.
+    pub fn sandbox_known(&mut self) -> bool {
+        self.read_status();
+        self.status.is_none() || json_number(&self.said, "child-pid").is_some()
+    }
+
     /// Whether dropping the guard may wait: it holds placeholders, bubblewrap has exited,
     /// and a process is still in the sandbox's mount namespace (the kernel still killing
     /// it). `false` when nothing is known (another back end, bubblewrap still running).

@@ -1157,17 +1157,32 @@ fn report(status: ExitStatus, text: String, note: Option<String>) -> ToolOutput 
 
 /// Stops everything a command started: what is in its sandbox
 /// ([`sandbox::PlaceholderGuard::kill_sandbox`]: the sandbox's processes are in a session of
-/// their own, out of the group's reach), then its process group ([`stop_group`]).
+/// their own, out of the group's reach), then its process group ([`stop_group`]). bubblewrap
+/// is not stopped before it has named the sandbox's first process (at most
+/// [`SANDBOX_REPORT_WAIT`]): stopped earlier it never would, and the sandbox would run on
+/// (found by an attack: a 1 ms timeout left one running about once in 200 runs).
 async fn stop_command(
     group: Pid,
     child: &mut Child,
-    sandbox: Option<&mut sandbox::PlaceholderGuard>,
+    mut sandbox: Option<&mut sandbox::PlaceholderGuard>,
 ) {
-    if let Some(sandbox) = sandbox {
+    if let Some(sandbox) = sandbox.as_deref_mut() {
+        let deadline = Instant::now() + SANDBOX_REPORT_WAIT;
+        while !sandbox.sandbox_known() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         sandbox.kill_sandbox();
     }
     stop_group(group, child).await;
+    // bubblewrap has exited: what it said is complete.
+    if let Some(sandbox) = sandbox {
+        sandbox.kill_sandbox();
+    }
 }
+
+/// How long a command being stopped may take to name its sandbox's first process (see
+/// [`stop_command`]); bubblewrap does within milliseconds.
+const SANDBOX_REPORT_WAIT: Duration = Duration::from_millis(500);
 
 /// Stops whatever is left in the process group: SIGTERM, then SIGKILL after
 /// [`TERM_GRACE`]. Reaps the shell itself so its zombie does not keep the group alive.
