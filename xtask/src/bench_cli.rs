@@ -227,33 +227,30 @@ pub fn run(root: &Path, target: &Path, cargo: Command, only: Only) -> Result<()>
 }
 
 /// Builds the working tree's `agent` and `testkit` in release mode; returns their paths.
-pub(crate) fn build_tree(
-    root: &Path,
-    target: &Path,
-    mut cargo: Command,
-) -> Result<(PathBuf, PathBuf)> {
-    let status = cargo
-        .args(["build", "--release", "-p", "agent", "-p", "testkit"])
-        .current_dir(root)
-        .status()
-        .context("running cargo build")?;
-    ensure!(status.success(), "cargo build --release failed");
-    Ok((target.join("release/agent"), target.join("release/testkit")))
+pub(crate) fn build_tree(root: &Path, target: &Path, cargo: Command) -> Result<(PathBuf, PathBuf)> {
+    build_tree_in(root, target, cargo, true)
 }
 
-/// Builds the working tree's `agent` and `testkit` in the dev profile; returns their paths.
-pub(crate) fn build_tree_debug(
+/// Builds the working tree's `agent` and `testkit`, in release mode or (quicker to build)
+/// the dev profile; returns their paths.
+pub(crate) fn build_tree_in(
     root: &Path,
     target: &Path,
     mut cargo: Command,
+    release: bool,
 ) -> Result<(PathBuf, PathBuf)> {
+    cargo.arg("build");
+    if release {
+        cargo.arg("--release");
+    }
     let status = cargo
-        .args(["build", "-p", "agent", "-p", "testkit"])
+        .args(["-p", "agent", "-p", "testkit"])
         .current_dir(root)
         .status()
         .context("running cargo build")?;
     ensure!(status.success(), "cargo build failed");
-    Ok((target.join("debug/agent"), target.join("debug/testkit")))
+    let profile = target.join(if release { "release" } else { "debug" });
+    Ok((profile.join("agent"), profile.join("testkit")))
 }
 
 /// `bench-cli --ab COMMIT [--runs N]`: the 4-turn session by `commit`'s build and the

@@ -110,11 +110,12 @@ fn main() -> ExitCode {
         Some("bench-cache") if rest.first().is_some_and(|flag| flag == "--long") => {
             bench_cache_long_args(&rest[1..]).and_then(|options| {
                 workspace().and_then(|ws| {
-                    let (agent, testkit) = if options.debug {
-                        bench_cli::build_tree_debug(&ws.root, &ws.target_dir, cargo())?
-                    } else {
-                        bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())?
-                    };
+                    let (agent, testkit) = bench_cli::build_tree_in(
+                        &ws.root,
+                        &ws.target_dir,
+                        cargo(),
+                        !options.debug,
+                    )?;
                     let earlier = options
                         .commit
                         .map(|commit| {
@@ -142,11 +143,8 @@ fn main() -> ExitCode {
             };
             agent.and_then(|(agent, debug)| {
                 workspace().and_then(|ws| {
-                    let (built, testkit) = if debug {
-                        bench_cli::build_tree_debug(&ws.root, &ws.target_dir, cargo())?
-                    } else {
-                        bench_cli::build_tree(&ws.root, &ws.target_dir, cargo())?
-                    };
+                    let (built, testkit) =
+                        bench_cli::build_tree_in(&ws.root, &ws.target_dir, cargo(), !debug)?;
                     bench_cache::run(&built, &testkit, agent.as_deref())
                 })
             })

@@ -1669,14 +1669,10 @@ async fn a_compaction_is_saved_and_continue_resumes_from_the_summary() {
     // the end of that request's messages (model, max_tokens, every message and breakpoint),
     // then the turn since and the instruction; the same system and tools. The API reads
     // that prefix from the cache.
-    let (main, fork) = (&server.requests()[1].body, &server.requests()[2].body);
-    let shared = main.iter().zip(fork).take_while(|(a, b)| a == b).count();
-    let messages_end = String::from_utf8_lossy(main)
-        .find(r#"],"system":"#)
-        .unwrap();
-    assert_eq!(
-        shared, messages_end,
-        "the fork leaves the main request where its messages end"
+    common::assert_forks(
+        &server.requests()[1].body,
+        &server.requests()[2].body,
+        "the fork leaves the main request where its messages end",
     );
     let (main, fork) = (server.requests()[1].json(), server.requests()[2].json());
     assert_eq!(main["system"], fork["system"]);

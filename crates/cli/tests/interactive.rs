@@ -1793,14 +1793,10 @@ async fn slash_commands_report_and_act() {
     let summary = messages(&server, 4);
     // The summary is a fork of the last main request: its bytes are that request's up to
     // the end of its messages (the prompt cache reads them), the same system and tools.
-    let (main, fork) = (&server.requests()[3].body, &server.requests()[4].body);
-    let shared = main.iter().zip(fork).take_while(|(a, b)| a == b).count();
-    let messages_end = String::from_utf8_lossy(main)
-        .find(r#"],"system":"#)
-        .unwrap();
-    assert_eq!(
-        shared, messages_end,
-        "/compact's request forks the last main request"
+    common::assert_forks(
+        &server.requests()[3].body,
+        &server.requests()[4].body,
+        "/compact's request forks the last main request",
     );
     assert_eq!(
         server.requests()[3].json()["tools"],

@@ -452,7 +452,7 @@ pub async fn compact_as_fork(
     .await
 }
 
-async fn compact_inner(
+pub(crate) async fn compact_inner(
     messages: &[MessageParam],
     window: Tokens,
     config: &CompactConfig,

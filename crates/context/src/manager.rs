@@ -7,7 +7,7 @@ use protocol::{MessageParam, ToolUseId, Usage};
 
 use crate::autocompact::{
     CompactConfig, CompactError, FORK_SUFFIX, FileSource, Fork, MAX_CONSECUTIVE_FAILURES,
-    SUMMARY_PROMPT, Summarizer, compact, compact_as_fork,
+    SUMMARY_PROMPT, Summarizer, compact_inner,
 };
 use crate::budget::{BudgetConfig, ReplacementLog, ResultStore, apply_budget};
 use crate::economics::{Batch, expected_requests};
@@ -322,7 +322,8 @@ impl ContextManager {
     }
 
     /// Whether microcompact should clear `planned` now, and why: the cache is cold, or the
-    /// batch pays by the cost model of [`crate::economics`]. `tokens` is the whole prompt,
+    /// batch pays by the cost model of [`crate::economics`] (the caller has checked the
+    /// floor). `tokens` is the whole prompt,
     /// `overhead` the system prompt's and tools' part of it.
     fn microcompact_reason(
         &self,
@@ -337,12 +338,6 @@ impl ContextManager {
             return Some(MicrocompactReason::ColdCache);
         }
         let levels = &self.config.levels;
-        let floor = levels.autocompact_at.0
-            * u64::from(self.config.microcompact.floor_percent.min(100))
-            / 100;
-        if tokens.0 < floor {
-            return None;
-        }
         let estimator = self.estimator.as_ref();
         let saved = planned
             .iter()
@@ -396,7 +391,16 @@ impl ContextManager {
         idle: Option<Duration>,
         events: &mut Vec<ContextEvent>,
     ) -> Tokens {
-        let planned = plan(messages, &self.config.microcompact);
+        // Below the floor with a warm cache nothing is cleared: no need to look (every
+        // request comes here).
+        let config = &self.config.microcompact;
+        let floor =
+            self.config.levels.autocompact_at.0 * u64::from(config.floor_percent.min(100)) / 100;
+        let cold = idle.is_some_and(|idle| idle > config.cache_ttl);
+        if tokens.0 < floor && !cold {
+            return tokens;
+        }
+        let planned = plan(messages, config);
         if let Some(reason) = self.microcompact_reason(messages, &planned, tokens, overhead, idle) {
             let report = apply(messages, planned);
             if report.cleared > 0 {
@@ -626,15 +630,10 @@ impl ContextManager {
             .summary_max_output
             .min(self.config.levels.output_reserve);
         let estimator = self.estimator.as_ref();
-        let compacted = match fork {
-            Some(fork) => {
-                compact_as_fork(
-                    messages, window, &config, estimator, summarizer, files, fork,
-                )
-                .await?
-            }
-            None => compact(messages, window, &config, estimator, summarizer, files).await?,
-        };
+        let compacted = compact_inner(
+            messages, window, &config, estimator, summarizer, files, fork,
+        )
+        .await?;
         let after = overhead + self.estimator.messages(&compacted.messages);
         tracing::info!(summarized = compacted.summarized, %after, "autocompact");
         Ok((

@@ -282,3 +282,14 @@ pub fn ci_install(what: &str, variable: &str, folder: &str, present: &[&str]) ->
     );
     None
 }
+
+/// Asserts that the request body `fork` is a fork of `main` (a summary sent from the cached
+/// prefix): the same bytes exactly up to the end of `main`'s messages (model, `max_tokens`,
+/// every message and breakpoint), then its own; `what` names it in the failure.
+pub fn assert_forks(main: &[u8], fork: &[u8], what: &str) {
+    let shared = main.iter().zip(fork).take_while(|(a, b)| a == b).count();
+    let messages_end = String::from_utf8_lossy(main)
+        .find(r#"],"system":"#)
+        .unwrap();
+    assert_eq!(shared, messages_end, "{what}");
+}
