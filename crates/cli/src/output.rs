@@ -91,6 +91,11 @@ impl Status {
         self.lock().tui = None;
     }
 
+    /// The interactive terminal's width in columns, when attached.
+    pub fn terminal_width(&self) -> Option<usize> {
+        self.lock().tui.as_ref().map(render::tui::Handle::width)
+    }
+
     /// The terminal's task, when attached.
     pub fn tui(&self) -> Option<render::tui::Handle> {
         self.lock().tui.clone()
@@ -675,9 +680,21 @@ impl Renderer {
         }
     }
 
+    /// Renders the Markdown blocks completed from now on at the interactive terminal's
+    /// width, which a resize may have changed since the stream began.
+    fn follow_width(&mut self) {
+        if let (Some(markdown), Some(width)) = (
+            &mut self.view.markdown,
+            self.view.status.as_ref().and_then(Status::terminal_width),
+        ) {
+            markdown.set_width(width.saturating_sub(1));
+        }
+    }
+
     /// Ends the text line being streamed, if any, before something else is written (with
     /// Markdown, the last block is rendered).
     fn end_text(&mut self) {
+        self.follow_width();
         if let Some(markdown) = &mut self.view.markdown {
             let lines = markdown.finish();
             self.print_rendered(&lines);
@@ -949,6 +966,7 @@ impl Renderer {
     fn text_delta(&mut self, text: &str) {
         self.turn.response_text_shown = true;
         self.view.answered = true;
+        self.follow_width();
         if let Some(markdown) = &mut self.view.markdown {
             // Complete blocks only: the cursor stays at a line's start, the spinner keeps
             // its line.

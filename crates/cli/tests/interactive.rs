@@ -23,6 +23,12 @@ struct Terminal {
     screen: Arc<Mutex<Vec<u8>>>,
     /// Rows and columns.
     size: (u16, u16),
+    /// Rows and columns before any resize.
+    start: (u16, u16),
+    /// Each resize: how many bytes of `screen` came before it, and the new size.
+    resizes: Vec<(usize, (u16, u16))>,
+    /// How the terminal model treats its rows on a resize.
+    model: testkit::screen::Resize,
 }
 
 impl Terminal {
@@ -93,15 +99,56 @@ impl Terminal {
             keyboard: master,
             screen,
             size: (rows, columns),
+            start: (rows, columns),
+            resizes: Vec::new(),
+            model: testkit::screen::Resize::Rewrap,
         }
     }
 
-    /// The terminal model after everything written so far (40 rows of 120 columns, as the
-    /// pseudo-terminal, and a scrollback).
+    /// The terminal model after everything written so far (the pseudo-terminal's size,
+    /// through every resize, and a scrollback).
     fn parser(&self) -> vt100::Parser {
-        let mut parser = vt100::Parser::new(self.size.0, self.size.1, 100_000);
-        parser.process(&self.screen.lock().unwrap());
+        let screen = self.screen.lock().unwrap();
+        let mut parser = vt100::Parser::new(self.start.0, self.start.1, 100_000);
+        let mut done = 0;
+        for (at, (rows, columns)) in &self.resizes {
+            parser.process(&screen[done..*at]);
+            parser = testkit::screen::resized(&parser, *rows, *columns, self.model);
+            done = *at;
+        }
+        parser.process(&screen[done..]);
         parser
+    }
+
+    /// Resizes the terminal to `rows` by `columns`, as a window drag does: the
+    /// pseudo-terminal's size is set where the output has come to (before an escape
+    /// sequence or a character not yet whole, which the model's replay cannot split), and
+    /// the agent gets `SIGWINCH` (it has no controlling terminal here for the kernel to
+    /// send it).
+    async fn resize(&mut self, rows: u16, columns: u16) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let size = rustix::termios::Winsize {
+            ws_row: rows,
+            ws_col: columns,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        let written = {
+            let screen = self.screen.lock().unwrap();
+            self.resizes.push((whole_up_to(&screen), (rows, columns)));
+            rustix::termios::tcsetwinsize(&self.keyboard, size).unwrap();
+            screen.len()
+        };
+        self.size = (rows, columns);
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id().unwrap()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGWINCH).unwrap();
+        // The agent redraws before anyone types: a key and the signal ready in the same
+        // poll lose the key in crossterm 0.29's event source (it returns the resize and
+        // drops the terminal's edge-triggered readiness) until the next key.
+        while self.screen.lock().unwrap().len() == written && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     /// Every row the terminal shows or scrolled away, in order, one a line.
@@ -110,26 +157,24 @@ impl Terminal {
         String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
     }
 
-    fn text(&self) -> String {
-        let mut parser = self.parser();
-        parser.screen_mut().set_scrollback(usize::MAX);
-        let back = parser.screen().scrollback();
-        let mut rows: Vec<String> = Vec::new();
-        let mut offset = back;
-        loop {
-            // At `offset`, the view's first row is row `back - offset` of the whole.
-            parser.screen_mut().set_scrollback(offset);
-            let first = back - offset;
-            for (index, row) in parser.screen().rows(0, self.size.1).enumerate() {
-                if first + index >= rows.len() {
-                    rows.push(row);
-                }
+    /// Like [`Self::text`], with the rows the terminal wrapped joined into the line they
+    /// continue.
+    fn logical_text(&self) -> String {
+        let mut text = String::new();
+        for (row, wrapped) in testkit::screen::all_rows(&self.parser()) {
+            text.push_str(&row);
+            if !wrapped {
+                text.push('\n');
             }
-            if offset == 0 {
-                break;
-            }
-            offset = offset.saturating_sub(usize::from(self.size.0));
         }
+        text
+    }
+
+    fn text(&self) -> String {
+        let rows: Vec<String> = testkit::screen::all_rows(&self.parser())
+            .into_iter()
+            .map(|(row, _)| row)
+            .collect();
         rows.join("\n")
     }
 
@@ -227,6 +272,49 @@ impl Terminal {
             .unwrap_or_else(|_| panic!("agent did not exit; the screen says:\n{}", self.text()))
             .unwrap();
         status.code().unwrap_or(-1)
+    }
+}
+
+/// How much of `bytes` ends with a whole escape sequence and a whole character: the length
+/// less an escape sequence still open at the end (CSI without its final byte, OSC without
+/// its terminator) or the first bytes of a UTF-8 character.
+fn whole_up_to(bytes: &[u8]) -> usize {
+    let tail = bytes.len().saturating_sub(256);
+    if let Some(escape) = bytes[tail..].iter().rposition(|b| *b == 0x1b) {
+        let at = tail + escape;
+        let rest = &bytes[at + 1..];
+        let whole = match rest.first() {
+            None => false,
+            Some(b'[') => rest[1..].iter().any(|b| (0x40..=0x7e).contains(b)),
+            // Ended by BEL (ended by `ESC \`, its last escape is that one's).
+            Some(b']') => rest.contains(&0x07),
+            Some(_) => true,
+        };
+        if !whole {
+            return at;
+        }
+    }
+    let lead = bytes
+        .iter()
+        .rev()
+        .take(4)
+        .position(|b| b & 0xc0 != 0x80)
+        .map(|back| bytes.len() - 1 - back);
+    match lead {
+        Some(at) => {
+            let needed = match bytes[at] {
+                b if b >= 0xf0 => 4,
+                b if b >= 0xe0 => 3,
+                b if b >= 0xc0 => 2,
+                _ => 1,
+            };
+            if bytes.len() - at < needed {
+                at
+            } else {
+                bytes.len()
+            }
+        }
+        None => bytes.len(),
     }
 }
 
@@ -3497,4 +3585,187 @@ async fn tab_completes_slash_commands_with_a_menu() {
     terminal.type_keys("\u{4}");
     assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
     assert_eq!(server.request_count(), 0);
+}
+
+/// The terminal narrowed from 120 to 60 columns while an approval waits with a long answer
+/// typed (rows as wide as the terminal), then widened to 90: on a terminal that re-wraps its
+/// rows (tmux, VTE, kitty...) and on one that cuts them (xterm, told by `XTERM_VERSION`),
+/// the question and the answer are in the scrollback once, the answer goes through, and
+/// what was written before the resize is kept.
+#[tokio::test]
+async fn a_resize_during_an_approval_leaves_one_question() {
+    use testkit::screen::Resize;
+    for model in [Resize::Rewrap, Resize::Cut] {
+        let repo = repo("interactive-resize-approval");
+        let command_text = format!("echo {}", "resized ".repeat(14).trim_end());
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().text("Running it.").tool_use(
+                "toolu_r",
+                "Bash",
+                json!({"command": command_text, "dangerouslyDisableSandbox": true}),
+            )),
+            Reply::turn(Turn::new().text("Done after the resize.")),
+        ]))
+        .await
+        .unwrap();
+        let mut agent = command(&repo, &server);
+        if model == Resize::Cut {
+            agent.env("XTERM_VERSION", "XTerm(390)");
+        }
+        let mut terminal = Terminal::spawn(agent);
+        terminal.model = model;
+        terminal.wait_prompt(1).await;
+        terminal.type_keys("first prompt\r");
+        terminal.wait_for("Allow?", 1).await;
+        let words: Vec<String> = (1..=40).map(|n| format!("w{n:02}")).collect();
+        terminal.answer(&format!("n, {}", words.join(" "))).await;
+        terminal.wait_for("w40", 1).await;
+        terminal.resize(40, 60).await;
+        terminal.resize(40, 90).await;
+        terminal.type_keys("\r");
+        terminal.wait_for("Done after the resize.", 1).await;
+        terminal.wait_prompt(2).await;
+        let text = terminal.text();
+        let logical = terminal.logical_text();
+        // The question's first row and the refusal's summary.
+        assert_eq!(
+            logical.matches("⏺ Bash(echo resized").count(),
+            2,
+            "{model:?}:\n{text}"
+        );
+        // Up to the refusal's summary (which quotes the answer again).
+        let asked = &logical[..logical.find('⎿').unwrap_or(logical.len())];
+        assert_eq!(text.matches("Allow?").count(), 1, "{model:?}:\n{text}");
+        for word in &words {
+            assert_eq!(
+                asked.matches(word.as_str()).count(),
+                1,
+                "{word} {model:?}:\n{text}"
+            );
+        }
+        let refusal = messages(&server, 1).last().unwrap().to_string();
+        assert!(
+            refusal.contains("w01 w02") && refusal.contains("w39 w40"),
+            "{refusal}"
+        );
+        assert_eq!(
+            text.matches("› first prompt").count(),
+            1,
+            "{model:?}:\n{text}"
+        );
+        assert_eq!(text.matches("Running it.").count(), 1, "{model:?}:\n{text}");
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    }
+}
+
+/// The terminal narrowed from 120 to 60 columns while an answer streams, then widened to
+/// 90 while its table streams: no row of it twice in the scrollback, every sentence whole
+/// (our rows break between words; only a re-wrapping terminal breaks inside one, which
+/// the model's line joining undoes), and every cell of the table there, drawn at the
+/// width the terminal had when the table was finished.
+#[tokio::test]
+async fn a_resize_while_streaming_keeps_every_line_once() {
+    use testkit::screen::Resize;
+    let sentences: Vec<String> = (1..=14)
+        .map(|n| format!("Sentence {n:02} of the answer has words enough to fill most of a row at a hundred and twenty columns."))
+        .collect();
+    let cells: Vec<Vec<String>> = (1..=4)
+        .map(|row| {
+            (1..=4)
+                .map(|column| {
+                    format!(
+                        "cell{row}{column} alpha{row}{column} beta{row}{column} gamma{row}{column}"
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let mut answer = sentences.join("\n\n");
+    answer.push_str("\n\n| First | Second | Third | Fourth |\n|---|---|---|---|\n");
+    for row in &cells {
+        answer.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    answer.push_str("\nThe end of the answer.");
+    for model in [Resize::Rewrap, Resize::Cut] {
+        let repo = repo("interactive-resize-stream");
+        let server = Server::start_tls(Script::new(vec![
+            Reply::turn(Turn::new().text(&answer)).faults(testkit::Faults {
+                spread_over: Some(Duration::from_secs(3)),
+                ..testkit::Faults::default()
+            }),
+        ]))
+        .await
+        .unwrap();
+        let mut agent = command(&repo, &server);
+        if model == Resize::Cut {
+            agent.env("XTERM_VERSION", "XTerm(390)");
+        }
+        let mut terminal = Terminal::spawn(agent);
+        terminal.model = model;
+        terminal.wait_prompt(1).await;
+        terminal.type_keys("stream\r");
+        terminal.wait_for("Sentence 05", 1).await;
+        terminal.resize(40, 60).await;
+        terminal.wait_for("Sentence 12", 1).await;
+        terminal.resize(40, 90).await;
+        terminal.wait_for("The end of the answer.", 1).await;
+        terminal.wait_prompt(2).await;
+        let text = terminal.text();
+        // Lines as written: a row the terminal wrapped joined to the next, our own breaks
+        // a space.
+        let written: String = terminal
+            .logical_text()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for sentence in &sentences {
+            let count = written.matches(sentence.as_str()).count();
+            // A terminal that cuts rows loses what was wider than it became.
+            let expected = if model == Resize::Cut {
+                count.min(1)
+            } else {
+                1
+            };
+            assert_eq!(count, expected, "{sentence:?} {model:?}:\n{text}");
+        }
+        assert_eq!(
+            written.matches("Sentence 13 of").count(),
+            1,
+            "{model:?}:\n{text}"
+        );
+        for cell in cells.iter().flatten() {
+            for word in cell.split(' ') {
+                assert_eq!(
+                    written.matches(word).count(),
+                    1,
+                    "{word} {model:?}:\n{text}"
+                );
+            }
+        }
+        assert_eq!(written.matches("First").count(), 1, "{model:?}:\n{text}");
+        // The table was drawn for the width the terminal had when it was finished.
+        let logical = terminal.logical_text();
+        let table: Vec<&str> = logical.lines().filter(|line| line.contains('│')).collect();
+        assert!(table.len() >= 5, "{model:?}:\n{text}");
+        assert_eq!(logical.matches('┌').count(), 1, "{model:?}:\n{text}");
+        for line in table {
+            let line = line.trim_end();
+            assert!(line.chars().count() <= 90, "{line:?} {model:?}:\n{text}");
+            // Whole rows: not a wider table's row broken in two.
+            assert!(
+                line.starts_with('│') && line.ends_with('│'),
+                "{line:?} {model:?}:\n{text}"
+            );
+        }
+        // Nothing of the live region left behind: one status line, one prompt mark.
+        assert_eq!(
+            written.matches("─ claude-opus").count(),
+            1,
+            "{model:?}:\n{text}"
+        );
+        assert_eq!(written.matches("› ").count(), 2, "{model:?}:\n{text}");
+        terminal.type_keys("\u{4}");
+        assert_eq!(terminal.exit_code().await, 0, "{}", terminal.text());
+    }
 }

@@ -73,6 +73,12 @@ impl MarkdownStream {
         self.width
     }
 
+    /// Renders the blocks completed from now on for a terminal `width` columns wide (the
+    /// terminal was resized).
+    pub fn set_width(&mut self, width: usize) {
+        self.width = width;
+    }
+
     /// The text of the block still open (raw Markdown, as it arrived).
     pub fn pending(&self) -> &str {
         &self.buffer

@@ -205,6 +205,9 @@ pub fn pick_standalone(mut picker: Picker) -> std::io::Result<Option<usize>> {
     crossterm::terminal::enable_raw_mode()?;
     let (columns, lines) = crossterm::terminal::size().unwrap_or((80, 24));
     let mut painter = crate::term::Painter::new(columns, lines, false);
+    painter.set_reflow(crate::term::terminal_reflows(|name| {
+        std::env::var(name).ok()
+    }));
     let mut out = std::io::stdout();
     let outcome = loop {
         let live = crate::term::Live {

@@ -93,6 +93,13 @@ pub struct Painter {
     /// the whole region.
     drawn: Vec<String>,
     drawn_cursor: Option<(usize, usize)>,
+    /// The cursor's column on its row, as the last frame left it.
+    cursor_column: usize,
+    /// Whether the terminal re-wraps rows when it narrows (see [`terminal_reflows`]).
+    reflow: bool,
+    /// The terminal changed size since `drawn` was drawn: `drawn` is kept for where its rows
+    /// now are, and the next frame draws the whole region.
+    resized: bool,
 }
 
 impl Painter {
@@ -107,14 +114,54 @@ impl Painter {
             cursor_shown: true,
             drawn: Vec::new(),
             drawn_cursor: None,
+            cursor_column: 0,
+            reflow: true,
+            resized: false,
         }
     }
 
-    /// The terminal changed size.
+    /// Whether the terminal re-wraps the rows already on it when it narrows (true unless
+    /// set otherwise; see [`terminal_reflows`]): where the live region drawn last begins
+    /// after a resize depends on it.
+    pub fn set_reflow(&mut self, reflow: bool) {
+        self.reflow = reflow;
+    }
+
+    /// The terminal changed size to `width` columns and `height` rows: the next frame
+    /// erases the live region drawn last from where its first row now is and draws it
+    /// whole at the new width.
+    ///
+    /// A terminal that re-wraps (tmux, VTE, kitty, iTerm2, WezTerm, Alacritty, Windows
+    /// Terminal) keeps the cursor's place in the text and breaks every row longer than the
+    /// new width onto more rows, so the region's first row is that many more rows above
+    /// the cursor; one that does not (xterm, the Linux console) cuts rows and moves
+    /// nothing. Rows the terminal pushed into its scrollback while re-wrapping are beyond
+    /// reach (a region of a few rows under a cursor near the screen's bottom has none).
+    /// Sizes in cells; each call counts from the region as drawn, so a drag through many
+    /// sizes ends where one resize to the last size would.
     pub fn resize(&mut self, width: u16, height: u16) {
         self.width = usize::from(width.max(2));
         self.height = usize::from(height.max(2));
-        self.drawn.clear();
+        self.resized = true;
+        self.cursor_row = self.rows_above_cursor();
+    }
+
+    /// How many rows above the cursor the live region drawn last now begins, at the
+    /// current width: the rows before the cursor's, each as many rows as the terminal
+    /// breaks it into, and the rows the cursor's own row breaks into before the cursor.
+    fn rows_above_cursor(&self) -> usize {
+        let row = self
+            .drawn_cursor
+            .map_or(self.drawn.len().saturating_sub(1), |(row, _)| row);
+        if !self.reflow || self.drawn.is_empty() {
+            return row;
+        }
+        let width = self.width;
+        let above: usize = self.drawn[..row.min(self.drawn.len())]
+            .iter()
+            .map(|drawn| row_width(drawn).div_ceil(width).max(1))
+            .sum();
+        above + self.cursor_column / width
     }
 
     /// The terminal's width in columns.
@@ -138,7 +185,11 @@ impl Painter {
             .cursor
             .filter(|(row, _)| *row >= skip && *row - skip < rows.len())
             .map(|(row, column)| (row - skip, column.min(self.width - 1)));
-        if finished.is_empty() && !rows.is_empty() && rows.len() == self.drawn.len() {
+        if finished.is_empty()
+            && !rows.is_empty()
+            && rows.len() == self.drawn.len()
+            && !self.resized
+        {
             return self.changed_rows(rows, cursor);
         }
         let mut out = self.begin();
@@ -166,6 +217,8 @@ impl Painter {
             out.push_str(row);
         }
         self.cursor_row = rows.len().saturating_sub(1);
+        self.cursor_column = rows.last().map_or(0, |row| row_width(row));
+        self.resized = false;
         self.end(out, rows, cursor)
     }
 
@@ -211,6 +264,7 @@ impl Painter {
         for index in changed {
             self.move_to_row(&mut out, index);
             rewrite_row(&mut out, &self.drawn[index], &rows[index]);
+            self.cursor_column = row_width(&rows[index]);
         }
         self.end(out, rows, cursor)
     }
@@ -236,6 +290,7 @@ impl Painter {
                     let _ = write!(out, "\x1b[{column}C");
                 }
                 out.push_str("\x1b[?25h");
+                self.cursor_column = column;
                 self.cursor_shown = true;
             }
             None => {
@@ -250,6 +305,8 @@ impl Painter {
     /// `/clear` shows, as Claude Code's does. The next frame starts at the top.
     pub fn clear_screen(&mut self) -> Vec<u8> {
         self.cursor_row = 0;
+        self.cursor_column = 0;
+        self.resized = false;
         self.drawn.clear();
         b"\x1b[2J\x1b[3J\x1b[H".to_vec()
     }
@@ -273,6 +330,8 @@ impl Painter {
         }
         out.push_str("\x1b[J\x1b[?25h");
         self.cursor_row = 0;
+        self.cursor_column = 0;
+        self.resized = false;
         self.cursor_shown = true;
         self.drawn.clear();
         out.into_bytes()
@@ -518,6 +577,31 @@ pub fn strip_styles(text: &str) -> String {
     out
 }
 
+/// The columns a drawn `row` takes (escape sequences take none).
+fn row_width(row: &str) -> usize {
+    strip_styles(row).chars().filter_map(|c| c.width()).sum()
+}
+
+/// Whether the terminal this process runs on re-wraps its rows when it narrows, from
+/// `variable` (the environment): `AGENT_TERMINAL_REFLOW` (`0` or `false`: no; anything
+/// else: yes) decides; otherwise tmux (`TMUX`) re-wraps, and xterm (which sets
+/// `XTERM_VERSION`), the Linux console (`TERM=linux`) and st (`TERM=st*`) cut rows
+/// instead; every other terminal is taken to re-wrap, as VTE, kitty, iTerm2,
+/// Terminal.app, WezTerm, Alacritty, foot, Konsole, Windows Terminal and xterm.js do.
+pub fn terminal_reflows(variable: impl Fn(&str) -> Option<String>) -> bool {
+    if let Some(value) = variable("AGENT_TERMINAL_REFLOW") {
+        return !matches!(value.trim(), "0" | "false" | "no");
+    }
+    if variable("TMUX").is_some() {
+        return true;
+    }
+    let term = variable("TERM").unwrap_or_default();
+    !(variable("XTERM_VERSION").is_some()
+        || term == "linux"
+        || term == "st"
+        || term.starts_with("st-"))
+}
+
 /// `row` cut to `width` columns: escape sequences count no columns and are kept (a row
 /// ending in a style gets a reset); a row that does not fit ends with `…` in its last cell.
 pub fn fit(row: &str, width: usize) -> String {
@@ -679,6 +763,63 @@ mod tests {
         assert_eq!(rows[5], "›");
         parser.process(&painter.clear());
         assert_eq!(screen(&parser)[5], "");
+    }
+
+    /// A question drawn at 120 columns, the terminal narrowed to 60 (in one step or through
+    /// a drag of several sizes with no frame between), and the region drawn again at the new
+    /// width: on a terminal that re-wraps and on one that cuts, told which it is, the
+    /// question's rows are on the terminal once and the finished lines above them all kept.
+    /// Told wrong, each model shows what goes wrong (a stale copy left, finished rows
+    /// erased), so the painter's count is what the result rests on.
+    #[test]
+    fn a_resize_redraws_the_region_from_where_the_terminal_left_it() {
+        use testkit::screen::{Resize, all_rows, resized};
+        let question = format!("Allow Bash {}?", "x".repeat(100));
+        let draw = |width: usize| {
+            let rows = [
+                question.clone(),
+                "  1. Yes   2. Yes, and don't ask again for this command   3. No, tell the model"
+                    .to_owned(),
+                "› 1".to_owned(),
+                format!("  ─ model · default · {}", "figures ".repeat(12)),
+            ];
+            let rows = rows.iter().map(|row| fit(row, width - 1)).collect();
+            Live {
+                rows,
+                cursor: Some((2, 3)),
+            }
+        };
+        let finished: Vec<String> = (0..30).map(|n| format!("finished line {n}")).collect();
+        let run = |how: Resize, reflow: bool, steps: &[u16]| {
+            let mut parser = vt100::Parser::new(20, 120, 1000);
+            let mut painter = Painter::new(120, 20, false);
+            painter.set_reflow(reflow);
+            parser.process(&painter.frame(&finished, &draw(120)));
+            for width in steps {
+                parser = resized(&parser, 20, *width, how);
+                painter.resize(*width, 20);
+            }
+            let width = steps.last().copied().unwrap_or(120);
+            parser.process(&painter.frame(&[], &draw(usize::from(width))));
+            let rows: Vec<String> = all_rows(&parser).into_iter().map(|(row, _)| row).collect();
+            let text = rows.join("\n");
+            (
+                text.matches("Allow Bash").count(),
+                (0..30)
+                    .filter(|n| text.contains(&format!("finished line {n}\n")))
+                    .count(),
+                rows,
+            )
+        };
+        for steps in [&[60][..], &[110, 90, 75, 60], &[60, 80]] {
+            let (questions, kept, rows) = run(Resize::Rewrap, true, steps);
+            assert_eq!((questions, kept), (1, 30), "re-wrap {steps:?}: {rows:#?}");
+            let (questions, kept, rows) = run(Resize::Cut, false, steps);
+            assert_eq!((questions, kept), (1, 30), "cut {steps:?}: {rows:#?}");
+        }
+        // Told wrong: a stale copy of the question, or finished rows erased.
+        assert_eq!(run(Resize::Rewrap, false, &[60]).0, 2);
+        assert!(run(Resize::Cut, true, &[60]).1 < 30);
     }
 
     /// A frame with nothing finished rewrites only the live rows that changed (the spinner's

@@ -177,6 +177,8 @@ pub struct Handle {
     questions: Arc<std::sync::atomic::AtomicU64>,
     /// What was entered and not taken yet.
     queued: Arc<std::sync::Mutex<Entered>>,
+    /// The terminal's width in columns, as of its last resize.
+    width: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A line entered during a turn, and whether it starts with pasted text.
@@ -349,6 +351,12 @@ impl Handle {
         self.send(Message::Detail(lines));
     }
 
+    /// The terminal's width in columns, as of its last resize (what text rendered from now
+    /// on should fit).
+    pub fn width(&self) -> usize {
+        self.width.load(Ordering::Relaxed)
+    }
+
     /// Whether details are on (Ctrl-O).
     pub fn details_on(&self) -> bool {
         self.detail.load(Ordering::Relaxed)
@@ -509,14 +517,21 @@ impl Tui {
         spawn_stderr_reader(reader, sender.clone());
         let detail = Arc::new(AtomicBool::new(false));
         let queued: Arc<std::sync::Mutex<Entered>> = Arc::default();
+        let shared_width = Arc::new(std::sync::atomic::AtomicUsize::new(usize::from(width)));
         let handle = Handle {
             sender,
             detail: Arc::clone(&detail),
             questions: Arc::default(),
             queued: Arc::clone(&queued),
+            width: Arc::clone(&shared_width),
         };
+        let mut painter = Painter::new(width, height, sync);
+        painter.set_reflow(crate::term::terminal_reflows(|name| {
+            std::env::var(name).ok()
+        }));
         let state = State {
-            painter: Painter::new(width, height, sync),
+            painter,
+            width: shared_width,
             out,
             editor: LineEditor::new(config.history),
             on_interrupt: config.on_interrupt,
@@ -723,6 +738,8 @@ struct Question {
 
 struct State {
     painter: Painter,
+    /// The terminal's width, shared with every [`Handle`].
+    width: Arc<std::sync::atomic::AtomicUsize>,
     out: std::fs::File,
     editor: LineEditor,
     on_interrupt: Box<dyn Fn() + Send + Sync>,
@@ -961,7 +978,10 @@ impl State {
                 let text = text.replace("\r\n", "\n").replace('\r', "\n");
                 self.editing().apply(Edit::Paste(text));
             }
-            Event::Resize(width, height) => self.painter.resize(width, height),
+            Event::Resize(width, height) => {
+                self.painter.resize(width, height);
+                self.width.store(usize::from(width), Ordering::Relaxed);
+            }
             _ => {}
         }
     }

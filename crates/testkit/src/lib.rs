@@ -26,6 +26,7 @@ pub mod web;
 pub mod mcp;
 pub mod model;
 pub mod pdf;
+pub mod screen;
 pub use proxy::ConnectProxy;
 pub use script::{Endless, Faults, Reply, ReplyBody, Script, ScriptError, Turn, sse_frame};
 pub use server::{RecordedRequest, Server};
