@@ -274,6 +274,24 @@ async fn the_local_model_recipe_runs_against_an_ollama_stand_in() {
         (cost - expected).abs() < 1e-12,
         "{cost} != {expected}: {usage}"
     );
+    // The session list shows the same cost (it showed `?`: it priced the usage again with
+    // the built-in table, which does not know the model), taken from the transcript.
+    let listed = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(["sessions", "--json", "-C"])
+        .arg(&repo.dir)
+        .env("HOME", &repo.home)
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .output()
+        .await
+        .unwrap();
+    let list: Value = serde_json::from_slice(&listed.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&listed.stderr)));
+    let listed_cost = list[0]["total_cost_usd"].as_f64();
+    assert!(
+        listed_cost.is_some_and(|listed| (listed - cost).abs() < 1e-12),
+        "{list}"
+    );
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].path, "/v1/chat/completions");

@@ -220,6 +220,26 @@ impl Default for Ledger {
     }
 }
 
+/// The prices of a response: `overrides` (the settings' prices by model id) first, then
+/// the built-in table ([`context::lookup`]), each for `answered` (the model the server
+/// named), then for `requested`; `None` when neither is priced anywhere.
+pub fn prices(
+    overrides: &std::collections::BTreeMap<String, context::Prices>,
+    answered: &str,
+    requested: &str,
+) -> Option<context::Prices> {
+    let names = [answered, requested];
+    names
+        .iter()
+        .find_map(|name| overrides.get(*name).copied())
+        .or_else(|| {
+            names.iter().find_map(|name| {
+                let (info, known) = context::lookup(name);
+                info.prices.filter(|_| known)
+            })
+        })
+}
+
 impl Ledger {
     /// Prices by model id from the settings, used before the built-in table.
     pub fn set_overrides(
@@ -232,16 +252,7 @@ impl Ledger {
     /// The prices of a response: the settings' first, then the table's, each for
     /// `answered` (the model the server named), then for `requested`.
     pub fn prices(&self, answered: &str, requested: &str) -> Option<context::Prices> {
-        let names = [answered, requested];
-        names
-            .iter()
-            .find_map(|name| self.overrides.get(*name).copied())
-            .or_else(|| {
-                names.iter().find_map(|name| {
-                    let (info, known) = context::lookup(name);
-                    info.prices.filter(|_| known)
-                })
-            })
+        prices(&self.overrides, answered, requested)
     }
 
     /// Adds one response's `usage`, priced as [`Ledger::prices`] finds it, under the model

@@ -926,6 +926,18 @@ impl Session {
         }
     }
 
+    /// What a response in `change` cost in USD, priced as the run's result prices it (the
+    /// settings' prices first, for the model that answered, then the one asked); `None`
+    /// for other changes and for a model priced nowhere.
+    fn cost_of(&self, change: &loop_core::HistoryEvent) -> Option<f64> {
+        let loop_core::HistoryEvent::Response(message) = change else {
+            return None;
+        };
+        let overrides = self.price_overrides();
+        crate::cost::prices(&overrides, &message.model, &self.model)
+            .map(|prices| prices.cost(&message.usage))
+    }
+
     /// The prices settings' `models` entries give, by model id: they win over the built-in
     /// table when the cost is reported.
     pub fn price_overrides(&self) -> Arc<BTreeMap<String, context::Prices>> {
@@ -2066,11 +2078,15 @@ impl Session {
                 biased;
                 event = events.recv() => {
                     let Some(event) = event else { break };
+                    let cost = match &event {
+                        LoopEvent::History(change) => self.cost_of(change),
+                        _ => None,
+                    };
                     let transcript = self.transcript()?;
                     // Only history events reach the transcript: what is saved is what the
                     // loop kept.
                     if let LoopEvent::History(change) = &event
-                        && let Err(error) = transcript.record(change)
+                        && let Err(error) = transcript.record_priced(change, cost)
                     {
                         self.notices.say(&format!("transcript: {error:#}"));
                     }

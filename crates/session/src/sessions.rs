@@ -121,15 +121,8 @@ pub fn summarize(path: &Path) -> Option<Summary> {
                 }
             }
             Some("assistant") => {
-                let model = entry["message"]["model"].as_str().unwrap_or_default();
-                let usage: Option<protocol::Usage> =
-                    serde_json::from_value(entry["message"]["usage"].clone()).ok();
-                if let Some(usage) = usage {
-                    let (info, known) = context::lookup(model);
-                    summary.cost = match (summary.cost, info.prices.filter(|_| known)) {
-                        (Some(total), Some(prices)) => Some(total + prices.cost(&usage)),
-                        _ => None,
-                    };
+                if let Some(cost) = entry_cost(&entry) {
+                    summary.cost = summary.cost.zip(cost).map(|(total, cost)| total + cost);
                 }
             }
             _ => {}
@@ -139,6 +132,23 @@ pub fn summarize(path: &Path) -> Option<Summary> {
         summary.turns = marked_turns;
     }
     any.then_some(summary)
+}
+
+/// What an assistant entry's response cost: `None` when it records no usage; `Some(None)`
+/// when it cannot be priced. Its `costUSD` (the session priced it with the settings' prices
+/// then) when present, else its usage at the built-in table's prices for its model.
+fn entry_cost(entry: &Value) -> Option<Option<f64>> {
+    if let Some(cost) = entry[crate::transcript::COST_FIELD].as_f64() {
+        return Some(Some(cost));
+    }
+    let message = &entry["message"];
+    let usage: protocol::Usage = serde_json::from_value(message["usage"].clone()).ok()?;
+    let (info, known) = context::lookup(message["model"].as_str().unwrap_or_default());
+    Some(
+        info.prices
+            .filter(|_| known)
+            .map(|prices| prices.cost(&usage)),
+    )
 }
 
 /// The user's own text of a user entry, on one line, as they typed it: not tool results, a
@@ -193,13 +203,7 @@ pub fn totals(path: &Path) -> crate::cost::Totals {
         let Ok(usage) = serde_json::from_value::<protocol::Usage>(message["usage"].clone()) else {
             continue;
         };
-        let (info, known) = context::lookup(message["model"].as_str().unwrap_or_default());
-        totals.add(
-            &usage,
-            info.prices
-                .filter(|_| known)
-                .map(|prices| prices.cost(&usage)),
-        );
+        totals.add(&usage, entry_cost(&entry).flatten());
         totals.requests += 1;
         totals.context = Some(usage.context_tokens());
     }

@@ -516,9 +516,25 @@ impl Transcript {
     ///
     /// When writing or syncing fails (the caller reports it; the run goes on).
     pub fn record(&self, change: &HistoryEvent) -> anyhow::Result<()> {
+        self.record_priced(change, None)
+    }
+
+    /// [`Transcript::record`], a response's entry carrying `cost` (USD, as the session
+    /// priced it: the settings' prices first) in `costUSD`, the field Claude Code's
+    /// transcripts once carried and readers such as the session list take over pricing the
+    /// usage again with the built-in table.
+    ///
+    /// # Errors
+    ///
+    /// When writing or syncing fails (the caller reports it; the run goes on).
+    pub fn record_priced(&self, change: &HistoryEvent, cost: Option<f64>) -> anyhow::Result<()> {
         match change {
             HistoryEvent::Response(message) => {
-                self.append(Role::Assistant, &serde_json::to_value(message)?)
+                let mut fields = json!({ "message": message });
+                if let Some(cost) = cost {
+                    fields[COST_FIELD] = json!(cost);
+                }
+                self.append_entry("assistant", fields)
             }
             HistoryEvent::Appended(message) => self.append_param(message),
             HistoryEvent::Rewritten(results) => self.append_entry(
@@ -627,6 +643,10 @@ fn role_name(role: Role) -> &'static str {
         Role::Assistant => "assistant",
     }
 }
+
+/// The field of an assistant entry holding what its response cost in USD (see
+/// [`Transcript::record_priced`]).
+pub const COST_FIELD: &str = "costUSD";
 
 /// The `subtype` of the `system` entry giving earlier tool results new content (context
 /// management's L1 and L2; ours, Claude Code's loaders skip it).

@@ -110,6 +110,10 @@ impl Launch {
                 ("SSH_TTY", None),
                 ("SSH_CONNECTION", None),
                 ("TERM", Some(PathBuf::from("xterm-256color"))),
+                // Nor how it treats its rows on a resize (the resize tests say it).
+                ("TMUX", None),
+                ("XTERM_VERSION", None),
+                ("AGENT_TERMINAL_REFLOW", None),
                 // Background summaries would take scripted replies meant for the session;
                 // the tests of summaries turn them back on.
                 (
