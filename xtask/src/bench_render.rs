@@ -115,6 +115,12 @@ pub fn measure(agent: &Path, testkit: &Path, scratch: &Path) -> Result<Figures> 
     let mut reader = keyboard.try_clone()?;
     let screen = Arc::new(Mutex::new(Vec::<u8>::new()));
     let written = Arc::new(AtomicUsize::new(0));
+    // `AGENT_BENCH_RENDER_DUMP=FILE`: every byte the agent wrote, kept for reading (where
+    // the bytes per token go).
+    let mut dump = std::env::var_os("AGENT_BENCH_RENDER_DUMP")
+        .map(std::fs::File::create)
+        .transpose()
+        .context("creating AGENT_BENCH_RENDER_DUMP's file")?;
     {
         let screen = Arc::clone(&screen);
         let written = Arc::clone(&written);
@@ -125,6 +131,11 @@ pub fn measure(agent: &Path, testkit: &Path, scratch: &Path) -> Result<Figures> 
                     break;
                 }
                 written.fetch_add(read, Ordering::SeqCst);
+                if let Some(dump) = &mut dump {
+                    use std::io::Write as _;
+                    // A copy for reading, not a figure: a failed write only shortens it.
+                    let _ = dump.write_all(&buffer[..read]);
+                }
                 let mut screen = screen.lock().unwrap_or_else(|e| e.into_inner());
                 screen.extend_from_slice(&buffer[..read]);
                 // Only the tail is searched; the whole answer need not be kept.

@@ -526,6 +526,8 @@ impl Tui {
             width: Arc::clone(&shared_width),
         };
         let mut painter = Painter::new(width, height, sync);
+        // `start` leaves OPOST and ONLCR on.
+        painter.set_onlcr(true);
         painter.set_reflow(crate::term::terminal_reflows(|name| {
             std::env::var(name).ok()
         }));
