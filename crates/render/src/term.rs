@@ -21,6 +21,13 @@ use std::fmt::Write as _;
 
 use unicode_width::UnicodeWidthChar as _;
 
+/// Erases from the cursor's row (the cursor at its start) to the end of the screen, without
+/// an `ED` at the screen's top-left corner: tmux (`scroll-on-clear`, on by default) takes an
+/// erase from there for a cleared screen and pushes what the screen shows into its history
+/// first, which after a resize had left the live region there (checked on tmux 3.3a). So:
+/// one column right, `ED 0` from there, back, and `EL 0` for the rest of the row.
+const ERASE_BELOW: &str = "\x1b[C\x1b[J\r\x1b[K";
+
 /// Begin synchronized update (DEC private mode 2026 set): the terminal holds the screen
 /// until the matching end. Specified in
 /// <https://gist.github.com/christianparpart/d8a62cc1ab659194337d73e399004036>.
@@ -208,7 +215,7 @@ impl Painter {
         if self.cursor_row > 0 {
             let _ = write!(out, "\x1b[{}A", self.cursor_row);
         }
-        out.push_str("\x1b[J");
+        out.push_str(ERASE_BELOW);
         for line in finished {
             for row in line.split('\n') {
                 for row in wrap_words(&sanitize(row), self.width) {
@@ -329,7 +336,8 @@ impl Painter {
         if self.cursor_row > 0 {
             let _ = write!(out, "\x1b[{}A", self.cursor_row);
         }
-        out.push_str("\x1b[J\x1b[?25h");
+        out.push_str(ERASE_BELOW);
+        out.push_str("\x1b[?25h");
         out.into_bytes()
     }
 
@@ -340,7 +348,8 @@ impl Painter {
         if self.cursor_row > 0 {
             let _ = write!(out, "\x1b[{}A", self.cursor_row);
         }
-        out.push_str("\x1b[J\x1b[?25h");
+        out.push_str(ERASE_BELOW);
+        out.push_str("\x1b[?25h");
         self.cursor_row = 0;
         self.cursor_column = 0;
         self.resized = false;
