@@ -66,7 +66,7 @@ pub use microcompact::{
 };
 pub use models::{
     KNOWLEDGE_CUTOFFS, MODELS, ModelInfo, Prices, REASONING, Reasoning, ThinkingSupport,
-    UNKNOWN_MODEL, WEB_SEARCH_USD, knowledge_cutoff, lookup, reasoning,
+    UNKNOWN_MODEL, WEB_SEARCH_USD, anthropic_id, knowledge_cutoff, lookup, reasoning,
 };
 pub use normalize::{
     HistoryItem, INTERRUPTED_RESULT, PairingError, Repair, normalize, normalize_messages,

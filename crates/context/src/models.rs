@@ -220,11 +220,29 @@ pub const UNKNOWN_MODEL: ModelInfo = ModelInfo {
 /// The entry for `model`: the longest id in [`MODELS`] that `model` starts with, or
 /// [`UNKNOWN_MODEL`] with `known: false` (the caller should warn).
 pub fn lookup(model: &str) -> (ModelInfo, bool) {
+    let model = anthropic_id(model);
     MODELS
         .iter()
         .filter(|info| model.starts_with(info.id))
         .max_by_key(|info| info.id.len())
         .map_or((UNKNOWN_MODEL, false), |info| (*info, true))
+}
+
+/// The Anthropic model id inside a cloud platform's: Amazon Bedrock's model and inference
+/// profile ids (`anthropic.claude-sonnet-4-5-20250929-v1:0`, with a `us.`, `eu.`, `apac.` or
+/// `global.` profile prefix) lose the prefix and the version suffix; Google Vertex AI's
+/// (`claude-sonnet-4-5@20250929`) have their `@` made a `-`. Any other name is returned as
+/// it is. Shapes from the Bedrock and Vertex AI model catalogues.
+pub fn anthropic_id(model: &str) -> std::borrow::Cow<'_, str> {
+    if let Some(at) = model.find("anthropic.claude") {
+        let id = &model[at + "anthropic.".len()..];
+        let id = id.rfind("-v").map_or(id, |version| &id[..version]);
+        return id.into();
+    }
+    if model.starts_with("claude") && model.contains('@') {
+        return model.replacen('@', "-", 1).into();
+    }
+    model.into()
 }
 
 /// How a model thinks before it answers (the Messages API's `thinking`).
@@ -416,6 +434,17 @@ mod tests {
     #[test]
     fn knowledge_cutoffs_follow_the_most_specific_id() {
         assert_eq!(knowledge_cutoff("claude-opus-4-8"), Some("January 2026"));
+        // A cloud platform's ids find the same entry.
+        for id in [
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "claude-sonnet-4-5@20250929",
+        ] {
+            assert_eq!(anthropic_id(id), "claude-sonnet-4-5-20250929", "{id}");
+            assert_eq!(lookup(id).0.id, "claude-sonnet-4-5", "{id}");
+        }
+        assert_eq!(anthropic_id("qwen3-coder"), "qwen3-coder");
         assert_eq!(knowledge_cutoff("claude-opus-4-6"), Some("May 2025"));
         // Dated ids and the first Claude 4 models' ids fall to their family's entry.
         assert_eq!(

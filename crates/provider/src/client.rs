@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ANTHROPIC_VERSION, Api, Auth, ClientConfig};
+use crate::config::{ANTHROPIC_VERSION, Api, Auth, ClientConfig, Platform};
 use crate::error::{ErrorKind, ProviderError};
 use crate::retry::{Sleeper, TokioSleeper, backoff, retry_after, should_retry_header};
 use crate::transport::{HttpRequest, HttpResponse, HyperTransport, Transport};
@@ -442,18 +442,12 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
             Ok(()) => return Ok(()),
             Err(failure) => failure,
         };
-        let error = failure.error;
-        // A key from a source that the server refused: once more, with a fresh key.
-        if let Auth::Source(source) = &config.auth
-            && error.kind == ErrorKind::Authentication
-            && error.status == Some(401)
-            && !fresh_key
-            && !handed_out
-        {
-            fresh_key = true;
-            source.invalidate();
-            continue;
-        }
+        let error =
+            match refused_credentials(inner, failure.error, handed_out, &mut fresh_key).await {
+                Refused::Again => continue,
+                Refused::Fail(error) => return Err(error),
+                Refused::Other(error) => error,
+            };
         if error.kind == ErrorKind::Overloaded {
             overloaded_in_a_row += 1;
             if config.fallback_model && overloaded_in_a_row >= 3 {
@@ -539,6 +533,58 @@ async fn run(inner: &Arc<Inner>, body: Bytes, sender: &Sender) -> Result<(), Pro
     }
 }
 
+/// What to do about credentials the server refused.
+enum Refused {
+    /// Send again: fresh credentials will be fetched.
+    Again,
+    /// Give up with this error (it names where the credentials came from).
+    Fail(ProviderError),
+    /// Not about credentials, or nothing more to try: the error goes on to the retry rules.
+    Other(ProviderError),
+}
+
+/// The answer to a refusal of the credentials, once per call and only before any of the
+/// response was handed out: a key from a source (`apiKeyHelper`) that got a 401 is fetched
+/// again; Bedrock's credentials (a 401 or 403: temporary credentials renewed since) are
+/// looked up again, and refused again they fail the call naming where they came from.
+async fn refused_credentials(
+    inner: &Inner,
+    error: ProviderError,
+    handed_out: bool,
+    fresh: &mut bool,
+) -> Refused {
+    let config = &inner.config;
+    if handed_out {
+        return Refused::Other(error);
+    }
+    if let Platform::Bedrock(bedrock) = &config.platform
+        && matches!(
+            error.kind,
+            ErrorKind::Authentication | ErrorKind::Permission
+        )
+    {
+        if !*fresh {
+            *fresh = true;
+            bedrock.invalidate().await;
+            return Refused::Again;
+        }
+        let source = bedrock.credential_source(inner.transport.as_ref()).await;
+        let mut named = error;
+        named.message = format!("{} (credentials from {source})", named.message);
+        return Refused::Fail(named);
+    }
+    if let Auth::Source(source) = &config.auth
+        && error.kind == ErrorKind::Authentication
+        && error.status == Some(401)
+        && !*fresh
+    {
+        *fresh = true;
+        source.invalidate();
+        return Refused::Again;
+    }
+    Refused::Other(error)
+}
+
 fn request_id(headers: &HeaderMap) -> Option<String> {
     headers
         .get("request-id")
@@ -603,13 +649,28 @@ async fn http_failure(
     headers: &HeaderMap,
     mut body: crate::transport::BodyStream,
     idle: Duration,
-    api: &Api,
+    config: &ClientConfig,
 ) -> Failure {
+    let api = &config.api;
     // What arrives of the first 1 MiB is enough to classify the error; a body that stops
     // or fails half-way is classified on what came.
     // Within the idle timeout in all: an error body that trickles on is cut.
     let deadline = Instant::now() + idle;
     let (bytes, _) = read_body(&mut body, ERROR_BODY_LIMIT, idle, Some(deadline)).await;
+    if matches!(config.platform, Platform::Bedrock(_))
+        && let Some(mut error) = crate::bedrock::http_error(headers, status.as_u16(), &bytes)
+    {
+        error.request_id = headers
+            .get("x-amzn-requestid")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        return Failure {
+            error,
+            retry_after: retry_after(headers),
+            should_retry: should_retry_header(headers),
+            rate_limits: Vec::new(),
+        };
+    }
     // A Chat Completions server's body (`{"error": {"message", "type", "code"}}`) also
     // parses as the Messages API's; its `code` says more (`context_length_exceeded`).
     let parsed = match api {
@@ -672,7 +733,7 @@ async fn attempt(
             &response.headers,
             response.body,
             config.idle_timeout,
-            &config.api,
+            config,
         )
         .await);
     }
@@ -681,7 +742,7 @@ async fn attempt(
         .get("content-type")
         .and_then(|value| value.to_str().ok())
         .unwrap_or("");
-    if !sse_parser::is_event_stream(content_type) {
+    let Some(mut parser) = Parser::for_body(config, content_type) else {
         let mut error = ProviderError::new(
             ErrorKind::NotEventStream,
             format!("expected text/event-stream, got {content_type:?}"),
@@ -689,13 +750,8 @@ async fn attempt(
         error.status = Some(response.status.as_u16());
         error.request_id = request_id;
         return Err(error.into());
-    }
-    let mut body = response.body;
-    let mut parser = match &config.api {
-        Api::Messages => Parser::Messages(MessageStream::new()),
-        Api::ChatCompletions(_) => Parser::Chat(crate::chat::ChatStream::new()),
-        Api::Responses => Parser::Responses(crate::responses::ResponsesStream::new()),
     };
+    let mut body = response.body;
     let mut watchdog = Watchdog::new(config);
     let mut received: u64 = 0;
     loop {
@@ -814,14 +870,44 @@ async fn attempt(
 #[allow(clippy::large_enum_variant)]
 enum Parser {
     Messages(MessageStream),
+    /// Bedrock's event stream framing around the Messages API's events.
+    Bedrock(crate::bedrock::EventStream, MessageStream),
     Chat(crate::chat::ChatStream),
     Responses(crate::responses::ResponsesStream),
 }
 
 impl Parser {
+    /// The parser for a streamed body of media type `content_type` from the server
+    /// `config` describes: `None` when it is not a stream (Bedrock's event stream, else
+    /// `text/event-stream`).
+    fn for_body(config: &ClientConfig, content_type: &str) -> Option<Self> {
+        if matches!(config.platform, Platform::Bedrock(_))
+            && content_type.starts_with(crate::bedrock::EVENT_STREAM_TYPE)
+        {
+            return Some(Self::Bedrock(
+                crate::bedrock::EventStream::new(),
+                MessageStream::new(),
+            ));
+        }
+        if !sse_parser::is_event_stream(content_type) {
+            return None;
+        }
+        Some(match &config.api {
+            Api::Messages => Self::Messages(MessageStream::new()),
+            Api::ChatCompletions(_) => Self::Chat(crate::chat::ChatStream::new()),
+            Api::Responses => Self::Responses(crate::responses::ResponsesStream::new()),
+        })
+    }
+
     fn push(&mut self, chunk: Bytes) {
         match self {
             Self::Messages(stream) => stream.push(chunk),
+            Self::Bedrock(frames, stream) => {
+                frames.push(&chunk);
+                if !frames.events.is_empty() {
+                    stream.push(Bytes::from(std::mem::take(&mut frames.events)));
+                }
+            }
             Self::Chat(stream) => stream.push(chunk),
             Self::Responses(stream) => stream.push(chunk),
         }
@@ -832,6 +918,10 @@ impl Parser {
             Self::Messages(stream) => stream
                 .next_item()
                 .map_err(|error| parse_failure(error, None)),
+            Self::Bedrock(frames, stream) => match stream.next_item() {
+                Ok(None) => frames.failure().map_or(Ok(None), |error| Err(error.into())),
+                other => other.map_err(|error| parse_failure(error, None)),
+            },
             Self::Chat(stream) => stream.next_item().map_err(Failure::from),
             Self::Responses(stream) => stream.next_item().map_err(Failure::from),
         }
@@ -847,6 +937,22 @@ impl Parser {
                 .finish()
                 .map(|finished| finished.message)
                 .map_err(|error| parse_failure(error, request_id.clone())),
+            Self::Bedrock(mut frames, stream) => {
+                if let Some(error) = frames.failure() {
+                    return Err(with_request_id(error.into(), request_id.clone()));
+                }
+                if frames.has_partial() {
+                    let error = ProviderError::new(
+                        ErrorKind::StreamBroken,
+                        "Bedrock's event stream ended inside a message",
+                    );
+                    return Err(with_request_id(error.into(), request_id.clone()));
+                }
+                stream
+                    .finish()
+                    .map(|finished| finished.message)
+                    .map_err(|error| parse_failure(error, request_id.clone()))
+            }
             Self::Chat(stream) => stream
                 .finish()
                 .map_err(|error| with_request_id(error.into(), request_id.clone())),
@@ -936,7 +1042,7 @@ async fn non_streaming_request(
             &response.headers,
             response.body,
             config.idle_timeout,
-            &config.api,
+            config,
         )
         .await
         .error);
@@ -1092,13 +1198,20 @@ async fn send_request(
 ) -> Result<HttpResponse, ProviderError> {
     let config = &client.inner.config;
     let host = client.inner.uri.host().unwrap_or("the server").to_owned();
-    let key = client.source_key().await?;
+    let request = match &config.platform {
+        Platform::Anthropic => {
+            let key = client.source_key().await?;
+            client.request(body, key.as_deref())
+        }
+        Platform::Bedrock(bedrock) => {
+            bedrock
+                .request(&body, &config.betas, client.inner.transport.as_ref())
+                .await?
+        }
+    };
     tokio::time::timeout(
         config.headers_timeout,
-        client
-            .inner
-            .transport
-            .send(client.request(body, key.as_deref())),
+        client.inner.transport.send(request),
     )
     .await
     .unwrap_or_else(|_| {

@@ -104,6 +104,18 @@ pub trait KeySource: Send + Sync {
     fn invalidate(&self);
 }
 
+/// `source` without one variable.
+struct Without<'a> {
+    source: &'a dyn ConfigSource,
+    name: &'static str,
+}
+
+impl ConfigSource for Without<'_> {
+    fn get(&self, key: &str) -> Option<String> {
+        (key != self.name).then(|| self.source.get(key)).flatten()
+    }
+}
+
 /// Default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// `anthropic-version` header value.
@@ -168,6 +180,19 @@ pub struct ClientConfig {
     /// Shared with other clients (a batch's sessions): a rate limit one meets, all wait
     /// for ([`crate::RateGate`]). `None`: this client's own waits only.
     pub rate_gate: Option<crate::RateGate>,
+    /// Where the Messages API is served: Anthropic's API (or a gateway speaking it), or a
+    /// cloud platform with its own paths, authentication and framing.
+    pub platform: Platform,
+}
+
+/// Where the Messages API is served.
+#[derive(Clone, Debug, Default)]
+pub enum Platform {
+    /// `POST {base}/v1/messages` (Anthropic's API, a gateway).
+    #[default]
+    Anthropic,
+    /// Amazon Bedrock (`CLAUDE_CODE_USE_BEDROCK=1`): see [`crate::bedrock`].
+    Bedrock(std::sync::Arc<crate::bedrock::Bedrock>),
 }
 
 /// The wire format of a server. The client takes Messages API requests either way and
@@ -213,6 +238,7 @@ impl ClientConfig {
             proxy: crate::transport::ProxyConfig::default(),
             api: Api::Messages,
             rate_gate: None,
+            platform: Platform::Anthropic,
         }
     }
 
@@ -228,6 +254,23 @@ impl ClientConfig {
     /// [`ErrorKind::Config`] naming the variable when a value is malformed or a file cannot be
     /// read.
     pub fn from_source(source: &dyn ConfigSource) -> Result<Self, ProviderError> {
+        if source
+            .get("CLAUDE_CODE_USE_BEDROCK")
+            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"))
+        {
+            let bedrock = crate::bedrock::Bedrock::from_source(
+                source,
+                source.get("HOME").map(std::path::PathBuf::from),
+            )?;
+            let mut config = Self::from_source(&Without {
+                source,
+                name: "CLAUDE_CODE_USE_BEDROCK",
+            })?;
+            config.base_url.clone_from(&bedrock.base_url);
+            config.auth = Auth::None;
+            config.platform = Platform::Bedrock(std::sync::Arc::new(bedrock));
+            return Ok(config);
+        }
         let base_url = source
             .get("ANTHROPIC_BASE_URL")
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());

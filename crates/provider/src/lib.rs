@@ -34,6 +34,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod aws;
+pub mod bedrock;
 pub mod chat;
 mod client;
 mod config;
@@ -46,7 +48,7 @@ mod vcr;
 pub use client::{AnthropicClient, ProviderEvent, ProviderStream};
 pub use config::{
     ANTHROPIC_VERSION, Api, Auth, ClientConfig, ConfigSource, DEFAULT_BASE_URL, EnvSource,
-    KeyFuture, KeySource, MapSource,
+    KeyFuture, KeySource, MapSource, Platform,
 };
 pub use error::{ErrorKind, ProviderError};
 pub use retry::{RateGate, Sleeper, TokioSleeper, backoff, retry_after};

@@ -17,6 +17,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod bedrock;
 pub mod cache;
 mod proxy;
 mod script;

@@ -62,6 +62,8 @@ struct Shared {
     gets: Mutex<std::collections::HashMap<String, Value>>,
     /// The paths of the GET requests received, in order.
     got: Mutex<Vec<String>>,
+    /// The credentials Bedrock requests must be signed with (`None`: not checked).
+    aws: Mutex<Option<crate::bedrock::AwsKeys>>,
 }
 
 /// A running server; stops when dropped.
@@ -131,6 +133,7 @@ impl Server {
             requests: Mutex::new(Vec::new()),
             gets: Mutex::new(std::collections::HashMap::new()),
             got: Mutex::new(Vec::new()),
+            aws: Mutex::new(None),
         });
         let (shutdown, stop) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&shared), stop));
@@ -161,7 +164,18 @@ impl Server {
         self.cert_pem.as_deref()
     }
 
-    /// Answers requests to `path` with `body` (JSON) from now on. Requests to paths other
+    /// From now on, a Bedrock request (`POST /model/{id}/invoke` or
+    /// `/invoke-with-response-stream`) must carry an AWS Signature Version 4 made with one
+    /// of `keys`' secrets for its region, or is refused as Bedrock refuses it (403 with
+    /// `x-amzn-errortype`); an expired session token is refused as expired.
+    pub fn expect_aws(&self, keys: crate::bedrock::AwsKeys) {
+        if let Ok(mut aws) = self.shared.aws.lock() {
+            *aws = Some(keys);
+        }
+    }
+
+    /// Answers requests to `path` (any method) with `body` from now on: JSON, or a JSON
+    /// string's text as `text/plain`. Requests to paths other
     /// than a model endpoint (`.../messages`, `.../chat/completions`) get these answers or a
     /// 404: they never consume the script and are not in [`Server::requests`].
     pub fn answer_get(&self, path: &str, body: Value) {
@@ -277,46 +291,25 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let arrived = std::time::SystemTime::now();
     let method = request.method().to_string();
+    let bedrock = request.uri().path().starts_with("/model/")
+        && (request.uri().path().ends_with("/invoke")
+            || request
+                .uri()
+                .path()
+                .ends_with("/invoke-with-response-stream"));
     let model_endpoint = request.uri().path().ends_with("/messages")
         || request.uri().path().ends_with("/chat/completions")
-        || request.uri().path().ends_with("/responses");
+        || request.uri().path().ends_with("/responses")
+        || bedrock;
     if !model_endpoint {
-        // Metadata a client may ask for (a server's models, llama.cpp's props, Ollama's
-        // show): answered from `Server::answer_get`, 404 otherwise; never from the script.
-        let path = request.uri().path().to_owned();
-        if let Ok(mut got) = shared.got.lock() {
-            got.push(path.clone());
-        }
-        let answer = shared
-            .gets
-            .lock()
-            .ok()
-            .and_then(|gets| gets.get(&path).cloned());
-        let (status, body) = match answer {
-            Some(body) => (hyper::StatusCode::OK, body),
-            None => (
-                hyper::StatusCode::NOT_FOUND,
-                serde_json::json!({"error": "not found"}),
-            ),
-        };
-        let mut response = Response::new(
-            Full::new(Bytes::from(body.to_string()))
-                .map_err(|never| match never {})
-                .boxed(),
-        );
-        *response.status_mut() = status;
-        response.headers_mut().insert(
-            "content-type",
-            hyper::header::HeaderValue::from_static("application/json"),
-        );
-        return Ok(response);
+        return Ok(metadata_answer(request.uri().path(), &shared));
     }
     let path = request
         .uri()
         .path_and_query()
         .map(|p| p.to_string())
         .unwrap_or_default();
-    let headers = request
+    let headers: Vec<(String, String)> = request
         .headers()
         .iter()
         .map(|(name, value)| {
@@ -333,10 +326,15 @@ async fn handle(
         .map(|body| body.to_bytes().to_vec())
         .unwrap_or_default();
     let request_bytes = body.len();
+    let refusal = bedrock
+        .then(|| signature_refusal(&shared, &method, &path, &headers, &body))
+        .flatten();
     // An OpenAI-compatible client: turns are streamed as Chat Completions chunks, or as
     // Responses API events.
     let endpoint = path.split('?').next().unwrap_or_default();
-    let wire = if endpoint.ends_with("/chat/completions") {
+    let wire = if bedrock {
+        Wire::Bedrock
+    } else if endpoint.ends_with("/chat/completions") {
         Wire::Chat
     } else if endpoint.ends_with("/responses") {
         Wire::Responses
@@ -344,10 +342,14 @@ async fn handle(
         Wire::Messages
     };
     let chat = wire == Wire::Chat;
-    let streaming = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|json| json.get("stream").and_then(Value::as_bool))
-        .unwrap_or(false);
+    let streaming = if bedrock {
+        endpoint.ends_with("-stream")
+    } else {
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|json| json.get("stream").and_then(Value::as_bool))
+            .unwrap_or(false)
+    };
     // What a route's marker is looked for in: the first message (after a chat request's
     // system message) and the last (a fork's task is added there).
     let parsed = serde_json::from_slice::<Value>(&body).ok();
@@ -374,11 +376,16 @@ async fn handle(
             connection,
         });
     }
+    if let Some((kind, status, message)) = refusal {
+        return Ok(bedrock_refusal(kind, status, &message));
+    }
     let reply = shared
         .script
         .lock()
         .map(|mut script| {
-            let body = parsed.as_ref().filter(|_| wire == Wire::Messages);
+            let body = parsed
+                .as_ref()
+                .filter(|_| matches!(wire, Wire::Messages | Wire::Bedrock));
             script.next(request_bytes, &first_message, body)
         })
         .unwrap_or_else(|_| Reply::error(500, "api_error", "poisoned"));
@@ -386,6 +393,93 @@ async fn handle(
         return Ok(endless_response(reply.status, endless, stop).await);
     }
     Ok(respond(reply, streaming, wire, stop))
+}
+
+/// The answer to a request that is not for a model: metadata a client may ask for (a
+/// server's models, llama.cpp's props, Ollama's show, AWS credentials) from
+/// `Server::answer_get`, else 404; never from the script.
+fn metadata_answer(path: &str, shared: &Shared) -> Response<Body> {
+    // Metadata a client may ask for (a server's models, llama.cpp's props, Ollama's
+    // show): answered from `Server::answer_get`, 404 otherwise; never from the script.
+    let path = path.to_owned();
+    if let Ok(mut got) = shared.got.lock() {
+        got.push(path.clone());
+    }
+    let answer = shared
+        .gets
+        .lock()
+        .ok()
+        .and_then(|gets| gets.get(&path).cloned());
+    let (status, body) = match answer {
+        Some(body) => (hyper::StatusCode::OK, body),
+        None => (
+            hyper::StatusCode::NOT_FOUND,
+            serde_json::json!({"error": "not found"}),
+        ),
+    };
+    // A JSON string is answered as its text (an instance metadata token, a role name).
+    let (text, content_type) = match body {
+        Value::String(text) => (text, "text/plain"),
+        other => (other.to_string(), "application/json"),
+    };
+    let mut response = Response::new(
+        Full::new(Bytes::from(text))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    response
+}
+
+/// Bedrock's refusal of a request: `status`, `x-amzn-errortype: KIND`, `{"message"}`.
+fn bedrock_refusal(kind: &'static str, status: u16, message: &str) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(
+            crate::bedrock::refusal_body(message).to_string(),
+        ))
+        .map_err(|never| match never {})
+        .boxed(),
+    );
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::FORBIDDEN);
+    let headers = response.headers_mut();
+    headers.insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        "x-amzn-errortype",
+        hyper::header::HeaderValue::from_static(kind),
+    );
+    response
+}
+
+/// Why a Bedrock request's signature is refused (see [`crate::bedrock::check`]), when the
+/// server checks them ([`Server::expect_aws`]).
+fn signature_refusal(
+    shared: &Shared,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Option<(&'static str, u16, String)> {
+    let keys = shared.aws.lock().ok().and_then(|keys| keys.clone())?;
+    let host = headers
+        .iter()
+        .find(|(name, _)| name == "host")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    crate::bedrock::check(
+        &keys,
+        method,
+        &format!("http://{host}{path}"),
+        headers,
+        body,
+    )
 }
 
 /// The wire format a request came in (by its path), and its answers go out in.
@@ -397,6 +491,8 @@ enum Wire {
     Chat,
     /// `/responses`.
     Responses,
+    /// Bedrock's `/model/{id}/invoke[-with-response-stream]`.
+    Bedrock,
 }
 
 /// A hostile answer, generated as the client reads it (see [`Endless`]).
@@ -528,6 +624,10 @@ fn respond(
         ReplyBody::Turn(turn) if streaming && wire == Wire::Responses => (
             "text/event-stream; charset=utf-8".into(),
             vec![(Duration::ZERO, turn.responses_sse())],
+        ),
+        ReplyBody::Turn(turn) if streaming && wire == Wire::Bedrock => (
+            "application/vnd.amazon.eventstream".into(),
+            vec![(Duration::ZERO, crate::bedrock::frames(&turn.sse()))],
         ),
         ReplyBody::Turn(turn) if streaming => (
             "text/event-stream; charset=utf-8".into(),
