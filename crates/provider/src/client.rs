@@ -545,7 +545,7 @@ enum Refused {
 
 /// The answer to a refusal of the credentials, once per call and only before any of the
 /// response was handed out: a key from a source (`apiKeyHelper`) that got a 401 is fetched
-/// again; Bedrock's credentials (a 401 or 403: temporary credentials renewed since) are
+/// again; Bedrock's credentials and Vertex AI's token (a 401 or 403: renewed since) are
 /// looked up again, and refused again they fail the call naming where they came from.
 async fn refused_credentials(
     inner: &Inner,
@@ -571,6 +571,22 @@ async fn refused_credentials(
         let source = bedrock.credential_source(inner.transport.as_ref()).await;
         let mut named = error;
         named.message = format!("{} (credentials from {source})", named.message);
+        return Refused::Fail(named);
+    }
+    if let Platform::Vertex(vertex) = &config.platform
+        && matches!(
+            error.kind,
+            ErrorKind::Authentication | ErrorKind::Permission
+        )
+    {
+        if !*fresh {
+            *fresh = true;
+            vertex.invalidate().await;
+            return Refused::Again;
+        }
+        let source = vertex.credential_source(inner.transport.as_ref()).await;
+        let mut named = error;
+        named.message = format!("{} (token from {source})", named.message);
         return Refused::Fail(named);
     }
     if let Auth::Source(source) = &config.auth
@@ -1205,6 +1221,11 @@ async fn send_request(
         }
         Platform::Bedrock(bedrock) => {
             bedrock
+                .request(&body, &config.betas, client.inner.transport.as_ref())
+                .await?
+        }
+        Platform::Vertex(vertex) => {
+            vertex
                 .request(&body, &config.betas, client.inner.transport.as_ref())
                 .await?
         }

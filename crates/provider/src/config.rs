@@ -193,6 +193,8 @@ pub enum Platform {
     Anthropic,
     /// Amazon Bedrock (`CLAUDE_CODE_USE_BEDROCK=1`): see [`crate::bedrock`].
     Bedrock(std::sync::Arc<crate::bedrock::Bedrock>),
+    /// Google Vertex AI (`CLAUDE_CODE_USE_VERTEX=1`): see [`crate::vertex`].
+    Vertex(std::sync::Arc<crate::vertex::Vertex>),
 }
 
 /// The wire format of a server. The client takes Messages API requests either way and
@@ -269,6 +271,23 @@ impl ClientConfig {
             config.base_url.clone_from(&bedrock.base_url);
             config.auth = Auth::None;
             config.platform = Platform::Bedrock(std::sync::Arc::new(bedrock));
+            return Ok(config);
+        }
+        if source
+            .get("CLAUDE_CODE_USE_VERTEX")
+            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"))
+        {
+            let vertex = crate::vertex::Vertex::from_source(
+                source,
+                source.get("HOME").map(std::path::PathBuf::from),
+            )?;
+            let mut config = Self::from_source(&Without {
+                source,
+                name: "CLAUDE_CODE_USE_VERTEX",
+            })?;
+            config.base_url.clone_from(&vertex.base_url);
+            config.auth = Auth::None;
+            config.platform = Platform::Vertex(std::sync::Arc::new(vertex));
             return Ok(config);
         }
         let base_url = source

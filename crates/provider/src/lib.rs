@@ -40,10 +40,12 @@ pub mod chat;
 mod client;
 mod config;
 mod error;
+pub mod google;
 pub mod responses;
 mod retry;
 mod transport;
 mod vcr;
+pub mod vertex;
 
 pub use client::{AnthropicClient, ProviderEvent, ProviderStream};
 pub use config::{

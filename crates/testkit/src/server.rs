@@ -64,6 +64,8 @@ struct Shared {
     got: Mutex<Vec<String>>,
     /// The credentials Bedrock requests must be signed with (`None`: not checked).
     aws: Mutex<Option<crate::bedrock::AwsKeys>>,
+    /// The bearer token model requests must carry (`None`: not checked).
+    bearer: Mutex<Option<String>>,
 }
 
 /// A running server; stops when dropped.
@@ -134,6 +136,7 @@ impl Server {
             gets: Mutex::new(std::collections::HashMap::new()),
             got: Mutex::new(Vec::new()),
             aws: Mutex::new(None),
+            bearer: Mutex::new(None),
         });
         let (shutdown, stop) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::clone(&shared), stop));
@@ -171,6 +174,14 @@ impl Server {
     pub fn expect_aws(&self, keys: crate::bedrock::AwsKeys) {
         if let Ok(mut aws) = self.shared.aws.lock() {
             *aws = Some(keys);
+        }
+    }
+
+    /// From now on, a model request without `authorization: Bearer TOKEN` is refused with
+    /// 401 as Google's endpoints refuse one (`UNAUTHENTICATED`).
+    pub fn expect_bearer(&self, token: &str) {
+        if let Ok(mut bearer) = self.shared.bearer.lock() {
+            *bearer = Some(token.to_owned());
         }
     }
 
@@ -297,9 +308,12 @@ async fn handle(
                 .uri()
                 .path()
                 .ends_with("/invoke-with-response-stream"));
+    let vertex = request.uri().path().ends_with(":streamRawPredict")
+        || request.uri().path().ends_with(":rawPredict");
     let model_endpoint = request.uri().path().ends_with("/messages")
         || request.uri().path().ends_with("/chat/completions")
         || request.uri().path().ends_with("/responses")
+        || vertex
         || bedrock;
     if !model_endpoint {
         return Ok(metadata_answer(request.uri().path(), &shared));
@@ -326,9 +340,11 @@ async fn handle(
         .map(|body| body.to_bytes().to_vec())
         .unwrap_or_default();
     let request_bytes = body.len();
-    let refusal = bedrock
-        .then(|| signature_refusal(&shared, &method, &path, &headers, &body))
-        .flatten();
+    let refusal = if bedrock {
+        signature_refusal(&shared, &method, &path, &headers, &body)
+    } else {
+        bearer_refusal(&shared, &headers)
+    };
     // An OpenAI-compatible client: turns are streamed as Chat Completions chunks, or as
     // Responses API events.
     let endpoint = path.split('?').next().unwrap_or_default();
@@ -456,6 +472,31 @@ fn bedrock_refusal(kind: &'static str, status: u16, message: &str) -> Response<B
         hyper::header::HeaderValue::from_static(kind),
     );
     response
+}
+
+/// Why a model request is refused for its bearer token, when the server checks it
+/// ([`Server::expect_bearer`]).
+fn bearer_refusal(
+    shared: &Shared,
+    headers: &[(String, String)],
+) -> Option<(&'static str, u16, String)> {
+    let token = shared
+        .bearer
+        .lock()
+        .ok()
+        .and_then(|bearer| bearer.clone())?;
+    let sent = headers
+        .iter()
+        .find(|(name, _)| name == "authorization")
+        .map(|(_, value)| value.as_str());
+    (sent != Some(&format!("Bearer {token}"))).then(|| {
+        (
+            "UNAUTHENTICATED",
+            401,
+            "Request had invalid authentication credentials. Expected OAuth 2 access token."
+                .to_owned(),
+        )
+    })
 }
 
 /// Why a Bedrock request's signature is refused (see [`crate::bedrock::check`]), when the
