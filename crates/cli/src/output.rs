@@ -612,15 +612,17 @@ impl Renderer {
                 from += 1;
             }
             for line in pending[from..].lines() {
-                let chars: Vec<char> = printable(line, false).chars().collect();
-                if chars.is_empty() {
+                let line = printable(line, false);
+                if line.is_empty() {
                     wrapped.push(String::new());
+                    continue;
                 }
-                // Characters, not columns: a wide character may push a row past the width,
-                // and the terminal's task cuts it.
-                for piece in chars.chunks(width) {
-                    wrapped.push(piece.iter().collect());
-                }
+                // Between words, as the block is drawn once complete (a word wider than a
+                // row is cut).
+                wrapped.extend(render::wrap(
+                    &[render::Span::new(line, render::Style::default())],
+                    width,
+                ));
             }
             let skip = wrapped.len().saturating_sub(PREVIEW_ROWS);
             rows.extend(wrapped[skip..].iter().map(|row| dim(row)));
