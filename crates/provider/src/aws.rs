@@ -261,7 +261,9 @@ impl CredentialChain {
                 }));
             }
             if let Some(command) = keys.get("credential_process") {
-                return credential_process(command, &source).await.map(Some);
+                return credential_process(command, &source, self.home.as_deref())
+                    .await
+                    .map(Some);
             }
             let unsupported = [
                 "sso_session",
@@ -466,14 +468,20 @@ fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     SystemTime::try_from(time).ok()
 }
 
-/// Runs a profile's `credential_process` (through `sh -c`, as the AWS CLI does on Unix) and
-/// reads the credentials it prints.
-async fn credential_process(command: &str, source: &str) -> Result<AwsCredentials, ProviderError> {
+/// Runs a profile's `credential_process` (through `sh -c`, as the AWS CLI does on Unix) in
+/// the user's `home` folder (never the workspace, which a repository could steer a relative
+/// path through), and reads the credentials it prints.
+async fn credential_process(
+    command: &str,
+    source: &str,
+    home: Option<&std::path::Path>,
+) -> Result<AwsCredentials, ProviderError> {
     let source = format!("{source} (credential_process `{command}`)");
     let output = tokio::time::timeout(
         Duration::from_secs(60),
         tokio::process::Command::new("sh")
             .args(["-c", command])
+            .current_dir(home.unwrap_or(std::path::Path::new("/")))
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output(),
