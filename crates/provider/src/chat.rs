@@ -5,19 +5,30 @@
 //!
 //! The translation of the stream is a small state machine over the open block:
 //!
-//! - `delta.reasoning_content` / `delta.reasoning` open (or continue) a `thinking` block;
-//! - `delta.content` opens (or continues) a `text` block;
-//! - `delta.tool_calls[i]` with a new `index` opens a `tool_use` block (its `id` and
-//!   `function.name`); its `function.arguments` are `input_json_delta`s. A block is complete
-//!   (`content_block_stop`) when another block opens or `finish_reason` arrives, so a tool call
-//!   can start while the model still streams the next one;
-//! - `finish_reason` maps to a stop_reason (`stop` end_turn, `tool_calls` tool_use, `length`
+//! - `delta.reasoning_content` / `delta.reasoning` open (or continue) a `thinking` block, and
+//!   so does a `<think>...</think>` at the content's start (a model served without a
+//!   reasoning parser), its tags split anywhere;
+//! - `delta.content` opens (or continues) a `text` block; content sent as a list of typed
+//!   parts (Mistral's Magistral) gives its `text` parts as text and its `thinking` parts as
+//!   thinking;
+//! - `delta.tool_calls[i]` with a new `index`, or a new `id` at the same index (servers that
+//!   number every call 0, or send no index), opens a `tool_use` block (its `id` and
+//!   `function.name`); an id repeated in each piece of one call continues it; an id another
+//!   call of the message already has is made unique (`_2`), so each call gets its own result;
+//!   `function.arguments` are `input_json_delta`s. A block is complete (`content_block_stop`)
+//!   when another block opens or `finish_reason` arrives, so a tool call can start while the
+//!   model still streams the next one;
+//! - `finish_reason` maps to a stop_reason (`stop` and `eos` end_turn, or tool_use after tool
+//!   calls, as Ollama and Gemini's endpoint end them; `tool_calls` tool_use, `length`
 //!   max_tokens, `content_filter` refusal); the `message_delta` and `message_stop` follow at
 //!   `data: [DONE]` (or the end of the body), after the usage chunk OpenAI sends last;
 //! - a chunk holding `error` (or an SSE `error` event) is the server failing mid-stream.
 //!
-//! Usage maps `prompt_tokens` minus `prompt_tokens_details.cached_tokens` to `input_tokens`,
-//! the cached part to `cache_read_input_tokens`, and `completion_tokens` to `output_tokens`.
+//! Usage (top-level, or Groq's `x_groq.usage`) maps `prompt_tokens` minus
+//! `prompt_tokens_details.cached_tokens` to `input_tokens`, the cached part to
+//! `cache_read_input_tokens`, and `completion_tokens` to `output_tokens`. How each server
+//! streams is tested on its own shapes (`tests/chat_servers.rs`, sources in
+//! `tests/fixtures/chat-servers/PROVENANCE.md`).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -381,7 +392,34 @@ struct Translator {
     usage: Option<DeltaUsage>,
     stopped: bool,
     calls: u64,
+    /// The id of the tool call open now (a call at the same `index` with another id is a
+    /// new call: servers that number every call 0).
+    open_id: Option<String>,
+    /// The ids of the calls so far: a server reusing one for another call gets it made
+    /// unique (`call_1` again becomes `call_1_2`), so each call gets its own result.
+    ids: std::collections::HashSet<String>,
+    /// Reasoning sent inside the content as `<think>...</think>` (see [`Think`]).
+    think: Think,
 }
+
+/// Where the content stands with `<think>` tags (models served without a reasoning parser:
+/// DeepSeek R1 and Qwen3 on llama.cpp, Ollama, vLLM): the content's start held until it
+/// shows whether it opens with `<think>`; inside, the thinking's tail held until it shows
+/// whether `</think>` is coming.
+#[derive(Debug)]
+enum Think {
+    /// Nothing decided: the content so far (whitespace and a prefix of `<think>`).
+    Undecided(String),
+    /// Inside the tags: the held tail (a prefix of `</think>`).
+    Inside(String),
+    /// Just after `</think>`: the blank lines before the answer are dropped.
+    Closed,
+    /// Plain content from here on.
+    Done,
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &str = "</think>";
 
 impl Default for Translator {
     fn default() -> Self {
@@ -393,6 +431,9 @@ impl Default for Translator {
             usage: None,
             stopped: false,
             calls: 0,
+            open_id: None,
+            ids: std::collections::HashSet::new(),
+            think: Think::Undecided(String::new()),
         }
     }
 }
@@ -409,6 +450,9 @@ struct Chunk<'a> {
     choices: Option<Vec<Choice<'a>>>,
     #[serde(default)]
     usage: Option<ChunkUsage>,
+    /// Groq's extension: the usage in the last chunk's `x_groq.usage`.
+    #[serde(default)]
+    x_groq: Option<XGroq>,
     /// A server failing mid-stream (`{"message", "code"}`, or a string).
     #[serde(default)]
     error: Option<Value>,
@@ -425,13 +469,32 @@ struct Choice<'a> {
 #[derive(Debug, Default, serde::Deserialize)]
 struct Delta<'a> {
     #[serde(borrow, default)]
-    content: Option<Cow<'a, str>>,
+    content: Option<ContentField<'a>>,
     #[serde(borrow, default)]
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     reasoning: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+/// A delta's `content`: text, or (Mistral's Magistral models) a list of typed parts, a
+/// thinking part holding its own list of text parts.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum ContentField<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ContentPart {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<Vec<ContentPart>>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -450,6 +513,12 @@ struct FunctionDelta<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     arguments: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<ChunkUsage>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -541,7 +610,8 @@ impl Translator {
 
     fn chunk(&mut self, chunk: &Chunk<'_>, out: &mut Vec<StreamEvent>) {
         self.start(chunk, out);
-        if let Some(usage) = &chunk.usage {
+        let groq = chunk.x_groq.as_ref().and_then(|groq| groq.usage.as_ref());
+        if let Some(usage) = chunk.usage.as_ref().or(groq) {
             self.usage = Some(usage.delta());
         }
         let Some(choice) = chunk.choices.as_ref().and_then(|choices| choices.first()) else {
@@ -551,8 +621,15 @@ impl Translator {
             self.delta(delta, out);
         }
         if let Some(finish) = &choice.finish_reason {
+            self.flush_think(out);
             self.close(out);
-            self.stop_reason.get_or_insert_with(|| stop_reason(finish));
+            // Servers that say `stop` after calling tools (Ollama, Gemini's endpoint): the
+            // calls are what the turn ended on.
+            let reason = match stop_reason(finish) {
+                StopReason::EndTurn if self.calls > 0 => StopReason::ToolUse,
+                reason => reason,
+            };
+            self.stop_reason.get_or_insert(reason);
         }
     }
 
@@ -563,46 +640,142 @@ impl Translator {
             .or(delta.reasoning.as_deref())
             .filter(|text| !text.is_empty());
         if let Some(thinking) = reasoning {
-            let index = match self.open {
-                Open::Thinking(index) => index,
-                _ => {
-                    self.open(
-                        ContentBlock::Thinking(protocol::ThinkingBlock {
-                            thinking: String::new(),
-                            signature: String::new(),
-                            extra: Map::new(),
-                        }),
-                        Open::Thinking,
-                        out,
-                    );
-                    self.next_index - 1
-                }
-            };
-            out.push(StreamEvent::ContentBlockDelta {
-                index,
-                delta: ContentDelta::Thinking {
-                    thinking: thinking.to_owned(),
-                },
-            });
+            // A reasoning field: the server parses the tags itself.
+            self.flush_think(out);
+            self.thinking_delta(thinking, out);
         }
-        if let Some(text) = delta.content.as_deref().filter(|text| !text.is_empty()) {
-            let index = match self.open {
-                Open::Text(index) => index,
-                _ => {
-                    self.open(ContentBlock::text(""), Open::Text, out);
-                    self.next_index - 1
+        match &delta.content {
+            Some(ContentField::Text(text)) if !text.is_empty() => self.content(text, out),
+            Some(ContentField::Parts(parts)) => {
+                for part in parts {
+                    match (part.kind.as_str(), &part.text, &part.thinking) {
+                        ("thinking", _, Some(inner)) => {
+                            let thinking: String = inner
+                                .iter()
+                                .filter_map(|part| part.text.as_deref())
+                                .collect();
+                            if !thinking.is_empty() {
+                                self.flush_think(out);
+                                self.thinking_delta(&thinking, out);
+                            }
+                        }
+                        (_, Some(text), _) if !text.is_empty() => self.content(text, out),
+                        _ => {}
+                    }
                 }
-            };
-            out.push(StreamEvent::ContentBlockDelta {
-                index,
-                delta: ContentDelta::Text {
-                    text: text.to_owned(),
-                },
-            });
+            }
+            _ => {}
+        }
+        if delta.tool_calls.is_some() {
+            self.flush_think(out);
         }
         for call in delta.tool_calls.iter().flatten() {
             self.tool_call(call, out);
         }
+    }
+
+    /// Content text, with a leading `<think>...</think>` taken as thinking (see [`Think`]).
+    fn content(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
+        match &mut self.think {
+            Think::Done => self.text_delta(text, out),
+            Think::Closed => {
+                let text = text.trim_start();
+                if !text.is_empty() {
+                    self.think = Think::Done;
+                    self.text_delta(text, out);
+                }
+            }
+            Think::Undecided(held) => {
+                held.push_str(text);
+                let start = held.trim_start();
+                if let Some(rest) = start.strip_prefix(THINK_OPEN) {
+                    let rest = rest.to_owned();
+                    self.think = Think::Inside(String::new());
+                    self.content(&rest, out);
+                } else if !THINK_OPEN.starts_with(start) {
+                    let held = std::mem::take(held);
+                    self.think = Think::Done;
+                    self.text_delta(&held, out);
+                }
+            }
+            Think::Inside(tail) => {
+                tail.push_str(text);
+                if let Some(at) = tail.find(THINK_CLOSE) {
+                    let thinking = tail[..at].to_owned();
+                    let rest = tail[at + THINK_CLOSE.len()..].to_owned();
+                    self.think = Think::Closed;
+                    if !thinking.is_empty() {
+                        self.thinking_delta(&thinking, out);
+                    }
+                    self.content(&rest, out);
+                    return;
+                }
+                // Hold only what could be the start of `</think>`.
+                let keep = (1..THINK_CLOSE.len())
+                    .rev()
+                    .find(|length| {
+                        tail.len() >= *length
+                            && tail.is_char_boundary(tail.len() - length)
+                            && THINK_CLOSE.starts_with(&tail[tail.len() - length..])
+                    })
+                    .unwrap_or(0);
+                let thinking = tail[..tail.len() - keep].to_owned();
+                tail.drain(..tail.len() - keep);
+                if !thinking.is_empty() {
+                    self.thinking_delta(&thinking, out);
+                }
+            }
+        }
+    }
+
+    /// What the `<think>` state holds goes out: undecided content as text, a held tail as
+    /// thinking; plain content from here on.
+    fn flush_think(&mut self, out: &mut Vec<StreamEvent>) {
+        match std::mem::replace(&mut self.think, Think::Done) {
+            Think::Undecided(held) if !held.trim().is_empty() => self.text_delta(&held, out),
+            Think::Inside(tail) if !tail.is_empty() => self.thinking_delta(&tail, out),
+            _ => {}
+        }
+    }
+
+    fn thinking_delta(&mut self, thinking: &str, out: &mut Vec<StreamEvent>) {
+        let index = match self.open {
+            Open::Thinking(index) => index,
+            _ => {
+                self.open(
+                    ContentBlock::Thinking(protocol::ThinkingBlock {
+                        thinking: String::new(),
+                        signature: String::new(),
+                        extra: Map::new(),
+                    }),
+                    Open::Thinking,
+                    out,
+                );
+                self.next_index - 1
+            }
+        };
+        out.push(StreamEvent::ContentBlockDelta {
+            index,
+            delta: ContentDelta::Thinking {
+                thinking: thinking.to_owned(),
+            },
+        });
+    }
+
+    fn text_delta(&mut self, text: &str, out: &mut Vec<StreamEvent>) {
+        let index = match self.open {
+            Open::Text(index) => index,
+            _ => {
+                self.open(ContentBlock::text(""), Open::Text, out);
+                self.next_index - 1
+            }
+        };
+        out.push(StreamEvent::ContentBlockDelta {
+            index,
+            delta: ContentDelta::Text {
+                text: text.to_owned(),
+            },
+        });
     }
 
     fn tool_call(&mut self, call: &ToolCallDelta<'_>, out: &mut Vec<StreamEvent>) {
@@ -611,10 +784,16 @@ impl Translator {
             .as_ref()
             .and_then(|function| function.arguments.as_deref())
             .unwrap_or_default();
+        let new_id = call
+            .id
+            .as_deref()
+            .filter(|id| !id.is_empty() && Some(*id) != self.open_id.as_deref());
         let same = match (self.open, call.index) {
-            (Open::Tool(open, _), Some(position)) => open == position,
+            // The same index, unless another id comes with it (servers that number every
+            // call 0, or repeat the id in each piece of one call).
+            (Open::Tool(open, _), Some(position)) => open == position && new_id.is_none(),
             // No index: a continuation unless it names a new call.
-            (Open::Tool(..), None) => call.id.is_none(),
+            (Open::Tool(..), None) => new_id.is_none(),
             _ => false,
         };
         let index = if same {
@@ -624,11 +803,18 @@ impl Translator {
             index
         } else {
             self.calls += 1;
-            let id = call
+            let mut id = call
                 .id
                 .as_deref()
                 .filter(|id| !id.is_empty())
                 .map_or_else(|| format!("call_{}", self.calls), str::to_owned);
+            let given = id.clone();
+            let mut copy = 1;
+            while self.ids.contains(&id) {
+                copy += 1;
+                id = format!("{given}_{copy}");
+            }
+            self.ids.insert(id.clone());
             let name = call
                 .function
                 .as_ref()
@@ -643,6 +829,7 @@ impl Translator {
                 extra: Map::new(),
             });
             let chat_index = call.index.unwrap_or(self.calls);
+            self.open_id = Some(given);
             self.close(out);
             let index = self.next_index;
             self.next_index += 1;
@@ -668,6 +855,7 @@ impl Translator {
         if self.stopped || self.stop_reason.is_none() {
             return;
         }
+        self.flush_think(out);
         self.close(out);
         self.stopped = true;
         out.push(StreamEvent::MessageDelta(Box::new(MessageDelta {
@@ -824,6 +1012,161 @@ mod tests {
             items.push(item);
         }
         Ok(items)
+    }
+
+    /// The message a whole body makes.
+    fn message(body: &str) -> protocol::Message {
+        let items = items(body).unwrap_or_else(|error| panic!("{error}"));
+        match items.last() {
+            Some(Item::MessageComplete(done)) => done.message.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn calls(message: &protocol::Message) -> Vec<(String, String, Value)> {
+        message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_tool_use)
+            .map(|call| {
+                (
+                    call.id.as_str().to_owned(),
+                    call.name.clone(),
+                    call.input.clone(),
+                )
+            })
+            .collect()
+    }
+
+    fn sse(chunks: &[Value]) -> String {
+        let mut body: String = chunks
+            .iter()
+            .map(|chunk| format!("data: {chunk}\n\n"))
+            .collect();
+        body.push_str("data: [DONE]\n\n");
+        body
+    }
+
+    /// The ways servers number and name their tool calls: every call at index 0 with its
+    /// own id (two calls, not one merged); one call's id repeated in each piece (one call);
+    /// two calls reusing an id (two calls, the second's id made unique, each gets a
+    /// result); `stop` after calls (the turn ended on tool use).
+    #[test]
+    fn tool_calls_numbered_and_named_as_servers_send_them() {
+        let call = |index: Option<u64>, id: Option<&str>, name: Option<&str>, arguments: &str| {
+            let mut call = json!({"type": "function", "function": {"arguments": arguments}});
+            if let Some(index) = index {
+                call["index"] = json!(index);
+            }
+            if let Some(id) = id {
+                call["id"] = json!(id);
+            }
+            if let Some(name) = name {
+                call["function"]["name"] = json!(name);
+            }
+            json!({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+        };
+        let finish = |reason: &str| json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]});
+        let both = sse(&[
+            call(
+                Some(0),
+                Some("a"),
+                Some("Read"),
+                "{\"file_path\":\"a.txt\"}",
+            ),
+            call(
+                Some(0),
+                Some("b"),
+                Some("Read"),
+                "{\"file_path\":\"b.txt\"}",
+            ),
+            finish("stop"),
+        ]);
+        let message = message(&both);
+        assert_eq!(
+            calls(&message),
+            [
+                ("a".into(), "Read".into(), json!({"file_path": "a.txt"})),
+                ("b".into(), "Read".into(), json!({"file_path": "b.txt"}))
+            ]
+        );
+        assert_eq!(message.stop_reason, Some(StopReason::ToolUse));
+        let repeated = sse(&[
+            call(Some(0), Some("a"), Some("Read"), "{\"file_"),
+            call(Some(0), Some("a"), None, "path\":\"a.txt\"}"),
+            finish("tool_calls"),
+        ]);
+        assert_eq!(
+            calls(&message_of(&repeated)),
+            [("a".into(), "Read".into(), json!({"file_path": "a.txt"}))]
+        );
+        let reused = sse(&[
+            call(Some(0), Some("call_1"), Some("Read"), "{}"),
+            call(Some(1), Some("call_1"), Some("Glob"), "{}"),
+            finish("tool_calls"),
+        ]);
+        let ids: Vec<String> = calls(&message_of(&reused))
+            .into_iter()
+            .map(|(id, _, _)| id)
+            .collect();
+        assert_eq!(ids, ["call_1", "call_1_2"]);
+        // Text alone ending in `stop` is still the end of the turn.
+        let text = sse(&[
+            json!({"id": "c", "choices": [{"index": 0, "delta": {"content": "Hi"}}]}),
+            finish("stop"),
+        ]);
+        assert_eq!(message_of(&text).stop_reason, Some(StopReason::EndTurn));
+    }
+
+    fn message_of(body: &str) -> protocol::Message {
+        message(body)
+    }
+
+    /// Reasoning sent as `<think>` tags in the content (a model served without a reasoning
+    /// parser) becomes thinking, the tags split anywhere across chunks; content that only
+    /// looks like it at first is text; Groq's usage in `x_groq`.
+    #[test]
+    fn think_tags_become_thinking_and_groq_usage_is_read() {
+        let body = "<think>\nI should read it.\n</think>\n\nThe answer.";
+        for size in 1..=body.len() {
+            let pieces: Vec<Value> = body
+                .as_bytes()
+                .chunks(size)
+                .map(|piece| {
+                    json!({"id": "c", "choices": [{"index": 0, "delta": {"content": String::from_utf8_lossy(piece)}}]})
+                })
+                .chain([json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                               "x_groq": {"usage": {"prompt_tokens": 12, "completion_tokens": 5}}})])
+                .collect();
+            let message = message(&sse(&pieces));
+            let thinking: Vec<&str> = message
+                .content
+                .iter()
+                .filter_map(|block| match block {
+                    ContentBlock::Thinking(thinking) => Some(thinking.thinking.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(thinking, ["\nI should read it.\n"], "chunks of {size}");
+            assert_eq!(message.text(), "The answer.", "chunks of {size}");
+            assert_eq!(
+                (message.usage.input_tokens, message.usage.output_tokens),
+                (12, 5)
+            );
+        }
+        let plain = sse(&[
+            json!({"id": "c", "choices": [{"index": 0, "delta": {"content": "<thin"}}]}),
+            json!({"id": "c", "choices": [{"index": 0, "delta": {"content": "g> is a tag"}}]}),
+            json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+        ]);
+        let message = message(&plain);
+        assert_eq!(message.text(), "<thing> is a tag");
+        assert!(
+            !message
+                .content
+                .iter()
+                .any(|block| matches!(block, ContentBlock::Thinking(_)))
+        );
     }
 
     #[test]
