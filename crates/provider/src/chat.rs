@@ -93,6 +93,16 @@ pub struct ChatOptions {
 /// function tools. Cache breakpoints are dropped; thinking goes back only as
 /// `options.reasoning_replay` says.
 pub fn chat_request(request: &CreateMessageRequest, options: &ChatOptions) -> Value {
+    chat_request_with_extras(request, options, &std::collections::HashMap::new())
+}
+
+/// [`chat_request`], each earlier tool call sent with what its server attached to it
+/// (`extras`, by call id: see [`CallExtras`]).
+pub fn chat_request_with_extras(
+    request: &CreateMessageRequest,
+    options: &ChatOptions,
+    extras: &std::collections::HashMap<String, Value>,
+) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system {
         let text = match system {
@@ -110,7 +120,7 @@ pub fn chat_request(request: &CreateMessageRequest, options: &ChatOptions) -> Va
     for message in &request.messages {
         match message.role {
             Role::User => user_messages(message, &mut messages),
-            Role::Assistant => messages.push(assistant_message(message, options)),
+            Role::Assistant => messages.push(assistant_message(message, options, extras)),
         }
     }
     let mut body = Map::new();
@@ -271,9 +281,20 @@ fn user_messages(message: &MessageParam, out: &mut Vec<Value>) {
     out.push(json!({"role": "user", "content": content}));
 }
 
-/// An assistant message: its text as `content`, its tool_use blocks as `tool_calls`, its
-/// thinking as `options.reasoning_replay` says.
-fn assistant_message(message: &MessageParam, options: &ChatOptions) -> Value {
+/// What servers attached to their tool calls and want sent back with them, by call id: the
+/// `extra_content` of Gemini's OpenAI-compatible endpoint (its `google.thought_signature`,
+/// without which a later request naming the call is refused). Kept by the client, never in
+/// the history (another provider would refuse the field).
+pub type CallExtras = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Value>>>;
+
+/// An assistant message: its text as `content`, its tool_use blocks as `tool_calls` (each
+/// with the `extra_content` its server attached, from `extras`), its thinking as
+/// `options.reasoning_replay` says.
+fn assistant_message(
+    message: &MessageParam,
+    options: &ChatOptions,
+    extras: &std::collections::HashMap<String, Value>,
+) -> Value {
     let mut text = String::new();
     let mut thinking = String::new();
     let mut calls = Vec::new();
@@ -281,11 +302,17 @@ fn assistant_message(message: &MessageParam, options: &ChatOptions) -> Value {
         match block {
             ContentBlock::Text(block) => text.push_str(&block.text),
             ContentBlock::Thinking(block) => thinking.push_str(&block.thinking),
-            ContentBlock::ToolUse(call) => calls.push(json!({
-                "id": call.id.as_str(),
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.input.to_string()},
-            })),
+            ContentBlock::ToolUse(call) => {
+                let mut entry = json!({
+                    "id": call.id.as_str(),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.input.to_string()},
+                });
+                if let Some(extra) = extras.get(call.id.as_str()) {
+                    entry["extra_content"] = extra.clone();
+                }
+                calls.push(entry);
+            }
             _ => {}
         }
     }
@@ -398,6 +425,10 @@ struct Translator {
     /// The ids of the calls so far: a server reusing one for another call gets it made
     /// unique (`call_1` again becomes `call_1_2`), so each call gets its own result.
     ids: std::collections::HashSet<String>,
+    /// The open call's id as the message has it (after making it unique).
+    open_call: Option<String>,
+    /// Where a call's `extra_content` is kept for the next requests.
+    extras: Option<CallExtras>,
     /// Reasoning sent inside the content as `<think>...</think>` (see [`Think`]).
     think: Think,
 }
@@ -433,6 +464,8 @@ impl Default for Translator {
             calls: 0,
             open_id: None,
             ids: std::collections::HashSet::new(),
+            open_call: None,
+            extras: None,
             think: Think::Undecided(String::new()),
         }
     }
@@ -499,6 +532,9 @@ struct ContentPart {
 
 #[derive(Debug, Default, serde::Deserialize)]
 struct ToolCallDelta<'a> {
+    /// Gemini's endpoint: what it wants back with the call (see [`CallExtras`]).
+    #[serde(default)]
+    extra_content: Option<Value>,
     #[serde(default)]
     index: Option<u64>,
     #[serde(borrow, default)]
@@ -815,6 +851,7 @@ impl Translator {
                 id = format!("{given}_{copy}");
             }
             self.ids.insert(id.clone());
+            self.open_call = Some(id.clone());
             let name = call
                 .function
                 .as_ref()
@@ -840,6 +877,12 @@ impl Translator {
             });
             index
         };
+        if let (Some(extra), Some(extras), Some(id)) =
+            (&call.extra_content, &self.extras, &self.open_call)
+            && let Ok(mut extras) = extras.lock()
+        {
+            extras.insert(id.clone(), extra.clone());
+        }
         if !arguments.is_empty() {
             out.push(StreamEvent::ContentBlockDelta {
                 index,
@@ -910,6 +953,14 @@ impl ChatStream {
     /// An empty stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty stream that keeps what the server attaches to its tool calls in `extras`
+    /// (see [`CallExtras`]).
+    pub fn with_call_extras(extras: CallExtras) -> Self {
+        let mut stream = Self::default();
+        stream.translator.extras = Some(extras);
+        stream
     }
 
     /// Adds a chunk of the body.

@@ -73,6 +73,8 @@ struct Inner {
     transport: Arc<dyn Transport>,
     sleeper: Arc<dyn Sleeper>,
     uri: Uri,
+    /// What a Chat Completions server attached to its tool calls, sent back with them.
+    call_extras: crate::chat::CallExtras,
 }
 
 /// A streaming Messages API client. Cheap to clone; clones share the connection pool.
@@ -151,6 +153,7 @@ impl AnthropicClient {
                 transport,
                 sleeper,
                 uri,
+                call_extras: crate::chat::CallExtras::default(),
             }),
         })
     }
@@ -295,7 +298,15 @@ impl AnthropicClient {
                 )
             })?;
         let translated = match &self.inner.config.api {
-            Api::ChatCompletions(options) => crate::chat::chat_request(&request, options),
+            Api::ChatCompletions(options) => {
+                let extras = self
+                    .inner
+                    .call_extras
+                    .lock()
+                    .map(|extras| extras.clone())
+                    .unwrap_or_default();
+                crate::chat::chat_request_with_extras(&request, options, &extras)
+            }
             Api::Responses | Api::Messages => crate::responses::responses_request(&request),
         };
         Ok(Bytes::from(translated.to_string()))
@@ -758,7 +769,7 @@ async fn attempt(
         .get("content-type")
         .and_then(|value| value.to_str().ok())
         .unwrap_or("");
-    let Some(mut parser) = Parser::for_body(config, content_type) else {
+    let Some(mut parser) = Parser::for_body(config, content_type, &client.inner.call_extras) else {
         let mut error = ProviderError::new(
             ErrorKind::NotEventStream,
             format!("expected text/event-stream, got {content_type:?}"),
@@ -896,7 +907,11 @@ impl Parser {
     /// The parser for a streamed body of media type `content_type` from the server
     /// `config` describes: `None` when it is not a stream (Bedrock's event stream, else
     /// `text/event-stream`).
-    fn for_body(config: &ClientConfig, content_type: &str) -> Option<Self> {
+    fn for_body(
+        config: &ClientConfig,
+        content_type: &str,
+        extras: &crate::chat::CallExtras,
+    ) -> Option<Self> {
         if matches!(config.platform, Platform::Bedrock(_))
             && content_type.starts_with(crate::bedrock::EVENT_STREAM_TYPE)
         {
@@ -910,7 +925,9 @@ impl Parser {
         }
         Some(match &config.api {
             Api::Messages => Self::Messages(MessageStream::new()),
-            Api::ChatCompletions(_) => Self::Chat(crate::chat::ChatStream::new()),
+            Api::ChatCompletions(_) => {
+                Self::Chat(crate::chat::ChatStream::with_call_extras(extras.clone()))
+            }
             Api::Responses => Self::Responses(crate::responses::ResponsesStream::new()),
         })
     }

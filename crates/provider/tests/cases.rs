@@ -737,3 +737,58 @@ async fn hostile_servers_end_at_a_named_limit() {
     assert_eq!(error.status, Some(400));
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
+
+/// Gemini's OpenAI-compatible endpoint attaches `extra_content` (its thought signature) to a
+/// tool call and refuses a later request that names the call without it: the client keeps
+/// it (never in the history) and sends it back with the call, whether it came with the
+/// call's first piece or alone in a later one.
+#[tokio::test]
+async fn a_tool_calls_extra_content_goes_back_with_it() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat-servers");
+    for (fixture, signature) in [
+        ("gemini-tool-call.sse", "SIG1"),
+        ("gemini-split-args-signature-only.sse", "SIG1"),
+    ] {
+        let stream = std::fs::read(dir.join(fixture)).unwrap();
+        let server = Server::start(Script::new(vec![
+            Reply::raw_sse(stream),
+            Reply::turn(Turn::new().text("Done.")),
+        ]))
+        .await
+        .unwrap();
+        let mut config = config(&server);
+        config.api = provider::Api::ChatCompletions(provider::chat::ChatOptions::default());
+        let client = make_client(config, Arc::new(provider::TokioSleeper));
+        let (events, error) = collect(&client, "read a.txt").await;
+        assert!(error.is_none(), "{error:?}");
+        let Some(ProviderEvent::Done { message, .. }) = events.last() else {
+            panic!("{events:?}");
+        };
+        let call = message
+            .content
+            .iter()
+            .find_map(protocol::ContentBlock::as_tool_use)
+            .unwrap();
+        assert_eq!(call.id.as_str(), "fc1");
+        // Not in the history's blocks.
+        assert!(!serde_json::to_string(&message).unwrap().contains(signature));
+        let history = json!({
+            "model": "gemini-3-flash-preview", "max_tokens": 100, "stream": true,
+            "messages": [
+                {"role": "user", "content": "read a.txt"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "fc1", "name": "Read", "input": {"file_path": "a.txt"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "fc1", "content": "hello"}]},
+            ],
+        });
+        let mut stream = client.stream(Bytes::from(history.to_string()), CancellationToken::new());
+        while let Some(item) = stream.next().await {
+            item.unwrap();
+        }
+        let sent = server.requests()[1].json();
+        assert_eq!(
+            sent["messages"][1]["tool_calls"][0]["extra_content"],
+            json!({"google": {"thought_signature": signature}}),
+            "{fixture}: {sent}"
+        );
+    }
+}
