@@ -438,8 +438,9 @@ async fn a_custom_command_runs_headless() {
 }
 
 /// A model nothing configures gets its window from the server: vLLM's `max_model_len` in
-/// `/v1/models`, else llama.cpp's `n_ctx` in `/props`, else a `num_ctx` of the model's
-/// parameters in Ollama's `/api/show`; the output cap follows (a quarter of a small window).
+/// `/v1/models`, else llama.cpp's `n_ctx` in `/props`, else the window Ollama runs the
+/// loaded model with (`/api/ps`), else a `num_ctx` of the model's parameters in Ollama's
+/// `/api/show`; the output cap follows (a quarter of a small window).
 /// Without any, 32,768 tokens are assumed, with a warning.
 #[tokio::test]
 async fn an_openai_compatible_server_reports_the_models_window() {
@@ -460,7 +461,16 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             json!({"default_generation_settings": {"n_ctx": 14336}}),
             Some(3584),
         ),
-        // Ollama: only a num_ctx of the model's parameters counts.
+        // Ollama with the model loaded: the window it runs with (`/api/ps`).
+        (
+            "/api/ps",
+            json!({"models": [
+                {"name": "llama3:latest", "model": "llama3:latest", "context_length": 4096},
+                {"name": "qwen3-coder:latest", "model": "qwen3-coder:latest", "context_length": 14000},
+            ]}),
+            Some(3500),
+        ),
+        // Ollama, not loaded: only a num_ctx of the model's parameters counts.
         (
             "/api/show",
             json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx 14000", "model_info": {"qwen3.context_length": 262144}}),
@@ -490,7 +500,7 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             None => {
                 assert_eq!(sent, 8192, "{path}");
                 assert!(stderr.contains("assuming 32768 tokens"), "{stderr}");
-                assert_eq!(server.gets(), ["/models", "/props", "/api/show"]);
+                assert_eq!(server.gets(), ["/models", "/props", "/api/ps", "/api/show"]);
             }
         }
     }

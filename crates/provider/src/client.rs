@@ -200,7 +200,9 @@ impl AnthropicClient {
     /// The context window an OpenAI-compatible server reports for `model`, in tokens: the
     /// `max_model_len` (vLLM), `context_length` (OpenRouter) or `max_context_length` (LM
     /// Studio) of its entry in `GET {base}/models`, else llama.cpp's `n_ctx` in
-    /// `GET {root}/props`, else a `num_ctx` in the model's parameters from Ollama's
+    /// `GET {root}/props`, else the `context_length` Ollama serves the model with when it is
+    /// loaded (`GET {root}/api/ps`: what `OLLAMA_CONTEXT_LENGTH` or the model's `num_ctx`
+    /// made it), else a `num_ctx` in the model's parameters from Ollama's
     /// `POST {root}/api/show`. `None` for the Messages API, or when the server reports none
     /// or does not answer within 5 s; each answer is read up to 1 MiB.
     pub async fn reported_context_window(&self, model: &str) -> Option<u64> {
@@ -235,8 +237,32 @@ impl AnthropicClient {
         {
             return Some(window);
         }
-        // Ollama: only a `num_ctx` the model's parameters set is what it serves (the model's
-        // own `context_length` is not: Ollama cuts prompts at its smaller default).
+        // Ollama, the model loaded: the window it runs with.
+        if let Some(running) = self.get_json(&format!("{root}/api/ps")).await
+            && let Some(window) = running
+                .get("models")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|entry| {
+                    ["name", "model"].iter().any(|key| {
+                        entry
+                            .get(*key)
+                            .and_then(serde_json::Value::as_str)
+                            .is_some_and(|name| {
+                                name == model || name.strip_suffix(":latest") == Some(model)
+                            })
+                    })
+                })
+                .and_then(|entry| entry.get("context_length"))
+                .and_then(serde_json::Value::as_u64)
+                .filter(|window| *window > 0)
+        {
+            return Some(window);
+        }
+        // Ollama, not loaded: only a `num_ctx` the model's parameters set is what it serves
+        // (the model's own `context_length` is not: Ollama cuts prompts at its smaller
+        // default).
         let body = serde_json::json!({"model": model}).to_string();
         let show = self
             .json(Method::POST, &format!("{root}/api/show"), Bytes::from(body))
