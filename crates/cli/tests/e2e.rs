@@ -450,7 +450,7 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             "/models",
             json!({"object": "list", "data": [
                 {"id": "other", "max_model_len": 4096},
-                {"id": "qwen3-coder", "object": "model", "max_model_len": 16384},
+                {"id": "local-model-x", "object": "model", "max_model_len": 16384},
             ]}),
             Some(4096),
         ),
@@ -466,7 +466,7 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             "/api/ps",
             json!({"models": [
                 {"name": "llama3:latest", "model": "llama3:latest", "context_length": 4096},
-                {"name": "qwen3-coder:latest", "model": "qwen3-coder:latest", "context_length": 14000},
+                {"name": "local-model-x:latest", "model": "local-model-x:latest", "context_length": 14000},
             ]}),
             Some(3500),
         ),
@@ -485,7 +485,14 @@ async fn an_openai_compatible_server_reports_the_models_window() {
         server.answer_get(path, body);
         let output = command(&repo, &server)
             .env_remove("OPENAI_API_KEY")
-            .args(["--provider", "openai", "--model", "qwen3-coder", "-p", "hi"])
+            .args([
+                "--provider",
+                "openai",
+                "--model",
+                "local-model-x",
+                "-p",
+                "hi",
+            ])
             .output()
             .await
             .unwrap();
@@ -503,6 +510,51 @@ async fn an_openai_compatible_server_reports_the_models_window() {
                 assert_eq!(server.gets(), ["/models", "/props", "/api/ps", "/api/show"]);
             }
         }
+    }
+}
+
+/// An open model of the data table (`qwen3-coder`) that the server says nothing about gets
+/// the table's window and output cap, and no warning; a window the server reports still
+/// decides (Ollama may serve less).
+#[tokio::test]
+async fn an_open_model_takes_the_tables_window_unless_the_server_reports_one() {
+    for (reported, max_tokens) in [(None, 32_000), (Some(16_384), 4_096)] {
+        let repo = repo("open-model-window");
+        let server = Server::start_tls(Script::new(vec![Reply::turn(Turn::new().text("Hi."))]))
+            .await
+            .unwrap();
+        if let Some(window) = reported {
+            server.answer_get(
+                "/props",
+                json!({"default_generation_settings": {"n_ctx": window}}),
+            );
+        }
+        let output = command(&repo, &server)
+            .env_remove("OPENAI_API_KEY")
+            .args([
+                "--provider",
+                "openai",
+                "--model",
+                "qwen3-coder:30b",
+                "-p",
+                "hi",
+            ])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert_eq!(
+            server.requests()[0].json()["max_tokens"],
+            max_tokens,
+            "{reported:?}"
+        );
+        assert!(!stderr.contains("is not known"), "{stderr}");
+        assert_eq!(
+            stderr.contains("using its model card's 262144 tokens"),
+            reported.is_none(),
+            "{stderr}"
+        );
     }
 }
 

@@ -42,6 +42,7 @@ mod manager;
 mod microcompact;
 mod models;
 mod normalize;
+pub mod open_models;
 mod tokens;
 
 pub use autocompact::{

@@ -221,8 +221,9 @@ impl Default for Ledger {
 }
 
 /// The prices of a response: `overrides` (the settings' prices by model id) first, then
-/// the built-in table ([`context::lookup`]), each for `answered` (the model the server
-/// named), then for `requested`; `None` when neither is priced anywhere.
+/// the built-in table ([`context::lookup`]), then the open-model table's vendor prices
+/// ([`context::open_models`]), each for `answered` (the model the server named), then for
+/// `requested`; `None` when neither is priced anywhere.
 pub fn prices(
     overrides: &std::collections::BTreeMap<String, context::Prices>,
     answered: &str,
@@ -236,6 +237,11 @@ pub fn prices(
             names.iter().find_map(|name| {
                 let (info, known) = context::lookup(name);
                 info.prices.filter(|_| known)
+            })
+        })
+        .or_else(|| {
+            names.iter().find_map(|name| {
+                context::open_models::lookup_open(name).and_then(|open| open.info().prices)
             })
         })
 }

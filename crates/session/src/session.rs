@@ -918,6 +918,14 @@ impl Session {
                 let reasoning = self.llm.settings.reasoning;
                 reasoning.configure(&mut self.config, self.llm.settings.openai);
             }
+            None if let Some(open) = context::open_models::lookup_open(model) => {
+                self.notices.say(&format!(
+                    "note: the server does not say the context window of {}: using its model card's {} tokens (a local server may serve less: set \"models\": {{\"{}\": {{\"contextWindow\": N}}}})",
+                    render::printable(model, false),
+                    open.context_window,
+                    render::printable(model, false)
+                ));
+            }
             None => self.notices.say(&format!(
                 "warning: the context window of {} is not known: assuming {ASSUMED_WINDOW} tokens (set it in settings: \"models\": {{\"{}\": {{\"contextWindow\": N, \"maxOutput\": N}}}})",
                 render::printable(model, false),
@@ -4102,6 +4110,11 @@ fn model_info(
     }
     if known || !openai {
         return Ok((table, false));
+    }
+    // An open model of the data table: its native window until the server says what it
+    // serves (Ollama's can be far smaller), its vendor's prices.
+    if let Some(open) = context::open_models::lookup_open(model) {
+        return Ok((open.info(), true));
     }
     Ok((window_info(ASSUMED_WINDOW), true))
 }
