@@ -23,11 +23,11 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderValue, Method};
 
 use crate::config::ConfigSource;
 use crate::error::{ErrorKind, ProviderError};
-use crate::transport::{HttpRequest, Transport};
+use crate::transport::{Transport, fetch_small};
 
 /// Credentials expiring sooner than this are fetched again before a request.
 const REFRESH_BEFORE: Duration = Duration::from_secs(5 * 60);
@@ -375,58 +375,28 @@ impl CredentialChain {
     }
 }
 
-fn auth_error(message: String) -> ProviderError {
-    let mut error = ProviderError::new(ErrorKind::Authentication, message);
-    error.lasting = true;
-    error
-}
-
-/// `GET`/`PUT` `url` with `headers`; the body of a 2xx answer.
+/// [`fetch_small`] with no body, within [`ENDPOINT_TIMEOUT`].
 async fn fetch(
     transport: &dyn Transport,
     method: Method,
     url: &str,
     headers: HeaderMap,
 ) -> Result<Vec<u8>, String> {
-    let uri: Uri = url
-        .parse()
-        .map_err(|error| format!("bad URL {url}: {error}"))?;
-    let request = HttpRequest {
+    fetch_small(
+        transport,
         method,
-        uri,
+        url,
         headers,
-        body: Bytes::new(),
-    };
-    let response = tokio::time::timeout(ENDPOINT_TIMEOUT, transport.send(request))
-        .await
-        .map_err(|_| format!("no answer within {} s", ENDPOINT_TIMEOUT.as_secs()))?
-        .map_err(|error| error.to_string())?;
-    let status = response.status;
-    let mut body = response.body;
-    let mut bytes = Vec::new();
-    let read = async {
-        use futures_util::StreamExt as _;
-        while let Some(chunk) = body.next().await {
-            bytes.extend_from_slice(&chunk.map_err(|error| error.to_string())?);
-            if bytes.len() > 64 << 10 {
-                return Err("the answer is over 64 KiB".to_owned());
-            }
-        }
-        Ok(())
-    };
-    tokio::time::timeout(ENDPOINT_TIMEOUT, read)
-        .await
-        .map_err(|_| format!("no whole answer within {} s", ENDPOINT_TIMEOUT.as_secs()))??;
-    if !status.is_success() {
-        return Err(format!(
-            "HTTP {status}: {}",
-            String::from_utf8_lossy(&bytes)
-                .chars()
-                .take(200)
-                .collect::<String>()
-        ));
-    }
-    Ok(bytes)
+        Bytes::new(),
+        ENDPOINT_TIMEOUT,
+    )
+    .await
+}
+
+fn auth_error(message: String) -> ProviderError {
+    let mut error = ProviderError::new(ErrorKind::Authentication, message);
+    error.lasting = true;
+    error
 }
 
 /// Credentials in the shape the container endpoint, the metadata service and a

@@ -84,17 +84,8 @@ impl Bedrock {
         let base_url = source
             .get("ANTHROPIC_BEDROCK_BASE_URL")
             .unwrap_or_else(|| format!("https://bedrock-runtime.{region}.amazonaws.com"));
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
-            return Err(ProviderError::new(
-                ErrorKind::Config,
-                format!(
-                    "ANTHROPIC_BEDROCK_BASE_URL must start with http:// or https://, got {base_url:?}"
-                ),
-            ));
-        }
-        let skip = source
-            .get("CLAUDE_CODE_SKIP_BEDROCK_AUTH")
-            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"));
+        crate::config::check_base_url("ANTHROPIC_BEDROCK_BASE_URL", &base_url)?;
+        let skip = crate::config::flag(source, "CLAUDE_CODE_SKIP_BEDROCK_AUTH");
         let auth = if skip {
             BedrockAuth::Skip
         } else if let Some(token) = source.get("AWS_BEARER_TOKEN_BEDROCK") {
@@ -147,7 +138,7 @@ impl Bedrock {
         let url = format!(
             "{}/model/{}/{action}",
             self.base_url,
-            encode_path_segment(&self.model_id(&model))
+            crate::transport::percent_encode(&self.model_id(&model))
         );
         let uri: Uri = url.parse().map_err(|error| {
             ProviderError::new(ErrorKind::Config, format!("Bedrock URL {url}: {error}"))
@@ -344,20 +335,6 @@ fn bedrock_body(body: &[u8], betas: &[String]) -> Result<(String, bool, Bytes), 
         object.insert("anthropic_beta".into(), betas.into());
     }
     Ok((model, streaming, Bytes::from(json.to_string())))
-}
-
-/// `segment` percent-encoded for a URL path (RFC 3986 unreserved characters kept), so a
-/// model id's `:` and an ARN's `/` stay inside one segment.
-fn encode_path_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 /// An `InvokeModelWithResponseStream` body read as the Messages API's stream: each
@@ -655,7 +632,7 @@ mod tests {
             "anthropic.claude-3-5-haiku-20241022-v1:0"
         );
         assert_eq!(
-            encode_path_segment("us.anthropic.x-v1:0"),
+            crate::transport::percent_encode("us.anthropic.x-v1:0"),
             "us.anthropic.x-v1%3A0"
         );
     }

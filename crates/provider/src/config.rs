@@ -104,6 +104,29 @@ pub trait KeySource: Send + Sync {
     fn invalidate(&self);
 }
 
+/// Whether the switch `name` is on in `source`: set, and neither `0` nor `false` (Claude
+/// Code's `CLAUDE_CODE_USE_BEDROCK=1` and the like).
+pub(crate) fn flag(source: &dyn ConfigSource, name: &str) -> bool {
+    source
+        .get(name)
+        .is_some_and(|value| !matches!(value.as_str(), "0" | "false"))
+}
+
+/// `Ok` when `url` (the value of `variable`) is an `http://` or `https://` URL.
+///
+/// # Errors
+///
+/// [`ErrorKind::Config`] naming the variable and the value.
+pub(crate) fn check_base_url(variable: &str, url: &str) -> Result<(), ProviderError> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Ok(());
+    }
+    Err(ProviderError::new(
+        ErrorKind::Config,
+        format!("{variable} must start with http:// or https://, got {url:?}"),
+    ))
+}
+
 /// `source` without one variable.
 struct Without<'a> {
     source: &'a dyn ConfigSource,
@@ -256,49 +279,36 @@ impl ClientConfig {
     /// [`ErrorKind::Config`] naming the variable when a value is malformed or a file cannot be
     /// read.
     pub fn from_source(source: &dyn ConfigSource) -> Result<Self, ProviderError> {
-        if source
-            .get("CLAUDE_CODE_USE_BEDROCK")
-            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"))
-        {
-            let bedrock = crate::bedrock::Bedrock::from_source(
-                source,
-                source.get("HOME").map(std::path::PathBuf::from),
-            )?;
-            let mut config = Self::from_source(&Without {
-                source,
-                name: "CLAUDE_CODE_USE_BEDROCK",
-            })?;
-            config.base_url.clone_from(&bedrock.base_url);
+        let home = || source.get("HOME").map(std::path::PathBuf::from);
+        let cloud = if flag(source, "CLAUDE_CODE_USE_BEDROCK") {
+            let bedrock = crate::bedrock::Bedrock::from_source(source, home())?;
+            Some((
+                "CLAUDE_CODE_USE_BEDROCK",
+                bedrock.base_url.clone(),
+                Platform::Bedrock(std::sync::Arc::new(bedrock)),
+            ))
+        } else if flag(source, "CLAUDE_CODE_USE_VERTEX") {
+            let vertex = crate::vertex::Vertex::from_source(source, home())?;
+            Some((
+                "CLAUDE_CODE_USE_VERTEX",
+                vertex.base_url.clone(),
+                Platform::Vertex(std::sync::Arc::new(vertex)),
+            ))
+        } else {
+            None
+        };
+        if let Some((name, base_url, platform)) = cloud {
+            // Everything else (timeouts, limits, proxy) as for Anthropic's API.
+            let mut config = Self::from_source(&Without { source, name })?;
+            config.base_url = base_url;
             config.auth = Auth::None;
-            config.platform = Platform::Bedrock(std::sync::Arc::new(bedrock));
-            return Ok(config);
-        }
-        if source
-            .get("CLAUDE_CODE_USE_VERTEX")
-            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"))
-        {
-            let vertex = crate::vertex::Vertex::from_source(
-                source,
-                source.get("HOME").map(std::path::PathBuf::from),
-            )?;
-            let mut config = Self::from_source(&Without {
-                source,
-                name: "CLAUDE_CODE_USE_VERTEX",
-            })?;
-            config.base_url.clone_from(&vertex.base_url);
-            config.auth = Auth::None;
-            config.platform = Platform::Vertex(std::sync::Arc::new(vertex));
+            config.platform = platform;
             return Ok(config);
         }
         let base_url = source
             .get("ANTHROPIC_BASE_URL")
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-            return Err(ProviderError::new(
-                ErrorKind::Config,
-                format!("ANTHROPIC_BASE_URL must start with http:// or https://, got {base_url:?}"),
-            ));
-        }
+        check_base_url("ANTHROPIC_BASE_URL", &base_url)?;
         let auth = match (
             source.get("ANTHROPIC_API_KEY"),
             source.get("ANTHROPIC_AUTH_TOKEN"),

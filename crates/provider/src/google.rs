@@ -18,11 +18,11 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Uri};
+use http::{HeaderMap, HeaderValue, Method};
 
 use crate::config::ConfigSource;
 use crate::error::{ErrorKind, ProviderError};
-use crate::transport::{HttpRequest, Transport};
+use crate::transport::{Transport, fetch_small, percent_encode};
 
 /// Google's token endpoint, for a login file that names none.
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
@@ -138,7 +138,16 @@ impl GoogleCredentials {
         let mut headers = HeaderMap::new();
         headers.insert("metadata-flavor", HeaderValue::from_static("Google"));
         let source = format!("the metadata server ({})", self.metadata_host);
-        match post(transport, Method::GET, &url, headers, Bytes::new()).await {
+        match fetch_small(
+            transport,
+            Method::GET,
+            &url,
+            headers,
+            Bytes::new(),
+            ENDPOINT_TIMEOUT,
+        )
+        .await
+        {
             Ok(body) => token_answer(&body, &source),
             Err(error) => Err(auth_error(format!(
                 "no Google credentials for Vertex AI: GOOGLE_APPLICATION_CREDENTIALS is not set, \
@@ -205,12 +214,13 @@ async fn from_file(
         "content-type",
         HeaderValue::from_static("application/x-www-form-urlencoded"),
     );
-    let body = post(
+    let body = fetch_small(
         transport,
         Method::POST,
         &token_uri,
         headers,
         Bytes::from(form),
+        ENDPOINT_TIMEOUT,
     )
     .await
     .map_err(|error| auth_error(format!("{source}: the token endpoint {token_uri}: {error}")))?;
@@ -289,70 +299,11 @@ fn pem_body(pem: &str) -> Option<Vec<u8>> {
 
 /// `pairs` as `application/x-www-form-urlencoded`.
 fn form_encode(pairs: &[(&str, &str)]) -> String {
-    let encode = |text: &str| {
-        let mut out = String::new();
-        for byte in text.bytes() {
-            if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-                out.push(char::from(byte));
-            } else {
-                out.push_str(&format!("%{byte:02X}"));
-            }
-        }
-        out
-    };
     pairs
         .iter()
-        .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
+        .map(|(key, value)| format!("{}={}", percent_encode(key), percent_encode(value)))
         .collect::<Vec<_>>()
         .join("&")
-}
-
-/// Sends a request; the body of a 2xx answer.
-async fn post(
-    transport: &dyn Transport,
-    method: Method,
-    url: &str,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Vec<u8>, String> {
-    let uri: Uri = url
-        .parse()
-        .map_err(|error| format!("bad URL {url}: {error}"))?;
-    let request = HttpRequest {
-        method,
-        uri,
-        headers,
-        body,
-    };
-    let read = async {
-        use futures_util::StreamExt as _;
-        let response = transport
-            .send(request)
-            .await
-            .map_err(|error| error.to_string())?;
-        let status = response.status;
-        let mut body = response.body;
-        let mut bytes = Vec::new();
-        while let Some(chunk) = body.next().await {
-            bytes.extend_from_slice(&chunk.map_err(|error| error.to_string())?);
-            if bytes.len() > 64 << 10 {
-                return Err("the answer is over 64 KiB".to_owned());
-            }
-        }
-        if !status.is_success() {
-            return Err(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&bytes)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            ));
-        }
-        Ok(bytes)
-    };
-    tokio::time::timeout(ENDPOINT_TIMEOUT, read)
-        .await
-        .map_err(|_| format!("no answer within {} s", ENDPOINT_TIMEOUT.as_secs()))?
 }
 
 #[cfg(test)]

@@ -574,6 +574,65 @@ impl Transport for HyperTransport {
     }
 }
 
+/// `method url` with `headers` and `body` through `transport`, the whole exchange within
+/// `limit`: the body of a 2xx answer (at most 64 KiB), else why not (`HTTP 403: ...`, a
+/// timeout, a bad URL), for the small JSON endpoints credentials come from (AWS's container
+/// and instance metadata, Google's token endpoints and metadata server).
+pub(crate) async fn fetch_small(
+    transport: &dyn Transport,
+    method: Method,
+    url: &str,
+    headers: HeaderMap,
+    body: Bytes,
+    limit: std::time::Duration,
+) -> Result<Vec<u8>, String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|error| format!("bad URL {url}: {error}"))?;
+    let request = HttpRequest {
+        method,
+        uri,
+        headers,
+        body,
+    };
+    let exchange = async {
+        let response = transport
+            .send(request)
+            .await
+            .map_err(|error| error.to_string())?;
+        let mut body = response.body;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next().await {
+            bytes.extend_from_slice(&chunk.map_err(|error| error.to_string())?);
+            if bytes.len() > 64 << 10 {
+                return Err("the answer is over 64 KiB".to_owned());
+            }
+        }
+        if !response.status.is_success() {
+            let text: String = String::from_utf8_lossy(&bytes).chars().take(300).collect();
+            return Err(format!("HTTP {}: {text}", response.status));
+        }
+        Ok(bytes)
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| format!("no answer within {} s", limit.as_secs()))?
+}
+
+/// `text` percent-encoded for a URL path segment or a form value: RFC 3986's unreserved
+/// characters kept, every other byte `%XX` (a model id's `:`, an ARN's `/`, a form's `&`).
+pub(crate) fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::IpAddr;

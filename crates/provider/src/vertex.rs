@@ -69,17 +69,8 @@ impl Vertex {
                 format!("https://{region}-aiplatform.googleapis.com/v1")
             }
         });
-        if !(base_url.starts_with("https://") || base_url.starts_with("http://")) {
-            return Err(ProviderError::new(
-                ErrorKind::Config,
-                format!(
-                    "ANTHROPIC_VERTEX_BASE_URL must start with http:// or https://, got {base_url:?}"
-                ),
-            ));
-        }
-        let skip = source
-            .get("CLAUDE_CODE_SKIP_VERTEX_AUTH")
-            .is_some_and(|value| !matches!(value.as_str(), "0" | "false"));
+        crate::config::check_base_url("ANTHROPIC_VERTEX_BASE_URL", &base_url)?;
+        let skip = crate::config::flag(source, "CLAUDE_CODE_SKIP_VERTEX_AUTH");
         Ok(Self {
             project,
             region,
