@@ -37,60 +37,37 @@ async fn run(
     env: &[(&str, &str)],
     prompt: &str,
 ) -> std::process::Output {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
-    command
-        .arg("-C")
-        .arg(&repo.dir)
-        .args([
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "acceptEdits",
-        ])
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
-        .env("CLAUDE_CODE_USE_BEDROCK", "1")
-        .env("AWS_REGION", "us-east-1")
-        .env("ANTHROPIC_BEDROCK_BASE_URL", server.base_url())
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AGENT_DISABLE_BACKGROUND_REQUESTS", "1")
-        .env("AGENT_MAX_RETRIES", "0");
-    for name in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_CONFIG_FILE",
-        "AWS_DEFAULT_REGION",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-    ] {
-        command.env_remove(name);
-    }
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().await.unwrap()
+    let mut all: Vec<(&str, String)> = vec![
+        ("CLAUDE_CODE_USE_BEDROCK", "1".to_owned()),
+        ("AWS_REGION", "us-east-1".to_owned()),
+        ("ANTHROPIC_BEDROCK_BASE_URL", server.base_url()),
+        ("AWS_EC2_METADATA_DISABLED", "true".to_owned()),
+    ];
+    all.extend(env.iter().map(|(name, value)| (*name, (*value).to_owned())));
+    common::run_on_cloud(
+        repo,
+        &[
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_PROFILE",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+            "AWS_DEFAULT_REGION",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+            "AWS_BEARER_TOKEN_BEDROCK",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        ],
+        &all,
+        prompt,
+    )
+    .await
 }
 
 fn result(output: &std::process::Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
-        panic!(
-            "no JSON result; stderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    common::json_result(output)
 }
 
 fn one_turn() -> Script {
@@ -188,11 +165,7 @@ async fn a_bad_signature_is_refused_and_the_credentials_named() {
     )
     .await;
     assert!(!output.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = common::all_output(&output);
     assert!(text.contains("InvalidSignatureException"), "{text}");
     assert!(
         text.contains("credentials from the environment (AWS_ACCESS_KEY_ID)"),
@@ -218,11 +191,7 @@ async fn expired_credentials_are_named_by_their_source() {
     )
     .await;
     assert!(!output.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = common::all_output(&output);
     assert!(
         text.contains("ExpiredTokenException: The security token included in the request is expired (credentials from the environment (AWS_ACCESS_KEY_ID))"),
         "{text}"
@@ -284,11 +253,7 @@ async fn credentials_come_from_a_profile_and_a_credential_process() {
     );
     let server = bedrock(one_turn()).await;
     let output = run(&repo, &server, &[("AWS_PROFILE", "sso")], "hello").await;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = common::all_output(&output);
     assert!(
         text.contains("uses sso_session")
             && text.contains("aws configure export-credentials --profile sso"),

@@ -29,54 +29,31 @@ async fn run(
     env: &[(&str, &str)],
     prompt: &str,
 ) -> std::process::Output {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
-    command
-        .arg("-C")
-        .arg(&repo.dir)
-        .args([
-            "-p",
-            prompt,
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "acceptEdits",
-        ])
-        .env("HOME", &repo.home)
-        .env("XDG_DATA_HOME", repo.home.join("data"))
-        .env("XDG_CONFIG_HOME", repo.home.join("config"))
-        .env("CLAUDE_CODE_USE_VERTEX", "1")
-        .env("ANTHROPIC_VERTEX_PROJECT_ID", "my-project")
-        .env(
+    let mut all: Vec<(&str, String)> = vec![
+        ("CLAUDE_CODE_USE_VERTEX", "1".to_owned()),
+        ("ANTHROPIC_VERTEX_PROJECT_ID", "my-project".to_owned()),
+        (
             "ANTHROPIC_VERTEX_BASE_URL",
             format!("{}/v1", server.base_url()),
-        )
-        .env("GCE_METADATA_HOST", "127.0.0.1:9")
-        .env("AGENT_DISABLE_BACKGROUND_REQUESTS", "1")
-        .env("AGENT_MAX_RETRIES", "0");
-    for name in [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-        "GOOGLE_APPLICATION_CREDENTIALS",
-        "CLOUDSDK_CONFIG",
-        "CLOUD_ML_REGION",
-    ] {
-        command.env_remove(name);
-    }
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.output().await.unwrap()
+        ),
+        ("GCE_METADATA_HOST", "127.0.0.1:9".to_owned()),
+    ];
+    all.extend(env.iter().map(|(name, value)| (*name, (*value).to_owned())));
+    common::run_on_cloud(
+        repo,
+        &[
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "CLOUDSDK_CONFIG",
+            "CLOUD_ML_REGION",
+        ],
+        &all,
+        prompt,
+    )
+    .await
 }
 
 fn result(output: &std::process::Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
-        panic!(
-            "no JSON result; stderr:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    common::json_result(output)
 }
 
 /// A service account key whose `token_uri` is the stand-in's.
@@ -219,11 +196,7 @@ async fn a_refused_token_is_named_by_its_source() {
     )
     .await;
     assert!(!output.status.success());
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = common::all_output(&output);
     assert!(
         text.contains("invalid authentication credentials"),
         "{text}"

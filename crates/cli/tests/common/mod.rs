@@ -297,3 +297,61 @@ pub fn assert_forks(main: &[u8], fork: &[u8], what: &str) {
         .unwrap();
     assert_eq!(shared, messages_end, "{what}");
 }
+
+/// `agent -p PROMPT --output-format json --permission-mode acceptEdits` in `repo`, the test's
+/// own environment cleared of every variable in `cleared` and of Anthropic's, then `env`
+/// set (a cloud's switch, endpoint and credentials): a run against a cloud's stand-in.
+#[allow(dead_code)]
+pub async fn run_on_cloud(
+    repo: &Repo,
+    cleared: &[&str],
+    env: &[(&str, String)],
+    prompt: &str,
+) -> Output {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+    command
+        .arg("-C")
+        .arg(&repo.dir)
+        .args(["-p", prompt, "--output-format", "json"])
+        .args(["--permission-mode", "acceptEdits"])
+        .env("HOME", &repo.home)
+        .env("XDG_DATA_HOME", repo.home.join("data"))
+        .env("XDG_CONFIG_HOME", repo.home.join("config"))
+        .env("AGENT_DISABLE_BACKGROUND_REQUESTS", "1")
+        .env("AGENT_MAX_RETRIES", "0");
+    let anthropic = [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+    ];
+    for name in anthropic.iter().chain(cleared) {
+        command.env_remove(name);
+    }
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().await.unwrap()
+}
+
+/// A run's stdout and stderr, one after the other (an error may be in either).
+#[allow(dead_code)]
+pub fn all_output(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A run's one JSON result (`--output-format json`); a run without one fails the test with
+/// its stderr.
+#[allow(dead_code)]
+pub fn json_result(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|_| {
+        panic!(
+            "no JSON result; stderr:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
