@@ -751,6 +751,89 @@ async fn chat_completions_refusals_and_cut_responses_are_recovered() {
     );
 }
 
+/// Tool calls as real servers can end them: whole calls followed by `finish_reason:
+/// "content_filter"` are not run (the turn ends, each answered as not run); a call re-sent
+/// under the same id runs once, and the next request tells the model the repeat was not run.
+#[tokio::test]
+async fn chat_completions_calls_before_a_content_filter_or_under_a_repeated_id() {
+    let repo = repo("chat-filter");
+    let bash =
+        |id: &str, command: &str| Turn::new().tool_use(id, "Bash", json!({"command": command}));
+    let filtered = bash("call_a", "touch filtered-a")
+        .tool_use("call_b", "Bash", json!({"command": "touch filtered-b"}))
+        .stop("refusal");
+    let repeated = bash("call_1", "echo x >> log.txt").tool_use(
+        "call_1",
+        "Bash",
+        json!({"command": "echo x >> log.txt"}),
+    );
+    let server = Server::start_tls(Script::new(vec![
+        Reply::turn(filtered),
+        Reply::turn(repeated),
+        Reply::turn(Turn::new().text("Logged once.")),
+    ]))
+    .await
+    .unwrap();
+    let run = |prompt: &str| {
+        let mut command = command(&repo, &server);
+        command
+            .env_remove("OPENAI_API_KEY")
+            .args([
+                "--provider",
+                "openai",
+                "--model",
+                "qwen3-coder",
+                "-p",
+                prompt,
+            ])
+            .args(["--output-format", "stream-json"])
+            .args(["--permission-mode", "bypassPermissions"]);
+        command
+    };
+    let output = run("make two files").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!repo.dir.join("filtered-a").exists(), "a filtered call ran");
+    assert!(!repo.dir.join("filtered-b").exists(), "a filtered call ran");
+    assert_eq!(server.requests().len(), 1, "the turn ended at the filter");
+    let told: Vec<String> = lines(&output)
+        .iter()
+        .filter(|line| line["type"] == "user")
+        .flat_map(|line| {
+            line["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|block| block["content"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(told.len(), 2, "{told:?}");
+    assert!(
+        told.iter()
+            .all(|text| text.contains("stop_reason refusal") && text.contains("not run")),
+        "{told:?}"
+    );
+
+    let output = run("log once").output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(repo.dir.join("log.txt")).unwrap(),
+        "x\n",
+        "the repeat did not run"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let messages = requests[2].json()["messages"].as_array().unwrap().clone();
+    let answers: Vec<&Value> = (messages.iter())
+        .filter(|message| message["role"] == "tool")
+        .collect();
+    assert_eq!(answers.len(), 1, "{messages:?}");
+    assert_eq!(answers[0]["tool_call_id"], "call_1");
+    let sent = serde_json::to_string(&messages).unwrap();
+    assert!(sent.contains("repeats the tool_use id call_1"), "{sent}");
+}
+
 #[tokio::test]
 async fn a_four_turn_session_over_tls() {
     let repo = repo("four");

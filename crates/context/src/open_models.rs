@@ -160,6 +160,12 @@ mod tests {
                 "{name}"
             );
         }
+        let window = |name: &str| lookup_open(name).map(|model| model.context_window);
+        assert_eq!(
+            window("meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+            Some(10_000_000)
+        );
+        assert_eq!(window("llama4:maverick"), Some(1_000_000));
         assert!(lookup_open("claude-sonnet-4-5").is_none());
         assert!(lookup_open("").is_none());
     }

@@ -595,8 +595,8 @@ impl StreamingToolExecutor {
                 return Err((
                     Outcome::UnusableInput,
                     format!(
-                        "Error: the input of this {} call is not valid JSON ({error}), so it was not run. Input received: {shown}. Send the call again with a complete JSON object.",
-                        call.name
+                        "Error: the input of this {} call (tool_use id {}) is not valid JSON ({error}), so it was not run. Input received: {shown}. Send the call again with a complete JSON object.",
+                        call.name, call.id
                     ),
                 ));
             }

@@ -567,7 +567,7 @@ async fn calls_that_cannot_run_get_actionable_errors_and_never_start() {
     );
     assert_eq!(
         results[1].3,
-        "Error: the input of this Read call is not valid JSON (expected value at line 1 column 8), so it was not run. Input received: {\"ms\": oops}. Send the call again with a complete JSON object."
+        "Error: the input of this Read call (tool_use id bad_json) is not valid JSON (expected value at line 1 column 8), so it was not run. Input received: {\"ms\": oops}. Send the call again with a complete JSON object."
     );
     assert!(results[2].3.contains("cut off by the output token limit"));
     assert_eq!(

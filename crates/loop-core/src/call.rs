@@ -66,30 +66,66 @@ pub(crate) struct Aborted {
 /// stream says it was not the response's cut end: a later block starts, or message_delta's
 /// stop_reason is not max_tokens. At message end it is released marked truncated if the
 /// response was cut.
+///
+/// A response can also end incomplete ([`incomplete`]: a refusal, a server's content
+/// filter) after whole calls; held calls are then not run. With a client whose calls are
+/// final only at the stop_reason ([`crate::ModelClient::tool_use_final_at_block_stop`]
+/// false: the OpenAI-compatible formats, whose `content_filter` finish follows whole
+/// calls), every completed tool_use is held until the stop_reason, not only the latest.
 #[derive(Debug, Default)]
 struct Handoff {
-    held: Option<CompletedBlock>,
+    held: Vec<CompletedBlock>,
+    /// Hold every completed tool_use until the stop_reason.
+    until_stop: bool,
 }
 
 impl Handoff {
-    /// Holds `block` (a tool_use), releasing the one held before.
+    /// Holds `block` (a tool_use), releasing the one held before unless every call waits
+    /// for the stop_reason.
     fn hold(&mut self, block: CompletedBlock) -> Option<CompletedBlock> {
-        self.held.replace(block)
+        let previous = if self.until_stop {
+            None
+        } else {
+            self.held.pop()
+        };
+        self.held.push(block);
+        previous
     }
 
-    /// The held block, if a block after it has started at `index`.
+    /// The held block, if a block after it has started at `index` (never when every call
+    /// waits for the stop_reason).
     fn release_before(&mut self, index: usize) -> Option<CompletedBlock> {
-        self.held.take_if(|block| block.index < index)
+        if self.until_stop {
+            return None;
+        }
+        self.held.pop_if(|block| block.index < index)
     }
 
-    /// The held block, whatever follows.
-    fn release(&mut self) -> Option<CompletedBlock> {
-        self.held.take()
+    /// The held blocks, whatever follows, in stream order.
+    fn release(&mut self) -> Vec<CompletedBlock> {
+        std::mem::take(&mut self.held)
     }
 
     fn is_holding(&self) -> bool {
-        self.held.is_some()
+        !self.held.is_empty()
     }
+}
+
+/// Whether `reason` ends a response before the model finished it, so that tool calls it
+/// completed are not run: `refusal` (the Messages API's refusal, a Chat Completions
+/// `content_filter`, a Responses `incomplete` for the content filter) and any reason this
+/// crate does not know (`Other`, such as a Responses `incomplete` for another reason).
+/// `max_tokens` is not one: its completed calls run and its cut one is answered as cut.
+pub(crate) fn incomplete(reason: &StopReason) -> bool {
+    matches!(reason, StopReason::Refusal | StopReason::Other(_))
+}
+
+/// What the model is told of a call its response's `reason` voided.
+fn not_run(reason: &StopReason) -> String {
+    format!(
+        "Not run: the response ended with stop_reason {} before it was complete (a refusal or the server's content filter), so this call was not run.",
+        reason.as_str()
+    )
 }
 
 /// Whether a completed response is kept in the history whatever happens next, so it is
@@ -114,6 +150,9 @@ struct Call<'a> {
     /// The text block streaming now (its index and text so far): kept if the user aborts
     /// before it completes.
     partial_text: Option<(usize, String)>,
+    /// The stop_reason that ended the response incomplete ([`incomplete`]): calls started
+    /// after it are answered as not run.
+    voided_by: Option<StopReason>,
 }
 
 /// Streams one model call and runs its tools.
@@ -133,7 +172,10 @@ pub(crate) async fn call_model(
             cancel.child_token(),
             Arc::clone(&deps.workspace),
         ),
-        handoff: Handoff::default(),
+        handoff: Handoff {
+            held: Vec::new(),
+            until_stop: !deps.model.tool_use_final_at_block_stop(),
+        },
         partial_text: None,
         blocks: Vec::new(),
         added: Vec::new(),
@@ -141,6 +183,7 @@ pub(crate) async fn call_model(
         done: None,
         partial_usage: None,
         guard: RepeatGuard::new(repeats, config.repeat_note_at, config.repeat_stop_at),
+        voided_by: None,
     };
     let mut stream = deps.model.stream(request, cancel.child_token());
     let mut stream_open = true;
@@ -185,6 +228,13 @@ impl Call<'_> {
         if truncated && call.input_problem.is_none() {
             call.input_problem = Some(InputProblem::Truncated);
         }
+        if let Some(reason) = self.voided_by.as_ref()
+            && call.input_problem.is_none()
+        {
+            call.input_problem = Some(InputProblem::Rejected {
+                reason: not_run(reason),
+            });
+        }
         self.guard.check(&mut call);
         self.added.push(call.id.clone());
         self.executor.add_tool(call);
@@ -206,11 +256,10 @@ impl Call<'_> {
                     self.partial_text = None;
                 }
                 emit(LoopEvent::Block(block.clone()));
-                if let Some(previous) = self.handoff.release() {
+                if block.block.as_tool_use().is_some()
+                    && let Some(previous) = self.handoff.hold(block.clone())
+                {
                     self.start(&previous, false);
-                }
-                if block.block.as_tool_use().is_some() {
-                    self.handoff.hold(block.clone());
                 }
                 self.blocks.push(block);
             }
@@ -223,7 +272,8 @@ impl Call<'_> {
                 self.partial_text = None;
                 self.blocks.clear();
                 self.partial_usage = None;
-                self.handoff = Handoff::default();
+                self.handoff.release();
+                self.voided_by = None;
                 self.added.clear();
                 self.results.clear();
                 self.guard.reset();
@@ -293,13 +343,16 @@ impl Call<'_> {
                 if let (Some(usage), Some(update)) = (&mut self.partial_usage, &delta.usage) {
                     usage.apply_delta(update);
                 }
-                if delta
-                    .stop_reason
-                    .as_ref()
-                    .is_some_and(|reason| *reason != StopReason::MaxTokens)
-                    && let Some(block) = self.handoff.release()
-                {
-                    self.start(&block, false);
+                match &delta.stop_reason {
+                    None | Some(StopReason::MaxTokens) => {}
+                    Some(reason) => {
+                        if incomplete(reason) {
+                            self.voided_by = Some(reason.clone());
+                        }
+                        for block in self.handoff.release() {
+                            self.start(&block, false);
+                        }
+                    }
                 }
             }
             _ => {}
@@ -310,8 +363,18 @@ impl Call<'_> {
     /// never completed (left open by a cut) still get calls, so they get answers.
     fn on_done(&mut self, message: &Message, block_status: &[BlockStatus]) {
         let cut = message.stop_reason == Some(StopReason::MaxTokens);
-        if let Some(block) = self.handoff.release() {
-            self.start(&block, cut);
+        if let Some(reason) = message
+            .stop_reason
+            .as_ref()
+            .filter(|reason| incomplete(reason))
+        {
+            self.voided_by = Some(reason.clone());
+        }
+        let held = self.handoff.release();
+        let last = held.len().saturating_sub(1);
+        for (n, block) in held.iter().enumerate() {
+            // Only the response's last block can be the one max_tokens cut.
+            self.start(block, cut && n == last);
         }
         for (index, block) in message.content.iter().enumerate() {
             if let Some(tool_use) = block.as_tool_use()
@@ -341,7 +404,7 @@ impl Call<'_> {
     /// The user aborted: what ran is kept, unfinished calls end as interrupted.
     async fn abort(mut self, emit: &impl Fn(LoopEvent)) -> CallEnd {
         let during_tools = !self.executor.is_idle() || self.handoff.is_holding();
-        if let Some(block) = self.handoff.release() {
+        for block in self.handoff.release() {
             self.start(&block, false);
         }
         // The executor's parent token is cancelled: unfinished calls end as interrupted.

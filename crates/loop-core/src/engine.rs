@@ -596,6 +596,8 @@ impl<'a> Run<'a> {
                         .iter()
                         .any(|block| block.as_tool_use().is_some()),
                     repeat_stop: responded.repeat_stop,
+                    incomplete: (responded.message.stop_reason.as_ref())
+                        .is_some_and(crate::call::incomplete),
                 };
                 self.settle(state, Outcome::Responded(response), Some(*responded))
                     .await
@@ -922,7 +924,8 @@ impl<'a> Run<'a> {
     /// Keeps a completed response in the history, with the user message that answers it,
     /// as `step` requires: dropped for an escalation (the same request goes again); with its
     /// results, any corrective notes and the resume prompt for a recovery; alone before the
-    /// stop hooks; with its results otherwise.
+    /// stop hooks (with its calls' results when it ended incomplete); with its results
+    /// otherwise.
     fn keep_response(
         &self,
         state: &mut State,
@@ -945,7 +948,8 @@ impl<'a> Run<'a> {
             Step::Stop(Terminal::ModelError(ModelError::MaxTokensExhausted(_))) => {
                 tool_uses.then(|| results_message(&responded.results, &[]))
             }
-            Step::RunStopHooks => None,
+            // A response ended incomplete has its calls answered as not run.
+            Step::RunStopHooks => tool_uses.then(|| results_message(&responded.results, &[])),
             _ => Some(results_message(&responded.results, &responded.repeat_notes)),
         };
         self.append_response(state, &responded.message, responded.reported);
@@ -1084,11 +1088,23 @@ fn overhead(config: &LoopConfig, manager: &ContextManager, tools: &[ToolDefiniti
 }
 
 /// The user message holding a turn's tool results (in model order), then any notes.
+///
+/// A call that repeated an earlier call's id was not run ([`executor::Outcome::DuplicateId`]);
+/// its id's one result is the earlier call's, so what it was told goes as a note (a second
+/// tool_result for the id would be dropped as a repeat before the next request).
 fn results_message(results: &[CompletedTool], notes: &[String]) -> MessageParam {
-    let mut content: Vec<ContentBlock> = results
+    let (repeats, results): (Vec<&CompletedTool>, Vec<&CompletedTool>) = results
         .iter()
+        .partition(|result| result.outcome == executor::Outcome::DuplicateId);
+    let mut content: Vec<ContentBlock> = results
+        .into_iter()
         .map(|result| ContentBlock::ToolResult(result.result.clone()))
         .collect();
+    content.extend(
+        repeats
+            .into_iter()
+            .map(|repeat| ContentBlock::text(repeat.result.content.text())),
+    );
     content.extend(notes.iter().map(|note| ContentBlock::text(note.clone())));
     MessageParam {
         role: Role::User,

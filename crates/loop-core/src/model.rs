@@ -123,4 +123,14 @@ pub trait ModelClient: Send + Sync {
     /// [`ModelEvent::Done`] or an error. Cancelling `cancel` must end the stream promptly (it
     /// may end with no `Done`).
     fn stream(&self, request: &ModelRequest<'_>, cancel: CancellationToken) -> ModelStream;
+
+    /// Whether a tool_use block is final at its `content_block_stop` (`true`, the Messages
+    /// API: the streaming executor starts it at once, before the response ends), or only
+    /// once the response's stop_reason shows the response complete (`false`: the
+    /// OpenAI-compatible formats, where a `content_filter` finish can follow whole calls,
+    /// which are then not run). Either way, calls still held when a response ends
+    /// incomplete (a refusal) are answered as not run.
+    fn tool_use_final_at_block_stop(&self) -> bool {
+        true
+    }
 }

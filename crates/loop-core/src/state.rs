@@ -127,6 +127,9 @@ pub(crate) struct Response {
     pub tool_uses: bool,
     /// A call reached the repeated-call stop count.
     pub repeat_stop: bool,
+    /// It ended incomplete (a refusal, a content filter): its calls were not run and the
+    /// turn ends as if it held none.
+    pub incomplete: bool,
 }
 
 /// What the last phase produced.
@@ -320,7 +323,7 @@ fn decide_response(state: &State, limits: &Limits, response: Response) -> Step {
         }
         return Step::Continue(Transition::MaxTokensRecovery);
     }
-    if !response.tool_uses {
+    if !response.tool_uses || response.incomplete {
         return Step::RunStopHooks;
     }
     if response.repeat_stop {
@@ -356,6 +359,7 @@ mod tests {
             nothing_ran: false,
             tool_uses: true,
             repeat_stop: false,
+            incomplete: false,
         }
     }
 
@@ -403,6 +407,16 @@ mod tests {
             Step::Stop(Terminal::RepeatedToolCall),
             "a repeated call ends the run before the turn limit is looked at"
         );
+        let refused = Outcome::Responded(Response {
+            incomplete: true,
+            nothing_ran: true,
+            ..response()
+        });
+        assert_eq!(
+            decide(&state, &limits, refused),
+            Step::RunStopHooks,
+            "a response ended incomplete ends the turn: its calls were not run"
+        );
     }
 
     #[test]
@@ -414,6 +428,7 @@ mod tests {
                 nothing_ran,
                 tool_uses: false,
                 repeat_stop: false,
+                incomplete: false,
             })
         };
         let state = state();

@@ -149,6 +149,122 @@ async fn a_tool_runs_while_the_model_is_still_streaming() {
     assert_eq!(stream_done - a.1, Duration::from_millis(500));
 }
 
+/// A server's content filter ends the response after two whole calls (Chat Completions'
+/// `finish_reason: "content_filter"`, mapped to refusal): neither runs, each is answered as
+/// not run, and the turn ends there. A complete finish runs both, started only at the
+/// stop_reason.
+#[tokio::test(start_paused = true)]
+async fn calls_completed_before_a_content_filter_finish_are_not_run() {
+    let calls = || {
+        Reply::new()
+            .tool("a", "Bash", json!({"command": "touch a"}))
+            .tool_slow("b", "Read", json!({"file_path": "b.rs"}), 3, 10)
+    };
+    for reason in [StopReason::Refusal, StopReason::Other("incomplete".into())] {
+        let log = log();
+        let model = ScriptedModel::calls_final_at_stop(vec![calls().end(reason.clone())]);
+        let tools = vec![
+            Probe::tool("Bash", false, &log),
+            Probe::tool("Read", true, &log),
+        ];
+        let (outcome, _) = run(config(), deps(Arc::clone(&model), tools), "go").await;
+        assert_eq!(outcome.terminal, Terminal::Completed, "{reason:?}");
+        assert!(log.lock().unwrap().is_empty(), "{reason:?}: nothing ran");
+        assert_eq!(model.request_count(), 1, "the turn ended with the refusal");
+        validate_pairing(&outcome.messages).unwrap();
+        let results = results_of(outcome.messages.last().unwrap());
+        let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        for (_, text) in &results {
+            assert!(
+                text.contains(&format!("stop_reason {}", reason.as_str()))
+                    && text.contains("not run"),
+                "{text}"
+            );
+        }
+    }
+    let log = log();
+    let model = ScriptedModel::calls_final_at_stop(vec![
+        calls().end(StopReason::ToolUse),
+        Reply::new().text("done").end(StopReason::EndTurn),
+    ]);
+    let tools = vec![
+        Probe::tool("Bash", false, &log),
+        Probe::tool("Read", true, &log),
+    ];
+    let (outcome, _) = run(config(), deps(Arc::clone(&model), tools), "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let stream_done = model.stream_done.lock().unwrap()[0];
+    let log = log.lock().unwrap();
+    let started: Vec<(&str, bool)> = (log.iter())
+        .map(|(id, at, _)| (id.as_str(), *at == stream_done))
+        .collect();
+    assert_eq!(
+        started,
+        [("a", true), ("b", true)],
+        "both waited for the stop_reason"
+    );
+}
+
+/// With the Messages API a call starts the moment it completes, so a refusal can only void
+/// the call still held (the response's last block): it is answered as not run.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_voids_the_call_not_yet_started() {
+    let log = log();
+    let model = ScriptedModel::from_list(vec![
+        Reply::new()
+            .tool("a", "Read", json!({"file_path": "a.rs"}))
+            .tool("b", "Bash", json!({"command": "touch b"}))
+            .end(StopReason::Refusal),
+    ]);
+    let tools = vec![
+        Probe::tool("Bash", false, &log),
+        Probe::tool("Read", true, &log),
+    ];
+    let (outcome, _) = run(config(), deps(Arc::clone(&model), tools), "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    let ran: Vec<String> = log.lock().unwrap().iter().map(|e| e.0.clone()).collect();
+    assert_eq!(ran, ["a"], "the held Bash never ran");
+    let results = results_of(outcome.messages.last().unwrap());
+    assert_eq!(results[1].0, "b");
+    assert!(
+        results[1].1.contains("stop_reason refusal"),
+        "{}",
+        results[1].1
+    );
+}
+
+/// Two calls under one id (a server re-sending a whole call): the first runs, the repeat
+/// does not, and the next request carries the id's one result and a note telling the model.
+#[tokio::test(start_paused = true)]
+async fn a_repeated_call_id_runs_once_and_the_model_is_told() {
+    let log = log();
+    let model = ScriptedModel::calls_final_at_stop(vec![
+        Reply::new()
+            .tool("call_1", "Bash", json!({"command": "echo x >> log"}))
+            .tool("call_1", "Bash", json!({"command": "echo x >> log"}))
+            .end(StopReason::ToolUse),
+        Reply::new().text("done").end(StopReason::EndTurn),
+    ]);
+    let tools = vec![Probe::tool("Bash", false, &log)];
+    let (outcome, _) = run(config(), deps(Arc::clone(&model), tools), "go").await;
+    assert_eq!(outcome.terminal, Terminal::Completed);
+    assert_eq!(log.lock().unwrap().len(), 1, "the repeat did not run");
+    let sent = model.request(1);
+    let answer = sent.messages.last().unwrap();
+    let results = results_of(answer);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, "call_1");
+    let told: Vec<&str> = (answer.content.iter())
+        .filter_map(ContentBlock::as_text)
+        .collect();
+    assert!(
+        told.iter().any(|text| text.contains("repeats the tool_use id call_1")
+            && text.contains("not run")),
+        "{told:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_write_cut_by_max_tokens_never_runs_and_recovery_is_bounded() {
     let log = log();

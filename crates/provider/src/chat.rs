@@ -14,10 +14,11 @@
 //! - `delta.tool_calls[i]` with a new `index`, or a new `id` at the same index (servers that
 //!   number every call 0, or send no index), opens a `tool_use` block (its `id` and
 //!   `function.name`); an id repeated in each piece of one call continues it; an id another
-//!   call of the message already has is made unique (`_2`), so each call gets its own result;
-//!   `function.arguments` are `input_json_delta`s. A block is complete (`content_block_stop`)
-//!   when another block opens or `finish_reason` arrives, so a tool call can start while the
-//!   model still streams the next one;
+//!   call of the message already had is kept as it came, so the executor runs the first call
+//!   only and tells the model the repeat was not run (a server re-sending a whole call must
+//!   not run it twice); `function.arguments` are `input_json_delta`s. A block is complete
+//!   (`content_block_stop`) when another block opens or `finish_reason` arrives; the loop
+//!   starts the calls at the stop_reason, and runs none when it is `content_filter`;
 //! - `finish_reason` maps to a stop_reason (`stop` and `eos` end_turn, or tool_use after tool
 //!   calls, as Ollama and Gemini's endpoint end them; `tool_calls` tool_use, `length`
 //!   max_tokens, `content_filter` refusal); the `message_delta` and `message_stop` follow at
@@ -422,10 +423,7 @@ struct Translator {
     /// The id of the tool call open now (a call at the same `index` with another id is a
     /// new call: servers that number every call 0).
     open_id: Option<String>,
-    /// The ids of the calls so far: a server reusing one for another call gets it made
-    /// unique (`call_1` again becomes `call_1_2`), so each call gets its own result.
-    ids: std::collections::HashSet<String>,
-    /// The open call's id as the message has it (after making it unique).
+    /// The open call's id as the message has it.
     open_call: Option<String>,
     /// Where a call's `extra_content` is kept for the next requests.
     extras: Option<CallExtras>,
@@ -463,7 +461,6 @@ impl Default for Translator {
             stopped: false,
             calls: 0,
             open_id: None,
-            ids: std::collections::HashSet::new(),
             open_call: None,
             extras: None,
             think: Think::Undecided(String::new()),
@@ -839,18 +836,11 @@ impl Translator {
             index
         } else {
             self.calls += 1;
-            let mut id = call
+            let id = call
                 .id
                 .as_deref()
                 .filter(|id| !id.is_empty())
                 .map_or_else(|| format!("call_{}", self.calls), str::to_owned);
-            let given = id.clone();
-            let mut copy = 1;
-            while self.ids.contains(&id) {
-                copy += 1;
-                id = format!("{given}_{copy}");
-            }
-            self.ids.insert(id.clone());
             self.open_call = Some(id.clone());
             let name = call
                 .function
@@ -866,7 +856,7 @@ impl Translator {
                 extra: Map::new(),
             });
             let chat_index = call.index.unwrap_or(self.calls);
-            self.open_id = Some(given);
+            self.open_id = self.open_call.clone();
             self.close(out);
             let index = self.next_index;
             self.next_index += 1;
@@ -1100,8 +1090,8 @@ mod tests {
 
     /// The ways servers number and name their tool calls: every call at index 0 with its
     /// own id (two calls, not one merged); one call's id repeated in each piece (one call);
-    /// two calls reusing an id (two calls, the second's id made unique, each gets a
-    /// result); `stop` after calls (the turn ended on tool use).
+    /// two calls reusing an id (two calls, the id kept: the executor runs the first and
+    /// answers the repeat as not run); `stop` after calls (the turn ended on tool use).
     #[test]
     fn tool_calls_numbered_and_named_as_servers_send_them() {
         let call = |index: Option<u64>, id: Option<&str>, name: Option<&str>, arguments: &str| {
@@ -1160,7 +1150,7 @@ mod tests {
             .into_iter()
             .map(|(id, _, _)| id)
             .collect();
-        assert_eq!(ids, ["call_1", "call_1_2"]);
+        assert_eq!(ids, ["call_1", "call_1"]);
         // Text alone ending in `stop` is still the end of the turn.
         let text = sse(&[
             json!({"id": "c", "choices": [{"index": 0, "delta": {"content": "Hi"}}]}),

@@ -666,6 +666,31 @@ mod tests {
         );
     }
 
+    /// The credential endpoints (AWS's instance metadata and container endpoints, Google's
+    /// metadata server) are plain `http://` on link-local or internal addresses: `HTTPS_PROXY`
+    /// tunnels `https://` destinations only, so they are reached directly, as the AWS and
+    /// Google SDKs reach them.
+    #[test]
+    fn credential_endpoints_bypass_the_https_proxy() {
+        let proxy = ProxyConfig {
+            https: Some("http://127.0.0.1:3128".into()),
+            no_proxy: None,
+        };
+        let transport = HyperTransport::with_reach(&[], &proxy, Reach::Any).unwrap();
+        let (matcher, _) = transport.proxied.as_ref().expect("a proxy is set");
+        let through = |uri: &str| matcher.intercept(&uri.parse().unwrap()).is_some();
+        assert!(through(
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/x/invoke"
+        ));
+        for direct in [
+            "http://169.254.169.254/latest/api/token",
+            "http://169.254.170.2/v2/credentials/abc",
+            "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/token",
+        ] {
+            assert!(!through(direct), "{direct} went through the proxy");
+        }
+    }
+
     fn address(text: &str) -> IpAddr {
         text.parse().expect("a test address")
     }

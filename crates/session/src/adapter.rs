@@ -272,6 +272,13 @@ fn model_event(event: ProviderEvent) -> Option<ModelEvent> {
 }
 
 impl ModelClient for ProviderModel {
+    /// Only the Messages API's tool_use blocks are final at their `content_block_stop`: a
+    /// Chat Completions or Responses stream can end `content_filter` after whole calls.
+    fn tool_use_final_at_block_stop(&self) -> bool {
+        let messages = |client: &AnthropicClient| client.config().api == provider::Api::Messages;
+        messages(&self.client) && self.fallback.as_ref().is_none_or(|f| messages(&f.client))
+    }
+
     fn stream(&self, request: &ModelRequest<'_>, cancel: CancellationToken) -> ModelStream {
         let body = match serde_json::to_vec(request) {
             Ok(body) => Bytes::from(body),

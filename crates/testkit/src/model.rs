@@ -237,6 +237,9 @@ pub struct ScriptedModel {
     /// Skip the realistic usage (serializing each request): for benchmarks, where the model's
     /// own cost must not count as loop overhead.
     fast: bool,
+    /// What [`ModelClient::tool_use_final_at_block_stop`] says (`true` unless
+    /// [`ScriptedModel::calls_final_at_stop`] made it an OpenAI-compatible server's).
+    final_at_block_stop: bool,
     /// Every request received, and when.
     pub requests: Mutex<Vec<(CreateMessageRequest, Instant)>>,
     /// When each response's stream ended.
@@ -258,6 +261,7 @@ impl ScriptedModel {
     ) -> Arc<Self> {
         Arc::new(Self {
             fast: false,
+            final_at_block_stop: true,
             script: Box::new(script),
             requests: Mutex::new(Vec::new()),
             stream_done: Mutex::new(Vec::new()),
@@ -271,6 +275,17 @@ impl ScriptedModel {
         let mut model = Self::new(script);
         if let Some(model) = Arc::get_mut(&mut model) {
             model.fast = true;
+        }
+        model
+    }
+
+    /// [`ScriptedModel::from_list`] as the loop sees an OpenAI-compatible server: its tool
+    /// calls are final only at the response's stop_reason
+    /// ([`ModelClient::tool_use_final_at_block_stop`] is false).
+    pub fn calls_final_at_stop(replies: Vec<Reply>) -> Arc<Self> {
+        let mut model = Self::from_list(replies);
+        if let Some(model) = Arc::get_mut(&mut model) {
+            model.final_at_block_stop = false;
         }
         model
     }
@@ -327,6 +342,10 @@ impl ModelClient for Client {
         }
         let model = Arc::clone(&self.0);
         Box::pin(async_stream(reply, cancel, model))
+    }
+
+    fn tool_use_final_at_block_stop(&self) -> bool {
+        self.0.final_at_block_stop
     }
 }
 
@@ -519,8 +538,13 @@ pub fn deps_with(
 
 /// The tool_result ids and texts of a request's last user message.
 pub fn last_results(request: &protocol::CreateMessageRequest) -> Vec<(String, String)> {
-    let last = request.messages.last().unwrap();
-    last.content
+    results_of(request.messages.last().unwrap())
+}
+
+/// The tool_result ids and texts of `message`.
+pub fn results_of(message: &protocol::MessageParam) -> Vec<(String, String)> {
+    message
+        .content
         .iter()
         .filter_map(|block| match block {
             ContentBlock::ToolResult(result) => Some((
