@@ -637,6 +637,66 @@ mod tests {
         );
     }
 
+    /// A chunk frame as Bedrock sent it, from a capture quoted in a public issue
+    /// (awsdocs/aws-doc-sdk-examples#5541, printed as text, so its non-ASCII bytes were
+    /// lost): its three headers in Bedrock's order and its payload are exact, and the
+    /// prelude rebuilt from them has the capture's own prelude checksum (`v[O6`, printable
+    /// there), so the length is Bedrock's too. Written here byte by byte, not by the
+    /// encoder the decoder comes with, and pushed in every split.
+    #[test]
+    fn a_captured_bedrock_chunk_frame_is_read() {
+        let payload: &[u8] = br#"{"bytes":"eyJjb21wbGV0aW9uIjoiIEhlcmUiLCJzdG9wX3JlYXNvbiI6bnVsbCwic3RvcCI6bnVsbH0="}"#;
+        let mut headers = Vec::new();
+        for (name, value) in [
+            (":event-type", "chunk"),
+            (":content-type", "application/json"),
+            (":message-type", "event"),
+        ] {
+            headers.push(name.len() as u8);
+            headers.extend_from_slice(name.as_bytes());
+            headers.push(7); // a string value
+            headers.extend_from_slice(&(value.len() as u16).to_be_bytes());
+            headers.extend_from_slice(value.as_bytes());
+        }
+        assert_eq!(headers.len(), 0x4b, "the capture's header length");
+        let total = 12 + headers.len() + payload.len() + 4;
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&(total as u32).to_be_bytes());
+        frame.extend_from_slice(&(headers.len() as u32).to_be_bytes());
+        let prelude_crc = crc32fast::hash(&frame);
+        assert_eq!(
+            prelude_crc.to_be_bytes(),
+            *b"v[O6",
+            "the capture's prelude checksum"
+        );
+        frame.extend_from_slice(&prelude_crc.to_be_bytes());
+        frame.extend_from_slice(&headers);
+        frame.extend_from_slice(payload);
+        frame.extend_from_slice(&crc32fast::hash(&frame).to_be_bytes());
+        assert_eq!(frame.len(), total);
+        let want =
+            b"event: \ndata: {\"completion\":\" Here\",\"stop_reason\":null,\"stop\":null}\n\n";
+        for cut in 0..=frame.len() {
+            let mut stream = EventStream::new();
+            stream.push(&frame[..cut]);
+            stream.push(&frame[cut..]);
+            assert!(stream.failure().is_none(), "cut at {cut}");
+            assert!(!stream.has_partial(), "cut at {cut}");
+            assert_eq!(
+                String::from_utf8_lossy(&stream.events),
+                String::from_utf8_lossy(want)
+            );
+        }
+        // One bit changed in the payload: the message checksum refuses the frame.
+        let mut damaged = frame.clone();
+        damaged[12 + 0x4b + 3] ^= 1;
+        let mut stream = EventStream::new();
+        stream.push(&damaged);
+        let failure = stream.failure().expect("a damaged frame is refused");
+        assert!(failure.message.contains("damaged"), "{}", failure.message);
+        assert!(stream.events.is_empty());
+    }
+
     #[test]
     fn exceptions_are_classified() {
         assert_eq!(

@@ -252,3 +252,71 @@ fn azure() {
 fn gemini() {
     check("gemini");
 }
+
+/// Every server stream, whole.
+fn all_streams() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat-servers");
+    let mut streams: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name()?.to_str()?.strip_suffix(".sse")?.to_owned();
+            Some((name, std::fs::read(&path).unwrap()))
+        })
+        .collect();
+    streams.sort();
+    streams
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Any split of any server's stream (cut anywhere, even inside a UTF-8 character or a
+    /// `data:` line) decodes to what the whole stream decodes to, error or message.
+    #[test]
+    fn any_split_of_any_server_stream_gives_the_same_message(
+        pick in proptest::prelude::any::<proptest::sample::Index>(),
+        cuts in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..32),
+    ) {
+        let streams = all_streams();
+        let (name, bytes) = &streams[pick.index(streams.len())];
+        let whole = decode(bytes, 0).map(|message| summary(&message));
+        let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(bytes.len() + 1)).collect();
+        points.sort_unstable();
+        points.dedup();
+        let mut stream = ChatStream::new();
+        let mut done = None;
+        let mut failed = None;
+        let mut start = 0;
+        'pieces: for end in points.into_iter().chain([bytes.len()]) {
+            stream.push(Bytes::copy_from_slice(&bytes[start..end]));
+            start = end;
+            loop {
+                match stream.next_item() {
+                    Ok(Some(Item::MessageComplete(message))) => done = Some(message.message),
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(error) => {
+                        failed = Some(error.to_string());
+                        break 'pieces;
+                    }
+                }
+            }
+        }
+        let split = match failed {
+            Some(error) => Err(error),
+            None => match stream.finish() {
+                Ok(finished) => done
+                    .or(finished.map(|finished| finished.message))
+                    .map(|message| summary(&message))
+                    .ok_or_else(|| "no message".to_owned()),
+                Err(error) => Err(error.to_string()),
+            },
+        };
+        match (&whole, &split) {
+            (Ok(whole), Ok(split)) => proptest::prop_assert_eq!(whole, split, "{}", name),
+            (Err(_), Err(_)) => {}
+            _ => proptest::prop_assert!(false, "{name}: whole {whole:?}, split {split:?}"),
+        }
+    }
+}
