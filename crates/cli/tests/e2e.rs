@@ -454,6 +454,14 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             ]}),
             Some(4096),
         ),
+        // LM Studio's own listing: the window the model is loaded with, not its maximum.
+        (
+            "/api/v0/models",
+            json!({"object": "list", "data": [
+                {"id": "local-model-x", "type": "llm", "state": "loaded", "max_context_length": 131072, "loaded_context_length": 14000},
+            ]}),
+            Some(3500),
+        ),
         // (A 10,240-token window cannot hold the tools, the system prompt and Claude Code's
         // buffers: the first request would be blocked.)
         (
@@ -507,7 +515,16 @@ async fn an_openai_compatible_server_reports_the_models_window() {
             None => {
                 assert_eq!(sent, 8192, "{path}");
                 assert!(stderr.contains("assuming 32768 tokens"), "{stderr}");
-                assert_eq!(server.gets(), ["/models", "/props", "/api/ps", "/api/show"]);
+                assert_eq!(
+                    server.gets(),
+                    [
+                        "/models",
+                        "/api/v0/models",
+                        "/props",
+                        "/api/ps",
+                        "/api/show"
+                    ]
+                );
             }
         }
     }

@@ -198,9 +198,10 @@ impl AnthropicClient {
     }
 
     /// The context window an OpenAI-compatible server reports for `model`, in tokens: the
-    /// `max_model_len` (vLLM), `context_length` (OpenRouter) or `max_context_length` (LM
-    /// Studio) of its entry in `GET {base}/models`, else llama.cpp's `n_ctx` in
-    /// `GET {root}/props`, else the `context_length` Ollama serves the model with when it is
+    /// `max_model_len` (vLLM), `context_length` (OpenRouter) or `max_context_length` of its
+    /// entry in `GET {base}/models`, else LM Studio's own listing (`GET {root}/api/v0/models`:
+    /// the `loaded_context_length` it runs the model with, else the model's
+    /// `max_context_length`), else llama.cpp's `n_ctx` in `GET {root}/props`, else the `context_length` Ollama serves the model with when it is
     /// loaded (`GET {root}/api/ps`: what `OLLAMA_CONTEXT_LENGTH` or the model's `num_ctx`
     /// made it), else a `num_ctx` in the model's parameters from Ollama's
     /// `POST {root}/api/show`. `None` for the Messages API, or when the server reports none
@@ -227,6 +228,22 @@ impl AnthropicClient {
             }
         }
         let root = base.strip_suffix("/v1").unwrap_or(base);
+        if let Some(listing) = self.get_json(&format!("{root}/api/v0/models")).await
+            && let Some(window) = listing
+                .get("data")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|entry| entry.get("id").and_then(serde_json::Value::as_str) == Some(model))
+                .and_then(|entry| {
+                    ["loaded_context_length", "max_context_length"]
+                        .iter()
+                        .find_map(|key| entry.get(*key).and_then(serde_json::Value::as_u64))
+                })
+                .filter(|window| *window > 0)
+        {
+            return Some(window);
+        }
         if let Some(props) = self.get_json(&format!("{root}/props")).await
             && let Some(window) = props
                 .get("default_generation_settings")
