@@ -4,7 +4,6 @@
 //! Keys come in as [`Edit`]s, already decoded from the terminal's bytes by whoever reads
 //! them; the editor only keeps text and a cursor, so it is tested without a terminal.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::style::display_width;
@@ -315,45 +314,83 @@ impl LineEditor {
 
     /// The line as rows of at most `width` columns, the first starting with `prompt` and the
     /// next ones indented as wide, and the cursor's (row, column). Text is shown as typed
-    /// except control characters (made [`crate::printable`]); a newline starts a row.
+    /// except control characters (made [`crate::printable`]); a newline starts a row; a row
+    /// too long breaks after its last space (the space stays at the row's end), a word
+    /// longer than a row where the row ends. The last column is kept free for the cursor.
     pub fn rows(&self, prompt: &str, width: usize) -> (Vec<String>, (usize, usize)) {
-        let width = width.max(display_width(prompt) + 2);
-        let indent = " ".repeat(display_width(prompt));
-        let mut rows = vec![prompt.to_owned()];
-        let mut used = display_width(prompt);
-        let mut cursor = (0, used);
-        let mut offset = 0;
-        for c in self.text.chars() {
-            if offset == self.cursor {
-                cursor = (rows.len() - 1, used);
-            }
-            offset += c.len_utf8();
-            if c == '\n' {
-                rows.push(indent.clone());
-                used = indent.len();
+        let indent_width = display_width(prompt);
+        let width = width.max(indent_width + 2);
+        let indent = " ".repeat(indent_width);
+        // Each character as drawn: its byte offset, text and cells; `None` text: a newline.
+        let cells: Vec<(usize, Option<String>, usize)> = self
+            .text
+            .char_indices()
+            .map(|(offset, c)| match c {
+                '\n' => (offset, None, 0),
+                // A tab is a space on the screen (its width depends on the column).
+                '\t' => (offset, Some(" ".to_owned()), 1),
+                c => {
+                    let shown = crate::printable(c.encode_utf8(&mut [0; 4]), false);
+                    let cells = display_width(&shown);
+                    (offset, Some(shown), cells)
+                }
+            })
+            .collect();
+        // Where each character goes: (row, column).
+        let mut places = Vec::with_capacity(cells.len());
+        let mut row = 0;
+        let mut used = indent_width;
+        // The index of the first character of this row, and of the last space in it.
+        let mut row_start = 0;
+        let mut last_space: Option<usize> = None;
+        for (index, (_, shown, cells_wide)) in cells.iter().enumerate() {
+            let Some(shown) = shown else {
+                places.push((row, used));
+                row += 1;
+                used = indent_width;
+                row_start = index + 1;
+                last_space = None;
                 continue;
-            }
-            // A tab is a space on the screen (its width depends on the column).
-            let shown = match c {
-                '\t' => " ".to_owned(),
-                c => crate::printable(c.encode_utf8(&mut [0; 4]), false),
             };
-            let cells = display_width(&shown);
-            if used + cells >= width {
-                rows.push(indent.clone());
-                used = indent.len();
+            if used + cells_wide >= width {
+                row += 1;
+                used = indent_width;
+                match last_space.filter(|space| *space >= row_start) {
+                    // The word after the last space moves down whole.
+                    Some(space) => {
+                        for moved in space + 1..index {
+                            places[moved] = (row, used);
+                            used += cells[moved].2;
+                        }
+                        row_start = space + 1;
+                    }
+                    None => row_start = index,
+                }
+                last_space = None;
             }
-            // A cell drawn for a character in the row being built.
-            let last = rows.len() - 1;
-            let _ = write!(rows[last], "{shown}");
-            used += cells;
+            places.push((row, used));
+            used += cells_wide;
+            if shown == " " {
+                last_space = Some(index);
+            }
         }
-        if offset == self.cursor {
-            if used + 1 >= width {
-                rows.push(indent);
-                used = display_width(prompt);
+        let mut rows = vec![prompt.to_owned()];
+        for ((_, shown, _), (at, _)) in cells.iter().zip(&places) {
+            while rows.len() <= *at {
+                rows.push(indent.clone());
             }
-            cursor = (rows.len() - 1, used);
+            if let Some(shown) = shown {
+                rows[*at].push_str(shown);
+            }
+        }
+        let cursor = match cells.iter().position(|(offset, ..)| *offset == self.cursor) {
+            Some(index) => places[index],
+            // At the end: after the last character, on a new row when the row is full.
+            None if used + 1 >= width => (row + 1, indent_width),
+            None => (row, used),
+        };
+        while rows.len() <= cursor.0 {
+            rows.push(indent.clone());
         }
         (rows, cursor)
     }
@@ -590,6 +627,28 @@ mod tests {
         assert_eq!(cursor, (1, 10));
         editor.apply(Edit::Home);
         assert_eq!(editor.rows("› ", 8).1, (0, 2));
+    }
+
+    /// Words move to the next row whole (as Claude Code's input does); a word wider than a
+    /// row is cut; the cursor follows the word it is in.
+    #[test]
+    fn rows_break_between_words() {
+        let mut editor = LineEditor::new(Vec::new());
+        typed(&mut editor, "hello world again");
+        let (rows, cursor) = editor.rows("› ", 12);
+        assert_eq!(rows, ["› hello ", "  world ", "  again"]);
+        assert_eq!(cursor, (2, 7));
+        for _ in 0.."again".len() + 2 {
+            editor.apply(Edit::Left);
+        }
+        // On the `d` of `world`.
+        assert_eq!(editor.rows("› ", 12).1, (1, 6));
+        let mut long = LineEditor::new(Vec::new());
+        typed(&mut long, "ab cdefghijklmnop");
+        assert_eq!(
+            long.rows("› ", 8).0,
+            ["› ab ", "  cdefg", "  hijkl", "  mnop"]
+        );
     }
 
     #[test]
