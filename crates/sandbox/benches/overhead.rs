@@ -64,6 +64,41 @@ fn overhead(c: &mut Criterion) {
             });
         });
     }
+    // The persistent sandbox: one bubblewrap sandbox for every call, each command sent to it
+    // with its descriptors and waited for (what the Bash tool does for read-only commands).
+    let bwrap = Backend::detect(None);
+    match Sandbox::new(bwrap).zygote(
+        &policy,
+        std::path::Path::new(env!("CARGO_BIN_EXE_agent-sandbox")),
+        &workspace,
+    ) {
+        Ok(zygote) => {
+            let spec = sandbox::Spec {
+                program: sandbox::env::resolve_program("bash").expect("bash"),
+                args: args.to_vec(),
+                cwd: workspace.clone(),
+                env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            };
+            group.bench_function("bash_true_bwrap_persistent", |b| {
+                b.iter(|| {
+                    let null = || {
+                        std::os::fd::OwnedFd::from(
+                            std::fs::File::options()
+                                .read(true)
+                                .write(true)
+                                .open("/dev/null")
+                                .expect("/dev/null"),
+                        )
+                    };
+                    let remote = zygote
+                        .run(&spec, [null(), null(), null()])
+                        .expect("the sandbox takes it");
+                    assert!(remote.wait().expect("a status").success());
+                });
+            });
+        }
+        Err(error) => eprintln!("NOTE: persistent sandbox: {error}, skipped"),
+    }
     group.finish();
     let _ = std::fs::remove_dir_all(&base);
 }

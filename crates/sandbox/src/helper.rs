@@ -62,6 +62,8 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 pub(crate) enum Mode {
     /// Check that Landlock is enforced.
     Probe,
+    /// Start commands on request inside a bubblewrap sandbox ([`crate::zygote`]).
+    Zygote,
     /// Isolate, then run (directly or through `Init`).
     Run,
     /// Process 1 of the PID namespace: restricts itself, starts the program as its child,
@@ -78,6 +80,7 @@ impl Mode {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Probe => "probe",
+            Self::Zygote => "zygote",
             Self::Run => "run",
             Self::Init {
                 net_isolated: false,
@@ -101,6 +104,7 @@ impl Mode {
     fn parse(text: &str) -> Option<Self> {
         let modes = [
             Self::Probe,
+            Self::Zygote,
             Self::Run,
             Self::Init {
                 net_isolated: false,
@@ -163,6 +167,12 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
     if mode == Mode::Probe {
         return probe_here();
     }
+    if mode == Mode::Zygote {
+        let [temp_dir] = &args[1..] else {
+            return Err("expected: zygote TEMP_DIR".to_owned());
+        };
+        return crate::zygote::zygote_main(Path::new(temp_dir));
+    }
     let [policy_json, cwd, program, rest @ ..] = &args[1..] else {
         return Err("expected: MODE POLICY CWD PROGRAM [ARGS...]".to_owned());
     };
@@ -198,6 +208,8 @@ fn helper(args: &[OsString]) -> Result<Infallible, String> {
         }
         Mode::Init { net_isolated, root } => init(&policy, net_isolated, root, &cwd, program, rest),
         Mode::Probe => probe_here(),
+        // Taken before the policy is read.
+        Mode::Zygote => Err("zygote takes only TEMP_DIR".to_owned()),
     }
 }
 

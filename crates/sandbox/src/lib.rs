@@ -67,6 +67,7 @@ mod landlock_rules;
 mod placeholder;
 pub mod probe_cache;
 mod seccomp;
+mod zygote;
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -77,6 +78,7 @@ use std::sync::OnceLock;
 pub use helper::{HELPER_ARG, helper_main};
 use placeholder::Placeholders;
 pub use placeholder::sweep as sweep_placeholders;
+pub use zygote::{MAX_MESSAGE, Remote, Spec, Zygote};
 
 /// Environment variable that forces a back end: `bwrap`, `landlock` or `none`. A forced back
 /// end that does not work, or another value, is reported as unavailable, never replaced by
@@ -1000,6 +1002,9 @@ pub enum Error {
     /// The pipe for bubblewrap's status (`--json-status-fd`) could not be made.
     #[error("could not make the sandbox's status pipe: {0}")]
     Status(std::io::Error),
+    /// A persistent sandbox ([`Zygote`]) could not be started or could not take a command.
+    #[error("persistent sandbox: {0}")]
+    Zygote(String),
 }
 
 /// The mechanism that enforces a [`Policy`].
@@ -1506,6 +1511,53 @@ impl Sandbox {
         &self.backend
     }
 
+    /// A persistent sandbox for `policy` ([`Zygote`]), whose commands start in `cwd` unless
+    /// told otherwise; `helper` is this program's executable (run inside with [`HELPER_ARG`]
+    /// `zygote`). Only bubblewrap, and only the read-only profile (a writable one would keep
+    /// its placeholders for absent protected paths for the sandbox's whole life).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zygote`] for another back end or profile, or when it cannot start; as
+    /// [`Sandbox::command`] for the policy.
+    pub fn zygote(&self, policy: &Policy, helper: &Path, cwd: &Path) -> Result<Zygote, Error> {
+        check_absolute(policy)?;
+        let policy = &policy.with_resolved_links();
+        let Backend::Bubblewrap(bwrap) = &self.backend else {
+            return Err(Error::Zygote(format!(
+                "the {} back end starts a sandbox per command",
+                self.backend.name()
+            )));
+        };
+        if policy.profile != Profile::ReadOnly {
+            return Err(Error::Zygote(
+                "only the read-only profile is kept running".into(),
+            ));
+        }
+        let mut placeholders = Placeholders::default();
+        let mut fds = bwrap::Descriptors::new(SECCOMP_FD + 1);
+        let bwrap_args = bwrap::args(policy, cwd, &mut placeholders, &mut fds)?;
+        let mut command = Command::new(bwrap);
+        command
+            .args(bwrap_args)
+            .arg("--ro-bind")
+            .arg(helper)
+            .arg(zygote::HELPER_IN_SANDBOX)
+            .arg("--seccomp")
+            .arg(SECCOMP_FD.to_string())
+            .arg("--")
+            .arg(zygote::HELPER_IN_SANDBOX)
+            .arg(HELPER_ARG)
+            .arg("zygote")
+            .arg(&policy.temp_dir);
+        pass_descriptors(&mut command, policy, fds, true)?;
+        // Nothing of the agent's environment reaches the sandbox's own processes; each
+        // command brings its whole environment.
+        command.env_clear();
+        drop(placeholders);
+        Zygote::start(command)
+    }
+
     /// A command running `program` with `args` in `cwd` under `policy`.
     ///
     /// # Errors
@@ -1539,7 +1591,7 @@ impl Sandbox {
                     .arg("--")
                     .arg(program)
                     .args(args);
-                pass_descriptors(&mut command, policy, fds)?;
+                pass_descriptors(&mut command, policy, fds, false)?;
                 command.env("TMPDIR", &policy.temp_dir);
                 Ok(Prepared {
                     command,
@@ -1593,6 +1645,7 @@ fn pass_descriptors(
     command: &mut Command,
     policy: &Policy,
     fds: bwrap::Descriptors,
+    persistent: bool,
 ) -> Result<(), Error> {
     use command_fds::{CommandFdExt, FdMapping};
     use std::io::Write;
@@ -1607,7 +1660,8 @@ fn pass_descriptors(
         sockets,
         foreign_processes: false,
         root_metadata: false,
-        sysv_ipc: false,
+        // A persistent sandbox's IPC namespace outlives each command.
+        sysv_ipc: persistent,
     })
     .map_err(Error::Seccomp)?;
     let bytes = seccomp::to_bytes(&program);

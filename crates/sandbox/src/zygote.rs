@@ -1,0 +1,515 @@
+//! A persistent bubblewrap sandbox that starts commands on request (a "zygote"), so a
+//! command pays a process start instead of a sandbox's set-up (namespaces, mounts, `/proc`:
+//! about 6 ms a call on the machine of docs/benchmarks.md).
+//!
+//! [`Zygote::start`] builds the sandbox of one [`Policy`] exactly as [`crate::Sandbox::command`]
+//! builds it for one command (the same mounts, namespaces, dropped capabilities and seccomp
+//! filter) and runs the helper inside it in `zygote` mode ([`zygote_main`]). Its standard input
+//! is the agent's end of a `SOCK_SEQPACKET` socket pair; each command is one message on it:
+//! the command ([`Spec`], encoded by [`encode`]) with four descriptors, a socket for the
+//! command's answer and the command's standard input, output and error. The zygote starts the
+//! command as its child in a process group of its own, with the environment and folder given,
+//! and answers on the command's socket with the wait status once it ended.
+//!
+//! What keeps one command from leaving anything to the next, as a sandbox per command does:
+//! when a command ends its process group is killed (background jobs); when no command is
+//! running any more, every other process in the sandbox's PID namespace is killed (a daemon
+//! that left the group with `setsid`), and `/tmp` and `/dev/shm`, which are the sandbox's own
+//! memory file systems, are emptied (the private temporary folder mounted in `/tmp` stays, as
+//! it does between commands today). System V IPC is refused by the seccomp filter in this
+//! mode (its objects would outlive a command in the shared IPC namespace). Commands that run
+//! at the same time share the PID namespace (they can see and signal each other, as two
+//! processes of one command can); they are the same model's commands under the same policy.
+//!
+//! The agent's end: [`Zygote::run`] sends a command and returns a [`Remote`], whose
+//! [`Remote::wait`] blocks until the status comes and [`Remote::signal`] asks for `SIGTERM`
+//! or `SIGKILL` to its process group; dropping it (closing its socket) kills the group too.
+
+use std::convert::Infallible;
+use std::ffi::OsString;
+use std::io::{IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+
+use crate::Error;
+
+/// The largest command message (the kernel's default socket buffer is 208 KiB): a longer
+/// command is started the usual way, in a sandbox of its own.
+pub const MAX_MESSAGE: usize = 192 * 1024;
+
+/// Where the helper executable is mounted inside the sandbox (in its own `/tmp`).
+pub(crate) const HELPER_IN_SANDBOX: &str = "/tmp/.agent-zygote";
+
+/// One command: what [`Zygote::run`] asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// The program (an absolute path: nothing is looked up in the sandbox's `PATH`).
+    pub program: PathBuf,
+    /// Its arguments, after the program.
+    pub args: Vec<OsString>,
+    /// Its working folder (visible in the sandbox).
+    pub cwd: PathBuf,
+    /// Its whole environment (nothing else is passed).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// `spec` as one message: length-prefixed byte strings (big-endian `u32` lengths): the
+/// program, the folder, the number of arguments then each, the number of variables then
+/// each name and value.
+pub(crate) fn encode(spec: &Spec) -> Vec<u8> {
+    fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+        // Lengths are bounded by MAX_MESSAGE (checked by the caller), far below u32::MAX.
+        out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+        out.extend_from_slice(bytes);
+    }
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX).to_be_bytes();
+    let mut out = Vec::new();
+    put(&mut out, spec.program.as_os_str().as_bytes());
+    put(&mut out, spec.cwd.as_os_str().as_bytes());
+    out.extend_from_slice(&count(spec.args.len()));
+    for arg in &spec.args {
+        put(&mut out, arg.as_bytes());
+    }
+    out.extend_from_slice(&count(spec.env.len()));
+    for (name, value) in &spec.env {
+        put(&mut out, name.as_bytes());
+        put(&mut out, value.as_bytes());
+    }
+    out
+}
+
+/// The [`Spec`] `bytes` encode, `None` when they are cut or malformed.
+pub(crate) fn decode(bytes: &[u8]) -> Option<Spec> {
+    struct Reader<'a>(&'a [u8]);
+    impl Reader<'_> {
+        fn number(&mut self) -> Option<usize> {
+            let (head, rest) = self.0.split_first_chunk::<4>()?;
+            self.0 = rest;
+            usize::try_from(u32::from_be_bytes(*head)).ok()
+        }
+        fn bytes(&mut self) -> Option<OsString> {
+            let length = self.number()?;
+            let (head, rest) = self.0.split_at_checked(length)?;
+            self.0 = rest;
+            Some(OsString::from_vec(head.to_vec()))
+        }
+    }
+    let mut reader = Reader(bytes);
+    let program = PathBuf::from(reader.bytes()?);
+    let cwd = PathBuf::from(reader.bytes()?);
+    let args = (0..reader.number()?)
+        .map(|_| reader.bytes())
+        .collect::<Option<Vec<_>>>()?;
+    let env = (0..reader.number()?)
+        .map(|_| Some((reader.bytes()?, reader.bytes()?)))
+        .collect::<Option<Vec<_>>>()?;
+    reader.0.is_empty().then_some(Spec {
+        program,
+        args,
+        cwd,
+        env,
+    })
+}
+
+/// A persistent sandbox: see the module docs.
+#[derive(Debug)]
+pub struct Zygote {
+    /// The agent's end of the zygote's standard input.
+    control: OwnedFd,
+    /// Set when the sandbox's process exited (a dead zygote is replaced).
+    ended: Arc<AtomicBool>,
+}
+
+impl Zygote {
+    /// Starts the sandbox `command` describes (bubblewrap with the policy's arguments, up to
+    /// and including `--`, then the helper in `zygote` mode) from a thread of its own that
+    /// lives as long as the sandbox: bubblewrap's `--die-with-parent` follows the thread that
+    /// started it, not the process.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zygote`] when the socket pair or the process cannot be made.
+    pub(crate) fn start(mut command: Command) -> Result<Self, Error> {
+        let (control, theirs) = seqpacket_pair()?;
+        command
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let ended = Arc::new(AtomicBool::new(false));
+        let (started, result) = std::sync::mpsc::channel();
+        let flag = Arc::clone(&ended);
+        std::thread::Builder::new()
+            .name("sandbox-zygote".into())
+            .spawn(move || {
+                let child = command.spawn();
+                // Our copy of the zygote's end goes with the command.
+                drop(command);
+                match child {
+                    Ok(mut child) => {
+                        let _ = started.send(Ok(()));
+                        let _ = child.wait();
+                    }
+                    Err(error) => {
+                        let _ = started.send(Err(error));
+                    }
+                }
+                flag.store(true, Ordering::SeqCst);
+            })
+            .map_err(|error| Error::Zygote(format!("could not start its thread: {error}")))?;
+        result
+            .recv()
+            .map_err(|_| Error::Zygote("its thread ended".into()))?
+            .map_err(|error| Error::Zygote(format!("bubblewrap could not start: {error}")))?;
+        Ok(Self { control, ended })
+    }
+
+    /// Whether the sandbox is still running.
+    pub fn is_alive(&self) -> bool {
+        !self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Starts `spec` in the sandbox with `stdio` (standard input, output and error).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Zygote`] when the command is longer than [`MAX_MESSAGE`] or the sandbox is
+    /// gone (the caller then starts the command in a sandbox of its own).
+    pub fn run(&self, spec: &Spec, stdio: [OwnedFd; 3]) -> Result<Remote, Error> {
+        if !self.is_alive() {
+            return Err(Error::Zygote("the sandbox has ended".into()));
+        }
+        let message = encode(spec);
+        if message.len() > MAX_MESSAGE {
+            return Err(Error::Zygote(format!(
+                "the command is {} bytes, over the {MAX_MESSAGE} a message holds",
+                message.len()
+            )));
+        }
+        let (ours, theirs) = seqpacket_pair()?;
+        let fds = [
+            theirs.as_fd(),
+            stdio[0].as_fd(),
+            stdio[1].as_fd(),
+            stdio[2].as_fd(),
+        ];
+        send_with_fds(&self.control, &message, &fds)
+            .map_err(|error| Error::Zygote(format!("the sandbox did not take it: {error}")))?;
+        Ok(Remote {
+            socket: Arc::new(ours),
+        })
+    }
+}
+
+/// A command running in a [`Zygote`].
+#[derive(Clone, Debug)]
+pub struct Remote {
+    socket: Arc<OwnedFd>,
+}
+
+impl Remote {
+    /// Blocks until the command ended; its wait status.
+    ///
+    /// # Errors
+    ///
+    /// The zygote could not start it (the message says why), or ended before answering.
+    pub fn wait(&self) -> std::io::Result<ExitStatus> {
+        let mut buffer = vec![0u8; 4096];
+        let (_, received) = rustix::net::recv(&*self.socket, &mut buffer[..], RecvFlags::empty())?;
+        let answer = &buffer[..received.min(buffer.len())];
+        match answer.split_first() {
+            Some((b'S', raw)) => {
+                let raw = raw
+                    .first_chunk::<4>()
+                    .map(|raw| i32::from_be_bytes(*raw))
+                    .ok_or_else(|| std::io::Error::other("a cut answer from the sandbox"))?;
+                Ok(ExitStatus::from_raw(raw))
+            }
+            Some((b'E', message)) => Err(std::io::Error::other(
+                String::from_utf8_lossy(message).into_owned(),
+            )),
+            _ => Err(std::io::Error::other(
+                "the sandbox ended before the command did",
+            )),
+        }
+    }
+
+    /// Sends `signal` (`SIGTERM` or `SIGKILL`; anything else is taken as `SIGKILL`) to the
+    /// command's process group.
+    pub fn signal(&self, signal: Signal) {
+        let word: &[u8] = if signal == Signal::SIGTERM {
+            b"TERM"
+        } else {
+            b"KILL"
+        };
+        let _ = rustix::net::send(&*self.socket, word, SendFlags::NOSIGNAL);
+    }
+}
+
+fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), Error> {
+    rustix::net::socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|error| Error::Zygote(format!("could not make a socket pair: {error}")))
+}
+
+fn send_with_fds(socket: &OwnedFd, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> std::io::Result<()> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(std::io::Error::other("too many descriptors"));
+    }
+    rustix::net::sendmsg(
+        socket,
+        &[IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    Ok(())
+}
+
+/// One message and the descriptors that came with it; `None` at the end of the stream.
+fn receive_with_fds(socket: &OwnedFd) -> std::io::Result<Option<(Vec<u8>, Vec<OwnedFd>)>> {
+    let mut buffer = vec![0u8; MAX_MESSAGE];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = rustix::net::recvmsg(
+        socket,
+        &mut [IoSliceMut::new(&mut buffer)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    if received.bytes == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    buffer.truncate(received.bytes.min(MAX_MESSAGE));
+    Ok(Some((buffer, fds)))
+}
+
+/// The zygote: reads commands from its standard input until it closes (see the module
+/// docs). `temp_dir` is the private temporary folder, kept when `/tmp` is emptied.
+pub(crate) fn zygote_main(temp_dir: &Path) -> Result<Infallible, String> {
+    // Commands may not read this process's memory or descriptors through /proc.
+    nix::sys::prctl::set_dumpable(false).map_err(|error| format!("prctl: {error}"))?;
+    let control = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|error| format!("its control socket: {error}"))?;
+    let running = Arc::new(Mutex::new(0usize));
+    loop {
+        let Some((message, fds)) =
+            receive_with_fds(&control).map_err(|error| format!("reading a command: {error}"))?
+        else {
+            std::process::exit(0);
+        };
+        let Ok([reply, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
+            continue; // not a command: nothing to answer on
+        };
+        let running = Arc::clone(&running);
+        let temp_dir = temp_dir.to_path_buf();
+        let _ = std::thread::Builder::new()
+            .name("command".into())
+            .spawn(move || {
+                serve(
+                    &message,
+                    reply,
+                    [stdin, stdout, stderr],
+                    &running,
+                    &temp_dir,
+                );
+            });
+    }
+}
+
+/// Runs one command and answers on `reply`.
+fn serve(
+    message: &[u8],
+    reply: OwnedFd,
+    [stdin, stdout, stderr]: [OwnedFd; 3],
+    running: &Mutex<usize>,
+    temp_dir: &Path,
+) {
+    let answer_error = |reply: &OwnedFd, text: String| {
+        let mut bytes = b"E".to_vec();
+        bytes.extend_from_slice(text.as_bytes());
+        let _ = rustix::net::send(reply, &bytes, SendFlags::NOSIGNAL);
+    };
+    let Some(spec) = decode(message) else {
+        answer_error(&reply, "a malformed command".into());
+        return;
+    };
+    if let Ok(mut count) = running.lock() {
+        *count += 1;
+    }
+    let child = Command::new(&spec.program)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(name, value)| (name, value)))
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .spawn();
+    let status = match child {
+        Ok(child) => watch(child, &reply),
+        Err(error) => Err(format!(
+            "could not start {}: {error}",
+            spec.program.display()
+        )),
+    };
+    if let Ok(mut count) = running.lock() {
+        *count -= 1;
+        if *count == 0 {
+            // Held while sweeping: no command starts meanwhile.
+            sweep(temp_dir);
+        }
+    }
+    match status {
+        Ok(status) => {
+            let mut bytes = b"S".to_vec();
+            bytes.extend_from_slice(&status.into_raw().to_be_bytes());
+            let _ = rustix::net::send(&reply, &bytes, SendFlags::NOSIGNAL);
+        }
+        Err(text) => answer_error(&reply, text),
+    }
+}
+
+/// Waits for `child`, passing the agent's signals (or its hang-up) to its process group;
+/// kills what is left in the group once it ended.
+fn watch(mut child: Child, reply: &OwnedFd) -> Result<ExitStatus, String> {
+    let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let ended = Arc::new(AtomicBool::new(false));
+    let listener = reply
+        .try_clone()
+        .map_err(|error| format!("its socket: {error}"))?;
+    let done = Arc::clone(&ended);
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut word = [0u8; 8];
+            loop {
+                let received = rustix::net::recv(&listener, &mut word[..], RecvFlags::empty());
+                let signal = match received {
+                    Ok((_, 4)) if &word[..4] == b"TERM" => Signal::SIGTERM,
+                    // KILL, the agent's end closed, or a failure.
+                    _ => Signal::SIGKILL,
+                };
+                if !done.load(Ordering::SeqCst) {
+                    let _ = killpg(group, signal);
+                }
+                if signal == Signal::SIGKILL {
+                    return;
+                }
+            }
+        });
+    let status = child
+        .wait()
+        .map_err(|error| format!("waiting for the command: {error}"));
+    ended.store(true, Ordering::SeqCst);
+    // Background jobs still in its group.
+    let _ = killpg(group, Signal::SIGKILL);
+    status
+}
+
+/// Kills every process of the sandbox but its init (1) and this one, until none is left
+/// (one may fork while the others die), then empties `/tmp` (keeping `temp_dir` and the
+/// helper's mount) and `/dev/shm`.
+fn sweep(temp_dir: &Path) {
+    let me = std::process::id();
+    for _ in 0..50 {
+        let others: Vec<i32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| *pid != 1 && *pid != me && !is_zombie(*pid))
+            .filter_map(|pid| i32::try_from(pid).ok())
+            .collect();
+        if others.is_empty() {
+            break;
+        }
+        for pid in others {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let keep = [temp_dir, Path::new(HELPER_IN_SANDBOX)];
+    empty(Path::new("/tmp"), &keep);
+    empty(Path::new("/dev/shm"), &[]);
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Removes everything in `dir` but the paths of `keep` (and the folders leading to them).
+fn empty(dir: &Path, keep: &[&Path]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if keep.iter().any(|kept| *kept == path) {
+            continue;
+        }
+        if keep.iter().any(|kept| kept.starts_with(&path)) {
+            empty(&path, keep);
+            continue;
+        }
+        let _ = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_round_trip_and_cut_ones_are_refused() {
+        let spec = Spec {
+            program: "/bin/bash".into(),
+            args: vec!["-c".into(), OsString::from_vec(b"echo \xff\n".to_vec())],
+            cwd: "/w".into(),
+            env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("EMPTY".into(), "".into()),
+            ],
+        };
+        let bytes = encode(&spec);
+        assert_eq!(decode(&bytes), Some(spec));
+        for cut in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(decode(&longer), None);
+    }
+}
