@@ -92,6 +92,67 @@ async fn commands_no_rule_allows_run_read_only_and_allowed_ones_write() {
     }
 }
 
+/// Read-only commands under bubblewrap share one persistent sandbox (each command a child of
+/// the same zygote, nothing left of the one before: its `/tmp` file and its daemon are
+/// gone); `AGENT_SANDBOX_PERSISTENT=0` gives each command a sandbox of its own again.
+#[tokio::test]
+async fn read_only_commands_share_one_persistent_sandbox_and_nothing_else() {
+    if !common::sandbox_backends().contains(&"bwrap") {
+        return;
+    }
+    let parent = "tr '\\0' ' ' < /proc/$PPID/cmdline; echo";
+    let calls = [
+        (
+            "toolu_1",
+            json!({"command": format!("{parent}; echo left > /tmp/left; (setsid sleep 60 &); echo one")}),
+        ),
+        (
+            "toolu_2",
+            json!({"command": format!("{parent}; ls /tmp; pgrep -c sleep || true; echo two")}),
+        ),
+    ];
+    for persistent in [true, false] {
+        let repo = repo(&format!("sbx-persistent-{persistent}"));
+        let server = serve_bash(&calls).await;
+        let mut command = command(&repo, &server);
+        if !persistent {
+            command.env("AGENT_SANDBOX_PERSISTENT", "0");
+        }
+        let output = command
+            .env("AGENT_SANDBOX_BACKEND", "bwrap")
+            .args(["-p", "look", "--output-format", "stream-json"])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (first, second) = (
+            result_text(&server, "toolu_1"),
+            result_text(&server, "toolu_2"),
+        );
+        assert!(
+            first.contains("one") && second.contains("two"),
+            "{first}\n{second}"
+        );
+        assert_eq!(
+            first.contains("__agent-sandbox zygote"),
+            persistent,
+            "{first}"
+        );
+        assert_eq!(
+            second.contains("__agent-sandbox zygote"),
+            persistent,
+            "{second}"
+        );
+        // The second command sees neither the first one's /tmp file nor its daemon.
+        assert!(!second.contains("left"), "{second}");
+        assert!(second.contains("\\n0\\n"), "{second}");
+    }
+}
+
 #[tokio::test]
 async fn a_setsid_daemon_does_not_outlive_a_killed_agent() {
     use nix::sys::signal::{Signal, kill};

@@ -85,6 +85,10 @@ pub use zygote::{MAX_MESSAGE, Remote, Spec, Zygote};
 /// another back end.
 pub const BACKEND_ENV: &str = "AGENT_SANDBOX_BACKEND";
 
+/// Environment variable that turns the persistent sandbox of read-only commands off (`0`):
+/// each command then starts a sandbox of its own ([`Zygote`]).
+pub const PERSISTENT_ENV: &str = "AGENT_SANDBOX_PERSISTENT";
+
 /// What a sandboxed command may change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -1555,7 +1559,7 @@ impl Sandbox {
         // command brings its whole environment.
         command.env_clear();
         drop(placeholders);
-        Zygote::start(command)
+        Zygote::start(command, policy.clone())
     }
 
     /// A command running `program` with `args` in `cwd` under `policy`.
@@ -1697,7 +1701,7 @@ impl Policy {
     /// `/home/u` that is `/var/home/u`) would otherwise leave the real folder writable, or
     /// readable, inside a root. A path that does not exist resolves through its nearest
     /// existing folder.
-    fn with_resolved_links(&self) -> Policy {
+    pub(crate) fn with_resolved_links(&self) -> Policy {
         let mut policy = self.clone();
         for list in [&mut policy.protected, &mut policy.hidden] {
             let resolved: Vec<PathBuf> = list

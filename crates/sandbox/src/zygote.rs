@@ -44,7 +44,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
 };
 
-use crate::Error;
+use crate::{Error, Policy};
 
 /// The largest command message (the kernel's default socket buffer is 208 KiB): a longer
 /// command is started the usual way, in a sandbox of its own.
@@ -131,6 +131,8 @@ pub struct Zygote {
     control: OwnedFd,
     /// Set when the sandbox's process exited (a dead zygote is replaced).
     ended: Arc<AtomicBool>,
+    /// The policy it enforces, its links resolved.
+    policy: Policy,
 }
 
 impl Zygote {
@@ -142,7 +144,7 @@ impl Zygote {
     /// # Errors
     ///
     /// [`Error::Zygote`] when the socket pair or the process cannot be made.
-    pub(crate) fn start(mut command: Command) -> Result<Self, Error> {
+    pub(crate) fn start(mut command: Command, policy: Policy) -> Result<Self, Error> {
         let (control, theirs) = seqpacket_pair()?;
         command
             .stdin(Stdio::from(theirs))
@@ -173,12 +175,22 @@ impl Zygote {
             .recv()
             .map_err(|_| Error::Zygote("its thread ended".into()))?
             .map_err(|error| Error::Zygote(format!("bubblewrap could not start: {error}")))?;
-        Ok(Self { control, ended })
+        Ok(Self {
+            control,
+            ended,
+            policy,
+        })
     }
 
     /// Whether the sandbox is still running.
     pub fn is_alive(&self) -> bool {
         !self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Whether it is running and enforces `policy` exactly (its links resolved as they are
+    /// now): a policy that changed (a new file a deny rule hides) needs a new sandbox.
+    pub fn serves(&self, policy: &Policy) -> bool {
+        self.is_alive() && self.policy == policy.with_resolved_links()
     }
 
     /// Starts `spec` in the sandbox with `stdio` (standard input, output and error).

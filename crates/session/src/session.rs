@@ -2571,6 +2571,7 @@ impl ToolState {
             editor: options.editor_files.clone(),
         };
         let built = build_tools(&recipe, mode, settings)?;
+        built.permissions.prestart_sandbox();
         let _ = hooks.env().gate.set(Arc::clone(&built.permissions));
         recipe.session_mode = Some(built.permissions.mode_handle());
         let mut tools = built.tools.clone();
@@ -5233,6 +5234,7 @@ fn sandbox_config(
             backend: None,
             network,
             user_commands,
+            helper: None,
         });
     }
     tools::sandbox::forced_backend().map_err(anyhow::Error::msg)?;
@@ -5250,10 +5252,14 @@ fn sandbox_config(
             "warning: no sandbox is available ({reason}): Bash commands allowed by a rule or bypassPermissions run unsandboxed, every other one is asked (refused headless); install bubblewrap to sandbox them"
         ));
     }
+    // Read-only commands share one persistent sandbox unless told not to.
+    let persistent =
+        std::env::var_os(tools::sandbox::PERSISTENT_ENV).is_none_or(|value| value != "0");
     Ok(tools::SandboxConfig {
         backend: Some(backend),
         network,
         user_commands,
+        helper: helper.filter(|_| persistent),
     })
 }
 

@@ -667,6 +667,7 @@ fn overwritten(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 }
 
 /// How the wait for the command ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum End {
     Finished,
     Cancelled,
@@ -706,90 +707,31 @@ async fn run(
     let cwd = start_dir(shared, workspace, how)?;
     let cwd_file = CwdFile::new(shared.private.path());
     let script = script(shared, how, Some(&cwd_file), command);
-    let could_not_run = |what: &str, error: std::io::Error| {
-        ToolError::CouldNotRun(format!("could not {what}: {error}"))
-    };
     let (reader, writer) = std::io::pipe().map_err(|e| could_not_run("create a pipe", e))?;
-    let writer_for_stderr = writer
-        .try_clone()
-        .map_err(|e| could_not_run("create a pipe", e))?;
-    let (std_command, mut placeholders, profile) =
-        prepare(shared, workspace, how, &script, &cwd, &[])?;
-    let mut bash = Command::from(std_command);
-    bash.stdin(Stdio::null())
-        .stdout(writer)
-        .stderr(writer_for_stderr)
-        .process_group(0);
-    let spawned = bash.spawn();
-    // Our copies of the pipe's write end must close, or the read end never sees EOF.
-    drop(bash);
-    let mut child = spawned.map_err(|e| could_not_run("start bash", e))?;
-    let Some(group) = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw)
-    else {
-        return Err(ToolError::CouldNotRun(
-            "bash exited before it could be watched".into(),
-        ));
-    };
-    let mut guard = GroupGuard::new(group);
     let mut pipe = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
         .map_err(|e| could_not_run("read the command's output", e))?;
-    tracing::debug!(pid = group.as_raw(), cwd = %cwd.display(), "bash started");
-
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut output = OutputBuffer::default();
-    let mut buffer = vec![0u8; 16 * 1024];
-    let mut status: Option<ExitStatus> = None;
-    let mut eof = false;
-    let mut drain_until: Option<tokio::time::Instant> = None;
-    let mut last_progress: Option<Instant> = None;
-    let end = loop {
-        if eof && status.is_some() {
-            break End::Finished;
-        }
-        tokio::select! {
-            biased;
-            () = context.cancel.cancelled() => break End::Cancelled,
-            () = tokio::time::sleep_until(deadline) => break End::TimedOut,
-            waited = child.wait(), if status.is_none() => match waited {
-                Ok(exit) => {
-                    status = Some(exit);
-                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
-                }
-                Err(error) => return Err(could_not_run("wait for bash", error)),
-            },
-            () = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
-                // Background processes still hold the pipe; they are stopped below.
-                break End::Finished;
-            }
-            read = pipe.read(&mut buffer), if !eof => match read {
-                Ok(0) | Err(_) => eof = true,
-                Ok(count) => {
-                    output.push(&buffer[..count]);
-                    if last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
-                        last_progress = Some(Instant::now());
-                        context.progress(progress(&buffer[..count], output.total_bytes));
-                    }
-                }
-            },
+    let (ran, profile) = match start_persistent(shared, workspace, how, &script, &cwd, writer)? {
+        Ok(remote) => (
+            run_remote(remote, &mut pipe, deadline, context).await?,
+            Some(Profile::ReadOnly),
+        ),
+        Err(writer) => {
+            run_local(
+                shared, workspace, how, &script, &cwd, writer, &mut pipe, deadline, context,
+            )
+            .await?
         }
     };
-
-    stop_command(group, &mut child, placeholders.as_mut()).await;
-    drain(&mut pipe, &mut buffer, &mut output).await;
-    release_sandbox(placeholders.take(), status);
-    guard.disarm();
     // Colours and other escape sequences are for a terminal: the model gets the text, the
     // structured result (the terminal's rows, hooks) keeps what the command printed.
-    let raw = output.finish();
+    let raw = ran.output.finish();
     let text = crate::text::strip_escapes(&raw).into_owned();
     let elapsed = started.elapsed();
-    match end {
+    match ran.end {
         End::Cancelled => {
-            tracing::debug!(pid = group.as_raw(), "bash interrupted");
+            tracing::debug!("bash interrupted");
             Err(ToolError::Killed(with_output(
                 format!(
                     "Command interrupted after {:.1} s: it was cancelled, and its process group was killed.",
@@ -806,13 +748,9 @@ async fn run(
             &text,
         ))),
         End::Finished => {
-            let status = match status {
-                Some(status) => status,
-                None => child
-                    .wait()
-                    .await
-                    .map_err(|error| could_not_run("wait for bash", error))?,
-            };
+            let status = ran.status.ok_or_else(|| {
+                ToolError::CouldNotRun("bash ended without an exit status".into())
+            })?;
             // The user's own `cd` is theirs: the model's commands keep their directory.
             let note = if how == BashRun::UserShell {
                 None
@@ -837,6 +775,225 @@ async fn run(
             Ok(output.with_structured(structured))
         }
     }
+}
+
+fn could_not_run(what: &str, error: std::io::Error) -> ToolError {
+    ToolError::CouldNotRun(format!("could not {what}: {error}"))
+}
+
+/// What a command left: how it ended, its status (none when it was stopped and did not
+/// end), and its output.
+struct Ran {
+    end: End,
+    status: Option<ExitStatus>,
+    output: OutputBuffer,
+}
+
+/// Reads the command's output until it ended and its output closed (or a short while after
+/// it ended: what it left running is stopped by the caller), the call was cancelled, or
+/// `deadline` passed. `wait` ends with the command's status.
+async fn collect(
+    wait: &mut (impl Future<Output = std::io::Result<ExitStatus>> + Unpin),
+    pipe: &mut pipe::Receiver,
+    deadline: tokio::time::Instant,
+    context: &ToolContext,
+) -> Result<Ran, ToolError> {
+    let mut output = OutputBuffer::default();
+    let mut buffer = vec![0u8; 16 * 1024];
+    let mut status: Option<ExitStatus> = None;
+    let mut eof = false;
+    let mut drain_until: Option<tokio::time::Instant> = None;
+    let mut last_progress: Option<Instant> = None;
+    let end = loop {
+        if eof && status.is_some() {
+            break End::Finished;
+        }
+        tokio::select! {
+            biased;
+            () = context.cancel.cancelled() => break End::Cancelled,
+            () = tokio::time::sleep_until(deadline) => break End::TimedOut,
+            waited = &mut *wait, if status.is_none() => match waited {
+                Ok(exit) => {
+                    status = Some(exit);
+                    drain_until = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                Err(error) => return Err(could_not_run("wait for bash", error)),
+            },
+            () = tokio::time::sleep_until(drain_until.unwrap_or(deadline)), if drain_until.is_some() => {
+                // Background processes still hold the pipe; they are stopped by the caller.
+                break End::Finished;
+            }
+            read = pipe.read(&mut buffer), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(count) => {
+                    output.push(&buffer[..count]);
+                    if last_progress.is_none_or(|at| at.elapsed() >= PROGRESS_EVERY) {
+                        last_progress = Some(Instant::now());
+                        context.progress(progress(&buffer[..count], output.total_bytes));
+                    }
+                }
+            },
+        }
+    };
+    Ok(Ran {
+        end,
+        status,
+        output,
+    })
+}
+
+/// Starts the command in a process of its own (its sandbox's, or a plain shell) and runs it
+/// to its end; returns what it left and its sandbox profile.
+#[allow(clippy::too_many_arguments)] // one command's parts, each used once
+async fn run_local(
+    shared: &Shared,
+    workspace: &executor::Workspace,
+    how: BashRun,
+    script: &str,
+    cwd: &std::path::Path,
+    writer: std::io::PipeWriter,
+    pipe: &mut pipe::Receiver,
+    deadline: tokio::time::Instant,
+    context: &ToolContext,
+) -> Result<(Ran, Option<Profile>), ToolError> {
+    let writer_for_stderr = writer
+        .try_clone()
+        .map_err(|e| could_not_run("create a pipe", e))?;
+    let (std_command, mut placeholders, profile) =
+        prepare(shared, workspace, how, script, cwd, &[])?;
+    let mut bash = Command::from(std_command);
+    bash.stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer_for_stderr)
+        .process_group(0);
+    let spawned = bash.spawn();
+    // Our copies of the pipe's write end must close, or the read end never sees EOF.
+    drop(bash);
+    let mut child = spawned.map_err(|e| could_not_run("start bash", e))?;
+    let Some(group) = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw)
+    else {
+        return Err(ToolError::CouldNotRun(
+            "bash exited before it could be watched".into(),
+        ));
+    };
+    let mut guard = GroupGuard::new(group);
+    tracing::debug!(pid = group.as_raw(), cwd = %cwd.display(), "bash started");
+    let mut ran = {
+        let mut wait = Box::pin(child.wait());
+        collect(&mut wait, pipe, deadline, context).await?
+    };
+    stop_command(group, &mut child, placeholders.as_mut()).await;
+    if ran.status.is_none() && ran.end == End::Finished {
+        ran.status = child.wait().await.ok();
+    }
+    let mut buffer = vec![0u8; 16 * 1024];
+    drain(pipe, &mut buffer, &mut ran.output).await;
+    release_sandbox(placeholders.take(), ran.status);
+    guard.disarm();
+    Ok((ran, profile))
+}
+
+/// A read-only sandboxed command started in the session's persistent sandbox
+/// ([`Shared::zygote`]), its output to `writer`; `Err(writer)` back when it has none or
+/// it did not take the command (too long, ended), so the command starts the usual way.
+fn start_persistent(
+    shared: &Shared,
+    workspace: &executor::Workspace,
+    how: BashRun,
+    script: &str,
+    cwd: &std::path::Path,
+    writer: std::io::PipeWriter,
+) -> Result<Result<sandbox::Remote, std::io::PipeWriter>, ToolError> {
+    if how != BashRun::Sandboxed(Profile::ReadOnly) || shared.sandbox.helper.is_none() {
+        return Ok(Err(writer));
+    }
+    let policy =
+        sandboxing::policy(shared, workspace, Profile::ReadOnly).map_err(ToolError::CouldNotRun)?;
+    let Some(zygote) = shared.zygote(&policy, cwd) else {
+        return Ok(Err(writer));
+    };
+    let shell = sandbox::env::resolve_program("bash")
+        .map_err(|error| ToolError::CouldNotRun(error.to_string()))?;
+    // The environment a sandbox of its own would give it.
+    let mut probe = std::process::Command::new(&shell);
+    probe.env("TMPDIR", &policy.temp_dir);
+    sandbox::env::reset(
+        &mut probe,
+        sandbox::env::Confinement::Sandboxed,
+        &shared.env,
+    );
+    let env = probe
+        .get_envs()
+        .filter_map(|(name, value)| Some((name.to_owned(), value?.to_owned())))
+        .collect();
+    let spec = sandbox::Spec {
+        program: shell,
+        args: vec!["-c".into(), script.into()],
+        cwd: cwd.to_path_buf(),
+        env,
+    };
+    let stdio = (|| {
+        Ok::<_, std::io::Error>([
+            OwnedFd::from(std::fs::File::open("/dev/null")?),
+            OwnedFd::from(writer.try_clone()?),
+            OwnedFd::from(writer.try_clone()?),
+        ])
+    })()
+    .map_err(|e| could_not_run("create a pipe", e))?;
+    match zygote.run(&spec, stdio) {
+        // Our copy of the pipe's write end goes: the read end sees EOF when the command's do.
+        Ok(remote) => Ok(Ok(remote)),
+        Err(error) => {
+            tracing::debug!(%error, "a sandbox of its own");
+            Ok(Err(writer))
+        }
+    }
+}
+
+/// Kills a persistent sandbox's command when the call is dropped half-way.
+struct RemoteGuard(sandbox::Remote);
+
+impl Drop for RemoteGuard {
+    fn drop(&mut self) {
+        // After the command ended this asks for nothing (the sandbox knows it ended).
+        self.0.signal(Signal::SIGKILL);
+    }
+}
+
+/// Runs a command started in the persistent sandbox to its end: as [`run_local`] does, a
+/// command stopped gets `SIGTERM`, then `SIGKILL` after [`TERM_GRACE`]; what it started
+/// is stopped by the sandbox when it ends.
+async fn run_remote(
+    remote: sandbox::Remote,
+    pipe: &mut pipe::Receiver,
+    deadline: tokio::time::Instant,
+    context: &ToolContext,
+) -> Result<Ran, ToolError> {
+    use futures_util::FutureExt as _;
+    let _guard = RemoteGuard(remote.clone());
+    let waiter = remote.clone();
+    let mut wait = tokio::task::spawn_blocking(move || waiter.wait())
+        .map(|joined| joined.unwrap_or_else(|error| Err(std::io::Error::other(error))));
+    let mut ran = collect(&mut wait, pipe, deadline, context).await?;
+    if ran.status.is_none() {
+        remote.signal(Signal::SIGTERM);
+        ran.status = match tokio::time::timeout(TERM_GRACE, &mut wait).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                remote.signal(Signal::SIGKILL);
+                tokio::time::timeout(Duration::from_secs(1), &mut wait)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+        };
+    }
+    let mut buffer = vec![0u8; 16 * 1024];
+    drain(pipe, &mut buffer, &mut ran.output).await;
+    Ok(ran)
 }
 
 /// After everything a sandboxed command started is stopped (its sandbox killed:

@@ -83,6 +83,10 @@ pub struct SandboxConfig {
     /// would (setting `sandbox.userCommands: "sandboxed"`); by default they run as in the
     /// user's own shell ([`crate::BashRun::UserShell`]).
     pub user_commands: bool,
+    /// This program's executable, when it runs the sandbox helper ([`sandbox::HELPER_ARG`]):
+    /// then read-only commands under bubblewrap share one persistent sandbox
+    /// ([`sandbox::Zygote`]) instead of starting one each; `None`: a sandbox per command.
+    pub helper: Option<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -93,6 +97,7 @@ impl Default for SandboxConfig {
             backend: Some(sandbox::Backend::detect(None)),
             network: false,
             user_commands: false,
+            helper: None,
         }
     }
 }
@@ -216,6 +221,7 @@ impl ToolSet {
             read_state: DashMap::new(),
             snapshots: DashMap::new(),
             shell_cwd: Mutex::new(None),
+            zygote: Mutex::new(None),
             env: config.env,
             prelude: RwLock::new(String::new()),
             withheld_env: config.withheld_env,
@@ -402,6 +408,9 @@ pub(crate) struct Shared {
     pub(crate) protected_names: Vec<String>,
     /// How Bash commands are sandboxed.
     pub(crate) sandbox: SandboxConfig,
+    /// The persistent sandbox of read-only commands ([`SandboxConfig::helper`]), started by
+    /// the first one.
+    zygote: Mutex<Option<Result<Arc<sandbox::Zygote>, ()>>>,
     /// Told of every change Write and Edit make.
     pub(crate) journal: Option<Arc<dyn crate::WriteJournal>>,
     /// The session's private folder: sandboxed commands' `TMPDIR`, and the files Bash's
@@ -425,6 +434,40 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The persistent sandbox for `policy` (read-only, bubblewrap, with a helper): the one
+    /// running when it enforces `policy`, else a new one (the old one ends when its last
+    /// command does); `None` when there is none to have (the command then starts a sandbox
+    /// of its own).
+    pub(crate) fn zygote(
+        &self,
+        policy: &sandbox::Policy,
+        cwd: &Path,
+    ) -> Option<Arc<sandbox::Zygote>> {
+        let helper = self.sandbox.helper.as_ref()?;
+        let backend @ sandbox::Backend::Bubblewrap(_) = self.sandbox.backend.as_ref()? else {
+            return None;
+        };
+        let mut slot = self.zygote.lock().unwrap_or_else(PoisonError::into_inner);
+        match slot.as_ref() {
+            Some(Ok(zygote)) if zygote.serves(policy) => return Some(Arc::clone(zygote)),
+            // It could not start here once: it will not the next time either.
+            Some(Err(())) => return None,
+            _ => {}
+        }
+        match sandbox::Sandbox::new(backend.clone()).zygote(policy, helper, cwd) {
+            Ok(zygote) => {
+                let zygote = Arc::new(zygote);
+                *slot = Some(Ok(Arc::clone(&zygote)));
+                Some(zygote)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no persistent sandbox: a sandbox per command");
+                *slot = Some(Err(()));
+                None
+            }
+        }
+    }
+
     /// Whether an allow rule, of the settings, of the session or of the running turn,
     /// satisfies `covers`.
     pub(crate) fn allows(&self, covers: impl Fn(&Rule) -> bool) -> bool {

@@ -344,6 +344,7 @@ async fn the_cwd_file_cannot_be_steered() {
                     backend: None,
                     network: false,
                     user_commands: false,
+                    helper: None,
                 };
             }
         }) else {
@@ -611,6 +612,7 @@ fn backends() -> Vec<(&'static str, tools::SandboxConfig)> {
         backend: Some(backend),
         network: false,
         user_commands: false,
+        helper: None,
     };
     match Backend::detect(None) {
         backend @ Backend::Bubblewrap(_) => found.push(("bwrap", config(backend))),
@@ -661,6 +663,7 @@ fn main() -> ExitCode {
         backend: Some(tools::sandbox::Backend::Unavailable("test".into())),
         network: false,
         user_commands: false,
+        helper: None,
     };
     runs.push((
         "none",

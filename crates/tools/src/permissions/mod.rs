@@ -564,6 +564,26 @@ impl PermissionGate {
         )))
     }
 
+    /// Starts the persistent sandbox of read-only commands now, on a thread of its own
+    /// ([`crate::SandboxConfig::helper`]), so the first one does not wait for it; nothing
+    /// without one. The model's first answer takes far longer than the start.
+    pub fn prestart_sandbox(&self) {
+        if self.shared.sandbox.helper.is_none() {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let _ = std::thread::Builder::new()
+            .name("sandbox-prestart".into())
+            .spawn(move || {
+                let workspace = shared.effective(&shared.workspace);
+                if let Ok(policy) =
+                    crate::sandboxing::policy(&shared, &workspace, sandbox::Profile::ReadOnly)
+                {
+                    let _ = shared.zygote(&policy, &shared.cwd(&workspace));
+                }
+            });
+    }
+
     /// This tool set's todo list (TodoWrite's), to show it or restore a resumed session's.
     pub fn todo_list(&self) -> crate::todo::TodoList {
         self.shared.todos.clone()

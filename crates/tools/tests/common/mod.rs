@@ -54,6 +54,7 @@ pub fn declared_sandbox() -> tools::SandboxConfig {
         backend: Some(tools::sandbox::Backend::Bubblewrap("/usr/bin/bwrap".into())),
         network: false,
         user_commands: false,
+        helper: None,
     }
 }
 
@@ -66,6 +67,7 @@ pub fn real_sandbox() -> Option<tools::SandboxConfig> {
             backend: Some(backend),
             network: false,
             user_commands: false,
+            helper: None,
         });
     }
     assert!(
@@ -117,6 +119,7 @@ impl Env {
                 backend: None,
                 network: false,
                 user_commands: false,
+                helper: None,
             },
             ..ToolSetConfig::default()
         };
