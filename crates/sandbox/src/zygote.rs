@@ -479,24 +479,32 @@ fn is_zombie(pid: u32) -> bool {
     })
 }
 
-/// Removes everything in `dir` but the paths of `keep` (and the folders leading to them).
+/// Removes everything in `dir` but the paths of `keep` (and the folders leading to them),
+/// staying on `dir`'s own file system: what is mounted inside it (the workspace, when it is
+/// under `/tmp`, the private temporary folder) is not descended into.
 fn empty(dir: &Path, keep: &[&Path]) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(device) = std::fs::symlink_metadata(dir).map(|meta| meta.dev()) else {
+        return;
+    };
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if keep.iter().any(|kept| *kept == path) {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
-        }
-        if keep.iter().any(|kept| kept.starts_with(&path)) {
-            empty(&path, keep);
-            continue;
-        }
-        let _ = match entry.file_type() {
-            Ok(kind) if kind.is_dir() => std::fs::remove_dir_all(&path),
-            _ => std::fs::remove_file(&path),
         };
+        if keep.iter().any(|kept| *kept == path) || meta.dev() != device {
+            continue; // kept, or a mount point
+        }
+        if meta.is_dir() {
+            empty(&path, keep);
+            // Fails while it holds something kept or mounted: then it stays.
+            let _ = std::fs::remove_dir(&path);
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
