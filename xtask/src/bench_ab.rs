@@ -156,14 +156,75 @@ fn children_cpu() -> Result<std::time::Duration> {
     Ok(micros(usage.user_time()) + micros(usage.system_time()))
 }
 
-/// One run of the 4-turn session by `agent`, with a fresh server, home and `greet.py`.
+/// A session both builds run: its script, arguments and phases.
+pub(crate) struct Session {
+    /// What the table's first line calls it.
+    pub title: &'static str,
+    /// The scripted model's replies.
+    pub script: PathBuf,
+    /// `agent`'s arguments for the repository and the server's URL.
+    pub args: fn(&Path, &str) -> Vec<OsString>,
+    /// The phases' names: start-up, each turn, the last to exit (one more than requests).
+    pub phases: &'static [&'static str],
+    /// Whether a run changes `greet.py` (the 4-turn session fixes it).
+    pub fixes_greeting: bool,
+}
+
+impl Session {
+    /// The 4-turn session (`tests/fixtures/four-turn.json`).
+    pub(crate) fn four_turn(root: &Path) -> Self {
+        Self {
+            title: "4-turn session",
+            script: root.join("tests/fixtures/four-turn.json"),
+            args: session_args,
+            phases: &[
+                "start-up to request 1",
+                "turn 1 (Read, Grep)",
+                "turn 2 (Edit)",
+                "turn 3 (Bash)",
+                "turn 4 to exit",
+            ],
+            fixes_greeting: true,
+        }
+    }
+
+    /// Four read-only shell commands in the default mode (`tests/fixtures/read-only-bash.json`):
+    /// each runs in the read-only sandbox without a question.
+    pub(crate) fn read_only_bash(root: &Path) -> Self {
+        Self {
+            title: "read-only session (4 Bash calls, default mode)",
+            script: root.join("tests/fixtures/read-only-bash.json"),
+            args: |repo, url| {
+                let mut args: Vec<OsString> = ["-p", "look", "-C"].map(Into::into).into();
+                args.push(repo.into());
+                args.extend(["--base-url", url, "--output-format", "json"].map(Into::into));
+                args
+            },
+            phases: &[
+                "start-up to request 1",
+                "turn 1 (Bash cat)",
+                "turn 2 (Bash ls)",
+                "turn 3 (Bash grep)",
+                "turn 4 (Bash wc)",
+                "turn 5 to exit",
+            ],
+            fixes_greeting: false,
+        }
+    }
+}
+
+/// One build in an A/B: its name in the table, its `agent`, extra environment.
+pub(crate) type Build<'a> = (&'a str, &'a Path, &'a [(&'a str, &'a str)]);
+
+/// One run of `session` by `build`, with a fresh server, home and `greet.py`.
 fn one_run(
-    agent: &Path,
+    (_, agent, env): Build<'_>,
     testkit: &Path,
-    script: &Path,
+    session: &Session,
     repo: &Path,
     (home, cache): (&Path, &Path),
 ) -> Result<Figures> {
+    let script = session.script.as_path();
     git(repo, &["checkout", "-q", "--", "greet.py"])?;
     std::fs::create_dir_all(home)?;
     let timeline = home.join("timeline.jsonl");
@@ -178,8 +239,9 @@ fn one_run(
         .args(["-f", "%M", "-o"])
         .arg(&times)
         .arg(agent)
-        .args(session_args(repo, &server.url))
+        .args((session.args)(repo, &server.url))
         .envs(session_env(home, cache))
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -201,8 +263,8 @@ fn one_run(
     );
     let fixed = std::fs::read_to_string(repo.join("greet.py"))?;
     ensure!(
-        fixed.contains("'hello'"),
-        "greet.py was not fixed:\n{fixed}"
+        fixed.contains("'hello'") == session.fixes_greeting,
+        "greet.py is not as the session leaves it:\n{fixed}"
     );
     server.stop()?;
 
@@ -219,8 +281,9 @@ fn one_run(
         marks.push(i128::from(arrived));
     }
     ensure!(
-        marks.len() == 5,
-        "expected 4 model requests, the server saw {}",
+        marks.len() == session.phases.len(),
+        "expected {} model requests, the server saw {}",
+        session.phases.len() - 1,
         marks.len() - 1
     );
     marks.push(exited_at);
@@ -256,36 +319,36 @@ fn medians(runs: &[Figures]) -> (f64, f64, f64, Vec<f64>) {
     )
 }
 
-/// Runs both builds `runs` times each, interleaved, and prints the table.
-pub fn measure(
-    earlier: (&str, &Path),
-    agent: &Path,
+/// Runs `session` by both builds `runs` times each, interleaved, and prints the table
+/// (ratio: the second build over the first).
+pub(crate) fn measure(
+    builds: [Build<'_>; 2],
     testkit: &Path,
-    script: &Path,
+    session: &Session,
     scratch: &Path,
     runs: usize,
 ) -> Result<()> {
     let repo = session_repo(scratch)?;
-    let builds = [earlier, ("working tree", agent)];
     let mut figures: [Vec<Figures>; 2] = Default::default();
     // One warm-up run each, not counted.
     for round in 0..=runs {
-        for (index, (_, program)) in builds.iter().enumerate() {
+        for (index, build) in builds.iter().enumerate() {
             let home = scratch.join(format!("home-{round}-{index}"));
             let cache = scratch.join("cache");
-            let run = one_run(program, testkit, script, &repo, (&home, &cache))?;
+            let run = one_run(*build, testkit, session, &repo, (&home, &cache))?;
             if round > 0 {
                 figures[index].push(run);
             }
         }
     }
     let [a, b] = [medians(&figures[0]), medians(&figures[1])];
+    let [(first, ..), (second, ..)] = builds;
     println!(
-        "4-turn session, {runs} runs each, interleaved; medians (ratio: working tree / {})",
-        earlier.0
+        "{}, {runs} runs each, interleaved; medians (ratio: {second} / {first})",
+        session.title
     );
     println!();
-    println!("| | {} | working tree | ratio |", earlier.0);
+    println!("| | {first} | {second} | ratio |");
     println!("|---|---:|---:|---:|");
     let row = |name: &str, a: f64, b: f64, unit: &str| {
         println!("| {name} | {a:.1} {unit} | {b:.1} {unit} | {:.2}x |", b / a);
@@ -293,14 +356,7 @@ pub fn measure(
     row("wall", a.0, b.0, "ms");
     row("CPU (user + sys)", a.1, b.1, "ms");
     row("peak RSS", a.2, b.2, "MiB");
-    let names = [
-        "start-up to request 1",
-        "turn 1 (Read, Grep)",
-        "turn 2 (Edit)",
-        "turn 3 (Bash)",
-        "turn 4 to exit",
-    ];
-    for (phase, name) in names.iter().enumerate() {
+    for (phase, name) in session.phases.iter().enumerate() {
         row(name, a.3[phase], b.3[phase], "ms");
     }
     Ok(())

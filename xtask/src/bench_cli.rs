@@ -258,13 +258,37 @@ pub(crate) fn build_tree_in(
 pub fn run_ab(root: &Path, target: &Path, cargo: Command, commit: &str, runs: usize) -> Result<()> {
     let earlier = crate::bench_ab::build_commit(root, target, commit)?;
     let (agent, testkit) = build_tree(root, target, cargo)?;
-    let script = root.join("tests/fixtures/four-turn.json");
+    let session = crate::bench_ab::Session::four_turn(root);
     let scratch = std::env::temp_dir().join(format!("agent-bench-ab-{}", std::process::id()));
     let result = crate::bench_ab::measure(
-        (commit, &earlier),
-        &agent,
+        [(commit, &earlier, &[]), ("working tree", &agent, &[])],
         &testkit,
-        &script,
+        &session,
+        &scratch,
+        runs,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// `bench-cli --sandbox-ab [--runs N]`: four read-only shell commands in the default mode,
+/// each in a sandbox of its own (`AGENT_SANDBOX_PERSISTENT=0`) against the persistent
+/// sandbox, by the working tree's build, interleaved, phase by phase.
+pub fn run_sandbox_ab(root: &Path, target: &Path, cargo: Command, runs: usize) -> Result<()> {
+    let (agent, testkit) = build_tree(root, target, cargo)?;
+    let session = crate::bench_ab::Session::read_only_bash(root);
+    let scratch = std::env::temp_dir().join(format!("agent-bench-sbx-{}", std::process::id()));
+    let result = crate::bench_ab::measure(
+        [
+            (
+                "a sandbox per command",
+                &agent,
+                &[("AGENT_SANDBOX_PERSISTENT", "0")],
+            ),
+            ("persistent sandbox", &agent, &[]),
+        ],
+        &testkit,
+        &session,
         &scratch,
         runs,
     );

@@ -14,7 +14,8 @@
 //!   measures the rendering alone, `--long` a 1,000-turn session near the autocompact
 //!   threshold alone: see [`bench_cli`], [`bench_render`] and [`bench_long`]. `--ab COMMIT
 //!   [--runs N]` runs the 4-turn session by an earlier commit's build and the working
-//!   tree's, interleaved, phase by phase: see [`bench_ab`].
+//!   tree's, interleaved, phase by phase: see [`bench_ab`]; `--sandbox-ab [--runs N]`
+//!   four read-only shell commands with a sandbox per command against the persistent one.
 //! - `symbol-order`: profiles the release `agent` under callgrind and writes the code layout
 //!   release builds link with: see [`symbol_order`].
 //! - `bench-cache`: how a scripted 30-turn session keeps the prompt cache (prefix reuse,
@@ -56,6 +57,10 @@ const SUBCOMMANDS: &[(&str, &str)] = &[
         "the scripted 4-turn session by COMMIT's build and the working tree's, interleaved, N runs each (default 10): wall, CPU, peak RSS and each phase",
     ),
     (
+        "bench-cli --sandbox-ab [--runs N]",
+        "four read-only shell commands in the default mode, each in a sandbox of its own against the persistent sandbox (the working tree's build, interleaved, N runs each, default 10)",
+    ),
+    (
         "bench-cache [--agent PATH | --debug]",
         "prompt-cache prefix reuse, breaks and estimated cost of a scripted 30-turn session",
     ),
@@ -88,6 +93,13 @@ fn main() -> ExitCode {
             ab_arguments(&rest[1..]).and_then(|(commit, runs)| {
                 workspace().and_then(|ws| {
                     bench_cli::run_ab(&ws.root, &ws.target_dir, cargo(), &commit, runs)
+                })
+            })
+        }
+        Some("bench-cli") if rest.first().is_some_and(|flag| flag == "--sandbox-ab") => {
+            runs_argument(&rest[1..]).and_then(|runs| {
+                workspace().and_then(|ws| {
+                    bench_cli::run_sandbox_ab(&ws.root, &ws.target_dir, cargo(), runs)
                 })
             })
         }
@@ -324,6 +336,25 @@ fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
         [commit] => Ok((commit.to_owned(), 10)),
         [commit, "--runs", runs] => match runs.parse() {
             Ok(runs) if runs > 0 => Ok((commit.to_owned(), runs)),
+            _ => Err(anyhow::anyhow!(
+                "--runs {runs}: a count of runs, at least 1"
+            )),
+        },
+        _ => Err(usage()),
+    }
+}
+
+/// `[--runs N]` (10 when not given).
+fn runs_argument(rest: &[OsString]) -> anyhow::Result<usize> {
+    let usage = || anyhow::anyhow!("usage: cargo xtask bench-cli --sandbox-ab [--runs N]");
+    let text: Vec<&str> = rest
+        .iter()
+        .map(|arg| arg.to_str().ok_or_else(usage))
+        .collect::<anyhow::Result<_>>()?;
+    match text[..] {
+        [] => Ok(10),
+        ["--runs", runs] => match runs.parse() {
+            Ok(runs) if runs > 0 => Ok(runs),
             _ => Err(anyhow::anyhow!(
                 "--runs {runs}: a count of runs, at least 1"
             )),

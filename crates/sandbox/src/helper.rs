@@ -371,6 +371,7 @@ fn restrict(
     seccomp::apply(Rules {
         sockets,
         foreign_processes: true,
+        keyrings: true,
         root_metadata: was_root,
         sysv_ipc: !namespaced,
     })

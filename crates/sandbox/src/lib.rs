@@ -1547,6 +1547,13 @@ impl Sandbox {
             .arg("--ro-bind")
             .arg(helper)
             .arg(zygote::HELPER_IN_SANDBOX)
+            // A memory file system of its own for /dev/shm (emptied between commands), and
+            // the rest of /dev read-only: its links (`/dev/fd`, `/dev/stderr`) would
+            // otherwise stay as one command left them for the next.
+            .args(["--tmpfs", "/dev/shm", "--remount-ro", "/dev"])
+            // The zygote is the PID namespace's process 1: no bubblewrap process inside
+            // holds its control socket, and no command can stop or kill it.
+            .arg("--as-pid-1")
             .arg("--seccomp")
             .arg(SECCOMP_FD.to_string())
             .arg("--")
@@ -1659,10 +1666,13 @@ fn pass_descriptors(
         seccomp::Sockets::OwnNamespace
     };
     // bubblewrap drops every capability and makes PID, IPC and network namespaces: the
-    // other rules are the helper's, which has no such namespaces for certain.
+    // other rules are the helper's, which has no such namespaces for certain. The kernel
+    // keyrings are in none of them (root's user keyring would be the host's); a persistent
+    // sandbox's commands share one PID and IPC namespace.
     let program = seccomp::program(seccomp::Rules {
         sockets,
-        foreign_processes: false,
+        foreign_processes: persistent,
+        keyrings: true,
         root_metadata: false,
         // A persistent sandbox's IPC namespace outlives each command.
         sysv_ipc: persistent,

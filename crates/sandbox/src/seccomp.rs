@@ -13,8 +13,11 @@
 //!   `socket` system call). So no unix socket with a path (`docker.sock`, D-Bus, an ssh
 //!   agent, a socket in the workspace), no abstract unix socket, no `AF_VSOCK` to the
 //!   hypervisor, whatever the filesystem shows;
-//! - for the Landlock helper, [`Rules::foreign_processes`]: `ptrace`, `process_vm_*` and
-//!   the kernel keyrings; [`Rules::root_metadata`]: a file's mode, times and extended
+//! - [`Rules::keyrings`] (both back ends): the kernel keyrings, which no namespace here
+//!   separates (root's user keyring is the host's);
+//! - for the Landlock helper and the persistent sandbox, [`Rules::foreign_processes`]:
+//!   `ptrace`, `process_vm_*` and `pidfd_getfd` (another process's descriptors);
+//!   [`Rules::root_metadata`]: a file's mode, times and extended
 //!   attributes (which Landlock does not cover, and root owns every file);
 //!   [`Rules::sysv_ipc`]: System V IPC and POSIX message queues, when no IPC namespace of
 //!   its own could be made.
@@ -43,8 +46,10 @@ pub(crate) enum Sockets {
 pub(crate) struct Rules {
     /// The sockets allowed.
     pub(crate) sockets: Sockets,
-    /// Refuse `ptrace`, `process_vm_readv`/`writev` and the keyring calls.
+    /// Refuse `ptrace`, `process_vm_readv`/`writev` and `pidfd_getfd`.
     pub(crate) foreign_processes: bool,
+    /// Refuse the keyring calls (`keyctl`, `add_key`, `request_key`).
+    pub(crate) keyrings: bool,
     /// Refuse changing a file's mode, times and extended attributes (root under Landlock).
     pub(crate) root_metadata: bool,
     /// Refuse System V IPC and POSIX message queues (no IPC namespace of its own).
@@ -115,10 +120,13 @@ pub(crate) fn program(rules: Rules) -> Result<BpfProgram, String> {
             libc::SYS_ptrace,
             libc::SYS_process_vm_readv,
             libc::SYS_process_vm_writev,
-            libc::SYS_keyctl,
-            libc::SYS_add_key,
-            libc::SYS_request_key,
+            libc::SYS_pidfd_getfd,
         ] {
+            refused.insert(call, Vec::new());
+        }
+    }
+    if rules.keyrings {
+        for call in [libc::SYS_keyctl, libc::SYS_add_key, libc::SYS_request_key] {
             refused.insert(call, Vec::new());
         }
     }
@@ -234,12 +242,13 @@ mod tests {
     #[test]
     fn every_rule_set_compiles_and_serializes_whole() {
         for sockets in [Sockets::Any, Sockets::OwnNamespace, Sockets::PairsOnly] {
-            for flags in 0..8u8 {
+            for flags in 0..16u8 {
                 let rules = Rules {
                     sockets,
                     foreign_processes: flags & 1 != 0,
                     root_metadata: flags & 2 != 0,
                     sysv_ipc: flags & 4 != 0,
+                    keyrings: flags & 8 != 0,
                 };
                 let program = program(rules);
                 assert!(program.is_ok(), "{rules:?}: {program:?}");

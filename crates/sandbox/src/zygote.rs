@@ -25,6 +25,7 @@
 //! [`Remote::wait`] blocks until the status comes and [`Remote::signal`] asks for `SIGTERM`
 //! or `SIGKILL` to its process group; dropping it (closing its socket) kills the group too.
 
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::ffi::OsString;
 use std::io::{IoSlice, IoSliceMut};
@@ -33,9 +34,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -319,8 +320,38 @@ fn receive_with_fds(socket: &OwnedFd) -> std::io::Result<Option<(Vec<u8>, Vec<Ow
     Ok(Some((buffer, fds)))
 }
 
+/// What the zygote's threads share: the commands running, and the wait statuses the reaper
+/// collected for them.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a status is collected, a command starts, or the last one ends.
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Process ids of the commands started and not yet answered.
+    commands: HashSet<i32>,
+    /// Wait statuses the reaper collected for them.
+    ended: HashMap<i32, i32>,
+    /// Commands started so far (the reaper waits for one when it has no child).
+    started: u64,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The zygote: reads commands from its standard input until it closes (see the module
-/// docs). `temp_dir` is the private temporary folder, kept when `/tmp` is emptied.
+/// docs). It runs as the PID namespace's process 1 (bubblewrap's `--as-pid-1`): the kernel
+/// drops every signal a command sends it that it has no handler for (`SIGSTOP`, `SIGKILL`
+/// included), orphans come to it, and it reaps every process ([`reap`]). `temp_dir` is the
+/// private temporary folder, kept when `/tmp` is emptied.
 pub(crate) fn zygote_main(temp_dir: &Path) -> Result<Infallible, String> {
     // Commands may not read this process's memory or descriptors through /proc.
     nix::sys::prctl::set_dumpable(false).map_err(|error| format!("prctl: {error}"))?;
@@ -328,7 +359,12 @@ pub(crate) fn zygote_main(temp_dir: &Path) -> Result<Infallible, String> {
         .as_fd()
         .try_clone_to_owned()
         .map_err(|error| format!("its control socket: {error}"))?;
-    let running = Arc::new(Mutex::new(0usize));
+    let shared = Arc::new(Shared::default());
+    let reaper = Arc::clone(&shared);
+    std::thread::Builder::new()
+        .name("reaper".into())
+        .spawn(move || reap(&reaper))
+        .map_err(|error| format!("its reaper: {error}"))?;
     loop {
         let Some((message, fds)) =
             receive_with_fds(&control).map_err(|error| format!("reading a command: {error}"))?
@@ -338,19 +374,46 @@ pub(crate) fn zygote_main(temp_dir: &Path) -> Result<Infallible, String> {
         let Ok([reply, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
             continue; // not a command: nothing to answer on
         };
-        let running = Arc::clone(&running);
+        let shared = Arc::clone(&shared);
         let temp_dir = temp_dir.to_path_buf();
         let _ = std::thread::Builder::new()
             .name("command".into())
-            .spawn(move || {
-                serve(
-                    &message,
-                    reply,
-                    [stdin, stdout, stderr],
-                    &running,
-                    &temp_dir,
-                );
-            });
+            .spawn(move || serve(&message, reply, [stdin, stdout, stderr], &shared, &temp_dir));
+    }
+}
+
+/// Reaps every child (commands and the orphans that come to process 1), keeping the status
+/// of each command; with no child at all, waits for the next command to start.
+fn reap(shared: &Shared) {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    loop {
+        let seen = shared.lock().started;
+        match waitpid(None, None) {
+            Ok(status) => {
+                let (pid, raw) = match status {
+                    WaitStatus::Exited(pid, code) => (pid, (code & 0xff) << 8),
+                    WaitStatus::Signaled(pid, signal, core) => {
+                        (pid, signal as i32 | if core { 0x80 } else { 0 })
+                    }
+                    _ => continue,
+                };
+                let mut state = shared.lock();
+                if state.commands.contains(&pid.as_raw()) {
+                    state.ended.insert(pid.as_raw(), raw);
+                    shared.changed.notify_all();
+                }
+            }
+            Err(nix::errno::Errno::ECHILD) => {
+                let mut state = shared.lock();
+                while state.started == seen {
+                    state = shared
+                        .changed
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+            Err(_) => {}
+        }
     }
 }
 
@@ -359,7 +422,7 @@ fn serve(
     message: &[u8],
     reply: OwnedFd,
     [stdin, stdout, stderr]: [OwnedFd; 3],
-    running: &Mutex<usize>,
+    shared: &Shared,
     temp_dir: &Path,
 ) {
     let answer_error = |reply: &OwnedFd, text: String| {
@@ -371,10 +434,8 @@ fn serve(
         answer_error(&reply, "a malformed command".into());
         return;
     };
-    if let Ok(mut count) = running.lock() {
-        *count += 1;
-    }
-    let child = Command::new(&spec.program)
+    let mut command = Command::new(&spec.program);
+    command
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .env_clear()
@@ -382,89 +443,105 @@ fn serve(
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
-        .process_group(0)
-        .spawn();
-    let status = match child {
-        Ok(child) => watch(child, &reply),
+        .process_group(0);
+    // Started and counted under the lock: the reaper cannot collect its status before it
+    // is known to be a command's.
+    let pid = {
+        let mut state = shared.lock();
+        let child = command.spawn();
+        // The reaper collects its status; the handle is not waited on.
+        let pid = child.map(|child| i32::try_from(child.id()).unwrap_or(i32::MAX));
+        if let Ok(pid) = pid {
+            state.commands.insert(pid);
+        }
+        state.started += 1;
+        shared.changed.notify_all();
+        pid
+    };
+    let status = match pid {
+        Ok(pid) => Ok(watch(pid, &reply, shared)),
         Err(error) => Err(format!(
             "could not start {}: {error}",
             spec.program.display()
         )),
     };
-    if let Ok(mut count) = running.lock() {
-        *count -= 1;
-        if *count == 0 {
-            // Held while sweeping: no command starts meanwhile.
-            sweep(temp_dir);
-        }
+    let state = shared.lock();
+    if state.commands.is_empty() {
+        // Held while sweeping: no command starts meanwhile.
+        sweep(temp_dir);
     }
+    drop(state);
     match status {
         Ok(status) => {
             let mut bytes = b"S".to_vec();
-            bytes.extend_from_slice(&status.into_raw().to_be_bytes());
+            bytes.extend_from_slice(&status.to_be_bytes());
             let _ = rustix::net::send(&reply, &bytes, SendFlags::NOSIGNAL);
         }
         Err(text) => answer_error(&reply, text),
     }
 }
 
-/// Waits for `child`, passing the agent's signals (or its hang-up) to its process group;
-/// kills what is left in the group once it ended.
-fn watch(mut child: Child, reply: &OwnedFd) -> Result<ExitStatus, String> {
-    let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+/// Waits for command `pid`, passing the agent's signals (or its hang-up) to its process
+/// group; kills what is left in the group once it ended. Its raw wait status.
+fn watch(pid: i32, reply: &OwnedFd, shared: &Shared) -> i32 {
+    let group = Pid::from_raw(pid);
     let ended = Arc::new(AtomicBool::new(false));
-    let listener = reply
-        .try_clone()
-        .map_err(|error| format!("its socket: {error}"))?;
-    let done = Arc::clone(&ended);
-    let _ = std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            let mut word = [0u8; 8];
-            loop {
-                let received = rustix::net::recv(&listener, &mut word[..], RecvFlags::empty());
-                let signal = match received {
-                    Ok((_, 4)) if &word[..4] == b"TERM" => Signal::SIGTERM,
-                    // KILL, the agent's end closed, or a failure.
-                    _ => Signal::SIGKILL,
-                };
-                if !done.load(Ordering::SeqCst) {
-                    let _ = killpg(group, signal);
+    if let Ok(listener) = reply.try_clone() {
+        let done = Arc::clone(&ended);
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let mut word = [0u8; 8];
+                loop {
+                    let received = rustix::net::recv(&listener, &mut word[..], RecvFlags::empty());
+                    let signal = match received {
+                        Ok((_, 4)) if &word[..4] == b"TERM" => Signal::SIGTERM,
+                        // KILL, the agent's end closed, or a failure.
+                        _ => Signal::SIGKILL,
+                    };
+                    if !done.load(Ordering::SeqCst) {
+                        let _ = killpg(group, signal);
+                    }
+                    if signal == Signal::SIGKILL {
+                        return;
+                    }
                 }
-                if signal == Signal::SIGKILL {
-                    return;
-                }
-            }
-        });
-    let status = child
-        .wait()
-        .map_err(|error| format!("waiting for the command: {error}"));
+            });
+    }
+    let mut state = shared.lock();
+    let status = loop {
+        if let Some(status) = state.ended.remove(&pid) {
+            break status;
+        }
+        state = shared
+            .changed
+            .wait(state)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    };
+    state.commands.remove(&pid);
     ended.store(true, Ordering::SeqCst);
+    drop(state);
     // Background jobs still in its group.
     let _ = killpg(group, Signal::SIGKILL);
     status
 }
 
-/// Kills every process of the sandbox but its init (1) and this one, until none is left
-/// (one may fork while the others die), then empties `/tmp` (keeping `temp_dir` and the
+/// Kills every other process of the sandbox (`kill(-1)` from process 1: threads of a
+/// process whose main thread ended included) until none is left (one may fork while the
+/// others die; the reaper collects them), then empties `/tmp` (keeping `temp_dir` and the
 /// helper's mount) and `/dev/shm`.
 fn sweep(temp_dir: &Path) {
-    let me = std::process::id();
-    for _ in 0..50 {
-        let others: Vec<i32> = std::fs::read_dir("/proc")
+    for _ in 0..100 {
+        let others = std::fs::read_dir("/proc")
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| *pid != 1 && *pid != me && !is_zombie(*pid))
-            .filter_map(|pid| i32::try_from(pid).ok())
-            .collect();
-        if others.is_empty() {
+            .any(|pid| pid != std::process::id() && alive(pid));
+        if !others {
             break;
         }
-        for pid in others {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let keep = [temp_dir, Path::new(HELPER_IN_SANDBOX)];
@@ -472,11 +549,20 @@ fn sweep(temp_dir: &Path) {
     empty(Path::new("/dev/shm"), &[]);
 }
 
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    })
+/// Whether any thread of process `pid` still runs: a process whose main thread ended shows
+/// as a zombie while its other threads go on. (Zombies wait for the reaper, which is held
+/// off while the sweep runs.)
+fn alive(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|task| {
+            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+        })
 }
 
 /// Removes everything in `dir` but the paths of `keep` (and the folders leading to them),
@@ -499,6 +585,9 @@ fn empty(dir: &Path, keep: &[&Path]) {
             continue; // kept, or a mount point
         }
         if meta.is_dir() {
+            // A command may have taken its own write permission away: ours again.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
             empty(&path, keep);
             // Fails while it holds something kept or mounted: then it stays.
             let _ = std::fs::remove_dir(&path);

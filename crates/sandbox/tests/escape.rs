@@ -1166,3 +1166,26 @@ PY"#
     }
     println!("{out}");
 }
+
+/// The kernel keyrings belong to no namespace a sandbox makes here (root's user keyring is
+/// the host's): a command can neither add a key nor read one.
+#[test]
+fn the_kernel_keyrings_are_refused() {
+    for backend in backends() {
+        let layout = Layout::new("keys");
+        let output = run(
+            &backend,
+            &layout.policy(Profile::ReadOnly),
+            "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+             r = l.syscall(248, b\"user\", b\"agent-test\", b\"x\", 1, -4); \
+             k = l.syscall(250, 0, -4, 0, 0, 0); \
+             print(\"add_key\", r, ctypes.get_errno(), \"keyctl\", k)'",
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "add_key -1 1 keyctl -1\n",
+            "{backend}: {}",
+            text(&output)
+        );
+    }
+}

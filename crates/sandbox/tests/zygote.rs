@@ -303,3 +303,89 @@ fn a_command_over_the_message_size_is_refused() {
     let refused = setup.zygote.run(&setup.spec(&long), stdio).unwrap_err();
     assert!(refused.to_string().contains("bytes"), "{refused}");
 }
+
+/// The zygote is the namespace's process 1: a command cannot stop or kill it, read its
+/// descriptors (its control socket) or take them with `pidfd_getfd`, and the next command
+/// runs as usual.
+#[test]
+fn a_command_cannot_stop_kill_or_rob_the_zygote() {
+    let Some(setup) = Setup::new("pid1") else {
+        return;
+    };
+    let (status, output) = setup.run(
+        "echo parent $PPID; kill -STOP 1; kill -KILL 1; kill -STOP $PPID; \
+         ls -l /proc/1/fd/ 2>&1 | head -3; \
+         python3 -c 'import ctypes, os; l = ctypes.CDLL(None, use_errno=True); \
+         p = os.pidfd_open(1); r = l.syscall(438, p, 0, 0); print(\"pidfd_getfd\", r, ctypes.get_errno())'",
+    );
+    assert!(status.success(), "{output}");
+    assert!(output.contains("parent 1"), "{output}");
+    assert!(
+        output.contains("pidfd_getfd -1 1"),
+        "refused with EPERM: {output}"
+    );
+    assert!(!output.contains("socket:"), "{output}");
+    let started = Instant::now();
+    assert_eq!(setup.run("echo next").1, "next\n");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(setup.zygote.is_alive());
+}
+
+/// A process whose main thread ended while another thread runs (it shows as a zombie) is
+/// killed like any other once no command runs.
+#[test]
+fn a_process_with_only_side_threads_left_ends_with_the_command() {
+    let Some(setup) = Setup::new("threads") else {
+        return;
+    };
+    let beat = setup.temp.join("beat");
+    let (status, output) = setup.run(&format!(
+        "setsid python3 -c 'import ctypes, threading, time\n\
+def beat():\n    while True:\n        open(\"{beat}\", \"a\").write(\".\"); time.sleep(0.02)\n\
+threading.Thread(target=beat).start()\n\
+ctypes.CDLL(None).pthread_exit(None)' </dev/null >/dev/null 2>&1 & sleep 0.2",
+        beat = beat.display()
+    ));
+    assert!(status.success(), "{output}");
+    std::thread::sleep(Duration::from_millis(100));
+    let beats = size(&beat);
+    assert!(beats > 0, "it ran");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size(&beat), beats, "its thread lives on");
+}
+
+/// `/dev` is read-only (its links stay what they are), and folders a command made
+/// unwritable in `/tmp` or `/dev/shm` are emptied all the same.
+#[test]
+fn dev_links_and_locked_folders_do_not_carry_over() {
+    let Some(setup) = Setup::new("devtmp") else {
+        return;
+    };
+    let (status, output) = setup.run(
+        "rm -f /dev/fd 2>&1; ln -sf /tmp /dev/stderr 2>&1; touch /dev/planted 2>&1; \
+         mkdir -p /tmp/d/e; echo persisted > /tmp/d/e/f; chmod 500 /tmp/d/e /tmp/d; \
+         mkdir /dev/shm/q; echo x > /dev/shm/q/y; chmod 500 /dev/shm/q; echo done",
+    );
+    assert!(status.success(), "{output}");
+    assert!(output.contains("Read-only file system"), "{output}");
+    let (status, output) = setup.run(
+        "readlink /dev/fd; test -e /dev/planted && echo PLANTED; \
+         cat /tmp/d/e/f /dev/shm/q/y 2>/dev/null; echo end",
+    );
+    assert!(status.success(), "{output}");
+    assert_eq!(output, "/proc/self/fd\nend\n");
+}
+
+/// The kernel keyrings are no namespace's here (root's user keyring is the host's): refused.
+#[test]
+fn the_kernel_keyrings_are_refused() {
+    let Some(setup) = Setup::new("keys") else {
+        return;
+    };
+    let (status, output) = setup.run(
+        "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+         r = l.syscall(248, b\"user\", b\"agent-test\", b\"x\", 1, -4); print(\"add_key\", r, ctypes.get_errno())'",
+    );
+    assert!(status.success(), "{output}");
+    assert_eq!(output, "add_key -1 1\n", "refused with EPERM");
+}

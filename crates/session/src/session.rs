@@ -1190,6 +1190,9 @@ impl Session {
         };
         self.config.user_context = Some(context);
         self.offer_skills();
+        // The start-up is done: the read-only commands' sandbox starts beside the first
+        // request rather than competing with it.
+        self.tooling.gate.prestart_sandbox();
         tracing::debug!(target: "timeline", "user context gathered");
     }
 
@@ -2571,7 +2574,6 @@ impl ToolState {
             editor: options.editor_files.clone(),
         };
         let built = build_tools(&recipe, mode, settings)?;
-        built.permissions.prestart_sandbox();
         let _ = hooks.env().gate.set(Arc::clone(&built.permissions));
         recipe.session_mode = Some(built.permissions.mode_handle());
         let mut tools = built.tools.clone();

@@ -566,7 +566,8 @@ impl PermissionGate {
 
     /// Starts the persistent sandbox of read-only commands now, on a thread of its own
     /// ([`crate::SandboxConfig::helper`]), so the first one does not wait for it; nothing
-    /// without one. The model's first answer takes far longer than the start.
+    /// without one. Meant for when the first request goes out: the model's answer takes far
+    /// longer than the start, which then does not compete with the session's own start-up.
     pub fn prestart_sandbox(&self) {
         if self.shared.sandbox.helper.is_none() {
             return;
