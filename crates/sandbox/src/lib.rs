@@ -1551,6 +1551,11 @@ impl Sandbox {
             // the rest of /dev read-only: its links (`/dev/fd`, `/dev/stderr`) would
             // otherwise stay as one command left them for the next.
             .args(["--tmpfs", "/dev/shm", "--remount-ro", "/dev"])
+            // And bubblewrap's own root (the folders it made for the mounts, `$HOME` when
+            // only parts of it are shown): as the read-only profile says, nothing but /tmp,
+            // /dev/shm and the private temporary folder is writable, so nothing outside what
+            // the sweep empties can be left for the next command.
+            .args(["--remount-ro", "/"])
             // The zygote is the PID namespace's process 1: no bubblewrap process inside
             // holds its control socket, and no command can stop or kill it.
             .arg("--as-pid-1")

@@ -226,6 +226,19 @@ impl Zygote {
     }
 }
 
+impl Drop for Zygote {
+    /// Closes its control socket, so the zygote exits (and with it every process of the
+    /// sandbox), and waits for that up to 200 ms: a program that drops it leaves nothing of
+    /// it running.
+    fn drop(&mut self) {
+        let _ = rustix::net::shutdown(&self.control, rustix::net::Shutdown::Both);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while self.is_alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
 /// A command running in a [`Zygote`].
 #[derive(Clone, Debug)]
 pub struct Remote {
@@ -324,6 +337,9 @@ fn receive_with_fds(socket: &OwnedFd) -> std::io::Result<Option<(Vec<u8>, Vec<Ow
 /// collected for them.
 #[derive(Default)]
 struct Shared {
+    /// Held to start a command and to sweep: no command starts while the sandbox is
+    /// swept. (Not the state's lock: the reaper must go on reaping during a sweep.)
+    gate: Mutex<()>,
     state: Mutex<State>,
     /// Signalled when a status is collected, a command starts, or the last one ends.
     changed: Condvar,
@@ -340,6 +356,12 @@ struct State {
 }
 
 impl Shared {
+    fn gate(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.gate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state
             .lock()
@@ -447,6 +469,7 @@ fn serve(
     // Started and counted under the lock: the reaper cannot collect its status before it
     // is known to be a command's.
     let pid = {
+        let _gate = shared.gate();
         let mut state = shared.lock();
         let child = command.spawn();
         // The reaper collects its status; the handle is not waited on.
@@ -465,12 +488,11 @@ fn serve(
             spec.program.display()
         )),
     };
-    let state = shared.lock();
-    if state.commands.is_empty() {
-        // Held while sweeping: no command starts meanwhile.
+    let gate = shared.gate();
+    if shared.lock().commands.is_empty() {
         sweep(temp_dir);
     }
-    drop(state);
+    drop(gate);
     match status {
         Ok(status) => {
             let mut bytes = b"S".to_vec();
@@ -482,7 +504,8 @@ fn serve(
 }
 
 /// Waits for command `pid`, passing the agent's signals (or its hang-up) to its process
-/// group; kills what is left in the group once it ended. Its raw wait status.
+/// group, and `SIGKILL` to the command's own process too (it may have left its group); kills
+/// what is left in the group once it ended. Its raw wait status.
 fn watch(pid: i32, reply: &OwnedFd, shared: &Shared) -> i32 {
     let group = Pid::from_raw(pid);
     let ended = Arc::new(AtomicBool::new(false));
@@ -501,6 +524,9 @@ fn watch(pid: i32, reply: &OwnedFd, shared: &Shared) -> i32 {
                     };
                     if !done.load(Ordering::SeqCst) {
                         let _ = killpg(group, signal);
+                        if signal == Signal::SIGKILL {
+                            let _ = kill(group, Signal::SIGKILL);
+                        }
                     }
                     if signal == Signal::SIGKILL {
                         return;
@@ -532,6 +558,10 @@ fn watch(pid: i32, reply: &OwnedFd, shared: &Shared) -> i32 {
 /// helper's mount) and `/dev/shm`.
 fn sweep(temp_dir: &Path) {
     for _ in 0..100 {
+        // First, whatever the scan would say: a chain of processes each living a moment is
+        // never seen alive by a scan.
+        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        std::thread::sleep(std::time::Duration::from_millis(1));
         let others = std::fs::read_dir("/proc")
             .into_iter()
             .flatten()
@@ -541,8 +571,6 @@ fn sweep(temp_dir: &Path) {
         if !others {
             break;
         }
-        let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let keep = [temp_dir, Path::new(HELPER_IN_SANDBOX)];
     empty(Path::new("/tmp"), &keep);
@@ -550,8 +578,7 @@ fn sweep(temp_dir: &Path) {
 }
 
 /// Whether any thread of process `pid` still runs: a process whose main thread ended shows
-/// as a zombie while its other threads go on. (Zombies wait for the reaper, which is held
-/// off while the sweep runs.)
+/// as a zombie while its other threads go on.
 fn alive(pid: u32) -> bool {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()

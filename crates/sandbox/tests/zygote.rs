@@ -389,3 +389,71 @@ fn the_kernel_keyrings_are_refused() {
     assert!(status.success(), "{output}");
     assert_eq!(output, "add_key -1 1\n", "refused with EPERM");
 }
+
+/// A command that leaves its process group (here: joins a child's) is still killed when the
+/// agent asks (its own process gets `SIGKILL`), and what it started goes with it.
+#[test]
+fn a_command_that_left_its_group_is_still_killed() {
+    let Some(setup) = Setup::new("escape-group") else {
+        return;
+    };
+    let beat = setup.temp.join("beat");
+    let (remote, _reader) = setup.start(&format!(
+        "exec python3 -c 'import os, time\n\
+q = os.fork()\n\
+if q == 0:\n    os.setpgid(0, 0); time.sleep(60)\n\
+time.sleep(0.1); os.setpgid(0, q)\n\
+while True:\n    open(\"{beat}\", \"a\").write(\".\"); time.sleep(0.02)'",
+        beat = beat.display()
+    ));
+    std::thread::sleep(Duration::from_millis(400));
+    remote.signal(nix::sys::signal::Signal::SIGTERM);
+    remote.signal(nix::sys::signal::Signal::SIGKILL);
+    let started = Instant::now();
+    let status = remote.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "{status:?}");
+    let beats = size(&beat);
+    assert!(beats > 0, "it ran");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size(&beat), beats, "it lives on");
+    let (_, output) = setup.run("ps -e -o args= | grep -c '[t]ime.sleep(60)' || true");
+    assert_eq!(output.trim(), "0", "its child lives on: {output}");
+}
+
+/// A chain of processes each forking and ending at once (never seen alive by a scan of
+/// /proc) is killed all the same.
+#[test]
+fn a_fork_chain_ends_with_the_command() {
+    let Some(setup) = Setup::new("chain") else {
+        return;
+    };
+    let beat = setup.temp.join("beat");
+    let (status, output) = setup.run(&format!(
+        "setsid python3 -c 'import os\n\
+n = 0\n\
+while True:\n    n += 1\n    if n % 50 == 0:\n        open(\"{beat}\", \"a\").write(\".\")\n    if os.fork():\n        os._exit(0)' </dev/null >/dev/null 2>&1 & sleep 0.3",
+        beat = beat.display()
+    ));
+    assert!(status.success(), "{output}");
+    std::thread::sleep(Duration::from_millis(100));
+    let beats = size(&beat);
+    assert!(beats > 0, "it ran");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size(&beat), beats, "the chain lives on");
+}
+
+/// Nothing outside /tmp, /dev/shm and the private temporary folder is writable, bubblewrap's
+/// own root included (it would keep what one command wrote for the next).
+#[test]
+fn the_sandboxs_root_is_read_only() {
+    let Some(setup) = Setup::new("root") else {
+        return;
+    };
+    let (status, output) = setup.run("touch /planted 2>&1; mkdir /made 2>&1; echo end");
+    assert!(status.success(), "{output}");
+    assert_eq!(
+        output.matches("Read-only file system").count(),
+        2,
+        "{output}"
+    );
+}
