@@ -333,20 +333,16 @@ fn ab_arguments(rest: &[OsString]) -> anyhow::Result<(String, usize)> {
         .map(|arg| arg.to_str().ok_or_else(usage))
         .collect::<anyhow::Result<_>>()?;
     match text[..] {
-        [commit] => Ok((commit.to_owned(), 10)),
-        [commit, "--runs", runs] => match runs.parse() {
-            Ok(runs) if runs > 0 => Ok((commit.to_owned(), runs)),
-            _ => Err(anyhow::anyhow!(
-                "--runs {runs}: a count of runs, at least 1"
-            )),
-        },
+        [commit, ..] if !commit.starts_with("--") => {
+            Ok((commit.to_owned(), runs_argument(&rest[1..])?))
+        }
         _ => Err(usage()),
     }
 }
 
 /// `[--runs N]` (10 when not given).
 fn runs_argument(rest: &[OsString]) -> anyhow::Result<usize> {
-    let usage = || anyhow::anyhow!("usage: cargo xtask bench-cli --sandbox-ab [--runs N]");
+    let usage = || anyhow::anyhow!("expected [--runs N] after the bench's own arguments");
     let text: Vec<&str> = rest
         .iter()
         .map(|arg| arg.to_str().ok_or_else(usage))

@@ -211,36 +211,31 @@ impl AnthropicClient {
             return None;
         }
         let base = self.inner.config.base_url.trim_end_matches('/');
-        if let Some(models) = self.get_json(&format!("{base}/models")).await {
-            let window = models
+        // The first of `keys` that `model`'s entry in a `{"data": [...]}` listing has.
+        let listed = |listing: &serde_json::Value, keys: &[&str]| {
+            listing
                 .get("data")
                 .and_then(serde_json::Value::as_array)
                 .into_iter()
                 .flatten()
                 .find(|entry| entry.get("id").and_then(serde_json::Value::as_str) == Some(model))
                 .and_then(|entry| {
-                    ["max_model_len", "context_length", "max_context_length"]
-                        .iter()
-                        .find_map(|key| entry.get(*key).and_then(serde_json::Value::as_u64))
-                });
-            if window.is_some() {
-                return window;
-            }
-        }
-        let root = base.strip_suffix("/v1").unwrap_or(base);
-        if let Some(listing) = self.get_json(&format!("{root}/api/v0/models")).await
-            && let Some(window) = listing
-                .get("data")
-                .and_then(serde_json::Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|entry| entry.get("id").and_then(serde_json::Value::as_str) == Some(model))
-                .and_then(|entry| {
-                    ["loaded_context_length", "max_context_length"]
-                        .iter()
+                    keys.iter()
                         .find_map(|key| entry.get(*key).and_then(serde_json::Value::as_u64))
                 })
                 .filter(|window| *window > 0)
+        };
+        if let Some(models) = self.get_json(&format!("{base}/models")).await
+            && let Some(window) = listed(
+                &models,
+                &["max_model_len", "context_length", "max_context_length"],
+            )
+        {
+            return Some(window);
+        }
+        let root = base.strip_suffix("/v1").unwrap_or(base);
+        if let Some(listing) = self.get_json(&format!("{root}/api/v0/models")).await
+            && let Some(window) = listed(&listing, &["loaded_context_length", "max_context_length"])
         {
             return Some(window);
         }

@@ -109,6 +109,16 @@ impl Drop for Setup {
     }
 }
 
+/// That what writes `beat` ran (it grew) and is gone (it grows no more): `lives_on` is the
+/// failure's message.
+fn assert_stopped(beat: &Path, lives_on: &str) {
+    std::thread::sleep(Duration::from_millis(100));
+    let beats = size(beat);
+    assert!(beats > 0, "it ran");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(size(beat), beats, "{lives_on}");
+}
+
 /// How many bytes `path` holds, 0 when it does not exist.
 fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |meta| meta.len())
@@ -268,11 +278,7 @@ fn signals_and_a_dropped_handle_stop_a_command() {
     std::thread::sleep(Duration::from_millis(100));
     drop(remote);
     drop(reader);
-    std::thread::sleep(Duration::from_millis(100));
-    let beats = size(&beat);
-    assert!(beats > 0);
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(size(&beat), beats, "the command lives on");
+    assert_stopped(&beat, "the command lives on");
     // The sandbox still serves.
     assert_eq!(setup.run("echo again").1, "again\n");
 }
@@ -354,11 +360,7 @@ ctypes.CDLL(None).pthread_exit(None)' </dev/null >/dev/null 2>&1 & sleep 0.2",
         beat = beat.display()
     ));
     assert!(status.success(), "{output}");
-    std::thread::sleep(Duration::from_millis(100));
-    let beats = size(&beat);
-    assert!(beats > 0, "it ran");
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(size(&beat), beats, "its thread lives on");
+    assert_stopped(&beat, "its thread lives on");
 }
 
 /// `/dev` is read-only (its links stay what they are), and folders a command made
@@ -419,10 +421,7 @@ while True:\n    open(\"{beat}\", \"a\").write(\".\"); time.sleep(0.02)'",
     let started = Instant::now();
     let status = remote.wait().unwrap();
     assert!(started.elapsed() < Duration::from_secs(2), "{status:?}");
-    let beats = size(&beat);
-    assert!(beats > 0, "it ran");
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(size(&beat), beats, "it lives on");
+    assert_stopped(&beat, "it lives on");
     let (_, output) = setup.run("ps -e -o args= | grep -c '[t]ime.sleep(60)' || true");
     assert_eq!(output.trim(), "0", "its child lives on: {output}");
 }
@@ -442,11 +441,7 @@ while True:\n    n += 1\n    if n % 50 == 0:\n        open(\"{beat}\", \"a\").wr
         beat = beat.display()
     ));
     assert!(status.success(), "{output}");
-    std::thread::sleep(Duration::from_millis(100));
-    let beats = size(&beat);
-    assert!(beats > 0, "it ran");
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(size(&beat), beats, "the chain lives on");
+    assert_stopped(&beat, "the chain lives on");
 }
 
 /// Nothing outside /tmp, /dev/shm and the private temporary folder is writable, bubblewrap's

@@ -712,17 +712,19 @@ async fn run(
         .map_err(|e| could_not_run("read the command's output", e))?;
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + timeout;
-    let (ran, profile) = match start_persistent(shared, workspace, how, &script, &cwd, writer)? {
+    let job = Job {
+        shared,
+        workspace,
+        how,
+        script: &script,
+        cwd: &cwd,
+    };
+    let (ran, profile) = match start_persistent(&job, writer)? {
         Ok(remote) => (
             run_remote(remote, &mut pipe, deadline, context).await?,
             Some(Profile::ReadOnly),
         ),
-        Err(writer) => {
-            run_local(
-                shared, workspace, how, &script, &cwd, writer, &mut pipe, deadline, context,
-            )
-            .await?
-        }
+        Err(writer) => run_local(&job, writer, &mut pipe, deadline, context).await?,
     };
     // Colours and other escape sequences are for a terminal: the model gets the text, the
     // structured result (the terminal's rows, hooks) keeps what the command printed.
@@ -842,15 +844,20 @@ async fn collect(
     })
 }
 
+/// One command to start: the tool set, the workspace it runs for, how, its script and
+/// folder.
+struct Job<'a> {
+    shared: &'a Shared,
+    workspace: &'a executor::Workspace,
+    how: BashRun,
+    script: &'a str,
+    cwd: &'a std::path::Path,
+}
+
 /// Starts the command in a process of its own (its sandbox's, or a plain shell) and runs it
 /// to its end; returns what it left and its sandbox profile.
-#[allow(clippy::too_many_arguments)] // one command's parts, each used once
 async fn run_local(
-    shared: &Shared,
-    workspace: &executor::Workspace,
-    how: BashRun,
-    script: &str,
-    cwd: &std::path::Path,
+    job: &Job<'_>,
     writer: std::io::PipeWriter,
     pipe: &mut pipe::Receiver,
     deadline: tokio::time::Instant,
@@ -860,7 +867,7 @@ async fn run_local(
         .try_clone()
         .map_err(|e| could_not_run("create a pipe", e))?;
     let (std_command, mut placeholders, profile) =
-        prepare(shared, workspace, how, script, cwd, &[])?;
+        prepare(job.shared, job.workspace, job.how, job.script, job.cwd, &[])?;
     let mut bash = Command::from(std_command);
     bash.stdin(Stdio::null())
         .stdout(writer)
@@ -880,7 +887,7 @@ async fn run_local(
         ));
     };
     let mut guard = GroupGuard::new(group);
-    tracing::debug!(pid = group.as_raw(), cwd = %cwd.display(), "bash started");
+    tracing::debug!(pid = group.as_raw(), cwd = %job.cwd.display(), "bash started");
     let mut ran = {
         let mut wait = Box::pin(child.wait());
         collect(&mut wait, pipe, deadline, context).await?
@@ -900,13 +907,16 @@ async fn run_local(
 /// ([`Shared::zygote`]), its output to `writer`; `Err(writer)` back when it has none or
 /// it did not take the command (too long, ended), so the command starts the usual way.
 fn start_persistent(
-    shared: &Shared,
-    workspace: &executor::Workspace,
-    how: BashRun,
-    script: &str,
-    cwd: &std::path::Path,
+    job: &Job<'_>,
     writer: std::io::PipeWriter,
 ) -> Result<Result<sandbox::Remote, std::io::PipeWriter>, ToolError> {
+    let Job {
+        shared,
+        workspace,
+        how,
+        script,
+        cwd,
+    } = *job;
     if how != BashRun::Sandboxed(Profile::ReadOnly) || shared.sandbox.helper.is_none() {
         return Ok(Err(writer));
     }
