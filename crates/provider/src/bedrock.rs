@@ -298,43 +298,14 @@ pub fn sign_for(
 /// The Bedrock body of a Messages API `body` (see the module docs): the model, whether it
 /// streams, and the bytes.
 fn bedrock_body(body: &[u8], betas: &[String]) -> Result<(String, bool, Bytes), ProviderError> {
-    let mut json: serde_json::Value = serde_json::from_slice(body).map_err(|error| {
-        ProviderError::new(
-            ErrorKind::Config,
-            format!("the request is not a Messages API request: {error}"),
-        )
-    })?;
-    let Some(object) = json.as_object_mut() else {
-        return Err(ProviderError::new(
-            ErrorKind::Config,
-            "the request is not a JSON object",
-        ));
-    };
-    let Some(serde_json::Value::String(mut model)) = object.remove("model") else {
-        return Err(ProviderError::new(
-            ErrorKind::Config,
-            "the request names no model",
-        ));
-    };
-    let streaming = object
-        .remove("stream")
-        .and_then(|stream| stream.as_bool())
-        .unwrap_or(false);
-    let mut betas = betas.to_vec();
-    if let Some(stripped) = model.strip_suffix("[1m]") {
-        model = stripped.to_owned();
-        if !betas
-            .iter()
-            .any(|beta| beta == crate::client::LONG_CONTEXT_BETA)
-        {
-            betas.push(crate::client::LONG_CONTEXT_BETA.to_owned());
-        }
+    let mut ready = crate::cloud::cloud_body(body, betas, BEDROCK_ANTHROPIC_VERSION, false)?;
+    if !ready.betas.is_empty() {
+        ready
+            .json
+            .insert("anthropic_beta".into(), ready.betas.into());
     }
-    object.insert("anthropic_version".into(), BEDROCK_ANTHROPIC_VERSION.into());
-    if !betas.is_empty() {
-        object.insert("anthropic_beta".into(), betas.into());
-    }
-    Ok((model, streaming, Bytes::from(json.to_string())))
+    let json = serde_json::Value::Object(ready.json);
+    Ok((ready.model, ready.streaming, Bytes::from(json.to_string())))
 }
 
 /// An `InvokeModelWithResponseStream` body read as the Messages API's stream: each

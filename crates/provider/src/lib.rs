@@ -38,6 +38,7 @@ pub mod aws;
 pub mod bedrock;
 pub mod chat;
 mod client;
+mod cloud;
 mod config;
 mod error;
 pub mod google;

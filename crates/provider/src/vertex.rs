@@ -148,31 +148,13 @@ impl Vertex {
         betas: &[String],
         transport: &dyn Transport,
     ) -> Result<HttpRequest, ProviderError> {
-        let mut json: serde_json::Value = serde_json::from_slice(body).map_err(|error| {
-            ProviderError::new(
-                ErrorKind::Config,
-                format!("the request is not a Messages API request: {error}"),
-            )
-        })?;
-        let object = json.as_object_mut().ok_or_else(|| {
-            ProviderError::new(ErrorKind::Config, "the request is not a JSON object")
-        })?;
-        let Some(serde_json::Value::String(mut model)) = object.remove("model") else {
-            return Err(ProviderError::new(
-                ErrorKind::Config,
-                "the request names no model",
-            ));
-        };
-        let streaming = object
-            .get("stream")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false);
-        object.insert("anthropic_version".into(), VERTEX_ANTHROPIC_VERSION.into());
-        let mut betas = betas.to_vec();
-        if let Some(stripped) = model.strip_suffix("[1m]") {
-            model = stripped.to_owned();
-            betas.push(crate::client::LONG_CONTEXT_BETA.to_owned());
-        }
+        let crate::cloud::CloudBody {
+            json,
+            model,
+            streaming,
+            betas,
+        } = crate::cloud::cloud_body(body, betas, VERTEX_ANTHROPIC_VERSION, true)?;
+        let json = serde_json::Value::Object(json);
         let action = if streaming {
             "streamRawPredict"
         } else {
