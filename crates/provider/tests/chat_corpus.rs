@@ -6,13 +6,13 @@
 //! must not depend on where the network cut the bytes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
+use common::{decode, decode_cut};
 use protocol::{ContentBlock, StopReason};
-use provider::chat::ChatStream;
 use serde_json::Value;
-use sse_parser::{FinalMessage, Item};
 
 /// `$AGENT_CORPUS_DIR`, else `shared/corpus` beside an ancestor of this crate; `None` with a
 /// loud note outside CI, a panic in CI.
@@ -33,32 +33,6 @@ fn corpus_dir() -> Option<PathBuf> {
     );
     eprintln!("\n*** SKIPPED: test corpus not found (set AGENT_CORPUS_DIR) ***\n");
     None
-}
-
-/// Decodes `bytes` pushed in pieces of `size` (0: whole): the final message and the blocks
-/// completed on the way, or the error.
-fn decode(bytes: &[u8], size: usize) -> Result<(FinalMessage, Vec<ContentBlock>), String> {
-    let mut stream = ChatStream::new();
-    let mut blocks = Vec::new();
-    let mut done = None;
-    let pieces: Vec<&[u8]> = if size == 0 {
-        vec![bytes]
-    } else {
-        bytes.chunks(size).collect()
-    };
-    for piece in pieces {
-        stream.push(Bytes::copy_from_slice(piece));
-        while let Some(item) = stream.next_item().map_err(|error| error.to_string())? {
-            match item {
-                Item::BlockComplete(block) => blocks.push(block.block),
-                Item::MessageComplete(message) => done = Some(*message),
-                _ => {}
-            }
-        }
-    }
-    let finished = stream.finish().map_err(|error| error.to_string())?;
-    let message = done.or(finished).ok_or("no message")?;
-    Ok((message, blocks))
 }
 
 fn stop_reason(finish: &str) -> StopReason {
@@ -186,26 +160,8 @@ proptest::proptest! {
         }
         let body = turn.chat_sse();
         let whole = decode(&body, 0).map_err(proptest::test_runner::TestCaseError::fail)?;
-        let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(body.len() + 1)).collect();
-        points.sort_unstable();
-        points.dedup();
-        let mut stream = ChatStream::new();
-        let mut blocks = Vec::new();
-        let mut done = None;
-        let mut start = 0;
-        for end in points.into_iter().chain([body.len()]) {
-            stream.push(Bytes::copy_from_slice(&body[start..end]));
-            start = end;
-            while let Some(item) = stream.next_item().map_err(|error| proptest::test_runner::TestCaseError::fail(error.to_string()))? {
-                match item {
-                    Item::BlockComplete(block) => blocks.push(block.block),
-                    Item::MessageComplete(message) => done = Some(*message),
-                    _ => {}
-                }
-            }
-        }
-        let finished = stream.finish().map_err(|error| proptest::test_runner::TestCaseError::fail(error.to_string()))?;
-        let message = done.or(finished).expect("a message");
+        let (message, blocks) = decode_cut(&body, cuts.iter().map(|cut| cut.index(body.len() + 1)))
+            .map_err(proptest::test_runner::TestCaseError::fail)?;
         proptest::prop_assert_eq!(&message.message, &whole.0.message);
         proptest::prop_assert_eq!(&blocks, &whole.1);
         // Thinking, text (an empty text makes no block), the calls.

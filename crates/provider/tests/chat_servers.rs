@@ -9,34 +9,16 @@
 //! pieces of every size up to 64 bytes: the result must not depend on where the network cut.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 
-use bytes::Bytes;
 use protocol::{ContentBlock, Message, StopReason};
-use provider::chat::ChatStream;
 use serde_json::{Value, json};
-use sse_parser::Item;
 
 /// The message `bytes` decode to when pushed in pieces of `size` (0: whole), or the error.
 fn decode(bytes: &[u8], size: usize) -> Result<Message, String> {
-    let mut stream = ChatStream::new();
-    let mut done = None;
-    let pieces: Vec<&[u8]> = if size == 0 {
-        vec![bytes]
-    } else {
-        bytes.chunks(size).collect()
-    };
-    for piece in pieces {
-        stream.push(Bytes::copy_from_slice(piece));
-        while let Some(item) = stream.next_item().map_err(|error| error.to_string())? {
-            if let Item::MessageComplete(message) = item {
-                done = Some(message.message);
-            }
-        }
-    }
-    let finished = stream.finish().map_err(|error| error.to_string())?;
-    done.or(finished.map(|finished| finished.message))
-        .ok_or_else(|| "no message".to_owned())
+    common::decode(bytes, size).map(|(message, _)| message.message)
 }
 
 /// What `message` is, in the shape of `expected.json`'s entries.
@@ -281,38 +263,8 @@ proptest::proptest! {
         let streams = all_streams();
         let (name, bytes) = &streams[pick.index(streams.len())];
         let whole = decode(bytes, 0).map(|message| summary(&message));
-        let mut points: Vec<usize> = cuts.iter().map(|cut| cut.index(bytes.len() + 1)).collect();
-        points.sort_unstable();
-        points.dedup();
-        let mut stream = ChatStream::new();
-        let mut done = None;
-        let mut failed = None;
-        let mut start = 0;
-        'pieces: for end in points.into_iter().chain([bytes.len()]) {
-            stream.push(Bytes::copy_from_slice(&bytes[start..end]));
-            start = end;
-            loop {
-                match stream.next_item() {
-                    Ok(Some(Item::MessageComplete(message))) => done = Some(message.message),
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(error) => {
-                        failed = Some(error.to_string());
-                        break 'pieces;
-                    }
-                }
-            }
-        }
-        let split = match failed {
-            Some(error) => Err(error),
-            None => match stream.finish() {
-                Ok(finished) => done
-                    .or(finished.map(|finished| finished.message))
-                    .map(|message| summary(&message))
-                    .ok_or_else(|| "no message".to_owned()),
-                Err(error) => Err(error.to_string()),
-            },
-        };
+        let split = common::decode_cut(bytes, cuts.iter().map(|cut| cut.index(bytes.len() + 1)))
+            .map(|(message, _)| summary(&message.message));
         match (&whole, &split) {
             (Ok(whole), Ok(split)) => proptest::prop_assert_eq!(whole, split, "{}", name),
             (Err(_), Err(_)) => {}
