@@ -341,6 +341,9 @@ struct Shared {
     /// swept. (Not the state's lock: the reaper must go on reaping during a sweep.)
     gate: Mutex<()>,
     state: Mutex<State>,
+    /// The folders bubblewrap made in `/tmp` on the way to its mounts, and the mounts, as
+    /// they were at the start ([`layout`]).
+    layout: Vec<(PathBuf, (u64, u64))>,
     /// Signalled when a status is collected, a command starts, or the last one ends.
     changed: Condvar,
 }
@@ -381,7 +384,10 @@ pub(crate) fn zygote_main(temp_dir: &Path) -> Result<Infallible, String> {
         .as_fd()
         .try_clone_to_owned()
         .map_err(|error| format!("its control socket: {error}"))?;
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared {
+        layout: layout(Path::new("/tmp")),
+        ..Shared::default()
+    });
     let reaper = Arc::clone(&shared);
     std::thread::Builder::new()
         .name("reaper".into())
@@ -491,6 +497,12 @@ fn serve(
     let gate = shared.gate();
     if shared.lock().commands.is_empty() {
         sweep(temp_dir);
+        // A folder leading to a mount renamed (a workspace under /tmp moved away and a
+        // made-up one put in its place) cannot be put back: the sandbox ends, and the
+        // agent starts a new one for the next command.
+        if layout(Path::new("/tmp")) != shared.layout {
+            std::process::exit(0);
+        }
     }
     drop(gate);
     match status {
@@ -575,6 +587,39 @@ fn sweep(temp_dir: &Path) {
     let keep = [temp_dir, Path::new(HELPER_IN_SANDBOX)];
     empty(Path::new("/tmp"), &keep);
     empty(Path::new("/dev/shm"), &[]);
+}
+
+/// Every folder on `dir`'s own file system that leads to a mount, and every mount point
+/// in it, with its device and inode: what bubblewrap built in `/tmp`, which a command could
+/// rename (the folders are on the writable memory file system).
+fn layout(dir: &Path) -> Vec<(PathBuf, (u64, u64))> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(device) = std::fs::symlink_metadata(dir).map(|meta| meta.dev()) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.dev() != device {
+            found.push((path, (meta.dev(), meta.ino())));
+        } else if meta.is_dir() {
+            let below = layout(&path);
+            if !below.is_empty() {
+                found.push((path, (meta.dev(), meta.ino())));
+                found.extend(below);
+            }
+        }
+    }
+    found
 }
 
 /// Whether any thread of process `pid` still runs: a process whose main thread ended shows

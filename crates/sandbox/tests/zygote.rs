@@ -459,3 +459,39 @@ fn the_sandboxs_root_is_read_only() {
         "{output}"
     );
 }
+
+/// A workspace under /tmp sits in folders bubblewrap made on the sandbox's writable /tmp: a
+/// command that renames them away (and makes up a workspace in their place) ends the
+/// sandbox, so no later command runs in the made-up one.
+#[test]
+fn a_renamed_way_to_the_workspace_ends_the_sandbox() {
+    let Some(setup) = Setup::new("rename") else {
+        return;
+    };
+    // The layout's top folder in /tmp, as the sandbox shows it.
+    let top = setup
+        .ws
+        .ancestors()
+        .find(|dir| dir.parent() == Some(Path::new("/tmp")))
+        .unwrap()
+        .to_path_buf();
+    let (remote, mut reader) = setup.start(&format!(
+        "mv {top} /tmp/moved && mkdir -p {ws} && echo forged > {ws}/README && echo moved",
+        top = top.display(),
+        ws = setup.ws.display()
+    ));
+    let mut output = String::new();
+    reader.read_to_string(&mut output).unwrap();
+    assert!(output.contains("moved"), "{output}");
+    // Its own status is lost with the sandbox.
+    assert!(remote.wait().is_err());
+    let ended = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        !setup.zygote.is_alive()
+    });
+    assert!(ended, "the sandbox goes on in a made-up layout");
+    assert!(
+        !setup.ws.join("README").exists(),
+        "nothing reached the host"
+    );
+}
